@@ -1,0 +1,3 @@
+"""patchkit: pinned unified-diff series applied as exact, line-targeted sed edits."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,39 @@
+"""One error root; its exit code is part of the public contract (DESIGN.md).
+
+0 done, 1 refused (drift, wrong commit, modified after apply, locked), 2 invalid input.
+"""
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_INVALID = 2
+
+
+class PatchkitError(Exception):
+    """An expected failure: printed as one clean message, mapped to an exit code."""
+
+    exit_code = EXIT_REFUSED
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class Refused(PatchkitError):
+    """The target is not in a state we may touch (drift, lock, modified after apply)."""
+
+    exit_code = EXIT_REFUSED
+
+
+class InvalidInput(PatchkitError):
+    """The series, pin, patch or target spec is malformed; nothing was written."""
+
+    exit_code = EXIT_INVALID
+
+
+class TransportError(Refused):
+    """The target could not be reached or the remote program died; names the host."""
