@@ -1,0 +1,513 @@
+"""Pristine upstream sources: PyPI wheels by exact version, or blobs of a local git clone.
+
+Nothing here is committed: wheels and the trees built from them live in an ignored cache,
+``<repo>/.cache/upstream`` (or ``$PATCHKIT_CACHE/upstream``). Once a wheel is in the cache
+everything works offline.
+
+Trust. A wheel is accepted when its sha256 equals the value pinned in ``KNOWN_WHEELS`` below.
+A wheel we have no pin for is refused, and the refusal prints its sha256; pass
+``trust_new=True`` (``--trust-new``) to accept it, which records the hash beside the cached
+wheel (``<wheel>.sha256``) so that later runs check the wheel against that record
+(trust on first use, said so in the result). Add the hash to ``KNOWN_WHEELS`` to make it a pin.
+
+Layouts built from a wheel:
+  installed  ``sglang/...`` plus ``sglang-0.5.9.dist-info/METADATA`` (Name, Version), as in
+             site-packages;
+  checkout   ``python/sglang/...`` (``package_prefix`` + the wheel path), optionally a git repo.
+             The real upstream commit cannot be reproduced from a wheel: the repo gets its own
+             commit, returned to the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchkit.errors import InvalidInput, Refused
+
+
+class UpstreamError(Refused):
+    """An upstream source could not be fetched, or is not what it claims to be."""
+
+
+class UntrustedWheel(UpstreamError):
+    """A wheel whose sha256 is neither pinned nor recorded; carries the hash to review."""
+
+    def __init__(self, message: str, sha256: str):
+        super().__init__(message)
+        self.sha256 = sha256
+
+
+class WheelHashMismatch(UpstreamError):
+    """A wheel whose sha256 differs from its pin or its recorded hash."""
+
+
+# Wheel file name -> sha256, checked on every use. Values as published on PyPI (pip verified
+# them against the index when they were first downloaded).
+KNOWN_WHEELS: dict[str, str] = {
+    "sglang-0.5.9-py3-none-any.whl":
+        "8a936c4d25fea605f44254e533cff2144c73ceffbc1f8738aba393461bbb64d1",
+    "sglang-0.5.10-py3-none-any.whl":
+        "ac8855a5d57dac8831fee526bca5212f1ae451f378e2ab08b3baecbc4deb4076",
+    "sglang-0.5.12-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "4ed786a38655851fd055ef57380c34d29b87753b53f63457309f51e5bf48c2e6",
+    "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937",
+    "transformers-5.17.0-py3-none-any.whl":
+        "78ec1ce21579b38dfb83950a0658cd119f87212a2fcfdff478096ce9d6c03801",
+}
+
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+!-]*$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+# ----------------------------------------------------------------------------- small helpers
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def count_lines(data: bytes) -> int:
+    """What ``wc -l`` prints: the number of newline bytes."""
+    return data.count(b"\n")
+
+
+def cache_root() -> Path:
+    """``$PATCHKIT_CACHE/upstream`` or ``<repo>/.cache/upstream`` (ignored by git)."""
+    base = os.environ.get("PATCHKIT_CACHE")
+    root = Path(base) if base else Path(__file__).resolve().parents[1] / ".cache"
+    return root / "upstream"
+
+
+def normalize_name(name: str) -> str:
+    """Wheel file names use the distribution name with runs of -_. as one underscore."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _check_name_version(name: str, version: str) -> None:
+    if not _NAME_RE.match(name or ""):
+        raise InvalidInput(f"upstream: bad distribution name {name!r}")
+    if not _VERSION_RE.match(version or ""):
+        raise InvalidInput(f"upstream: bad version {version!r} for {name}")
+
+
+def _safe_relpath(path: str, what: str) -> str:
+    p = path.replace("\\", "/")
+    if not p or p.startswith("/") or any(part in ("", ".", "..") for part in p.split("/")):
+        raise InvalidInput(f"{what}: unsafe or empty path {path!r}")
+    return p
+
+
+def installed_path(path: str, package_prefix: str | None) -> str:
+    """Drop ``package_prefix`` (e.g. ``python/``) from a checkout path, if it starts with it."""
+    if package_prefix and path.startswith(package_prefix):
+        return path[len(package_prefix):]
+    return path
+
+
+def locate_in_tree(tree: Path, path: str, package_prefix: str | None = None) -> Path:
+    """The file for checkout path ``path`` in ``tree``, whichever layout the tree has."""
+    tree = Path(tree)
+    candidates = [tree / path]
+    short = installed_path(path, package_prefix)
+    if short != path:
+        candidates.append(tree / short)
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise UpstreamError(
+        f"{tree}: no file {path!r}"
+        + (f" (nor {short!r})" if short != path else "")
+    )
+
+
+# ----------------------------------------------------------------------------- wheels
+
+@dataclass
+class FetchedWheel:
+    path: Path
+    sha256: str
+    trust: str  # "pinned" | "recorded" (trusted on an earlier --trust-new) | "new" (just now)
+
+
+def wheel_dir(name: str, version: str, cache: Path | None = None) -> Path:
+    return (cache or cache_root()) / "wheels" / f"{normalize_name(name)}-{version}"
+
+
+def _wheels_in(directory: Path, name: str, version: str) -> list[Path]:
+    """Wheels of name==version in ``directory`` (file name: dist-version-...-platform.whl)."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for p in directory.iterdir():
+        parts = p.name.split("-")
+        if (p.suffix == ".whl" and len(parts) >= 5
+                and normalize_name(parts[0]) == normalize_name(name) and parts[1] == version):
+            found.append(p)
+    return sorted(found)
+
+
+def check_wheel(path: Path, *, trust_new: bool = False) -> FetchedWheel:
+    """Verify ``path`` against its pin, or its recorded hash, or record it when trust_new."""
+    path = Path(path)
+    digest = sha256_file(path)
+    pinned = KNOWN_WHEELS.get(path.name)
+    record = path.with_name(path.name + ".sha256")
+    if pinned is not None:
+        if digest != pinned:
+            raise WheelHashMismatch(
+                f"{path}: sha256 {digest} differs from the pinned {pinned}; "
+                "delete the file and fetch again"
+            )
+        return FetchedWheel(path, digest, "pinned")
+    if record.is_file():
+        recorded = record.read_text().split()[0]
+        if digest != recorded:
+            raise WheelHashMismatch(
+                f"{path}: sha256 {digest} differs from the hash recorded on first use "
+                f"({recorded}, in {record})"
+            )
+        return FetchedWheel(path, digest, "recorded")
+    if not trust_new:
+        raise UntrustedWheel(
+            f"{path.name}: no pinned sha256 for this wheel; it has sha256 {digest}. "
+            "Check it against the index, then pass --trust-new to record it "
+            "(or add it to patchkit.upstream.KNOWN_WHEELS)",
+            digest,
+        )
+    record.write_text(f"{digest}  {path.name}\n")
+    return FetchedWheel(path, digest, "new")
+
+
+def _pip_download(name: str, version: str, dest: Path, wheelhouse: Path | None) -> None:
+    argv = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", "--quiet", f"{name}=={version}", "-d", str(dest),
+    ]
+    if wheelhouse is not None:
+        argv += ["--no-index", "--find-links", str(wheelhouse)]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UpstreamError(f"pip download {name}=={version}: {exc}") from exc
+    if proc.returncode != 0:
+        where = f" from {wheelhouse}" if wheelhouse else " from the package index"
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise UpstreamError(
+            f"pip could not download {name}=={version}{where}: " + " | ".join(tail)
+        )
+
+
+def fetch_wheel(
+    name: str,
+    version: str,
+    *,
+    cache: Path | None = None,
+    wheelhouse: Path | str | None = None,
+    trust_new: bool = False,
+) -> FetchedWheel:
+    """The wheel of ``name==version`` in the cache, downloading it first if missing.
+
+    ``wheelhouse`` (or ``$PATCHKIT_WHEELHOUSE``): a folder of wheels pip reads instead of the
+    index (``--no-index --find-links``). The hash check is the same either way.
+    """
+    _check_name_version(name, version)
+    target_dir = wheel_dir(name, version, cache)
+    cached = _wheels_in(target_dir, name, version)
+    if cached:
+        return check_wheel(cached[0], trust_new=trust_new)
+    if wheelhouse is None and os.environ.get("PATCHKIT_WHEELHOUSE"):
+        wheelhouse = os.environ["PATCHKIT_WHEELHOUSE"]
+    target_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target_dir, prefix=".download-") as tmp:
+        tmp_path = Path(tmp)
+        _pip_download(name, version, tmp_path, Path(wheelhouse) if wheelhouse else None)
+        got = _wheels_in(tmp_path, name, version)
+        if not got:
+            raise UpstreamError(f"pip download {name}=={version} produced no wheel in {tmp}")
+        fetched = check_wheel(got[0], trust_new=trust_new)
+        final = target_dir / got[0].name
+        os.replace(got[0], final)
+        record = got[0].with_name(got[0].name + ".sha256")
+        if record.exists():
+            os.replace(record, final.with_name(final.name + ".sha256"))
+    return FetchedWheel(final, fetched.sha256, fetched.trust)
+
+
+def read_wheel_files(wheel: Path, paths: list[str]) -> dict[str, bytes]:
+    """The bytes of ``paths`` (as inside the wheel, e.g. ``sglang/srt/...``)."""
+    out: dict[str, bytes] = {}
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        for path in paths:
+            path = _safe_relpath(path, str(wheel))
+            if path not in names:
+                raise UpstreamError(f"{Path(wheel).name}: has no file {path}")
+            out[path] = zf.read(path)
+    return out
+
+
+def wheel_dist_info(wheel: Path) -> str:
+    """The ``*.dist-info`` folder name inside the wheel (e.g. ``sglang-0.5.9.dist-info``)."""
+    with zipfile.ZipFile(wheel) as zf:
+        for entry in zf.namelist():
+            top = entry.split("/", 1)[0]
+            if top.endswith(".dist-info"):
+                return top
+    raise UpstreamError(f"{Path(wheel).name}: no .dist-info folder")
+
+
+# ----------------------------------------------------------------------------- trees
+
+def _write_files(dest: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def build_installed_tree(
+    files: dict[str, bytes], dest: Path, *, name: str, version: str, dist_info: str | None = None
+) -> Path:
+    """A site-packages-like tree: the files plus a minimal ``<dist>.dist-info/METADATA``."""
+    dest = Path(dest)
+    _write_files(dest, files)
+    info = dest / (dist_info or f"{normalize_name(name)}-{version}.dist-info")
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    )
+    return dest
+
+
+def build_checkout_tree(
+    files: dict[str, bytes],
+    dest: Path,
+    *,
+    package_prefix: str = "python/",
+    git_repo: bool = False,
+    message: str = "pristine upstream files",
+) -> tuple[Path, str | None]:
+    """A source-checkout-like tree (``package_prefix`` + path). Returns (tree, commit or None)."""
+    dest = Path(dest)
+    _write_files(dest, {package_prefix + rel: data for rel, data in files.items()})
+    if not git_repo:
+        return dest, None
+    import git  # GitPython; imported here to keep `import patchkit.upstream` light
+
+    repo = git.Repo.init(dest)
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "patchkit")
+        cw.set_value("user", "email", "patchkit@localhost")
+        cw.set_value("commit", "gpgsign", "false")
+    repo.index.add([package_prefix + rel for rel in files])
+    commit = repo.index.commit(message)
+    return dest, commit.hexsha
+
+
+def pypi_tree(
+    name: str,
+    version: str,
+    paths: list[str],
+    *,
+    layout: str = "installed",
+    package_prefix: str = "python/",
+    dest: Path | None = None,
+    cache: Path | None = None,
+    wheelhouse: Path | str | None = None,
+    trust_new: bool = False,
+) -> Path:
+    """A pristine tree of ``paths`` (wheel paths) from ``name==version``; cached by default.
+
+    ``layout`` is ``installed`` or ``checkout`` (no git repo; use build_checkout_tree for one).
+    A cached tree is rebuilt when a requested file is missing or differs from the wheel.
+    """
+    if layout not in ("installed", "checkout"):
+        raise InvalidInput(f"upstream: layout must be 'installed' or 'checkout', not {layout!r}")
+    wheel = fetch_wheel(name, version, cache=cache, wheelhouse=wheelhouse, trust_new=trust_new)
+    files = read_wheel_files(wheel.path, paths)
+    if dest is None:
+        dest = (cache or cache_root()) / "trees" / f"{normalize_name(name)}-{version}" / layout
+    dest = Path(dest)
+    if layout == "installed":
+        build_installed_tree(files, dest, name=name, version=version,
+                             dist_info=wheel_dist_info(wheel.path))
+    else:
+        build_checkout_tree(files, dest, package_prefix=package_prefix)
+    return dest
+
+
+# ----------------------------------------------------------------------------- git clones
+
+def _open_repo(clone: Path):
+    import git
+
+    try:
+        return git.Repo(clone)
+    except (git.NoSuchPathError, git.InvalidGitRepositoryError) as exc:
+        raise UpstreamError(f"{clone}: not a git repository") from exc
+
+
+def resolve_git_rev(clone: Path, rev: str) -> str:
+    """The 40-hex commit a tag, branch or commit-ish names in ``clone``."""
+    import git
+
+    repo = _open_repo(clone)
+    try:
+        return repo.commit(rev).hexsha
+    except (git.BadName, ValueError, git.GitCommandError) as exc:
+        raise UpstreamError(f"{clone}: no commit named {rev!r}") from exc
+
+
+def read_git_files(clone: Path, rev: str, paths: list[str]) -> tuple[str, dict[str, bytes]]:
+    """(commit, {path: bytes}) read from the blobs at ``rev``; the work tree is not touched."""
+    repo = _open_repo(clone)
+    commit_sha = resolve_git_rev(clone, rev)
+    tree = repo.commit(commit_sha).tree
+    out: dict[str, bytes] = {}
+    for path in paths:
+        path = _safe_relpath(path, str(clone))
+        try:
+            blob = tree / path
+        except KeyError as exc:
+            raise UpstreamError(f"{clone}@{rev} ({commit_sha[:12]}): no file {path}") from exc
+        if blob.type != "blob":
+            raise UpstreamError(f"{clone}@{rev}: {path} is not a file")
+        out[path] = blob.data_stream.read()
+    return commit_sha, out
+
+
+def git_tree(
+    clone: Path, rev: str, paths: list[str], *, dest: Path | None = None,
+    cache: Path | None = None,
+) -> tuple[Path, str]:
+    """A pristine tree of ``paths`` at ``rev`` of a local clone: (tree, commit)."""
+    commit_sha, files = read_git_files(clone, rev, paths)
+    if dest is None:
+        dest = (cache or cache_root()) / "trees" / f"git-{commit_sha}"
+    _write_files(Path(dest), files)
+    return Path(dest), commit_sha
+
+
+# ----------------------------------------------------------------------------- pin.toml
+
+@dataclass
+class PinFile:
+    path: str
+    sha256: str
+    lines: int
+
+
+@dataclass
+class PinData:
+    name: str
+    version: str | None = None
+    commit: str | None = None
+    package_prefix: str | None = None
+    files: list[PinFile] = field(default_factory=list)
+
+
+def _toml_str(value: str) -> str:
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise InvalidInput(f"pin.toml: control character in {value!r}")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def format_pin(pin: PinData) -> str:
+    """pin.toml text in the DESIGN.md format (stable order, so rewrites are byte-identical)."""
+    out = ["[upstream]", f"name = {_toml_str(pin.name)}"]
+    if pin.version is not None:
+        out.append(f"version = {_toml_str(pin.version)}")
+    if pin.commit is not None:
+        out.append(f"commit = {_toml_str(pin.commit)}")
+    if pin.package_prefix is not None:
+        out.append(f"package_prefix = {_toml_str(pin.package_prefix)}")
+    for entry in pin.files:
+        out += ["", "[[file]]", f"path = {_toml_str(entry.path)}",
+                f"sha256 = {_toml_str(entry.sha256)}", f"lines = {entry.lines}"]
+    return "\n".join(out) + "\n"
+
+
+def read_pin(pin_path: Path) -> PinData:
+    """Parse pin.toml (only the fields this module writes; the engine validates the rest)."""
+    try:
+        raw = tomllib.loads(Path(pin_path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidInput(f"{pin_path}: {exc}") from exc
+    up = raw.get("upstream") or {}
+    if "name" not in up:
+        raise InvalidInput(f"{pin_path}: [upstream] has no name")
+    files = []
+    for i, entry in enumerate(raw.get("file", []), 1):
+        try:
+            files.append(PinFile(entry["path"], entry["sha256"], int(entry["lines"])))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidInput(f"{pin_path}: [[file]] #{i} lacks path/sha256/lines") from exc
+    return PinData(up["name"], up.get("version"), up.get("commit"),
+                   up.get("package_prefix"), files)
+
+
+def pin_from_tree(
+    tree: Path,
+    paths: list[str] | None,
+    name: str,
+    version: str | None = None,
+    commit: str | None = None,
+    package_prefix: str | None = None,
+    *,
+    pin_path: Path | None = None,
+) -> PinData:
+    """Hash ``paths`` (checkout paths as in the patches) in ``tree`` into a pin.
+
+    With ``pin_path`` the pin is written there; an existing pin is updated: its file entries
+    not named in ``paths`` are kept, named ones replaced, and ``paths=None`` re-pins every file
+    it lists. The [upstream] table is rewritten from the arguments (a re-pin to another release
+    must not keep the old version or commit by accident).
+    """
+    if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise InvalidInput(f"pin: commit must be 40 lowercase hex digits, not {commit!r}")
+    existing: list[PinFile] = []
+    if pin_path is not None and Path(pin_path).is_file():
+        existing = read_pin(Path(pin_path)).files
+    if paths is None:
+        if not existing:
+            raise InvalidInput("pin: no paths given and no existing pin.toml to re-pin")
+        paths = [entry.path for entry in existing]
+    fresh: dict[str, PinFile] = {}
+    for path in paths:
+        path = _safe_relpath(path, "pin")
+        data = locate_in_tree(Path(tree), path, package_prefix).read_bytes()
+        fresh[path] = PinFile(path, sha256_bytes(data), count_lines(data))
+    files = [fresh.pop(e.path) if e.path in fresh else e for e in existing]
+    files += list(fresh.values())
+    pin = PinData(name, version, commit, package_prefix, files)
+    if pin_path is not None:
+        Path(pin_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(pin_path).write_text(format_pin(pin))
+    return pin
+
+
+__all__ = [
+    "KNOWN_WHEELS", "FetchedWheel", "PinData", "PinFile", "UntrustedWheel", "UpstreamError",
+    "WheelHashMismatch", "build_checkout_tree", "build_installed_tree",
+    "cache_root", "check_wheel", "count_lines", "fetch_wheel", "format_pin", "git_tree",
+    "installed_path", "locate_in_tree", "pin_from_tree", "pypi_tree", "read_git_files",
+    "read_pin", "read_wheel_files", "resolve_git_rev", "sha256_bytes", "wheel_dist_info",
+]
