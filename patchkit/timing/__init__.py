@@ -1,0 +1,21 @@
+"""The timing runtime that patch series insert into target packages.
+
+`phase_timer.py` beside this file is the runtime's single source of truth: a series'
+new-file patch is generated from `runtime_source()` and a test fails when they differ.
+This package does not import the runtime itself (importing it registers an atexit hook).
+"""
+
+from pathlib import Path
+
+RUNTIME_PATH = Path(__file__).with_name("phase_timer.py")
+RUNTIME_MODULE = "phase_timer"
+
+
+def runtime_source() -> str:
+    """The runtime's exact text, as it must appear in a target package."""
+    return RUNTIME_PATH.read_text(encoding="utf-8")
+
+
+def runtime_bytes() -> bytes:
+    """The runtime's exact bytes (for hashing and byte-for-byte comparison)."""
+    return RUNTIME_PATH.read_bytes()

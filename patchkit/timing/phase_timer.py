@@ -1,0 +1,686 @@
+"""Phase timer: per-cycle, per-phase host and GPU timing for instrumented code.
+
+This file is the source of truth for the module that patch series add to a target package
+(for example sglang/srt/speculative/phase_timer.py). It is copied there verbatim, so it is
+self-contained: the standard library only at import time, torch used only when the host
+program has already imported it (or when a CUDA mode is asked for explicitly).
+
+Instrumented code imports the module once and calls single-line statements::
+
+    from sglang.srt.speculative import phase_timer as _pt
+    _pt.cycle_begin(batch_size=bs)        # one decode cycle
+    _pt.begin("draft")                    # phases nest: a phase may contain phases
+    _pt.begin("draft_forward", graph=True)   # graph=True marks a CUDA graph replay
+    _pt.end("draft_forward")
+    _pt.end("draft")
+    _pt.note(accepted=n)                  # numbers attached to the open cycle
+    _pt.cycle_end(accepted=n)
+
+Always call through the module (``_pt.begin``): the functions are rebound when the mode
+is chosen, and to a no-op when timing is off or has failed.
+
+Environment
+  PATCHKIT_TIMER        events | sync | host | off. Unset: events when torch is imported and
+                        CUDA is available and initialised at the first call, else host.
+                          events  CUDA events (enable_timing) around every phase, resolved
+                                  lazily once query() says they are done; adds no
+                                  synchronisation (only at exit, to collect the last ones).
+                          sync    torch.cuda.synchronize() then the host clock, at every
+                                  begin/end: slow, for comparison only.
+                          host    host clock only.
+                          off     every call is a no-op.
+                        Host time (perf_counter_ns) is recorded in every mode.
+  PATCHKIT_TIMER_DIR    output directory (default ./patchkit-timing), one JSON-lines file per
+                        process: phase-timing.rank<R>.pid<P>.jsonl
+  PATCHKIT_TIMER_RANK   force the rank in the file name (else torch.distributed when
+                        initialised, else RANK / LOCAL_RANK / TP_RANK, else 0)
+  PATCHKIT_TIMER_BATCH  records buffered before a write (default 512)
+  PATCHKIT_TIMER_FLUSH_S  seconds between writes at the latest (default 5)
+  PATCHKIT_TIMER_GRAPH_STEPS=1  experimental: phases that run while a CUDA graph is being
+                        captured record torch.cuda.Event(external=True) pairs into the graph;
+                        a replay phase begin(name, graph=True[, graph_key=K]) then reports the
+                        captured steps as child phases (flag "captured"). Needs a torch whose
+                        Event takes external=.
+
+While a CUDA graph is being captured nothing is recorded (unless the experimental option
+above is on, and then only graph-side events). Nothing here raises into the host program:
+a failure is reported once on stderr and timing turns itself off.
+
+Record schema (one JSON object per line; "kind" says which):
+  header  first line of each file: schema, mode, requested_mode, rank, rank_source,
+          world_size, pid, host, python, torch, cuda_device, graph_steps,
+          clock {host, host_t0_ns, wall_t0_ns, device}, argv
+  phase   name, cycle (index or null), depth (0 = top level), parent (name or null),
+          t0, t1, host_ns (perf_counter_ns; null for captured steps), dev_ns (device time
+          or null), dev_off_ns (device start relative to the cycle's device start, or null),
+          graph (replay of a CUDA graph), captured (a step timed inside a graph), attrs {}
+  cycle   cycle, t0, t1, host_ns, dev_ns, dev_gap_ns (device time from the previous cycle's
+          start to this one's), attrs {batch_size, accepted, tokens, ... as passed}
+  note    t, attrs — a note() made outside any cycle
+  stats   written at exit: records, skipped_capturing, unmatched_end, abandoned,
+          stale_steps, dropped_pending
+Times are integers in nanoseconds; t0/t1 are perf_counter_ns of this process (the header's
+clock pairs host_t0_ns with wall_t0_ns so that files of several processes can be aligned).
+"""
+
+import atexit
+import json
+import os
+import socket
+import sys
+import time
+
+SCHEMA = "patchkit.timing/1"
+MODES = ("events", "sync", "host", "off")
+FILE_PREFIX = "phase-timing"
+
+_perf = time.perf_counter_ns
+_MAX_PENDING = 1 << 16  # beyond this many unresolved records, wait for the oldest
+
+
+def _noop(*args, **kwargs):
+    return None
+
+
+def _env_int(name, default):
+    try:
+        return max(1, int(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+def _warn(message):
+    try:
+        sys.stderr.write("patchkit phase_timer: %s\n" % message)
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def _requested_mode():
+    raw = os.environ.get("PATCHKIT_TIMER", "").strip().lower()
+    if raw in ("", "auto", "default"):
+        return None
+    if raw in ("0", "false", "no", "none", "disabled"):
+        return "off"
+    if raw not in MODES:
+        _warn("PATCHKIT_TIMER=%r is not one of %s; using the default" % (raw, "|".join(MODES)))
+        return None
+    return raw
+
+
+def _torch_if_loaded(import_it=False):
+    torch = sys.modules.get("torch")
+    if torch is None and import_it:
+        try:
+            import torch  # noqa: F811 - only when a CUDA mode was asked for explicitly
+        except Exception:
+            return None
+    return torch
+
+
+def _cuda_ready(torch):
+    try:
+        return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+    except Exception:
+        return False
+
+
+def _detect_rank():
+    forced = os.environ.get("PATCHKIT_TIMER_RANK")
+    if forced is not None and forced.strip().isdigit():
+        return int(forced), None, "env:PATCHKIT_TIMER_RANK"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                return dist.get_rank(), dist.get_world_size(), "torch.distributed"
+        except Exception:
+            pass
+    world = os.environ.get("WORLD_SIZE", "")
+    world = int(world) if world.isdigit() else None
+    for var in ("RANK", "LOCAL_RANK", "TP_RANK", "SGLANG_TP_RANK"):
+        value = os.environ.get(var, "").strip()
+        if value.isdigit():
+            return int(value), world, "env:" + var
+    return 0, world, "default"
+
+
+def _event_supports_external(torch):
+    import inspect
+
+    try:
+        return "external" in inspect.signature(torch.cuda.Event.__new__).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+def _plain(value):
+    """A JSON-ready copy of an attribute value (tensors become numbers or lists)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    tolist = getattr(value, "tolist", None)
+    if tolist is not None:
+        out = tolist()
+        if isinstance(out, list) and len(out) == 1:
+            out = out[0]
+        return out
+    return str(value)
+
+
+def _is_cuda_tensor(value):
+    return getattr(value, "is_cuda", False) is True and hasattr(value, "to")
+
+
+class _Timer:
+    """All state of one process's timer; the module functions are its bound methods."""
+
+    def __init__(self, mode, requested, directory, graph_steps, batch, flush_s):
+        self.mode = mode
+        self.requested = requested
+        self.directory = directory
+        self.batch = batch
+        self.flush_ns = int(flush_s * 1e9)
+        self.pid = os.getpid()
+        self.host_t0 = _perf()
+        self.wall_t0 = time.time_ns()
+        self.last_flush = self.host_t0
+        self.buf = []
+        self.pending = []  # FIFO of unresolved device records; head index below
+        self.head = 0
+        self.stack = []  # open phases: [name, t0, dev_start, attrs, graph]
+        self.cycle = None  # open cycle: [index, t0, dev_start, attrs]
+        self.cycle_no = -1
+        self.prev_cycle_dev = None
+        self.pool = []
+        self.path = None
+        self.header_written = False
+        self.rank = self.world = None
+        self.rank_source = None
+        self.counts = dict(records=0, skipped_capturing=0, unmatched_end=0, abandoned=0,
+                           stale_steps=0, dropped_pending=0)
+        self.torch = _torch_if_loaded(import_it=mode in ("events", "sync"))
+        self.capturing = self._capture_probe()
+        self.graph_steps = False
+        self.cap_stack = []
+        self.cap_groups = {}
+        self.cap_key = None
+        self.cap_closed = True
+        if mode == "events":
+            self.Event = self.torch.cuda.Event
+            if graph_steps and _event_supports_external(self.torch):
+                self.graph_steps = True
+        elif mode == "sync":
+            self.sync = self.torch.cuda.synchronize
+        self._refresh_rank()
+
+    # -- helpers -------------------------------------------------------------------------
+    def _capture_probe(self):
+        torch = self.torch or sys.modules.get("torch")
+        probe = getattr(getattr(torch, "cuda", None), "is_current_stream_capturing", None)
+        if probe is None:
+            return lambda: False
+        try:
+            probe()
+        except Exception:
+            return lambda: False
+        return probe
+
+    def _refresh_rank(self):
+        self.rank, self.world, self.rank_source = _detect_rank()
+
+    def _event(self):
+        return self.pool.pop() if self.pool else self.Event(enable_timing=True)
+
+    def _dev_mark(self):
+        """Device-side mark at this point of the stream (event, synced clock, or None)."""
+        if self.mode == "events":
+            ev = self.pool.pop() if self.pool else self.Event(enable_timing=True)
+            ev.record()
+            return ev
+        if self.mode == "sync":
+            self.sync()
+            return _perf()
+        return None
+
+    def _release(self, *events):
+        if self.mode == "events":
+            for ev in events:
+                if ev is not None:
+                    self.pool.append(ev)
+
+    def _abandon_stack(self, keep=0):
+        while len(self.stack) > keep:
+            entry = self.stack.pop()
+            self.counts["abandoned"] += 1
+            self._release(entry[2])
+
+    # -- public API ----------------------------------------------------------------------
+    def begin(self, name, **attrs):
+        try:
+            if self.capturing():
+                if self.graph_steps:
+                    self._capture_begin(name, attrs)
+                else:
+                    self.counts["skipped_capturing"] += 1
+                return
+            t0 = _perf()
+            graph = bool(attrs.pop("graph", False)) if attrs else False
+            self.stack.append([name, t0, self._dev_mark(), attrs, graph])
+        except Exception as exc:
+            _fail("begin(%r)" % (name,), exc)
+
+    def end(self, name):
+        try:
+            if self.capturing():
+                if self.graph_steps:
+                    self._capture_end(name)
+                return
+            t1 = _perf()
+            dev1 = self._dev_mark()
+            stack = self.stack
+            if not stack or stack[-1][0] != name:
+                for idx in range(len(stack) - 1, -1, -1):
+                    if stack[idx][0] == name:
+                        self._abandon_stack(keep=idx + 1)
+                        break
+                else:
+                    self.counts["unmatched_end"] += 1
+                    self._release(dev1)
+                    return
+            _, t0, dev0, attrs, graph = stack.pop()
+            cycle = self.cycle
+            rec = {"kind": "phase", "name": name, "cycle": cycle[0] if cycle else None,
+                   "depth": len(stack), "parent": stack[-1][0] if stack else None,
+                   "t0": t0, "t1": t1, "host_ns": t1 - t0, "dev_ns": None, "dev_off_ns": None,
+                   "graph": graph, "captured": False}
+            if attrs:
+                rec["attrs"] = {k: _plain(v) for k, v in attrs.items()}
+            anchor = cycle[2] if cycle else None
+            if self.mode == "events":
+                steps = None
+                if graph and self.graph_steps:
+                    key = rec.get("attrs", {}).get("graph_key")
+                    steps = self.cap_groups.get(key)
+                self.pending.append((rec, dev0, dev1, anchor, steps))
+                if len(self.pending) - self.head > _MAX_PENDING:
+                    self._resolve(block_one=True)
+            else:
+                if self.mode == "sync":
+                    rec["dev_ns"] = dev1 - dev0
+                    rec["dev_off_ns"] = dev0 - anchor if anchor is not None else None
+                self.buf.append(rec)
+            if cycle is None and not stack:
+                self._after_unit(t1)
+        except Exception as exc:
+            _fail("end(%r)" % (name,), exc)
+
+    def cycle_begin(self, **attrs):
+        try:
+            if os.getpid() != self.pid:
+                return _after_fork_call("cycle_begin", attrs)
+            if self.capturing():
+                self.counts["skipped_capturing"] += 1
+                return
+            t0 = _perf()
+            if self.cycle is not None:
+                self.counts["abandoned"] += 1
+            self._abandon_stack()
+            self.cycle_no += 1
+            if self.mode == "events":
+                dev0 = self.Event(enable_timing=True)  # not pooled: later records anchor on it
+                dev0.record()
+            else:
+                dev0 = self._dev_mark()
+            self.cycle = [self.cycle_no, t0, dev0, attrs]
+        except Exception as exc:
+            _fail("cycle_begin()", exc)
+
+    def cycle_end(self, **attrs):
+        try:
+            if self.capturing():
+                return
+            cycle = self.cycle
+            if cycle is None:
+                self.counts["unmatched_end"] += 1
+                return
+            self._abandon_stack()
+            merged = cycle[3]
+            if attrs:
+                merged.update(attrs)
+            if self.mode == "events":
+                for key, value in merged.items():
+                    if _is_cuda_tensor(value):  # copied without waiting; read once resolved
+                        merged[key] = value.detach().to("cpu", non_blocking=True)
+            t1 = _perf()
+            dev1 = self._dev_mark()
+            index, t0, dev0 = cycle[0], cycle[1], cycle[2]
+            rec = {"kind": "cycle", "cycle": index, "t0": t0, "t1": t1, "host_ns": t1 - t0,
+                   "dev_ns": None, "dev_gap_ns": None, "attrs": merged}
+            if self.mode == "events":
+                self.pending.append((rec, dev0, dev1, self.prev_cycle_dev, None))
+            else:
+                rec["attrs"] = {k: _plain(v) for k, v in merged.items()}
+                if self.mode == "sync":
+                    rec["dev_ns"] = dev1 - dev0
+                    if self.prev_cycle_dev is not None:
+                        rec["dev_gap_ns"] = dev0 - self.prev_cycle_dev
+                self.buf.append(rec)
+            self.prev_cycle_dev = dev0
+            self.cycle = None
+            self._after_unit(t1)
+        except Exception as exc:
+            _fail("cycle_end()", exc)
+
+    def note(self, **attrs):
+        try:
+            if self.cycle is not None:
+                self.cycle[3].update(attrs)
+            elif attrs and not self.capturing():
+                self.buf.append({"kind": "note", "t": _perf(),
+                                 "attrs": {k: _plain(v) for k, v in attrs.items()}})
+        except Exception as exc:
+            _fail("note()", exc)
+
+    # -- experimental: steps inside a captured CUDA graph ---------------------------------
+    def _capture_begin(self, name, attrs):
+        key = attrs.get("graph_key", self.cap_key)
+        if not self.cap_stack and (self.cap_closed or key != self.cap_key):
+            self.cap_groups[key] = []  # a new capture replaces what this key held
+            self.cap_key = key
+            self.cap_closed = False
+        ev = self.Event(enable_timing=True, external=True)
+        ev.record()
+        self.cap_stack.append((name, ev))
+
+    def _capture_end(self, name):
+        if not self.cap_stack or self.cap_stack[-1][0] != name:
+            self.counts["unmatched_end"] += 1
+            return
+        _, ev0 = self.cap_stack.pop()
+        ev1 = self.Event(enable_timing=True, external=True)
+        ev1.record()
+        self.cap_groups.setdefault(self.cap_key, []).append((name, len(self.cap_stack), ev0, ev1))
+
+    # -- resolution and writing -----------------------------------------------------------
+    def _after_unit(self, now):
+        if self.mode == "events":
+            self.cap_closed = True  # an uncaptured unit ran: the next capture is a new one
+            self._resolve()
+        if len(self.buf) >= self.batch or now - self.last_flush >= self.flush_ns:
+            self.flush()
+
+    def _resolve(self, block_one=False, block_all=False):
+        pending = self.pending
+        while self.head < len(pending):
+            rec, dev0, dev1, anchor, steps = pending[self.head]
+            if block_all or block_one:
+                dev1.synchronize()
+                block_one = False
+            elif not dev1.query():
+                break
+            pending[self.head] = None
+            self.head += 1
+            rec["dev_ns"] = int(round(dev0.elapsed_time(dev1) * 1e6))
+            if rec["kind"] == "phase":
+                if anchor is not None:
+                    rec["dev_off_ns"] = int(round(anchor.elapsed_time(dev0) * 1e6))
+                self._release(dev0, dev1)
+                if steps:
+                    self._resolve_steps(rec, dev0, steps)
+            else:
+                if anchor is not None:
+                    rec["dev_gap_ns"] = int(round(anchor.elapsed_time(dev0) * 1e6))
+                rec["attrs"] = {k: _plain(v) for k, v in rec["attrs"].items()}
+                self._release(dev1)
+            self.buf.append(rec)
+        if self.head > 1024 and self.head * 2 > len(pending):
+            del pending[: self.head]
+            self.head = 0
+
+    def _resolve_steps(self, rec, dev0, steps):
+        span = rec["dev_ns"]
+        slack = 2000  # ns: event timestamps have about 0.5 us resolution
+        for name, depth, ev0, ev1 in steps:
+            off = int(round(dev0.elapsed_time(ev0) * 1e6))
+            dur = int(round(ev0.elapsed_time(ev1) * 1e6))
+            if off < -slack or off + dur > span + slack:
+                self.counts["stale_steps"] += 1  # overwritten by a later replay
+                continue
+            base = rec["dev_off_ns"]
+            self.buf.append({"kind": "phase", "name": name, "cycle": rec["cycle"],
+                             "depth": rec["depth"] + 1 + depth, "parent": rec["name"],
+                             "t0": None, "t1": None, "host_ns": None, "dev_ns": dur,
+                             "dev_off_ns": None if base is None else base + off,
+                             "graph": False, "captured": True})
+
+    def header(self):
+        torch = self.torch or sys.modules.get("torch")
+        device = None
+        if self.mode in ("events", "sync"):
+            try:
+                device = torch.cuda.get_device_name()
+            except Exception:
+                device = None
+        return {"kind": "header", "schema": SCHEMA, "mode": self.mode,
+                "requested_mode": self.requested, "rank": self.rank,
+                "rank_source": self.rank_source, "world_size": self.world, "pid": self.pid,
+                "host": socket.gethostname(), "python": sys.version.split()[0],
+                "torch": getattr(torch, "__version__", None), "cuda_device": device,
+                "graph_steps": self.graph_steps,
+                "clock": {"host": "time.perf_counter_ns", "host_t0_ns": self.host_t0,
+                          "wall_t0_ns": self.wall_t0,
+                          "device": {"events": "cuda event elapsed_time (float ms, ~0.5 us)",
+                                     "sync": "torch.cuda.synchronize + perf_counter_ns"}
+                          .get(self.mode)},
+                "argv": list(sys.argv[:8])}
+
+    def flush(self, final=False):
+        if final and self.mode == "events":
+            try:
+                self._resolve(block_all=True)
+            except Exception as exc:  # CUDA may already be torn down at exit
+                self.counts["dropped_pending"] += len(self.pending) - self.head
+                self.pending, self.head = [], 0
+                _warn("could not collect the last CUDA events (%r)" % (exc,))
+        lines = []
+        if not self.header_written:
+            if self.rank_source != "torch.distributed":
+                self._refresh_rank()
+            os.makedirs(self.directory, exist_ok=True)
+            self.path = os.path.join(self.directory, "%s.rank%d.pid%d.jsonl"
+                                     % (FILE_PREFIX, self.rank, self.pid))
+            lines.append(self.header())
+        self.counts["records"] += len(self.buf)
+        lines.extend(self.buf)
+        if final:
+            lines.append(dict(kind="stats", t=_perf(), **self.counts))
+        self.buf = []
+        self.last_flush = _perf()
+        if not lines:
+            return
+        text = "".join(json.dumps(rec, separators=(",", ":"), default=str) + "\n"
+                       for rec in lines)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+        self.header_written = True
+
+
+# -- module state and binding --------------------------------------------------------------
+_timer = None
+_failed = False
+_API = ("begin", "end", "cycle_begin", "cycle_end", "note")
+
+
+def _bind(target):
+    g = globals()
+    for name in _API:
+        g[name] = getattr(target, name) if target is not None else _noop
+
+
+def _bind_lazy():
+    g = globals()
+    for name in _API:
+        g[name] = g["_lazy_" + name]
+
+
+def _fail(where, exc):
+    global _timer, _failed
+    try:
+        if not _failed:
+            path = getattr(_timer, "path", None) or getattr(_timer, "directory", "?")
+            _warn("%s failed (%s: %s; timing files: %s); timing is off for pid %d"
+                  % (where, type(exc).__name__, exc, path, os.getpid()))
+        _failed = True
+        _bind(None)
+        _timer = None
+    except Exception:
+        pass
+
+
+def _choose_mode(requested):
+    torch = _torch_if_loaded(import_it=requested in ("events", "sync"))
+    if requested is None:
+        return "events" if _cuda_ready(torch) else "host"
+    if requested in ("events", "sync"):
+        try:
+            if torch is None or not torch.cuda.is_available():
+                _warn("PATCHKIT_TIMER=%s needs CUDA; recording host time only" % requested)
+                return "host"
+        except Exception:
+            return "host"
+    return requested
+
+
+def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=None):
+    """(Re)start timing in this process; returns the mode in effect.
+
+    Arguments left as None come from the environment. Pending records of the previous
+    configuration are written first. Mainly for benches and tests: instrumented code needs
+    nothing but the environment.
+    """
+    global _timer, _failed
+    shutdown()
+    requested = mode if mode is not None else _requested_mode()
+    if requested is not None and requested not in MODES:
+        raise ValueError("mode must be one of %s, not %r" % (MODES, requested))
+    if requested == "off":
+        _timer = None
+        _bind(None)
+        return "off"
+    try:
+        effective = _choose_mode(requested)
+        if directory is None:
+            directory = os.environ.get("PATCHKIT_TIMER_DIR") or "patchkit-timing"
+        if graph_steps is None:
+            graph_steps = os.environ.get("PATCHKIT_TIMER_GRAPH_STEPS", "") in ("1", "true", "yes")
+        if flush_s is None:
+            try:
+                flush_s = float(os.environ.get("PATCHKIT_TIMER_FLUSH_S", "5"))
+            except ValueError:
+                flush_s = 5.0
+        _timer = _Timer(effective, requested, os.path.abspath(directory), graph_steps,
+                        batch or _env_int("PATCHKIT_TIMER_BATCH", 512), flush_s)
+        _failed = False
+        _bind(_timer)
+        return effective
+    except Exception as exc:
+        _fail("configure()", exc)
+        return "off"
+
+
+def current_mode():
+    """The mode in effect ('off' before the first call has chosen one, or after a failure)."""
+    return _timer.mode if _timer is not None else "off"
+
+
+def output_path():
+    """This process's JSON-lines file, once something has been written."""
+    return _timer.path if _timer is not None else None
+
+
+def flush():
+    """Write what has been resolved so far (never waits for the GPU)."""
+    if _timer is not None:
+        try:
+            if _timer.mode == "events":
+                _timer._resolve()
+            _timer.flush()
+        except Exception as exc:
+            _fail("flush()", exc)
+
+
+def shutdown():
+    """Collect the last device times (one wait), write everything with the stats line."""
+    global _timer
+    timer = _timer
+    if timer is None or timer.pid != os.getpid():
+        return
+    try:
+        if timer.header_written or timer.buf or timer.head < len(timer.pending) \
+                or timer.cycle_no >= 0:
+            timer.flush(final=True)
+    except Exception as exc:
+        _fail("writing at exit", exc)
+    _timer = None
+    _bind(None)
+
+
+def _activate():
+    global _timer
+    if _timer is None and not _failed:
+        configure()
+
+
+def _lazy_begin(name, **attrs):
+    _activate()
+    return begin(name, **attrs)
+
+
+def _lazy_end(name):
+    _activate()
+    return end(name)
+
+
+def _lazy_cycle_begin(**attrs):
+    _activate()
+    return cycle_begin(**attrs)
+
+
+def _lazy_cycle_end(**attrs):
+    _activate()
+    return cycle_end(**attrs)
+
+
+def _lazy_note(**attrs):
+    _activate()
+    return note(**attrs)
+
+
+def _after_fork_call(api, attrs):
+    _after_fork_in_child()
+    return globals()[api](**attrs)
+
+
+def _after_fork_in_child():
+    """A forked child starts its own file; it never writes the parent's buffered records."""
+    global _timer
+    _timer = None
+    if not _failed:
+        if _requested_mode() == "off":
+            _bind(None)
+        else:
+            _bind_lazy()
+
+
+begin = end = cycle_begin = cycle_end = note = _noop
+if _requested_mode() != "off":
+    _bind_lazy()
+atexit.register(shutdown)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
