@@ -1,0 +1,162 @@
+"""A series: `pin.toml` (the exact upstream text) + quilt-style `series` + git-style patches."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+
+from .diffparse import Patch, parse_patch
+from .errors import InvalidInput
+from .paths import path_problem
+
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    path: str
+    sha256: str
+    lines: int
+
+
+@dataclass
+class Pin:
+    name: str
+    version: str | None = None
+    commit: str | None = None
+    package_prefix: str | None = None
+    files: dict[str, PinnedFile] = field(default_factory=dict)
+
+
+@dataclass
+class Series:
+    directory: str
+    name: str
+    pin: Pin
+    patches: list[Patch]
+    digest: str
+
+    @property
+    def file_diffs(self):
+        for patch in self.patches:
+            yield from patch.files
+
+
+def parse_pin(text: str, where: str = "pin.toml") -> Pin:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InvalidInput(f"{where}: not valid TOML: {e}") from e
+    up = data.get("upstream")
+    if not isinstance(up, dict):
+        raise InvalidInput(f"{where}: missing [upstream] table")
+    unknown = set(data) - {"upstream", "file"}
+    if unknown:
+        raise InvalidInput(f"{where}: unknown top-level keys {sorted(unknown)}")
+    name = up.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"{where}: [upstream] name must be a non-empty string")
+    version = up.get("version")
+    if version is not None and (not isinstance(version, str) or not version.strip()):
+        raise InvalidInput(f"{where}: [upstream] version must be a non-empty string")
+    commit = up.get("commit")
+    if commit is not None and (not isinstance(commit, str) or not _HEX40.match(commit)):
+        raise InvalidInput(f"{where}: [upstream] commit must be 40 lowercase hex digits, got {commit!r}")
+    prefix = up.get("package_prefix")
+    if prefix is not None:
+        if not isinstance(prefix, str) or not prefix.endswith("/") or path_problem(prefix[:-1]):
+            raise InvalidInput(f"{where}: package_prefix must be a relative path ending in '/', got {prefix!r}")
+    files: dict[str, PinnedFile] = {}
+    entries = data.get("file", [])
+    if not isinstance(entries, list):
+        raise InvalidInput(f"{where}: [[file]] must be an array of tables")
+    for i, entry in enumerate(entries, 1):
+        label = f"{where}: [[file]] #{i}"
+        if not isinstance(entry, dict):
+            raise InvalidInput(f"{label}: not a table")
+        path, sha, lines = entry.get("path"), entry.get("sha256"), entry.get("lines")
+        if not isinstance(path, str):
+            raise InvalidInput(f"{label}: path missing")
+        problem = path_problem(path)
+        if problem:
+            raise InvalidInput(f"{label}: unsafe path {path!r}: {problem}")
+        if not isinstance(sha, str) or not _HEX64.match(sha):
+            raise InvalidInput(f"{label} ({path}): sha256 must be 64 lowercase hex digits")
+        if not isinstance(lines, int) or isinstance(lines, bool) or lines < 0:
+            raise InvalidInput(f"{label} ({path}): lines must be a non-negative integer (wc -l)")
+        if path in files:
+            raise InvalidInput(f"{label}: {path} is pinned twice")
+        files[path] = PinnedFile(path, sha, lines)
+    return Pin(name=name, version=version, commit=commit, package_prefix=prefix, files=files)
+
+
+def read_series_file(path: str) -> list[str]:
+    names = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            name = line.split()[0]  # quilt allows options (-p1) after the name; only -p1 is meaningful
+            opts = line.split()[1:]
+            if opts and opts != ["-p1"]:
+                raise InvalidInput(f"{path}:{lineno}: unsupported patch options {opts} (git-style -p1 only)")
+            if path_problem(name) or "/" in name and name.startswith("."):
+                raise InvalidInput(f"{path}:{lineno}: bad patch name {name!r}")
+            names.append(name)
+    return names
+
+
+def load_series(directory: str) -> Series:
+    """Load and validate a series folder; raises InvalidInput before any target is touched."""
+    directory = os.path.abspath(directory)
+    if not os.path.isdir(directory):
+        raise InvalidInput(f"series {directory}: no such directory")
+    pin_path = os.path.join(directory, "pin.toml")
+    series_path = os.path.join(directory, "series")
+    for p in (pin_path, series_path):
+        if not os.path.isfile(p):
+            raise InvalidInput(f"series {directory}: missing {os.path.basename(p)}")
+    digest = hashlib.sha256()
+    with open(pin_path, "rb") as fh:
+        pin_bytes = fh.read()
+    digest.update(pin_bytes)
+    pin = parse_pin(pin_bytes.decode("utf-8", "replace"), pin_path)
+    names = read_series_file(series_path)
+    if not names:
+        raise InvalidInput(f"{series_path}: lists no patches")
+    if len(set(names)) != len(names):
+        raise InvalidInput(f"{series_path}: a patch is listed twice")
+    patches = []
+    for name in names:
+        ppath = os.path.join(directory, name)
+        if not os.path.isfile(ppath):
+            raise InvalidInput(f"{series_path}: lists {name}, which does not exist")
+        with open(ppath, "rb") as fh:
+            data = fh.read()
+        digest.update(name.encode() + b"\0" + data)
+        patches.append(parse_patch(name, data))
+    series = Series(directory=directory, name=os.path.basename(directory), pin=pin,
+                    patches=patches, digest=digest.hexdigest())
+    check_series_against_pin(series)
+    return series
+
+
+def check_series_against_pin(series: Series) -> None:
+    """Modified/deleted files must be pinned; created files must not be."""
+    created: set[str] = set()
+    for fd in series.file_diffs:
+        if fd.kind == "create":
+            if fd.path in series.pin.files:
+                raise InvalidInput(f"{fd.where()}: creates {fd.path}, which is pinned "
+                                   "(only absent files may be created)")
+            if fd.path in created:
+                raise InvalidInput(f"{fd.where()}: creates {fd.path} a second time")
+            created.add(fd.path)
+        elif fd.path not in series.pin.files and fd.path not in created:
+            raise InvalidInput(f"{fd.where()}: modifies {fd.path}, which is not listed in pin.toml "
+                               "(add it with its sha256 and lines)")
