@@ -1,0 +1,290 @@
+"""Remote target specs: `ssh://…`, `host:/path`, `docker://…`, `--container`, `--exec`.
+
+`parse_remote_target` is the hook that `patchkit.transport.parse_target` calls first; it returns
+None for a plain local directory. Everything that later reaches a command line or a remote shell
+is validated here (host, user, port, container name, root path) and refused with InvalidInput
+(exit 2) before anything is started. The exec prefix is the one free-form input: it is split with
+shlex locally and quoted with shlex when it has to travel through SSH, never interpolated.
+
+Accepted forms:
+    ssh://[user@]host[:port]/abs/path      host may be an ssh_config alias; [v6] in brackets
+    [user@]host:/abs/path                  scp-like; a colon before any slash means "remote"
+    docker://CONTAINER/abs/path            local `docker exec -i CONTAINER sh -s`
+    /abs/path + container=NAME             same as docker://NAME/abs/path
+    /abs/path + exec_prefix='PREFIX'       local shlex.split(PREFIX) + ['sh', '-s']
+    ssh target + container / exec_prefix   the prefix runs on the remote host, quoted
+
+Transport options (keyword arguments; None means "not given"):
+    ssh_config       path of an ssh_config file (ssh -F); default: the user's own config
+    ssh_options      iterable of "Key=Value" strings passed as `-o Key=Value`
+    connect_timeout  seconds for TCP connect + SSH banner (default 10)
+    timeout          overall seconds per operation, connection included (default: none)
+    reuse            keep a ControlMaster connection between operations (default True)
+    control_persist  seconds an idle control connection stays up (default 60)
+    remote_shell     the remote command that reads the program (default "sh -s"), e.g.
+                     "PATH=/opt/bb busybox sh -s"; after a container/exec prefix it is appended
+                     to the prefix, so use `env PATH=… busybox sh -s` there
+    ssh_program      the OpenSSH client to run (default "ssh")
+    container_engine program for container=/docker:// targets (default "docker"; e.g. "podman")
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from ..errors import InvalidInput
+from . import Transport
+
+# A host name, an IPv4 address or an ssh_config alias: no leading '-', nothing a shell or ssh
+# would read as syntax. Aliases with other characters are legal in ssh_config but not accepted
+# here (one place to widen if ever needed).
+_HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
+_HOST_V6 = re.compile(r"\[([0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?)\]\Z")
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
+# docker/podman container names and ids: [a-zA-Z0-9][a-zA-Z0-9_.-]+
+_CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_SSH_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9]*=[^\0\r\n]*\Z")
+
+_OPTION_NAMES = ("ssh_config", "ssh_options", "connect_timeout", "timeout", "reuse",
+                 "control_persist", "remote_shell", "ssh_program", "container_engine")
+
+
+def parse_remote_target(spec: str, *, container: str | None = None,
+                        exec_prefix: str | None = None, **options) -> Transport | None:
+    """Return a Transport for a remote/container spec, or None for a plain local directory."""
+    opts = _check_options(options)
+    if container is not None and exec_prefix is not None:
+        raise InvalidInput(f"target {spec!r}: give --container or --exec, not both")
+    if container is not None:
+        container = check_container(container, spec)
+    prefix = _split_exec_prefix(exec_prefix, spec) if exec_prefix is not None else None
+
+    if spec.startswith("docker://"):
+        if container is not None or prefix is not None:
+            raise InvalidInput(f"target {spec!r}: docker:// already names the container; "
+                               "drop --container/--exec")
+        name, root = _split_docker_url(spec)
+        return _exec_transport(spec, root, _container_prefix(name, opts), opts)
+
+    ssh_parts = _parse_ssh_spec(spec)
+    if ssh_parts is not None:
+        user, host, port, root = ssh_parts
+        if container is not None:
+            prefix = _container_prefix(container, opts)
+        from .ssh import SshTransport
+        transport = SshTransport(label=_ssh_label(user, host, port, root, prefix), root=root,
+                                 host=host, user=user, port=port,
+                                 remote_prefix=tuple(prefix or ()),
+                                 **_ssh_kwargs(opts, spec))
+        return transport
+
+    if container is not None or prefix is not None:
+        # A path inside a container / chroot / pod reached from this machine.
+        root = check_root(spec, spec)
+        if container is not None:
+            prefix = _container_prefix(container, opts)
+        return _exec_transport(spec, root, prefix, opts)
+    return None
+
+
+# ---- spec parsing ---------------------------------------------------------------------------
+
+def _parse_ssh_spec(spec: str) -> tuple[str | None, str, int | None, str] | None:
+    """(user, host, port, root) for ssh:// and scp-like specs; None for anything local."""
+    if spec.startswith("ssh://"):
+        rest = spec[len("ssh://"):]
+        authority, slash, path = rest.partition("/")
+        if not slash:
+            raise InvalidInput(f"target {spec!r}: ssh:// needs an absolute path after the host, "
+                               "e.g. ssh://gpu1/opt/sglang")
+        user, hostport = _split_user(authority, spec)
+        host, port = _split_host_port(hostport, spec)
+        return user, host, port, check_root("/" + path, spec)
+    if spec.startswith(("/", ".", "~")):
+        return None
+    # scp-like: a colon that comes before any slash marks a remote spec (as scp decides).
+    head = spec.split("/", 1)[0]
+    colon = spec.find("]:") + 1 if "[" in head else spec.find(":")
+    if colon <= 0 or "/" in spec[:colon]:
+        return None
+    authority, path = spec[:colon], spec[colon + 1:]
+    user, host = _split_user(authority, spec)
+    host = check_host(host, spec)
+    if not path.startswith("/"):
+        raise InvalidInput(f"target {spec!r}: the remote path must be absolute (host:/abs/path); "
+                           "for a local directory whose name has a colon write ./" + spec)
+    return user, host, None, check_root(path, spec)
+
+
+def _split_user(authority: str, spec: str) -> tuple[str | None, str]:
+    if "@" not in authority:
+        return None, authority
+    user, _, host = authority.rpartition("@")
+    if not _USER.match(user):
+        raise InvalidInput(f"target {spec!r}: bad user name {user!r} "
+                           "(letters, digits, '_', '.', '-'; not starting with '-')")
+    return user, host
+
+
+def _split_host_port(hostport: str, spec: str) -> tuple[str, int | None]:
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        host, tail = hostport[:end + 1], hostport[end + 1:]
+        if end < 0 or (tail and not tail.startswith(":")):
+            raise InvalidInput(f"target {spec!r}: bad bracketed IPv6 host {hostport!r}")
+        port_text = tail[1:] if tail else None
+    else:
+        host, colon, port_text = hostport.partition(":")
+        port_text = port_text if colon else None
+    return check_host(host, spec), (check_port(port_text, spec) if port_text is not None else None)
+
+
+def _split_docker_url(spec: str) -> tuple[str, str]:
+    rest = spec[len("docker://"):]
+    name, slash, path = rest.partition("/")
+    if not slash:
+        raise InvalidInput(f"target {spec!r}: docker:// needs an absolute path after the "
+                           "container, e.g. docker://sglang/sgl-workspace/sglang")
+    return check_container(name, spec), check_root("/" + path, spec)
+
+
+# ---- validation -----------------------------------------------------------------------------
+
+def check_host(host: str, spec: str) -> str:
+    """Host names, IPv4/IPv6 literals and ssh_config aliases; refuse anything shell-like."""
+    m = _HOST_V6.match(host)
+    if m:
+        return m.group(1)
+    if not _HOST.match(host):
+        raise InvalidInput(f"target {spec!r}: bad host {host!r} (letters, digits, '_', '.', '-', "
+                           "or [IPv6]; no leading '-', spaces, quotes or shell characters)")
+    return host
+
+
+def check_port(text: str, spec: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise InvalidInput(f"target {spec!r}: bad port {text!r} (1..65535)")
+    return int(text)
+
+
+def check_root(path: str, spec: str) -> str:
+    """An absolute POSIX path without NUL/CR/LF; trailing slashes dropped."""
+    if not path.startswith("/"):
+        raise InvalidInput(f"target {spec!r}: the target path {path!r} must be absolute")
+    if any(ch in path for ch in ("\0", "\n", "\r")):
+        raise InvalidInput(f"target {spec!r}: the target path contains NUL or a line break")
+    if any(part == ".." for part in path.split("/")):
+        raise InvalidInput(f"target {spec!r}: the target path may not contain '..'")
+    stripped = path.rstrip("/")
+    return stripped or "/"
+
+
+def check_container(name: str, spec: str) -> str:
+    if not isinstance(name, str) or not _CONTAINER.match(name):
+        raise InvalidInput(f"target {spec!r}: bad container name {name!r} "
+                           "(letters, digits, '_', '.', '-'; starting with a letter or digit)")
+    return name
+
+
+def _split_exec_prefix(prefix: str, spec: str) -> list[str]:
+    if any(ch in prefix for ch in ("\0", "\n", "\r")):
+        raise InvalidInput(f"target {spec!r}: --exec prefix contains NUL or a line break")
+    try:
+        words = shlex.split(prefix)
+    except ValueError as e:
+        raise InvalidInput(f"target {spec!r}: cannot split --exec prefix {prefix!r}: {e}") from e
+    if not words:
+        raise InvalidInput(f"target {spec!r}: --exec prefix is empty")
+    if words[0].startswith("-"):
+        raise InvalidInput(f"target {spec!r}: --exec prefix must start with a program, "
+                           f"not the option {words[0]!r}")
+    return words
+
+
+def _check_options(options: dict) -> dict:
+    given = {k: v for k, v in options.items() if v is not None}
+    unknown = sorted(set(given) - set(_OPTION_NAMES))
+    if unknown:
+        raise InvalidInput(f"unknown transport option(s): {', '.join(unknown)} "
+                           f"(known: {', '.join(_OPTION_NAMES)})")
+    return given
+
+
+def check_ssh_options(values, spec: str) -> tuple[str, ...]:
+    if isinstance(values, str):
+        values = [values]
+    out = []
+    for value in values:
+        if not isinstance(value, str) or not _SSH_OPTION.match(value):
+            raise InvalidInput(f"target {spec!r}: ssh option {value!r} must look like Key=Value")
+        out.append(value)
+    return tuple(out)
+
+
+# ---- building transports --------------------------------------------------------------------
+
+def _container_prefix(name: str, opts: dict) -> list[str]:
+    engine = opts.get("container_engine", "docker")
+    if not isinstance(engine, str) or not _CONTAINER.match(engine):
+        raise InvalidInput(f"bad container_engine {engine!r}")
+    return [engine, "exec", "-i", name]
+
+
+def _exec_transport(spec: str, root: str, prefix: list[str], opts: dict) -> Transport:
+    from .execprefix import ExecTransport
+    ssh_only = sorted(set(opts) - {"timeout", "container_engine", "remote_shell"})
+    if ssh_only:
+        raise InvalidInput(f"target {spec!r}: option(s) {', '.join(ssh_only)} apply to SSH "
+                           "targets only")
+    shell = ("sh", "-s")
+    if "remote_shell" in opts:
+        shell = tuple(_split_exec_prefix(opts["remote_shell"], spec))
+    return ExecTransport(label=spec, root=root, prefix=tuple(prefix), shell=shell,
+                         timeout=_positive(opts.get("timeout"), "timeout", spec))
+
+
+def _ssh_kwargs(opts: dict, spec: str) -> dict:
+    kw: dict = {}
+    if "ssh_config" in opts:
+        kw["ssh_config"] = str(opts["ssh_config"])
+    if "ssh_options" in opts:
+        kw["ssh_options"] = check_ssh_options(opts["ssh_options"], spec)
+    for name in ("connect_timeout", "timeout", "control_persist"):
+        if name in opts:
+            kw[name] = _positive(opts[name], name, spec)
+    if "reuse" in opts:
+        kw["reuse"] = bool(opts["reuse"])
+    if "remote_shell" in opts:
+        shell = opts["remote_shell"]
+        if not isinstance(shell, str) or not shell.strip() or any(
+                ch in shell for ch in ("\0", "\n", "\r")):
+            raise InvalidInput(f"target {spec!r}: bad remote_shell {shell!r}")
+        kw["remote_shell"] = shell
+    if "ssh_program" in opts:
+        kw["ssh_program"] = str(opts["ssh_program"])
+    return kw
+
+
+def _positive(value, name: str, spec: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if not number > 0:
+        raise InvalidInput(f"target {spec!r}: {name} must be a positive number of seconds, "
+                           f"not {value!r}")
+    return number
+
+
+def _ssh_label(user, host, port, root, prefix) -> str:
+    where = f"{user + '@' if user else ''}{'[' + host + ']' if ':' in host else host}"
+    if port is not None:
+        where += f":{port}"
+    label = f"ssh://{where}{root}"
+    if prefix:
+        label += f" via {shlex.join(prefix)}"
+    return label
+

@@ -1,0 +1,213 @@
+"""SSH targets through the system OpenSSH client (users' ssh_config, ProxyJump, agent, keys).
+
+One operation is one `ssh … -- HOST 'sh -s'`: the program goes over stdin, the answer comes back
+on stdout; the remote command string is fixed (plus an optional, quoted container/exec prefix),
+and the target root travels inside the program, never on the ssh command line.
+
+BatchMode=yes means ssh never prompts: a missing key is an immediate, named failure. With
+`reuse` (the default) the first operation leaves a ControlMaster behind (ControlPersist) in a
+private 0700 directory; later operations on the same transport ride that connection, and
+`close()` stops the master and removes the directory.
+
+Exit status 255 is ssh's own "the connection failed"; it becomes a TransportError that names
+the host and says why (the target program must therefore never exit 255 itself).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+
+from ..errors import InvalidInput, TransportError
+from . import RunResult, Transport
+
+# Unix socket paths are limited to ~108 bytes; %C expands to 40 hex characters.
+_SOCKET_PATH_MAX = 100
+
+
+@dataclass
+class SshTransport(Transport):
+    """`sh -s` on HOST via OpenSSH. Option fields are documented in transport/remote.py."""
+
+    host: str = ""
+    user: str | None = None
+    port: int | None = None
+    ssh_config: str | None = None
+    ssh_options: tuple[str, ...] = ()
+    connect_timeout: float | None = 10.0
+    timeout: float | None = None
+    reuse: bool = True
+    control_persist: float = 60.0
+    remote_shell: str = "sh -s"
+    remote_prefix: tuple[str, ...] = ()
+    ssh_program: str = "ssh"
+    # Counters for benchmarks and reports (one "run" is one ssh client invocation).
+    runs: int = field(default=0, init=False)
+    bytes_sent: int = field(default=0, init=False)
+    bytes_received: int = field(default=0, init=False)
+    _control_dir: str | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _finalizer: object = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.ssh_config is not None and not os.path.isfile(self.ssh_config):
+            raise InvalidInput(f"{self.label}: ssh_config file {self.ssh_config!r} not found")
+
+    # ---- argv ---------------------------------------------------------------------------------
+
+    @property
+    def where(self) -> str:
+        """user@host:port as people write it, for messages."""
+        text = f"{self.user}@{self.host}" if self.user else self.host
+        return f"{text}:{self.port}" if self.port else text
+
+    @property
+    def control_dir(self) -> str | None:
+        return self._control_dir
+
+    def remote_command(self) -> str:
+        """The one fixed command string the remote login shell runs."""
+        if not self.remote_prefix:
+            return self.remote_shell
+        return f"{shlex.join(self.remote_prefix)} {self.remote_shell}"
+
+    def ssh_args(self) -> list[str]:
+        """Everything before `-- HOST`: options only, identical for runs and `-O exit`."""
+        args = [self.ssh_program, "-T", "-x", "-a", "-o", "BatchMode=yes",
+                "-o", "ClearAllForwardings=yes"]
+        if self.connect_timeout is not None:
+            args += ["-o", f"ConnectTimeout={max(1, round(self.connect_timeout))}"]
+        if self.port is not None:
+            args += ["-p", str(self.port)]
+        if self.user is not None:
+            args += ["-l", self.user]
+        if self.ssh_config is not None:
+            args += ["-F", self.ssh_config]
+        for option in self.ssh_options:
+            args += ["-o", option]
+        if self.reuse:
+            args += ["-o", "ControlMaster=auto",
+                     "-o", f"ControlPath={self._ensure_control_dir()}/%C",
+                     "-o", f"ControlPersist={max(1, round(self.control_persist))}"]
+        return args
+
+    def argv(self) -> list[str]:
+        return self.ssh_args() + ["--", self.host, self.remote_command()]
+
+    # ---- running ------------------------------------------------------------------------------
+
+    def run(self, script: bytes, timeout: float | None = None) -> RunResult:
+        timeout = timeout if timeout is not None else self.timeout
+        argv = self.argv()
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(argv, input=script, capture_output=True, timeout=timeout,
+                                  env=self.env)
+        except FileNotFoundError as e:
+            raise TransportError(f"{self.where}: cannot start the OpenSSH client "
+                                 f"{self.ssh_program!r}: {e.strerror}") from e
+        except subprocess.TimeoutExpired as e:
+            raise TransportError(f"{self.where}: no answer within {timeout:g} s (overall "
+                                 "timeout); the remote program may still be running") from e
+        self.runs += 1
+        self.bytes_sent += len(script)
+        self.bytes_received += len(proc.stdout) + len(proc.stderr)
+        if proc.returncode == 255:
+            raise TransportError(describe_ssh_failure(self.where, proc.stderr,
+                                                      self.connect_timeout))
+        if proc.returncode in (126, 127) and not proc.stdout:
+            raise TransportError(f"{self.where}: the remote command {self.remote_command()!r} "
+                                 f"could not be started (exit {proc.returncode}): "
+                                 f"{_last_line(proc.stderr) or 'no message'}")
+        return RunResult(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+
+    def close(self) -> None:
+        """Stop the control master (if any) and remove the private control directory."""
+        with self._lock:
+            control_dir, self._control_dir = self._control_dir, None
+            finalizer, self._finalizer = self._finalizer, None
+        if finalizer is not None:
+            finalizer.detach()
+        if control_dir is not None:
+            _stop_master(self._exit_argv(control_dir), control_dir)
+
+    # ---- control directory --------------------------------------------------------------------
+
+    def _ensure_control_dir(self) -> str:
+        with self._lock:
+            if self._control_dir is None:
+                path = tempfile.mkdtemp(prefix="pk-ssh-")  # mode 0700, owned by us
+                if len(path) + 42 > _SOCKET_PATH_MAX:
+                    os.rmdir(path)
+                    path = tempfile.mkdtemp(prefix="pk-ssh-", dir="/tmp")
+                self._control_dir = path
+                # Interpreter exit or garbage collection without close(): still clean up.
+                self._finalizer = weakref.finalize(self, _stop_master,
+                                                   self._exit_argv(path), path)
+            return self._control_dir
+
+    def _exit_argv(self, control_dir: str) -> list[str]:
+        args = [self.ssh_program, "-o", "BatchMode=yes", "-o", f"ControlPath={control_dir}/%C"]
+        if self.port is not None:
+            args += ["-p", str(self.port)]
+        if self.user is not None:
+            args += ["-l", self.user]
+        if self.ssh_config is not None:
+            args += ["-F", self.ssh_config]
+        for option in self.ssh_options:
+            args += ["-o", option]
+        return args + ["-O", "exit", "--", self.host]
+
+
+def _stop_master(exit_argv: list[str], control_dir: str) -> None:
+    try:
+        has_socket = bool(os.listdir(control_dir))
+    except OSError:
+        has_socket = False
+    if has_socket:
+        try:
+            subprocess.run(exit_argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    shutil.rmtree(control_dir, ignore_errors=True)
+
+
+# ---- error messages -----------------------------------------------------------------------------
+
+def _last_line(stderr: bytes) -> str:
+    lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def describe_ssh_failure(where: str, stderr: bytes, connect_timeout: float | None) -> str:
+    """Turn OpenSSH's exit-255 stderr into one sentence that names the host and the cause."""
+    text = stderr.decode("utf-8", "replace")
+    low = text.lower()
+    detail = _last_line(stderr) or "no message from ssh"
+    if "permission denied" in low:
+        return (f"{where}: SSH permission denied ({detail}); BatchMode: no password prompt — "
+                "load the key into the agent or set IdentityFile in ssh_config")
+    if "host key verification failed" in low or "remote host identification has changed" in low:
+        return (f"{where}: SSH host key verification failed; check known_hosts for this host "
+                f"({detail})")
+    if "could not resolve hostname" in low:
+        return f"{where}: unknown host (not in DNS or ssh_config): {detail}"
+    if "timed out" in low:
+        limit = f" within the connect timeout of {connect_timeout:g} s" if connect_timeout else ""
+        return f"{where}: SSH connection timed out{limit} ({detail})"
+    if "connection refused" in low:
+        return f"{where}: host unreachable: connection refused (is sshd running?) ({detail})"
+    if "no route to host" in low or "network is unreachable" in low:
+        return f"{where}: host unreachable ({detail})"
+    if "connection closed" in low or "connection reset" in low:
+        return f"{where}: the SSH connection was closed by the remote side ({detail})"
+    if "bad configuration option" in low or ("config" in low and "line" in low):
+        return f"{where}: ssh_config error: {detail}"
+    return f"{where}: ssh failed (exit 255, connection problem): {detail}"
