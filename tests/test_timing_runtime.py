@@ -1,0 +1,359 @@
+"""The timing runtime (patchkit/timing/phase_timer.py), run as the target packages run it.
+
+Each scenario runs in a fresh interpreter with the runtime copied alone into a temporary
+folder (as a series inserts it), so that import-time environment handling, atexit and fork
+behave exactly as in a host program. CUDA scenarios run only where CUDA exists (the H200
+bench machine); here they are skipped.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from patchkit.timing import RUNTIME_PATH, runtime_bytes, runtime_source
+
+
+def _has_cuda():
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def _has_torch():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_cuda = pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")
+needs_torch = pytest.mark.skipif(not _has_torch(), reason="needs torch")
+
+
+@pytest.fixture
+def runtime_dir(tmp_path):
+    pkg = tmp_path / "site"
+    pkg.mkdir()
+    shutil.copyfile(RUNTIME_PATH, pkg / "phase_timer.py")
+    return pkg
+
+
+def run_script(runtime_dir, body, env=None, out_dir=None):
+    script = "import sys\nsys.path.insert(0, %r)\n" % str(runtime_dir) + textwrap.dedent(body)
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("PATCHKIT_TIMER") and k not in ("RANK", "LOCAL_RANK")}
+    if out_dir is not None:
+        full_env["PATCHKIT_TIMER_DIR"] = str(out_dir)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", script], env=full_env, capture_output=True,
+                          text=True, timeout=120, cwd=str(runtime_dir))
+
+
+def read_records(out_dir):
+    files = sorted(Path(out_dir).glob("phase-timing.rank*.pid*.jsonl"))
+    return {f.name: [json.loads(line) for line in f.read_text().splitlines()] for f in files}
+
+
+WORKLOAD = """
+import time
+import phase_timer as _pt
+for i in range(CYCLES):
+    _pt.cycle_begin(batch_size=4)
+    _pt.begin("draft")
+    _pt.begin("draft_forward")
+    time.sleep(0.002)
+    _pt.end("draft_forward")
+    _pt.end("draft")
+    _pt.begin("verify", graph=True)
+    time.sleep(0.001)
+    _pt.end("verify")
+    _pt.note(accepted=3)
+    _pt.cycle_end(tokens=7)
+"""
+
+
+def workload(cycles):
+    return WORKLOAD.replace("CYCLES", str(cycles))
+
+
+def test_source_of_truth_is_the_file():
+    assert runtime_source() == RUNTIME_PATH.read_text(encoding="utf-8")
+    assert runtime_bytes().decode("utf-8") == runtime_source()
+    compile(runtime_source(), "phase_timer.py", "exec")
+
+
+def test_import_is_stdlib_only(runtime_dir, tmp_path):
+    res = run_script(runtime_dir, """
+        import phase_timer as _pt
+        heavy = [m for m in ("torch", "numpy", "matplotlib") if m in sys.modules]
+        _pt.cycle_begin(); _pt.begin("x"); _pt.end("x"); _pt.cycle_end()
+        heavy += [m for m in ("torch", "numpy") if m in sys.modules]
+        print("HEAVY", heavy, _pt.current_mode())
+    """, out_dir=tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    assert "HEAVY [] host" in res.stdout
+
+
+def test_host_mode_records_nested_phases_and_cycle_attrs(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, workload(5) + "print('PID', __import__('os').getpid())\n",
+                     out_dir=out)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""
+    pid = int(res.stdout.split()[-1])
+    files = read_records(out)
+    assert list(files) == ["phase-timing.rank0.pid%d.jsonl" % pid]
+    recs = files["phase-timing.rank0.pid%d.jsonl" % pid]
+    header, stats = recs[0], recs[-1]
+    assert header["kind"] == "header" and header["schema"] == "patchkit.timing/1"
+    assert header["mode"] == "host" and header["requested_mode"] is None
+    assert header["pid"] == pid and header["rank"] == 0 and header["rank_source"] == "default"
+    assert header["clock"]["host"] == "time.perf_counter_ns"
+    assert stats["kind"] == "stats" and stats["records"] == len(recs) - 2
+    cycles = [r for r in recs if r["kind"] == "cycle"]
+    phases = [r for r in recs if r["kind"] == "phase"]
+    assert [c["cycle"] for c in cycles] == list(range(5))
+    assert all(c["attrs"] == {"batch_size": 4, "accepted": 3, "tokens": 7} for c in cycles)
+    assert len(phases) == 15
+    inner = [p for p in phases if p["name"] == "draft_forward"]
+    assert all(p["depth"] == 1 and p["parent"] == "draft" for p in inner)
+    assert all(p["host_ns"] >= 2_000_000 for p in inner)
+    for c in cycles:
+        mine = [p for p in phases if p["cycle"] == c["cycle"]]
+        assert {p["name"] for p in mine} == {"draft", "draft_forward", "verify"}
+        assert all(c["t0"] <= p["t0"] <= p["t1"] <= c["t1"] for p in mine)
+        top = sum(p["host_ns"] for p in mine if p["depth"] == 0)
+        assert 0.9 * c["host_ns"] <= top <= c["host_ns"]
+    verify = [p for p in phases if p["name"] == "verify"]
+    assert all(p["graph"] is True and p["dev_ns"] is None for p in verify)
+
+
+def test_rank_from_environment_and_override(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    assert run_script(runtime_dir, workload(1), env={"RANK": "3"}, out_dir=out).returncode == 0
+    assert run_script(runtime_dir, workload(1), env={"LOCAL_RANK": "2", "PATCHKIT_TIMER_RANK": "5"},
+                      out_dir=out).returncode == 0
+    names = sorted(read_records(out))
+    assert len(names) == 2
+    assert names[0].startswith("phase-timing.rank3.pid")
+    assert names[1].startswith("phase-timing.rank5.pid")
+    header = read_records(out)[names[0]][0]
+    assert header["rank"] == 3 and header["rank_source"] == "env:RANK"
+
+
+def test_off_mode_is_a_cheap_noop(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, workload(3) + """
+import timeit
+n = 200000
+t = min(timeit.repeat("_pt.begin('draft'); _pt.end('draft')", globals=globals(), number=n, repeat=3))
+print("NS_PER_CALL", t / (2 * n) * 1e9)
+print("NOOP", _pt.begin is _pt._noop and _pt.cycle_end is _pt._noop, _pt.current_mode())
+""", env={"PATCHKIT_TIMER": "off"}, out_dir=out)
+    assert res.returncode == 0, res.stderr
+    assert "NOOP True off" in res.stdout
+    ns = float(res.stdout.split("NS_PER_CALL")[1].split()[0])
+    assert ns < 1000, "off-mode call cost %.0f ns" % ns
+    assert not out.exists()
+
+
+def test_batches_are_written_before_exit(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, workload(1) + """
+import glob, os
+_pt.configure(batch=8, flush_s=1e9)
+sizes = []
+for i in range(10):
+    _pt.cycle_begin(); _pt.begin("a"); _pt.end("a"); _pt.cycle_end()
+    files = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
+    sizes.append(sum(1 for f in files for _ in open(f)))
+print("SIZES", sizes)
+""", out_dir=out)
+    assert res.returncode == 0, res.stderr
+    sizes = json.loads(res.stdout.split("SIZES")[1])
+    # the first configuration wrote its file at configure(); then one write per 8 records
+    assert sizes[0] == sizes[2] < sizes[3] == sizes[6] < sizes[7]
+    assert max(b - a for a, b in zip(sizes, sizes[1:])) <= 9  # header + one batch at most
+    recs = [r for rs in read_records(out).values() for r in rs]
+    assert sum(r["kind"] == "cycle" for r in recs) == 11  # 1 + 10, the rest flushed at exit
+    assert sum(r["kind"] == "stats" for r in recs) == 2
+
+
+def test_everything_is_flushed_at_exit(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, workload(40), env={"PATCHKIT_TIMER_BATCH": "100000",
+                                                     "PATCHKIT_TIMER_FLUSH_S": "1000"},
+                     out_dir=out)
+    assert res.returncode == 0, res.stderr
+    (recs,) = read_records(out).values()
+    assert sum(r["kind"] == "cycle" for r in recs) == 40
+    assert sum(r["kind"] == "phase" for r in recs) == 120
+    assert recs[-1]["kind"] == "stats"
+
+
+def test_write_failure_warns_once_and_never_raises(runtime_dir, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the directory should be")
+    res = run_script(runtime_dir, """
+import phase_timer as _pt
+_pt.configure(batch=2)
+for i in range(20):
+    _pt.cycle_begin(); _pt.begin("a"); _pt.end("a"); _pt.cycle_end()
+print("SURVIVED", _pt.current_mode(), _pt.begin is _pt._noop)
+""", out_dir=blocker / "sub")
+    assert res.returncode == 0, res.stderr
+    assert "SURVIVED off True" in res.stdout
+    warnings = [l for l in res.stderr.splitlines() if l.startswith("patchkit phase_timer:")]
+    assert len(warnings) == 1, res.stderr
+    assert "timing is off" in warnings[0] and "not-a-dir" in warnings[0]
+    assert "Traceback" not in res.stderr
+
+
+def test_unbalanced_calls_are_counted_not_raised(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, """
+import phase_timer as _pt
+_pt.end("never-begun")
+_pt.cycle_end()
+_pt.cycle_begin()
+_pt.begin("outer"); _pt.begin("lost"); _pt.end("outer")
+_pt.begin("left-open")
+_pt.cycle_begin()          # the previous cycle never ended
+_pt.begin("ok"); _pt.end("ok")
+_pt.cycle_end()
+""", out_dir=out)
+    assert res.returncode == 0, res.stderr
+    (recs,) = read_records(out).values()
+    stats = recs[-1]
+    assert stats["unmatched_end"] == 2
+    assert stats["abandoned"] == 3  # "lost", "left-open", and cycle 0
+    phases = [r for r in recs if r["kind"] == "phase"]
+    assert [(p["name"], p["cycle"], p["depth"]) for p in phases] == [("outer", 0, 0), ("ok", 1, 0)]
+    assert [r["cycle"] for r in recs if r["kind"] == "cycle"] == [1]
+
+
+def test_forked_child_writes_its_own_file(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, workload(2) + """
+import os
+pid = os.fork()
+if pid == 0:
+    _pt.cycle_begin(batch_size=1); _pt.begin("child"); _pt.end("child"); _pt.cycle_end()
+    _pt.shutdown()
+    os._exit(0)
+os.waitpid(pid, 0)
+_pt.cycle_begin(); _pt.begin("parent"); _pt.end("parent"); _pt.cycle_end()
+""", out_dir=out)
+    assert res.returncode == 0, res.stderr
+    files = read_records(out)
+    assert len(files) == 2
+    by_names = {}
+    for recs in files.values():
+        names = {r["name"] for r in recs if r["kind"] == "phase"}
+        by_names[frozenset(names)] = recs
+    child = by_names[frozenset({"child"})]
+    parent = by_names[frozenset({"draft", "draft_forward", "verify", "parent"})]
+    assert [r["cycle"] for r in child if r["kind"] == "cycle"] == [0]
+    assert [r["cycle"] for r in parent if r["kind"] == "cycle"] == [0, 1, 2]
+
+
+@needs_torch
+def test_cpu_torch_tensor_attrs_and_cuda_modes_fall_back(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, """
+import torch
+import phase_timer as _pt
+_pt.cycle_begin(batch_size=torch.tensor(2))
+_pt.begin("verify"); torch.ones(64, 64) @ torch.ones(64, 64); _pt.end("verify")
+_pt.cycle_end(accepted=torch.tensor([1, 3]))
+print("MODE", _pt.current_mode())
+""", env={"PATCHKIT_TIMER": "sync"}, out_dir=out)
+    assert res.returncode == 0, res.stderr
+    if not _has_cuda():
+        assert "MODE host" in res.stdout
+        assert "PATCHKIT_TIMER=sync needs CUDA" in res.stderr
+    (recs,) = read_records(out).values()
+    assert recs[0]["requested_mode"] == "sync" and recs[0]["torch"]
+    (cycle,) = [r for r in recs if r["kind"] == "cycle"]
+    assert cycle["attrs"] == {"batch_size": 2, "accepted": [1, 3]}
+
+
+@needs_torch
+def test_capture_probe_is_safe_without_cuda(runtime_dir, tmp_path):
+    """CPU torch raises from is_current_stream_capturing(); the runtime must not."""
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, "import torch\n" + workload(2), out_dir=out)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""
+    (recs,) = read_records(out).values()
+    assert sum(r["kind"] == "cycle" for r in recs) == 2
+
+
+# ---- CUDA (run on the GPU machine: python -m pytest tests/test_timing_runtime.py) ----------
+
+@needs_cuda
+def test_events_mode_device_times(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, """
+import torch
+a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+torch.cuda.synchronize()
+import phase_timer as _pt
+for i in range(20):
+    _pt.cycle_begin(batch_size=8)
+    _pt.begin("outer")
+    _pt.begin("mm")
+    for _ in range(8):
+        b = a @ a
+    _pt.end("mm")
+    _pt.end("outer")
+    _pt.cycle_end(accepted=torch.tensor([3], device="cuda"))
+print("MODE", _pt.current_mode())
+""", out_dir=out)
+    assert res.returncode == 0, res.stderr
+    assert "MODE events" in res.stdout
+    (recs,) = read_records(out).values()
+    assert recs[0]["mode"] == "events" and recs[0]["cuda_device"]
+    cycles = [r for r in recs if r["kind"] == "cycle"]
+    mm = [r for r in recs if r["kind"] == "phase" and r["name"] == "mm"]
+    assert len(cycles) == 20 and len(mm) == 20
+    assert all(c["attrs"]["accepted"] == 3 for c in cycles)
+    assert all(c["dev_gap_ns"] > 0 for c in cycles[1:])
+    for p in mm:
+        assert p["dev_ns"] > 100_000 and p["dev_off_ns"] >= 0
+
+
+@needs_cuda
+def test_nothing_recorded_while_capturing(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, """
+import torch
+import phase_timer as _pt
+x = torch.randn(1024, 1024, device="cuda")
+_pt.configure(mode="events")
+g = torch.cuda.CUDAGraph()
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):
+    y = x @ x
+torch.cuda.current_stream().wait_stream(s)
+with torch.cuda.graph(g):
+    _pt.cycle_begin(); _pt.begin("inside"); y = x @ x; _pt.end("inside"); _pt.cycle_end()
+_pt.cycle_begin(); _pt.begin("replay", graph=True); g.replay(); _pt.end("replay"); _pt.cycle_end()
+""", out_dir=out)
+    assert res.returncode == 0, res.stderr
+    (recs,) = read_records(out).values()
+    names = [r["name"] for r in recs if r["kind"] == "phase"]
+    assert names == ["replay"]
+    assert recs[-1]["skipped_capturing"] == 2
+    (replay,) = [r for r in recs if r["kind"] == "phase"]
+    assert replay["graph"] is True and replay["dev_ns"] > 0
