@@ -1,0 +1,93 @@
+"""Fixtures: pristine SGLang trees built from the real PyPI wheels (pinned sha256, cached).
+
+Use from a test module with ``from upstream_fixtures import *`` or from conftest.py with
+``pytest_plugins = ["upstream_fixtures"]``. Wheels come from the repo cache (.cache/upstream),
+else from $PATCHKIT_WHEELHOUSE or /tmp/wh when present, else from PyPI through pip.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from patchkit import upstream
+
+REPO = Path(__file__).resolve().parents[1]
+SERIES_059 = REPO / "patches" / "sglang-v0.5.9"
+EAGLE_WORKER = "python/sglang/srt/speculative/eagle_worker.py"
+EAGLE_WORKER_WHEEL = "sglang/srt/speculative/eagle_worker.py"
+PHASE_TIMER = "python/sglang/srt/speculative/phase_timer.py"
+COMMIT_059 = "bbe9c7eeb520b0a67e92d133dfc137a3688dc7f2"
+
+
+def default_wheelhouse() -> str | None:
+    env = os.environ.get("PATCHKIT_WHEELHOUSE")
+    if env:
+        return env
+    return "/tmp/wh" if Path("/tmp/wh").is_dir() else None
+
+
+def sglang_files(version: str, paths=(EAGLE_WORKER_WHEEL,)) -> dict[str, bytes]:
+    """Bytes of wheel paths of sglang==version (wheel fetched and checked by sha256)."""
+    wheel = upstream.fetch_wheel("sglang", version, wheelhouse=default_wheelhouse())
+    assert wheel.trust == "pinned"
+    return upstream.read_wheel_files(wheel.path, list(paths))
+
+
+def sglang_checkout(version: str, dest: Path, *, git_repo: bool = False,
+                    paths=(EAGLE_WORKER_WHEEL,)) -> tuple[Path, str | None]:
+    """A checkout-layout tree (python/sglang/...) of sglang==version; optionally a git repo."""
+    return upstream.build_checkout_tree(sglang_files(version, paths), dest,
+                                        package_prefix="python/", git_repo=git_repo,
+                                        message=f"sglang {version} (files from the PyPI wheel)")
+
+
+def sglang_installed(version: str, dest: Path, paths=(EAGLE_WORKER_WHEEL,)) -> Path:
+    """A site-packages-like tree (sglang/..., sglang-<version>.dist-info/METADATA)."""
+    return upstream.build_installed_tree(sglang_files(version, paths), dest,
+                                         name="sglang", version=version)
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(Path(cwd).parent),
+               GIT_CONFIG_NOSYSTEM="1", HOME=str(cwd))
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env, check=check)
+
+
+@pytest.fixture
+def sglang_059_checkout(tmp_path) -> Path:
+    """sglang 0.5.9's eagle_worker.py at python/sglang/... (plain folder)."""
+    return sglang_checkout("0.5.9", tmp_path / "sglang-0.5.9")[0]
+
+
+@pytest.fixture
+def sglang_0510_checkout(tmp_path) -> Path:
+    """sglang 0.5.10's eagle_worker.py (1052 lines) at python/sglang/... (plain folder)."""
+    return sglang_checkout("0.5.10", tmp_path / "sglang-0.5.10")[0]
+
+
+@pytest.fixture
+def sglang_checkout_trees(tmp_path) -> dict[str, Path]:
+    """Both releases as checkout-layout git repos: {"0.5.9": path, "0.5.10": path}.
+
+    The repos' commits are their own (a wheel cannot reproduce upstream's commit).
+    """
+    return {v: sglang_checkout(v, tmp_path / f"sglang-{v}", git_repo=True)[0]
+            for v in ("0.5.9", "0.5.10")}
+
+
+@pytest.fixture
+def sglang_059_installed(tmp_path) -> Path:
+    """sglang 0.5.9 as an installed tree (site-packages layout with dist-info)."""
+    return sglang_installed("0.5.9", tmp_path / "site-packages")
+
+
+@pytest.fixture
+def sglang_059_pristine() -> Path:
+    """The cached pristine checkout-layout tree of 0.5.9 (read it, do not write to it)."""
+    return upstream.pypi_tree("sglang", "0.5.9", [EAGLE_WORKER_WHEEL], layout="checkout",
+                              wheelhouse=default_wheelhouse())
