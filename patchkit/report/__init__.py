@@ -1,0 +1,55 @@
+"""Reports from phase-timer output: terminal table, Perfetto trace, PNG chart, summary JSON.
+
+    from patchkit.report import build_report, render_table
+    summary = build_report("patchkit-timing", "profile-out/run1",
+                           meta={"tokens_per_s": 120.0, "baseline_tokens_per_s": 73.0})
+    print(render_table(summary))
+
+`meta` keys with a meaning: tokens_per_s, baseline_tokens_per_s (measured by the caller),
+accept_length (as reported by a benchmark; else it is derived from the cycles' attrs);
+any other key is printed as a line and kept in summary.json.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from patchkit.report.load import ProcessTiming, load_timing_dir
+from patchkit.report.summarize import Summary, summarize
+from patchkit.report.table import render_table
+from patchkit.report.trace import build_trace
+
+__all__ = ["build_report", "render_table", "load_timing_dir", "summarize", "build_trace",
+           "Summary", "ProcessTiming", "OUTPUT_FILES"]
+
+OUTPUT_FILES = {"table": "table.txt", "trace": "trace.json", "chart": "phases.png",
+                "summary": "summary.json"}
+
+
+def build_report(timing_dir, out_dir, meta: dict | None = None, chart: bool = True) -> Summary:
+    """Read every rank's JSON-lines files in `timing_dir`; write the four outputs to `out_dir`.
+
+    Raises patchkit.errors.InvalidInput when the directory holds no readable timing.
+    """
+    procs = load_timing_dir(timing_dir)
+    summary = summarize(procs, str(timing_dir), meta)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    with open(out / OUTPUT_FILES["trace"], "w", encoding="utf-8") as fh:
+        json.dump(build_trace(procs), fh)
+    files["trace"] = OUTPUT_FILES["trace"]
+    if chart:
+        from patchkit.report.chart import write_chart
+
+        write_chart(procs, summary, out / OUTPUT_FILES["chart"])
+        files["chart"] = OUTPUT_FILES["chart"]
+    table = render_table(summary)
+    (out / OUTPUT_FILES["table"]).write_text(table, encoding="utf-8")
+    files["table"] = OUTPUT_FILES["table"]
+    files["summary"] = OUTPUT_FILES["summary"]
+    summary.files = files
+    (out / OUTPUT_FILES["summary"]).write_text(
+        json.dumps(summary.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return summary

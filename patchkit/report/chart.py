@@ -1,0 +1,92 @@
+"""phases.png: where each cycle's time goes, over the run and per rank (matplotlib, Agg)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchkit.report.load import ProcessTiming
+
+MAX_BINS = 200
+
+
+def _top_level_per_cycle(proc: ProcessTiming, basis: str, names: list[str]):
+    """For each cycle (in order): its time and the time of each top-level phase, in ms."""
+    field = "dev_ns" if basis == "device" else "host_ns"
+    by_cycle: dict[int, dict[str, float]] = {}
+    for r in proc.phases:
+        if r.get("depth") == 0 and r.get("cycle") is not None and r.get(field) is not None:
+            slot = by_cycle.setdefault(r["cycle"], {})
+            slot[r["name"]] = slot.get(r["name"], 0.0) + r[field] / 1e6
+    rows = []
+    for c in sorted(proc.cycles, key=lambda c: c["cycle"]):
+        if c.get(field) is None:
+            continue
+        parts = by_cycle.get(c["cycle"], {})
+        rows.append((c[field] / 1e6, [parts.get(n, 0.0) for n in names]))
+    return rows
+
+
+def _binned(rows, bins):
+    if len(rows) <= bins:
+        return rows
+    size = len(rows) / bins
+    out = []
+    for b in range(bins):
+        chunk = rows[int(b * size): int((b + 1) * size)] or rows[-1:]
+        total = sum(r[0] for r in chunk) / len(chunk)
+        parts = [sum(r[1][i] for r in chunk) / len(chunk) for i in range(len(chunk[0][1]))]
+        out.append((total, parts))
+    return out
+
+
+def write_chart(procs: list[ProcessTiming], summary, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    basis = summary.basis
+    names = [e["name"] for e in summary.phases if e["depth"] == 0 and e["per_cycle"]]
+    names = list(dict.fromkeys(names))
+    colors = plt.get_cmap("tab20").colors
+    fig, (ax_run, ax_rank) = plt.subplots(1, 2, figsize=(13, 5),
+                                          gridspec_kw={"width_ratios": [3, 1]})
+    lead = procs[0]
+    rows = _binned(_top_level_per_cycle(lead, basis, names), MAX_BINS)
+    xs = list(range(len(rows)))
+    bottom = [0.0] * len(rows)
+    for i, name in enumerate(names):
+        vals = [r[1][i] for r in rows]
+        ax_run.bar(xs, vals, bottom=bottom, width=1.0, color=colors[i % len(colors)], label=name)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    rest = [max(r[0] - b, 0.0) for r, b in zip(rows, bottom)]
+    ax_run.bar(xs, rest, bottom=bottom, width=1.0, color="#dddddd", label="untimed")
+    binned = " (binned means)" if len(lead.cycles) > MAX_BINS else ""
+    ax_run.set_title(f"rank {lead.rank}: top-level phases per cycle{binned}")
+    ax_run.set_xlabel("cycle" if not binned else "cycle bin")
+    ax_run.set_ylabel(f"{basis} time (ms)")
+
+    ranks = []
+    for proc in procs:
+        rrows = _top_level_per_cycle(proc, basis, names)
+        total = sum(r[0] for r in rrows)
+        if total <= 0:
+            continue
+        shares = [100.0 * sum(r[1][i] for r in rrows) / total for i in range(len(names))]
+        ranks.append((f"r{proc.rank}\npid {proc.header.get('pid')}", shares))
+    bottom = [0.0] * len(ranks)
+    for i, name in enumerate(names):
+        vals = [s[i] for _, s in ranks]
+        ax_rank.bar(range(len(ranks)), vals, bottom=bottom, color=colors[i % len(colors)])
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax_rank.bar(range(len(ranks)), [max(100.0 - b, 0.0) for b in bottom], bottom=bottom,
+                color="#dddddd")
+    ax_rank.set_xticks(range(len(ranks)), [label for label, _ in ranks], fontsize=8)
+    ax_rank.set_ylim(0, 100)
+    ax_rank.set_ylabel("share of cycle (%)")
+    ax_rank.set_title("per process")
+    ax_run.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
