@@ -1,0 +1,198 @@
+"""The report over real runtime output (two ranks, host mode) and over device-timed records."""
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from patchkit.errors import InvalidInput
+from patchkit.report import OUTPUT_FILES, build_report, build_trace, load_timing_dir, render_table
+from patchkit.report.summarize import percentile
+from patchkit.timing import RUNTIME_PATH
+
+WORKLOAD = """
+import sys, time
+sys.path.insert(0, {site!r})
+import phase_timer as _pt
+for i in range(12):
+    _pt.cycle_begin(batch_size=2)
+    _pt.begin("draft")
+    for step in range(3):
+        _pt.begin("draft_step")
+        time.sleep(0.0004)
+        _pt.end("draft_step")
+    _pt.end("draft")
+    _pt.begin("verify")
+    time.sleep(0.0015 + 0.0005 * {rank})
+    _pt.end("verify")
+    _pt.begin("accept")
+    time.sleep(0.0003)
+    _pt.end("accept")
+    _pt.cycle_end(accepted=[i % 3, 1])
+"""
+
+
+@pytest.fixture(scope="module")
+def timing_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("timing")
+    site = root / "site"
+    site.mkdir()
+    shutil.copyfile(RUNTIME_PATH, site / "phase_timer.py")
+    out = root / "out"
+    procs = []
+    for rank in (0, 1):
+        env = {"PATCHKIT_TIMER_DIR": str(out), "PATCHKIT_TIMER_RANK": str(rank),
+               "PATCHKIT_TIMER": "host", "PATH": "/usr/bin:/bin"}
+        code = WORKLOAD.format(site=str(site), rank=rank)
+        procs.append(subprocess.Popen([sys.executable, "-c", code], env=env))
+    assert all(p.wait(timeout=60) == 0 for p in procs)
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(timing_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    meta = {"tokens_per_s": 118.5, "baseline_tokens_per_s": 73.2, "run": "unit"}
+    return build_report(timing_dir, out, meta=meta), out
+
+
+def test_summary_counts_and_shares(report):
+    summary, _ = report
+    assert summary.mode == "host" and summary.basis == "host"
+    assert [r["rank"] for r in summary.ranks] == [0, 1]
+    assert summary.cycle["count"] == 24
+    names = [(e["depth"], e["name"]) for e in summary.phases]
+    assert names == [(0, "draft"), (1, "draft_step"), (0, "verify"), (0, "accept")]
+    step = summary.phase("draft_step", parent="draft")
+    assert step["count"] == 72 and step["per_cycle"] == 3.0
+    assert step["host_ms"]["mean"] >= 0.4
+    top = [e["share_of_cycle"] for e in summary.phases if e["depth"] == 0]
+    assert sum(top) == pytest.approx(summary.top_level_share)
+    assert 90.0 <= summary.top_level_share <= 100.0
+    assert step["share_of_cycle"] <= summary.phase("draft")["share_of_cycle"]
+    verify = summary.phase("verify")
+    assert verify["host_ms"]["p50"] <= verify["host_ms"]["p99"] <= verify["host_ms"]["max"]
+    # accepted=[i % 3, 1] per cycle on rank 0 only: tokens = accepted + one per request
+    accepted = sum((i % 3) + 1 for i in range(12))
+    assert summary.decode["accept_length_mean"] == pytest.approx((accepted + 24) / 24)
+    assert summary.throughput["speedup"] == pytest.approx(118.5 / 73.2)
+
+
+def test_outputs_written(report):
+    summary, out = report
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES.values())
+    assert (out / "phases.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    data = json.loads((out / "summary.json").read_text())
+    assert {"schema", "mode", "basis", "ranks", "cycle", "phases", "top_level_share", "decode",
+            "meta", "throughput", "files", "timing_dir"} == set(data)
+    assert data["schema"] == "patchkit.report/1"
+    assert data["phases"][0].keys() >= {"name", "parent", "depth", "count", "host_ms", "dev_ms",
+                                         "share_of_cycle"}
+    table = (out / "table.txt").read_text()
+    assert table == render_table(summary)
+
+
+def test_table_content(report):
+    summary, _ = report
+    table = render_table(summary)
+    lines = table.splitlines()
+    assert lines[0].startswith("patchkit timing: 2 rank(s)")
+    assert any(l.startswith("    draft_step") and " 72 " in l for l in lines)
+    assert "tokens/s with speculation: 118.5, without: 73.2, speedup 1.62x" in table
+    assert "mean accepted length: " in table and "run: unit" in table
+    assert "mean cycle per rank (ms): r0 " in table
+
+
+def test_trace_structure(report):
+    _, out = report
+    trace = json.loads((out / "trace.json").read_text())
+    events = trace["traceEvents"]
+    metas = [e for e in events if e["ph"] == "M"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert {e["ph"] for e in events} == {"M", "X"}
+    procs = {e["pid"]: e["args"]["name"] for e in metas if e["name"] == "process_name"}
+    assert sorted(procs) == [0, 1] and procs[1].startswith("rank 1 ")
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in metas if e["name"] == "thread_name"}
+    assert threads[(0, 1)] == "CPU (host)"
+    for e in spans:
+        assert isinstance(e["ts"], float) and e["dur"] >= 0 and e["ts"] >= 0
+        assert {"name", "cat", "pid", "tid", "args"} <= set(e)
+    for pid in (0, 1):
+        cycles = [e for e in spans if e["pid"] == pid and e["cat"] == "cycle"]
+        assert len(cycles) == 12
+        for s in (e for e in spans if e["pid"] == pid and e["name"] == "draft_step"):
+            (parent,) = [p for p in spans if p["pid"] == pid and p["name"] == "draft"
+                         and p["args"]["cycle"] == s["args"]["cycle"]]
+            assert parent["ts"] <= s["ts"] and s["ts"] + s["dur"] <= parent["ts"] + parent["dur"] + 1e-3
+
+
+def _device_file(path: Path, lag_ns: list[int]):
+    """Records shaped as the events mode writes them, with a known host/GPU lag per cycle."""
+    header = {"kind": "header", "schema": "patchkit.timing/1", "mode": "events", "rank": 0,
+              "pid": 7, "host": "h", "clock": {"host": "time.perf_counter_ns",
+                                               "host_t0_ns": 1_000, "wall_t0_ns": 5_000_000}}
+    recs = [header]
+    for i, lag in enumerate(lag_ns):
+        t0 = 1_000 + i * 10_000_000
+        recs.append({"kind": "phase", "name": "verify", "cycle": i, "depth": 0, "parent": None,
+                     "t0": t0 + 100_000, "t1": t0 + 200_000, "host_ns": 100_000,
+                     "dev_ns": 6_000_000, "dev_off_ns": 1_000_000, "graph": True,
+                     "captured": False})
+        recs.append({"kind": "cycle", "cycle": i, "t0": t0, "t1": t0 + 300_000,
+                     "host_ns": 300_000, "dev_ns": 8_000_000,
+                     "dev_gap_ns": None if i == 0 else 10_000_000 + lag - lag_ns[i - 1],
+                     "attrs": {"batch_size": 1, "accepted": 2}})
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def test_gpu_lane_layout(tmp_path):
+    _device_file(tmp_path / "phase-timing.rank0.pid7.jsonl", lag_ns=[50_000, 20_000, 90_000])
+    (proc,) = load_timing_dir(tmp_path)
+    trace = build_trace([proc])
+    gpu = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == 2]
+    cpu = {e["args"]["cycle"]: e for e in trace["traceEvents"]
+           if e["ph"] == "X" and e["tid"] == 1 and e["cat"] == "cycle"}
+    gcyc = {e["args"]["cycle"]: e for e in gpu if e["cat"] == "cycle"}
+    lags = [gcyc[i]["ts"] - cpu[i]["ts"] for i in range(3)]
+    # relative lags are exact; the smallest (cycle 1, 20 us) is placed at zero
+    assert lags == pytest.approx([30.0, 0.0, 70.0])
+    for e in gpu:
+        if e["cat"] == "phase":
+            c = gcyc[e["args"]["cycle"]]
+            assert e["ts"] == pytest.approx(c["ts"] + 1000.0) and e["dur"] == 6000.0
+    summary = build_report(tmp_path, tmp_path / "rep", chart=False)
+    assert summary.basis == "device" and summary.mode == "events"
+    assert summary.phase("verify")["share_of_cycle"] == pytest.approx(75.0)
+    assert summary.phase("verify")["graph"] is True
+    assert "verify [graph]" in render_table(summary)
+
+
+def test_percentile_matches_numpy():
+    np = pytest.importorskip("numpy")
+    rng = random.Random(4)
+    for n in (1, 2, 7, 100):
+        vals = [rng.random() for _ in range(n)]
+        for q in (0, 50, 99, 100):
+            assert percentile(vals, q) == pytest.approx(float(np.percentile(vals, q)))
+
+
+def test_bad_inputs(tmp_path):
+    with pytest.raises(InvalidInput, match="no timing files"):
+        load_timing_dir(tmp_path)
+    bad = tmp_path / "phase-timing.rank0.pid1.jsonl"
+    _device_file(bad, lag_ns=[0, 0])
+    lines = bad.read_text().splitlines()
+    bad.write_text("\n".join(lines[:2] + ['{"kind": "cyc'] + lines[2:]) + "\n")
+    with pytest.raises(InvalidInput, match=r"pid1.jsonl:3: not a JSON record"):
+        load_timing_dir(tmp_path)
+    bad.write_text("\n".join(lines + ['{"kind": "phase", "na']) + "\n")
+    (proc,) = load_timing_dir(tmp_path)
+    assert proc.truncated_lines == 1 and len(proc.cycles) == 2
+    bad.write_text("\n".join(lines[1:]) + "\n")
+    with pytest.raises(InvalidInput, match="first record must be the header"):
+        load_timing_dir(tmp_path)
