@@ -1,0 +1,251 @@
+"""The committed series patches/sglang-v0.5.9 against the real 0.5.9 (and 0.5.10) files."""
+
+from __future__ import annotations
+
+import ast
+import json
+import py_compile
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from patchkit import authoring, upstream
+
+from upstream_fixtures import (  # noqa: F401  (fixtures)
+    COMMIT_059, EAGLE_WORKER, PHASE_TIMER, REPO, SERIES_059, git, sglang_059_checkout,
+    sglang_059_installed, sglang_059_pristine, sglang_0510_checkout, sglang_checkout_trees,
+)
+
+RUNTIME_SOURCE = REPO / "patchkit" / "timing" / "phase_timer.py"
+RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
+IMPORT_LINE = "from sglang.srt.speculative import phase_timer as _pt"
+
+
+def series_names() -> list[str]:
+    return authoring.read_series_names(SERIES_059)
+
+
+def apply_series(tree: Path, *strip: str) -> list[str]:
+    """git apply each patch in order; returns git's verbose output per patch."""
+    outputs = []
+    for name in series_names():
+        proc = git(tree, "apply", "-v", *strip, str(SERIES_059 / name), check=False)
+        assert proc.returncode == 0, f"{name}: {proc.stderr}"
+        outputs.append(proc.stderr + proc.stdout)
+    return outputs
+
+
+def _is_inserted(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, ast.ImportFrom):
+        return stmt.module == "sglang.srt.speculative" and [
+            (a.name, a.asname) for a in stmt.names] == [("phase_timer", "_pt")]
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Attribute)
+            and isinstance(stmt.value.func.value, ast.Name) and stmt.value.func.value.id == "_pt")
+
+
+def _strip_inserted(tree: ast.AST) -> int:
+    removed = 0
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                kept = [s for s in block if not _is_inserted(s)]
+                removed += len(block) - len(kept)
+                block[:] = kept
+    return removed
+
+
+def added_lines() -> list[str]:
+    lines = []
+    for name in series_names()[1:]:
+        _, body = authoring.split_header((SERIES_059 / name).read_text())
+        for line in body.splitlines():
+            if line.startswith("+") and not line.startswith("+++"):
+                lines.append(line[1:])
+    return lines
+
+
+# ----------------------------------------------------------------------------- the files
+
+def test_pin_is_what_upstream_pin_writes_for_the_real_file(sglang_059_pristine):
+    pin = upstream.pin_from_tree(sglang_059_pristine, [EAGLE_WORKER], "sglang", "0.5.9",
+                                 COMMIT_059, "python/")
+    assert upstream.format_pin(pin) == (SERIES_059 / "pin.toml").read_text()
+    assert pin.files[0].lines == 1032
+
+
+def test_runtime_patch_is_generated_from_the_current_runtime_source():
+    text, changed = authoring.regenerate_new_file_patch(
+        SERIES_059, RUNTIME_PATCH, PHASE_TIMER, RUNTIME_SOURCE, write=False)
+    assert not changed, (
+        f"{RUNTIME_PATCH} is stale: run `invoke patch.gen-runtime` (authoring."
+        "regenerate_new_file_patch) after changing patchkit/timing/phase_timer.py")
+
+
+def test_series_order_headers_and_insert_only_patches():
+    names = series_names()
+    assert names[0] == RUNTIME_PATCH and len(names) >= 6
+    assert names == sorted(names)
+    for name in names:
+        header, body = authoring.split_header((SERIES_059 / name).read_text())
+        assert len(header.strip()) > 40, f"{name}: needs a header saying what it times"
+        assert body.startswith("diff --git a/python/sglang/srt/speculative/")
+        if name != RUNTIME_PATCH:
+            removed = [ln for ln in body.splitlines()
+                       if ln.startswith("-") and not ln.startswith("---")]
+            assert removed == [], f"{name} removes or changes upstream lines"
+    added = added_lines()
+    assert added.count(IMPORT_LINE) == 1
+    for line in added:
+        assert line == IMPORT_LINE or line.lstrip().startswith("_pt."), line
+        assert len(ast.parse(line.strip()).body) == 1, line  # one statement per line
+
+
+def test_series_applies_to_checkout_with_zero_offset_and_compiles(sglang_checkout_trees):
+    tree = sglang_checkout_trees["0.5.9"]
+    for out in apply_series(tree):
+        assert "offset" not in out and "fuzz" not in out.lower(), out
+    py_compile.compile(str(tree / EAGLE_WORKER), doraise=True, cfile=str(tree / "ew.pyc"))
+    py_compile.compile(str(tree / PHASE_TIMER), doraise=True, cfile=str(tree / "pt.pyc"))
+    assert (tree / PHASE_TIMER).read_bytes() == RUNTIME_SOURCE.read_bytes()
+
+
+def test_patched_file_differs_from_the_original_only_by_inserted_statements(
+        sglang_059_checkout):
+    original = (sglang_059_checkout / EAGLE_WORKER).read_text()
+    tmp = sglang_059_checkout
+    git(tmp, "init", "-q")
+    apply_series(tmp)
+    patched = (tmp / EAGLE_WORKER).read_text()
+    assert patched != original
+    patched_tree = ast.parse(patched)
+    removed = _strip_inserted(patched_tree)
+    assert removed == len(added_lines())
+    assert ast.dump(patched_tree) == ast.dump(ast.parse(original))
+
+
+def test_series_applies_to_an_installed_tree(sglang_059_installed):
+    site = sglang_059_installed
+    git(site, "init", "-q")
+    apply_series(site, "-p2")  # drops a/python/, i.e. the pin's package_prefix
+    assert (site / "sglang/srt/speculative/phase_timer.py").is_file()
+    assert "_pt.cycle_begin(" in (site / "sglang/srt/speculative/eagle_worker.py").read_text()
+
+
+def test_series_does_not_apply_exactly_to_0510(sglang_0510_checkout):
+    tree = sglang_0510_checkout
+    assert upstream.count_lines((tree / EAGLE_WORKER).read_bytes()) == 1052
+    git(tree, "init", "-q")
+    problems = []
+    for name in series_names():
+        proc = git(tree, "apply", "-v", str(SERIES_059 / name), check=False)
+        out = proc.stdout + proc.stderr
+        if proc.returncode != 0 or "offset" in out:
+            problems.append(name)
+    assert problems, "0.5.9's hunks should not land exactly on 0.5.10"
+    assert set(problems) >= {"0002-cycle.patch"}
+    # The exact applier (no offsets) refuses the first eagle_worker patch outright.
+    files = {EAGLE_WORKER: (tree / EAGLE_WORKER).read_text()}
+    files = authoring.apply_patch(files, (SERIES_059 / RUNTIME_PATCH).read_text(), "0001")
+    with pytest.raises(authoring.AuthoringError, match="does not match"):
+        authoring.apply_patch(files, (SERIES_059 / "0002-cycle.patch").read_text(), "0002")
+
+
+# ----------------------------------------------------------------------------- the calls
+
+def _patched_function_calls(patched: str) -> dict[str, list[tuple[str, str]]]:
+    calls: dict[str, list[tuple[str, str]]] = {}
+    for node in ast.walk(ast.parse(patched)):
+        if isinstance(node, ast.FunctionDef):
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Expr) and _is_inserted(sub):
+                    call = sub.value
+                    label = call.args[0].value if call.args else ""
+                    calls.setdefault(node.name, []).append((call.func.attr, label))
+    return calls
+
+
+def test_every_phase_that_begins_ends_in_the_same_function(sglang_059_pristine):
+    state = authoring.load_stack(SERIES_059, sglang_059_pristine).states[-1]
+    calls = _patched_function_calls(state[EAGLE_WORKER])
+    phases = set()
+    for func, seq in calls.items():
+        begun = {label for kind, label in seq if kind == "begin"}
+        ended = {label for kind, label in seq if kind == "end"}
+        assert begun == ended, func
+        kinds = [kind for kind, _ in seq]
+        assert kinds.count("cycle_begin") == kinds.count("cycle_end"), func
+        phases |= begun
+    assert phases >= {"draft_preprocess", "draft_forward", "draft_step", "build_tree",
+                      "target_verify", "accept", "draft_extend_after_decode",
+                      "target_extend", "draft_extend"}
+    assert set(calls) >= {"forward_batch_generation", "draft", "draft_forward", "verify",
+                          "forward_draft_extend_after_decode", "forward_target_extend",
+                          "forward_draft_extend"}
+
+
+def test_inserted_calls_run_against_the_real_runtime(tmp_path, monkeypatch):
+    """Every inserted statement, evaluated with host values like upstream's, must not raise."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pt_under_test", RUNTIME_SOURCE)
+    pt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pt)
+    assert pt.configure(mode="host", directory=str(tmp_path)) == "host"
+    env = {
+        "_pt": pt, "i": 0, "can_cuda_graph": True, "can_run_cuda_graph": False,
+        "batch": SimpleNamespace(batch_size=lambda: 4),
+        "verify_output": SimpleNamespace(accept_length_per_req_cpu=[1, 0, 3, 2]),
+    }
+    statements = [ln.strip() for ln in added_lines() if ln != IMPORT_LINE]
+    for stmt in statements:
+        exec(compile(stmt, "<inserted>", "exec"), {"__builtins__": __builtins__}, dict(env))
+    assert pt.current_mode() == "host", "the runtime turned itself off"
+    pt.shutdown()
+    records = [json.loads(line) for f in tmp_path.glob("*.jsonl") for line in f.open()]
+    cycles = [r for r in records if r["kind"] == "cycle"]
+    assert any(r["attrs"].get("accepted") == 6 and r["attrs"].get("batch_size") == 4
+               for r in cycles)
+    assert {r["name"] for r in records if r["kind"] == "phase"} >= {"draft_preprocess", "accept"}
+
+
+# ----------------------------------------------------------------------------- authoring
+
+def test_refresh_reproduces_every_patch_byte_for_byte(tmp_path, sglang_059_pristine):
+    sdir = tmp_path / "series"
+    shutil.copytree(SERIES_059, sdir)
+    before = {p.name: p.read_bytes() for p in sdir.iterdir()}
+    for name in series_names():
+        work = authoring.prepare_edit_tree(sdir, sglang_059_pristine, tmp_path / name, upto=name)
+        assert authoring.refresh(sdir, work, sglang_059_pristine, patch=name)[1] is False
+    assert {p.name: p.read_bytes() for p in sdir.iterdir()} == before
+
+
+def test_user_timer_patch_goes_on_top_of_the_series(tmp_path, sglang_059_pristine):
+    sdir = tmp_path / "series"
+    shutil.copytree(SERIES_059, sdir)
+    work = authoring.prepare_edit_tree(sdir, sglang_059_pristine, tmp_path / "work")
+    path = work / EAGLE_WORKER
+    text = path.read_text()
+    anchor = "            self._mamba_verify_update(\n"
+    assert text.count(anchor) == 1
+    text = text.replace(anchor, '            _pt.begin("mamba_update")\n' + anchor)
+    text = text.replace("        if batch.return_logprob:\n            add_output_logprobs",
+                        '        _pt.end("mamba_update")\n'
+                        "        if batch.return_logprob:\n            add_output_logprobs")
+    path.write_text(text)
+    patch = authoring.new_patch(sdir, "0100-mamba.patch", work, sglang_059_pristine,
+                                header="Times the mamba state update after verify.\n\n")
+    assert authoring.read_series_names(sdir)[-1] == "0100-mamba.patch"
+    tree = tmp_path / "ck"
+    shutil.copytree(sglang_059_pristine, tree)
+    git(tree, "init", "-q")
+    for name in authoring.read_series_names(sdir):
+        proc = git(tree, "apply", "-v", str(sdir / name), check=False)
+        assert proc.returncode == 0 and "offset" not in proc.stderr, proc.stderr
+    assert (tree / EAGLE_WORKER).read_text() == text
+    added = [ln[1:] for ln in patch.read_text().splitlines() if ln.startswith("+") and ln[:3] != "+++"]
+    assert added == ['            _pt.begin("mamba_update")', '        _pt.end("mamba_update")']
