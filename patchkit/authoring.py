@@ -410,3 +410,33 @@ def regenerate_new_file_patch(series_dir: Path, patch_name: str, target_path: st
     if write and changed:
         write_text(patch_file, text)
     return text, changed
+
+
+RUNTIME_FILE_NAME = "phase_timer.py"
+
+
+def runtime_source() -> Path:
+    """The timing runtime's source of truth, ``patchkit/timing/phase_timer.py``."""
+    return Path(__file__).resolve().parent / "timing" / RUNTIME_FILE_NAME
+
+
+def regenerate_runtime_patches(series_dir: Path, source: Path | None = None, *,
+                               write: bool = True) -> list[tuple[str, bool]]:
+    """``patch.gen-runtime``: rebuild every patch of the series that creates a phase_timer.py.
+
+    Returns [(patch name, changed)]; with ``write=False`` only reports (``--check``).
+    """
+    source = Path(source) if source is not None else runtime_source()
+    results = []
+    for name in read_series_names(series_dir):
+        text = read_text(Path(series_dir) / name)
+        for path in created_paths(text):
+            if path.rsplit("/", 1)[-1] == RUNTIME_FILE_NAME:
+                if len(created_paths(text)) != 1:
+                    raise InvalidInput(f"{name}: the runtime patch must create only {path}")
+                _, changed = regenerate_new_file_patch(series_dir, name, path, source,
+                                                       write=write)
+                results.append((name, changed))
+    if not results:
+        raise InvalidInput(f"{series_dir}: no patch creates a {RUNTIME_FILE_NAME}")
+    return results

@@ -511,3 +511,87 @@ __all__ = [
     "installed_path", "locate_in_tree", "pin_from_tree", "pypi_tree", "read_git_files",
     "read_pin", "read_wheel_files", "resolve_git_rev", "sha256_bytes", "wheel_dist_info",
 ]
+
+
+# ----------------------------------------------------------------------------- task entry points
+
+def fetch_tree(
+    name: str | None = None,
+    version: str | None = None,
+    paths: list[str] | None = None,
+    *,
+    series_dir: Path | None = None,
+    clone: Path | None = None,
+    rev: str | None = None,
+    layout: str = "checkout",
+    package_prefix: str | None = None,
+    dest: Path | None = None,
+    wheelhouse: Path | str | None = None,
+    trust_new: bool = False,
+) -> tuple[Path, str | None]:
+    """``upstream.fetch``: a pristine tree from PyPI (by version) or a local clone (by rev).
+
+    With ``series_dir`` the name, version, commit, package_prefix and paths default to the
+    series' pin. ``paths`` are checkout paths (as in the patches); for a wheel the
+    package_prefix is dropped to find them. Returns (tree, commit): the commit the clone's rev
+    resolved to, or None for a wheel.
+    """
+    pin = read_pin(Path(series_dir) / "pin.toml") if series_dir is not None else None
+    if pin is not None:
+        name = name or pin.name
+        paths = paths or [f.path for f in pin.files]
+        package_prefix = package_prefix if package_prefix is not None else pin.package_prefix
+    if clone is not None:
+        rev = rev or (pin.commit if pin else None) or (f"v{version}" if version else None)
+        if not rev or not paths:
+            raise InvalidInput("upstream.fetch from a clone needs a rev (or a pinned commit) and paths")
+        tree, commit = git_tree(clone, rev, list(paths), dest=dest)
+        return tree, commit
+    if pin is not None:
+        version = version or pin.version
+    if not name or not version or not paths:
+        raise InvalidInput("upstream.fetch from PyPI needs a name, a version and paths "
+                           "(or --series with a pin that has them)")
+    prefix = package_prefix if package_prefix is not None else "python/"
+    wheel_paths = [installed_path(p, prefix) for p in paths]
+    tree = pypi_tree(name, version, wheel_paths, layout=layout, package_prefix=prefix,
+                     dest=dest, wheelhouse=wheelhouse, trust_new=trust_new)
+    return tree, None
+
+
+def pin_series(
+    series_dir: Path,
+    tree: Path,
+    paths: list[str] | None = None,
+    *,
+    name: str | None = None,
+    version: str | None = None,
+    commit: str | None = None,
+    package_prefix: str | None = None,
+) -> PinData:
+    """``upstream.pin``: write or update ``<series>/pin.toml`` from a pristine tree.
+
+    Name and package_prefix default to the existing pin. Its version and commit are kept
+    only while the files hash the same: when a file changed, the new version and/or commit
+    must be given (a pin must not keep naming the old release).
+    """
+    pin_path = Path(series_dir) / "pin.toml"
+    old = read_pin(pin_path) if pin_path.is_file() else None
+    if old is not None:
+        name = name or old.name
+        package_prefix = package_prefix if package_prefix is not None else old.package_prefix
+    if not name:
+        raise InvalidInput(f"{pin_path}: no existing pin; give the upstream name")
+    fresh = pin_from_tree(tree, paths if paths else ([f.path for f in old.files] if old else None),
+                          name, version, commit, package_prefix)
+    if old is not None and version is None and commit is None:
+        before = {f.path: f.sha256 for f in old.files}
+        moved = [f.path for f in fresh.files if before.get(f.path, f.sha256) != f.sha256]
+        if moved:
+            raise InvalidInput(
+                f"{pin_path}: {', '.join(moved)} changed; give --version and/or --commit "
+                "of the upstream these files come from"
+            )
+        version, commit = old.version, old.commit
+    return pin_from_tree(tree, paths or None, name, version, commit, package_prefix,
+                         pin_path=pin_path)

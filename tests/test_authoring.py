@@ -270,3 +270,21 @@ def test_regenerate_new_file_patch_keeps_header(tmp_path):
     _, changed = authoring.regenerate_new_file_patch(sdir, "0001.patch", "pkg/rt.py", src,
                                                      write=False)
     assert changed and "return None" not in (sdir / "0001.patch").read_text()
+
+
+def test_regenerate_runtime_patches_finds_the_runtime_patch(tmp_path):
+    sdir = tmp_path / "s"
+    sdir.mkdir()
+    src = tmp_path / "phase_timer.py"
+    src.write_text("def begin(name):\n    pass\n")
+    (sdir / "0001-rt.patch").write_text(
+        "Adds the runtime.\n\n" + authoring.new_file_patch("pkg/phase_timer.py", src.read_text()))
+    (sdir / "series").write_text("0001-rt.patch\n")
+    assert authoring.regenerate_runtime_patches(sdir, src, write=False) == [("0001-rt.patch", False)]
+    src.write_text("def begin(name, **attrs):\n    pass\n")
+    assert authoring.regenerate_runtime_patches(sdir, src, write=False) == [("0001-rt.patch", True)]
+    assert authoring.regenerate_runtime_patches(sdir, src) == [("0001-rt.patch", True)]
+    assert "+def begin(name, **attrs):" in (sdir / "0001-rt.patch").read_text()
+    (sdir / "series").write_text("")
+    with pytest.raises(InvalidInput, match="no patch creates"):
+        authoring.regenerate_runtime_patches(sdir, src)

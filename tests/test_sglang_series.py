@@ -83,6 +83,7 @@ def test_runtime_patch_is_generated_from_the_current_runtime_source():
     assert not changed, (
         f"{RUNTIME_PATCH} is stale: run `invoke patch.gen-runtime` (authoring."
         "regenerate_new_file_patch) after changing patchkit/timing/phase_timer.py")
+    assert authoring.regenerate_runtime_patches(SERIES_059, write=False) == [(RUNTIME_PATCH, False)]
 
 
 def test_series_order_headers_and_insert_only_patches():

@@ -233,3 +233,44 @@ def test_pin_errors(tmp_path):
         upstream.pin_from_tree(tmp_path, None, "pkg", pin_path=tmp_path / "pin.toml")
     with pytest.raises(InvalidInput, match="unsafe"):
         upstream.pin_from_tree(tmp_path, ["../etc/passwd"], "pkg")
+
+
+# ----------------------------------------------------------------------------- task entry points
+
+def test_fetch_tree_defaults_from_a_series_pin(cache, tmp_path):
+    from upstream_fixtures import SERIES_059
+
+    tree, commit = upstream.fetch_tree(series_dir=SERIES_059, wheelhouse=default_wheelhouse(),
+                                       dest=tmp_path / "t")
+    assert commit is None
+    pin = upstream.read_pin(SERIES_059 / "pin.toml")
+    for entry in pin.files:
+        data = (tree / entry.path).read_bytes()
+        assert upstream.sha256_bytes(data) == entry.sha256
+    inst, _ = upstream.fetch_tree("sglang", "0.5.9", [pin.files[0].path], layout="installed",
+                                  package_prefix="python/", dest=tmp_path / "i")
+    assert (inst / EAGLE_WORKER_WHEEL).read_bytes() == (tree / pin.files[0].path).read_bytes()
+    with pytest.raises(InvalidInput, match="needs a name, a version and paths"):
+        upstream.fetch_tree("sglang", None, ["x"])
+
+
+def test_fetch_tree_from_clone_and_pin_series(clone, tmp_path):
+    repo, shas = clone
+    sdir = tmp_path / "series"
+    tree, commit = upstream.fetch_tree(paths=["src/m.py"], clone=repo, rev="v1",
+                                       dest=tmp_path / "t1")
+    assert commit == shas[1]
+    upstream.pin_series(sdir, tree, ["src/m.py"], name="demo", commit=commit)
+    assert upstream.read_pin(sdir / "pin.toml").commit == shas[1]
+    # Default rev: the pinned commit.
+    again, commit2 = upstream.fetch_tree(series_dir=sdir, clone=repo, dest=tmp_path / "t2")
+    assert commit2 == shas[1] and (again / "src/m.py").read_text() == "version = 1\n"
+    # Same files: version/commit kept. Changed files: the new upstream must be named.
+    assert upstream.pin_series(sdir, again).commit == shas[1]
+    newer, commit3 = upstream.fetch_tree(series_dir=sdir, clone=repo, rev="main",
+                                         dest=tmp_path / "t3")
+    with pytest.raises(InvalidInput, match="src/m.py changed"):
+        upstream.pin_series(sdir, newer)
+    pin = upstream.pin_series(sdir, newer, commit=commit3)
+    assert pin.commit == shas[2] and pin.name == "demo"
+    assert pin.files[0].sha256 == upstream.sha256_bytes(b"version = 2\n")
