@@ -430,9 +430,9 @@ class _Timer:
             if rec["kind"] == "phase":
                 if anchor is not None:
                     rec["dev_off_ns"] = int(round(anchor.elapsed_time(dev0) * 1e6))
-                self._release(dev0, dev1)
                 if steps:
                     self._resolve_steps(rec, dev0, steps)
+                self._release(dev0, dev1)
             else:
                 if anchor is not None:
                     rec["dev_gap_ns"] = int(round(anchor.elapsed_time(dev0) * 1e6))
