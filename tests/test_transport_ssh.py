@@ -340,3 +340,20 @@ def test_close_from_another_thread_is_safe(sshd, tmp_path):
     worker.start()
     worker.join(10)
     assert t.control_dir is None
+
+
+def test_unknown_host_is_named(sshd):
+    t = parse_target("pk-nowhere.invalid:/tmp", ssh_config=str(sshd.client_config), reuse=False)
+    with pytest.raises(TransportError, match=r"^pk-nowhere\.invalid: unknown host"):
+        t.run(b"true")
+
+
+def test_forgotten_transport_still_cleans_up(sshd, tmp_path):
+    import gc
+
+    t = ssh_target(sshd, tmp_path)
+    t.run(b"true")
+    control_dir = t.control_dir
+    del t
+    gc.collect()
+    assert not os.path.exists(control_dir)

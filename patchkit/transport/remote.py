@@ -187,17 +187,17 @@ def check_container(name: str, spec: str) -> str:
     return name
 
 
-def _split_exec_prefix(prefix: str, spec: str) -> list[str]:
+def _split_exec_prefix(prefix: str, spec: str, what: str = "--exec prefix") -> list[str]:
     if any(ch in prefix for ch in ("\0", "\n", "\r")):
-        raise InvalidInput(f"target {spec!r}: --exec prefix contains NUL or a line break")
+        raise InvalidInput(f"target {spec!r}: {what} contains NUL or a line break")
     try:
         words = shlex.split(prefix)
     except ValueError as e:
-        raise InvalidInput(f"target {spec!r}: cannot split --exec prefix {prefix!r}: {e}") from e
+        raise InvalidInput(f"target {spec!r}: cannot split {what} {prefix!r}: {e}") from e
     if not words:
-        raise InvalidInput(f"target {spec!r}: --exec prefix is empty")
+        raise InvalidInput(f"target {spec!r}: {what} is empty")
     if words[0].startswith("-"):
-        raise InvalidInput(f"target {spec!r}: --exec prefix must start with a program, "
+        raise InvalidInput(f"target {spec!r}: {what} must start with a program, "
                            f"not the option {words[0]!r}")
     return words
 
@@ -239,7 +239,7 @@ def _exec_transport(spec: str, root: str, prefix: list[str], opts: dict) -> Tran
                            "targets only")
     shell = ("sh", "-s")
     if "remote_shell" in opts:
-        shell = tuple(_split_exec_prefix(opts["remote_shell"], spec))
+        shell = tuple(_split_exec_prefix(opts["remote_shell"], spec, "remote_shell"))
     return ExecTransport(label=spec, root=root, prefix=tuple(prefix), shell=shell,
                          timeout=_positive(opts.get("timeout"), "timeout", spec))
 

@@ -57,7 +57,8 @@ class SshTransport(Transport):
     _finalizer: object = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.ssh_config is not None and not os.path.isfile(self.ssh_config):
+        if self.ssh_config is not None and (not os.path.exists(self.ssh_config)
+                                            or os.path.isdir(self.ssh_config)):
             raise InvalidInput(f"{self.label}: ssh_config file {self.ssh_config!r} not found")
 
     # ---- argv ---------------------------------------------------------------------------------
@@ -65,7 +66,8 @@ class SshTransport(Transport):
     @property
     def where(self) -> str:
         """user@host:port as people write it, for messages."""
-        text = f"{self.user}@{self.host}" if self.user else self.host
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        text = f"{self.user}@{host}" if self.user else host
         return f"{text}:{self.port}" if self.port else text
 
     @property
