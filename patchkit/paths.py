@@ -17,6 +17,8 @@ def path_problem(path: str) -> str | None:
         return "empty path"
     if any(ord(ch) < 32 or ch == "\x7f" for ch in path):
         return "path contains a control character (NUL, newline, tab...)"
+    if path != path.strip() or any(part != part.strip() for part in path.split("/")):
+        return "leading or trailing whitespace in a path component"
     if path.startswith("/"):
         return "absolute path"
     if "\\" in path:

@@ -24,6 +24,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..errors import InvalidInput, TransportError
 from . import RunResult, Transport
@@ -48,6 +49,8 @@ class SshTransport(Transport):
     remote_shell: str = "sh -s"
     remote_prefix: tuple[str, ...] = ()
     ssh_program: str = "ssh"
+    # Called with the ssh client's Popen right after it starts (fault-injection tests kill it).
+    on_start: Callable[[subprocess.Popen], None] | None = field(default=None, repr=False)
     # Counters for benchmarks and reports (one "run" is one ssh client invocation).
     runs: int = field(default=0, init=False)
     bytes_sent: int = field(default=0, init=False)
@@ -110,25 +113,38 @@ class SshTransport(Transport):
         argv = self.argv()
         start = time.monotonic()
         try:
-            proc = subprocess.run(argv, input=script, capture_output=True, timeout=timeout,
-                                  env=self.env)
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=self.env)
         except FileNotFoundError as e:
             raise TransportError(f"{self.where}: cannot start the OpenSSH client "
                                  f"{self.ssh_program!r}: {e.strerror}") from e
-        except subprocess.TimeoutExpired as e:
-            raise TransportError(f"{self.where}: no answer within {timeout:g} s (overall "
-                                 "timeout); the remote program may still be running") from e
+        with proc:
+            if self.on_start is not None:
+                self.on_start(proc)
+            try:
+                stdout, stderr = proc.communicate(script, timeout=timeout)
+            except subprocess.TimeoutExpired as e:
+                proc.kill()
+                proc.communicate()
+                raise TransportError(f"{self.where}: no answer within {timeout:g} s (overall "
+                                     "timeout); the remote program may still be running") from e
+            except BaseException:
+                proc.kill()
+                raise
         self.runs += 1
         self.bytes_sent += len(script)
-        self.bytes_received += len(proc.stdout) + len(proc.stderr)
-        if proc.returncode == 255:
-            raise TransportError(describe_ssh_failure(self.where, proc.stderr,
-                                                      self.connect_timeout))
-        if proc.returncode in (126, 127) and not proc.stdout:
+        self.bytes_received += len(stdout) + len(stderr)
+        code = proc.returncode
+        if code == 255:
+            raise TransportError(describe_ssh_failure(self.where, stderr, self.connect_timeout))
+        if code < 0:
+            raise TransportError(f"{self.where}: the ssh client was killed by signal {-code} "
+                                 "before the answer was complete")
+        if code in (126, 127) and not stdout:
             raise TransportError(f"{self.where}: the remote command {self.remote_command()!r} "
-                                 f"could not be started (exit {proc.returncode}): "
-                                 f"{_last_line(proc.stderr) or 'no message'}")
-        return RunResult(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+                                 f"could not be started (exit {code}): "
+                                 f"{_last_line(stderr) or 'no message'}")
+        return RunResult(code, stdout, stderr, time.monotonic() - start)
 
     def close(self) -> None:
         """Stop the control master (if any) and remove the private control directory."""

@@ -1,0 +1,111 @@
+"""Parse what the target program printed ("@pk ..." lines, numbered dumps) into plain data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TargetFile:
+    state: str                    # present | missing | exists
+    wc: int | None = None
+    sha: str | None = None
+    prex: str | None = None
+
+
+@dataclass
+class ManifestFile:
+    kind: str
+    state: str                    # original | applied | modified | missing | absent
+    sha: str | None
+    orig_sha: str | None
+    path: str
+
+
+@dataclass
+class Answer:
+    errors: list[tuple[int, str]] = field(default_factory=list)
+    flags: set[str] = field(default_factory=set)
+    layout: str | None = None
+    git_head: str | None = None
+    dists: list[tuple[str, str]] = field(default_factory=list)
+    files: dict[int, TargetFile] = field(default_factory=dict)
+    dumps: dict[int, list[bytes]] = field(default_factory=dict)
+    staged: dict[int, tuple[int, str, bool]] = field(default_factory=dict)
+    manifest: tuple[str, str, str, int] | None = None
+    mfiles: dict[int, ManifestFile] = field(default_factory=dict)
+    lock: tuple[str, int, str] | None = None
+    wrote: list[int] = field(default_factory=list)
+    restored: list[tuple[int, str]] = field(default_factory=list)
+    trashed: list[str] = field(default_factory=list)
+    other: list[str] = field(default_factory=list)
+
+
+def _int(s: str) -> int | None:
+    try:
+        return int(s)
+    except ValueError:
+        return None
+
+
+def parse_answer(stdout: bytes) -> Answer:
+    ans = Answer()
+    lines = stdout.split(b"\n")
+    i = 0
+    while i < len(lines):
+        raw = lines[i]
+        i += 1
+        if not raw.startswith(b"@pk "):
+            continue
+        line = raw[4:].decode("utf-8", "surrogateescape")
+        word, _, rest = line.partition(" ")
+        parts = rest.split(" ")
+        if word == "dump":
+            k = int(parts[0])
+            numbered: list[bytes] = []
+            while i < len(lines):
+                cur = lines[i]
+                if cur == b"@pk enddump":
+                    i += 1
+                    break
+                if cur == b"":
+                    i += 1
+                    continue
+                # a line number, then the line itself
+                numbered.append(lines[i + 1] if i + 1 < len(lines) else b"")
+                i += 2
+            ans.dumps[k] = numbered
+        elif word == "error":
+            ans.errors.append((_int(parts[0]) or 1, " ".join(parts[1:])))
+        elif word == "layout":
+            ans.layout = parts[0]
+        elif word == "git":
+            ans.git_head = parts[1] if parts[0] == "head" else None
+        elif word == "dist":
+            ans.dists.append((parts[0], " ".join(parts[1:])) if parts[0] != "none" else ("", ""))
+        elif word == "file":
+            k = int(parts[0])
+            if parts[1] == "present":
+                ans.files[k] = TargetFile("present", _int(parts[2]), parts[3],
+                                          None if parts[4] == "-" else parts[4])
+            else:
+                ans.files[k] = TargetFile(parts[1])
+        elif word == "staged" and parts[0] != "ok":
+            ans.staged[int(parts[0])] = (int(parts[1]), parts[2], parts[4] == "1")
+        elif word == "manifest":
+            ans.manifest = (parts[0], parts[1], parts[2], int(parts[3]))
+        elif word == "mfile":
+            idx = int(parts[0])
+            ans.mfiles[idx] = ManifestFile(parts[1], parts[2], None if parts[3] == "-" else parts[3],
+                                           None if parts[4] == "-" else parts[4], " ".join(parts[5:]))
+        elif word == "lock":
+            ans.lock = (parts[0], _int(parts[1]) or 0, " ".join(parts[2:]))
+        elif word == "wrote":
+            ans.wrote.append(int(parts[0]))
+        elif word == "restored":
+            ans.restored.append((int(parts[0]), parts[1]))
+        elif word == "trashed":
+            ans.trashed.append(" ".join(parts[1:]))
+        else:
+            ans.flags.add(line)
+    return ans

@@ -1,0 +1,62 @@
+"""Explain drift precisely: which hunk's lines moved, changed or vanished, with both texts.
+
+Used on the numbered copy of a drifted file that the target program sends back (only on the
+failure path). Also the exact-match search that `patch.rebase` relocates hunks with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .plan import FilePlan, HunkRef
+
+
+def find_block(lines: list[bytes], block: list[bytes]) -> list[int]:
+    """1-based start positions where `block` occurs exactly in `lines`."""
+    if not block:
+        return []
+    first, n = block[0], len(block)
+    return [i + 1 for i in range(len(lines) - n + 1)
+            if lines[i] == first and lines[i:i + n] == block]
+
+
+@dataclass
+class HunkDrift:
+    patch: str
+    header: str
+    status: str               # in-place | moved | changed | ambiguous
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.patch} {self.header}: {self.status}: {self.detail}"
+
+
+def _show(b: bytes) -> str:
+    return repr(b.decode("utf-8", "replace"))
+
+
+def explain_hunk(ref: HunkRef, lines: list[bytes]) -> HunkDrift:
+    numbers = [n for n, _ in ref.lines]
+    expected = [t for _, t in ref.lines]
+    mismatches = [(n, t) for n, t in ref.lines if n > len(lines) or lines[n - 1] != t]
+    if not mismatches:
+        return HunkDrift(ref.patch, ref.header, "in-place", "all its lines are where the pin says")
+    contiguous = numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+    if contiguous:
+        hits = find_block(lines, expected)
+        if len(hits) == 1:
+            delta = hits[0] - numbers[0]
+            return HunkDrift(ref.patch, ref.header, "moved",
+                             f"its {len(numbers)} lines now start at line {hits[0]} ({delta:+d} lines)")
+        if len(hits) > 1:
+            return HunkDrift(ref.patch, ref.header, "ambiguous",
+                             f"its lines occur at lines {', '.join(map(str, hits))}")
+    n, want = mismatches[0]
+    found = _show(lines[n - 1]) if n <= len(lines) else "end of file"
+    more = f" (and {len(mismatches) - 1} more lines differ)" if len(mismatches) > 1 else ""
+    return HunkDrift(ref.patch, ref.header, "changed",
+                     f"line {n}: expected {_show(want)}, found {found}{more}")
+
+
+def explain_file(plan: FilePlan, lines: list[bytes]) -> list[HunkDrift]:
+    return [explain_hunk(ref, lines) for ref in plan.hunk_refs]

@@ -1,0 +1,340 @@
+"""Operations (check, verify, apply, revert, status) over one target or a fleet.
+
+Each operation is one program per target (see targetprog). A fleet runs hosts in parallel with a
+bounded pool; apply on a fleet is two-phase: stage everywhere, commit only when every host staged,
+undo everywhere otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+from .answer import Answer, parse_answer
+from .drift import explain_file
+from .errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
+from .series import Series, load_series
+from .targetprog import Compiled, build_program, compile_series
+from .transport import Transport, parse_target
+
+
+@dataclass
+class FileReport:
+    path: str
+    state: str
+    detail: str = ""
+
+
+@dataclass
+class HostResult:
+    target: str
+    op: str
+    state: str
+    exit_code: int
+    files: list[FileReport] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+    elapsed: float = 0.0
+    bytes_sent: int = 0
+    layout: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == EXIT_OK
+
+
+@dataclass
+class OpResult:
+    op: str
+    series: str
+    digest: str
+    hosts: list[HostResult]
+
+    @property
+    def exit_code(self) -> int:
+        return max((h.exit_code for h in self.hosts), default=EXIT_OK)
+
+    def to_json(self) -> dict:
+        return {"op": self.op, "series": self.series, "digest": self.digest,
+                "exit_code": self.exit_code, "hosts": [asdict(h) for h in self.hosts]}
+
+
+@dataclass
+class Options:
+    layout: str = "auto"
+    force: bool = False
+    dry_run: bool = False
+    jobs: int = 8
+    timeout: float | None = None
+    cwd: str | None = None
+    container: str | None = None
+    exec_prefix: str | None = None
+    transport_options: dict = field(default_factory=dict)
+
+
+# -- one target ------------------------------------------------------------------------------------
+
+def run_program(compiled: Compiled, transport: Transport, op: str, opts: Options,
+                phase: str = "all") -> tuple[Answer, int, float, int]:
+    program = build_program(compiled, op, transport.root, layout=opts.layout,
+                            force=opts.force, phase=phase)
+    result = transport.run(program, timeout=opts.timeout)
+    answer = parse_answer(result.stdout)
+    rc = result.returncode
+    if rc not in (0, 1) and not answer.errors:
+        tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+        answer.errors.append((EXIT_REFUSED, f"the target program failed (exit {rc})"
+                              + (f": {' | '.join(tail)}" if tail else "")))
+    return answer, rc, result.elapsed, len(program)
+
+
+def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> HostResult:
+    plans = compiled.plans
+    host = HostResult(target=label, op=op, state="unknown", exit_code=EXIT_OK, layout=ans.layout)
+    for code, msg in ans.errors:
+        host.messages.append(msg)
+        host.exit_code = max(host.exit_code, code if code in (1, 2) else EXIT_REFUSED)
+    if rc == 1:
+        host.exit_code = max(host.exit_code, EXIT_REFUSED)
+    elif rc != 0:
+        host.exit_code = EXIT_REFUSED
+    pin = compiled.series.pin
+    if ans.git_head is not None and pin.commit and ans.git_head != pin.commit:
+        host.messages.append(f"git HEAD is {ans.git_head}, pinned commit is {pin.commit}")
+    if ans.dists and pin.version and not any(v == pin.version for v, _ in ans.dists):
+        found = ", ".join(f"{v} ({d})" for v, d in ans.dists if d) or "no dist-info found"
+        host.messages.append(f"installed {pin.name} version: {found}; pinned {pin.version}")
+    if ans.lock:
+        host.messages.append(_lock_message(ans.lock, label))
+    if "already applied" in ans.flags:
+        host.state = "applied"
+        host.messages.append("already applied: nothing to do, nothing written")
+        return host
+    if op == "status":
+        _status(compiled, ans, host)
+        return host
+    if ans.mfiles and op in ("revert", "apply"):
+        for i, mf in sorted(ans.mfiles.items()):
+            host.files.append(FileReport(mf.path, mf.state))
+    for k, plan in enumerate(plans, 1):
+        tf = ans.files.get(k)
+        if tf is None:
+            continue
+        fr = FileReport(plan.path, "ok")
+        if tf.state == "missing":
+            fr.state, fr.detail = "missing", "pinned file does not exist"
+        elif tf.state == "exists":
+            fr.state, fr.detail = "exists", "the series creates this file, but it already exists"
+        else:
+            problems = []
+            if plan.pinned and tf.wc != plan.pinned.lines:
+                problems.append(f"wc -l {tf.wc}, pinned {plan.pinned.lines}")
+            if plan.pinned and tf.sha != plan.pinned.sha256:
+                problems.append(f"sha256 {tf.sha[:12]}…, pinned {plan.pinned.sha256[:12]}…")
+            if problems:
+                fr.state, fr.detail = "drifted", "; ".join(problems)
+            if k in ans.dumps:
+                drifts = [d for d in explain_file(plan, ans.dumps[k]) if d.status != "in-place"]
+                if drifts:
+                    fr.state = "drifted"
+                    fr.detail = "; ".join(filter(None, [fr.detail] + [str(d) for d in drifts]))
+        if fr.state != "ok" or op in ("check", "verify"):
+            host.files.append(fr)
+    for k, (wc, sha, ok) in sorted(ans.staged.items()):
+        if not ok:
+            host.files.append(FileReport(plans[k - 1].path, "bad-result",
+                                         f"sed produced an unexpected result (wc -l {wc})"))
+            host.messages.append(f"{plans[k - 1].path}: the staged result failed its check; nothing written")
+    host.written = [plans[k - 1].path for k in ans.wrote]
+    for idx, what in ans.restored:
+        mf = ans.mfiles.get(idx)
+        host.written.append(mf.path if mf else f"#{idx}")
+    if "recovered interrupted" in ans.flags:
+        host.messages.append("an interrupted operation was rolled back before applying")
+    for t in ans.trashed:
+        host.messages.append(f"modified file kept as {t}")
+    if host.exit_code != EXIT_OK:
+        host.state = "drifted" if any(f.state in ("drifted", "missing", "exists") for f in host.files) \
+            else ("locked" if ans.lock else "refused")
+    elif op == "apply":
+        host.state = "staged" if "staged ok" in ans.flags else "applied"
+    elif op == "revert":
+        host.state = "pristine"
+        if "nothing to revert" in ans.flags:
+            host.messages.append("nothing to revert: no patchkit state on this target")
+    elif op in ("check", "verify"):
+        host.state = "pristine"
+    else:
+        host.state = "ok"
+    return host
+
+
+def _lock_message(lock, label: str) -> str:
+    state, age, owner = lock
+    what = {"held": "locked by", "stale-dead": "STALE lock (owner process gone) of",
+            "stale-old": "STALE lock (older than the limit) of",
+            "stale-empty": "STALE lock (no owner recorded)"}.get(state, state)
+    msg = f"{what} {owner} ({age} s ago)"
+    if state.startswith("stale"):
+        msg += f"; clear it with: invoke patch.unlock --target {label!r}"
+    return msg
+
+
+def _status(compiled: Compiled, ans: Answer, host: HostResult) -> None:
+    plans = compiled.plans
+    if ans.manifest is not None:
+        states = []
+        for i, mf in sorted(ans.mfiles.items()):
+            host.files.append(FileReport(mf.path, mf.state))
+            states.append(mf.state)
+        mstate, mseries, mdigest, _ = ans.manifest
+        if mdigest != compiled.series.digest:
+            host.messages.append(f"carries series {mseries} version {mdigest[:12]}, not {compiled.series.digest[:12]}")
+        if any(s in ("modified", "missing") for s in states):
+            host.state = "modified"
+        elif all(s == "applied" for s in states):
+            host.state = "applied" if mstate == "applied" else "partial"
+        elif all(s == "original" for s in states):
+            host.state = "pristine"
+            host.messages.append(f"interrupted {mstate} left saved state; revert or apply cleans it")
+        else:
+            host.state = "partial"
+        return
+    drift = False
+    for k, plan in enumerate(plans, 1):
+        tf = ans.files.get(k)
+        if tf is None:
+            continue
+        if tf.state != "present":
+            drift = True
+            host.files.append(FileReport(plan.path, tf.state))
+        elif plan.pinned and (tf.sha != plan.pinned.sha256 or tf.wc != plan.pinned.lines):
+            drift = True
+            host.files.append(FileReport(plan.path, "drifted", f"sha256 {tf.sha[:12]}…, wc -l {tf.wc}"))
+        else:
+            host.files.append(FileReport(plan.path, "pristine"))
+    if ans.errors and not ans.files:
+        host.state = "drifted"
+    else:
+        host.state = "drifted" if drift else "pristine"
+    host.exit_code = EXIT_OK if not ans.lock or ans.files else host.exit_code
+
+
+def run_on(compiled: Compiled, transport: Transport, op: str, opts: Options,
+           phase: str = "all") -> HostResult:
+    start = time.monotonic()
+    try:
+        ans, rc, _, nbytes = run_program(compiled, transport, op, opts, phase)
+        host = interpret(compiled, op, ans, rc, transport.label)
+        host.bytes_sent = nbytes
+    except PatchkitError as e:
+        host = HostResult(target=transport.label, op=op, state="unreachable" if e.exit_code == 1 else "error",
+                          exit_code=e.exit_code, messages=[e.message])
+    host.elapsed = time.monotonic() - start
+    return host
+
+
+# -- public operations -------------------------------------------------------------------------------
+
+def _prepare(series: Series | str, targets: list[str], opts: Options):
+    if isinstance(series, str):
+        series = load_series(series)
+    if not targets:
+        raise PatchkitError("no --target given (and none in invoke.yaml)", EXIT_INVALID)
+    compiled = compile_series(series)
+    transports = [parse_target(t, cwd=opts.cwd, container=opts.container,
+                               exec_prefix=opts.exec_prefix, **opts.transport_options) for t in targets]
+    return compiled, transports
+
+
+def _each(transports, fn, jobs: int) -> list[HostResult]:
+    if len(transports) == 1:
+        return [fn(transports[0])]
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(transports)))) as pool:
+        return list(pool.map(fn, transports))
+
+
+def _simple(op: str, series, targets, opts: Options | None) -> OpResult:
+    opts = opts or Options()
+    compiled, transports = _prepare(series, targets, opts)
+    try:
+        hosts = _each(transports, lambda t: run_on(compiled, t, op, opts), opts.jobs)
+    finally:
+        for t in transports:
+            t.close()
+    return OpResult(op, compiled.series.name, compiled.series.digest, hosts)
+
+
+def check(series, targets, opts=None) -> OpResult:
+    return _simple("check", series, targets, opts)
+
+
+def verify(series, targets, opts=None) -> OpResult:
+    return _simple("verify", series, targets, opts)
+
+
+def status(series, targets, opts=None) -> OpResult:
+    return _simple("status", series, targets, opts)
+
+
+def revert(series, targets, opts=None) -> OpResult:
+    return _simple("revert", series, targets, opts)
+
+
+def unlock(series, targets, opts=None) -> OpResult:
+    return _simple("unlock", series, targets, opts)
+
+
+def apply(series, targets, opts=None) -> OpResult:
+    opts = opts or Options()
+    if opts.dry_run:
+        result = _simple("verify", series, targets, opts)
+        result.op = "apply --dry-run"
+        return result
+    compiled, transports = _prepare(series, targets, opts)
+    try:
+        if len(transports) == 1:
+            hosts = [run_on(compiled, transports[0], "apply", opts)]
+        else:
+            hosts = _fleet_apply(compiled, transports, opts)
+    finally:
+        for t in transports:
+            t.close()
+    return OpResult("apply", compiled.series.name, compiled.series.digest, hosts)
+
+
+def _fleet_apply(compiled: Compiled, transports: list[Transport], opts: Options) -> list[HostResult]:
+    staged = _each(transports, lambda t: run_on(compiled, t, "apply", opts, phase="stage"), opts.jobs)
+    if not all(h.ok for h in staged):
+        def undo(pair):
+            t, h = pair
+            if h.ok and h.state == "staged":
+                u = run_on(compiled, t, "unstage", opts)
+                h.messages.append("staged files removed (another host failed)" if u.ok
+                                  else f"could not remove staged files: {'; '.join(u.messages)}")
+                h.state = "pristine" if u.ok else "staged"
+                h.exit_code = EXIT_REFUSED
+                h.messages.append("not applied: the fleet is all-or-nothing")
+            return h
+        return _each(list(zip(transports, staged)), undo, opts.jobs)
+    committed = _each(transports, lambda t: run_on(compiled, t, "commit", opts), opts.jobs)
+    for c, s in zip(committed, staged):
+        c.elapsed += s.elapsed
+        c.bytes_sent += s.bytes_sent
+        if s.state == "applied":       # already applied before the fleet run
+            c.messages = s.messages
+    if all(h.ok for h in committed):
+        return committed
+
+    def rollback(pair):
+        t, h = pair
+        if h.ok:
+            r = run_on(compiled, t, "revert", opts)
+            h.messages.append("rolled back (another host failed to commit)" if r.ok
+                              else f"ROLLBACK FAILED: {'; '.join(r.messages)}")
+            h.state = "pristine" if r.ok else "partial"
+            h.exit_code = EXIT_REFUSED
+            h.written = []
+        return h
+    return _each(list(zip(transports, committed)), rollback, opts.jobs)

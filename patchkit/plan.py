@@ -1,0 +1,216 @@
+"""Plan: compose every patch of a series into one edit per file, against the pinned original.
+
+Patches of a series stack (quilt semantics: patch 2's numbers are relative to the file after
+patch 1). Instead of applying them one by one on the target, the planner replays them here on a
+symbolic copy of each file: a list of items that are either *original line N* (content unknown
+locally until a hunk states it) or *new line* (content known). The result says, for each file:
+which original lines must hold which text (checked on the target at their exact numbers), which
+original lines survive, and where new lines go — everything the sed renderer needs.
+
+A pinned file has `lines` newline-terminated lines (`wc -l`) and possibly one more line without a
+final newline. That possible line is tracked as a *phantom* until a hunk names it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from .diffparse import FileDiff, Hunk
+from .errors import InvalidInput
+from .series import PinnedFile, Series
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+@dataclass
+class Item:
+    orig: int | None          # original line number, or None for a line the series adds
+    text: bytes | None        # known content (None: an original line no hunk mentions)
+    eol: bool = True          # ends with "\n"
+    phantom: bool = False     # the possible unterminated last line of a pinned file
+
+
+@dataclass
+class HunkRef:
+    """Where one hunk expects original lines; used for precise drift reports."""
+    patch: str
+    header: str
+    lines: list[tuple[int, bytes]]          # (original line number, expected text)
+
+
+@dataclass
+class FilePlan:
+    path: str
+    kind: str                                # 'modify' | 'create' | 'delete'
+    pinned: PinnedFile | None
+    final: list[Item] = field(default_factory=list)
+    expected: dict[int, tuple[bytes, bool]] = field(default_factory=dict)
+    hunk_refs: list[HunkRef] = field(default_factory=list)
+    orig_known: int = 0                      # original lines known to exist (phantom excluded)
+    phantom_open: bool = False               # a possible unterminated line is still unresolved
+
+    @property
+    def kept(self) -> set[int]:
+        return {it.orig for it in self.final if it.orig is not None and not it.phantom}
+
+    @property
+    def deleted(self) -> list[int]:
+        kept = self.kept
+        return [n for n in range(1, self.orig_known + 1) if n not in kept]
+
+    def expected_pre_lines(self) -> list[tuple[int, bytes, bool]]:
+        return [(n, t, e) for n, (t, e) in sorted(self.expected.items())]
+
+    def expected_post_lines(self) -> list[tuple[int, bytes, bool]]:
+        """(new line number, text, eol) for every line of the result whose content is known."""
+        out = []
+        for pos, it in enumerate(self.final, 1):
+            if it.phantom:
+                continue
+            if it.text is not None:
+                out.append((pos, it.text, it.eol))
+            elif it.orig in self.expected:
+                t, e = self.expected[it.orig]
+                out.append((pos, t, e))
+        return out
+
+    @property
+    def post_wc(self) -> int:
+        """`wc -l` of the result: an unresolved phantom adds no newline either way."""
+        return sum(1 for it in self.final if not it.phantom and it.eol)
+
+    @property
+    def post_lines_known(self) -> int:
+        """Lines sed sees in the result when no phantom exists."""
+        return sum(1 for it in self.final if not it.phantom)
+
+    @property
+    def final_eol(self) -> bool:
+        return self.final[-1].eol if self.final else True
+
+
+def plan_series(series: Series) -> list[FilePlan]:
+    plans: dict[str, FilePlan] = {}
+    for fd in series.file_diffs:
+        plan = plans.get(fd.path)
+        if plan is None:
+            plan = _start_plan(fd, series.pin.files.get(fd.path))
+            plans[fd.path] = plan
+        elif plan.kind == "delete":
+            raise InvalidInput(f"{fd.where()}: {fd.path} was deleted by an earlier patch")
+        elif fd.kind == "create":
+            raise InvalidInput(f"{fd.where()}: creates {fd.path}, which an earlier patch touched")
+        _apply_file_diff(plan, fd)
+    for plan in plans.values():
+        _finish(plan)
+    return list(plans.values())
+
+
+def _start_plan(fd: FileDiff, pinned: PinnedFile | None) -> FilePlan:
+    if fd.kind == "create":
+        return FilePlan(path=fd.path, kind="create", pinned=None)
+    assert pinned is not None  # checked when the series was loaded
+    plan = FilePlan(path=fd.path, kind="modify", pinned=pinned, orig_known=pinned.lines)
+    plan.final = [Item(n, None) for n in range(1, pinned.lines + 1)]
+    if pinned.sha256 != EMPTY_SHA256:
+        plan.final.append(Item(pinned.lines + 1, None, eol=False, phantom=True))
+        plan.phantom_open = True
+    return plan
+
+
+def _apply_file_diff(plan: FilePlan, fd: FileDiff) -> None:
+    # Bottom-up, so that the positions of earlier hunks stay valid.
+    for hunk in reversed(fd.hunks):
+        _apply_hunk(plan, fd, hunk)
+    if fd.kind == "delete":
+        if any(not it.phantom for it in plan.final):
+            raise InvalidInput(f"{fd.where()}: deletes {fd.path} but its hunks do not remove every line")
+        if plan.phantom_open:
+            raise InvalidInput(f"{fd.where()}: deletes {fd.path} but the pin allows one more "
+                               "unterminated line that no hunk removes")
+        plan.kind = "delete"
+        plan.final = []
+
+
+def _apply_hunk(plan: FilePlan, fd: FileDiff, hunk: Hunk) -> None:
+    state = plan.final
+    begin = hunk.src_begin - 1          # 0-based index of the first source line
+    source = hunk.source
+    if begin < 0 or begin + len(source) > len(state):
+        raise InvalidInput(f"{fd.where(hunk)}: reaches past the end of {fd.path} "
+                           f"({_real_len(state)} lines at this point of the series)")
+    ref = HunkRef(fd.patch_name, hunk.header, [])
+    for offset, line in enumerate(source):
+        item = state[begin + offset]
+        _match_source_line(plan, fd, hunk, line, item, ref)
+    # Build the replacement: context lines keep their identity, added lines are new items.
+    replacement: list[Item] = []
+    src_iter = iter(state[begin:begin + len(source)])
+    for line in hunk.lines:
+        if line.tag == "+":
+            replacement.append(Item(None, line.text, line.eol))
+        else:
+            item = next(src_iter)
+            if line.tag == " ":
+                replacement.append(item)
+    state[begin:begin + len(source)] = replacement
+    if replacement and not replacement[-1].eol:
+        # The new text ends the file here: whatever follows can only be an unresolved phantom.
+        tail = state[begin + len(replacement):]
+        if any(not it.phantom for it in tail):
+            raise InvalidInput(f"{fd.where(hunk)}: marks a line as the last of the file "
+                               "('No newline at end of file') but lines follow it")
+        if tail:
+            del state[begin + len(replacement):]
+            plan.phantom_open = False
+    if ref.lines:
+        plan.hunk_refs.append(ref)
+
+
+def _match_source_line(plan, fd, hunk, line, item: Item, ref: HunkRef) -> None:
+    where = f"{fd.where(hunk, line)}"
+    if item.orig is None:
+        if item.text != line.text or item.eol != line.eol:
+            raise InvalidInput(f"{where}: expects {line.text!r} but an earlier patch of the series "
+                               f"left {item.text!r} there")
+        return
+    if item.phantom:
+        if line.eol:
+            raise InvalidInput(f"{where}: original line {item.orig} must be the unterminated last "
+                               f"line (pin says {plan.pinned.lines} lines), but the diff gives it a newline")
+        item.phantom = False
+        item.text = line.text
+        plan.phantom_open = False
+        plan.orig_known = item.orig
+    elif not line.eol:
+        raise InvalidInput(f"{where}: marks original line {item.orig} as having no final newline, "
+                           f"but pin.toml says the file has {plan.pinned.lines} newline-terminated lines")
+    known = plan.expected.get(item.orig)
+    if known is not None and known != (line.text, line.eol):
+        raise InvalidInput(f"{where}: patches of the series disagree about original line "
+                           f"{item.orig}: {known[0]!r} vs {line.text!r}")
+    plan.expected[item.orig] = (line.text, line.eol)
+    item.text = line.text
+    ref.lines.append((item.orig, line.text))
+
+
+def _real_len(state: list[Item]) -> int:
+    return sum(1 for it in state if not it.phantom)
+
+
+def _finish(plan: FilePlan) -> None:
+    for it in plan.final[:-1]:
+        if it.phantom:
+            raise InvalidInput(f"{plan.path}: lines are added after the pinned file's possible "
+                               "unterminated last line; the diff must show that line")
+    seen_noeol = False
+    for it in plan.final:
+        if seen_noeol:
+            raise InvalidInput(f"{plan.path}: a line without a final newline is followed by "
+                               "other lines in the result")
+        if not it.eol and not it.phantom:
+            seen_noeol = True
+    # Items that are original lines must stay in ascending order (patches cannot reorder).
+    origs = [it.orig for it in plan.final if it.orig is not None]
+    assert origs == sorted(origs), plan.path

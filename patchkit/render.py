@@ -1,0 +1,134 @@
+"""Render a file plan as line-addressed sed commands (and shell printf for what sed cannot say).
+
+Edits are addressed by line number only — never by pattern — so nothing is searched for:
+  * deleted original lines:         `A,Bd`
+  * new lines replacing a deletion:  `Bs/.*/NEW1\\<nl>NEW2/`  (the last deleted line of the gap)
+  * new lines after a kept line:     `Ks/$/\\<nl>NEW1\\<nl>NEW2/`
+  * new lines before the first line: `Ks/^/NEW1\\<nl>NEW2\\<nl>/`
+  * new lines at the end of a file:  written by `printf` after sed, which is how the final
+    newline (present or not) comes out exactly right under GNU and BusyBox sed alike.
+Several files are edited by one sed process: their lines are numbered as one stream (offsets), and
+each file's result goes to its own output with `w`. The same commands with offset 0 and `$` as the
+last address serve one file alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from .plan import FilePlan, Item
+
+
+def text(b: bytes) -> str:
+    return b.decode("utf-8", "surrogateescape")
+
+
+def shq(s: str) -> str:
+    """Quote for POSIX sh: one single-quoted word."""
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def rhs(lines: list[bytes]) -> str:
+    """The replacement part of an s command: literal bytes, lines joined by escaped newlines."""
+    out = []
+    for b in lines:
+        s = text(b).replace("\\", "\\\\").replace("&", "\\&").replace("/", "\\/")
+        out.append(s)
+    return "\\\n".join(out)
+
+
+def ranges(numbers: list[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for n in sorted(numbers):
+        if out and n == out[-1][1] + 1:
+            out[-1] = (out[-1][0], n)
+        else:
+            out.append((n, n))
+    return out
+
+
+def addr(a: int, b: int, offset: int) -> str:
+    return f"{a + offset}" if a == b else f"{a + offset},{b + offset}"
+
+
+def lines_digest(lines: list[tuple[int, bytes, bool]]) -> str:
+    h = hashlib.sha256()
+    for _, t, eol in lines:
+        h.update(t + (b"\n" if eol else b""))
+    return h.hexdigest()
+
+
+def split_tail(plan: FilePlan) -> tuple[list[Item], list[Item]]:
+    """Body (edited by sed) and tail (new lines after the last original line, printed by printf)."""
+    final = plan.final
+    cut = len(final)
+    while cut > 0 and final[cut - 1].orig is None:
+        cut -= 1
+    return final[:cut], final[cut:]
+
+
+@dataclass
+class StageEdit:
+    commands: list[str]      # sed commands without the final `w`
+    tail: list[Item]         # lines appended with printf after sed
+
+
+def stage_edit(plan: FilePlan, offset: int) -> StageEdit:
+    body, tail = split_tail(plan)
+    deleted = set(plan.deleted)
+    cmds: list[str] = []
+    appends: list[str] = []   # `s/$/…/` must run before `s/^/…/` on the same line
+    prepends: list[str] = []
+    i = 0
+    prev_kept: int | None = None
+    while i < len(body):
+        it = body[i]
+        if it.orig is not None:
+            prev_kept = it.orig
+            i += 1
+            continue
+        j = i
+        while j < len(body) and body[j].orig is None:
+            j += 1
+        group = [g.text for g in body[i:j]]
+        nxt = body[j]                      # body ends with an original line, so this exists
+        gap = [d for d in deleted if (prev_kept or 0) < d < nxt.orig]
+        if gap:
+            anchor = max(gap)
+            deleted.discard(anchor)
+            cmds.append(f"{anchor + offset}s/.*/{rhs(group)}/")
+        elif prev_kept is not None:
+            appends.append(f"{prev_kept + offset}s/$/\\\n{rhs(group)}/")
+        else:
+            prepends.append(f"{nxt.orig + offset}s/^/{rhs(group)}\\\n/")
+        i = j
+    for a, b in ranges(sorted(deleted)):
+        cmds.append(f"{addr(a, b, offset)}d")
+    return StageEdit(commands=cmds + appends + prepends, tail=tail)
+
+
+def printf_lines(items: list[Item]) -> str:
+    """Shell code writing `items` to stdout exactly (printf is a builtin: no process)."""
+    if not items:
+        return ":"
+    parts = []
+    full = [it for it in items if it.eol]
+    if full:
+        words = " ".join(shq(text(it.text)) for it in full)
+        parts.append(f"printf '%s\\n' {words}")
+    if not items[-1].eol:
+        parts.append(f"printf '%s' {shq(text(items[-1].text))}")
+    return "; ".join(parts)
+
+
+def pre_ranges(plan: FilePlan) -> list[tuple[int, int]]:
+    return ranges([n for n, _, _ in plan.expected_pre_lines()])
+
+
+def post_ranges(plan: FilePlan) -> list[tuple[int, int]]:
+    return ranges([n for n, _, _ in plan.expected_post_lines()])
+
+
+def extract_commands(rngs: list[tuple[int, int]], offset: int, out: str) -> list[str]:
+    return [f"{addr(a, b, offset)}w {out}" for a, b in rngs]

@@ -1,0 +1,591 @@
+# ---- patchkit target-side library (POSIX sh; GNU coreutils or BusyBox) ----------------------
+# Sent, after the per-operation data, as one program on standard input (`sh -s`). It needs sh,
+# sed, wc, sha256sum (or shasum), mktemp, mv, mkdir, rm, cp, ln, uname, date. Answers go to
+# stdout as lines starting with "@pk "; the client decides what they mean.
+# Per-file data: pk_<field>_<k> variables set by pk_file; k = 1..PK_N.
+
+pk_out() { printf '@pk %s\n' "$*"; }
+pk_die() { _c=$1; shift; pk_out "error $_c $*"; exit "$_c"; }
+pk_get() { eval "_v=\${$1_$2}"; }
+
+pk_cleanup() {
+  [ -n "${PK_T:-}" ] && rm -rf "$PK_T"
+  [ "${PK_LOCKED:-0}" = 1 ] && rm -rf "$PK_ROOT/.patchkit/lock"
+  :
+}
+
+pk_init() {
+  LC_ALL=C; export LC_ALL
+  set -f
+  PK_T=; PK_LOCKED=0; PK_REFUSE=0
+  trap pk_cleanup EXIT
+  trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM; trap '' PIPE
+  [ -d "$PK_ROOT" ] || pk_die 1 "target root $PK_ROOT does not exist or is not a directory"
+  cd "$PK_ROOT" || pk_die 1 "cannot enter $PK_ROOT (permission denied?)"
+  if command -v sha256sum >/dev/null 2>&1; then PK_SHA=sha256sum
+  elif command -v shasum >/dev/null 2>&1; then PK_SHA='shasum -a 256'
+  else pk_die 1 "the target has no sha256 tool (sha256sum or shasum)"; fi
+  for _t in sed wc mktemp mv mkdir rm; do
+    command -v "$_t" >/dev/null 2>&1 || pk_die 1 "the target lacks '$_t'"
+  done
+  PK_T=$(mktemp -d "${TMPDIR:-/tmp}/patchkit.XXXXXX") || pk_die 1 "mktemp -d failed on the target"
+  mkdir "$PK_T/x" "$PK_T/y" "$PK_T/s" || pk_die 1 "cannot create temporary files in ${TMPDIR:-/tmp}"
+}
+
+pk_file() {  # k kind checkout-path installed-path pinned-sha lines dir-index
+  eval "pk_kind_$1=\$2 pk_pco_$1=\$3 pk_pin_$1=\$4 pk_sha_$1=\$5 pk_lines_$1=\$6 pk_dir_$1=\$7"
+}
+pk_expect() {  # k pre-extract-sha post-extract-sha post-wc
+  eval "pk_prex_$1=\$2 pk_postx_$1=\$3 pk_postwc_$1=\$4"
+}
+
+# -- layout -------------------------------------------------------------------------------------
+pk_layout() {  # wanted (auto|checkout|installed)
+  _want=$1; _k=1; _seen=
+  while [ "$_k" -le "$PK_N" ]; do
+    pk_get pk_kind "$_k"; _kind=$_v
+    if [ "$_kind" != create ]; then
+      pk_get pk_pco "$_k"; _co=$_v; pk_get pk_pin "$_k"; _in=$_v
+      if [ "$_want" = auto ]; then
+        if [ -e "$_co" ] || [ -L "$_co" ]; then _want=checkout
+        elif [ -e "$_in" ] || [ -L "$_in" ]; then _want=installed; fi
+      fi
+      _seen="$_seen $_co"
+    fi
+    _k=$((_k + 1))
+  done
+  if [ "$_want" = auto ]; then
+    if [ -z "$_seen" ]; then _want=checkout
+    else pk_out "layout none"; pk_die 1 "none of the pinned files exists under $PK_ROOT (checked:$_seen, with and without the package prefix)"; fi
+  fi
+  PK_LAYOUT=$_want
+  pk_out "layout $PK_LAYOUT"
+  _k=1
+  while [ "$_k" -le "$PK_N" ]; do
+    if [ "$PK_LAYOUT" = installed ]; then pk_get pk_pin "$_k"; else pk_get pk_pco "$_k"; fi
+    eval "pk_p_$_k=\$_v"
+    pk_nosymlink "$_v"
+    _k=$((_k + 1))
+  done
+}
+
+pk_nosymlink() {  # refuse any path whose components (under the root) include a symlink
+  _acc=; _old_ifs=$IFS; IFS=/
+  for _c in $1; do
+    _acc=${_acc:+$_acc/}$_c
+    if [ -L "$_acc" ]; then IFS=$_old_ifs; pk_die 1 "refusing to follow the symlink $PK_ROOT/$_acc (on the way to $1)"; fi
+  done
+  IFS=$_old_ifs
+}
+
+pk_git_check() {  # expected commit
+  if [ ! -e .git ]; then pk_out "git none"; return 0; fi
+  _head=
+  if command -v git >/dev/null 2>&1; then _head=$(git rev-parse -q --verify HEAD 2>/dev/null) || _head=; fi
+  if [ -z "$_head" ] && [ -f .git/HEAD ]; then
+    read -r _ref < .git/HEAD
+    case $_ref in
+      "ref: "*) _r=${_ref#ref: }
+        if [ -f ".git/$_r" ]; then read -r _head < ".git/$_r"
+        elif [ -f .git/packed-refs ]; then _head=$(sed -n "s|^\([0-9a-f]\{40\}\) $_r\$|\1|p" .git/packed-refs); fi ;;
+      *) _head=$_ref ;;
+    esac
+  fi
+  pk_out "git head ${_head:-unknown}"
+  [ "$_head" = "$1" ] || PK_REFUSE=1
+}
+
+pk_version_check() {  # dist-name expected-version
+  _found=
+  set +f
+  for _d in "$1"-*.dist-info; do
+    [ -f "$_d/METADATA" ] || continue
+    _ver=$(sed -n 's/^Version:[ 	]*//p' "$_d/METADATA" | sed -n '1p')
+    pk_out "dist $_ver $_d"
+    _found=1
+    [ "$_ver" = "$2" ] && _ok=1
+  done
+  set -f
+  if [ -z "$_found" ]; then pk_out "dist none"; PK_REFUSE=1
+  elif [ -z "${_ok:-}" ]; then PK_REFUSE=1; fi
+  _ok=
+}
+
+# -- batched measurements -------------------------------------------------------------------------
+pk_batch() {  # tool var-prefix: reads "k path" pairs from $PK_T/list, sets <prefix>_<k>
+  _tool=$1; _pre=$2; set --
+  while IFS=' ' read -r _k _p; do set -- "$@" "$_p"; done < "$PK_T/list"
+  [ $# -gt 0 ] || return 0
+  # shellcheck disable=SC2086
+  $_tool "$@" > "$PK_T/out" 2> "$PK_T/err" || pk_die 1 "$_tool failed on the target: $(sed -n '1p' "$PK_T/err")"
+  exec 3< "$PK_T/out"
+  while IFS=' ' read -r _k _p; do
+    read -r _val _rest <&3 || pk_die 1 "$_tool printed too little"
+    _val=${_val#\\}
+    eval "${_pre}_$_k=\$_val"
+  done < "$PK_T/list"
+  exec 3<&-
+}
+
+pk_list_reset() { : > "$PK_T/list"; }
+pk_list_add() { printf '%s %s\n' "$1" "$2" >> "$PK_T/list"; }
+
+# -- checks: files against the pin, hunks' lines at their numbers --------------------------------
+pk_check_files() {  # with-hunks (1/0)
+  _hunks=$1; pk_list_reset; _k=1; PK_DRIFT=0
+  while [ "$_k" -le "$PK_N" ]; do
+    pk_get pk_kind "$_k"; _kind=$_v; pk_get pk_p "$_k"; _p=$_v
+    if [ "$_kind" = create ]; then
+      if [ -e "$_p" ] || [ -L "$_p" ]; then pk_out "file $_k exists"; PK_DRIFT=1; fi
+    elif [ -f "$_p" ]; then pk_list_add "$_k" "$_p"
+    else pk_out "file $_k missing"; PK_DRIFT=1; fi
+    _k=$((_k + 1))
+  done
+  pk_batch "wc -l" pk_wc
+  _wcok=1
+  while IFS=' ' read -r _k _p; do
+    pk_get pk_wc "$_k"; _w=$_v; pk_get pk_lines "$_k"
+    [ "$_w" = "$_v" ] || _wcok=0
+  done < "$PK_T/list"
+  if [ "$_hunks" = 1 ]; then pk_extract_pre "$_wcok"; fi
+  # one hashing process for the files and their extracted hunk lines
+  cp "$PK_T/list" "$PK_T/files"
+  if [ "$_hunks" = 1 ]; then
+    while IFS=' ' read -r _k _p; do printf 'x_%s %s\n' "$_k" "$PK_T/x/$_k" >> "$PK_T/list"; done < "$PK_T/files"
+  fi
+  pk_batch "$PK_SHA" pk_h
+  while IFS=' ' read -r _k _p; do
+    pk_get pk_wc "$_k"; _w=$_v; pk_get pk_h "$_k"; _h=$_v
+    _px=-; _ok=1
+    pk_get pk_lines "$_k"; [ "$_w" = "$_v" ] || _ok=0
+    pk_get pk_sha "$_k"; [ "$_h" = "$_v" ] || _ok=0
+    if [ "$_hunks" = 1 ]; then
+      pk_get pk_h_x "$_k"; _px=$_v; pk_get pk_prex "$_k"; [ "$_px" = "$_v" ] || _ok=0
+    fi
+    pk_out "file $_k present $_w $_h $_px"
+    if [ "$_ok" = 0 ]; then PK_DRIFT=1; pk_dump "$_k" "$_p"; fi
+  done < "$PK_T/files"
+}
+
+pk_dump() {  # k path: the whole file, numbered, for a precise drift report
+  if [ "${PK_DUMP:-1}" = 1 ]; then
+    pk_out "dump $1"; sed -n '=;p' "$2"; printf '\n'; pk_out "enddump"
+  fi
+}
+
+pk_extract_pre() {  # wc-all-ok
+  # Multi-file extraction: one sed for a chunk of files, lines numbered as one stream.
+  # `$=` tells whether any file has an unterminated last line the offsets did not count.
+  _c=1
+  while [ "$_c" -le "$PK_CHUNKS" ]; do
+    pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_pretotal "$_c"; _want=$_v
+    _mode=single
+    if [ "$1" = 1 ] && [ -n "$_want" ]; then
+      set --
+      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = create ] && continue; pk_get pk_p "$_k"; set -- "$@" "$PK_ROOT/$_v"; : > "$PK_T/x/$_k"; done
+      _got=$(cd "$PK_T" && sed -n -f "$PK_T/s/pre.c$_c.sed" "$@") || pk_die 1 "sed failed on the target"
+      [ "$_got" = "$_want" ] && _mode=multi
+    fi
+    eval "pk_mode_$_c=\$_mode"
+    if [ "$_mode" = single ]; then
+      for _k in $_files; do
+        pk_get pk_kind "$_k"; [ "$_v" = create ] && continue
+        pk_get pk_p "$_k"; : > "$PK_T/x/$_k"
+        [ -f "$_v" ] && (cd "$PK_T" && sed -n -f "$PK_T/s/pre.f$_k.sed" "$PK_ROOT/$_v")
+      done
+    fi
+    _c=$((_c + 1))
+  done
+}
+
+# -- staging: sed edits into a stage directory, then the post-image checks ------------------------
+pk_stage() {  # stage-dir copy-modes(1/0)
+  case $1 in /*) _sd=$1 ;; *) _sd=$PK_ROOT/$1 ;; esac
+  _k=1; _dirs=
+  while [ "$_k" -le "$PK_N" ]; do
+    pk_get pk_dir "$_k"; case " $_dirs " in *" $_v "*) ;; *) _dirs="$_dirs $_v";; esac
+    _k=$((_k + 1))
+  done
+  for _d in $_dirs; do mkdir -p "$_sd/$_d" || pk_die 1 "cannot create $_sd/$_d (disk full or read-only?)"; done
+  if [ "$2" = 1 ]; then pk_by_dir modify pk_copy_modes "$_sd"; fi
+  _k=1
+  while [ "$_k" -le "$PK_N" ]; do
+    pk_get pk_kind "$_k"; _kind=$_v; pk_staged_path "$_sd" "$_k"
+    case $_kind in
+      modify) : > "$_sp" || pk_die 1 "cannot write $_sp (disk full or read-only?)" ;;
+      create) pk_create_"$_k" > "$_sp" || pk_die 1 "cannot write $_sp (disk full or read-only?)" ;;
+    esac
+    _k=$((_k + 1))
+  done
+  _c=1
+  while [ "$_c" -le "$PK_CHUNKS" ]; do
+    pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_mode "$_c"; _mode=$_v
+    if [ "$_mode" = multi ]; then
+      set --
+      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = modify ] || continue; pk_get pk_p "$_k"; set -- "$@" "$PK_ROOT/$_v"; done
+      if [ $# -gt 0 ]; then (cd "$_sd" && sed -n -f "$PK_T/s/stage.c$_c.sed" "$@") || pk_die 1 "sed failed while staging (disk full?)"; fi
+    else
+      for _k in $_files; do
+        pk_get pk_kind "$_k"; [ "$_v" = modify ] || continue; pk_get pk_p "$_k"
+        (cd "$_sd" && sed -n -f "$PK_T/s/stage.f$_k.sed" "$PK_ROOT/$_v") || pk_die 1 "sed failed while staging $_v"
+      done
+    fi
+    for _k in $_files; do
+      pk_get pk_kind "$_k"; [ "$_v" = modify ] || continue
+      pk_staged_path "$_sd" "$_k"; pk_tail_"$_k" >> "$_sp" || pk_die 1 "cannot write $_sp (disk full?)"
+    done
+    _c=$((_c + 1))
+  done
+  pk_check_staged "$_sd"
+}
+
+pk_staged_path() {  # stage-dir k -> _sp
+  pk_get pk_p "$2"; _b=${_v##*/}; pk_get pk_dir "$2"; _sp="$1/$_v/$_b"
+}
+
+pk_copy_modes() {  # stage-dir dir-index files...: staged files start as copies (modes kept)
+  _csd=$1; _cd=$2; shift 2
+  cp -p "$@" "$_csd/$_cd/" 2>/dev/null || :
+}
+
+pk_by_dir() {  # kind function extra: calls `function extra dir-index files...` once per directory
+  _bkind=$1; _bfn=$2; _bextra=$3
+  _bk=1; _bdone=
+  while [ "$_bk" -le "$PK_N" ]; do
+    pk_get pk_kind "$_bk"
+    if [ "$_v" = "$_bkind" ]; then
+      pk_get pk_dir "$_bk"; _bd=$_v
+      case " $_bdone " in *" $_bd "*) ;; *)
+        _bdone="$_bdone $_bd"
+        set -- "$_bextra" "$_bd"
+        _bj=$_bk
+        while [ "$_bj" -le "$PK_N" ]; do
+          pk_get pk_kind "$_bj"; _bkk=$_v; pk_get pk_dir "$_bj"
+          if [ "$_bkk" = "$_bkind" ] && [ "$_v" = "$_bd" ]; then pk_get pk_p "$_bj"; set -- "$@" "$_v"; fi
+          _bj=$((_bj + 1))
+        done
+        "$_bfn" "$@"
+        ;;
+      esac
+    fi
+    _bk=$((_bk + 1))
+  done
+}
+
+pk_check_staged() {  # stage-dir: wc, post-image lines, sha256 of every staged file
+  _sd=$1; pk_list_reset; _k=1
+  while [ "$_k" -le "$PK_N" ]; do
+    pk_get pk_kind "$_k"
+    if [ "$_v" != delete ]; then pk_staged_path "$_sd" "$_k"; pk_list_add "$_k" "$_sp"; : > "$PK_T/y/$_k"; fi
+    _k=$((_k + 1))
+  done
+  pk_batch "wc -l" pk_swc
+  _c=1
+  while [ "$_c" -le "$PK_CHUNKS" ]; do
+    pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_mode "$_c"
+    if [ "$_v" = multi ]; then
+      set --
+      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = delete ] && continue; pk_staged_path "$_sd" "$_k"; set -- "$@" "$_sp"; done
+      [ $# -gt 0 ] && { (cd "$PK_T" && sed -n -f "$PK_T/s/post.c$_c.sed" "$@") || pk_die 1 "sed failed on the target"; }
+    else
+      for _k in $_files; do
+        pk_get pk_kind "$_k"; [ "$_v" = delete ] && continue; pk_staged_path "$_sd" "$_k"
+        (cd "$PK_T" && sed -n -f "$PK_T/s/post.f$_k.sed" "$_sp") || pk_die 1 "sed failed on the target"
+      done
+    fi
+    _c=$((_c + 1))
+  done
+  cp "$PK_T/list" "$PK_T/files"
+  while IFS=' ' read -r _k _p; do printf 'y_%s %s\n' "$_k" "$PK_T/y/$_k" >> "$PK_T/list"; done < "$PK_T/files"
+  pk_batch "$PK_SHA" pk_s
+  PK_BADSTAGE=0
+  while IFS=' ' read -r _k _p; do
+    pk_get pk_swc "$_k"; _w=$_v; pk_get pk_s "$_k"; _h=$_v; pk_get pk_s_y "$_k"; _y=$_v
+    _ok=1
+    pk_get pk_postwc "$_k"; [ "$_w" = "$_v" ] || _ok=0
+    pk_get pk_postx "$_k"; [ "$_y" = "$_v" ] || _ok=0
+    eval "pk_post_$_k=\$_h"
+    pk_out "staged $_k $_w $_h $_y $_ok"
+    [ "$_ok" = 1 ] || PK_BADSTAGE=1
+  done < "$PK_T/files"
+}
+
+# -- state under <root>/.patchkit: lock, manifest, originals ------------------------------------
+pk_lock() {
+  if [ ! -d .patchkit ]; then
+    mkdir .patchkit 2>"$PK_T/err" || pk_die 1 "cannot create $PK_ROOT/.patchkit: $(sed -n '1p' "$PK_T/err") (read-only or permission denied?)"
+  fi
+  if mkdir .patchkit/lock 2>/dev/null; then
+    PK_LOCKED=1
+    printf 'pid=%s host=%s user=%s op=%s time=%s\n' "$$" "$(uname -n)" "${USER:-${LOGNAME:-unknown}}" \
+      "$PK_OP" "$(date +%s)" > .patchkit/lock/owner 2>/dev/null \
+      || pk_die 1 "cannot write $PK_ROOT/.patchkit/lock/owner (disk full or read-only?)"
+    return 0
+  fi
+  pk_lock_report
+  pk_die 1 "target is locked"
+}
+
+pk_lock_report() {
+  _line=; [ -f .patchkit/lock/owner ] && read -r _line < .patchkit/lock/owner
+  _pid=; _host=; _time=
+  for _kv in $_line; do
+    case $_kv in pid=*) _pid=${_kv#pid=} ;; host=*) _host=${_kv#host=} ;; time=*) _time=${_kv#time=} ;; esac
+  done
+  _state=held; _now=$(date +%s)
+  if [ "$_host" = "$(uname -n)" ] && [ -n "$_pid" ] && ! kill -0 "$_pid" 2>/dev/null; then _state=stale-dead
+  elif [ -n "$_time" ] && [ $((_now - _time)) -gt "${PK_STALE_AFTER:-3600}" ]; then _state=stale-old; fi
+  [ -z "$_line" ] && _state=stale-empty
+  pk_out "lock $_state $((_now - ${_time:-$_now})) $_line"
+}
+
+pk_manifest_read() {  # sets PK_M (1 when present), PK_M_STATE, PK_M_DIGEST, PK_M_SERIES, PK_MN, pk_m*_<i>
+  PK_M=0; PK_MN=0
+  [ -f .patchkit/manifest ] || return 0
+  PK_M=1
+  while IFS=' ' read -r _tag _a _b _c _d _e _rest; do
+    case $_tag in
+      state) PK_M_STATE=$_a ;;
+      series) PK_M_SERIES=$_a; PK_M_DIGEST=$_b ;;
+      f) PK_MN=$((PK_MN + 1))
+         eval "pk_mkind_$PK_MN=\$_a pk_mpre_$PK_MN=\$_b pk_mpost_$PK_MN=\$_c pk_mdir_$PK_MN=\$_d pk_mp_$PK_MN=\$_rest"
+         [ -n "$_e" ] || pk_die 1 "corrupt manifest line: f $_a $_b $_c $_d" ;;
+    esac
+  done < .patchkit/manifest
+  pk_out "manifest ${PK_M_STATE:-?} ${PK_M_SERIES:-?} ${PK_M_DIGEST:-?} $PK_MN"
+}
+
+pk_manifest_write() {  # state: the file is replaced atomically
+  {
+    printf 'pk-manifest 1\nseries %s %s\nstate %s\n' "$PK_SERIES" "$PK_DIGEST" "$1"
+    _k=1
+    while [ "$_k" -le "$PK_N" ]; do
+      pk_get pk_kind "$_k"; _kind=$_v; pk_get pk_p "$_k"; _p=$_v; pk_get pk_dir "$_k"; _d=$_v
+      _pre=-; _post=-
+      [ "$_kind" != create ] && { pk_get pk_sha "$_k"; _pre=$_v; }
+      [ "$_kind" != delete ] && { pk_get pk_post "$_k"; _post=$_v; }
+      printf 'f %s %s %s %s x %s\n' "$_kind" "$_pre" "$_post" "$_d" "$_p"
+      _k=$((_k + 1))
+    done
+  } > .patchkit/manifest.tmp && mv -f .patchkit/manifest.tmp .patchkit/manifest \
+    || pk_die 1 "cannot write $PK_ROOT/.patchkit/manifest (disk full or read-only?)"
+  printf '%s %s %s %s\n' "$(date +%s)" "$PK_OP" "$1" "$PK_SERIES" >> .patchkit/journal 2>/dev/null || :
+}
+
+pk_manifest_state() {  # classify every manifest file: sets pk_mst_<i> = original|applied|modified|absent
+  pk_list_reset; _i=1
+  while [ "$_i" -le "$PK_MN" ]; do
+    pk_get pk_mp "$_i"; _p=$_v
+    [ -f "$_p" ] && pk_list_add "$_i" "$_p"
+    pk_get pk_mdir "$_i"; _d=$_v; _b=${_p##*/}
+    [ -f ".patchkit/orig/$_d/$_b" ] && pk_list_add "o_$_i" ".patchkit/orig/$_d/$_b"
+    _i=$((_i + 1))
+  done
+  pk_batch "$PK_SHA" pk_mh
+  _i=1; PK_MODIFIED=0
+  while [ "$_i" -le "$PK_MN" ]; do
+    pk_get pk_mp "$_i"; _p=$_v; pk_get pk_mkind "$_i"; _kind=$_v
+    pk_get pk_mpre "$_i"; _pre=$_v; pk_get pk_mpost "$_i"; _post=$_v
+    _h=; [ -f "$_p" ] && { pk_get pk_mh "$_i"; _h=$_v; }
+    pk_get pk_mh_o "$_i"; _o=${_v:-}
+    if [ -z "$_h" ]; then
+      if [ "$_kind" = create ] || [ "$_kind" = delete ]; then _st=absent; else _st=missing; fi
+    elif [ "$_h" = "$_post" ]; then _st=applied
+    elif [ "$_h" = "$_pre" ]; then _st=original
+    else _st=modified; fi
+    case "$_kind:$_st" in
+      create:absent) _st=original ;; delete:absent) _st=applied ;;
+      *:missing|*:modified) PK_MODIFIED=1 ;;
+    esac
+    eval "pk_mst_$_i=\$_st"
+    pk_out "mfile $_i $_kind $_st ${_h:--} ${_o:--} $_p"
+    _i=$((_i + 1))
+  done
+}
+
+pk_restore() {  # put originals back from the manifest (force: 1 keeps modified files in .patchkit/trash)
+  _force=$1; _i=1; _rm=
+  set --
+  while [ "$_i" -le "$PK_MN" ]; do
+    pk_get pk_mst "$_i"; _st=$_v; pk_get pk_mkind "$_i"; _kind=$_v; pk_get pk_mp "$_i"; _p=$_v
+    pk_get pk_mdir "$_i"; _d=$_v; _b=${_p##*/}; _orig=".patchkit/orig/$_d/$_b"
+    pk_get pk_mpre "$_i"; _pre=$_v; pk_get pk_mh_o "$_i"; _o=${_v:-}
+    if [ "$_st" = modified ] || [ "$_st" = missing ]; then
+      [ "$_force" = 1 ] || pk_die 1 "refusing: $_p was modified after apply (use --force to discard)"
+      if [ -e "$_p" ]; then mkdir -p ".patchkit/trash/$_d" && mv -f "$_p" ".patchkit/trash/$_d/$_b" \
+        || pk_die 1 "cannot move the modified $_p aside"; pk_out "trashed $_i .patchkit/trash/$_d/$_b"; fi
+      [ "$_kind" = create ] && _st=original || _st=applied
+    fi
+    if [ "$_st" = applied ]; then
+      case $_kind in
+        create) rm -f "$_p" || pk_die 1 "cannot remove $_p"; pk_out "restored $_i removed" ;;
+        *) [ "$_o" = "$_pre" ] || pk_die 1 "the saved original of $_p is missing or damaged ($_orig); nothing restored for it"
+           _dest=${_p%/*}; [ "$_dest" = "$_p" ] && _dest=.
+           mkdir -p "$_dest" && mv -f "$_orig" "$_dest/" || pk_die 1 "cannot restore $_p from $_orig"
+           pk_out "restored $_i original" ;;
+      esac
+    fi
+    _i=$((_i + 1))
+  done
+  rm -rf .patchkit/orig .patchkit/stage .patchkit/manifest || pk_die 1 "cannot clean $PK_ROOT/.patchkit"
+  printf '%s %s reverted %s\n' "$(date +%s)" "$PK_OP" "${PK_M_SERIES:-?}" >> .patchkit/journal 2>/dev/null || :
+}
+
+pk_backup() {  # _ dir-index files...: hard-link originals into .patchkit/orig/<dir>/ (copy where links are impossible)
+  _d=$2; shift 2
+  mkdir -p ".patchkit/orig/$_d" || pk_die 1 "cannot create .patchkit/orig (disk full?)"
+  ln -f "$@" ".patchkit/orig/$_d/" 2>/dev/null || cp -p "$@" ".patchkit/orig/$_d/" \
+    || pk_die 1 "cannot save the originals of $* (disk full?)"
+}
+
+pk_commit_dir() {  # _ dir-index files...: rename the staged files over the originals, one mv per dir
+  _d=$2; shift 2
+  _dest=${1%/*}; [ "$_dest" = "$1" ] && _dest=.
+  _n=$#
+  for _p in "$@"; do set -- "$@" ".patchkit/stage/$_d/${_p##*/}"; done
+  shift "$_n"
+  [ -d "$_dest" ] || mkdir -p "$_dest" || pk_die 1 "cannot create $_dest"
+  mv -f "$@" "$_dest/" || pk_die 1 "commit failed in $_dest (disk full, read-only?)"
+}
+
+pk_commit() {
+  pk_manifest_write committing
+  pk_by_dir modify pk_commit_dir ""
+  pk_by_dir create pk_commit_dir ""
+  _k=1; set --
+  while [ "$_k" -le "$PK_N" ]; do
+    pk_get pk_kind "$_k"; [ "$_v" = delete ] && { pk_get pk_p "$_k"; set -- "$@" "$_v"; }
+    _k=$((_k + 1))
+  done
+  [ $# -gt 0 ] && { rm -f "$@" || pk_die 1 "cannot delete $*"; }
+  pk_manifest_write applied
+  rm -rf .patchkit/stage
+  if [ -d .git ]; then
+    [ -d .git/info ] || mkdir .git/info 2>/dev/null
+    _have=; [ -f .git/info/exclude ] && while IFS= read -r _l; do [ "$_l" = "/.patchkit/" ] && _have=1; done < .git/info/exclude
+    [ -n "$_have" ] || printf '/.patchkit/\n' >> .git/info/exclude 2>/dev/null || :
+  fi
+  _k=1
+  while [ "$_k" -le "$PK_N" ]; do pk_out "wrote $_k"; _k=$((_k + 1)); done
+}
+
+# -- operations ------------------------------------------------------------------------------------
+pk_pin_checks() {  # commit (checkout layout) and dist-info version (installed layout)
+  if [ "$PK_LAYOUT" = checkout ] && [ -n "${PK_COMMIT:-}" ]; then pk_git_check "$PK_COMMIT"; fi
+  if [ "$PK_LAYOUT" = installed ] && [ -n "${PK_VERSION:-}" ]; then pk_version_check "$PK_DIST" "$PK_VERSION"; fi
+}
+
+pk_applied_already() {  # 0 when the manifest says this very series is applied and every file agrees
+  [ "$PK_M" = 1 ] && [ "${PK_M_DIGEST:-}" = "$PK_DIGEST" ] && [ "${PK_M_STATE:-}" = applied ] || return 1
+  pk_manifest_state
+  _i=1
+  while [ "$_i" -le "$PK_MN" ]; do pk_get pk_mst "$_i"; [ "$_v" = applied ] || return 1; _i=$((_i + 1)); done
+  return 0
+}
+
+pk_run_check() {
+  pk_layout "$PK_WANT_LAYOUT"; pk_pin_checks
+  pk_manifest_read
+  if pk_applied_already; then pk_out "already applied"; exit 0; fi
+  pk_check_files 0
+  [ "$PK_DRIFT" = 0 ] && [ "$PK_REFUSE" = 0 ] || exit 1
+  exit 0
+}
+
+pk_run_verify() {
+  pk_layout "$PK_WANT_LAYOUT"; pk_pin_checks
+  pk_manifest_read
+  if pk_applied_already; then pk_out "already applied"; exit 0; fi
+  pk_check_files 1
+  [ "$PK_DRIFT" = 0 ] && [ "$PK_REFUSE" = 0 ] || exit 1
+  pk_stage "$PK_T/stage" 0
+  [ "$PK_BADSTAGE" = 0 ] || exit 1
+  exit 0
+}
+
+pk_run_apply() {  # PK_PHASE: all | stage (fleet phase 1)
+  pk_lock
+  pk_layout "$PK_WANT_LAYOUT"; pk_pin_checks
+  pk_manifest_read
+  if [ "$PK_M" = 1 ]; then
+    if [ "${PK_M_DIGEST:-}" != "$PK_DIGEST" ]; then
+      pk_manifest_state
+      pk_die 1 "target carries another version of a series (${PK_M_SERIES:-?} ${PK_M_DIGEST:-?}); revert it first"
+    fi
+    if pk_applied_already; then pk_out "already applied"; exit 0; fi
+    # An interrupted apply or revert: put every original back, then apply afresh.
+    pk_manifest_state
+    [ "$PK_MODIFIED" = 0 ] || pk_die 1 "an interrupted operation left files that match neither the original nor the patched text; see status, then revert --force"
+    pk_restore 0
+    pk_out "recovered interrupted"
+  fi
+  rm -rf .patchkit/stage .patchkit/orig
+  pk_check_files 1
+  [ "$PK_DRIFT" = 0 ] && [ "$PK_REFUSE" = 0 ] || exit 1
+  pk_stage .patchkit/stage 1
+  if [ "$PK_BADSTAGE" != 0 ]; then rm -rf .patchkit/stage; exit 1; fi
+  pk_by_dir modify pk_backup ""
+  pk_by_dir delete pk_backup ""
+  pk_manifest_write staged
+  if [ "${PK_PHASE:-all}" = stage ]; then pk_out "staged ok"; exit 0; fi
+  pk_commit
+  exit 0
+}
+
+pk_run_commit() {  # fleet phase 2: commit what phase 1 staged and checked
+  pk_lock
+  pk_layout "$PK_WANT_LAYOUT"
+  pk_manifest_read
+  [ "$PK_M" = 1 ] && [ "${PK_M_DIGEST:-}" = "$PK_DIGEST" ] || pk_die 1 "nothing staged for this series"
+  if pk_applied_already; then pk_out "already applied"; exit 0; fi
+  [ "${PK_M_STATE:-}" = staged ] || pk_die 1 "manifest state is ${PK_M_STATE:-?}, not staged"
+  _i=1
+  while [ "$_i" -le "$PK_MN" ]; do
+    eval "pk_post_$_i=\${pk_mpost_$_i}"
+    _i=$((_i + 1))
+  done
+  pk_commit
+  exit 0
+}
+
+pk_run_unstage() {  # fleet abort before commit: drop the staged files and saved originals
+  pk_lock
+  pk_manifest_read
+  if [ "$PK_M" = 1 ] && [ "${PK_M_STATE:-}" = staged ] && [ "${PK_M_DIGEST:-}" = "$PK_DIGEST" ]; then
+    rm -rf .patchkit/stage .patchkit/orig .patchkit/manifest || pk_die 1 "cannot clean $PK_ROOT/.patchkit"
+    pk_out "unstaged"
+  fi
+  exit 0
+}
+
+pk_run_revert() {
+  pk_lock
+  pk_manifest_read
+  if [ "$PK_M" = 0 ]; then
+    pk_layout "$PK_WANT_LAYOUT"
+    pk_check_files 0
+    pk_out "nothing to revert"
+    [ "$PK_DRIFT" = 0 ] || exit 1
+    exit 0
+  fi
+  pk_manifest_state
+  if [ "$PK_MODIFIED" = 1 ] && [ "${PK_FORCE:-0}" != 1 ]; then
+    pk_die 1 "files were modified after apply; revert refused (use --force to discard the changes)"
+  fi
+  pk_restore "${PK_FORCE:-0}"
+  exit 0
+}
+
+pk_run_status() {
+  if [ -d .patchkit/lock ]; then pk_lock_report; fi
+  [ -d .patchkit/stage ] && pk_out "leftover stage"
+  pk_manifest_read
+  [ "$PK_M" = 1 ] && pk_manifest_state
+  ( pk_layout "$PK_WANT_LAYOUT" && pk_pin_checks && pk_check_files 0 ) || :
+  exit 0
+}
+
+pk_run_unlock() {
+  if [ -d .patchkit/lock ]; then pk_lock_report; rm -rf .patchkit/lock || pk_die 1 "cannot remove the lock"; pk_out "unlocked"; fi
+  exit 0
+}

@@ -1,0 +1,150 @@
+"""Build the one shell program an operation sends to a target, and read its answer.
+
+The program is data (quoted shell assignments, sed scripts written by printf, printf functions
+for new text) followed by the static library `target.sh` and one call, `pk_run_<op>`. It is
+self-contained: nothing else is sent and nothing is read back but its standard output.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from .errors import InvalidInput
+from .paths import strip_prefix
+from .plan import FilePlan, plan_series
+from .render import (extract_commands, lines_digest, post_ranges, pre_ranges, printf_lines, shq,
+                     stage_edit, text)
+from .series import Series
+
+OPS = ("check", "verify", "apply", "commit", "unstage", "revert", "status", "unlock")
+CHUNK = 200          # files per sed process: each holds one `w` output per file open
+_ROOT_OK = re.compile(r"^/[^\0\n]*$")
+
+
+@lru_cache(maxsize=1)
+def library() -> str:
+    with open(os.path.join(os.path.dirname(__file__), "target.sh"), encoding="utf-8") as fh:
+        return fh.read()
+
+
+@dataclass
+class Compiled:
+    """Everything about a series that does not depend on the target: computed once per run."""
+    series: Series
+    plans: list[FilePlan]
+    data: str                          # shell text: per-file data, scripts, printf functions
+    scripts: dict[str, str] = field(default_factory=dict)   # name -> sed script (for --show-script)
+
+
+def compile_series(series: Series) -> Compiled:
+    plans = plan_series(series)
+    dirs: dict[str, int] = {}
+    lines: list[str] = []
+    scripts: dict[str, str] = {}
+    prefix = series.pin.package_prefix
+    for k, plan in enumerate(plans, 1):
+        d = dirs.setdefault(posixpath.dirname(plan.path), len(dirs) + 1)
+        pinned = plan.pinned
+        sha = pinned.sha256 if pinned else "-"
+        nlines = pinned.lines if pinned else 0
+        lines.append(f"pk_file {k} {plan.kind} {shq(plan.path)} {shq(strip_prefix(plan.path, prefix))} "
+                     f"{sha} {nlines} {d}")
+        pre_x = lines_digest(plan.expected_pre_lines())
+        post_x = lines_digest(plan.expected_post_lines())
+        lines.append(f"pk_expect {k} {pre_x} {post_x} {plan.post_wc}")
+        if plan.kind != "delete":
+            scripts[f"post.f{k}.sed"] = "\n".join(extract_commands(post_ranges(plan), 0, f"y/{k}"))
+        if plan.kind != "create":
+            scripts[f"pre.f{k}.sed"] = "\n".join(extract_commands(pre_ranges(plan), 0, f"x/{k}"))
+        if plan.kind == "modify":
+            edit = stage_edit(plan, 0)
+            base = posixpath.basename(plan.path)
+            scripts[f"stage.f{k}.sed"] = "\n".join(edit.commands + [f"1,$w {d}/{base}"])
+            lines.append(f"pk_tail_{k}() {{ {printf_lines(edit.tail)}; }}")
+        if plan.kind == "create":
+            lines.append(f"pk_create_{k}() {{ {printf_lines(plan.final)}; }}")
+    chunks = [list(range(i + 1, min(i + CHUNK, len(plans)) + 1)) for i in range(0, len(plans), CHUNK)]
+    lines.append(f"PK_N={len(plans)} PK_CHUNKS={len(chunks)}")
+    for c, members in enumerate(chunks, 1):
+        pre_total, pre_cmds = _chunk_pre(plans, members)
+        scripts[f"pre.c{c}.sed"] = "\n".join(pre_cmds + ["$="])
+        scripts[f"stage.c{c}.sed"] = "\n".join(_chunk_stage(plans, members, dirs))
+        scripts[f"post.c{c}.sed"] = "\n".join(_chunk_post(plans, members))
+        lines.append(f"pk_chunk_{c}={shq(' '.join(map(str, members)))} pk_pretotal_{c}={pre_total}")
+    for name, body in scripts.items():
+        lines.append(f"printf '%s\\n' {shq(body)} > \"$PK_T/s/{name}\"")
+    return Compiled(series=series, plans=plans, data="\n".join(lines) + "\n", scripts=scripts)
+
+
+def _chunk_pre(plans, members):
+    offset, cmds = 0, []
+    for k in members:
+        plan = plans[k - 1]
+        if plan.kind == "create":
+            continue
+        cmds += extract_commands(pre_ranges(plan), offset, f"x/{k}")
+        offset += plan.orig_known
+    return offset, cmds
+
+
+def _chunk_stage(plans, members, dirs):
+    offset, cmds = 0, []
+    for k in members:
+        plan = plans[k - 1]
+        if plan.kind != "modify":
+            continue
+        edit = stage_edit(plan, offset)
+        d = dirs[posixpath.dirname(plan.path)]
+        cmds += edit.commands
+        if plan.orig_known:
+            cmds.append(f"{offset + 1},{offset + plan.orig_known}w {d}/{posixpath.basename(plan.path)}")
+        offset += plan.orig_known
+    return cmds
+
+
+def _chunk_post(plans, members):
+    offset, cmds = 0, []
+    for k in members:
+        plan = plans[k - 1]
+        if plan.kind == "delete":
+            continue
+        cmds += extract_commands(post_ranges(plan), offset, f"y/{k}")
+        offset += plan.post_lines_known
+    return cmds
+
+
+def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto",
+                  force: bool = False, phase: str = "all") -> bytes:
+    if op not in OPS:
+        raise ValueError(op)
+    if not _ROOT_OK.match(root):
+        raise InvalidInput(f"target path {root!r} must be absolute and free of NUL/newline")
+    if layout not in ("auto", "checkout", "installed"):
+        raise InvalidInput(f"--layout must be auto, checkout or installed, not {layout!r}")
+    pin = compiled.series.pin
+    dist = re.sub(r"[-_.]+", "_", pin.name)
+    head = [
+        "#!/bin/sh",
+        f"# patchkit {op}: series {compiled.series.name} ({compiled.series.digest[:12]}) on {root}",
+        f"PK_OP={op} PK_ROOT={shq(root)} PK_WANT_LAYOUT={layout} PK_PHASE={phase}",
+        f"PK_SERIES={shq(compiled.series.name)} PK_DIGEST={compiled.series.digest}",
+        f"PK_COMMIT={shq(pin.commit or '')} PK_VERSION={shq(pin.version or '')} PK_DIST={shq(dist)}",
+        f"PK_FORCE={1 if force else 0} PK_DUMP={1 if op in ('verify', 'apply') else 0}",
+    ]
+    program = "\n".join(head) + "\n" + library() + "\npk_init\n" + compiled.data + f"pk_run_{op}\n"
+    return program.encode("utf-8", "surrogateescape")
+
+
+def render_scripts(compiled: Compiled) -> str:
+    """Human-readable audit of every sed script and printf function (for --show-script)."""
+    out = []
+    for name, body in compiled.scripts.items():
+        out.append(f"# ---- {name}\n{body}\n")
+    return "".join(out)
+
+
+__all__ = ["Compiled", "compile_series", "build_program", "render_scripts", "text", "OPS"]
