@@ -243,8 +243,10 @@ def _prepare(series: Series | str, targets: list[str], opts: Options):
     if not targets:
         raise PatchkitError("no --target given (and none in invoke.yaml)", EXIT_INVALID)
     compiled = compile_series(series)
-    transports = [parse_target(t, cwd=opts.cwd, container=opts.container,
-                               exec_prefix=opts.exec_prefix, **opts.transport_options) for t in targets]
+    transports = [t if isinstance(t, Transport) else
+                  parse_target(t, cwd=opts.cwd, container=opts.container,
+                               exec_prefix=opts.exec_prefix, **opts.transport_options)
+                  for t in targets]
     return compiled, transports
 
 

@@ -126,9 +126,8 @@ def _apply_file_diff(plan: FilePlan, fd: FileDiff) -> None:
     if fd.kind == "delete":
         if any(not it.phantom for it in plan.final):
             raise InvalidInput(f"{fd.where()}: deletes {fd.path} but its hunks do not remove every line")
-        if plan.phantom_open:
-            raise InvalidInput(f"{fd.where()}: deletes {fd.path} but the pin allows one more "
-                               "unterminated line that no hunk removes")
+        # A deletion diff shows the whole file: an unterminated last line would be in it.
+        plan.phantom_open = False
         plan.kind = "delete"
         plan.final = []
 

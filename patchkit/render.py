@@ -130,5 +130,18 @@ def post_ranges(plan: FilePlan) -> list[tuple[int, int]]:
     return ranges([n for n, _, _ in plan.expected_post_lines()])
 
 
-def extract_commands(rngs: list[tuple[int, int]], offset: int, out: str) -> list[str]:
-    return [f"{addr(a, b, offset)}w {out}" for a, b in rngs]
+def extraction_script(files: list[tuple[str, list[tuple[int, int]], int]], count_lines: bool) -> str:
+    """Copy the given line ranges of each file to its own output.
+
+    `files` holds (output, ranges, offset). Each output gets exactly one `w` command: BusyBox
+    opens one handle per command, so two commands naming one file would overwrite each other.
+    Ranges branch to a per-output label instead. `$=` prints the stream's line count.
+    """
+    jumps, blocks = [], []
+    for n, (out, rngs, offset) in enumerate(files, 1):
+        if not rngs:
+            continue
+        jumps += [f"{addr(a, b, offset)}b w{n}" for a, b in rngs]
+        blocks += [f":w{n}", f"w {out}", "d"]
+    head = ["$="] if count_lines else []
+    return "\n".join(head + jumps + ["d"] + blocks)

@@ -16,7 +16,7 @@ from functools import lru_cache
 from .errors import InvalidInput
 from .paths import strip_prefix
 from .plan import FilePlan, plan_series
-from .render import (extract_commands, lines_digest, post_ranges, pre_ranges, printf_lines, shq,
+from .render import (extraction_script, lines_digest, post_ranges, pre_ranges, printf_lines, shq,
                      stage_edit, text)
 from .series import Series
 
@@ -57,23 +57,23 @@ def compile_series(series: Series) -> Compiled:
         post_x = lines_digest(plan.expected_post_lines())
         lines.append(f"pk_expect {k} {pre_x} {post_x} {plan.post_wc}")
         if plan.kind != "delete":
-            scripts[f"post.f{k}.sed"] = "\n".join(extract_commands(post_ranges(plan), 0, f"y/{k}"))
+            scripts[f"post.f{k}.sed"] = extraction_script([(f"y/{k}", post_ranges(plan), 0)], False)
         if plan.kind != "create":
-            scripts[f"pre.f{k}.sed"] = "\n".join(extract_commands(pre_ranges(plan), 0, f"x/{k}"))
+            scripts[f"pre.f{k}.sed"] = extraction_script([(f"x/{k}", pre_ranges(plan), 0)], False)
         if plan.kind == "modify":
             edit = stage_edit(plan, 0)
             base = posixpath.basename(plan.path)
-            scripts[f"stage.f{k}.sed"] = "\n".join(edit.commands + [f"1,$w {d}/{base}"])
+            scripts[f"stage.f{k}.sed"] = "\n".join(edit.commands + [f"w {d}/{base}"])
             lines.append(f"pk_tail_{k}() {{ {printf_lines(edit.tail)}; }}")
         if plan.kind == "create":
             lines.append(f"pk_create_{k}() {{ {printf_lines(plan.final)}; }}")
     chunks = [list(range(i + 1, min(i + CHUNK, len(plans)) + 1)) for i in range(0, len(plans), CHUNK)]
     lines.append(f"PK_N={len(plans)} PK_CHUNKS={len(chunks)}")
     for c, members in enumerate(chunks, 1):
-        pre_total, pre_cmds = _chunk_pre(plans, members)
-        scripts[f"pre.c{c}.sed"] = "\n".join(pre_cmds + ["$="])
+        pre_total, pre_files = _chunk_pre(plans, members)
+        scripts[f"pre.c{c}.sed"] = extraction_script(pre_files, True)
         scripts[f"stage.c{c}.sed"] = "\n".join(_chunk_stage(plans, members, dirs))
-        scripts[f"post.c{c}.sed"] = "\n".join(_chunk_post(plans, members))
+        scripts[f"post.c{c}.sed"] = extraction_script(_chunk_post(plans, members), False)
         lines.append(f"pk_chunk_{c}={shq(' '.join(map(str, members)))} pk_pretotal_{c}={pre_total}")
     for name, body in scripts.items():
         lines.append(f"printf '%s\\n' {shq(body)} > \"$PK_T/s/{name}\"")
@@ -86,24 +86,30 @@ def _chunk_pre(plans, members):
         plan = plans[k - 1]
         if plan.kind == "create":
             continue
-        cmds += extract_commands(pre_ranges(plan), offset, f"x/{k}")
+        cmds.append((f"x/{k}", pre_ranges(plan), offset))
         offset += plan.orig_known
     return offset, cmds
 
 
 def _chunk_stage(plans, members, dirs):
-    offset, cmds = 0, []
+    """One sed for many files: a jump per file to its own block of edits ending in `w`.
+
+    Every range is first tested on its own first line (nothing before the jumps deletes a
+    line), which keeps BusyBox, whose ranges can open late when their first line is skipped,
+    exactly as precise as GNU sed.
+    """
+    offset, jumps, blocks = 0, [], []
     for k in members:
         plan = plans[k - 1]
         if plan.kind != "modify":
             continue
-        edit = stage_edit(plan, offset)
-        d = dirs[posixpath.dirname(plan.path)]
-        cmds += edit.commands
         if plan.orig_known:
-            cmds.append(f"{offset + 1},{offset + plan.orig_known}w {d}/{posixpath.basename(plan.path)}")
+            edit = stage_edit(plan, offset)
+            d = dirs[posixpath.dirname(plan.path)]
+            jumps.append(f"{offset + 1},{offset + plan.orig_known}b s{k}")
+            blocks += [f":s{k}"] + edit.commands + [f"w {d}/{posixpath.basename(plan.path)}", "d"]
         offset += plan.orig_known
-    return cmds
+    return jumps + ["d"] + blocks
 
 
 def _chunk_post(plans, members):
@@ -112,7 +118,7 @@ def _chunk_post(plans, members):
         plan = plans[k - 1]
         if plan.kind == "delete":
             continue
-        cmds += extract_commands(post_ranges(plan), offset, f"y/{k}")
+        cmds.append((f"y/{k}", post_ranges(plan), offset))
         offset += plan.post_lines_known
     return cmds
 

@@ -173,6 +173,37 @@ def _plain(value):
     return str(value)
 
 
+# phase record fields (a list while buffered; written as a JSON object)
+_NAME, _CYCLE, _DEPTH, _PARENT, _T0, _T1, _DEV, _OFF, _GRAPH, _CAPTURED, _ATTRS = range(11)
+_PHASE_FORMAT = ('{"kind":"phase","name":%s,"cycle":%s,"depth":%d,"parent":%s,"t0":%s,"t1":%s,'
+                 '"host_ns":%s,"dev_ns":%s,"dev_off_ns":%s,"graph":%s,"captured":%s%s}\n')
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+
+
+def _json_line(rec):
+    return _JSON_ENCODER.encode(rec) + "\n"
+
+
+def _quoted(names, name):
+    text = names.get(name)
+    if text is None:
+        text = names[name] = _JSON_ENCODER.encode(name)
+    return text
+
+
+def _phase_line(rec, names):
+    """One phase record as a JSON line; about 3x faster than json on the equivalent dict."""
+    t0, t1, dev, off = rec[_T0], rec[_T1], rec[_DEV], rec[_OFF]
+    name, parent = names.get(rec[_NAME]), names.get(rec[_PARENT])
+    return _PHASE_FORMAT % (
+        name or _quoted(names, rec[_NAME]), "null" if rec[_CYCLE] is None else rec[_CYCLE],
+        rec[_DEPTH], parent or _quoted(names, rec[_PARENT]), "null" if t0 is None else t0, "null" if t1 is None else t1,
+        "null" if t0 is None else t1 - t0, "null" if dev is None else dev,
+        "null" if off is None else off, "true" if rec[_GRAPH] else "false",
+        "true" if rec[_CAPTURED] else "false",
+        "" if rec[_ATTRS] is None else ',"attrs":' + _JSON_ENCODER.encode(rec[_ATTRS]))
+
+
 def _is_cuda_tensor(value):
     return getattr(value, "is_cuda", False) is True and hasattr(value, "to")
 
@@ -198,6 +229,7 @@ class _Timer:
         self.cycle_no = -1
         self.prev_cycle_dev = None
         self.pool = []
+        self.quoted = {None: "null"}  # phase name -> its JSON string
         self.path = None
         self.header_written = False
         self.rank = self.world = None
@@ -215,6 +247,7 @@ class _Timer:
             self.Event = self.torch.cuda.Event
             if graph_steps and _event_supports_external(self.torch):
                 self.graph_steps = True
+            self.new_event = self._event_factory()
         elif mode == "sync":
             self.sync = self.torch.cuda.synchronize
         self._refresh_rank()
@@ -222,7 +255,9 @@ class _Timer:
     # -- helpers -------------------------------------------------------------------------
     def _capture_probe(self):
         torch = self.torch or sys.modules.get("torch")
-        probe = getattr(getattr(torch, "cuda", None), "is_current_stream_capturing", None)
+        # the C function itself when exposed: the Python wrapper costs as much again
+        probe = getattr(getattr(torch, "_C", None), "_cuda_isCurrentStreamCapturing", None) \
+            or getattr(getattr(torch, "cuda", None), "is_current_stream_capturing", None)
         if probe is None:
             return lambda: False
         try:
@@ -234,13 +269,23 @@ class _Timer:
     def _refresh_rank(self):
         self.rank, self.world, self.rank_source = _detect_rank()
 
-    def _event(self):
-        return self.pool.pop() if self.pool else self.Event(enable_timing=True)
+    def _event_factory(self):
+        """torch.Event records on the current stream inside C++; torch.cuda.Event.record()
+        builds a Python Stream object first, several microseconds per call. Graph steps need
+        torch.cuda.Event throughout (its external events only pair with their own kind)."""
+        generic = getattr(self.torch, "Event", None)
+        if generic is not None and not self.graph_steps:
+            try:
+                generic(device="cuda", enable_timing=True)
+                return lambda: generic(device="cuda", enable_timing=True)
+            except Exception:
+                pass
+        return lambda: self.Event(enable_timing=True)
 
     def _dev_mark(self):
         """Device-side mark at this point of the stream (event, synced clock, or None)."""
         if self.mode == "events":
-            ev = self.pool.pop() if self.pool else self.Event(enable_timing=True)
+            ev = self.pool.pop() if self.pool else self.new_event()
             ev.record()
             return ev
         if self.mode == "sync":
@@ -295,25 +340,22 @@ class _Timer:
                     return
             _, t0, dev0, attrs, graph = stack.pop()
             cycle = self.cycle
-            rec = {"kind": "phase", "name": name, "cycle": cycle[0] if cycle else None,
-                   "depth": len(stack), "parent": stack[-1][0] if stack else None,
-                   "t0": t0, "t1": t1, "host_ns": t1 - t0, "dev_ns": None, "dev_off_ns": None,
-                   "graph": graph, "captured": False}
-            if attrs:
-                rec["attrs"] = {k: _plain(v) for k, v in attrs.items()}
+            # a phase record is a list (cheap to build and to format; see _phase_line)
+            rec = [name, cycle[0] if cycle else None, len(stack),
+                   stack[-1][0] if stack else None, t0, t1, None, None, graph, False,
+                   {k: _plain(v) for k, v in attrs.items()} if attrs else None]
             anchor = cycle[2] if cycle else None
             if self.mode == "events":
                 steps = None
                 if graph and self.graph_steps:
-                    key = rec.get("attrs", {}).get("graph_key")
-                    steps = self.cap_groups.get(key)
+                    steps = self.cap_groups.get(attrs.get("graph_key") if attrs else None)
                 self.pending.append((rec, dev0, dev1, anchor, steps))
                 if len(self.pending) - self.head > _MAX_PENDING:
                     self._resolve(block_one=True)
             else:
                 if self.mode == "sync":
-                    rec["dev_ns"] = dev1 - dev0
-                    rec["dev_off_ns"] = dev0 - anchor if anchor is not None else None
+                    rec[_DEV] = dev1 - dev0
+                    rec[_OFF] = dev0 - anchor if anchor is not None else None
                 self.buf.append(rec)
             if cycle is None and not stack:
                 self._after_unit(t1)
@@ -333,7 +375,7 @@ class _Timer:
             self._abandon_stack()
             self.cycle_no += 1
             if self.mode == "events":
-                dev0 = self.Event(enable_timing=True)  # not pooled: later records anchor on it
+                dev0 = self.new_event()  # not pooled: later records anchor on it
                 dev0.record()
             else:
                 dev0 = self._dev_mark()
@@ -426,25 +468,27 @@ class _Timer:
                 break
             pending[self.head] = None
             self.head += 1
-            rec["dev_ns"] = int(round(dev0.elapsed_time(dev1) * 1e6))
-            if rec["kind"] == "phase":
+            if type(rec) is list:  # a phase
+                rec[_DEV] = int(round(dev0.elapsed_time(dev1) * 1e6))
                 if anchor is not None:
-                    rec["dev_off_ns"] = int(round(anchor.elapsed_time(dev0) * 1e6))
+                    rec[_OFF] = int(round(anchor.elapsed_time(dev0) * 1e6))
+                self.buf.append(rec)
                 if steps:
                     self._resolve_steps(rec, dev0, steps)
                 self._release(dev0, dev1)
-            else:
+            else:  # a cycle; `anchor` is the previous cycle's start, needed by nothing after
+                rec["dev_ns"] = int(round(dev0.elapsed_time(dev1) * 1e6))
                 if anchor is not None:
                     rec["dev_gap_ns"] = int(round(anchor.elapsed_time(dev0) * 1e6))
                 rec["attrs"] = {k: _plain(v) for k, v in rec["attrs"].items()}
-                self._release(dev1)
-            self.buf.append(rec)
+                self._release(dev1, anchor)
+                self.buf.append(rec)
         if self.head > 1024 and self.head * 2 > len(pending):
             del pending[: self.head]
             self.head = 0
 
     def _resolve_steps(self, rec, dev0, steps):
-        span = rec["dev_ns"]
+        span = rec[_DEV]
         slack = 2000  # ns: event timestamps have about 0.5 us resolution
         for name, depth, ev0, ev1 in steps:
             off = int(round(dev0.elapsed_time(ev0) * 1e6))
@@ -452,12 +496,9 @@ class _Timer:
             if off < -slack or off + dur > span + slack:
                 self.counts["stale_steps"] += 1  # overwritten by a later replay
                 continue
-            base = rec["dev_off_ns"]
-            self.buf.append({"kind": "phase", "name": name, "cycle": rec["cycle"],
-                             "depth": rec["depth"] + 1 + depth, "parent": rec["name"],
-                             "t0": None, "t1": None, "host_ns": None, "dev_ns": dur,
-                             "dev_off_ns": None if base is None else base + off,
-                             "graph": False, "captured": True})
+            base = rec[_OFF]
+            self.buf.append([name, rec[_CYCLE], rec[_DEPTH] + 1 + depth, rec[_NAME], None, None,
+                             dur, None if base is None else base + off, False, True, None])
 
     def header(self):
         torch = self.torch or sys.modules.get("torch")
@@ -504,7 +545,8 @@ class _Timer:
         self.last_flush = _perf()
         if not lines:
             return
-        text = "".join(json.dumps(rec, separators=(",", ":"), default=str) + "\n"
+        names = self.quoted
+        text = "".join(_phase_line(rec, names) if type(rec) is list else _json_line(rec)
                        for rec in lines)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(text)

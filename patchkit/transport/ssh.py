@@ -31,6 +31,8 @@ from . import RunResult, Transport
 
 # Unix socket paths are limited to ~108 bytes; %C expands to 40 hex characters.
 _SOCKET_PATH_MAX = 100
+# How often a running operation checks its ssh client and the overall deadline.
+_POLL_S = 0.05
 
 
 @dataclass
@@ -121,16 +123,7 @@ class SshTransport(Transport):
         with proc:
             if self.on_start is not None:
                 self.on_start(proc)
-            try:
-                stdout, stderr = proc.communicate(script, timeout=timeout)
-            except subprocess.TimeoutExpired as e:
-                proc.kill()
-                proc.communicate()
-                raise TransportError(f"{self.where}: no answer within {timeout:g} s (overall "
-                                     "timeout); the remote program may still be running") from e
-            except BaseException:
-                proc.kill()
-                raise
+            stdout, stderr = self._communicate(proc, script, timeout, start)
         self.runs += 1
         self.bytes_sent += len(script)
         self.bytes_received += len(stdout) + len(stderr)
@@ -139,12 +132,38 @@ class SshTransport(Transport):
             raise TransportError(describe_ssh_failure(self.where, stderr, self.connect_timeout))
         if code < 0:
             raise TransportError(f"{self.where}: the ssh client was killed by signal {-code} "
-                                 "before the answer was complete")
+                                 "before the answer was complete; the remote program may "
+                                 "still be running")
         if code in (126, 127) and not stdout:
             raise TransportError(f"{self.where}: the remote command {self.remote_command()!r} "
                                  f"could not be started (exit {code}): "
                                  f"{_last_line(stderr) or 'no message'}")
         return RunResult(code, stdout, stderr, time.monotonic() - start)
+
+    def _communicate(self, proc: subprocess.Popen, script: bytes, timeout: float | None,
+                     start: float) -> tuple[bytes, bytes]:
+        """communicate(), but never wait on pipes that only a control master still holds.
+
+        A mux client hands its stdin/stdout/stderr to the master; when the client dies (killed,
+        or by our overall timeout) the master keeps our pipes open until the remote program
+        ends, so EOF is no signal: watch the client process itself.
+        """
+        pending: bytes | None = script  # communicate() takes the input on its first call only
+        while True:
+            try:
+                return proc.communicate(pending, timeout=_POLL_S)
+            except subprocess.TimeoutExpired:
+                pending = None
+            if timeout is not None and time.monotonic() - start >= timeout:
+                proc.kill()
+                proc.wait()
+                raise TransportError(f"{self.where}: no answer within {timeout:g} s (overall "
+                                     "timeout); the remote program may still be running")
+            code = proc.poll()
+            if code is not None and code < 0:
+                raise TransportError(f"{self.where}: the ssh client was killed by signal "
+                                     f"{-code} before the answer was complete; the remote "
+                                     "program may still be running")
 
     def close(self) -> None:
         """Stop the control master (if any) and remove the private control directory."""

@@ -1,0 +1,45 @@
+# patchkit — every target installs what it needs (Debian packages, a project virtualenv).
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+APT_PACKAGES := openssh-server busybox quilt
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+
+.PHONY: setup system-deps test profile-run lint bench clean
+
+setup: system-deps $(STAMP)
+
+system-deps:
+	@missing=""; \
+	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
+	command -v busybox >/dev/null || missing="$$missing busybox"; \
+	command -v quilt >/dev/null || missing="$$missing quilt"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
+	  $$SUDO apt-get install -y -q $$missing >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q $$missing >/dev/null; }; \
+	fi
+
+$(STAMP): pyproject.toml
+	@[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report,profile]'
+	@touch $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+profile-run: setup
+	$(BIN)/invoke profile.run
+
+lint: setup
+	sh -n patchkit/target.sh && busybox sh -n patchkit/target.sh
+	$(BIN)/python -m compileall -q patchkit tasks.py bench tests
+
+bench: setup
+	$(BIN)/python bench/bench_apply.py
+	$(BIN)/python bench/bench_ssh.py
+
+clean:
+	rm -rf $(VENV) .work profile-out .pytest_cache

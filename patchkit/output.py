@@ -1,0 +1,46 @@
+"""Terminal and JSON renderings of an operation's outcome (one table row per host)."""
+
+from __future__ import annotations
+
+import json
+
+from .ops import OpResult
+
+_VERDICT = {0: "ok", 1: "REFUSED", 2: "INVALID"}
+
+
+def render_json(result: OpResult) -> str:
+    return json.dumps(result.to_json(), indent=2, sort_keys=True)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for n, row in enumerate(rows):
+        out.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def render_text(result: OpResult, verbose: bool = True) -> str:
+    lines = [f"patchkit {result.op}: series {result.series} ({result.digest[:12]})"]
+    rows = [["target", "state", "files", "wrote", "time", "result"]]
+    for h in result.hosts:
+        rows.append([h.target, h.state, str(len(h.files)), str(len(h.written)),
+                     f"{h.elapsed:.2f}s", _VERDICT.get(h.exit_code, str(h.exit_code))])
+    lines.append(_table(rows))
+    for h in result.hosts:
+        detail = []
+        for f in h.files:
+            if verbose or f.state not in ("ok", "pristine", "applied"):
+                detail.append(f"  {f.path}: {f.state}" + (f" — {f.detail}" if f.detail else ""))
+        if h.written:
+            detail.append("  wrote: " + ", ".join(h.written))
+        elif result.op in ("apply", "revert") and h.exit_code == 0:
+            detail.append("  wrote nothing")
+        detail += [f"  {m}" for m in h.messages]
+        if detail:
+            lines.append(f"{h.target}:")
+            lines += detail
+    return "\n".join(lines)

@@ -1,0 +1,550 @@
+"""patch.rebase: carry a series onto another upstream release, patch by patch, hunk by hunk.
+
+The new upstream files come from PyPI (``onto`` is a version; the wheel is checked by sha256 as
+in upstream.py) or from a local git clone (``onto`` is a tag, branch or commit, read with
+GitPython without touching the work tree). Patch k is relocated against the new files with
+patches 1..k-1 (as rebased) applied, so a hunk that uses an earlier patch's inserted line as
+context still finds it. Each hunk is placed by exact match only (see relocate.py); one that
+does not place is kept in the written patch behind a marker context line, ``<<<<<<< patchkit
+rebase ...``, that no upstream file contains, so verify and git apply refuse the patch until it
+is edited by hand; the patch's header says so too.
+
+The result is a new series folder keyed to the new pin (the old folder is never written),
+with a REBASE.md report. Exit code 0 when every hunk relocated, 1 when any needs attention.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import upstream
+from .diffparse import DiffLine, FileDiff, Hunk
+from .errors import EXIT_OK, EXIT_REFUSED, InvalidInput, Refused
+from .relocate import (
+    Candidate, Line, Placement, apply_at_own_numbers, apply_placements, block_of, diff_around,
+    join_lines, map_line, place_file, split_lines,
+)
+from .series import Series, load_series
+
+MARKER = "<<<<<<< patchkit rebase: this hunk did not relocate, edit it by hand (see REBASE.md)"
+_HUNK_RE = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@(.*)$")
+_IDENT_RE = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{2,}")
+_KEYWORDS = {b"and", b"not", b"for", b"def", b"class", b"return", b"None", b"True", b"False",
+             b"import", b"from", b"with", b"else", b"elif", b"while", b"lambda", b"self",
+             b"pass", b"yield", b"async", b"await", b"try", b"except", b"finally", b"raise"}
+
+
+# ----------------------------------------------------------------------------- sources
+
+@dataclass
+class Source:
+    """The upstream files of one release: checkout path -> bytes (None: not in that release)."""
+    label: str
+    detail: str
+    version: str | None
+    commit: str | None
+    files: dict[str, bytes | None]
+
+
+def _wheel_source(name: str, version: str, paths: list[str], prefix: str | None,
+                  wheelhouse, trust_new: bool) -> Source:
+    wheel = upstream.fetch_wheel(name, version, wheelhouse=wheelhouse, trust_new=trust_new)
+    files: dict[str, bytes | None] = {}
+    for path in paths:
+        try:
+            inner = upstream.installed_path(path, prefix)
+            files[path] = upstream.read_wheel_files(wheel.path, [inner])[inner]
+        except upstream.UpstreamError:
+            files[path] = None
+    detail = f"PyPI wheel {wheel.path.name} (sha256 {wheel.sha256}, {wheel.trust})"
+    return Source(f"{name} {version}", detail, version, None, files)
+
+
+def _git_source(name: str, clone: Path, rev: str, paths: list[str],
+                version: str | None) -> Source:
+    commit = upstream.resolve_git_rev(clone, rev)
+    files: dict[str, bytes | None] = {}
+    for path in paths:
+        try:
+            files[path] = upstream.read_git_files(clone, commit, [path])[1][path]
+        except upstream.UpstreamError:
+            files[path] = None
+    label = f"{name} {version}" if version else f"{name} {rev} ({commit[:12]})"
+    return Source(label, f"git clone {clone}, {rev} = commit {commit}", version, commit, files)
+
+
+def _tree_source(name: str, tree: Path, paths: list[str], prefix: str | None,
+                 version: str | None, commit: str | None) -> Source:
+    files: dict[str, bytes | None] = {}
+    for path in paths:
+        try:
+            files[path] = upstream.locate_in_tree(Path(tree), path, prefix).read_bytes()
+        except upstream.UpstreamError:
+            files[path] = None
+    label = f"{name} {version}" if version else f"{name} ({tree})"
+    return Source(label, f"tree {tree}", version, commit, files)
+
+
+def _version_from_tag(clone: Path, rev: str) -> str | None:
+    """``v0.5.10`` -> ``0.5.10`` when ``rev`` is a tag of that form in the clone."""
+    m = re.fullmatch(r"v(\d+(?:\.\d+)+[A-Za-z0-9.+-]*)", rev)
+    if not m:
+        return None
+    import git
+
+    try:
+        tags = {t.name for t in git.Repo(clone).tags}
+    except Exception:  # noqa: BLE001 - only a convenience; the commit is what counts
+        return None
+    return m.group(1) if rev in tags else None
+
+
+def _old_source(series: Series, clone, wheelhouse, old_tree) -> tuple[Source | None, str]:
+    """The pinned (old) files, for the report's upstream diffs; (None, why) if unavailable."""
+    pin = series.pin
+    paths = list(pin.files)
+    try:
+        if old_tree is not None:
+            src = _tree_source(pin.name, old_tree, paths, pin.package_prefix, pin.version,
+                               pin.commit)
+        elif clone is not None and pin.commit and _has_commit(clone, pin.commit):
+            src = _git_source(pin.name, clone, pin.commit, paths, pin.version)
+        elif pin.version:
+            src = _wheel_source(pin.name, pin.version, paths, pin.package_prefix, wheelhouse,
+                                False)
+        else:
+            return None, "the pin names no version, and no clone holds its commit"
+    except Refused as exc:
+        return None, f"could not fetch them: {exc}"
+    for path, entry in pin.files.items():
+        data = src.files.get(path)
+        if data is None or upstream.sha256_bytes(data) != entry.sha256:
+            return None, f"{src.detail}: {path} is not the pinned text"
+    return src, src.detail
+
+
+def _has_commit(clone: Path, commit: str) -> bool:
+    try:
+        upstream.resolve_git_rev(clone, commit)
+        return True
+    except Refused:
+        return False
+
+
+# ----------------------------------------------------------------------------- outcomes
+
+@dataclass
+class HunkOutcome:
+    patch: str
+    path: str
+    number: int                        # 1-based within its file diff
+    old_header: str
+    status: str                        # unchanged | moved | carried | needs-attention
+    new_header: str = ""
+    delta: int = 0                     # new source line - old source line
+    trimmed: tuple[int, int] | None = None
+    reason: str = ""
+    candidates: list[Candidate] = field(default_factory=list)
+    hunk_text: str = ""
+    upstream_diff: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def relocated(self) -> bool:
+        return self.status != "needs-attention"
+
+    def describe(self) -> str:
+        if self.status == "needs-attention":
+            return f"needs attention: {self.reason}"
+        if self.status == "carried":
+            return "carried over unchanged (creates the file)"
+        text = "unchanged" if self.status == "unchanged" else f"moved by {self.delta:+d} lines"
+        if self.trimmed:
+            lead, trail = self.trimmed
+            text += (f" (context trimmed: {lead} leading, {trail} trailing line(s) dropped to "
+                     "find a unique match, then refilled from the new file)")
+        return text
+
+
+@dataclass
+class PatchOutcome:
+    name: str
+    hunks: list[HunkOutcome] = field(default_factory=list)
+    identical: bool = False            # the written bytes equal the old patch's
+
+    @property
+    def needs_attention(self) -> bool:
+        return any(not h.relocated for h in self.hunks)
+
+
+@dataclass
+class RebaseResult:
+    series_dir: Path
+    out_dir: Path
+    old: str                           # label of the old pin, e.g. "sglang 0.5.9"
+    new: Source
+    old_detail: str
+    context_trim: bool
+    patches: list[PatchOutcome]
+    pin_changes: list[str]
+    written: bool
+    noop: bool
+    report: str = ""
+
+    @property
+    def hunks(self) -> list[HunkOutcome]:
+        return [h for p in self.patches for h in p.hunks]
+
+    @property
+    def attention(self) -> list[HunkOutcome]:
+        return [h for h in self.hunks if not h.relocated]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REFUSED if self.attention else EXIT_OK
+
+    def summary(self) -> str:
+        hunks = self.hunks
+        moved = sum(1 for h in hunks if h.status == "moved")
+        same = sum(1 for h in hunks if h.status in ("unchanged", "carried"))
+        trimmed = sum(1 for h in hunks if h.trimmed)
+        warn = sum(len(h.warnings) for h in hunks)
+        text = (f"{self.series_dir.name} -> {self.new.label}: {len(hunks)} hunks, {moved} moved, "
+                f"{same} unchanged, {len(self.attention)} need attention")
+        if trimmed:
+            text += f", {trimmed} placed after trimming context"
+        if warn:
+            text += f", {warn} warning(s)"
+        if self.noop:
+            text += "; no-op (same release), nothing written"
+        elif self.written:
+            text += f"; written to {self.out_dir}"
+        return text
+
+
+# ----------------------------------------------------------------------------- patch text
+
+def _render_line(ln: DiffLine) -> list[str]:
+    text = ln.tag + ln.text.decode("utf-8", "surrogateescape")
+    return [text] if ln.eol else [text, "\\ No newline at end of file"]
+
+
+def _range(start: int, length: int, comma: bool) -> str:
+    return f"{start},{length}" if comma or length != 1 else f"{start}"
+
+
+def _header(raw: str, src_index: int, src_len: int, tgt_index: int, tgt_len: int) -> str:
+    m = _HUNK_RE.match(raw)
+    if m is None:
+        raise InvalidInput(f"unexpected hunk header {raw!r}")
+    src = src_index + 1 if src_len else src_index
+    tgt = tgt_index + 1 if tgt_len else tgt_index
+    return (f"@@ -{_range(src, src_len, bool(m.group(2)))} "
+            f"+{_range(tgt, tgt_len, bool(m.group(4)))} @@{m.group(5)}")
+
+
+def _span(hunk: Hunk) -> tuple[int, int]:
+    """0-based [start, end) of the hunk's raw lines (header, body, no-newline markers)."""
+    last = hunk.lines[-1]
+    return hunk.diff_line_no - 1, last.diff_line_no + (0 if last.eol else 1)
+
+
+def _short(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _identifiers(data: bytes) -> set[bytes]:
+    return set(_IDENT_RE.findall(data)) - _KEYWORDS
+
+
+class _PatchRebaser:
+    """Rebases one patch against the current new (and old) states; rewrites its raw text."""
+
+    def __init__(self, ctx: "_Context", name: str, raw: bytes, patch):
+        self.ctx, self.name, self.patch = ctx, name, patch
+        self.raw = raw.decode("utf-8", "surrogateescape").split("\n")
+        self.edits: dict[int, tuple[int, list[str]]] = {}
+        self.outcome = PatchOutcome(name)
+
+    def run(self) -> bytes:
+        for fd in self.patch.files:
+            if fd.kind == "create":
+                self._create(fd)
+            else:
+                self._modify(fd)
+        lines = list(self.raw)
+        for start in sorted(self.edits, reverse=True):
+            end, new = self.edits[start]
+            lines[start:end] = new
+        if self.outcome.needs_attention:
+            count = len([h for h in self.outcome.hunks if not h.relocated])
+            note = (f"patchkit rebase: NEEDS ATTENTION. {count} hunk(s) of this patch did not "
+                    f"relocate onto {self.ctx.new.label};\nthey are kept below behind a "
+                    f"'<<<<<<< patchkit rebase' line and described in REBASE.md. Edit them by "
+                    "hand,\nthen delete this paragraph.\n")
+            lines = (note + "\n").split("\n")[:-1] + lines
+        text = "\n".join(lines).encode("utf-8", "surrogateescape")
+        return text
+
+    def _create(self, fd: FileDiff) -> None:
+        ctx = self.ctx
+        exists = ctx.new.files.get(fd.path) is not None or ctx.new_state.get(fd.path) is not None
+        hunk = fd.hunks[0] if fd.hunks else None
+        header = hunk.header if hunk else "(empty new file)"
+        if exists:
+            out = HunkOutcome(self.name, fd.path, 1, header, "needs-attention",
+                              reason=f"creates {fd.path}, but {ctx.new.label} has such a file")
+            self.outcome.hunks.append(out)
+            return
+        content = [(ln.text, ln.eol) for h in fd.hunks for ln in h.lines if ln.tag == "+"]
+        ctx.new_state[fd.path] = content
+        if ctx.old_state is not None:
+            ctx.old_state[fd.path] = list(content)
+        self.outcome.hunks.append(HunkOutcome(self.name, fd.path, 1, header, "carried",
+                                              new_header=header))
+
+    def _modify(self, fd: FileDiff) -> None:
+        ctx = self.ctx
+        cur = ctx.new_state.get(fd.path)
+        old_cur = ctx.old_state.get(fd.path) if ctx.old_state is not None else None
+        if cur is None:
+            placements = [Placement(h, reason=f"{fd.path} is not in {ctx.new.label}")
+                          for h in fd.hunks]
+            cur_for_marks: list[Line] = []
+        else:
+            placements = place_file(cur, fd.hunks, context_trim=ctx.context_trim)
+            cur_for_marks = cur
+        self._mark_positions(placements, old_cur, cur_for_marks)
+        delta = 0
+        for number, p in enumerate(placements, 1):
+            h = p.hunk
+            start, end = _span(h)
+            raw_header = self.raw[start]
+            if p.ok:
+                src_len = sum(1 for ln in p.lines if ln.tag != "+")
+                tgt_len = sum(1 for ln in p.lines if ln.tag != "-")
+                body = self.raw[start + 1:end] if p.lines is h.lines or p.lines == h.lines \
+                    else [t for ln in p.lines for t in _render_line(ln)]
+            else:
+                src_len, tgt_len = len(h.source) + 1, len(h.target) + 1
+                body = [" " + MARKER] + self.raw[start + 1:end]
+            new_header = _header(raw_header, p.index, src_len, p.index + delta, tgt_len)
+            delta += tgt_len - src_len
+            if new_header != raw_header or body != self.raw[start + 1:end]:
+                self.edits[start] = (end, [new_header] + body)
+            self.outcome.hunks.append(self._outcome(fd, number, p, new_header, old_cur, cur))
+        if cur is not None:
+            after = apply_placements(cur, placements)
+            ctx.new_state[fd.path] = None if fd.kind == "delete" and all(
+                p.ok for p in placements) else after
+        if old_cur is not None:
+            ctx.old_state[fd.path] = apply_at_own_numbers(old_cur, fd.hunks)
+
+    def _mark_positions(self, placements: list[Placement], old_cur, cur: list[Line]) -> None:
+        """Where an unplaced hunk is written: its old place mapped onto the new text, kept in
+        order between its placed neighbours. Not a relocation: the marker line never matches."""
+        prev_end = 0
+        last_delta = 0
+        for i, p in enumerate(placements):
+            if p.ok:
+                prev_end = p.index + sum(1 for ln in p.lines if ln.tag != "+")
+                last_delta = p.index - (p.hunk.src_begin - 1)
+                continue
+            old_index = p.hunk.src_begin - 1
+            want = (map_line(old_cur, cur, old_index) if old_cur is not None and cur
+                    else old_index + last_delta)
+            nxt = next((q.index for q in placements[i + 1:] if q.ok), None)
+            need = len(p.hunk.source) + 1
+            if nxt is not None:
+                want = min(want, nxt - need)
+            want = max(want, prev_end, 0)
+            p.index = want
+            prev_end = want + need
+
+    def _outcome(self, fd: FileDiff, number: int, p: Placement, new_header: str,
+                 old_cur, cur) -> HunkOutcome:
+        h = p.hunk
+        ctx = self.ctx
+        old_index = h.src_begin - 1
+        out = HunkOutcome(self.name, fd.path, number, h.header, "needs-attention",
+                          new_header=new_header.split(" @@", 1)[0] + " @@",
+                          reason=p.reason, candidates=p.candidates, trimmed=p.trimmed)
+        if p.ok:
+            out.delta = p.index - old_index
+            out.status = "moved" if out.delta or p.trimmed else "unchanged"
+            out.warnings = self._vanished(fd.path, h)
+            return out
+        out.hunk_text = "\n".join([h.header] + [t for ln in h.lines for t in _render_line(ln)])
+        if old_cur is not None and cur:
+            out.upstream_diff = diff_around(
+                old_cur, cur, old_index, old_index + len(h.source),
+                labels=(f"{ctx.old_label}: {fd.path} (as patch {self.name} saw it)",
+                        f"{ctx.new.label}: {fd.path} (after the rebased earlier patches)"))
+        return out
+
+    def _vanished(self, path: str, hunk: Hunk) -> list[str]:
+        """Names the inserted lines use that the old release had and the new one lacks."""
+        old = self.ctx.old.files.get(path) if self.ctx.old is not None else None
+        new = self.ctx.new.files.get(path)
+        if old is None or new is None:
+            return []
+        added = b"\n".join(ln.text for ln in hunk.lines if ln.tag == "+")
+        gone = sorted(n for n in _identifiers(added)
+                      if n in _identifiers(old) and n not in _identifiers(new))
+        return [f"an inserted line uses `{n.decode()}`, which {self.ctx.old_label} has in "
+                f"{_short(path)} and {self.ctx.new.label} no longer has" for n in gone]
+
+
+@dataclass
+class _Context:
+    new: Source
+    old: Source | None
+    old_label: str
+    context_trim: bool
+    new_state: dict[str, list[Line] | None]
+    old_state: dict[str, list[Line]] | None
+
+
+# ----------------------------------------------------------------------------- the operation
+
+def default_out_dir(series_dir: Path, name: str, version: str | None, commit: str | None) -> Path:
+    """``patches/<name-without-version>-v<version>`` beside the old series."""
+    series_dir = Path(series_dir)
+    base = re.sub(r"-v\d[^/]*$", "", series_dir.name) or name
+    suffix = f"v{version}" if version else (commit or "unknown")[:12]
+    return series_dir.parent / f"{base}-{suffix}"
+
+
+def _new_pin(series: Series, new: Source) -> tuple[upstream.PinData, list[str], bool]:
+    """(new pin, what changed, same release?)."""
+    pin = series.pin
+    files, changes = [], []
+    same_files = True
+    for path, entry in pin.files.items():
+        data = new.files.get(path)
+        if data is None:
+            files.append(upstream.PinFile(path, entry.sha256, entry.lines))
+            changes.append(f"{path}: not in {new.label}; the old entry is kept (verify refuses)")
+            same_files = False
+            continue
+        fresh = upstream.PinFile(path, upstream.sha256_bytes(data), upstream.count_lines(data))
+        files.append(fresh)
+        if fresh.sha256 != entry.sha256:
+            same_files = False
+            changes.append(f"{path}: {entry.lines} -> {fresh.lines} lines, sha256 "
+                           f"{entry.sha256[:12]}... -> {fresh.sha256[:12]}...")
+    same_release = same_files and (
+        (new.version is not None and new.version == pin.version)
+        or (new.commit is not None and new.commit == pin.commit))
+    version, commit = new.version, new.commit
+    if same_release:
+        version, commit = pin.version, pin.commit
+    if (version, commit) != (pin.version, pin.commit):
+        changes.insert(0, f"upstream: version {pin.version} -> {version}, commit "
+                          f"{(pin.commit or 'none')[:12]} -> {(commit or 'none')[:12]}")
+    return (upstream.PinData(pin.name, version, commit, pin.package_prefix, files),
+            changes, same_release)
+
+
+def rebase(
+    series_dir: Path | str,
+    onto: str,
+    *,
+    upstream_clone: Path | str | None = None,
+    out_dir: Path | str | None = None,
+    context_trim: bool = False,
+    version: str | None = None,
+    wheelhouse: Path | str | None = None,
+    trust_new: bool = False,
+    new_tree: Path | str | None = None,
+    old_tree: Path | str | None = None,
+    write: bool = True,
+) -> RebaseResult:
+    """Rebase ``series_dir`` onto ``onto``; write the new series (unless ``write=False``).
+
+    ``onto``: a PyPI version (without ``upstream_clone``) or a tag/branch/commit of the clone.
+    ``version``: the distribution version to pin with a clone (default: from a ``vX.Y.Z`` tag).
+    ``new_tree`` / ``old_tree``: use these pristine trees (either layout) instead of fetching.
+    """
+    series_dir = Path(series_dir).resolve()
+    series = load_series(str(series_dir))
+    pin = series.pin
+    created = [fd.path for fd in series.file_diffs if fd.kind == "create"]
+    paths = list(pin.files) + [p for p in created if p not in pin.files]
+    clone = Path(upstream_clone) if upstream_clone is not None else None
+    if not onto or not str(onto).strip():
+        raise InvalidInput("rebase: --onto needs a version or a git revision")
+    if new_tree is not None:
+        new = _tree_source(pin.name, Path(new_tree), paths, pin.package_prefix, version or onto,
+                           None)
+    elif clone is not None:
+        new = _git_source(pin.name, clone, onto, paths, version or _version_from_tag(clone, onto))
+    else:
+        ver = onto[1:] if re.fullmatch(r"v\d.*", onto) else onto
+        new = _wheel_source(pin.name, ver, paths, pin.package_prefix, wheelhouse, trust_new)
+    old, old_detail = _old_source(series, clone, wheelhouse,
+                                  Path(old_tree) if old_tree is not None else None)
+    old_label = f"{pin.name} {pin.version}" if pin.version else \
+        f"{pin.name} {(pin.commit or 'pinned')[:12]}"
+
+    ctx = _Context(
+        new=new, old=old, old_label=old_label, context_trim=context_trim,
+        new_state={p: split_lines(new.files[p]) for p in pin.files if new.files[p] is not None},
+        old_state=({p: split_lines(old.files[p]) for p in pin.files} if old else None),
+    )
+    outputs: dict[str, bytes] = {}
+    outcomes = []
+    for patch in series.patches:
+        raw = (series_dir / patch.name).read_bytes()
+        worker = _PatchRebaser(ctx, patch.name, raw, patch)
+        outputs[patch.name] = worker.run()
+        worker.outcome.identical = outputs[patch.name] == raw
+        outcomes.append(worker.outcome)
+
+    new_pin, pin_changes, same_release = _new_pin(series, new)
+    pin_bytes = ((series_dir / "pin.toml").read_bytes() if same_release
+                 else upstream.format_pin(new_pin).encode())
+    noop = same_release and all(o.identical for o in outcomes)
+    out = Path(out_dir).resolve() if out_dir is not None else default_out_dir(
+        series_dir, pin.name, new_pin.version, new_pin.commit)
+    result = RebaseResult(series_dir, out, old_label, new, old_detail, context_trim, outcomes,
+                          pin_changes, written=False, noop=noop and out == series_dir)
+    from .rebase_report import render_report
+
+    result.report = render_report(result)
+    if not write or result.noop:
+        return result
+    if out == series_dir:
+        raise InvalidInput(f"rebase: the new series would overwrite {series_dir}; pass --out")
+    files = {"series": (series_dir / "series").read_bytes(), "pin.toml": pin_bytes,
+             "REBASE.md": result.report.encode()}
+    files.update(outputs)
+    _write_folder(out, files)
+    result.written = True
+    return result
+
+
+def _write_folder(out: Path, files: dict[str, bytes]) -> None:
+    """Write a new folder atomically (rename); an existing non-empty folder is refused."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InvalidInput(f"rebase: {out} already exists; remove it or pass another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+__all__ = ["MARKER", "HunkOutcome", "PatchOutcome", "RebaseResult", "Source", "default_out_dir",
+           "rebase"]

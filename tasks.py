@@ -1,0 +1,156 @@
+"""patchkit's command line: `invoke patch.apply --series DIR --target T` and friends.
+
+Thin by design: each task resolves its arguments against invoke.yaml, calls one patchkit function
+and maps expected failures to the contract's exit codes (0 done, 1 refused, 2 invalid input).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from invoke import Collection, Exit, task
+
+# invoke imports this file from the project root; make the package importable without install.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+TARGET_HELP = {
+    "series": "series folder (pin.toml + series + patches); default: patchkit.series in invoke.yaml",
+    "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path or docker://C/path; "
+              "repeat for a fleet (default: patchkit.targets in invoke.yaml)",
+    "json": "print the outcome as JSON (stable keys) instead of a table",
+    "layout": "auto (default), checkout (paths as in the patches) or installed (drop package_prefix)",
+    "container": "run inside this container on the target (docker exec -i NAME), e.g. with ssh://",
+    "exec": "run through this command prefix, e.g. 'kubectl exec -i POD --' or 'chroot /srv/root'",
+    "ssh_config": "ssh_config file to use (ssh -F); default: your own ~/.ssh/config",
+    "timeout": "seconds allowed per target for the whole operation",
+    "jobs": "hosts worked on in parallel (fleets)",
+}
+
+
+def _cfg(c, key, default=None):
+    node = c.config.get("patchkit", {}) or {}
+    value = node.get(key, default)
+    return default if value is None else value
+
+
+def _options(c, layout, container, exec_, ssh_config, timeout, jobs, **extra):
+    from patchkit.ops import Options
+
+    transport = {}
+    ssh_config = ssh_config or _cfg(c, "ssh_config")
+    if ssh_config:
+        transport["ssh_config"] = os.path.expanduser(ssh_config)
+    ssh_options = _cfg(c, "ssh_options")
+    if ssh_options:
+        transport["ssh_options"] = list(ssh_options)
+    return Options(layout=layout or _cfg(c, "layout", "auto"),
+                   container=container or _cfg(c, "container"),
+                   exec_prefix=exec_ or _cfg(c, "exec"),
+                   timeout=float(timeout) if timeout else _cfg(c, "timeout"),
+                   jobs=int(jobs or _cfg(c, "jobs", 8)),
+                   cwd=c.cwd if hasattr(c, "cwd") and c.cwd else os.getcwd(),
+                   transport_options=transport, **extra)
+
+
+def _resolve(c, series, target):
+    series = series or _cfg(c, "series")
+    if not series:
+        raise Exit("no --series given and no patchkit.series in invoke.yaml", 2)
+    targets = list(target or []) or list(_cfg(c, "targets", []) or [])
+    if not targets:
+        raise Exit("no --target given and no patchkit.targets in invoke.yaml", 2)
+    return os.path.abspath(os.path.expanduser(series)), targets
+
+
+def _run(c, fn_name, series, target, as_json, opts, show_script=False):
+    from patchkit import ops
+    from patchkit.errors import PatchkitError
+    from patchkit.output import render_json, render_text
+
+    series_dir, targets = _resolve(c, series, target)
+    try:
+        if show_script:
+            _show_script(series_dir, targets, opts)
+        result = getattr(ops, fn_name)(series_dir, targets, opts)
+    except PatchkitError as e:
+        raise Exit(f"patchkit: {e.message}", e.exit_code)
+    print(render_json(result) if as_json else render_text(result))
+    if result.exit_code:
+        raise Exit(code=result.exit_code)
+
+
+def _show_script(series_dir, targets, opts):
+    from patchkit.series import load_series
+    from patchkit.targetprog import build_program, compile_series
+    from patchkit.transport import parse_target
+
+    compiled = compile_series(load_series(series_dir))
+    for spec in targets:
+        t = parse_target(spec, cwd=opts.cwd, container=opts.container,
+                         exec_prefix=opts.exec_prefix, **opts.transport_options)
+        program = build_program(compiled, "verify" if opts.dry_run else "apply", t.root,
+                                layout=opts.layout)
+        sys.stdout.write(f"# ===== program for {t.label} ({len(program)} bytes) =====\n")
+        sys.stdout.write(program.decode("utf-8", "surrogateescape"))
+        t.close()
+
+
+COMMON = dict(iterable=["target"], help=TARGET_HELP)
+
+
+@task(auto_shortflags=False, **COMMON)
+def check(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
+          ssh_config=None, timeout=None, jobs=None):
+    """Pin only: commit/version, sha256 and wc -l of every pinned file."""
+    _run(c, "check", series, target, json, _options(c, layout, container, exec_, ssh_config, timeout, jobs))
+
+
+@task(auto_shortflags=False, **COMMON)
+def verify(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
+           ssh_config=None, timeout=None, jobs=None):
+    """Dry run: pin, every hunk's lines at their numbers, sed result checked; writes nothing."""
+    _run(c, "verify", series, target, json, _options(c, layout, container, exec_, ssh_config, timeout, jobs))
+
+
+@task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, dry_run="verify only: stage into a temporary "
+      "directory on the target, check the result, write nothing under the root",
+      show_script="print the exact shell program (sed scripts included) sent to each target"))
+def apply(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
+          ssh_config=None, timeout=None, jobs=None, dry_run=False, show_script=False):
+    """Apply the series (all files, all hosts, or nothing); idempotent."""
+    opts = _options(c, layout, container, exec_, ssh_config, timeout, jobs, dry_run=dry_run)
+    _run(c, "apply", series, target, json, opts, show_script=show_script)
+
+
+@task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, force="discard files modified after apply "
+      "(they are kept in .patchkit/trash) instead of refusing"))
+def revert(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
+           ssh_config=None, timeout=None, jobs=None, force=False):
+    """Restore the byte-identical originals saved by apply."""
+    _run(c, "revert", series, target, json,
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, force=force))
+
+
+@task(auto_shortflags=False, **COMMON)
+def status(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
+           ssh_config=None, timeout=None, jobs=None):
+    """Say what each target is: pristine | applied | partial | modified | drifted (and locks)."""
+    _run(c, "status", series, target, json, _options(c, layout, container, exec_, ssh_config, timeout, jobs))
+
+
+@task(auto_shortflags=False, **COMMON)
+def unlock(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
+           ssh_config=None, timeout=None, jobs=None):
+    """Remove a stale lock left by an operation that died (reports who held it)."""
+    _run(c, "unlock", series, target, json, _options(c, layout, container, exec_, ssh_config, timeout, jobs))
+
+
+patch = Collection("patch", check, verify, apply, revert, status, unlock)
+profile = Collection("profile")
+upstream = Collection("upstream")
+
+ns = Collection(patch, profile, upstream)
+ns.configure({"patchkit": {"series": None, "targets": [], "layout": "auto", "jobs": 8,
+                           "timeout": None, "ssh_config": None, "ssh_options": [],
+                           "container": None, "exec": None}})

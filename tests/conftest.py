@@ -1,0 +1,28 @@
+"""Shared test setup: tests never touch the real $HOME, ~/.ssh or global git config."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+pytest_plugins = ["upstream_fixtures"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    saved = {k: os.environ.get(k) for k in ("HOME", "GIT_CONFIG_NOSYSTEM", "GIT_AUTHOR_NAME",
+                                            "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
+                                            "GIT_COMMITTER_EMAIL")}
+    os.environ.update(HOME=str(home), GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="patchkit-test",
+                      GIT_AUTHOR_EMAIL="test@patchkit.invalid", GIT_COMMITTER_NAME="patchkit-test",
+                      GIT_COMMITTER_EMAIL="test@patchkit.invalid")
+    yield home
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
