@@ -6,7 +6,7 @@ a verify parent with a large forward and a logits matmul, an accept phase with a
 inside (.item()), a draft-extend forward and a launch-bound tail of tiny kernels.
 
 Measured side by side in one process:
-  1. wall time per cycle in off / events / sync modes, interleaved in rounds (overhead);
+  1. wall time per cycle in off / events / sync modes, interleaved block by block (overhead);
   2. the host cost of one cycle of timer calls with no GPU work (events vs off);
   3. a profiled events run: each phase also wrapped in torch.profiler.record_function, so
      per-phase device time from CUDA events is compared with the profiler's GPU annotation
@@ -172,8 +172,8 @@ def profiler_phases(trace_path: Path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench/results")
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--cycles", type=int, default=50)
+    ap.add_argument("--blocks", type=int, default=60)
+    ap.add_argument("--cycles", type=int, default=10, help="cycles per block")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -196,24 +196,37 @@ def main():
     pt.configure(mode="off")
     run_cycles(w, 20)  # warm-up: cuBLAS handles, clocks
 
-    # 1. overhead: interleaved rounds of off / events / sync
-    walls = {m: [] for m in ("off", "events", "sync")}
-    for rnd in range(args.rounds):
-        for mode in ("off", "events", "sync"):
-            pt.configure(mode=mode, directory=str(work / f"{mode}-{rnd}"))
+    # 1. overhead: short blocks of cycles, the three modes interleaved block by block, each
+    #    mode's timer kept alive across blocks (as in a long-running server)
+    timers = {"off": None,
+              "events": pt._Timer("events", "events", str(work / "events-blocks"), False, 512, 5.0),
+              "sync": pt._Timer("sync", "sync", str(work / "sync-blocks"), False, 512, 5.0)}
+    modes = ("off", "events", "sync")
+    walls = {m: [] for m in modes}
+    for block in range(args.blocks):
+        for mode in modes[block % 3:] + modes[: block % 3]:  # rotate the order
+            pt._bind(timers[mode])
             walls[mode].append(run_cycles(w, args.cycles) / args.cycles * 1e3)
-            pt.shutdown()
+    pt._bind(None)
+    for mode in ("events", "sync"):
+        timers[mode].flush(final=True)
     med = {m: statistics.median(v) for m, v in walls.items()}
-    spread_off = (max(walls["off"]) - min(walls["off"])) / med["off"] * 100
+    mean = {m: statistics.mean(v) for m, v in walls.items()}
+    paired = [(e - o) / o * 100 for e, o in zip(walls["events"], walls["off"])]
+    paired_sync = [(e - o) / o * 100 for e, o in zip(walls["sync"], walls["off"])]
+    events_overhead = statistics.median(paired)
     say()
-    say(f"1. wall time per cycle ({args.rounds} interleaved rounds x {args.cycles} cycles, "
-        f"10 phases + cycle; median of round means)")
-    say(f"   {'mode':8} {'ms/cycle':>9} {'vs off':>9}   rounds (ms)")
-    for m in ("off", "events", "sync"):
-        rel = (med[m] - med["off"]) / med["off"] * 100
-        say(f"   {m:8} {med[m]:9.3f} {rel:+8.2f}%   " + " ".join(f"{x:.3f}" for x in walls[m]))
-    say(f"   spread of off-mode rounds: {spread_off:.2f}% (noise floor of the comparison)")
-    events_overhead = (med["events"] - med["off"]) / med["off"] * 100
+    say(f"1. wall time per cycle: {args.blocks} blocks x {args.cycles} cycles per mode, modes "
+        f"interleaved block by block (10 phases + cycle per cycle)")
+    say(f"   {'mode':8} {'median ms':>10} {'mean ms':>9} {'paired vs off (median of blocks)':>34}")
+    say(f"   {'off':8} {med['off']:10.3f} {mean['off']:9.3f}")
+    say(f"   {'events':8} {med['events']:10.3f} {mean['events']:9.3f} {events_overhead:+33.2f}%")
+    say(f"   {'sync':8} {med['sync']:10.3f} {mean['sync']:9.3f} "
+        f"{statistics.median(paired_sync):+33.2f}%")
+    q = statistics.quantiles(paired, n=4)
+    say(f"   events-off per block: quartiles {q[0]:+.2f}% / {q[1]:+.2f}% / {q[2]:+.2f}%; "
+        f"mean {statistics.mean(paired):+.2f}%; off-mode blocks spread (p10-p90) "
+        f"{(statistics.quantiles(walls['off'], n=10)[8] - statistics.quantiles(walls['off'], n=10)[0]) / med['off'] * 100:.2f}%")
 
     # 2. host cost of the timer calls alone (no GPU work), per cycle of 10 phases
     def empty_cycle():
@@ -241,8 +254,40 @@ def main():
     say("2. host cost of one cycle of timer calls (10 begin/end pairs + cycle), no GPU work")
     for mode, us in host_cost.items():
         say(f"   {mode:8} {us:8.2f} us/cycle  ({us * 1e3 / 22:.0f} ns per call)")
+    say(f"   events records through "
+        f"{type(pt._Timer('events', None, str(work), False, 8, 5).new_event()).__name__}")
     say(f"   -> events-mode host cost is {host_cost['events'] / (med['off'] * 1e3) * 100:.3f}% "
         f"of a {med['off']:.2f} ms cycle")
+
+    # 2b. what the calls cost, one by one (host ns per call)
+    def per_call(fn, n=20000):
+        fn()
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter_ns() - t0) / n
+
+    ce, ge = torch.cuda.Event(enable_timing=True), torch.Event(device="cuda", enable_timing=True)
+    ce2, ge2 = torch.cuda.Event(enable_timing=True), torch.Event(device="cuda", enable_timing=True)
+    ce.record(); ge.record(); ce2.record(); ge2.record()
+    torch.cuda.synchronize()
+    costs = {
+        "time.perf_counter_ns()": per_call(time.perf_counter_ns),
+        "torch.cuda.is_current_stream_capturing()": per_call(torch.cuda.is_current_stream_capturing),
+        "torch._C._cuda_isCurrentStreamCapturing()": per_call(torch._C._cuda_isCurrentStreamCapturing),
+        "torch.cuda.current_stream()": per_call(torch.cuda.current_stream),
+        "torch.cuda.Event.record()": per_call(ce.record, 5000),
+        "torch.Event.record()": per_call(ge.record, 5000),
+    }
+    torch.cuda.synchronize()
+    costs["torch.cuda.Event.query() (done)"] = per_call(ce.query)
+    costs["torch.Event.query() (done)"] = per_call(ge.query)
+    costs["torch.cuda.Event.elapsed_time()"] = per_call(lambda: ce.elapsed_time(ce2))
+    costs["torch.Event.elapsed_time()"] = per_call(lambda: ge.elapsed_time(ge2))
+    say()
+    say("2b. host cost of the primitives, ns per call")
+    for k, v in costs.items():
+        say(f"   {k:44} {v:8.0f}")
 
     # 3. profiled events run: same cycles seen by both
     prof_dir = work / "events-profiled"
@@ -293,18 +338,14 @@ def main():
             say(f"   {name:16} {len(ev):3d} {ev_mean:10.4f} {'n/a':>10} {'n/a':>10}")
     say(f"   phases > 1 ms within 5% of the profiler's kernel time: {'yes' if ok_all else 'NO'}")
 
-    # 4. sum of top-level phases vs cycle (device time), from the unprofiled events rounds
-    ev_recs = [r for rnd in range(args.rounds) for r in load(work / f"events-{rnd}")]
-    cyc_dev = {}
+    # 4. sum of top-level phases vs cycle (device time), from the unprofiled events blocks
+    ev_recs = load(work / "events-blocks")
+    top_by_cycle: dict[int, int] = {}
     for r in ev_recs:
-        if r["kind"] == "cycle":
-            cyc_dev[(r["t0"], r["cycle"])] = r
-    ratios = []
-    for c in cyc_dev.values():
-        top = [r for r in ev_recs if r["kind"] == "phase" and r["depth"] == 0
-               and r["cycle"] == c["cycle"] and c["t0"] <= r["t0"] <= c["t1"]]
-        if c["dev_ns"]:
-            ratios.append(sum(r["dev_ns"] for r in top) / c["dev_ns"])
+        if r["kind"] == "phase" and r["depth"] == 0 and r["cycle"] is not None:
+            top_by_cycle[r["cycle"]] = top_by_cycle.get(r["cycle"], 0) + r["dev_ns"]
+    ratios = [top_by_cycle[c["cycle"]] / c["dev_ns"] for c in ev_recs
+              if c["kind"] == "cycle" and c["dev_ns"]]
     say()
     say(f"4. sum of top-level phase device times / cycle device time over {len(ratios)} cycles: "
         f"mean {statistics.mean(ratios) * 100:.2f}%, min {min(ratios) * 100:.2f}%, "
@@ -349,10 +390,10 @@ def main():
     # report of one events round (device times, GPU lane)
     from patchkit.report import build_report, render_table
 
-    summary = build_report(work / "events-0", out / "report",
-                           meta={"bench": "gpu_timer_bench events round 0"})
+    summary = build_report(work / "events-blocks", out / "report",
+                           meta={"bench": "gpu_timer_bench, events-mode blocks of section 1"})
     say()
-    say("report of events round 0 (patchkit.report):")
+    say("report of the events-mode blocks of section 1 (patchkit.report):")
     for line in render_table(summary).splitlines():
         say("   " + line)
     say()
