@@ -157,10 +157,11 @@ def parse_patch(name: str, data: bytes) -> Patch:
     header_end = next((i for i, ln in enumerate(lines)
                        if ln.startswith(("diff --git ", "--- "))), len(lines))
     header = "".join(lines[:header_end])
+    _check_hunk_bodies(name, lines)
     files = [_convert_file(name, pf, lines) for pf in patchset]
     if not files:
         raise InvalidInput(f"{name}: no file diffs found (is this a unified diff?)")
-    _check_hunk_bodies(name, lines)
+    _check_stray_lines(name, lines, patchset)
     return Patch(name=name, header=header, files=files)
 
 
@@ -179,6 +180,25 @@ def _check_hunk_bodies(name: str, lines: list[str]) -> None:
     for i, ln in enumerate(lines, 1):
         if ln.startswith("@@") and not _HUNK_HEADER.match(ln):
             raise InvalidInput(f"{name}: diff line {i}: malformed hunk header {ln.rstrip()!r}")
+
+
+def _check_stray_lines(name: str, lines: list[str], patchset) -> None:
+    """A body line that no hunk consumed means a header count is too small: refuse, don't skip."""
+    consumed = {ln.diff_line_no for pf in patchset for h in pf for ln in h
+                if getattr(ln, "diff_line_no", None)}
+    first = next((i for i, ln in enumerate(lines) if ln.startswith(("diff --git ", "--- "))), None)
+    if first is None:
+        return
+    for i in range(first, len(lines)):
+        ln, no = lines[i], i + 1
+        if no in consumed or not ln[:1] in (" ", "+", "-"):
+            continue
+        if ln.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            continue
+        if ln.startswith("+++ ") and i > 0 and lines[i - 1].startswith("--- "):
+            continue
+        raise InvalidInput(f"{name}: diff line {no}: {ln.rstrip()!r} is outside every hunk "
+                           "(a hunk header's line count is too small?)")
 
 
 def _convert_file(patch_name: str, pf, lines: list[str]) -> FileDiff:

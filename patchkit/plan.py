@@ -176,8 +176,9 @@ def _match_source_line(plan, fd, hunk, line, item: Item, ref: HunkRef) -> None:
         return
     if item.phantom:
         if line.eol:
-            raise InvalidInput(f"{where}: original line {item.orig} must be the unterminated last "
-                               f"line (pin says {plan.pinned.lines} lines), but the diff gives it a newline")
+            raise InvalidInput(f"{where}: reaches past the end of {plan.path} (pin.toml says "
+                               f"{plan.pinned.lines} lines; line {item.orig} could only be an "
+                               "unterminated last line, but the diff gives it a newline)")
         item.phantom = False
         item.text = line.text
         plan.phantom_open = False

@@ -23,15 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import upstream
-from .diffparse import DiffLine, FileDiff, Hunk
+from .diffparse import DiffLine, FileDiff, Hunk, parse_patch
 from .errors import EXIT_OK, EXIT_REFUSED, InvalidInput, Refused
 from .relocate import (
-    Candidate, Line, Placement, apply_at_own_numbers, apply_placements, block_of, diff_around,
-    join_lines, map_line, place_file, split_lines,
+    Candidate, Line, Placement, apply_at_own_numbers, apply_placements, diff_around, map_line,
+    place_file, split_lines,
 )
 from .series import Series, load_series
 
 MARKER = "<<<<<<< patchkit rebase: this hunk did not relocate, edit it by hand (see REBASE.md)"
+NOTE_FIRST = "patchkit rebase: NEEDS ATTENTION."
 _HUNK_RE = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@(.*)$")
 _IDENT_RE = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{2,}")
 _KEYWORDS = {b"and", b"not", b"for", b"def", b"class", b"return", b"None", b"True", b"False",
@@ -153,6 +154,7 @@ class HunkOutcome:
     hunk_text: str = ""
     upstream_diff: str = ""
     warnings: list[str] = field(default_factory=list)
+    edited: bool = False               # taken from the hand-edited new series (--resume)
 
     @property
     def relocated(self) -> bool:
@@ -164,6 +166,8 @@ class HunkOutcome:
         if self.status == "carried":
             return "carried over unchanged (creates the file)"
         text = "unchanged" if self.status == "unchanged" else f"moved by {self.delta:+d} lines"
+        if self.edited:
+            text = "as edited, " + text
         if self.trimmed:
             lead, trail = self.trimmed
             text += (f" (context trimmed: {lead} leading, {trail} trailing line(s) dropped to "
@@ -194,6 +198,8 @@ class RebaseResult:
     pin_changes: list[str]
     written: bool
     noop: bool
+    old_available: bool = False
+    resumed: bool = False
     report: str = ""
 
     @property
@@ -254,6 +260,17 @@ def _span(hunk: Hunk) -> tuple[int, int]:
     return hunk.diff_line_no - 1, last.diff_line_no + (0 if last.eol else 1)
 
 
+def _at_own_numbers(lines: list[Line], hunks: list[Hunk]) -> list[Placement] | None:
+    """Placements at the hunks' own line numbers when every hunk matches exactly there."""
+    out = []
+    for h in hunks:
+        index = h.src_begin - 1
+        if index < 0 or [(ln.text, ln.eol) for ln in h.source] != lines[index:index + len(h.source)]:
+            return None
+        out.append(Placement(h, index=index, lines=list(h.lines)))
+    return out
+
+
 def _short(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
@@ -265,8 +282,8 @@ def _identifiers(data: bytes) -> set[bytes]:
 class _PatchRebaser:
     """Rebases one patch against the current new (and old) states; rewrites its raw text."""
 
-    def __init__(self, ctx: "_Context", name: str, raw: bytes, patch):
-        self.ctx, self.name, self.patch = ctx, name, patch
+    def __init__(self, ctx: "_Context", name: str, raw: bytes, patch, edited: bool = False):
+        self.ctx, self.name, self.patch, self.edited = ctx, name, patch, edited
         self.raw = raw.decode("utf-8", "surrogateescape").split("\n")
         self.edits: dict[int, tuple[int, list[str]]] = {}
         self.outcome = PatchOutcome(name)
@@ -283,10 +300,11 @@ class _PatchRebaser:
             lines[start:end] = new
         if self.outcome.needs_attention:
             count = len([h for h in self.outcome.hunks if not h.relocated])
-            note = (f"patchkit rebase: NEEDS ATTENTION. {count} hunk(s) of this patch did not "
-                    f"relocate onto {self.ctx.new.label};\nthey are kept below behind a "
-                    f"'<<<<<<< patchkit rebase' line and described in REBASE.md. Edit them by "
-                    "hand,\nthen delete this paragraph.\n")
+            note = (f"{NOTE_FIRST} {count} hunk(s) of this patch did not relocate onto "
+                    f"{self.ctx.new.label}; they\nare kept below behind a '<<<<<<< patchkit "
+                    "rebase' line and described in REBASE.md. Fix each one\n(context lines as "
+                    "in the new file, the marker line removed; line numbers may stay\n"
+                    "approximate), then run patch.rebase again with --resume.\n")
             lines = (note + "\n").split("\n")[:-1] + lines
         text = "\n".join(lines).encode("utf-8", "surrogateescape")
         return text
@@ -301,10 +319,8 @@ class _PatchRebaser:
                               reason=f"creates {fd.path}, but {ctx.new.label} has such a file")
             self.outcome.hunks.append(out)
             return
-        content = [(ln.text, ln.eol) for h in fd.hunks for ln in h.lines if ln.tag == "+"]
-        ctx.new_state[fd.path] = content
-        if ctx.old_state is not None:
-            ctx.old_state[fd.path] = list(content)
+        ctx.new_state[fd.path] = [(ln.text, ln.eol) for h in fd.hunks for ln in h.lines
+                                  if ln.tag == "+"]
         self.outcome.hunks.append(HunkOutcome(self.name, fd.path, 1, header, "carried",
                                               new_header=header))
 
@@ -317,7 +333,8 @@ class _PatchRebaser:
                           for h in fd.hunks]
             cur_for_marks: list[Line] = []
         else:
-            placements = place_file(cur, fd.hunks, context_trim=ctx.context_trim)
+            placements = (self.edited and _at_own_numbers(cur, fd.hunks)) or place_file(
+                cur, fd.hunks, context_trim=ctx.context_trim)
             cur_for_marks = cur
         self._mark_positions(placements, old_cur, cur_for_marks)
         delta = 0
@@ -342,8 +359,6 @@ class _PatchRebaser:
             after = apply_placements(cur, placements)
             ctx.new_state[fd.path] = None if fd.kind == "delete" and all(
                 p.ok for p in placements) else after
-        if old_cur is not None:
-            ctx.old_state[fd.path] = apply_at_own_numbers(old_cur, fd.hunks)
 
     def _mark_positions(self, placements: list[Placement], old_cur, cur: list[Line]) -> None:
         """Where an unplaced hunk is written: its old place mapped onto the new text, kept in
@@ -373,14 +388,15 @@ class _PatchRebaser:
         old_index = h.src_begin - 1
         out = HunkOutcome(self.name, fd.path, number, h.header, "needs-attention",
                           new_header=new_header.split(" @@", 1)[0] + " @@",
-                          reason=p.reason, candidates=p.candidates, trimmed=p.trimmed)
+                          reason=p.reason, candidates=p.candidates, trimmed=p.trimmed,
+                          edited=self.edited)
         if p.ok:
             out.delta = p.index - old_index
             out.status = "moved" if out.delta or p.trimmed else "unchanged"
             out.warnings = self._vanished(fd.path, h)
             return out
         out.hunk_text = "\n".join([h.header] + [t for ln in h.lines for t in _render_line(ln)])
-        if old_cur is not None and cur:
+        if old_cur is not None and cur and not self.edited:
             out.upstream_diff = diff_around(
                 old_cur, cur, old_index, old_index + len(h.source),
                 labels=(f"{ctx.old_label}: {fd.path} (as patch {self.name} saw it)",
@@ -398,6 +414,72 @@ class _PatchRebaser:
                       if n in _identifiers(old) and n not in _identifiers(new))
         return [f"an inserted line uses `{n.decode()}`, which {self.ctx.old_label} has in "
                 f"{_short(path)} and {self.ctx.new.label} no longer has" for n in gone]
+
+
+def _advance_old(ctx: "_Context", patch) -> None:
+    """The old states after ``patch`` (the old series on its own pinned text)."""
+    if ctx.old_state is None:
+        return
+    for fd in patch.files:
+        if fd.kind == "create":
+            ctx.old_state[fd.path] = [(ln.text, ln.eol) for h in fd.hunks for ln in h.lines
+                                      if ln.tag == "+"]
+        elif fd.path in ctx.old_state:
+            ctx.old_state[fd.path] = apply_at_own_numbers(ctx.old_state[fd.path], fd.hunks)
+
+
+def recount(text: str) -> str:
+    """Rewrite hunk headers' line counts (and target starts) from their bodies, like
+    ``git apply --recount``: a hand-edited hunk need not have its header updated."""
+    lines = text.split("\n")
+    headers = []
+    for i, line in enumerate(lines):
+        if _HUNK_RE.match(line):
+            n = i + 1
+            src = tgt = 0
+            while n < len(lines):
+                if lines[n] == "" and n + 1 < len(lines) and lines[n + 1][:1] in (" ", "-", "+"):
+                    lines[n] = " "          # an editor stripped a blank context line's space
+                if lines[n][:1] not in (" ", "-", "+", "\\") or lines[n].startswith(
+                        ("--- a/", "--- /dev/null", "+++ b/")):
+                    break
+                tag = lines[n][:1]
+                src += tag in (" ", "-")
+                tgt += tag in (" ", "+")
+                n += 1
+            headers.append((i, src, tgt))
+        elif line.startswith("diff --git "):
+            headers.append((i, None, None))
+    delta = 0
+    for i, src, tgt in headers:
+        if src is None:
+            delta = 0
+            continue
+        m = _HUNK_RE.match(lines[i])
+        start = int(m.group(1))
+        index = start - 1 if src else start          # 0-based first source line
+        lines[i] = _header(lines[i], index, src, index + delta, tgt)
+        delta += tgt - src
+    return "\n".join(lines)
+
+
+def _strip_note(text: str) -> str:
+    """Drop the NEEDS ATTENTION paragraph rebase put at the top of a patch."""
+    if not text.startswith(NOTE_FIRST):
+        return text
+    end = text.find("\n\n")
+    return text[end + 2:] if end >= 0 else text
+
+
+def _edited_patch(path: Path, name: str):
+    """The hand-edited patch in the new folder, or None while it still carries a marker."""
+    if not path.is_file():
+        return None
+    text = path.read_bytes().decode("utf-8", "surrogateescape")
+    if MARKER in text:
+        return None
+    raw = recount(_strip_note(text)).encode("utf-8", "surrogateescape")
+    return raw, parse_patch(name, raw)
 
 
 @dataclass
@@ -464,12 +546,18 @@ def rebase(
     new_tree: Path | str | None = None,
     old_tree: Path | str | None = None,
     write: bool = True,
+    resume: bool = False,
 ) -> RebaseResult:
     """Rebase ``series_dir`` onto ``onto``; write the new series (unless ``write=False``).
 
     ``onto``: a PyPI version (without ``upstream_clone``) or a tag/branch/commit of the clone.
     ``version``: the distribution version to pin with a clone (default: from a ``vX.Y.Z`` tag).
     ``new_tree`` / ``old_tree``: use these pristine trees (either layout) instead of fetching.
+    ``resume``: the output folder exists from an earlier run and its patches were edited by
+    hand; a patch there without a marker line is taken as it is (its header counts recounted,
+    its hunks kept at their numbers when they match there exactly, otherwise relocated), the
+    others are rebased from the old series again. Files are rewritten in place; REBASE.md keeps
+    its text up to a "## Resume" section, which is written anew.
     """
     series_dir = Path(series_dir).resolve()
     series = load_series(str(series_dir))
@@ -497,26 +585,39 @@ def rebase(
         new_state={p: split_lines(new.files[p]) for p in pin.files if new.files[p] is not None},
         old_state=({p: split_lines(old.files[p]) for p in pin.files} if old else None),
     )
+    new_pin, pin_changes, same_release = _new_pin(series, new)
+    out = Path(out_dir).resolve() if out_dir is not None else default_out_dir(
+        series_dir, pin.name, new_pin.version, new_pin.commit)
+    if resume and not out.is_dir():
+        raise InvalidInput(f"rebase --resume: {out} does not exist; run without --resume first")
+
     outputs: dict[str, bytes] = {}
     outcomes = []
     for patch in series.patches:
         raw = (series_dir / patch.name).read_bytes()
-        worker = _PatchRebaser(ctx, patch.name, raw, patch)
+        edited = _edited_patch(out / patch.name, patch.name) if resume else None
+        if edited is not None:
+            worker = _PatchRebaser(ctx, patch.name, edited[0], edited[1], edited=True)
+        else:
+            worker = _PatchRebaser(ctx, patch.name, raw, patch)
         outputs[patch.name] = worker.run()
         worker.outcome.identical = outputs[patch.name] == raw
         outcomes.append(worker.outcome)
+        _advance_old(ctx, patch)
 
-    new_pin, pin_changes, same_release = _new_pin(series, new)
     pin_bytes = ((series_dir / "pin.toml").read_bytes() if same_release
                  else upstream.format_pin(new_pin).encode())
     noop = same_release and all(o.identical for o in outcomes)
-    out = Path(out_dir).resolve() if out_dir is not None else default_out_dir(
-        series_dir, pin.name, new_pin.version, new_pin.commit)
     result = RebaseResult(series_dir, out, old_label, new, old_detail, context_trim, outcomes,
-                          pin_changes, written=False, noop=noop and out == series_dir)
-    from .rebase_report import render_report
+                          pin_changes, written=False, noop=noop and out == series_dir,
+                          old_available=old is not None, resumed=resume)
+    from .rebase_report import render_report, render_resume
 
-    result.report = render_report(result)
+    previous = out / "REBASE.md"
+    if resume and previous.is_file():
+        result.report = render_resume(result, previous.read_text())
+    else:
+        result.report = render_report(result)
     if not write or result.noop:
         return result
     if out == series_dir:
@@ -524,9 +625,23 @@ def rebase(
     files = {"series": (series_dir / "series").read_bytes(), "pin.toml": pin_bytes,
              "REBASE.md": result.report.encode()}
     files.update(outputs)
-    _write_folder(out, files)
+    if resume:
+        _rewrite_in_place(out, files)
+    else:
+        _write_folder(out, files)
     result.written = True
     return result
+
+
+def _rewrite_in_place(out: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        target = out / name
+        if target.is_file() and target.read_bytes() == data:
+            continue
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
 
 
 def _write_folder(out: Path, files: dict[str, bytes]) -> None:

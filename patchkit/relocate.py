@@ -67,14 +67,14 @@ class Placement:
     """Where one hunk goes in the new text, or why it could not be placed."""
     hunk: Hunk
     index: int | None = None               # 0-based start of the (possibly refilled) block
-    lines: list[DiffLine] | None = None    # the hunk's lines to write (refilled context)
+    lines: list[DiffLine] | None = None    # the hunk's lines to write; None: not placed
     trimmed: tuple[int, int] | None = None # (leading, trailing) context lines dropped to match
     reason: str = ""
     candidates: list[Candidate] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.index is not None
+        return self.lines is not None
 
 
 def best_partial_matches(lines: list[Line], block: list[Line], limit: int = 3) -> list[Candidate]:

@@ -1,0 +1,281 @@
+"""The embedded default workload: assisted generation with transformers, no hub downloads.
+
+Run as a program (``python -m patchkit.profile.workload --spec SPEC.json``) in a subprocess
+whose PYTHONPATH starts with the patched transformers tree, so that
+``transformers.generation.phase_timer`` is the runtime the series inserted. The orchestrator
+(patchkit.profile.session) writes the spec and reads back the result file.
+
+The models are built from configs with a fixed seed. The target is a random Llama; the draft
+is the target's first ``draft_layers`` decoder layers sharing its embeddings, final norm and
+LM head (the very same modules, no copy). The target's later layers have their output
+projections (attention o_proj, MLP down_proj) scaled by ``later_scale`` so that they only
+nudge the residual stream: the draft's greedy choice usually, but not always, matches the
+target's, and acceptance is high but not total.
+
+Decoding is greedy, so speculation must not change the text: the result records how many
+prompts came out identical with and without the assistant (a correctness check; bf16 kernels
+on a GPU may legitimately differ in a late token).
+
+Per point of the spec (one point for ``profile.run``, several for ``profile.sweep``) the
+timing runtime is (re)configured to write into that point's directory, and for every prompt
+the plain generation (baseline, no assistant) runs right before the assisted one, so both see
+the same machine load. Warm-up runs happen with timing off.
+
+Progress goes to stdout as ``@@progress {json}`` lines; everything else goes to stderr.
+The result (``--result``) is JSON: device, model, per point tokens/s with and without the
+assistant, mean accepted length (tokens per target forward), identical outputs.
+
+Imports torch and transformers only inside functions: importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+PROGRESS_PREFIX = "@@progress "
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """One workload size: the target model, the draft depth and the prompt set."""
+
+    hidden: int
+    layers: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    draft_layers: int
+    later_scale: float
+    prompts: int
+    prompt_len: int
+    new_tokens: int
+    dtype: str  # "float32" | "bfloat16"
+
+
+SIZES: dict[str, ModelSize] = {
+    # seconds on a 2-core CPU; for the tests
+    "ci": ModelSize(hidden=256, layers=4, intermediate=688, heads=4, kv_heads=4, vocab=1024,
+                    draft_layers=2, later_scale=0.05, prompts=2, prompt_len=12, new_tokens=24,
+                    dtype="float32"),
+    # the CPU default: memory-bound enough that verifying k tokens costs about one forward
+    "cpu": ModelSize(hidden=1024, layers=16, intermediate=2816, heads=16, kv_heads=16,
+                     vocab=4096, draft_layers=2, later_scale=0.02, prompts=4, prompt_len=24,
+                     new_tokens=48, dtype="float32"),
+    # the GPU default (as in issue 5: a 16-layer, 2048-wide random Llama in bf16)
+    "gpu": ModelSize(hidden=2048, layers=16, intermediate=5632, heads=32, kv_heads=8,
+                     vocab=32000, draft_layers=2, later_scale=0.02, prompts=8, prompt_len=64,
+                     new_tokens=128, dtype="bfloat16"),
+}
+SIZE_NAMES = ("default", *SIZES)  # "default": gpu where CUDA is available, else cpu
+
+
+def resolve_size(name: str, cuda: bool) -> str:
+    if name == "default":
+        return "gpu" if cuda else "cpu"
+    if name not in SIZES:
+        raise ValueError(f"unknown size {name!r}; choose one of {', '.join(SIZE_NAMES)}")
+    return name
+
+
+def progress(**fields) -> None:
+    sys.stdout.write(PROGRESS_PREFIX + json.dumps(fields, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+# ----------------------------------------------------------------------------- models
+
+def build_models(size: ModelSize, device: str, seed: int):
+    """(target, draft): a random Llama and a draft made of its first layers (shared modules)."""
+    import torch
+    from torch import nn
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    dtype = getattr(torch, size.dtype)
+    cfg = LlamaConfig(
+        vocab_size=size.vocab, hidden_size=size.hidden, intermediate_size=size.intermediate,
+        num_hidden_layers=size.layers, num_attention_heads=size.heads,
+        num_key_value_heads=size.kv_heads,
+        max_position_embeddings=max(512, 2 * (size.prompt_len + size.new_tokens)),
+        bos_token_id=None, eos_token_id=None, pad_token_id=0, tie_word_embeddings=False,
+    )
+    draft_cfg = LlamaConfig(**{**cfg.to_dict(), "num_hidden_layers": size.draft_layers})
+    torch.manual_seed(seed)
+    with torch.device(device):
+        target = LlamaForCausalLM(cfg)
+        draft = LlamaForCausalLM(draft_cfg)
+    with torch.no_grad():
+        for layer in target.model.layers[size.draft_layers:]:
+            layer.self_attn.o_proj.weight.mul_(size.later_scale)
+            layer.mlp.down_proj.weight.mul_(size.later_scale)
+    draft.model.embed_tokens = target.model.embed_tokens
+    draft.model.layers = nn.ModuleList(list(target.model.layers[: size.draft_layers]))
+    draft.model.norm = target.model.norm
+    draft.lm_head = target.lm_head
+    target.to(dtype).eval()
+    draft.to(dtype).eval()
+    return target, draft
+
+
+def make_prompts(size: ModelSize, device: str, seed: int):
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 1)
+    return [torch.randint(1, size.vocab, (1, size.prompt_len), generator=gen).to(device)
+            for _ in range(size.prompts)]
+
+
+class ForwardCounter:
+    """Counts forward calls of a model (the target: one per assisted cycle)."""
+
+    def __init__(self, model):
+        self.calls = 0
+        self.handle = model.register_forward_hook(self._hook)
+
+    def _hook(self, module, args, output):
+        self.calls += 1
+
+
+# ----------------------------------------------------------------------------- runs
+
+def _configure_assistant(draft, point: dict) -> None:
+    gc = draft.generation_config
+    gc.num_assistant_tokens = int(point.get("num_assistant_tokens", 4))
+    gc.num_assistant_tokens_schedule = point.get("schedule", "constant")
+    # random logits are flat: the stock 0.4 confidence cut would stop every draft at one token
+    gc.assistant_confidence_threshold = float(point.get("assistant_confidence_threshold", 0.0))
+
+
+def _timed(fn, sync):
+    sync()
+    t0 = time.perf_counter()
+    out = fn()
+    sync()
+    return out, time.perf_counter() - t0
+
+
+def run_point(pt, target, draft, prompts, size: ModelSize, point: dict, index: int,
+              total: int, sync) -> dict:
+    """Baseline and assisted generation of every prompt, interleaved; timing into point dir."""
+    import torch
+
+    _configure_assistant(draft, point)
+    kw = dict(max_new_tokens=size.new_tokens, min_new_tokens=size.new_tokens, do_sample=False,
+              pad_token_id=0)
+    counter = ForwardCounter(target)
+    base_s = spec_s = 0.0
+    base_tokens = spec_tokens = forwards = identical = 0
+    os.makedirs(point["timing_dir"], exist_ok=True)
+    mode = pt.configure(directory=point["timing_dir"])
+    try:
+        with torch.no_grad():
+            for i, prompt in enumerate(prompts):
+                progress(stage="baseline", point=index, points=total, prompt=i,
+                         prompts=len(prompts), label=point.get("label"))
+                out_b, dt = _timed(lambda: target.generate(prompt, **kw), sync)
+                base_s += dt
+                base_tokens += out_b.shape[1] - prompt.shape[1]
+                progress(stage="assisted", point=index, points=total, prompt=i,
+                         prompts=len(prompts), label=point.get("label"))
+                before = counter.calls
+                out_a, dt = _timed(lambda: target.generate(prompt, assistant_model=draft, **kw),
+                                   sync)
+                spec_s += dt
+                spec_tokens += out_a.shape[1] - prompt.shape[1]
+                forwards += counter.calls - before
+                identical += int(torch.equal(out_a.cpu(), out_b.cpu()))
+    finally:
+        counter.handle.remove()
+        pt.shutdown()  # writes the last records (one wait for the GPU) and the stats line
+    return {
+        "label": point.get("label"),
+        "params": {k: v for k, v in point.items() if k not in ("timing_dir", "label")},
+        "timing_dir": point["timing_dir"],
+        "timer_mode": mode,
+        "baseline": {"tokens": base_tokens, "seconds": base_s,
+                     "tokens_per_s": base_tokens / base_s if base_s else None},
+        "assisted": {"tokens": spec_tokens, "seconds": spec_s,
+                     "tokens_per_s": spec_tokens / spec_s if spec_s else None,
+                     "target_forwards": forwards},
+        "accept_length": spec_tokens / forwards if forwards else None,
+        "identical_outputs": identical,
+        "prompts": len(prompts),
+    }
+
+
+def _describe_device(torch, device: str) -> str:
+    if device.startswith("cuda"):
+        return f"{device} ({torch.cuda.get_device_name(0)})"
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def run(spec: dict) -> dict:
+    """Everything the subprocess does; returns the result document."""
+    t_start = time.perf_counter()
+    progress(stage="import")
+    import torch
+    import transformers
+    from transformers.generation import phase_timer as pt
+
+    transformers.logging.set_verbosity_error()
+    cuda = torch.cuda.is_available() and spec.get("device", "auto") != "cpu"
+    device = "cuda" if cuda else "cpu"
+    size_name = resolve_size(spec.get("size", "default"), cuda)
+    size = SIZES[size_name]
+    if size.dtype == "bfloat16" and not cuda:
+        size = ModelSize(**{**asdict(size), "dtype": "float32"})
+    seed = int(spec.get("seed", 0))
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    progress(stage="build", size=size_name, device=device)
+    pt.configure(mode="off")  # warm-up and model building are not profiled
+    target, draft = build_models(size, device, seed)
+    prompts = make_prompts(size, device, seed)
+    progress(stage="warmup")
+    with torch.no_grad():
+        warm = dict(max_new_tokens=4, min_new_tokens=4, do_sample=False, pad_token_id=0)
+        target.generate(prompts[0], **warm)
+        _configure_assistant(draft, spec["points"][0])
+        target.generate(prompts[0], assistant_model=draft, **warm)
+    sync()
+    points = []
+    for index, point in enumerate(spec["points"]):
+        points.append(run_point(pt, target, draft, prompts, size, point, index,
+                                len(spec["points"]), sync))
+    progress(stage="done")
+    return {
+        "schema": "patchkit.profile.workload/1",
+        "device": _describe_device(torch, device),
+        "cuda": cuda,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "transformers_file": transformers.__file__,
+        "size": size_name,
+        "model": asdict(size),
+        "seed": seed,
+        "points": points,
+        "wall_s": time.perf_counter() - t_start,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True, help="JSON file: size, seed, device, points")
+    parser.add_argument("--result", required=True, help="where to write the result JSON")
+    args = parser.parse_args(argv)
+    with open(args.spec, encoding="utf-8") as fh:
+        spec = json.load(fh)
+    result = run(spec)
+    tmp = args.result + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=2)
+    os.replace(tmp, args.result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""REBASE.md: what patch.rebase did, hunk by hunk (deterministic text: no times, no temp paths)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .rebase import HunkOutcome, RebaseResult
+
+
+def _fence(text: str, lang: str = "diff") -> list[str]:
+    body = text.rstrip("\n")
+    fence = "```"
+    while fence in body:
+        fence += "`"
+    return [fence + lang, body, fence]
+
+
+def _where(h: "HunkOutcome") -> str:
+    return f"{h.patch}, hunk {h.number} `{h.old_header}` of `{h.path}`"
+
+
+def render_report(result: "RebaseResult") -> str:
+    new = result.new
+    hunks = result.hunks
+    out = [f"# Rebase of {result.series_dir.name} onto {new.label}", ""]
+    out += [
+        f"Made by `patch.rebase` (patchkit.rebase) from `{result.series_dir.name}` "
+        f"({result.old}) onto {new.label}.",
+        "",
+        f"- new upstream: {new.detail}",
+        f"- old upstream, for the diffs below: {result.old_detail}",
+        f"- context trim: {'on' if result.context_trim else 'off'}",
+        f"- result: {result.summary().split(': ', 1)[1].split('; ')[0]}; exit code "
+        f"{result.exit_code}",
+        "",
+        "Each hunk's old lines (context and removed) were searched, as one block, in the new "
+        "file with the earlier rebased patches applied. Exactly one exact match relocates the "
+        "hunk; none or several leave it for a person: such a hunk is kept in its patch behind a "
+        "`<<<<<<< patchkit rebase` context line (so verify and git apply refuse it) until edited.",
+        "",
+        "## Pin",
+        "",
+    ]
+    out += [f"- {c}" for c in result.pin_changes] or ["- unchanged (same release)"]
+    out += [""] + _hunk_sections(result, "##")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+RESUME_HEADING = "## Resume"
+
+
+def render_resume(result: "RebaseResult", previous: str) -> str:
+    """The earlier REBASE.md up to its Resume section, and a new Resume section."""
+    idx = previous.find("\n" + RESUME_HEADING)
+    kept = (previous[:idx + 1] if idx >= 0 else previous).rstrip("\n") + "\n"
+    edited = sorted({h.patch for h in result.hunks if h.edited})
+    out = [RESUME_HEADING + f": {result.series_dir.name} onto {result.new.label} again", "",
+           "`patch.rebase --resume` took these patches from this folder as edited (or accepted) "
+           "here: " + (", ".join(edited) or "none") + ". Their hunks stay at their line numbers "
+           "where they match there exactly, and are relocated by exact match otherwise; the "
+           "other patches were rebased from the old series again.", "",
+           f"Result: {result.summary().split(': ', 1)[1].split('; ')[0]}; exit code "
+           f"{result.exit_code}.", ""]
+    out += _hunk_sections(result, "###")
+    return kept + "\n" + "\n".join(out).rstrip("\n") + "\n"
+
+
+def _hunk_sections(result: "RebaseResult", level: str) -> list[str]:
+    hunks = result.hunks
+    out: list[str] = []
+    out += [f"{level} Hunks", "", "| patch | file | hunk | was | now | result |",
+            "|---|---|---|---|---|---|"]
+    for h in hunks:
+        file = h.path.rsplit("/", 1)[-1]
+        now = "—" if not h.relocated else f"`{h.new_header}`"
+        result_text = h.describe().replace("|", "\\|")
+        out.append(f"| {h.patch} | {file} | {h.number} | `{h.old_header}` | {now} | "
+                   f"{result_text} |")
+    attention = [h for h in hunks if not h.relocated]
+    out += ["", f"{level} Needs attention", ""]
+    if not attention:
+        out += ["Nothing: every hunk relocated.", ""]
+    for h in attention:
+        out += [f"{level}# {_where(h)}", "", h.reason[0].upper() + h.reason[1:] + ".", ""]
+        if h.candidates:
+            out += ["Candidates (line numbers in the new file after the earlier rebased "
+                    "patches): " + "; ".join(str(c) for c in h.candidates) + ".", ""]
+        elif h.hunk_text:
+            out += ["No place in the new file lines up with half of its lines.", ""]
+        if h.hunk_text:
+            out += ["The hunk as it was:", ""] + _fence(h.hunk_text) + [""]
+        if h.upstream_diff:
+            out += ["Upstream change around its old location:", ""] + _fence(h.upstream_diff) \
+                + [""]
+        elif h.hunk_text and not h.edited:
+            why = ("upstream changed nothing within 8 lines of its old location"
+                   if result.old_available else
+                   f"the old upstream files are not available ({result.old_detail})")
+            out += [f"No upstream diff to show: {why}.", ""]
+    warned = [h for h in hunks if h.warnings]
+    out += [f"{level} Warnings", ""]
+    if not warned:
+        out += ["None: no relocated hunk inserts a name that the new release dropped.", ""]
+    for h in warned:
+        out += [f"- {_where(h)}: " + "; ".join(h.warnings)]
+    if warned:
+        out += ["", "A relocated hunk that uses a name upstream removed is likely to fail at "
+                "run time even though it applies: check these by hand.", ""]
+    return out

@@ -1,0 +1,279 @@
+"""Bad input -> exit 2 with a message that says where; drift -> exit 1 naming the hunk; the target
+is left byte-identical in every case. Exercised through the real CLI (`invoke patch.*`)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine_support import make_series, read_tree, write_tree
+
+REPO = Path(__file__).resolve().parents[1]
+ORIG = b"".join(b"line %d\n" % i for i in range(1, 21))
+GOOD = (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+        b"@@ -4,3 +4,4 @@\n line 4\n line 5\n+inserted\n line 6\n")
+
+
+def invoke(*args, cwd=REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=cwd, capture_output=True,
+                          text=True)
+
+
+@pytest.fixture
+def target(tmp_path):
+    root = tmp_path / "target"
+    write_tree(root, {"pkg/m.py": ORIG, "pkg/other.py": b"x\n"})
+    return root
+
+
+def snapshot(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def series_with(tmp_path, patch: bytes, pinned=None, name="s") -> Path:
+    return make_series(tmp_path / name, pinned if pinned is not None else {"pkg/m.py": ORIG},
+                       [("0001.patch", patch)])
+
+
+BAD_PATCHES = {
+    "hunk-too-short": (GOOD.replace(b"@@ -4,3 +4,4 @@", b"@@ -4,5 +4,6 @@"), "0001.patch"),
+    "hunk-too-long": (GOOD.replace(b"@@ -4,3 +4,4 @@", b"@@ -4,2 +4,3 @@"), "0001.patch"),
+    "bad-hunk-header": (GOOD.replace(b"@@ -4,3 +4,4 @@", b"@@ -4,3 +4 4 @@"), "line"),
+    "garbage-in-hunk": (GOOD.replace(b" line 5\n", b"?line 5\n"), "0001.patch"),
+    "no-diff": (b"just some text\n", "no file diffs"),
+    "absolute-path": (GOOD.replace(b"a/pkg/m.py", b"a//etc/passwd").replace(b"b/pkg/m.py", b"b//etc/passwd"),
+                      "unsafe path"),
+    "dotdot": (GOOD.replace(b"/pkg/m.py", b"/pkg/../../m.py"), "'..'"),
+    "into-git": (GOOD.replace(b"/pkg/m.py", b"/.git/config"), ".git"),
+    "no-prefix": (GOOD.replace(b"--- a/pkg/m.py", b"--- pkg/m.py").replace(b"+++ b/pkg/m.py", b"+++ pkg/m.py")
+                  .replace(b"diff --git a/pkg/m.py b/pkg/m.py\n", b""), "prefix"),
+    "binary": (b"diff --git a/pkg/m.py b/pkg/m.py\nindex 1..2 100644\nBinary files a/pkg/m.py and b/pkg/m.py differ\n",
+               "not supported"),
+    "git-binary": (b"diff --git a/pkg/m.py b/pkg/m.py\nindex 1..2 100644\nGIT binary patch\nliteral 0\nHcmV?d00001\n\n",
+                   "not supported"),
+    "rename": (b"diff --git a/pkg/m.py b/pkg/n.py\nsimilarity index 100%\nrename from pkg/m.py\nrename to pkg/n.py\n",
+               "not supported"),
+    "copy": (b"diff --git a/pkg/m.py b/pkg/n.py\nsimilarity index 100%\ncopy from pkg/m.py\ncopy to pkg/n.py\n",
+             "not supported"),
+    "mode-only": (b"diff --git a/pkg/m.py b/pkg/m.py\nold mode 100644\nnew mode 100755\n", "not supported"),
+    "overlap": (GOOD + b"@@ -5,2 +6,3 @@\n line 5\n+again\n line 6\n", "overlaps"),
+    "descending": (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+                   b"@@ -10,1 +10,2 @@\n line 10\n+x\n@@ -2,1 +3,2 @@\n line 2\n+y\n", "overlaps or precedes"),
+    "unpinned": (GOOD.replace(b"pkg/m.py", b"pkg/other.py"), "not listed in pin.toml"),
+    "create-pinned": (b"diff --git a/pkg/m.py b/pkg/m.py\nnew file mode 100644\n--- /dev/null\n+++ b/pkg/m.py\n@@ -0,0 +1 @@\n+x\n",
+                      "only absent files may be created"),
+    "beyond-eof": (GOOD.replace(b"@@ -4,3 +4,4 @@", b"@@ -19,3 +19,4 @@"), "past the end"),
+    "nul": (GOOD.replace(b"inserted", b"ins\0erted"), "NUL"),
+    "wrong-target-start": (GOOD.replace(b"@@ -4,3 +4,4 @@", b"@@ -4,3 +9,4 @@"), "target start"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PATCHES))
+def test_bad_patch_is_exit_2_and_target_untouched(tmp_path, target, case):
+    patch, needle = BAD_PATCHES[case]
+    series = series_with(tmp_path, patch)
+    before = snapshot(target)
+    for task in ("patch.verify", "patch.apply"):
+        proc = invoke(task, "--series", str(series), "--target", str(target))
+        assert proc.returncode == 2, (case, task, proc.stdout, proc.stderr)
+        assert needle in proc.stderr, (case, proc.stderr)
+        assert "Traceback" not in proc.stderr
+    assert snapshot(target) == before
+    assert not (target / ".patchkit").exists()
+
+
+BAD_PINS = {
+    "not-toml": ("[upstream\nname=1", "not valid TOML"),
+    "no-upstream": ('[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines=20\n', "missing [upstream]"),
+    "short-sha": ('[upstream]\nname="x"\n[[file]]\npath="pkg/m.py"\nsha256="abc"\nlines=20\n', "64 lowercase hex"),
+    "bad-lines": ('[upstream]\nname="x"\n[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines="20"\n', "non-negative integer"),
+    "bad-commit": ('[upstream]\nname="x"\ncommit="HEAD"\n[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines=20\n', "40 lowercase hex"),
+    "bad-path": ('[upstream]\nname="x"\n[[file]]\npath="../m.py"\nsha256="%s"\nlines=20\n', "unsafe path"),
+    "twice": ('[upstream]\nname="x"\n[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines=20\n'
+              '[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines=20\n', "pinned twice"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PINS))
+def test_bad_pin_is_exit_2(tmp_path, target, case):
+    text, needle = BAD_PINS[case]
+    sha = hashlib.sha256(ORIG).hexdigest()
+    series = series_with(tmp_path, GOOD)
+    (series / "pin.toml").write_text(text.replace("%s", sha))
+    before = snapshot(target)
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr
+    assert snapshot(target) == before
+
+
+def test_bad_series_files(tmp_path, target):
+    series = series_with(tmp_path, GOOD)
+    (series / "series").write_text("0001.patch\nmissing.patch\n")
+    proc = invoke("patch.verify", "--series", str(series), "--target", str(target))
+    assert proc.returncode == 2 and "missing.patch, which does not exist" in proc.stderr
+    (series / "series").write_text("# nothing\n\n")
+    proc = invoke("patch.verify", "--series", str(series), "--target", str(target))
+    assert proc.returncode == 2 and "lists no patches" in proc.stderr
+    proc = invoke("patch.verify", "--series", str(tmp_path / "nope"), "--target", str(target))
+    assert proc.returncode == 2 and "no such directory" in proc.stderr
+
+
+def test_bad_target_spec(tmp_path):
+    series = series_with(tmp_path, GOOD)
+    proc = invoke("patch.verify", "--series", str(series), "--target", "bad\nname")
+    assert proc.returncode == 2, proc.stderr
+
+
+def test_missing_root_is_refused(tmp_path):
+    series = series_with(tmp_path, GOOD)
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(tmp_path / "absent"))
+    assert proc.returncode == 1
+    assert "does not exist" in proc.stdout
+
+
+def test_drift_names_hunk_and_both_lines(tmp_path, target):
+    series = series_with(tmp_path, GOOD)
+    drifted = ORIG.replace(b"line 5\n", b"line five\n")
+    (target / "pkg/m.py").write_bytes(drifted)
+    before = snapshot(target)
+    for task in ("patch.verify", "patch.apply"):
+        proc = invoke(task, "--series", str(series), "--target", str(target))
+        assert proc.returncode == 1, proc.stdout
+        assert "@@ -4,3 +4,4 @@" in proc.stdout
+        assert "expected 'line 5', found 'line five'" in proc.stdout
+    assert snapshot(target) == before
+    assert not (target / ".patchkit" / "manifest").exists()
+
+
+def test_moved_lines_are_reported_as_moved(tmp_path, target):
+    series = series_with(tmp_path, GOOD)
+    (target / "pkg/m.py").write_bytes(b"new first\nnew second\n" + ORIG)
+    proc = invoke("patch.verify", "--series", str(series), "--target", str(target), "--json")
+    assert proc.returncode == 1
+    assert "moved" in proc.stdout and "(+2 lines)" in proc.stdout
+
+
+def test_dry_run_and_show_script_write_nothing(tmp_path, target):
+    series = series_with(tmp_path, GOOD)
+    before = snapshot(target)
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(target), "--dry-run",
+                  "--show-script")
+    assert proc.returncode == 0, proc.stderr
+    assert "5s/$/\\\ninserted/" in proc.stdout         # the exact sed edit is shown
+    assert "pk_run_verify" in proc.stdout
+    assert snapshot(target) == before and not (target / ".patchkit").exists()
+
+
+def test_apply_is_idempotent_and_says_what_it_wrote(tmp_path, target):
+    series = series_with(tmp_path, GOOD)
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
+    assert proc.returncode == 0 and "wrote: pkg/m.py" in proc.stdout
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
+    assert proc.returncode == 0 and "already applied" in proc.stdout and "wrote:" not in proc.stdout
+    proc = invoke("patch.status", "--series", str(series), "--target", str(target), "--json")
+    assert '"state": "applied"' in proc.stdout
+
+
+def test_updated_series_is_not_applied_on_top_of_the_old(tmp_path, target):
+    old = series_with(tmp_path, GOOD, name="old")
+    new = series_with(tmp_path, GOOD.replace(b"+inserted", b"+inserted v2"), name="new")
+    assert invoke("patch.apply", "--series", str(old), "--target", str(target)).returncode == 0
+    patched = snapshot(target)
+    proc = invoke("patch.apply", "--series", str(new), "--target", str(target))
+    assert proc.returncode == 1 and "another version" in proc.stdout
+    assert snapshot(target) == patched
+    # revert works from the journal even when given the newer series
+    assert invoke("patch.revert", "--series", str(new), "--target", str(target)).returncode == 0
+    assert read_tree(target, ["pkg/m.py"])["pkg/m.py"] == ORIG
+    assert invoke("patch.apply", "--series", str(new), "--target", str(target)).returncode == 0
+
+
+def test_revert_refuses_modified_unless_forced(tmp_path, target):
+    series = series_with(tmp_path, GOOD)
+    assert invoke("patch.apply", "--series", str(series), "--target", str(target)).returncode == 0
+    (target / "pkg/m.py").write_bytes(b"hand edit\n")
+    proc = invoke("patch.status", "--series", str(series), "--target", str(target))
+    assert "modified" in proc.stdout
+    proc = invoke("patch.revert", "--series", str(series), "--target", str(target))
+    assert proc.returncode == 1 and "modified after apply" in proc.stdout
+    assert (target / "pkg/m.py").read_bytes() == b"hand edit\n"
+    proc = invoke("patch.revert", "--series", str(series), "--target", str(target), "--force")
+    assert proc.returncode == 0, proc.stdout
+    assert (target / "pkg/m.py").read_bytes() == ORIG
+    assert b"hand edit\n" in [p.read_bytes() for p in (target / ".patchkit/trash").rglob("*") if p.is_file()]
+
+
+def test_lock_blocks_a_second_operation(tmp_path, target):
+    series = series_with(tmp_path, GOOD)
+    lock = target / ".patchkit" / "lock"
+    lock.mkdir(parents=True)
+    (lock / "owner").write_text(f"pid=1 host={os.uname().nodename} user=someone op=apply time=9999999999\n")
+    before = snapshot(target / "pkg")
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
+    assert proc.returncode == 1 and "locked by pid=1" in proc.stdout
+    # a lock whose owner process is gone is reported as stale, with the command that clears it
+    (lock / "owner").write_text(f"pid=999999 host={os.uname().nodename} user=x op=apply time=1\n")
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
+    assert proc.returncode == 1 and "STALE" in proc.stdout and "patch.unlock" in proc.stdout
+    assert snapshot(target / "pkg") == before
+    assert invoke("patch.unlock", "--series", str(series), "--target", str(target)).returncode == 0
+    assert invoke("patch.apply", "--series", str(series), "--target", str(target)).returncode == 0
+
+
+def test_symlink_inside_root_is_refused(tmp_path, target):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "m.py").write_bytes(ORIG)
+    (target / "pkg" / "m.py").unlink()
+    (target / "pkg" / "m.py").symlink_to(outside / "m.py")
+    series = series_with(tmp_path, GOOD)
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
+    assert proc.returncode == 1 and "symlink" in proc.stdout
+    assert (outside / "m.py").read_bytes() == ORIG
+
+
+def test_read_only_target_is_refused_cleanly(tmp_path, target):
+    if os.geteuid() == 0:
+        # root ignores permission bits; a read-only bind mount needs privileges we may lack
+        ro = subprocess.run(["unshare", "-m", "--", "true"], capture_output=True)
+        if ro.returncode != 0:
+            pytest.skip("cannot make a read-only mount here")
+        series = series_with(tmp_path, GOOD)
+        script = (f"mount --bind {target} {target} && mount -o remount,ro,bind {target} && "
+                  f"{sys.executable} -m invoke patch.apply --series {series} --target {target}")
+        proc = subprocess.run(["unshare", "-m", "--", "sh", "-c", script], cwd=REPO,
+                              capture_output=True, text=True)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "read-only" in proc.stdout or "Read-only" in proc.stdout
+    else:
+        os.chmod(target, 0o555)
+        series = series_with(tmp_path, GOOD)
+        proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
+        os.chmod(target, 0o755)
+        assert proc.returncode == 1
+    assert (target / "pkg/m.py").read_bytes() == ORIG
+
+
+def test_checkout_commit_is_checked(tmp_path, target):
+    subprocess.run(["git", "init", "-q"], cwd=target, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=target, check=True)
+    subprocess.run(["git", "commit", "-qm", "base"], cwd=target, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=target, capture_output=True,
+                          text=True).stdout.strip()
+    series = series_with(tmp_path, GOOD)
+    pin = (series / "pin.toml").read_text()
+    (series / "pin.toml").write_text(pin.replace('name = "demo"\n', f'name = "demo"\ncommit = "{"0" * 40}"\n'))
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
+    assert proc.returncode == 1 and head in proc.stdout
+    (series / "pin.toml").write_text(pin.replace('name = "demo"\n', f'name = "demo"\ncommit = "{head}"\n'))
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
+    assert proc.returncode == 0, proc.stdout
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=target, capture_output=True, text=True)
+    assert ".patchkit" not in status.stdout          # excluded via .git/info/exclude
+    assert status.stdout.strip() == "M pkg/m.py"
