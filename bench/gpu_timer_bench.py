@@ -172,7 +172,7 @@ def profiler_phases(trace_path: Path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench/results")
-    ap.add_argument("--blocks", type=int, default=60)
+    ap.add_argument("--blocks", type=int, default=80)
     ap.add_argument("--cycles", type=int, default=10, help="cycles per block")
     args = ap.parse_args()
     out = Path(args.out)
@@ -200,20 +200,28 @@ def main():
     #    mode's timer kept alive across blocks (as in a long-running server)
     timers = {"off": None,
               "events": pt._Timer("events", "events", str(work / "events-blocks"), False, 512, 5.0),
+              "cycle-only": pt._Timer("events", "events", str(work / "cycle-only"), False, 512, 5.0),
               "sync": pt._Timer("sync", "sync", str(work / "sync-blocks"), False, 512, 5.0)}
-    modes = ("off", "events", "sync")
+
+    def bind(mode):
+        pt._bind(timers[mode])
+        if mode == "cycle-only":  # events timer on the cycle markers alone: per-cycle cost
+            pt.begin = pt.end = pt._noop
+
+    modes = ("off", "events", "cycle-only", "sync")
     walls = {m: [] for m in modes}
     for block in range(args.blocks):
-        for mode in modes[block % 3:] + modes[: block % 3]:  # rotate the order
-            pt._bind(timers[mode])
+        for mode in modes[block % 4:] + modes[: block % 4]:  # rotate the order
+            bind(mode)
             walls[mode].append(run_cycles(w, args.cycles) / args.cycles * 1e3)
     pt._bind(None)
-    for mode in ("events", "sync"):
+    for mode in ("events", "cycle-only", "sync"):
         timers[mode].flush(final=True)
     med = {m: statistics.median(v) for m, v in walls.items()}
     mean = {m: statistics.mean(v) for m, v in walls.items()}
     paired = [(e - o) / o * 100 for e, o in zip(walls["events"], walls["off"])]
     paired_sync = [(e - o) / o * 100 for e, o in zip(walls["sync"], walls["off"])]
+    paired_cyc = [(e - o) / o * 100 for e, o in zip(walls["cycle-only"], walls["off"])]
     events_overhead = statistics.median(paired)
     say()
     say(f"1. wall time per cycle: {args.blocks} blocks x {args.cycles} cycles per mode, modes "
@@ -221,6 +229,8 @@ def main():
     say(f"   {'mode':8} {'median ms':>10} {'mean ms':>9} {'paired vs off (median of blocks)':>34}")
     say(f"   {'off':8} {med['off']:10.3f} {mean['off']:9.3f}")
     say(f"   {'events':8} {med['events']:10.3f} {mean['events']:9.3f} {events_overhead:+33.2f}%")
+    say(f"   {'cyc-only':8} {med['cycle-only']:10.3f} {mean['cycle-only']:9.3f} "
+        f"{statistics.median(paired_cyc):+33.2f}%   (events timer, cycle markers only)")
     say(f"   {'sync':8} {med['sync']:10.3f} {mean['sync']:9.3f} "
         f"{statistics.median(paired_sync):+33.2f}%")
     q = statistics.quantiles(paired, n=4)
@@ -288,6 +298,32 @@ def main():
     say("2b. host cost of the primitives, ns per call")
     for k, v in costs.items():
         say(f"   {k:44} {v:8.0f}")
+
+    # 2c. GPU-side cost of one timing event: tiny kernels queued behind big matmuls (so the
+    #     GPU, not the host, sets the pace), with and without an event record after each
+    def gpu_tail(with_events, n=400):
+        x = torch.zeros(1024, device="cuda")
+        evs = [torch.Event(device="cuda", enable_timing=True) for _ in range(64)]
+        a = torch.Event(device="cuda", enable_timing=True)
+        b = torch.Event(device="cuda", enable_timing=True)
+        torch.cuda.synchronize()
+        for _ in range(8):
+            w.big @ w.big
+        a.record()
+        for i in range(n):
+            x.add_(1.0)
+            if with_events:
+                evs[i % 64].record()
+        b.record()
+        torch.cuda.synchronize()
+        return a.elapsed_time(b) / n * 1e3
+
+    tails = {flag: statistics.median(gpu_tail(flag) for _ in range(7)) for flag in (False, True)}
+    say()
+    say(f"2c. GPU time per tiny kernel, queued: {tails[False]:.2f} us alone, {tails[True]:.2f} us "
+        f"with a timing event after each -> about {tails[True] - tails[False]:.2f} us of GPU time "
+        f"per event ({22 * (tails[True] - tails[False]):.0f} us per cycle of 22 events = "
+        f"{22 * (tails[True] - tails[False]) / (med['off'] * 1e3) * 100:.2f}% of a cycle)")
 
     # 3. profiled events run: same cycles seen by both
     prof_dir = work / "events-profiled"
