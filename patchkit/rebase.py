@@ -633,6 +633,12 @@ def rebase(
     return result
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _rewrite_in_place(out: Path, files: dict[str, bytes]) -> None:
     for name, data in files.items():
         target = out / name
@@ -641,6 +647,7 @@ def _rewrite_in_place(out: Path, files: dict[str, bytes]) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
 
 
@@ -651,6 +658,7 @@ def _write_folder(out: Path, files: dict[str, bytes]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
+        os.chmod(tmp, 0o777 & ~_umask())
         for name, data in files.items():
             (tmp / name).write_bytes(data)
         if out.exists():
