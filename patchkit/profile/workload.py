@@ -10,7 +10,9 @@ is the target's first ``draft_layers`` decoder layers sharing its embeddings, fi
 LM head (the very same modules, no copy). The target's later layers have their output
 projections (attention o_proj, MLP down_proj) scaled by ``later_scale`` so that they only
 nudge the residual stream: the draft's greedy choice usually, but not always, matches the
-target's, and acceptance is high but not total.
+target's, and acceptance is high but not total. The LM head is scaled so that the logits
+have a standard deviation of ``logit_std``: random logits are otherwise so flat that every
+draft token has a tiny probability and ``assistant_confidence_threshold`` means nothing.
 
 Decoding is greedy, so speculation must not change the text: the result records how many
 prompts came out identical with and without the assistant (a correctness check; bf16 kernels
@@ -56,6 +58,7 @@ class ModelSize:
     prompt_len: int
     new_tokens: int
     dtype: str  # "float32" | "bfloat16"
+    logit_std: float = 4.0  # LM head scaled so the logits' spread gives confidences meaning
 
 
 SIZES: dict[str, ModelSize] = {
@@ -65,7 +68,7 @@ SIZES: dict[str, ModelSize] = {
                     dtype="float32"),
     # the CPU default: memory-bound enough that verifying k tokens costs about one forward
     "cpu": ModelSize(hidden=1024, layers=16, intermediate=2816, heads=16, kv_heads=16,
-                     vocab=4096, draft_layers=2, later_scale=0.02, prompts=4, prompt_len=24,
+                     vocab=4096, draft_layers=2, later_scale=0.02, prompts=3, prompt_len=24,
                      new_tokens=48, dtype="float32"),
     # the GPU default (as in issue 5: a 16-layer, 2048-wide random Llama in bf16)
     "gpu": ModelSize(hidden=2048, layers=16, intermediate=5632, heads=32, kv_heads=8,
@@ -113,6 +116,9 @@ def build_models(size: ModelSize, device: str, seed: int):
         for layer in target.model.layers[size.draft_layers:]:
             layer.self_attn.o_proj.weight.mul_(size.later_scale)
             layer.mlp.down_proj.weight.mul_(size.later_scale)
+        # the final norm gives unit-RMS states, so a logit's std is the row norm of lm_head
+        row_norm = target.lm_head.weight.float().norm(dim=1).mean().item()
+        target.lm_head.weight.mul_(size.logit_std / row_norm)
     draft.model.embed_tokens = target.model.embed_tokens
     draft.model.layers = nn.ModuleList(list(target.model.layers[: size.draft_layers]))
     draft.model.norm = target.model.norm
@@ -223,7 +229,11 @@ def run(spec: dict) -> dict:
     from transformers.generation import phase_timer as pt
 
     transformers.logging.set_verbosity_error()
-    cuda = torch.cuda.is_available() and spec.get("device", "auto") != "cpu"
+    wanted = spec.get("device", "auto")
+    if wanted == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device 'cuda' was asked for, but torch {torch.__version__} "
+                           "sees no CUDA device")
+    cuda = torch.cuda.is_available() and wanted != "cpu"
     device = "cuda" if cuda else "cpu"
     size_name = resolve_size(spec.get("size", "default"), cuda)
     size = SIZES[size_name]

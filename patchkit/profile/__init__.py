@@ -1,0 +1,36 @@
+"""``make profile-run`` and ``invoke profile.sweep`` on the embedded default target.
+
+The default target is transformers 5.17.0's assisted generation (real speculative decoding:
+draft candidates, target verify forward, acceptance, KV-cache crop, candidate-count update),
+instrumented by the series patches/transformers-v5.17.0 and run on small random Llama models
+built from configs (no downloads), on the CPU here and on a CUDA GPU where there is one.
+
+    from patchkit.profile import run_default, run_sweep
+    run_default("profile-out", size="ci")                       # one profile run
+    run_sweep("profile-out", size="ci", matrix={"num_assistant_tokens": [2, 4]})
+
+Rooms: site (install the pinned wheel, the apply/revert bracket), workload (the subprocess
+program), session (running it with a live progress line), default (profile.run), sweep.
+Importing this package is cheap: torch and transformers are imported by the subprocess only.
+"""
+
+from __future__ import annotations
+
+__all__ = ["run_default", "run_sweep", "parse_matrix", "ProfileOutcome", "SweepOutcome",
+           "ProfileError", "ensure_site", "SIZE_NAMES"]
+
+
+def __getattr__(name):
+    if name in ("run_default", "ProfileOutcome"):
+        from patchkit.profile import default
+        return getattr(default, name)
+    if name in ("run_sweep", "parse_matrix", "SweepOutcome"):
+        from patchkit.profile import sweep
+        return getattr(sweep, name)
+    if name in ("ProfileError", "ensure_site"):
+        from patchkit.profile import site
+        return getattr(site, name)
+    if name == "SIZE_NAMES":
+        from patchkit.profile.workload import SIZE_NAMES
+        return SIZE_NAMES
+    raise AttributeError(f"module 'patchkit.profile' has no attribute {name!r}")

@@ -1,0 +1,144 @@
+"""``profile.run`` on the embedded default: install → verify → apply → run → revert → report.
+
+    from patchkit.profile import run_default
+    outcome = run_default("profile-out", size="ci")
+    outcome.run_dir, outcome.summary.phase("verify")["share_of_cycle"], outcome.workload
+
+The tree is reverted and checked pristine (patch.status) before the report is written, on
+success, on failure and on Ctrl-C (KeyboardInterrupt goes on after the revert). Outputs in
+``<out_root>/<timestamp>/``: table.txt, trace.json, phases.png, summary.json (the report),
+timing/ (the runtime's JSON-lines), workload.json / workload.log / workload-spec.json.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from patchkit.errors import InvalidInput
+from patchkit.profile.progress import ProgressLine
+from patchkit.profile.session import run_workload
+from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
+from patchkit.profile.workload import SIZE_NAMES
+
+TIMER_MODES = (None, "events", "sync", "host", "off")
+
+
+@dataclass
+class ProfileOutcome:
+    run_dir: Path
+    summary: object  # patchkit.report.Summary (of the first point for a sweep)
+    table: str
+    workload: dict
+    elapsed_s: float
+    files: dict = field(default_factory=dict)
+
+
+def new_run_dir(out_root) -> Path:
+    """``<out_root>/<YYYYmmdd-HHMMSS>`` (a suffix when two runs start in the same second)."""
+    root = Path(out_root)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    for n in range(100):
+        candidate = root / (stamp if n == 0 else f"{stamp}-{n}")
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:
+            continue
+    raise InvalidInput(f"{root}: could not make a fresh run directory for {stamp}")
+
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def check_args(size: str, timer_mode: str | None, num_assistant_tokens=None,
+               device: str = "auto") -> None:
+    if device not in DEVICES:
+        raise InvalidInput(f"--device {device!r}: choose auto, cpu or cuda")
+    if size not in SIZE_NAMES:
+        raise InvalidInput(f"--size {size!r}: choose one of {', '.join(SIZE_NAMES)}")
+    if timer_mode not in TIMER_MODES:
+        raise InvalidInput(f"--timer {timer_mode!r}: choose events, sync, host or off")
+    if num_assistant_tokens is not None and int(num_assistant_tokens) < 1:
+        raise InvalidInput("num_assistant_tokens must be at least 1")
+
+
+def describe_workload(result: dict, point: dict) -> str:
+    m = result["model"]
+    params = point["params"]
+    return (f"random Llama {m['layers']}x{m['hidden']} (vocab {m['vocab']}) target, "
+            f"{m['draft_layers']}-layer shared draft, {m['dtype']} on {result['device']}; "
+            f"{point['prompts']} prompts x {m['new_tokens']} new tokens, greedy; "
+            f"num_assistant_tokens {params.get('num_assistant_tokens')}, "
+            f"confidence threshold {params.get('assistant_confidence_threshold')}")
+
+
+def report_meta(result: dict, point: dict, elapsed_s: float | None = None) -> dict:
+    """The report's meta: throughput with/without speculation, accepted length, context."""
+    meta = {
+        "tokens_per_s": point["assisted"]["tokens_per_s"],
+        "baseline_tokens_per_s": point["baseline"]["tokens_per_s"],
+        "accept_length": point["accept_length"],
+        "workload": describe_workload(result, point),
+        "identical outputs (greedy, with vs without assistant)":
+            f"{point['identical_outputs']}/{point['prompts']} prompts",
+        "upstream": f"transformers {result['transformers']}, torch {result['torch']}",
+    }
+    if elapsed_s is not None:
+        meta["profile run wall time"] = f"{elapsed_s:.1f} s"
+    return meta
+
+
+def run_default(
+    out_root="profile-out",
+    size: str = "default",
+    *,
+    series_dir=DEFAULT_SERIES,
+    site=DEFAULT_SITE,
+    num_assistant_tokens: int = 4,
+    assistant_confidence_threshold: float = 0.0,
+    seed: int = 0,
+    timer_mode: str | None = None,
+    device: str = "auto",
+    wheelhouse=None,
+    timeout: float | None = None,
+    chart: bool = True,
+    stream=None,
+    workload=None,
+) -> ProfileOutcome:
+    """The default profile run. ``timer_mode`` None: events on CUDA, host time otherwise.
+
+    ``workload`` replaces patchkit.profile.session.run_workload (same signature); the
+    bracket around it -- apply before, revert and the pristine check after -- stays.
+    """
+    check_args(size, timer_mode, num_assistant_tokens, device)
+    out = stream or sys.stdout
+    start = time.monotonic()
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr if out is sys.stdout else out, flush=True)
+
+    series_dir, site = Path(series_dir), Path(site)
+    run_dir = new_run_dir(out_root)
+    ensure_site(series_dir, site, wheelhouse=wheelhouse, log=log)
+    point = {"label": f"k={num_assistant_tokens}", "num_assistant_tokens": int(num_assistant_tokens),
+             "assistant_confidence_threshold": float(assistant_confidence_threshold),
+             "schedule": "constant", "timing_dir": str((run_dir / "timing").resolve())}
+    spec = {"size": size, "seed": seed, "device": device, "points": [point]}
+    with patched(series_dir, site, log=log):
+        result = (workload or run_workload)(site, spec, run_dir, timer_mode=timer_mode,
+                                            timeout=timeout, progress=ProgressLine())
+    from patchkit.report import build_report, render_table  # after the revert: tree is pristine
+
+    measured = result["points"][0]
+    summary = build_report(measured["timing_dir"], run_dir,
+                           meta=report_meta(result, measured, time.monotonic() - start),
+                           chart=chart)
+    table = render_table(summary)
+    print(table, file=out)
+    print(f"report: {run_dir}/ ({', '.join(sorted(summary.files.values()))})", file=out)
+    return ProfileOutcome(run_dir, summary, table, result, time.monotonic() - start,
+                          dict(summary.files))

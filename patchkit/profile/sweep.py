@@ -1,0 +1,247 @@
+"""``profile.sweep``: one profile run per point of a matrix, plus the baseline, in one table.
+
+    from patchkit.profile import run_sweep, parse_matrix
+    run_sweep("profile-out", size="ci",
+              matrix=parse_matrix("num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4"))
+
+All points run in one workload process on the same models, inside one apply/revert bracket.
+For every prompt the plain generation runs right before the assisted one, so each point has
+its own baseline measured under the same load; the ratio in the table is to that baseline,
+and the baseline row shows all baseline runs pooled. The best point is the one with the
+highest ratio. Each point gets a full report in ``points/<NN-label>/``; the sweep writes
+sweep.json and sweep.md next to them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchkit.errors import InvalidInput
+from patchkit.profile.default import check_args, new_run_dir, report_meta
+from patchkit.profile.progress import ProgressLine
+from patchkit.profile.session import run_workload
+from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
+
+# matrix keys: canonical name -> (short label, parser)
+KEYS = {
+    "num_assistant_tokens": ("k", int),
+    "assistant_confidence_threshold": ("conf", float),
+    "schedule": ("schedule", str),
+}
+ALIASES = {"k": "num_assistant_tokens", "num_assistant_tokens": "num_assistant_tokens",
+           "conf": "assistant_confidence_threshold",
+           "assistant_confidence_threshold": "assistant_confidence_threshold",
+           "schedule": "schedule", "num_assistant_tokens_schedule": "schedule"}
+SCHEDULES = ("constant", "heuristic", "heuristic_transient")
+DEFAULT_MATRIX = {"num_assistant_tokens": [2, 4, 8]}
+SWEEP_SCHEMA = "patchkit.sweep/1"
+
+
+@dataclass
+class SweepOutcome:
+    run_dir: Path
+    rows: list[dict]
+    baseline: dict
+    best: dict | None
+    table: str
+    workload: dict
+    elapsed_s: float
+    files: dict = field(default_factory=dict)
+
+
+def parse_matrix(text: str) -> dict[str, list]:
+    """``"num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4"`` → dict of lists."""
+    matrix: dict[str, list] = {}
+    for part in filter(None, (p.strip() for p in re.split(r"[;\n]", text or ""))):
+        key, sep, values = part.partition("=")
+        key = ALIASES.get(key.strip())
+        if not sep or key is None:
+            raise InvalidInput(f"--matrix: {part!r} is not KEY=V1,V2,... with KEY one of "
+                               f"{', '.join(KEYS)}")
+        _, kind = KEYS[key]
+        try:
+            matrix[key] = [kind(v.strip()) for v in values.split(",") if v.strip()]
+        except ValueError as exc:
+            raise InvalidInput(f"--matrix: {part!r}: {exc}") from exc
+    return validate_matrix(matrix)
+
+
+def validate_matrix(matrix: dict) -> dict[str, list]:
+    if not matrix:
+        raise InvalidInput("--matrix: empty; e.g. num_assistant_tokens=2,4,8")
+    out = {}
+    for key, values in matrix.items():
+        key = ALIASES.get(key)
+        if key is None:
+            raise InvalidInput(f"--matrix: unknown key; use {', '.join(KEYS)}")
+        values = list(values)
+        if not values:
+            raise InvalidInput(f"--matrix: {key} has no values")
+        if key == "num_assistant_tokens" and any(int(v) < 1 for v in values):
+            raise InvalidInput("--matrix: num_assistant_tokens values must be at least 1")
+        if key == "assistant_confidence_threshold" and any(not 0 <= float(v) < 1 for v in values):
+            raise InvalidInput("--matrix: assistant_confidence_threshold values must be in [0, 1)")
+        if key == "schedule" and any(v not in SCHEDULES for v in values):
+            raise InvalidInput(f"--matrix: schedule must be one of {', '.join(SCHEDULES)}")
+        out[key] = values
+    return out
+
+
+def expand(matrix: dict[str, list]) -> list[dict]:
+    """The points of the matrix (cartesian product), each with a short label."""
+    keys = list(matrix)
+    points = []
+    for combo in itertools.product(*(matrix[k] for k in keys)):
+        params = {"num_assistant_tokens": 4, "assistant_confidence_threshold": 0.0,
+                  "schedule": "constant"}
+        params.update(dict(zip(keys, combo)))
+        label = " ".join(f"{KEYS[k][0]}={v:g}" if isinstance(v, float) else f"{KEYS[k][0]}={v}"
+                         for k, v in zip(keys, combo))
+        points.append({"label": label, **params})
+    return points
+
+
+def _share(summary, name: str):
+    entry = summary.phase(name)
+    return entry["share_of_cycle"] if entry else None
+
+
+def _row(point: dict, summary) -> dict:
+    spec, base = point["assisted"]["tokens_per_s"], point["baseline"]["tokens_per_s"]
+    basis_dist = summary.cycle["dev_ms"] if summary.basis == "device" else summary.cycle["host_ms"]
+    return {
+        "label": point["label"], "params": point["params"],
+        "tokens_per_s": spec, "baseline_tokens_per_s": base,
+        "ratio": spec / base if spec and base else None,
+        "accept_length": point["accept_length"],
+        "verify_share": _share(summary, "verify"), "draft_share": _share(summary, "draft"),
+        "cycle_ms": basis_dist["mean"] if basis_dist else None, "basis": summary.basis,
+        "identical_outputs": f"{point['identical_outputs']}/{point['prompts']}",
+        "report": "points/" + Path(point["report_dir"]).name,
+    }
+
+
+def _fmt(value, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else format(value, spec) + suffix
+
+
+COLUMNS = ("point", "tok/s", "vs baseline", "accept len", "verify %", "draft %", "cycle ms",
+           "identical")
+
+
+def _cells(row: dict) -> tuple:
+    return (row["label"], _fmt(row["tokens_per_s"], ".1f"), _fmt(row.get("ratio"), ".2f", "x"),
+            _fmt(row.get("accept_length"), ".2f"), _fmt(row.get("verify_share"), ".1f", "%"),
+            _fmt(row.get("draft_share"), ".1f", "%"), _fmt(row.get("cycle_ms"), ".2f"),
+            row.get("identical_outputs", "-"))
+
+
+def render(rows: list[dict], baseline: dict, best: dict | None, headline: str,
+           markdown: bool = False) -> str:
+    base_row = {"label": "baseline (no assistant)", "tokens_per_s": baseline["tokens_per_s"],
+                "ratio": 1.0}
+    body = [_cells(base_row)] + [_cells(r) for r in rows]
+    marks = [""] + ["*" if best is not None and r is best else "" for r in rows]
+    if markdown:
+        lines = [f"# profile sweep\n\n{headline}\n",
+                 "| " + " | ".join(COLUMNS) + " |",
+                 "|" + "|".join(["---"] + ["---:"] * (len(COLUMNS) - 1)) + "|"]
+        for cells, mark in zip(body, marks):
+            cells = [f"**{c}**" if mark else c for c in cells]
+            lines.append("| " + " | ".join(cells) + " |")
+    else:
+        labels = [("* " if m else "  ") + c[0] for c, m in zip(body, marks)]
+        body = [(lab,) + c[1:] for lab, c in zip(labels, body)]
+        head = ("  point",) + COLUMNS[1:]
+        widths = [max(len(r[i]) for r in body + [head]) for i in range(len(head))]
+        fmt = "  ".join(["{:<%d}" % widths[0]] + ["{:>%d}" % w for w in widths[1:]])
+        lines = [headline, fmt.format(*head), "  ".join("-" * w for w in widths)]
+        lines += [fmt.format(*r) for r in body]
+    lines.append("")
+    if best is not None:
+        lines.append(f"best: {best['label']} -- {best['ratio']:.2f}x its baseline, "
+                     f"{best['tokens_per_s']:.1f} tok/s, accepted length "
+                     f"{_fmt(best['accept_length'], '.2f')}")
+    basis = rows[0]["basis"] if rows else "host"
+    lines.append(f"shares and cycle times: {basis} time; ratio: to the baseline runs "
+                 "interleaved with that point's (same prompts, same load)")
+    return "\n".join(lines) + "\n"
+
+
+def run_sweep(
+    out_root="profile-out",
+    size: str = "default",
+    matrix: dict | str | None = None,
+    *,
+    series_dir=DEFAULT_SERIES,
+    site=DEFAULT_SITE,
+    seed: int = 0,
+    timer_mode: str | None = None,
+    device: str = "auto",
+    wheelhouse=None,
+    timeout: float | None = None,
+    chart: bool = True,
+    stream=None,
+    workload=None,
+) -> SweepOutcome:
+    """Sweep the matrix (default: num_assistant_tokens 2, 4, 8) on the default target."""
+    check_args(size, timer_mode, device=device)
+    matrix = parse_matrix(matrix) if isinstance(matrix, str) else validate_matrix(
+        matrix or DEFAULT_MATRIX)
+    out = stream or sys.stdout
+    start = time.monotonic()
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr if out is sys.stdout else out, flush=True)
+
+    series_dir, site = Path(series_dir), Path(site)
+    run_dir = new_run_dir(out_root)
+    points = expand(matrix)
+    for idx, point in enumerate(points):
+        slug = re.sub(r"[^A-Za-z0-9.=_-]+", "_", point["label"]).replace("=", "")
+        point["report_dir"] = str((run_dir / "points" / f"{idx + 1:02d}-{slug}").resolve())
+        point["timing_dir"] = str(Path(point["report_dir"]) / "timing")
+    ensure_site(series_dir, site, wheelhouse=wheelhouse, log=log)
+    spec = {"size": size, "seed": seed, "device": device,
+            "points": [{k: v for k, v in p.items() if k != "report_dir"} for p in points]}
+    log(f"profile: sweep of {len(points)} points: {', '.join(p['label'] for p in points)}")
+    with patched(series_dir, site, log=log):
+        result = (workload or run_workload)(site, spec, run_dir, timer_mode=timer_mode,
+                                            timeout=timeout, progress=ProgressLine())
+    from patchkit.report import build_report
+
+    rows = []
+    for point, measured in zip(points, result["points"]):
+        measured["report_dir"] = point["report_dir"]
+        summary = build_report(measured["timing_dir"], point["report_dir"],
+                               meta=report_meta(result, measured), chart=chart)
+        rows.append(_row(measured, summary))
+    tokens = sum(p["baseline"]["tokens"] for p in result["points"])
+    seconds = sum(p["baseline"]["seconds"] for p in result["points"])
+    baseline = {"tokens": tokens, "seconds": seconds,
+                "tokens_per_s": tokens / seconds if seconds else None}
+    ranked = [r for r in rows if r["ratio"] is not None]
+    best = max(ranked, key=lambda r: r["ratio"]) if ranked else None
+    m = result["model"]
+    headline = (f"sweep: {len(rows)} points + baseline on {result['device']}; random Llama "
+                f"{m['layers']}x{m['hidden']} target, {m['draft_layers']}-layer shared draft, "
+                f"{m['dtype']}, {m['prompts']} prompts x {m['new_tokens']} new tokens, greedy")
+    table = render(rows, baseline, best, headline)
+    (run_dir / "sweep.md").write_text(render(rows, baseline, best, headline, markdown=True),
+                                      encoding="utf-8")
+    (run_dir / "sweep.txt").write_text(table, encoding="utf-8")
+    elapsed = time.monotonic() - start
+    doc = {"schema": SWEEP_SCHEMA, "matrix": matrix, "baseline": baseline, "rows": rows,
+           "best": best["label"] if best else None, "device": result["device"],
+           "model": result["model"], "size": result["size"], "wall_s": elapsed}
+    (run_dir / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(table, file=out)
+    print(f"sweep: {run_dir}/ (sweep.json, sweep.md, points/*/)", file=out)
+    return SweepOutcome(run_dir, rows, baseline, best, table, result, elapsed,
+                        {"json": "sweep.json", "markdown": "sweep.md", "table": "sweep.txt"})
