@@ -1,0 +1,213 @@
+"""profile.run on the embedded default, end to end on the CPU at the reduced "ci" size.
+
+Real components throughout: the pinned transformers wheel installed with pip into a
+temporary site, the engine's verify/apply/revert/status, the patched assisted generation in
+a subprocess, the report. Also: revert on a failing workload (injected and real), and on
+Ctrl-C (SIGINT to the profile process, and to its whole process group like a terminal).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("huggingface_hub", reason="transformers' dependencies: the profile extra")
+
+from patchkit import ops
+from patchkit.profile import ProfileError, ensure_site, run_default
+from patchkit.profile.session import run_workload
+from patchkit.profile.site import DEFAULT_SERIES, site_state
+
+from upstream_fixtures import REPO, default_wheelhouse
+
+PHASE_TIMER = "transformers/generation/phase_timer.py"
+TOP_PHASES = ["draft", "verify", "accept", "kv_crop", "update_strategy", "bookkeeping"]
+NESTED = {"draft_cache": "draft", "draft_generate": "draft", "verify_forward": "verify"}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The pinned transformers installed by the product's own code into a temporary site."""
+    dest = tmp_path_factory.mktemp("profile") / "tf-site"
+    return ensure_site(DEFAULT_SERIES, dest, wheelhouse=default_wheelhouse(), log=lambda m: None)
+
+
+def assert_pristine(site: Path) -> None:
+    result = ops.status(str(DEFAULT_SERIES), [str(site)], ops.Options(layout="installed"))
+    assert result.exit_code == 0 and result.hosts[0].state == "pristine", result.hosts[0]
+    assert not (site / PHASE_TIMER).exists()
+    assert "_pt." not in (site / "transformers/generation/utils.py").read_text()
+
+
+def test_site_is_a_real_installed_layout(site):
+    info = site / "transformers-5.17.0.dist-info"
+    assert (info / "METADATA").read_text().count("Version: 5.17.0") == 1
+    assert (info / "RECORD").is_file()  # installed by pip, not assembled by hand
+    assert (site / "transformers" / "models" / "llama" / "modeling_llama.py").is_file()
+    assert_pristine(site)
+
+
+def test_default_run_end_to_end(site, tmp_path):
+    out = io.StringIO()
+    outcome = run_default(tmp_path / "out", size="ci", site=site, stream=out, timeout=300)
+    run_dir = outcome.run_dir
+    assert run_dir.parent == tmp_path / "out"
+    assert_pristine(site)
+
+    # the phases, all timed, with sensible counts and nesting
+    summary = json.loads((run_dir / "summary.json").read_text())
+    phases = {(p["name"], p["parent"]): p for p in summary["phases"]}
+    cycles = summary["cycle"]["count"]
+    assert cycles > 0
+    for name in TOP_PHASES:
+        entry = phases[(name, None)]
+        assert entry["count"] == cycles and entry["depth"] == 0, name
+        assert entry["host_ms"]["mean"] > 0
+    for name, parent in NESTED.items():
+        assert phases[(name, parent)]["count"] > 0 and phases[(name, parent)]["depth"] == 1
+    shares = [phases[(n, None)]["share_of_cycle"] for n in TOP_PHASES]
+    assert 95.0 <= sum(shares) <= 100.5, shares
+    assert summary["top_level_share"] == pytest.approx(sum(shares))
+    assert phases[("verify_forward", "verify")]["share_of_cycle"] <= \
+        phases[("verify", None)]["share_of_cycle"]
+
+    # throughput and accepted length, measured two independent ways
+    work = json.loads((run_dir / "workload.json").read_text())
+    point = work["points"][0]
+    model = work["model"]
+    assert work["size"] == "ci" and not work["cuda"]
+    assert Path(work["transformers_file"]).resolve().is_relative_to(site.resolve())
+    assert point["timer_mode"] == "host"
+    assert point["assisted"]["tokens"] == point["baseline"]["tokens"] == \
+        model["prompts"] * model["new_tokens"]
+    assert point["identical_outputs"] == model["prompts"]  # greedy: speculation is lossless
+    assert summary["decode"]["tokens"] == point["assisted"]["tokens"]
+    assert summary["decode"]["request_cycles"] == cycles == point["assisted"]["target_forwards"]
+    k = point["params"]["num_assistant_tokens"]
+    assert 1.0 < point["accept_length"] <= k + 1
+    assert summary["decode"]["accept_length_mean"] == pytest.approx(point["accept_length"])
+    meta = summary["meta"]
+    assert meta["tokens_per_s"] > 0 and meta["baseline_tokens_per_s"] > 0
+    assert summary["throughput"]["speedup"] == pytest.approx(
+        meta["tokens_per_s"] / meta["baseline_tokens_per_s"])
+
+    # the terminal table and the files
+    text = out.getvalue()
+    assert outcome.table in text and "tokens/s with speculation" in text
+    assert "mean accepted length" in text and "verify_forward" in text
+    assert (run_dir / "table.txt").read_text() == outcome.table
+    png = (run_dir / "phases.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    assert list((run_dir / "timing").glob("phase-timing.rank0.pid*.jsonl"))
+
+    # the trace: valid trace-event JSON, cycle spans containing their phases
+    trace = json.loads((run_dir / "trace.json").read_text())
+    events = trace["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert "CPU (host)" in " ".join(names)
+    spans = [e for e in events if e["ph"] == "X"]
+    for e in spans:
+        assert {"name", "pid", "tid", "ts", "dur"} <= set(e) and e["dur"] >= 0
+    cycle_spans = [e for e in spans if e.get("cat") == "cycle"]
+    assert len(cycle_spans) == cycles
+    phase_spans = [e for e in spans if e.get("cat") == "phase"]
+    assert len(phase_spans) == sum(p["count"] for p in summary["phases"])
+    by_cycle = {e["args"]["cycle"]: e for e in cycle_spans}
+    for e in phase_spans:
+        c = by_cycle[e["args"]["cycle"]]
+        assert c["ts"] - 0.01 <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"] + 0.01
+
+
+def test_injected_workload_failure_reverts_and_propagates(site, tmp_path):
+    seen = {}
+
+    def failing(site_, spec, run_dir, **kw):
+        seen["state"] = site_state(DEFAULT_SERIES, site_)
+        seen["timer"] = (Path(site_) / PHASE_TIMER).is_file()
+        raise RuntimeError("workload blew up")
+
+    with pytest.raises(RuntimeError, match="workload blew up"):
+        run_default(tmp_path, size="ci", site=site, workload=failing, stream=io.StringIO())
+    assert seen == {"state": "applied", "timer": True}  # it really ran on the patched tree
+    assert_pristine(site)
+
+
+def test_real_workload_failure_reverts_and_exits_1(site, tmp_path):
+    """The child fails for real (CUDA asked for on a CPU-only torch): exit 1, log tail, pristine."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    proc = subprocess.run(
+        [sys.executable, "-m", "patchkit.profile", "run", "--size", "ci", "--device", "cuda",
+         "--site", str(site), "--out", str(tmp_path), "--no-chart"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "the workload failed" in proc.stderr and "sees no CUDA device" in proc.stderr
+    assert "reverted" in proc.stderr
+    assert_pristine(site)
+
+
+def test_bad_arguments_exit_2_before_touching_the_tree(site, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "patchkit.profile", "run", "--size", "huge", "--site", str(site),
+         "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--size 'huge'" in proc.stderr
+    assert_pristine(site)
+
+
+def _workload_children(marker: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "patchkit.profile.workload" in cmd and marker in cmd:
+                pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.parametrize("to_group", [False, True], ids=["sigint-process", "ctrl-c-group"])
+def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "patchkit.profile", "run", "--size", "ci", "--site", str(site),
+         "--out", str(out), "--no-chart"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + 120
+        for line in proc.stderr:  # not a terminal: one line per stage
+            lines.append(line)
+            if "building the ci models" in line or "warming up" in line:
+                break
+            assert time.monotonic() < deadline, "".join(lines)
+        assert site_state(DEFAULT_SERIES, site) == "applied"
+        assert _workload_children(str(out)), "the workload child should be running"
+        if to_group:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = "".join(lines) + (rest or "")
+    assert proc.returncode == 130, err
+    assert "interrupted; the tree was reverted" in err and "patch.status: pristine" in err
+    assert_pristine(site)
+    assert _workload_children(str(out)) == []
+    run_dirs = list(out.iterdir())
+    assert len(run_dirs) == 1 and not (run_dirs[0] / "summary.json").exists()
