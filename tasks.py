@@ -154,3 +154,89 @@ ns = Collection(patch, profile, upstream)
 ns.configure({"patchkit": {"series": None, "targets": [], "layout": "auto", "jobs": 8,
                            "timeout": None, "ssh_config": None, "ssh_options": [],
                            "container": None, "exec": None}})
+
+
+# ----------------------------------------------------------------------------- profile.* (default target)
+# The embedded default: transformers 5.17.0 assisted generation on small random Llama models,
+# installed into .work/tf-site, patched with patches/transformers-v5.17.0, always reverted.
+# Implementation: patchkit.profile (run_default, run_sweep); also `python -m patchkit.profile`.
+
+PROFILE_HELP = {
+    "out": "reports go to OUT/<timestamp>/ (default: profile-out)",
+    "size": "default (gpu where CUDA is available, else cpu) | cpu | gpu | ci (seconds)",
+    "site": "installed tree to patch (default: .work/tf-site, installed from the pinned wheel)",
+    "series": "series folder (default: patches/transformers-v5.17.0)",
+    "timer": "events | sync | host | off (default: events on CUDA, host otherwise)",
+    "device": "auto | cpu | cuda",
+    "seed": "seed for the random models and prompts",
+    "timeout": "seconds allowed for the workload",
+    "wheelhouse": "folder of wheels to install from instead of the package index",
+    "no_chart": "skip phases.png",
+}
+
+
+def _profile_cfg(c, key, value, default=None):
+    if value is not None:
+        return value
+    node = _cfg(c, "profile", {}) or {}
+    return node.get(key, default)
+
+
+def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse,
+                    no_chart):
+    kw = dict(size=_profile_cfg(c, "size", size, "default"),
+              timer_mode=_profile_cfg(c, "timer", timer),
+              device=_profile_cfg(c, "device", device, "auto"),
+              seed=int(_profile_cfg(c, "seed", seed, 0)),
+              timeout=float(timeout) if timeout else _profile_cfg(c, "timeout", None),
+              wheelhouse=_profile_cfg(c, "wheelhouse", wheelhouse), chart=not no_chart)
+    for key, value in (("site", site), ("series_dir", series)):
+        value = _profile_cfg(c, key, value)
+        if value:
+            kw[key] = os.path.abspath(os.path.expanduser(value))
+    return _profile_cfg(c, "out", out, "profile-out"), kw
+
+
+def _profile_call(fn, *args, **kwargs):
+    from patchkit.errors import PatchkitError
+
+    try:
+        return fn(*args, **kwargs)
+    except PatchkitError as e:
+        raise Exit(f"profile: {e.message}", e.exit_code)
+    except KeyboardInterrupt:
+        raise Exit("profile: interrupted; the tree was reverted", 130)
+
+
+@task(name="run", auto_shortflags=False, help=dict(
+    PROFILE_HELP, num_assistant_tokens="draft tokens per cycle (default 4)",
+    confidence="assistant_confidence_threshold (default 0: draft all k tokens)"))
+def profile_run(c, out=None, size=None, site=None, series=None, timer=None, device=None,
+                seed=None, timeout=None, wheelhouse=None, no_chart=False,
+                num_assistant_tokens=4, confidence=0.0):
+    """Profile the embedded default: apply, run assisted generation, revert, report."""
+    from patchkit.profile.default import run_default
+
+    out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
+                              wheelhouse, no_chart)
+    _profile_call(run_default, out, num_assistant_tokens=int(num_assistant_tokens),
+                  assistant_confidence_threshold=float(confidence), **kw)
+
+
+@task(name="sweep", auto_shortflags=False, help=dict(
+    PROFILE_HELP, matrix="points, e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4' "
+                         "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)"))
+def profile_sweep(c, matrix=None, out=None, size=None, site=None, series=None, timer=None,
+                  device=None, seed=None, timeout=None, wheelhouse=None, no_chart=False):
+    """One profile run per matrix point plus the baseline; table with the best point marked."""
+    from patchkit.profile.sweep import run_sweep
+
+    out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
+                              wheelhouse, no_chart)
+    matrix = _profile_cfg(c, "matrix", matrix, "num_assistant_tokens=2,4,8")
+    _profile_call(run_sweep, out, matrix=matrix, **kw)
+
+
+profile.add_task(profile_run, "run")
+profile.add_task(profile_sweep, "sweep")
+# ----------------------------------------------------------------------------- end of profile.*
