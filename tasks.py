@@ -240,3 +240,66 @@ def profile_sweep(c, matrix=None, out=None, size=None, site=None, series=None, t
 profile.add_task(profile_run, "run")
 profile.add_task(profile_sweep, "sweep")
 # ----------------------------------------------------------------------------- end of profile.*
+
+
+# ----------------------------------------------------------------------------- patch.rebase, patch.diff
+# Implementation: patchkit.rebase (relocation: patchkit.relocate, report: patchkit.rebase_report)
+# and patchkit.seriesdiff.
+
+@task(name="rebase", auto_shortflags=False, help={
+    "series": "the series to carry over (never written); default: patchkit.series in invoke.yaml",
+    "onto": "a PyPI version (e.g. 0.5.10), or with --upstream a tag, branch or commit",
+    "upstream": "a local git clone of the upstream project to read --onto from",
+    "out": "the new series folder (default: patches/<name>-v<version> beside --series)",
+    "context_trim": "retry a hunk with fewer outer context lines when that is still unique",
+    "resume": "after hand edits in --out: take its marker-free patches, place everything again",
+    "version": "with --upstream: the version to pin (default: from a vX.Y.Z tag)",
+    "wheelhouse": "a folder of wheels pip reads instead of the package index",
+    "trust_new": "accept and record a wheel whose sha256 is not pinned yet",
+})
+def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_trim=False,
+                 resume=False, version=None, wheelhouse=None, trust_new=False):
+    """Rebase a series onto another release by exact match; exit 1 if a hunk needs attention."""
+    from patchkit.errors import PatchkitError
+    from patchkit.rebase import rebase
+
+    series = series or _cfg(c, "series")
+    if not series or not onto:
+        raise Exit("patch.rebase needs --series DIR and --onto VERSION_OR_COMMIT", 2)
+    path = lambda p: os.path.abspath(os.path.expanduser(p)) if p else None  # noqa: E731
+    try:
+        result = rebase(path(series), onto, upstream_clone=path(upstream), out_dir=path(out),
+                        context_trim=context_trim, resume=resume, version=version,
+                        wheelhouse=path(wheelhouse or _cfg(c, "wheelhouse")), trust_new=trust_new)
+    except PatchkitError as e:
+        raise Exit(f"patchkit: {e.message}", e.exit_code)
+    print(result.summary())
+    for h in result.attention:
+        print(f"  needs attention: {h.patch} hunk {h.number} {h.old_header} ({h.path}): {h.reason}")
+    for h in result.hunks:
+        for w in h.warnings:
+            print(f"  warning: {h.patch} hunk {h.number}: {w}")
+    if result.written:
+        print(f"report: {result.out_dir / 'REBASE.md'}")
+    if result.exit_code:
+        raise Exit(code=result.exit_code)
+
+
+@task(name="diff", auto_shortflags=False, help={
+    "from_": "the older series folder", "to": "the newer series folder"})
+def patch_diff(c, from_=None, to=None):
+    """What changed between two series (pin, order, headers, hunk placement and content)."""
+    from patchkit.errors import PatchkitError
+    from patchkit.seriesdiff import series_diff
+
+    if not from_ or not to:
+        raise Exit("patch.diff needs --from DIR and --to DIR", 2)
+    try:
+        sys.stdout.write(series_diff(os.path.abspath(from_), os.path.abspath(to)))
+    except PatchkitError as e:
+        raise Exit(f"patchkit: {e.message}", e.exit_code)
+
+
+patch.add_task(patch_rebase, "rebase")
+patch.add_task(patch_diff, "diff")
+# ----------------------------------------------------------------------------- end of patch.rebase, patch.diff
