@@ -27,7 +27,7 @@ from .diffparse import DiffLine, FileDiff, Hunk, parse_patch
 from .errors import EXIT_OK, EXIT_REFUSED, InvalidInput, Refused
 from .relocate import (
     Candidate, Line, Placement, apply_at_own_numbers, apply_placements, diff_around, map_line,
-    place_file, split_lines,
+    place_at_own_numbers, place_file, split_lines,
 )
 from .series import Series, load_series
 
@@ -260,17 +260,6 @@ def _span(hunk: Hunk) -> tuple[int, int]:
     return hunk.diff_line_no - 1, last.diff_line_no + (0 if last.eol else 1)
 
 
-def _at_own_numbers(lines: list[Line], hunks: list[Hunk]) -> list[Placement] | None:
-    """Placements at the hunks' own line numbers when every hunk matches exactly there."""
-    out = []
-    for h in hunks:
-        index = h.src_begin - 1
-        if index < 0 or [(ln.text, ln.eol) for ln in h.source] != lines[index:index + len(h.source)]:
-            return None
-        out.append(Placement(h, index=index, lines=list(h.lines)))
-    return out
-
-
 def _short(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
@@ -333,7 +322,7 @@ class _PatchRebaser:
                           for h in fd.hunks]
             cur_for_marks: list[Line] = []
         else:
-            placements = (self.edited and _at_own_numbers(cur, fd.hunks)) or place_file(
+            placements = (self.edited and place_at_own_numbers(cur, fd.hunks)) or place_file(
                 cur, fd.hunks, context_trim=ctx.context_trim)
             cur_for_marks = cur
         self._mark_positions(placements, old_cur, cur_for_marks)

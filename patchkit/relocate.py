@@ -193,14 +193,22 @@ def apply_placements(lines: list[Line], placements: list[Placement]) -> list[Lin
     return result + lines[cursor:]
 
 
-def apply_at_own_numbers(lines: list[Line], hunks: list[Hunk]) -> list[Line]:
-    """Apply hunks where their headers say (the old series on its own pinned text)."""
-    placements = []
+def place_at_own_numbers(lines: list[Line], hunks: list[Hunk]) -> list[Placement] | None:
+    """Placements where the hunks' headers say, or None unless every hunk matches exactly there."""
+    out = []
     for h in hunks:
         index = h.src_begin - 1
-        if [(ln.text, ln.eol) for ln in h.source] != lines[index:index + len(h.source)]:
-            raise ValueError(f"hunk {h.header} does not match at line {h.src_begin}")
-        placements.append(Placement(h, index=index, lines=list(h.lines)))
+        if index < 0 or block_of(h) != lines[index:index + len(h.source)]:
+            return None
+        out.append(Placement(h, index=index, lines=list(h.lines)))
+    return out
+
+
+def apply_at_own_numbers(lines: list[Line], hunks: list[Hunk]) -> list[Line]:
+    """Apply hunks where their headers say (the old series on its own pinned text)."""
+    placements = place_at_own_numbers(lines, hunks)
+    if placements is None:
+        raise ValueError("a hunk does not match at its own line numbers")
     return apply_placements(lines, placements)
 
 

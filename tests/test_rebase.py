@@ -332,3 +332,27 @@ def test_recount_fixes_counts_and_target_starts():
     fixed = rb.recount(text)
     assert "@@ -5,2 +5,3 @@ def f():\n" in fixed and "@@ -20,1 +21,2 @@\n" in fixed
     parse_patch("f.patch", fixed.encode())
+
+
+def test_tasks_patch_rebase_and_patch_diff(series_copy, tmp_path):
+    import subprocess
+    import sys
+
+    from upstream_fixtures import REPO
+
+    def invoke(*args):
+        return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+
+    out = tmp_path / "cli"
+    run = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",
+                 str(out), *(["--wheelhouse", WH] if WH else []))
+    assert run.returncode == 1, run.stderr
+    assert "4 need attention" in run.stdout and run.stdout.count("needs attention: ") == 4
+    assert f"report: {out / 'REBASE.md'}" in run.stdout
+    again = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",
+                   str(out), *(["--wheelhouse", WH] if WH else []))
+    assert again.returncode == 2 and "already exists" in again.stderr
+    assert invoke("patch.rebase", "--series", str(series_copy)).returncode == 2
+    diff = invoke("patch.diff", "--from", str(series_copy), "--to", str(out))
+    assert diff.returncode == 0 and "version: 0.5.9 -> 0.5.10" in diff.stdout
