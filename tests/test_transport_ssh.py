@@ -357,3 +357,26 @@ def test_forgotten_transport_still_cleans_up(sshd, tmp_path):
     del t
     gc.collect()
     assert not os.path.exists(control_dir)
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_killed_ssh_client_is_a_transport_error(sshd, tmp_path, reuse):
+    # What fault injection meets: the error comes at once, but sshd does not stop a remote
+    # program that no longer writes anything (no pty, no SIGHUP): it runs to its end. Target
+    # programs must therefore be safe to finish unattended (and die on SIGPIPE if they write).
+    marker = tmp_path / "late"
+    t = ssh_target(sshd, tmp_path, reuse=reuse)
+    t.run(b"true")  # with reuse: the master is up, the next client is a mux client
+    t.on_start = lambda proc: threading.Timer(0.5, proc.kill).start()
+    start = time.monotonic()
+    with pytest.raises(TransportError, match="killed by signal 9"):
+        t.run(f"echo started; sleep 1.5; touch {shlex.quote(str(marker))}".encode())
+    assert time.monotonic() - start < 1.4
+    assert not marker.exists()
+    deadline = time.monotonic() + 5
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marker.exists()
+    t.on_start = None
+    assert t.run(b"echo next").stdout == b"next\n"
+    t.close()

@@ -16,6 +16,7 @@ the host and says why (the target program must therefore never exit 255 itself).
 from __future__ import annotations
 
 import os
+import selectors
 import shlex
 import shutil
 import subprocess
@@ -33,6 +34,7 @@ from . import RunResult, Transport
 _SOCKET_PATH_MAX = 100
 # How often a running operation checks its ssh client and the overall deadline.
 _POLL_S = 0.05
+_CHUNK = 1 << 16
 
 
 @dataclass
@@ -116,7 +118,7 @@ class SshTransport(Transport):
         start = time.monotonic()
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=self.env)
+                                    stderr=subprocess.PIPE, env=self.env, bufsize=0)
         except FileNotFoundError as e:
             raise TransportError(f"{self.where}: cannot start the OpenSSH client "
                                  f"{self.ssh_program!r}: {e.strerror}") from e
@@ -142,28 +144,58 @@ class SshTransport(Transport):
 
     def _communicate(self, proc: subprocess.Popen, script: bytes, timeout: float | None,
                      start: float) -> tuple[bytes, bytes]:
-        """communicate(), but never wait on pipes that only a control master still holds.
+        """Send the program, collect the answer; watch the ssh client, not only the pipes.
 
-        A mux client hands its stdin/stdout/stderr to the master; when the client dies (killed,
-        or by our overall timeout) the master keeps our pipes open until the remote program
-        ends, so EOF is no signal: watch the client process itself.
+        A mux client hands its stdin/stdout/stderr to the control master, so when the client
+        dies (killed, or by our overall timeout) the master keeps our pipes open until the
+        remote program ends: EOF alone would make us wait for it. (Popen.communicate cannot be
+        resumed with pending input after a timeout, hence this small selector loop.)
         """
-        pending: bytes | None = script  # communicate() takes the input on its first call only
-        while True:
-            try:
-                return proc.communicate(pending, timeout=_POLL_S)
-            except subprocess.TimeoutExpired:
-                pending = None
-            if timeout is not None and time.monotonic() - start >= timeout:
-                proc.kill()
-                proc.wait()
-                raise TransportError(f"{self.where}: no answer within {timeout:g} s (overall "
-                                     "timeout); the remote program may still be running")
-            code = proc.poll()
-            if code is not None and code < 0:
-                raise TransportError(f"{self.where}: the ssh client was killed by signal "
-                                     f"{-code} before the answer was complete; the remote "
-                                     "program may still be running")
+        out, err = bytearray(), bytearray()
+        view, offset = memoryview(script), 0
+        with selectors.DefaultSelector() as selector:
+            if script:
+                os.set_blocking(proc.stdin.fileno(), False)
+                selector.register(proc.stdin, selectors.EVENT_WRITE)
+            else:
+                proc.stdin.close()
+            selector.register(proc.stdout, selectors.EVENT_READ, out)
+            selector.register(proc.stderr, selectors.EVENT_READ, err)
+            readers = 2
+            while readers:
+                for key, _ in selector.select(_POLL_S):
+                    if key.fileobj is proc.stdin:
+                        try:
+                            offset += os.write(key.fd, view[offset:offset + _CHUNK])
+                        except BlockingIOError:
+                            continue
+                        except BrokenPipeError:
+                            offset = len(view)
+                        if offset >= len(view):
+                            selector.unregister(proc.stdin)
+                            proc.stdin.close()
+                        continue
+                    data = os.read(key.fd, _CHUNK)
+                    if data:
+                        key.data.extend(data)
+                    else:
+                        selector.unregister(key.fileobj)
+                        readers -= 1
+                if not readers:
+                    break
+                if timeout is not None and time.monotonic() - start >= timeout:
+                    proc.kill()
+                    proc.wait()
+                    raise TransportError(f"{self.where}: no answer within {timeout:g} s "
+                                         "(overall timeout); the remote program may still "
+                                         "be running")
+                code = proc.poll()
+                if code is not None and code < 0:
+                    raise TransportError(f"{self.where}: the ssh client was killed by signal "
+                                         f"{-code} before the answer was complete; the remote "
+                                         "program may still be running")
+        proc.wait()
+        return bytes(out), bytes(err)
 
     def close(self) -> None:
         """Stop the control master (if any) and remove the private control directory."""
