@@ -154,3 +154,9 @@ def test_busybox_transport_uses_busybox_applets(busybox_transport, busybox_bin):
     assert lines[:5] == [expected_sum, "2", f"{busybox_bin}/sed", shutil.which("busybox"),
                          "a"]
     assert os.path.exists(os.path.join(t.root, "g"))
+
+
+def test_prefix_killed_by_a_signal(tmp_path):
+    t = parse_target(str(tmp_path), exec_prefix="env")
+    with pytest.raises(TransportError, match="killed by signal 15"):
+        t.run(b'kill -TERM $$')  # `env` execs sh: the prefix process itself dies
