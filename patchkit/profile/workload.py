@@ -21,7 +21,7 @@ on a GPU may legitimately differ in a late token).
 Per point of the spec (one point for ``profile.run``, several for ``profile.sweep``) the
 timing runtime is (re)configured to write into that point's directory, and for every prompt
 the plain generation (baseline, no assistant) runs right before the assisted one, so both see
-the same machine load. Warm-up runs happen with timing off.
+the same machine load. Warm-up (one prompt at full length, both modes) runs with timing off.
 
 Progress goes to stdout as ``@@progress {json}`` lines; everything else goes to stderr.
 The result (``--result``) is JSON: device, model, per point tokens/s with and without the
@@ -247,7 +247,10 @@ def run(spec: dict) -> dict:
     prompts = make_prompts(size, device, seed)
     progress(stage="warmup")
     with torch.no_grad():
-        warm = dict(max_new_tokens=4, min_new_tokens=4, do_sample=False, pad_token_id=0)
+        # full length: on a GPU every new KV length first pays for kernel loading/selection
+        # (seen on an H200: the first 128-token prompt ran 5x slower after a 4-token warm-up)
+        n = size.new_tokens
+        warm = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
         target.generate(prompts[0], **warm)
         _configure_assistant(draft, spec["points"][0])
         target.generate(prompts[0], assistant_model=draft, **warm)
