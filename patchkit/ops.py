@@ -81,6 +81,12 @@ def run_program(compiled: Compiled, transport: Transport, op: str, opts: Options
                             force=opts.force, phase=phase)
     result = transport.run(program, timeout=opts.timeout)
     answer = parse_answer(result.stdout)
+    if "retry single" in answer.flags:
+        # A pinned file ends without a newline that no hunk shows: redo with one sed per file.
+        program = build_program(compiled, op, transport.root, layout=opts.layout,
+                                force=opts.force, phase=phase, single=True)
+        result = transport.run(program, timeout=opts.timeout)
+        answer = parse_answer(result.stdout)
     rc = result.returncode
     if rc not in (0, 1) and not answer.errors:
         tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]

@@ -23,7 +23,7 @@ from .series import PinnedFile, Series
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
-@dataclass
+@dataclass(slots=True)
 class Item:
     orig: int | None          # original line number, or None for a line the series adds
     text: bytes | None        # known content (None: an original line no hunk mentions)

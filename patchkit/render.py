@@ -14,6 +14,7 @@ last address serve one file alone.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from dataclasses import dataclass
 
@@ -70,16 +71,24 @@ def split_tail(plan: FilePlan) -> tuple[list[Item], list[Item]]:
 
 @dataclass
 class StageEdit:
-    commands: list[str]      # sed commands without the final `w`
-    tail: list[Item]         # lines appended with printf after sed
+    edits: list[tuple[int, int, str]]   # (first line, last line, sed command without address)
+    tail: list[Item]                    # lines appended with printf after sed
+
+    def shifted(self, offset: int) -> list[str]:
+        return [f"{addr(a, b, offset)}{cmd}" for a, b, cmd in self.edits]
+
+    @property
+    def commands(self) -> list[str]:
+        return self.shifted(0)
 
 
-def stage_edit(plan: FilePlan, offset: int) -> StageEdit:
+def stage_edit(plan: FilePlan) -> StageEdit:
     body, tail = split_tail(plan)
     deleted = set(plan.deleted)
-    cmds: list[str] = []
-    appends: list[str] = []   # `s/$/…/` must run before `s/^/…/` on the same line
-    prepends: list[str] = []
+    deleted_sorted = sorted(deleted)
+    cmds: list[tuple[int, int, str]] = []
+    appends: list[tuple[int, int, str]] = []   # `s/$/…/` must run before `s/^/…/` on one line
+    prepends: list[tuple[int, int, str]] = []
     i = 0
     prev_kept: int | None = None
     while i < len(body):
@@ -93,19 +102,21 @@ def stage_edit(plan: FilePlan, offset: int) -> StageEdit:
             j += 1
         group = [g.text for g in body[i:j]]
         nxt = body[j]                      # body ends with an original line, so this exists
-        gap = [d for d in deleted if (prev_kept or 0) < d < nxt.orig]
+        lo = bisect.bisect_right(deleted_sorted, prev_kept or 0)
+        hi = bisect.bisect_left(deleted_sorted, nxt.orig)
+        gap = deleted_sorted[lo:hi]
         if gap:
             anchor = max(gap)
             deleted.discard(anchor)
-            cmds.append(f"{anchor + offset}s/.*/{rhs(group)}/")
+            cmds.append((anchor, anchor, f"s/.*/{rhs(group)}/"))
         elif prev_kept is not None:
-            appends.append(f"{prev_kept + offset}s/$/\\\n{rhs(group)}/")
+            appends.append((prev_kept, prev_kept, f"s/$/\\\n{rhs(group)}/"))
         else:
-            prepends.append(f"{nxt.orig + offset}s/^/{rhs(group)}\\\n/")
+            prepends.append((nxt.orig, nxt.orig, f"s/^/{rhs(group)}\\\n/"))
         i = j
     for a, b in ranges(sorted(deleted)):
-        cmds.append(f"{addr(a, b, offset)}d")
-    return StageEdit(commands=cmds + appends + prepends, tail=tail)
+        cmds.append((a, b, "d"))
+    return StageEdit(edits=cmds + appends + prepends, tail=tail)
 
 
 def printf_lines(items: list[Item]) -> str:
@@ -130,18 +141,50 @@ def post_ranges(plan: FilePlan) -> list[tuple[int, int]]:
     return ranges([n for n, _, _ in plan.expected_post_lines()])
 
 
+def dispatch(items: list[tuple[int, int, str]], prefix: str, fanout: int = 16) -> list[str]:
+    """Jump each line to its item's label through a tree of range tests.
+
+    sed tests a line against every command in turn; a flat list of thousands of ranges makes a
+    large series quadratic. A tree of `lo,hi b label` jumps (ranges sorted and disjoint) costs a
+    line about fanout * depth tests. Every range is first tested on its own first line, which keeps
+    BusyBox, whose ranges can open late when their first line is skipped, exact.
+    """
+    out: list[str] = []
+    counter = [0]
+
+    def level(chunk: list[tuple[int, int, str]]) -> None:
+        if len(chunk) <= fanout:
+            out.extend(f"{addr(lo, hi, 0)}b {label}" for lo, hi, label in chunk)
+            out.append("d")
+            return
+        size = -(-len(chunk) // fanout)
+        groups = [chunk[i:i + size] for i in range(0, len(chunk), size)]
+        labels = []
+        for g in groups:
+            counter[0] += 1
+            labels.append(f"{prefix}{counter[0]}")
+            out.append(f"{addr(g[0][0], g[-1][1], 0)}b {labels[-1]}")
+        out.append("d")
+        for g, label in zip(groups, labels):
+            out.append(f":{label}")
+            level(g)
+
+    level(items)
+    return out
+
+
 def extraction_script(files: list[tuple[str, list[tuple[int, int]], int]], count_lines: bool) -> str:
     """Copy the given line ranges of each file to its own output.
 
     `files` holds (output, ranges, offset). Each output gets exactly one `w` command: BusyBox
     opens one handle per command, so two commands naming one file would overwrite each other.
-    Ranges branch to a per-output label instead. `$=` prints the stream's line count.
+    `$=` prints the stream's line count.
     """
-    jumps, blocks = [], []
+    items, blocks = [], []
     for n, (out, rngs, offset) in enumerate(files, 1):
         if not rngs:
             continue
-        jumps += [f"{addr(a, b, offset)}b w{n}" for a, b in rngs]
+        items += [(a + offset, b + offset, f"w{n}") for a, b in rngs]
         blocks += [f":w{n}", f"w {out}", "d"]
     head = ["$="] if count_lines else []
-    return "\n".join(head + jumps + ["d"] + blocks)
+    return "\n".join(head + dispatch(items, "x") + blocks)

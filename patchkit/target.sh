@@ -112,59 +112,70 @@ pk_version_check() {  # dist-name expected-version
 }
 
 # -- batched measurements -------------------------------------------------------------------------
-pk_batch() {  # tool var-prefix: reads "k path" pairs from $PK_T/list, sets <prefix>_<k>
-  _tool=$1; _pre=$2; set --
-  while IFS=' ' read -r _k _p; do set -- "$@" "$_p"; done < "$PK_T/list"
-  [ $# -gt 0 ] || return 0
-  # shellcheck disable=SC2086
-  $_tool "$@" > "$PK_T/out" 2> "$PK_T/err" || pk_die 1 "$_tool failed on the target: $(sed -n '1p' "$PK_T/err")"
-  exec 3< "$PK_T/out"
-  while IFS=' ' read -r _k _p; do
-    read -r _val _rest <&3 || pk_die 1 "$_tool printed too little"
-    _val=${_val#\\}
-    eval "${_pre}_$_k=\$_val"
-  done < "$PK_T/list"
-  exec 3<&-
-}
+PK_NL='
+'
 
-pk_list_reset() { : > "$PK_T/list"; }
-pk_list_add() { printf '%s %s\n' "$1" "$2" >> "$PK_T/list"; }
+pk_list_reset() { PK_LK=; PK_LP=; }
+pk_list_add() { PK_LK="$PK_LK $1"; PK_LP="$PK_LP$PK_NL$2"; }
+
+pk_batch() {  # tool var-prefix: runs tool once on the listed paths, sets <prefix>_<key> to field 1
+  # In-memory lists: dash's `read` costs a system call per byte, too slow for big series.
+  _tool=$1; _pre=$2
+  [ -n "$PK_LK" ] || return 0
+  _oifs=$IFS; IFS=$PK_NL
+  # shellcheck disable=SC2086
+  set -- $PK_LP
+  IFS=$_oifs
+  _out=$($_tool "$@" 2> "$PK_T/err") || pk_die 1 "$_tool failed on the target: $(sed -n '1p' "$PK_T/err")"
+  # shellcheck disable=SC2086
+  set -- $PK_LK
+  IFS=$PK_NL
+  for _line in $_out; do
+    [ $# -gt 0 ] || break
+    _line=${_line#"${_line%%[! ]*}"}
+    _val=${_line%%[ 	]*}
+    eval "${_pre}_$1=\${_val#\\\\}"
+    shift
+  done
+  IFS=$_oifs
+  [ $# -eq 0 ] || pk_die 1 "$_tool printed too little"
+}
 
 # -- checks: files against the pin, hunks' lines at their numbers --------------------------------
 pk_check_files() {  # with-hunks (1/0)
-  _hunks=$1; pk_list_reset; _k=1; PK_DRIFT=0
+  _hunks=$1; pk_list_reset; _k=1; PK_DRIFT=0; _present=
   while [ "$_k" -le "$PK_N" ]; do
     pk_get pk_kind "$_k"; _kind=$_v; pk_get pk_p "$_k"; _p=$_v
     if [ "$_kind" = create ]; then
       if [ -e "$_p" ] || [ -L "$_p" ]; then pk_out "file $_k exists"; PK_DRIFT=1; fi
-    elif [ -f "$_p" ]; then pk_list_add "$_k" "$_p"
+    elif [ -f "$_p" ]; then pk_list_add "$_k" "$_p"; _present="$_present $_k"
     else pk_out "file $_k missing"; PK_DRIFT=1; fi
     _k=$((_k + 1))
   done
   pk_batch "wc -l" pk_wc
   _wcok=1
-  while IFS=' ' read -r _k _p; do
+  for _k in $_present; do
     pk_get pk_wc "$_k"; _w=$_v; pk_get pk_lines "$_k"
     [ "$_w" = "$_v" ] || _wcok=0
-  done < "$PK_T/list"
-  if [ "$_hunks" = 1 ]; then pk_extract_pre "$_wcok"; fi
-  # one hashing process for the files and their extracted hunk lines
-  cp "$PK_T/list" "$PK_T/files"
+  done
+  PK_XSKIP=1
   if [ "$_hunks" = 1 ]; then
-    while IFS=' ' read -r _k _p; do printf 'x_%s %s\n' "$_k" "$PK_T/x/$_k" >> "$PK_T/list"; done < "$PK_T/files"
+    pk_extract_pre "$_wcok"
+    [ "$PK_XSKIP" = 1 ] || for _k in $_present; do pk_list_add "x_$_k" "$PK_T/x/$_k"; done
   fi
+  # one hashing process for the files and their extracted hunk lines
   pk_batch "$PK_SHA" pk_h
-  while IFS=' ' read -r _k _p; do
+  for _k in $_present; do
     pk_get pk_wc "$_k"; _w=$_v; pk_get pk_h "$_k"; _h=$_v
     _px=-; _ok=1
     pk_get pk_lines "$_k"; [ "$_w" = "$_v" ] || _ok=0
     pk_get pk_sha "$_k"; [ "$_h" = "$_v" ] || _ok=0
-    if [ "$_hunks" = 1 ]; then
+    if [ "$_hunks" = 1 ] && [ "$PK_XSKIP" = 0 ]; then
       pk_get pk_h_x "$_k"; _px=$_v; pk_get pk_prex "$_k"; [ "$_px" = "$_v" ] || _ok=0
     fi
     pk_out "file $_k present $_w $_h $_px"
-    if [ "$_ok" = 0 ]; then PK_DRIFT=1; pk_dump "$_k" "$_p"; fi
-  done < "$PK_T/files"
+    if [ "$_ok" = 0 ]; then PK_DRIFT=1; pk_get pk_p "$_k"; pk_dump "$_k" "$_v"; fi
+  done
 }
 
 pk_dump() {  # k path: the whole file, numbered, for a precise drift report
@@ -175,24 +186,28 @@ pk_dump() {  # k path: the whole file, numbered, for a precise drift report
 
 pk_extract_pre() {  # wc-all-ok
   # Multi-file extraction: one sed for a chunk of files, lines numbered as one stream.
-  # `$=` tells whether any file has an unterminated last line the offsets did not count.
+  # `$=` tells whether a file ends with an unterminated line the offsets did not count; then
+  # nothing is written and the client resends the program with one sed per file (PK_SINGLE).
+  PK_XSKIP=0
+  if [ "$1" != 1 ] && [ "$PK_SINGLE" != 1 ]; then PK_XSKIP=1; return 0; fi
   _c=1
   while [ "$_c" -le "$PK_CHUNKS" ]; do
     pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_pretotal "$_c"; _want=$_v
-    _mode=single
-    if [ "$1" = 1 ] && [ -n "$_want" ]; then
+    if [ "$PK_SINGLE" != 1 ]; then
       set --
       for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = create ] && continue; pk_get pk_p "$_k"; set -- "$@" "$PK_ROOT/$_v"; : > "$PK_T/x/$_k"; done
-      _got=$(cd "$PK_T" && sed -n -f "$PK_T/s/pre.c$_c.sed" "$@") || pk_die 1 "sed failed on the target"
-      [ "$_got" = "$_want" ] && _mode=multi
-    fi
-    eval "pk_mode_$_c=\$_mode"
-    if [ "$_mode" = single ]; then
+      if [ $# -gt 0 ]; then
+        _got=$(cd "$PK_T" && sed -n -f "$PK_T/s/pre.c$_c.sed" "$@") || pk_die 1 "sed failed on the target"
+        if [ "$_got" != "$_want" ]; then pk_out "retry single"; exit 3; fi
+      fi
+      eval "pk_mode_$_c=multi"
+    else
       for _k in $_files; do
         pk_get pk_kind "$_k"; [ "$_v" = create ] && continue
         pk_get pk_p "$_k"; : > "$PK_T/x/$_k"
         [ -f "$_v" ] && (cd "$PK_T" && sed -n -f "$PK_T/s/pre.f$_k.sed" "$PK_ROOT/$_v")
       done
+      eval "pk_mode_$_c=single"
     fi
     _c=$((_c + 1))
   done
@@ -201,13 +216,10 @@ pk_extract_pre() {  # wc-all-ok
 # -- staging: sed edits into a stage directory, then the post-image checks ------------------------
 pk_stage() {  # stage-dir copy-modes(1/0)
   case $1 in /*) _sd=$1 ;; *) _sd=$PK_ROOT/$1 ;; esac
-  _k=1; _dirs=
-  while [ "$_k" -le "$PK_N" ]; do
-    pk_get pk_dir "$_k"; case " $_dirs " in *" $_v "*) ;; *) _dirs="$_dirs $_v";; esac
-    _k=$((_k + 1))
-  done
-  for _d in $_dirs; do mkdir -p "$_sd/$_d" || pk_die 1 "cannot create $_sd/$_d (disk full or read-only?)"; done
-  if [ "$2" = 1 ]; then pk_by_dir modify pk_copy_modes "$_sd"; fi
+  set --
+  for _d in $PK_DIRS; do set -- "$@" "$_sd/$_d"; done
+  mkdir -p "$@" || pk_die 1 "cannot create the stage directories under $_sd (disk full or read-only?)"
+  if [ "$2" = 1 ]; then pk_by_dir m pk_copy_modes "$_sd"; fi
   _k=1
   while [ "$_k" -le "$PK_N" ]; do
     pk_get pk_kind "$_k"; _kind=$_v; pk_staged_path "$_sd" "$_k"
@@ -249,34 +261,24 @@ pk_copy_modes() {  # stage-dir dir-index files...: staged files start as copies 
 }
 
 pk_by_dir() {  # kind function extra: calls `function extra dir-index files...` once per directory
+  # Groups come precomputed with the data: pk_g<kind>_<dir> lists the file numbers.
   _bkind=$1; _bfn=$2; _bextra=$3
-  _bk=1; _bdone=
-  while [ "$_bk" -le "$PK_N" ]; do
-    pk_get pk_kind "$_bk"
-    if [ "$_v" = "$_bkind" ]; then
-      pk_get pk_dir "$_bk"; _bd=$_v
-      case " $_bdone " in *" $_bd "*) ;; *)
-        _bdone="$_bdone $_bd"
-        set -- "$_bextra" "$_bd"
-        _bj=$_bk
-        while [ "$_bj" -le "$PK_N" ]; do
-          pk_get pk_kind "$_bj"; _bkk=$_v; pk_get pk_dir "$_bj"
-          if [ "$_bkk" = "$_bkind" ] && [ "$_v" = "$_bd" ]; then pk_get pk_p "$_bj"; set -- "$@" "$_v"; fi
-          _bj=$((_bj + 1))
-        done
-        "$_bfn" "$@"
-        ;;
-      esac
-    fi
-    _bk=$((_bk + 1))
+  for _bd in $PK_DIRS; do
+    pk_get "pk_g$_bkind" "$_bd"; _bks=$_v
+    [ -n "$_bks" ] || continue
+    set -- "$_bextra" "$_bd"
+    for _bj in $_bks; do pk_get pk_p "$_bj"; set -- "$@" "$_v"; done
+    "$_bfn" "$@"
   done
 }
 
 pk_check_staged() {  # stage-dir: wc, post-image lines, sha256 of every staged file
-  _sd=$1; pk_list_reset; _k=1
+  _sd=$1; pk_list_reset; _k=1; _staged=
   while [ "$_k" -le "$PK_N" ]; do
     pk_get pk_kind "$_k"
-    if [ "$_v" != delete ]; then pk_staged_path "$_sd" "$_k"; pk_list_add "$_k" "$_sp"; : > "$PK_T/y/$_k"; fi
+    if [ "$_v" != delete ]; then
+      pk_staged_path "$_sd" "$_k"; pk_list_add "$_k" "$_sp"; : > "$PK_T/y/$_k"; _staged="$_staged $_k"
+    fi
     _k=$((_k + 1))
   done
   pk_batch "wc -l" pk_swc
@@ -295,11 +297,10 @@ pk_check_staged() {  # stage-dir: wc, post-image lines, sha256 of every staged f
     fi
     _c=$((_c + 1))
   done
-  cp "$PK_T/list" "$PK_T/files"
-  while IFS=' ' read -r _k _p; do printf 'y_%s %s\n' "$_k" "$PK_T/y/$_k" >> "$PK_T/list"; done < "$PK_T/files"
+  for _k in $_staged; do pk_list_add "y_$_k" "$PK_T/y/$_k"; done
   pk_batch "$PK_SHA" pk_s
   PK_BADSTAGE=0
-  while IFS=' ' read -r _k _p; do
+  for _k in $_staged; do
     pk_get pk_swc "$_k"; _w=$_v; pk_get pk_s "$_k"; _h=$_v; pk_get pk_s_y "$_k"; _y=$_v
     _ok=1
     pk_get pk_postwc "$_k"; [ "$_w" = "$_v" ] || _ok=0
@@ -307,7 +308,7 @@ pk_check_staged() {  # stage-dir: wc, post-image lines, sha256 of every staged f
     eval "pk_post_$_k=\$_h"
     pk_out "staged $_k $_w $_h $_y $_ok"
     [ "$_ok" = 1 ] || PK_BADSTAGE=1
-  done < "$PK_T/files"
+  done
 }
 
 # -- state under <root>/.patchkit: lock, manifest, originals ------------------------------------
@@ -343,15 +344,23 @@ pk_manifest_read() {  # sets PK_M (1 when present), PK_M_STATE, PK_M_DIGEST, PK_
   PK_M=0; PK_MN=0
   [ -f .patchkit/manifest ] || return 0
   PK_M=1
-  while IFS=' ' read -r _tag _a _b _c _d _e _rest; do
-    case $_tag in
-      state) PK_M_STATE=$_a ;;
-      series) PK_M_SERIES=$_a; PK_M_DIGEST=$_b ;;
-      f) PK_MN=$((PK_MN + 1))
-         eval "pk_mkind_$PK_MN=\$_a pk_mpre_$PK_MN=\$_b pk_mpost_$PK_MN=\$_c pk_mdir_$PK_MN=\$_d pk_mp_$PK_MN=\$_rest"
-         [ -n "$_e" ] || pk_die 1 "corrupt manifest line: f $_a $_b $_c $_d" ;;
+  _mtext=$(sed '' .patchkit/manifest) || pk_die 1 "cannot read $PK_ROOT/.patchkit/manifest"
+  _oifs=$IFS; IFS=$PK_NL
+  for _mline in $_mtext; do
+    IFS=' '
+    # shellcheck disable=SC2086
+    set -- $_mline
+    case $1 in
+      state) PK_M_STATE=$2 ;;
+      series) PK_M_SERIES=$2; PK_M_DIGEST=$3 ;;
+      f) [ $# -ge 7 ] || pk_die 1 "corrupt manifest line: $_mline"
+         PK_MN=$((PK_MN + 1))
+         _rest=${_mline#f "$2" "$3" "$4" "$5" "$6" }
+         eval "pk_mkind_$PK_MN=\$2 pk_mpre_$PK_MN=\$3 pk_mpost_$PK_MN=\$4 pk_mdir_$PK_MN=\$5 pk_mp_$PK_MN=\$_rest" ;;
     esac
-  done < .patchkit/manifest
+    IFS=$PK_NL
+  done
+  IFS=$_oifs
   pk_out "manifest ${PK_M_STATE:-?} ${PK_M_SERIES:-?} ${PK_M_DIGEST:-?} $PK_MN"
 }
 
@@ -404,8 +413,7 @@ pk_manifest_state() {  # classify every manifest file: sets pk_mst_<i> = origina
 }
 
 pk_restore() {  # put originals back from the manifest (force: 1 keeps modified files in .patchkit/trash)
-  _force=$1; _i=1; _rm=
-  set --
+  _force=$1; _i=1; _rdirs=; _rm=
   while [ "$_i" -le "$PK_MN" ]; do
     pk_get pk_mst "$_i"; _st=$_v; pk_get pk_mkind "$_i"; _kind=$_v; pk_get pk_mp "$_i"; _p=$_v
     pk_get pk_mdir "$_i"; _d=$_v; _b=${_p##*/}; _orig=".patchkit/orig/$_d/$_b"
@@ -414,26 +422,42 @@ pk_restore() {  # put originals back from the manifest (force: 1 keeps modified 
       [ "$_force" = 1 ] || pk_die 1 "refusing: $_p was modified after apply (use --force to discard)"
       if [ -e "$_p" ]; then mkdir -p ".patchkit/trash/$_d" && mv -f "$_p" ".patchkit/trash/$_d/$_b" \
         || pk_die 1 "cannot move the modified $_p aside"; pk_out "trashed $_i .patchkit/trash/$_d/$_b"; fi
-      [ "$_kind" = create ] && _st=original || _st=applied
+      if [ "$_kind" = create ]; then _st=original; else _st=applied; fi
     fi
     if [ "$_st" = applied ]; then
-      case $_kind in
-        create) rm -f "$_p" || pk_die 1 "cannot remove $_p"; pk_out "restored $_i removed" ;;
-        *) [ "$_o" = "$_pre" ] || pk_die 1 "the saved original of $_p is missing or damaged ($_orig); nothing restored for it"
-           _dest=${_p%/*}; [ "$_dest" = "$_p" ] && _dest=.
-           mkdir -p "$_dest" && mv -f "$_orig" "$_dest/" || pk_die 1 "cannot restore $_p from $_orig"
-           pk_out "restored $_i original" ;;
-      esac
+      if [ "$_kind" = create ]; then _rm="$_rm $_i"
+      else
+        [ "$_o" = "$_pre" ] || pk_die 1 "the saved original of $_p is missing or damaged ($_orig); nothing restored"
+        pk_get pk_rg "$_d"
+        if [ -z "$_v" ]; then
+          _rdirs="$_rdirs $_d"; _dest=${_p%/*}; [ "$_dest" = "$_p" ] && _dest=.
+          eval "pk_rdest_$_d=\$_dest"
+        fi
+        eval "pk_rg_$_d=\"\$_v \$_i\""
+      fi
     fi
     _i=$((_i + 1))
   done
+  for _d in $_rdirs; do      # one mv per directory; each rename is atomic
+    pk_get pk_rg "$_d"; _ids=$_v; pk_get pk_rdest "$_d"; _dest=$_v
+    set --
+    for _i in $_ids; do pk_get pk_mp "$_i"; set -- "$@" ".patchkit/orig/$_d/${_v##*/}"; done
+    [ -d "$_dest" ] || mkdir -p "$_dest" || pk_die 1 "cannot create $_dest"
+    mv -f "$@" "$_dest/" || pk_die 1 "cannot restore the originals into $_dest"
+    for _i in $_ids; do pk_out "restored $_i original"; done
+  done
+  if [ -n "$_rm" ]; then
+    set --
+    for _i in $_rm; do pk_get pk_mp "$_i"; set -- "$@" "$_v"; done
+    rm -f "$@" || pk_die 1 "cannot remove the created files"
+    for _i in $_rm; do pk_out "restored $_i removed"; done
+  fi
   rm -rf .patchkit/orig .patchkit/stage .patchkit/manifest || pk_die 1 "cannot clean $PK_ROOT/.patchkit"
   printf '%s %s reverted %s\n' "$(date +%s)" "$PK_OP" "${PK_M_SERIES:-?}" >> .patchkit/journal 2>/dev/null || :
 }
 
 pk_backup() {  # _ dir-index files...: hard-link originals into .patchkit/orig/<dir>/ (copy where links are impossible)
   _d=$2; shift 2
-  mkdir -p ".patchkit/orig/$_d" || pk_die 1 "cannot create .patchkit/orig (disk full?)"
   ln -f "$@" ".patchkit/orig/$_d/" 2>/dev/null || cp -p "$@" ".patchkit/orig/$_d/" \
     || pk_die 1 "cannot save the originals of $* (disk full?)"
 }
@@ -450,8 +474,8 @@ pk_commit_dir() {  # _ dir-index files...: rename the staged files over the orig
 
 pk_commit() {
   pk_manifest_write committing
-  pk_by_dir modify pk_commit_dir ""
-  pk_by_dir create pk_commit_dir ""
+  pk_by_dir m pk_commit_dir ""
+  pk_by_dir c pk_commit_dir ""
   _k=1; set --
   while [ "$_k" -le "$PK_N" ]; do
     pk_get pk_kind "$_k"; [ "$_v" = delete ] && { pk_get pk_p "$_k"; set -- "$@" "$_v"; }
@@ -524,8 +548,11 @@ pk_run_apply() {  # PK_PHASE: all | stage (fleet phase 1)
   [ "$PK_DRIFT" = 0 ] && [ "$PK_REFUSE" = 0 ] || exit 1
   pk_stage .patchkit/stage 1
   if [ "$PK_BADSTAGE" != 0 ]; then rm -rf .patchkit/stage; exit 1; fi
-  pk_by_dir modify pk_backup ""
-  pk_by_dir delete pk_backup ""
+  set --
+  for _d in $PK_DIRS; do set -- "$@" ".patchkit/orig/$_d"; done
+  mkdir -p "$@" || pk_die 1 "cannot create $PK_ROOT/.patchkit/orig (disk full?)"
+  pk_by_dir m pk_backup ""
+  pk_by_dir d pk_backup ""
   pk_manifest_write staged
   if [ "${PK_PHASE:-all}" = stage ]; then pk_out "staged ok"; exit 0; fi
   pk_commit

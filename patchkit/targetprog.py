@@ -16,7 +16,7 @@ from functools import lru_cache
 from .errors import InvalidInput
 from .paths import strip_prefix
 from .plan import FilePlan, plan_series
-from .render import (extraction_script, lines_digest, post_ranges, pre_ranges, printf_lines, shq,
+from .render import (dispatch, extraction_script, lines_digest, post_ranges, pre_ranges, printf_lines, shq,
                      stage_edit, text)
 from .series import Series
 
@@ -33,19 +33,39 @@ def library() -> str:
 
 @dataclass
 class Compiled:
-    """Everything about a series that does not depend on the target: computed once per run."""
+    """Everything about a series that does not depend on the target: computed once per run.
+
+    Two renderings of the sed work exist. *multi* edits a chunk of files with one sed process (line
+    numbers as one stream); it needs every file's exact line count, which a pinned file that ends
+    without a newline (unknown unless a hunk shows that line) would break. The target notices
+    (`$=` disagrees), writes nothing and asks for *single*: one sed per file. Such files are rare
+    (none of sglang 0.5.9's 1,404 Python files), so the common case ships only the multi scripts.
+    """
     series: Series
     plans: list[FilePlan]
-    data: str                          # shell text: per-file data, scripts, printf functions
-    scripts: dict[str, str] = field(default_factory=dict)   # name -> sed script (for --show-script)
+    common: str
+    multi: dict[str, str] = field(default_factory=dict)
+    single: dict[str, str] = field(default_factory=dict)
+
+    def data(self, single: bool = False) -> str:
+        scripts = self.single if single else self.multi
+        out = [self.common, f"PK_SINGLE={1 if single else 0}\n"]
+        out += [f"printf '%s\\n' {shq(body)} > \"$PK_T/s/{name}\"\n" for name, body in scripts.items()]
+        return "".join(out)
+
+    @property
+    def scripts(self) -> dict[str, str]:
+        return {**self.multi, **self.single}
 
 
 def compile_series(series: Series) -> Compiled:
     plans = plan_series(series)
     dirs: dict[str, int] = {}
     lines: list[str] = []
-    scripts: dict[str, str] = {}
+    multi: dict[str, str] = {}
+    single: dict[str, str] = {}
     prefix = series.pin.package_prefix
+    edits = {}
     for k, plan in enumerate(plans, 1):
         d = dirs.setdefault(posixpath.dirname(plan.path), len(dirs) + 1)
         pinned = plan.pinned
@@ -57,27 +77,33 @@ def compile_series(series: Series) -> Compiled:
         post_x = lines_digest(plan.expected_post_lines())
         lines.append(f"pk_expect {k} {pre_x} {post_x} {plan.post_wc}")
         if plan.kind != "delete":
-            scripts[f"post.f{k}.sed"] = extraction_script([(f"y/{k}", post_ranges(plan), 0)], False)
+            single[f"post.f{k}.sed"] = extraction_script([(f"y/{k}", post_ranges(plan), 0)], False)
         if plan.kind != "create":
-            scripts[f"pre.f{k}.sed"] = extraction_script([(f"x/{k}", pre_ranges(plan), 0)], False)
+            single[f"pre.f{k}.sed"] = extraction_script([(f"x/{k}", pre_ranges(plan), 0)], False)
         if plan.kind == "modify":
-            edit = stage_edit(plan, 0)
+            edit = edits[k] = stage_edit(plan)
             base = posixpath.basename(plan.path)
-            scripts[f"stage.f{k}.sed"] = "\n".join(edit.commands + [f"w {d}/{base}"])
+            single[f"stage.f{k}.sed"] = "\n".join(edit.commands + [f"w {d}/{base}"])
             lines.append(f"pk_tail_{k}() {{ {printf_lines(edit.tail)}; }}")
         if plan.kind == "create":
             lines.append(f"pk_create_{k}() {{ {printf_lines(plan.final)}; }}")
+    groups: dict[tuple[str, int], list[int]] = {}
+    for k, plan in enumerate(plans, 1):
+        d = dirs[posixpath.dirname(plan.path)]
+        groups.setdefault((plan.kind[0], d), []).append(k)
+    lines.append(f"PK_DIRS={shq(' '.join(map(str, dirs.values())))}")
+    for (kind, d), ks in groups.items():
+        lines.append(f"pk_g{kind}_{d}={shq(' '.join(map(str, ks)))}")
     chunks = [list(range(i + 1, min(i + CHUNK, len(plans)) + 1)) for i in range(0, len(plans), CHUNK)]
     lines.append(f"PK_N={len(plans)} PK_CHUNKS={len(chunks)}")
     for c, members in enumerate(chunks, 1):
         pre_total, pre_files = _chunk_pre(plans, members)
-        scripts[f"pre.c{c}.sed"] = extraction_script(pre_files, True)
-        scripts[f"stage.c{c}.sed"] = "\n".join(_chunk_stage(plans, members, dirs))
-        scripts[f"post.c{c}.sed"] = extraction_script(_chunk_post(plans, members), False)
+        multi[f"pre.c{c}.sed"] = extraction_script(pre_files, True)
+        multi[f"stage.c{c}.sed"] = "\n".join(_chunk_stage(plans, members, dirs, edits))
+        multi[f"post.c{c}.sed"] = extraction_script(_chunk_post(plans, members), False)
         lines.append(f"pk_chunk_{c}={shq(' '.join(map(str, members)))} pk_pretotal_{c}={pre_total}")
-    for name, body in scripts.items():
-        lines.append(f"printf '%s\\n' {shq(body)} > \"$PK_T/s/{name}\"")
-    return Compiled(series=series, plans=plans, data="\n".join(lines) + "\n", scripts=scripts)
+    return Compiled(series=series, plans=plans, common="\n".join(lines) + "\n", multi=multi,
+                    single=single)
 
 
 def _chunk_pre(plans, members):
@@ -91,25 +117,21 @@ def _chunk_pre(plans, members):
     return offset, cmds
 
 
-def _chunk_stage(plans, members, dirs):
-    """One sed for many files: a jump per file to its own block of edits ending in `w`.
-
-    Every range is first tested on its own first line (nothing before the jumps deletes a
-    line), which keeps BusyBox, whose ranges can open late when their first line is skipped,
-    exactly as precise as GNU sed.
-    """
-    offset, jumps, blocks = 0, [], []
+def _chunk_stage(plans, members, dirs, edits):
+    """One sed for many files: a jump per file (through a dispatch tree) to its own block of
+    edits ending in `w`; see render.dispatch for why the jumps form a tree."""
+    offset, items, blocks = 0, [], []
     for k in members:
         plan = plans[k - 1]
         if plan.kind != "modify":
             continue
         if plan.orig_known:
-            edit = stage_edit(plan, offset)
+            edit = edits[k].shifted(offset)
             d = dirs[posixpath.dirname(plan.path)]
-            jumps.append(f"{offset + 1},{offset + plan.orig_known}b s{k}")
-            blocks += [f":s{k}"] + edit.commands + [f"w {d}/{posixpath.basename(plan.path)}", "d"]
+            items.append((offset + 1, offset + plan.orig_known, f"s{k}"))
+            blocks += [f":s{k}"] + edit + [f"w {d}/{posixpath.basename(plan.path)}", "d"]
         offset += plan.orig_known
-    return jumps + ["d"] + blocks
+    return dispatch(items, "g") + blocks
 
 
 def _chunk_post(plans, members):
@@ -124,7 +146,7 @@ def _chunk_post(plans, members):
 
 
 def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto",
-                  force: bool = False, phase: str = "all") -> bytes:
+                  force: bool = False, phase: str = "all", single: bool = False) -> bytes:
     if op not in OPS:
         raise ValueError(op)
     if not _ROOT_OK.match(root):
@@ -141,14 +163,15 @@ def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto
         f"PK_COMMIT={shq(pin.commit or '')} PK_VERSION={shq(pin.version or '')} PK_DIST={shq(dist)}",
         f"PK_FORCE={1 if force else 0} PK_DUMP={1 if op in ('verify', 'apply') else 0}",
     ]
-    program = "\n".join(head) + "\n" + library() + "\npk_init\n" + compiled.data + f"pk_run_{op}\n"
+    program = ("\n".join(head) + "\n" + library() + "\npk_init\n" + compiled.data(single)
+               + f"pk_run_{op}\n")
     return program.encode("utf-8", "surrogateescape")
 
 
 def render_scripts(compiled: Compiled) -> str:
     """Human-readable audit of every sed script and printf function (for --show-script)."""
     out = []
-    for name, body in compiled.scripts.items():
+    for name, body in {**compiled.multi, **compiled.single}.items():
         out.append(f"# ---- {name}\n{body}\n")
     return "".join(out)
 
