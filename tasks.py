@@ -146,9 +146,133 @@ def unlock(c, series=None, target=None, json=False, layout=None, container=None,
     _run(c, "unlock", series, target, json, _options(c, layout, container, exec_, ssh_config, timeout, jobs))
 
 
-patch = Collection("patch", check, verify, apply, revert, status, unlock)
+def _abspath(p):
+    return os.path.abspath(os.path.expanduser(p)) if p else None
+
+
+def _guard(fn, *args, **kwargs):
+    from patchkit.errors import PatchkitError
+    try:
+        return fn(*args, **kwargs)
+    except PatchkitError as e:
+        raise Exit(f"patchkit: {e.message}", e.exit_code)
+
+
+def _pristine(series, pristine):
+    from pathlib import Path
+
+    from patchkit import upstream as up
+    if pristine:
+        return Path(_abspath(pristine))
+    return _guard(up.fetch_tree, series_dir=Path(series))[0]
+
+
+AUTHOR_HELP = {
+    "series": "series folder (default: patchkit.series in invoke.yaml)",
+    "edited": "a copy of the pinned tree with your edits (make one with patch.edit)",
+    "pristine": "pristine pinned tree (default: fetched from the pin, by version, into .cache/)",
+}
+
+
+@task(auto_shortflags=False, help=dict({k: v for k, v in AUTHOR_HELP.items() if k != "edited"},
+      dest="folder to write the editable tree into",
+      upto="stop after this patch (default: the whole series)", layout="checkout or installed"))
+def edit(c, dest, series=None, upto=None, pristine=None, layout="checkout"):
+    """Write the pinned tree with the series applied, for editing new timers into it."""
+    from pathlib import Path
+
+    from patchkit import authoring
+    series = _abspath(series or _cfg(c, "series"))
+    out = _guard(authoring.prepare_edit_tree, Path(series), _pristine(series, pristine),
+                 Path(_abspath(dest)), upto=upto, layout=layout)
+    print(f"editable tree: {out}")
+
+
+@task(auto_shortflags=False, iterable=["new_file"], help=dict(
+    AUTHOR_HELP, name="file name of the new patch, e.g. 0008-my-timer.patch",
+    header="text put before the diff, saying what the patch times",
+    new_file="a file the patch creates (repeat)"))
+def new(c, name, edited, series=None, pristine=None, header=None, new_file=None):
+    """Append a new patch to the series: the edited tree minus the current series."""
+    from pathlib import Path
+
+    from patchkit import authoring
+    series = _abspath(series or _cfg(c, "series"))
+    out = _guard(authoring.new_patch, Path(series), name, Path(_abspath(edited)),
+                 _pristine(series, pristine), header=header, new_files=list(new_file or []))
+    print(f"wrote {out} and added it to {series}/series")
+
+
+@task(auto_shortflags=False, help=dict(AUTHOR_HELP, patch="the patch to rewrite (default: the top one)"))
+def refresh(c, edited, series=None, pristine=None, patch=None):
+    """Rewrite one patch of the series from the edited tree (header and pin kept)."""
+    from pathlib import Path
+
+    from patchkit import authoring
+    series = _abspath(series or _cfg(c, "series"))
+    path, changed = _guard(authoring.refresh, Path(series), Path(_abspath(edited)),
+                           _pristine(series, pristine), patch=patch)
+    print(f"{path}: {'rewritten' if changed else 'unchanged (same bytes)'}")
+
+
+@task(name="gen-runtime", auto_shortflags=False, help={
+    "series": "series folder (default: patchkit.series in invoke.yaml)",
+    "check": "only check: exit 1 when a runtime patch differs from patchkit/timing/phase_timer.py"})
+def gen_runtime(c, series=None, check=False):
+    """Regenerate the series' phase_timer.py new-file patch from patchkit/timing/."""
+    from pathlib import Path
+
+    from patchkit import authoring
+    series = _abspath(series or _cfg(c, "series"))
+    results = _guard(authoring.regenerate_runtime_patches, Path(series), write=not check)
+    for name, changed in results:
+        print(f"{name}: {'differs' if changed and check else 'rewritten' if changed else 'up to date'}")
+    if check and any(changed for _, changed in results):
+        raise Exit(code=1)
+
+
+@task(name="fetch", auto_shortflags=False, iterable=["path"], help={
+    "series": "take name, version, commit and paths from this series' pin.toml",
+    "name": "distribution name (e.g. sglang)", "version": "exact version on PyPI",
+    "path": "file to fetch (repeat; default: the pinned files)",
+    "upstream": "a local git clone to read from instead of PyPI", "rev": "tag/branch/commit in the clone",
+    "layout": "checkout (python/sglang/...) or installed (sglang/...)", "dest": "output folder",
+    "trust_new": "accept a wheel whose sha256 is not in patchkit's table (recorded for next time)"})
+def upstream_fetch(c, series=None, name=None, version=None, path=None, upstream=None, rev=None,
+                   layout="checkout", dest=None, trust_new=False):
+    """Fetch pristine upstream files (PyPI wheel by version, or git clone by rev) into .cache/."""
+    from pathlib import Path
+
+    from patchkit import upstream as up
+    tree, commit = _guard(up.fetch_tree, name, version, list(path or []) or None,
+                          series_dir=Path(_abspath(series)) if series else None,
+                          clone=Path(_abspath(upstream)) if upstream else None, rev=rev,
+                          layout=layout, dest=Path(_abspath(dest)) if dest else None,
+                          trust_new=trust_new)
+    print(f"tree: {tree}" + (f"\ncommit: {commit}" if commit else ""))
+
+
+@task(name="pin", auto_shortflags=False, iterable=["path"], help={
+    "series": "series folder whose pin.toml is written", "tree": "pristine tree to hash",
+    "path": "pinned file (repeat; default: the files the series modifies)", "name": "upstream name",
+    "version": "upstream version", "commit": "upstream commit (40 hex)",
+    "package_prefix": "prefix dropped on installed layouts, e.g. python/"})
+def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=None, package_prefix=None):
+    """Write or update pin.toml (sha256 and wc -l per file, version/commit) from a pristine tree."""
+    from pathlib import Path
+
+    from patchkit import upstream as up
+    pin = _guard(up.pin_series, Path(_abspath(series)), Path(_abspath(tree)), list(path or []) or None,
+                 name=name, version=version, commit=commit, package_prefix=package_prefix)
+    print(f"wrote {Path(_abspath(series)) / 'pin.toml'} ({len(pin.files)} files)")
+
+
+patch = Collection("patch", check, verify, apply, revert, status, unlock, edit, new, refresh,
+                   gen_runtime)
 profile = Collection("profile")
 upstream = Collection("upstream")
+upstream.add_task(upstream_fetch, "fetch")
+upstream.add_task(upstream_pin, "pin")
 
 ns = Collection(patch, profile, upstream)
 ns.configure({"patchkit": {"series": None, "targets": [], "layout": "auto", "jobs": 8,
