@@ -162,7 +162,11 @@ def free_port() -> int:
 
 
 def _write_sshd_config(path: Path, port: int, keys: SshKeys, workdir: Path,
-                       extra: tuple[str, ...]) -> None:
+                       extra: tuple[str, ...], isolated_home: bool) -> None:
+    home = []
+    if isolated_home:
+        (workdir / "home").mkdir(exist_ok=True)
+        home = [f"SetEnv HOME={workdir / 'home'}"]
     lines = [
         f"Port {port}",
         "ListenAddress 127.0.0.1",
@@ -181,15 +185,22 @@ def _write_sshd_config(path: Path, port: int, keys: SshKeys, workdir: Path,
         "UseDNS no",
         "PrintMotd no",
         "AcceptEnv none",
+        *home,
         *extra,
     ]
     path.write_text("\n".join(lines) + "\n")
 
 
 def start_sshd(workdir: str | os.PathLike, keys: SshKeys, *, alias: str = "pk-test",
-               extra_config: tuple[str, ...] = (), startup_timeout: float = 10.0,
-               attempts: int = 5) -> SshdServer:
-    """Start `sshd -D` on a free loopback port; wait (bounded) until it accepts connections."""
+               extra_config: tuple[str, ...] = (), isolated_home: bool = True,
+               startup_timeout: float = 10.0, attempts: int = 5) -> SshdServer:
+    """Start `sshd -D` on a free loopback port; wait (bounded) until it accepts connections.
+
+    isolated_home: sessions get HOME=<workdir>/home (empty), so the login shell does not source
+    this machine's dotfiles (here root's .bashrc runs `pyenv init`, ~100 ms per session) and
+    timings measure ssh + patchkit, not the box. extra_config: more sshd_config lines, e.g.
+    ("KexAlgorithms curve25519-sha256",) to take the post-quantum kex CPU out of fleet runs.
+    """
     reason = missing_tools()
     if reason:
         raise RuntimeError(reason)
@@ -201,7 +212,7 @@ def start_sshd(workdir: str | os.PathLike, keys: SshKeys, *, alias: str = "pk-te
     errors = []
     for _ in range(attempts):  # the free port can be taken between probe and bind: retry
         port = free_port()
-        _write_sshd_config(config, port, keys, workdir, tuple(extra_config))
+        _write_sshd_config(config, port, keys, workdir, tuple(extra_config), isolated_home)
         check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True)
         if check.returncode != 0:
             raise RuntimeError(f"sshd rejects its test config {config}: {check.stderr.strip()}")
@@ -266,14 +277,17 @@ def make_client_config(path: str | os.PathLike, servers: list[SshdServer], keys:
 
 
 def start_fleet(workdir: str | os.PathLike, count: int, *, keys: SshKeys | None = None,
-                prefix: str = "pk-host-") -> SshdFleet:
-    """`count` sshd instances on distinct ports sharing one key pair and one client config."""
+                prefix: str = "pk-host-", **sshd_options) -> SshdFleet:
+    """`count` sshd instances on distinct ports sharing one key pair and one client config.
+
+    sshd_options go to start_sshd (extra_config=, isolated_home=)."""
     workdir = Path(workdir)
     keys = keys or make_keys(workdir / "keys")
     servers: list[SshdServer] = []
     try:
         for i in range(count):
-            servers.append(start_sshd(workdir / f"sshd{i}", keys, alias=f"{prefix}{i}"))
+            servers.append(start_sshd(workdir / f"sshd{i}", keys, alias=f"{prefix}{i}",
+                                      **sshd_options))
     except BaseException:
         for server in servers:
             server.stop()
@@ -326,9 +340,9 @@ if pytest is not None:
         """sshd_factory(n) -> SshdFleet; every server started here is stopped afterwards."""
         fleets: list[SshdFleet] = []
 
-        def start(count: int = 1, prefix: str = "pk-host-") -> SshdFleet:
+        def start(count: int = 1, prefix: str = "pk-host-", **sshd_options) -> SshdFleet:
             fleet = start_fleet(tmp_path_factory.mktemp("fleet"), count, keys=sshd_keys,
-                                prefix=prefix)
+                                prefix=prefix, **sshd_options)
             fleets.append(fleet)
             return fleet
 

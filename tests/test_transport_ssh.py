@@ -132,6 +132,11 @@ def test_program_runs_through_alias(sshd, tmp_path):
     assert t.runs == 1 and t.bytes_sent > 0
 
 
+def test_sessions_get_the_fixture_home_not_roots(sshd, tmp_path):
+    t = ssh_target(sshd, tmp_path, reuse=False)
+    assert t.run(b'printf %s "$HOME"').stdout == str(sshd.workdir / "home").encode()
+
+
 def test_program_runs_through_url_with_config(sshd, tmp_path):
     spec = f"ssh://{sshd.user}@127.0.0.1:{sshd.port}{tmp_path}"
     t = parse_target(spec, ssh_config=str(sshd.client_config), reuse=False)
