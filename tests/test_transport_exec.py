@@ -45,7 +45,6 @@ def test_exec_prefix_argv_is_split_not_interpreted():
     ("docker://c/w", {"container": "d"}, "already names"),
     ("docker://c/w", {"exec_prefix": "env"}, "already names"),
     ("docker://c", {}, "absolute path"),
-    ("docker://c/w", {"connect_timeout": 3}, "SSH targets only"),
     ("/w", {"exec_prefix": ""}, "empty"),
     ("/w", {"exec_prefix": "-it x"}, "start with a program"),
     ("/w", {"exec_prefix": "env 'unclosed"}, "cannot split"),
@@ -56,6 +55,11 @@ def test_bad_exec_targets_are_refused(spec, kw, match):
     with pytest.raises(InvalidInput, match=match) as info:
         parse_target(spec, **kw)
     assert info.value.exit_code == 2
+
+
+def test_ssh_only_options_are_ignored_by_exec_targets():
+    t = parse_target("docker://c/w", connect_timeout=3, reuse=True, ssh_config="/nonexistent")
+    assert t.argv() == ["docker", "exec", "-i", "c", "sh", "-s"]
 
 
 def test_plain_local_path_is_not_remote():

@@ -14,7 +14,8 @@ Accepted forms:
     /abs/path + exec_prefix='PREFIX'       local shlex.split(PREFIX) + ['sh', '-s']
     ssh target + container / exec_prefix   the prefix runs on the remote host, quoted
 
-Transport options (keyword arguments; None means "not given"):
+Transport options (keyword arguments; None means "not given"; unknown names are refused;
+exec-prefix targets use timeout, remote_shell and container_engine and ignore the SSH ones):
     ssh_config       path of an ssh_config file (ssh -F); default: the user's own config
     ssh_options      iterable of "Key=Value" strings passed as `-o Key=Value`
     connect_timeout  seconds for TCP connect + SSH banner (default 10)
@@ -233,10 +234,8 @@ def _container_prefix(name: str, opts: dict) -> list[str]:
 
 def _exec_transport(spec: str, root: str, prefix: list[str], opts: dict) -> Transport:
     from .execprefix import ExecTransport
-    ssh_only = sorted(set(opts) - {"timeout", "container_engine", "remote_shell"})
-    if ssh_only:
-        raise InvalidInput(f"target {spec!r}: option(s) {', '.join(ssh_only)} apply to SSH "
-                           "targets only")
+    # SSH-only options (ssh_config, connect_timeout, ...) are ignored here, so that one set of
+    # site options (invoke.yaml) can serve a mixed list of targets.
     shell = ("sh", "-s")
     if "remote_shell" in opts:
         shell = tuple(_split_exec_prefix(opts["remote_shell"], spec, "remote_shell"))
