@@ -263,14 +263,20 @@ def _each(transports, fn, jobs: int) -> list[HostResult]:
         return list(pool.map(fn, transports))
 
 
+def _close_own(targets, transports) -> None:
+    """Close the transports made here; a caller's Transport objects stay open for reuse."""
+    for spec, t in zip(targets, transports):
+        if not isinstance(spec, Transport):
+            t.close()
+
+
 def _simple(op: str, series, targets, opts: Options | None) -> OpResult:
     opts = opts or Options()
     compiled, transports = _prepare(series, targets, opts)
     try:
         hosts = _each(transports, lambda t: run_on(compiled, t, op, opts), opts.jobs)
     finally:
-        for t in transports:
-            t.close()
+        _close_own(targets, transports)
     return OpResult(op, compiled.series.name, compiled.series.digest, hosts)
 
 
@@ -307,8 +313,7 @@ def apply(series, targets, opts=None) -> OpResult:
         else:
             hosts = _fleet_apply(compiled, transports, opts)
     finally:
-        for t in transports:
-            t.close()
+        _close_own(targets, transports)
     return OpResult("apply", compiled.series.name, compiled.series.digest, hosts)
 
 

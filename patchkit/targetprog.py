@@ -163,8 +163,10 @@ def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto
         f"PK_COMMIT={shq(pin.commit or '')} PK_VERSION={shq(pin.version or '')} PK_DIST={shq(dist)}",
         f"PK_FORCE={1 if force else 0} PK_DUMP={1 if op in ('verify', 'apply') else 0}",
     ]
-    program = ("\n".join(head) + "\n" + library() + "\npk_init\n" + compiled.data(single)
-               + f"pk_run_{op}\n")
+    # One brace group: sh parses it whole before running any of it, so a program cut short in
+    # transit (client killed while sending) is a syntax error that runs nothing.
+    program = ("\n".join(head) + "\n{\n" + library() + "\npk_init\n" + compiled.data(single)
+               + f"pk_run_{op}\n}}\n")
     return program.encode("utf-8", "surrogateescape")
 
 
