@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from .answer import Answer, parse_answer
 from .drift import explain_file
 from .errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
+from .paths import strip_prefix
 from .series import Series, load_series
 from .targetprog import Compiled, build_program, compile_series
 from .transport import Transport, parse_target
@@ -118,11 +119,19 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
         host.messages.append("already applied: nothing to do, nothing written")
         return host
     if op == "status":
+        if rc == 0:
+            host.exit_code = EXIT_OK     # problems found are the answer, not a failure
         _status(compiled, ans, host)
         return host
+    if ans.manifest is not None and op in ("check", "verify"):
+        mstate, mseries, mdigest, _ = ans.manifest
+        host.messages.append(f"the target carries patchkit state ({mstate}, series {mseries} "
+                             f"{mdigest[:12]}); see patch.status, then revert")
+    restored = {idx for idx, _ in ans.restored}
     if ans.mfiles and op in ("revert", "apply"):
         for i, mf in sorted(ans.mfiles.items()):
-            host.files.append(FileReport(mf.path, mf.state))
+            state = ("restored" if mf.kind != "create" else "removed") if i in restored else mf.state
+            host.files.append(FileReport(mf.path, state))
     for k, plan in enumerate(plans, 1):
         tf = ans.files.get(k)
         if tf is None:
@@ -152,7 +161,8 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
             host.files.append(FileReport(plans[k - 1].path, "bad-result",
                                          f"sed produced an unexpected result (wc -l {wc})"))
             host.messages.append(f"{plans[k - 1].path}: the staged result failed its check; nothing written")
-    host.written = [plans[k - 1].path for k in ans.wrote]
+    prefix = compiled.series.pin.package_prefix if ans.layout == "installed" else None
+    host.written = [strip_prefix(plans[k - 1].path, prefix) for k in ans.wrote]
     for idx, what in ans.restored:
         mf = ans.mfiles.get(idx)
         host.written.append(mf.path if mf else f"#{idx}")
@@ -220,11 +230,7 @@ def _status(compiled: Compiled, ans: Answer, host: HostResult) -> None:
             host.files.append(FileReport(plan.path, "drifted", f"sha256 {tf.sha[:12]}…, wc -l {tf.wc}"))
         else:
             host.files.append(FileReport(plan.path, "pristine"))
-    if ans.errors and not ans.files:
-        host.state = "drifted"
-    else:
-        host.state = "drifted" if drift else "pristine"
-    host.exit_code = EXIT_OK if not ans.lock or ans.files else host.exit_code
+    host.state = "drifted" if drift or (ans.errors and not ans.files) else "pristine"
 
 
 def run_on(compiled: Compiled, transport: Transport, op: str, opts: Options,
