@@ -211,3 +211,17 @@ def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
     assert _workload_children(str(out)) == []
     run_dirs = list(out.iterdir())
     assert len(run_dirs) == 1 and not (run_dirs[0] / "summary.json").exists()
+
+
+def test_cli_with_a_relative_out_dir(site, tmp_path):
+    """As users type it: `invoke profile.run` from another folder, output folder relative to it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "invoke", "-r", str(REPO), "profile.run", "--size", "ci",
+         "--site", str(site), "--out", "rel-out"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = (tmp_path / "rel-out").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["cycles"] > 0 if "cycles" in summary else summary
+    assert (run_dir / "trace.json").is_file() and (run_dir / "phases.png").is_file()
+    assert_pristine(site)

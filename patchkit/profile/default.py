@@ -39,7 +39,7 @@ class ProfileOutcome:
 
 def new_run_dir(out_root) -> Path:
     """``<out_root>/<YYYYmmdd-HHMMSS>`` (a suffix when two runs start in the same second)."""
-    root = Path(out_root)
+    root = Path(out_root).absolute()   # the workload runs with the run dir as its cwd
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(100):
         candidate = root / (stamp if n == 0 else f"{stamp}-{n}")
