@@ -10,6 +10,8 @@ pk_get() { eval "_v=\${$1_$2}"; }
 
 pk_cleanup() {
   [ -n "${PK_T:-}" ] && rm -rf "$PK_T"
+  # an apply that stops before its manifest exists leaves no staged files or copies behind
+  [ "${PK_UNDO_STAGE:-0}" = 1 ] && rm -rf "$PK_ROOT/.patchkit/stage" "$PK_ROOT/.patchkit/orig"
   [ "${PK_LOCKED:-0}" = 1 ] && rm -rf "$PK_ROOT/.patchkit/lock"
   :
 }
@@ -546,6 +548,7 @@ pk_run_apply() {  # PK_PHASE: all | stage (fleet phase 1)
   rm -rf .patchkit/stage .patchkit/orig
   pk_check_files 1
   [ "$PK_DRIFT" = 0 ] && [ "$PK_REFUSE" = 0 ] || exit 1
+  PK_UNDO_STAGE=1
   pk_stage .patchkit/stage 1
   if [ "$PK_BADSTAGE" != 0 ]; then rm -rf .patchkit/stage; exit 1; fi
   set --
@@ -554,6 +557,7 @@ pk_run_apply() {  # PK_PHASE: all | stage (fleet phase 1)
   pk_by_dir m pk_backup ""
   pk_by_dir d pk_backup ""
   pk_manifest_write staged
+  PK_UNDO_STAGE=0
   if [ "${PK_PHASE:-all}" = stage ]; then pk_out "staged ok"; exit 0; fi
   pk_commit
   exit 0

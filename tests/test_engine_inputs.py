@@ -277,3 +277,30 @@ def test_checkout_commit_is_checked(tmp_path, target):
     status = subprocess.run(["git", "status", "--porcelain"], cwd=target, capture_output=True, text=True)
     assert ".patchkit" not in status.stdout          # excluded via .git/info/exclude
     assert status.stdout.strip() == "M pkg/m.py"
+
+
+def test_disk_full_is_refused_and_leaves_nothing(tmp_path):
+    """A tmpfs too small for the staged copy: exit 1, a clear message, the tree as it was."""
+    probe = subprocess.run(["unshare", "-m", "--", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("cannot create a mount namespace here")
+    big = b"".join(b"line %d %s\n" % (i, b"x" * 60) for i in range(1, 401))   # ~28 KB
+    patch = (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+             b"@@ -4,3 +4,4 @@\n" + b"".join(b" line %d %s\n" % (i, b"x" * 60) for i in (4, 5))
+             + b"+inserted\n" + b" line 6 %s\n" % (b"x" * 60))
+    series = series_with(tmp_path, patch, pinned={"pkg/m.py": big})
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    script = (f"mount -t tmpfs -o size=48k tmpfs {mnt} && mkdir -p {mnt}/pkg && "
+              f"cp {tmp_path}/orig.py {mnt}/pkg/m.py && "
+              f"{sys.executable} -m invoke patch.apply --series {series} --target {mnt}; rc=$?; "
+              f"cmp {tmp_path}/orig.py {mnt}/pkg/m.py && echo SAME; "
+              f"ls -A {mnt}/.patchkit 2>/dev/null | tr '\\n' ' '; echo; exit $rc")
+    (tmp_path / "orig.py").write_bytes(big)
+    proc = subprocess.run(["unshare", "-m", "--", "sh", "-c", script], cwd=REPO,
+                          capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "disk full" in out, out
+    assert "SAME" in out, out
+    assert "stage" not in out.splitlines()[-1] and "orig" not in out.splitlines()[-1], out
