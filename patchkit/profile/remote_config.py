@@ -1,0 +1,230 @@
+"""Configuration of the remote profile run (invoke.yaml ``patchkit.profile.remote`` or a file).
+
+``RemoteConfig.from_mapping(mapping, cwd=...)`` checks every key and value and refuses with
+InvalidInput (exit 2) before anything is started: unknown keys, empty commands, environment
+names that are not shell names, stop signals outside a fixed list, non-positive timeouts.
+Commands are shell command lines run by ``sh -c`` on the target (a list is joined with
+shlex.join); environment values are passed as data, never through a shell.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from patchkit.errors import InvalidInput
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_SERIES = REPO / "patches" / "sglang-v0.5.9"
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
+TIMER_MODES = ("events", "sync", "host", "off")
+RESERVED_ENV = ("PATCHKIT_TIMER_DIR", "PATCHKIT_TARGET_ROOT", "PATCHKIT_RUN_DIR",
+                "PATCHKIT_NODE_RANK", "PATCHKIT_NNODES", "PATCHKIT_SERVER_PORT")
+
+
+@dataclass
+class RemoteConfig:
+    """Every knob of profile.remote; see invoke.yaml's documented ``profile.remote`` block."""
+
+    targets: list = field(default_factory=list)    # SGLang install roots, first = head node
+    server_command: str = ""                       # sh -c on every target, detached
+    bench_command: str = ""                        # sh -c on the first target
+    series: str = str(DEFAULT_SERIES)
+    layout: str = "auto"                           # auto | checkout | installed
+    env: dict = field(default_factory=dict)        # server environment, e.g. NCCL_PROTO=LL
+    bench_env: dict = field(default_factory=dict)  # benchmark environment
+    python: str = "python3"                        # on the targets: runs the job-control agent
+    port: int = 30000                              # server port (SGLang's default)
+    health_url: str | None = None                  # default http://127.0.0.1:{port}/health
+    health_on: str = "first"                       # first | all (multi-node: HTTP on the head)
+    health_timeout_s: float = 900.0                # model loading takes minutes
+    bench_timeout_s: float = 3600.0
+    poll_s: float = 1.0
+    stop_signals: list = field(default_factory=lambda: ["INT", "TERM"])  # then KILL
+    stop_grace_s: float = 20.0                     # per signal
+    timer: str | None = None                       # PATCHKIT_TIMER on the server
+    timer_flush_s: float = 1.0                     # PATCHKIT_TIMER_FLUSH_S on the server
+    remote_dir: str = "/tmp/patchkit-profile"      # a fresh run directory is made inside
+    keep_remote_dir: bool = False
+    max_fetch_mb: float = 1024.0                   # timing files fetched per target, at most
+    step_timeout_s: float = 120.0                  # one small remote program, connect included
+    out: str = "profile-out"
+    chart: bool = True
+    jobs: int = 8                                  # hosts in parallel for verify/apply/revert
+    ssh_config: str | None = None
+    ssh_options: list = field(default_factory=list)
+    connect_timeout: float | None = None
+
+    # ---- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def from_mapping(cls, mapping: dict | None, *, cwd: str | Path | None = None,
+                     extra_env=None) -> "RemoteConfig":
+        """Checked settings; ``extra_env`` (NAME=VALUE strings, e.g. from the command line)
+        is merged over ``env``. Relative paths are taken from ``cwd``."""
+        mapping = {k: v for k, v in dict(mapping or {}).items() if v is not None}
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(mapping) - known)
+        if unknown:
+            raise InvalidInput(f"profile.remote: unknown setting(s) {', '.join(unknown)} "
+                               f"(known: {', '.join(sorted(known))})")
+        cfg = cls(**mapping)
+        cfg._check(Path(cwd) if cwd else Path.cwd())
+        if extra_env:
+            cfg.env.update(_env(list(extra_env), "env"))
+        return cfg
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, section: str | None = None) -> "RemoteConfig":
+        """JSON, TOML or YAML (needs PyYAML); ``section`` picks a dotted sub-table."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInput(f"{path}: cannot read the configuration ({exc.strerror})") from exc
+        try:
+            if path.suffix == ".json":
+                data = json.loads(text)
+            elif path.suffix == ".toml":
+                import tomllib
+                data = tomllib.loads(text)
+            elif path.suffix in (".yaml", ".yml"):
+                import yaml
+                data = yaml.safe_load(text)
+            else:
+                raise InvalidInput(f"{path}: use a .json, .toml or .yaml file")
+        except (ValueError, ImportError) as exc:  # JSON/TOML/YAML errors are ValueErrors
+            raise InvalidInput(f"{path}: cannot parse the configuration: {exc}") from exc
+        for key in (section.split(".") if section else []):
+            data = (data or {}).get(key) if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            raise InvalidInput(f"{path}: no mapping{' at ' + section if section else ''}")
+        return cls.from_mapping(data, cwd=path.parent)
+
+    # ---- checks ------------------------------------------------------------------------------
+
+    def _check(self, cwd: Path) -> None:
+        if isinstance(self.targets, str):
+            self.targets = [self.targets]
+        self.targets = [str(t) for t in self.targets]
+        if not self.targets:
+            raise InvalidInput("profile.remote: no targets (the SGLang install roots, "
+                               "e.g. ssh://gpu1/opt/venv/lib/python3.11/site-packages)")
+        self.server_command = _command(self.server_command, "server_command")
+        self.bench_command = _command(self.bench_command, "bench_command")
+        self.series = str((cwd / Path(self.series).expanduser()).resolve())
+        if not (Path(self.series) / "pin.toml").is_file():
+            raise InvalidInput(f"profile.remote: series {self.series} has no pin.toml")
+        if self.layout not in ("auto", "checkout", "installed"):
+            raise InvalidInput(f"profile.remote: layout {self.layout!r}: auto, checkout or installed")
+        self.env, self.bench_env = _env(self.env, "env"), _env(self.bench_env, "bench_env")
+        try:
+            python = shlex.split(str(self.python))
+        except ValueError as exc:
+            raise InvalidInput(f"profile.remote: python {self.python!r}: {exc}") from exc
+        if not python or python[0].startswith("-"):
+            raise InvalidInput(f"profile.remote: python {self.python!r} must name a program")
+        self.port = _int(self.port, "port", 1, 65535)
+        if self.health_url is not None and not re.match(r"https?://[^\s]+\Z", str(self.health_url)):
+            raise InvalidInput(f"profile.remote: health_url {self.health_url!r} is not an http(s) URL")
+        if self.health_on not in ("first", "all"):
+            raise InvalidInput(f"profile.remote: health_on {self.health_on!r}: first or all")
+        for name in ("health_timeout_s", "bench_timeout_s", "poll_s", "stop_grace_s",
+                     "timer_flush_s", "max_fetch_mb", "step_timeout_s"):
+            setattr(self, name, _positive(getattr(self, name), name))
+        if isinstance(self.stop_signals, str):
+            self.stop_signals = [s for s in re.split(r"[,\s]+", self.stop_signals) if s]
+        self.stop_signals = [str(s).upper().removeprefix("SIG") for s in self.stop_signals]
+        bad = [s for s in self.stop_signals if s not in STOP_SIGNALS]
+        if bad:
+            raise InvalidInput(f"profile.remote: stop_signals {bad}: choose from "
+                               f"{', '.join(STOP_SIGNALS)} (KILL always comes last)")
+        if self.timer is not None and self.timer not in TIMER_MODES:
+            raise InvalidInput(f"profile.remote: timer {self.timer!r}: {', '.join(TIMER_MODES)}")
+        if not str(self.remote_dir).startswith("/") or any(
+                ch in str(self.remote_dir) for ch in "\0\n\r"):
+            raise InvalidInput(f"profile.remote: remote_dir {self.remote_dir!r} must be an "
+                               "absolute path")
+        self.jobs = _int(self.jobs, "jobs", 1, 1024)
+        self.keep_remote_dir, self.chart = bool(self.keep_remote_dir), bool(self.chart)
+        if isinstance(self.ssh_options, str):
+            self.ssh_options = [self.ssh_options]
+        if self.ssh_config:
+            self.ssh_config = str(Path(self.ssh_config).expanduser())
+
+    # ---- derived -------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return self.health_url or f"http://127.0.0.1:{self.port}/health"
+
+    @property
+    def python_argv(self) -> list[str]:
+        return shlex.split(self.python)
+
+    def transport_options(self) -> dict:
+        opts = {"ssh_config": self.ssh_config, "connect_timeout": self.connect_timeout,
+                "ssh_options": list(self.ssh_options) or None}
+        return {k: v for k, v in opts.items() if v is not None}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _command(value, name: str) -> str:
+    if isinstance(value, (list, tuple)):
+        value = shlex.join(str(v) for v in value)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"profile.remote: {name} is missing (a shell command line)")
+    if "\0" in value:
+        raise InvalidInput(f"profile.remote: {name} contains a NUL byte")
+    return value
+
+
+def _env(value, name: str) -> dict:
+    if isinstance(value, (list, tuple)):  # ["NCCL_PROTO=LL", ...]
+        pairs = {}
+        for item in value:
+            key, eq, val = str(item).partition("=")
+            if not eq:
+                raise InvalidInput(f"profile.remote: {name} entry {item!r} is not NAME=VALUE")
+            pairs[key] = val
+        value = pairs
+    if isinstance(value, str):
+        return _env(value.split(), name)
+    if not isinstance(value, dict):
+        raise InvalidInput(f"profile.remote: {name} must map names to values")
+    out = {}
+    for key, val in value.items():
+        if not ENV_NAME.match(str(key)):
+            raise InvalidInput(f"profile.remote: {name}: {key!r} is not an environment name")
+        if str(key) in RESERVED_ENV:
+            raise InvalidInput(f"profile.remote: {name}: {key} is set by the profile run itself")
+        if "\0" in str(val):
+            raise InvalidInput(f"profile.remote: {name}: the value of {key} contains NUL")
+        out[str(key)] = str(val)
+    return out
+
+
+def _int(value, name: str, low: int, high: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = low - 1
+    if not low <= number <= high:
+        raise InvalidInput(f"profile.remote: {name} {value!r}: a whole number {low}..{high}")
+    return number
+
+
+def _positive(value, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if not number > 0:
+        raise InvalidInput(f"profile.remote: {name} {value!r} must be a positive number")
+    return number
