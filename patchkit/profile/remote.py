@@ -1,0 +1,421 @@
+"""``profile.remote``: profile SGLang servers on SSH targets -- apply, serve, benchmark, revert.
+
+    from patchkit.profile.remote import RemoteConfig, run_remote
+    cfg = RemoteConfig.from_mapping({
+        "targets": ["ssh://gpu1/opt/venv/lib/python3.11/site-packages"],
+        "server_command": "python -m sglang.launch_server --model-path M "
+                          "--speculative-algorithm EAGLE3 ...",
+        "env": {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
+        "bench_command": "python -m sglang.bench_serving --backend sglang --port 30000 ..."})
+    outcome = run_remote(cfg)      # outcome.run_dir, .summary, .bench.tokens_per_s
+
+The flow, one live progress line throughout:
+  1. patch.verify on every target (each must be pristine: a state found applied is not ours to
+     revert), then patch.apply (a fleet applies all or nothing);
+  2. a fresh run directory on every target (mktemp under ``remote_dir``);
+  3. the server command started detached on every target (remote_agent: its own session and
+     process group, pgid recorded on the target), with the timing runtime's environment;
+  4. ``/health`` polled through the SSH connection until it answers 200, bounded by
+     ``health_timeout_s``; a server that exits first fails the run at once, with its log's tail;
+  5. the benchmark started detached on the first target and polled until it exits (bounded by
+     ``bench_timeout_s``; the servers are watched meanwhile); its output saved and parsed;
+  6. the servers stopped: ``stop_signals`` to each process group, ``stop_grace_s`` each, KILL;
+  7. every target's timing files fetched (one tar stream per target, ``max_fetch_mb`` at most);
+  finally -- on success, failure and Ctrl-C alike -- every job still running on a target is
+  stopped, the server logs are saved, the remote run directories removed (unless
+  ``keep_remote_dir``), the series reverted on every target it was applied to and patch.status
+  checked pristine;
+  8. the report (patchkit.report) in ``<out>/<timestamp>/``, with the benchmark's output token
+     throughput and accept length; benchmark.log, remote.json and node<i>/server.log beside it.
+
+Environment of the server (after ``env``): PATCHKIT_TIMER_DIR=<run dir>/timing,
+PATCHKIT_TIMER_FLUSH_S, PATCHKIT_TIMER (when ``timer`` is set), PATCHKIT_TARGET_ROOT,
+PATCHKIT_RUN_DIR, PATCHKIT_NODE_RANK (target index), PATCHKIT_NNODES, PATCHKIT_SERVER_PORT.
+The benchmark gets ``bench_env`` and the same PATCHKIT_TARGET_ROOT/RUN_DIR/SERVER_PORT.
+Commands run under ``sh -c`` in the run directory, so they may use those variables.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchkit.errors import PatchkitError
+from patchkit.profile.bench_output import BenchOutput, parse_bench_output
+from patchkit.profile.default import new_run_dir
+from patchkit.profile.progress import ProgressLine
+from patchkit.profile.remote_config import RemoteConfig
+from patchkit.profile.remote_host import RemoteHost, last_lines
+from patchkit.profile.site import ProfileError, _sigint_deferred
+
+__all__ = ["RemoteConfig", "RemoteOutcome", "run_remote", "parse_bench_output", "main"]
+
+BENCH_LOG_MAX = 16 * 1024 * 1024
+SERVER_LOG_MAX = 1024 * 1024
+_OK_FILE_STATES = ("ok", "pristine", "applied", "original")
+
+
+@dataclass
+class RemoteOutcome:
+    run_dir: Path
+    summary: object          # patchkit.report.Summary
+    table: str
+    bench: BenchOutput
+    hosts: list
+    elapsed_s: float
+    files: dict = field(default_factory=dict)
+
+
+def describe_failures(result) -> str:
+    """Per host: state, exit code, messages and the files that are not as expected."""
+    parts = []
+    for host in result.hosts:
+        if host.exit_code == 0 and host.state == "pristine":
+            continue
+        detail = list(host.messages) + [
+            f"{f.path}: {f.state}{' - ' + f.detail if f.detail else ''}"
+            for f in host.files if f.state not in _OK_FILE_STATES]
+        parts.append(f"{host.target}: {host.state} (exit {host.exit_code})"
+                     + (": " + "; ".join(detail) if detail else ""))
+    return "; ".join(parts)
+
+
+class RemoteRun:
+    """One profile run over ``hosts``; ``execute()`` is the whole flow."""
+
+    def __init__(self, cfg: RemoteConfig, run_dir: Path, progress: ProgressLine,
+                 transports=None):
+        from patchkit.transport import parse_target
+
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.progress = progress
+        transports = transports or [parse_target(spec, **cfg.transport_options())
+                                    for spec in cfg.targets]
+        self.hosts = [RemoteHost(i, t, cfg) for i, t in enumerate(transports)]
+        self.applied = False
+        self.bench_text = ""
+        self.notes: list[str] = []
+
+    # ---- helpers --------------------------------------------------------------------------------
+
+    def log(self, message: str) -> None:
+        self.progress.close(final=message)
+
+    def ops(self, name: str):
+        from patchkit import ops
+
+        opts = ops.Options(layout=self.cfg.layout, jobs=self.cfg.jobs,
+                           timeout=self.cfg.step_timeout_s)
+        return getattr(ops, name)(self.cfg.series, [h.transport for h in self.hosts], opts)
+
+    def server_env(self, host: RemoteHost) -> dict:
+        env = dict(self.cfg.env)
+        env.update(PATCHKIT_TIMER_DIR=host.path("timing"),
+                   PATCHKIT_TIMER_FLUSH_S=f"{self.cfg.timer_flush_s:g}",
+                   PATCHKIT_TARGET_ROOT=host.root, PATCHKIT_RUN_DIR=host.run_dir,
+                   PATCHKIT_NODE_RANK=str(host.index), PATCHKIT_NNODES=str(len(self.hosts)),
+                   PATCHKIT_SERVER_PORT=str(self.cfg.port))
+        if self.cfg.timer:
+            env["PATCHKIT_TIMER"] = self.cfg.timer
+        return env
+
+    def bench_env(self, host: RemoteHost) -> dict:
+        env = dict(self.cfg.bench_env)
+        env.update(PATCHKIT_TARGET_ROOT=host.root, PATCHKIT_RUN_DIR=host.run_dir,
+                   PATCHKIT_SERVER_PORT=str(self.cfg.port))
+        return env
+
+    def log_name(self, host: RemoteHost) -> str:
+        """Where the server log can be read after the run (saved locally by the cleanup)."""
+        return f"the server log ({self.run_dir / f'node{host.index}' / 'server.log'})"
+
+    def server_log_tail(self, host: RemoteHost, lines: int = 15) -> str:
+        try:
+            text = host.tail("server.log", 16384).decode("utf-8", "replace")
+        except PatchkitError as exc:
+            return f"(could not read it: {exc.message})"
+        return last_lines(text, lines) or "(empty)"
+
+    # ---- steps ----------------------------------------------------------------------------------
+
+    def verify_and_apply(self) -> None:
+        self.progress.update("verifying the series on every target")
+        verified = self.ops("verify")
+        if verified.exit_code != 0 or any(h.state != "pristine" for h in verified.hosts):
+            raise ProfileError(
+                "patch.verify: every target must be pristine before a profile run (a state "
+                "found applied may be someone else's, and is not reverted here): "
+                + describe_failures(verified), verified.exit_code or 1)
+        self.progress.update("applying the series on every target")
+        self.applied = True  # from here on, revert in the cleanup (apply may be half done)
+        applied = self.ops("apply")
+        if applied.exit_code != 0:
+            raise ProfileError("patch.apply: " + describe_failures(applied), applied.exit_code)
+        written = sum(len(h.written) for h in applied.hosts)
+        self.log(f"applied {Path(self.cfg.series).name} to {len(self.hosts)} target(s) "
+                 f"({written} files written)")
+
+    def start_servers(self) -> None:
+        for host in self.hosts:
+            self.progress.update(f"starting the server on {host.where}")
+            host.make_run_dir()
+            job = host.start("server", self.cfg.server_command, self.server_env(host))
+            self.log(f"server started on {host.where} (process group {job['pgid']}, "
+                     f"run directory {host.run_dir})")
+
+    def check_servers(self, during: str) -> None:
+        for host in self.hosts:
+            state = host.poll("server")
+            if state["exit"] is not None or not state["alive"]:
+                raise ProfileError(
+                    f"{host.label}: the server exited (exit {state['exit']}) {during}; last "
+                    f"lines of {self.log_name(host)}:\n{last_lines(state['tail'])}")
+
+    def wait_healthy(self) -> None:
+        url = self.cfg.url
+        watched = self.hosts if self.cfg.health_on == "all" else self.hosts[:1]
+        pending = list(watched)
+        start = time.monotonic()
+        last: dict[int, str] = {}
+        while True:
+            for host in self.hosts:
+                state = host.poll("server", url if host in pending else "")
+                if state["exit"] is not None or not state["alive"]:
+                    raise ProfileError(
+                        f"{host.label}: the server exited (exit {state['exit']}) before "
+                        f"{url} answered; last lines of {self.log_name(host)}:\n"
+                        f"{last_lines(state['tail'])}")
+                if host in pending:
+                    last[host.index] = state.get("health") or "?"
+                    if state.get("health") == "ok":
+                        pending.remove(host)
+            if not pending:
+                self.log(f"{url} answered 200 after {time.monotonic() - start:.1f} s")
+                return
+            if time.monotonic() - start > self.cfg.health_timeout_s:
+                host = pending[0]
+                raise ProfileError(
+                    f"{host.label}: the server did not answer {url} with 200 within "
+                    f"{self.cfg.health_timeout_s:g} s (last probe: {last[host.index]}); "
+                    f"last lines of {self.log_name(host)}:\n{self.server_log_tail(host)}")
+            self.progress.update(f"waiting for {url} on {pending[0].where}")
+            time.sleep(self.cfg.poll_s)
+
+    def run_bench(self) -> BenchOutput:
+        head = self.hosts[0]
+        head.start("bench", self.cfg.bench_command, self.bench_env(head))
+        start = time.monotonic()
+        while True:
+            state = head.poll("bench", tail=512)
+            if state["exit"] is not None:
+                break
+            self.check_servers("during the benchmark")
+            if time.monotonic() - start > self.cfg.bench_timeout_s:
+                raise ProfileError(f"{head.label}: the benchmark ran past bench_timeout_s "
+                                   f"({self.cfg.bench_timeout_s:g} s); stopped it")
+            text = f"benchmark running on {head.where}"
+            line = last_lines(state["tail"], 1)
+            if self.progress.live and line:
+                text += ": " + line[-60:]
+            self.progress.update(text)
+            time.sleep(self.cfg.poll_s)
+        self.bench_text = head.tail("bench.log", BENCH_LOG_MAX).decode("utf-8", "replace")
+        (self.run_dir / "benchmark.log").write_text(self.bench_text, encoding="utf-8")
+        if state["exit"] != 0:
+            raise ProfileError(f"{head.label}: the benchmark failed (exit {state['exit']}); "
+                               f"last lines of {self.run_dir / 'benchmark.log'}:\n"
+                               f"{last_lines(self.bench_text)}")
+        parsed = parse_bench_output(self.bench_text)
+        self.log(f"benchmark done in {time.monotonic() - start:.1f} s: output throughput "
+                 f"{parsed.tokens_per_s} tok/s, accept length {parsed.accept_length}")
+        return parsed
+
+    def stop_servers(self) -> None:
+        for host in self.hosts:
+            self.progress.update(f"stopping the server on {host.where}")
+            for job in host.stop("server"):
+                if job["left"]:
+                    raise ProfileError(f"{host.label}: server process group {job['pgid']} "
+                                       f"still has processes {job['left']} after KILL")
+                how = ", ".join(job["sent"]) or "it had already exited"
+                self.log(f"server on {host.where} stopped ({how}; exit {job['exit']})")
+
+    def fetch_timing(self) -> Path:
+        timing = self.run_dir / "timing"
+        timing.mkdir(exist_ok=True)
+        count = 0
+        for host in self.hosts:
+            self.progress.update(f"fetching timing files from {host.where}")
+            node = self.run_dir / f"node{host.index}" / "timing"
+            files = host.fetch_timing(node)
+            for path in files:
+                if not path.name.endswith(".jsonl"):
+                    continue
+                dest = timing / path.name
+                if dest.exists():  # the same rank and pid on two nodes: keep both
+                    dest = timing / f"{path.stem}.node{host.index}.jsonl"
+                shutil.copyfile(path, dest)
+                count += 1
+            self.log(f"fetched {len(files)} timing file(s) from {host.where}")
+        if not count:
+            raise ProfileError(
+                "no timing files were written on any target (" + ", ".join(
+                    f"{h.where}:{h.path('timing')}" for h in self.hosts) + "); does the server "
+                "import the patched package from the target root? (PYTHONPATH, which python)")
+        return timing
+
+    # ---- cleanup ------------------------------------------------------------------------------
+
+    def cleanup(self) -> list[str]:
+        """Stop what runs, keep the logs, remove remote dirs, revert; returns the problems."""
+        problems = []
+        for host in self.hosts:
+            if host.run_dir is None:
+                continue
+            try:
+                for job in host.stop():
+                    if job["left"]:
+                        problems.append(f"{host.label}: job {job['name']} (process group "
+                                        f"{job['pgid']}) still has processes {job['left']}")
+            except PatchkitError as exc:
+                problems.append(f"stopping the jobs: {exc.message}")
+            try:
+                node = self.run_dir / f"node{host.index}"
+                node.mkdir(exist_ok=True)
+                (node / "server.log").write_bytes(host.tail("server.log", SERVER_LOG_MAX))
+            except (PatchkitError, OSError):
+                pass
+            if not self.cfg.keep_remote_dir:
+                try:
+                    host.cleanup()
+                except PatchkitError as exc:
+                    self.notes.append(f"left {host.run_dir} on {host.where}: {exc.message}")
+        if self.applied:
+            self.progress.update("reverting the series on every target")
+            try:
+                reverted = self.ops("revert")
+                status = self.ops("status")
+            except PatchkitError as exc:
+                problems.append(f"revert: {exc.message}")
+            else:
+                if reverted.exit_code != 0 or any(h.state != "pristine" for h in status.hosts):
+                    problems.append("revert after the profile run failed: "
+                                    + describe_failures(reverted) + "; patch.status: "
+                                    + describe_failures(status))
+                else:
+                    self.log(f"reverted {len(self.hosts)} target(s); patch.status: pristine")
+        for host in self.hosts:
+            host.close()
+        return problems
+
+    def record(self) -> dict:
+        doc = {"config": self.cfg.to_dict(), "notes": self.notes, "hosts": [
+            {"index": h.index, "target": h.label, "root": h.root, "remote_run_dir": h.run_dir,
+             "kept": self.cfg.keep_remote_dir, "jobs": h.jobs} for h in self.hosts]}
+        (self.run_dir / "remote.json").write_text(json.dumps(doc, indent=2) + "\n",
+                                                  encoding="utf-8")
+        return doc
+
+    # ---- the flow ----------------------------------------------------------------------------
+
+    def execute(self) -> tuple[BenchOutput, Path]:
+        failure = None
+        try:
+            self.verify_and_apply()
+            self.start_servers()
+            self.wait_healthy()
+            bench = self.run_bench()
+            self.stop_servers()
+            timing = self.fetch_timing()
+            return bench, timing
+        except BaseException as exc:  # noqa: B036 -- cleaned up below, then re-raised
+            failure = exc
+            raise
+        finally:
+            with _sigint_deferred():
+                problems = self.cleanup()
+                self.record()
+                self.progress.close()
+            if problems:
+                error = ProfileError("; ".join(problems)
+                                     + (f" (after: {failure})" if failure else ""))
+                raise error from failure
+
+
+def report_meta(cfg: RemoteConfig, bench: BenchOutput, hosts, elapsed_s: float) -> dict:
+    meta = {}
+    if bench.tokens_per_s is not None:
+        meta["tokens_per_s"] = bench.tokens_per_s
+    if bench.accept_length is not None:
+        meta["accept_length"] = bench.accept_length
+    facts = [f"{bench.completed:g} requests" if bench.completed is not None else None,
+             f"{bench.duration_s:g} s" if bench.duration_s is not None else None,
+             f"{bench.request_throughput:g} req/s" if bench.request_throughput is not None
+             else None]
+    meta["benchmark"] = (", ".join(f for f in facts if f) or "no result lines found") + (
+        "" if bench.tokens_per_s is not None else
+        "; no 'Output token throughput' line in its output (see benchmark.log)")
+    meta["benchmark command"] = cfg.bench_command
+    meta["server command"] = cfg.server_command
+    if cfg.env:
+        meta["server environment"] = " ".join(f"{k}={v}" for k, v in cfg.env.items())
+    meta["targets"] = ", ".join(h.label for h in hosts)
+    meta["series"] = Path(cfg.series).name
+    meta["profile run wall time"] = f"{elapsed_s:.1f} s"
+    return meta
+
+
+def run_remote(cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None = None,
+               transports=None) -> RemoteOutcome:
+    """The remote profile run (module docstring); raises ProfileError/InvalidInput."""
+    out = stream or sys.stdout
+    start = time.monotonic()
+    run_dir = new_run_dir(cfg.out)
+    run = RemoteRun(cfg, run_dir, progress or ProgressLine(prefix="profile"), transports)
+    bench, timing = run.execute()
+    (run_dir / "benchmark.json").write_text(json.dumps(bench.to_dict(), indent=2) + "\n",
+                                            encoding="utf-8")
+    from patchkit.report import build_report, render_table  # after the revert
+
+    summary = build_report(timing, run_dir, chart=cfg.chart,
+                           meta=report_meta(cfg, bench, run.hosts, time.monotonic() - start))
+    table = render_table(summary)
+    print(table, file=out)
+    print(f"report: {run_dir}/ ({', '.join(sorted(summary.files.values()))})", file=out)
+    hosts = json.loads((run_dir / "remote.json").read_text(encoding="utf-8"))["hosts"]
+    return RemoteOutcome(run_dir, summary, table, bench, hosts, time.monotonic() - start,
+                         dict(summary.files))
+
+
+def main(argv=None) -> int:
+    """``python -m patchkit.profile.remote --config FILE [--section patchkit.profile.remote]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m patchkit.profile.remote")
+    parser.add_argument("--config", required=True, help=".json, .toml or .yaml file")
+    parser.add_argument("--section", default=None,
+                        help="dotted key of the settings in that file, e.g. "
+                             "patchkit.profile.remote for an invoke.yaml")
+    parser.add_argument("--out", default=None, help="reports go to OUT/<timestamp>/")
+    args = parser.parse_args(argv)
+    try:
+        cfg = RemoteConfig.from_file(args.config, section=args.section)
+        if args.out:
+            cfg.out = args.out
+        run_remote(cfg)
+    except PatchkitError as exc:
+        print(f"profile: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("profile: interrupted; servers stopped and the targets reverted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
