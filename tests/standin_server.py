@@ -1,0 +1,220 @@
+"""Stand-ins for ``sglang.launch_server`` and ``sglang.bench_serving`` in the remote profile tests.
+
+    python standin_server.py serve --port P [--startup-delay S] [--never-healthy]
+                                   [--exit-after S] [--ignore-signals] [--pid-file F]
+    python standin_server.py bench --port P [--also-port P2] [--requests N] [--cycles C] [--fail]
+                                   [--delay S] [--started-file F]
+
+``serve`` is a small HTTP server on 127.0.0.1:P. It imports the timing runtime from the
+patched SGLang tree on the target (``sglang.srt.speculative.phase_timer``, found through
+PYTHONPATH=$PATCHKIT_TARGET_ROOT; it refuses to run when the module comes from anywhere else)
+and starts a second process for "rank 1" (PATCHKIT_TIMER_RANK=1; ranks 2n and 2n+1 on node n = $PATCHKIT_NODE_RANK). ``GET /health`` answers 200
+(503 with --never-healthy); ``POST /generate {"cycles": C}`` runs C fake EAGLE-like decode cycles
+on both ranks through the real runtime (draft: draft_preprocess, draft_forward; verify:
+target_verify, accept; draft_extend_after_decode) and answers the accepted counts. Python's
+default signal handling is kept: SIGINT ends both processes through KeyboardInterrupt, so the
+runtime's atexit hook writes the last records (--ignore-signals makes it ignore INT and TERM,
+to test the escalation to KILL).
+
+``bench`` sends N requests and prints a result block in the style of sglang.bench_serving
+(label in 40 columns, value) with the output token throughput and the accept length computed
+from the server's answers; --fail prints an error and exits 1 after one request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+RUNTIME = "sglang.srt.speculative.phase_timer"
+
+
+def load_runtime():
+    import importlib
+
+    pt = importlib.import_module(RUNTIME)
+    root = os.environ.get("PATCHKIT_TARGET_ROOT", "")
+    where = os.path.realpath(pt.__file__)
+    if not root or not where.startswith(os.path.realpath(root) + os.sep):
+        sys.exit(f"stand-in: {RUNTIME} came from {where}, not from the patched tree {root!r}")
+    return pt
+
+
+def accepted_for(cycle: int) -> int:
+    """A fixed acceptance pattern: 3, 1, 2, 3, 1, 2, ... draft tokens accepted."""
+    return (3, 1, 2)[cycle % 3]
+
+
+def run_cycles(pt, first: int, count: int) -> list[int]:
+    accepted = []
+    for i in range(first, first + count):
+        n = accepted_for(i)
+        pt.cycle_begin(batch_size=1)
+        pt.begin("draft")
+        pt.begin("draft_preprocess")
+        time.sleep(0.0002)
+        pt.end("draft_preprocess")
+        pt.begin("draft_forward")
+        time.sleep(0.0006)
+        pt.end("draft_forward")
+        pt.end("draft")
+        pt.begin("verify")
+        pt.begin("target_verify")
+        time.sleep(0.0008)
+        pt.end("target_verify")
+        pt.begin("accept")
+        pt.end("accept")
+        pt.end("verify")
+        pt.begin("draft_extend_after_decode")
+        time.sleep(0.0003)
+        pt.end("draft_extend_after_decode")
+        pt.cycle_end(accepted=n)
+        accepted.append(n)
+    return accepted
+
+
+def worker() -> None:
+    """Rank 1: one line "FIRST COUNT" in, cycles run, "ok" out; ends at EOF or on SIGINT."""
+    pt = load_runtime()
+    for line in sys.stdin:
+        first, count = (int(x) for x in line.split())
+        run_cycles(pt, first, count)
+        sys.stdout.write("ok\n")
+        sys.stdout.flush()
+
+
+def serve(args) -> None:
+    node = int(os.environ.get("PATCHKIT_NODE_RANK", "0"))  # two "GPUs" per node
+    os.environ["PATCHKIT_TIMER_RANK"] = str(2 * node)
+    pt = load_runtime()
+    if args.ignore_signals:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    env = dict(os.environ, PATCHKIT_TIMER_RANK=str(2 * node + 1))
+    rank1 = subprocess.Popen([sys.executable, os.path.abspath(__file__), "worker"], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if args.pid_file:
+        with open(args.pid_file, "w") as fh:
+            fh.write(f"{os.getpid()} {rank1.pid}\n")
+    print(f"stand-in server: pid {os.getpid()}, rank 1 pid {rank1.pid}, loading...", flush=True)
+    time.sleep(args.startup_delay)
+    state = {"cycles": 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt, *a):  # one short line per request on stdout (the log)
+            print("stand-in server:", fmt % a, flush=True)
+
+        def reply(self, code: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path == "/health":
+                if args.never_healthy:
+                    self.reply(503, {"status": "loading"})
+                else:
+                    self.reply(200, {"status": "ok"})
+            else:
+                self.reply(404, {"error": self.path})
+
+        def do_POST(self):
+            if self.path != "/generate":
+                self.reply(404, {"error": self.path})
+                return
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+            count = int(body.get("cycles", 4))
+            first = state["cycles"]
+            rank1.stdin.write(f"{first} {count}\n")
+            rank1.stdin.flush()
+            accepted = run_cycles(pt, first, count)
+            rank1.stdout.readline()
+            state["cycles"] += count
+            self.reply(200, {"accepted": accepted, "tokens": sum(a + 1 for a in accepted)})
+
+    server = HTTPServer(("127.0.0.1", args.port), Handler)
+    server.timeout = 0.1
+    print(f"stand-in server: listening on 127.0.0.1:{args.port}", flush=True)
+    deadline = time.monotonic() + args.exit_after if args.exit_after else None
+    while True:
+        server.handle_request()
+        if deadline and time.monotonic() > deadline:
+            print("stand-in server: simulated crash (CUDA out of memory)", flush=True)
+            sys.exit(3)
+
+
+def post(opener, url: str, cycles: int) -> dict:
+    req = urllib.request.Request(url, method="POST", data=json.dumps({"cycles": cycles}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with opener.open(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def bench(args) -> None:
+    base = f"http://127.0.0.1:{args.port}"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    if args.started_file:
+        open(args.started_file, "w").close()
+    start = time.monotonic()
+    cycles = tokens = 0
+    for i in range(args.requests):
+        for port in args.also_port:  # the other nodes of a multi-node stand-in
+            post(opener, f"http://127.0.0.1:{port}/generate", args.cycles)
+        answer = post(opener, f"{base}/generate", args.cycles)
+        cycles += len(answer["accepted"])
+        tokens += answer["tokens"]
+        print(f"request {i + 1}/{args.requests}: {answer['tokens']} tokens", flush=True)
+        if args.fail:
+            print("Traceback (most recent call last):\n  ...\nRuntimeError: stand-in benchmark "
+                  "failure: the dataset file is missing", file=sys.stderr, flush=True)
+            sys.exit(1)
+        time.sleep(args.delay)
+    duration = time.monotonic() - start
+    row = "{:<40} {:<10}".format
+    print("\n{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="))
+    print(row("Backend:", "stand-in"))
+    print(row("Successful requests:", args.requests))
+    print(row("Benchmark duration (s):", f"{duration:.2f}"))
+    print(row("Total generated tokens:", tokens))
+    print(row("Request throughput (req/s):", f"{args.requests / duration:.2f}"))
+    print(row("Output token throughput (tok/s):", f"{tokens / duration:.2f}"))
+    print(row("Peak output token throughput (tok/s):", f"{2 * tokens / duration:.2f}"))
+    print(row("Accept length:", f"{tokens / cycles:.2f}"))
+    print("=" * 50, flush=True)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve")
+    s.add_argument("--port", type=int, required=True)
+    s.add_argument("--startup-delay", type=float, default=0.0)
+    s.add_argument("--never-healthy", action="store_true")
+    s.add_argument("--exit-after", type=float, default=0.0)
+    s.add_argument("--ignore-signals", action="store_true")
+    s.add_argument("--pid-file", default=None)
+    b = sub.add_parser("bench")
+    b.add_argument("--port", type=int, required=True)
+    b.add_argument("--also-port", type=int, action="append", default=[])
+    b.add_argument("--requests", type=int, default=4)
+    b.add_argument("--cycles", type=int, default=6)
+    b.add_argument("--delay", type=float, default=0.0)
+    b.add_argument("--fail", action="store_true")
+    b.add_argument("--started-file", default=None)
+    sub.add_parser("worker")
+    args = parser.parse_args(argv)
+    {"serve": serve, "bench": bench, "worker": lambda a: worker()}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,396 @@
+"""profile.remote against a real sshd on loopback, with stand-in server and benchmark commands.
+
+The targets are installed-layout trees made from the real sglang 0.5.9 wheel; the stand-in
+server (tests/standin_server.py) imports the timing runtime that the series adds to that tree
+and writes timing files for two ranks through it. What is real here: SSH (OpenSSH client and
+server), the engine's verify/apply/revert/status, the remote agent's job control (sessions,
+process groups, signals, reaping), the /health wait, fetching, the report. What is a stand-in:
+sglang.launch_server and sglang.bench_serving.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from patchkit import ops
+from patchkit.errors import InvalidInput, PatchkitError
+from patchkit.profile.bench_output import parse_bench_output
+from patchkit.profile.remote import RemoteConfig, run_remote
+from sshd_support import free_port, sshd, sshd_factory, sshd_keys  # noqa: F401 (fixtures)
+from upstream_fixtures import SERIES_059, sglang_installed
+
+REPO = Path(__file__).resolve().parents[1]
+STANDIN = Path(__file__).with_name("standin_server.py")
+PY, ST = shlex.quote(sys.executable), shlex.quote(str(STANDIN))
+PHASES = ("draft", "draft_preprocess", "draft_forward", "verify", "target_verify", "accept",
+          "draft_extend_after_decode")
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def group_members(pgid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                pids.append(int(entry))
+    return pids
+
+
+def server_cmd(pid_file: Path, extra: str = "") -> str:
+    return (f'PYTHONPATH="$PATCHKIT_TARGET_ROOT" exec {PY} {ST} serve '
+            f'--port "$(($PATCHKIT_SERVER_PORT + $PATCHKIT_NODE_RANK))" '
+            f'--pid-file {shlex.quote(str(pid_file))}.$PATCHKIT_NODE_RANK {extra}')
+
+
+def bench_cmd(extra: str = "") -> str:
+    return f'{PY} {ST} bench --port "$PATCHKIT_SERVER_PORT" --requests 4 --cycles 6 {extra}'
+
+
+def settings(tmp_path: Path, targets: list[str], client_config, **over) -> dict:
+    base = dict(targets=targets, ssh_config=str(client_config), python=sys.executable,
+                series=str(SERIES_059), port=free_port(), poll_s=0.1, health_timeout_s=15,
+                bench_timeout_s=30, stop_grace_s=3, step_timeout_s=30,
+                server_command=server_cmd(tmp_path / "server.pids"), bench_command=bench_cmd(),
+                env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
+                remote_dir=str(tmp_path / "remote"), out=str(tmp_path / "out"), chart=False)
+    base.update(over)
+    return base
+
+
+def server_pids(tmp_path: Path, node: int = 0) -> list[int]:
+    return [int(p) for p in (tmp_path / f"server.pids.{node}").read_text().split()]
+
+
+def state_of(root: Path) -> str:
+    result = ops.status(str(SERIES_059), [str(root)], ops.Options(layout="installed"))
+    return result.hosts[0].state
+
+
+def assert_cleaned(tmp_path: Path, root: Path, nodes: int = 1) -> None:
+    assert state_of(root) == "pristine"
+    assert not (root / "sglang/srt/speculative/phase_timer.py").exists()
+    for node in range(nodes):
+        pids = server_pids(tmp_path, node)
+        assert pids and not [p for p in pids if alive(p)], f"node {node}: {pids} still running"
+    remote = tmp_path / "remote"
+    assert not remote.exists() or not any(remote.iterdir()), "remote run directory left behind"
+
+
+def only_run_dir(tmp_path: Path) -> Path:
+    runs = list((tmp_path / "out").iterdir())
+    assert len(runs) == 1
+    return runs[0]
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    return sglang_installed("0.5.9", tmp_path / "site-packages")
+
+
+@pytest.fixture
+def target(sshd, tree) -> str:
+    return f"{sshd.alias}:{tree}"
+
+
+# ---- the benchmark output parser ------------------------------------------------------------------
+
+BENCH_SAMPLE = """\
+Namespace(backend='sglang', host='127.0.0.1', port=30000, num_prompts=80)
+#Input tokens: 20480
+100%|██████████| 8/8 [00:01<00:00,  7.10it/s]
+
+================ Serving Benchmark Result ================
+Backend:                                 sglang
+Successful requests:                     8
+Benchmark duration (s):                  1.13
+Output token throughput (tok/s):         512.00
+Accept length:                           1.50
+==================================================
+Warm-up done.
+100%|██████████| 80/80 [00:09<00:00,  8.41it/s]
+
+================ Serving Benchmark Result ================
+Backend:                                 sglang
+Traffic request rate:                    inf
+Max request concurrency:                 not set
+Successful requests:                     80
+Benchmark duration (s):                  9.51
+Total input tokens:                      20,480
+Total generated tokens:                  20480
+Request throughput (req/s):              8.41
+Input token throughput (tok/s):          2153.52
+Output token throughput (tok/s):         2153.52
+Peak output token throughput (tok/s):    3301.00
+Total token throughput (tok/s):          4307.04
+Concurrency:                             12.02
+Accept length:                           3.27
+--------------End-to-End Latency----------------
+Mean E2E Latency (ms):                   1428.77
+Median E2E Latency (ms):                 1391.20
+---------------Time to First Token----------------
+Mean TTFT (ms):                          86.13
+P99 TTFT (ms):                           201.55
+==================================================
+"""
+
+
+def test_bench_output_takes_the_last_result_block():
+    parsed = parse_bench_output(BENCH_SAMPLE)
+    assert parsed.result_blocks == 2
+    assert parsed.tokens_per_s == 2153.52          # not the warm-up's 512, not the peak 3301
+    assert parsed.accept_length == 3.27
+    assert parsed.request_throughput == 8.41
+    assert parsed.duration_s == 9.51
+    assert parsed.completed == 80
+    assert parsed.metrics["total input tokens"] == 20480   # thousands separator
+    assert parsed.metrics["mean ttft (ms)"] == 86.13
+    assert "backend" not in parsed.metrics and "max request concurrency" not in parsed.metrics
+
+
+@pytest.mark.parametrize("text, tokens, accept", [
+    ("Output token throughput (tok/s): 100.5\r\nAccept length: 2\n", 100.5, 2.0),
+    ("output throughput = 1.2e3 tok/s\naverage accepted length: 4.25\n", 1200.0, 4.25),
+    ("Peak output token throughput (tok/s): 9\nTotal token throughput (tok/s): 8\n", None, None),
+    ("Traceback (most recent call last):\nRuntimeError: boom\n", None, None),
+    ("", None, None),
+])
+def test_bench_output_is_tolerant(text, tokens, accept):
+    parsed = parse_bench_output(text)
+    assert (parsed.tokens_per_s, parsed.accept_length) == (tokens, accept)
+
+
+# ---- configuration ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("change, words", [
+    ({"colour": "red"}, "unknown setting(s) colour"),
+    ({"targets": []}, "no targets"),
+    ({"server_command": " "}, "server_command is missing"),
+    ({"env": {"BAD-NAME": "1"}}, "not an environment name"),
+    ({"env": {"PATCHKIT_TIMER_DIR": "/x"}}, "set by the profile run itself"),
+    ({"stop_signals": ["INT", "STOP"]}, "stop_signals ['STOP']"),
+    ({"health_timeout_s": 0}, "health_timeout_s 0 must be a positive number"),
+    ({"remote_dir": "relative/dir"}, "must be an absolute path"),
+    ({"timer": "cuda"}, "timer 'cuda'"),
+    ({"port": 70000}, "port 70000"),
+])
+def test_bad_settings_are_refused_before_anything_runs(tmp_path, change, words):
+    given = settings(tmp_path, ["pk-test:/srv/site"], tmp_path / "none")
+    given.update(change)
+    with pytest.raises(InvalidInput) as err:
+        RemoteConfig.from_mapping(given)
+    assert words in err.value.message and err.value.exit_code == 2
+    assert not (tmp_path / "out").exists()
+
+
+def test_settings_accept_strings_lists_and_extra_env(tmp_path):
+    cfg = RemoteConfig.from_mapping(
+        settings(tmp_path, "pk-test:/srv/site", tmp_path / "c", env="NCCL_PROTO=LL NCCL_ALGO=Ring",
+                 stop_signals="sigterm", bench_command=["python3", "-m", "sglang.bench_serving",
+                                                        "--dataset-name", "random"]),
+        extra_env=["NCCL_PROTO=Simple"])
+    assert cfg.targets == ["pk-test:/srv/site"]
+    assert cfg.env == {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring"}
+    assert cfg.stop_signals == ["TERM"]
+    assert cfg.bench_command == "python3 -m sglang.bench_serving --dataset-name random"
+
+
+# ---- the flow against loopback sshd ---------------------------------------------------------------
+
+def test_remote_profile_run_end_to_end(tmp_path, sshd, tree, target):
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config,
+                                             server_command=server_cmd(tmp_path / "server.pids",
+                                                                       "--startup-delay 0.6")))
+    outcome = run_remote(cfg, stream=open(os.devnull, "w"))
+    summary = outcome.summary
+
+    # two ranks, 4 requests x 6 cycles each, every phase once per cycle
+    assert sorted(r["rank"] for r in summary.ranks) == [0, 1]
+    assert summary.cycle["count"] == 2 * 4 * 6
+    for name in PHASES:
+        assert summary.phase(name)["count"] == 48, name
+    assert summary.phase("draft_forward", parent="draft")["depth"] == 1
+    assert 90 < summary.top_level_share <= 100.5
+    # the benchmark's own numbers, parsed from its output, and the runtime's agree
+    bench_log = (outcome.run_dir / "benchmark.log").read_text()
+    assert "Serving Benchmark Result" in bench_log
+    assert outcome.bench.accept_length == 3.0
+    assert summary.decode["accept_length_mean"] == pytest.approx(3.0)
+    assert summary.throughput["tokens_per_s"] == outcome.bench.tokens_per_s > 0
+    table = (outcome.run_dir / "table.txt").read_text()
+    assert "mean accepted length: 3.00" in table and "NCCL_PROTO=LL NCCL_ALGO=Ring" in table
+    assert json.loads((outcome.run_dir / "summary.json").read_text())["cycle"]["count"] == 48
+    assert json.loads((outcome.run_dir / "trace.json").read_text())
+    assert len(list((outcome.run_dir / "timing").glob("phase-timing.rank*.jsonl"))) == 2
+    # the server ran with the runtime's environment, was stopped by SIGINT alone, is gone
+    server = outcome.hosts[0]["jobs"]["server"]
+    assert server["sent"] == ["INT"] and server["left"] == [] and server["done"]
+    assert not group_members(server["pgid"])
+    assert "listening on 127.0.0.1" in (outcome.run_dir / "node0" / "server.log").read_text()
+    assert_cleaned(tmp_path, tree)
+
+
+def test_failing_benchmark_still_stops_and_reverts(tmp_path, sshd, tree, target):
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config,
+                                             bench_command=bench_cmd("--fail")))
+    with pytest.raises(PatchkitError) as err:
+        run_remote(cfg, stream=open(os.devnull, "w"))
+    message = err.value.message
+    assert "the benchmark failed (exit 1)" in message and "dataset file is missing" in message
+    assert err.value.exit_code == 1
+    run_dir = only_run_dir(tmp_path)
+    assert "RuntimeError" in (run_dir / "benchmark.log").read_text()
+    assert not (run_dir / "summary.json").exists()
+    assert_cleaned(tmp_path, tree)
+
+
+def test_server_that_never_becomes_healthy_times_out(tmp_path, sshd, tree, target):
+    cfg = RemoteConfig.from_mapping(settings(
+        tmp_path, [target], sshd.client_config, health_timeout_s=1.5,
+        server_command=server_cmd(tmp_path / "server.pids", "--never-healthy")))
+    start = time.monotonic()
+    with pytest.raises(PatchkitError) as err:
+        run_remote(cfg, stream=open(os.devnull, "w"))
+    assert time.monotonic() - start < 15
+    message = err.value.message
+    assert f"ssh://{sshd.alias}" in message and f"{cfg.url} with 200 within 1.5 s" in message
+    assert "last probe: HTTP 503 Service Unavailable" in message and "listening on 127.0.0.1" in message
+    assert_cleaned(tmp_path, tree)
+
+
+def test_server_that_dies_fails_fast_with_its_log(tmp_path, sshd, tree, target):
+    cfg = RemoteConfig.from_mapping(settings(
+        tmp_path, [target], sshd.client_config, health_timeout_s=60,
+        server_command=server_cmd(tmp_path / "server.pids", "--never-healthy --exit-after 0.3")))
+    start = time.monotonic()
+    with pytest.raises(PatchkitError) as err:
+        run_remote(cfg, stream=open(os.devnull, "w"))
+    assert time.monotonic() - start < 15          # not the 60 s health timeout
+    assert "the server exited (exit 3) before" in err.value.message
+    assert "simulated crash (CUDA out of memory)" in err.value.message
+    assert_cleaned(tmp_path, tree)
+
+
+def test_server_ignoring_int_and_term_is_killed(tmp_path, sshd, tree, target):
+    cfg = RemoteConfig.from_mapping(settings(
+        tmp_path, [target], sshd.client_config, stop_grace_s=0.5, timer_flush_s=0.001,
+        server_command=server_cmd(tmp_path / "server.pids", "--ignore-signals")))
+    outcome = run_remote(cfg, stream=open(os.devnull, "w"))
+    server = outcome.hosts[0]["jobs"]["server"]
+    assert server["sent"] == ["INT", "TERM", "KILL"] and server["exit"] == -9
+    assert not group_members(server["pgid"])
+    # rank 1 ended on SIGINT (atexit wrote everything); rank 0 died by SIGKILL and kept
+    # only what it had flushed before (at most its last cycles are missing)
+    cycles = {r["rank"]: r["cycles"] for r in outcome.summary.ranks}
+    assert cycles[1] == 24 and 0 < cycles.get(0, 0) <= 24
+    assert_cleaned(tmp_path, tree)
+
+
+def test_missing_python_on_the_target_is_named_and_reverted(tmp_path, sshd, tree, target):
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config,
+                                             python="/nonexistent/python3"))
+    with pytest.raises(PatchkitError) as err:
+        run_remote(cfg, stream=open(os.devnull, "w"))
+    assert f"ssh://{sshd.alias}" in err.value.message and "mkrun" in err.value.message
+    assert "/nonexistent/python3" in err.value.message
+    assert state_of(tree) == "pristine"
+
+
+def test_applied_target_is_refused_and_left_alone(tmp_path, sshd, tree, target):
+    opts = ops.Options(layout="installed")
+    assert ops.apply(str(SERIES_059), [str(tree)], opts).exit_code == 0
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config))
+    with pytest.raises(PatchkitError) as err:
+        run_remote(cfg, stream=open(os.devnull, "w"))
+    assert "must be pristine" in err.value.message and "applied" in err.value.message
+    assert state_of(tree) == "applied"       # not ours: not reverted
+    assert not (tmp_path / "server.pids.0").exists()
+
+
+def test_ctrl_c_stops_everything_and_reverts(tmp_path, sshd, tree, target):
+    started = tmp_path / "bench.started"
+    given = settings(tmp_path, [target], sshd.client_config,
+                     bench_command=bench_cmd(f"--requests 100000 --delay 0.02 "
+                                             f"--started-file {shlex.quote(str(started))}"))
+    config = tmp_path / "remote.json"
+    config.write_text(json.dumps(given))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "patchkit.profile.remote", "--config",
+                             str(config)], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), proc.communicate(timeout=30)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    record = json.loads((only_run_dir(tmp_path) / "remote.json").read_text())
+    jobs = record["hosts"][0]["jobs"]
+    assert jobs["bench"]["sent"] and not group_members(jobs["bench"]["pgid"])
+    assert not group_members(jobs["server"]["pgid"])
+    assert_cleaned(tmp_path, tree)
+
+
+def test_two_nodes_apply_serve_fetch_and_revert_together(tmp_path, sshd_factory):
+    fleet = sshd_factory(2)
+    trees = [sglang_installed("0.5.9", tmp_path / f"node{i}" / "site-packages") for i in range(2)]
+    port = free_port()
+    cfg = RemoteConfig.from_mapping(settings(
+        tmp_path, fleet.targets([str(t) for t in trees]), fleet.client_config, port=port,
+        bench_command=bench_cmd(f"--also-port {port + 1}")))
+    outcome = run_remote(cfg, stream=open(os.devnull, "w"))
+    assert sorted(r["rank"] for r in outcome.summary.ranks) == [0, 1, 2, 3]
+    assert outcome.summary.cycle["count"] == 4 * 24
+    assert {Path(f).parent.parent.name for f in map(str, (outcome.run_dir).glob("node*/timing/*"))} \
+        == {"node0", "node1"}
+    for i, root in enumerate(trees):
+        assert state_of(root) == "pristine"
+        assert not [p for p in server_pids(tmp_path, i) if alive(p)]
+
+
+# ---- the invoke task ---------------------------------------------------------------------------
+
+def test_invoke_task_reads_the_profile_remote_block(tmp_path, sshd, tree, target):
+    given = settings(tmp_path, [target], sshd.client_config)
+    del given["env"]
+    config = tmp_path / "site.yaml"
+    config.write_text(json.dumps({"patchkit": {"profile": {"remote": given}}}))  # JSON is YAML
+    proc = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), "-f", str(config),
+                           "profile.remote", "--env", "NCCL_ALGO=Tree"],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "server environment: NCCL_ALGO=Tree" in proc.stdout
+    assert "mean accepted length: 3.00" in proc.stdout
+    assert_cleaned(tmp_path, tree)
+    bad = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), "-f", str(config),
+                          "profile.remote", "--env", "NOT-A-NAME=1"],
+                         cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "not an environment name" in bad.stderr
