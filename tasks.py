@@ -427,3 +427,42 @@ def patch_diff(c, from_=None, to=None):
 patch.add_task(patch_rebase, "rebase")
 patch.add_task(patch_diff, "diff")
 # ----------------------------------------------------------------------------- end of patch.rebase, patch.diff
+
+
+# ----------------------------------------------------------------------------- profile.remote
+# The remote SGLang run: settings in invoke.yaml under patchkit.profile.remote (documented there;
+# patchkit.series/targets/layout/ssh_config/ssh_options are its defaults); an option beats them.
+# Implementation: patchkit.profile.remote (run_remote); also `python -m patchkit.profile.remote`.
+
+@task(name="remote", auto_shortflags=False, iterable=["target", "env"], help={
+    "target": "SGLang install root to profile (site-packages or a checkout), e.g. "
+              "ssh://gpu1/opt/venv/lib/python3.11/site-packages; repeat for nodes, head first",
+    "series": "series folder (default: profile.remote.series, else patchkit.series)",
+    "server": "server command line, run detached by sh -c on every target",
+    "bench": "benchmark command line, run by sh -c on the first target",
+    "env": "NAME=VALUE for the server, e.g. NCCL_PROTO=LL (repeat; merged over the settings)",
+    "out": "reports go to OUT/<timestamp>/ (default: profile-out)",
+    "keep_remote_dir": "leave the run directory (logs, timing files) on the targets",
+    "no_chart": "skip phases.png",
+})
+def profile_remote(c, target=None, series=None, server=None, bench=None, env=None, out=None,
+                   keep_remote_dir=False, no_chart=False):
+    """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
+    from patchkit.profile.remote import RemoteConfig, run_remote
+
+    settings = dict((_cfg(c, "profile", {}) or {}).get("remote") or {})
+    for key, fallback in (("series", "series"), ("targets", "targets"), ("layout", "layout"),
+                          ("ssh_config", "ssh_config"), ("ssh_options", "ssh_options")):
+        if not settings.get(key) and _cfg(c, fallback):
+            settings[key] = _cfg(c, fallback)
+    given = {"targets": list(target or []) or None, "series": series, "server_command": server,
+             "bench_command": bench, "out": out, "keep_remote_dir": keep_remote_dir or None,
+             "chart": False if no_chart else None}
+    settings.update({k: v for k, v in given.items() if v is not None})
+    cfg = _profile_call(RemoteConfig.from_mapping, settings, cwd=os.getcwd(),
+                        extra_env=list(env or []))
+    _profile_call(run_remote, cfg)
+
+
+profile.add_task(profile_remote, "remote")
+# ----------------------------------------------------------------------------- end of profile.remote
