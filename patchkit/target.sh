@@ -216,6 +216,18 @@ pk_extract_pre() {  # wc-all-ok
 }
 
 # -- staging: sed edits into a stage directory, then the post-image checks ------------------------
+pk_writable_dirs() {  # every directory a commit will rename into must be writable (read-only mounts too)
+  _k=1
+  while [ "$_k" -le "$PK_N" ]; do
+    pk_get pk_p "$_k"; _dest=${_v%/*}; [ "$_dest" = "$_v" ] && _dest=.
+    while [ ! -d "$_dest" ] && [ "$_dest" != . ]; do
+      case $_dest in */*) _dest=${_dest%/*} ;; *) _dest=. ;; esac
+    done
+    [ -w "$_dest" ] || pk_die 1 "cannot write to $PK_ROOT/$_dest (read-only file system or permission denied); nothing changed"
+    _k=$((_k + 1))
+  done
+}
+
 pk_stage() {  # stage-dir copy-modes(1/0)
   case $1 in /*) _sd=$1 ;; *) _sd=$PK_ROOT/$1 ;; esac
   set --
@@ -270,7 +282,7 @@ pk_by_dir() {  # kind function extra: calls `function extra dir-index files...` 
     [ -n "$_bks" ] || continue
     set -- "$_bextra" "$_bd"
     for _bj in $_bks; do pk_get pk_p "$_bj"; set -- "$@" "$_v"; done
-    "$_bfn" "$@"
+    "$_bfn" "$@" || return 1
   done
 }
 
@@ -314,7 +326,16 @@ pk_check_staged() {  # stage-dir: wc, post-image lines, sha256 of every staged f
 }
 
 # -- state under <root>/.patchkit: lock, manifest, originals ------------------------------------
+pk_state_safe() {  # patchkit's own state must not lead outside the root through a symlink
+  for _s in .patchkit .patchkit/lock .patchkit/orig .patchkit/stage .patchkit/trash \
+            .patchkit/manifest .patchkit/manifest.tmp .patchkit/journal; do
+    [ -L "$_s" ] && pk_die 1 "refusing: $PK_ROOT/$_s is a symlink (patchkit state must stay inside the root)"
+  done
+  :
+}
+
 pk_lock() {
+  pk_state_safe
   if [ ! -d .patchkit ]; then
     mkdir .patchkit 2>"$PK_T/err" || pk_die 1 "cannot create $PK_ROOT/.patchkit: $(sed -n '1p' "$PK_T/err") (read-only or permission denied?)"
   fi
@@ -470,20 +491,31 @@ pk_commit_dir() {  # _ dir-index files...: rename the staged files over the orig
   _n=$#
   for _p in "$@"; do set -- "$@" ".patchkit/stage/$_d/${_p##*/}"; done
   shift "$_n"
-  [ -d "$_dest" ] || mkdir -p "$_dest" || pk_die 1 "cannot create $_dest"
-  mv -f "$@" "$_dest/" || pk_die 1 "commit failed in $_dest (disk full, read-only?)"
+  if [ -d "$_dest" ] || mkdir -p "$_dest"; then
+    mv -f "$@" "$_dest/" && return 0
+  fi
+  PK_COMMIT_FAILED=$_dest
+  return 1
+}
+
+pk_commit_rollback() {  # a rename failed half-way: put back every file already committed
+  pk_out "commit failed in $PK_ROOT/$PK_COMMIT_FAILED; rolling back"
+  pk_manifest_read
+  pk_manifest_state
+  pk_restore 0
+  pk_die 1 "commit failed in $PK_ROOT/$PK_COMMIT_FAILED (read-only file system, permission denied or disk full); every file was put back"
 }
 
 pk_commit() {
   pk_manifest_write committing
-  pk_by_dir m pk_commit_dir ""
-  pk_by_dir c pk_commit_dir ""
+  pk_by_dir m pk_commit_dir "" || pk_commit_rollback
+  pk_by_dir c pk_commit_dir "" || pk_commit_rollback
   _k=1; set --
   while [ "$_k" -le "$PK_N" ]; do
     pk_get pk_kind "$_k"; [ "$_v" = delete ] && { pk_get pk_p "$_k"; set -- "$@" "$_v"; }
     _k=$((_k + 1))
   done
-  [ $# -gt 0 ] && { rm -f "$@" || pk_die 1 "cannot delete $*"; }
+  if [ $# -gt 0 ]; then rm -f "$@" || { PK_COMMIT_FAILED=$1; pk_commit_rollback; }; fi
   pk_manifest_write applied
   rm -rf .patchkit/stage
   if [ -d .git ]; then
@@ -548,6 +580,7 @@ pk_run_apply() {  # PK_PHASE: all | stage (fleet phase 1)
   rm -rf .patchkit/stage .patchkit/orig
   pk_check_files 1
   [ "$PK_DRIFT" = 0 ] && [ "$PK_REFUSE" = 0 ] || exit 1
+  pk_writable_dirs
   PK_UNDO_STAGE=1
   pk_stage .patchkit/stage 1
   if [ "$PK_BADSTAGE" != 0 ]; then rm -rf .patchkit/stage; exit 1; fi
