@@ -104,6 +104,9 @@ def serve(args) -> None:
         with open(args.pid_file, "w") as fh:
             fh.write(f"{os.getpid()} {rank1.pid}\n")
     print(f"stand-in server: pid {os.getpid()}, rank 1 pid {rank1.pid}, loading...", flush=True)
+    for name in sorted(os.environ):
+        if name.startswith(("PATCHKIT_", "NCCL_", "PK_")):
+            print(f"stand-in server: env {name}={os.environ[name]}", flush=True)
     time.sleep(args.startup_delay)
     state = {"cycles": 0}
 

@@ -88,13 +88,13 @@ def state_of(root: Path) -> str:
     return result.hosts[0].state
 
 
-def assert_cleaned(tmp_path: Path, root: Path, nodes: int = 1) -> None:
+def assert_cleaned(tmp_path: Path, root: Path, nodes: int = 1, remote: Path | None = None) -> None:
     assert state_of(root) == "pristine"
     assert not (root / "sglang/srt/speculative/phase_timer.py").exists()
     for node in range(nodes):
         pids = server_pids(tmp_path, node)
         assert pids and not [p for p in pids if alive(p)], f"node {node}: {pids} still running"
-    remote = tmp_path / "remote"
+    remote = remote or tmp_path / "remote"
     assert not remote.exists() or not any(remote.iterdir()), "remote run directory left behind"
 
 
@@ -218,10 +218,16 @@ def test_settings_accept_strings_lists_and_extra_env(tmp_path):
 
 # ---- the flow against loopback sshd ---------------------------------------------------------------
 
+HOSTILE = "LL'; touch {canary}; echo \"$(touch {canary})\" `touch {canary}` $HOME"
+
+
 def test_remote_profile_run_end_to_end(tmp_path, sshd, tree, target):
-    cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config,
-                                             server_command=server_cmd(tmp_path / "server.pids",
-                                                                       "--startup-delay 0.6")))
+    canary = tmp_path / "canary"
+    remote = tmp_path / "remote 'dir' $HOME"
+    cfg = RemoteConfig.from_mapping(settings(
+        tmp_path, [target], sshd.client_config, remote_dir=str(remote),
+        env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "PK_HOSTILE": HOSTILE.format(canary=canary)},
+        server_command=server_cmd(tmp_path / "server.pids", "--startup-delay 0.6")))
     outcome = run_remote(cfg, stream=open(os.devnull, "w"))
     summary = outcome.summary
 
@@ -247,8 +253,15 @@ def test_remote_profile_run_end_to_end(tmp_path, sshd, tree, target):
     server = outcome.hosts[0]["jobs"]["server"]
     assert server["sent"] == ["INT"] and server["left"] == [] and server["done"]
     assert not group_members(server["pgid"])
-    assert "listening on 127.0.0.1" in (outcome.run_dir / "node0" / "server.log").read_text()
-    assert_cleaned(tmp_path, tree)
+    log = (outcome.run_dir / "node0" / "server.log").read_text()
+    assert "listening on 127.0.0.1" in log
+    # the environment arrived as data: nothing in it ran, the runtime's variables are set
+    assert f"env PK_HOSTILE={HOSTILE.format(canary=canary)}\n" in log and not canary.exists()
+    run_on_target = outcome.hosts[0]["remote_run_dir"]
+    assert run_on_target.startswith(str(remote) + "/")
+    assert f"env PATCHKIT_TIMER_DIR={run_on_target}/timing\n" in log
+    assert f"env PATCHKIT_TARGET_ROOT={tree}\n" in log and "env PATCHKIT_TIMER_FLUSH_S=1\n" in log
+    assert_cleaned(tmp_path, tree, remote=remote)
 
 
 def test_failing_benchmark_still_stops_and_reverts(tmp_path, sshd, tree, target):
@@ -328,7 +341,10 @@ def test_applied_target_is_refused_and_left_alone(tmp_path, sshd, tree, target):
     assert not (tmp_path / "server.pids.0").exists()
 
 
-def test_ctrl_c_stops_everything_and_reverts(tmp_path, sshd, tree, target):
+@pytest.mark.parametrize("to_group", [False, True], ids=["process", "process-group"])
+def test_ctrl_c_stops_everything_and_reverts(tmp_path, sshd, tree, target, to_group):
+    """SIGINT to the profile process, or to its whole group as a terminal's Ctrl-C does
+    (then the ssh clients running at that moment are interrupted too)."""
     started = tmp_path / "bench.started"
     given = settings(tmp_path, [target], sshd.client_config,
                      bench_command=bench_cmd(f"--requests 100000 --delay 0.02 "
@@ -338,14 +354,17 @@ def test_ctrl_c_stops_everything_and_reverts(tmp_path, sshd, tree, target):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen([sys.executable, "-m", "patchkit.profile.remote", "--config",
                              str(config)], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 30
         while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert started.exists(), proc.communicate(timeout=30)
         time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
+        if to_group:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -369,11 +388,19 @@ def test_two_nodes_apply_serve_fetch_and_revert_together(tmp_path, sshd_factory)
     outcome = run_remote(cfg, stream=open(os.devnull, "w"))
     assert sorted(r["rank"] for r in outcome.summary.ranks) == [0, 1, 2, 3]
     assert outcome.summary.cycle["count"] == 4 * 24
-    assert {Path(f).parent.parent.name for f in map(str, (outcome.run_dir).glob("node*/timing/*"))} \
-        == {"node0", "node1"}
+    for node in ("node0", "node1"):  # each node's files, as fetched
+        assert len(list((outcome.run_dir / node / "timing").glob("phase-timing.*.jsonl"))) == 2
     for i, root in enumerate(trees):
         assert state_of(root) == "pristine"
         assert not [p for p in server_pids(tmp_path, i) if alive(p)]
+
+
+def test_a_local_directory_target_runs_the_same_flow_without_ssh(tmp_path, tree):
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, [str(tree)], tmp_path / "unused",
+                                             ssh_config=None))
+    outcome = run_remote(cfg, stream=open(os.devnull, "w"))
+    assert outcome.summary.cycle["count"] == 48 and outcome.hosts[0]["target"] == str(tree)
+    assert_cleaned(tmp_path, tree)
 
 
 # ---- the invoke task ---------------------------------------------------------------------------
