@@ -204,6 +204,13 @@ def test_bad_settings_are_refused_before_anything_runs(tmp_path, change, words):
     assert not (tmp_path / "out").exists()
 
 
+def test_bad_target_spec_is_refused_before_a_run_directory_is_made(tmp_path):
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, ["ssh://-oProxyCommand=x/srv"], tmp_path))
+    with pytest.raises(InvalidInput, match="bad host"):
+        run_remote(cfg, stream=open(os.devnull, "w"))
+    assert not (tmp_path / "out").exists()
+
+
 def test_settings_accept_strings_lists_and_extra_env(tmp_path):
     cfg = RemoteConfig.from_mapping(
         settings(tmp_path, "pk-test:/srv/site", tmp_path / "c", env="NCCL_PROTO=LL NCCL_ALGO=Ring",

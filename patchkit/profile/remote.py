@@ -87,15 +87,10 @@ def describe_failures(result) -> str:
 class RemoteRun:
     """One profile run over ``hosts``; ``execute()`` is the whole flow."""
 
-    def __init__(self, cfg: RemoteConfig, run_dir: Path, progress: ProgressLine,
-                 transports=None):
-        from patchkit.transport import parse_target
-
+    def __init__(self, cfg: RemoteConfig, run_dir: Path, progress: ProgressLine, transports):
         self.cfg = cfg
         self.run_dir = run_dir
         self.progress = progress
-        transports = transports or [parse_target(spec, **cfg.transport_options())
-                                    for spec in cfg.targets]
         self.hosts = [RemoteHost(i, t, cfg) for i, t in enumerate(transports)]
         self.applied = False
         self.bench_text = ""
@@ -373,8 +368,12 @@ def report_meta(cfg: RemoteConfig, bench: BenchOutput, hosts, elapsed_s: float) 
 def run_remote(cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None = None,
                transports=None) -> RemoteOutcome:
     """The remote profile run (module docstring); raises ProfileError/InvalidInput."""
+    from patchkit.transport import parse_target
+
     out = stream or sys.stdout
     start = time.monotonic()
+    transports = transports or [parse_target(spec, **cfg.transport_options())
+                                for spec in cfg.targets]  # bad specs: refused before anything
     run_dir = new_run_dir(cfg.out)
     run = RemoteRun(cfg, run_dir, progress or ProgressLine(prefix="profile"), transports)
     bench, timing = run.execute()
