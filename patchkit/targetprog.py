@@ -44,12 +44,14 @@ class Compiled:
     series: Series
     plans: list[FilePlan]
     common: str
+    stage_funcs: str = ""              # printf functions writing new text (apply/verify only)
     multi: dict[str, str] = field(default_factory=dict)
     single: dict[str, str] = field(default_factory=dict)
 
-    def data(self, single: bool = False) -> str:
-        scripts = self.single if single else self.multi
-        out = [self.common, f"PK_SINGLE={1 if single else 0}\n"]
+    def data(self, single: bool = False, scripts_needed: bool = True) -> str:
+        scripts = (self.single if single else self.multi) if scripts_needed else {}
+        out = [self.common, self.stage_funcs if scripts_needed else "",
+               f"PK_SINGLE={1 if single else 0}\n"]
         out += [f"printf '%s\\n' {shq(body)} > \"$PK_T/s/{name}\"\n" for name, body in scripts.items()]
         return "".join(out)
 
@@ -66,6 +68,7 @@ def compile_series(series: Series) -> Compiled:
     single: dict[str, str] = {}
     prefix = series.pin.package_prefix
     edits = {}
+    funcs: list[str] = []
     for k, plan in enumerate(plans, 1):
         d = dirs.setdefault(posixpath.dirname(plan.path), len(dirs) + 1)
         pinned = plan.pinned
@@ -84,9 +87,9 @@ def compile_series(series: Series) -> Compiled:
             edit = edits[k] = stage_edit(plan)
             base = posixpath.basename(plan.path)
             single[f"stage.f{k}.sed"] = "\n".join(edit.commands + [f"w {d}/{base}"])
-            lines.append(f"pk_tail_{k}() {{ {printf_lines(edit.tail)}; }}")
+            funcs.append(f"pk_tail_{k}() {{ {printf_lines(edit.tail)}; }}")
         if plan.kind == "create":
-            lines.append(f"pk_create_{k}() {{ {printf_lines(plan.final)}; }}")
+            funcs.append(f"pk_create_{k}() {{ {printf_lines(plan.final)}; }}")
     groups: dict[tuple[str, int], list[int]] = {}
     for k, plan in enumerate(plans, 1):
         d = dirs[posixpath.dirname(plan.path)]
@@ -102,8 +105,8 @@ def compile_series(series: Series) -> Compiled:
         multi[f"stage.c{c}.sed"] = "\n".join(_chunk_stage(plans, members, dirs, edits))
         multi[f"post.c{c}.sed"] = extraction_script(_chunk_post(plans, members), False)
         lines.append(f"pk_chunk_{c}={shq(' '.join(map(str, members)))} pk_pretotal_{c}={pre_total}")
-    return Compiled(series=series, plans=plans, common="\n".join(lines) + "\n", multi=multi,
-                    single=single)
+    return Compiled(series=series, plans=plans, common="\n".join(lines) + "\n",
+                    stage_funcs="".join(f + "\n" for f in funcs), multi=multi, single=single)
 
 
 def _chunk_pre(plans, members):
@@ -165,7 +168,7 @@ def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto
     ]
     # One brace group: sh parses it whole before running any of it, so a program cut short in
     # transit (client killed while sending) is a syntax error that runs nothing.
-    program = ("\n".join(head) + "\n{\n" + library() + "\npk_init\n" + compiled.data(single)
+    program = ("\n".join(head) + "\n{\n" + library() + "\npk_init\n" + compiled.data(single, op in ("verify", "apply"))
                + f"pk_run_{op}\n}}\n")
     return program.encode("utf-8", "surrogateescape")
 
