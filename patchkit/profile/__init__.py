@@ -17,7 +17,7 @@ Importing this package is cheap: torch and transformers are imported by the subp
 from __future__ import annotations
 
 __all__ = ["run_default", "run_sweep", "parse_matrix", "ProfileOutcome", "SweepOutcome",
-           "ProfileError", "ensure_site", "SIZE_NAMES"]
+           "ProfileError", "ensure_site", "SIZE_NAMES", "run_remote", "RemoteConfig"]
 
 
 def __getattr__(name):
@@ -30,6 +30,9 @@ def __getattr__(name):
     if name in ("ProfileError", "ensure_site"):
         from patchkit.profile import site
         return getattr(site, name)
+    if name in ("run_remote", "RemoteConfig"):
+        from patchkit.profile import remote
+        return getattr(remote, name)
     if name == "SIZE_NAMES":
         from patchkit.profile.workload import SIZE_NAMES
         return SIZE_NAMES
