@@ -220,13 +220,15 @@ def test_commit_failure_rolls_back_the_committed_hosts(fleet, roots, reference, 
     assert res.exit_code == max(h.exit_code for h in res.hosts) == 1, res.to_json()
     for i, host in enumerate(res.hosts):
         if i == failing:
-            assert "commit failed in sglang/srt/speculative" in " ".join(host.messages), host
+            note = " ".join(host.messages)
+            assert f"commit failed in {roots[i]}/sglang/srt/speculative" in note, host
+            assert "every file was put back" in note, host
         else:
             assert host.state == "pristine" and host.exit_code == 1, host
             assert "rolled back (another host failed to commit)" in host.messages, host
             assert host.written == []
-    for root in roots:
-        assert read_tree(root, FILES) == reference["original"], root
+    for root in roots:          # the failing host put its own files back, the others reverted
+        assert_untouched(root, reference["original"])
     # status is truthful everywhere, and a plain apply (no failing mv) converges.
     opts = ops.Options(transport_options={"ssh_config": config})
     status = ops.status(str(SERIES_059), specs(fleet, roots), opts)
@@ -241,8 +243,8 @@ def test_commit_failure_rolls_back_the_committed_hosts(fleet, roots, reference, 
         assert_untouched(root, reference["original"])
 
 
-@pytest.mark.xfail(strict=True, reason="engine: ops reports the failed host as 'refused', not its "
-                   "final state ('pristine' with saved state left, or 'partial') (see report)")
+@pytest.mark.xfail(strict=True, reason="engine: ops reports a host whose commit failed as "
+                   "'refused', not its final state (it rolled itself back: 'pristine') (see report)")
 def test_commit_failure_reports_each_hosts_final_state(fleet, roots, tmp_path):
     config = str(fleet.client_config)
     transports = [parse_target(spec, ssh_config=config,
@@ -268,9 +270,7 @@ def multi_series(tmp_path_factory):
     return make_series(work / "series", pinned, [("0001-multi.patch", patch)])
 
 
-@pytest.mark.xfail(strict=True, reason="engine: a host whose commit fails after its first "
-                   "directory is left partial; neither target.sh nor ops rolls it back (see report)")
-def test_partial_commit_failure_leaves_no_host_patched(fleet, multi_series, tmp_path):
+def test_commit_failing_half_way_leaves_no_host_patched(fleet, multi_series, tmp_path):
     roots = []
     for i in range(SSH_HOSTS):
         root = tmp_path / f"h{i}"
@@ -287,5 +287,8 @@ def test_partial_commit_failure_leaves_no_host_patched(fleet, multi_series, tmp_
         for t in transports:
             t.close()
     assert res.exit_code == 1
+    assert "every file was put back" in " ".join(res.hosts[1].messages), res.hosts[1]
     for root in roots:
         assert read_tree(root, MULTI_BEFORE.keys()) == MULTI_BEFORE, root
+        assert not (root / ".patchkit" / "manifest").exists(), root
+        assert not (root / ".patchkit" / "stage").exists(), root
