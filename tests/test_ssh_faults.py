@@ -15,6 +15,7 @@ refused, naming it), `unlock` clears it, and revert or a fresh apply converges.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import threading
@@ -290,3 +291,30 @@ def test_remote_shell_killed_during_revert(rig_factory):
     outcomes = shell_kill_run(rig, "revert", list(range(1, total + 1)))
     seen = {o[2] for o in outcomes}
     assert ("original",) in seen and ("patched",) in seen, outcomes
+
+
+# ---- a live lock ---------------------------------------------------------------------------------
+
+def test_second_operation_on_a_locked_target_names_the_holder(rig_factory):
+    rig = rig_factory(slow=0.05)
+    fresh(rig.root)
+    rig.arm()
+    first = {}
+    worker = threading.Thread(target=lambda: first.update(res=ops.apply(rig.series, [rig.faulty])))
+    worker.start()
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not (rig.root / ".patchkit" / "lock" / "owner").exists():
+            assert time.monotonic() < deadline and worker.is_alive(), "the lock never appeared"
+            time.sleep(0.01)
+        second = ops.apply(rig.series, [rig.plain])
+        status = ops.status(rig.series, [rig.plain]).hosts[0]
+    finally:
+        worker.join(WAIT_S)
+    assert second.exit_code == 1, second.to_json()
+    note = " ".join(second.hosts[0].messages)
+    assert "locked by pid=" in note and f"host={os.uname().nodename}" in note and "op=apply" in note
+    assert "STALE" not in note
+    assert any(m.startswith("locked by") for m in status.messages), status.messages
+    assert first["res"].exit_code == 0, first["res"].to_json()    # the holder finished its work
+    assert read_tree(rig.root, AFTER.keys()) == AFTER
