@@ -171,9 +171,13 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
     for t in ans.trashed:
         host.messages.append(f"modified file kept as {t}")
     if host.exit_code != EXIT_OK:
-        host.state = "drifted" if any(f.state in ("drifted", "missing", "exists") for f in host.files) \
-            else ("locked" if ans.lock else "refused")
-    elif op == "apply":
+        if any("every file was put back" in m for m in host.messages):
+            host.state = "pristine"          # the commit failed and rolled itself back
+        elif any(f.state in ("drifted", "missing", "exists") for f in host.files):
+            host.state = "drifted"
+        else:
+            host.state = "locked" if ans.lock else "refused"
+    elif op in ("apply", "commit"):
         host.state = "staged" if "staged ok" in ans.flags else "applied"
     elif op == "revert":
         host.state = "pristine"
@@ -190,9 +194,9 @@ def _lock_message(lock, label: str) -> str:
     state, age, owner = lock
     what = {"held": "locked by", "stale-dead": "STALE lock (owner process gone) of",
             "stale-old": "STALE lock (older than the limit) of",
-            "stale-empty": "STALE lock (no owner recorded)"}.get(state, state)
-    msg = f"{what} {owner} ({age} s ago)"
-    if state.startswith("stale"):
+            "held-noowner": "locked (no owner recorded yet) —"}.get(state, state)
+    msg = f"{what} {owner} ({age} s ago)" if owner else what
+    if state.startswith("stale") or state == "held-noowner":
         msg += f"; clear it with: invoke patch.unlock --target {label!r}"
     return msg
 

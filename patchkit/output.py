@@ -23,12 +23,21 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def _first_error(host) -> str:
+    text = next((m for m in host.messages if m), "")
+    if not text:
+        bad = next((f for f in host.files if f.state not in ("ok", "pristine", "applied")), None)
+        text = f"{bad.path}: {bad.state}" if bad else ""
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 def render_text(result: OpResult, verbose: bool = True) -> str:
     lines = [f"patchkit {result.op}: series {result.series} ({result.digest[:12]})"]
-    rows = [["target", "state", "files", "wrote", "time", "result"]]
+    rows = [["target", "state", "files", "wrote", "time", "result", "error"]]
     for h in result.hosts:
+        error = _first_error(h) if h.exit_code else ""
         rows.append([h.target, h.state, str(len(h.files)), str(len(h.written)),
-                     f"{h.elapsed:.2f}s", _VERDICT.get(h.exit_code, str(h.exit_code))])
+                     f"{h.elapsed:.2f}s", _VERDICT.get(h.exit_code, str(h.exit_code)), error])
     lines.append(_table(rows))
     for h in result.hosts:
         detail = []

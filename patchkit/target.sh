@@ -339,10 +339,12 @@ pk_lock() {
   if [ ! -d .patchkit ]; then
     mkdir .patchkit 2>"$PK_T/err" || pk_die 1 "cannot create $PK_ROOT/.patchkit: $(sed -n '1p' "$PK_T/err") (read-only or permission denied?)"
   fi
+  # owner facts first: between mkdir and the owner file only builtins run
+  _host=$(uname -n); _now=$(date +%s)
   if mkdir .patchkit/lock 2>/dev/null; then
     PK_LOCKED=1
-    printf 'pid=%s host=%s user=%s op=%s time=%s\n' "$$" "$(uname -n)" "${USER:-${LOGNAME:-unknown}}" \
-      "$PK_OP" "$(date +%s)" > .patchkit/lock/owner 2>/dev/null \
+    printf 'pid=%s host=%s user=%s op=%s time=%s\n' "$$" "$_host" "${USER:-${LOGNAME:-unknown}}" \
+      "$PK_OP" "$_now" > .patchkit/lock/owner 2>/dev/null \
       || pk_die 1 "cannot write $PK_ROOT/.patchkit/lock/owner (disk full or read-only?)"
     return 0
   fi
@@ -359,7 +361,8 @@ pk_lock_report() {
   _state=held; _now=$(date +%s)
   if [ "$_host" = "$(uname -n)" ] && [ -n "$_pid" ] && ! kill -0 "$_pid" 2>/dev/null; then _state=stale-dead
   elif [ -n "$_time" ] && [ $((_now - _time)) -gt "${PK_STALE_AFTER:-3600}" ]; then _state=stale-old; fi
-  [ -z "$_line" ] && _state=stale-empty
+  # no owner yet: an operation may be between mkdir and writing its owner; give it a moment
+  if [ -z "$_line" ]; then _state=held-noowner; _time=; fi
   pk_out "lock $_state $((_now - ${_time:-$_now})) $_line"
 }
 

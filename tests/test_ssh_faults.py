@@ -320,8 +320,6 @@ def test_second_operation_on_a_locked_target_names_the_holder(rig_factory):
     assert read_tree(rig.root, AFTER.keys()) == AFTER
 
 
-@pytest.mark.xfail(strict=True, reason="transport: a remote shell killed by a signal makes ssh exit "
-                   "255 with no message, reported as 'connection problem' (see report)")
 def test_remote_shell_killed_is_not_called_a_connection_problem(rig_factory):
     rig = rig_factory()
     fresh(rig.root)

@@ -131,6 +131,12 @@ class SshTransport(Transport):
         self.bytes_received += len(stdout) + len(stderr)
         code = proc.returncode
         if code == 255:
+            if not stderr.strip():
+                # ssh explains its own connection failures on stderr. Silence means the remote
+                # shell ended without an exit status (killed by a signal): sshd reports none.
+                raise TransportError(f"{self.where}: the remote program ended without an exit "
+                                     "status (killed by a signal?)"
+                                     + ("; it had started to answer" if stdout else ""))
             raise TransportError(describe_ssh_failure(self.where, stderr, self.connect_timeout))
         if code < 0:
             raise TransportError(f"{self.where}: the ssh client was killed by signal {-code} "
