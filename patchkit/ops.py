@@ -222,18 +222,20 @@ def _status(compiled: Compiled, ans: Answer, host: HostResult) -> None:
             host.state = "partial"
         return
     drift = False
+    prefix = compiled.series.pin.package_prefix if ans.layout == "installed" else None
     for k, plan in enumerate(plans, 1):
         tf = ans.files.get(k)
         if tf is None:
             continue
+        path = strip_prefix(plan.path, prefix)
         if tf.state != "present":
             drift = True
-            host.files.append(FileReport(plan.path, tf.state))
+            host.files.append(FileReport(path, tf.state))
         elif plan.pinned and (tf.sha != plan.pinned.sha256 or tf.wc != plan.pinned.lines):
             drift = True
-            host.files.append(FileReport(plan.path, "drifted", f"sha256 {tf.sha[:12]}…, wc -l {tf.wc}"))
+            host.files.append(FileReport(path, "drifted", f"sha256 {tf.sha[:12]}…, wc -l {tf.wc}"))
         else:
-            host.files.append(FileReport(plan.path, "pristine"))
+            host.files.append(FileReport(path, "pristine"))
     host.state = "drifted" if drift or (ans.errors and not ans.files) else "pristine"
 
 
