@@ -75,6 +75,7 @@ class FileDiff:
     hunks: list[Hunk]
     patch_name: str
     diff_line_no: int
+    executable: bool = False  # a created file with git's "new file mode 100755"
 
     def where(self, hunk: Hunk | None = None, line: DiffLine | None = None) -> str:
         parts = [f"{self.patch_name}", f"file {self.path}"]
@@ -217,11 +218,16 @@ def _convert_file(patch_name: str, pf, lines: list[str]) -> FileDiff:
         raise InvalidInput(f"{where}: both sides are /dev/null")
     if src is not None and tgt is not None and src != tgt:
         raise InvalidInput(f"{where}: rename {src} -> {tgt}: renames are not supported")
-    kind = "create" if src is None else "delete" if tgt is None else "modify"
-    path = tgt if src is None else src
+    created = any(raw.startswith("new file mode") for raw in info)
+    kind = "create" if src is None or created else "delete" if tgt is None else "modify"
+    path = tgt if kind == "create" else src
+    mode = getattr(pf, "target_mode", None) if kind != "delete" else None
+    if mode not in (None, "100644", "100755"):
+        raise InvalidInput(f"{where}: {path}: file mode {mode} (symlink or submodule) is not supported")
     hunks = [_convert_hunk(patch_name, path, h) for h in pf]
-    fd = FileDiff(path=path, kind=kind, hunks=hunks, patch_name=patch_name, diff_line_no=lineno)
-    if not hunks and kind != "create":
+    fd = FileDiff(path=path, kind=kind, hunks=hunks, patch_name=patch_name, diff_line_no=lineno,
+                  executable=(kind == "create" and mode == "100755"))
+    if not hunks and kind == "modify":
         raise InvalidInput(f"{where}: {path}: no hunks (mode-only or empty diffs are not supported)")
     _check_hunk_order(fd)
     return fd

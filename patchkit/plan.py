@@ -48,6 +48,7 @@ class FilePlan:
     expected: dict[int, tuple[bytes, bool]] = field(default_factory=dict)
     hunk_refs: list[HunkRef] = field(default_factory=list)
     orig_known: int = 0                      # original lines known to exist (phantom excluded)
+    executable: bool = False                 # created with mode 100755
     phantom_open: bool = False               # a possible unterminated line is still unresolved
 
     @property
@@ -109,7 +110,7 @@ def plan_series(series: Series) -> list[FilePlan]:
 
 def _start_plan(fd: FileDiff, pinned: PinnedFile | None) -> FilePlan:
     if fd.kind == "create":
-        return FilePlan(path=fd.path, kind="create", pinned=None)
+        return FilePlan(path=fd.path, kind="create", pinned=None, executable=fd.executable)
     assert pinned is not None  # checked when the series was loaded
     plan = FilePlan(path=fd.path, kind="modify", pinned=pinned, orig_known=pinned.lines)
     plan.final = [Item(n, None) for n in range(1, pinned.lines + 1)]

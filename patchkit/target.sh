@@ -243,6 +243,11 @@ pk_stage() {  # stage-dir copy-modes(1/0)
     esac
     _k=$((_k + 1))
   done
+  if [ -n "${PK_EXEC:-}" ]; then          # created with git's "new file mode 100755"
+    set --
+    for _k in $PK_EXEC; do pk_staged_path "$_sd" "$_k"; set -- "$@" "$_sp"; done
+    chmod +x "$@" || pk_die 1 "chmod +x failed on the target"
+  fi
   _c=1
   while [ "$_c" -le "$PK_CHUNKS" ]; do
     pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_mode "$_c"; _mode=$_v

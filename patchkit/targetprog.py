@@ -95,6 +95,7 @@ def compile_series(series: Series) -> Compiled:
         d = dirs[posixpath.dirname(plan.path)]
         groups.setdefault((plan.kind[0], d), []).append(k)
     lines.append(f"PK_DIRS={shq(' '.join(map(str, dirs.values())))}")
+    lines.append(f"PK_EXEC={shq(' '.join(str(k) for k, p in enumerate(plans, 1) if p.executable))}")
     for (kind, d), ks in groups.items():
         lines.append(f"pk_g{kind}_{d}={shq(' '.join(map(str, ks)))}")
     chunks = [list(range(i + 1, min(i + CHUNK, len(plans)) + 1)) for i in range(0, len(plans), CHUNK)]

@@ -60,6 +60,8 @@ BAD_PATCHES = {
                "not supported"),
     "copy": (b"diff --git a/pkg/m.py b/pkg/n.py\nsimilarity index 100%\ncopy from pkg/m.py\ncopy to pkg/n.py\n",
              "not supported"),
+    "symlink": (b"diff --git a/pkg/l b/pkg/l\nnew file mode 120000\nindex 0000000..1111111\n--- /dev/null\n"
+                b"+++ b/pkg/l\n@@ -0,0 +1 @@\n+target\n\\ No newline at end of file\n", "not supported"),
     "mode-only": (b"diff --git a/pkg/m.py b/pkg/m.py\nold mode 100644\nnew mode 100755\n", "not supported"),
     "overlap": (GOOD + b"@@ -5,2 +6,3 @@\n line 5\n+again\n line 6\n", "overlaps"),
     "descending": (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"

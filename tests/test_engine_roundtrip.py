@@ -142,3 +142,35 @@ def test_whole_file_deletion_and_creation(tmp_path, bbdir):
     before = {"gone.py": b"x = 1\ny = 2\n", "keep.py": b"k\n", "d/new.py": None}
     after = {"gone.py": None, "keep.py": b"k\nk2\n", "d/new.py": b"print('hi')\n"}
     roundtrip(tmp_path, before, after, 3, bbdir)
+
+
+def test_git_header_only_diffs_and_modes(tmp_path, bbdir):
+    """Real `git diff` output for an empty new file, a deleted empty file, an executable new
+    file without a final newline and a path with spaces (git ends its +++ line with a tab)."""
+    import os
+    import stat
+    before = {"keep.py": b"k\n", "empty.txt": b"", "new empty": None, "run.sh": None,
+              "my dir/my file.py": None}
+    after = {"keep.py": b"k\nk2\n", "empty.txt": None, "new empty": b"",
+             "run.sh": b"#!/bin/sh\necho hi", "my dir/my file.py": b"x\ny\n"}
+    work = tmp_path / "w"
+    repo = work / "diffrepo"
+    patch = git_diff(before, after, work)
+    # git_diff's repo does not mark run.sh executable; make the diff say 100755 like git would
+    patch = patch.replace(b"diff --git a/run.sh b/run.sh\nnew file mode 100644",
+                          b"diff --git a/run.sh b/run.sh\nnew file mode 100755")
+    assert b"new file mode 100755" in patch and b"b/my dir/my file.py\t" in patch
+    pinned = {k: v for k, v in before.items() if v is not None}
+    series = make_series(work / "series", pinned, [("0001.patch", patch)])
+    for label, bb in [("gnu", None), ("busybox", bbdir)]:
+        root = work / f"t-{label}"
+        write_tree(root, pinned)
+        target = busybox_local(bb, root) if bb else str(root)
+        res = ops.apply(str(series), [target])
+        assert res.exit_code == 0, res.to_json()
+        assert read_tree(root, after.keys()) == after
+        assert os.stat(root / "run.sh").st_mode & stat.S_IXUSR
+        res = ops.revert(str(series), [busybox_local(bb, root) if bb else str(root)])
+        assert res.exit_code == 0, res.to_json()
+        assert read_tree(root, before.keys()) == before
+    assert repo.exists()
