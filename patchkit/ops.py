@@ -255,12 +255,12 @@ def run_on(compiled: Compiled, transport: Transport, op: str, opts: Options,
 
 # -- public operations -------------------------------------------------------------------------------
 
-def _prepare(series: Series | str, targets: list[str], opts: Options):
+def _prepare(series: Series | str, targets: list[str], opts: Options, full: bool = True):
     if isinstance(series, str):
         series = load_series(series)
     if not targets:
         raise PatchkitError("no --target given (and none in invoke.yaml)", EXIT_INVALID)
-    compiled = compile_series(series)
+    compiled = compile_series(series, full=full)
     transports = [t if isinstance(t, Transport) else
                   parse_target(t, cwd=opts.cwd, container=opts.container,
                                exec_prefix=opts.exec_prefix, **opts.transport_options)
@@ -284,7 +284,7 @@ def _close_own(targets, transports) -> None:
 
 def _simple(op: str, series, targets, opts: Options | None) -> OpResult:
     opts = opts or Options()
-    compiled, transports = _prepare(series, targets, opts)
+    compiled, transports = _prepare(series, targets, opts, full=op == "verify")
     try:
         hosts = _each(transports, lambda t: run_on(compiled, t, op, opts), opts.jobs)
     finally:

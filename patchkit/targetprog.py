@@ -47,6 +47,7 @@ class Compiled:
     stage_funcs: str = ""              # printf functions writing new text (apply/verify only)
     multi: dict[str, str] = field(default_factory=dict)
     single: dict[str, str] = field(default_factory=dict)
+    full: bool = True                  # False: file table only (check/status/revert/unlock)
 
     def data(self, single: bool = False, scripts_needed: bool = True) -> str:
         scripts = (self.single if single else self.multi) if scripts_needed else {}
@@ -60,8 +61,26 @@ class Compiled:
         return {**self.multi, **self.single}
 
 
-def compile_series(series: Series) -> Compiled:
-    plans = plan_series(series)
+def file_table(series: Series) -> list[FilePlan]:
+    """The files a series touches, with their final kind, without composing any hunk.
+
+    Enough for operations that read the target or work from its manifest (check, status,
+    revert, unlock): they need paths, kinds and pins, not the edits.
+    """
+    table: dict[str, FilePlan] = {}
+    for fd in series.file_diffs:
+        plan = table.get(fd.path)
+        if plan is None:
+            table[fd.path] = FilePlan(path=fd.path, kind=fd.kind, pinned=series.pin.files.get(fd.path),
+                                      executable=fd.executable)
+        elif fd.kind == "delete":
+            plan.kind = "delete"
+    return list(table.values())
+
+
+def compile_series(series: Series, full: bool = True) -> Compiled:
+    """Everything the target program needs; `full=False` skips planning the edits."""
+    plans = plan_series(series) if full else file_table(series)
     dirs: dict[str, int] = {}
     lines: list[str] = []
     multi: dict[str, str] = {}
@@ -76,6 +95,8 @@ def compile_series(series: Series) -> Compiled:
         nlines = pinned.lines if pinned else 0
         lines.append(f"pk_file {k} {plan.kind} {shq(plan.path)} {shq(strip_prefix(plan.path, prefix))} "
                      f"{sha} {nlines} {d}")
+        if not full:
+            continue
         pre_x = lines_digest(plan.expected_pre_lines())
         post_x = lines_digest(plan.expected_post_lines())
         lines.append(f"pk_expect {k} {pre_x} {post_x} {plan.post_wc}")
@@ -99,15 +120,16 @@ def compile_series(series: Series) -> Compiled:
     for (kind, d), ks in groups.items():
         lines.append(f"pk_g{kind}_{d}={shq(' '.join(map(str, ks)))}")
     chunks = [list(range(i + 1, min(i + CHUNK, len(plans)) + 1)) for i in range(0, len(plans), CHUNK)]
-    lines.append(f"PK_N={len(plans)} PK_CHUNKS={len(chunks)}")
-    for c, members in enumerate(chunks, 1):
+    lines.append(f"PK_N={len(plans)} PK_CHUNKS={len(chunks) if full else 0}")
+    for c, members in enumerate(chunks if full else [], 1):
         pre_total, pre_files = _chunk_pre(plans, members)
         multi[f"pre.c{c}.sed"] = extraction_script(pre_files, True)
         multi[f"stage.c{c}.sed"] = "\n".join(_chunk_stage(plans, members, dirs, edits))
         multi[f"post.c{c}.sed"] = extraction_script(_chunk_post(plans, members), False)
         lines.append(f"pk_chunk_{c}={shq(' '.join(map(str, members)))} pk_pretotal_{c}={pre_total}")
     return Compiled(series=series, plans=plans, common="\n".join(lines) + "\n",
-                    stage_funcs="".join(f + "\n" for f in funcs), multi=multi, single=single)
+                    stage_funcs="".join(f + "\n" for f in funcs), multi=multi, single=single,
+                    full=full)
 
 
 def _chunk_pre(plans, members):
@@ -153,6 +175,8 @@ def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto
                   force: bool = False, phase: str = "all", single: bool = False) -> bytes:
     if op not in OPS:
         raise ValueError(op)
+    if op in ("verify", "apply") and not compiled.full:
+        raise ValueError(f"{op} needs a fully compiled series")
     if not _ROOT_OK.match(root):
         raise InvalidInput(f"target path {root!r} must be absolute and free of NUL/newline")
     if layout not in ("auto", "checkout", "installed"):
