@@ -23,6 +23,19 @@ from .series import PinnedFile, Series
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
+def orig_no(it) -> int | None:
+    """Original line number of a state element (an int is an untouched original line)."""
+    return it if isinstance(it, int) else it.orig
+
+
+def is_new(it) -> bool:
+    return not isinstance(it, int) and it.orig is None
+
+
+def is_phantom(it) -> bool:
+    return not isinstance(it, int) and it.phantom
+
+
 @dataclass(slots=True)
 class Item:
     orig: int | None          # original line number, or None for a line the series adds
@@ -44,7 +57,7 @@ class FilePlan:
     path: str
     kind: str                                # 'modify' | 'create' | 'delete'
     pinned: PinnedFile | None
-    final: list[Item] = field(default_factory=list)
+    final: list = field(default_factory=list)   # Items, and ints for untouched original lines
     expected: dict[int, tuple[bytes, bool]] = field(default_factory=dict)
     hunk_refs: list[HunkRef] = field(default_factory=list)
     orig_known: int = 0                      # original lines known to exist (phantom excluded)
@@ -53,7 +66,8 @@ class FilePlan:
 
     @property
     def kept(self) -> set[int]:
-        return {it.orig for it in self.final if it.orig is not None and not it.phantom}
+        return {it if type(it) is int else it.orig for it in self.final
+                if type(it) is int or (it.orig is not None and not it.phantom)}
 
     @property
     def deleted(self) -> list[int]:
@@ -65,30 +79,36 @@ class FilePlan:
 
     def expected_post_lines(self) -> list[tuple[int, bytes, bool]]:
         """(new line number, text, eol) for every line of the result whose content is known."""
+        cached = self.__dict__.get("_post_lines")
+        if cached is not None:
+            return cached
         out = []
+        expected = self.expected
         for pos, it in enumerate(self.final, 1):
+            if type(it) is int:
+                if it in expected:
+                    t, e = expected[it]
+                    out.append((pos, t, e))
+                continue
             if it.phantom:
                 continue
             if it.text is not None:
                 out.append((pos, it.text, it.eol))
-            elif it.orig in self.expected:
-                t, e = self.expected[it.orig]
+            elif it.orig in expected:
+                t, e = expected[it.orig]
                 out.append((pos, t, e))
+        self.__dict__["_post_lines"] = out
         return out
 
     @property
     def post_wc(self) -> int:
         """`wc -l` of the result: an unresolved phantom adds no newline either way."""
-        return sum(1 for it in self.final if not it.phantom and it.eol)
+        return sum(1 for it in self.final if type(it) is int or (not it.phantom and it.eol))
 
     @property
     def post_lines_known(self) -> int:
         """Lines sed sees in the result when no phantom exists."""
-        return sum(1 for it in self.final if not it.phantom)
-
-    @property
-    def final_eol(self) -> bool:
-        return self.final[-1].eol if self.final else True
+        return sum(1 for it in self.final if type(it) is int or not it.phantom)
 
 
 def plan_series(series: Series) -> list[FilePlan]:
@@ -113,7 +133,8 @@ def _start_plan(fd: FileDiff, pinned: PinnedFile | None) -> FilePlan:
         return FilePlan(path=fd.path, kind="create", pinned=None, executable=fd.executable)
     assert pinned is not None  # checked when the series was loaded
     plan = FilePlan(path=fd.path, kind="modify", pinned=pinned, orig_known=pinned.lines)
-    plan.final = [Item(n, None) for n in range(1, pinned.lines + 1)]
+    # Untouched original lines stay plain ints; hunks turn the lines they name into Items.
+    plan.final = list(range(1, pinned.lines + 1))
     if pinned.sha256 != EMPTY_SHA256:
         plan.final.append(Item(pinned.lines + 1, None, eol=False, phantom=True))
         plan.phantom_open = True
@@ -125,7 +146,7 @@ def _apply_file_diff(plan: FilePlan, fd: FileDiff) -> None:
     for hunk in reversed(fd.hunks):
         _apply_hunk(plan, fd, hunk)
     if fd.kind == "delete":
-        if any(not it.phantom for it in plan.final):
+        if any(not is_phantom(it) for it in plan.final):
             raise InvalidInput(f"{fd.where()}: deletes {fd.path} but its hunks do not remove every line")
         # A deletion diff shows the whole file: an unterminated last line would be in it.
         plan.phantom_open = False
@@ -143,6 +164,8 @@ def _apply_hunk(plan: FilePlan, fd: FileDiff, hunk: Hunk) -> None:
     ref = HunkRef(fd.patch_name, hunk.header, [])
     for offset, line in enumerate(source):
         item = state[begin + offset]
+        if isinstance(item, int):
+            item = state[begin + offset] = Item(item, None)
         _match_source_line(plan, fd, hunk, line, item, ref)
     # Build the replacement: context lines keep their identity, added lines are new items.
     replacement: list[Item] = []
@@ -158,7 +181,7 @@ def _apply_hunk(plan: FilePlan, fd: FileDiff, hunk: Hunk) -> None:
     if replacement and not replacement[-1].eol:
         # The new text ends the file here: whatever follows can only be an unresolved phantom.
         tail = state[begin + len(replacement):]
-        if any(not it.phantom for it in tail):
+        if any(not is_phantom(it) for it in tail):
             raise InvalidInput(f"{fd.where(hunk)}: marks a line as the last of the file "
                                "('No newline at end of file') but lines follow it")
         if tail:
@@ -197,21 +220,26 @@ def _match_source_line(plan, fd, hunk, line, item: Item, ref: HunkRef) -> None:
 
 
 def _real_len(state: list[Item]) -> int:
-    return sum(1 for it in state if not it.phantom)
+    return sum(1 for it in state if not is_phantom(it))
 
 
 def _finish(plan: FilePlan) -> None:
-    for it in plan.final[:-1]:
+    items = [it for it in plan.final if type(it) is not int]   # untouched lines are fine as they are
+    for it in items[:-1]:
         if it.phantom:
             raise InvalidInput(f"{plan.path}: lines are added after the pinned file's possible "
                                "unterminated last line; the diff must show that line")
-    seen_noeol = False
-    for it in plan.final:
-        if seen_noeol:
+    if items and plan.final[-1] is not items[-1] and not items[-1].eol and not items[-1].phantom:
+        raise InvalidInput(f"{plan.path}: a line without a final newline is followed by "
+                           "other lines in the result")
+    for it in items[:-1]:
+        if not it.eol and not it.phantom:
             raise InvalidInput(f"{plan.path}: a line without a final newline is followed by "
                                "other lines in the result")
-        if not it.eol and not it.phantom:
-            seen_noeol = True
-    # Items that are original lines must stay in ascending order (patches cannot reorder).
-    origs = [it.orig for it in plan.final if it.orig is not None]
-    assert origs == sorted(origs), plan.path
+    # Original lines must stay in ascending order (patches cannot reorder).
+    last = 0
+    for it in plan.final:
+        n = it if type(it) is int else it.orig
+        if n is not None:
+            assert n > last, plan.path
+            last = n

@@ -18,7 +18,7 @@ import bisect
 import hashlib
 from dataclasses import dataclass
 
-from .plan import FilePlan, Item
+from .plan import FilePlan, Item, is_new, orig_no
 
 
 def text(b: bytes) -> str:
@@ -64,7 +64,7 @@ def split_tail(plan: FilePlan) -> tuple[list[Item], list[Item]]:
     """Body (edited by sed) and tail (new lines after the last original line, printed by printf)."""
     final = plan.final
     cut = len(final)
-    while cut > 0 and final[cut - 1].orig is None:
+    while cut > 0 and is_new(final[cut - 1]):
         cut -= 1
     return final[:cut], final[cut:]
 
@@ -93,17 +93,21 @@ def stage_edit(plan: FilePlan) -> StageEdit:
     prev_kept: int | None = None
     while i < len(body):
         it = body[i]
+        if type(it) is int:
+            prev_kept = it
+            i += 1
+            continue
         if it.orig is not None:
             prev_kept = it.orig
             i += 1
             continue
         j = i
-        while j < len(body) and body[j].orig is None:
+        while j < len(body) and is_new(body[j]):
             j += 1
         group = [g.text for g in body[i:j]]
-        nxt = body[j]                      # body ends with an original line, so this exists
+        nxt = orig_no(body[j])             # body ends with an original line, so this exists
         lo = bisect.bisect_right(deleted_sorted, prev_kept or 0)
-        hi = bisect.bisect_left(deleted_sorted, nxt.orig)
+        hi = bisect.bisect_left(deleted_sorted, nxt)
         gap = deleted_sorted[lo:hi]
         if gap:
             anchor = max(gap)
@@ -112,7 +116,7 @@ def stage_edit(plan: FilePlan) -> StageEdit:
         elif prev_kept is not None:
             appends.append((prev_kept, prev_kept, f"s/$/\\\n{rhs(group)}/"))
         else:
-            prepends.append((nxt.orig, nxt.orig, f"s/^/{rhs(group)}\\\n/"))
+            prepends.append((nxt, nxt, f"s/^/{rhs(group)}\\\n/"))
         i = j
     for a, b in ranges(sorted(deleted)):
         cmds.append((a, b, "d"))

@@ -10,7 +10,7 @@ from engine_support import git_apply_result, git_diff, make_series, read_tree, w
 from patchkit import ops
 from patchkit.diffparse import parse_patch
 from patchkit.errors import InvalidInput
-from patchkit.plan import plan_series
+from patchkit.plan import is_new, plan_series
 from patchkit.render import dispatch, rhs, stage_edit
 from patchkit.series import load_series
 
@@ -26,7 +26,7 @@ def test_stacked_patches_compose_into_one_edit(tmp_path):
     plans = plan_series(load_series(str(series)))
     assert len(plans) == 1
     final = plans[0].final
-    assert [it.text for it in final if it.orig is None] == [b"A", b"B"]
+    assert [it.text for it in final if is_new(it)] == [b"A", b"B"]
     assert plans[0].deleted == [9]
     root = tmp_path / "t"
     write_tree(root, {"f": BASE})
