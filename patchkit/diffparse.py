@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
@@ -29,8 +30,7 @@ def encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-@dataclass(frozen=True)
-class DiffLine:
+class DiffLine(NamedTuple):
     tag: str          # ' ' context, '-' removed, '+' added
     text: bytes       # the line without its "\n" (a CR of a CRLF file stays)
     eol: bool         # False when followed by "\ No newline at end of file"
