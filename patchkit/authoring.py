@@ -28,6 +28,7 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit.diffparse import split_lines
 from patchkit.errors import InvalidInput, Refused
 from patchkit.upstream import installed_path, locate_in_tree, read_pin, sha256_bytes
 
@@ -40,15 +41,6 @@ class AuthoringError(Refused):
 
 
 # ----------------------------------------------------------------------------- diff text
-
-def _split_lines(text: str) -> list[str]:
-    """Lines with their '\\n' kept; only '\\n' separates lines (a '\\r' stays in its line)."""
-    parts = text.split("\n")
-    lines = [p + "\n" for p in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
-
 
 def _emit(prefix: str, line: str) -> str:
     if line.endswith("\n"):
@@ -83,7 +75,7 @@ def _decode(data: bytes, where: str) -> str:
 
 def file_diff(path: str, old: str, new: str, context: int = DEFAULT_CONTEXT) -> str:
     """Git-style unified diff of one modified file ('' when equal)."""
-    a, b = _split_lines(old), _split_lines(new)
+    a, b = split_lines(old), split_lines(new)
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     hunks = []
     for group in matcher.get_grouped_opcodes(context):
@@ -103,7 +95,7 @@ def file_diff(path: str, old: str, new: str, context: int = DEFAULT_CONTEXT) -> 
 
 def new_file_patch(path: str, text: str) -> str:
     """Git-style diff that creates ``path`` with ``text`` (mode 100644)."""
-    lines = _split_lines(text)
+    lines = split_lines(text)
     if not lines:
         raise InvalidInput(f"{path}: an empty new file cannot be expressed as a hunk")
     body = "".join(_emit("+", line) for line in lines)
@@ -157,7 +149,7 @@ def apply_patch(files: dict[str, str], patch_text: str, where: str) -> dict[str,
             raise AuthoringError(f"{where}: creates {dst}, which already exists")
         if src is not None and src not in out:
             raise AuthoringError(f"{where}: modifies {src}, which is neither pinned nor created earlier")
-        lines = _split_lines(out[src]) if src is not None else []
+        lines = split_lines(out[src]) if src is not None else []
         result: list[str] = []
         cursor = 0
         for hunk in pfile:

@@ -135,8 +135,11 @@ def _side_path(name: str | None, prefix: str, where: str) -> str | None:
     return path
 
 
-def _split_lines(text: str) -> list[str]:
-    # Split on "\n" only: str.splitlines() would also break on \x0c, \x1c, \u2028...
+def split_lines(text: str) -> list[str]:
+    """Lines with their "\n" kept; only "\n" separates lines (a "\r" stays in its line).
+
+    str.splitlines() would also break on \x0c, \x1c, \u2028..., which real sources contain.
+    """
     lines = text.split("\n")
     out = [ln + "\n" for ln in lines[:-1]]
     if lines[-1]:
@@ -149,7 +152,7 @@ def parse_patch(name: str, data: bytes) -> Patch:
     if b"\0" in data:
         raise InvalidInput(f"{name}: contains NUL bytes (binary patches are not supported)")
     text = data.decode("utf-8", "surrogateescape")
-    lines = _split_lines(text)
+    lines = split_lines(text)
     try:
         patchset = PatchSet(lines)
     except UnidiffParseError as e:

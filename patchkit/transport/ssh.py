@@ -93,14 +93,7 @@ class SshTransport(Transport):
                 "-o", "ClearAllForwardings=yes"]
         if self.connect_timeout is not None:
             args += ["-o", f"ConnectTimeout={max(1, round(self.connect_timeout))}"]
-        if self.port is not None:
-            args += ["-p", str(self.port)]
-        if self.user is not None:
-            args += ["-l", self.user]
-        if self.ssh_config is not None:
-            args += ["-F", self.ssh_config]
-        for option in self.ssh_options:
-            args += ["-o", option]
+        args += self._where_args()
         if self.reuse:
             args += ["-o", "ControlMaster=auto",
                      "-o", f"ControlPath={self._ensure_control_dir()}/%C",
@@ -230,6 +223,11 @@ class SshTransport(Transport):
 
     def _exit_argv(self, control_dir: str) -> list[str]:
         args = [self.ssh_program, "-o", "BatchMode=yes", "-o", f"ControlPath={control_dir}/%C"]
+        return args + self._where_args() + ["-O", "exit", "--", self.host]
+
+    def _where_args(self) -> list[str]:
+        """Port, user, config file and extra options: the same for a run and for `-O exit`."""
+        args = []
         if self.port is not None:
             args += ["-p", str(self.port)]
         if self.user is not None:
@@ -238,7 +236,7 @@ class SshTransport(Transport):
             args += ["-F", self.ssh_config]
         for option in self.ssh_options:
             args += ["-o", option]
-        return args + ["-O", "exit", "--", self.host]
+        return args
 
 
 def _stop_master(exit_argv: list[str], control_dir: str) -> None:
