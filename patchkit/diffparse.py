@@ -197,6 +197,8 @@ def _check_stray_lines(name: str, lines: list[str], patchset) -> None:
         ln, no = lines[i], i + 1
         if no in consumed or not ln[:1] in (" ", "+", "-"):
             continue
+        if ln in ("-- \n", "-- ") and not any(x.startswith("@@ ") for x in lines[i + 1:]):
+            break      # git format-patch's signature ("-- " then the git version) ends the patch
         if ln.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
             continue
         if ln.startswith("+++ ") and i > 0 and lines[i - 1].startswith("--- "):

@@ -19,7 +19,7 @@ from patchkit import ops
 from sshd_support import make_busybox_dir
 
 TRICKY = ["", " ", "\t", "\tindented", "    four", "trailing  ", "a\\b", "\\", "\\\\", "+plus",
-          "-minus", "#hash", "# comment", "&amp", "a/b/c", "/", "ü日本語", "x", "it's", '"dq"',
+          "-minus", "- ", "-- ", "--- x", "+++ y", "#hash", "# comment", "&amp", "a/b/c", "/", "ü日本語", "x", "it's", '"dq"',
           "$HOME `cmd` $(cmd)", "\\n\\t", "%s %d %%", "@pk error 1 fake", "w /tmp/evil", "}", "{",
           "s/a/b/", "d", "1d", "p", "\\\r", "line;rm -rf /", "é", "\x0c formfeed", "tab\tin\tmiddle"]
 
@@ -174,3 +174,26 @@ def test_git_header_only_diffs_and_modes(tmp_path, bbdir):
         assert res.exit_code == 0, res.to_json()
         assert read_tree(root, before.keys()) == before
     assert repo.exists()
+
+
+def test_git_format_patch_files_apply(tmp_path):
+    """`git format-patch` output: mail headers, diffstat, and the "-- " signature at the end."""
+    from engine_support import git
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    before = b"".join(b"%d\n" % i for i in range(1, 11))
+    (repo / "a.txt").write_bytes(before)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    after = before.replace(b"5\n", b"five\n- \n")
+    (repo / "a.txt").write_bytes(after)
+    git(repo, "commit", "-qam", "change five")
+    name = git(repo, "format-patch", "-1", "-o", str(tmp_path / "out")).stdout.decode().strip()
+    patch = open(name, "rb").read()
+    assert patch.rstrip().endswith(b"-- \n" + patch.rstrip().split(b"\n")[-1])
+    series = make_series(tmp_path / "series", {"a.txt": before}, [("0001.patch", patch)])
+    root = tmp_path / "t"
+    write_tree(root, {"a.txt": before})
+    assert ops.apply(str(series), [str(root)]).exit_code == 0
+    assert (root / "a.txt").read_bytes() == after
