@@ -38,6 +38,7 @@ class Answer:
     wrote: list[int] = field(default_factory=list)
     restored: list[tuple[int, str]] = field(default_factory=list)
     trashed: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     other: list[str] = field(default_factory=list)
 
 
@@ -104,6 +105,8 @@ def parse_answer(stdout: bytes) -> Answer:
             ans.wrote.append(int(parts[0]))
         elif word == "restored":
             ans.restored.append((int(parts[0]), parts[1]))
+        elif word == "warn":
+            ans.warnings.append(rest)
         elif word == "trashed":
             ans.trashed.append(" ".join(parts[1:]))
         else:

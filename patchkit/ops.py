@@ -114,6 +114,7 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
         host.messages.append(f"installed {pin.name} version: {found}; pinned {pin.version}")
     if ans.lock:
         host.messages.append(_lock_message(ans.lock, label))
+    host.messages += ans.warnings
     if "already applied" in ans.flags:
         host.state = "applied"
         host.messages.append("already applied: nothing to do, nothing written")

@@ -217,13 +217,16 @@ pk_extract_pre() {  # wc-all-ok
 
 # -- staging: sed edits into a stage directory, then the post-image checks ------------------------
 pk_writable_dirs() {  # every directory a commit will rename into must be writable (read-only mounts too)
-  _k=1
+  _wmode=${1:-die}; _k=1
   while [ "$_k" -le "$PK_N" ]; do
     pk_get pk_p "$_k"; _dest=${_v%/*}; [ "$_dest" = "$_v" ] && _dest=.
     while [ ! -d "$_dest" ] && [ "$_dest" != . ]; do
       case $_dest in */*) _dest=${_dest%/*} ;; *) _dest=. ;; esac
     done
-    [ -w "$_dest" ] || pk_die 1 "cannot write to $PK_ROOT/$_dest (read-only file system or permission denied); nothing changed"
+    if [ ! -w "$_dest" ]; then
+      [ "$_wmode" = warn ] && { pk_out "warn apply would fail: $PK_ROOT/$_dest is not writable (read-only file system or permission denied)"; return 0; }
+      pk_die 1 "cannot write to $PK_ROOT/$_dest (read-only file system or permission denied); nothing changed"
+    fi
     _k=$((_k + 1))
   done
 }
@@ -566,6 +569,7 @@ pk_run_verify() {
   [ "$PK_DRIFT" = 0 ] && [ "$PK_REFUSE" = 0 ] || exit 1
   pk_stage "$PK_T/stage" 0
   [ "$PK_BADSTAGE" = 0 ] || exit 1
+  pk_writable_dirs warn
   exit 0
 }
 

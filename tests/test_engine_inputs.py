@@ -316,3 +316,18 @@ def test_relative_series_and_target_are_taken_from_where_invoke_runs(tmp_path, t
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "wrote: pkg/m.py" in proc.stdout
     assert (target / "pkg/m.py").read_bytes() != ORIG
+
+
+def test_verify_warns_when_apply_could_not_write(tmp_path):
+    probe = subprocess.run(["unshare", "-m", "--", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("cannot create a mount namespace here")
+    root = tmp_path / "target"
+    write_tree(root, {"pkg/m.py": ORIG})
+    series = series_with(tmp_path, GOOD)
+    script = (f"mount --bind {root}/pkg {root}/pkg && mount -o remount,ro,bind {root}/pkg && "
+              f"{sys.executable} -m invoke patch.verify --series {series} --target {root}")
+    proc = subprocess.run(["unshare", "-m", "--", "sh", "-c", script], cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "apply would fail" in proc.stdout and "not writable" in proc.stdout
