@@ -174,12 +174,16 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
     if host.exit_code != EXIT_OK:
         if any("every file was put back" in m for m in host.messages):
             host.state = "pristine"          # the commit failed and rolled itself back
+        elif any(f.state == "modified" for f in host.files):
+            host.state = "modified"
         elif any(f.state in ("drifted", "missing", "exists") for f in host.files):
             host.state = "drifted"
         else:
             host.state = "locked" if ans.lock else "refused"
     elif op in ("apply", "commit"):
         host.state = "staged" if "staged ok" in ans.flags else "applied"
+        if not host.files:
+            host.files = [FileReport(path, host.state) for path in host.written]
     elif op == "revert":
         host.state = "pristine"
         if "nothing to revert" in ans.flags:
