@@ -196,3 +196,12 @@ def test_bad_inputs(tmp_path):
     bad.write_text("\n".join(lines[1:]) + "\n")
     with pytest.raises(InvalidInput, match="first record must be the header"):
         load_timing_dir(tmp_path)
+
+
+def test_per_request_token_lists_give_the_accept_length():
+    """sglang 0.5.23 passes tokens=accept_lens, a list per request, to cycle_end."""
+    from patchkit.report.summarize import _decode_stats
+    stats = _decode_stats([{"attrs": {"tokens": [3, 4, 2]}}, {"attrs": {"tokens": [4, 4, 4]}}])
+    assert stats["request_cycles"] == 6
+    assert stats["accept_length_mean"] == 21 / 6
+    assert stats["accepted_drafts_mean"] == (21 - 6) / 6

@@ -121,6 +121,16 @@ def _decode_stats(cycles: list[dict]) -> dict:
             batch_sizes.append(bs)
         acc = attrs.get("accepted")
         tok = attrs.get("tokens")
+        if isinstance(tok, list) and not isinstance(acc, list):
+            # per-request tokens (e.g. sglang 0.5.23's accept_lens): one request per entry,
+            # accepted drafts = tokens - 1 each
+            n = len(tok)
+            tok = sum(v for v in tok if isinstance(v, (int, float)))
+            if n:
+                reqs += n
+                tokens += tok
+                drafts += tok - n
+            continue
         if isinstance(acc, list):
             n_req = len(acc)
             acc = sum(acc)
