@@ -17,7 +17,7 @@ import pytest
 from patchkit import authoring, ops, rebase as rb, upstream
 from patchkit.diffparse import parse_patch
 
-from test_sglang_series import _is_inserted, _strip_inserted
+from ast_support import is_inserted, strip_inserted
 from upstream_fixtures import REPO, SERIES_059, default_wheelhouse, sglang_checkout, sglang_installed
 
 WH = default_wheelhouse()
@@ -82,7 +82,7 @@ def test_apply_compiles_equals_the_original_by_ast_and_reverts(version, tmp_path
         patched = (tree / path).read_text()
         py_compile.compile(str(tree / path), doraise=True, cfile=str(tmp_path / "x.pyc"))
         parsed = ast.parse(patched)
-        inserted += _strip_inserted(parsed)
+        inserted += strip_inserted(parsed)
         assert ast.dump(parsed) == ast.dump(ast.parse(before.decode())), path
     assert inserted == len(added_lines(version))
     runtime = tree / SPEC / "phase_timer.py"
@@ -124,7 +124,7 @@ def _calls(func: ast.AST) -> list[tuple[int, str, str]]:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        if isinstance(node, ast.Expr) and _is_inserted(node):
+        if isinstance(node, ast.Expr) and is_inserted(node):
             call = node.value
             label = call.args[0].value if call.args else ""
             out.append((node.lineno, call.func.attr, label))

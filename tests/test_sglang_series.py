@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ast_support import is_inserted, strip_inserted
 from patchkit import authoring, upstream
 
 from upstream_fixtures import (  # noqa: F401  (fixtures)
@@ -35,27 +36,6 @@ def apply_series(tree: Path, *strip: str) -> list[str]:
         assert proc.returncode == 0, f"{name}: {proc.stderr}"
         outputs.append(proc.stderr + proc.stdout)
     return outputs
-
-
-def _is_inserted(stmt: ast.stmt) -> bool:
-    if isinstance(stmt, ast.ImportFrom):
-        return stmt.module == "sglang.srt.speculative" and [
-            (a.name, a.asname) for a in stmt.names] == [("phase_timer", "_pt")]
-    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-            and isinstance(stmt.value.func, ast.Attribute)
-            and isinstance(stmt.value.func.value, ast.Name) and stmt.value.func.value.id == "_pt")
-
-
-def _strip_inserted(tree: ast.AST) -> int:
-    removed = 0
-    for node in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                kept = [s for s in block if not _is_inserted(s)]
-                removed += len(block) - len(kept)
-                block[:] = kept
-    return removed
 
 
 def added_lines() -> list[str]:
@@ -123,7 +103,7 @@ def test_patched_file_differs_from_the_original_only_by_inserted_statements(
     patched = (tmp / EAGLE_WORKER).read_text()
     assert patched != original
     patched_tree = ast.parse(patched)
-    removed = _strip_inserted(patched_tree)
+    removed = strip_inserted(patched_tree)
     assert removed == len(added_lines())
     assert ast.dump(patched_tree) == ast.dump(ast.parse(original))
 
@@ -162,7 +142,7 @@ def _patched_function_calls(patched: str) -> dict[str, list[tuple[str, str]]]:
     for node in ast.walk(ast.parse(patched)):
         if isinstance(node, ast.FunctionDef):
             for sub in ast.walk(node):
-                if isinstance(sub, ast.Expr) and _is_inserted(sub):
+                if isinstance(sub, ast.Expr) and is_inserted(sub):
                     call = sub.value
                     label = call.args[0].value if call.args else ""
                     calls.setdefault(node.name, []).append((call.func.attr, label))

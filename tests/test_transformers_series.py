@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ast_support import is_inserted, strip_inserted
 from patchkit import authoring, ops, upstream
 
 from upstream_fixtures import REPO, default_wheelhouse, git
@@ -56,27 +57,6 @@ def added_lines(path: str | None = None) -> list[str]:
                 if path is None or current == path:
                     lines.append(line[1:])
     return lines
-
-
-def _is_inserted(stmt: ast.stmt) -> bool:
-    if isinstance(stmt, ast.ImportFrom):
-        return stmt.module is None and stmt.level == 1 and [
-            (a.name, a.asname) for a in stmt.names] == [("phase_timer", "_pt")]
-    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-            and isinstance(stmt.value.func, ast.Attribute)
-            and isinstance(stmt.value.func.value, ast.Name) and stmt.value.func.value.id == "_pt")
-
-
-def _strip_inserted(tree: ast.AST) -> int:
-    removed = 0
-    for node in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(node, field, None)
-            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                kept = [s for s in block if not _is_inserted(s)]
-                removed += len(block) - len(kept)
-                block[:] = kept
-    return removed
 
 
 def patched_state(pristine: Path) -> dict[str, str]:
@@ -139,7 +119,7 @@ def test_patched_files_compile_and_ast_equal_the_originals(pristine, tmp_path):
         target.write_text(state[path])
         py_compile.compile(str(target), doraise=True, cfile=str(target) + "c")
         tree = ast.parse(state[path])
-        removed = _strip_inserted(tree)
+        removed = strip_inserted(tree)
         assert removed == len(added_lines(path)) > 0
         total += removed
         assert ast.dump(tree) == ast.dump(ast.parse(original)), path
@@ -151,7 +131,7 @@ def _calls_by_function(text: str) -> dict[str, list[tuple[str, str]]]:
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.FunctionDef):
             for sub in ast.walk(node):
-                if isinstance(sub, ast.Expr) and _is_inserted(sub):
+                if isinstance(sub, ast.Expr) and is_inserted(sub):
                     call = sub.value
                     label = call.args[0].value if call.args else ""
                     calls.setdefault(node.name, []).append((call.func.attr, label))
