@@ -92,6 +92,15 @@ def report_meta(result: dict, point: dict, elapsed_s: float | None = None) -> di
     return meta
 
 
+def progress_log(stream):
+    """Where progress lines go: stderr when the table goes to stdout, else the given stream."""
+    out = stream or sys.stdout
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr if out is sys.stdout else out, flush=True)
+    return out, log
+
+
 def run_default(
     out_root="profile-out",
     size: str = "default",
@@ -115,12 +124,8 @@ def run_default(
     bracket around it -- apply before, revert and the pristine check after -- stays.
     """
     check_args(size, timer_mode, num_assistant_tokens, device)
-    out = stream or sys.stdout
+    out, log = progress_log(stream)
     start = time.monotonic()
-
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr if out is sys.stdout else out, flush=True)
-
     series_dir, site = Path(series_dir), Path(site)
     run_dir = new_run_dir(out_root)
     ensure_site(series_dir, site, wheelhouse=wheelhouse, log=log)

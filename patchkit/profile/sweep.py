@@ -17,13 +17,12 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit.errors import InvalidInput
-from patchkit.profile.default import check_args, new_run_dir, report_meta
+from patchkit.profile.default import check_args, new_run_dir, progress_log, report_meta
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
@@ -194,12 +193,8 @@ def run_sweep(
     check_args(size, timer_mode, device=device)
     matrix = parse_matrix(matrix) if isinstance(matrix, str) else validate_matrix(
         matrix or DEFAULT_MATRIX)
-    out = stream or sys.stdout
+    out, log = progress_log(stream)
     start = time.monotonic()
-
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr if out is sys.stdout else out, flush=True)
-
     series_dir, site = Path(series_dir), Path(site)
     run_dir = new_run_dir(out_root)
     points = expand(matrix)
