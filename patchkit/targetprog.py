@@ -122,25 +122,34 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
     chunks = [list(range(i + 1, min(i + CHUNK, len(plans)) + 1)) for i in range(0, len(plans), CHUNK)]
     lines.append(f"PK_N={len(plans)} PK_CHUNKS={len(chunks) if full else 0}")
     for c, members in enumerate(chunks if full else [], 1):
-        pre_total, pre_files = _chunk_pre(plans, members)
+        pre_total, pre_files = _chunk_extraction(plans, members, "pre")
         multi[f"pre.c{c}.sed"] = extraction_script(pre_files, True)
         multi[f"stage.c{c}.sed"] = "\n".join(_chunk_stage(plans, members, dirs, edits))
-        multi[f"post.c{c}.sed"] = extraction_script(_chunk_post(plans, members), False)
+        multi[f"post.c{c}.sed"] = extraction_script(_chunk_extraction(plans, members, "post")[1], False)
         lines.append(f"pk_chunk_{c}={shq(' '.join(map(str, members)))} pk_pretotal_{c}={pre_total}")
     return Compiled(series=series, plans=plans, common="\n".join(lines) + "\n",
                     stage_funcs="".join(f + "\n" for f in funcs), multi=multi, single=single,
                     full=full)
 
 
-def _chunk_pre(plans, members):
-    offset, cmds = 0, []
+def _chunk_extraction(plans, members, side: str):
+    """(output, ranges, offset) per file of a chunk, for the pre- or post-image line checks.
+
+    pre: the original files as one stream (created files have none); post: the staged results
+    (deleted files have none). Returns the stream's expected line count too.
+    """
+    offset, files = 0, []
     for k in members:
         plan = plans[k - 1]
-        if plan.kind == "create":
+        if plan.kind == ("create" if side == "pre" else "delete"):
             continue
-        cmds.append((f"x/{k}", pre_ranges(plan), offset))
-        offset += plan.orig_known
-    return offset, cmds
+        if side == "pre":
+            files.append((f"x/{k}", pre_ranges(plan), offset))
+            offset += plan.orig_known
+        else:
+            files.append((f"y/{k}", post_ranges(plan), offset))
+            offset += plan.post_lines_known
+    return offset, files
 
 
 def _chunk_stage(plans, members, dirs, edits):
@@ -158,17 +167,6 @@ def _chunk_stage(plans, members, dirs, edits):
             blocks += [f":s{k}"] + edit + [f"w {d}/{posixpath.basename(plan.path)}", "d"]
         offset += plan.orig_known
     return dispatch(items, "g") + blocks
-
-
-def _chunk_post(plans, members):
-    offset, cmds = 0, []
-    for k in members:
-        plan = plans[k - 1]
-        if plan.kind == "delete":
-            continue
-        cmds.append((f"y/{k}", post_ranges(plan), offset))
-        offset += plan.post_lines_known
-    return cmds
 
 
 def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto",
