@@ -39,7 +39,6 @@ class Answer:
     restored: list[tuple[int, str]] = field(default_factory=list)
     trashed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    other: list[str] = field(default_factory=list)
 
 
 def _int(s: str) -> int | None:

@@ -22,7 +22,6 @@ def _where(h: "HunkOutcome") -> str:
 
 def render_report(result: "RebaseResult") -> str:
     new = result.new
-    hunks = result.hunks
     out = [f"# Rebase of {result.series_dir.name} onto {new.label}", ""]
     out += [
         f"Made by `patch.rebase` (patchkit.rebase) from `{result.series_dir.name}` "

@@ -17,7 +17,7 @@ from .errors import InvalidInput
 from .paths import strip_prefix
 from .plan import FilePlan, plan_series
 from .render import (dispatch, extraction_script, lines_digest, post_ranges, pre_ranges, printf_lines, shq,
-                     stage_edit, text)
+                     stage_edit)
 from .series import Series
 
 OPS = ("check", "verify", "apply", "commit", "unstage", "revert", "status", "unlock")
@@ -56,9 +56,6 @@ class Compiled:
         out += [f"printf '%s\\n' {shq(body)} > \"$PK_T/s/{name}\"\n" for name, body in scripts.items()]
         return "".join(out)
 
-    @property
-    def scripts(self) -> dict[str, str]:
-        return {**self.multi, **self.single}
 
 
 def file_table(series: Series) -> list[FilePlan]:
@@ -196,12 +193,4 @@ def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto
     return program.encode("utf-8", "surrogateescape")
 
 
-def render_scripts(compiled: Compiled) -> str:
-    """Human-readable audit of every sed script and printf function (for --show-script)."""
-    out = []
-    for name, body in {**compiled.multi, **compiled.single}.items():
-        out.append(f"# ---- {name}\n{body}\n")
-    return "".join(out)
-
-
-__all__ = ["Compiled", "compile_series", "build_program", "render_scripts", "text", "OPS"]
+__all__ = ["Compiled", "compile_series", "build_program", "file_table", "OPS"]

@@ -8,7 +8,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-pytest_plugins = ["upstream_fixtures"]
+pytest_plugins = ["upstream_fixtures", "sshd_support"]   # shared fixtures, one instance each
 
 
 @pytest.fixture(autouse=True, scope="session")

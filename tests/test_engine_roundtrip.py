@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from engine_support import (busybox_local, git_apply_result, git_diff, make_series, read_tree,
                             write_tree)
 from patchkit import ops
-from sshd_support import make_busybox_dir
 
 TRICKY = ["", " ", "\t", "\tindented", "    four", "trailing  ", "a\\b", "\\", "\\\\", "+plus",
           "-minus", "- ", "-- ", "--- x", "+++ y", "#hash", "# comment", "&amp", "a/b/c", "/", "ü日本語", "x", "it's", '"dq"',
@@ -54,21 +53,14 @@ def file_pair(draw):
     return join(lines, final_nl), join(new, new_final_nl)
 
 
-@pytest.fixture(scope="module")
-def bbdir(tmp_path_factory):
-    if shutil.which("busybox") is None:
-        pytest.skip("busybox not installed")
-    return make_busybox_dir(tmp_path_factory.mktemp("bb") / "bin")
-
-
-def roundtrip(work: Path, before: dict, after: dict, context: int, bbdir: Path | None):
+def roundtrip(work: Path, before: dict, after: dict, context: int, busybox_bin: Path | None):
     pinned = {k: v for k, v in before.items() if v is not None}
     patch = git_diff(before, after, work, context)
     if not patch:
         return
     expected = git_apply_result(before, patch, work)
     series = make_series(work / "series", pinned, [("0001.patch", patch)])
-    shells = [("gnu", None)] + ([("busybox", bbdir)] if bbdir else [])
+    shells = [("gnu", None)] + ([("busybox", busybox_bin)] if busybox_bin else [])
     for label, bb in shells:
         root = work / f"target-{label}"
         shutil.rmtree(root, ignore_errors=True)
@@ -96,7 +88,7 @@ def roundtrip(work: Path, before: dict, after: dict, context: int, bbdir: Path |
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pair=file_pair(), pair2=file_pair(), context=st.sampled_from([0, 1, 3]),
        create=st.booleans())
-def test_matches_git_apply(tmp_path_factory, bbdir, pair, pair2, context, create):
+def test_matches_git_apply(tmp_path_factory, busybox_bin, pair, pair2, context, create):
     work = tmp_path_factory.mktemp("prop")
     (a0, a1), (b0, b1) = pair, pair2
     before = {"pkg/a.py": a0, "pkg/sub/b.txt": b0}
@@ -107,7 +99,7 @@ def test_matches_git_apply(tmp_path_factory, bbdir, pair, pair2, context, create
     if a0 == a1 and b0 == b1 and not create:
         return
     # Unchanged files must not be pinned-but-untouched in a way git would skip: keep both pinned.
-    roundtrip(work, before, after, context, bbdir)
+    roundtrip(work, before, after, context, busybox_bin)
 
 
 CASES = {
@@ -133,18 +125,18 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("context", [0, 3])
-def test_named_edge_cases(tmp_path, bbdir, name, context):
+def test_named_edge_cases(tmp_path, busybox_bin, name, context):
     old, new = CASES[name]
-    roundtrip(tmp_path, {"f.txt": old}, {"f.txt": new}, context, bbdir)
+    roundtrip(tmp_path, {"f.txt": old}, {"f.txt": new}, context, busybox_bin)
 
 
-def test_whole_file_deletion_and_creation(tmp_path, bbdir):
+def test_whole_file_deletion_and_creation(tmp_path, busybox_bin):
     before = {"gone.py": b"x = 1\ny = 2\n", "keep.py": b"k\n", "d/new.py": None}
     after = {"gone.py": None, "keep.py": b"k\nk2\n", "d/new.py": b"print('hi')\n"}
-    roundtrip(tmp_path, before, after, 3, bbdir)
+    roundtrip(tmp_path, before, after, 3, busybox_bin)
 
 
-def test_git_header_only_diffs_and_modes(tmp_path, bbdir):
+def test_git_header_only_diffs_and_modes(tmp_path, busybox_bin):
     """Real `git diff` output for an empty new file, a deleted empty file, an executable new
     file without a final newline and a path with spaces (git ends its +++ line with a tab)."""
     import os
@@ -162,7 +154,7 @@ def test_git_header_only_diffs_and_modes(tmp_path, bbdir):
     assert b"new file mode 100755" in patch and b"b/my dir/my file.py\t" in patch
     pinned = {k: v for k, v in before.items() if v is not None}
     series = make_series(work / "series", pinned, [("0001.patch", patch)])
-    for label, bb in [("gnu", None), ("busybox", bbdir)]:
+    for label, bb in [("gnu", None), ("busybox", busybox_bin)]:
         root = work / f"t-{label}"
         write_tree(root, pinned)
         target = busybox_local(bb, root) if bb else str(root)

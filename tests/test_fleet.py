@@ -20,7 +20,7 @@ import pytest
 from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import parse_target
-from sshd_support import free_port, start_fleet, sshd_keys  # noqa: F401  (fixture)
+from sshd_support import free_port, start_fleet
 from test_engine_crash import AFTER as MULTI_AFTER
 from test_engine_crash import BEFORE as MULTI_BEFORE
 from upstream_fixtures import SERIES_059, sglang_installed

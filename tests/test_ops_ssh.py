@@ -24,7 +24,6 @@ import pytest
 from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import parse_target
-from sshd_support import busybox_bin, sshd, sshd_keys  # noqa: F401  (fixtures)
 from test_engine_crash import AFTER as MULTI_AFTER
 from test_engine_crash import BEFORE as MULTI_BEFORE
 from upstream_fixtures import SERIES_059, sglang_installed

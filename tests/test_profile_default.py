@@ -23,8 +23,7 @@ pytest.importorskip("torch")
 pytest.importorskip("huggingface_hub", reason="transformers' dependencies: the profile extra")
 
 from patchkit import ops
-from patchkit.profile import ProfileError, ensure_site, run_default
-from patchkit.profile.session import run_workload
+from patchkit.profile import ensure_site, run_default
 from patchkit.profile.site import DEFAULT_SERIES, site_state
 
 from upstream_fixtures import REPO, default_wheelhouse

@@ -25,7 +25,7 @@ from patchkit import ops
 from patchkit.errors import InvalidInput, PatchkitError
 from patchkit.profile.bench_output import parse_bench_output
 from patchkit.profile.remote import RemoteConfig, run_remote
-from sshd_support import free_port, sshd, sshd_factory, sshd_keys  # noqa: F401 (fixtures)
+from sshd_support import free_port
 from upstream_fixtures import SERIES_059, sglang_installed
 
 REPO = Path(__file__).resolve().parents[1]

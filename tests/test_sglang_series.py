@@ -14,10 +14,7 @@ import pytest
 from ast_support import is_inserted, strip_inserted
 from patchkit import authoring, upstream
 
-from upstream_fixtures import (  # noqa: F401  (fixtures)
-    COMMIT_059, EAGLE_WORKER, PHASE_TIMER, REPO, SERIES_059, git, sglang_059_checkout,
-    sglang_059_installed, sglang_059_pristine, sglang_0510_checkout, sglang_checkout_trees,
-)
+from upstream_fixtures import COMMIT_059, EAGLE_WORKER, PHASE_TIMER, REPO, SERIES_059, git
 
 RUNTIME_SOURCE = REPO / "patchkit" / "timing" / "phase_timer.py"
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"

@@ -27,7 +27,6 @@ import pytest
 from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import parse_target
-from sshd_support import sshd, sshd_keys  # noqa: F401  (fixtures)
 from test_engine_crash import AFTER, BEFORE, TOOLS, assert_each_file_whole
 
 SLOW_S = 0.01          # added to every external command when the client is to be killed

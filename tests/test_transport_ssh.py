@@ -17,8 +17,7 @@ from patchkit.errors import InvalidInput, TransportError
 from patchkit.transport import parse_target
 from patchkit.transport.remote import parse_remote_target
 from patchkit.transport.ssh import SshTransport
-from sshd_support import (busybox_bin, free_port, make_client_config, make_keys,  # noqa: F401
-                          sshd, sshd_factory, sshd_keys)
+from sshd_support import free_port, make_client_config, make_keys
 
 
 def ssh_target(server, root, **options) -> SshTransport:
