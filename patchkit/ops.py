@@ -172,7 +172,7 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
     for t in ans.trashed:
         host.messages.append(f"modified file kept as {t}")
     if host.exit_code != EXIT_OK:
-        if any("every file was put back" in m for m in host.messages):
+        if "rolled back" in ans.flags:
             host.state = "pristine"          # the commit failed and rolled itself back
         elif any(f.state == "modified" for f in host.files):
             host.state = "modified"

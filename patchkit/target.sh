@@ -514,6 +514,7 @@ pk_commit_rollback() {  # a rename failed half-way: put back every file already 
   pk_manifest_read
   pk_manifest_state
   pk_restore 0
+  pk_out "rolled back"
   pk_die 1 "commit failed in $PK_ROOT/$PK_COMMIT_FAILED (read-only file system, permission denied or disk full); every file was put back"
 }
 
