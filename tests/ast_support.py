@@ -28,3 +28,16 @@ def strip_inserted(tree: ast.AST) -> int:
                 removed += len(block) - len(kept)
                 block[:] = kept
     return removed
+
+
+def timer_calls_by_function(source: str) -> dict[str, list[tuple[str, str]]]:
+    """function name -> [(timer call, phase name)] in source order, for balance checks."""
+    calls: dict[str, list[tuple[str, str]]] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef):
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Expr) and is_inserted(sub):
+                    call = sub.value
+                    label = call.args[0].value if call.args else ""
+                    calls.setdefault(node.name, []).append((call.func.attr, label))
+    return calls

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ast_support import is_inserted, strip_inserted
+from ast_support import strip_inserted, timer_calls_by_function
 from patchkit import authoring, upstream
 
 from upstream_fixtures import COMMIT_059, EAGLE_WORKER, PHASE_TIMER, REPO, SERIES_059, git
@@ -134,21 +134,9 @@ def test_series_does_not_apply_exactly_to_0510(sglang_0510_checkout):
 
 # ----------------------------------------------------------------------------- the calls
 
-def _patched_function_calls(patched: str) -> dict[str, list[tuple[str, str]]]:
-    calls: dict[str, list[tuple[str, str]]] = {}
-    for node in ast.walk(ast.parse(patched)):
-        if isinstance(node, ast.FunctionDef):
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Expr) and is_inserted(sub):
-                    call = sub.value
-                    label = call.args[0].value if call.args else ""
-                    calls.setdefault(node.name, []).append((call.func.attr, label))
-    return calls
-
-
 def test_every_phase_that_begins_ends_in_the_same_function(sglang_059_pristine):
     state = authoring.load_stack(SERIES_059, sglang_059_pristine).states[-1]
-    calls = _patched_function_calls(state[EAGLE_WORKER])
+    calls = timer_calls_by_function(state[EAGLE_WORKER])
     phases = set()
     for func, seq in calls.items():
         begun = {label for kind, label in seq if kind == "begin"}

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ast_support import is_inserted, strip_inserted
+from ast_support import strip_inserted, timer_calls_by_function
 from patchkit import authoring, ops, upstream
 
 from upstream_fixtures import REPO, default_wheelhouse, git
@@ -126,22 +126,10 @@ def test_patched_files_compile_and_ast_equal_the_originals(pristine, tmp_path):
     assert total == len(added_lines())
 
 
-def _calls_by_function(text: str) -> dict[str, list[tuple[str, str]]]:
-    calls: dict[str, list[tuple[str, str]]] = {}
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.FunctionDef):
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Expr) and is_inserted(sub):
-                    call = sub.value
-                    label = call.args[0].value if call.args else ""
-                    calls.setdefault(node.name, []).append((call.func.attr, label))
-    return calls
-
-
 def test_phases_balance_within_their_functions(pristine):
     state = patched_state(pristine)
-    utils = _calls_by_function(state[UTILS])
-    cands = _calls_by_function(state[CANDIDATES])
+    utils = timer_calls_by_function(state[UTILS])
+    cands = timer_calls_by_function(state[CANDIDATES])
     assert set(utils) == {"_assisted_decoding"} and set(cands) == {"get_candidates"}
     seq = utils["_assisted_decoding"]
     assert seq[0] == ("cycle_begin", "") and seq[-1] == ("cycle_end", "")
