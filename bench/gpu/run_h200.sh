@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The GPU harness: real SGLang 0.5.12 on an H200, profiled through `invoke profile.remote`.
+#
+# On the CPU machine, once:   bash bench/gpu/build_carry.sh
+# On the GPU machine (device tool), from the repository root, with carry
+#   .carry-site .carry-fi .carry-lib [.carry-jit]:
+#       bash bench/gpu/run_h200.sh [STAGE...]        (default: setup models v1 v2 sweep collect)
+# Stages (each skips what an earlier call on the same machine left in /tmp):
+#   setup    unpack the carried site into /tmp/site (sglang + its pins; patchkit is this checkout)
+#   models   bench/gpu/make_models.py: tiny Llama target + standalone draft, partial acceptance
+#   explore  one unpatched v2 server + sglang.bench_serving (checks the stack; fills JIT caches)
+#   v1       profile.remote --baseline, EAGLEWorker (SGLANG_ENABLE_SPEC_V2=0, no overlap)
+#   v2       profile.remote --baseline, 0.5.12's default EAGLEWorkerV2 (overlap scheduling on)
+#   sweep    profile.remote --matrix over speculative-num-steps (+ an env: key), --baseline
+#   timer    bench/gpu_timer_bench.py: host cost per timer call by mode, A/B overhead
+#   collect  bench/gpu/collect.py: $OUT/sglang_gpu.{json,md} + charts from everything under $WORK
+#   cache    $OUT/jitcache.tgz (copy to .carry-jit/ to skip kernel compilation next time)
+# Everything lands in $OUT (the device tool brings it back); raw run folders in $OUT/runs.tgz.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-/tmp/patchkit-gpu-out}; WORK=${WORK:-/tmp/patchkit-gpu}; M=${MODELS:-/tmp/patchkit-models}
+SITE=${SITE:-/tmp/site}
+mkdir -p "$OUT" "$WORK"
+LOG=$OUT/run.log; T0=$(date +%s); BUDGET=${BUDGET:-580}
+say() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$LOG"; }
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+run() { say "\$ $*"; "$@" 2>&1 | tee -a "$LOG"; local rc=${PIPESTATUS[0]}; say "rc=$rc"; return "$rc"; }
+
+export PYTHONPATH=$SITE:$ROOT
+export TVM_FFI_CACHE_DIR=/tmp/jitcache/tvm TRITON_CACHE_DIR=/tmp/jitcache/triton \
+       FLASHINFER_WORKSPACE_BASE=/tmp/jitcache/fi
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HOME=/tmp/hf
+# NVLink multicast stays off (the device notes say why); harmless on one GPU.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+ldconfig -p 2>/dev/null | grep -q "libnuma.so.1 " || export LD_LIBRARY_PATH=$ROOT/.carry-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH; fi
+if [ -z "${CUDA_HOME:-}" ] && command -v nvcc >/dev/null; then export CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc)")"); fi
+
+PORT=30000
+SERVER="python3 -m sglang.launch_server --model-path $M/target --tokenizer-path $M/target --host 127.0.0.1 --port $PORT --mem-fraction-static 0.5 --attention-backend triton --sampling-backend pytorch --grammar-backend none --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph --decode-log-interval 1"
+SPEC="--speculative-algorithm STANDALONE --speculative-draft-model-path $M/draft --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+BENCH="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len ${OUT_LEN:-512} --random-range-ratio 1 --num-prompts ${PROMPTS:-96} --max-concurrency 32 --tokenizer $M/target --model $M/target --disable-tqdm"
+SERIES=patches/sglang-v0.5.12
+MATRIX=${MATRIX:-speculative-num-steps=1,2,3,5;env:NCCL_PROTO=LL}
+
+profile() {  # NAME ARGS... : one invoke profile.remote into $WORK/NAME, bounded by the budget
+  local name=$1; shift
+  if [ "$(left)" -lt 150 ]; then say "$name: skipped, only $(left)s left"; return 1; fi
+  rm -rf "${WORK:?}/$name"
+  (cd "$ROOT" && run timeout -s INT -k 30 $(( $(left) - 40 )) python3 -m invoke profile.remote \
+      --target "$SITE" --series "$SERIES" --bench "$BENCH" --out "$WORK/$name" "$@")
+  local rc=$?
+  # whatever happened, the tree must be pristine again (profile.remote reverts; this checks it)
+  (cd "$ROOT" && python3 -m invoke patch.status --series "$SERIES" --target "$SITE" 2>&1 | tee -a "$LOG")
+  return $rc
+}
+
+stage_setup() {
+  if [ ! -f "$SITE/.unpacked" ]; then
+    run python3 -c "import tarfile; tarfile.open('$ROOT/.carry-site/site.tar.xz').extractall('$SITE', filter='fully_trusted')" \
+      && touch "$SITE/.unpacked" || return 1
+  else say "site already unpacked in $SITE"; fi
+  if [ ! -f "$SITE/flashinfer/data/csrc/norm.cu" ] && [ -f "$ROOT/.carry-fi/fidata.tar.xz" ]; then
+    run python3 -c "import tarfile; tarfile.open('$ROOT/.carry-fi/fidata.tar.xz').extractall('$SITE/flashinfer/data', filter='fully_trusted')"
+  fi
+  if [ ! -d /tmp/jitcache ] && [ -f "$ROOT/.carry-jit/jitcache.tgz" ]; then run tar -C /tmp -xzf "$ROOT/.carry-jit/jitcache.tgz"; fi
+  mkdir -p /tmp/jitcache
+  run nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader
+  python3 -c "import torch, sglang; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'sglang', sglang.__version__)" 2>&1 | tee -a "$LOG"
+}
+
+stage_models() {
+  if [ -f "$M/draft/model.safetensors" ]; then say "models already in $M"; return 0; fi
+  run python3 "$ROOT/bench/gpu/make_models.py" "$M" --agree "${AGREE:-0.8}" --check
+  grep '^CHECK ' "$LOG" | tail -n 1 > "$WORK/models_check.txt"
+}
+
+stage_explore() {  # a plain v2 server + bench_serving, no patchkit involved: checks the stack
+  local slog=$WORK/explore.server.log
+  setsid $SERVER $SPEC >"$slog" 2>&1 </dev/null &
+  local pid=$!
+  python3 - "$PORT" "$pid" <<'PY' 2>&1 | tee -a "$LOG"
+import os, sys, time, urllib.request
+port, pid, t0 = sys.argv[1], int(sys.argv[2]), time.time()
+while time.time() - t0 < 300:
+    try:
+        os.kill(pid, 0)
+        if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).status == 200:
+            print(f"explore: healthy after {time.time() - t0:.0f}s"); break
+    except ProcessLookupError:
+        print("explore: server exited"); break
+    except Exception:
+        pass
+    time.sleep(1)
+PY
+  run timeout 120 $BENCH
+  kill -INT -- -$pid 2>/dev/null; sleep 5; kill -KILL -- -$pid 2>/dev/null
+  grep -E "Spec v1|Spec v2|Capture cuda graph end|accept len" "$slog" | tail -n 5 | cut -c1-240 | tee -a "$LOG"
+  say "explore: decode batch lines: $(grep -c 'Decode batch' "$slog")"
+}
+
+stage_v1() { profile v1 --server "$SERVER --disable-overlap-schedule $SPEC" --env PATCHKIT_TIMER=events \
+               --env SGLANG_ENABLE_SPEC_V2=0 --baseline; }
+stage_v2() { profile v2 --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events ${AB:+--env PATCHKIT_TIMER_AB=$AB} --baseline; }
+stage_sweep() { profile sweep --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --matrix "$MATRIX" --baseline; }
+
+stage_timer() {
+  [ -f "$ROOT/bench/gpu_timer_bench.py" ] || return 0
+  (cd "$ROOT" && timeout 150 python3 bench/gpu_timer_bench.py 2>&1 | tee "$WORK/timer_bench.txt" | tee -a "$LOG")
+}
+
+stage_collect() {
+  run python3 "$ROOT/bench/gpu/collect.py" "$WORK" "$OUT"
+  tar -C "$WORK" --exclude='trace.json' -czf "$OUT/runs.tgz" . 2>&1 | tee -a "$LOG"
+}
+
+stage_cache() {
+  tar -C /tmp -czf "$OUT/jitcache.tgz" jitcache
+  if [ "$(stat -c %s "$OUT/jitcache.tgz")" -gt 15000000 ]; then
+    say "jitcache over 15 MB: keeping tvm-ffi and flashinfer only"; tar -C /tmp -czf "$OUT/jitcache.tgz" jitcache/tvm jitcache/fi
+  fi
+  ls -la "$OUT/jitcache.tgz" | tee -a "$LOG"
+}
+
+[ $# -gt 0 ] || set -- setup models v1 v2 sweep collect
+for st in "$@"; do
+  say "=== stage $st ($(left)s left)"
+  if ! "stage_$st"; then
+    say "stage $st failed"
+    case $st in setup|models) exit 1 ;; esac
+  fi
+done
+say "=== done"
