@@ -166,7 +166,8 @@ print("NOOP", _pt.begin is _pt._noop and _pt.cycle_end is _pt._noop, _pt.current
     assert not out.exists()
 
 
-def test_batches_are_written_before_exit(runtime_dir, tmp_path):
+def test_every_cycle_is_written_when_it_ends(runtime_dir, tmp_path):
+    """Each cycle_end writes its cycle (one write), whatever the batch size says."""
     out = tmp_path / "out"
     res = run_script(runtime_dir, workload(1) + """
 import glob, os
@@ -177,14 +178,18 @@ for i in range(10):
     files = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
     sizes.append(sum(1 for f in files for _ in open(f)))
 print("SIZES", sizes)
+print("WRITES", _pt._timer.counts["writes"])
 """, out_dir=out)
     assert res.returncode == 0, res.stderr
-    sizes = json.loads(res.stdout.split("SIZES")[1])
-    # the first configuration wrote its file at configure(); then one write per 8 records
-    assert sizes[0] == sizes[2] < sizes[3] == sizes[6] < sizes[7]
-    assert max(b - a for a, b in zip(sizes, sizes[1:])) <= 9  # header + one batch at most
+    sizes = json.loads(res.stdout.split("SIZES")[1].splitlines()[0])
+    # the first configuration's file (header, 3 phases, cycle, stats) was written at
+    # configure(); the second file starts with its header and then grows by one phase and
+    # one cycle per cycle
+    assert sizes[0] == 6 + 3
+    assert [b - a for a, b in zip(sizes, sizes[1:])] == [2] * 9
+    assert int(res.stdout.split("WRITES")[1]) == 10
     recs = [r for rs in read_records(out).values() for r in rs]
-    assert sum(r["kind"] == "cycle" for r in recs) == 11  # 1 + 10, the rest flushed at exit
+    assert sum(r["kind"] == "cycle" for r in recs) == 11
     assert sum(r["kind"] == "stats" for r in recs) == 2
 
 
