@@ -87,8 +87,10 @@ def test_outputs_written(report):
     assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES.values())
     assert (out / "phases.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     data = json.loads((out / "summary.json").read_text())
+    # the keys of patchkit.report/1, plus those issue 9 and 12 added
     assert {"schema", "mode", "basis", "ranks", "cycle", "phases", "top_level_share", "decode",
-            "meta", "throughput", "files", "timing_dir"} == set(data)
+            "meta", "throughput", "files", "timing_dir", "cycle_kinds", "outside_cycles",
+            "unresolved", "lost_records", "overhead", "rank_skew"} == set(data)
     assert data["schema"] == "patchkit.report/1"
     assert data["phases"][0].keys() >= {"name", "parent", "depth", "count", "host_ms", "dev_ms",
                                          "share_of_cycle"}
