@@ -5,7 +5,7 @@ elapsed_time), torch.cuda.is_available / is_initialized / synchronize / get_devi
 torch.cuda.is_current_stream_capturing and torch.cuda.nvtx. Here an event "completes"
 LAG_NS after it was recorded (a GPU running behind the host), its timestamp is the host
 clock at record time, RECORD_SLEEP_NS makes each record() cost that much host time, and
-every NVTX call is appended to NVTX_CALLS. `CAPTURING[0] = True` pretends a CUDA graph is
+every NVTX call is appended to NVTX_CALLS, RECORDS[0] counts record() calls. `CAPTURING[0] = True` pretends a CUDA graph is
 being captured. Tests write this file as torch.py into a folder put first on sys.path.
 """
 
@@ -16,6 +16,7 @@ import types
 LAG_NS = 2_000_000
 RECORD_SLEEP_NS = 0
 NVTX_CALLS = []
+RECORDS = [0]
 CAPTURING = [False]
 _perf = time.perf_counter_ns
 
@@ -25,6 +26,7 @@ class Event:
         self.t = None
 
     def record(self, stream=None):
+        RECORDS[0] += 1
         if RECORD_SLEEP_NS:
             end = _perf() + RECORD_SLEEP_NS
             while _perf() < end:

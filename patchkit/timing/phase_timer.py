@@ -48,6 +48,12 @@ Environment
                         ("cycle <kind>"), so phases are named in Nsight Systems timelines.
                         Only when torch is already imported; never while capturing. Off by
                         default.
+  PATCHKIT_TIMER_SHARE_NS  events mode, inside a cycle: when a begin/end comes less than
+                        this many ns of host time after the previous event record returned,
+                        no GPU work can have been queued in between (a kernel launch takes
+                        longer), so that event marks this point too: one record and one
+                        elapsed_time saved, for back-to-back calls such as end(a); begin(b).
+                        Default 1000; 0 records an event at every call.
   PATCHKIT_TIMER_BATCH  records outside cycles buffered before a write (default 512)
   PATCHKIT_TIMER_FLUSH_S  seconds between writes of those records at the latest (default 5)
   PATCHKIT_TIMER_GRAPH_STEPS=1  experimental: phases that run while a CUDA graph is being
@@ -77,7 +83,7 @@ timing turns itself off.
 Record schema (one JSON object per line; "kind" says which):
   header  first line of each file: schema, mode, requested_mode, rank, rank_source,
           world_size, pid, host, python, torch, cuda_device, graph_steps, ab_cycles, nvtx,
-          event_api, clock {host, host_impl, host_t0_ns, wall_t0_ns, boot_id, device}, argv
+          event_api, share_ns, clock {host, host_impl, host_t0_ns, wall_t0_ns, boot_id, device}, argv
   phase   name, cycle (index or null), depth (0 = top level), parent (name or null),
           t0, t1, host_ns (perf_counter_ns; null for captured steps), dev_ns (device time
           or null), dev_off_ns (device start relative to the cycle's device start, or null),
@@ -112,6 +118,7 @@ FILE_PREFIX = "phase-timing"
 EVENT_APIS = ("torch.Event", "torch.cuda.Event")
 
 _perf = time.perf_counter_ns
+_NEVER = -(1 << 62)
 _MAX_PENDING = 1 << 12  # beyond this many unresolved cycles, wait for the oldest
 _TRUE = ("1", "true", "yes", "on")
 
@@ -284,8 +291,10 @@ class _Timer:
     """All state of one process's timer; the module functions are its bound methods."""
 
     def __init__(self, mode, requested, directory, graph_steps, batch, flush_s, ab=0,
-                 nvtx=False, event_api=None):
+                 nvtx=False, event_api=None, share_ns=1000):
         self.mode = mode
+        self.share_ns = share_ns
+        self.last_ev, self.last_t = None, _NEVER
         self.requested = requested
         self.directory = directory
         self.batch = batch
@@ -325,13 +334,16 @@ class _Timer:
         self.cap_key = None
         self.cap_closed = True
         self.event_api = None
+        self._mark = lambda now: None
         if mode == "events":
             self.Event = self.torch.cuda.Event
             if graph_steps and _event_supports_external(self.torch):
                 self.graph_steps = True
             self.new_event = self._event_factory(event_api)
+            self._mark = self._event_mark
         elif mode == "sync":
             self.sync = self.torch.cuda.synchronize
+            self._mark = self._sync_mark
         self.push = self.pop = None
         if nvtx:
             self._nvtx_setup()
@@ -396,28 +408,29 @@ class _Timer:
         self.event_api = "torch.cuda.Event"
         return lambda: self.Event(enable_timing=True)
 
-    def _dev_mark(self):
-        """Device-side mark at this point of the stream (event, synced clock, or None)."""
-        if self.mode == "events":
-            ev = self.pool.pop() if self.pool else self.new_event()
-            ev.record()
-            return ev
-        if self.mode == "sync":
-            self.sync()
-            return _perf()
-        return None
+    def _event_mark(self, now):
+        """An event recorded at this point of the stream. Inside a cycle, when less than
+        share_ns of host time passed since the last record returned, nothing can have been
+        queued in between (a kernel launch costs more): that event marks this point too."""
+        if now - self.last_t < self.share_ns:
+            return self.last_ev
+        pool = self.pool
+        ev = pool.pop() if pool else self.new_event()
+        ev.record()
+        if self.cycle is not None:
+            self.last_ev, self.last_t = ev, _perf()
+        return ev
 
-    def _release(self, *events):
-        if self.mode == "events":
-            for ev in events:
-                if ev is not None:
-                    self.pool.append(ev)
+    def _sync_mark(self, now):
+        self.sync()
+        return _perf()
 
+    # Events go back to the pool only once resolved (_resolve_*), each once: an event may
+    # mark several points, so the rare paths that drop records leave theirs to the GC.
     def _abandon_stack(self, keep=0):
         while len(self.stack) > keep:
-            entry = self.stack.pop()
+            self.stack.pop()
             self.counts["abandoned"] += 1
-            self._release(entry[2])
             if self.pop is not None:
                 self.pop()
 
@@ -427,11 +440,8 @@ class _Timer:
         names = self.quoted
         self.out.extend(_phase_line(rec, names) for rec in self.cyc_recs)
         self.out_records += len(self.cyc_recs)
-        for dev0, dev1, _ in self.cyc_evs:
-            self._release(dev0, dev1)
-        if self.mode == "events":
-            self._release(self.cycle[2])
         self.cyc_recs, self.cyc_evs = [], []
+        self.last_t = _NEVER
         self.cycle = None
         if self.pop is not None:
             self.pop()
@@ -449,7 +459,7 @@ class _Timer:
                 self.push(name)
             t0 = _perf()
             graph = bool(attrs.pop("graph", False)) if attrs else False
-            self.stack.append([name, t0, self._dev_mark(), attrs, graph])
+            self.stack.append([name, t0, self._mark(t0), attrs, graph])
         except Exception as exc:
             _fail("begin(%r)" % (name,), exc)
 
@@ -461,7 +471,7 @@ class _Timer:
                     self._capture_end(name)
                 return
             t1 = _perf()
-            dev1 = self._dev_mark()
+            dev1 = self._mark(t1)
             stack = self.stack
             if not stack or stack[-1][0] != name:
                 for idx in range(len(stack) - 1, -1, -1):
@@ -470,7 +480,6 @@ class _Timer:
                         break
                 else:
                     self.counts["unmatched_end"] += 1
-                    self._release(dev1)
                     return
             if self.pop is not None:
                 self.pop()
@@ -520,7 +529,8 @@ class _Timer:
             self.cycle_no += 1
             if self.push is not None:
                 self.push("cycle %s" % attrs.get("kind", ""))
-            self.cycle = [self.cycle_no, t0, self._dev_mark(), attrs]
+            self.last_t = _NEVER  # a cycle's start event is its own (see _resolve_cycle)
+            self.cycle = [self.cycle_no, t0, self._mark(t0), attrs]
         except Exception as exc:
             _fail("cycle_begin()", exc)
 
@@ -547,7 +557,8 @@ class _Timer:
                 if later:
                     merged = {k: v for k, v in merged.items() if k not in later}
             t1 = _perf()
-            dev1 = self._dev_mark()
+            dev1 = self._mark(t1)
+            self.last_t = _NEVER
             if self.pop is not None:
                 self.pop()
             index, t0, dev0 = cycle[0], cycle[1], cycle[2]
@@ -691,31 +702,47 @@ class _Timer:
         self.buf.append(rec)
         if steps:
             self._resolve_steps(rec, dev0, steps)
-        self._release(dev0, dev1)
+        self.pool += (dev0, dev1)  # outside cycles events are never shared
 
     def _resolve_cycle(self, index, dev0, dev1, prev, evs, recs, later):
+        """Device times of one cycle, each event read once (relative to the cycle's start
+        event dev0); False when an event (on another stream) is not done yet."""
+        since = dev0.elapsed_time
+        offset = {}  # id(event) -> ms after dev0
         try:
-            offsets = [(dev0.elapsed_time(e0), dev0.elapsed_time(e1)) for e0, e1, _ in evs]
+            for e0, e1, _ in evs:
+                if id(e0) not in offset:
+                    offset[id(e0)] = since(e0)
+                if id(e1) not in offset:
+                    offset[id(e1)] = since(e1)
+            end = offset[id(dev1)] if id(dev1) in offset else since(dev1)
         except RuntimeError:
             if any(not e1.query() for _, e1, _ in evs):
                 return False
             raise
         phases = []
-        for (off0, off1), (e0, e1, steps), rec in zip(offsets, evs, recs):
-            rec[_DEV], rec[_OFF] = _ms_to_ns(off1 - off0), _ms_to_ns(off0)
-            phases.append("[%d,%d]" % (rec[_DEV], rec[_OFF]))
+        used = {id(dev1): dev1}
+        for (e0, e1, steps), rec in zip(evs, recs):
+            off0 = offset[id(e0)]
+            dev, off = int(round((offset[id(e1)] - off0) * 1e6)), int(round(off0 * 1e6))
+            rec[_DEV], rec[_OFF] = dev, off
+            phases.append("[%d,%d]" % (dev, off))
             if steps:
                 self._resolve_steps(rec, e0, steps)
-            self._release(e0, e1)
+            used[id(e0)] = e0
+            used[id(e1)] = e1
         gap = None if prev is None else _ms_to_ns(prev.elapsed_time(dev0))
         tail = ""
         if later:
             tail = ',"attrs":' + _JSON_ENCODER.encode({k: _plain(v) for k, v in later.items()})
         self.out.append('{"kind":"dev","cycle":%d,"dev_ns":%d,"dev_gap_ns":%s,"phases":[%s]%s}\n'
-                        % (index, _ms_to_ns(dev0.elapsed_time(dev1)), _opt(gap),
-                           ",".join(phases), tail))
+                        % (index, _ms_to_ns(end), _opt(gap), ",".join(phases), tail))
         self.out_records += 1
-        self._release(dev1, prev)
+        used.pop(id(dev0), None)  # the next cycle still needs it (as `prev`)
+        pool = self.pool
+        pool += used.values()
+        if prev is not None:
+            pool.append(prev)
         return True
 
     def _resolve_steps(self, rec, dev0, steps):
@@ -750,6 +777,7 @@ class _Timer:
                 "torch": getattr(torch, "__version__", None), "cuda_device": device,
                 "graph_steps": self.graph_steps, "ab_cycles": self.ab,
                 "nvtx": self.push is not None, "event_api": self.event_api,
+                "share_ns": self.share_ns if self.mode == "events" else None,
                 "clock": {"host": "time.perf_counter_ns", "host_impl": impl,
                           "host_t0_ns": self.host_t0, "wall_t0_ns": self.wall_t0,
                           "boot_id": _boot_id(),
@@ -867,11 +895,11 @@ def _choose_mode(requested):
 
 
 def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=None, ab=None,
-              nvtx=None, event_api=None):
+              nvtx=None, event_api=None, share_ns=None):
     """(Re)start timing in this process; returns the mode in effect.
 
     Arguments left as None come from the environment (ab: PATCHKIT_TIMER_AB, nvtx:
-    PATCHKIT_TIMER_NVTX). event_api "torch.Event" or "torch.cuda.Event" picks the event
+    PATCHKIT_TIMER_NVTX, share_ns: PATCHKIT_TIMER_SHARE_NS). event_api "torch.Event" or "torch.cuda.Event" picks the event
     class in events mode (default: torch.Event where torch has it). Pending records of the
     previous configuration are written first. Mainly for benches and tests: instrumented
     code needs nothing but the environment.
@@ -902,9 +930,11 @@ def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=N
             ab = _env_int("PATCHKIT_TIMER_AB", 0, minimum=0)
         if nvtx is None:
             nvtx = os.environ.get("PATCHKIT_TIMER_NVTX", "").strip().lower() in _TRUE
+        if share_ns is None:
+            share_ns = _env_int("PATCHKIT_TIMER_SHARE_NS", 1000, minimum=0)
         _timer = _Timer(effective, requested, os.path.abspath(directory), graph_steps,
                         batch or _env_int("PATCHKIT_TIMER_BATCH", 512), flush_s, ab=ab,
-                        nvtx=nvtx, event_api=event_api)
+                        nvtx=nvtx, event_api=event_api, share_ns=share_ns)
         _failed = False
         _bind(_timer)
         return effective
