@@ -1,6 +1,7 @@
 """The report over real runtime output (two ranks, host mode) and over device-timed records."""
 
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -87,8 +88,10 @@ def test_outputs_written(report):
     assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES.values())
     assert (out / "phases.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     data = json.loads((out / "summary.json").read_text())
+    # the keys of patchkit.report/1, plus those issue 9 and 12 added
     assert {"schema", "mode", "basis", "ranks", "cycle", "phases", "top_level_share", "decode",
-            "meta", "throughput", "files", "timing_dir"} == set(data)
+            "meta", "throughput", "files", "timing_dir", "cycle_kinds", "outside_cycles",
+            "unresolved", "lost_records", "overhead", "rank_skew"} == set(data)
     assert data["schema"] == "patchkit.report/1"
     assert data["phases"][0].keys() >= {"name", "parent", "depth", "count", "host_ms", "dev_ms",
                                          "share_of_cycle"}
@@ -204,3 +207,203 @@ def test_per_request_token_lists_give_the_accept_length():
     assert stats["request_cycles"] == 6
     assert stats["accept_length_mean"] == 21 / 6
     assert stats["accepted_drafts_mean"] == (21 - 6) / 6
+
+
+def _run_workload(site: Path, out: Path, body: str, env: dict | None = None):
+    code = f"import sys\nsys.path.insert(0, {str(site)!r})\n" + body
+    full_env = {"PATCHKIT_TIMER_DIR": str(out), "PATCHKIT_TIMER": "host", "PATH": "/usr/bin:/bin",
+                **(env or {})}
+    res = subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+@pytest.fixture
+def site(tmp_path):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    shutil.copyfile(RUNTIME_PATH, folder / "phase_timer.py")
+    return folder
+
+
+KINDS = """
+import time
+import phase_timer as _pt
+for g in range(4):            # CUDA-graph capture passes: draft steps outside any cycle
+    _pt.begin("draft_step"); _pt.end("draft_step")
+for i in range(30):
+    if i % 10 == 0:
+        _pt.cycle_begin(kind="prefill", batch_size=1)
+        _pt.begin("target_extend"); time.sleep(0.02); _pt.end("target_extend")
+        _pt.cycle_end()
+    _pt.cycle_begin(kind="decode", batch_size=4)
+    _pt.begin("draft")
+    for s in range(2):
+        _pt.begin("draft_step"); time.sleep(0.0005); _pt.end("draft_step")
+    _pt.end("draft")
+    _pt.begin("verify"); time.sleep(0.002); _pt.end("verify")
+    _pt.cycle_end(accepted=2)
+"""
+
+
+def test_decode_and_prefill_apart_and_warmup_outside(site, tmp_path):
+    out = tmp_path / "out"
+    _run_workload(site, out, KINDS)
+    summary = build_report(out, tmp_path / "report")
+    assert list(summary.cycle_kinds) == ["decode", "prefill"]
+    dec, pre = summary.cycle_kinds["decode"], summary.cycle_kinds["prefill"]
+    assert dec["cycles"] == 30 and pre["cycles"] == 3
+    assert [(e["depth"], e["name"]) for e in dec["phases"]] == \
+        [(0, "draft"), (1, "draft_step"), (0, "verify")]
+    assert [e["name"] for e in pre["phases"]] == ["target_extend"]
+    # shares are of each kind's own cycle time: the 20 ms prefills do not dilute decode
+    assert 85.0 <= dec["top_level_share"] <= 100.0
+    assert 85.0 <= pre["phases"][0]["share_of_cycle"] <= 100.0
+    verify = summary.phase("verify", kind="decode")
+    assert verify["share_of_cycle"] > summary.phase("verify")["share_of_cycle"]
+    assert verify["count"] == 30 and verify["per_cycle"] == 1.0
+    # warm-up: counted per name, never a phase of the cycle
+    assert summary.outside_cycles == {"draft_step": 4}
+    step = summary.phase("draft_step", kind="decode")
+    assert step["count"] == 60 and step["outside_cycles"] == 0  # those were top level
+    assert summary.phase("draft_step")["count"] == 60
+    assert summary.decode["batch_size_mean"] == 4  # the decode cycles only
+    table = (tmp_path / "report" / "table.txt").read_text()
+    lines = table.splitlines()
+    dec_at = lines.index("decode (30 cycles; shares of decode cycle time)")
+    pre_at = lines.index("prefill (3 cycles; shares of prefill cycle time)")
+    assert dec_at < pre_at
+    assert lines[dec_at + 1].startswith("decode cycle ")
+    assert any(l.startswith("    draft_step") and " 60 " in l for l in lines[dec_at:pre_at])
+    assert "outside any cycle (warm-up; not in the shares): draft_step 4" in table
+    data = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert data["cycle_kinds"]["prefill"]["phases"][0]["name"] == "target_extend"
+    assert data["outside_cycles"] == {"draft_step": 4}
+    assert (tmp_path / "report" / "phases.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_repeated_records_are_dropped_and_merge_is_by_cycle(tmp_path):
+    """A write repeated after a KeyboardInterrupt, and device times in a later record."""
+    header = {"kind": "header", "schema": "patchkit.timing/1", "mode": "events", "rank": 0,
+              "pid": 3, "host": "h", "clock": {"host_t0_ns": 0, "wall_t0_ns": 0}}
+    phase = {"kind": "phase", "name": "verify", "cycle": 0, "depth": 0, "parent": None,
+             "t0": 10, "t1": 60, "host_ns": 50, "dev_ns": None, "dev_off_ns": None,
+             "graph": False, "captured": False}
+    cycle = {"kind": "cycle", "cycle": 0, "t0": 0, "t1": 100, "host_ns": 100, "dev_ns": None,
+             "dev_gap_ns": None, "attrs": {"kind": "decode"}}
+    cycle1 = dict(cycle, cycle=1, t0=200, t1=300)
+    dev = {"kind": "dev", "cycle": 0, "dev_ns": 400, "dev_gap_ns": None, "phases": [[300, 20]],
+           "attrs": {"accepted": 5}}
+    recs = [header, phase, cycle, phase, cycle, dev, cycle1, dev]
+    path = tmp_path / "phase-timing.rank0.pid3.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (proc,) = load_timing_dir(tmp_path)
+    assert proc.repeated == 3 and len(proc.phases) == 1 and len(proc.cycles) == 2
+    assert proc.cycles[0]["dev_ns"] == 400 and proc.cycles[0]["attrs"] == {"kind": "decode",
+                                                                           "accepted": 5}
+    assert proc.phases[0]["dev_ns"] == 300 and proc.phases[0]["dev_off_ns"] == 20
+    assert proc.unresolved == 1
+    summary = build_report(tmp_path, tmp_path / "rep", chart=False)
+    assert summary.unresolved == 1 and summary.basis == "device"
+    assert summary.phase("verify")["share_of_cycle"] == pytest.approx(75.0)
+    assert "1 cycle(s) without device times" in render_table(summary)
+
+
+def test_rank_skew_row():
+    from patchkit.report.skew import _row
+    row = _row("verify", None, 0, {0: [1_000_000, 1_000_000], 1: [1_200_000], 2: [1_100_000]})
+    assert row["skew_ms"] == pytest.approx(0.2)
+    assert row["skew_pct"] == pytest.approx(0.2 / 1.1 * 100)
+    assert row["slowest_rank"] == 1 and row["fastest_rank"] == 0 and row["flagged"]
+    even = _row("draft", None, 0, {0: [1_000_000], 1: [1_050_000]})
+    assert not even["flagged"] and even["slowest_rank"] == 1
+    assert _row("alone", None, 0, {0: [5]}) is None
+
+
+TWO_RANKS = """
+import os, time
+import phase_timer as _pt
+rank = int(sys.argv[1])
+time.sleep(0.4 * rank)         # the processes start apart: their clocks' origins differ
+_pt.begin("warmup"); _pt.end("warmup")
+_pt.flush()                    # the file exists before torch.distributed knows the rank
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo", init_method=sys.argv[2], rank=rank, world_size=2)
+token = torch.zeros(1)
+for i in range(12):
+    if rank == 0:
+        _pt.cycle_begin(kind="decode", batch_size=2)
+        _pt.begin("verify"); time.sleep(0.002); _pt.end("verify")
+        _pt.begin("draft"); time.sleep(0.01); _pt.end("draft")
+        dist.send(token, 1)
+        dist.recv(token, 1)    # rank 1's whole cycle runs inside this one
+        _pt.cycle_end()
+    else:
+        dist.recv(token, 0)
+        _pt.cycle_begin(kind="decode", batch_size=2)
+        _pt.begin("verify"); time.sleep(0.008); _pt.end("verify")
+        _pt.begin("draft"); time.sleep(0.01); _pt.end("draft")
+        _pt.cycle_end()
+        dist.send(token, 0)
+dist.destroy_process_group()
+"""
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_ranks_through_torch_distributed(site, tmp_path):
+    """Two real processes (gloo on loopback): each file named by its torch.distributed
+    rank, one trace process per rank on one clock, and the slow phase flagged as skew."""
+    pytest.importorskip("torch.distributed")
+    out = tmp_path / "out"
+    code = f"import sys\nsys.path.insert(0, {str(site)!r})\n" + TWO_RANKS
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PATCHKIT_TIMER") and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    env.update(PATCHKIT_TIMER_DIR=str(out), PATCHKIT_TIMER="host", GLOO_SOCKET_IFNAME="lo")
+    url = f"tcp://127.0.0.1:{_free_port()}"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(r), url], env=env,
+                              stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    try:
+        for p in procs:
+            assert p.wait(timeout=240) == 0, p.stderr.read()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    names = sorted(f.name.split(".pid")[0] for f in out.glob("*.jsonl"))
+    assert names == ["phase-timing.rank0", "phase-timing.rank1"]
+    loaded = load_timing_dir(out)
+    assert [p.rank for p in loaded] == [0, 1]
+    for p in loaded:
+        assert p.header["rank_source"] == "torch.distributed" and p.header["world_size"] == 2
+    summary = build_report(out, tmp_path / "report")
+    assert [r["rank_source"] for r in summary.ranks] == ["torch.distributed"] * 2
+    skew = summary.rank_skew
+    rows = {r["name"]: r for r in skew["phases"]}
+    assert skew["kind"] == "decode" and skew["ranks"] == [0, 1]
+    assert rows["verify"]["flagged"] and rows["verify"]["slowest_rank"] == 1
+    assert rows["verify"]["skew_ms"] == pytest.approx(6.0, abs=3.0)
+    assert not rows["draft"]["flagged"]
+    assert "verify" in skew["flagged"] and "draft" not in skew["flagged"]
+    table = (tmp_path / "report" / "table.txt").read_text()
+    assert "rank skew of decode cycles" in table
+    assert any(l.startswith(" !   verify: r0 ") and "slowest r1" in l for l in table.splitlines())
+    trace = json.loads((tmp_path / "report" / "trace.json").read_text())
+    assert trace["otherData"]["clock_alignment"] == "shared monotonic clock"
+    events = trace["traceEvents"]
+    procs_named = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert sorted(procs_named) == [0, 1] and procs_named[1].startswith("rank 1 ")
+    cycles = {(e["pid"], e["args"]["cycle"]): e for e in events
+              if e["ph"] == "X" and e["cat"] == "cycle"}
+    for i in range(12):
+        outer, inner = cycles[(0, i)], cycles[(1, i)]
+        # causality: rank 1's cycle began after rank 0 sent and ended before rank 0 received
+        assert outer["ts"] <= inner["ts"]
+        assert inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]

@@ -9,6 +9,7 @@ bench machine); here they are skipped.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -166,7 +167,8 @@ print("NOOP", _pt.begin is _pt._noop and _pt.cycle_end is _pt._noop, _pt.current
     assert not out.exists()
 
 
-def test_batches_are_written_before_exit(runtime_dir, tmp_path):
+def test_every_cycle_is_written_when_it_ends(runtime_dir, tmp_path):
+    """Each cycle_end writes its cycle (one write), whatever the batch size says."""
     out = tmp_path / "out"
     res = run_script(runtime_dir, workload(1) + """
 import glob, os
@@ -177,14 +179,18 @@ for i in range(10):
     files = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
     sizes.append(sum(1 for f in files for _ in open(f)))
 print("SIZES", sizes)
+print("WRITES", _pt._timer.counts["writes"])
 """, out_dir=out)
     assert res.returncode == 0, res.stderr
-    sizes = json.loads(res.stdout.split("SIZES")[1])
-    # the first configuration wrote its file at configure(); then one write per 8 records
-    assert sizes[0] == sizes[2] < sizes[3] == sizes[6] < sizes[7]
-    assert max(b - a for a, b in zip(sizes, sizes[1:])) <= 9  # header + one batch at most
+    sizes = json.loads(res.stdout.split("SIZES")[1].splitlines()[0])
+    # the first configuration's file (header, 3 phases, cycle, stats) was written at
+    # configure(); the second file starts with its header and then grows by one phase and
+    # one cycle per cycle
+    assert sizes[0] == 6 + 3
+    assert [b - a for a, b in zip(sizes, sizes[1:])] == [2] * 9
+    assert int(res.stdout.split("WRITES")[1]) == 10
     recs = [r for rs in read_records(out).values() for r in rs]
-    assert sum(r["kind"] == "cycle" for r in recs) == 11  # 1 + 10, the rest flushed at exit
+    assert sum(r["kind"] == "cycle" for r in recs) == 11
     assert sum(r["kind"] == "stats" for r in recs) == 2
 
 
@@ -357,3 +363,278 @@ _pt.cycle_begin(); _pt.begin("replay", graph=True); g.replay(); _pt.end("replay"
     assert recs[-1]["skipped_capturing"] == 2
     (replay,) = [r for r in recs if r["kind"] == "phase"]
     assert replay["graph"] is True and replay["dev_ns"] > 0
+
+
+# ---- durability, A/B, NVTX; the events mode on a CPU through a stand-in torch ----------
+
+FAKE_TORCH = Path(__file__).with_name("fake_cuda_torch.py")
+
+
+@pytest.fixture
+def fake_torch(tmp_path):
+    """A folder whose torch.py is the CUDA stand-in (see fake_cuda_torch.py)."""
+    folder = tmp_path / "fake"
+    folder.mkdir()
+    shutil.copyfile(FAKE_TORCH, folder / "torch.py")
+    return folder
+
+
+def with_fake_torch(folder, body, **settings):
+    lines = ["sys.path.insert(0, %r)" % str(folder), "import torch"]
+    lines += ["torch.%s = %r" % (k, v) for k, v in settings.items()]
+    return "\n".join(lines) + "\n" + textwrap.dedent(body)
+
+
+LOOP = """
+import os, time
+import phase_timer as _pt
+for w in range(3):                      # warm-up, outside any cycle
+    _pt.begin("warmup"); _pt.end("warmup")
+time.sleep(0.005)                       # the (stand-in) GPU has caught up: flush writes them
+_pt.flush()
+for i in range(4000):
+    _pt.cycle_begin(kind="decode", batch_size=2)
+    _pt.begin("draft")
+    _pt.begin("draft_step"); _pt.end("draft_step")
+    _pt.end("draft")
+    _pt.begin("verify"); time.sleep(0.0003); _pt.end("verify")
+    _pt.cycle_end(accepted=i % 3)
+    os.write(1, b"DONE %d\\n" % i)
+"""
+
+
+def _run_until(runtime_dir, out, body, cycles_before, sig, env):
+    """Start the loop, send `sig` once `cycles_before` cycles have returned from cycle_end;
+    returns (return code, last cycle index the loop reported done, stderr)."""
+    script = "import sys\nsys.path.insert(0, %r)\n" % str(runtime_dir) + body
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHKIT_TIMER")}
+    full_env.update(env, PATCHKIT_TIMER_DIR=str(out))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=full_env, cwd=str(runtime_dir),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    done = -1
+    try:
+        while done < cycles_before - 1:
+            line = proc.stdout.readline()
+            assert line, "loop ended early: %s" % proc.stderr.read().decode()
+            done = int(line.split()[1])
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+        # read through the same buffered reader: lines it already holds count too
+        rest, err = proc.stdout.read(), proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    for line in rest.decode().splitlines():
+        done = int(line.split()[1])
+    return proc.returncode, done, err.decode()
+
+
+@pytest.mark.parametrize("timer", ["host", "events"])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT],
+                         ids=["SIGKILL", "SIGTERM", "SIGINT"])
+def test_completed_cycles_survive_a_kill(runtime_dir, fake_torch, tmp_path, sig, timer):
+    """Killed at spread instants: every cycle whose cycle_end returned is on disk; in
+    events mode only the last few lack device times; SIGINT's KeyboardInterrupt reaches
+    the program (it is not swallowed) and the exit hook then writes everything."""
+    from patchkit.report import load_timing_dir, summarize
+
+    body = LOOP if timer == "host" else with_fake_torch(fake_torch, LOOP, LAG_NS=1_500_000)
+    for n, instant in enumerate((1, 9, 57)):
+        out = tmp_path / ("out%d" % n)
+        rc, done, err = _run_until(runtime_dir, out, body, instant, sig,
+                                   {"PATCHKIT_TIMER": timer})
+        assert rc == -sig, (rc, err)
+        if sig == signal.SIGINT:
+            assert "KeyboardInterrupt" in err
+        (proc,) = load_timing_dir(out)
+        assert proc.mode == timer
+        indices = [c["cycle"] for c in proc.cycles]
+        assert indices == list(range(len(indices)))
+        assert len(indices) >= done + 1 >= instant
+        assert len(indices) <= done + 2  # at most the one running when the signal came
+        phases = [p for p in proc.phases if p["cycle"] is not None and p["cycle"] <= done]
+        assert len(phases) == 3 * (done + 1)
+        assert [p["name"] for p in proc.phases if p["cycle"] is None] == ["warmup"] * 3
+        lacking = [c["cycle"] for c in proc.cycles if c["dev_ns"] is None]
+        if timer == "host":
+            assert lacking == indices
+        elif sig == signal.SIGINT:
+            assert lacking == [] and proc.stats is not None
+            assert proc.stats["dropped_pending"] == 0
+        else:
+            assert proc.stats is None
+            # the GPU runs 1.5 ms behind: only the last cycles can still lack device time
+            assert lacking == indices[len(indices) - len(lacking):]
+            assert len(lacking) <= 6
+            assert all(p["dev_ns"] is not None for p in proc.phases
+                       if p["cycle"] is not None and p["cycle"] not in lacking)
+            summary = summarize([proc], str(out))
+            assert summary.unresolved == len(lacking)
+            assert summary.basis == ("device" if len(lacking) < len(indices) else "host")
+            assert summary.cycle_kinds["decode"]["cycles"] == len(indices)
+
+
+def test_events_mode_writes_host_first_then_device_times(runtime_dir, fake_torch, tmp_path):
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, with_fake_torch(fake_torch, """
+import glob, json, os, time
+import phase_timer as _pt
+print("MODE", _pt.configure(), _pt._timer.event_api)
+seen = []
+for i in range(6):
+    _pt.cycle_begin(kind="decode")
+    _pt.begin("verify"); time.sleep(0.002); _pt.end("verify")
+    _pt.cycle_end()
+    (path,) = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
+    recs = [json.loads(l) for l in open(path)]
+    seen.append(([r["cycle"] for r in recs if r["kind"] == "cycle"],
+                 [r["cycle"] for r in recs if r["kind"] == "dev"]))
+print("SEEN", json.dumps(seen))
+""", LAG_NS=3_000_000), out_dir=out)
+    assert res.returncode == 0, res.stderr
+    assert "MODE events torch.Event" in res.stdout
+    seen = json.loads(res.stdout.split("SEEN")[1])
+    for i, (cycles, devs) in enumerate(seen):
+        assert cycles == list(range(i + 1))  # on disk as soon as cycle_end returned
+        assert devs == list(range(len(devs))) and len(devs) < i + 1  # GPU behind
+    (recs,) = read_records(out).values()
+    assert [r["cycle"] for r in recs if r["kind"] == "dev"] == list(range(6))
+    assert recs[-1]["writes"] == 7  # one per cycle, and the last at exit
+    dev = [r for r in recs if r["kind"] == "dev"]
+    assert all(d["dev_ns"] >= d["phases"][0][0] >= 2_000_000 for d in dev)
+    assert all(d["phases"][0][1] >= 0 for d in dev)
+    assert all(d["dev_gap_ns"] > 0 for d in dev[1:])
+
+
+def test_ab_switch_alternates_blocks(runtime_dir, fake_torch, tmp_path):
+    """PATCHKIT_TIMER_AB=4: cycles 0-3 timed, 4-7 off (host times only), 8-11 timed, ..."""
+    from patchkit.report import build_report
+
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, with_fake_torch(fake_torch, """
+import time
+import phase_timer as _pt
+for i in range(40):
+    _pt.cycle_begin(kind="decode", batch_size=1)
+    for name in ("a", "b", "c", "d"):
+        _pt.begin(name); time.sleep(0.0005); _pt.end(name)
+    _pt.cycle_end()
+""", LAG_NS=100_000, RECORD_SLEEP_NS=300_000), env={"PATCHKIT_TIMER_AB": "4"}, out_dir=out)
+    assert res.returncode == 0, res.stderr
+    (recs,) = read_records(out).values()
+    assert recs[0]["ab_cycles"] == 4
+    cycles = [r for r in recs if r["kind"] == "cycle"]
+    assert sorted(c["cycle"] for c in cycles) == list(range(40))
+    for c in cycles:
+        assert c["ab"] == ("events" if c["cycle"] // 4 % 2 == 0 else "off"), c
+        assert c["attrs"]["kind"] == "decode"
+    timed = {c["cycle"] for c in cycles if c["ab"] == "events"}
+    phase_cycles = {r["cycle"] for r in recs if r["kind"] == "phase"}
+    assert phase_cycles == timed
+    summary = build_report(out, tmp_path / "report", chart=False)
+    ov = summary.overhead
+    assert ov["ab_cycles"] == 4 and ov["pairs"] == 5 and ov["off_cycles"] == 20
+    # 8 records of 0.3 ms each on a cycle of about 2 ms: clearly visible
+    assert ov["median_pct"] > 40, ov
+    assert ov["iqr_pct"][0] <= ov["median_pct"] <= ov["iqr_pct"][1]
+    assert summary.cycle["count"] == 20
+    assert summary.phase("a")["count"] == 20
+    assert "timer overhead (PATCHKIT_TIMER_AB=4, 5 block pairs" in \
+        (tmp_path / "report" / "table.txt").read_text()
+
+
+def test_nvtx_ranges_in_order_and_never_while_capturing(runtime_dir, fake_torch, tmp_path):
+    body = """
+import phase_timer as _pt
+_pt.begin("warm"); _pt.end("warm")
+torch.CAPTURING[0] = True
+_pt.begin("captured"); _pt.end("captured")
+_pt.cycle_begin(kind="decode"); _pt.cycle_end()
+torch.CAPTURING[0] = False
+_pt.cycle_begin(kind="decode")
+_pt.begin("draft"); _pt.begin("step"); _pt.end("step"); _pt.end("draft")
+_pt.begin("verify"); _pt.begin("lost")
+_pt.cycle_end()
+_pt.end("nothing open")
+print("CALLS", torch.NVTX_CALLS)
+"""
+    res = run_script(runtime_dir, with_fake_torch(fake_torch, body),
+                     env={"PATCHKIT_TIMER_NVTX": "1", "PATCHKIT_TIMER": "host"},
+                     out_dir=tmp_path / "on")
+    assert res.returncode == 0, res.stderr
+    calls = eval(res.stdout.split("CALLS")[1])
+    assert calls == [("push", "warm"), ("pop",),
+                     ("push", "cycle decode"),
+                     ("push", "draft"), ("push", "step"), ("pop",), ("pop",),
+                     ("push", "verify"), ("push", "lost"), ("pop",), ("pop",),
+                     ("pop",)]
+    (recs,) = read_records(tmp_path / "on").values()
+    assert recs[0]["nvtx"] is True and recs[-1]["skipped_capturing"] == 2  # begin, cycle_begin
+    res = run_script(runtime_dir, with_fake_torch(fake_torch, body),
+                     env={"PATCHKIT_TIMER": "host"}, out_dir=tmp_path / "off")
+    assert res.returncode == 0, res.stderr
+    assert "CALLS []" in res.stdout
+
+
+def test_nvtx_without_torch_warns_and_times_anyway(runtime_dir, tmp_path):
+    res = run_script(runtime_dir, workload(2), env={"PATCHKIT_TIMER_NVTX": "1"},
+                     out_dir=tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    assert "PATCHKIT_TIMER_NVTX=1 but torch is not imported" in res.stderr
+    (recs,) = read_records(tmp_path / "out").values()
+    assert sum(r["kind"] == "cycle" for r in recs) == 2
+
+
+def test_back_to_back_calls_share_one_event(runtime_dir, fake_torch, tmp_path):
+    """end(a); begin(b) with nothing in between: one event marks both points; events go
+    back to the pool once each, and the device times stay those of the marks."""
+    body = """
+import time
+import phase_timer as _pt
+_pt.configure(share_ns=SHARE)
+for i in range(50):
+    _pt.cycle_begin(kind="decode")
+    _pt.begin("outer"); _pt.begin("a")
+    time.sleep(0.002)
+    _pt.end("a"); _pt.begin("b")
+    time.sleep(0.002)
+    _pt.end("b"); _pt.end("outer")
+    _pt.cycle_end()
+pool = _pt._timer.pool
+print("POOL", len(pool), len({id(e) for e in pool}))
+_pt.shutdown()
+print("RECORDS", torch.RECORDS[0])
+"""
+    from patchkit.report import load_timing_dir
+
+    records, shared = {}, {}
+    for share in (500_000, 0):
+        out = tmp_path / ("out%d" % share)
+        res = run_script(runtime_dir, with_fake_torch(fake_torch, body.replace("SHARE", str(share)),
+                                                      LAG_NS=200_000),
+                         env={"PATCHKIT_TIMER": "events"}, out_dir=out)
+        assert res.returncode == 0, res.stderr
+        size, unique = map(int, res.stdout.split("POOL")[1].split()[:2])
+        assert size == unique
+        records[share] = int(res.stdout.split("RECORDS")[1])
+        (proc,) = load_timing_dir(out)
+        assert proc.unresolved == 0
+        by_cycle = {}
+        for p in proc.phases:
+            by_cycle.setdefault(p["cycle"], {})[p["name"]] = p
+        assert len(by_cycle) == 50
+        shared[share] = 0
+        for phases in by_cycle.values():
+            a, b, outer = phases["a"], phases["b"], phases["outer"]
+            assert a["dev_ns"] >= 2_000_000 and b["dev_ns"] >= 2_000_000
+            assert outer["dev_off_ns"] <= a["dev_off_ns"]
+            assert a["dev_off_ns"] + a["dev_ns"] <= b["dev_off_ns"]
+            assert b["dev_off_ns"] + b["dev_ns"] <= outer["dev_off_ns"] + outer["dev_ns"]
+            if b["dev_off_ns"] == a["dev_off_ns"] + a["dev_ns"]:
+                shared[share] += 1  # one event marked a's end and b's start
+    # per cycle: 2 (cycle) + 6 phase marks; sharing pairs outer/a, a/b, b/outer and the
+    # cycle's end with outer's end: 4 (a preempted host may miss a pairing now and then)
+    assert records[0] == 50 * 8 and shared[0] == 0
+    assert 50 * 4 <= records[500_000] <= 50 * 4 + 20
+    assert shared[500_000] >= 45

@@ -1,16 +1,24 @@
-"""phases.png: where each cycle's time goes, over the run and per rank (matplotlib, Agg)."""
+"""phases.png: where each cycle's time goes, over the run and per rank (matplotlib, Agg).
+
+Only cycles of the kind the report describes first (decode when there is one) are
+stacked; cycles of other kinds (prefill) are marked where they ran, as ticks along the
+top, so that a few long prefills neither dominate the bars nor enter the decode shares.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from patchkit.report.kinds import cycle_kind
 from patchkit.report.load import ProcessTiming
 
 MAX_BINS = 200
 
 
-def _top_level_per_cycle(proc: ProcessTiming, basis: str, names: list[str]):
-    """For each cycle (in order): its time and the time of each top-level phase, in ms."""
+def _top_level_per_cycle(proc: ProcessTiming, basis: str, names: list[str], kind=None,
+                         others: list | None = None):
+    """For each cycle of `kind` (in order): its time and the time of each top-level phase,
+    in ms. Cycles of other kinds append, to `others`, the row index they came before."""
     field = "dev_ns" if basis == "device" else "host_ns"
     by_cycle: dict[int, dict[str, float]] = {}
     for r in proc.phases:
@@ -18,8 +26,12 @@ def _top_level_per_cycle(proc: ProcessTiming, basis: str, names: list[str]):
             slot = by_cycle.setdefault(r["cycle"], {})
             slot[r["name"]] = slot.get(r["name"], 0.0) + r[field] / 1e6
     rows = []
-    for c in sorted(proc.cycles, key=lambda c: c["cycle"]):
+    for c in sorted(proc.timed_cycles, key=lambda c: c["cycle"]):
         if c.get(field) is None:
+            continue
+        if kind is not None and cycle_kind(c) != kind:
+            if others is not None:
+                others.append(len(rows))
             continue
         parts = by_cycle.get(c["cycle"], {})
         rows.append((c[field] / 1e6, [parts.get(n, 0.0) for n in names]))
@@ -46,13 +58,17 @@ def write_chart(procs: list[ProcessTiming], summary, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     basis = summary.basis
-    names = [e["name"] for e in summary.phases if e["depth"] == 0 and e["per_cycle"]]
+    kind = summary.primary_kind if len(summary.cycle_kinds) > 1 else None
+    phases = summary.cycle_kinds[kind]["phases"] if kind else summary.phases
+    names = [e["name"] for e in phases if e["depth"] == 0 and e["per_cycle"]]
     names = list(dict.fromkeys(names))
     colors = plt.get_cmap("tab20").colors
     fig, (ax_run, ax_rank) = plt.subplots(1, 2, figsize=(13, 5),
                                           gridspec_kw={"width_ratios": [3, 1]})
     lead = procs[0]
-    rows = _binned(_top_level_per_cycle(lead, basis, names), MAX_BINS)
+    others: list[int] = []
+    all_rows = _top_level_per_cycle(lead, basis, names, kind, others)
+    rows = _binned(all_rows, MAX_BINS)
     xs = list(range(len(rows)))
     bottom = [0.0] * len(rows)
     for i, name in enumerate(names):
@@ -61,14 +77,22 @@ def write_chart(procs: list[ProcessTiming], summary, path: Path) -> Path:
         bottom = [b + v for b, v in zip(bottom, vals)]
     rest = [max(r[0] - b, 0.0) for r, b in zip(rows, bottom)]
     ax_run.bar(xs, rest, bottom=bottom, width=1.0, color="#dddddd", label="untimed")
-    binned = " (binned means)" if len(lead.cycles) > MAX_BINS else ""
-    ax_run.set_title(f"rank {lead.rank}: top-level phases per cycle{binned}")
+    binned = " (binned means)" if len(all_rows) > MAX_BINS else ""
+    if others and rows:
+        scale = len(rows) / max(len(all_rows), 1)
+        top = max(r[0] for r in rows)
+        other_kinds = ", ".join(k for k in summary.cycle_kinds if k != kind)
+        xs_other = [min(i * scale, len(rows) - 1) - 0.5 for i in others]
+        ax_run.plot(xs_other, [top * 1.04] * len(xs_other), "v", color="black", markersize=4,
+                    linestyle="none", label=f"{other_kinds} cycles ({len(others)}, marked, not stacked)")
+    what = f"{kind} cycles" if kind else "cycle"
+    ax_run.set_title(f"rank {lead.rank}: top-level phases per {what}{binned}")
     ax_run.set_xlabel("cycle" if not binned else "cycle bin")
     ax_run.set_ylabel(f"{basis} time (ms)")
 
     ranks = []
     for proc in procs:
-        rrows = _top_level_per_cycle(proc, basis, names)
+        rrows = _top_level_per_cycle(proc, basis, names, kind)
         total = sum(r[0] for r in rrows)
         if total <= 0:
             continue

@@ -1,4 +1,12 @@
-"""Read a directory of phase-timer JSON-lines files (one per process/rank)."""
+"""Read a directory of phase-timer JSON-lines files (one per process/rank).
+
+Events-mode files carry a cycle's device times in a later "dev" record keyed by the cycle
+index; loading merges it into the cycle and its phase records (in the order they were
+written). A cycle whose "dev" record never came (the process was killed first) keeps
+dev_ns null and is counted in `ProcessTiming.unresolved`. A "rank" record (the rank became
+known after the header) overrides the header's rank. A record repeated by a write that a
+KeyboardInterrupt cut short after the data reached the file is dropped (`repeated`).
+"""
 
 from __future__ import annotations
 
@@ -23,6 +31,20 @@ class ProcessTiming:
     notes: list[dict] = field(default_factory=list)
     stats: dict | None = None
     truncated_lines: int = 0
+    repeated: int = 0
+    orphan_dev: int = 0  # dev records whose cycle record is not in the file
+
+    @property
+    def timed_cycles(self) -> list[dict]:
+        """Cycles with phases timed (all but the off blocks of PATCHKIT_TIMER_AB)."""
+        return [c for c in self.cycles if c.get("ab") != "off"]
+
+    @property
+    def unresolved(self) -> int:
+        """Events/sync-mode timed cycles without device time (process ended first)."""
+        if self.mode not in ("events", "sync"):
+            return 0
+        return sum(1 for c in self.timed_cycles if c.get("dev_ns") is None)
 
     @property
     def rank(self) -> int:
@@ -59,7 +81,10 @@ def load_file(path: Path) -> ProcessTiming:
         raise InvalidInput(f"{path}:1: first record must be the header, found {header.get('kind')!r}")
     if header.get("schema") != SCHEMA:
         raise InvalidInput(f"{path}:1: schema {header.get('schema')!r}, expected {SCHEMA!r}")
-    proc = ProcessTiming(path=path, header=header)
+    proc = ProcessTiming(path=path, header=dict(header))
+    seen: set = set()
+    cycle_by_index: dict = {}
+    phases_by_cycle: dict = {}
     for lineno, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
@@ -69,16 +94,50 @@ def load_file(path: Path) -> ProcessTiming:
             continue
         kind = rec["kind"]
         if kind == "phase":
+            key = ("p", rec.get("cycle"), rec.get("name"), rec.get("depth"), rec.get("t0"),
+                   rec.get("t1"), rec.get("captured"), rec.get("dev_off_ns"))
+            if key in seen:
+                proc.repeated += 1
+                continue
+            seen.add(key)
             proc.phases.append(rec)
+            if rec.get("cycle") is not None and not rec.get("captured"):
+                phases_by_cycle.setdefault(rec["cycle"], []).append(rec)
         elif kind == "cycle":
+            if rec["cycle"] in cycle_by_index:
+                proc.repeated += 1
+                continue
+            cycle_by_index[rec["cycle"]] = rec
             proc.cycles.append(rec)
+        elif kind == "dev":
+            _merge_dev(proc, rec, cycle_by_index, phases_by_cycle, seen)
         elif kind == "note":
             proc.notes.append(rec)
+        elif kind == "rank":
+            for k in ("rank", "world_size", "rank_source"):
+                proc.header[k] = rec.get(k)
         elif kind == "stats":
             proc.stats = rec
         elif kind == "header":
             raise InvalidInput(f"{path}:{lineno}: a second header (two processes wrote one file?)")
     return proc
+
+
+def _merge_dev(proc, rec, cycle_by_index, phases_by_cycle, seen):
+    cycle = cycle_by_index.get(rec.get("cycle"))
+    if cycle is None:
+        proc.orphan_dev += 1
+        return
+    if ("d", rec["cycle"]) in seen:
+        proc.repeated += 1
+        return
+    seen.add(("d", rec["cycle"]))
+    cycle["dev_ns"] = rec.get("dev_ns")
+    cycle["dev_gap_ns"] = rec.get("dev_gap_ns")
+    if rec.get("attrs"):
+        cycle["attrs"] = {**(cycle.get("attrs") or {}), **rec["attrs"]}
+    for phase, (dev, off) in zip(phases_by_cycle.get(rec["cycle"], []), rec.get("phases") or []):
+        phase["dev_ns"], phase["dev_off_ns"] = dev, off
 
 
 def load_timing_dir(timing_dir) -> list[ProcessTiming]:

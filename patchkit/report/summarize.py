@@ -1,14 +1,24 @@
 """Turn loaded timing into a Summary: per-phase statistics, shares of the cycle, throughput.
 
-Shares use device time when every cycle has it (events and sync modes) and host time
-otherwise; `Summary.basis` says which. A phase's share is the sum of its time over all
-cycles divided by the sum of the cycles' time, so the shares of non-overlapping top-level
-phases add up to the part of the cycle they cover (the rest is untimed glue).
+Shares use device time when the cycles have it (events and sync modes) and host time
+otherwise; `Summary.basis` says which. A phase's share is the sum of its time over the
+cycles described divided by the sum of those cycles' time, so the shares of
+non-overlapping top-level phases add up to the part of the cycle they cover (the rest is
+untimed glue). On the device basis only cycles whose device times arrived count (the
+others are `unresolved`).
+
+`phases` describes all timed cycles together; `cycle_kinds` describes each kind of cycle
+(the `kind=` passed to cycle_begin: decode, prefill, ...) on its own. Phases outside any
+cycle (warm-up, CUDA-graph capture passes) are never phases of a cycle: they are counted
+per name in `outside_cycles`. Off-block cycles of PATCHKIT_TIMER_AB are not timed cycles:
+they serve `overhead` only.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+
+from patchkit.report.kinds import KIND_PRIMARY, cycle_kind, ordered_kinds
 
 from patchkit.report.load import ProcessTiming
 
@@ -53,35 +63,50 @@ class Summary:
     decode: dict
     meta: dict
     throughput: dict
+    cycle_kinds: dict = field(default_factory=dict)
+    outside_cycles: dict = field(default_factory=dict)
+    unresolved: int = 0
+    lost_records: int = 0
+    overhead: dict | None = None
+    rank_skew: dict | None = None
     files: dict = field(default_factory=dict)
     schema: str = REPORT_SCHEMA
 
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def phase(self, name: str, parent: str | None = None) -> dict | None:
-        """The first phase entry called `name` (optionally under `parent`)."""
-        for entry in self.phases:
+    def phase(self, name: str, parent: str | None = None, kind: str | None = None) -> dict | None:
+        """The first phase entry called `name` (optionally under `parent`, of one kind)."""
+        entries = self.phases if kind is None else \
+            (self.cycle_kinds.get(kind) or {}).get("phases", [])
+        for entry in entries:
             if entry["name"] == name and (parent is None or entry["parent"] == parent):
                 return entry
         return None
+
+    @property
+    def primary_kind(self) -> str | None:
+        """The kind a reader looks at first: decode when there is one."""
+        return next(iter(self.cycle_kinds), None)
 
 
 def _phase_key(rec: dict) -> tuple:
     return (rec.get("depth") or 0, rec.get("parent"), rec["name"])
 
 
-def _ordered_keys(procs: list[ProcessTiming]) -> list[tuple]:
-    """Phase keys as a tree in timeline order: each parent followed by its children."""
+def _ordered_keys(groups: list[tuple[list[dict], dict]]) -> list[tuple]:
+    """Phase keys as a tree in timeline order: each parent followed by its children.
+
+    `groups`: per process, (its phase records, {cycle index: cycle record})."""
     first_seen: dict[tuple, tuple] = {}
-    for proc in procs:
-        cycle_t0 = {c["cycle"]: c["t0"] for c in proc.cycles}
-        for rec in proc.phases:
+    for phases, cycles in groups:
+        for rec in phases:
             key = _phase_key(rec)
             cyc = rec.get("cycle")
-            base = cycle_t0.get(cyc, 0)
-            if rec.get("t0") is not None:
-                offset = rec["t0"] - base if cyc in cycle_t0 else 0
+            if rec.get("t0") is not None and cyc in cycles:
+                offset = rec["t0"] - cycles[cyc]["t0"]
+            elif rec.get("t0") is not None:
+                offset = 0
             else:
                 offset = rec.get("dev_off_ns") or 0
             rank = (cyc is None, offset)
@@ -106,8 +131,8 @@ def _ordered_keys(procs: list[ProcessTiming]) -> list[tuple]:
     return ordered
 
 
-def _cycle_time(c: dict, basis: str):
-    return c.get("dev_ns") if basis == "device" else c.get("host_ns")
+def _basis_field(basis: str) -> str:
+    return "dev_ns" if basis == "device" else "host_ns"
 
 
 def _decode_stats(cycles: list[dict]) -> dict:
@@ -153,34 +178,47 @@ def _decode_stats(cycles: list[dict]) -> dict:
     }
 
 
-def _phase_entries(procs, cycles_by_proc, basis, total_cycle_ns, total_cycle_host_ns):
-    keys = _ordered_keys(procs)
-    buckets = {k: [] for k in keys}
-    for proc in procs:
-        for rec in proc.phases:
-            buckets[_phase_key(rec)].append(rec)
-    n_cycles = sum(len(c) for c in cycles_by_proc)
+def _breakdown(procs: list[ProcessTiming], selected: list[dict], basis: str,
+               outside: dict[tuple, int]) -> dict:
+    """Cycle statistics and phase entries over the `selected` cycles (per process:
+    {cycle index: cycle record})."""
+    bfield = _basis_field(basis)
+    cycles = [c for sel in selected for c in sel.values()]
+    total = sum(c[bfield] for c in cycles if c.get(bfield) is not None)
+    total_host = sum(c.get("host_ns") or 0 for c in cycles)
+    groups = [([r for r in p.phases if r.get("cycle") in sel], sel)
+              for p, sel in zip(procs, selected)]
+    keys = _ordered_keys(groups)
+    buckets: dict[tuple, list[tuple[dict, bool]]] = {k: [] for k in keys}
+    for phases, sel in groups:
+        for rec in phases:
+            in_share = sel[rec["cycle"]].get(bfield) is not None
+            buckets[_phase_key(rec)].append((rec, in_share))
     entries = []
     for key in keys:
-        recs = buckets[key]
+        pairs = buckets[key]
+        recs = [r for r, _ in pairs]
         depth, parent, name = key
-        in_cycle = [r for r in recs if r.get("cycle") is not None]
-        basis_field = "dev_ns" if basis == "device" else "host_ns"
-        basis_sum = sum(r.get(basis_field) or 0 for r in in_cycle)
-        host_sum = sum(r.get("host_ns") or 0 for r in in_cycle)
+        basis_sum = sum(r.get(bfield) or 0 for r, ok in pairs if ok)
+        host_sum = sum(r.get("host_ns") or 0 for r in recs)
         entries.append({
             "name": name, "parent": parent, "depth": depth, "count": len(recs),
-            "per_cycle": len(in_cycle) / n_cycles if n_cycles else None,
+            "per_cycle": len(recs) / len(cycles) if cycles else None,
             "graph": any(r.get("graph") for r in recs),
             "captured": any(r.get("captured") for r in recs),
-            "outside_cycles": len(recs) - len(in_cycle),
+            "outside_cycles": outside.get(key, 0),
             "host_ms": distribution([r.get("host_ns") for r in recs]),
             "dev_ms": distribution([r.get("dev_ns") for r in recs]),
-            "share_of_cycle": 100.0 * basis_sum / total_cycle_ns if total_cycle_ns else None,
-            "host_share_of_cycle": (100.0 * host_sum / total_cycle_host_ns
-                                    if total_cycle_host_ns else None),
+            "share_of_cycle": 100.0 * basis_sum / total if total else None,
+            "host_share_of_cycle": 100.0 * host_sum / total_host if total_host else None,
         })
-    return entries
+    top = [e["share_of_cycle"] for e in entries
+           if e["depth"] == 0 and e["share_of_cycle"] is not None]
+    return {"cycles": len(cycles),
+            "cycle": {"count": len(cycles),
+                      "host_ms": distribution([c.get("host_ns") for c in cycles]),
+                      "dev_ms": distribution([c.get("dev_ns") for c in cycles])},
+            "phases": entries, "top_level_share": sum(top) if top else None}
 
 
 def _throughput(meta: dict, decode: dict, cycles: list[dict]) -> dict:
@@ -196,21 +234,38 @@ def _throughput(meta: dict, decode: dict, cycles: list[dict]) -> dict:
     }
 
 
+def _choose_basis(procs: list[ProcessTiming]) -> str:
+    timed = [c for p in procs if p.mode in ("events", "sync") for c in p.timed_cycles]
+    return "device" if any(c.get("dev_ns") is not None for c in timed) else "host"
+
+
 def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = None) -> Summary:
+    from patchkit.report.overhead import paired_overhead
+    from patchkit.report.skew import rank_skew
+
     meta = dict(meta or {})
     modes = sorted({p.mode for p in procs})
     mode = modes[0] if len(modes) == 1 else "mixed"
-    all_cycles = [c for p in procs for c in p.cycles]
-    has_dev = bool(all_cycles) and all(c.get("dev_ns") is not None for c in all_cycles)
-    basis = "device" if has_dev else "host"
-    total_cycle_ns = sum(_cycle_time(c, basis) or 0 for c in all_cycles)
-    total_host_ns = sum(c.get("host_ns") or 0 for c in all_cycles)
-    phases = _phase_entries(procs, [p.cycles for p in procs], basis, total_cycle_ns, total_host_ns)
-    top = [e["share_of_cycle"] for e in phases
-           if e["depth"] == 0 and e["share_of_cycle"] is not None]
+    basis = _choose_basis(procs)
+    outside_by_key: dict[tuple, int] = {}
+    outside: dict[str, int] = {}
+    for p in procs:
+        for r in p.phases:
+            if r.get("cycle") is None:
+                outside_by_key[_phase_key(r)] = outside_by_key.get(_phase_key(r), 0) + 1
+                outside[r["name"]] = outside.get(r["name"], 0) + 1
+    timed = [{c["cycle"]: c for c in p.timed_cycles} for p in procs]
+    overall = _breakdown(procs, timed, basis, outside_by_key)
+    kinds = ordered_kinds({cycle_kind(c) for sel in timed for c in sel.values()})
+    cycle_kinds = {}
+    for kind in kinds:
+        sel = [{i: c for i, c in s.items() if cycle_kind(c) == kind} for s in timed]
+        cycle_kinds[kind] = _breakdown(procs, sel, basis, outside_by_key)
+    primary = kinds[0] if kinds else KIND_PRIMARY
     # tensor-parallel ranks all see the same batch: count tokens on the lowest rank only
     first_rank = min(p.rank for p in procs)
-    lead_cycles = [c for p in procs if p.rank == first_rank for c in p.cycles]
+    lead_cycles = [c for p in procs if p.rank == first_rank for c in p.timed_cycles
+                   if not kinds or cycle_kind(c) == primary]
     decode = _decode_stats(lead_cycles)
     if meta.get(META_ACCEPT) is not None:
         decode["accept_length_reported"] = meta[META_ACCEPT]
@@ -219,17 +274,22 @@ def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = N
         ranks.append({
             "rank": p.rank, "pid": p.header.get("pid"), "host": p.header.get("host"),
             "mode": p.mode, "requested_mode": p.header.get("requested_mode"),
-            "file": p.path.name, "cycles": len(p.cycles), "phases": len(p.phases),
-            "cycle_host_ms": distribution([c.get("host_ns") for c in p.cycles]),
-            "cycle_dev_ms": distribution([c.get("dev_ns") for c in p.cycles]),
+            "rank_source": p.header.get("rank_source"),
+            "file": p.path.name, "cycles": len(p.timed_cycles), "phases": len(p.phases),
+            "cycle_host_ms": distribution([c.get("host_ns") for c in p.timed_cycles]),
+            "cycle_dev_ms": distribution([c.get("dev_ns") for c in p.timed_cycles]),
             "stats": p.stats, "truncated_lines": p.truncated_lines,
+            "unresolved": p.unresolved, "repeated": p.repeated,
+            "ended_cleanly": p.stats is not None,
             "cuda_device": p.header.get("cuda_device"), "torch": p.header.get("torch"),
         })
-    cycle = {
-        "count": len(all_cycles),
-        "host_ms": distribution([c.get("host_ns") for c in all_cycles]),
-        "dev_ms": distribution([c.get("dev_ns") for c in all_cycles]),
-    }
-    return Summary(timing_dir=str(timing_dir), mode=mode, basis=basis, ranks=ranks, cycle=cycle,
-                   phases=phases, top_level_share=sum(top) if top else None, decode=decode,
-                   meta=meta, throughput=_throughput(meta, decode, lead_cycles))
+    lost = sum(p.truncated_lines + p.orphan_dev + ((p.stats or {}).get("dropped_pending") or 0)
+               for p in procs)
+    return Summary(timing_dir=str(timing_dir), mode=mode, basis=basis, ranks=ranks,
+                   cycle=overall["cycle"], phases=overall["phases"],
+                   top_level_share=overall["top_level_share"], decode=decode,
+                   meta=meta, throughput=_throughput(meta, decode, lead_cycles),
+                   cycle_kinds=cycle_kinds, outside_cycles=outside,
+                   unresolved=sum(p.unresolved for p in procs), lost_records=lost,
+                   overhead=paired_overhead(procs, primary),
+                   rank_skew=rank_skew(procs, primary if kinds else None, basis))

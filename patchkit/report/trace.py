@@ -1,7 +1,12 @@
 """Chrome/Perfetto trace-event JSON: one process per rank, a CPU lane and a GPU lane each.
 
-Host spans come straight from perf_counter_ns, mapped to wall time through each file's
-header so that ranks line up. The GPU lane has no common clock with the host (the runtime
+Host spans come straight from perf_counter_ns. When every file was written on one host
+since one boot and perf_counter_ns is CLOCK_MONOTONIC there (the header's host_impl and
+boot_id say so), all files share that clock and are placed on it directly, one offset for
+all: ranks line up exactly. Otherwise each file's perf_counter_ns is mapped to wall time
+through its own header (aligned as well as the hosts' wall clocks agree).
+`otherData.clock_alignment` says which was used. Several files of one rank (a restarted
+process) are lanes of that rank's process. The GPU lane has no common clock with the host (the runtime
 adds no synchronisation), so device spans are laid out from the device offsets the runtime
 recorded (each phase's start relative to its cycle's start, and each cycle's start relative
 to the previous one) and the whole chain is shifted as little as possible so that no cycle
@@ -60,34 +65,66 @@ def _meta(name, pid, tid, value):
     return event
 
 
+def shared_monotonic(procs: list[ProcessTiming]) -> bool:
+    """True when all files' perf_counter_ns are one CLOCK_MONOTONIC (one host, one boot)."""
+    seen = set()
+    for p in procs:
+        clock = p.header.get("clock") or {}
+        if "CLOCK_MONOTONIC" not in (clock.get("host_impl") or "") or not clock.get("boot_id"):
+            return False
+        seen.add((p.header.get("host"), clock["boot_id"]))
+    return len(seen) == 1
+
+
+def clock_maps(procs: list[ProcessTiming]):
+    """(name of the alignment, per file a function perf_counter_ns -> common ns)."""
+    if shared_monotonic(procs):
+        ref = procs[0].header["clock"]
+        offset = ref["wall_t0_ns"] - ref["host_t0_ns"]
+        return "shared monotonic clock", [lambda t, o=offset: t + o for _ in procs]
+    return "wall clock per process", [p.wall_ns for p in procs]
+
+
 def build_trace(procs: list[ProcessTiming]) -> dict:
     """The trace as a dict with `traceEvents` (write it with json.dump)."""
-    origin = min(p.header["clock"]["wall_t0_ns"] for p in procs)
+    alignment, maps = clock_maps(procs)
+    origin = min(m(p.header["clock"]["host_t0_ns"]) for p, m in zip(procs, maps))
     events: list[dict] = []
-    for index, proc in enumerate(procs):
-        pid = index  # one trace process per timing file; ranks sort first
-        label = f"rank {proc.rank} (pid {proc.header.get('pid')}, {proc.header.get('host')})"
-        events += [_meta("process_name", pid, None, label),
-                   _meta("process_sort_index", pid, None, index),
-                   _meta("thread_name", pid, CPU_TID, "CPU (host)"),
-                   _meta("thread_sort_index", pid, CPU_TID, 0)]
+    ranks = sorted({p.rank for p in procs})
+    lanes_of_rank: dict[int, int] = {}
+    for proc, wall in zip(procs, maps):
+        pid = proc.rank  # one trace process per rank
+        lane = lanes_of_rank.get(pid, 0)
+        lanes_of_rank[pid] = lane + 1
+        cpu_tid, gpu_tid = CPU_TID + 2 * lane, GPU_TID + 2 * lane
+        suffix = "" if lane == 0 else f" pid {proc.header.get('pid')}"
+        if lane == 0:
+            label = f"rank {proc.rank} (pid {proc.header.get('pid')}, {proc.header.get('host')})"
+            events += [_meta("process_name", pid, None, label),
+                       _meta("process_sort_index", pid, None, ranks.index(pid))]
+        events += [_meta("thread_name", pid, cpu_tid, "CPU (host)" + suffix),
+                   _meta("thread_sort_index", pid, cpu_tid, 2 * lane)]
         has_gpu = any(c.get("dev_ns") is not None for c in proc.cycles) or \
             any(r.get("dev_ns") is not None for r in proc.phases)
         if has_gpu:
-            events += [_meta("thread_name", pid, GPU_TID, f"GPU ({proc.mode})"),
-                       _meta("thread_sort_index", pid, GPU_TID, 1)]
-        wall = proc.wall_ns
+            events += [_meta("thread_name", pid, gpu_tid, f"GPU ({proc.mode})" + suffix),
+                       _meta("thread_sort_index", pid, gpu_tid, 2 * lane + 1)]
         gpu_start = _gpu_cycle_starts(proc, wall)
         for c in proc.cycles:
             args = {"cycle": c["cycle"], **(c.get("attrs") or {})}
             args["host_ms"] = c["host_ns"] / 1e6
             if c.get("dev_ns") is not None:
                 args["dev_ms"] = c["dev_ns"] / 1e6
+            if c.get("ab"):
+                args["ab"] = c["ab"]
             name = f"cycle {c['cycle']}"
-            events.append(_span(name, "cycle", pid, CPU_TID, wall(c["t0"]), c["host_ns"],
+            kind = (c.get("attrs") or {}).get("kind")
+            if kind is not None:
+                name += f" {kind}"
+            events.append(_span(name, "cycle", pid, cpu_tid, wall(c["t0"]), c["host_ns"],
                                 origin, args))
             if c["cycle"] in gpu_start:
-                events.append(_span(name, "cycle", pid, GPU_TID, gpu_start[c["cycle"]],
+                events.append(_span(name, "cycle", pid, gpu_tid, gpu_start[c["cycle"]],
                                     c["dev_ns"], origin, args))
         for r in proc.phases:
             args = {"cycle": r.get("cycle"), "depth": r.get("depth"), "parent": r.get("parent"),
@@ -98,7 +135,7 @@ def build_trace(procs: list[ProcessTiming]) -> dict:
             if r.get("dev_ns") is not None:
                 args["dev_ms"] = r["dev_ns"] / 1e6
             if r.get("t0") is not None:
-                events.append(_span(r["name"], "phase", pid, CPU_TID, wall(r["t0"]),
+                events.append(_span(r["name"], "phase", pid, cpu_tid, wall(r["t0"]),
                                     r["host_ns"], origin, args))
             if r.get("dev_ns") is None:
                 continue
@@ -110,12 +147,12 @@ def build_trace(procs: list[ProcessTiming]) -> dict:
                 args["gpu_position"] = "host start (no device anchor)"
             else:
                 continue
-            events.append(_span(r["name"], "phase", pid, GPU_TID, start, r["dev_ns"], origin,
+            events.append(_span(r["name"], "phase", pid, gpu_tid, start, r["dev_ns"], origin,
                                 args))
     # Viewers nest "X" events by containment; sorting by (ts, -dur) keeps parents first.
     spans = sorted((e for e in events if e["ph"] == "X"),
                    key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
     metas = [e for e in events if e["ph"] == "M"]
     return {"traceEvents": metas + spans, "displayTimeUnit": "ms",
-            "otherData": {"source": "patchkit phase timer",
+            "otherData": {"source": "patchkit phase timer", "clock_alignment": alignment,
                           "gpu_lane": "device offsets; aligned no earlier than host start"}}

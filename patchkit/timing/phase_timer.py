@@ -8,7 +8,7 @@ program has already imported it (or when a CUDA mode is asked for explicitly).
 Instrumented code imports the module once and calls single-line statements::
 
     from sglang.srt.speculative import phase_timer as _pt
-    _pt.cycle_begin(batch_size=bs)        # one decode cycle
+    _pt.cycle_begin(kind="decode", batch_size=bs)   # one cycle; kind: decode | prefill | ...
     _pt.begin("draft")                    # phases nest: a phase may contain phases
     _pt.begin("draft_forward", graph=True)   # graph=True marks a CUDA graph replay
     _pt.end("draft_forward")
@@ -25,6 +25,8 @@ Environment
                           events  CUDA events (enable_timing) around every phase, resolved
                                   lazily once query() says they are done; adds no
                                   synchronisation (only at exit, to collect the last ones).
+                                  torch.Event(device="cuda") where torch has it (cheaper to
+                                  record than torch.cuda.Event), events reused from a pool.
                           sync    torch.cuda.synchronize() then the host clock, at every
                                   begin/end: slow, for comparison only.
                           host    host clock only.
@@ -33,34 +35,74 @@ Environment
   PATCHKIT_TIMER_DIR    output directory (default ./patchkit-timing), one JSON-lines file per
                         process: phase-timing.rank<R>.pid<P>.jsonl
   PATCHKIT_TIMER_RANK   force the rank in the file name (else torch.distributed when
-                        initialised, else RANK / LOCAL_RANK / TP_RANK, else 0)
-  PATCHKIT_TIMER_BATCH  records buffered before a write (default 512)
-  PATCHKIT_TIMER_FLUSH_S  seconds between writes at the latest (default 5)
+                        initialised, else RANK / LOCAL_RANK / TP_RANK / SGLANG_TP_RANK, else
+                        0). While the rank is not forced and torch.distributed is not yet
+                        initialised, every cycle checks again; when it becomes initialised
+                        the file is renamed to the right rank and a "rank" record written.
+  PATCHKIT_TIMER_AB=N   overhead A/B: alternate blocks of N cycles timed in the chosen mode
+                        (events blocks) and blocks where the timer is off except for each
+                        cycle's host start and end (off blocks), switching at cycle
+                        boundaries only; the report pairs neighbouring blocks. Phases outside
+                        cycles during an off block are not recorded. Default 0 (no A/B).
+  PATCHKIT_TIMER_NVTX=1 also push/pop an NVTX range (torch.cuda.nvtx) per phase and per cycle
+                        ("cycle <kind>"), so phases are named in Nsight Systems timelines.
+                        Only when torch is already imported; never while capturing. Off by
+                        default.
+  PATCHKIT_TIMER_SHARE_NS  events mode, inside a cycle: when a begin/end comes less than
+                        this many ns of host time after the previous event record returned,
+                        no GPU work can have been queued in between (a kernel launch takes
+                        longer), so that event marks this point too: one record and one
+                        elapsed_time saved, for back-to-back calls such as end(a); begin(b).
+                        Default 1000; 0 records an event at every call.
+  PATCHKIT_TIMER_BATCH  records outside cycles buffered before a write (default 512)
+  PATCHKIT_TIMER_FLUSH_S  seconds between writes of those records at the latest (default 5)
   PATCHKIT_TIMER_GRAPH_STEPS=1  experimental: phases that run while a CUDA graph is being
                         captured record torch.cuda.Event(external=True) pairs into the graph;
                         a replay phase begin(name, graph=True[, graph_key=K]) then reports the
                         captured steps as child phases (flag "captured"). Needs a torch whose
                         Event takes external=.
 
+Durability: each cycle_end writes that cycle (its phases and the cycle record) with one
+os.write on an O_APPEND file before it returns, so a completed cycle survives any kill of
+the process (SIGKILL included; the data is in the kernel's page cache). In events mode
+the device times are not known yet: the cycle is written with dev_ns null and a "dev"
+record keyed by the cycle index follows, in the same write as a later cycle, once the
+GPU has passed the cycle's end event; the report merges the two. Records outside cycles
+(warm-up) are written with the next cycle or when PATCHKIT_TIMER_BATCH/_FLUSH_S say so.
+A KeyboardInterrupt (or any BaseException that is not an Exception) raised inside a
+timer call propagates to the program; what was not yet written is written at exit.
+No signal handlers are installed. Off-block cycles of PATCHKIT_TIMER_AB are written when
+their block ends (at most N of them are lost to a SIGKILL).
+
 While a CUDA graph is being captured nothing is recorded (unless the experimental option
-above is on, and then only graph-side events). Nothing here raises into the host program:
-a failure is reported once on stderr and timing turns itself off.
+above is on, and then only graph-side events); the capture check is made at cycle_begin,
+cycle_end and for every call outside a cycle (a graph is not captured inside a cycle).
+Nothing here raises into the host program: a failure is reported once on stderr and
+timing turns itself off.
 
 Record schema (one JSON object per line; "kind" says which):
   header  first line of each file: schema, mode, requested_mode, rank, rank_source,
-          world_size, pid, host, python, torch, cuda_device, graph_steps,
-          clock {host, host_t0_ns, wall_t0_ns, device}, argv
+          world_size, pid, host, python, torch, cuda_device, graph_steps, ab_cycles, nvtx,
+          event_api, share_ns, clock {host, host_impl, host_t0_ns, wall_t0_ns, boot_id, device}, argv
   phase   name, cycle (index or null), depth (0 = top level), parent (name or null),
           t0, t1, host_ns (perf_counter_ns; null for captured steps), dev_ns (device time
           or null), dev_off_ns (device start relative to the cycle's device start, or null),
           graph (replay of a CUDA graph), captured (a step timed inside a graph), attrs {}
   cycle   cycle, t0, t1, host_ns, dev_ns, dev_gap_ns (device time from the previous cycle's
-          start to this one's), attrs {batch_size, accepted, tokens, ... as passed}
-  note    t, attrs — a note() made outside any cycle
+          start to this one's), attrs {kind, batch_size, accepted, tokens, ... as passed},
+          ab ("events" | "off", only with PATCHKIT_TIMER_AB; off cycles carry only
+          attrs.kind and host times)
+  dev     events mode: cycle, dev_ns, dev_gap_ns, phases [[dev_ns, dev_off_ns], ...] for
+          the cycle's phase records in the order they were written, attrs {} (values that
+          were CUDA tensors at cycle_end, read once the GPU reached them)
+  rank    rank, world_size, rank_source: the rank became known after the header
+  note    t, attrs - a note() made outside any cycle
   stats   written at exit: records, skipped_capturing, unmatched_end, abandoned,
-          stale_steps, dropped_pending
+          stale_steps, dropped_pending, writes
 Times are integers in nanoseconds; t0/t1 are perf_counter_ns of this process (the header's
-clock pairs host_t0_ns with wall_t0_ns so that files of several processes can be aligned).
+clock pairs host_t0_ns with wall_t0_ns so that files of several processes can be aligned;
+on one Linux host perf_counter_ns is the shared CLOCK_MONOTONIC, named by host_impl and
+boot_id, and then the report aligns files on it directly).
 """
 
 import atexit
@@ -73,18 +115,21 @@ import time
 SCHEMA = "patchkit.timing/1"
 MODES = ("events", "sync", "host", "off")
 FILE_PREFIX = "phase-timing"
+EVENT_APIS = ("torch.Event", "torch.cuda.Event")
 
 _perf = time.perf_counter_ns
-_MAX_PENDING = 1 << 16  # beyond this many unresolved records, wait for the oldest
+_NEVER = -(1 << 62)
+_MAX_PENDING = 1 << 12  # beyond this many unresolved cycles, wait for the oldest
+_TRUE = ("1", "true", "yes", "on")
 
 
 def _noop(*args, **kwargs):
     return None
 
 
-def _env_int(name, default):
+def _env_int(name, default, minimum=1):
     try:
-        return max(1, int(os.environ.get(name, default)))
+        return max(minimum, int(os.environ.get(name, default)))
     except ValueError:
         return default
 
@@ -126,18 +171,28 @@ def _cuda_ready(torch):
         return False
 
 
+def _dist_rank():
+    """(rank, world size) from torch.distributed when it is initialised, else None."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:
+        pass
+    return None
+
+
 def _detect_rank():
+    """(rank, world size, source); source says how final it is."""
     forced = os.environ.get("PATCHKIT_TIMER_RANK")
     if forced is not None and forced.strip().isdigit():
         return int(forced), None, "env:PATCHKIT_TIMER_RANK"
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            dist = torch.distributed
-            if dist.is_available() and dist.is_initialized():
-                return dist.get_rank(), dist.get_world_size(), "torch.distributed"
-        except Exception:
-            pass
+    found = _dist_rank()
+    if found is not None:
+        return found[0], found[1], "torch.distributed"
     world = os.environ.get("WORLD_SIZE", "")
     world = int(world) if world.isdigit() else None
     for var in ("RANK", "LOCAL_RANK", "TP_RANK", "SGLANG_TP_RANK"):
@@ -145,6 +200,14 @@ def _detect_rank():
         if value.isdigit():
             return int(value), world, "env:" + var
     return 0, world, "default"
+
+
+def _boot_id():
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip() or None
+    except Exception:
+        return None
 
 
 def _event_supports_external(torch):
@@ -177,6 +240,8 @@ def _plain(value):
 _NAME, _CYCLE, _DEPTH, _PARENT, _T0, _T1, _DEV, _OFF, _GRAPH, _CAPTURED, _ATTRS = range(11)
 _PHASE_FORMAT = ('{"kind":"phase","name":%s,"cycle":%s,"depth":%d,"parent":%s,"t0":%s,"t1":%s,'
                  '"host_ns":%s,"dev_ns":%s,"dev_off_ns":%s,"graph":%s,"captured":%s%s}\n')
+_CYCLE_FORMAT = ('{"kind":"cycle","cycle":%d,"t0":%d,"t1":%d,"host_ns":%d,"dev_ns":%s,'
+                 '"dev_gap_ns":%s%s,"attrs":%s}\n')
 _JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
@@ -189,6 +254,10 @@ def _quoted(names, name):
     if text is None:
         text = names[name] = _JSON_ENCODER.encode(name)
     return text
+
+
+def _opt(value):
+    return "null" if value is None else "%d" % value
 
 
 def _phase_line(rec, names):
@@ -204,6 +273,16 @@ def _phase_line(rec, names):
         "" if rec[_ATTRS] is None else ',"attrs":' + _JSON_ENCODER.encode(rec[_ATTRS]))
 
 
+def _cycle_line(index, t0, t1, dev, gap, ab, attrs):
+    return _CYCLE_FORMAT % (index, t0, t1, t1 - t0, _opt(dev), _opt(gap),
+                            "" if ab is None else ',"ab":"%s"' % ab,
+                            _JSON_ENCODER.encode(attrs) if attrs else "{}")
+
+
+def _ms_to_ns(ms):
+    return int(round(ms * 1e6))
+
+
 def _is_cuda_tensor(value):
     return getattr(value, "is_cuda", False) is True and hasattr(value, "to")
 
@@ -211,31 +290,42 @@ def _is_cuda_tensor(value):
 class _Timer:
     """All state of one process's timer; the module functions are its bound methods."""
 
-    def __init__(self, mode, requested, directory, graph_steps, batch, flush_s):
+    def __init__(self, mode, requested, directory, graph_steps, batch, flush_s, ab=0,
+                 nvtx=False, event_api=None, share_ns=1000):
         self.mode = mode
+        self.share_ns = share_ns
+        self.last_ev, self.last_t = None, _NEVER
         self.requested = requested
         self.directory = directory
         self.batch = batch
         self.flush_ns = int(flush_s * 1e9)
+        self.ab = ab if mode != "off" else 0
         self.pid = os.getpid()
         self.host_t0 = _perf()
         self.wall_t0 = time.time_ns()
         self.last_flush = self.host_t0
-        self.buf = []
-        self.pending = []  # FIFO of unresolved device records; head index below
+        self.buf = []  # records outside cycles, resolved, not yet written
+        self.out = []  # JSON text waiting for the next write (in order)
+        self.out_records = 0
+        self.pending = []  # FIFO of unresolved device work; head index below
         self.head = 0
         self.stack = []  # open phases: [name, t0, dev_start, attrs, graph]
         self.cycle = None  # open cycle: [index, t0, dev_start, attrs]
+        self.cyc_recs = []  # phase records of the open cycle
+        self.cyc_evs = []  # their (dev0, dev1, steps), events mode
         self.cycle_no = -1
         self.prev_cycle_dev = None
+        self.off_open = None  # A/B off block: (index, t0, kind) of the open cycle
+        self.off_done = []
         self.pool = []
         self.quoted = {None: "null"}  # phase name -> its JSON string
         self.path = None
-        self.header_written = False
+        self.fd = None
         self.rank = self.world = None
         self.rank_source = None
+        self.rank_final = False
         self.counts = dict(records=0, skipped_capturing=0, unmatched_end=0, abandoned=0,
-                           stale_steps=0, dropped_pending=0)
+                           stale_steps=0, dropped_pending=0, writes=0)
         self.torch = _torch_if_loaded(import_it=mode in ("events", "sync"))
         self.capturing = self._capture_probe()
         self.graph_steps = False
@@ -243,13 +333,20 @@ class _Timer:
         self.cap_groups = {}
         self.cap_key = None
         self.cap_closed = True
+        self.event_api = None
+        self._mark = lambda now: None
         if mode == "events":
             self.Event = self.torch.cuda.Event
             if graph_steps and _event_supports_external(self.torch):
                 self.graph_steps = True
-            self.new_event = self._event_factory()
+            self.new_event = self._event_factory(event_api)
+            self._mark = self._event_mark
         elif mode == "sync":
             self.sync = self.torch.cuda.synchronize
+            self._mark = self._sync_mark
+        self.push = self.pop = None
+        if nvtx:
+            self._nvtx_setup()
         self._refresh_rank()
 
     # -- helpers -------------------------------------------------------------------------
@@ -266,68 +363,115 @@ class _Timer:
             return lambda: False
         return probe
 
+    def _nvtx_setup(self):
+        torch = sys.modules.get("torch")
+        nvtx = getattr(getattr(torch, "cuda", None), "nvtx", None)
+        if nvtx is None:
+            _warn("PATCHKIT_TIMER_NVTX=1 but torch is not imported; no NVTX ranges")
+            return
+        self.push, self.pop = nvtx.range_push, nvtx.range_pop
+
     def _refresh_rank(self):
         self.rank, self.world, self.rank_source = _detect_rank()
+        self.rank_final = self.rank_source in ("env:PATCHKIT_TIMER_RANK", "torch.distributed")
 
-    def _event_factory(self):
+    def _check_rank(self):
+        """torch.distributed initialised since the header: rename the file, say so."""
+        found = _dist_rank()
+        if found is None:
+            return
+        self.rank_final = True
+        self.rank_source = "torch.distributed"
+        old, (self.rank, self.world) = self.rank, found
+        if self.fd is None:
+            return
+        if self.rank != old:
+            new_path = os.path.join(self.directory, "%s.rank%d.pid%d.jsonl"
+                                    % (FILE_PREFIX, self.rank, self.pid))
+            os.rename(self.path, new_path)  # the open descriptor follows the file
+            self.path = new_path
+        self.out.append(_json_line({"kind": "rank", "rank": self.rank, "world_size": self.world,
+                                    "rank_source": self.rank_source, "t": _perf()}))
+
+    def _event_factory(self, api):
         """torch.Event records on the current stream inside C++; torch.cuda.Event.record()
         builds a Python Stream object first, several microseconds per call. Graph steps need
         torch.cuda.Event throughout (its external events only pair with their own kind)."""
         generic = getattr(self.torch, "Event", None)
-        if generic is not None and not self.graph_steps:
+        if generic is not None and not self.graph_steps and api != "torch.cuda.Event":
             try:
                 generic(device="cuda", enable_timing=True)
+                self.event_api = "torch.Event"
                 return lambda: generic(device="cuda", enable_timing=True)
             except Exception:
                 pass
+        self.event_api = "torch.cuda.Event"
         return lambda: self.Event(enable_timing=True)
 
-    def _dev_mark(self):
-        """Device-side mark at this point of the stream (event, synced clock, or None)."""
-        if self.mode == "events":
-            ev = self.pool.pop() if self.pool else self.new_event()
-            ev.record()
-            return ev
-        if self.mode == "sync":
-            self.sync()
-            return _perf()
-        return None
+    def _event_mark(self, now):
+        """An event recorded at this point of the stream. Inside a cycle, when less than
+        share_ns of host time passed since the last record returned, nothing can have been
+        queued in between (a kernel launch costs more): that event marks this point too."""
+        if now - self.last_t < self.share_ns:
+            return self.last_ev
+        pool = self.pool
+        ev = pool.pop() if pool else self.new_event()
+        ev.record()
+        if self.cycle is not None:
+            self.last_ev, self.last_t = ev, _perf()
+        return ev
 
-    def _release(self, *events):
-        if self.mode == "events":
-            for ev in events:
-                if ev is not None:
-                    self.pool.append(ev)
+    def _sync_mark(self, now):
+        self.sync()
+        return _perf()
 
+    # Events go back to the pool only once resolved (_resolve_*), each once: an event may
+    # mark several points, so the rare paths that drop records leave theirs to the GC.
     def _abandon_stack(self, keep=0):
         while len(self.stack) > keep:
-            entry = self.stack.pop()
+            self.stack.pop()
             self.counts["abandoned"] += 1
-            self._release(entry[2])
+            if self.pop is not None:
+                self.pop()
+
+    def _abandon_cycle(self):
+        """A cycle that never ended: its phases are kept with host times only."""
+        self.counts["abandoned"] += 1
+        names = self.quoted
+        self.out.extend(_phase_line(rec, names) for rec in self.cyc_recs)
+        self.out_records += len(self.cyc_recs)
+        self.cyc_recs, self.cyc_evs = [], []
+        self.last_t = _NEVER
+        self.cycle = None
+        if self.pop is not None:
+            self.pop()
 
     # -- public API ----------------------------------------------------------------------
     def begin(self, name, **attrs):
         try:
-            if self.capturing():
+            if self.cycle is None and self.capturing():
                 if self.graph_steps:
                     self._capture_begin(name, attrs)
                 else:
                     self.counts["skipped_capturing"] += 1
                 return
+            if self.push is not None:
+                self.push(name)
             t0 = _perf()
             graph = bool(attrs.pop("graph", False)) if attrs else False
-            self.stack.append([name, t0, self._dev_mark(), attrs, graph])
+            self.stack.append([name, t0, self._mark(t0), attrs, graph])
         except Exception as exc:
             _fail("begin(%r)" % (name,), exc)
 
     def end(self, name):
         try:
-            if self.capturing():
+            cycle = self.cycle
+            if cycle is None and self.capturing():
                 if self.graph_steps:
                     self._capture_end(name)
                 return
             t1 = _perf()
-            dev1 = self._dev_mark()
+            dev1 = self._mark(t1)
             stack = self.stack
             if not stack or stack[-1][0] != name:
                 for idx in range(len(stack) - 1, -1, -1):
@@ -336,29 +480,35 @@ class _Timer:
                         break
                 else:
                     self.counts["unmatched_end"] += 1
-                    self._release(dev1)
                     return
+            if self.pop is not None:
+                self.pop()
             _, t0, dev0, attrs, graph = stack.pop()
-            cycle = self.cycle
             # a phase record is a list (cheap to build and to format; see _phase_line)
             rec = [name, cycle[0] if cycle else None, len(stack),
                    stack[-1][0] if stack else None, t0, t1, None, None, graph, False,
                    {k: _plain(v) for k, v in attrs.items()} if attrs else None]
-            anchor = cycle[2] if cycle else None
-            if self.mode == "events":
+            mode = self.mode
+            if mode == "events":
                 steps = None
                 if graph and self.graph_steps:
                     steps = self.cap_groups.get(attrs.get("graph_key") if attrs else None)
-                self.pending.append((rec, dev0, dev1, anchor, steps))
-                if len(self.pending) - self.head > _MAX_PENDING:
-                    self._resolve(block_one=True)
+                if cycle is not None:
+                    self.cyc_recs.append(rec)
+                    self.cyc_evs.append((dev0, dev1, steps))
+                    return
+                self.pending.append((rec, dev0, dev1, steps))
             else:
-                if self.mode == "sync":
+                if mode == "sync":
                     rec[_DEV] = dev1 - dev0
+                    anchor = cycle[2] if cycle else None
                     rec[_OFF] = dev0 - anchor if anchor is not None else None
+                if cycle is not None:
+                    self.cyc_recs.append(rec)
+                    return
                 self.buf.append(rec)
-            if cycle is None and not stack:
-                self._after_unit(t1)
+            if not stack:
+                self._after_outside_unit(t1)
         except Exception as exc:
             _fail("end(%r)" % (name,), exc)
 
@@ -369,17 +519,18 @@ class _Timer:
             if self.capturing():
                 self.counts["skipped_capturing"] += 1
                 return
+            if self.ab and (self.cycle_no + 1) // self.ab % 2:
+                self._ab_switch(on=False)
+                return self.off_cycle_begin(**attrs)
             t0 = _perf()
-            if self.cycle is not None:
-                self.counts["abandoned"] += 1
             self._abandon_stack()
+            if self.cycle is not None:
+                self._abandon_cycle()
             self.cycle_no += 1
-            if self.mode == "events":
-                dev0 = self.new_event()  # not pooled: later records anchor on it
-                dev0.record()
-            else:
-                dev0 = self._dev_mark()
-            self.cycle = [self.cycle_no, t0, dev0, attrs]
+            if self.push is not None:
+                self.push("cycle %s" % attrs.get("kind", ""))
+            self.last_t = _NEVER  # a cycle's start event is its own (see _resolve_cycle)
+            self.cycle = [self.cycle_no, t0, self._mark(t0), attrs]
         except Exception as exc:
             _fail("cycle_begin()", exc)
 
@@ -395,27 +546,47 @@ class _Timer:
             merged = cycle[3]
             if attrs:
                 merged.update(attrs)
-            if self.mode == "events":
+            mode = self.mode
+            later = None
+            if mode == "events":
                 for key, value in merged.items():
-                    if _is_cuda_tensor(value):  # copied without waiting; read once resolved
-                        merged[key] = value.detach().to("cpu", non_blocking=True)
+                    if _is_cuda_tensor(value):  # copied without waiting; written once resolved
+                        if later is None:
+                            later = {}
+                        later[key] = value.detach().to("cpu", non_blocking=True)
+                if later:
+                    merged = {k: v for k, v in merged.items() if k not in later}
             t1 = _perf()
-            dev1 = self._dev_mark()
+            dev1 = self._mark(t1)
+            self.last_t = _NEVER
+            if self.pop is not None:
+                self.pop()
             index, t0, dev0 = cycle[0], cycle[1], cycle[2]
-            rec = {"kind": "cycle", "cycle": index, "t0": t0, "t1": t1, "host_ns": t1 - t0,
-                   "dev_ns": None, "dev_gap_ns": None, "attrs": merged}
-            if self.mode == "events":
-                self.pending.append((rec, dev0, dev1, self.prev_cycle_dev, None))
-            else:
-                rec["attrs"] = {k: _plain(v) for k, v in merged.items()}
-                if self.mode == "sync":
-                    rec["dev_ns"] = dev1 - dev0
-                    if self.prev_cycle_dev is not None:
-                        rec["dev_gap_ns"] = dev0 - self.prev_cycle_dev
-                self.buf.append(rec)
+            dev = gap = None
+            if mode == "sync":
+                dev = dev1 - dev0
+                if self.prev_cycle_dev is not None:
+                    gap = dev0 - self.prev_cycle_dev
+            names = self.quoted
+            recs = self.cyc_recs
+            out = self.out
+            out.extend([_phase_line(rec, names) for rec in recs])
+            out.append(_cycle_line(index, t0, t1, dev, gap, "events" if self.ab else None,
+                                   {k: _plain(v) for k, v in merged.items()} if merged else None))
+            self.out_records += len(recs) + 1
+            if mode == "events":
+                self.pending.append((index, dev0, dev1, self.prev_cycle_dev, self.cyc_evs,
+                                     recs, later))
+                self.cap_closed = True  # an uncaptured unit ran: the next capture is a new one
+                self._resolve()
+                if len(self.pending) - self.head > _MAX_PENDING:
+                    self._resolve(block_one=True)
+            self.cyc_recs, self.cyc_evs = [], []
             self.prev_cycle_dev = dev0
             self.cycle = None
-            self._after_unit(t1)
+            if not self.rank_final:
+                self._check_rank()
+            self._write()
         except Exception as exc:
             _fail("cycle_end()", exc)
 
@@ -428,6 +599,55 @@ class _Timer:
                                  "attrs": {k: _plain(v) for k, v in attrs.items()}})
         except Exception as exc:
             _fail("note()", exc)
+
+    # -- A/B: blocks of cycles with the timer off but for the cycle's host time ----------
+    def off_cycle_begin(self, **attrs):
+        try:
+            if os.getpid() != self.pid:
+                return _after_fork_call("cycle_begin", attrs)
+            if self.capturing():
+                self.counts["skipped_capturing"] += 1
+                return
+            if not (self.cycle_no + 1) // self.ab % 2:
+                self._ab_switch(on=True)
+                return self.cycle_begin(**attrs)
+            t0 = _perf()
+            self.cycle_no += 1
+            self.off_open = (self.cycle_no, t0, attrs.get("kind"))
+        except Exception as exc:
+            _fail("cycle_begin()", exc)
+
+    def off_cycle_end(self, **attrs):
+        try:
+            opened = self.off_open
+            if opened is not None:
+                self.off_done.append((opened, _perf()))
+                self.off_open = None
+        except Exception as exc:
+            _fail("cycle_end()", exc)
+
+    def _ab_switch(self, on):
+        if on:
+            if self.off_open is not None:
+                self.counts["abandoned"] += 1
+                self.off_open = None
+            self._take_off_cycles()
+            self.prev_cycle_dev = None  # the gap over an off block means nothing
+            _bind(self)
+        else:
+            self._abandon_stack()
+            if self.cycle is not None:
+                self._abandon_cycle()
+            g = globals()
+            g["begin"] = g["end"] = g["note"] = _noop
+            g["cycle_begin"], g["cycle_end"] = self.off_cycle_begin, self.off_cycle_end
+
+    def _take_off_cycles(self):
+        for (index, t0, kind), t1 in self.off_done:
+            self.out.append(_cycle_line(index, t0, t1, None, None, "off",
+                                        None if kind is None else {"kind": _plain(kind)}))
+        self.out_records += len(self.off_done)
+        self.off_done = []
 
     # -- experimental: steps inside a captured CUDA graph ---------------------------------
     def _capture_begin(self, name, attrs):
@@ -450,49 +670,87 @@ class _Timer:
         self.cap_groups.setdefault(self.cap_key, []).append((name, len(self.cap_stack), ev0, ev1))
 
     # -- resolution and writing -----------------------------------------------------------
-    def _after_unit(self, now):
+    def _after_outside_unit(self, now):
         if self.mode == "events":
-            self.cap_closed = True  # an uncaptured unit ran: the next capture is a new one
+            self.cap_closed = True
             self._resolve()
         if len(self.buf) >= self.batch or now - self.last_flush >= self.flush_ns:
-            self.flush()
+            self._write()
 
     def _resolve(self, block_one=False, block_all=False):
         pending = self.pending
         while self.head < len(pending):
-            rec, dev0, dev1, anchor, steps = pending[self.head]
+            item = pending[self.head]
+            dev1 = item[2]
             if block_all or block_one:
                 dev1.synchronize()
                 block_one = False
             elif not dev1.query():
                 break
+            if len(item) == 4:
+                self._resolve_outside(*item)
+            elif not self._resolve_cycle(*item):
+                break  # an event on another stream is not done yet: try again later
             pending[self.head] = None
             self.head += 1
-            if type(rec) is list:  # a phase
-                rec[_DEV] = int(round(dev0.elapsed_time(dev1) * 1e6))
-                if anchor is not None:
-                    rec[_OFF] = int(round(anchor.elapsed_time(dev0) * 1e6))
-                self.buf.append(rec)
-                if steps:
-                    self._resolve_steps(rec, dev0, steps)
-                self._release(dev0, dev1)
-            else:  # a cycle; `anchor` is the previous cycle's start, needed by nothing after
-                rec["dev_ns"] = int(round(dev0.elapsed_time(dev1) * 1e6))
-                if anchor is not None:
-                    rec["dev_gap_ns"] = int(round(anchor.elapsed_time(dev0) * 1e6))
-                rec["attrs"] = {k: _plain(v) for k, v in rec["attrs"].items()}
-                self._release(dev1, anchor)
-                self.buf.append(rec)
         if self.head > 1024 and self.head * 2 > len(pending):
             del pending[: self.head]
             self.head = 0
+
+    def _resolve_outside(self, rec, dev0, dev1, steps):
+        rec[_DEV] = _ms_to_ns(dev0.elapsed_time(dev1))
+        self.buf.append(rec)
+        if steps:
+            self._resolve_steps(rec, dev0, steps)
+        self.pool += (dev0, dev1)  # outside cycles events are never shared
+
+    def _resolve_cycle(self, index, dev0, dev1, prev, evs, recs, later):
+        """Device times of one cycle, each event read once (relative to the cycle's start
+        event dev0); False when an event (on another stream) is not done yet."""
+        since = dev0.elapsed_time
+        offset = {}  # id(event) -> ms after dev0
+        try:
+            for e0, e1, _ in evs:
+                if id(e0) not in offset:
+                    offset[id(e0)] = since(e0)
+                if id(e1) not in offset:
+                    offset[id(e1)] = since(e1)
+            end = offset[id(dev1)] if id(dev1) in offset else since(dev1)
+        except RuntimeError:
+            if any(not e1.query() for _, e1, _ in evs):
+                return False
+            raise
+        phases = []
+        used = {id(dev1): dev1}
+        for (e0, e1, steps), rec in zip(evs, recs):
+            off0 = offset[id(e0)]
+            dev, off = int(round((offset[id(e1)] - off0) * 1e6)), int(round(off0 * 1e6))
+            rec[_DEV], rec[_OFF] = dev, off
+            phases.append("[%d,%d]" % (dev, off))
+            if steps:
+                self._resolve_steps(rec, e0, steps)
+            used[id(e0)] = e0
+            used[id(e1)] = e1
+        gap = None if prev is None else _ms_to_ns(prev.elapsed_time(dev0))
+        tail = ""
+        if later:
+            tail = ',"attrs":' + _JSON_ENCODER.encode({k: _plain(v) for k, v in later.items()})
+        self.out.append('{"kind":"dev","cycle":%d,"dev_ns":%d,"dev_gap_ns":%s,"phases":[%s]%s}\n'
+                        % (index, _ms_to_ns(end), _opt(gap), ",".join(phases), tail))
+        self.out_records += 1
+        used.pop(id(dev0), None)  # the next cycle still needs it (as `prev`)
+        pool = self.pool
+        pool += used.values()
+        if prev is not None:
+            pool.append(prev)
+        return True
 
     def _resolve_steps(self, rec, dev0, steps):
         span = rec[_DEV]
         slack = 2000  # ns: event timestamps have about 0.5 us resolution
         for name, depth, ev0, ev1 in steps:
-            off = int(round(dev0.elapsed_time(ev0) * 1e6))
-            dur = int(round(ev0.elapsed_time(ev1) * 1e6))
+            off = _ms_to_ns(dev0.elapsed_time(ev0))
+            dur = _ms_to_ns(ev0.elapsed_time(ev1))
             if off < -slack or off + dur > span + slack:
                 self.counts["stale_steps"] += 1  # overwritten by a later replay
                 continue
@@ -508,49 +766,83 @@ class _Timer:
                 device = torch.cuda.get_device_name()
             except Exception:
                 device = None
+        try:
+            impl = time.get_clock_info("perf_counter").implementation
+        except Exception:
+            impl = None
         return {"kind": "header", "schema": SCHEMA, "mode": self.mode,
                 "requested_mode": self.requested, "rank": self.rank,
                 "rank_source": self.rank_source, "world_size": self.world, "pid": self.pid,
                 "host": socket.gethostname(), "python": sys.version.split()[0],
                 "torch": getattr(torch, "__version__", None), "cuda_device": device,
-                "graph_steps": self.graph_steps,
-                "clock": {"host": "time.perf_counter_ns", "host_t0_ns": self.host_t0,
-                          "wall_t0_ns": self.wall_t0,
+                "graph_steps": self.graph_steps, "ab_cycles": self.ab,
+                "nvtx": self.push is not None, "event_api": self.event_api,
+                "share_ns": self.share_ns if self.mode == "events" else None,
+                "clock": {"host": "time.perf_counter_ns", "host_impl": impl,
+                          "host_t0_ns": self.host_t0, "wall_t0_ns": self.wall_t0,
+                          "boot_id": _boot_id(),
                           "device": {"events": "cuda event elapsed_time (float ms, ~0.5 us)",
                                      "sync": "torch.cuda.synchronize + perf_counter_ns"}
                           .get(self.mode)},
                 "argv": list(sys.argv[:8])}
+
+    def _open(self):
+        if not self.rank_final:
+            self._refresh_rank()
+        os.makedirs(self.directory, exist_ok=True)
+        path = os.path.join(self.directory, "%s.rank%d.pid%d.jsonl"
+                            % (FILE_PREFIX, self.rank, self.pid))
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0),
+                     0o644)
+        self.path, self.fd = path, fd
+        self.out.insert(0, _json_line(self.header()))
+
+    def _write(self, final=False):
+        """One write of everything waiting: at most one per cycle."""
+        if self.buf:
+            names = self.quoted
+            self.out.extend(_phase_line(rec, names) if type(rec) is list else _json_line(rec)
+                            for rec in self.buf)
+            self.out_records += len(self.buf)
+            self.buf = []
+        self.last_flush = _perf()
+        if final:
+            self.counts["records"] += self.out_records
+            self.out_records = 0
+            self.counts["writes"] += 1
+            self.out.append(_json_line(dict(kind="stats", t=_perf(), **self.counts)))
+        if not self.out:
+            return
+        if self.fd is None:
+            self._open()
+        data = "".join(self.out).encode("utf-8")
+        view, fd = memoryview(data), self.fd
+        while view:
+            view = view[os.write(fd, view):]
+        # nothing below can lose a record: a KeyboardInterrupt here repeats it at most
+        # (the report drops repeated records)
+        self.out = []
+        self.counts["records"] += self.out_records
+        self.out_records = 0
+        self.counts["writes"] += 1
 
     def flush(self, final=False):
         if final and self.mode == "events":
             try:
                 self._resolve(block_all=True)
             except Exception as exc:  # CUDA may already be torn down at exit
-                self.counts["dropped_pending"] += len(self.pending) - self.head
-                self.pending, self.head = [], 0
                 _warn("could not collect the last CUDA events (%r)" % (exc,))
-        lines = []
-        if not self.header_written:
-            if self.rank_source != "torch.distributed":
-                self._refresh_rank()
-            os.makedirs(self.directory, exist_ok=True)
-            self.path = os.path.join(self.directory, "%s.rank%d.pid%d.jsonl"
-                                     % (FILE_PREFIX, self.rank, self.pid))
-            lines.append(self.header())
-        self.counts["records"] += len(self.buf)
-        lines.extend(self.buf)
+            self.counts["dropped_pending"] += len(self.pending) - self.head
+            self.pending, self.head = [], 0
         if final:
-            lines.append(dict(kind="stats", t=_perf(), **self.counts))
-        self.buf = []
-        self.last_flush = _perf()
-        if not lines:
-            return
-        names = self.quoted
-        text = "".join(_phase_line(rec, names) if type(rec) is list else _json_line(rec)
-                       for rec in lines)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(text)
-        self.header_written = True
+            if self.off_open is not None:
+                self.off_open = None
+                self.counts["abandoned"] += 1
+            self._take_off_cycles()
+        self._write(final=final)
+        if final and self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 # -- module state and binding --------------------------------------------------------------
@@ -580,7 +872,10 @@ def _fail(where, exc):
                   % (where, type(exc).__name__, exc, path, os.getpid()))
         _failed = True
         _bind(None)
+        fd = getattr(_timer, "fd", None)
         _timer = None
+        if fd is not None:
+            os.close(fd)
     except Exception:
         pass
 
@@ -599,18 +894,23 @@ def _choose_mode(requested):
     return requested
 
 
-def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=None):
+def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=None, ab=None,
+              nvtx=None, event_api=None, share_ns=None):
     """(Re)start timing in this process; returns the mode in effect.
 
-    Arguments left as None come from the environment. Pending records of the previous
-    configuration are written first. Mainly for benches and tests: instrumented code needs
-    nothing but the environment.
+    Arguments left as None come from the environment (ab: PATCHKIT_TIMER_AB, nvtx:
+    PATCHKIT_TIMER_NVTX, share_ns: PATCHKIT_TIMER_SHARE_NS). event_api "torch.Event" or "torch.cuda.Event" picks the event
+    class in events mode (default: torch.Event where torch has it). Pending records of the
+    previous configuration are written first. Mainly for benches and tests: instrumented
+    code needs nothing but the environment.
     """
     global _timer, _failed
     shutdown()
     requested = mode if mode is not None else _requested_mode()
     if requested is not None and requested not in MODES:
         raise ValueError("mode must be one of %s, not %r" % (MODES, requested))
+    if event_api is not None and event_api not in EVENT_APIS:
+        raise ValueError("event_api must be one of %s, not %r" % (EVENT_APIS, event_api))
     if requested == "off":
         _timer = None
         _bind(None)
@@ -620,14 +920,21 @@ def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=N
         if directory is None:
             directory = os.environ.get("PATCHKIT_TIMER_DIR") or "patchkit-timing"
         if graph_steps is None:
-            graph_steps = os.environ.get("PATCHKIT_TIMER_GRAPH_STEPS", "") in ("1", "true", "yes")
+            graph_steps = os.environ.get("PATCHKIT_TIMER_GRAPH_STEPS", "").lower() in _TRUE
         if flush_s is None:
             try:
                 flush_s = float(os.environ.get("PATCHKIT_TIMER_FLUSH_S", "5"))
             except ValueError:
                 flush_s = 5.0
+        if ab is None:
+            ab = _env_int("PATCHKIT_TIMER_AB", 0, minimum=0)
+        if nvtx is None:
+            nvtx = os.environ.get("PATCHKIT_TIMER_NVTX", "").strip().lower() in _TRUE
+        if share_ns is None:
+            share_ns = _env_int("PATCHKIT_TIMER_SHARE_NS", 1000, minimum=0)
         _timer = _Timer(effective, requested, os.path.abspath(directory), graph_steps,
-                        batch or _env_int("PATCHKIT_TIMER_BATCH", 512), flush_s)
+                        batch or _env_int("PATCHKIT_TIMER_BATCH", 512), flush_s, ab=ab,
+                        nvtx=nvtx, event_api=event_api, share_ns=share_ns)
         _failed = False
         _bind(_timer)
         return effective
@@ -664,7 +971,7 @@ def shutdown():
     if timer is None or timer.pid != os.getpid():
         return
     try:
-        if timer.header_written or timer.buf or timer.head < len(timer.pending) \
+        if timer.fd is not None or timer.out or timer.buf or timer.head < len(timer.pending) \
                 or timer.cycle_no >= 0:
             timer.flush(final=True)
     except Exception as exc:

@@ -1,0 +1,212 @@
+"""Host cost of the phase timer per call, by mode, side by side in one run (CPU).
+
+A cycle here is what the SGLang series time: cycle_begin(kind=, batch_size=), 5 phases
+each holding one nested phase (10 begin/end pairs) and cycle_end(accepted=): 22 calls.
+No real work runs inside, so the figures are the timer's own host time.
+
+Modes measured, rounds interleaved (the order rotates every round) and the median kept:
+  off          PATCHKIT_TIMER=off (the module functions are a no-op)
+  ab-off       an off block of PATCHKIT_TIMER_AB (cycle host times only, no phases)
+  host         host clock only; the cycle written at its cycle_end
+  sync*        sync mode with a no-op synchronize (the Python side of sync mode)
+  events*      events mode with a stand-in event class whose record/query/elapsed_time
+               cost next to nothing: the Python side of events mode; on a GPU add the
+               torch calls (bench/gpu_timer_bench.py measures those on the H200)
+  events*+nvtx the same with PATCHKIT_TIMER_NVTX=1 and no-op range_push/range_pop
+The same cycle is also run through the runtime of an earlier commit (--baseline, default
+the last commit before per-cycle writes) for host and events*, so that the price of
+writing every cycle at once is visible next to the old batched writes.
+
+Usage: python bench/timer_host_cost.py [--cycles 3000] [--rounds 7] [--baseline REV]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME = ROOT / "patchkit" / "timing" / "phase_timer.py"
+BASELINE_REV = "69be8f0"  # the runtime before issue 9 (batched writes, every 512 records)
+CALLS_PER_CYCLE = 22
+
+
+class StandInEvent:
+    """The event API the runtime uses, at almost no cost: done as soon as recorded."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, device=None, enable_timing=False, **kwargs):
+        self.t = 0
+
+    def record(self, stream=None):
+        self.t = time.perf_counter_ns()
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other):
+        return (other.t - self.t) / 1e6
+
+
+def install_stand_in_torch():
+    nvtx = types.SimpleNamespace(range_push=lambda name: None, range_pop=lambda: None)
+    torch = types.ModuleType("torch")
+    torch.__version__ = "stand-in"
+    torch.Event = StandInEvent
+    torch.cuda = types.SimpleNamespace(
+        Event=StandInEvent, is_available=lambda: True, is_initialized=lambda: True,
+        synchronize=lambda: None, get_device_name=lambda: "stand-in", nvtx=nvtx,
+        is_current_stream_capturing=lambda: False)
+    sys.modules["torch"] = torch
+
+
+def load_runtime(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def baseline_runtime(rev: str, work: Path):
+    try:
+        text = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:patchkit/timing/phase_timer.py"],
+                              capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    path = work / "phase_timer_baseline.py"
+    path.write_text(text)
+    return load_runtime(path, "phase_timer_baseline")
+
+
+def ab_off_block(pt, directory: Path):
+    """An events timer with PATCHKIT_TIMER_AB, placed at the start of a (long) off block."""
+    block = 1 << 30
+    pt.configure(mode="events", directory=str(directory), ab=block)
+    pt._timer.cycle_no = block - 1
+
+
+def one_cycle(pt):
+    pt.cycle_begin(kind="decode", batch_size=8)
+    for name, inner in (("a", "a_in"), ("b", "b_in"), ("c", "c_in"), ("d", "d_in"), ("e", "e_in")):
+        pt.begin(name)
+        pt.begin(inner)
+        pt.end(inner)
+        pt.end(name)
+    pt.cycle_end(accepted=3)
+
+
+def time_cycles(pt, n: int) -> float:
+    """ns per cycle over n cycles."""
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        one_cycle(pt)
+    return (time.perf_counter_ns() - t0) / n
+
+
+def time_pairs(pt, n: int) -> float:
+    """ns per begin+end pair inside one open cycle (the hot path, no write)."""
+    pt.cycle_begin(kind="decode")
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        pt.begin("x")
+        pt.end("x")
+    dt = time.perf_counter_ns() - t0
+    pt.cycle_end()
+    return dt / n
+
+
+def time_writes(work: Path, chunk: bytes, n: int) -> float:
+    fd = os.open(work / "write-probe.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            os.write(fd, chunk)
+        return (time.perf_counter_ns() - t0) / n
+    finally:
+        os.close(fd)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cycles", type=int, default=3000, help="cycles per measurement")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median kept)")
+    ap.add_argument("--baseline", default=BASELINE_REV, help="git revision of the old runtime")
+    args = ap.parse_args()
+    install_stand_in_torch()
+    work = Path(tempfile.mkdtemp(prefix="timer-cost-"))
+    pt = load_runtime(RUNTIME, "phase_timer_now")
+    old = baseline_runtime(args.baseline, work)
+
+    setups = {
+        "off": lambda: pt.configure(mode="off"),
+        "ab-off": lambda: ab_off_block(pt, work / "ab"),
+        "host": lambda: pt.configure(mode="host", directory=str(work / "host")),
+        "sync*": lambda: pt.configure(mode="sync", directory=str(work / "sync")),
+        "events*": lambda: pt.configure(mode="events", directory=str(work / "events")),
+        "events*+nvtx": lambda: pt.configure(mode="events", directory=str(work / "nvtx"),
+                                             nvtx=True),
+    }
+    modules = {name: pt for name in setups}
+    if old is not None:
+        setups["host (old)"] = lambda: old.configure(mode="host", directory=str(work / "old-h"))
+        setups["events* (old)"] = lambda: old.configure(mode="events",
+                                                        directory=str(work / "old-e"))
+        modules["host (old)"] = modules["events* (old)"] = old
+    cycle_ns = {m: [] for m in setups}
+    pair_ns = {m: [] for m in setups}
+    writes = {}
+    names = list(setups)
+    for rnd in range(args.rounds):
+        for mode in names[rnd % len(names):] + names[: rnd % len(names)]:
+            mod = modules[mode]
+            setups[mode]()
+            for _ in range(200):
+                one_cycle(mod)  # warm: pool filled, names quoted, file open
+            cycle_ns[mode].append(time_cycles(mod, args.cycles))
+            if mode != "ab-off":
+                pair_ns[mode].append(time_pairs(mod, args.cycles))
+            timer = mod._timer
+            if timer is not None and "writes" in timer.counts:
+                writes[mode] = timer.counts["writes"] / (args.cycles + 201)
+            mod.shutdown()
+            (old or pt).shutdown()
+    pt.configure(mode="off")
+
+    chunk = (work / "host").glob("*.jsonl")
+    sample = next(chunk).read_bytes().splitlines(keepends=True)
+    one = b"".join(sample[1:12])  # one cycle as host mode writes it: 10 phases + cycle
+    write_ns = statistics.median(time_writes(work, one, args.cycles) for _ in range(5))
+
+    print(f"timer_host_cost: python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), "
+          f"{args.cycles} cycles x {args.rounds} interleaved rounds, medians; "
+          f"cycle = {CALLS_PER_CYCLE} calls (10 phases); * = stand-in events (no torch cost)")
+    base = statistics.median(cycle_ns["off"])
+    print(f"  {'mode':14} {'ns/call':>8} {'us/cycle':>9} {'x off':>7} {'pair ns':>8} "
+          f"{'writes/cycle':>13}")
+    for mode in names:
+        per_cycle = statistics.median(cycle_ns[mode])
+        pair = f"{statistics.median(pair_ns[mode]):8.0f}" if pair_ns[mode] else f"{'-':>8}"
+        w = writes.get(mode)
+        print(f"  {mode:14} {per_cycle / CALLS_PER_CYCLE:8.0f} {per_cycle / 1e3:9.2f} "
+              f"{per_cycle / base:7.1f} {pair} {'-' if w is None else f'{w:.3f}':>13}")
+    print(f"  one os.write of a host-mode cycle ({len(one)} bytes, O_APPEND): {write_ns:.0f} ns "
+          f"= {write_ns / CALLS_PER_CYCLE:.0f} ns per call of the cycle")
+    if old is None:
+        print(f"  (no baseline: git revision {args.baseline} not readable)")
+    print("  pair ns: one begin+end inside an open cycle (the hot path: no write, no resolve)")
+
+
+if __name__ == "__main__":
+    main()

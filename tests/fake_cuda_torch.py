@@ -1,0 +1,64 @@
+"""A stand-in `torch` with a CUDA-like event API, for running the events mode on a CPU.
+
+The runtime only needs torch.Event / torch.cuda.Event (record, query, synchronize,
+elapsed_time), torch.cuda.is_available / is_initialized / synchronize / get_device_name,
+torch.cuda.is_current_stream_capturing and torch.cuda.nvtx. Here an event "completes"
+LAG_NS after it was recorded (a GPU running behind the host), its timestamp is the host
+clock at record time, RECORD_SLEEP_NS makes each record() cost that much host time, and
+every NVTX call is appended to NVTX_CALLS, RECORDS[0] counts record() calls. `CAPTURING[0] = True` pretends a CUDA graph is
+being captured. Tests write this file as torch.py into a folder put first on sys.path.
+"""
+
+import sys
+import time
+import types
+
+LAG_NS = 2_000_000
+RECORD_SLEEP_NS = 0
+NVTX_CALLS = []
+RECORDS = [0]
+CAPTURING = [False]
+_perf = time.perf_counter_ns
+
+
+class Event:
+    def __init__(self, device=None, enable_timing=False, **kwargs):
+        self.t = None
+
+    def record(self, stream=None):
+        RECORDS[0] += 1
+        if RECORD_SLEEP_NS:
+            end = _perf() + RECORD_SLEEP_NS
+            while _perf() < end:
+                pass
+        self.t = _perf()
+
+    def query(self):
+        return self.t is None or _perf() >= self.t + LAG_NS
+
+    def synchronize(self):
+        while not self.query():
+            time.sleep(0.0001)
+
+    def elapsed_time(self, other):
+        if not (self.query() and other.query()):
+            raise RuntimeError("CUDA error: device not ready")
+        return (other.t - self.t) / 1e6
+
+
+class _Nvtx:
+    @staticmethod
+    def range_push(name):
+        NVTX_CALLS.append(("push", name))
+
+    @staticmethod
+    def range_pop():
+        NVTX_CALLS.append(("pop",))
+
+
+__version__ = "0.0-fake"
+cuda = types.SimpleNamespace(
+    Event=Event, is_available=lambda: True, is_initialized=lambda: True,
+    synchronize=lambda: None, get_device_name=lambda: "fake GPU",
+    is_current_stream_capturing=lambda: CAPTURING[0], nvtx=_Nvtx)
+sys.modules.setdefault("torch.cuda", cuda)
