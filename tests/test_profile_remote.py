@@ -58,9 +58,13 @@ def group_members(pgid: int) -> list[int]:
     return pids
 
 
-def server_cmd(pid_file: Path, extra: str = "") -> str:
+SPEC = "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1"
+
+
+def server_cmd(pid_file: Path, extra: str = "", spec: str = SPEC) -> str:
+    """The stand-in server; ``spec``: its speculative options (none: a plain server)."""
     return (f'PYTHONPATH="$PATCHKIT_TARGET_ROOT" exec {PY} {ST} serve '
-            f'--port "$(($PATCHKIT_SERVER_PORT + $PATCHKIT_NODE_RANK))" '
+            f'--port "$(($PATCHKIT_SERVER_PORT + $PATCHKIT_NODE_RANK))" {spec} '
             f'--pid-file {shlex.quote(str(pid_file))}.$PATCHKIT_NODE_RANK {extra}')
 
 
