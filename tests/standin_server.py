@@ -27,6 +27,8 @@ default ..." or "Spec v1 is used ... because <reason>" (topk > 1, SGLANG_ENABLE_
 --timed-workers (a series that times one worker only). Accepted drafts per cycle follow the
 fixed pattern, capped at --speculative-num-steps (default 3), whose value below 1 makes the
 server exit 1 before listening (a failing sweep point). Other options are logged and ignored.
+--plain-fails: without --speculative-algorithm the server exits 1 (a baseline that fails).
+PK_HANG=FILE in the server's environment: the first /generate creates FILE and never answers.
 
 ``bench`` sends N requests and prints a result block in the style of sglang.bench_serving
 (label in 40 columns, value) with the output token throughput and the accept length computed
@@ -150,13 +152,23 @@ def serve(args, passed: list[str]) -> None:
     node = int(os.environ.get("PATCHKIT_NODE_RANK", "0"))  # two "GPUs" per node
     os.environ["PATCHKIT_TIMER_RANK"] = str(2 * node)
     print(f"stand-in server: speculative options: {' '.join(passed) or 'none'}", flush=True)
+    for name in sorted(os.environ):
+        if name.startswith(("PATCHKIT_", "NCCL_", "PK_", "SGLANG_")):
+            print(f"stand-in server: env {name}={os.environ[name]}", flush=True)
     if args.speculative_num_steps < 1:
         print("ValueError: speculative_num_steps must be at least 1", flush=True)
+        sys.exit(1)
+    if args.plain_fails and args.speculative_algorithm is None:
+        print("stand-in server: plain server refused to start (--plain-fails)", flush=True)
         sys.exit(1)
     _, line = choose_worker(args, os.environ)
     if line:
         print(f"[stand-in] WARNING server_args.py: {line}", flush=True)
     pt = runtime_for(args)
+    timer = os.path.join(os.environ.get("PATCHKIT_TARGET_ROOT", ""), *RUNTIME.split(".")) + ".py"
+    print(f"stand-in server: timing runtime in the target tree: {os.path.exists(timer)}",
+          flush=True)
+    hang = os.environ.get("PK_HANG", "no")
     if args.ignore_signals:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -167,9 +179,6 @@ def serve(args, passed: list[str]) -> None:
         with open(args.pid_file, "w") as fh:
             fh.write(f"{os.getpid()} {rank1.pid}\n")
     print(f"stand-in server: pid {os.getpid()}, rank 1 pid {rank1.pid}, loading...", flush=True)
-    for name in sorted(os.environ):
-        if name.startswith(("PATCHKIT_", "NCCL_", "PK_", "SGLANG_")):
-            print(f"stand-in server: env {name}={os.environ[name]}", flush=True)
     time.sleep(args.startup_delay)
     state = {"cycles": 0}
 
@@ -199,6 +208,9 @@ def serve(args, passed: list[str]) -> None:
                 self.reply(404, {"error": self.path})
                 return
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+            if hang != "no":  # PK_HANG=FILE: touch FILE, then never answer
+                open(hang, "w").close()
+                time.sleep(600)
             count = int(body.get("cycles", 4))
             first = state["cycles"]
             rank1.stdin.write(f"{first} {count}\n")
@@ -269,6 +281,7 @@ def main(argv=None) -> None:
     s.add_argument("--exit-after", type=float, default=0.0)
     s.add_argument("--ignore-signals", action="store_true")
     s.add_argument("--pid-file", default=None)
+    s.add_argument("--plain-fails", action="store_true")
     w = sub.add_parser("worker")
     for p in (s, w):
         p.add_argument("--speculative-algorithm", default=None)

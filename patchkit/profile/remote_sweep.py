@@ -90,6 +90,15 @@ def _measure(cfg: RemoteConfig, point: dict, row: dict, point_dir: Path, progres
         row.update(ok=False, error=f"no output token throughput in {point_dir / 'benchmark.log'}")
 
 
+def short_error(error: str | None) -> str:
+    """One line: the error's first line (without the log-tail lead-in) and its last line."""
+    lines = [ln for ln in (error or "").splitlines() if ln.strip()]
+    if not lines:
+        return "-"
+    head = lines[0].split("; last lines of")[0]
+    return head + (f" -- {lines[-1].strip()}" if len(lines) > 1 else "")
+
+
 def _phase_names(rows: list[dict]) -> list[str]:
     return list(dict.fromkeys(n for r in rows for n in r["phase_shares"]))
 
@@ -124,7 +133,7 @@ def render_sweep(rows: list[dict], baseline: dict | None, best: dict | None, hea
     failed = [r for r in rows if not r["ok"]]
     if failed:
         lines.append(f"failed points ({len(failed)}):")
-        lines += [f"  {r['label']}: {r['error']}" for r in failed]
+        lines += [f"  {r['label']}: {short_error(r['error'])}" for r in failed]
     basis = next((r["basis"] for r in rows if r["basis"]), "host")
     lines.append(f"phase shares: % of the decode cycle ({basis} time); tok/s and accept length: "
                  "the benchmark's output")
@@ -147,7 +156,8 @@ def _write(run_dir: Path, cfg: RemoteConfig, rows, baseline, best, elapsed: floa
 
         write_sweep_chart(rows, run_dir / "sweep.png", best_label=best["label"] if best else None,
                           baseline_tokens_per_s=(baseline or {}).get("tokens_per_s"),
-                          title=headline)
+                          title=f"profile.remote sweep: {len(ok)} of {len(rows)} point(s) "
+                                f"measured, series {Path(cfg.series).name}")
         files["chart"] = "sweep.png"
     doc = {"schema": SCHEMA, "matrix": cfg.matrix, "series": cfg.series,
            "targets": cfg.targets, "server_command": cfg.server_command,

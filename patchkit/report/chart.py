@@ -120,7 +120,7 @@ def write_sweep_chart(rows: list[dict], path: Path, *, baseline_tokens_per_s=Non
     if baseline_tokens_per_s:
         ax_tps.axhline(baseline_tokens_per_s, color="black", linestyle="--", linewidth=1,
                        label=f"baseline (no speculation) {baseline_tokens_per_s:.1f} tok/s")
-        ax_tps.legend(fontsize=8, loc="lower right")
+        ax_tps.legend(fontsize=8, loc="best")
     ax_tps.set_ylabel("output tokens/s")
     ax_tps.set_title(title)
 
