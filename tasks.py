@@ -328,7 +328,11 @@ def _profile_call(fn, *args, **kwargs):
         return fn(*args, **kwargs)
     except PatchkitError as e:
         raise Exit(f"profile: {e.message}", e.exit_code)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        from patchkit.profile.site import Terminated
+
+        if isinstance(e, Terminated):
+            raise Exit("profile: terminated (SIGTERM); the tree was reverted", 143)
         raise Exit("profile: interrupted; the tree was reverted", 130)
 
 
@@ -443,12 +447,18 @@ patch.add_task(patch_diff, "diff")
     "env": "NAME=VALUE for the server, e.g. NCCL_PROTO=LL (repeat; merged over the settings)",
     "out": "reports go to OUT/<timestamp>/ (default: profile-out)",
     "keep_remote_dir": "leave the run directory (logs, timing files) on the targets",
-    "no_chart": "skip phases.png",
+    "no_chart": "skip phases.png (and sweep.png)",
+    "baseline": "also serve without every --speculative-* option (series not applied), same "
+                "benchmark: tokens/s with and without speculation and their ratio",
+    "matrix": "sweep, one server start per point, e.g. 'speculative-num-steps=1,2,3;"
+              "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
+              "--KEY VALUE; env:NAME sets the server's environment)",
 })
 def profile_remote(c, target=None, series=None, server=None, bench=None, env=None, out=None,
-                   keep_remote_dir=False, no_chart=False):
+                   keep_remote_dir=False, no_chart=False, baseline=False, matrix=None):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
     from patchkit.profile.remote import RemoteConfig, run_remote
+    from patchkit.profile.remote_sweep import run_remote_sweep
 
     settings = dict((_cfg(c, "profile", {}) or {}).get("remote") or {})
     for key, fallback in (("series", "series"), ("targets", "targets"), ("layout", "layout"),
@@ -457,11 +467,12 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
             settings[key] = _cfg(c, fallback)
     given = {"targets": list(target or []) or None, "series": series, "server_command": server,
              "bench_command": bench, "out": out, "keep_remote_dir": keep_remote_dir or None,
-             "chart": False if no_chart else None}
+             "chart": False if no_chart else None, "baseline": baseline or None,
+             "matrix": matrix}
     settings.update({k: v for k, v in given.items() if v is not None})
     cfg = _profile_call(RemoteConfig.from_mapping, settings, cwd=os.getcwd(),
                         extra_env=list(env or []))
-    _profile_call(run_remote, cfg)
+    _profile_call(run_remote_sweep if cfg.matrix else run_remote, cfg)
 
 
 profile.add_task(profile_remote, "remote")

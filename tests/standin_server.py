@@ -2,6 +2,9 @@
 
     python standin_server.py serve --port P [--startup-delay S] [--never-healthy]
                                    [--exit-after S] [--ignore-signals] [--pid-file F]
+                                   [--speculative-algorithm A] [--speculative-num-steps N]
+                                   [--speculative-eagle-topk K] [--disable-overlap-schedule]
+                                   [--timed-workers v1,v2] [any other --speculative-* ...]
     python standin_server.py bench --port P [--also-port P2] [--requests N] [--cycles C] [--fail]
                                    [--delay S] [--started-file F]
 
@@ -15,6 +18,17 @@ target_verify, accept; draft_extend_after_decode) and answers the accepted count
 default signal handling is kept: SIGINT ends both processes through KeyboardInterrupt, so the
 runtime's atexit hook writes the last records (--ignore-signals makes it ignore INT and TERM,
 to test the escalation to KILL).
+
+Speculation as SGLang 0.5.12 chooses it: without --speculative-algorithm the server is plain
+(no timing runtime imported: the baseline runs on the reverted tree; one token per cycle).
+With EAGLE/EAGLE3/STANDALONE it logs SGLang 0.5.12's own line, "Spec v2 is enabled by
+default ..." or "Spec v1 is used ... because <reason>" (topk > 1, SGLANG_ENABLE_SPEC_V2=0,
+--disable-overlap-schedule); the cycles call the runtime only when that worker is in
+--timed-workers (a series that times one worker only). Accepted drafts per cycle follow the
+fixed pattern, capped at --speculative-num-steps (default 3), whose value below 1 makes the
+server exit 1 before listening (a failing sweep point). Other options are logged and ignored.
+--plain-fails: without --speculative-algorithm the server exits 1 (a baseline that fails).
+PK_HANG=FILE in the server's environment: the first /generate creates FILE and never answers.
 
 ``bench`` sends N requests and prints a result block in the style of sglang.bench_serving
 (label in 40 columns, value) with the output token throughput and the accept length computed
@@ -52,10 +66,26 @@ def accepted_for(cycle: int) -> int:
     return (3, 1, 2)[cycle % 3]
 
 
-def run_cycles(pt, first: int, count: int) -> list[int]:
+class _Untimed:
+    """A worker that no series times: every runtime call does nothing."""
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+def run_plain(count: int) -> list[int]:
+    """Plain decoding: one token per cycle (a target forward), nothing timed."""
+    for _ in range(count):
+        time.sleep(0.0008)
+    return [0] * count
+
+
+def run_cycles(pt, first: int, count: int, steps: int = 3) -> list[int]:
+    if pt is None:
+        return run_plain(count)
     accepted = []
     for i in range(first, first + count):
-        n = accepted_for(i)
+        n = min(accepted_for(i), steps)
         pt.cycle_begin(batch_size=1)
         pt.begin("draft")
         pt.begin("draft_preprocess")
@@ -80,33 +110,75 @@ def run_cycles(pt, first: int, count: int) -> list[int]:
     return accepted
 
 
-def worker() -> None:
-    """Rank 1: one line "FIRST COUNT" in, cycles run, "ok" out; ends at EOF or on SIGINT."""
+def choose_worker(args, env) -> tuple[str | None, str | None]:
+    """(worker, log line) as SGLang 0.5.12's server_args picks and logs it."""
+    if args.speculative_algorithm is None:
+        return None, None
+    if args.speculative_algorithm.upper() not in ("EAGLE", "EAGLE3", "STANDALONE"):
+        return "other", None
+    reason = None
+    if args.speculative_eagle_topk > 1:
+        reason = "spec v2 currently only supports topk = 1"
+    elif env.get("SGLANG_ENABLE_SPEC_V2", "1").lower() in ("0", "false"):
+        reason = "SGLANG_ENABLE_SPEC_V2=False"
+    elif args.disable_overlap_schedule:
+        reason = "overlap schedule is disabled"
+    if reason:
+        return "v1", ("Spec v1 is used for eagle/eagle3/standalone speculative decoding "
+                      f"because {reason}.")
+    return "v2", "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding."
+
+
+def runtime_for(args):
+    """The timing runtime for the chosen worker, _Untimed for a worker not timed, None: plain."""
+    worker, _ = choose_worker(args, os.environ)
+    if worker is None:
+        return None
     pt = load_runtime()
+    return pt if worker in args.timed_workers.split(",") else _Untimed()
+
+
+def worker(args) -> None:
+    """Rank 1: one line "FIRST COUNT" in, cycles run, "ok" out; ends at EOF or on SIGINT."""
+    pt = runtime_for(args)
     for line in sys.stdin:
         first, count = (int(x) for x in line.split())
-        run_cycles(pt, first, count)
+        run_cycles(pt, first, count, args.speculative_num_steps)
         sys.stdout.write("ok\n")
         sys.stdout.flush()
 
 
-def serve(args) -> None:
+def serve(args, passed: list[str]) -> None:
     node = int(os.environ.get("PATCHKIT_NODE_RANK", "0"))  # two "GPUs" per node
     os.environ["PATCHKIT_TIMER_RANK"] = str(2 * node)
-    pt = load_runtime()
+    print(f"stand-in server: speculative options: {' '.join(passed) or 'none'}", flush=True)
+    for name in sorted(os.environ):
+        if name.startswith(("PATCHKIT_", "NCCL_", "PK_", "SGLANG_")):
+            print(f"stand-in server: env {name}={os.environ[name]}", flush=True)
+    if args.speculative_num_steps < 1:
+        print("ValueError: speculative_num_steps must be at least 1", flush=True)
+        sys.exit(1)
+    if args.plain_fails and args.speculative_algorithm is None:
+        print("stand-in server: plain server refused to start (--plain-fails)", flush=True)
+        sys.exit(1)
+    _, line = choose_worker(args, os.environ)
+    if line:
+        print(f"[stand-in] WARNING server_args.py: {line}", flush=True)
+    pt = runtime_for(args)
+    timer = os.path.join(os.environ.get("PATCHKIT_TARGET_ROOT", ""), *RUNTIME.split(".")) + ".py"
+    print(f"stand-in server: timing runtime in the target tree: {os.path.exists(timer)}",
+          flush=True)
+    hang = os.environ.get("PK_HANG", "no")
     if args.ignore_signals:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     env = dict(os.environ, PATCHKIT_TIMER_RANK=str(2 * node + 1))
-    rank1 = subprocess.Popen([sys.executable, os.path.abspath(__file__), "worker"], env=env,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    rank1 = subprocess.Popen([sys.executable, os.path.abspath(__file__), "worker", *passed],
+                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     if args.pid_file:
         with open(args.pid_file, "w") as fh:
             fh.write(f"{os.getpid()} {rank1.pid}\n")
     print(f"stand-in server: pid {os.getpid()}, rank 1 pid {rank1.pid}, loading...", flush=True)
-    for name in sorted(os.environ):
-        if name.startswith(("PATCHKIT_", "NCCL_", "PK_")):
-            print(f"stand-in server: env {name}={os.environ[name]}", flush=True)
     time.sleep(args.startup_delay)
     state = {"cycles": 0}
 
@@ -136,11 +208,14 @@ def serve(args) -> None:
                 self.reply(404, {"error": self.path})
                 return
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+            if hang != "no":  # PK_HANG=FILE: touch FILE, then never answer
+                open(hang, "w").close()
+                time.sleep(600)
             count = int(body.get("cycles", 4))
             first = state["cycles"]
             rank1.stdin.write(f"{first} {count}\n")
             rank1.stdin.flush()
-            accepted = run_cycles(pt, first, count)
+            accepted = run_cycles(pt, first, count, args.speculative_num_steps)
             rank1.stdout.readline()
             state["cycles"] += count
             self.reply(200, {"accepted": accepted, "tokens": sum(a + 1 for a in accepted)})
@@ -206,6 +281,14 @@ def main(argv=None) -> None:
     s.add_argument("--exit-after", type=float, default=0.0)
     s.add_argument("--ignore-signals", action="store_true")
     s.add_argument("--pid-file", default=None)
+    s.add_argument("--plain-fails", action="store_true")
+    w = sub.add_parser("worker")
+    for p in (s, w):
+        p.add_argument("--speculative-algorithm", default=None)
+        p.add_argument("--speculative-num-steps", type=int, default=3)
+        p.add_argument("--speculative-eagle-topk", type=int, default=1)
+        p.add_argument("--disable-overlap-schedule", action="store_true")
+        p.add_argument("--timed-workers", default="v1,v2")
     b = sub.add_parser("bench")
     b.add_argument("--port", type=int, required=True)
     b.add_argument("--also-port", type=int, action="append", default=[])
@@ -214,9 +297,25 @@ def main(argv=None) -> None:
     b.add_argument("--delay", type=float, default=0.0)
     b.add_argument("--fail", action="store_true")
     b.add_argument("--started-file", default=None)
-    sub.add_parser("worker")
-    args = parser.parse_args(argv)
-    {"serve": serve, "bench": bench, "worker": lambda a: worker()}[args.cmd](args)
+    argv = sys.argv[1:] if argv is None else argv
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and args.cmd == "bench":
+        parser.error(f"unknown options {unknown}")
+    if args.cmd == "serve":
+        serve(args, _spec_options(argv[1:]))
+    elif args.cmd == "worker":
+        worker(args)
+    else:
+        bench(args)
+
+
+def _spec_options(argv: list[str]) -> list[str]:
+    """The options rank 1 needs to choose the same worker (and, logged, what was passed)."""
+    keep, out = ("--speculative-", "--disable-overlap-schedule", "--timed-workers"), []
+    for i, arg in enumerate(argv):
+        if arg.startswith(keep) or (i and argv[i - 1].startswith(keep) and not arg.startswith("-")):
+            out.append(arg)
+    return out
 
 
 if __name__ == "__main__":

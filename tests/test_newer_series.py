@@ -24,11 +24,16 @@ WH = default_wheelhouse()
 SPEC = "python/sglang/srt/speculative/"
 FILES = {
     "0.5.10": [SPEC + "eagle_worker.py"],
-    "0.5.12": [SPEC + "eagle_worker.py"],
+    "0.5.12": [SPEC + "eagle_worker.py", SPEC + "eagle_worker_v2.py"],
     "0.5.23": [SPEC + "eagle_worker_v2.py", SPEC + "eagle_worker_common.py"],
 }
 VERSIONS = list(FILES)
 REBASED = ["0.5.10", "0.5.12"]
+# Patches written with patch.new on top of what patch.rebase made: in 0.5.12 the EAGLEWorkerV2
+# timers (the default worker there), which a rebase of the v1-only 0.5.9 series cannot produce.
+AUTHORED = {"0.5.12": ["0008-v2-cycle.patch", "0009-v2-draft.patch", "0010-v2-draft-steps.patch",
+                       "0011-v2-verify.patch", "0012-v2-draft-extend-after-decode.patch",
+                       "0013-v2-prefill.patch"]}
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
 PHASES = {"draft_preprocess", "draft_forward", "draft_step", "build_tree", "verify_prepare",
           "target_verify", "accept", "draft_extend_after_decode", "draft_extend_forward",
@@ -207,6 +212,7 @@ def test_inserted_calls_run_against_the_real_runtime(version, tmp_path):
         "verify_output": SimpleNamespace(accept_length_per_req_cpu=[1, 2, 0],
                                          num_correct_drafts_per_req_cpu=[1, 2, 0]),
         "batch_output": SimpleNamespace(accept_lens=[2, 3, 1]),
+        "model_worker_batch": SimpleNamespace(seq_lens=[7, 8, 9]),
     }
     for line in added_lines(version):
         if not line.lstrip().startswith("_pt."):
@@ -217,14 +223,32 @@ def test_inserted_calls_run_against_the_real_runtime(version, tmp_path):
     records = [json.loads(x) for f in tmp_path.glob("*.jsonl") for x in f.open()]
     cycles = [r for r in records if r["kind"] == "cycle"]
     assert cycles and all(r["attrs"].get("batch_size") == 3 for r in cycles)
-    if version == "0.5.23":
+    if version in ("0.5.12", "0.5.23"):  # v2: per-request committed tokens
         assert any(r["attrs"].get("tokens") == [2, 3, 1] for r in cycles)
-    else:
+    if version != "0.5.23":  # v1: accepted drafts from the host list
         assert any(r["attrs"].get("accepted") == 3 for r in cycles)
     assert {r["name"] for r in records if r["kind"] == "phase"} == PHASES
 
 
 # ----------------------------------------------------------------------------- made by rebase
+
+def rebased_part(version: str, dest: Path) -> Path:
+    """A copy of the shipped series without its AUTHORED patches: what patch.rebase made (and
+    resumes), with the pin of the files those patches touch."""
+    shutil.copytree(series_dir(version), dest)
+    authored = AUTHORED.get(version, [])
+    for name in authored:
+        (dest / name).unlink()
+    (dest / "series").write_text("".join(
+        ln for ln in (dest / "series").read_text().splitlines(keepends=True)
+        if ln.strip() not in authored))
+    touched = {f.path for n in authoring.read_series_names(dest)
+               for f in parse_patch(n, (dest / n).read_bytes()).files}
+    pin = upstream.read_pin(dest / "pin.toml")
+    pin.files = [f for f in pin.files if f.path in touched]
+    (dest / "pin.toml").write_text(upstream.format_pin(pin))
+    return dest
+
 
 def _flagged(report: str) -> set[tuple[str, int]]:
     return {(m.group(1), int(m.group(2)))
@@ -257,20 +281,25 @@ def test_shipped_series_is_rebase_output_plus_the_hand_fixed_patches(version, tm
         shutil.copyfile(series_dir(version) / patch, out / patch)
     resumed = rb.rebase(SERIES_059, version, out_dir=out, wheelhouse=WH, resume=True)
     assert resumed.exit_code == 0
-    names = authoring.read_series_names(series_dir(version))
-    for name in ["series", "pin.toml"] + [n for n in names if n != RUNTIME_PATCH]:
-        assert (out / name).read_bytes() == (series_dir(version) / name).read_bytes(), name
+    made = rebased_part(version, tmp_path / "shipped")
+    names = authoring.read_series_names(made)
+    assert authoring.read_series_names(out) == names
+    for name in ["pin.toml"] + [n for n in names if n != RUNTIME_PATCH]:
+        assert (out / name).read_bytes() == (made / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("version", REBASED)
 def test_shipped_series_is_a_fixed_point_of_resume(version, tmp_path):
-    out = tmp_path / "copy"
-    shutil.copytree(series_dir(version), out)
-    before = {p.name: p.read_bytes() for p in out.iterdir() if p.name != "REBASE.md"}
+    out = rebased_part(version, tmp_path / "copy")
+    names = authoring.read_series_names(out)
+    # resume writes the old series' comment line into `series`; the names are what must hold
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.name not in ("REBASE.md", "series")}
     again = rb.rebase(SERIES_059, version, out_dir=out, wheelhouse=WH, resume=True)
     assert again.exit_code == 0
     assert {h.status for h in again.hunks} == {"unchanged", "carried"}
-    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != "REBASE.md"} == before
+    assert authoring.read_series_names(out) == names
+    assert {p.name: p.read_bytes() for p in out.iterdir()
+            if p.name not in ("REBASE.md", "series")} == before
 
 
 def test_0512_counts_accepted_drafts_under_their_new_name():
@@ -294,3 +323,80 @@ def test_0523_has_no_v1_worker_so_rebase_cannot_carry_the_series(tmp_path):
         header, _ = authoring.split_header((series_dir("0.5.23") / name).read_text())
         assert len(header.strip()) > 40, name
         parse_patch(name, (series_dir("0.5.23") / name).read_bytes())
+
+
+# ----------------------------------------------------------------------------- 0.5.12: v1 and v2
+
+V1_0512, V2_0512 = SPEC + "eagle_worker.py", SPEC + "eagle_worker_v2.py"
+
+
+@pytest.mark.parametrize("layout", ["checkout", "installed"])
+def test_0512_times_both_workers_in_both_layouts(layout, tmp_path):
+    """verify, apply, compile, AST = original minus timer lines, revert: on the real wheel files,
+    for eagle_worker.py (v1) and eagle_worker_v2.py (v2, the 0.5.12 default)."""
+    paths = wheel_paths("0.5.12")
+    if layout == "checkout":
+        tree, rel = sglang_checkout("0.5.12", tmp_path / "t", paths=paths)[0], FILES["0.5.12"]
+    else:
+        tree, rel = sglang_installed("0.5.12", tmp_path / "t", paths=paths), paths
+    originals = {p: (tree / p).read_bytes() for p in rel}
+    series = str(series_dir("0.5.12"))
+    assert ops.verify(series, [str(tree)]).exit_code == 0
+    result = ops.apply(series, [str(tree)])
+    assert result.exit_code == 0, result.hosts[0].messages
+    per_file = {}
+    for path, before in originals.items():
+        patched = (tree / path).read_bytes()
+        assert patched != before, path
+        py_compile.compile(str(tree / path), doraise=True, cfile=str(tmp_path / "x.pyc"))
+        parsed = ast.parse(patched.decode())
+        per_file[Path(path).name] = strip_inserted(parsed)
+        assert ast.dump(parsed) == ast.dump(ast.parse(before.decode())), path
+    v2_added = 0
+    for name in AUTHORED["0.5.12"]:  # the v2 patches touch eagle_worker_v2.py only
+        _, body = authoring.split_header((series_dir("0.5.12") / name).read_text())
+        assert body.count(f"+++ b/{V2_0512}\n") == body.count("+++ ") == 1, name
+        v2_added += sum(1 for ln in body.splitlines() if ln.startswith("+") and ln[:3] != "+++")
+    assert per_file["eagle_worker_v2.py"] == v2_added == 30
+    assert per_file["eagle_worker.py"] == len(added_lines("0.5.12")) - v2_added
+    assert ops.revert(series, [str(tree)]).exit_code == 0
+    assert {p: (tree / p).read_bytes() for p in rel} == originals
+
+
+def test_0512_v2_has_every_phase_balanced_in_its_function():
+    text = final_state("0.5.12")[V2_0512]
+    assert text.count("from sglang.srt.speculative import phase_timer as _pt") == 1
+    phases = set()
+    for func in ast.walk(ast.parse(text)):
+        if isinstance(func, ast.FunctionDef) and _calls(func):
+            calls = _calls(func)
+            for name in {label for _, kind, label in calls if kind in ("begin", "end")}:
+                kinds = [kind for _, kind, label in calls if label == name]
+                assert kinds.count("begin") >= 1 and kinds.count("end") == 1, (func.name, name)
+                phases.add(name)
+    assert phases == PHASES, phases ^ PHASES
+    by_func = {f.name: [(k, lb) for _, k, lb in _calls(f)] for f in ast.walk(ast.parse(text))
+               if isinstance(f, ast.FunctionDef) and _calls(f)}
+    cycle = by_func["forward_batch_generation"]
+    assert [k for k, _ in cycle if k.startswith("cycle")] == [
+        "cycle_begin", "cycle_end", "cycle_begin", "cycle_end"]  # prefill, then decode branch
+    assert ("begin", "target_extend") in cycle
+    assert set(by_func) == {"forward_batch_generation", "draft", "draft_forward", "verify",
+                            "_draft_extend_for_decode", "_draft_extend_for_prefill"}
+
+
+def test_0512_v2_decode_cycle_wraps_the_whole_decode_branch():
+    """cycle_begin is the decode branch's first statement and cycle_end sits right before its
+    return: everything EAGLEWorkerV2 does for a decode batch is inside the cycle."""
+    tree = ast.parse(final_state("0.5.12")[V2_0512])
+    func = next(f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+                and f.name == "forward_batch_generation")
+    branch = func.body[0]
+    assert isinstance(branch, ast.If)
+    decode, prefill = branch.orelse, branch.body
+    assert is_inserted(decode[0]) and decode[0].value.func.attr == "cycle_begin"
+    assert isinstance(decode[-1], ast.Return)
+    assert is_inserted(decode[-2]) and decode[-2].value.func.attr == "cycle_end"
+    assert is_inserted(prefill[0]) and prefill[0].value.func.attr == "cycle_begin"
+    assert {kw.arg: ast.literal_eval(kw.value) for kw in decode[0].value.keywords
+            if kw.arg == "kind"} == {"kind": "decode"}

@@ -58,9 +58,13 @@ def group_members(pgid: int) -> list[int]:
     return pids
 
 
-def server_cmd(pid_file: Path, extra: str = "") -> str:
+SPEC = "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1"
+
+
+def server_cmd(pid_file: Path, extra: str = "", spec: str = SPEC) -> str:
+    """The stand-in server; ``spec``: its speculative options (none: a plain server)."""
     return (f'PYTHONPATH="$PATCHKIT_TARGET_ROOT" exec {PY} {ST} serve '
-            f'--port "$(($PATCHKIT_SERVER_PORT + $PATCHKIT_NODE_RANK))" '
+            f'--port "$(($PATCHKIT_SERVER_PORT + $PATCHKIT_NODE_RANK))" {spec} '
             f'--pid-file {shlex.quote(str(pid_file))}.$PATCHKIT_NODE_RANK {extra}')
 
 
@@ -428,3 +432,152 @@ def test_invoke_task_reads_the_profile_remote_block(tmp_path, sshd, tree, target
                           "profile.remote", "--env", "NOT-A-NAME=1"],
                          cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "not an environment name" in bad.stderr
+
+
+# ---- --baseline: the same server without speculation, unpatched ---------------------------------
+
+def test_baseline_serves_without_speculative_options_on_the_reverted_tree(tmp_path, sshd, tree,
+                                                                        target):
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config,
+                                             baseline=True))
+    out = tmp_path / "stdout.txt"
+    with open(out, "w") as stream:
+        outcome = run_remote(cfg, stream=stream)
+    base = outcome.summary.baseline
+    assert base["error"] is None and base["tokens_per_s"] > 0
+    assert base["spec_tokens_per_s"] == outcome.bench.tokens_per_s > 0
+    assert base["ratio"] == pytest.approx(base["spec_tokens_per_s"] / base["tokens_per_s"])
+    assert base["accept_length"] == 1.0      # a plain server: one token per forward
+    # every --speculative-* option and its value dropped, everything else as typed
+    assert "--speculative" not in base["server_command"]
+    assert base["server_command"] == cfg.server_command.replace(SPEC + " ", "")
+    assert base["dropped"] == ["--speculative-algorithm EAGLE", "--speculative-num-steps 3",
+                               "--speculative-eagle-topk 1"]
+    spec_log = (outcome.run_dir / "node0" / "server.log").read_text()
+    base_log = (outcome.run_dir / "baseline" / "node0" / "server.log").read_text()
+    assert "timing runtime in the target tree: True" in spec_log and "Spec v2 is enabled" in spec_log
+    assert "timing runtime in the target tree: False" in base_log      # series not applied
+    assert "speculative options: none" in base_log and "Spec v" not in base_log
+    assert "env NCCL_PROTO=LL" in base_log                               # same environment
+    assert "Serving Benchmark Result" in (outcome.run_dir / "baseline" / "benchmark.log").read_text()
+    # the report: summary.json and table.txt, and what the run printed
+    summary = json.loads((outcome.run_dir / "summary.json").read_text())
+    assert summary["baseline"] == base
+    assert summary["throughput"]["baseline_tokens_per_s"] == base["tokens_per_s"]
+    assert summary["throughput"]["speedup"] == pytest.approx(base["ratio"])
+    line = (f"tokens/s with speculation: {base['spec_tokens_per_s']:.1f}, without: "
+            f"{base['tokens_per_s']:.1f}, speedup {base['ratio']:.2f}x")
+    assert line in (outcome.run_dir / "table.txt").read_text() and line in out.read_text()
+    assert summary["meta"]["speculative worker (server log)"].startswith("spec v2 (EAGLEWorkerV2")
+    assert_cleaned(tmp_path, tree)
+
+
+def test_baseline_needs_a_speculative_option_to_drop(tmp_path):
+    given = settings(tmp_path, ["pk-test:/srv/site"], tmp_path / "none", baseline=True,
+                     server_command=server_cmd(tmp_path / "p", spec=""))
+    with pytest.raises(InvalidInput, match="no --speculative-\\* option to drop") as err:
+        RemoteConfig.from_mapping(given)
+    assert err.value.exit_code == 2
+
+
+def test_failing_baseline_keeps_the_report_and_says_so(tmp_path, sshd, tree, target):
+    cfg = RemoteConfig.from_mapping(settings(
+        tmp_path, [target], sshd.client_config, baseline=True,
+        server_command=server_cmd(tmp_path / "server.pids", "--plain-fails")))
+    with pytest.raises(PatchkitError) as err:
+        run_remote(cfg, stream=open(os.devnull, "w"))
+    assert "the baseline run failed" in err.value.message and err.value.exit_code == 1
+    assert "plain server refused to start" in err.value.message      # its log's tail
+    run_dir = only_run_dir(tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["baseline"]["error"] and summary["baseline"]["tokens_per_s"] is None
+    assert summary["baseline"]["ratio"] is None and summary["cycle"]["count"] == 48
+    assert "baseline (no speculation): failed:" in (run_dir / "table.txt").read_text()
+    assert_cleaned(tmp_path, tree)
+
+
+# ---- no cycle recorded: which worker ran ------------------------------------------------------------
+
+def test_no_cycle_names_the_worker_from_the_server_log(tmp_path, sshd, tree, target):
+    """SGLang picked the v2 worker (0.5.12's default) and the series times v1 only."""
+    cfg = RemoteConfig.from_mapping(settings(
+        tmp_path, [target], sshd.client_config,
+        server_command=server_cmd(tmp_path / "server.pids", "--timed-workers v1")))
+    with pytest.raises(PatchkitError) as err:
+        run_remote(cfg, stream=open(os.devnull, "w"))
+    message = err.value.message
+    assert "the server ran, but" in message and err.value.exit_code == 1
+    assert "Which worker ran: spec v2 (EAGLEWorkerV2, eagle_worker_v2.py)" in message
+    assert ('"Spec v2 is enabled by default for eagle/eagle3/standalone speculative '
+            'decoding."') in message
+    assert "Series sglang-v0.5.9 does not time it: it patches eagle_worker.py" in message
+    assert "SGLANG_ENABLE_SPEC_V2=0" in message
+    assert_cleaned(tmp_path, tree)
+
+
+def test_v1_chosen_by_environment_is_timed(tmp_path, sshd, tree, target):
+    """The same series and server with SGLANG_ENABLE_SPEC_V2=0: SGLang runs v1, which it times."""
+    cfg = RemoteConfig.from_mapping(settings(
+        tmp_path, [target], sshd.client_config, env={"SGLANG_ENABLE_SPEC_V2": "0"},
+        server_command=server_cmd(tmp_path / "server.pids", "--timed-workers v1")))
+    outcome = run_remote(cfg, stream=open(os.devnull, "w"))
+    assert outcome.summary.cycle["count"] == 48
+    assert outcome.summary.meta["speculative worker (server log)"] == \
+        "spec v1 (EAGLEWorker, eagle_worker.py)"
+    assert_cleaned(tmp_path, tree)
+
+
+def _logged_literals(version: str) -> list[str]:
+    """The string literals of server_args.py in the real sglang wheel that name spec v1/v2."""
+    import ast
+
+    from upstream_fixtures import sglang_files
+
+    text = sglang_files(version, ["sglang/srt/server_args.py"])["sglang/srt/server_args.py"]
+    out = []
+    for node in ast.walk(ast.parse(text.decode())):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                "Spec v" in node.value or "spec v2 is off" in node.value):
+            out.append(node.value)
+    return out
+
+
+@pytest.mark.parametrize("version, v2_line, v1_line", [
+    ("0.5.9", "Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap schedule "
+              "is turned on.", "Overlap scheduler is disabled when spec v2 is off or using "
+                               "unsupported speculative algorithm. "),
+    ("0.5.12", "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding.",
+     "Spec v1 is used for eagle/eagle3/standalone speculative decoding because %s."),
+])
+def test_worker_lines_are_the_ones_sglang_logs(version, v2_line, v1_line):
+    from patchkit.profile.worker_log import which_worker
+
+    literals = _logged_literals(version)
+    assert v2_line in literals and any(lit.startswith(v1_line) for lit in literals), literals
+    log = "[2026-12-01 10:00:00] WARNING server_args.py:3770: {}\nloading weights...\n"
+    v2 = which_worker(log.format(v2_line))
+    assert (v2.worker, v2.file) == ("v2", "eagle_worker_v2.py") and v2.line == v2_line
+    v1 = which_worker(log.format(v1_line.replace("%s", "SGLANG_ENABLE_SPEC_V2=False")))
+    assert (v1.worker, v1.file) == ("v1", "eagle_worker.py")
+    assert which_worker(log.format("Max running requests is reset to 48")).describe() == "unknown"
+    multi = which_worker(log.format("Spec v2 is enabled for multi-layer EAGLE speculative decoding."))
+    assert multi.worker == "multi-layer v2" and multi.file is None
+
+
+def test_no_cycle_message_for_each_case():
+    from patchkit.profile.worker_log import no_cycles_message
+
+    v2 = ("node0 log", "... Spec v2 is enabled by default for eagle/eagle3/standalone "
+                       "speculative decoding.\n")
+    spec = "python -m sglang.launch_server --speculative-algorithm EAGLE"
+    both = REPO / "patches" / "sglang-v0.5.12"
+    said = no_cycles_message("no cycle", [v2], both, spec)
+    assert "Series sglang-v0.5.12 times it (eagle_worker_v2.py)" in said and "PYTHONPATH" in said
+    said = no_cycles_message("no cycle", [v2], SERIES_059, spec)
+    assert "does not time it: it patches eagle_worker.py" in said
+    said = no_cycles_message("no cycle", [("node0 log", "nothing useful\n")], SERIES_059, spec)
+    assert "Which worker ran: unknown (no 'Spec v1'/'Spec v2' line in node0 log)" in said
+    assert "PYTHONPATH" in said
+    said = no_cycles_message("no cycle", [("node0 log", "")], SERIES_059,
+                             "python -m sglang.launch_server --model M")
+    assert "has no --speculative-algorithm" in said

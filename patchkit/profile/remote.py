@@ -50,7 +50,9 @@ from patchkit.profile.default import new_run_dir
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.remote_config import RemoteConfig
 from patchkit.profile.remote_host import RemoteHost, last_lines
-from patchkit.profile.site import ProfileError, _sigint_deferred
+from patchkit.profile.server_args import drop_speculative
+from patchkit.profile.site import ProfileError, Terminated, _sigint_deferred, sigterm_interrupts
+from patchkit.profile.worker_log import no_cycles_message, which_worker
 
 __all__ = ["RemoteConfig", "RemoteOutcome", "run_remote", "parse_bench_output", "main"]
 
@@ -87,11 +89,20 @@ def describe_failures(result) -> str:
 class RemoteRun:
     """One profile run over ``hosts``; ``execute()`` is the whole flow."""
 
-    def __init__(self, cfg: RemoteConfig, run_dir: Path, progress: ProgressLine, transports):
+    def __init__(self, cfg: RemoteConfig, run_dir: Path, progress: ProgressLine, transports, *,
+                 server_command: str | None = None, env: dict | None = None,
+                 apply: bool = True, timed: bool = True):
+        """``server_command``/``env`` override the settings' (a sweep point, the baseline);
+        ``apply=False``: the series is not verified, applied or reverted by this run (a sweep
+        brackets its points itself, the baseline runs unpatched); ``timed=False``: no timing
+        files are expected."""
         self.cfg = cfg
         self.run_dir = run_dir
         self.progress = progress
         self.hosts = [RemoteHost(i, t, cfg) for i, t in enumerate(transports)]
+        self.server_command = server_command or cfg.server_command
+        self.env = dict(cfg.env if env is None else env)
+        self.apply_series, self.timed = apply, timed
         self.applied = False
         self.bench_text = ""
         self.notes: list[str] = []
@@ -109,7 +120,7 @@ class RemoteRun:
         return getattr(ops, name)(self.cfg.series, [h.transport for h in self.hosts], opts)
 
     def server_env(self, host: RemoteHost) -> dict:
-        env = dict(self.cfg.env)
+        env = dict(self.env)
         env.update(PATCHKIT_TIMER_DIR=host.path("timing"),
                    PATCHKIT_TIMER_FLUSH_S=f"{self.cfg.timer_flush_s:g}",
                    PATCHKIT_TARGET_ROOT=host.root, PATCHKIT_RUN_DIR=host.run_dir,
@@ -159,7 +170,7 @@ class RemoteRun:
         for host in self.hosts:
             self.progress.update(f"starting the server on {host.where}")
             host.make_run_dir()
-            job = host.start("server", self.cfg.server_command, self.server_env(host))
+            job = host.start("server", self.server_command, self.server_env(host))
             self.log(f"server started on {host.where} (process group {job['pgid']}, "
                      f"run directory {host.run_dir})")
 
@@ -258,11 +269,25 @@ class RemoteRun:
                 count += 1
             self.log(f"fetched {len(files)} timing file(s) from {host.where}")
         if not count:
-            raise ProfileError(
-                "no timing files were written on any target (" + ", ".join(
-                    f"{h.where}:{h.path('timing')}" for h in self.hosts) + "); does the server "
-                "import the patched package from the target root? (PYTHONPATH, which python)")
+            raise ProfileError(self.no_cycles("no timing files were written on any target (" +
+                                              ", ".join(f"{h.where}:{h.path('timing')}"
+                                                        for h in self.hosts) + ")"))
+        cycles = count_cycles(timing)
+        if not cycles:
+            raise ProfileError(self.no_cycles(f"its {count} timing file(s) hold no cycle "
+                                              f"({timing})"))
         return timing
+
+    def no_cycles(self, found: str) -> str:
+        """Which worker ran (the servers' logs say, on the targets still), and what to do."""
+        logs = []
+        for host in self.hosts:
+            try:
+                text = host.tail("server.log", SERVER_LOG_MAX).decode("utf-8", "replace")
+            except PatchkitError:
+                continue
+            logs.append((self.log_name(host), text))
+        return no_cycles_message(found, logs, self.cfg.series, self.server_command)
 
     # ---- cleanup ------------------------------------------------------------------------------
 
@@ -318,15 +343,16 @@ class RemoteRun:
 
     # ---- the flow ----------------------------------------------------------------------------
 
-    def execute(self) -> tuple[BenchOutput, Path]:
+    def execute(self) -> tuple[BenchOutput, Path | None]:
         failure = None
         try:
-            self.verify_and_apply()
+            if self.apply_series:
+                self.verify_and_apply()
             self.start_servers()
             self.wait_healthy()
             bench = self.run_bench()
             self.stop_servers()
-            timing = self.fetch_timing()
+            timing = self.fetch_timing() if self.timed else None
             return bench, timing
         except BaseException as exc:  # noqa: B036 -- cleaned up below, then re-raised
             failure = exc
@@ -342,7 +368,28 @@ class RemoteRun:
                 raise error from failure
 
 
-def report_meta(cfg: RemoteConfig, bench: BenchOutput, hosts, elapsed_s: float) -> dict:
+def count_cycles(timing_dir: Path) -> int:
+    """Cycle records in the fetched JSON-lines files (0 when none can be read)."""
+    from patchkit.errors import InvalidInput
+    from patchkit.report import load_timing_dir
+
+    try:
+        return sum(len(p.cycles) for p in load_timing_dir(timing_dir))
+    except InvalidInput:
+        return 0
+
+
+def server_worker(run_dir: Path) -> str:
+    """The speculative worker the head node's saved server log names ("unknown" if none)."""
+    try:
+        text = (run_dir / "node0" / "server.log").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "unknown"
+    return which_worker(text).describe()
+
+
+def report_meta(cfg: RemoteConfig, bench: BenchOutput, hosts, elapsed_s: float, *,
+                server_command: str | None = None, env: dict | None = None) -> dict:
     meta = {}
     if bench.tokens_per_s is not None:
         meta["tokens_per_s"] = bench.tokens_per_s
@@ -356,18 +403,59 @@ def report_meta(cfg: RemoteConfig, bench: BenchOutput, hosts, elapsed_s: float) 
         "" if bench.tokens_per_s is not None else
         "; no 'Output token throughput' line in its output (see benchmark.log)")
     meta["benchmark command"] = cfg.bench_command
-    meta["server command"] = cfg.server_command
-    if cfg.env:
-        meta["server environment"] = " ".join(f"{k}={v}" for k, v in cfg.env.items())
+    meta["server command"] = server_command or cfg.server_command
+    env = cfg.env if env is None else env
+    if env:
+        meta["server environment"] = " ".join(f"{k}={v}" for k, v in env.items())
     meta["targets"] = ", ".join(h.label for h in hosts)
     meta["series"] = Path(cfg.series).name
     meta["profile run wall time"] = f"{elapsed_s:.1f} s"
     return meta
 
 
+def run_baseline(cfg: RemoteConfig, run_dir: Path, progress: ProgressLine, transports,
+                 spec_tokens_per_s) -> dict:
+    """The same server without its --speculative-* options, unpatched, with the same benchmark;
+    ``baseline/`` in the run directory holds its logs. Returns summary.json's "baseline"."""
+    command, removed = drop_speculative(cfg.server_command)
+    doc = {"tokens_per_s": None, "spec_tokens_per_s": spec_tokens_per_s, "ratio": None,
+           "accept_length": None, "server_command": command, "dropped": removed,
+           "report": "baseline", "error": None}
+    base_dir = run_dir / "baseline"
+    base_dir.mkdir(parents=True, exist_ok=True)
+    run = RemoteRun(cfg, base_dir, progress, transports, server_command=command, apply=False,
+                    timed=False)
+    run.log(f"baseline: the server without {len(removed)} --speculative-* option(s), "
+            "series not applied")
+    try:
+        bench, _ = run.execute()
+    except ProfileError as exc:
+        doc["error"] = exc.message
+        run.log(f"baseline failed: {exc.message}")
+        return doc
+    (base_dir / "benchmark.json").write_text(json.dumps(bench.to_dict(), indent=2) + "\n",
+                                             encoding="utf-8")
+    doc["tokens_per_s"], doc["accept_length"] = bench.tokens_per_s, bench.accept_length
+    if bench.tokens_per_s and spec_tokens_per_s:
+        doc["ratio"] = spec_tokens_per_s / bench.tokens_per_s
+    if bench.tokens_per_s is None:
+        doc["error"] = f"no output token throughput in {base_dir / 'benchmark.log'}"
+    return doc
+
+
+def baseline_meta(baseline: dict | None) -> dict:
+    if not baseline:
+        return {}
+    meta = {"baseline server command": baseline["server_command"]}
+    if baseline.get("tokens_per_s") is not None:
+        meta["baseline_tokens_per_s"] = baseline["tokens_per_s"]
+    return meta
+
+
 def run_remote(cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None = None,
                transports=None) -> RemoteOutcome:
-    """The remote profile run (module docstring); raises ProfileError/InvalidInput."""
+    """The remote profile run (module docstring); raises ProfileError/InvalidInput.
+    With ``cfg.baseline`` the unpatched, non-speculative server is measured after it."""
     from patchkit.transport import parse_target
 
     out = stream or sys.stdout
@@ -375,18 +463,28 @@ def run_remote(cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None 
     transports = transports or [parse_target(spec, **cfg.transport_options())
                                 for spec in cfg.targets]  # bad specs: refused before anything
     run_dir = new_run_dir(cfg.out)
-    run = RemoteRun(cfg, run_dir, progress or ProgressLine(prefix="profile"), transports)
-    bench, timing = run.execute()
+    progress = progress or ProgressLine(prefix="profile")
+    with sigterm_interrupts():
+        run = RemoteRun(cfg, run_dir, progress, transports)
+        bench, timing = run.execute()
+        baseline = None
+        if cfg.baseline:  # after the revert: the tree is pristine again
+            baseline = run_baseline(cfg, run_dir, progress, transports, bench.tokens_per_s)
     (run_dir / "benchmark.json").write_text(json.dumps(bench.to_dict(), indent=2) + "\n",
                                             encoding="utf-8")
     from patchkit.report import build_report, render_table  # after the revert
 
-    summary = build_report(timing, run_dir, chart=cfg.chart,
-                           meta=report_meta(cfg, bench, run.hosts, time.monotonic() - start))
+    meta = report_meta(cfg, bench, run.hosts, time.monotonic() - start)
+    meta["speculative worker (server log)"] = server_worker(run_dir)
+    meta.update(baseline_meta(baseline))
+    summary = build_report(timing, run_dir, chart=cfg.chart, meta=meta, baseline=baseline)
     table = render_table(summary)
     print(table, file=out)
     print(f"report: {run_dir}/ ({', '.join(sorted(summary.files.values()))})", file=out)
     hosts = json.loads((run_dir / "remote.json").read_text(encoding="utf-8"))["hosts"]
+    if baseline and baseline["error"]:
+        raise ProfileError(f"the baseline run failed: {baseline['error']} (the speculative run's "
+                           f"report is in {run_dir}/)")
     return RemoteOutcome(run_dir, summary, table, bench, hosts, time.monotonic() - start,
                          dict(summary.files))
 
@@ -406,13 +504,19 @@ def main(argv=None) -> int:
         cfg = RemoteConfig.from_file(args.config, section=args.section)
         if args.out:
             cfg.out = args.out
-        run_remote(cfg)
+        if cfg.matrix:
+            from patchkit.profile.remote_sweep import run_remote_sweep
+
+            run_remote_sweep(cfg)
+        else:
+            run_remote(cfg)
     except PatchkitError as exc:
         print(f"profile: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("profile: interrupted; servers stopped and the targets reverted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"profile: {how}; servers stopped and the targets reverted", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     return 0
 
 

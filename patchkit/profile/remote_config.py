@@ -58,6 +58,8 @@ class RemoteConfig:
     ssh_config: str | None = None
     ssh_options: list = field(default_factory=list)
     connect_timeout: float | None = None
+    baseline: bool = False                         # also serve without --speculative-*, unpatched
+    matrix: dict | str | None = None               # sweep: "speculative-num-steps=1,2;env:X=a,b"
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -153,6 +155,23 @@ class RemoteConfig:
         self.keep_remote_dir, self.chart = bool(self.keep_remote_dir), bool(self.chart)
         if isinstance(self.ssh_options, str):
             self.ssh_options = [self.ssh_options]
+        self.baseline = bool(self.baseline)
+        if self.matrix is not None and self.matrix != "":
+            from patchkit.profile.server_args import parse_server_matrix
+
+            from patchkit.profile.server_args import expand_server_matrix
+
+            self.matrix = parse_server_matrix(self.matrix)
+            expand_server_matrix(self.matrix, self.server_command, self.env)  # shell syntax
+        else:
+            self.matrix = None
+        if self.baseline:
+            from patchkit.profile.server_args import drop_speculative
+
+            if not drop_speculative(self.server_command)[1]:
+                raise InvalidInput("profile.remote --baseline: the server command has no "
+                                   "--speculative-* option to drop, so the baseline would be "
+                                   "the same server")
         if self.ssh_config:
             self.ssh_config = str(Path(self.ssh_config).expanduser())
 

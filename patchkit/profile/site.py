@@ -108,20 +108,49 @@ def ensure_site(series_dir: Path = DEFAULT_SERIES, site: Path = DEFAULT_SITE, *,
     return site
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a profile run (see ``sigterm_interrupts``): cleaned up like Ctrl-C."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+@contextmanager
+def sigterm_interrupts():
+    """While the body runs, SIGTERM raises Terminated (a KeyboardInterrupt), so the cleanup
+    that Ctrl-C gets -- stop the servers, revert -- runs for a plain ``kill`` too."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @contextmanager
 def _sigint_deferred():
-    """Let a quick revert finish: a Ctrl-C during it is remembered and raised afterwards."""
+    """Let a quick revert finish: a Ctrl-C (or a SIGTERM, when ``sigterm_interrupts`` turned
+    it into an interrupt) during it is remembered and raised afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught = []
-    previous = signal.signal(signal.SIGINT, lambda *a: caught.append(True))
+    previous = signal.signal(signal.SIGINT, lambda *a: caught.append(signal.SIGINT))
+    term = signal.getsignal(signal.SIGTERM)
+    defer_term = term is _raise_terminated
+    if defer_term:
+        signal.signal(signal.SIGTERM, lambda *a: caught.append(signal.SIGTERM))
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        if defer_term:
+            signal.signal(signal.SIGTERM, term)
     if caught:
-        raise KeyboardInterrupt
+        raise Terminated() if signal.SIGTERM in caught else KeyboardInterrupt
 
 
 @contextmanager

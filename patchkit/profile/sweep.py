@@ -141,27 +141,40 @@ def _cells(row: dict) -> tuple:
             row.get("identical_outputs", "-"))
 
 
+def format_table(columns, body: list[tuple], marks: list[bool], headline: str,
+                 markdown: bool = False, title: str = "profile sweep") -> list[str]:
+    """Rows of cells as an aligned text table (marked rows start with ``*``) or as markdown
+    (marked rows in bold); shared by the local and the remote sweep."""
+    if markdown:
+        lines = [f"# {title}\n\n{headline}\n",
+                 "| " + " | ".join(columns) + " |",
+                 "|" + "|".join(["---"] + ["---:"] * (len(columns) - 1)) + "|"]
+        for cells, mark in zip(body, marks):
+            cells = [f"**{c}**" if mark else c for c in cells]
+            lines.append("| " + " | ".join(cells) + " |")
+        return lines
+    labels = [("* " if m else "  ") + c[0] for c, m in zip(body, marks)]
+    body = [(lab,) + tuple(c[1:]) for lab, c in zip(labels, body)]
+    head = ("  " + columns[0],) + tuple(columns[1:])
+    widths = [max(len(r[i]) for r in body + [head]) for i in range(len(head))]
+    fmt = "  ".join(["{:<%d}" % widths[0]] + ["{:>%d}" % w for w in widths[1:]])
+    return [headline, fmt.format(*head), "  ".join("-" * w for w in widths)] + [
+        fmt.format(*r) for r in body]
+
+
+def point_dir_name(index: int, label: str) -> str:
+    """``03-k4_conf0.5``: the folder of a point's report under ``points/``."""
+    slug = re.sub(r"[^A-Za-z0-9.=_-]+", "_", label).replace("=", "")
+    return f"{index + 1:02d}-{slug}"
+
+
 def render(rows: list[dict], baseline: dict, best: dict | None, headline: str,
            markdown: bool = False) -> str:
     base_row = {"label": "baseline (no assistant)", "tokens_per_s": baseline["tokens_per_s"],
                 "ratio": 1.0}
     body = [_cells(base_row)] + [_cells(r) for r in rows]
-    marks = [""] + ["*" if best is not None and r is best else "" for r in rows]
-    if markdown:
-        lines = [f"# profile sweep\n\n{headline}\n",
-                 "| " + " | ".join(COLUMNS) + " |",
-                 "|" + "|".join(["---"] + ["---:"] * (len(COLUMNS) - 1)) + "|"]
-        for cells, mark in zip(body, marks):
-            cells = [f"**{c}**" if mark else c for c in cells]
-            lines.append("| " + " | ".join(cells) + " |")
-    else:
-        labels = [("* " if m else "  ") + c[0] for c, m in zip(body, marks)]
-        body = [(lab,) + c[1:] for lab, c in zip(labels, body)]
-        head = ("  point",) + COLUMNS[1:]
-        widths = [max(len(r[i]) for r in body + [head]) for i in range(len(head))]
-        fmt = "  ".join(["{:<%d}" % widths[0]] + ["{:>%d}" % w for w in widths[1:]])
-        lines = [headline, fmt.format(*head), "  ".join("-" * w for w in widths)]
-        lines += [fmt.format(*r) for r in body]
+    marks = [False] + [best is not None and r is best for r in rows]
+    lines = format_table(COLUMNS, body, marks, headline, markdown)
     lines.append("")
     if best is not None:
         lines.append(f"best: {best['label']} -- {best['ratio']:.2f}x its baseline, "
@@ -199,8 +212,7 @@ def run_sweep(
     run_dir = new_run_dir(out_root)
     points = expand(matrix)
     for idx, point in enumerate(points):
-        slug = re.sub(r"[^A-Za-z0-9.=_-]+", "_", point["label"]).replace("=", "")
-        point["report_dir"] = str((run_dir / "points" / f"{idx + 1:02d}-{slug}").resolve())
+        point["report_dir"] = str((run_dir / "points" / point_dir_name(idx, point["label"])).resolve())
         point["timing_dir"] = str(Path(point["report_dir"]) / "timing")
     ensure_site(series_dir, site, wheelhouse=wheelhouse, log=log)
     spec = {"size": size, "seed": seed, "device": device,

@@ -27,13 +27,17 @@ OUTPUT_FILES = {"table": "table.txt", "trace": "trace.json", "chart": "phases.pn
                 "summary": "summary.json"}
 
 
-def build_report(timing_dir, out_dir, meta: dict | None = None, chart: bool = True) -> Summary:
+def build_report(timing_dir, out_dir, meta: dict | None = None, chart: bool = True,
+                 baseline: dict | None = None) -> Summary:
     """Read every rank's JSON-lines files in `timing_dir`; write the four outputs to `out_dir`.
 
-    Raises patchkit.errors.InvalidInput when the directory holds no readable timing.
+    `baseline`: a run without speculation measured beside this one, kept as summary.json's
+    "baseline" (see Summary). Raises patchkit.errors.InvalidInput when the directory holds no
+    readable timing.
     """
     procs = load_timing_dir(timing_dir)
     summary = summarize(procs, str(timing_dir), meta)
+    summary.baseline = baseline
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {}

@@ -1,4 +1,5 @@
-"""phases.png: where each cycle's time goes, over the run and per rank (matplotlib, Agg).
+"""phases.png: where each cycle's time goes, over the run and per rank; sweep.png: tokens/s and
+phase shares per sweep point (matplotlib, Agg).
 
 Only cycles of the kind the report describes first (decode when there is one) are
 stacked; cycles of other kinds (prefill) are marked where they ran, as ticks along the
@@ -110,6 +111,56 @@ def write_chart(procs: list[ProcessTiming], summary, path: Path) -> Path:
     ax_rank.set_ylabel("share of cycle (%)")
     ax_rank.set_title("per process")
     ax_run.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_sweep_chart(rows: list[dict], path: Path, *, baseline_tokens_per_s=None,
+                      best_label: str | None = None, title: str = "sweep") -> Path:
+    """Two panels per sweep point: tokens/s (best point marked, the baseline as a dashed line)
+    and the top-level phases' shares of the cycle (rows: label, tokens_per_s, phase_shares,
+    error)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    labels = [r["label"].replace(" ", "\n") for r in rows]
+    xs = list(range(len(rows)))
+    colors = plt.get_cmap("tab20").colors
+    fig, (ax_tps, ax_share) = plt.subplots(2, 1, figsize=(max(7, 1.3 * len(rows) + 3), 8),
+                                           sharex=True)
+    values = [r.get("tokens_per_s") or 0.0 for r in rows]
+    bar_colors = ["#d62728" if r["label"] == best_label else "#1f77b4" for r in rows]
+    ax_tps.bar(xs, values, color=bar_colors)
+    for x, row, value in zip(xs, rows, values):
+        if row.get("error"):
+            ax_tps.text(x, 0, "failed", ha="center", va="bottom", fontsize=8, rotation=90)
+        elif row["label"] == best_label:
+            ax_tps.annotate("best", (x, value), ha="center", va="bottom", fontsize=9,
+                            color="#d62728", xytext=(0, 2), textcoords="offset points")
+    if baseline_tokens_per_s:
+        ax_tps.axhline(baseline_tokens_per_s, color="black", linestyle="--", linewidth=1,
+                       label=f"baseline (no speculation) {baseline_tokens_per_s:.1f} tok/s")
+        ax_tps.legend(fontsize=8, loc="best")
+    ax_tps.set_ylabel("output tokens/s")
+    ax_tps.set_title(title)
+
+    names = list(dict.fromkeys(n for r in rows for n in (r.get("phase_shares") or {})))
+    bottom = [0.0] * len(rows)
+    for i, name in enumerate(names):
+        vals = [(r.get("phase_shares") or {}).get(name) or 0.0 for r in rows]
+        ax_share.bar(xs, vals, bottom=bottom, color=colors[i % len(colors)], label=name)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    timed = [bool(r.get("phase_shares")) for r in rows]
+    ax_share.bar(xs, [max(100.0 - b, 0.0) if t else 0.0 for b, t in zip(bottom, timed)],
+                 bottom=bottom, color="#dddddd", label="untimed")
+    ax_share.set_ylim(0, 100)
+    ax_share.set_ylabel("share of cycle (%)")
+    ax_share.set_xticks(xs, labels, fontsize=8)
+    ax_share.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

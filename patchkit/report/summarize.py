@@ -71,6 +71,9 @@ class Summary:
     rank_skew: dict | None = None
     files: dict = field(default_factory=dict)
     schema: str = REPORT_SCHEMA
+    # a run without speculation beside this one (profile.remote --baseline): tokens_per_s,
+    # spec_tokens_per_s, ratio (spec / baseline), accept_length, server_command, error
+    baseline: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

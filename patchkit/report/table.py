@@ -126,6 +126,8 @@ def render_table(summary: Summary) -> str:
         if tp["speedup"] is not None:
             line += f", speedup {tp['speedup']:.2f}x"
         lines.append(line)
+    if summary.baseline and summary.baseline.get("error"):
+        lines.append(f"baseline (no speculation): failed: {summary.baseline['error']}")
     dec = summary.decode
     accept = dec.get("accept_length_reported", dec["accept_length_mean"])
     if accept is not None:
