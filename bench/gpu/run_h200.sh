@@ -66,8 +66,8 @@ stage_setup() {
   fi
   if [ ! -d /tmp/jitcache ] && [ -f "$ROOT/.carry-jit/jitcache.tgz" ]; then run tar -C /tmp -xzf "$ROOT/.carry-jit/jitcache.tgz"; fi
   mkdir -p /tmp/jitcache
-  run nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader
-  python3 -c "import torch, sglang; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'sglang', sglang.__version__)" 2>&1 | tee -a "$LOG"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$WORK/gpu.txt" | tee -a "$LOG"
+  python3 -c "import torch, sglang; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'sglang', sglang.__version__)" 2>&1 | tee "$WORK/versions.txt" | tee -a "$LOG"
 }
 
 stage_models() {

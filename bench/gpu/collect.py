@@ -1,0 +1,250 @@
+"""Gather what the GPU harness's profile.remote runs left into bench/results/sglang_gpu.{json,md}.
+
+    python bench/gpu/collect.py WORK OUT [--merge EARLIER.json]
+
+WORK holds the harness's run folders (v1/, v2/, sweep/: each an ``invoke profile.remote --out``),
+models_check.txt and timer_bench.txt. Every figure written is read from those files: the
+benchmark's output (sglang.bench_serving), summary.json of each report, sweep.json, and the
+server log, whose "Decode batch" lines (one per decode forward, the harness serves with
+--decode-log-interval 1) are SGLang's own count of decode cycles; ``lost_records`` is that count
+minus the decode cycles the timing files hold. ``--merge`` keeps the parts of an earlier
+sglang_gpu.json that this WORK has no run for (the 10-minute limit per device call can split
+the harness over two calls), each part saying which call measured it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+DECODE_LINE = re.compile(r"Decode batch[ ,\[]")
+VERSION_LINE = re.compile(r"sglang[ =](\d+\.\d+\.\d+\S*)")
+
+
+def latest_run(folder: Path) -> Path | None:
+    """The newest <timestamp>/ folder with a summary.json or sweep.json under ``folder``."""
+    runs = sorted(p.parent for p in folder.glob("*/summary.json")) + \
+        sorted(p.parent for p in folder.glob("*/sweep.json"))
+    return max(runs, key=lambda p: p.name) if runs else None
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def decode_lines(run: Path) -> int | None:
+    """SGLang's decode forwards in the head node's saved server log (None if it was not saved
+    whole: the log is kept up to 1 MiB, and a cut log would undercount)."""
+    log = run / "node0" / "server.log"
+    if not log.is_file():
+        return None
+    text = log.read_text(encoding="utf-8", errors="replace")
+    if "server_args=" not in text:       # the start of the log was cut off
+        return None
+    return len(DECODE_LINE.findall(text))
+
+
+def kind_breakdown(summary: dict, kind: str = "decode") -> dict:
+    return (summary.get("cycle_kinds") or {}).get(kind) or {}
+
+
+def top_phases(breakdown: dict) -> list[dict]:
+    return [p for p in breakdown.get("phases", []) if (p.get("depth") or 0) == 0]
+
+
+def run_entry(worker: str, run: Path) -> dict:
+    summary = read_json(run / "summary.json")
+    meta = summary.get("meta") or {}
+    base = summary.get("baseline") or {}
+    decode = kind_breakdown(summary)
+    recorded = decode.get("cycles")
+    sglang_count = decode_lines(run)
+    cover = decode.get("top_level_share")
+    entry = {
+        "worker": worker,
+        "tokens_per_s": meta.get("tokens_per_s"),
+        "baseline_tokens_per_s": base.get("tokens_per_s"),
+        "ratio_to_baseline": base.get("ratio"),
+        "accept_length": meta.get("accept_length"),
+        "cycles": recorded,
+        "prefill_cycles": kind_breakdown(summary, "prefill").get("cycles"),
+        "sglang_decode_forwards": sglang_count,
+        "phases_cover_pct": round(cover, 2) if cover is not None else None,
+        "lost_records": (sglang_count - recorded) if (sglang_count is not None
+                                                     and recorded is not None) else None,
+        "unresolved_device_times": summary.get("unresolved"),
+        "outside_cycles": summary.get("outside_cycles"),
+        "overhead": summary.get("overhead"),
+        "basis": summary.get("basis"),
+        "decode_cycle_ms": (summary.get("cycle") or {}).get("dev_ms" if summary.get("basis") == "device"
+                                                           else "host_ms"),
+        "phases": [{k: p.get(k) for k in ("name", "depth", "parent", "count", "share_of_cycle",
+                                          "dev_ms", "host_ms")}
+                   for p in decode.get("phases", [])],
+        "server_command": meta.get("server command"),
+        "baseline_server_command": base.get("server_command"),
+        "speculative_worker_log": meta.get("speculative worker (server log)"),
+        "report": str(run),
+    }
+    return entry
+
+
+def sweep_entry(run: Path) -> tuple[list[dict], dict]:
+    doc = read_json(run / "sweep.json")
+    base = doc.get("baseline") or {}
+    rows = []
+    for row in doc.get("rows", []):
+        rows.append({"point": row.get("label"), "ok": row.get("ok"), "error": row.get("error"),
+                     "tokens_per_s": row.get("tokens_per_s"),
+                     "ratio_to_baseline": row.get("ratio_to_baseline"),
+                     "accept_length": row.get("accept_length"), "cycles": row.get("cycles"),
+                     "phase_shares": row.get("phase_shares"), "worker": row.get("worker")})
+    info = {"matrix": doc.get("matrix"), "best": doc.get("best"),
+            "baseline_tokens_per_s": base.get("tokens_per_s"),
+            "baseline_server_command": base.get("server_command"),
+            "interrupted": doc.get("interrupted"), "report": str(run)}
+    return rows, info
+
+
+def gpu_name(work: Path) -> str | None:
+    log = work.parent / "run.log"
+    for path in (work / "gpu.txt", log):
+        if path.is_file():
+            for line in path.read_text(errors="replace").splitlines():
+                if "H200" in line or "NVIDIA" in line:
+                    return line.split("] ")[-1].strip()
+    return None
+
+
+def sglang_version(work: Path) -> str | None:
+    path = work / "versions.txt"
+    if path.is_file():
+        m = VERSION_LINE.search(path.read_text())
+        if m:
+            return m.group(1)
+    return None
+
+
+def fmt(v, spec="{:.1f}"):
+    if v is None:
+        return "-"
+    if isinstance(v, (int, float)):
+        return spec.format(v)
+    return str(v)
+
+
+def render_md(doc: dict) -> str:
+    out = ["# Real SGLang on the H200: patchkit's GPU harness",
+           "",
+           f"SGLang {doc.get('sglang_version')} on {doc.get('gpu')}; collected "
+           f"{doc['collected']} by `bench/gpu/collect.py` from the run folders of "
+           "`bash bench/gpu/run_h200.sh` (every figure below is read from those files).",
+           ""]
+    mc = doc.get("models") or {}
+    if mc:
+        out += [f"Models: `bench/gpu/make_models.py` (tiny Llama target, 2-layer standalone draft "
+                f"agreeing on {fmt(mc.get('draft_agreement'), '{:.3f}')} of tokens; expected accept "
+                f"length {fmt(mc.get('expected_accept_length'), '{:.2f}')} of "
+                f"{(mc.get('steps') or 3) + 1}).", ""]
+    out += ["## Speculative decoding vs the same server without it", "",
+            "| worker | tok/s (spec, patched) | tok/s (no spec, unpatched) | ratio | accept length "
+            "| decode cycles | SGLang decode forwards | lost records | top-level phases cover |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for r in doc.get("runs", []):
+        out.append(f"| {r['worker']} | {fmt(r['tokens_per_s'])} | {fmt(r['baseline_tokens_per_s'])} "
+                   f"| {fmt(r.get('ratio_to_baseline'), '{:.3f}')} | {fmt(r['accept_length'], '{:.2f}')} "
+                   f"| {fmt(r['cycles'], '{}')} | {fmt(r.get('sglang_decode_forwards'), '{}')} "
+                   f"| {fmt(r['lost_records'], '{}')} | {fmt(r['phases_cover_pct'], '{:.1f}')} % |")
+    for r in doc.get("runs", []):
+        out += ["", f"### Decode cycle, {r['worker']} ({r.get('speculative_worker_log') or 'worker from the series'})", "",
+                "| phase | calls | share of decode cycle |", "|---|---|---|"]
+        for p in r.get("phases", []):
+            indent = "&nbsp;&nbsp;" * (p.get("depth") or 0)
+            out.append(f"| {indent}{p['name']} | {fmt(p.get('count'), '{}')} "
+                       f"| {fmt(p.get('share_of_cycle'), '{:.1f}')} % |")
+        if r.get("outside_cycles"):
+            out.append("")
+            out.append("Outside any cycle (CUDA-graph warm-up and capture passes): " + ", ".join(
+                f"{k} x{v}" for k, v in sorted(r["outside_cycles"].items())))
+        ov = r.get("overhead")
+        if ov:
+            out += ["", "Timer overhead, paired inside this server (PATCHKIT_TIMER_AB): "
+                    + json.dumps(ov)]
+        if r.get("chart"):
+            out += ["", f"![phases, {r['worker']}]({r['chart']})"]
+    if doc.get("sweep"):
+        info = doc.get("sweep_info") or {}
+        out += ["", "## The sweep (`profile.remote --matrix`)", "",
+                f"Matrix `{info.get('matrix')}`, baseline (no speculation) "
+                f"{fmt(info.get('baseline_tokens_per_s'))} tok/s; best point: **{info.get('best')}**.", "",
+                "| point | tok/s | ratio to baseline | accept length | cycles | error |",
+                "|---|---|---|---|---|---|"]
+        for s in doc["sweep"]:
+            best = " **(best)**" if s["point"] == info.get("best") else ""
+            out.append(f"| {s['point']}{best} | {fmt(s['tokens_per_s'])} "
+                       f"| {fmt(s['ratio_to_baseline'], '{:.3f}')} | {fmt(s['accept_length'], '{:.2f}')} "
+                       f"| {fmt(s['cycles'], '{}')} | {(s.get('error') or '-')[:80]} |")
+        if doc.get("sweep_chart"):
+            out += ["", f"![sweep]({doc['sweep_chart']})"]
+    if doc.get("timer_bench"):
+        out += ["", "## Timer host cost on this GPU (`bench/gpu_timer_bench.py`)", "", "```",
+                doc["timer_bench"].rstrip(), "```"]
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("work", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--merge", type=Path, help="an earlier sglang_gpu.json to complete")
+    args = ap.parse_args(argv)
+    work, out = args.work, args.out
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    doc = {"sglang_version": sglang_version(work), "gpu": gpu_name(work), "collected": stamp,
+           "runs": [], "sweep": []}
+    if (work / "models_check.txt").is_file():
+        text = (work / "models_check.txt").read_text().strip()
+        if text.startswith("CHECK "):
+            doc["models"] = json.loads(text[6:])
+    for worker in ("v1", "v2"):
+        run = latest_run(work / worker)
+        if run is None:
+            print(f"collect: no {worker} run under {work / worker}", file=sys.stderr)
+            continue
+        entry = run_entry(worker, run)
+        if (run / "phases.png").is_file():
+            shutil.copyfile(run / "phases.png", out / f"sglang_gpu_{worker}.png")
+            entry["chart"] = f"sglang_gpu_{worker}.png"
+        doc["runs"].append(entry)
+    sweep_run = latest_run(work / "sweep")
+    if sweep_run is not None and (sweep_run / "sweep.json").is_file():
+        doc["sweep"], doc["sweep_info"] = sweep_entry(sweep_run)
+        if (sweep_run / "sweep.png").is_file():
+            shutil.copyfile(sweep_run / "sweep.png", out / "sglang_gpu_sweep.png")
+            doc["sweep_chart"] = "sglang_gpu_sweep.png"
+    if (work / "timer_bench.txt").is_file():
+        doc["timer_bench"] = (work / "timer_bench.txt").read_text(errors="replace")[-6000:]
+    if args.merge and args.merge.is_file():
+        old = read_json(args.merge)
+        have = {r["worker"] for r in doc["runs"]}
+        doc["runs"] += [r for r in old.get("runs", []) if r["worker"] not in have]
+        doc["runs"].sort(key=lambda r: r["worker"])
+        for key in ("sweep", "sweep_info", "sweep_chart", "timer_bench", "models", "gpu",
+                    "sglang_version"):
+            if not doc.get(key) and old.get(key):
+                doc[key] = old[key]
+        doc["merged_from"] = old.get("collected")
+    (out / "sglang_gpu.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    (out / "sglang_gpu.md").write_text(render_md(doc), encoding="utf-8")
+    print(render_md(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
