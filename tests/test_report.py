@@ -91,7 +91,8 @@ def test_outputs_written(report):
     # the keys of patchkit.report/1, plus those issue 9 and 12 added
     assert {"schema", "mode", "basis", "ranks", "cycle", "phases", "top_level_share", "decode",
             "meta", "throughput", "files", "timing_dir", "cycle_kinds", "outside_cycles",
-            "unresolved", "lost_records", "overhead", "rank_skew"} == set(data)
+            "unresolved", "lost_records", "overhead", "rank_skew", "baseline"} == set(data)
+    assert data["baseline"] is None   # only profile.remote --baseline measures one
     assert data["schema"] == "patchkit.report/1"
     assert data["phases"][0].keys() >= {"name", "parent", "depth", "count", "host_ms", "dev_ms",
                                          "share_of_cycle"}
