@@ -7,7 +7,11 @@ inside (.item()), a draft-extend forward and a launch-bound tail of tiny kernels
 
 Measured side by side in one process:
   1. wall time per cycle in off / events / sync modes, interleaved block by block (overhead);
-  2. the host cost of one cycle of timer calls with no GPU work (events vs off);
+  2. the host cost of one cycle of timer calls with no GPU work, per mode, and in events
+     mode with torch.Event against torch.cuda.Event and with/without shared marks
+     (PATCHKIT_TIMER_SHARE_NS), side by side;
+  2d. the A/B switch of the runtime itself (PATCHKIT_TIMER_AB): events and off blocks
+     alternating in one timer, reported by patchkit.report as summary.json `overhead`;
   3. a profiled events run: each phase also wrapped in torch.profiler.record_function, so
      per-phase device time from CUDA events is compared with the profiler's GPU annotation
      span and the sum of its kernel times, for the very same cycles;
@@ -99,7 +103,7 @@ class Workload:
         self.graph = graph
 
     def cycle(self):
-        pt.cycle_begin(batch_size=8)
+        pt.cycle_begin(kind="decode", batch_size=8)
         self.phase("prep", lambda: self.vec.mul_(0.5).add_(0.1))
         pt.begin("draft")
         self.phase("draft_forward", self.graph.replay, graph=True)
@@ -141,9 +145,15 @@ def run_cycles(w: Workload, n: int) -> float:
 
 
 def load(dir_: Path):
+    """Phase, cycle and note records of every file, device times merged in (events mode
+    writes them in later "dev" records), each file's stats record last."""
+    from patchkit.report import load_timing_dir
+
     recs = []
-    for f in sorted(dir_.glob("*.jsonl")):
-        recs += [json.loads(line) for line in f.read_text().splitlines()]
+    for proc in load_timing_dir(dir_):
+        recs += proc.phases + proc.cycles + proc.notes
+        if proc.stats:
+            recs.append(proc.stats)
     return recs
 
 
@@ -248,26 +258,89 @@ def main():
             pt.end(name)
         pt.cycle_end(accepted=3)
 
-    host_cost = {}
-    for mode in ("off", "host", "events"):
-        pt.configure(mode=mode, directory=str(work / f"empty-{mode}"))
-        for _ in range(200):
-            empty_cycle()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter_ns()
-        for _ in range(2000):
-            empty_cycle()
-        host_cost[mode] = (time.perf_counter_ns() - t0) / 2000 / 1e3
-        torch.cuda.synchronize()
-        pt.shutdown()
+    def busy_cycle():
+        """The same calls with a tiny kernel inside each inner phase (no sharing there)."""
+        pt.cycle_begin(batch_size=8)
+        for name in ("a", "b", "c", "d", "e"):
+            pt.begin(name)
+            pt.begin(name + "_in")
+            w.small.add_(1.0)
+            pt.end(name + "_in")
+            pt.end(name)
+        pt.cycle_end(accepted=3)
+
+    variants = {  # label: (configure() arguments, cycle)
+        "off": (dict(mode="off"), empty_cycle),
+        "host": (dict(mode="host"), empty_cycle),
+        "sync": (dict(mode="sync"), empty_cycle),
+        "events torch.Event": (dict(mode="events", event_api="torch.Event"), empty_cycle),
+        "events torch.cuda.Event": (dict(mode="events", event_api="torch.cuda.Event"),
+                                    empty_cycle),
+        "events torch.Event, no sharing": (dict(mode="events", event_api="torch.Event",
+                                                share_ns=0), empty_cycle),
+        "events torch.cuda.Event, no sharing": (dict(mode="events",
+                                                     event_api="torch.cuda.Event",
+                                                     share_ns=0), empty_cycle),
+        "off + kernels": (dict(mode="off"), busy_cycle),
+        "events torch.Event + kernels": (dict(mode="events", event_api="torch.Event"),
+                                         busy_cycle),
+        "events torch.cuda.Event + kernels": (dict(mode="events",
+                                                   event_api="torch.cuda.Event"), busy_cycle),
+    }
+    rounds = {label: [] for label in variants}
+    for rnd in range(5):  # interleaved rounds, the fastest kept (least disturbed)
+        labels = list(variants)
+        for label in labels[rnd % len(labels):] + labels[: rnd % len(labels)]:
+            kwargs, fn = variants[label]
+            pt.configure(directory=str(work / f"empty-{len(rounds[label])}-{label[:6]}"),
+                         **kwargs)
+            for _ in range(200):
+                fn()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter_ns()
+            for _ in range(2000):
+                fn()
+            rounds[label].append((time.perf_counter_ns() - t0) / 2000 / 1e3)
+            torch.cuda.synchronize()
+            pt.shutdown()
+    host_cost = {label: min(v) for label, v in rounds.items()}
     say()
-    say("2. host cost of one cycle of timer calls (10 begin/end pairs + cycle), no GPU work")
-    for mode, us in host_cost.items():
-        say(f"   {mode:8} {us:8.2f} us/cycle  ({us * 1e3 / 22:.0f} ns per call)")
-    say(f"   events records through "
-        f"{type(pt._Timer('events', None, str(work), False, 8, 5).new_event()).__name__}")
-    say(f"   -> events-mode host cost is {host_cost['events'] / (med['off'] * 1e3) * 100:.3f}% "
+    say("2. host cost of one cycle of timer calls (10 begin/end pairs + cycle = 22 calls), "
+        "fastest of 5 interleaved rounds; '+ kernels': one tiny kernel in each inner phase, "
+        "timer cost = minus 'off + kernels'")
+    for label, us in host_cost.items():
+        extra = ""
+        if label.endswith("+ kernels") and label != "off + kernels":
+            net = us - host_cost["off + kernels"]
+            extra = f"   timer: {net:7.2f} us/cycle ({net * 1e3 / 22:.0f} ns per call)"
+            say(f"   {label:38} {us:8.2f} us/cycle{extra}")
+            continue
+        say(f"   {label:38} {us:8.2f} us/cycle  ({us * 1e3 / 22:.0f} ns per call)")
+    ratio = host_cost["events torch.cuda.Event"] / host_cost["events torch.Event"]
+    say(f"   events host cost per call: torch.Event {host_cost['events torch.Event'] * 1e3 / 22:.0f}"
+        f" ns vs torch.cuda.Event {host_cost['events torch.cuda.Event'] * 1e3 / 22:.0f} ns "
+        f"({ratio:.2f}x); goal <= 2000 ns")
+    say(f"   -> events-mode host cost is "
+        f"{host_cost['events torch.Event'] / (med['off'] * 1e3) * 100:.3f}% "
         f"of a {med['off']:.2f} ms cycle")
+
+    # 2d. the runtime's own A/B switch on the workload's cycle
+    ab_dir = work / "ab"
+    ab_n = max(args.cycles, 2)
+    pt.configure(mode="events", directory=str(ab_dir), ab=ab_n)
+    run_cycles(w, 2 * ab_n * args.blocks)
+    pt.shutdown()
+    from patchkit.report import build_report as _build
+
+    ab_summary = _build(ab_dir, out / "report-ab", chart=False,
+                        meta={"bench": "gpu_timer_bench, PATCHKIT_TIMER_AB run (2d)"})
+    ov = ab_summary.overhead
+    say()
+    say(f"2d. A/B inside one timer (PATCHKIT_TIMER_AB={ab_n}, {2 * ab_n * args.blocks} cycles): "
+        f"{ov['pairs']} pairs, paired median {ov['median_pct']:+.2f}% of the cycle period "
+        f"(IQR {ov['iqr_pct'][0]:+.2f}% .. {ov['iqr_pct'][1]:+.2f}%), "
+        f"{ov['timed_period_ms']:.3f} ms timed vs {ov['off_period_ms']:.3f} ms off; "
+        f"compare section 1's events-vs-off {events_overhead:+.2f}%")
 
     # 2b. what the calls cost, one by one (host ns per call)
     def per_call(fn, n=20000):

@@ -329,8 +329,12 @@ print("MODE", _pt.current_mode())
     assert "MODE events" in res.stdout
     (recs,) = read_records(out).values()
     assert recs[0]["mode"] == "events" and recs[0]["cuda_device"]
-    cycles = [r for r in recs if r["kind"] == "cycle"]
-    mm = [r for r in recs if r["kind"] == "phase" and r["name"] == "mm"]
+    assert recs[0]["event_api"] in ("torch.Event", "torch.cuda.Event")
+    assert [r["cycle"] for r in recs if r["kind"] == "dev"] == list(range(20))
+    from patchkit.report import load_timing_dir
+    (proc,) = load_timing_dir(out)  # device times and CUDA-tensor attrs merged in
+    cycles = proc.cycles
+    mm = [r for r in proc.phases if r["name"] == "mm"]
     assert len(cycles) == 20 and len(mm) == 20
     assert all(c["attrs"]["accepted"] == 3 for c in cycles)
     assert all(c["dev_gap_ns"] > 0 for c in cycles[1:])
@@ -361,7 +365,9 @@ _pt.cycle_begin(); _pt.begin("replay", graph=True); g.replay(); _pt.end("replay"
     names = [r["name"] for r in recs if r["kind"] == "phase"]
     assert names == ["replay"]
     assert recs[-1]["skipped_capturing"] == 2
-    (replay,) = [r for r in recs if r["kind"] == "phase"]
+    from patchkit.report import load_timing_dir
+    (proc,) = load_timing_dir(out)
+    (replay,) = proc.phases
     assert replay["graph"] is True and replay["dev_ns"] > 0
 
 

@@ -37,8 +37,9 @@ Environment
   PATCHKIT_TIMER_RANK   force the rank in the file name (else torch.distributed when
                         initialised, else RANK / LOCAL_RANK / TP_RANK / SGLANG_TP_RANK, else
                         0). While the rank is not forced and torch.distributed is not yet
-                        initialised, every cycle checks again; when it becomes initialised
-                        the file is renamed to the right rank and a "rank" record written.
+                        initialised, every 16th cycle checks again; when it becomes
+                        initialised the file is renamed to the right rank and a "rank"
+                        record written.
   PATCHKIT_TIMER_AB=N   overhead A/B: alternate blocks of N cycles timed in the chosen mode
                         (events blocks) and blocks where the timer is off except for each
                         cycle's host start and end (off blocks), switching at cycle
@@ -173,11 +174,10 @@ def _cuda_ready(torch):
 
 def _dist_rank():
     """(rank, world size) from torch.distributed when it is initialised, else None."""
-    torch = sys.modules.get("torch")
-    if torch is None:
+    dist = getattr(sys.modules.get("torch"), "distributed", None)
+    if dist is None:
         return None
     try:
-        dist = torch.distributed
         if dist.is_available() and dist.is_initialized():
             return dist.get_rank(), dist.get_world_size()
     except Exception:
@@ -273,6 +273,22 @@ def _phase_line(rec, names):
         "" if rec[_ATTRS] is None else ',"attrs":' + _JSON_ENCODER.encode(rec[_ATTRS]))
 
 
+_IN_CYCLE_FORMAT = ('{"kind":"phase","name":%s,"cycle":%d,"depth":%d,"parent":%s,"t0":%d,'
+                    '"t1":%d,"host_ns":%d,"dev_ns":%s,"dev_off_ns":%s,"graph":%s,'
+                    '"captured":false%s}\n')
+
+
+def _cycle_phase_line(rec, names):
+    """_phase_line for a record timed on the host inside a cycle (the common case)."""
+    name, cycle, depth, parent, t0, t1, dev, off, graph, _, attrs = rec
+    return _IN_CYCLE_FORMAT % (
+        names.get(name) or _quoted(names, name), cycle, depth,
+        names.get(parent) or _quoted(names, parent), t0, t1, t1 - t0,
+        "null" if dev is None else dev, "null" if off is None else off,
+        "true" if graph else "false",
+        "" if attrs is None else ',"attrs":' + _JSON_ENCODER.encode(attrs))
+
+
 def _cycle_line(index, t0, t1, dev, gap, ab, attrs):
     return _CYCLE_FORMAT % (index, t0, t1, t1 - t0, _opt(dev), _opt(gap),
                             "" if ab is None else ',"ab":"%s"' % ab,
@@ -294,7 +310,8 @@ class _Timer:
                  nvtx=False, event_api=None, share_ns=1000):
         self.mode = mode
         self.share_ns = share_ns
-        self.last_ev, self.last_t = None, _NEVER
+        self.last_t = _NEVER
+        self.marks = None  # events mode, open cycle: its events in record order
         self.requested = requested
         self.directory = directory
         self.batch = batch
@@ -312,7 +329,7 @@ class _Timer:
         self.stack = []  # open phases: [name, t0, dev_start, attrs, graph]
         self.cycle = None  # open cycle: [index, t0, dev_start, attrs]
         self.cyc_recs = []  # phase records of the open cycle
-        self.cyc_evs = []  # their (dev0, dev1, steps), events mode
+        self.cyc_evs = []  # their (mark0, mark1, steps), events mode (indices into marks)
         self.cycle_no = -1
         self.prev_cycle_dev = None
         self.off_open = None  # A/B off block: (index, t0, kind) of the open cycle
@@ -409,17 +426,21 @@ class _Timer:
         return lambda: self.Event(enable_timing=True)
 
     def _event_mark(self, now):
-        """An event recorded at this point of the stream. Inside a cycle, when less than
-        share_ns of host time passed since the last record returned, nothing can have been
-        queued in between (a kernel launch costs more): that event marks this point too."""
-        if now - self.last_t < self.share_ns:
-            return self.last_ev
+        """An event recorded at this point of the stream; inside a cycle, its index in the
+        cycle's marks. Inside a cycle, when less than share_ns of host time passed since
+        the last record returned, nothing can have been queued in between (a kernel launch
+        costs more): the last event marks this point too."""
+        marks = self.marks
+        if marks is not None and now - self.last_t < self.share_ns:
+            return len(marks) - 1
         pool = self.pool
         ev = pool.pop() if pool else self.new_event()
         ev.record()
-        if self.cycle is not None:
-            self.last_ev, self.last_t = ev, _perf()
-        return ev
+        if marks is None:
+            return ev
+        marks.append(ev)
+        self.last_t = _perf()
+        return len(marks) - 1
 
     def _sync_mark(self, now):
         self.sync()
@@ -441,7 +462,7 @@ class _Timer:
         self.out.extend(_phase_line(rec, names) for rec in self.cyc_recs)
         self.out_records += len(self.cyc_recs)
         self.cyc_recs, self.cyc_evs = [], []
-        self.last_t = _NEVER
+        self.marks, self.last_t = None, _NEVER
         self.cycle = None
         if self.pop is not None:
             self.pop()
@@ -529,8 +550,9 @@ class _Timer:
             self.cycle_no += 1
             if self.push is not None:
                 self.push("cycle %s" % attrs.get("kind", ""))
-            self.last_t = _NEVER  # a cycle's start event is its own (see _resolve_cycle)
             self.cycle = [self.cycle_no, t0, self._mark(t0), attrs]
+            if self.mode == "events":  # the start event is not a mark: it outlives the cycle
+                self.marks, self.last_t = [], _NEVER
         except Exception as exc:
             _fail("cycle_begin()", exc)
 
@@ -558,7 +580,7 @@ class _Timer:
                     merged = {k: v for k, v in merged.items() if k not in later}
             t1 = _perf()
             dev1 = self._mark(t1)
-            self.last_t = _NEVER
+            marks, self.marks = self.marks, None
             if self.pop is not None:
                 self.pop()
             index, t0, dev0 = cycle[0], cycle[1], cycle[2]
@@ -570,13 +592,13 @@ class _Timer:
             names = self.quoted
             recs = self.cyc_recs
             out = self.out
-            out.extend([_phase_line(rec, names) for rec in recs])
+            out.extend([_cycle_phase_line(rec, names) for rec in recs])
             out.append(_cycle_line(index, t0, t1, dev, gap, "events" if self.ab else None,
                                    {k: _plain(v) for k, v in merged.items()} if merged else None))
             self.out_records += len(recs) + 1
             if mode == "events":
-                self.pending.append((index, dev0, dev1, self.prev_cycle_dev, self.cyc_evs,
-                                     recs, later))
+                self.pending.append((index, dev0, marks[dev1], self.prev_cycle_dev, dev1,
+                                     marks, self.cyc_evs, recs, later))
                 self.cap_closed = True  # an uncaptured unit ran: the next capture is a new one
                 self._resolve()
                 if len(self.pending) - self.head > _MAX_PENDING:
@@ -584,7 +606,7 @@ class _Timer:
             self.cyc_recs, self.cyc_evs = [], []
             self.prev_cycle_dev = dev0
             self.cycle = None
-            if not self.rank_final:
+            if not self.rank_final and (index & 15 == 0 or self.fd is None):
                 self._check_rank()
             self._write()
         except Exception as exc:
@@ -704,45 +726,35 @@ class _Timer:
             self._resolve_steps(rec, dev0, steps)
         self.pool += (dev0, dev1)  # outside cycles events are never shared
 
-    def _resolve_cycle(self, index, dev0, dev1, prev, evs, recs, later):
-        """Device times of one cycle, each event read once (relative to the cycle's start
+    def _resolve_cycle(self, index, dev0, end_ev, prev, end, marks, evs, recs, later):
+        """Device times of one cycle, each mark read once (relative to the cycle's start
         event dev0); False when an event (on another stream) is not done yet."""
         since = dev0.elapsed_time
-        offset = {}  # id(event) -> ms after dev0
         try:
-            for e0, e1, _ in evs:
-                if id(e0) not in offset:
-                    offset[id(e0)] = since(e0)
-                if id(e1) not in offset:
-                    offset[id(e1)] = since(e1)
-            end = offset[id(dev1)] if id(dev1) in offset else since(dev1)
+            offs = [since(ev) for ev in marks]
         except RuntimeError:
-            if any(not e1.query() for _, e1, _ in evs):
+            if any(not ev.query() for ev in marks):
                 return False
             raise
         phases = []
-        used = {id(dev1): dev1}
-        for (e0, e1, steps), rec in zip(evs, recs):
-            off0 = offset[id(e0)]
-            dev, off = int(round((offset[id(e1)] - off0) * 1e6)), int(round(off0 * 1e6))
+        for (i0, i1, steps), rec in zip(evs, recs):
+            off0 = offs[i0]
+            dev, off = int(round((offs[i1] - off0) * 1e6)), int(round(off0 * 1e6))
             rec[_DEV], rec[_OFF] = dev, off
             phases.append("[%d,%d]" % (dev, off))
             if steps:
-                self._resolve_steps(rec, e0, steps)
-            used[id(e0)] = e0
-            used[id(e1)] = e1
+                self._resolve_steps(rec, marks[i0], steps)
         gap = None if prev is None else _ms_to_ns(prev.elapsed_time(dev0))
         tail = ""
         if later:
             tail = ',"attrs":' + _JSON_ENCODER.encode({k: _plain(v) for k, v in later.items()})
         self.out.append('{"kind":"dev","cycle":%d,"dev_ns":%d,"dev_gap_ns":%s,"phases":[%s]%s}\n'
-                        % (index, _ms_to_ns(end), _opt(gap), ",".join(phases), tail))
+                        % (index, _ms_to_ns(offs[end]), _opt(gap), ",".join(phases), tail))
         self.out_records += 1
-        used.pop(id(dev0), None)  # the next cycle still needs it (as `prev`)
         pool = self.pool
-        pool += used.values()
+        pool += marks
         if prev is not None:
-            pool.append(prev)
+            pool.append(prev)  # the previous cycle's start: its last use was this gap
         return True
 
     def _resolve_steps(self, rec, dev0, steps):
