@@ -58,6 +58,9 @@ class Summary:
     # a run without speculation beside this one (profile.remote --baseline): tokens_per_s,
     # spec_tokens_per_s, ratio (spec / baseline), accept_length, server_command, error
     baseline: dict | None = None
+    # decode cycles only (cycle attr kind "decode", or no kind): count, basis, top_level_share,
+    # phase_shares {top-level phase: % of the decode cycles' time}
+    decode_cycle: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -111,6 +114,25 @@ def _ordered_keys(procs: list[ProcessTiming]) -> list[tuple]:
 
 def _cycle_time(c: dict, basis: str):
     return c.get("dev_ns") if basis == "device" else c.get("host_ns")
+
+
+def _decode_cycle(procs: list[ProcessTiming], basis: str) -> dict:
+    """What the top-level phases cover of the decode cycles alone (prefill cycles, kind
+    "prefill", have phases of their own and would dilute the shares)."""
+    field_name = "dev_ns" if basis == "device" else "host_ns"
+    count = total = 0
+    sums: dict[str, int] = {}
+    for proc in procs:
+        ids = {c["cycle"] for c in proc.cycles
+               if (c.get("attrs") or {}).get("kind", "decode") == "decode"}
+        count += len(ids)
+        total += sum(_cycle_time(c, basis) or 0 for c in proc.cycles if c["cycle"] in ids)
+        for rec in proc.phases:
+            if not rec.get("depth") and rec.get("cycle") in ids:
+                sums[rec["name"]] = sums.get(rec["name"], 0) + (rec.get(field_name) or 0)
+    shares = {name: 100.0 * value / total for name, value in sums.items()} if total else {}
+    return {"count": count, "basis": basis, "phase_shares": shares,
+            "top_level_share": sum(shares.values()) if shares else None}
 
 
 def _decode_stats(cycles: list[dict]) -> dict:
@@ -235,4 +257,5 @@ def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = N
     }
     return Summary(timing_dir=str(timing_dir), mode=mode, basis=basis, ranks=ranks, cycle=cycle,
                    phases=phases, top_level_share=sum(top) if top else None, decode=decode,
-                   meta=meta, throughput=_throughput(meta, decode, lead_cycles))
+                   meta=meta, throughput=_throughput(meta, decode, lead_cycles),
+                   decode_cycle=_decode_cycle(procs, basis))
