@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -249,4 +248,20 @@ def test_signal_mid_sweep_stops_the_server_and_reverts(tmp_path, sshd, tree, sig
     jobs = record["hosts"][0]["jobs"]
     assert jobs["server"]["sent"] and not group_members(jobs["server"]["pgid"])
     assert not group_members(jobs["bench"]["pgid"])
+    assert_cleaned(tmp_path, tree)
+
+
+def test_local_directory_target_sweep_and_baseline(tmp_path, tree):
+    """The GPU harness's form: a local directory target, no SSH; the outcome object."""
+    cfg = RemoteConfig.from_mapping(settings(
+        tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None, baseline=True,
+        matrix={"speculative-num-steps": [1, 3]},
+        bench_command=bench_cmd().replace("--requests 4", "--requests 2")))
+    outcome = run_remote_sweep(cfg, stream=open(os.devnull, "w"))
+    assert [r["ok"] for r in outcome.rows] == [True, True]
+    one, three = outcome.rows
+    assert one["accept_length"] == 2.0 and three["accept_length"] == 3.0   # capped at 1 draft
+    assert outcome.best is max(outcome.rows, key=lambda r: r["tokens_per_s"])
+    assert outcome.baseline["tokens_per_s"] > 0 and outcome.files["table"] == "sweep.txt"
+    assert "chart" not in outcome.files   # chart=False in the settings
     assert_cleaned(tmp_path, tree)

@@ -91,7 +91,8 @@ def test_outputs_written(report):
     # the keys of patchkit.report/1, plus those issue 9 and 12 added
     assert {"schema", "mode", "basis", "ranks", "cycle", "phases", "top_level_share", "decode",
             "meta", "throughput", "files", "timing_dir", "cycle_kinds", "outside_cycles",
-            "unresolved", "lost_records", "overhead", "rank_skew", "baseline"} == set(data)
+            "unresolved", "lost_records", "overhead", "rank_skew", "baseline",
+            "decode_cycle"} == set(data)
     assert data["baseline"] is None   # only profile.remote --baseline measures one
     assert data["schema"] == "patchkit.report/1"
     assert data["phases"][0].keys() >= {"name", "parent", "depth", "count", "host_ms", "dev_ms",
@@ -408,3 +409,40 @@ def test_two_ranks_through_torch_distributed(site, tmp_path):
         # causality: rank 1's cycle began after rank 0 sent and ended before rank 0 received
         assert outer["ts"] <= inner["ts"]
         assert inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
+
+
+PREFILL_AND_DECODE = """
+import sys, time
+sys.path.insert(0, {site!r})
+import phase_timer as _pt
+_pt.cycle_begin(kind="prefill", batch_size=2)
+_pt.begin("target_extend")
+time.sleep(0.02)
+_pt.end("target_extend")
+_pt.cycle_end()
+for i in range(6):
+    _pt.cycle_begin(kind="decode", batch_size=2)
+    _pt.begin("draft_forward")
+    time.sleep(0.002)
+    _pt.end("draft_forward")
+    time.sleep(0.002)   # untimed glue: half of the decode cycle
+    _pt.cycle_end(tokens=[2, 3])
+"""
+
+
+def test_decode_cycle_shares_leave_prefill_cycles_out(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    shutil.copyfile(RUNTIME_PATH, site / "phase_timer.py")
+    env = {"PATCHKIT_TIMER_DIR": str(tmp_path / "t"), "PATCHKIT_TIMER": "host",
+           "PATH": "/usr/bin:/bin"}
+    subprocess.run([sys.executable, "-c", PREFILL_AND_DECODE.format(site=str(site))], env=env,
+                   check=True, timeout=60)
+    summary = build_report(tmp_path / "t", tmp_path / "r", chart=False)
+    dc = summary.decode_cycle
+    assert summary.cycle["count"] == 7 and dc["count"] == 6 and dc["basis"] == "host"
+    assert set(dc["phase_shares"]) == {"draft_forward"}
+    assert 35 < dc["top_level_share"] < 65            # the glue is half of each decode cycle
+    assert summary.top_level_share > dc["top_level_share"] + 10   # the prefill cycle dilutes
+    assert f"decode cycles only (6): top-level phases cover {dc['top_level_share']:.1f}%" in \
+        render_table(summary)

@@ -28,6 +28,18 @@ The flow, one live progress line throughout:
   8. the report (patchkit.report) in ``<out>/<timestamp>/``, with the benchmark's output token
      throughput and accept length; benchmark.log, remote.json and node<i>/server.log beside it.
 
+A server that ran but recorded no cycle (no timing files, or files without a cycle) fails the
+run with a message that names the speculative worker SGLang chose, read from the server log's
+"Spec v1/v2" line (patchkit.profile.worker_log), and whether the series times it.
+
+``baseline`` (``--baseline``): after the revert, the same steps 2-6 once more with the server
+command stripped of every ``--speculative-*`` option (patchkit.profile.server_args), no series
+applied, the same benchmark; its logs in ``<run>/baseline/``; summary.json's ``baseline`` is
+{tokens_per_s, spec_tokens_per_s, ratio = spec / baseline, accept_length, server_command,
+dropped, report, error} and table.txt says "tokens/s with speculation: X, without: Y, speedup
+Zx". ``matrix`` (``--matrix``) runs patchkit.profile.remote_sweep instead. SIGTERM is handled
+like Ctrl-C (servers stopped, series reverted; exit 143 instead of 130).
+
 Environment of the server (after ``env``): PATCHKIT_TIMER_DIR=<run dir>/timing,
 PATCHKIT_TIMER_FLUSH_S, PATCHKIT_TIMER (when ``timer`` is set), PATCHKIT_TARGET_ROOT,
 PATCHKIT_RUN_DIR, PATCHKIT_NODE_RANK (target index), PATCHKIT_NNODES, PATCHKIT_SERVER_PORT.

@@ -82,10 +82,9 @@ def _measure(cfg: RemoteConfig, point: dict, row: dict, point_dir: Path, progres
         ok=True, tokens_per_s=bench.tokens_per_s, cycles=count_cycles(timing),
         accept_length=bench.accept_length if bench.accept_length is not None
         else summary.decode.get("accept_length_mean"),
-        top_level_share=summary.top_level_share, basis=summary.basis,
+        top_level_share=summary.decode_cycle["top_level_share"], basis=summary.basis,
         cycle_ms=dist["mean"] if dist else None,
-        phase_shares={e["name"]: e["share_of_cycle"] for e in summary.phases
-                      if e["depth"] == 0 and e["share_of_cycle"] is not None})
+        phase_shares=summary.decode_cycle["phase_shares"])
     if bench.tokens_per_s is None:
         row.update(ok=False, error=f"no output token throughput in {point_dir / 'benchmark.log'}")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from patchkit.report.kinds import KIND_PRIMARY, cycle_kind, ordered_kinds
+from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind, ordered_kinds
 
 from patchkit.report.load import ProcessTiming
 
@@ -74,6 +74,9 @@ class Summary:
     # a run without speculation beside this one (profile.remote --baseline): tokens_per_s,
     # spec_tokens_per_s, ratio (spec / baseline), accept_length, server_command, error
     baseline: dict | None = None
+    # decode cycles only (cycle attr kind "decode", or no kind): count, basis, top_level_share,
+    # phase_shares {top-level phase: % of the decode cycles' time}
+    decode_cycle: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -136,6 +139,17 @@ def _ordered_keys(groups: list[tuple[list[dict], dict]]) -> list[tuple]:
 
 def _basis_field(basis: str) -> str:
     return "dev_ns" if basis == "device" else "host_ns"
+
+
+def _decode_cycle(cycle_kinds: dict, basis: str) -> dict:
+    """summary.json's decode_cycle: the decode cycles' count and top-level shares, flat (what a
+    sweep row reads; the full breakdown is cycle_kinds["decode"]). Cycles without a kind
+    count as decode when no cycle says decode (series that predate cycle kinds)."""
+    decode = cycle_kinds.get(KIND_PRIMARY) or cycle_kinds.get(NO_KIND) or {}
+    shares = {e["name"]: e["share_of_cycle"] for e in decode.get("phases", [])
+              if not e.get("depth") and e.get("share_of_cycle") is not None}
+    return {"count": decode.get("cycles", 0), "basis": basis, "phase_shares": shares,
+            "top_level_share": decode.get("top_level_share")}
 
 
 def _decode_stats(cycles: list[dict]) -> dict:
@@ -295,4 +309,5 @@ def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = N
                    cycle_kinds=cycle_kinds, outside_cycles=outside,
                    unresolved=sum(p.unresolved for p in procs), lost_records=lost,
                    overhead=paired_overhead(procs, primary),
-                   rank_skew=rank_skew(procs, primary if kinds else None, basis))
+                   rank_skew=rank_skew(procs, primary if kinds else None, basis),
+                   decode_cycle=_decode_cycle(cycle_kinds, basis))

@@ -111,6 +111,10 @@ def render_table(summary: Summary) -> str:
     elif summary.top_level_share is not None:
         lines.append(f"top-level phases cover {summary.top_level_share:.1f}% of the cycle "
                      f"({summary.basis} time)")
+    dc = summary.decode_cycle
+    if dc and dc["top_level_share"] is not None and dc["count"] < summary.cycle["count"]:
+        lines.append(f"decode cycles only ({dc['count']}): top-level phases cover "
+                     f"{dc['top_level_share']:.1f}% ({dc['basis']} time)")
     if n_ranks > 1:
         per_rank = ", ".join(f"r{r['rank']} {_ms(r['cycle_dev_ms'] or r['cycle_host_ms'], 'mean')}"
                              for r in summary.ranks)
