@@ -57,12 +57,27 @@ def top_phases(breakdown: dict) -> list[dict]:
     return [p for p in breakdown.get("phases", []) if (p.get("depth") or 0) == 0]
 
 
+def decode_records(run: Path) -> int | None:
+    """Decode cycle records in the run's fetched timing files, off blocks of
+    PATCHKIT_TIMER_AB included (they are records too, with host times only)."""
+    try:
+        from patchkit.report import load_timing_dir
+        from patchkit.report.kinds import KIND_PRIMARY, cycle_kind
+    except ImportError:
+        return None
+    folder = run / "timing"
+    if not folder.is_dir():
+        return None
+    return sum(1 for proc in load_timing_dir(folder) for c in proc.cycles
+               if cycle_kind(c) == KIND_PRIMARY)
+
+
 def run_entry(worker: str, run: Path) -> dict:
     summary = read_json(run / "summary.json")
     meta = summary.get("meta") or {}
     base = summary.get("baseline") or {}
     decode = kind_breakdown(summary)
-    recorded = decode.get("cycles")
+    recorded = decode_records(run)
     sglang_count = decode_lines(run)
     cover = decode.get("top_level_share")
     entry = {
@@ -72,6 +87,7 @@ def run_entry(worker: str, run: Path) -> dict:
         "ratio_to_baseline": base.get("ratio"),
         "accept_length": meta.get("accept_length"),
         "cycles": recorded,
+        "timed_cycles": decode.get("cycles"),
         "prefill_cycles": kind_breakdown(summary, "prefill").get("cycles"),
         "sglang_decode_forwards": sglang_count,
         "phases_cover_pct": round(cover, 2) if cover is not None else None,
@@ -198,6 +214,7 @@ def render_md(doc: dict) -> str:
 
 
 def main(argv=None) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # this checkout's patchkit
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("work", type=Path)
     ap.add_argument("out", type=Path)

@@ -4,7 +4,7 @@
 # On the CPU machine, once:   bash bench/gpu/build_carry.sh
 # On the GPU machine (device tool), from the repository root, with carry
 #   .carry-site .carry-fi .carry-lib [.carry-jit]:
-#       bash bench/gpu/run_h200.sh [STAGE...]        (default: setup models v1 v2 sweep collect)
+#       bash bench/gpu/run_h200.sh [STAGE...]        (default: setup models v2 v1 sweep timer collect)
 # Stages (each skips what an earlier call on the same machine left in /tmp):
 #   setup    unpack the carried site into /tmp/site (sglang + its pins; patchkit is this checkout)
 #   models   bench/gpu/make_models.py: tiny Llama target + standalone draft, partial acceptance
@@ -100,14 +100,16 @@ PY
   say "explore: decode batch lines: $(grep -c 'Decode batch' "$slog")"
 }
 
+# v1 also measures the timer's overhead inside its server: PATCHKIT_TIMER_AB alternates blocks
+# of $AB cycles timed (events) and off, paired in the report's `overhead`.
 stage_v1() { profile v1 --server "$SERVER --disable-overlap-schedule $SPEC" --env PATCHKIT_TIMER=events \
-               --env SGLANG_ENABLE_SPEC_V2=0 --baseline; }
-stage_v2() { profile v2 --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events ${AB:+--env PATCHKIT_TIMER_AB=$AB} --baseline; }
+               --env SGLANG_ENABLE_SPEC_V2=0 --env PATCHKIT_TIMER_AB=${AB:-20} --baseline; }
+stage_v2() { profile v2 --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --baseline; }
 stage_sweep() { profile sweep --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --matrix "$MATRIX" --baseline; }
 
 stage_timer() {
   [ -f "$ROOT/bench/gpu_timer_bench.py" ] || return 0
-  (cd "$ROOT" && timeout 150 python3 bench/gpu_timer_bench.py 2>&1 | tee "$WORK/timer_bench.txt" | tee -a "$LOG")
+  (cd "$ROOT" && timeout 150 python3 bench/gpu_timer_bench.py --out "$WORK/timer" 2>&1 | tee "$WORK/timer_bench.txt" | tee -a "$LOG")
 }
 
 stage_collect() {
@@ -123,7 +125,7 @@ stage_cache() {
   ls -la "$OUT/jitcache.tgz" | tee -a "$LOG"
 }
 
-[ $# -gt 0 ] || set -- setup models v1 v2 sweep collect
+[ $# -gt 0 ] || set -- setup models v2 v1 sweep timer collect
 for st in "$@"; do
   say "=== stage $st ($(left)s left)"
   if ! "stage_$st"; then
