@@ -50,7 +50,8 @@ def decode_lines(run: Path) -> int | None:
 
 
 def kind_breakdown(summary: dict, kind: str = "decode") -> dict:
-    return (summary.get("cycle_kinds") or {}).get(kind) or {}
+    kinds = summary.get("cycle_kinds") or {}
+    return kinds.get(kind) or (kinds.get("unspecified") if kind == "decode" else None) or {}
 
 
 def top_phases(breakdown: dict) -> list[dict]:
@@ -62,14 +63,14 @@ def decode_records(run: Path) -> int | None:
     PATCHKIT_TIMER_AB included (they are records too, with host times only)."""
     try:
         from patchkit.report import load_timing_dir
-        from patchkit.report.kinds import KIND_PRIMARY, cycle_kind
+        from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind
     except ImportError:
         return None
     folder = run / "timing"
     if not folder.is_dir():
         return None
     return sum(1 for proc in load_timing_dir(folder) for c in proc.cycles
-               if cycle_kind(c) == KIND_PRIMARY)
+               if cycle_kind(c) in (KIND_PRIMARY, NO_KIND))
 
 
 def run_entry(worker: str, run: Path) -> dict:

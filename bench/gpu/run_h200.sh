@@ -38,7 +38,7 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export 
 if [ -z "${CUDA_HOME:-}" ] && command -v nvcc >/dev/null; then export CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc)")"); fi
 
 PORT=30000
-SERVER="python3 -m sglang.launch_server --model-path $M/target --tokenizer-path $M/target --host 127.0.0.1 --port $PORT --mem-fraction-static 0.5 --attention-backend triton --sampling-backend pytorch --grammar-backend none --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph --decode-log-interval 1"
+SERVER="python3 -m sglang.launch_server --model-path $M/target --tokenizer-path $M/target --host 127.0.0.1 --port $PORT --mem-fraction-static 0.5 --attention-backend triton --sampling-backend pytorch --grammar-backend none --cuda-graph-max-bs 32 --max-running-requests 48 --disable-piecewise-cuda-graph --decode-log-interval 1"
 SPEC="--speculative-algorithm STANDALONE --speculative-draft-model-path $M/draft --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
 BENCH="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len ${OUT_LEN:-512} --random-range-ratio 1 --num-prompts ${PROMPTS:-96} --max-concurrency 32 --tokenizer $M/target --model $M/target --disable-tqdm"
 SERIES=patches/sglang-v0.5.12
