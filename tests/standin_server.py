@@ -27,6 +27,7 @@ default ..." or "Spec v1 is used ... because <reason>" (topk > 1, SGLANG_ENABLE_
 --timed-workers (a series that times one worker only). Accepted drafts per cycle follow the
 fixed pattern, capped at --speculative-num-steps (default 3), whose value below 1 makes the
 server exit 1 before listening (a failing sweep point). Other options are logged and ignored.
+--log-noise-kb N: about N KiB of log lines after the worker line.
 --plain-fails: without --speculative-algorithm the server exits 1 (a baseline that fails).
 PK_HANG=FILE in the server's environment: the first /generate creates FILE and never answers.
 
@@ -164,6 +165,8 @@ def serve(args, passed: list[str]) -> None:
     _, line = choose_worker(args, os.environ)
     if line:
         print(f"[stand-in] WARNING server_args.py: {line}", flush=True)
+    for i in range(args.log_noise_kb):  # a long log: the worker line scrolls out of its tail
+        print(f"stand-in server: decode batch {i:08d} " + "." * 990, flush=False)
     pt = runtime_for(args)
     timer = os.path.join(os.environ.get("PATCHKIT_TARGET_ROOT", ""), *RUNTIME.split(".")) + ".py"
     print(f"stand-in server: timing runtime in the target tree: {os.path.exists(timer)}",
@@ -282,6 +285,7 @@ def main(argv=None) -> None:
     s.add_argument("--ignore-signals", action="store_true")
     s.add_argument("--pid-file", default=None)
     s.add_argument("--plain-fails", action="store_true")
+    s.add_argument("--log-noise-kb", type=int, default=0)
     w = sub.add_parser("worker")
     for p in (s, w):
         p.add_argument("--speculative-algorithm", default=None)

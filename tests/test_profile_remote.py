@@ -499,10 +499,12 @@ def test_failing_baseline_keeps_the_report_and_says_so(tmp_path, sshd, tree, tar
 # ---- no cycle recorded: which worker ran ------------------------------------------------------------
 
 def test_no_cycle_names_the_worker_from_the_server_log(tmp_path, sshd, tree, target):
-    """SGLang picked the v2 worker (0.5.12's default) and the series times v1 only."""
+    """SGLang picked the v2 worker (0.5.12's default) and the series times v1 only; the log
+    is longer than the part fetched back, the worker line is found on the target."""
     cfg = RemoteConfig.from_mapping(settings(
         tmp_path, [target], sshd.client_config,
-        server_command=server_cmd(tmp_path / "server.pids", "--timed-workers v1")))
+        server_command=server_cmd(tmp_path / "server.pids",
+                                  "--timed-workers v1 --log-noise-kb 1100")))
     with pytest.raises(PatchkitError) as err:
         run_remote(cfg, stream=open(os.devnull, "w"))
     message = err.value.message
@@ -512,6 +514,10 @@ def test_no_cycle_names_the_worker_from_the_server_log(tmp_path, sshd, tree, tar
             'decoding."') in message
     assert "Series sglang-v0.5.9 does not time it: it patches eagle_worker.py" in message
     assert "SGLANG_ENABLE_SPEC_V2=0" in message
+    saved = (only_run_dir(tmp_path) / "node0" / "server.log").read_text()
+    assert "decode batch" in saved and "Spec v2" not in saved        # only the tail came back
+    record = json.loads((only_run_dir(tmp_path) / "remote.json").read_text())
+    assert record["hosts"][0]["worker"] == "spec v2 (EAGLEWorkerV2, eagle_worker_v2.py)"
     assert_cleaned(tmp_path, tree)
 
 

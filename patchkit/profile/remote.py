@@ -64,6 +64,7 @@ from patchkit.profile.remote_config import RemoteConfig
 from patchkit.profile.remote_host import RemoteHost, last_lines
 from patchkit.profile.server_args import drop_speculative
 from patchkit.profile.site import ProfileError, Terminated, _sigint_deferred, sigterm_interrupts
+from patchkit.profile.worker_log import NEEDLES as WORKER_NEEDLES
 from patchkit.profile.worker_log import no_cycles_message, which_worker
 
 __all__ = ["RemoteConfig", "RemoteOutcome", "run_remote", "parse_bench_output", "main"]
@@ -118,6 +119,7 @@ class RemoteRun:
         self.applied = False
         self.bench_text = ""
         self.notes: list[str] = []
+        self.worker_lines: dict[int, str] = {}   # host index -> its log's "Spec v1/v2" lines
 
     # ---- helpers --------------------------------------------------------------------------------
 
@@ -290,15 +292,24 @@ class RemoteRun:
                                               f"({timing})"))
         return timing
 
+    def read_worker_lines(self, host: RemoteHost) -> str:
+        """The server log's "Spec v1/v2" lines (logged at start-up; grepped on the target, so
+        a log longer than what is fetched back still tells)."""
+        if host.index not in self.worker_lines and host.run_dir is not None:
+            try:
+                self.worker_lines[host.index] = host.grep("server.log", WORKER_NEEDLES)
+            except PatchkitError:
+                return ""
+        return self.worker_lines.get(host.index, "")
+
+    @property
+    def worker(self) -> str:
+        """The worker the head node's server log names, e.g. "spec v2 (EAGLEWorkerV2, ...)"."""
+        return which_worker(self.worker_lines.get(0, "")).describe()
+
     def no_cycles(self, found: str) -> str:
         """Which worker ran (the servers' logs say, on the targets still), and what to do."""
-        logs = []
-        for host in self.hosts:
-            try:
-                text = host.tail("server.log", SERVER_LOG_MAX).decode("utf-8", "replace")
-            except PatchkitError:
-                continue
-            logs.append((self.log_name(host), text))
+        logs = [(self.log_name(h), self.read_worker_lines(h)) for h in self.hosts]
         return no_cycles_message(found, logs, self.cfg.series, self.server_command)
 
     # ---- cleanup ------------------------------------------------------------------------------
@@ -322,6 +333,7 @@ class RemoteRun:
                 (node / "server.log").write_bytes(host.tail("server.log", SERVER_LOG_MAX))
             except (PatchkitError, OSError):
                 pass
+            self.read_worker_lines(host)
             if not self.cfg.keep_remote_dir:
                 try:
                     host.cleanup()
@@ -348,7 +360,9 @@ class RemoteRun:
     def record(self) -> dict:
         doc = {"config": self.cfg.to_dict(), "notes": self.notes, "hosts": [
             {"index": h.index, "target": h.label, "root": h.root, "remote_run_dir": h.run_dir,
-             "kept": self.cfg.keep_remote_dir, "jobs": h.jobs} for h in self.hosts]}
+             "kept": self.cfg.keep_remote_dir, "jobs": h.jobs,
+             "server_command": self.server_command, "worker": which_worker(
+                 self.worker_lines.get(h.index, "")).describe()} for h in self.hosts]}
         (self.run_dir / "remote.json").write_text(json.dumps(doc, indent=2) + "\n",
                                                   encoding="utf-8")
         return doc
@@ -389,15 +403,6 @@ def count_cycles(timing_dir: Path) -> int:
         return sum(len(p.cycles) for p in load_timing_dir(timing_dir))
     except InvalidInput:
         return 0
-
-
-def server_worker(run_dir: Path) -> str:
-    """The speculative worker the head node's saved server log names ("unknown" if none)."""
-    try:
-        text = (run_dir / "node0" / "server.log").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "unknown"
-    return which_worker(text).describe()
 
 
 def report_meta(cfg: RemoteConfig, bench: BenchOutput, hosts, elapsed_s: float, *,
@@ -487,7 +492,7 @@ def run_remote(cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None 
     from patchkit.report import build_report, render_table  # after the revert
 
     meta = report_meta(cfg, bench, run.hosts, time.monotonic() - start)
-    meta["speculative worker (server log)"] = server_worker(run_dir)
+    meta["speculative worker (server log)"] = run.worker
     meta.update(baseline_meta(baseline))
     summary = build_report(timing, run_dir, chart=cfg.chart, meta=meta, baseline=baseline)
     table = render_table(summary)

@@ -28,6 +28,7 @@ Commands:
     stop DIR GRACE SIGNALS [NAME...]    stop jobs (all with a .pgid file when no NAME)
     fetch DIR MAX_BYTES                 a tar stream of the regular files under DIR
     tail PATH MAX_BYTES                 the last bytes of a file
+    grep PATH MAX_LINES NEEDLE...       the first lines of a file that contain a NEEDLE
     cleanup DIR                         remove a run directory made by mkrun
 """
 
@@ -327,6 +328,24 @@ def cmd_tail(path, max_bytes):
     sys.stdout.buffer.flush()
 
 
+def cmd_grep(path, max_lines, *needles):
+    """Lines holding a needle (fixed bytes), wherever they are in a log of any size."""
+    wanted = [n.encode("utf-8") for n in needles]
+    left = int(max_lines)
+    out = sys.stdout.buffer
+    try:
+        with open(path, "rb") as fh:
+            for line in fh:
+                if left <= 0:
+                    break
+                if any(n in line for n in wanted):
+                    out.write(line[:4096].rstrip(b"\r\n") + b"\n")
+                    left -= 1
+    except OSError:
+        pass
+    out.flush()
+
+
 def cmd_cleanup(directory):
     if not os.path.exists(os.path.join(directory, MARKER)):
         fail("%s has no %s marker; not removing it" % (directory, MARKER))
@@ -337,7 +356,7 @@ def cmd_cleanup(directory):
 
 
 COMMANDS = {"mkrun": cmd_mkrun, "start": cmd_start, "poll": cmd_poll, "stop": cmd_stop,
-            "fetch": cmd_fetch, "tail": cmd_tail, "cleanup": cmd_cleanup}
+            "fetch": cmd_fetch, "tail": cmd_tail, "grep": cmd_grep, "cleanup": cmd_cleanup}
 
 
 def main(argv):

@@ -121,6 +121,11 @@ class RemoteHost:
     def tail(self, name: str, limit: int) -> bytes:
         return self.agent("tail", self.path(name), limit, raw=True)
 
+    def grep(self, name: str, needles, max_lines: int = 20) -> str:
+        """The first lines of the run directory's file ``name`` holding any of ``needles``."""
+        return self.agent("grep", self.path(name), max_lines, *needles,
+                          raw=True).decode("utf-8", "replace")
+
     def fetch_timing(self, dest: Path) -> list[Path]:
         """The run directory's timing/ as a tar stream, unpacked into ``dest``."""
         limit = int(self.cfg.max_fetch_mb * 1024 * 1024)

@@ -29,8 +29,7 @@ from pathlib import Path
 from patchkit.errors import PatchkitError
 from patchkit.profile.default import new_run_dir
 from patchkit.profile.progress import ProgressLine
-from patchkit.profile.remote import (RemoteRun, count_cycles, report_meta, run_baseline,
-                                     server_worker)
+from patchkit.profile.remote import RemoteRun, count_cycles, report_meta, run_baseline
 from patchkit.profile.remote_config import RemoteConfig
 from patchkit.profile.server_args import expand_server_matrix
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
@@ -69,7 +68,7 @@ def _measure(cfg: RemoteConfig, point: dict, row: dict, point_dir: Path, progres
     try:
         bench, timing = run.execute()
     finally:
-        row["worker"] = server_worker(point_dir)
+        row["worker"] = run.worker
     (point_dir / "benchmark.json").write_text(json.dumps(bench.to_dict(), indent=2) + "\n",
                                               encoding="utf-8")
     meta = report_meta(cfg, bench, run.hosts, time.monotonic() - sweep_start,

@@ -27,6 +27,8 @@ _LINES = (
     (re.compile(r"Spec v1 is used for [^\n]*"), "v1", V1_FILE),
     (re.compile(r"Overlap scheduler is disabled when spec v2 is off[^\n]*"), "v1", V1_FILE),
 )
+# substrings of every line above: what the remote agent greps a server log of any size for
+NEEDLES = ("Spec v1", "Spec v2", "spec v2 is off")
 CLASSES = {"v1": "EAGLEWorker", "v2": "EAGLEWorkerV2",
            "multi-layer v2": "MultiLayerEagleWorkerV2"}
 
