@@ -348,7 +348,10 @@ pk_state_safe() {  # patchkit's own state must not lead outside the root through
 # enough to prove the holder dead later: host, machine id, boot id, pid namespace, pid and the
 # process start time (pid reuse). A provably dead holder's lock is taken over; any other is refused.
 pk_lock_facts() {  # this shell's identity: PK_HOST PK_MACHINE PK_BOOT PK_NS PK_START PK_NOW
-  PK_HOST=$(uname -n); PK_NOW=$(date +%s)
+  # the host name as uname -n prints it; /proc has it without starting a process
+  { read -r PK_HOST < /proc/sys/kernel/hostname; } 2>/dev/null || PK_HOST=$(uname -n 2>/dev/null)
+  [ -n "$PK_HOST" ] || PK_HOST=-
+  PK_NOW=$(date +%s)
   PK_MACHINE=-; PK_BOOT=-; PK_NS=-
   { read -r PK_MACHINE < /etc/machine-id || read -r PK_MACHINE < /var/lib/dbus/machine-id; } 2>/dev/null
   { read -r PK_BOOT < /proc/sys/kernel/random/boot_id; } 2>/dev/null
