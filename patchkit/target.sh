@@ -451,19 +451,14 @@ pk_lock() {
       pk_out "lock $_lstate $_lreason $_lage $_lline"
       pk_die 1 "target is locked"
     fi
-    if pk_lock_takeover "$_lline"; then
-      pk_out "takeover $_lreason $_lage $_lline"
-      printf '%s %s took-over-lock %s reason=%s %s\n' "$PK_NOW" "$PK_OP" "$PK_SERIES" "$_lreason" "$_lline" \
-        >> .patchkit/journal 2>/dev/null || :
-      break
-    fi
+    if pk_lock_takeover "$_lline" "$_lreason"; then pk_out "takeover $_lreason $_lage $_lline"; break; fi
     _try=$((_try + 1))
   done
   PK_LOCKED=1
   pk_lock_sweep
 }
 
-pk_lock_takeover() {  # dead-owner-line: replace that lock by ours; 1 when it changed meanwhile
+pk_lock_takeover() {  # dead-owner-line reason: replace that lock by ours; 1 when it changed meanwhile
   # Takers are serialised by .patchkit/lock.break (made like the lock): while we hold it nobody
   # else removes the lock, so the one we judged dead is the one we remove.
   if ! pk_excl .patchkit/lock.break; then
@@ -479,6 +474,9 @@ pk_lock_takeover() {  # dead-owner-line: replace that lock by ours; 1 when it ch
   pk_lock_read
   if [ "$_lline" != "$1" ]; then rm -f .patchkit/lock.break; return 1; fi
   rm -rf .patchkit/lock
+  printf '%s %s took-over-lock %s reason=%s %s\n' "$PK_NOW" "$PK_OP" "$PK_SERIES" "$2" "$1" \
+    >> .patchkit/journal 2>/dev/null || :
+  # an operation that found no lock in this instant may win it; then we are refused as usual
   if pk_excl .patchkit/lock; then rm -f .patchkit/lock.break; return 0; fi
   rm -f .patchkit/lock.break; return 1
 }

@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -255,6 +256,30 @@ def test_a_taker_that_died_in_the_act_is_no_obstacle(series, tmp_path, shell_tar
         live.kill()
         live.wait()
     assert res.exit_code == 1 and "taking over a dead lock" in " ".join(res.hosts[0].messages)
+
+
+def test_concurrent_takers_one_wins(series, tmp_path):
+    """Six operations meet one dead lock at once: one applies, the rest are refused by a live
+    lock (or find the series applied); the takeover is journaled once."""
+    root = tmp_path / "t"
+    for _ in range(3):
+        fresh(root)
+        plant_lock(root, lock_line(gone_pid()))
+        results = [None] * 6
+
+        def run(i):
+            results[i] = ops.apply(series, [str(root)])
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(WAIT_S)
+        hosts = [r.hosts[0] for r in results]
+        assert sum(1 for h in hosts if h.written) == 1, [h.messages for h in hosts]
+        for h in hosts:
+            assert h.exit_code == 0 or h.state == "locked", h
+        assert read_tree(root, AFTER.keys()) == AFTER
+        assert (root / ".patchkit/journal").read_text().count(" took-over-lock ") == 1
 
 
 # ---- no trace ----------------------------------------------------------------------------------
