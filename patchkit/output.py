@@ -32,11 +32,16 @@ def _first_error(host) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
+_IDENTITY_KEYS = ("start=", "boot=", "ns=", "machine=", "time=")
+
+
 def _journal_line(entry: dict) -> str:
     when = entry.get("time")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)) if when is not None else "?"
-    rest = " ".join(filter(None, (entry.get("op"), entry.get("event"), entry.get("series"),
-                                  entry.get("detail"))))
+    # the owner identity a takeover records (boot id, machine id...) stays in --json
+    detail = " ".join(w for w in (entry.get("detail") or "").split()
+                      if not w.startswith(_IDENTITY_KEYS))
+    rest = " ".join(filter(None, (entry.get("op"), entry.get("event"), entry.get("series"), detail)))
     return f"{stamp} {rest}"
 
 
