@@ -660,39 +660,49 @@ pk_undo_mkdirs() {  # remove the directories apply created, innermost first, whe
 }
 
 pk_exclude_add() {  # a git checkout: keep .patchkit out of git status, and remember how
+  # The new exclude file is made beside, its sha256 recorded, then renamed into place: a kill
+  # at any instant leaves the original or the recorded result, nothing in between.
   [ -d .git ] || return 0
-  [ -f .patchkit/exclude ] && return 0            # added by an earlier apply, still there
-  _x=.git/info/exclude; _how=appended; _nl=1
+  pk_exclude_undo                                 # an earlier apply's (kept or half-done): afresh
+  _x=.git/info/exclude; _new=.patchkit/exclude.new
   if [ -f "$_x" ]; then
-    _have=; _l=
+    _how=appended; _have=; _l=
     while IFS= read -r _l; do [ "$_l" = "/.patchkit/" ] && _have=1; done < "$_x"
-    if [ -n "$_l" ]; then _nl=0; [ "$_l" = "/.patchkit/" ] && _have=1; fi   # no final newline
+    _nl=1; if [ -n "$_l" ]; then _nl=0; [ "$_l" = "/.patchkit/" ] && _have=1; fi   # no final newline
     [ -n "$_have" ] && return 0                   # the user's own line: never touched
-    cp -p "$_x" .patchkit/exclude.orig 2>/dev/null || return 0
-  elif [ -d .git/info ]; then _how=created-file
-  else mkdir .git/info 2>/dev/null || return 0; _how=created-dir; fi
-  { [ "$_nl" = 1 ] || printf '\n'; printf '/.patchkit/\n'; } >> "$_x" 2>/dev/null || return 0
-  _xh=$($PK_SHA "$_x" 2>/dev/null) || _xh=-
-  printf '%s %s\n' "$_how" "${_xh%%[ 	]*}" > .patchkit/exclude
+    cp -p "$_x" .patchkit/exclude.orig 2>/dev/null && cp -p "$_x" "$_new" 2>/dev/null || return 0
+    { [ "$_nl" = 1 ] || printf '\n'; printf '/.patchkit/\n'; } >> "$_new" || return 0
+  else
+    _how=created-file; [ -d .git/info ] || _how=created-dir
+    printf '/.patchkit/\n' > "$_new" || return 0
+  fi
+  _xh=$($PK_SHA "$_new" 2>/dev/null) || return 0
+  printf '%s %s\n' "$_how" "${_xh%%[ 	]*}" > .patchkit/exclude || return 0
+  [ "$_how" = created-dir ] && { mkdir .git/info 2>/dev/null || return 0; }
+  mv -f "$_new" "$_x" 2>/dev/null || :
 }
 
 pk_exclude_undo() {  # put .git/info/exclude back as it was before apply added our line
-  [ -f .patchkit/exclude ] || return 0
+  # no record: apply stopped before it, and so before touching the exclude file
+  [ -f .patchkit/exclude ] || { rm -f .patchkit/exclude.orig .patchkit/exclude.new; return 0; }
   read -r _how _xh < .patchkit/exclude
   _x=.git/info/exclude
   if [ -f "$_x" ]; then
-    _now=$($PK_SHA "$_x" 2>/dev/null) || _now=-
-    if [ "${_now%%[ 	]*}" = "$_xh" ]; then        # unchanged since: back to the very bytes
+    _hs=$($PK_SHA "$_x" $([ -f .patchkit/exclude.orig ] && echo .patchkit/exclude.orig) 2>/dev/null) || _hs=
+    # shellcheck disable=SC2086
+    set -- $_hs -
+    if [ "$1" = "$_xh" ]; then                    # as apply left it: back to the very bytes
       case $_how in
         appended) mv -f .patchkit/exclude.orig "$_x" ;;
-        created-file) rm -f "$_x" ;;
-        created-dir) rm -f "$_x" && rmdir .git/info 2>/dev/null ;;
+        *) rm -f "$_x" ;;
       esac
+    elif [ "$1" = "${3:--}" ]; then :             # apply stopped before the rename
     else                                          # edited since: take out our line only
       sed '/^\/\.patchkit\/$/d' "$_x" > .patchkit/exclude.new && mv -f .patchkit/exclude.new "$_x"
       pk_out "warn .git/info/exclude changed after apply; only the /.patchkit/ line was removed"
     fi
   fi
+  [ "$_how" = created-dir ] && rmdir .git/info 2>/dev/null
   rm -f .patchkit/exclude .patchkit/exclude.orig .patchkit/exclude.new
 }
 
@@ -703,7 +713,7 @@ pk_revert_tidy() {  # a revert that succeeded: journal into the answer, then no 
     if [ "${PK_KEEP_JOURNAL:-0}" = 1 ]; then pk_out "journal-kept"; else rm -f .patchkit/journal; fi
   fi
   # trash (files a forced revert moved aside), a kept journal or anyone else's state stays
-  pk_state_empty lock exclude exclude.orig && pk_exclude_undo
+  pk_state_empty lock exclude exclude.orig exclude.new && pk_exclude_undo
   :
 }
 

@@ -31,7 +31,7 @@ import pytest
 from engine_support import busybox_local, git, git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import LocalTransport
-from test_engine_crash import AFTER, BEFORE, TOOLS
+from test_engine_crash import AFTER, BEFORE, TOOLS, killer_transport
 
 REPO = Path(__file__).resolve().parents[1]
 KILL_TOOLS = TOOLS + ["ls", "rmdir"]
@@ -319,6 +319,13 @@ def test_keep_journal_keeps_it_and_a_later_revert_takes_it(series, tmp_path):
     proc = invoke("patch.revert", "--series", series, "--target", str(root))     # nothing to revert
     assert proc.returncode == 0 and "nothing to revert" in proc.stdout and "journal:" in proc.stdout
     assert snapshot(root) == before
+    # kept, then applied again: the next plain revert answers with both rounds, leaves nothing
+    assert invoke("patch.apply", "--series", series, "--target", str(root)).returncode == 0
+    assert invoke("patch.revert", "--series", series, "--target", str(root), "--keep-journal").returncode == 0
+    assert invoke("patch.apply", "--series", series, "--target", str(root)).returncode == 0
+    res = ops.revert(series, [str(root)])
+    assert [j["event"] for j in res.hosts[0].journal] == ["staged", "committing", "applied", "reverted"] * 2
+    assert snapshot(root) == before
 
 
 def test_no_trace_under_busybox(series, tmp_path, busybox_bin):
@@ -339,6 +346,24 @@ def test_refused_apply_leaves_no_state_folder(series, tmp_path):
     proc = invoke("patch.apply", "--series", series, "--target", str(root))
     assert proc.returncode == 1 and "drifted" in proc.stdout
     assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("exclude", ["no-final-newline", "no-info-dir"])
+def test_killed_at_every_command_then_revert_leaves_no_trace(series, tmp_path, exclude):
+    """The target shell SIGKILLed at each external command of an apply on a checkout; a plain
+    revert afterwards restores every byte, .git included, and leaves no .patchkit."""
+    root = tmp_path / "t"
+    checkout(root, exclude)
+    t, counter = killer_transport(root, tmp_path, 10**6)
+    assert ops.apply(series, [t]).exit_code == 0
+    total = int(counter.read_text())
+    for at in range(1, total + 1):
+        before = snapshot(checkout(root, exclude))
+        t, _ = killer_transport(root, tmp_path, at)
+        assert ops.apply(series, [t]).exit_code != 0, f"not killed at command {at}"
+        res = ops.revert(series, [str(root)])
+        assert res.exit_code == 0, (at, res.to_json())
+        assert snapshot(root) == before, at
 
 
 def test_exclude_edited_while_applied_loses_only_our_line(series, tmp_path):
