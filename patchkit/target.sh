@@ -684,7 +684,10 @@ pk_exclude_add() {  # a git checkout: keep .patchkit out of git status, and reme
 
 pk_exclude_undo() {  # put .git/info/exclude back as it was before apply added our line
   # no record: apply stopped before it, and so before touching the exclude file
-  [ -f .patchkit/exclude ] || { rm -f .patchkit/exclude.orig .patchkit/exclude.new; return 0; }
+  if [ ! -f .patchkit/exclude ]; then
+    { [ -e .patchkit/exclude.orig ] || [ -e .patchkit/exclude.new ]; } && rm -f .patchkit/exclude.orig .patchkit/exclude.new
+    return 0
+  fi
   read -r _how _xh < .patchkit/exclude
   _x=.git/info/exclude
   if [ -f "$_x" ]; then
