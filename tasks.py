@@ -124,12 +124,15 @@ def apply(c, series=None, target=None, json=False, layout=None, container=None, 
 
 
 @task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, force="discard files modified after apply "
-      "(they are kept in .patchkit/trash) instead of refusing"))
+      "(they are kept in .patchkit/trash) instead of refusing",
+      keep_journal="keep the operation journal on the target in .patchkit/journal (default: it is "
+      "printed in the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml)"))
 def revert(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-           ssh_config=None, timeout=None, jobs=None, force=False):
-    """Restore the byte-identical originals saved by apply."""
+           ssh_config=None, timeout=None, jobs=None, force=False, keep_journal=False):
+    """Restore the byte-identical originals saved by apply; leave no patchkit trace."""
     _run(c, "revert", series, target, json,
-         _options(c, layout, container, exec_, ssh_config, timeout, jobs, force=force))
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, force=force,
+                  keep_journal=bool(keep_journal or _cfg(c, "keep_journal", False))))
 
 
 @task(auto_shortflags=False, **COMMON)
@@ -142,7 +145,7 @@ def status(c, series=None, target=None, json=False, layout=None, container=None,
 @task(auto_shortflags=False, **COMMON)
 def unlock(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
            ssh_config=None, timeout=None, jobs=None):
-    """Remove a stale lock left by an operation that died (reports who held it)."""
+    """Remove a lock by hand (one patchkit cannot prove dead: another host; reports who held it)."""
     _run(c, "unlock", series, target, json, _options(c, layout, container, exec_, ssh_config, timeout, jobs))
 
 
@@ -277,7 +280,7 @@ upstream.add_task(upstream_pin, "pin")
 ns = Collection(patch, profile, upstream)
 ns.configure({"patchkit": {"series": None, "targets": [], "layout": "auto", "jobs": 8,
                            "timeout": None, "ssh_config": None, "ssh_options": [],
-                           "container": None, "exec": None}})
+                           "container": None, "exec": None, "keep_journal": False}})
 
 
 # ----------------------------------------------------------------------------- profile.* (default target)

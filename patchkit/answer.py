@@ -23,6 +23,23 @@ class ManifestFile:
 
 
 @dataclass
+class LockInfo:
+    state: str                    # dead | held | foreign | noowner
+    reason: str                   # pid-gone | zombie | pid-reused | rebooted | other-host | ... | -
+    age: int                      # seconds since the owner took it
+    owner: dict[str, str]         # pid, host, user, op, time, start, boot, ns, machine (as recorded)
+
+    @property
+    def owner_text(self) -> str:
+        return " ".join(f"{k}={self.owner[k]}" for k in ("pid", "host", "user", "op") if k in self.owner)
+
+
+def _lock_info(state: str, reason: str, age: str, line: list[str]) -> LockInfo:
+    owner = dict(kv.split("=", 1) for kv in line if "=" in kv)
+    return LockInfo(state, reason, _int(age) or 0, owner)
+
+
+@dataclass
 class Answer:
     errors: list[tuple[int, str]] = field(default_factory=list)
     flags: set[str] = field(default_factory=set)
@@ -34,7 +51,9 @@ class Answer:
     staged: dict[int, tuple[int, str, bool]] = field(default_factory=dict)
     manifest: tuple[str, str, str, int] | None = None
     mfiles: dict[int, ManifestFile] = field(default_factory=dict)
-    lock: tuple[str, int, str] | None = None
+    lock: LockInfo | None = None                  # a lock that refused us (or, for status, any)
+    takeover: LockInfo | None = None              # a dead owner's lock this operation took over
+    journal: list[str] = field(default_factory=list)
     wrote: list[int] = field(default_factory=list)
     restored: list[tuple[int, str]] = field(default_factory=list)
     trashed: list[str] = field(default_factory=list)
@@ -99,7 +118,11 @@ def parse_answer(stdout: bytes) -> Answer:
             ans.mfiles[idx] = ManifestFile(parts[1], parts[2], None if parts[3] == "-" else parts[3],
                                            None if parts[4] == "-" else parts[4], " ".join(parts[5:]))
         elif word == "lock":
-            ans.lock = (parts[0], _int(parts[1]) or 0, " ".join(parts[2:]))
+            ans.lock = _lock_info(parts[0], parts[1], parts[2], parts[3:])
+        elif word == "takeover":
+            ans.takeover = _lock_info("dead", parts[0], parts[1], parts[2:])
+        elif word == "journal":
+            ans.journal.append(rest)
         elif word == "wrote":
             ans.wrote.append(int(parts[0]))
         elif word == "restored":

@@ -39,6 +39,9 @@ class HostResult:
     elapsed: float = 0.0
     bytes_sent: int = 0
     layout: str | None = None
+    lock: dict | None = None          # the lock that refused the operation (status: any lock seen)
+    took_over: dict | None = None     # the dead owner's lock this operation took over
+    journal: list[dict] = field(default_factory=list)   # revert: the journal it took off the target
 
     @property
     def ok(self) -> bool:
@@ -65,6 +68,7 @@ class OpResult:
 class Options:
     layout: str = "auto"
     force: bool = False
+    keep_journal: bool = False
     dry_run: bool = False
     jobs: int = 8
     timeout: float | None = None
@@ -79,13 +83,14 @@ class Options:
 def run_program(compiled: Compiled, transport: Transport, op: str, opts: Options,
                 phase: str = "all") -> tuple[Answer, int, float, int]:
     program = build_program(compiled, op, transport.root, layout=opts.layout,
-                            force=opts.force, phase=phase)
+                            force=opts.force, phase=phase, keep_journal=opts.keep_journal)
     result = transport.run(program, timeout=opts.timeout)
     answer = parse_answer(result.stdout)
     if "retry single" in answer.flags:
         # A pinned file ends without a newline that no hunk shows: redo with one sed per file.
         program = build_program(compiled, op, transport.root, layout=opts.layout,
-                                force=opts.force, phase=phase, single=True)
+                                force=opts.force, phase=phase, single=True,
+                                keep_journal=opts.keep_journal)
         result = transport.run(program, timeout=opts.timeout)
         answer = parse_answer(result.stdout)
     rc = result.returncode
@@ -112,8 +117,15 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
     if ans.dists and pin.version and not any(v == pin.version for v, _ in ans.dists):
         found = ", ".join(f"{v} ({d})" for v, d in ans.dists if d) or "no dist-info found"
         host.messages.append(f"installed {pin.name} version: {found}; pinned {pin.version}")
+    if ans.takeover:
+        host.took_over = _lock_json(ans.takeover)
+        host.messages.append(_takeover_message(ans.takeover))
     if ans.lock:
+        host.lock = _lock_json(ans.lock)
         host.messages.append(_lock_message(ans.lock, label))
+    host.journal = [_journal_entry(line) for line in ans.journal]
+    if "journal-kept" in ans.flags:
+        host.messages.append("journal kept on the target in .patchkit/journal (--keep-journal)")
     host.messages += ans.warnings
     if "already applied" in ans.flags:
         host.state = "applied"
@@ -128,6 +140,7 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
         mstate, mseries, mdigest, _ = ans.manifest
         host.messages.append(f"the target carries patchkit state ({mstate}, series {mseries} "
                              f"{mdigest[:12]}); see patch.status, then revert")
+    prefix = compiled.series.pin.package_prefix if ans.layout == "installed" else None
     restored = {idx for idx, _ in ans.restored}
     if ans.mfiles and op in ("revert", "apply"):
         for i, mf in sorted(ans.mfiles.items()):
@@ -137,7 +150,7 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
         tf = ans.files.get(k)
         if tf is None:
             continue
-        fr = FileReport(plan.path, "ok")
+        fr = FileReport(strip_prefix(plan.path, prefix), "ok")
         if tf.state == "missing":
             fr.state, fr.detail = "missing", "pinned file does not exist"
         elif tf.state == "exists":
@@ -159,10 +172,10 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
             host.files.append(fr)
     for k, (wc, sha, ok) in sorted(ans.staged.items()):
         if not ok:
-            host.files.append(FileReport(plans[k - 1].path, "bad-result",
+            shown = strip_prefix(plans[k - 1].path, prefix)
+            host.files.append(FileReport(shown, "bad-result",
                                          f"sed produced an unexpected result (wc -l {wc})"))
-            host.messages.append(f"{plans[k - 1].path}: the staged result failed its check; nothing written")
-    prefix = compiled.series.pin.package_prefix if ans.layout == "installed" else None
+            host.messages.append(f"{shown}: the staged result failed its check; nothing written")
     host.written = [strip_prefix(plans[k - 1].path, prefix) for k in ans.wrote]
     for idx, what in ans.restored:
         mf = ans.mfiles.get(idx)
@@ -195,15 +208,44 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
     return host
 
 
+_DEATH = {"pid-gone": "its process is gone", "zombie": "its process is a zombie",
+          "pid-reused": "its pid now belongs to another process", "rebooted": "the host rebooted since"}
+_UNKNOWN = {"other-host": "it was taken on another host", "other-machine": "another machine of that name",
+            "other-boot": "a boot of this host name that patchkit cannot tie to this machine",
+            "other-pid-namespace": "another pid namespace (container)",
+            "taking-over": "that operation is taking over a dead lock right now"}
+
+
+def _lock_json(lock) -> dict:
+    return {"state": lock.state, "reason": lock.reason, "age_s": lock.age, "owner": lock.owner}
+
+
+def _takeover_message(lock) -> str:
+    return (f"took over the lock of a dead operation ({lock.owner_text}, {lock.age} s old): "
+            f"{_DEATH.get(lock.reason, lock.reason)}")
+
+
 def _lock_message(lock, label: str) -> str:
-    state, age, owner = lock
-    what = {"held": "locked by", "stale-dead": "STALE lock (owner process gone) of",
-            "stale-old": "STALE lock (older than the limit) of",
-            "held-noowner": "locked (no owner recorded yet) —"}.get(state, state)
-    msg = f"{what} {owner} ({age} s ago)" if owner else what
-    if state.startswith("stale") or state == "held-noowner":
-        msg += f"; clear it with: invoke patch.unlock --target {label!r}"
-    return msg
+    owner, age = lock.owner_text, lock.age
+    if lock.state == "dead":      # status only: operations take such a lock over
+        return (f"lock of a dead operation {owner} ({age} s ago; {_DEATH.get(lock.reason, lock.reason)}); "
+                "the next apply or revert takes it over")
+    if lock.state == "held":
+        return f"locked by {owner} ({age} s ago; that process is alive): wait for it to finish"
+    unlock = f"invoke patch.unlock --target {label!r}"
+    if lock.state == "noowner":
+        return f"locked, no owner recorded; if no patchkit operation runs there: {unlock}"
+    why = _UNKNOWN.get(lock.reason, lock.reason)
+    return (f"locked by {owner} ({age} s ago; {why}: patchkit cannot tell whether it is alive); "
+            f"once you know it is gone: {unlock}")
+
+
+def _journal_entry(line: str) -> dict:
+    """`<epoch> <op> <event> <series> [detail]`, as target.sh appends them."""
+    parts = line.split(" ", 4)
+    parts += [""] * (5 - len(parts))
+    when = int(parts[0]) if parts[0].isdigit() else None
+    return {"time": when, "op": parts[1], "event": parts[2], "series": parts[3], "detail": parts[4]}
 
 
 def _status(compiled: Compiled, ans: Answer, host: HostResult) -> None:
@@ -341,6 +383,7 @@ def _fleet_apply(compiled: Compiled, transports: list[Transport], opts: Options)
             t, h = pair
             if h.ok and h.state == "staged":
                 u = run_on(compiled, t, "unstage", opts)
+                h.journal = u.journal
                 h.messages.append("staged files removed (another host failed)" if u.ok
                                   else f"could not remove staged files: {'; '.join(u.messages)}")
                 h.state = "pristine" if u.ok else "staged"

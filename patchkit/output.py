@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from .ops import OpResult
 
@@ -31,6 +32,19 @@ def _first_error(host) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
+_IDENTITY_KEYS = ("start=", "boot=", "ns=", "machine=", "time=")
+
+
+def _journal_line(entry: dict) -> str:
+    when = entry.get("time")
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)) if when is not None else "?"
+    # the owner identity a takeover records (boot id, machine id...) stays in --json
+    detail = " ".join(w for w in (entry.get("detail") or "").split()
+                      if not w.startswith(_IDENTITY_KEYS))
+    rest = " ".join(filter(None, (entry.get("op"), entry.get("event"), entry.get("series"), detail)))
+    return f"{stamp} {rest}"
+
+
 def render_text(result: OpResult, verbose: bool = True) -> str:
     lines = [f"patchkit {result.op}: series {result.series} ({result.digest[:12]})"]
     rows = [["target", "state", "files", "wrote", "time", "result", "error"]]
@@ -49,6 +63,9 @@ def render_text(result: OpResult, verbose: bool = True) -> str:
         elif result.op in ("apply", "revert") and h.exit_code == 0:
             detail.append("  wrote nothing")
         detail += [f"  {m}" for m in h.messages]
+        if h.journal:
+            detail.append("  journal:")
+            detail += [f"    {_journal_line(j)}" for j in h.journal]
         if detail:
             lines.append(f"{h.target}:")
             lines += detail

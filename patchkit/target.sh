@@ -1,6 +1,7 @@
 # ---- patchkit target-side library (POSIX sh; GNU coreutils or BusyBox) ----------------------
 # Sent, after the per-operation data, as one program on standard input (`sh -s`). It needs sh,
-# sed, wc, sha256sum (or shasum), mktemp, mv, mkdir, rm, cp, ln, uname, date. Answers go to
+# sed, wc, sha256sum (or shasum), mktemp, mv, mkdir, rm, cp, ln, uname, date; rmdir and ls where
+# present (tidying up, identifying a lock's owner). Answers go to
 # stdout as lines starting with "@pk "; the client decides what they mean.
 # Per-file data: pk_<field>_<k> variables set by pk_file; k = 1..PK_N.
 
@@ -12,14 +13,13 @@ pk_cleanup() {
   [ -n "${PK_T:-}" ] && rm -rf "$PK_T"
   # an apply that stops before its manifest exists leaves no staged files or copies behind
   [ "${PK_UNDO_STAGE:-0}" = 1 ] && rm -rf "$PK_ROOT/.patchkit/stage" "$PK_ROOT/.patchkit/orig"
-  [ "${PK_LOCKED:-0}" = 1 ] && rm -rf "$PK_ROOT/.patchkit/lock"
-  :
+  pk_lock_release
 }
 
 pk_init() {
   LC_ALL=C; export LC_ALL
   set -f
-  PK_T=; PK_LOCKED=0; PK_REFUSE=0
+  PK_T=; PK_LOCKED=0; PK_LOCKTMP=; PK_REFUSE=0
   trap pk_cleanup EXIT
   trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM; trap '' PIPE
   [ -d "$PK_ROOT" ] || pk_die 1 "target root $PK_ROOT does not exist or is not a directory"
@@ -335,11 +335,100 @@ pk_check_staged() {  # stage-dir: wc, post-image lines, sha256 of every staged f
 
 # -- state under <root>/.patchkit: lock, manifest, originals ------------------------------------
 pk_state_safe() {  # patchkit's own state must not lead outside the root through a symlink
-  for _s in .patchkit .patchkit/lock .patchkit/orig .patchkit/stage .patchkit/trash \
-            .patchkit/manifest .patchkit/manifest.tmp .patchkit/journal; do
+  for _s in .patchkit .patchkit/lock .patchkit/lock.break .patchkit/orig .patchkit/stage .patchkit/trash \
+            .patchkit/manifest .patchkit/manifest.tmp .patchkit/journal .patchkit/mkdirs \
+            .patchkit/exclude .patchkit/exclude.orig .patchkit/exclude.new; do
     [ -L "$_s" ] && pk_die 1 "refusing: $PK_ROOT/$_s is a symlink (patchkit state must stay inside the root)"
   done
   :
+}
+
+# The lock is one line in .patchkit/lock: created whole (a hard link to a finished file, so it is
+# never seen empty) and exclusively (link fails when it exists). It records who holds it well
+# enough to prove the holder dead later: host, machine id, boot id, pid namespace, pid and the
+# process start time (pid reuse). A provably dead holder's lock is taken over; any other is refused.
+pk_lock_facts() {  # this shell's identity: PK_HOST PK_MACHINE PK_BOOT PK_NS PK_START PK_NOW
+  # the host name as uname -n prints it; /proc has it without starting a process
+  { read -r PK_HOST < /proc/sys/kernel/hostname; } 2>/dev/null || PK_HOST=$(uname -n 2>/dev/null)
+  [ -n "$PK_HOST" ] || PK_HOST=-
+  PK_NOW=$(date +%s)
+  PK_MACHINE=-; PK_BOOT=-; PK_NS=-
+  { read -r PK_MACHINE < /etc/machine-id || read -r PK_MACHINE < /var/lib/dbus/machine-id; } 2>/dev/null
+  { read -r PK_BOOT < /proc/sys/kernel/random/boot_id; } 2>/dev/null
+  _l=$(ls -l "/proc/$$/ns/pid" 2>/dev/null) || _l=
+  case $_l in *'['*']'*) _l=${_l##*\[}; PK_NS=${_l%%\]*} ;; esac
+  [ -n "$PK_MACHINE" ] || PK_MACHINE=-; [ -n "$PK_BOOT" ] || PK_BOOT=-
+  pk_pid_state "$$"; PK_START=$_pst
+  PK_LOCKLINE="pid=$$ host=$PK_HOST user=${USER:-${LOGNAME:-unknown}} op=$PK_OP time=$PK_NOW start=$PK_START boot=$PK_BOOT ns=$PK_NS machine=$PK_MACHINE"
+}
+
+pk_pid_state() {  # pid -> _pidst: alive | gone | zombie, _pst: its start time (or -)
+  _pst=-; _pidst=alive
+  if { read -r _stl < "/proc/$1/stat"; } 2>/dev/null; then
+    _stl=${_stl##*) }
+    # shellcheck disable=SC2086
+    set -- $_stl
+    case $1 in Z|X|x) _pidst=zombie; return 0 ;; esac
+    [ $# -ge 20 ] && { shift 19; _pst=$1; }
+    return 0
+  fi
+  # no /proc entry (or /proc hidden or absent): only "No such process" proves it gone
+  if _e=$(kill -0 "$1" 2>&1); then :; else case $_e in *"No such process"*|*"no such process"*) _pidst=gone ;; esac; fi
+}
+
+pk_lock_judge() {  # owner-line -> _lstate: dead | held | foreign | noowner; _lreason; _lage (s)
+  _lreason=-; _lage=0
+  _opid=; _ohost=; _otime=; _ostart=; _oboot=; _ons=; _omach=
+  for _kv in $1; do
+    case $_kv in
+      pid=*) _opid=${_kv#pid=} ;; host=*) _ohost=${_kv#host=} ;; time=*) _otime=${_kv#time=} ;;
+      start=*) _ostart=${_kv#start=} ;; boot=*) _oboot=${_kv#boot=} ;; ns=*) _ons=${_kv#ns=} ;;
+      machine=*) _omach=${_kv#machine=} ;;
+    esac
+  done
+  case $_otime in ''|*[!0-9]*) ;; *) _lage=$((PK_NOW - _otime)) ;; esac
+  case $_opid in ''|*[!0-9]*) _lstate=noowner; return 0 ;; esac
+  _lstate=foreign
+  # another machine (host name, and the machine id where the lock records one): unknowable
+  [ "$_ohost" = "$PK_HOST" ] || { _lreason=other-host; return 0; }
+  [ -z "$_omach" ] || [ "$_omach" = "$PK_MACHINE" ] || { _lreason=other-machine; return 0; }
+  if [ -n "$_oboot" ] && [ "$_oboot" != - ] && [ "$PK_BOOT" != - ] && [ "$_oboot" != "$PK_BOOT" ]; then
+    # this machine booted since; without a machine id a same-named host could be another one
+    if [ -n "$_omach" ] && [ "$_omach" != - ]; then _lstate=dead; _lreason=rebooted
+    else _lreason=other-boot; fi
+    return 0
+  fi
+  [ -z "$_ons" ] || [ "$_ons" = "$PK_NS" ] || { _lreason=other-pid-namespace; return 0; }
+  _lstate=dead
+  if [ "$_opid" = "$$" ]; then _lreason=pid-reused; return 0; fi   # not us: we hold no lock yet
+  pk_pid_state "$_opid"
+  case $_pidst in
+    gone) _lreason=pid-gone ;;
+    zombie) _lreason=zombie ;;
+    *) case "$_ostart:$_pst" in
+         *[!0-9:]*|:*|*:) _lstate=held ;;         # no start time to compare: a live pid is live
+         *) if [ "$_ostart" = "$_pst" ]; then _lstate=held; else _lreason=pid-reused; fi ;;
+       esac ;;
+  esac
+}
+
+pk_lock_read() {  # -> _lline: the owner line of .patchkit/lock (or of an older patchkit's lock dir)
+  _lline=
+  if [ -d .patchkit/lock ]; then { read -r _lline < .patchkit/lock/owner; } 2>/dev/null
+  else { read -r _lline < .patchkit/lock; } 2>/dev/null; fi
+  :
+}
+
+pk_excl() {  # path: create it, exclusively, holding our owner line
+  [ -d "$1" ] && return 1
+  if ln "$PK_LOCKTMP" "$1" 2>/dev/null; then
+    # an older patchkit's lock directory appeared meanwhile: ln linked into it
+    if [ -d "$1" ]; then rm -f "$1/${PK_LOCKTMP##*/}"; return 1; fi
+    return 0
+  fi
+  { [ -e "$1" ] || [ -L "$1" ]; } && return 1
+  # a file system without hard links: an exclusive create (noclobber is O_EXCL)
+  ( set -C; printf '%s\n' "$PK_LOCKLINE" > "$1" ) 2>/dev/null
 }
 
 pk_lock() {
@@ -347,31 +436,89 @@ pk_lock() {
   if [ ! -d .patchkit ]; then
     mkdir .patchkit 2>"$PK_T/err" || pk_die 1 "cannot create $PK_ROOT/.patchkit: $(sed -n '1p' "$PK_T/err") (read-only or permission denied?)"
   fi
-  # owner facts first: between mkdir and the owner file only builtins run
-  _host=$(uname -n); _now=$(date +%s)
-  if mkdir .patchkit/lock 2>/dev/null; then
-    PK_LOCKED=1
-    printf 'pid=%s host=%s user=%s op=%s time=%s\n' "$$" "$_host" "${USER:-${LOGNAME:-unknown}}" \
-      "$PK_OP" "$_now" > .patchkit/lock/owner 2>/dev/null \
-      || pk_die 1 "cannot write $PK_ROOT/.patchkit/lock/owner (disk full or read-only?)"
-    return 0
+  pk_lock_facts
+  PK_LOCKTMP=.patchkit/lock.$$
+  if ! ( set -C; printf '%s\n' "$PK_LOCKLINE" > "$PK_LOCKTMP" ) 2>/dev/null; then
+    # a leftover of an earlier process that had our pid
+    rm -f "$PK_LOCKTMP"
+    ( set -C; printf '%s\n' "$PK_LOCKLINE" > "$PK_LOCKTMP" ) 2>/dev/null \
+      || pk_die 1 "cannot write $PK_ROOT/$PK_LOCKTMP (disk full or read-only?)"
   fi
-  pk_lock_report
-  pk_die 1 "target is locked"
+  _try=0
+  while ! pk_excl .patchkit/lock; do
+    pk_lock_read; pk_lock_judge "$_lline"
+    if [ "$_lstate" != dead ] || [ "$_try" -ge 3 ]; then
+      pk_out "lock $_lstate $_lreason $_lage $_lline"
+      pk_die 1 "target is locked"
+    fi
+    if pk_lock_takeover "$_lline" "$_lreason"; then pk_out "takeover $_lreason $_lage $_lline"; break; fi
+    _try=$((_try + 1))
+  done
+  PK_LOCKED=1
+  pk_lock_sweep
 }
 
-pk_lock_report() {
-  _line=; [ -f .patchkit/lock/owner ] && read -r _line < .patchkit/lock/owner
-  _pid=; _host=; _time=
-  for _kv in $_line; do
-    case $_kv in pid=*) _pid=${_kv#pid=} ;; host=*) _host=${_kv#host=} ;; time=*) _time=${_kv#time=} ;; esac
+pk_lock_takeover() {  # dead-owner-line reason: replace that lock by ours; 1 when it changed meanwhile
+  # Takers are serialised by .patchkit/lock.break (made like the lock): while we hold it nobody
+  # else removes the lock, so the one we judged dead is the one we remove.
+  if ! pk_excl .patchkit/lock.break; then
+    _bline=; { read -r _bline < .patchkit/lock.break; } 2>/dev/null
+    pk_lock_judge "$_bline"
+    if [ "$_lstate" != dead ]; then
+      pk_out "lock $_lstate taking-over $_lage $_bline"
+      pk_die 1 "target is locked (another operation is taking over a dead lock)"
+    fi
+    rm -f .patchkit/lock.break          # a taker that died in the act
+    pk_excl .patchkit/lock.break || return 1
+  fi
+  pk_lock_read
+  if [ "$_lline" != "$1" ]; then rm -f .patchkit/lock.break; return 1; fi
+  rm -rf .patchkit/lock
+  printf '%s %s took-over-lock %s reason=%s %s\n' "$PK_NOW" "$PK_OP" "$PK_SERIES" "$2" "$1" \
+    >> .patchkit/journal 2>/dev/null || :
+  # an operation that found no lock in this instant may win it; then we are refused as usual
+  if pk_excl .patchkit/lock; then rm -f .patchkit/lock.break; return 0; fi
+  rm -f .patchkit/lock.break; return 1
+}
+
+pk_lock_sweep() {  # drop our identity file, and those (and a takeover token) of dead operations
+  _own=$PK_LOCKTMP; PK_LOCKTMP=; _dead=
+  set +f; set -- .patchkit/lock.[0-9]* .patchkit/lock.break; set -f
+  for _f in "$@"; do
+    [ -f "$_f" ] && [ "$_f" != "$_own" ] || continue
+    _fl=; { read -r _fl < "$_f"; } 2>/dev/null
+    [ -n "$_fl" ] || continue
+    pk_lock_judge "$_fl"; [ "$_lstate" = dead ] && _dead="$_dead $_f"
   done
-  _state=held; _now=$(date +%s)
-  if [ "$_host" = "$(uname -n)" ] && [ -n "$_pid" ] && ! kill -0 "$_pid" 2>/dev/null; then _state=stale-dead
-  elif [ -n "$_time" ] && [ $((_now - _time)) -gt "${PK_STALE_AFTER:-3600}" ]; then _state=stale-old; fi
-  # no owner yet: an operation may be between mkdir and writing its owner; give it a moment
-  if [ -z "$_line" ]; then _state=held-noowner; _time=; fi
-  pk_out "lock $_state $((_now - ${_time:-$_now})) $_line"
+  # shellcheck disable=SC2086
+  rm -f "$_own" $_dead
+}
+
+pk_lock_release() {  # only our own lock; then .patchkit itself when nothing is left in it
+  [ -n "${PK_LOCKTMP:-}" ] && rm -f "$PK_LOCKTMP"
+  [ "${PK_LOCKED:-0}" = 1 ] || return 0
+  _cl=; { read -r _cl < .patchkit/lock; } 2>/dev/null
+  [ "$_cl" = "$PK_LOCKLINE" ] && rm -f .patchkit/lock
+  pk_state_empty && rmdir .patchkit 2>/dev/null
+  :
+}
+
+pk_state_empty() {  # 0 when .patchkit holds nothing but the names given
+  set +f
+  for _e in .patchkit/* .patchkit/.[!.]* .patchkit/..?*; do
+    { [ -e "$_e" ] || [ -L "$_e" ]; } || continue
+    _keep=1
+    for _ok in "$@"; do [ "$_e" = ".patchkit/$_ok" ] && _keep=; done
+    [ -n "$_keep" ] && { set -f; return 1; }
+  done
+  set -f
+  return 0
+}
+
+pk_lock_report() {  # status and unlock: who holds the lock, and could it be taken over
+  pk_lock_facts
+  pk_lock_read; pk_lock_judge "$_lline"
+  pk_out "lock $_lstate $_lreason $_lage $_lline"
 }
 
 pk_manifest_read() {  # sets PK_M (1 when present), PK_M_STATE, PK_M_DIGEST, PK_M_SERIES, PK_MN, pk_m*_<i>
@@ -486,8 +633,91 @@ pk_restore() {  # put originals back from the manifest (force: 1 keeps modified 
     rm -f "$@" || pk_die 1 "cannot remove the created files"
     for _i in $_rm; do pk_out "restored $_i removed"; done
   fi
-  rm -rf .patchkit/orig .patchkit/stage .patchkit/manifest || pk_die 1 "cannot clean $PK_ROOT/.patchkit"
+  pk_undo_mkdirs
+  rm -rf .patchkit/orig .patchkit/stage .patchkit/manifest .patchkit/mkdirs || pk_die 1 "cannot clean $PK_ROOT/.patchkit"
   printf '%s %s reverted %s\n' "$(date +%s)" "$PK_OP" "${PK_M_SERIES:-?}" >> .patchkit/journal 2>/dev/null || :
+}
+
+# -- no trace: what apply adds besides the files (directories, the exclude line) is taken out -----
+pk_note_mkdirs() {  # dir: record the directories a commit is about to create (outermost first)
+  _nd=$1; _new=
+  while [ ! -d "$_nd" ] && [ "$_nd" != . ]; do
+    _new="$_nd$PK_NL$_new"
+    case $_nd in */*) _nd=${_nd%/*} ;; *) _nd=. ;; esac
+  done
+  printf '%s' "$_new" >> .patchkit/mkdirs
+}
+
+pk_undo_mkdirs() {  # remove the directories apply created, innermost first, where they are empty
+  [ -f .patchkit/mkdirs ] || return 0
+  _mk=$(sed -n '1!G;h;$p' .patchkit/mkdirs) || return 0
+  _oifs=$IFS; IFS=$PK_NL
+  # shellcheck disable=SC2086
+  set -- $_mk
+  IFS=$_oifs
+  [ $# -gt 0 ] && rmdir "$@" 2>/dev/null
+  :
+}
+
+pk_exclude_add() {  # a git checkout: keep .patchkit out of git status, and remember how
+  # The new exclude file is made beside, its sha256 recorded, then renamed into place: a kill
+  # at any instant leaves the original or the recorded result, nothing in between.
+  [ -d .git ] || return 0
+  pk_exclude_undo                                 # an earlier apply's (kept or half-done): afresh
+  _x=.git/info/exclude; _new=.patchkit/exclude.new
+  if [ -f "$_x" ]; then
+    _how=appended; _have=; _l=
+    while IFS= read -r _l; do [ "$_l" = "/.patchkit/" ] && _have=1; done < "$_x"
+    _nl=1; if [ -n "$_l" ]; then _nl=0; [ "$_l" = "/.patchkit/" ] && _have=1; fi   # no final newline
+    [ -n "$_have" ] && return 0                   # the user's own line: never touched
+    cp -p "$_x" .patchkit/exclude.orig 2>/dev/null && cp -p "$_x" "$_new" 2>/dev/null || return 0
+    { [ "$_nl" = 1 ] || printf '\n'; printf '/.patchkit/\n'; } >> "$_new" || return 0
+  else
+    _how=created-file; [ -d .git/info ] || _how=created-dir
+    printf '/.patchkit/\n' > "$_new" || return 0
+  fi
+  _xh=$($PK_SHA "$_new" 2>/dev/null) || return 0
+  printf '%s %s\n' "$_how" "${_xh%%[ 	]*}" > .patchkit/exclude || return 0
+  [ "$_how" = created-dir ] && { mkdir .git/info 2>/dev/null || return 0; }
+  mv -f "$_new" "$_x" 2>/dev/null || :
+}
+
+pk_exclude_undo() {  # put .git/info/exclude back as it was before apply added our line
+  # no record: apply stopped before it, and so before touching the exclude file
+  if [ ! -f .patchkit/exclude ]; then
+    { [ -e .patchkit/exclude.orig ] || [ -e .patchkit/exclude.new ]; } && rm -f .patchkit/exclude.orig .patchkit/exclude.new
+    return 0
+  fi
+  read -r _how _xh < .patchkit/exclude
+  _x=.git/info/exclude
+  if [ -f "$_x" ]; then
+    _hs=$($PK_SHA "$_x" $([ -f .patchkit/exclude.orig ] && echo .patchkit/exclude.orig) 2>/dev/null) || _hs=
+    # shellcheck disable=SC2086
+    set -- $_hs -
+    if [ "$1" = "$_xh" ]; then                    # as apply left it: back to the very bytes
+      case $_how in
+        appended) mv -f .patchkit/exclude.orig "$_x" ;;
+        *) rm -f "$_x" ;;
+      esac
+    elif [ "$1" = "${3:--}" ]; then :             # apply stopped before the rename
+    else                                          # edited since: take out our line only
+      sed '/^\/\.patchkit\/$/d' "$_x" > .patchkit/exclude.new && mv -f .patchkit/exclude.new "$_x"
+      pk_out "warn .git/info/exclude changed after apply; only the /.patchkit/ line was removed"
+    fi
+  fi
+  [ "$_how" = created-dir ] && rmdir .git/info 2>/dev/null
+  rm -f .patchkit/exclude .patchkit/exclude.orig .patchkit/exclude.new
+}
+
+pk_revert_tidy() {  # a revert that succeeded: journal into the answer, then no patchkit trace
+  rm -rf .patchkit/stage .patchkit/orig .patchkit/manifest.tmp .patchkit/mkdirs
+  if [ -f .patchkit/journal ]; then
+    while IFS= read -r _jl; do pk_out "journal $_jl"; done < .patchkit/journal
+    if [ "${PK_KEEP_JOURNAL:-0}" = 1 ]; then pk_out "journal-kept"; else rm -f .patchkit/journal; fi
+  fi
+  # trash (files a forced revert moved aside), a kept journal or anyone else's state stays
+  pk_state_empty lock exclude exclude.orig exclude.new && pk_exclude_undo
+  :
 }
 
 pk_backup() {  # _ dir-index files...: hard-link originals into .patchkit/orig/<dir>/ (copy where links are impossible)
@@ -502,7 +732,7 @@ pk_commit_dir() {  # _ dir-index files...: rename the staged files over the orig
   _n=$#
   for _p in "$@"; do set -- "$@" ".patchkit/stage/$_d/${_p##*/}"; done
   shift "$_n"
-  if [ -d "$_dest" ] || mkdir -p "$_dest"; then
+  if [ -d "$_dest" ] || { pk_note_mkdirs "$_dest" && mkdir -p "$_dest"; }; then
     mv -f "$@" "$_dest/" && return 0
   fi
   PK_COMMIT_FAILED=$_dest
@@ -530,11 +760,7 @@ pk_commit() {
   if [ $# -gt 0 ]; then rm -f "$@" || { PK_COMMIT_FAILED=$1; pk_commit_rollback; }; fi
   pk_manifest_write applied
   rm -rf .patchkit/stage
-  if [ -d .git ]; then
-    [ -d .git/info ] || mkdir .git/info 2>/dev/null
-    _have=; [ -f .git/info/exclude ] && while IFS= read -r _l; do [ "$_l" = "/.patchkit/" ] && _have=1; done < .git/info/exclude
-    [ -n "$_have" ] || printf '/.patchkit/\n' >> .git/info/exclude 2>/dev/null || :
-  fi
+  pk_exclude_add
   _k=1
   while [ "$_k" -le "$PK_N" ]; do pk_out "wrote $_k"; _k=$((_k + 1)); done
 }
@@ -631,6 +857,8 @@ pk_run_unstage() {  # fleet abort before commit: drop the staged files and saved
   if [ "$PK_M" = 1 ] && [ "${PK_M_STATE:-}" = staged ] && [ "${PK_M_DIGEST:-}" = "$PK_DIGEST" ]; then
     rm -rf .patchkit/stage .patchkit/orig .patchkit/manifest || pk_die 1 "cannot clean $PK_ROOT/.patchkit"
     pk_out "unstaged"
+    printf '%s %s unstaged %s\n' "$(date +%s)" "$PK_OP" "$PK_SERIES" >> .patchkit/journal 2>/dev/null || :
+    pk_revert_tidy
   fi
   exit 0
 }
@@ -643,6 +871,7 @@ pk_run_revert() {
     pk_check_files 0
     pk_out "nothing to revert"
     [ "$PK_DRIFT" = 0 ] || exit 1
+    pk_revert_tidy
     exit 0
   fi
   pk_manifest_state
@@ -650,11 +879,12 @@ pk_run_revert() {
     pk_die 1 "files were modified after apply; revert refused (use --force to discard the changes)"
   fi
   pk_restore "${PK_FORCE:-0}"
+  pk_revert_tidy
   exit 0
 }
 
 pk_run_status() {
-  if [ -d .patchkit/lock ]; then pk_lock_report; fi
+  if [ -e .patchkit/lock ]; then pk_lock_report; fi
   [ -d .patchkit/stage ] && pk_out "leftover stage"
   pk_manifest_read
   [ "$PK_M" = 1 ] && pk_manifest_state
@@ -662,7 +892,13 @@ pk_run_status() {
   exit 0
 }
 
-pk_run_unlock() {
-  if [ -d .patchkit/lock ]; then pk_lock_report; rm -rf .patchkit/lock || pk_die 1 "cannot remove the lock"; pk_out "unlocked"; fi
+pk_run_unlock() {  # by hand, for a lock no one can prove dead (another host, no owner recorded)
+  pk_state_safe
+  if [ -e .patchkit/lock ]; then
+    pk_lock_report
+    rm -rf .patchkit/lock .patchkit/lock.break || pk_die 1 "cannot remove the lock"
+    pk_out "unlocked"
+    pk_state_empty && rmdir .patchkit 2>/dev/null
+  fi
   exit 0
 }

@@ -167,7 +167,8 @@ def _chunk_stage(plans, members, dirs, edits):
 
 
 def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto",
-                  force: bool = False, phase: str = "all", single: bool = False) -> bytes:
+                  force: bool = False, phase: str = "all", single: bool = False,
+                  keep_journal: bool = False) -> bytes:
     if op not in OPS:
         raise ValueError(op)
     if op in ("verify", "apply") and not compiled.full:
@@ -185,6 +186,7 @@ def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto
         f"PK_SERIES={shq(compiled.series.name)} PK_DIGEST={compiled.series.digest}",
         f"PK_COMMIT={shq(pin.commit or '')} PK_VERSION={shq(pin.version or '')} PK_DIST={shq(dist)}",
         f"PK_FORCE={1 if force else 0} PK_DUMP={1 if op in ('verify', 'apply') else 0}",
+        f"PK_KEEP_JOURNAL={1 if keep_journal else 0}",
     ]
     # One brace group: sh parses it whole before running any of it, so a program cut short in
     # transit (client killed while sending) is a syntax error that runs nothing.

@@ -4,6 +4,7 @@ is left byte-identical in every case. Exercised through the real CLI (`invoke pa
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -212,19 +213,35 @@ def test_revert_refuses_modified_unless_forced(tmp_path, target):
 
 
 def test_lock_blocks_a_second_operation(tmp_path, target):
+    """Locks of live owners and of owners patchkit cannot judge are refused, naming them; a dead
+    owner's lock is taken over (tests/test_engine_recovery.py). Changed with issue 11: a dead
+    owner on this host used to be refused as STALE until patch.unlock."""
     series = series_with(tmp_path, GOOD)
-    lock = target / ".patchkit" / "lock"
-    lock.mkdir(parents=True)
-    (lock / "owner").write_text(f"pid=1 host={os.uname().nodename} user=someone op=apply time=9999999999\n")
-    before = snapshot(target / "pkg")
+    state = target / ".patchkit"
+    state.mkdir()
+    # an older patchkit's lock directory, its owner alive (pid 1 always is)
+    (state / "lock").mkdir()
+    (state / "lock" / "owner").write_text(f"pid=1 host={os.uname().nodename} user=someone op=apply time=9999999999\n")
+    before = snapshot(target)
     proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
-    assert proc.returncode == 1 and "locked by pid=1" in proc.stdout
-    # a lock whose owner process is gone is reported as stale, with the command that clears it
-    (lock / "owner").write_text(f"pid=999999 host={os.uname().nodename} user=x op=apply time=1\n")
-    proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
-    assert proc.returncode == 1 and "STALE" in proc.stdout and "patch.unlock" in proc.stdout
-    assert snapshot(target / "pkg") == before
+    assert proc.returncode == 1 and "locked by pid=1" in proc.stdout and "alive" in proc.stdout
+    assert snapshot(target) == before
+    # a lock taken on another host: whether its owner lives is unknowable here
+    (state / "lock" / "owner").unlink()
+    (state / "lock").rmdir()
+    (state / "lock").write_text("pid=999999 host=elsewhere-gpu7 user=x op=revert time=1 start=5 "
+                                "boot=b ns=4026531836 machine=m\n")
+    before = snapshot(target)
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(target), "--json")
+    assert proc.returncode == 1, proc.stdout
+    host = json.loads(proc.stdout)["hosts"][0]
+    assert host["state"] == "locked" and host["lock"]["state"] == "foreign"
+    assert host["lock"]["owner"]["host"] == "elsewhere-gpu7" and host["lock"]["reason"] == "other-host"
+    note = " ".join(host["messages"])
+    assert "pid=999999 host=elsewhere-gpu7" in note and "op=revert" in note and "patch.unlock" in note
+    assert snapshot(target) == before
     assert invoke("patch.unlock", "--series", str(series), "--target", str(target)).returncode == 0
+    assert not state.exists()                       # unlock leaves no empty state folder either
     assert invoke("patch.apply", "--series", str(series), "--target", str(target)).returncode == 0
 
 

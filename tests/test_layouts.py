@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from patchkit import ops
+from patchkit.output import render_text
 from upstream_fixtures import EAGLE_WORKER, PHASE_TIMER, SERIES_059, sglang_checkout
 
 WHEEL_WORKER = "sglang/srt/speculative/eagle_worker.py"
@@ -31,6 +32,20 @@ def test_installed_layout_apply_revert(sglang_059_installed):
     assert ops.status(str(SERIES_059), [str(root)]).hosts[0].state == "applied"
     assert ops.revert(str(SERIES_059), [str(root)]).exit_code == 0
     assert snapshot(root) == before
+    assert not (root / ".patchkit").exists()           # no trace (issue 11)
+
+
+def test_installed_layout_verify_and_check_show_target_paths(sglang_059_installed):
+    """verify and check name files as they are on the target, as apply does (issue 11)."""
+    root = sglang_059_installed
+    for op in (ops.verify, ops.check):
+        res = op(str(SERIES_059), [str(root)])
+        assert res.exit_code == 0, res.to_json()
+        paths = {f.path for f in res.hosts[0].files}
+        assert WHEEL_WORKER in paths, paths
+        assert not any(p.startswith("python/") for p in paths), paths
+        text = render_text(res)
+        assert f"{WHEEL_WORKER}: ok" in text and "python/sglang" not in text, text
 
 
 def test_installed_layout_version_is_checked(sglang_059_installed):
