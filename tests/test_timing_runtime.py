@@ -644,3 +644,36 @@ print("RECORDS", torch.RECORDS[0])
     assert records[0] == 50 * 8 and shared[0] == 0
     assert 50 * 4 <= records[500_000] <= 50 * 4 + 20
     assert shared[500_000] >= 45
+
+
+def test_multiprocessing_child_writes_its_last_records(runtime_dir, fake_torch, tmp_path):
+    """A forked multiprocessing child leaves through os._exit (no atexit): the runtime
+    registers with multiprocessing's finalizers, so the child's exit record and the device
+    times of its last cycles are written even when it ends by KeyboardInterrupt."""
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, with_fake_torch(fake_torch, """
+import multiprocessing as mp
+import phase_timer as _pt
+
+def serve(stop_by_interrupt):
+    for i in range(5):
+        _pt.cycle_begin(kind="decode"); _pt.begin("verify"); _pt.end("verify"); _pt.cycle_end()
+    if stop_by_interrupt:
+        raise KeyboardInterrupt
+
+if __name__ == "__main__":
+    ctx = mp.get_context("fork")
+    for flag in (False, True):
+        p = ctx.Process(target=serve, args=(flag,))
+        p.start(); p.join()
+        print("EXIT", p.exitcode)
+""", LAG_NS=50_000_000), env={"PATCHKIT_TIMER": "events"}, out_dir=out)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["EXIT", "0", "EXIT", "1"]
+    assert "KeyboardInterrupt" in res.stderr
+    from patchkit.report import load_timing_dir
+    procs = load_timing_dir(out)
+    assert len(procs) == 2
+    for proc in procs:  # the GPU stand-in is 50 ms behind: only the exit wait resolves them
+        assert proc.stats is not None and proc.unresolved == 0
+        assert [c["cycle"] for c in proc.cycles] == list(range(5))

@@ -71,7 +71,9 @@ record keyed by the cycle index follows, in the same write as a later cycle, onc
 GPU has passed the cycle's end event; the report merges the two. Records outside cycles
 (warm-up) are written with the next cycle or when PATCHKIT_TIMER_BATCH/_FLUSH_S say so.
 A KeyboardInterrupt (or any BaseException that is not an Exception) raised inside a
-timer call propagates to the program; what was not yet written is written at exit.
+timer call propagates to the program; what was not yet written is written at exit (atexit,
+and in a multiprocessing child also multiprocessing's exit finalizers, since such a child
+leaves through os._exit).
 No signal handlers are installed. Off-block cycles of PATCHKIT_TIMER_AB are written when
 their block ends (at most N of them are lost to a SIGKILL).
 
@@ -949,10 +951,25 @@ def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=N
                         nvtx=nvtx, event_api=event_api, share_ns=share_ns)
         _failed = False
         _bind(_timer)
+        _at_process_exit()
         return effective
     except Exception as exc:
         _fail("configure()", exc)
         return "off"
+
+
+def _at_process_exit():
+    """A multiprocessing child (SGLang's scheduler is one) ends with os._exit() after its
+    function returns or raises: atexit hooks do not run there, multiprocessing's own
+    finalizers do. Register shutdown with them too (the second call is a no-op)."""
+    mp_util = sys.modules.get("multiprocessing.util")
+    process = sys.modules.get("multiprocessing.process")
+    try:
+        if mp_util is not None and process is not None \
+                and process.current_process().name != "MainProcess":
+            mp_util.Finalize(None, shutdown, exitpriority=100)
+    except Exception:
+        pass
 
 
 def current_mode():
