@@ -221,6 +221,15 @@ def _event_supports_external(torch):
         return False
 
 
+_SCALARS = frozenset((int, float, str, bool, type(None)))
+
+
+def _plain_attrs(attrs):
+    """_plain over a dict of attributes (the common scalars without a call)."""
+    scalars = _SCALARS
+    return {k: v if type(v) in scalars else _plain(v) for k, v in attrs.items()}
+
+
 def _plain(value):
     """A JSON-ready copy of an attribute value (tensors become numbers or lists)."""
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -510,7 +519,7 @@ class _Timer:
             # a phase record is a list (cheap to build and to format; see _phase_line)
             rec = [name, cycle[0] if cycle else None, len(stack),
                    stack[-1][0] if stack else None, t0, t1, None, None, graph, False,
-                   {k: _plain(v) for k, v in attrs.items()} if attrs else None]
+                   _plain_attrs(attrs) if attrs else None]
             mode = self.mode
             if mode == "events":
                 steps = None
@@ -596,7 +605,7 @@ class _Timer:
             out = self.out
             out.extend([_cycle_phase_line(rec, names) for rec in recs])
             out.append(_cycle_line(index, t0, t1, dev, gap, "events" if self.ab else None,
-                                   {k: _plain(v) for k, v in merged.items()} if merged else None))
+                                   _plain_attrs(merged) if merged else None))
             self.out_records += len(recs) + 1
             if mode == "events":
                 self.pending.append((index, dev0, marks[dev1], self.prev_cycle_dev, dev1,
@@ -738,20 +747,21 @@ class _Timer:
             if any(not ev.query() for ev in marks):
                 return False
             raise
-        phases = []
-        for (i0, i1, steps), rec in zip(evs, recs):
-            off0 = offs[i0]
-            dev, off = int(round((offs[i1] - off0) * 1e6)), int(round(off0 * 1e6))
-            rec[_DEV], rec[_OFF] = dev, off
-            phases.append("[%d,%d]" % (dev, off))
-            if steps:
-                self._resolve_steps(rec, marks[i0], steps)
+        # "%.0f" rounds to whole ns and prints an integer
+        phases = ",".join(["[%.0f,%.0f]" % ((offs[i1] - offs[i0]) * 1e6, offs[i0] * 1e6)
+                           for i0, i1, _ in evs])
+        if self.graph_steps:
+            for (i0, i1, steps), rec in zip(evs, recs):
+                if steps:
+                    rec[_DEV] = _ms_to_ns(offs[i1] - offs[i0])
+                    rec[_OFF] = _ms_to_ns(offs[i0])
+                    self._resolve_steps(rec, marks[i0], steps)
         gap = None if prev is None else _ms_to_ns(prev.elapsed_time(dev0))
         tail = ""
         if later:
             tail = ',"attrs":' + _JSON_ENCODER.encode({k: _plain(v) for k, v in later.items()})
         self.out.append('{"kind":"dev","cycle":%d,"dev_ns":%d,"dev_gap_ns":%s,"phases":[%s]%s}\n'
-                        % (index, _ms_to_ns(offs[end]), _opt(gap), ",".join(phases), tail))
+                        % (index, _ms_to_ns(offs[end]), _opt(gap), phases, tail))
         self.out_records += 1
         pool = self.pool
         pool += marks
