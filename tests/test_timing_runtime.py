@@ -538,7 +538,7 @@ for i in range(40):
     timed = {c["cycle"] for c in cycles if c["ab"] == "events"}
     phase_cycles = {r["cycle"] for r in recs if r["kind"] == "phase"}
     assert phase_cycles == timed
-    summary = build_report(out, tmp_path / "report", chart=False)
+    summary = build_report(out, tmp_path / "report")
     ov = summary.overhead
     assert ov["ab_cycles"] == 4 and ov["pairs"] == 5 and ov["off_cycles"] == 20
     # 8 records of 0.3 ms each on a cycle of about 2 ms: clearly visible

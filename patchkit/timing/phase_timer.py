@@ -79,22 +79,24 @@ their block ends (at most N of them are lost to a SIGKILL).
 
 While a CUDA graph is being captured nothing is recorded (unless the experimental option
 above is on, and then only graph-side events); the capture check is made at cycle_begin,
-cycle_end and for every call outside a cycle (a graph is not captured inside a cycle).
+cycle_end and for every call outside a cycle: the runtime assumes that no graph is
+captured between a cycle_begin and its cycle_end (SGLang captures at start-up).
 Nothing here raises into the host program: a failure is reported once on stderr and
 timing turns itself off.
 
 Record schema (one JSON object per line; "kind" says which):
   header  first line of each file: schema, mode, requested_mode, rank, rank_source,
           world_size, pid, host, python, torch, cuda_device, graph_steps, ab_cycles, nvtx,
-          event_api, share_ns, clock {host, host_impl, host_t0_ns, wall_t0_ns, boot_id, device}, argv
+          event_api, share_ns,
+          clock {host, host_impl, host_t0_ns, wall_t0_ns, boot_id, device}, argv
   phase   name, cycle (index or null), depth (0 = top level), parent (name or null),
           t0, t1, host_ns (perf_counter_ns; null for captured steps), dev_ns (device time
           or null), dev_off_ns (device start relative to the cycle's device start, or null),
           graph (replay of a CUDA graph), captured (a step timed inside a graph), attrs {}
   cycle   cycle, t0, t1, host_ns, dev_ns, dev_gap_ns (device time from the previous cycle's
           start to this one's), attrs {kind, batch_size, accepted, tokens, ... as passed},
-          ab ("events" | "off", only with PATCHKIT_TIMER_AB; off cycles carry only
-          attrs.kind and host times)
+          ab ("events" | "off", only with PATCHKIT_TIMER_AB: "events" = timed in the
+          chosen mode; off cycles carry only attrs.kind and host times)
   dev     events mode: cycle, dev_ns, dev_gap_ns, phases [[dev_ns, dev_off_ns], ...] for
           the cycle's phase records in the order they were written, attrs {} (values that
           were CUDA tensors at cycle_end, read once the GPU reached them)
@@ -923,8 +925,9 @@ def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=N
     """(Re)start timing in this process; returns the mode in effect.
 
     Arguments left as None come from the environment (ab: PATCHKIT_TIMER_AB, nvtx:
-    PATCHKIT_TIMER_NVTX, share_ns: PATCHKIT_TIMER_SHARE_NS). event_api "torch.Event" or "torch.cuda.Event" picks the event
-    class in events mode (default: torch.Event where torch has it). Pending records of the
+    PATCHKIT_TIMER_NVTX, share_ns: PATCHKIT_TIMER_SHARE_NS). event_api "torch.Event" or
+    "torch.cuda.Event" picks the event class in events mode (default: torch.Event where
+    torch has it). Pending records of the
     previous configuration are written first. Mainly for benches and tests: instrumented
     code needs nothing but the environment.
     """
