@@ -119,6 +119,9 @@ def load_file(path: Path) -> ProcessTiming:
         elif kind == "stats":
             proc.stats = rec
         elif kind == "header":
+            if rec == header:  # the first write repeated (see the module docstring)
+                proc.repeated += 1
+                continue
             raise InvalidInput(f"{path}:{lineno}: a second header (two processes wrote one file?)")
     return proc
 
