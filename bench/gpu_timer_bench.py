@@ -292,8 +292,7 @@ def main():
         labels = list(variants)
         for label in labels[rnd % len(labels):] + labels[: rnd % len(labels)]:
             kwargs, fn = variants[label]
-            pt.configure(directory=str(work / f"empty-{len(rounds[label])}-{label[:6]}"),
-                         **kwargs)
+            pt.configure(directory=str(work / f"empty-{rnd}-{labels.index(label)}"), **kwargs)
             for _ in range(200):
                 fn()
             torch.cuda.synchronize()
