@@ -677,3 +677,28 @@ if __name__ == "__main__":
     for proc in procs:  # the GPU stand-in is 50 ms behind: only the exit wait resolves them
         assert proc.stats is not None and proc.unresolved == 0
         assert [c["cycle"] for c in proc.cycles] == list(range(5))
+
+
+def test_cycle_phase_lines_by_template_equal_line_by_line(runtime_dir, tmp_path):
+    """The per-shape template gives the very bytes the general formatter gives."""
+    res = run_script(runtime_dir, """
+import json
+import phase_timer as pt
+names = {None: "null"}
+recs = [["draft", 7, 0, None, 100, 900, None, None, False, False, None],
+        ['step "q"\\\\', 7, 1, "draft", 150, 300, None, None, True, False, {"step": 0}],
+        ["ünï", 7, 1, "draft", 310, 500, None, None, False, False, {"k": [1, 2.5, None]}],
+        ["50%s %d", 7, 1, "draft", 510, 600, None, None, False, False, {"%": "%s"}],
+        ["draft", 7, 0, None, 910, 990, None, None, False, False, None]]
+shapes = {}
+for _ in range(2):  # the second time from the cached template
+    by_template = pt._host_phase_lines(recs, names, shapes)
+    by_line = "".join(pt._phase_line(r, names) for r in recs)
+    assert by_template == by_line, (by_template, by_line)
+assert len(shapes) == 1
+for line in by_template.splitlines():
+    json.loads(line)
+print("SAME")
+""", out_dir=tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    assert "SAME" in res.stdout
