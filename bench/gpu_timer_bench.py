@@ -292,8 +292,7 @@ def main():
         labels = list(variants)
         for label in labels[rnd % len(labels):] + labels[: rnd % len(labels)]:
             kwargs, fn = variants[label]
-            pt.configure(directory=str(work / f"empty-{len(rounds[label])}-{label[:6]}"),
-                         **kwargs)
+            pt.configure(directory=str(work / f"empty-{rnd}-{labels.index(label)}"), **kwargs)
             for _ in range(200):
                 fn()
             torch.cuda.synchronize()
@@ -336,11 +335,14 @@ def main():
                         meta={"bench": "gpu_timer_bench, PATCHKIT_TIMER_AB run (2d)"})
     ov = ab_summary.overhead
     say()
-    say(f"2d. A/B inside one timer (PATCHKIT_TIMER_AB={ab_n}, {2 * ab_n * args.blocks} cycles): "
-        f"{ov['pairs']} pairs, paired median {ov['median_pct']:+.2f}% of the cycle period "
-        f"(IQR {ov['iqr_pct'][0]:+.2f}% .. {ov['iqr_pct'][1]:+.2f}%), "
-        f"{ov['timed_period_ms']:.3f} ms timed vs {ov['off_period_ms']:.3f} ms off; "
-        f"compare section 1's events-vs-off {events_overhead:+.2f}%")
+    if not ov or not ov["pairs"]:
+        say(f"2d. A/B inside one timer: no pairs of blocks ({ov})")
+    else:
+        say(f"2d. A/B inside one timer (PATCHKIT_TIMER_AB={ab_n}, {2 * ab_n * args.blocks} "
+            f"cycles): {ov['pairs']} pairs, paired median {ov['median_pct']:+.2f}% of the cycle "
+            f"period (IQR {ov['iqr_pct'][0]:+.2f}% .. {ov['iqr_pct'][1]:+.2f}%), "
+            f"{ov['timed_period_ms']:.3f} ms timed vs {ov['off_period_ms']:.3f} ms off; "
+            f"compare section 1's events-vs-off {events_overhead:+.2f}%")
 
     # 2b. what the calls cost, one by one (host ns per call)
     def per_call(fn, n=20000):

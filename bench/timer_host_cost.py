@@ -82,8 +82,9 @@ def load_runtime(path: Path, name: str):
 
 def baseline_runtime(rev: str, work: Path):
     try:
-        text = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:patchkit/timing/phase_timer.py"],
-                              capture_output=True, text=True, check=True).stdout
+        text = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{rev}:patchkit/timing/phase_timer.py"],
+            capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
     path = work / "phase_timer_baseline.py"

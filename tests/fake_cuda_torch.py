@@ -5,8 +5,8 @@ elapsed_time), torch.cuda.is_available / is_initialized / synchronize / get_devi
 torch.cuda.is_current_stream_capturing and torch.cuda.nvtx. Here an event "completes"
 LAG_NS after it was recorded (a GPU running behind the host), its timestamp is the host
 clock at record time, RECORD_SLEEP_NS makes each record() cost that much host time, and
-every NVTX call is appended to NVTX_CALLS, RECORDS[0] counts record() calls. `CAPTURING[0] = True` pretends a CUDA graph is
-being captured. Tests write this file as torch.py into a folder put first on sys.path.
+every NVTX call is appended to NVTX_CALLS, RECORDS[0] counts record() calls.
+`CAPTURING[0] = True` pretends a CUDA graph is being captured. Tests write this file as torch.py into a folder put first on sys.path.
 """
 
 import sys

@@ -297,11 +297,11 @@ def test_repeated_records_are_dropped_and_merge_is_by_cycle(tmp_path):
     cycle1 = dict(cycle, cycle=1, t0=200, t1=300)
     dev = {"kind": "dev", "cycle": 0, "dev_ns": 400, "dev_gap_ns": None, "phases": [[300, 20]],
            "attrs": {"accepted": 5}}
-    recs = [header, phase, cycle, phase, cycle, dev, cycle1, dev]
+    recs = [header, phase, cycle, header, phase, cycle, dev, cycle1, dev]
     path = tmp_path / "phase-timing.rank0.pid3.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     (proc,) = load_timing_dir(tmp_path)
-    assert proc.repeated == 3 and len(proc.phases) == 1 and len(proc.cycles) == 2
+    assert proc.repeated == 4 and len(proc.phases) == 1 and len(proc.cycles) == 2
     assert proc.cycles[0]["dev_ns"] == 400 and proc.cycles[0]["attrs"] == {"kind": "decode",
                                                                            "accepted": 5}
     assert proc.phases[0]["dev_ns"] == 300 and proc.phases[0]["dev_off_ns"] == 20

@@ -538,7 +538,7 @@ for i in range(40):
     timed = {c["cycle"] for c in cycles if c["ab"] == "events"}
     phase_cycles = {r["cycle"] for r in recs if r["kind"] == "phase"}
     assert phase_cycles == timed
-    summary = build_report(out, tmp_path / "report", chart=False)
+    summary = build_report(out, tmp_path / "report")
     ov = summary.overhead
     assert ov["ab_cycles"] == 4 and ov["pairs"] == 5 and ov["off_cycles"] == 20
     # 8 records of 0.3 ms each on a cycle of about 2 ms: clearly visible
@@ -644,3 +644,61 @@ print("RECORDS", torch.RECORDS[0])
     assert records[0] == 50 * 8 and shared[0] == 0
     assert 50 * 4 <= records[500_000] <= 50 * 4 + 20
     assert shared[500_000] >= 45
+
+
+def test_multiprocessing_child_writes_its_last_records(runtime_dir, fake_torch, tmp_path):
+    """A forked multiprocessing child leaves through os._exit (no atexit): the runtime
+    registers with multiprocessing's finalizers, so the child's exit record and the device
+    times of its last cycles are written even when it ends by KeyboardInterrupt."""
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, with_fake_torch(fake_torch, """
+import multiprocessing as mp
+import phase_timer as _pt
+
+def serve(stop_by_interrupt):
+    for i in range(5):
+        _pt.cycle_begin(kind="decode"); _pt.begin("verify"); _pt.end("verify"); _pt.cycle_end()
+    if stop_by_interrupt:
+        raise KeyboardInterrupt
+
+if __name__ == "__main__":
+    ctx = mp.get_context("fork")
+    for flag in (False, True):
+        p = ctx.Process(target=serve, args=(flag,))
+        p.start(); p.join()
+        print("EXIT", p.exitcode)
+""", LAG_NS=50_000_000), env={"PATCHKIT_TIMER": "events"}, out_dir=out)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["EXIT", "0", "EXIT", "1"]
+    assert "KeyboardInterrupt" in res.stderr
+    from patchkit.report import load_timing_dir
+    procs = load_timing_dir(out)
+    assert len(procs) == 2
+    for proc in procs:  # the GPU stand-in is 50 ms behind: only the exit wait resolves them
+        assert proc.stats is not None and proc.unresolved == 0
+        assert [c["cycle"] for c in proc.cycles] == list(range(5))
+
+
+def test_cycle_phase_lines_by_template_equal_line_by_line(runtime_dir, tmp_path):
+    """The per-shape template gives the very bytes the general formatter gives."""
+    res = run_script(runtime_dir, """
+import json
+import phase_timer as pt
+names = {None: "null"}
+recs = [["draft", 7, 0, None, 100, 900, None, None, False, False, None],
+        ['step "q"\\\\', 7, 1, "draft", 150, 300, None, None, True, False, {"step": 0}],
+        ["ünï", 7, 1, "draft", 310, 500, None, None, False, False, {"k": [1, 2.5, None]}],
+        ["50%s %d", 7, 1, "draft", 510, 600, None, None, False, False, {"%": "%s"}],
+        ["draft", 7, 0, None, 910, 990, None, None, False, False, None]]
+shapes = {}
+for _ in range(2):  # the second time from the cached template
+    by_template = pt._host_phase_lines(recs, names, shapes)
+    by_line = "".join(pt._phase_line(r, names) for r in recs)
+    assert by_template == by_line, (by_template, by_line)
+assert len(shapes) == 1
+for line in by_template.splitlines():
+    json.loads(line)
+print("SAME")
+""", out_dir=tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    assert "SAME" in res.stdout

@@ -85,7 +85,8 @@ def write_chart(procs: list[ProcessTiming], summary, path: Path) -> Path:
         other_kinds = ", ".join(k for k in summary.cycle_kinds if k != kind)
         xs_other = [min(i * scale, len(rows) - 1) - 0.5 for i in others]
         ax_run.plot(xs_other, [top * 1.04] * len(xs_other), "v", color="black", markersize=4,
-                    linestyle="none", label=f"{other_kinds} cycles ({len(others)}, marked, not stacked)")
+                    linestyle="none",
+                    label=f"{other_kinds} cycles ({len(others)}, marked, not stacked)")
     what = f"{kind} cycles" if kind else "cycle"
     ax_run.set_title(f"rank {lead.rank}: top-level phases per {what}{binned}")
     ax_run.set_xlabel("cycle" if not binned else "cycle bin")

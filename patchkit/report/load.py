@@ -82,7 +82,8 @@ def load_file(path: Path) -> ProcessTiming:
     if header.get("schema") != SCHEMA:
         raise InvalidInput(f"{path}:1: schema {header.get('schema')!r}, expected {SCHEMA!r}")
     proc = ProcessTiming(path=path, header=dict(header))
-    seen: set = set()
+    seen: set = set()  # keys of the few records without an ordering to tell repeats by
+    last_cycle = -1  # highest cycle index with a cycle record so far
     cycle_by_index: dict = {}
     phases_by_cycle: dict = {}
     for lineno, line in enumerate(lines[1:], start=2):
@@ -94,12 +95,21 @@ def load_file(path: Path) -> ProcessTiming:
             continue
         kind = rec["kind"]
         if kind == "phase":
-            key = ("p", rec.get("cycle"), rec.get("name"), rec.get("depth"), rec.get("t0"),
-                   rec.get("t1"), rec.get("captured"), rec.get("dev_off_ns"))
-            if key in seen:
-                proc.repeated += 1
-                continue
-            seen.add(key)
+            # a cycle's phase lines come right before its cycle record, so one at or below
+            # the last cycle already read repeats an earlier write (captured graph steps and
+            # phases outside cycles come later or alone: compared by key)
+            cyc = rec.get("cycle")
+            if cyc is not None and not rec.get("captured"):
+                if cyc <= last_cycle:
+                    proc.repeated += 1
+                    continue
+            else:
+                key = (cyc, rec.get("name"), rec.get("depth"), rec.get("t0"), rec.get("t1"),
+                       rec.get("dev_off_ns"), rec.get("dev_ns"))
+                if key in seen:
+                    proc.repeated += 1
+                    continue
+                seen.add(key)
             proc.phases.append(rec)
             if rec.get("cycle") is not None and not rec.get("captured"):
                 phases_by_cycle.setdefault(rec["cycle"], []).append(rec)
@@ -108,9 +118,10 @@ def load_file(path: Path) -> ProcessTiming:
                 proc.repeated += 1
                 continue
             cycle_by_index[rec["cycle"]] = rec
+            last_cycle = max(last_cycle, rec["cycle"])
             proc.cycles.append(rec)
         elif kind == "dev":
-            _merge_dev(proc, rec, cycle_by_index, phases_by_cycle, seen)
+            _merge_dev(proc, rec, cycle_by_index, phases_by_cycle)
         elif kind == "note":
             proc.notes.append(rec)
         elif kind == "rank":
@@ -119,19 +130,21 @@ def load_file(path: Path) -> ProcessTiming:
         elif kind == "stats":
             proc.stats = rec
         elif kind == "header":
+            if rec == header:  # the first write repeated (see the module docstring)
+                proc.repeated += 1
+                continue
             raise InvalidInput(f"{path}:{lineno}: a second header (two processes wrote one file?)")
     return proc
 
 
-def _merge_dev(proc, rec, cycle_by_index, phases_by_cycle, seen):
+def _merge_dev(proc, rec, cycle_by_index, phases_by_cycle):
     cycle = cycle_by_index.get(rec.get("cycle"))
     if cycle is None:
         proc.orphan_dev += 1
         return
-    if ("d", rec["cycle"]) in seen:
+    if cycle.get("dev_ns") is not None:
         proc.repeated += 1
         return
-    seen.add(("d", rec["cycle"]))
     cycle["dev_ns"] = rec.get("dev_ns")
     cycle["dev_gap_ns"] = rec.get("dev_gap_ns")
     if rec.get("attrs"):

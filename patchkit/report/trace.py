@@ -6,8 +6,8 @@ boot_id say so), all files share that clock and are placed on it directly, one o
 all: ranks line up exactly. Otherwise each file's perf_counter_ns is mapped to wall time
 through its own header (aligned as well as the hosts' wall clocks agree).
 `otherData.clock_alignment` says which was used. Several files of one rank (a restarted
-process) are lanes of that rank's process. The GPU lane has no common clock with the host (the runtime
-adds no synchronisation), so device spans are laid out from the device offsets the runtime
+process) are lanes of that rank's process. The GPU lane has no common clock with the host
+(the runtime adds no synchronisation), so device spans are laid out from the device offsets the runtime
 recorded (each phase's start relative to its cycle's start, and each cycle's start relative
 to the previous one) and the whole chain is shifted as little as possible so that no cycle
 starts on the GPU before the host began it. Distances between GPU spans are exact; their
