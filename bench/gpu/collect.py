@@ -128,6 +128,37 @@ def sweep_entry(run: Path) -> tuple[list[dict], dict]:
     return rows, info
 
 
+def overhead_rows(run: Path) -> list[dict]:
+    """Per point of the overhead sweep: the paired A/B overhead its report measured."""
+    doc = read_json(run / "sweep.json")
+    rows = []
+    for row in doc.get("rows", []):
+        point = run / row["report"] / "summary.json"
+        summary = read_json(point) if point.is_file() else {}
+        rows.append({"point": row.get("label"), "server_command": row.get("server_command"),
+                     "tokens_per_s": row.get("tokens_per_s"), "error": row.get("error"),
+                     "overhead": summary.get("overhead")})
+    return rows
+
+
+def with_baseline_from_runs(doc: dict) -> None:
+    """A sweep whose own baseline did not run (the device call's time ran out) is compared
+    with the v2 run's baseline when both served the same command: said in sweep_info."""
+    info = doc.get("sweep_info") or {}
+    if info.get("baseline_tokens_per_s") or not doc.get("sweep"):
+        return
+    for run in doc.get("runs", []):
+        if run["worker"] == "v2" and run.get("baseline_tokens_per_s"):
+            base = run["baseline_tokens_per_s"]
+            info["baseline_tokens_per_s"] = base
+            info["baseline_from"] = ("the v2 run's baseline (the same server command without "
+                                     "--speculative-*), measured in " + run["report"])
+            for row in doc["sweep"]:
+                if row.get("tokens_per_s"):
+                    row["ratio_to_baseline"] = row["tokens_per_s"] / base
+            return
+
+
 def gpu_name(work: Path) -> str | None:
     log = work.parent / "run.log"
     for path in (work / "gpu.txt", log):
@@ -190,8 +221,12 @@ def render_md(doc: dict) -> str:
                 f"{k} x{v}" for k, v in sorted(r["outside_cycles"].items())))
         ov = r.get("overhead")
         if ov:
-            out += ["", "Timer overhead, paired inside this server (PATCHKIT_TIMER_AB): "
-                    + json.dumps(ov)]
+            iqr = ov.get("iqr_pct") or [None, None]
+            out += ["", f"Timer overhead, paired inside this server (PATCHKIT_TIMER_AB="
+                    f"{ov.get('ab_cycles')}): median {fmt(ov.get('median_pct'), '{:+.2f}')} % of the "
+                    f"cycle period (IQR {fmt(iqr[0], '{:+.2f}')} .. {fmt(iqr[1], '{:+.2f}')} %, "
+                    f"{ov.get('pairs')} pairs; {fmt(ov.get('timed_period_ms'), '{:.3f}')} ms timed vs "
+                    f"{fmt(ov.get('off_period_ms'), '{:.3f}')} ms off)."]
         if r.get("chart"):
             out += ["", f"![phases, {r['worker']}]({r['chart']})"]
     if doc.get("sweep"):
@@ -208,6 +243,20 @@ def render_md(doc: dict) -> str:
                        f"| {fmt(s['cycles'], '{}')} | {(s.get('error') or '-')[:80]} |")
         if doc.get("sweep_chart"):
             out += ["", f"![sweep]({doc['sweep_chart']})"]
+    if info_from := (doc.get("sweep_info") or {}).get("baseline_from"):
+        out += ["", f"Baseline of the sweep: {info_from}."]
+    if doc.get("overhead_runs"):
+        out += ["", "## Timer overhead inside one server (PATCHKIT_TIMER_AB, v2 default path)", "",
+                "| point | tok/s | paired median | IQR | pairs | timed / off cycle period |",
+                "|---|---|---|---|---|---|"]
+        for r in doc["overhead_runs"]:
+            ov = r.get("overhead") or {}
+            iqr = ov.get("iqr_pct") or [None, None]
+            out.append(f"| {r['point']} | {fmt(r.get('tokens_per_s'))} | {fmt(ov.get('median_pct'), '{:+.2f}')} % "
+                       f"| {fmt(iqr[0], '{:+.2f}')} .. {fmt(iqr[1], '{:+.2f}')} % | {fmt(ov.get('pairs'), '{}')} "
+                       f"| {fmt(ov.get('timed_period_ms'), '{:.3f}')} / {fmt(ov.get('off_period_ms'), '{:.3f}')} ms |")
+    if doc.get("cuda_tests"):
+        out += ["", "## The runtime's CUDA-only tests on this GPU", "", "```", doc["cuda_tests"], "```"]
     if doc.get("timer_bench"):
         out += ["", "## Timer host cost on this GPU (`bench/gpu_timer_bench.py`)", "", "```",
                 doc["timer_bench"].rstrip(), "```"]
@@ -246,18 +295,36 @@ def main(argv=None) -> int:
         if (sweep_run / "sweep.png").is_file():
             shutil.copyfile(sweep_run / "sweep.png", out / "sglang_gpu_sweep.png")
             doc["sweep_chart"] = "sglang_gpu_sweep.png"
+    over_run = latest_run(work / "overhead")
+    if over_run is not None and (over_run / "sweep.json").is_file():
+        doc["overhead_runs"] = overhead_rows(over_run)
+    if (work / "cuda_tests.txt").is_file():
+        doc["cuda_tests"] = (work / "cuda_tests.txt").read_text(errors="replace").strip()
     if (work / "timer_bench.txt").is_file():
-        doc["timer_bench"] = (work / "timer_bench.txt").read_text(errors="replace")[-6000:]
+        doc["timer_bench"] = (work / "timer_bench.txt").read_text(errors="replace")[-20000:]
     if args.merge and args.merge.is_file():
         old = read_json(args.merge)
         have = {r["worker"] for r in doc["runs"]}
         doc["runs"] += [r for r in old.get("runs", []) if r["worker"] not in have]
         doc["runs"].sort(key=lambda r: r["worker"])
         for key in ("sweep", "sweep_info", "sweep_chart", "timer_bench", "models", "gpu",
-                    "sglang_version"):
+                    "sglang_version", "overhead_runs", "cuda_tests"):
             if not doc.get(key) and old.get(key):
                 doc[key] = old[key]
         doc["merged_from"] = old.get("collected")
+    with_baseline_from_runs(doc)
+    if doc.get("sweep") and not doc.get("sweep_chart") and sweep_run is not None:
+        # an interrupted sweep writes no chart: draw it from its recorded rows
+        from patchkit.report.chart import write_sweep_chart
+
+        rows = read_json(sweep_run / "sweep.json")["rows"]
+        info = doc["sweep_info"]
+        write_sweep_chart([r for r in rows if r.get("ok")], out / "sglang_gpu_sweep.png",
+                          best_label=info.get("best"),
+                          baseline_tokens_per_s=info.get("baseline_tokens_per_s"),
+                          title="profile.remote --matrix on the H200 (v2 worker), SGLang "
+                                f"{doc.get('sglang_version')}")
+        doc["sweep_chart"] = "sglang_gpu_sweep.png"
     (out / "sglang_gpu.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     (out / "sglang_gpu.md").write_text(render_md(doc), encoding="utf-8")
     print(render_md(doc))

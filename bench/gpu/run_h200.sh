@@ -13,6 +13,8 @@
 #   v2       profile.remote --baseline, 0.5.12's default EAGLEWorkerV2 (overlap scheduling on)
 #   sweep    profile.remote --matrix over speculative-num-steps (+ an env: key), --baseline
 #   timer    bench/gpu_timer_bench.py: host cost per timer call by mode, A/B overhead
+#   overhead profile.remote --matrix over the runtime's event sharing, A/B blocks in each server
+#   cudatests  pytest of the runtime and report (their CUDA-only tests run here)
 #   collect  bench/gpu/collect.py: $OUT/sglang_gpu.{json,md} + charts from everything under $WORK
 #   cache    $OUT/jitcache.tgz (copy to .carry-jit/ to skip kernel compilation next time)
 # Everything lands in $OUT (the device tool brings it back); raw run folders in $OUT/runs.tgz.
@@ -106,6 +108,16 @@ stage_v1() { profile v1 --server "$SERVER --disable-overlap-schedule $SPEC" --en
                --env SGLANG_ENABLE_SPEC_V2=0 --env PATCHKIT_TIMER_AB=${AB:-20} --baseline; }
 stage_v2() { profile v2 --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --baseline; }
 stage_sweep() { profile sweep --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --matrix "$MATRIX" --baseline; }
+
+# the timer's cost inside the default (v2) server: A/B blocks, with the runtime's default
+# event sharing (calls < 1 us apart share one event) and with a wider window
+stage_overhead() { profile overhead --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events \
+                     --env PATCHKIT_TIMER_AB=${AB:-20} --matrix "${OVERHEAD_MATRIX:-env:PATCHKIT_TIMER_SHARE_NS=1000,20000}"; }
+
+stage_cudatests() {  # the runtime's CUDA-only tests (CI has no GPU; they skip there)
+  (cd "$ROOT" && run timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_timing_runtime.py tests/test_report.py) \
+    && tail -n 3 "$LOG" > "$WORK/cuda_tests.txt"
+}
 
 stage_timer() {
   [ -f "$ROOT/bench/gpu_timer_bench.py" ] || return 0
