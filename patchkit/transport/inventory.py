@@ -65,6 +65,7 @@ class Inventory:
     path: str
     groups: dict[str, Group] = field(default_factory=dict)
     hosts: dict[str, Host] = field(default_factory=dict)
+    edges: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)  # -> line
     _members: dict[str, set[str]] | None = field(default=None, repr=False)
 
     # -- building ------------------------------------------------------------------------------
@@ -86,6 +87,7 @@ class Inventory:
         children = self.group(parent, line).children
         if child not in children:
             children.append(child)
+            self.edges[(parent, child)] = line
 
     def finish(self) -> "Inventory":
         """Add `all` / `ungrouped` as Ansible does, and refuse cycles."""
@@ -108,7 +110,8 @@ class Inventory:
 
     def _check_cycle(self, name: str, group: Group, path: list[str]) -> None:
         if name in path:
-            raise InventoryError(self.path, group.line, "group cycle: "
+            raise InventoryError(self.path, self.edges.get((path[-1], name), group.line),
+                                 "group cycle: "
                                  + " -> ".join(path[path.index(name):] + [name]))
         for child in group.children:
             self._check_cycle(child, self.groups[child], path + [name])
