@@ -349,18 +349,22 @@ def _kill_master(t) -> None:
 
 
 def _session_processes(server) -> list[int]:
-    """sshd's per-connection children: killing them with the listener makes the host 'down'."""
-    kids = []
+    """sshd's per-connection processes (children and theirs): stopping or killing them with
+    the listener makes the host 'down' or 'wedged' for a connection that is already open."""
+    parent = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                    parent[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
-            if ppid == server.proc.pid:
-                kids.append(int(entry))
-    return kids
+    found, frontier = [], [server.proc.pid]
+    while frontier:
+        kids = [pid for pid, ppid in parent.items() if ppid in frontier]
+        found += kids
+        frontier = kids
+    return found
 
 
 def test_stale_socket_does_not_break_a_run(sshd_factory, tmp_path):
@@ -454,3 +458,37 @@ def test_overall_timeout_on_a_shared_master_and_recovery(sshd, tmp_path):
         t.run(b"sleep 4")
     assert t.run(b"echo alive", timeout=10).stdout == b"alive\n"
     assert t.master_pid() == pid        # the master survived its client's timeout
+
+
+def test_wedged_connection_behind_a_shared_master_is_replaced_not_waited_on(sshd_factory,
+                                                                            tmp_path):
+    """The connection a kept master holds stops answering (its sshd session SIGSTOPped; TCP
+    itself stays up, so no timeout of ssh's own fires). The master's keepalives give up within
+    ~3 intervals, the waiting client falls back to a fresh connection (OpenSSH does this when
+    the master fails before the session opened, so no byte of the program was consumed), and
+    the program runs once. Without keepalives the run would wait for the overall timeout."""
+    import signal
+    server = sshd_factory(1).servers[0]
+    t = _shared(server, tmp_path, connect_timeout=1)
+    t.run(b"true")
+    old_master = t.master_pid()
+    sessions = _session_processes(server)
+    assert sessions
+    for pid in sessions:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        before = server.connections()
+        start = time.monotonic()
+        result = t.run(b"echo once >> " + shlex.quote(str(tmp_path / "ran")).encode(), timeout=15)
+        assert time.monotonic() - start < 10, "the run waited on a dead connection"
+        assert result.returncode == 0
+        assert (tmp_path / "ran").read_text() == "once\n"
+        server.wait_log(lambda s: s.connections() > before)
+        assert server.connections() - before == 1
+        assert t.master_pid() not in (None, old_master)
+    finally:
+        for pid in sessions:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -106,6 +106,12 @@ class SshTransport(Transport):
             args += ["-o", "ControlMaster=auto",
                      "-o", f"ControlPath={self._ensure_control_dir()}/%C",
                      "-o", f"ControlPersist={max(1, round(self.control_persist))}"]
+        if self.reuse and self.shared_master:
+            # A kept master may outlive its host (powered off, wedged): probe it while idle, so
+            # that a later command fails within ~3 intervals instead of waiting on a dead TCP
+            # connection that no ConnectTimeout covers any more.
+            interval = max(1, round(self.connect_timeout or 10))
+            args += ["-o", f"ServerAliveInterval={interval}", "-o", "ServerAliveCountMax=3"]
         return args
 
     def argv(self) -> list[str]:
