@@ -290,3 +290,18 @@ def test_fleet_from_a_yaml_inventory_is_all_or_nothing(sshd, tmp_path):
             t.close()
     for root in roots:
         assert (root / WORKER).read_bytes() == original
+
+
+def test_local_connection_and_container_labels(tmp_path):
+    from patchkit.transport import LocalTransport
+    path = write(tmp_path, "local.ini",
+                 f"localhost ansible_connection=local patchkit_root={tmp_path}\n"
+                 "[gpu]\ngpu1 ansible_host=10.0.0.1 patchkit_root=/opt/sglang\n")
+    local, remote = inventory_transports(path)
+    assert isinstance(local, LocalTransport) and local.root == str(tmp_path)
+    assert local.label == f"localhost:{tmp_path}"
+    assert (remote.host, remote.root, remote.label) == ("10.0.0.1", "/opt/sglang",
+                                                        "gpu1:/opt/sglang")
+    (only,) = inventory_transports(path, limit="gpu", container="sglang", root="/sgl-workspace")
+    assert only.label == "gpu1:/sgl-workspace via docker exec -i sglang"
+    assert only.argv()[-1] == "docker exec -i sglang sh -s"
