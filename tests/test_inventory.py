@@ -167,6 +167,7 @@ BAD_INI = [
     ("[gpu]\nh[01:5]\n", 2, "same width"),
     ("[a:children]\nb\n[b:children]\na\n[a]\nh\n", 4, "group cycle: a -> b -> a"),
     ("all:\n  hosts:\n    h1:\n", 1, "is this a YAML inventory"),
+    ("[x:children]\nall\n", 2, "cannot be a child"),
     ("[gpu]\nh1 ansible_port=99999 patchkit_root=/x\n", 2, "bad ansible_port"),
     ("[gpu]\nh1\n[gpu:vars]\npatchkit_root=relative/dir\n", 4, "must be an absolute path"),
     ("[gpu]\nh1 patchkit_root=/x ansible_ssh_common_args='-X'\n", 2, "'-X' is not supported"),

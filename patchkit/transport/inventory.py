@@ -83,6 +83,9 @@ class Inventory:
             members.append(name)
 
     def add_child(self, parent: str, child: str, line: int) -> None:
+        if child == "all":
+            raise InventoryError(self.path, line, f"group {parent!r}: 'all' contains every "
+                                 "group and cannot be a child")
         self.group(child, line)
         children = self.group(parent, line).children
         if child not in children:
