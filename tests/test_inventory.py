@@ -306,3 +306,28 @@ def test_local_connection_and_container_labels(tmp_path):
     (only,) = inventory_transports(path, limit="gpu", container="sglang", root="/sgl-workspace")
     assert only.label == "gpu1:/sgl-workspace via docker exec -i sglang"
     assert only.argv()[-1] == "docker exec -i sglang sh -s"
+
+
+def test_group_vars_and_host_vars_directories(tmp_path):
+    path = write(tmp_path, "hosts", "[gpu]\ngpu1\ngpu2 patchkit_root=/inline\n[gpu:vars]\n"
+                                    "ansible_user=inline\n")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.yml").write_text("patchkit_root: /from/all\n")
+    (tmp_path / "group_vars" / "gpu").mkdir()                 # a directory of files, in order
+    (tmp_path / "group_vars" / "gpu" / "10-user.yml").write_text("ansible_user: ml\n")
+    (tmp_path / "group_vars" / "gpu" / "20-port.yaml").write_text("ansible_port: 2200\n")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "gpu2").write_text("ansible_host: 10.0.0.2\npatchkit_root: /hv\n")
+    inv = load_inventory(path)
+    one, two = resolve_host(inv, "gpu1"), resolve_host(inv, "gpu2")
+    assert (one.address, one.user, one.port, one.root) == ("gpu1", "ml", 2200, "/from/all")
+    assert (two.address, two.user, two.port, two.root) == ("10.0.0.2", "ml", 2200, "/hv")
+    # A bad value there is reported at its own file and line.
+    (tmp_path / "host_vars" / "gpu2").write_text("ansible_host: 10.0.0.2\nansible_port: 0\n")
+    with pytest.raises(InvalidInput) as info:
+        resolve_host(load_inventory(path), "gpu2")
+    assert str(info.value).startswith(f"{tmp_path / 'host_vars' / 'gpu2'}:2: ")
+    assert "bad ansible_port" in str(info.value)
+    (tmp_path / "group_vars" / "gpu" / "10-user.yml").write_text("- not\n- a mapping\n")
+    with pytest.raises(InvalidInput, match=r"10-user\.yml:1: a variables file must be a mapping"):
+        load_inventory(path)

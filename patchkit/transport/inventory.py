@@ -10,8 +10,9 @@ Read as Ansible reads them, for what a patch fleet needs:
     (-o, -J, -i, -p, -l, -4, -6, -C), ansible_connection (ssh, smart, paramiko or local);
   - `patchkit_root`: the target directory on that host (`--root` replaces it for every host).
 The file kind follows Ansible: .yml/.yaml/.json is YAML (PyYAML: `pip install patchkit[inventory]`),
-anything else INI. Templated values (`{{ … }}`) and group_vars/ host_vars/ directories are not
-read. Every problem is an InvalidInput (exit 2) that starts with FILE:LINE.
+anything else INI. group_vars/ and host_vars/ beside the inventory are read as Ansible does
+(YAML files or directories of them; they beat the inventory's own variables). Templated values
+(`{{ … }}`) are refused. Every problem is an InvalidInput (exit 2) that starts with FILE:LINE.
 
 Patterns (--limit), as Ansible's: names of hosts or groups, `all` or `*`, shell wildcards
 (`gpu*`), `~regex`, joined by `:` or `,` (union); a term prefixed `&` intersects, `!` excludes.
@@ -39,7 +40,11 @@ _GROUP_KEYS = ("hosts", "vars", "children")
 
 
 class InventoryError(InvalidInput):
-    def __init__(self, path: str, line: int | None, message: str):
+    """FILE:LINE: message. `line` may be a (file, line) pair: a variable from group_vars/."""
+
+    def __init__(self, path: str, line, message: str):
+        if isinstance(line, tuple):
+            path, line = line
         where = f"{path}:{line}" if line else path
         super().__init__(f"{where}: {message}")
 
@@ -219,7 +224,47 @@ def load_inventory(path: str) -> Inventory:
     inventory.finish()
     if not inventory.hosts:
         raise InventoryError(path, None, "the inventory lists no hosts")
+    _load_vars_dirs(inventory, os.path.dirname(os.path.abspath(path)))
     return inventory
+
+
+def _load_vars_dirs(inv: Inventory, base: str) -> None:
+    """group_vars/NAME and host_vars/NAME beside the inventory, as Ansible reads them: a YAML
+    file (no suffix, .yml, .yaml or .json) or a directory of them (in name order); they beat
+    the inventory file's own variables for that group or host."""
+    for kind, names in (("group_vars", inv.groups), ("host_vars", inv.hosts)):
+        folder = os.path.join(base, kind)
+        if not os.path.isdir(folder):
+            continue
+        for name, owner in names.items():
+            for file in _vars_files(folder, name):
+                owner.vars.update(_yaml_vars(file))
+
+
+def _vars_files(folder: str, name: str) -> list[str]:
+    found = []
+    for suffix in ("",) + _YAML_SUFFIXES:
+        candidate = os.path.join(folder, name + suffix)
+        if os.path.isfile(candidate):
+            found.append(candidate)
+        elif suffix == "" and os.path.isdir(candidate):
+            found += [os.path.join(candidate, f) for f in sorted(os.listdir(candidate))
+                      if os.path.isfile(os.path.join(candidate, f))
+                      and (f.endswith(_YAML_SUFFIXES) or "." not in f)]
+    return found
+
+
+def _yaml_vars(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InventoryError(path, None, f"cannot read variables: {e}") from e
+    root, loader = _compose(path, text)
+    if root is None or _is_null(root):
+        return {}
+    return {var: (loader.construct_document(node), (path, _line(node)))
+            for var, node in _mapping(path, root, "a variables file")}
 
 
 def _literal(value: str):
@@ -324,22 +369,27 @@ def expand_hosts(pattern: str, path: str, line: int) -> list[str]:
     return [h for v in values for h in expand_hosts(head + v + tail, path, line)]
 
 
-def _load_yaml(path: str, text: str) -> Inventory:
+def _compose(path: str, text: str):
+    """(root node or None, a loader that turns nodes into values)."""
     try:
         import yaml
     except ImportError as e:
-        raise InvalidInput(f"{path}: YAML inventories need PyYAML: pip install 'patchkit[inventory]'"
-                           " (or use an INI inventory)") from e
+        raise InvalidInput(f"{path}: YAML inventories and group_vars/ need PyYAML: "
+                           "pip install 'patchkit[inventory]'") from e
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise InventoryError(path, mark.line + 1 if mark else None,
                              f"not valid YAML: {getattr(e, 'problem', None) or e}") from e
+    return root, yaml.SafeLoader("")
+
+
+def _load_yaml(path: str, text: str) -> Inventory:
+    root, loader = _compose(path, text)
     inv = Inventory(path)
     if root is None or _is_null(root):
         return inv
-    loader = yaml.SafeLoader("")
     value = lambda node: loader.construct_document(node)  # noqa: E731
     for key, node in _mapping(path, root, "the top level (group names)"):
         _yaml_group(inv, path, key, node, value)
