@@ -232,12 +232,18 @@ class SshTransport(Transport):
         return controldir.master_pid(self._control_argv(control_dir, "check"))
 
     def connection_probe(self) -> int | None:
-        return self.master_pid() if self.shared_master else None
+        try:
+            return self.master_pid() if self.shared_master else None
+        except InvalidInput:
+            return None         # an unusable control directory: the run itself reports it
 
     def connection_notes(self, before: int | None) -> list[str]:
         if not (self.reuse and self.shared_master):
             return []
-        now = self.master_pid()
+        try:
+            now = self.master_pid()
+        except InvalidInput:
+            return []
         if now is None:
             return ["ssh master: none alive now (the next command opens a new connection)"]
         how = "reused by this command" if before == now else "opened by this command"
