@@ -25,6 +25,14 @@ TARGET_HELP = {
     "ssh_config": "ssh_config file to use (ssh -F); default: your own ~/.ssh/config",
     "timeout": "seconds allowed per target for the whole operation",
     "jobs": "hosts worked on in parallel (fleets)",
+    "ssh_persist": "seconds an idle SSH connection stays up for the next command to that host "
+                   "(default: patchkit.ssh_persist, 60); 0: one connection per command",
+    "inventory": "Ansible inventory (INI, or YAML as .yml/.yaml): its hosts become SSH targets "
+                 "of the fleet, besides any --target (default: patchkit.inventory)",
+    "limit": "with --inventory: Ansible host pattern, e.g. 'gpu', 'gpu1:gpu2', 'gpu:!gpu3', "
+             "'gpu:&rack1' (default: all hosts)",
+    "root": "with --inventory: the target path on every host (default: each host's "
+            "patchkit_root variable)",
 }
 
 
@@ -34,8 +42,9 @@ def _cfg(c, key, default=None):
     return default if value is None else value
 
 
-def _options(c, layout, container, exec_, ssh_config, timeout, jobs, **extra):
+def _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist=None, **extra):
     from patchkit.ops import Options
+    from patchkit.transport.remote import ssh_persist_options
 
     transport = {}
     ssh_config = ssh_config or _cfg(c, "ssh_config")
@@ -44,6 +53,8 @@ def _options(c, layout, container, exec_, ssh_config, timeout, jobs, **extra):
     ssh_options = _cfg(c, "ssh_options")
     if ssh_options:
         transport["ssh_options"] = list(ssh_options)
+    persist = ssh_persist if ssh_persist is not None else _cfg(c, "ssh_persist", 60)
+    transport.update(_guard(ssh_persist_options, persist))
     return Options(layout=layout or _cfg(c, "layout", "auto"),
                    container=container or _cfg(c, "container"),
                    exec_prefix=exec_ or _cfg(c, "exec"),
@@ -53,28 +64,45 @@ def _options(c, layout, container, exec_, ssh_config, timeout, jobs, **extra):
                    transport_options=transport, **extra)
 
 
-def _resolve(c, series, target):
+def _resolve(c, series, target, opts, inventory=None, limit=None, root=None):
+    """(series folder, targets): --target / --inventory, else patchkit.targets / .inventory."""
+    from patchkit.transport.inventory import inventory_transports
+
     series = series or _cfg(c, "series")
     if not series:
         raise Exit("no --series given and no patchkit.series in invoke.yaml", 2)
-    targets = list(target or []) or list(_cfg(c, "targets", []) or [])
+    targets = list(target or [])
+    if not targets and not inventory:
+        targets = list(_cfg(c, "targets", []) or [])
+        inventory = _cfg(c, "inventory")
+    if (limit or root) and not inventory:
+        raise Exit("--limit and --root choose hosts of an inventory: give --inventory FILE", 2)
+    if inventory:
+        path = os.path.join(opts.cwd, os.path.expanduser(inventory))
+        targets += _guard(inventory_transports, path, limit, root, cwd=opts.cwd,
+                          container=opts.container, exec_prefix=opts.exec_prefix,
+                          **opts.transport_options)
     if not targets:
-        raise Exit("no --target given and no patchkit.targets in invoke.yaml", 2)
+        raise Exit("no --target or --inventory given and none in invoke.yaml", 2)
     return os.path.abspath(os.path.expanduser(series)), targets
 
 
-def _run(c, fn_name, series, target, as_json, opts, show_script=False):
+def _run(c, fn_name, series, target, as_json, opts, show_script=False, **fleet):
     from patchkit import ops
     from patchkit.errors import PatchkitError
     from patchkit.output import render_json, render_text
 
-    series_dir, targets = _resolve(c, series, target)
+    series_dir, targets = _resolve(c, series, target, opts, **fleet)
     try:
         if show_script:
             _show_script(series_dir, targets, opts)
         result = getattr(ops, fn_name)(series_dir, targets, opts)
     except PatchkitError as e:
         raise Exit(f"patchkit: {e.message}", e.exit_code)
+    finally:
+        for t in targets:           # inventory hosts come as Transports; ops leaves them open
+            if not isinstance(t, str):
+                t.close()
     print(render_json(result) if as_json else render_text(result))
     if result.exit_code:
         raise Exit(code=result.exit_code)
@@ -87,13 +115,15 @@ def _show_script(series_dir, targets, opts):
 
     compiled = compile_series(load_series(series_dir))
     for spec in targets:
-        t = parse_target(spec, cwd=opts.cwd, container=opts.container,
-                         exec_prefix=opts.exec_prefix, **opts.transport_options)
+        t = spec if not isinstance(spec, str) else parse_target(
+            spec, cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
+            **opts.transport_options)
         program = build_program(compiled, "verify" if opts.dry_run else "apply", t.root,
                                 layout=opts.layout)
         sys.stdout.write(f"# ===== program for {t.label} ({len(program)} bytes) =====\n")
         sys.stdout.write(program.decode("utf-8", "surrogateescape"))
-        t.close()
+        if isinstance(spec, str):
+            t.close()
 
 
 COMMON = dict(iterable=["target"], help=TARGET_HELP)
@@ -101,26 +131,35 @@ COMMON = dict(iterable=["target"], help=TARGET_HELP)
 
 @task(auto_shortflags=False, **COMMON)
 def check(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-          ssh_config=None, timeout=None, jobs=None):
+          ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
+          limit=None, root=None):
     """Pin only: commit/version, sha256 and wc -l of every pinned file."""
-    _run(c, "check", series, target, json, _options(c, layout, container, exec_, ssh_config, timeout, jobs))
+    _run(c, "check", series, target, json,
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist),
+         inventory=inventory, limit=limit, root=root)
 
 
 @task(auto_shortflags=False, **COMMON)
 def verify(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-           ssh_config=None, timeout=None, jobs=None):
+           ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
+           limit=None, root=None):
     """Dry run: pin, every hunk's lines at their numbers, sed result checked; writes nothing."""
-    _run(c, "verify", series, target, json, _options(c, layout, container, exec_, ssh_config, timeout, jobs))
+    _run(c, "verify", series, target, json,
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist),
+         inventory=inventory, limit=limit, root=root)
 
 
 @task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, dry_run="verify only: stage into a temporary "
       "directory on the target, check the result, write nothing under the root",
       show_script="print the exact shell program (sed scripts included) sent to each target"))
 def apply(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-          ssh_config=None, timeout=None, jobs=None, dry_run=False, show_script=False):
+          ssh_config=None, timeout=None, jobs=None, dry_run=False, show_script=False,
+          ssh_persist=None, inventory=None, limit=None, root=None):
     """Apply the series (all files, all hosts, or nothing); idempotent."""
-    opts = _options(c, layout, container, exec_, ssh_config, timeout, jobs, dry_run=dry_run)
-    _run(c, "apply", series, target, json, opts, show_script=show_script)
+    opts = _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
+                    dry_run=dry_run)
+    _run(c, "apply", series, target, json, opts, show_script=show_script,
+         inventory=inventory, limit=limit, root=root)
 
 
 @task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, force="discard files modified after apply "
@@ -128,25 +167,33 @@ def apply(c, series=None, target=None, json=False, layout=None, container=None, 
       keep_journal="keep the operation journal on the target in .patchkit/journal (default: it is "
       "printed in the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml)"))
 def revert(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-           ssh_config=None, timeout=None, jobs=None, force=False, keep_journal=False):
+           ssh_config=None, timeout=None, jobs=None, force=False, keep_journal=False,
+           ssh_persist=None, inventory=None, limit=None, root=None):
     """Restore the byte-identical originals saved by apply; leave no patchkit trace."""
     _run(c, "revert", series, target, json,
-         _options(c, layout, container, exec_, ssh_config, timeout, jobs, force=force,
-                  keep_journal=bool(keep_journal or _cfg(c, "keep_journal", False))))
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist, force=force,
+                  keep_journal=bool(keep_journal or _cfg(c, "keep_journal", False))),
+         inventory=inventory, limit=limit, root=root)
 
 
 @task(auto_shortflags=False, **COMMON)
 def status(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-           ssh_config=None, timeout=None, jobs=None):
+           ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
+           limit=None, root=None):
     """Say what each target is: pristine | applied | partial | modified | drifted (and locks)."""
-    _run(c, "status", series, target, json, _options(c, layout, container, exec_, ssh_config, timeout, jobs))
+    _run(c, "status", series, target, json,
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist),
+         inventory=inventory, limit=limit, root=root)
 
 
 @task(auto_shortflags=False, **COMMON)
 def unlock(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-           ssh_config=None, timeout=None, jobs=None):
+           ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
+           limit=None, root=None):
     """Remove a lock by hand (one patchkit cannot prove dead: another host; reports who held it)."""
-    _run(c, "unlock", series, target, json, _options(c, layout, container, exec_, ssh_config, timeout, jobs))
+    _run(c, "unlock", series, target, json,
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist),
+         inventory=inventory, limit=limit, root=root)
 
 
 def _abspath(p):
@@ -280,6 +327,7 @@ upstream.add_task(upstream_pin, "pin")
 ns = Collection(patch, profile, upstream)
 ns.configure({"patchkit": {"series": None, "targets": [], "layout": "auto", "jobs": 8,
                            "timeout": None, "ssh_config": None, "ssh_options": [],
+                           "ssh_persist": 60, "inventory": None,
                            "container": None, "exec": None, "keep_journal": False}})
 
 

@@ -1,7 +1,7 @@
 """SSH cost against loopback sshd, measured side by side in one run.
 
     python bench/bench_ssh.py [-n 30] [--hosts 16] [--kex K] [--fleet-kex default,curve25519-sha256]
-                              [--only transport,cli,warm,fleet] [--json FILE] [--out FILE]
+                              [--only transport,cli,persist,warm,fleet] [--json FILE] [--out FILE]
 
 Sections (medians of N; the kinds inside a section interleaved per iteration, so drift hits
 them alike; every kind uses the same ssh options: -F <generated config>, BatchMode, ...):
@@ -9,7 +9,11 @@ them alike; every kind uses the same ssh options: -F <generated config>, BatchMo
              over a live ControlMaster; with --hosts N also the small program on N hosts at once.
   cli        `python -m invoke patch.verify|apply|revert` of the sglang-v0.5.9 series on an
              installed sglang 0.5.9 tree over SSH vs bare `ssh HOST true`: patchkit's overhead,
-             invoke start-up, Python imports, compile, ControlMaster set-up and `-O exit` included.
+             invoke start-up, Python imports, compile, ControlMaster set-up and `-O exit` included
+             (--ssh-persist 0: every invocation opens and closes its own connection).
+  persist    verify, apply, status, revert as four `python -m invoke` runs in a row, with
+             --ssh-persist 0 (four connections) vs the default 60 s (one shared master, started
+             by the first run: every sequence starts with no master), side by side.
   warm       ops.verify(series, [transport]) on a Transport with a live control connection vs
              bare `ssh HOST true` (goal <= 0.75x).
   fleet      ops.apply of the series on --hosts loopback hosts (two-phase: stage everywhere,
@@ -174,9 +178,9 @@ def installed_tree(dest: Path) -> Path:
                               wheelhouse=wheelhouse)
 
 
-def cli_argv(task: str, fleet, target: str) -> list[str]:
+def cli_argv(task: str, fleet, target: str, persist: str = "0") -> list[str]:
     return [sys.executable, "-m", "invoke", task, "--series", str(SERIES), "--target", target,
-            "--ssh-config", str(fleet.client_config)]
+            "--ssh-config", str(fleet.client_config), "--ssh-persist", persist]
 
 
 def run_cli(argv: list[str]) -> None:
@@ -213,6 +217,40 @@ def measure_cli(fleet, n: int, workdir: Path) -> dict:
     med = {k: statistics.median(v) for k, v in times.items()}
     return {"n": n, "median_s": med, "connections_per_op": conns,
             "overhead_s": {k: med[k] - med["bare"] for k in ("verify", "apply", "revert")}}
+
+
+def measure_persist(fleet, n: int, workdir: Path) -> dict:
+    """Four invocations (verify, apply, status, revert) without and with a shared master."""
+    from patchkit.transport.controldir import ENV_VAR, stop_masters
+
+    server = fleet.servers[0]
+    root = installed_tree(workdir / "persist-site")
+    target = f"{server.alias}:{root}"
+    control_dir = Path(os.environ.setdefault(ENV_VAR, str(workdir / "ctl")))
+
+    def sequence(persist: str) -> None:
+        stop_masters(str(control_dir))          # each sequence starts with no master
+        for task in ("patch.verify", "patch.apply", "patch.status", "patch.revert"):
+            run_cli(cli_argv(task, fleet, target, persist))
+
+    kinds = {"off": lambda: sequence("0"), "persist": lambda: sequence("60")}
+    logins = {}
+    for kind, fn in kinds.items():            # also a warm-up
+        before = server.accepted()
+        fn()
+        time.sleep(0.2)
+        logins[kind] = server.accepted() - before
+    times = {k: [] for k in kinds}
+    try:
+        for _ in range(n):
+            for kind, fn in kinds.items():
+                times[kind].append(timed(fn))
+    finally:
+        stop_masters(str(control_dir))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"n": n, "median_s": med, "logins_per_sequence": logins,
+            "persist_over_off": med["persist"] / med["off"],
+            "saved_per_command_s": (med["off"] - med["persist"]) / 4}
 
 
 def measure_warm(fleet, n: int, workdir: Path) -> dict:
@@ -357,6 +395,20 @@ def report(result: dict) -> str:
         lines.append(f"{'(python -m invoke --list)':<28} {med['invoke_list'] * 1e3:>10.1f}"
                      "   invoke start-up + tasks.py import, no SSH")
         lines.append("")
+    persist = result.get("persist")
+    if persist:
+        med, logins = persist["median_s"], persist["logins_per_sequence"]
+        lines += [f"[persist] verify, apply, status, revert as four `python -m invoke` runs "
+                  f"(N={persist['n']} interleaved; sshd 'Accepted publickey' per sequence)",
+                  f"{'kind':<28} {'median ms':>10} {'per command':>12} {'logins':>7}",
+                  f"{'--ssh-persist 0':<28} {med['off'] * 1e3:>10.1f} "
+                  f"{med['off'] / 4 * 1e3:>12.1f} {logins['off']:>7}",
+                  f"{'--ssh-persist 60 (default)':<28} {med['persist'] * 1e3:>10.1f} "
+                  f"{med['persist'] / 4 * 1e3:>12.1f} {logins['persist']:>7}",
+                  f"persist / off: {persist['persist_over_off']:.2f}x "
+                  f"({persist['saved_per_command_s'] * 1e3:.0f} ms saved per command; "
+                  f"{'meets' if logins['persist'] == 1 else 'MISSES'} one login for four "
+                  "commands)", ""]
     warm = result.get("warm")
     if warm:
         med = warm["median_s"]
@@ -409,7 +461,7 @@ def _report_transport(result: dict) -> list[str]:
     return lines
 
 
-SECTIONS = ("transport", "cli", "warm", "fleet")
+SECTIONS = ("transport", "cli", "persist", "warm", "fleet")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -440,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
                 result["fleet"] = measure_fleet(fleet, max(5, args.n // 3))
         if "cli" in sections:
             result["cli"] = measure_cli(fleet, max(5, args.n // 2), workdir)
+        if "persist" in sections:
+            result["persist"] = measure_persist(fleet, max(5, args.n // 3), workdir)
         if "warm" in sections:
             result["warm"] = measure_warm(fleet, args.n, workdir)
     finally:

@@ -332,8 +332,15 @@ def _close_own(targets, transports) -> None:
 def _simple(op: str, series, targets, opts: Options | None) -> OpResult:
     opts = opts or Options()
     compiled, transports = _prepare(series, targets, opts, full=op == "verify")
+
+    def one(t: Transport) -> HostResult:
+        before = t.connection_probe() if op == "status" else None
+        host = run_on(compiled, t, op, opts)
+        if op == "status":      # e.g. whether an SSH master is alive for the next command
+            host.messages += t.connection_notes(before)
+        return host
     try:
-        hosts = _each(transports, lambda t: run_on(compiled, t, op, opts), opts.jobs)
+        hosts = _each(transports, one, opts.jobs)
     finally:
         _close_own(targets, transports)
     return OpResult(op, compiled.series.name, compiled.series.digest, hosts)

@@ -12,6 +12,9 @@ Pytest fixtures (import them into a test module, or list this module in `pytest_
                     one user key and one client config (aliases pk-host-0 .. pk-host-{n-1})
     busybox_bin     session-scoped BusyBox applet directory
     busybox_transport  a local Transport running `busybox sh -s` with PATH=busybox_bin
+    ssh_control_dir autouse, per test: PATCHKIT_SSH_CONTROL_DIR points at a fresh short
+                    directory, so shared SSH masters (the tasks' default) never cross tests or
+                    touch the user's own; afterwards every master in it gets `ssh -O exit`
 
 Counting connections: every TCP connection sshd takes is one "Connection from" line in its
 VERBOSE log (`server.connections()`); "Accepted publickey" lines count successful logins.
@@ -349,6 +352,16 @@ if pytest is not None:
         yield start
         for fleet in fleets:
             fleet.stop()
+
+    @pytest.fixture(autouse=True)
+    def ssh_control_dir(monkeypatch):
+        from patchkit.transport.controldir import ENV_VAR, stop_masters
+
+        path = tempfile.mkdtemp(prefix="pkc-", dir="/tmp")   # short: unix socket path limit
+        monkeypatch.setenv(ENV_VAR, path)
+        yield Path(path)
+        stop_masters(path)
+        shutil.rmtree(path, ignore_errors=True)
 
     @pytest.fixture(scope="session")
     def busybox_bin(tmp_path_factory):

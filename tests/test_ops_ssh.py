@@ -164,10 +164,13 @@ def test_cli_json_over_ssh(sshd, tmp_path, reference):
     target = sshd.url(str(root))
     common = ["--series", str(SERIES_059), "--target", target, "--ssh-config",
               str(sshd.client_config), "--json"]
+    # Three invocations, one connection: the first leaves an SSH master (ssh_persist, 60 s by
+    # default) that the next two ride (issue 11 item 4; before, each invocation had its own).
+    before = sshd.connections()
     for task, state, files in [("patch.apply", "applied", "patched"),
                                ("patch.status", "applied", "patched"),
                                ("patch.revert", "pristine", "original")]:
-        proc = one_connection(sshd, lambda: invoke(task, *common))
+        proc = invoke(task, *common)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         doc = json.loads(proc.stdout)
         assert doc["exit_code"] == 0 and doc["series"] == "sglang-v0.5.9"
@@ -175,6 +178,8 @@ def test_cli_json_over_ssh(sshd, tmp_path, reference):
         assert host["target"] == target and host["state"] == state, host
         assert host["bytes_sent"] > 10_000 and host["elapsed"] > 0
         assert read_tree(root, FILES) == reference[files]
+    sshd.wait_log(lambda s: s.connections() > before, timeout=3)
+    assert sshd.connections() - before == 1
 
 
 def test_batchmode_failure_names_the_host(sshd, sshd_keys, tmp_path):

@@ -26,6 +26,7 @@ import pytest
 
 from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
+from patchkit.errors import TransportError
 from patchkit.transport import parse_target
 from test_engine_crash import AFTER, BEFORE, TOOLS, assert_each_file_whole
 
@@ -322,3 +323,167 @@ def test_remote_shell_killed_is_not_called_a_connection_problem(rig_factory):
     note = " ".join(res.hosts[0].messages)
     assert res.exit_code == 1
     assert "connection problem" not in note and ("signal" in note or "killed" in note), note
+
+
+# ---- faults with a shared ControlMaster (ssh_persist) -------------------------------------------
+
+def _shared(server, root, **options):
+    options.setdefault("ssh_config", str(server.client_config))
+    return parse_target(f"{server.alias}:{root}", shared_master=True, **options)
+
+
+def _kill_master(t) -> None:
+    """SIGKILL the master: its socket file stays behind with nobody listening (stale)."""
+    pid = t.master_pid()
+    assert pid is not None
+    os.kill(pid, 9)
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert t.master_pid() is None and os.listdir(t.control_dir), "the socket should be stale"
+
+
+def _session_processes(server) -> list[int]:
+    """sshd's per-connection processes (children and theirs): stopping or killing them with
+    the listener makes the host 'down' or 'wedged' for a connection that is already open."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parent[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [server.proc.pid]
+    while frontier:
+        kids = [pid for pid, ppid in parent.items() if ppid in frontier]
+        found += kids
+        frontier = kids
+    return found
+
+
+def test_stale_socket_does_not_break_a_run(sshd_factory, tmp_path):
+    server = sshd_factory(1).servers[0]
+    t = _shared(server, tmp_path)
+    t.run(b"true")
+    _kill_master(t)
+    before = server.connections()
+    assert t.run(b"echo fresh").stdout == b"fresh\n"     # ssh unlinks the stale socket
+    server.wait_log(lambda s: s.connections() > before)
+    assert server.connections() - before == 1 and t.master_pid() is not None
+    t.close()
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_host_down_after_a_master_says_refused(sshd_factory, tmp_path, stale):
+    server = sshd_factory(1).servers[0]
+    t = _shared(server, tmp_path)
+    t.run(b"true")
+    if stale:
+        _kill_master(t)
+    sessions = _session_processes(server)
+    server.stop()
+    for pid in sessions:                # the master's own sshd process goes down with the host
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 5
+    while t.master_pid() is not None and time.monotonic() < deadline:
+        time.sleep(0.05)                # a live master notices its connection is gone
+    with pytest.raises(TransportError) as info:
+        t.run(b"true")
+    assert str(info.value).startswith(server.alias)
+    assert "connection refused" in str(info.value), info.value
+    t.close()
+
+
+def test_auth_failure_with_a_stale_socket_says_permission_denied(sshd, tmp_path):
+    from sshd_support import make_client_config, make_keys
+    good = _shared(sshd, tmp_path)
+    good.run(b"true")
+    _kill_master(good)                  # same user@host:port -> the same socket name
+    stranger = make_keys(tmp_path / "stranger")
+    own_config = sshd.client_config
+    try:
+        config = make_client_config(tmp_path / "cfg", [sshd], sshd.keys,
+                                    identity=stranger.user_key)
+    finally:
+        sshd.client_config = own_config
+    bad = _shared(sshd, tmp_path, ssh_config=str(config))
+    with pytest.raises(TransportError) as info:
+        bad.run(b"true")
+    assert str(info.value).startswith(sshd.alias)
+    assert "permission denied" in str(info.value).lower() and "BatchMode" in str(info.value)
+
+
+def test_connect_timeout_with_a_stale_socket(sshd, tmp_path, ssh_control_dir):
+    import socket
+    import subprocess
+    listener = socket.socket()          # accepts TCP, never sends a banner
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    try:
+        t = parse_target(f"ssh://root@127.0.0.1:{port}/tmp", shared_master=True,
+                         connect_timeout=1, ssh_config=str(sshd.client_config))
+        # A stale socket exactly where this host's master would live (ssh -G expands %C).
+        shown = subprocess.run(t.ssh_args() + ["-G", "--", t.host], capture_output=True,
+                               text=True, check=True).stdout
+        path = next(ln.split(None, 1)[1] for ln in shown.splitlines()
+                    if ln.startswith("controlpath "))
+        assert path.startswith(str(ssh_control_dir))
+        stale = socket.socket(socket.AF_UNIX)
+        stale.bind(path)
+        stale.close()
+        start = time.monotonic()
+        with pytest.raises(TransportError) as info:
+            t.run(b"true")
+        assert time.monotonic() - start < 4
+    finally:
+        listener.close()
+    assert "timed out" in str(info.value) and f"127.0.0.1:{port}" in str(info.value)
+
+
+def test_overall_timeout_on_a_shared_master_and_recovery(sshd, tmp_path):
+    t = _shared(sshd, tmp_path, timeout=1)
+    t.run(b"true")
+    pid = t.master_pid()
+    with pytest.raises(TransportError, match="no answer within 1 s"):
+        t.run(b"sleep 4")
+    assert t.run(b"echo alive", timeout=10).stdout == b"alive\n"
+    assert t.master_pid() == pid        # the master survived its client's timeout
+
+
+def test_wedged_connection_behind_a_shared_master_is_replaced_not_waited_on(sshd_factory,
+                                                                            tmp_path):
+    """The connection a kept master holds stops answering (its sshd session SIGSTOPped; TCP
+    itself stays up, so no timeout of ssh's own fires). The master's keepalives give up within
+    ~3 intervals, the waiting client falls back to a fresh connection (OpenSSH does this when
+    the master fails before the session opened, so no byte of the program was consumed), and
+    the program runs once. Without keepalives the run would wait for the overall timeout."""
+    import signal
+    server = sshd_factory(1).servers[0]
+    t = _shared(server, tmp_path, connect_timeout=1)
+    t.run(b"true")
+    old_master = t.master_pid()
+    sessions = _session_processes(server)
+    assert sessions
+    for pid in sessions:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        before = server.connections()
+        start = time.monotonic()
+        result = t.run(b"echo once >> " + shlex.quote(str(tmp_path / "ran")).encode(), timeout=15)
+        assert time.monotonic() - start < 10, "the run waited on a dead connection"
+        assert result.returncode == 0
+        assert (tmp_path / "ran").read_text() == "once\n"
+        server.wait_log(lambda s: s.connections() > before)
+        assert server.connections() - before == 1
+        assert t.master_pid() not in (None, old_master)
+    finally:
+        for pid in sessions:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -384,3 +384,168 @@ def test_killed_ssh_client_is_a_transport_error(sshd, tmp_path, reuse):
     t.on_start = None
     assert t.run(b"echo next").stdout == b"next\n"
     t.close()
+
+
+# ---- one connection across commands (shared ControlMaster, ssh_persist) ------------------------
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def invoke_cli(*args) -> subprocess.CompletedProcess:
+    import sys
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=120)
+
+
+def masters_running(control_dir) -> list[int]:
+    """pids of ssh control masters serving a socket in control_dir (their title names it)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                title = fh.read().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"[mux]" in title and str(control_dir).encode() in title:
+            pids.append(int(entry))
+    return pids
+
+
+@pytest.mark.parametrize("persist, connections", [(None, 1), ("0", 4)])
+def test_four_invocations_one_connection(sshd, tmp_path, ssh_control_dir, persist, connections):
+    """verify, apply, status, revert as four `invoke` runs: one login in sshd's log (default
+    ssh_persist 60 s), four with --ssh-persist 0; the tree is back to its bytes either way."""
+    from upstream_fixtures import SERIES_059, sglang_installed
+
+    root = sglang_installed("0.5.9", tmp_path / "site-packages")
+    worker = root / "sglang/srt/speculative/eagle_worker.py"
+    original = worker.read_bytes()
+    common = ["--series", str(SERIES_059), "--target", sshd.url(str(root)),
+              "--ssh-config", str(sshd.client_config)]
+    if persist is not None:
+        common += ["--ssh-persist", persist]
+    before_logins, before_tcp = sshd.accepted(), sshd.connections()
+    outputs = {}
+    for task in ("patch.verify", "patch.apply", "patch.status", "patch.revert"):
+        proc = invoke_cli(task, *common)
+        assert proc.returncode == 0, (task, proc.stdout + proc.stderr)
+        outputs[task] = proc.stdout
+    sshd.wait_log(lambda s: s.accepted() - before_logins >= connections, timeout=3)
+    time.sleep(0.1)      # a late extra login would show up here
+    assert sshd.accepted() - before_logins == connections, sshd.log_text()[-2000:]
+    assert sshd.connections() - before_tcp == connections
+    assert worker.read_bytes() == original
+    if persist is None:
+        assert "ssh master alive (pid " in outputs["patch.status"]
+        assert "reused by this command" in outputs["patch.status"]
+        assert len(masters_running(ssh_control_dir)) == 1     # waiting for the next command
+        assert stat.S_IMODE(os.stat(ssh_control_dir).st_mode) == 0o700
+    else:
+        assert "ssh master" not in outputs["patch.status"]
+        assert masters_running(ssh_control_dir) == [] and os.listdir(ssh_control_dir) == []
+
+
+def test_shared_master_outlives_its_transport_until_stopped(sshd, tmp_path, ssh_control_dir):
+    from patchkit.transport.controldir import stop_masters
+
+    first = ssh_target(sshd, tmp_path, shared_master=True, control_persist=30)
+    assert first.connection_probe() is None        # nothing alive yet
+    before = sshd.connections()
+    first.run(b"true")
+    pid = first.master_pid()
+    first.close()                                  # leaves the master to ControlPersist
+    assert pid and masters_running(ssh_control_dir) == [pid]
+    second = ssh_target(sshd, tmp_path, shared_master=True)
+    assert second.run(b"echo again").stdout == b"again\n"
+    assert second.master_pid() == pid
+    assert second.connection_notes(pid) == [
+        f"ssh master alive (pid {pid}, reused by this command): commands to this host within "
+        "60 s of the last one share its connection"]
+    assert counted(sshd, before) == 1
+    assert stop_masters(str(ssh_control_dir)) == 1
+    deadline = time.monotonic() + 5
+    while masters_running(ssh_control_dir) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert masters_running(ssh_control_dir) == [] and second.master_pid() is None
+
+
+def test_control_dir_is_created_private(sshd, tmp_path, monkeypatch):
+    from patchkit.transport.controldir import ENV_VAR
+    fresh = f"/tmp/pkc-new-{os.getpid()}"
+    monkeypatch.setenv(ENV_VAR, fresh)
+    try:
+        t = ssh_target(sshd, tmp_path, shared_master=True)
+        assert t.run(b"echo ok").stdout == b"ok\n"
+        st = os.stat(fresh)
+        assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid()
+        assert len(os.listdir(fresh)) == 1 and stat.S_ISSOCK(
+            os.lstat(os.path.join(fresh, os.listdir(fresh)[0])).st_mode)
+    finally:
+        from patchkit.transport.controldir import stop_masters
+        stop_masters(fresh)
+        subprocess.run(["rm", "-rf", fresh])
+
+
+def test_control_dir_with_a_wrong_mode_is_repaired(sshd, tmp_path, ssh_control_dir):
+    os.chmod(ssh_control_dir, 0o777)
+    planted = ssh_control_dir / "0123456789abcdef0123456789abcdef01234567"
+    planted.write_text("not a socket\n")
+    t = ssh_target(sshd, tmp_path, shared_master=True)
+    assert t.run(b"echo ok").stdout == b"ok\n"
+    assert stat.S_IMODE(os.stat(ssh_control_dir).st_mode) == 0o700
+    assert not planted.exists()
+
+
+@pytest.mark.parametrize("problem", ["foreign owner", "symlink", "file", "too long"])
+def test_unsafe_control_dir_is_refused(sshd, tmp_path, monkeypatch, problem):
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    base = Path(tempfile.mkdtemp(prefix="pkc-u-", dir="/tmp"))    # short enough for sockets
+    try:
+        _refused(sshd, tmp_path, monkeypatch, problem, base)
+    finally:
+        shutil.rmtree(base)
+
+
+def _refused(sshd, tmp_path, monkeypatch, problem, base):
+    from patchkit.transport.controldir import ENV_VAR
+    path = base / "ctl"
+    if problem == "foreign owner":
+        if os.getuid() != 0:
+            pytest.skip("needs root to give the directory to another user")
+        path.mkdir(mode=0o700)
+        os.chown(path, 65534, 65534)
+        expected = "belongs to uid 65534"
+    elif problem == "symlink":
+        (base / "real").mkdir(mode=0o700)
+        path.symlink_to(base / "real")
+        expected = "not a plain directory"
+    elif problem == "file":
+        path.write_text("")
+        expected = "not a plain directory"
+    else:
+        path = tmp_path / ("x" * 80)
+        expected = "too long for unix socket paths"
+    monkeypatch.setenv(ENV_VAR, str(path))
+    before = sshd.connections()
+    t = ssh_target(sshd, tmp_path, shared_master=True)
+    with pytest.raises(InvalidInput, match=expected) as info:
+        t.run(b"true")
+    assert "--ssh-persist 0" in str(info.value)
+    assert sshd.connections() == before            # refused before any connection
+    # Through the CLI: exit 2, the message, no traceback.
+    proc = invoke_cli("patch.status", "--series", os.path.join(REPO, "patches", "sglang-v0.5.9"),
+                      "--target", sshd.url(str(tmp_path)), "--ssh-config",
+                      str(sshd.client_config))
+    assert proc.returncode == 2 and expected in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_ssh_persist_is_invalid_input(sshd, tmp_path):
+    proc = invoke_cli("patch.status", "--series", os.path.join(REPO, "patches", "sglang-v0.5.9"),
+                      "--target", sshd.url(str(tmp_path)), "--ssh-persist", "soon")
+    assert proc.returncode == 2 and "ssh_persist must be a number" in proc.stderr, proc.stderr

@@ -50,6 +50,14 @@ class Transport:
     def close(self) -> None:
         """Release connections (SSH control masters); local targets hold none."""
 
+    def connection_probe(self) -> object:
+        """What connection_notes compares with after an operation (status reports it)."""
+        return None
+
+    def connection_notes(self, before: object) -> list[str]:
+        """Sentences about the connection this target keeps between commands (none here)."""
+        return []
+
 
 @dataclass
 class LocalTransport(Transport):

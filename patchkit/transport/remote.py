@@ -22,6 +22,8 @@ exec-prefix targets use timeout, remote_shell and container_engine and ignore th
     timeout          overall seconds per operation, connection included (default: none)
     reuse            keep a ControlMaster connection between operations (default True)
     control_persist  seconds an idle control connection stays up (default 60)
+    shared_master    keep the master in the per-user directory (transport/controldir.py) so
+                     that later commands ride it; close() then leaves it up (default False)
     remote_shell     the remote command that reads the program (default "sh -s"), e.g.
                      "PATH=/opt/bb busybox sh -s"; after a container/exec prefix it is appended
                      to the prefix, so use `env PATH=… busybox sh -s` there
@@ -48,7 +50,8 @@ _CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _SSH_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9]*=[^\0\r\n]*\Z")
 
 _OPTION_NAMES = ("ssh_config", "ssh_options", "connect_timeout", "timeout", "reuse",
-                 "control_persist", "remote_shell", "ssh_program", "container_engine")
+                 "control_persist", "shared_master", "remote_shell", "ssh_program",
+                 "container_engine")
 
 
 def parse_remote_target(spec: str, *, container: str | None = None,
@@ -252,8 +255,9 @@ def _ssh_kwargs(opts: dict, spec: str) -> dict:
     for name in ("connect_timeout", "timeout", "control_persist"):
         if name in opts:
             kw[name] = _positive(opts[name], name, spec)
-    if "reuse" in opts:
-        kw["reuse"] = bool(opts["reuse"])
+    for name in ("reuse", "shared_master"):
+        if name in opts:
+            kw[name] = bool(opts[name])
     if "remote_shell" in opts:
         shell = opts["remote_shell"]
         if not isinstance(shell, str) or not shell.strip() or any(
@@ -287,3 +291,18 @@ def _ssh_label(user, host, port, root, prefix) -> str:
         label += f" via {shlex.join(prefix)}"
     return label
 
+
+
+def ssh_persist_options(seconds) -> dict:
+    """Transport options for `ssh_persist` (invoke.yaml / --ssh-persist): N > 0 seconds keeps a
+    shared ControlMaster for the next command; 0 keeps one per command, closed at its end."""
+    try:
+        number = float(seconds)
+    except (TypeError, ValueError):
+        number = -1.0
+    if not number >= 0 or number != number or number == float("inf"):
+        raise InvalidInput(f"ssh_persist must be a number of seconds >= 0 (0: off), "
+                           f"not {seconds!r}")
+    if number == 0:
+        return {"shared_master": False}
+    return {"shared_master": True, "control_persist": max(1.0, number)}

@@ -6,8 +6,14 @@ and the target root travels inside the program, never on the ssh command line.
 
 BatchMode=yes means ssh never prompts: a missing key is an immediate, named failure. With
 `reuse` (the default) the first operation leaves a ControlMaster behind (ControlPersist) in a
-private 0700 directory; later operations on the same transport ride that connection, and
-`close()` stops the master and removes the directory.
+private 0700 directory; later operations on the same transport ride that connection. Two kinds:
+  - per transport (`shared_master=False`, the library default and `--ssh-persist 0`): a fresh
+    mkdtemp directory; `close()` stops the master (`ssh -O exit`) and removes the directory, so
+    nothing outlives the command;
+  - shared (`shared_master=True`, what the tasks use by default): the per-user directory of
+    transport/controldir.py; `close()` leaves the master to ControlPersist, so the next command
+    to the same host within `control_persist` seconds rides the same connection. A socket whose
+    master died is unlinked by ssh itself (ECONNREFUSED) and a new master takes its place.
 
 Exit status 255 is ssh's own "the connection failed"; it becomes a TransportError that names
 the host and says why (the target program must therefore never exit 255 itself).
@@ -29,6 +35,7 @@ from typing import Callable
 
 from ..errors import InvalidInput, TransportError
 from . import RunResult, Transport
+from . import controldir
 
 # Unix socket paths are limited to ~108 bytes; %C expands to 40 hex characters.
 _SOCKET_PATH_MAX = 100
@@ -50,6 +57,7 @@ class SshTransport(Transport):
     timeout: float | None = None
     reuse: bool = True
     control_persist: float = 60.0
+    shared_master: bool = False
     remote_shell: str = "sh -s"
     remote_prefix: tuple[str, ...] = ()
     ssh_program: str = "ssh"
@@ -98,6 +106,12 @@ class SshTransport(Transport):
             args += ["-o", "ControlMaster=auto",
                      "-o", f"ControlPath={self._ensure_control_dir()}/%C",
                      "-o", f"ControlPersist={max(1, round(self.control_persist))}"]
+        if self.reuse and self.shared_master:
+            # A kept master may outlive its host (powered off, wedged): probe it while idle, so
+            # that a later command fails within ~3 intervals instead of waiting on a dead TCP
+            # connection that no ConnectTimeout covers any more.
+            interval = max(1, round(self.connect_timeout or 10))
+            args += ["-o", f"ServerAliveInterval={interval}", "-o", "ServerAliveCountMax=3"]
         return args
 
     def argv(self) -> list[str]:
@@ -197,19 +211,51 @@ class SshTransport(Transport):
         return bytes(out), bytes(err)
 
     def close(self) -> None:
-        """Stop the control master (if any) and remove the private control directory."""
+        """Stop a per-transport master and remove its directory; a shared master stays up."""
         with self._lock:
             control_dir, self._control_dir = self._control_dir, None
             finalizer, self._finalizer = self._finalizer, None
         if finalizer is not None:
             finalizer.detach()
-        if control_dir is not None:
+        if control_dir is not None and not self.shared_master:
             _stop_master(self._exit_argv(control_dir), control_dir)
+
+    # ---- the master, for status ---------------------------------------------------------------
+
+    def master_pid(self) -> int | None:
+        """pid of the control master this transport would ride now (`ssh -O check`), or None."""
+        if not self.reuse:
+            return None
+        control_dir = self._ensure_control_dir() if self.shared_master else self._control_dir
+        if control_dir is None:
+            return None
+        return controldir.master_pid(self._control_argv(control_dir, "check"))
+
+    def connection_probe(self) -> int | None:
+        try:
+            return self.master_pid() if self.shared_master else None
+        except InvalidInput:
+            return None         # an unusable control directory: the run itself reports it
+
+    def connection_notes(self, before: int | None) -> list[str]:
+        if not (self.reuse and self.shared_master):
+            return []
+        try:
+            now = self.master_pid()
+        except InvalidInput:
+            return []
+        if now is None:
+            return ["ssh master: none alive now (the next command opens a new connection)"]
+        how = "reused by this command" if before == now else "opened by this command"
+        return [f"ssh master alive (pid {now}, {how}): commands to this host within "
+                f"{self.control_persist:g} s of the last one share its connection"]
 
     # ---- control directory --------------------------------------------------------------------
 
     def _ensure_control_dir(self) -> str:
         with self._lock:
+            if self._control_dir is None and self.shared_master:
+                self._control_dir = controldir.user_control_dir()   # no finalizer: ControlPersist ends it
             if self._control_dir is None:
                 path = tempfile.mkdtemp(prefix="pk-ssh-")  # mode 0700, owned by us
                 if len(path) + 42 > _SOCKET_PATH_MAX:
@@ -222,8 +268,11 @@ class SshTransport(Transport):
             return self._control_dir
 
     def _exit_argv(self, control_dir: str) -> list[str]:
+        return self._control_argv(control_dir, "exit")
+
+    def _control_argv(self, control_dir: str, command: str) -> list[str]:
         args = [self.ssh_program, "-o", "BatchMode=yes", "-o", f"ControlPath={control_dir}/%C"]
-        return args + self._where_args() + ["-O", "exit", "--", self.host]
+        return args + self._where_args() + ["-O", command, "--", self.host]
 
     def _where_args(self) -> list[str]:
         """Port, user, config file and extra options: the same for a run and for `-O exit`."""
