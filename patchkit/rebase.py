@@ -25,6 +25,7 @@ from pathlib import Path
 from . import upstream
 from .diffparse import DiffLine, FileDiff, Hunk, parse_patch
 from .errors import EXIT_OK, EXIT_REFUSED, InvalidInput, Refused
+from .merge3 import merge_unplaced
 from .relocate import (
     Candidate, Line, Placement, apply_at_own_numbers, apply_placements, diff_around, map_line,
     place_at_own_numbers, place_file, split_lines,
@@ -145,7 +146,7 @@ class HunkOutcome:
     path: str
     number: int                        # 1-based within its file diff
     old_header: str
-    status: str                        # unchanged | moved | carried | needs-attention
+    status: str                        # unchanged | moved | merged | carried | needs-attention
     new_header: str = ""
     delta: int = 0                     # new source line - old source line
     trimmed: tuple[int, int] | None = None
@@ -155,16 +156,28 @@ class HunkOutcome:
     upstream_diff: str = ""
     warnings: list[str] = field(default_factory=list)
     edited: bool = False               # taken from the hand-edited new series (--resume)
+    proof: str = ""                    # merged: what the structural check found
 
     @property
     def relocated(self) -> bool:
         return self.status != "needs-attention"
+
+    @property
+    def method(self) -> str:
+        """How it moved: exact | merged+checked | by hand | needs attention."""
+        if not self.relocated:
+            return "needs attention"
+        if self.edited:
+            return "by hand"
+        return "merged+checked" if self.status == "merged" else "exact"
 
     def describe(self) -> str:
         if self.status == "needs-attention":
             return f"needs attention: {self.reason}"
         if self.status == "carried":
             return "carried over unchanged (creates the file)"
+        if self.status == "merged":
+            return f"merged+checked, moved by {self.delta:+d} lines ({self.proof})"
         text = "unchanged" if self.status == "unchanged" else f"moved by {self.delta:+d} lines"
         if self.edited:
             text = "as edited, " + text
@@ -218,10 +231,12 @@ class RebaseResult:
         hunks = self.hunks
         moved = sum(1 for h in hunks if h.status == "moved")
         same = sum(1 for h in hunks if h.status in ("unchanged", "carried"))
+        merged = sum(1 for h in hunks if h.status == "merged")
         trimmed = sum(1 for h in hunks if h.trimmed)
         warn = sum(len(h.warnings) for h in hunks)
         text = (f"{self.series_dir.name} -> {self.new.label}: {len(hunks)} hunks, {moved} moved, "
-                f"{same} unchanged, {len(self.attention)} need attention")
+                f"{same} unchanged, " + (f"{merged} merged+checked, " if merged else "")
+                + f"{len(self.attention)} need attention")
         if trimmed:
             text += f", {trimmed} placed after trimming context"
         if warn:
@@ -324,6 +339,8 @@ class _PatchRebaser:
         else:
             placements = (self.edited and place_at_own_numbers(cur, fd.hunks)) or place_file(
                 cur, fd.hunks, context_trim=ctx.context_trim)
+            if ctx.merge and old_cur is not None and not self.edited and fd.kind == "modify":
+                merge_unplaced(old_cur, cur, placements, fd.path)
             cur_for_marks = cur
         self._mark_positions(placements, old_cur, cur_for_marks)
         delta = 0
@@ -382,6 +399,8 @@ class _PatchRebaser:
         if p.ok:
             out.delta = p.index - old_index
             out.status = "moved" if out.delta or p.trimmed else "unchanged"
+            if p.merged:
+                out.status, out.proof = "merged", p.merged
             out.warnings = self._vanished(fd.path, h)
             return out
         out.hunk_text = "\n".join([h.header] + [t for ln in h.lines for t in _render_line(ln)])
@@ -479,6 +498,7 @@ class _Context:
     context_trim: bool
     new_state: dict[str, list[Line] | None]
     old_state: dict[str, list[Line]] | None
+    merge: bool = True
 
 
 # ----------------------------------------------------------------------------- the operation
@@ -536,12 +556,15 @@ def rebase(
     old_tree: Path | str | None = None,
     write: bool = True,
     resume: bool = False,
+    merge: bool = True,
 ) -> RebaseResult:
     """Rebase ``series_dir`` onto ``onto``; write the new series (unless ``write=False``).
 
     ``onto``: a PyPI version (without ``upstream_clone``) or a tag/branch/commit of the clone.
     ``version``: the distribution version to pin with a clone (default: from a ``vX.Y.Z`` tag).
     ``new_tree`` / ``old_tree``: use these pristine trees (either layout) instead of fetching.
+    ``merge``: after the exact step, relocate what is left by a checked three-way merge
+    (merge3.py); False: exact match only.
     ``resume``: the output folder exists from an earlier run and its patches were edited by
     hand; a patch there without a marker line is taken as it is (its header counts recounted,
     its hunks kept at their numbers when they match there exactly, otherwise relocated), the
@@ -573,6 +596,7 @@ def rebase(
         new=new, old=old, old_label=old_label, context_trim=context_trim,
         new_state={p: split_lines(new.files[p]) for p in pin.files if new.files[p] is not None},
         old_state=({p: split_lines(old.files[p]) for p in pin.files} if old else None),
+        merge=merge,
     )
     new_pin, pin_changes, same_release = _new_pin(series, new)
     out = Path(out_dir).resolve() if out_dir is not None else default_out_dir(

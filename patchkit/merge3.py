@@ -1,0 +1,240 @@
+"""Relocating a hunk by three-way merge, accepted only when its lines keep their place.
+
+For a hunk that exact matching could not place: git's own merge (``git merge-file``) of
+  base   = the old file as the patch saw it,
+  ours   = that file with this one hunk applied,
+  theirs = the new file (with the earlier rebased patches applied)
+gives a merged text. The hunk's new place is read back from it (the difference between the new
+file and the merge must be exactly the hunk's removed and added lines), and accepted only when
+  - the merge had no conflict,
+  - every added line sits, by ``pystructure``, in the same function, in the same branch of the
+    same compound statements and between the same two statements as in the old patched file
+    (removed lines: as in the old file), and
+  - the new file with the hunk compiles.
+Anything else stays for a person, with the reason. Pure apart from running git on temporary
+files; the caller decides what to do with a refusal.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from .diffparse import DiffLine, Hunk
+from .errors import Refused
+from .pystructure import compile_problem, spots
+from .relocate import Line, Placement, apply_placements, join_lines, split_lines
+
+METHOD = "merged+checked"
+
+
+class GitMissing(Refused):
+    """git is needed for the three-way merge and could not be run."""
+
+
+def merge_file(ours: bytes, base: bytes, theirs: bytes) -> tuple[bytes, int]:
+    """``git merge-file -p ours base theirs``: (merged bytes, number of conflicts)."""
+    env = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
+               LC_ALL="C")
+    with tempfile.TemporaryDirectory(prefix="patchkit-merge-") as tmp:
+        names = []
+        for name, data in (("patched", ours), ("old", base), ("new", theirs)):
+            path = os.path.join(tmp, name)
+            with open(path, "wb") as fh:
+                fh.write(data)
+            names.append(path)
+        argv = ("git", "merge-file", "-p", "-q", "-L", "old patched", "-L", "old", "-L", "new",
+                *names)
+        try:
+            proc = subprocess.run(argv, capture_output=True, cwd=tmp, env=env, timeout=120)
+        except FileNotFoundError as exc:
+            raise GitMissing("the three-way merge needs git on PATH (git merge-file); "
+                             "it could not be started") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise Refused("git merge-file took more than 120 s") from exc
+    if proc.returncode < 0 or proc.returncode >= 128:
+        err = proc.stderr.decode("utf-8", "replace").strip()
+        raise Refused(f"git merge-file failed (exit {proc.returncode}): {err}")
+    return proc.stdout, proc.returncode
+
+
+@dataclass
+class Merged:
+    """A hunk placed by the merge: the changed lines' range in the new text, and the lines."""
+    hunk: Hunk
+    lo: int                          # 0-based first new line the change covers (or inserts at)
+    hi: int                          # end of the covered new lines (== lo for a pure insertion)
+    core: list[DiffLine]             # removed/added lines and the context between them
+    proof: str = ""                  # what the structural check found, for the report
+
+    def placement(self, lines: list[Line], lead: int, trail: int) -> Placement:
+        """A Placement with up to ``lead``/``trail`` context lines from the new text."""
+        head = [DiffLine(" ", t, e, 0) for t, e in lines[self.lo - lead:self.lo]]
+        tail = [DiffLine(" ", t, e, 0) for t, e in lines[self.hi:self.hi + trail]]
+        return Placement(self.hunk, index=self.lo - lead, lines=head + self.core + tail)
+
+
+def own_placement(hunk: Hunk) -> Placement:
+    return Placement(hunk, index=hunk.src_begin - 1, lines=list(hunk.lines))
+
+
+def changed_lines(p: Placement) -> tuple[list[int], list[int]]:
+    """(removed lines in the text before, added lines in the text after), 1-based."""
+    removed, added = [], []
+    src = tgt = p.index
+    for ln in p.lines:
+        if ln.tag == " ":
+            src += 1
+            tgt += 1
+        elif ln.tag == "-":
+            removed.append(src + 1)
+            src += 1
+        else:
+            added.append(tgt + 1)
+            tgt += 1
+    return removed, added
+
+
+def _changes(lines: list[DiffLine]) -> tuple[list[Line], list[Line]]:
+    return ([(ln.text, ln.eol) for ln in lines if ln.tag == "-"],
+            [(ln.text, ln.eol) for ln in lines if ln.tag == "+"])
+
+
+def read_back(new: list[Line], merged: list[Line], hunk: Hunk) -> Merged | str:
+    """Where the merge put the hunk: the one stretch where ``merged`` differs from ``new``."""
+    ops = [op for op in difflib.SequenceMatcher(None, new, merged, autojunk=False).get_opcodes()
+           if op[0] != "equal"]
+    if not ops:
+        return "the merge left the new file as it is (upstream already has this change?)"
+    lo, hi = ops[0][1], ops[-1][2]
+    core: list[DiffLine] = []
+    cursor = lo
+    for tag, i1, i2, j1, j2 in ops:
+        core += [DiffLine(" ", t, e, 0) for t, e in new[cursor:i1]]
+        core += [DiffLine("-", t, e, 0) for t, e in new[i1:i2]]
+        core += [DiffLine("+", t, e, 0) for t, e in merged[j1:j2]]
+        cursor = i2
+    if _changes(core) != _changes(hunk.lines):
+        return ("the merge changed other lines than the hunk's own (upstream changed lines "
+                "the hunk removes?)")
+    return Merged(hunk, lo, hi, core)
+
+
+def _spot_problem(old_text: bytes, old_lines: list[int], new_text: bytes, new_lines: list[int],
+                  what: str, filename: str) -> str | None:
+    if not old_lines:
+        return None
+    try:
+        before = spots(old_text, old_lines, filename=filename)
+    except SyntaxError as exc:
+        return f"the old {what} file does not parse (line {exc.lineno}: {exc.msg})"
+    try:
+        after = spots(new_text, new_lines, filename=filename)
+    except SyntaxError as exc:
+        return f"the merged file does not parse (line {exc.lineno}: {exc.msg})"
+    for n_old, n_new, a, b in zip(old_lines, new_lines, before, after):
+        if a != b:
+            return (f"the merge would put a {what} line elsewhere: old line {n_old} was {a}; "
+                    f"merged line {n_new} is {b}")
+    return None
+
+
+def place_by_merge(old: list[Line], new: list[Line], hunk: Hunk, path: str) -> Merged | str:
+    """The hunk placed in ``new`` by a checked three-way merge, or why not (a sentence)."""
+    if not path.endswith(".py"):
+        return "not a Python file: merged hunks are only accepted with the structural check"
+    mine = own_placement(hunk)
+    if [(ln.text, ln.eol) for ln in hunk.source] != old[mine.index:mine.index + len(hunk.source)]:
+        return "the hunk does not match the old file at its own line numbers"
+    old_bytes, new_bytes = join_lines(old), join_lines(new)
+    patched = join_lines(apply_placements(old, [mine]))
+    merged_bytes, conflicts = merge_file(patched, old_bytes, new_bytes)
+    if conflicts:
+        return "git merge-file: conflict (upstream changed lines next to the hunk's own)"
+    found = read_back(new, split_lines(merged_bytes), hunk)
+    if isinstance(found, str):
+        return found
+    where = found.placement(new, 0, 0)
+    if join_lines(apply_placements(new, [where])) != merged_bytes:
+        return "the merge result is not the new file with the hunk applied"
+    removed_old, added_old = changed_lines(mine)
+    removed_new, added_new = changed_lines(where)
+    problem = (_spot_problem(patched, added_old, merged_bytes, added_new, "added", path)
+               or _spot_problem(old_bytes, removed_old, new_bytes, removed_new, "removed", path))
+    if problem:
+        return problem
+    broken = compile_problem(merged_bytes, path)
+    if broken:
+        return f"the new file with the merged hunk does not compile ({broken})"
+    first = (added_new or removed_new)[0]
+    found.proof = (f"3-way merge; each changed line in the same function and between the same "
+                   f"statements as before; compiles (from line {first})")
+    return found
+
+
+def _outer(hunk: Hunk) -> tuple[int, int]:
+    tags = [ln.tag for ln in hunk.lines]
+    lead = next((i for i, t in enumerate(tags) if t != " "), len(tags))
+    trail = next((i for i, t in enumerate(reversed(tags)) if t != " "), 0)
+    return lead, trail
+
+
+def merge_unplaced(old: list[Line], new: list[Line], placements: list[Placement],
+                   path: str) -> None:
+    """Place, in order, what exact matching left open, where a checked merge puts it.
+
+    A merged hunk gets context lines from the new text (as many as it had, fewer where a
+    neighbouring hunk is closer), must come after the previous placed hunk and before the next,
+    and the file with every placed hunk must still compile; otherwise it stays unplaced with
+    the reason added to the exact step's.
+    """
+    found: dict[int, Merged] = {}
+    for i, p in enumerate(placements):
+        if p.ok:
+            continue
+        got = place_by_merge(old, new, p.hunk, path)
+        if isinstance(got, str):
+            p.reason = f"{p.reason}; 3-way merge: {got}"
+        else:
+            found[i] = got
+    if not found:
+        return
+    prev_end = 0
+    for i, p in enumerate(placements):
+        if i not in found:
+            if p.ok:
+                prev_end = p.index + sum(1 for ln in p.lines if ln.tag != "+")
+            continue
+        m = found[i]
+        later = [q.index if q.ok else found[j].lo for j, q in enumerate(placements)
+                 if j > i and (q.ok or j in found)]
+        nxt = min(later) if later else len(new)
+        if m.lo < prev_end or m.hi > nxt:
+            p.reason = (f"{p.reason}; 3-way merge: its merged place (line {m.lo + 1}) is not "
+                        "between the hunks before and after it; the order of the code changed")
+            continue
+        lead, trail = _outer(p.hunk)
+        lead, trail = min(lead, m.lo - prev_end), min(trail, nxt - m.hi)
+        if lead + trail == 0 and _outer(p.hunk) != (0, 0):
+            p.reason = (f"{p.reason}; 3-way merge: no context line is left between it and its "
+                        "neighbouring hunks")
+            continue
+        q = m.placement(new, lead, trail)
+        p.index, p.lines, p.merged = q.index, q.lines, m.proof
+        prev_end = p.index + sum(1 for ln in p.lines if ln.tag != "+")
+    merged = [p for p in placements if p.merged]
+    if not merged:
+        return
+    broken = compile_problem(join_lines(apply_placements(new, placements)), path)
+    if broken and not compile_problem(join_lines(new), path):
+        for p in merged:
+            p.index, p.lines, p.merged = None, None, ""
+            p.reason = (f"{p.reason}; 3-way merge: the file with all of this patch's hunks "
+                        f"does not compile ({broken})")
+
+
+__all__ = ["GitMissing", "merge_unplaced", "METHOD", "Merged", "changed_lines", "merge_file", "own_placement",
+           "place_by_merge", "read_back"]
