@@ -380,10 +380,12 @@ profile.add_task(profile_sweep, "sweep")
     "version": "with --upstream: the version to pin (default: from a vX.Y.Z tag)",
     "wheelhouse": "a folder of wheels pip reads instead of the package index",
     "trust_new": "accept and record a wheel whose sha256 is not pinned yet",
+    "merge": "after exact matching, relocate the rest by a checked git merge-file "
+             "(default on; --no-merge: exact match only)",
 })
 def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_trim=False,
-                 resume=False, version=None, wheelhouse=None, trust_new=False):
-    """Rebase a series onto another release by exact match; exit 1 if a hunk needs attention."""
+                 resume=False, version=None, wheelhouse=None, trust_new=False, merge=True):
+    """Rebase a series onto another release (exact, then checked 3-way merge); exit 1 if a hunk needs attention."""
     from patchkit.errors import PatchkitError
     from patchkit.rebase import rebase
 
@@ -394,7 +396,8 @@ def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_tri
     try:
         result = rebase(path(series), onto, upstream_clone=path(upstream), out_dir=path(out),
                         context_trim=context_trim, resume=resume, version=version,
-                        wheelhouse=path(wheelhouse or _cfg(c, "wheelhouse")), trust_new=trust_new)
+                        wheelhouse=path(wheelhouse or _cfg(c, "wheelhouse")), trust_new=trust_new,
+                        merge=merge)
     except PatchkitError as e:
         raise Exit(f"patchkit: {e.message}", e.exit_code)
     print(result.summary())

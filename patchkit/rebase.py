@@ -157,6 +157,8 @@ class HunkOutcome:
     warnings: list[str] = field(default_factory=list)
     edited: bool = False               # taken from the hand-edited new series (--resume)
     proof: str = ""                    # merged: what the structural check found
+    lines_key: tuple = ()              # the written hunk's lines, to compare runs (--resume)
+    via: str = ""                      # edited: the method a fresh run gives these same lines
 
     @property
     def relocated(self) -> bool:
@@ -168,7 +170,7 @@ class HunkOutcome:
         if not self.relocated:
             return "needs attention"
         if self.edited:
-            return "by hand"
+            return self.via or "by hand"
         return "merged+checked" if self.status == "merged" else "exact"
 
     def describe(self) -> str:
@@ -214,6 +216,7 @@ class RebaseResult:
     old_available: bool = False
     resumed: bool = False
     report: str = ""
+    merge: bool = True
 
     @property
     def hunks(self) -> list[HunkOutcome]:
@@ -397,6 +400,7 @@ class _PatchRebaser:
                           reason=p.reason, candidates=p.candidates, trimmed=p.trimmed,
                           edited=self.edited)
         if p.ok:
+            out.lines_key = tuple((ln.tag, ln.text, ln.eol) for ln in p.lines)
             out.delta = p.index - old_index
             out.status = "moved" if out.delta or p.trimmed else "unchanged"
             if p.merged:
@@ -557,6 +561,7 @@ def rebase(
     write: bool = True,
     resume: bool = False,
     merge: bool = True,
+    new_source: Source | None = None,
 ) -> RebaseResult:
     """Rebase ``series_dir`` onto ``onto``; write the new series (unless ``write=False``).
 
@@ -565,6 +570,7 @@ def rebase(
     ``new_tree`` / ``old_tree``: use these pristine trees (either layout) instead of fetching.
     ``merge``: after the exact step, relocate what is left by a checked three-way merge
     (merge3.py); False: exact match only.
+    ``new_source``: the new files as already read (e.g. from a target, targetread.py).
     ``resume``: the output folder exists from an earlier run and its patches were edited by
     hand; a patch there without a marker line is taken as it is (its header counts recounted,
     its hunks kept at their numbers when they match there exactly, otherwise relocated), the
@@ -579,7 +585,9 @@ def rebase(
     clone = Path(upstream_clone) if upstream_clone is not None else None
     if not onto or not str(onto).strip():
         raise InvalidInput("rebase: --onto needs a version or a git revision")
-    if new_tree is not None:
+    if new_source is not None:
+        new = new_source
+    elif new_tree is not None:
         new = _tree_source(pin.name, Path(new_tree), paths, pin.package_prefix, version or onto,
                            None)
     elif clone is not None:
@@ -618,12 +626,18 @@ def rebase(
         outcomes.append(worker.outcome)
         _advance_old(ctx, patch)
 
+    if resume:
+        _credit_tool(outcomes, rebase(series_dir, onto, upstream_clone=upstream_clone,
+                                      context_trim=context_trim, version=version,
+                                      wheelhouse=wheelhouse, trust_new=trust_new,
+                                      new_tree=new_tree, old_tree=old_tree, write=False,
+                                      merge=merge, new_source=new_source))
     pin_bytes = ((series_dir / "pin.toml").read_bytes() if same_release
                  else upstream.format_pin(new_pin).encode())
     noop = same_release and all(o.identical for o in outcomes)
     result = RebaseResult(series_dir, out, old_label, new, old_detail, context_trim, outcomes,
                           pin_changes, written=False, noop=noop and out == series_dir,
-                          old_available=old is not None, resumed=resume)
+                          old_available=old is not None, resumed=resume, merge=merge)
     from .rebase_report import render_report, render_resume
 
     previous = out / "REBASE.md"
@@ -644,6 +658,16 @@ def rebase(
         _write_folder(out, files)
     result.written = True
     return result
+
+
+def _credit_tool(outcomes: list[PatchOutcome], fresh: RebaseResult) -> None:
+    """An edited hunk whose lines are what a fresh run writes for it moved by that run's
+    method (exact / merged+checked); any other edited hunk was placed by hand."""
+    made = {(h.patch, h.path, h.number): h for h in fresh.hunks if h.relocated}
+    for h in (h for o in outcomes for h in o.hunks if h.edited and h.relocated):
+        twin = made.get((h.patch, h.path, h.number))
+        if twin is not None and twin.lines_key == h.lines_key:
+            h.via = twin.method
 
 
 def _umask() -> int:

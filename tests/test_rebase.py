@@ -20,8 +20,8 @@ from upstream_fixtures import (
 
 WH = default_wheelhouse()
 SERIES_FILES = ["series", "pin.toml"] + [p.name for p in SERIES_059.glob("*.patch")]
-FLAGGED_0510 = {("0002-cycle.patch", 2), ("0002-cycle.patch", 4), ("0005-verify.patch", 4),
-                ("0006-draft-extend-after-decode.patch", 4)}
+FLAGGED_0510 = {("0002-cycle.patch", 2), ("0006-draft-extend-after-decode.patch", 4)}
+MERGED_0510 = {("0002-cycle.patch", 4), ("0005-verify.patch", 4)}   # exact match alone flags these too
 
 
 def folder_digest(folder: Path) -> dict[str, str]:
@@ -134,9 +134,12 @@ def test_same_release_is_a_noop_with_identical_bytes(series_copy, tmp_path):
 
 def test_rebase_onto_0510_relocates_what_it_can_and_marks_the_rest(series_copy, tmp_path):
     before = folder_digest(series_copy)
+    exact = rb.rebase(series_copy, "0.5.10", wheelhouse=WH, merge=False, write=False)
+    assert attention(exact) == FLAGGED_0510 | MERGED_0510
     result = rb.rebase(series_copy, "0.5.10", wheelhouse=WH)
     assert result.exit_code == 1
     assert attention(result) == FLAGGED_0510
+    assert {(h.patch, h.number) for h in result.hunks if h.method == "merged+checked"} == MERGED_0510
     out = series_copy.parent / "sglang-v0.5.10"
     assert result.out_dir == out and result.written
     assert folder_digest(series_copy) == before, "the old series must not be written"
@@ -144,34 +147,39 @@ def test_rebase_onto_0510_relocates_what_it_can_and_marks_the_rest(series_copy, 
     assert (out / "0001-phase-timer-runtime.patch").read_bytes() == \
         (SERIES_059 / "0001-phase-timer-runtime.patch").read_bytes()
     assert hunk_of(result, "0002-cycle.patch", 1).delta == 1
-    assert hunk_of(result, "0007-prefill.patch", 3).delta == 16
+    assert hunk_of(result, "0007-prefill.patch", 3).delta == 18   # + 2 merged lines before it
     assert (out / "0004-draft-steps.patch").read_text().count("@@") == 4
     pin = upstream.read_pin(out / "pin.toml")
     assert (pin.version, pin.commit, pin.files[0].lines) == ("0.5.10", None, 1052)
     # the report: hunk by hunk, with the upstream change around each flagged hunk
     report = (out / "REBASE.md").read_text()
     assert "| 0002-cycle.patch | eagle_worker.py | 1 | `@@ -66,6 +66,7 @@` | " \
-           "`@@ -67,6 +67,7 @@` | moved by +1 lines |" in report
+           "`@@ -67,6 +67,7 @@` | exact | moved by +1 lines |" in report
+    assert "| 0005-verify.patch | eagle_worker.py | 4 | `@@ -759,6 +764,7 @@` | " \
+           "`@@ -772,6 +777,7 @@` | merged+checked | merged+checked, moved by +13 lines" in report
+    assert "how the hunks moved: 23 exact, 2 merged+checked, 0 by hand, 2 needs attention" in report
     assert "### 0006-draft-extend-after-decode.patch, hunk 4 `@@ -996,6 +999,7 @@`" in report
     assert "-        if self.enable_nan_detection:\n-            detect_nan(logits_output)\n" \
            "+        maybe_detect_nan(" in report
     assert "Candidates (line numbers" in report
     # flagged patches carry the marker; verify refuses the folder until they are edited
-    for name in ("0002-cycle.patch", "0005-verify.patch", "0006-draft-extend-after-decode.patch"):
+    for name in ("0002-cycle.patch", "0006-draft-extend-after-decode.patch"):
         text = (out / name).read_text()
         assert text.startswith(rb.NOTE_FIRST) and (" " + rb.MARKER + "\n") in text
-    assert rb.MARKER not in (out / "0003-draft.patch").read_text()
+    for name in ("0003-draft.patch", "0005-verify.patch"):
+        assert rb.MARKER not in (out / name).read_text()
     tree = sglang_checkout("0.5.10", tmp_path / "t510")[0]
     code, text = refusal(out, tree)
     assert code == 1 and "patchkit rebase" in text
 
 
 def test_rebase_onto_0512_with_and_without_context_trim(series_copy, tmp_path):
-    plain = rb.rebase(series_copy, "0.5.12", out_dir=tmp_path / "plain", wheelhouse=WH)
+    plain = rb.rebase(series_copy, "0.5.12", out_dir=tmp_path / "plain", wheelhouse=WH,
+                      merge=False)
     assert plain.exit_code == 1 and len(plain.attention) == 16
     assert not any(h.trimmed for h in plain.hunks)
     trimmed = rb.rebase(series_copy, "0.5.12", out_dir=tmp_path / "trim", wheelhouse=WH,
-                        context_trim=True)
+                        context_trim=True, merge=False)
     assert trimmed.exit_code == 1 and len(trimmed.attention) == 4
     assert attention(trimmed) < attention(plain)
     placed = [h for h in trimmed.hunks if h.trimmed]
@@ -348,7 +356,8 @@ def test_tasks_patch_rebase_and_patch_diff(series_copy, tmp_path):
     run = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",
                  str(out), *(["--wheelhouse", WH] if WH else []))
     assert run.returncode == 1, run.stderr
-    assert "4 need attention" in run.stdout and run.stdout.count("needs attention: ") == 4
+    assert "2 merged+checked, 2 need attention" in run.stdout
+    assert run.stdout.count("needs attention: ") == 2
     assert f"report: {out / 'REBASE.md'}" in run.stdout
     again = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",
                    str(out), *(["--wheelhouse", WH] if WH else []))
