@@ -1,0 +1,136 @@
+"""How often patch.rebase relocates a hunk without a person, and whether it ever misplaces one.
+
+    python bench/bench_rebase.py [--pairs 0.5.9:0.5.10,...] [--no-trust-new] [--json FILE]
+
+For each pair SERIES:RELEASE the shipped series patches/sglang-vSERIES is rebased onto
+RELEASE twice, side by side: exact match only (--no-merge, the old engine) and exact match then
+the checked three-way merge (the default). Per pair it prints the hunks relocated by exact match,
+by merge (merged+checked), left for a person (needs attention), and the misplaced lines found by
+an independent oracle (tests/rebase_oracle.py: text only, no AST; every relocated hunk, exact
+and merged, is compared with its place in the old patched file). A pair whose release lacks the
+series' file is listed as not applicable, outside the totals.
+
+Wheels: releases outside patchkit.upstream.KNOWN_WHEELS are fetched into $PATCHKIT_CACHE with
+trust on first use (their sha256 recorded beside the wheel and printed), unless --no-trust-new.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from patchkit import rebase as rb, upstream  # noqa: E402
+from patchkit.series import load_series  # noqa: E402
+from rebase_oracle import misplaced  # noqa: E402
+
+# Every shipped sglang series onto the releases either side of it.
+PAIRS = ("0.5.9:0.5.8,0.5.9:0.5.10,0.5.10:0.5.9,0.5.10:0.5.11,0.5.12:0.5.11,0.5.12:0.5.13,"
+         "0.5.23:0.5.22")
+
+
+def release_files(version: str, paths: list[str], prefix: str | None, trust_new: bool):
+    wheel = upstream.fetch_wheel("sglang", version, trust_new=trust_new)
+    out = {}
+    for path in paths:
+        inner = upstream.installed_path(path, prefix)
+        try:
+            out[path] = upstream.read_wheel_files(wheel.path, [inner])[inner]
+        except upstream.UpstreamError:
+            out[path] = None
+    return out, wheel
+
+
+def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path) -> dict:
+    series_dir = REPO / "patches" / f"sglang-v{series_ver}"
+    pin = load_series(str(series_dir)).pin
+    paths = list(pin.files)
+    new_files, wheel = release_files(onto, paths, pin.package_prefix, trust_new)
+    old_files, _ = release_files(series_ver, paths, pin.package_prefix, False)
+    row = {"series": series_ver, "onto": onto, "wheel": wheel.path.name, "sha256": wheel.sha256,
+           "trust": wheel.trust}
+    absent = [p for p in paths if new_files[p] is None]
+    if absent:
+        row["not_applicable"] = f"{', '.join(Path(p).name for p in absent)} not in {onto}"
+        return row
+    start = time.perf_counter()
+    exact = rb.rebase(series_dir, onto, write=False, merge=False, trust_new=trust_new)
+    t_exact = time.perf_counter() - start
+    out = work / f"{series_ver}-{onto}"
+    start = time.perf_counter()
+    merged = rb.rebase(series_dir, onto, out_dir=out, trust_new=trust_new)
+    t_merge = time.perf_counter() - start
+    hunks = [h for h in merged.hunks if h.status != "carried"]
+    methods = [h.method for h in hunks]
+    wrong = misplaced(series_dir, old_files, out, new_files)
+    row.update(
+        hunks=len(hunks),
+        exact_only=sum(1 for h in exact.hunks if h.status != "carried" and h.relocated),
+        exact=methods.count("exact"), merged=methods.count("merged+checked"),
+        attention=methods.count("needs attention"), misplaced=len(wrong),
+        misplaced_detail=[f"{p} hunk {n}: {what}" for p, _, n, what in wrong],
+        seconds_exact=round(t_exact, 3), seconds_merge=round(t_merge, 3),
+        attention_detail=[f"{h.patch} hunk {h.number}: {h.reason}" for h in merged.attention],
+    )
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pairs", default=PAIRS, help="SERIES:RELEASE,... (default: %(default)s)")
+    ap.add_argument("--no-trust-new", action="store_true",
+                    help="refuse wheels whose sha256 is not pinned or recorded")
+    ap.add_argument("--json", help="also write the rows as JSON here")
+    ap.add_argument("-v", "--verbose", action="store_true", help="list the hunks left over")
+    args = ap.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-rebase-") as tmp:
+        for pair in args.pairs.split(","):
+            series_ver, onto = pair.split(":")
+            rows.append(run_pair(series_ver, onto, not args.no_trust_new, Path(tmp)))
+    head = (f"{'series -> release':<20} {'hunks':>5} {'exact-only':>10} | {'exact':>5} "
+            f"{'merged+checked':>14} {'needs attention':>15} {'no person':>9} {'misplaced':>9}")
+    print(head)
+    print("-" * len(head))
+    tot = dict(hunks=0, exact_only=0, exact=0, merged=0, attention=0, misplaced=0)
+    for r in rows:
+        name = f"{r['series']} -> {r['onto']}"
+        if "not_applicable" in r:
+            print(f"{name:<20} not applicable: {r['not_applicable']}")
+            continue
+        for k in tot:
+            tot[k] += r[k]
+        auto = r["exact"] + r["merged"]
+        print(f"{name:<20} {r['hunks']:>5} {r['exact_only']:>10} | {r['exact']:>5} "
+              f"{r['merged']:>14} {r['attention']:>15} {auto / r['hunks']:>9.0%} "
+              f"{r['misplaced']:>9}")
+        for line in r["misplaced_detail"]:
+            print(f"    MISPLACED {line}")
+        if args.verbose:
+            for line in r["attention_detail"]:
+                print(f"    attention {line[:160]}")
+    print("-" * len(head))
+    auto = tot["exact"] + tot["merged"]
+    print(f"{'total':<20} {tot['hunks']:>5} {tot['exact_only']:>10} | {tot['exact']:>5} "
+          f"{tot['merged']:>14} {tot['attention']:>15} {auto / max(tot['hunks'], 1):>9.0%} "
+          f"{tot['misplaced']:>9}")
+    print(f"\nwithout a person: exact only {tot['exact_only']}/{tot['hunks']} "
+          f"({tot['exact_only'] / max(tot['hunks'], 1):.0%}), exact + checked merge "
+          f"{auto}/{tot['hunks']} ({auto / max(tot['hunks'], 1):.0%}); misplaced lines "
+          f"(independent text oracle): {tot['misplaced']}")
+    for r in rows:
+        if r["trust"] != "pinned":
+            print(f"wheel {r['wheel']}: not pinned, {r['trust']} on first use, sha256 {r['sha256']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""An independent check of where rebase put each line, for tests and bench/bench_rebase.py.
+
+Deliberately not the AST check rebase itself uses (patchkit.pystructure): this one reads text
+only. A line's place is the chain of `def`/`class` lines above it with smaller indentation
+(its function, by qualified name), the statement before it at the same indentation (or the
+kind of block it opens: `<opens else>`) and the statement after it at the same indentation (or
+`<dedent>`), each by its first two words, skipping blank and comment lines and the hunk's own
+lines. A relocated line is *misplaced*
+when its place in the new patched file differs from its place in the old patched file.
+"""
+
+from __future__ import annotations
+
+import re
+
+from patchkit.merge3 import changed_lines, own_placement
+from patchkit.relocate import apply_placements, split_lines
+from patchkit.series import load_series
+
+_DEF = re.compile(rb"^(\s*)(?:async\s+def|def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _indent(text: bytes) -> int:
+    return len(text) - len(text.lstrip(b" \t"))
+
+
+def _plain(text: bytes) -> bool:
+    s = text.strip()
+    return bool(s) and not s.startswith(b"#")
+
+
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_.]*|\d+|'[^']*'|\"[^\"]*\"|[-+*/%<>=!]+")
+
+
+def _words(lines, i: int, count: int = 2) -> bytes:
+    """The first ``count`` words of the statement starting at line i (brackets, commas and
+    line breaks dropped), so that re-wrapping it, or an edit further inside it, does not
+    count as a change of neighbour."""
+    words: list[bytes] = []
+    for text, _ in lines[i:i + 20]:
+        words += _WORD.findall(text)
+        if len(words) >= count:
+            break
+    return b" ".join(words[:count])
+
+
+def _closer(text: bytes) -> bool:
+    return text.strip()[:1] in (b")", b"]", b"}")
+
+
+def _before(lines, index: int, added: set[int], ind: int) -> bytes:
+    """The previous statement's first line at this indentation, or the block's opener kind."""
+    i = index - 1
+    while i >= 0:
+        text = lines[i][0]
+        if i in added or not _plain(text) or _indent(text) > ind or _closer(text):
+            i -= 1
+            continue
+        if _indent(text) == ind:
+            return _words(lines, i)
+        word = text.split()[0].rstrip(b":(")
+        return b"<opens " + (b"def" if word in (b"def", b"async") else word) + b">"
+    return b"<start>"
+
+
+def _after(lines, index: int, added: set[int], ind: int) -> bytes:
+    for i in range(index + 1, len(lines)):
+        text = lines[i][0]
+        if i in added or not _plain(text) or _indent(text) > ind:
+            continue
+        return _words(lines, i) if _indent(text) == ind and not _closer(text) else b"<dedent>"
+    return b"<end>"
+
+
+def place_of(lines: list[tuple[bytes, bool]], index: int, added: set[int]) -> tuple:
+    """(qualified function, previous statement or opener, next statement or dedent) of the
+    0-based ``index``, judged by indentation; blank, comment and ``added`` lines skipped."""
+    text = lines[index][0]
+    ind = _indent(text) if _plain(text) else 10 ** 6
+    names, limit = [], ind
+    for i in range(index - 1, -1, -1):
+        m = _DEF.match(lines[i][0])
+        if m and len(m.group(1)) < limit:
+            names.append(m.group(2).decode())
+            limit = len(m.group(1))
+    return (".".join(reversed(names)) or "<module>", _before(lines, index, added, ind),
+            _after(lines, index, added, ind))
+
+
+def hunk_places(text: list, placement) -> tuple[list, list]:
+    """Places of a hunk's removed lines (in ``text``) and added lines (in the result)."""
+    removed, added = changed_lines(placement)
+    after = apply_placements(text, [placement])
+    rm = {n - 1 for n in removed}
+    ad = {n - 1 for n in added}
+    return ([place_of(text, n - 1, rm) for n in removed],
+            [place_of(after, n - 1, ad) for n in added])
+
+
+def _states(series_dir, files: dict[str, bytes]) -> dict:
+    """{patch: {path: (text before the patch, [placement, or None for a marked hunk])}}."""
+    from patchkit.rebase import MARKER
+
+    state = {p: split_lines(d) for p, d in files.items() if d is not None}
+    out: dict = {}
+    for patch in load_series(str(series_dir)).patches:
+        step = out[patch.name] = {}
+        for fd in patch.files:
+            if fd.kind != "modify" or fd.path not in state:
+                continue
+            placed = [None if any(MARKER.encode() in ln.text for ln in h.lines)
+                      else own_placement(h) for h in fd.hunks]
+            step[fd.path] = (state[fd.path], placed)
+            state[fd.path] = apply_placements(state[fd.path], [p for p in placed if p])
+    return out
+
+
+def misplaced(old_series, old_files: dict[str, bytes], new_series, new_files: dict[str, bytes]):
+    """[(patch, path, hunk number, what)] for every relocated line whose place changed;
+    ``*_files``: the pristine upstream files (checkout paths) each series is pinned to."""
+    problems = []
+    old_steps = _states(old_series, old_files)
+    for name, step in _states(new_series, new_files).items():
+        for path, (text, placed) in step.items():
+            old_text, old_placed = old_steps[name][path]
+            for number, (new_p, old_p) in enumerate(zip(placed, old_placed), 1):
+                if new_p is None:
+                    continue
+                now, was = hunk_places(text, new_p), hunk_places(old_text, old_p)
+                if now != was:
+                    problems.append((name, path, number, f"was {was}, now {now}"))
+    return problems
+
+
+__all__ = ["hunk_places", "misplaced", "place_of"]
