@@ -4,7 +4,9 @@ The new upstream files come from PyPI (``onto`` is a version; the wheel is check
 in upstream.py) or from a local git clone (``onto`` is a tag, branch or commit, read with
 GitPython without touching the work tree). Patch k is relocated against the new files with
 patches 1..k-1 (as rebased) applied, so a hunk that uses an earlier patch's inserted line as
-context still finds it. Each hunk is placed by exact match only (see relocate.py); one that
+context still finds it. Each hunk is placed by exact match (relocate.py); what that leaves is
+relocated by git's three-way merge when a structural check passes (merge3.py, pystructure.py).
+``new_source`` may also be a target's own files (targetread.py, ``--onto-target``). A hunk that
 does not place is kept in the written patch behind a marker context line, ``<<<<<<< patchkit
 rebase ...``, that no upstream file contains, so verify and git apply refuse the patch until it
 is edited by hand; the patch's header says so too.
