@@ -5,10 +5,13 @@
 For each pair SERIES:RELEASE the shipped series patches/sglang-vSERIES is rebased onto
 RELEASE twice, side by side: exact match only (--no-merge, the old engine) and exact match then
 the checked three-way merge (the default). Per pair it prints the hunks relocated by exact match,
-by merge (merged+checked), left for a person (needs attention), and the misplaced lines found by
-an independent oracle (tests/rebase_oracle.py: text only, no AST; every relocated hunk, exact
-and merged, is compared with its place in the old patched file). A pair whose release lacks the
-series' file is listed as not applicable, outside the totals.
+by merge (merged+checked), left for a person (needs attention), and two independent checks of
+every relocated hunk (tests/rebase_oracle.py): the text oracle (no AST: function by
+indentation, the neighbouring statements by their first words, compared with the old patched
+file; it flags a line whose neighbour upstream rewrote, which may still be right), and, where
+patches/sglang-vRELEASE is a hand-made series pinned to the same text, whether each relocated
+run of added lines sits exactly where that series has it (a misplacement). A pair whose
+release lacks the series' file is listed as not applicable, outside the totals.
 
 Wheels: releases outside patchkit.upstream.KNOWN_WHEELS are fetched into $PATCHKIT_CACHE with
 trust on first use (their sha256 recorded beside the wheel and printed), unless --no-trust-new.
@@ -28,7 +31,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from patchkit import rebase as rb, upstream  # noqa: E402
 from patchkit.series import load_series  # noqa: E402
-from rebase_oracle import misplaced  # noqa: E402
+from rebase_oracle import hand_disagreements, misplaced  # noqa: E402
 
 # Every shipped sglang series onto the releases either side of it.
 PAIRS = ("0.5.9:0.5.8,0.5.9:0.5.10,0.5.10:0.5.9,0.5.10:0.5.11,0.5.12:0.5.11,0.5.12:0.5.13,"
@@ -69,12 +72,20 @@ def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path) -> dict:
     hunks = [h for h in merged.hunks if h.status != "carried"]
     methods = [h.method for h in hunks]
     wrong = misplaced(series_dir, old_files, out, new_files)
+    hand_dir = REPO / "patches" / f"sglang-v{onto}"
+    hand = None
+    if hand_dir.is_dir() and all(
+            f.sha256 == upstream.sha256_bytes(new_files.get(f.path) or b"")
+            for f in load_series(str(hand_dir)).pin.files.values()):
+        hand = hand_disagreements(out, hand_dir, new_files)
     row.update(
         hunks=len(hunks),
         exact_only=sum(1 for h in exact.hunks if h.status != "carried" and h.relocated),
         exact=methods.count("exact"), merged=methods.count("merged+checked"),
         attention=methods.count("needs attention"), misplaced=len(wrong),
         misplaced_detail=[f"{p} hunk {n}: {what}" for p, _, n, what in wrong],
+        vs_hand=None if hand is None else len(hand),
+        vs_hand_detail=[f"{p} hunk {n}: {what}" for p, n, what in hand or []],
         seconds_exact=round(t_exact, 3), seconds_merge=round(t_merge, 3),
         attention_detail=[f"{h.patch} hunk {h.number}: {h.reason}" for h in merged.attention],
     )
@@ -94,36 +105,46 @@ def main(argv=None) -> int:
         for pair in args.pairs.split(","):
             series_ver, onto = pair.split(":")
             rows.append(run_pair(series_ver, onto, not args.no_trust_new, Path(tmp)))
-    head = (f"{'series -> release':<20} {'hunks':>5} {'exact-only':>10} | {'exact':>5} "
-            f"{'merged+checked':>14} {'needs attention':>15} {'no person':>9} {'misplaced':>9}")
+    head = (f"{'series -> release':<22} {'hunks':>5} {'exact-only':>10} | {'exact':>5} "
+            f"{'merged+checked':>14} {'needs attention':>15} {'no person':>9} | "
+            f"{'text oracle':>11} {'vs hand series':>14}")
     print(head)
     print("-" * len(head))
-    tot = dict(hunks=0, exact_only=0, exact=0, merged=0, attention=0, misplaced=0)
+    keys = ("hunks", "exact_only", "exact", "merged", "attention", "misplaced")
+    tot = dict.fromkeys(keys, 0)
+    tot_hand, hand_pairs = 0, 0
     for r in rows:
         name = f"{r['series']} -> {r['onto']}"
         if "not_applicable" in r:
-            print(f"{name:<20} not applicable: {r['not_applicable']}")
+            print(f"{name:<22} not applicable: {r['not_applicable']}")
             continue
-        for k in tot:
+        for k in keys:
             tot[k] += r[k]
+        if r["vs_hand"] is not None:
+            tot_hand += r["vs_hand"]
+            hand_pairs += 1
         auto = r["exact"] + r["merged"]
-        print(f"{name:<20} {r['hunks']:>5} {r['exact_only']:>10} | {r['exact']:>5} "
-              f"{r['merged']:>14} {r['attention']:>15} {auto / r['hunks']:>9.0%} "
-              f"{r['misplaced']:>9}")
+        hand = "no series" if r["vs_hand"] is None else str(r["vs_hand"])
+        print(f"{name:<22} {r['hunks']:>5} {r['exact_only']:>10} | {r['exact']:>5} "
+              f"{r['merged']:>14} {r['attention']:>15} {auto / r['hunks']:>9.0%} | "
+              f"{r['misplaced']:>11} {hand:>14}")
         for line in r["misplaced_detail"]:
-            print(f"    MISPLACED {line}")
+            print(f"    text oracle: {line}")
+        for line in r["vs_hand_detail"]:
+            print(f"    NOT AS IN THE HAND SERIES: {line}")
         if args.verbose:
             for line in r["attention_detail"]:
                 print(f"    attention {line[:160]}")
     print("-" * len(head))
     auto = tot["exact"] + tot["merged"]
-    print(f"{'total':<20} {tot['hunks']:>5} {tot['exact_only']:>10} | {tot['exact']:>5} "
-          f"{tot['merged']:>14} {tot['attention']:>15} {auto / max(tot['hunks'], 1):>9.0%} "
-          f"{tot['misplaced']:>9}")
+    print(f"{'total':<22} {tot['hunks']:>5} {tot['exact_only']:>10} | {tot['exact']:>5} "
+          f"{tot['merged']:>14} {tot['attention']:>15} {auto / max(tot['hunks'], 1):>9.0%} | "
+          f"{tot['misplaced']:>11} {tot_hand:>14}")
     print(f"\nwithout a person: exact only {tot['exact_only']}/{tot['hunks']} "
           f"({tot['exact_only'] / max(tot['hunks'], 1):.0%}), exact + checked merge "
-          f"{auto}/{tot['hunks']} ({auto / max(tot['hunks'], 1):.0%}); misplaced lines "
-          f"(independent text oracle): {tot['misplaced']}")
+          f"{auto}/{tot['hunks']} ({auto / max(tot['hunks'], 1):.0%}); relocated lines not where "
+          f"the hand-made series has them: {tot_hand} ({hand_pairs} pair(s) with a hand series); "
+          f"flagged by the text oracle: {tot['misplaced']}")
     for r in rows:
         if r["trust"] != "pinned":
             print(f"wheel {r['wheel']}: not pinned, {r['trust']} on first use, sha256 {r['sha256']}")

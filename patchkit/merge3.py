@@ -11,6 +11,13 @@ file and the merge must be exactly the hunk's removed and added lines), and acce
     same compound statements and between the same two statements as in the old patched file
     (removed lines: as in the old file), and
   - the new file with the hunk compiles.
+When git reports one conflict because upstream rewrote the statement next to an inserted run
+of lines, every place inside the conflict is tried instead: the one place (blank lines aside)
+where the lines keep their function and branch and the same statement on one side, while the
+statement on the other side is upstream's rewrite of the old neighbour (the old neighbour's
+lines are on the old side of the conflict, the new one on the new side), is accepted if the
+file compiles; no place, or several different ones, is a refusal.
+
 Anything else stays for a person, with the reason. Pure apart from running git on temporary
 files; the caller decides what to do with a refusal.
 """
@@ -29,6 +36,7 @@ from .pystructure import compile_problem, spots
 from .relocate import Line, Placement, apply_placements, join_lines, split_lines
 
 METHOD = "merged+checked"
+MARKER_SIZE = 40      # conflict markers no source line starts with
 
 
 class GitMissing(Refused):
@@ -46,8 +54,8 @@ def merge_file(ours: bytes, base: bytes, theirs: bytes) -> tuple[bytes, int]:
             with open(path, "wb") as fh:
                 fh.write(data)
             names.append(path)
-        argv = ("git", "merge-file", "-p", "-q", "-L", "old patched", "-L", "old", "-L", "new",
-                *names)
+        argv = ("git", "merge-file", "-p", "-q", "--diff3", "--marker-size", str(MARKER_SIZE),
+                "-L", "old patched", "-L", "old", "-L", "new", *names)
         try:
             proc = subprocess.run(argv, capture_output=True, cwd=tmp, env=env, timeout=120)
         except FileNotFoundError as exc:
@@ -153,7 +161,11 @@ def place_by_merge(old: list[Line], new: list[Line], hunk: Hunk, path: str) -> M
     patched = join_lines(apply_placements(old, [mine]))
     merged_bytes, conflicts = merge_file(patched, old_bytes, new_bytes)
     if conflicts:
-        return "git merge-file: conflict (upstream changed lines next to the hunk's own)"
+        region = conflict_region(split_lines(merged_bytes), new) if conflicts == 1 else None
+        if region is None:
+            return (f"git merge-file: {conflicts} conflict(s) (upstream changed lines next to "
+                    "the hunk's own)")
+        return resolve_conflict(new, hunk, path, patched, changed_lines(mine)[1], region)
     found = read_back(new, split_lines(merged_bytes), hunk)
     if isinstance(found, str):
         return found
@@ -173,6 +185,108 @@ def place_by_merge(old: list[Line], new: list[Line], hunk: Hunk, path: str) -> M
     found.proof = (f"3-way merge; each changed line in the same function and between the same "
                    f"statements as before; compiles (from line {first})")
     return found
+
+
+@dataclass
+class Conflict:
+    """The one conflict of a diff3 merge: the new text's side as lines [t0, t1) of the new
+    text, and the old (base) side's lines."""
+    t0: int
+    t1: int
+    base: list[Line]
+
+
+def conflict_region(merged: list[Line], new: list[Line]) -> Conflict | None:
+    """The one conflict of ``git merge-file --diff3`` output, when all else is the new text."""
+    def where(mark: bytes, exact: bool) -> list[int]:
+        return [i for i, (t, _) in enumerate(merged)
+                if (t == mark if exact else t.startswith(mark + b" "))]
+    marks = [where(b"<" * MARKER_SIZE, False), where(b"|" * MARKER_SIZE, False),
+             where(b"=" * MARKER_SIZE, True), where(b">" * MARKER_SIZE, False)]
+    if any(len(m) != 1 for m in marks):
+        return None
+    start, base, mid, end = (m[0] for m in marks)
+    if not start < base < mid < end:
+        return None
+    pre, theirs, post = merged[:start], merged[mid + 1:end], merged[end + 1:]
+    if pre + theirs + post != new:
+        return None
+    return Conflict(len(pre), len(pre) + len(theirs), merged[base + 1:mid])
+
+
+def _contains(lines: list[Line], block: list[Line]) -> bool:
+    n = len(block)
+    return n > 0 and any(lines[i:i + n] == block for i in range(len(lines) - n + 1))
+
+
+def _keeps_place(was, now, old: list[Line], conflict: Conflict, shift: tuple[int, int]) -> bool:
+    """Same function, branch and enclosing statement, and next to the same statement on one
+    side; on the other side, the old neighbour is a statement upstream rewrote in place: its old
+    lines are on the old side of the conflict and the new neighbour is on the new side."""
+    if (was.scope, was.blocks, was.inside) != (now.scope, now.blocks, now.inside):
+        return False
+    if was.inside or was == now:
+        return was == now
+    if was.before == now.before:
+        old_span, other = (was.after_line, was.after_end), now.after_line
+    elif was.after == now.after:
+        old_span, other = (was.before_line, was.before_end), now.before_line
+    else:
+        return False
+    at, count = shift
+    other = other - count if other > at else other        # back to the new text's numbers
+    if not (other > 0 and conflict.t0 < other <= conflict.t1 and old_span[0] > 0):
+        return False
+    return _contains(conflict.base, old[old_span[0] - 1:old_span[1]])
+
+
+def resolve_conflict(new: list[Line], hunk: Hunk, path: str, patched: bytes,
+                     added_old: list[int], conflict: Conflict) -> Merged | str:
+    """Where git conflicted because upstream rewrote a neighbouring statement: try every place
+    inside the conflict; accept the one place (up to blank lines) where the added lines keep
+    their function, branch and one neighbouring statement, the other neighbour being the
+    rewritten one, and the file compiles."""
+    tags = [ln.tag for ln in hunk.lines]
+    plus = [i for i, t in enumerate(tags) if t == "+"]
+    if "-" in tags or not plus or plus != list(range(plus[0], plus[-1] + 1)):
+        return ("git merge-file: conflict, and the hunk is not one run of added lines "
+                "(upstream changed lines next to the hunk's own)")
+    added = [(ln.text, ln.eol) for ln in hunk.lines if ln.tag == "+"]
+    try:
+        was = spots(patched, added_old, filename=path)
+    except SyntaxError as exc:
+        return f"the old patched file does not parse (line {exc.lineno}: {exc.msg})"
+    old_patched = split_lines(patched)
+    region = (conflict.t0, conflict.t1)
+    groups: dict[tuple, list[int]] = {}
+    for at in range(region[0], region[1] + 1):
+        text = join_lines(new[:at] + added + new[at:])
+        numbers = list(range(at + 1, at + 1 + len(added)))
+        try:
+            now = spots(text, numbers, filename=path)
+        except SyntaxError:
+            continue
+        if all(_keeps_place(a, b, old_patched, conflict, (at, len(added)))
+               for a, b in zip(was, now)):
+            groups.setdefault(tuple(now), []).append(at)
+    where = f"lines {region[0] + 1}-{region[1]}" if region[1] > region[0] else \
+        f"line {region[0] + 1}"
+    if len(groups) != 1:
+        return (f"git merge-file: conflict (upstream rewrote {where}), and "
+                + ("no place in it" if not groups else f"{len(groups)} different places in it")
+                + " keeps the added lines in the same function and branch, next to the same "
+                "statement on one side and to the statement upstream rewrote on the other")
+    (now, ats), = groups.items()
+    at = min(ats) if now[0].before == was[0].before else max(ats)
+    merged = join_lines(new[:at] + added + new[at:])
+    broken = compile_problem(merged, path)
+    if broken:
+        return f"the new file with the hunk in place of the conflict does not compile ({broken})"
+    anchor = was[0].before if now[0].before == was[0].before else was[0].after
+    proof = (f"git merge-file conflicted where upstream rewrote the neighbouring statement "
+             f"({where}); the only place there in the same function and branch, next to the "
+             f"same statement `{anchor[:60]}`; compiles (line {at + 1})")
+    return Merged(hunk, at, at, [DiffLine("+", t, e, 0) for t, e in added], proof=proof)
 
 
 def _outer(hunk: Hunk) -> tuple[int, int]:
@@ -236,5 +350,5 @@ def merge_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
                         f"does not compile ({broken})")
 
 
-__all__ = ["GitMissing", "merge_unplaced", "METHOD", "Merged", "changed_lines", "merge_file", "own_placement",
-           "place_by_merge", "read_back"]
+__all__ = ["GitMissing", "METHOD", "Merged", "changed_lines", "conflict_region", "merge_file",
+           "merge_unplaced", "own_placement", "place_by_merge", "read_back", "resolve_conflict"]

@@ -15,7 +15,7 @@ the code around both.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -27,6 +27,11 @@ class Spot:
     before: str                     # the previous statement in the block, or "<start of block>"
     after: str                      # the next statement in the block, or "<end of block>"
     inside: str = ""                # the enclosing statement, when the line is part of one
+    # where the neighbours start (1-based; 0: none) - for callers, not part of the comparison
+    before_line: int = field(default=0, compare=False)
+    before_end: int = field(default=0, compare=False)
+    after_line: int = field(default=0, compare=False)
+    after_end: int = field(default=0, compare=False)
 
     def __str__(self) -> str:
         where = " > ".join(self.blocks) or "top level"
@@ -106,17 +111,19 @@ class Locator:
                     return self._walk(sub, line, changed, inner_scope, nested, header(node))
             return Spot(scope, blocks, "", "", inside=ast.unparse(node) if not _blocks(node)
                         else header(node))
-        before = "<start of block>"
-        after = "<end of block>"
+        before, after = "<start of block>", "<end of block>"
+        span = {"before": (0, 0), "after": (0, 0)}
         for node in body:
             first, last = _first_line(node), node.end_lineno or node.lineno
             if all(n in changed for n in range(first, last + 1)):
                 continue
             if last < line:
-                before = header(node)
-            elif first > line and after == "<end of block>":
-                after = header(node)
-        return Spot(scope, blocks, before, after)
+                before, span["before"] = header(node), (first, last)
+            elif first > line and not span["after"][0]:
+                after, span["after"] = header(node), (first, last)
+        (b0, b1), (a0, a1) = span["before"], span["after"]
+        return Spot(scope, blocks, before, after, before_line=b0, before_end=b1, after_line=a0,
+                    after_end=a1)
 
 
 def spots(source: bytes, lines: list[int], changed: set[int] | None = None,

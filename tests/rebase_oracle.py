@@ -44,6 +44,19 @@ def _words(lines, i: int, count: int = 2) -> bytes:
     return b" ".join(words[:count])
 
 
+_STRING = re.compile(rb"'[^'\\]*(?:\\.[^'\\]*)*'|\"[^\"\\]*(?:\\.[^\"\\]*)*\"")
+def _depths(lines) -> list[int]:
+    """Bracket depth at the start of each line (continuation lines have depth > 0)."""
+    depth, out = 0, []
+    for text, _ in lines:
+        out.append(depth)
+        code = _STRING.sub(b"", text)
+        code = code.split(b"#", 1)[0]
+        depth = max(0, depth + sum(code.count(c) for c in b"([{")
+                    - sum(code.count(c) for c in b")]}"))
+    return out
+
+
 def _closer(text: bytes) -> bool:
     return text.strip()[:1] in (b")", b"]", b"}")
 
@@ -51,9 +64,11 @@ def _closer(text: bytes) -> bool:
 def _before(lines, index: int, added: set[int], ind: int) -> bytes:
     """The previous statement's first line at this indentation, or the block's opener kind."""
     i = index - 1
+    depth = _depths(lines)
     while i >= 0:
         text = lines[i][0]
-        if i in added or not _plain(text) or _indent(text) > ind or _closer(text):
+        if (i in added or not _plain(text) or _indent(text) > ind or _closer(text)
+                or depth[i] > 0):
             i -= 1
             continue
         if _indent(text) == ind:
@@ -64,9 +79,10 @@ def _before(lines, index: int, added: set[int], ind: int) -> bytes:
 
 
 def _after(lines, index: int, added: set[int], ind: int) -> bytes:
+    depth = _depths(lines)
     for i in range(index + 1, len(lines)):
         text = lines[i][0]
-        if i in added or not _plain(text) or _indent(text) > ind:
+        if i in added or not _plain(text) or _indent(text) > ind or depth[i] > 0:
             continue
         return _words(lines, i) if _indent(text) == ind and not _closer(text) else b"<dedent>"
     return b"<end>"
@@ -132,4 +148,66 @@ def misplaced(old_series, old_files: dict[str, bytes], new_series, new_files: di
     return problems
 
 
-__all__ = ["hunk_places", "misplaced", "place_of"]
+
+
+# ----------------------------------------------------------------------------- a hand-made series
+
+def _runs(series_dir, files: dict[str, bytes]) -> list[tuple[str, int, tuple]]:
+    """Every run of added lines of the series' unmarked hunks, as
+    (patch, hunk number, (path, pristine line before, pristine line after, texts)): where it
+    sits among the pristine file's own lines, whatever other patches added around it."""
+    from patchkit.rebase import MARKER
+
+    origin = {p: list(range(len(split_lines(d)))) for p, d in files.items() if d is not None}
+    state = {p: split_lines(d) for p, d in files.items() if d is not None}
+    out = []
+    for patch in load_series(str(series_dir)).patches:
+        for fd in patch.files:
+            if fd.kind != "modify" or fd.path not in state:
+                continue
+            placed = []
+            for number, h in enumerate(fd.hunks, 1):
+                if any(MARKER.encode() in ln.text for ln in h.lines):
+                    continue
+                placed.append(own_placement(h))
+                src = h.src_begin - 1
+                run: list[bytes] = []
+                for ln in h.lines + [None]:
+                    if ln is not None and ln.tag == "+":
+                        run.append(ln.text)
+                        continue
+                    if run:
+                        prev = next((o for o in reversed(origin[fd.path][:src]) if o is not None), -1)
+                        nxt = next((o for o in origin[fd.path][src:] if o is not None), -2)
+                        out.append((patch.name, number, (fd.path, prev, nxt, tuple(run))))
+                        run = []
+                    if ln is not None:
+                        src += 1
+            new_origin, cursor = [], 0
+            for p in placed:
+                new_origin += origin[fd.path][cursor:p.index]
+                src = p.index
+                for ln in p.lines:
+                    if ln.tag == "+":
+                        new_origin.append(None)
+                    else:
+                        if ln.tag == " ":
+                            new_origin.append(origin[fd.path][src])
+                        src += 1
+                cursor = src
+            origin[fd.path] = new_origin + origin[fd.path][cursor:]
+            state[fd.path] = apply_placements(state[fd.path], placed)
+    return out
+
+
+def hand_disagreements(series_dir, hand_dir, files: dict[str, bytes]):
+    """[(patch, hunk number, what)] for each relocated run of added lines of ``series_dir``
+    that the hand-made series ``hand_dir`` (pinned to the same ``files``) does not have at the
+    same place among the pristine lines."""
+    theirs = {run for _, _, run in _runs(hand_dir, files)}
+    return [(name, number, f"{run[3][0].decode().strip()!r} between pristine lines "
+             f"{run[1] + 1} and {run[2] + 1}")
+            for name, number, run in _runs(series_dir, files) if run not in theirs]
+
+
+__all__ = ["hand_disagreements", "hunk_places", "misplaced", "place_of"]

@@ -9,6 +9,7 @@ relocated line moved.
 from __future__ import annotations
 
 import ast
+import shutil
 
 import pytest
 
@@ -16,7 +17,7 @@ from engine_support import git_diff, make_series, write_tree
 from patchkit import merge3, ops, rebase as rb, upstream
 from patchkit.errors import PatchkitError
 from patchkit.pystructure import spots
-from rebase_oracle import misplaced
+from rebase_oracle import hand_disagreements, misplaced
 from upstream_fixtures import SERIES_059, default_wheelhouse, sglang_checkout
 
 WH = default_wheelhouse()
@@ -158,8 +159,8 @@ def _release_files(version: str, paths) -> dict[str, bytes]:
 
 
 # (series, onto, exact, merged+checked, needs attention), hunks creating files left out
-PAIRS = [("0.5.9", "0.5.10", 22, 2, 2), ("0.5.10", "0.5.9", 22, 2, 2),
-         ("0.5.9", "0.5.12", 10, 5, 11), ("0.5.12", "0.5.10", 12, 6, 8)]
+PAIRS = [("0.5.9", "0.5.10", 22, 4, 0), ("0.5.10", "0.5.9", 22, 4, 0),
+         ("0.5.9", "0.5.12", 10, 9, 7), ("0.5.12", "0.5.10", 12, 8, 6)]
 
 
 @pytest.mark.parametrize("series_ver,onto,n_exact,n_merged,n_attention", PAIRS)
@@ -174,8 +175,17 @@ def test_real_release_pairs_relocate_more_and_misplace_nothing(
     exact = rb.rebase(series, onto, write=False, wheelhouse=WH, merge=False)
     assert len(exact.attention) == n_attention + n_merged
     paths = [f.path for f in upstream.read_pin(series / "pin.toml").files]
-    assert misplaced(series, _release_files(series_ver, paths), out,
-                     _release_files(onto, paths)) == []
+    new_files = _release_files(onto, paths)
+    # the hand-made series of the release (shipped, pinned to the same text) has every
+    # relocated line exactly where rebase put it
+    hand = SERIES_059.parent / f"sglang-v{onto}"
+    assert [f.sha256 for f in upstream.read_pin(hand / "pin.toml").files] == \
+        [upstream.sha256_bytes(new_files[p]) for p in paths]
+    assert hand_disagreements(out, hand, new_files) == []
+    # the text oracle flags only lines whose neighbouring statement upstream rewrote
+    flagged = misplaced(series, _release_files(series_ver, paths), out, new_files)
+    rewritten = {(h.patch, h.number) for h in result.hunks if "upstream rewrote" in h.proof}
+    assert {(p, n) for p, _, n, _ in flagged} <= rewritten
     report = (out / "REBASE.md").read_text()
     assert f"{n_merged} merged+checked" in report
     for h in result.hunks:
@@ -185,3 +195,18 @@ def test_real_release_pairs_relocate_more_and_misplace_nothing(
     if not n_attention:
         tree = sglang_checkout(onto, tmp_path / "tree")[0]
         assert ops.verify(str(out), [str(tree)]).exit_code == 0
+
+
+def test_the_hand_series_oracle_sees_a_line_moved_by_one(tmp_path):
+    files = _release_files("0.5.10", ["python/sglang/srt/speculative/eagle_worker.py"])
+    moved = tmp_path / "moved"
+    shutil.copytree(SERIES_059.parent / "sglang-v0.5.10", moved)
+    text = (moved / "0005-verify.patch").read_text()
+    old = '+        _pt.begin("verify_prepare")\n         seq_lens_pre_verify = batch.seq_lens.clone()\n'
+    new = '         seq_lens_pre_verify = batch.seq_lens.clone()\n+        _pt.begin("verify_prepare")\n'
+    assert text.count(old) == 1
+    (moved / "0005-verify.patch").write_text(rb.recount(text.replace(old, new)))
+    got = hand_disagreements(moved, SERIES_059.parent / "sglang-v0.5.10", files)
+    assert [(p, n) for p, n, _ in got] == [("0005-verify.patch", 1)]
+    assert hand_disagreements(SERIES_059.parent / "sglang-v0.5.10",
+                              SERIES_059.parent / "sglang-v0.5.10", files) == []
