@@ -50,7 +50,7 @@ def release_files(version: str, paths: list[str], prefix: str | None, trust_new:
     return out, wheel
 
 
-def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path) -> dict:
+def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path, hand_root: Path) -> dict:
     series_dir = REPO / "patches" / f"sglang-v{series_ver}"
     pin = load_series(str(series_dir)).pin
     paths = list(pin.files)
@@ -72,11 +72,11 @@ def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path) -> dict:
     hunks = [h for h in merged.hunks if h.status != "carried"]
     methods = [h.method for h in hunks]
     wrong = misplaced(series_dir, old_files, out, new_files)
-    hand_dir = REPO / "patches" / f"sglang-v{onto}"
+    hand_dir = hand_root / f"sglang-v{onto}"
     hand = None
     if hand_dir.is_dir() and all(
-            f.sha256 == upstream.sha256_bytes(new_files.get(f.path) or b"")
-            for f in load_series(str(hand_dir)).pin.files.values()):
+            f.sha256 == upstream.sha256_bytes(new_files[f.path])
+            for f in load_series(str(hand_dir)).pin.files.values() if f.path in new_files):
         hand = hand_disagreements(out, hand_dir, new_files)
     row.update(
         hunks=len(hunks),
@@ -98,13 +98,16 @@ def main(argv=None) -> int:
     ap.add_argument("--no-trust-new", action="store_true",
                     help="refuse wheels whose sha256 is not pinned or recorded")
     ap.add_argument("--json", help="also write the rows as JSON here")
+    ap.add_argument("--hand-dir", default=str(REPO / "patches"),
+                    help="folder of hand-made series sglang-vX to compare with (default: %(default)s)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the hunks left over")
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-rebase-") as tmp:
         for pair in args.pairs.split(","):
             series_ver, onto = pair.split(":")
-            rows.append(run_pair(series_ver, onto, not args.no_trust_new, Path(tmp)))
+            rows.append(run_pair(series_ver, onto, not args.no_trust_new, Path(tmp),
+                                 Path(args.hand_dir)))
     head = (f"{'series -> release':<22} {'hunks':>5} {'exact-only':>10} | {'exact':>5} "
             f"{'merged+checked':>14} {'needs attention':>15} {'no person':>9} | "
             f"{'text oracle':>11} {'vs hand series':>14}")

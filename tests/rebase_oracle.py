@@ -155,10 +155,16 @@ def misplaced(old_series, old_files: dict[str, bytes], new_series, new_files: di
 def _runs(series_dir, files: dict[str, bytes]) -> list[tuple[str, int, tuple]]:
     """Every run of added lines of the series' unmarked hunks, as
     (patch, hunk number, (path, pristine line before, pristine line after, texts)): where it
-    sits among the pristine file's own lines, whatever other patches added around it."""
+    sits among the pristine file's own code lines (blank and comment lines skipped), whatever
+    other patches added around it."""
     from patchkit.rebase import MARKER
 
     origin = {p: list(range(len(split_lines(d)))) for p, d in files.items() if d is not None}
+    pristine = {p: split_lines(d) for p, d in files.items() if d is not None}
+
+    def code(path: str, o) -> bool:          # a pristine line that is not blank or a comment
+        return o is not None and _plain(pristine[path][o][0])
+
     state = {p: split_lines(d) for p, d in files.items() if d is not None}
     out = []
     for patch in load_series(str(series_dir)).patches:
@@ -177,8 +183,9 @@ def _runs(series_dir, files: dict[str, bytes]) -> list[tuple[str, int, tuple]]:
                         run.append(ln.text)
                         continue
                     if run:
-                        prev = next((o for o in reversed(origin[fd.path][:src]) if o is not None), -1)
-                        nxt = next((o for o in origin[fd.path][src:] if o is not None), -2)
+                        prev = next((o for o in reversed(origin[fd.path][:src])
+                                     if code(fd.path, o)), -1)
+                        nxt = next((o for o in origin[fd.path][src:] if code(fd.path, o)), -2)
                         out.append((patch.name, number, (fd.path, prev, nxt, tuple(run))))
                         run = []
                     if ln is not None:
