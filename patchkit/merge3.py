@@ -37,6 +37,7 @@ from .relocate import Line, Placement, apply_placements, join_lines, split_lines
 
 METHOD = "merged+checked"
 MARKER_SIZE = 40      # conflict markers no source line starts with
+MAX_CONFLICT = 400    # new lines of one conflict searched for a place (one parse per line)
 
 
 class GitMissing(Refused):
@@ -258,6 +259,9 @@ def resolve_conflict(new: list[Line], hunk: Hunk, path: str, patched: bytes,
         return f"the old patched file does not parse (line {exc.lineno}: {exc.msg})"
     old_patched = split_lines(patched)
     region = (conflict.t0, conflict.t1)
+    if region[1] - region[0] > MAX_CONFLICT:
+        return (f"git merge-file: conflict over {region[1] - region[0]} lines of the new file "
+                f"(more than {MAX_CONFLICT} are not searched)")
     groups: dict[tuple, list[int]] = {}
     for at in range(region[0], region[1] + 1):
         text = join_lines(new[:at] + added + new[at:])
