@@ -210,3 +210,39 @@ def test_the_hand_series_oracle_sees_a_line_moved_by_one(tmp_path):
     assert [(p, n) for p, n, _ in got] == [("0005-verify.patch", 1)]
     assert hand_disagreements(SERIES_059.parent / "sglang-v0.5.10",
                               SERIES_059.parent / "sglang-v0.5.10", files) == []
+
+
+RUN_OLD = b'''def run(batch):
+    prepare(batch)
+    out = forward(batch)
+    finish(out)
+    return out
+'''
+RUN_PATCHED = RUN_OLD.replace(b"    out = forward", b"    _pt.begin('fwd')\n    out = forward")
+
+
+def test_conflict_on_a_rewritten_neighbour_is_placed_before_the_rewrite(tmp_path):
+    rewritten = RUN_OLD.replace(b"    out = forward(batch)\n",
+                                b"    out, extra = forward(\n        batch, mode=2\n    )\n")
+    assert merge3.merge_file(RUN_PATCHED, RUN_OLD, rewritten)[1] == 1
+    series = small_series(tmp_path, RUN_OLD, RUN_PATCHED)
+    old, new = trees(tmp_path, RUN_OLD, rewritten)
+    result = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out")
+    assert result.exit_code == 0, [h.reason for h in result.attention]
+    (hunk,) = result.hunks
+    assert hunk.method == "merged+checked" and "upstream rewrote" in hunk.proof
+    assert ops.apply(str(tmp_path / "out"), [str(new)]).exit_code == 0
+    assert (new / MOD).read_bytes() == rewritten.replace(
+        b"    out, extra", b"    _pt.begin('fwd')\n    out, extra")
+
+
+def test_conflict_on_an_inserted_statement_is_left_for_a_person(tmp_path):
+    # upstream put a new statement right where the line goes: before or after it is a choice
+    inserted = RUN_OLD.replace(b"    prepare(batch)\n", b"    prepare(batch)\n    log(batch)\n")
+    assert merge3.merge_file(RUN_PATCHED, RUN_OLD, inserted)[1] == 1
+    series = small_series(tmp_path, RUN_OLD, RUN_PATCHED)
+    old, new = trees(tmp_path, RUN_OLD, inserted)
+    result = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out")
+    assert result.exit_code == 1
+    assert "no place in it keeps" in result.attention[0].reason
+    assert verify_code(tmp_path / "out", new) in (1, 2)
