@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 from patchkit import ops, rebase as rb, upstream
 from patchkit.series import load_series
@@ -118,3 +120,23 @@ def test_onto_target_installed_tree_pins_the_dist_info_version(tmp_path):
     assert result.exit_code == 0 and not result.attention
     assert ops.verify(str(tmp_path / "out"), [str(root)]).exit_code == 0
     assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("ending", [b"\n", b""], ids=["newline", "no-final-newline"])
+def test_read_is_byte_exact_under_busybox_and_an_exec_prefix(busybox_transport, tmp_path, ending):
+    from engine_support import git_diff, make_series, write_tree
+
+    old = b"def f():\n    a = 1\n    b = 2\n\tc = '\\\\n'  \r\n    return a" + ending
+    new = old.replace(b"a = 1", b"a = 10")
+    patched = old.replace(b"    b = 2\n", b"    b = 2\n    _pt.end('x')\n")
+    series = make_series(tmp_path / "series", {"pkg/mod.py": old},
+                         [("0001.patch", git_diff({"pkg/mod.py": old}, {"pkg/mod.py": patched},
+                                                  tmp_path / "d"))])
+    write_tree(Path(busybox_transport.root), {"pkg/mod.py": new})
+    before = snapshot(Path(busybox_transport.root))
+    loaded = load_series(str(series))
+    for spec in (busybox_transport, busybox_transport.root):
+        kw = {} if spec is busybox_transport else {"exec_prefix": "env PK_VIA=exec"}
+        source = target_source(loaded, spec, **kw)
+        assert source.files == {"pkg/mod.py": new}
+    assert snapshot(Path(busybox_transport.root)) == before
