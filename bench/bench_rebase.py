@@ -50,12 +50,13 @@ def release_files(version: str, paths: list[str], prefix: str | None, trust_new:
     return out, wheel
 
 
-def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path, hand_root: Path) -> dict:
-    series_dir = REPO / "patches" / f"sglang-v{series_ver}"
+def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path, hand_root: Path,
+             series_root: Path) -> dict:
+    series_dir = series_root / f"sglang-v{series_ver}"
     pin = load_series(str(series_dir)).pin
     paths = list(pin.files)
     new_files, wheel = release_files(onto, paths, pin.package_prefix, trust_new)
-    old_files, _ = release_files(series_ver, paths, pin.package_prefix, False)
+    old_files, _ = release_files(pin.version, paths, pin.package_prefix, trust_new)
     row = {"series": series_ver, "onto": onto, "wheel": wheel.path.name, "sha256": wheel.sha256,
            "trust": wheel.trust}
     absent = [p for p in paths if new_files[p] is None]
@@ -98,6 +99,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-trust-new", action="store_true",
                     help="refuse wheels whose sha256 is not pinned or recorded")
     ap.add_argument("--json", help="also write the rows as JSON here")
+    ap.add_argument("--series-dir", default=str(REPO / "patches"),
+                    help="folder of the series sglang-vX to rebase (default: %(default)s)")
     ap.add_argument("--hand-dir", default=str(REPO / "patches"),
                     help="folder of hand-made series sglang-vX to compare with (default: %(default)s)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the hunks left over")
@@ -107,7 +110,7 @@ def main(argv=None) -> int:
         for pair in args.pairs.split(","):
             series_ver, onto = pair.split(":")
             rows.append(run_pair(series_ver, onto, not args.no_trust_new, Path(tmp),
-                                 Path(args.hand_dir)))
+                                 Path(args.hand_dir), Path(args.series_dir)))
     head = (f"{'series -> release':<22} {'hunks':>5} {'exact-only':>10} | {'exact':>5} "
             f"{'merged+checked':>14} {'needs attention':>15} {'no person':>9} | "
             f"{'text oracle':>11} {'vs hand series':>14}")

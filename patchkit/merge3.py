@@ -15,8 +15,14 @@ When git reports one conflict because upstream rewrote the statement next to an 
 of lines, every place inside the conflict is tried instead: the one place (blank lines aside)
 where the lines keep their function and branch and the same statement on one side, while the
 statement on the other side is upstream's rewrite of the old neighbour (the old neighbour's
-lines are on the old side of the conflict, the new one on the new side), is accepted if the
-file compiles; no place, or several different ones, is a refusal.
+lines are on the old side of the conflict, the new one on the new side; when the kept side is
+only the start or end of the block, the rewrite must also still read like the old statement,
+difflib ratio >= 0.6), is accepted if the file compiles; no place, or several different ones,
+is a refusal.
+
+In a clean merge, a neighbour that upstream edited in place still counts as the same
+statement when the other neighbour is unchanged, both are real statements (not a block's start
+or end) and the edited one reads like the old (difflib ratio >= 0.6).
 
 Anything else stays for a person, with the reason. Pure apart from running git on temporary
 files; the caller decides what to do with a refusal.
@@ -38,6 +44,7 @@ from .relocate import Line, Placement, apply_placements, join_lines, split_lines
 METHOD = "merged+checked"
 MARKER_SIZE = 40      # conflict markers no source line starts with
 MAX_CONFLICT = 400    # new lines of one conflict searched for a place (one parse per line)
+SIMILAR = 0.6         # difflib ratio: a rewritten statement that still reads as the old one
 
 
 class GitMissing(Refused):
@@ -132,8 +139,29 @@ def read_back(new: list[Line], merged: list[Line], hunk: Hunk) -> Merged | str:
     return Merged(hunk, lo, hi, core)
 
 
+def edited_neighbour(was, now) -> float | None:
+    """How alike the one differing neighbour reads (difflib ratio), when ``now`` keeps
+    ``was``'s function, branch and the statement on one side and the statement on the other
+    side reads like the old one, edited; None when it does not."""
+    if was == now or was.inside or now.inside or \
+            (was.scope, was.blocks) != (now.scope, now.blocks):
+        return None
+    if was.before == now.before:
+        old_text, new_text = was.after, now.after
+    elif was.after == now.after:
+        old_text, new_text = was.before, now.before
+    else:
+        return None
+    if old_text.startswith("<") or new_text.startswith("<"):
+        return None                      # a block's start or end is not an edited statement
+    ratio = difflib.SequenceMatcher(None, old_text, new_text, autojunk=False).ratio()
+    return ratio if ratio >= SIMILAR else None
+
+
 def _spot_problem(old_text: bytes, old_lines: list[int], new_text: bytes, new_lines: list[int],
-                  what: str, filename: str) -> str | None:
+                  what: str, filename: str, edits: list[float] | None = None) -> str | None:
+    """None when each line keeps its spot (``edits``, when given, collects the ratio of each
+    neighbour upstream edited in place, which then counts as kept)."""
     if not old_lines:
         return None
     try:
@@ -145,9 +173,13 @@ def _spot_problem(old_text: bytes, old_lines: list[int], new_text: bytes, new_li
     except SyntaxError as exc:
         return f"the merged file does not parse (line {exc.lineno}: {exc.msg})"
     for n_old, n_new, a, b in zip(old_lines, new_lines, before, after):
-        if a != b:
+        if a == b:
+            continue
+        ratio = edited_neighbour(a, b) if edits is not None else None
+        if ratio is None:
             return (f"the merge would put a {what} line elsewhere: old line {n_old} was {a}; "
                     f"merged line {n_new} is {b}")
+        edits.append(ratio)
     return None
 
 
@@ -175,7 +207,8 @@ def place_by_merge(old: list[Line], new: list[Line], hunk: Hunk, path: str) -> M
         return "the merge result is not the new file with the hunk applied"
     removed_old, added_old = changed_lines(mine)
     removed_new, added_new = changed_lines(where)
-    problem = (_spot_problem(patched, added_old, merged_bytes, added_new, "added", path)
+    edits: list[float] = []
+    problem = (_spot_problem(patched, added_old, merged_bytes, added_new, "added", path, edits)
                or _spot_problem(old_bytes, removed_old, new_bytes, removed_new, "removed", path))
     if problem:
         return problem
@@ -184,7 +217,9 @@ def place_by_merge(old: list[Line], new: list[Line], hunk: Hunk, path: str) -> M
         return f"the new file with the merged hunk does not compile ({broken})"
     first = (added_new or removed_new)[0]
     found.proof = (f"3-way merge; each changed line in the same function and between the same "
-                   f"statements as before; compiles (from line {first})")
+                   f"statements as before" + (
+                       f" (one of them edited upstream, {min(edits):.0%} alike)" if edits else "")
+                   + f"; compiles (from line {first})")
     return found
 
 
@@ -230,9 +265,16 @@ def _keeps_place(was, now, old: list[Line], conflict: Conflict, shift: tuple[int
         return was == now
     if was.before == now.before:
         old_span, other = (was.after_line, was.after_end), now.after_line
+        kept, old_text, new_text = was.before, was.after, now.after
     elif was.after == now.after:
         old_span, other = (was.before_line, was.before_end), now.before_line
+        kept, old_text, new_text = was.after, was.before, now.before
     else:
+        return False
+    if kept.startswith("<") and difflib.SequenceMatcher(
+            None, old_text, new_text, autojunk=False).ratio() < SIMILAR:
+        # kept only the start or end of the block: the rewritten statement must still
+        # read as the old one, edited (not code moved elsewhere and replaced by a call)
         return False
     at, count = shift
     other = other - count if other > at else other        # back to the new text's numbers

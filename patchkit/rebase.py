@@ -108,7 +108,8 @@ def _version_from_tag(clone: Path, rev: str) -> str | None:
     return m.group(1) if rev in tags else None
 
 
-def _old_source(series: Series, clone, wheelhouse, old_tree) -> tuple[Source | None, str]:
+def _old_source(series: Series, clone, wheelhouse, old_tree,
+                trust_new: bool = False) -> tuple[Source | None, str]:
     """The pinned (old) files, for the report's upstream diffs; (None, why) if unavailable."""
     pin = series.pin
     paths = list(pin.files)
@@ -120,7 +121,7 @@ def _old_source(series: Series, clone, wheelhouse, old_tree) -> tuple[Source | N
             src = _git_source(pin.name, clone, pin.commit, paths, pin.version)
         elif pin.version:
             src = _wheel_source(pin.name, pin.version, paths, pin.package_prefix, wheelhouse,
-                                False)
+                                trust_new)
         else:
             return None, "the pin names no version, and no clone holds its commit"
     except Refused as exc:
@@ -295,6 +296,7 @@ class _PatchRebaser:
         self.ctx, self.name, self.patch, self.edited = ctx, name, patch, edited
         self.raw = raw.decode("utf-8", "surrogateescape").split("\n")
         self.edits: dict[int, tuple[int, list[str]]] = {}
+        self.bare: dict[int, list[DiffLine]] = {}     # marked hunks written without context
         self.outcome = PatchOutcome(name)
 
     def run(self) -> bytes:
@@ -359,8 +361,14 @@ class _PatchRebaser:
                 body = self.raw[start + 1:end] if p.lines is h.lines or p.lines == h.lines \
                     else [t for ln in p.lines for t in _render_line(ln)]
             else:
-                src_len, tgt_len = len(h.source) + 1, len(h.target) + 1
-                body = [" " + MARKER] + self.raw[start + 1:end]
+                lines = self.bare.get(id(p))
+                if lines is None:
+                    src_len, tgt_len = len(h.source) + 1, len(h.target) + 1
+                    body = [" " + MARKER] + self.raw[start + 1:end]
+                else:                       # no room for its context: marker + changes only
+                    src_len = 1 + sum(1 for ln in lines if ln.tag != "+")
+                    tgt_len = 1 + sum(1 for ln in lines if ln.tag != "-")
+                    body = [" " + MARKER] + [t for ln in lines for t in _render_line(ln)]
             new_header = _header(raw_header, p.index, src_len, p.index + delta, tgt_len)
             delta += tgt_len - src_len
             if new_header != raw_header or body != self.raw[start + 1:end]:
@@ -386,6 +394,19 @@ class _PatchRebaser:
                     else old_index + last_delta)
             nxt = next((q.index for q in placements[i + 1:] if q.ok), None)
             need = len(p.hunk.source) + 1
+            if nxt is not None and nxt - prev_end < need:
+                # between two placed hunks with too little room for its context lines: write
+                # the marker and its own changes only, so that the patch stays well-formed
+                tags = [ln.tag for ln in p.hunk.lines]
+                first = next((k for k, t in enumerate(tags) if t != " "), 0)
+                last = len(tags) - next((k for k, t in enumerate(reversed(tags)) if t != " "), 0)
+                self.bare[id(p)] = p.hunk.lines[first:last]
+                need = 1 + sum(1 for ln in self.bare[id(p)] if ln.tag != "+")
+                q = next(q for q in placements[i + 1:] if q.ok)
+                while nxt - prev_end < need and len(q.lines) > 1 and q.lines[0].tag == " " \
+                        and q.lines[1].tag == " ":
+                    q.index, q.lines = q.index + 1, q.lines[1:]   # its leading context, for room
+                    nxt = q.index
             if nxt is not None:
                 want = min(want, nxt - need)
             want = max(want, prev_end, 0)
@@ -598,7 +619,7 @@ def rebase(
         ver = onto[1:] if re.fullmatch(r"v\d.*", onto) else onto
         new = _wheel_source(pin.name, ver, paths, pin.package_prefix, wheelhouse, trust_new)
     old, old_detail = _old_source(series, clone, wheelhouse,
-                                  Path(old_tree) if old_tree is not None else None)
+                                  Path(old_tree) if old_tree is not None else None, trust_new)
     old_label = f"{pin.name} {pin.version}" if pin.version else \
         f"{pin.name} {(pin.commit or 'pinned')[:12]}"
 

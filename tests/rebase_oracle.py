@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import re
 
+from pathlib import Path
+
+from patchkit.diffparse import parse_patch
 from patchkit.merge3 import changed_lines, own_placement
 from patchkit.relocate import apply_placements, split_lines
-from patchkit.series import load_series
 
 _DEF = re.compile(rb"^(\s*)(?:async\s+def|def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -113,13 +115,29 @@ def hunk_places(text: list, placement) -> tuple[list, list]:
             [place_of(after, n - 1, ad) for n in added])
 
 
+def _patches(series_dir) -> list:
+    """The series' patches; one that does not parse (a rebase output whose marked hunk has no
+    room before the next hunk) counts as having no relocated hunk."""
+    from patchkit.authoring import read_series_names
+    from patchkit.diffparse import Patch
+    from patchkit.errors import InvalidInput
+
+    out = []
+    for name in read_series_names(Path(series_dir)):
+        try:
+            out.append(parse_patch(name, (Path(series_dir) / name).read_bytes()))
+        except InvalidInput:
+            out.append(Patch(name=name, header="", files=[]))
+    return out
+
+
 def _states(series_dir, files: dict[str, bytes]) -> dict:
     """{patch: {path: (text before the patch, [placement, or None for a marked hunk])}}."""
     from patchkit.rebase import MARKER
 
     state = {p: split_lines(d) for p, d in files.items() if d is not None}
     out: dict = {}
-    for patch in load_series(str(series_dir)).patches:
+    for patch in _patches(series_dir):
         step = out[patch.name] = {}
         for fd in patch.files:
             if fd.kind != "modify" or fd.path not in state:
@@ -167,7 +185,7 @@ def _runs(series_dir, files: dict[str, bytes]) -> list[tuple[str, int, tuple]]:
 
     state = {p: split_lines(d) for p, d in files.items() if d is not None}
     out = []
-    for patch in load_series(str(series_dir)).patches:
+    for patch in _patches(series_dir):
         for fd in patch.files:
             if fd.kind != "modify" or fd.path not in state:
                 continue
@@ -210,11 +228,15 @@ def _runs(series_dir, files: dict[str, bytes]) -> list[tuple[str, int, tuple]]:
 def hand_disagreements(series_dir, hand_dir, files: dict[str, bytes]):
     """[(patch, hunk number, what)] for each relocated run of added lines of ``series_dir``
     that the hand-made series ``hand_dir`` (pinned to the same ``files``) does not have at the
-    same place among the pristine lines."""
+    same place among the pristine lines; files the hand series does not patch are left out."""
+    from patchkit.upstream import read_pin
+
     theirs = {run for _, _, run in _runs(hand_dir, files)}
+    covered = {f.path for f in read_pin(Path(hand_dir) / "pin.toml").files}
     return [(name, number, f"{run[3][0].decode().strip()!r} between pristine lines "
-             f"{run[1] + 1} and {run[2] + 1}")
-            for name, number, run in _runs(series_dir, files) if run not in theirs]
+             f"{run[1] + 1} and {run[2] + 1} of {run[0].rsplit('/', 1)[-1]}")
+            for name, number, run in _runs(series_dir, files)
+            if run[0] in covered and run not in theirs]
 
 
 __all__ = ["hand_disagreements", "hunk_places", "misplaced", "place_of"]
