@@ -389,3 +389,28 @@ def test_tasks_patch_rebase_and_patch_diff(series_copy, tmp_path):
     assert invoke("patch.rebase", "--series", str(series_copy)).returncode == 2
     diff = invoke("patch.diff", "--from", str(series_copy), "--to", str(out))
     assert diff.returncode == 0 and "version: 0.5.9 -> 0.5.10" in diff.stdout
+
+
+def test_a_marked_hunk_between_close_neighbours_keeps_the_patch_well_formed(tmp_path):
+    from engine_support import make_series, write_tree
+
+    old = "".join(f"l{n:02}\n" for n in range(1, 25))
+    patch = ("diff --git a/pkg/data.txt b/pkg/data.txt\n--- a/pkg/data.txt\n+++ b/pkg/data.txt\n"
+             "@@ -1,6 +1,7 @@\n l01\n l02\n l03\n+X1\n l04\n l05\n l06\n"
+             "@@ -7,6 +8,7 @@\n l07\n l08\n l09\n+X2\n l10\n l11\n l12\n"
+             "@@ -13,6 +15,7 @@\n l13\n l14\n l15\n+X3\n l16\n l17\n l18\n")
+    series = make_series(tmp_path / "s", {"pkg/data.txt": old.encode()},
+                         [("0001.patch", patch.encode())])
+    cases = {"changed": old.replace("l09\n", "L09\n"),                  # 6 lines of room
+             "deleted": old.replace("".join(f"l{n:02}\n" for n in range(7, 13)), "")}  # none
+    for name, new in cases.items():
+        write_tree(tmp_path / name / "old", {"pkg/data.txt": old.encode()})
+        write_tree(tmp_path / name / "new", {"pkg/data.txt": new.encode()})
+        out = tmp_path / name / "out"
+        result = rb.rebase(series, "2", old_tree=tmp_path / name / "old",
+                           new_tree=tmp_path / name / "new", out_dir=out)
+        assert attention(result) == {("0001.patch", 2)}, name
+        written = parse_patch("0001.patch", (out / "0001.patch").read_bytes())   # well-formed
+        assert [len(h.source) for h in written.files[0].hunks][1] == 1   # marker line only
+        code, text = refusal(out, tmp_path / name / "new")
+        assert code == 1 and "patchkit rebase" in text, name
