@@ -183,8 +183,56 @@ def _spot_problem(old_text: bytes, old_lines: list[int], new_text: bytes, new_li
     return None
 
 
+def split_runs(hunk: Hunk) -> list[Hunk]:
+    """One hunk per run of changed lines, each with the context up to its neighbouring runs."""
+    tags = [ln.tag for ln in hunk.lines]
+    runs, k = [], 0
+    while k < len(tags):
+        if tags[k] == " ":
+            k += 1
+            continue
+        start = k
+        while k < len(tags) and tags[k] != " ":
+            k += 1
+        runs.append((start, k))
+    out = []
+    for i, (a, b) in enumerate(runs):
+        lo = runs[i - 1][1] if i else 0
+        hi = runs[i + 1][0] if i + 1 < len(runs) else len(tags)
+        lines = hunk.lines[lo:hi]
+        begin = hunk.src_begin + sum(1 for ln in hunk.lines[:lo] if ln.tag != "+")
+        src_len = sum(1 for ln in lines if ln.tag != "+")
+        tgt_len = sum(1 for ln in lines if ln.tag != "-")
+        out.append(Hunk(begin if src_len else begin - 1, src_len, 0, tgt_len,
+                        f"{hunk.header} (run {i + 1})", hunk.diff_line_no, list(lines)))
+    return out
+
+
 def place_by_merge(old: list[Line], new: list[Line], hunk: Hunk, path: str) -> Merged | str:
-    """The hunk placed in ``new`` by a checked three-way merge, or why not (a sentence)."""
+    """The hunk placed in ``new`` by a checked three-way merge, or why not (a sentence).
+    A hunk of several runs of changed lines that does not merge whole is merged run by run;
+    the runs must land in their order and each pass the check on its own."""
+    whole = _place_by_merge(old, new, hunk, path)
+    parts = split_runs(hunk)
+    if not isinstance(whole, str) or len(parts) < 2:
+        return whole
+    placed = []
+    for number, part in enumerate(parts, 1):
+        got = _place_by_merge(old, new, part, path)
+        if isinstance(got, str):
+            return f"{whole}; run by run: run {number}: {got}"
+        placed.append(got)
+    for a, b in zip(placed, placed[1:]):
+        if b.lo < a.hi or (b.lo == a.hi and not b.core[0].tag == a.core[-1].tag == "+"):
+            return f"{whole}; run by run: its runs land out of order"
+    core = list(placed[0].core)
+    for a, b in zip(placed, placed[1:]):
+        core += [DiffLine(" ", t, e, 0) for t, e in new[a.hi:b.lo]] + b.core
+    proof = "run by run: " + " | ".join(m.proof for m in placed)
+    return Merged(hunk, placed[0].lo, placed[-1].hi, core, proof=proof)
+
+
+def _place_by_merge(old: list[Line], new: list[Line], hunk: Hunk, path: str) -> Merged | str:
     if not path.endswith(".py"):
         return "not a Python file: merged hunks are only accepted with the structural check"
     mine = own_placement(hunk)

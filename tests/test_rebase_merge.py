@@ -17,6 +17,7 @@ from engine_support import git_diff, make_series, write_tree
 from patchkit import merge3, ops, rebase as rb, upstream
 from patchkit.errors import PatchkitError
 from patchkit.pystructure import spots
+from patchkit.series import load_series
 from rebase_oracle import hand_disagreements, misplaced
 from upstream_fixtures import SERIES_059, default_wheelhouse, sglang_checkout
 
@@ -246,3 +247,29 @@ def test_conflict_on_an_inserted_statement_is_left_for_a_person(tmp_path):
     assert result.exit_code == 1
     assert "no place in it keeps" in result.attention[0].reason
     assert verify_code(tmp_path / "out", new) in (1, 2)
+
+
+def test_a_hunk_of_two_runs_is_merged_run_by_run(tmp_path):
+    old = b'''def run(batch):
+    prepare(batch)
+    out = forward(batch)
+    check(out)
+    finish(out)
+    return out
+'''
+    patched = old.replace(b"    out = forward", b"    _pt.begin('fwd')\n    out = forward").replace(
+        b"    finish(out)", b"    _pt.end('fwd')\n    finish(out)")
+    # upstream rewrote the statement after the first run: the whole hunk conflicts
+    new_text = old.replace(b"    out = forward(batch)\n",
+                           b"    out, extra = forward(\n        batch, mode=2\n    )\n")
+    series = small_series(tmp_path, old, patched)
+    assert len(load_series(str(series)).patches[0].files[0].hunks) == 1
+    old_dir, new = trees(tmp_path, old, new_text)
+    result = rb.rebase(series, "2", new_tree=new, old_tree=old_dir, out_dir=tmp_path / "out")
+    assert result.exit_code == 0, [h.reason for h in result.attention]
+    (hunk,) = result.hunks
+    assert hunk.method == "merged+checked" and hunk.proof.startswith("run by run: ")
+    assert ops.apply(str(tmp_path / "out"), [str(new)]).exit_code == 0
+    assert (new / MOD).read_bytes() == new_text.replace(
+        b"    out, extra", b"    _pt.begin('fwd')\n    out, extra").replace(
+        b"    finish(out)", b"    _pt.end('fwd')\n    finish(out)")
