@@ -41,7 +41,6 @@ from .errors import Refused
 from .pystructure import compile_problem, spots
 from .relocate import Line, Placement, apply_placements, join_lines, split_lines
 
-METHOD = "merged+checked"
 MARKER_SIZE = 40      # conflict markers no source line starts with
 MAX_CONFLICT = 400    # new lines of one conflict searched for a place (one parse per line)
 SIMILAR = 0.6         # difflib ratio: a rewritten statement that still reads as the old one
@@ -444,5 +443,5 @@ def merge_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
                         f"does not compile ({broken})")
 
 
-__all__ = ["GitMissing", "METHOD", "Merged", "changed_lines", "conflict_region", "merge_file",
+__all__ = ["GitMissing", "Merged", "changed_lines", "conflict_region", "merge_file",
            "merge_unplaced", "own_placement", "place_by_merge", "read_back", "resolve_conflict"]
