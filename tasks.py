@@ -435,21 +435,43 @@ profile.add_task(profile_sweep, "sweep")
     "version": "with --upstream: the version to pin (default: from a vX.Y.Z tag)",
     "wheelhouse": "a folder of wheels pip reads instead of the package index",
     "trust_new": "accept and record a wheel whose sha256 is not pinned yet",
+    "merge": "after exact matching, relocate the rest by a checked git merge-file "
+             "(default on; --no-merge: exact match only)",
+    "onto_target": "instead of --onto: the files as they are on this target (any --target "
+                   "form), read in one connection and pinned to exactly that text; needs --out",
+    **{k: TARGET_HELP[k] for k in ("layout", "container", "exec", "ssh_config", "timeout")},
 })
 def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_trim=False,
-                 resume=False, version=None, wheelhouse=None, trust_new=False):
-    """Rebase a series onto another release by exact match; exit 1 if a hunk needs attention."""
+                 resume=False, version=None, wheelhouse=None, trust_new=False, merge=True,
+                 onto_target=None, layout=None, container=None, exec_=None, ssh_config=None,
+                 timeout=None):
+    """Rebase a series onto another release (exact, then checked 3-way merge); exit 1 if a hunk needs attention."""
     from patchkit.errors import PatchkitError
     from patchkit.rebase import rebase
 
     series = series or _cfg(c, "series")
-    if not series or not onto:
-        raise Exit("patch.rebase needs --series DIR and --onto VERSION_OR_COMMIT", 2)
+    if not series or bool(onto) == bool(onto_target):
+        raise Exit("patch.rebase needs --series DIR and one of --onto VERSION_OR_COMMIT or "
+                   "--onto-target T", 2)
+    if onto_target and (not out or upstream):
+        raise Exit("patch.rebase --onto-target needs --out DIR (and takes no --upstream)", 2)
     path = lambda p: os.path.abspath(os.path.expanduser(p)) if p else None  # noqa: E731
     try:
+        new_source = None
+        if onto_target:
+            from patchkit.series import load_series
+            from patchkit.targetread import target_source
+
+            opts = _options(c, layout, container, exec_, ssh_config, timeout, None)
+            new_source = target_source(load_series(path(series)), onto_target, cwd=opts.cwd,
+                                       container=opts.container, exec_prefix=opts.exec_prefix,
+                                       layout=opts.layout, timeout=opts.timeout,
+                                       transport_options=opts.transport_options)
+            onto = onto_target
         result = rebase(path(series), onto, upstream_clone=path(upstream), out_dir=path(out),
                         context_trim=context_trim, resume=resume, version=version,
-                        wheelhouse=path(wheelhouse or _cfg(c, "wheelhouse")), trust_new=trust_new)
+                        wheelhouse=path(wheelhouse or _cfg(c, "wheelhouse")), trust_new=trust_new,
+                        merge=merge, new_source=new_source)
     except PatchkitError as e:
         raise Exit(f"patchkit: {e.message}", e.exit_code)
     print(result.summary())

@@ -4,7 +4,9 @@ The new upstream files come from PyPI (``onto`` is a version; the wheel is check
 in upstream.py) or from a local git clone (``onto`` is a tag, branch or commit, read with
 GitPython without touching the work tree). Patch k is relocated against the new files with
 patches 1..k-1 (as rebased) applied, so a hunk that uses an earlier patch's inserted line as
-context still finds it. Each hunk is placed by exact match only (see relocate.py); one that
+context still finds it. Each hunk is placed by exact match (relocate.py); what that leaves is
+relocated by git's three-way merge when a structural check passes (merge3.py, pystructure.py).
+``new_source`` may also be a target's own files (targetread.py, ``--onto-target``). A hunk that
 does not place is kept in the written patch behind a marker context line, ``<<<<<<< patchkit
 rebase ...``, that no upstream file contains, so verify and git apply refuse the patch until it
 is edited by hand; the patch's header says so too.
@@ -25,6 +27,7 @@ from pathlib import Path
 from . import upstream
 from .diffparse import DiffLine, FileDiff, Hunk, parse_patch
 from .errors import EXIT_OK, EXIT_REFUSED, InvalidInput, Refused
+from .merge3 import merge_unplaced
 from .relocate import (
     Candidate, Line, Placement, apply_at_own_numbers, apply_placements, diff_around, map_line,
     place_at_own_numbers, place_file, split_lines,
@@ -105,7 +108,8 @@ def _version_from_tag(clone: Path, rev: str) -> str | None:
     return m.group(1) if rev in tags else None
 
 
-def _old_source(series: Series, clone, wheelhouse, old_tree) -> tuple[Source | None, str]:
+def _old_source(series: Series, clone, wheelhouse, old_tree,
+                trust_new: bool = False) -> tuple[Source | None, str]:
     """The pinned (old) files, for the report's upstream diffs; (None, why) if unavailable."""
     pin = series.pin
     paths = list(pin.files)
@@ -117,7 +121,7 @@ def _old_source(series: Series, clone, wheelhouse, old_tree) -> tuple[Source | N
             src = _git_source(pin.name, clone, pin.commit, paths, pin.version)
         elif pin.version:
             src = _wheel_source(pin.name, pin.version, paths, pin.package_prefix, wheelhouse,
-                                False)
+                                trust_new)
         else:
             return None, "the pin names no version, and no clone holds its commit"
     except Refused as exc:
@@ -145,7 +149,7 @@ class HunkOutcome:
     path: str
     number: int                        # 1-based within its file diff
     old_header: str
-    status: str                        # unchanged | moved | carried | needs-attention
+    status: str                        # unchanged | moved | merged | carried | needs-attention
     new_header: str = ""
     delta: int = 0                     # new source line - old source line
     trimmed: tuple[int, int] | None = None
@@ -155,16 +159,30 @@ class HunkOutcome:
     upstream_diff: str = ""
     warnings: list[str] = field(default_factory=list)
     edited: bool = False               # taken from the hand-edited new series (--resume)
+    proof: str = ""                    # merged: what the structural check found
+    lines_key: tuple = ()              # the written hunk's lines, to compare runs (--resume)
+    via: str = ""                      # edited: the method a fresh run gives these same lines
 
     @property
     def relocated(self) -> bool:
         return self.status != "needs-attention"
+
+    @property
+    def method(self) -> str:
+        """How it moved: exact | merged+checked | by hand | needs attention."""
+        if not self.relocated:
+            return "needs attention"
+        if self.edited:
+            return self.via or "by hand"
+        return "merged+checked" if self.status == "merged" else "exact"
 
     def describe(self) -> str:
         if self.status == "needs-attention":
             return f"needs attention: {self.reason}"
         if self.status == "carried":
             return "carried over unchanged (creates the file)"
+        if self.status == "merged":
+            return f"merged+checked, moved by {self.delta:+d} lines ({self.proof})"
         text = "unchanged" if self.status == "unchanged" else f"moved by {self.delta:+d} lines"
         if self.edited:
             text = "as edited, " + text
@@ -201,6 +219,7 @@ class RebaseResult:
     old_available: bool = False
     resumed: bool = False
     report: str = ""
+    merge: bool = True
 
     @property
     def hunks(self) -> list[HunkOutcome]:
@@ -218,10 +237,12 @@ class RebaseResult:
         hunks = self.hunks
         moved = sum(1 for h in hunks if h.status == "moved")
         same = sum(1 for h in hunks if h.status in ("unchanged", "carried"))
+        merged = sum(1 for h in hunks if h.status == "merged")
         trimmed = sum(1 for h in hunks if h.trimmed)
         warn = sum(len(h.warnings) for h in hunks)
         text = (f"{self.series_dir.name} -> {self.new.label}: {len(hunks)} hunks, {moved} moved, "
-                f"{same} unchanged, {len(self.attention)} need attention")
+                f"{same} unchanged, " + (f"{merged} merged+checked, " if merged else "")
+                + f"{len(self.attention)} need attention")
         if trimmed:
             text += f", {trimmed} placed after trimming context"
         if warn:
@@ -275,6 +296,7 @@ class _PatchRebaser:
         self.ctx, self.name, self.patch, self.edited = ctx, name, patch, edited
         self.raw = raw.decode("utf-8", "surrogateescape").split("\n")
         self.edits: dict[int, tuple[int, list[str]]] = {}
+        self.bare: dict[int, list[DiffLine]] = {}     # marked hunks written without context
         self.outcome = PatchOutcome(name)
 
     def run(self) -> bytes:
@@ -324,6 +346,8 @@ class _PatchRebaser:
         else:
             placements = (self.edited and place_at_own_numbers(cur, fd.hunks)) or place_file(
                 cur, fd.hunks, context_trim=ctx.context_trim)
+            if ctx.merge and old_cur is not None and not self.edited and fd.kind == "modify":
+                merge_unplaced(old_cur, cur, placements, fd.path)
             cur_for_marks = cur
         self._mark_positions(placements, old_cur, cur_for_marks)
         delta = 0
@@ -337,8 +361,14 @@ class _PatchRebaser:
                 body = self.raw[start + 1:end] if p.lines is h.lines or p.lines == h.lines \
                     else [t for ln in p.lines for t in _render_line(ln)]
             else:
-                src_len, tgt_len = len(h.source) + 1, len(h.target) + 1
-                body = [" " + MARKER] + self.raw[start + 1:end]
+                lines = self.bare.get(id(p))
+                if lines is None:
+                    src_len, tgt_len = len(h.source) + 1, len(h.target) + 1
+                    body = [" " + MARKER] + self.raw[start + 1:end]
+                else:                       # no room for its context: marker + changes only
+                    src_len = 1 + sum(1 for ln in lines if ln.tag != "+")
+                    tgt_len = 1 + sum(1 for ln in lines if ln.tag != "-")
+                    body = [" " + MARKER] + [t for ln in lines for t in _render_line(ln)]
             new_header = _header(raw_header, p.index, src_len, p.index + delta, tgt_len)
             delta += tgt_len - src_len
             if new_header != raw_header or body != self.raw[start + 1:end]:
@@ -364,6 +394,19 @@ class _PatchRebaser:
                     else old_index + last_delta)
             nxt = next((q.index for q in placements[i + 1:] if q.ok), None)
             need = len(p.hunk.source) + 1
+            if nxt is not None and nxt - prev_end < need:
+                # between two placed hunks with too little room for its context lines: write
+                # the marker and its own changes only, so that the patch stays well-formed
+                tags = [ln.tag for ln in p.hunk.lines]
+                first = next((k for k, t in enumerate(tags) if t != " "), 0)
+                last = len(tags) - next((k for k, t in enumerate(reversed(tags)) if t != " "), 0)
+                self.bare[id(p)] = p.hunk.lines[first:last]
+                need = 1 + sum(1 for ln in self.bare[id(p)] if ln.tag != "+")
+                q = next(q for q in placements[i + 1:] if q.ok)
+                while nxt - prev_end < need and len(q.lines) > 1 and q.lines[0].tag == " " \
+                        and q.lines[1].tag == " ":
+                    q.index, q.lines = q.index + 1, q.lines[1:]   # its leading context, for room
+                    nxt = q.index
             if nxt is not None:
                 want = min(want, nxt - need)
             want = max(want, prev_end, 0)
@@ -380,8 +423,11 @@ class _PatchRebaser:
                           reason=p.reason, candidates=p.candidates, trimmed=p.trimmed,
                           edited=self.edited)
         if p.ok:
+            out.lines_key = tuple((ln.tag, ln.text, ln.eol) for ln in p.lines)
             out.delta = p.index - old_index
             out.status = "moved" if out.delta or p.trimmed else "unchanged"
+            if p.merged:
+                out.status, out.proof = "merged", p.merged
             out.warnings = self._vanished(fd.path, h)
             return out
         out.hunk_text = "\n".join([h.header] + [t for ln in h.lines for t in _render_line(ln)])
@@ -479,6 +525,7 @@ class _Context:
     context_trim: bool
     new_state: dict[str, list[Line] | None]
     old_state: dict[str, list[Line]] | None
+    merge: bool = True
 
 
 # ----------------------------------------------------------------------------- the operation
@@ -536,12 +583,17 @@ def rebase(
     old_tree: Path | str | None = None,
     write: bool = True,
     resume: bool = False,
+    merge: bool = True,
+    new_source: Source | None = None,
 ) -> RebaseResult:
     """Rebase ``series_dir`` onto ``onto``; write the new series (unless ``write=False``).
 
     ``onto``: a PyPI version (without ``upstream_clone``) or a tag/branch/commit of the clone.
     ``version``: the distribution version to pin with a clone (default: from a ``vX.Y.Z`` tag).
     ``new_tree`` / ``old_tree``: use these pristine trees (either layout) instead of fetching.
+    ``merge``: after the exact step, relocate what is left by a checked three-way merge
+    (merge3.py); False: exact match only.
+    ``new_source``: the new files as already read (e.g. from a target, targetread.py).
     ``resume``: the output folder exists from an earlier run and its patches were edited by
     hand; a patch there without a marker line is taken as it is (its header counts recounted,
     its hunks kept at their numbers when they match there exactly, otherwise relocated), the
@@ -556,7 +608,9 @@ def rebase(
     clone = Path(upstream_clone) if upstream_clone is not None else None
     if not onto or not str(onto).strip():
         raise InvalidInput("rebase: --onto needs a version or a git revision")
-    if new_tree is not None:
+    if new_source is not None:
+        new = new_source
+    elif new_tree is not None:
         new = _tree_source(pin.name, Path(new_tree), paths, pin.package_prefix, version or onto,
                            None)
     elif clone is not None:
@@ -565,7 +619,7 @@ def rebase(
         ver = onto[1:] if re.fullmatch(r"v\d.*", onto) else onto
         new = _wheel_source(pin.name, ver, paths, pin.package_prefix, wheelhouse, trust_new)
     old, old_detail = _old_source(series, clone, wheelhouse,
-                                  Path(old_tree) if old_tree is not None else None)
+                                  Path(old_tree) if old_tree is not None else None, trust_new)
     old_label = f"{pin.name} {pin.version}" if pin.version else \
         f"{pin.name} {(pin.commit or 'pinned')[:12]}"
 
@@ -573,6 +627,7 @@ def rebase(
         new=new, old=old, old_label=old_label, context_trim=context_trim,
         new_state={p: split_lines(new.files[p]) for p in pin.files if new.files[p] is not None},
         old_state=({p: split_lines(old.files[p]) for p in pin.files} if old else None),
+        merge=merge,
     )
     new_pin, pin_changes, same_release = _new_pin(series, new)
     out = Path(out_dir).resolve() if out_dir is not None else default_out_dir(
@@ -594,12 +649,18 @@ def rebase(
         outcomes.append(worker.outcome)
         _advance_old(ctx, patch)
 
+    if resume:
+        _credit_tool(outcomes, rebase(series_dir, onto, upstream_clone=upstream_clone,
+                                      context_trim=context_trim, version=version,
+                                      wheelhouse=wheelhouse, trust_new=trust_new,
+                                      new_tree=new_tree, old_tree=old_tree, write=False,
+                                      merge=merge, new_source=new_source))
     pin_bytes = ((series_dir / "pin.toml").read_bytes() if same_release
                  else upstream.format_pin(new_pin).encode())
     noop = same_release and all(o.identical for o in outcomes)
     result = RebaseResult(series_dir, out, old_label, new, old_detail, context_trim, outcomes,
                           pin_changes, written=False, noop=noop and out == series_dir,
-                          old_available=old is not None, resumed=resume)
+                          old_available=old is not None, resumed=resume, merge=merge)
     from .rebase_report import render_report, render_resume
 
     previous = out / "REBASE.md"
@@ -620,6 +681,16 @@ def rebase(
         _write_folder(out, files)
     result.written = True
     return result
+
+
+def _credit_tool(outcomes: list[PatchOutcome], fresh: RebaseResult) -> None:
+    """An edited hunk whose lines are what a fresh run writes for it moved by that run's
+    method (exact / merged+checked); any other edited hunk was placed by hand."""
+    made = {(h.patch, h.path, h.number): h for h in fresh.hunks if h.relocated}
+    for h in (h for o in outcomes for h in o.hunks if h.edited and h.relocated):
+        twin = made.get((h.patch, h.path, h.number))
+        if twin is not None and twin.lines_key == h.lines_key:
+            h.via = twin.method
 
 
 def _umask() -> int:

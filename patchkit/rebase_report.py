@@ -30,13 +30,23 @@ def render_report(result: "RebaseResult") -> str:
         f"- new upstream: {new.detail}",
         f"- old upstream, for the diffs below: {result.old_detail}",
         f"- context trim: {'on' if result.context_trim else 'off'}",
+        f"- three-way merge: {'on' if result.merge else 'off'}",
+        f"- how the hunks moved: {_methods(result)}",
         f"- result: {result.summary().split(': ', 1)[1].split('; ')[0]}; exit code "
         f"{result.exit_code}",
         "",
         "Each hunk's old lines (context and removed) were searched, as one block, in the new "
         "file with the earlier rebased patches applied. Exactly one exact match relocates the "
-        "hunk; none or several leave it for a person: such a hunk is kept in its patch behind a "
-        "`<<<<<<< patchkit rebase` context line (so verify and git apply refuse it) until edited.",
+        "hunk (*exact*). " + (
+            "A hunk with none or several was then merged by `git merge-file` (old file, old "
+            "file with the hunk, new file) and kept only when the merge had no conflict, every "
+            "added or removed line sits in the same function (qualified name), the same branch "
+            "and between the same two statements (normalised with `ast.unparse`) as before, and "
+            "the file compiles (*merged+checked*). " if result.merge else
+            "The three-way merge was off (exact match only). ") +
+        "Anything else is left for a person: such a hunk is kept in its patch behind a "
+        "`<<<<<<< patchkit rebase` context line (so verify and git apply refuse it) until edited "
+        "(*by hand*, after `--resume`).",
         "",
         "## Pin",
         "",
@@ -44,6 +54,14 @@ def render_report(result: "RebaseResult") -> str:
     out += [f"- {c}" for c in result.pin_changes] or ["- unchanged (same release)"]
     out += [""] + _hunk_sections(result, "##")
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _methods(result: "RebaseResult") -> str:
+    counts: dict[str, int] = {}
+    for h in result.hunks:
+        counts[h.method] = counts.get(h.method, 0) + 1
+    order = ("exact", "merged+checked", "by hand", "needs attention")
+    return ", ".join(f"{counts.get(m, 0)} {m}" for m in order)
 
 
 RESUME_HEADING = "## Resume"
@@ -68,14 +86,14 @@ def render_resume(result: "RebaseResult", previous: str) -> str:
 def _hunk_sections(result: "RebaseResult", level: str) -> list[str]:
     hunks = result.hunks
     out: list[str] = []
-    out += [f"{level} Hunks", "", "| patch | file | hunk | was | now | result |",
-            "|---|---|---|---|---|---|"]
+    out += [f"{level} Hunks", "", "| patch | file | hunk | was | now | how | result |",
+            "|---|---|---|---|---|---|---|"]
     for h in hunks:
         file = h.path.rsplit("/", 1)[-1]
         now = "—" if not h.relocated else f"`{h.new_header}`"
         result_text = h.describe().replace("|", "\\|")
         out.append(f"| {h.patch} | {file} | {h.number} | `{h.old_header}` | {now} | "
-                   f"{result_text} |")
+                   f"{h.method} | {result_text} |")
     attention = [h for h in hunks if not h.relocated]
     out += ["", f"{level} Needs attention", ""]
     if not attention:

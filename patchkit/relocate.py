@@ -71,6 +71,7 @@ class Placement:
     trimmed: tuple[int, int] | None = None # (leading, trailing) context lines dropped to match
     reason: str = ""
     candidates: list[Candidate] = field(default_factory=list)
+    merged: str = ""                       # set when a checked 3-way merge placed it (merge3)
 
     @property
     def ok(self) -> bool:

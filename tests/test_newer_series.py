@@ -262,7 +262,7 @@ def _without_runtime_rows(text: str) -> str:
 @pytest.mark.parametrize("version", REBASED)
 def test_rebase_reports_exactly_the_hunks_fixed_by_hand(version, tmp_path):
     fresh = rb.rebase(SERIES_059, version, out_dir=tmp_path / "new", wheelhouse=WH)
-    assert fresh.exit_code == 1
+    assert fresh.exit_code == (1 if fresh.attention else 0)   # 0.5.10: the merge places all
     shipped = (series_dir(version) / "REBASE.md").read_text()
     generated, sep, hand = shipped.partition("\n## Hand fixes\n")
     assert sep, "REBASE.md must say what was fixed by hand"

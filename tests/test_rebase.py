@@ -21,7 +21,7 @@ from upstream_fixtures import (
 WH = default_wheelhouse()
 SERIES_FILES = ["series", "pin.toml"] + [p.name for p in SERIES_059.glob("*.patch")]
 FLAGGED_0510 = {("0002-cycle.patch", 2), ("0002-cycle.patch", 4), ("0005-verify.patch", 4),
-                ("0006-draft-extend-after-decode.patch", 4)}
+                ("0006-draft-extend-after-decode.patch", 4)}     # by exact match alone
 
 
 def folder_digest(folder: Path) -> dict[str, str]:
@@ -133,8 +133,9 @@ def test_same_release_is_a_noop_with_identical_bytes(series_copy, tmp_path):
 
 
 def test_rebase_onto_0510_relocates_what_it_can_and_marks_the_rest(series_copy, tmp_path):
+    """Exact match only (--no-merge): 4 hunks flagged, marked, refused by verify."""
     before = folder_digest(series_copy)
-    result = rb.rebase(series_copy, "0.5.10", wheelhouse=WH)
+    result = rb.rebase(series_copy, "0.5.10", wheelhouse=WH, merge=False)
     assert result.exit_code == 1
     assert attention(result) == FLAGGED_0510
     out = series_copy.parent / "sglang-v0.5.10"
@@ -151,7 +152,8 @@ def test_rebase_onto_0510_relocates_what_it_can_and_marks_the_rest(series_copy, 
     # the report: hunk by hunk, with the upstream change around each flagged hunk
     report = (out / "REBASE.md").read_text()
     assert "| 0002-cycle.patch | eagle_worker.py | 1 | `@@ -66,6 +66,7 @@` | " \
-           "`@@ -67,6 +67,7 @@` | moved by +1 lines |" in report
+           "`@@ -67,6 +67,7 @@` | exact | moved by +1 lines |" in report
+    assert "three-way merge: off" in report
     assert "### 0006-draft-extend-after-decode.patch, hunk 4 `@@ -996,6 +999,7 @@`" in report
     assert "-        if self.enable_nan_detection:\n-            detect_nan(logits_output)\n" \
            "+        maybe_detect_nan(" in report
@@ -166,12 +168,38 @@ def test_rebase_onto_0510_relocates_what_it_can_and_marks_the_rest(series_copy, 
     assert code == 1 and "patchkit rebase" in text
 
 
+def test_rebase_onto_0510_with_the_merge_needs_no_person(series_copy, tmp_path):
+    """The default (exact, then the checked merge) relocates all four: two merge cleanly, two
+    conflict where upstream rewrote the neighbouring statement; the result verifies, applies
+    and compiles, and equals the shipped hand-fixed sglang-v0.5.10 patch for patch."""
+    out = tmp_path / "v0510"
+    result = rb.rebase(series_copy, "0.5.10", wheelhouse=WH, out_dir=out)
+    assert result.exit_code == 0 and not result.attention
+    merged = {(h.patch, h.number): h for h in result.hunks if h.method == "merged+checked"}
+    assert set(merged) == FLAGGED_0510
+    assert "upstream rewrote" in merged[("0002-cycle.patch", 2)].proof
+    assert "upstream rewrote" not in merged[("0005-verify.patch", 4)].proof
+    assert hunk_of(result, "0007-prefill.patch", 3).delta == 19   # + 3 merged lines before it
+    report = (out / "REBASE.md").read_text()
+    assert "| 0005-verify.patch | eagle_worker.py | 4 | `@@ -759,6 +764,7 @@` | " \
+           "`@@ -773,6 +778,7 @@` | merged+checked | merged+checked, moved by +14 lines" in report
+    assert "how the hunks moved: 23 exact, 4 merged+checked, 0 by hand, 0 needs attention" in report
+    shipped = SERIES_059.parent / "sglang-v0.5.10"
+    for name in [p.name for p in SERIES_059.glob("*.patch")] + ["pin.toml", "series"]:
+        assert (out / name).read_bytes() == (shipped / name).read_bytes(), name
+    tree = sglang_checkout("0.5.10", tmp_path / "t510")[0]
+    assert ops.verify(str(out), [str(tree)]).exit_code == 0
+    assert ops.apply(str(out), [str(tree)]).exit_code == 0
+    compile((tree / EAGLE_WORKER).read_text(), EAGLE_WORKER, "exec")
+
+
 def test_rebase_onto_0512_with_and_without_context_trim(series_copy, tmp_path):
-    plain = rb.rebase(series_copy, "0.5.12", out_dir=tmp_path / "plain", wheelhouse=WH)
+    plain = rb.rebase(series_copy, "0.5.12", out_dir=tmp_path / "plain", wheelhouse=WH,
+                      merge=False)
     assert plain.exit_code == 1 and len(plain.attention) == 16
     assert not any(h.trimmed for h in plain.hunks)
     trimmed = rb.rebase(series_copy, "0.5.12", out_dir=tmp_path / "trim", wheelhouse=WH,
-                        context_trim=True)
+                        context_trim=True, merge=False)
     assert trimmed.exit_code == 1 and len(trimmed.attention) == 4
     assert attention(trimmed) < attention(plain)
     placed = [h for h in trimmed.hunks if h.trimmed]
@@ -247,7 +275,8 @@ def test_induced_ambiguity_is_reported_not_guessed(series_copy, clone, tmp_path)
 
 def test_deleted_anchor_then_context_trim_then_resume(series_copy, clone, tmp_path):
     out = tmp_path / "gone"
-    result = rb.rebase(series_copy, "gone", upstream_clone=clone["repo"], out_dir=out)
+    result = rb.rebase(series_copy, "gone", upstream_clone=clone["repo"], out_dir=out,
+                       merge=False)
     assert result.exit_code == 1
     assert attention(result) == {("0005-verify.patch", 2)}
     hunk = hunk_of(result, "0005-verify.patch", 2)
@@ -260,7 +289,7 @@ def test_deleted_anchor_then_context_trim_then_resume(series_copy, clone, tmp_pa
 
     # --context-trim: the block without its trailing context is unique: placed, refilled, said
     trim = rb.rebase(series_copy, "gone", upstream_clone=clone["repo"],
-                     out_dir=tmp_path / "trim", context_trim=True)
+                     out_dir=tmp_path / "trim", context_trim=True, merge=False)
     assert trim.exit_code == 0
     placed = hunk_of(trim, "0005-verify.patch", 2)
     assert placed.trimmed is not None and placed.trimmed[0] == 0 and placed.status == "moved"
@@ -346,9 +375,13 @@ def test_tasks_patch_rebase_and_patch_diff(series_copy, tmp_path):
 
     out = tmp_path / "cli"
     run = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",
-                 str(out), *(["--wheelhouse", WH] if WH else []))
+                 str(out), "--no-merge", *(["--wheelhouse", WH] if WH else []))
     assert run.returncode == 1, run.stderr
     assert "4 need attention" in run.stdout and run.stdout.count("needs attention: ") == 4
+    merged = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",
+                    str(tmp_path / "merged"), *(["--wheelhouse", WH] if WH else []))
+    assert merged.returncode == 0, merged.stderr
+    assert "4 merged+checked, 0 need attention" in merged.stdout
     assert f"report: {out / 'REBASE.md'}" in run.stdout
     again = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",
                    str(out), *(["--wheelhouse", WH] if WH else []))
@@ -356,3 +389,28 @@ def test_tasks_patch_rebase_and_patch_diff(series_copy, tmp_path):
     assert invoke("patch.rebase", "--series", str(series_copy)).returncode == 2
     diff = invoke("patch.diff", "--from", str(series_copy), "--to", str(out))
     assert diff.returncode == 0 and "version: 0.5.9 -> 0.5.10" in diff.stdout
+
+
+def test_a_marked_hunk_between_close_neighbours_keeps_the_patch_well_formed(tmp_path):
+    from engine_support import make_series, write_tree
+
+    old = "".join(f"l{n:02}\n" for n in range(1, 25))
+    patch = ("diff --git a/pkg/data.txt b/pkg/data.txt\n--- a/pkg/data.txt\n+++ b/pkg/data.txt\n"
+             "@@ -1,6 +1,7 @@\n l01\n l02\n l03\n+X1\n l04\n l05\n l06\n"
+             "@@ -7,6 +8,7 @@\n l07\n l08\n l09\n+X2\n l10\n l11\n l12\n"
+             "@@ -13,6 +15,7 @@\n l13\n l14\n l15\n+X3\n l16\n l17\n l18\n")
+    series = make_series(tmp_path / "s", {"pkg/data.txt": old.encode()},
+                         [("0001.patch", patch.encode())])
+    cases = {"changed": old.replace("l09\n", "L09\n"),                  # 6 lines of room
+             "deleted": old.replace("".join(f"l{n:02}\n" for n in range(7, 13)), "")}  # none
+    for name, new in cases.items():
+        write_tree(tmp_path / name / "old", {"pkg/data.txt": old.encode()})
+        write_tree(tmp_path / name / "new", {"pkg/data.txt": new.encode()})
+        out = tmp_path / name / "out"
+        result = rb.rebase(series, "2", old_tree=tmp_path / name / "old",
+                           new_tree=tmp_path / name / "new", out_dir=out)
+        assert attention(result) == {("0001.patch", 2)}, name
+        written = parse_patch("0001.patch", (out / "0001.patch").read_bytes())   # well-formed
+        assert [len(h.source) for h in written.files[0].hunks][1] == 1   # marker line only
+        code, text = refusal(out, tmp_path / name / "new")
+        assert code == 1 and "patchkit rebase" in text, name

@@ -1,0 +1,163 @@
+"""How often patch.rebase relocates a hunk without a person, and whether it ever misplaces one.
+
+    python bench/bench_rebase.py [--pairs 0.5.9:0.5.10,...] [--no-trust-new] [--json FILE]
+
+For each pair SERIES:RELEASE the shipped series patches/sglang-vSERIES is rebased onto
+RELEASE twice, side by side: exact match only (--no-merge, the old engine) and exact match then
+the checked three-way merge (the default). Per pair it prints the hunks relocated by exact match,
+by merge (merged+checked), left for a person (needs attention), and two independent checks of
+every relocated hunk (tests/rebase_oracle.py): the text oracle (no AST: function by
+indentation, the neighbouring statements by their first words, compared with the old patched
+file; it flags a line whose neighbour upstream rewrote, which may still be right), and, where
+patches/sglang-vRELEASE is a hand-made series pinned to the same text, whether each relocated
+run of added lines sits exactly where that series has it (a misplacement). A pair whose
+release lacks the series' file is listed as not applicable, outside the totals.
+
+Wheels: releases outside patchkit.upstream.KNOWN_WHEELS are fetched into $PATCHKIT_CACHE with
+trust on first use (their sha256 recorded beside the wheel and printed), unless --no-trust-new.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from patchkit import rebase as rb, upstream  # noqa: E402
+from patchkit.series import load_series  # noqa: E402
+from rebase_oracle import hand_disagreements, misplaced  # noqa: E402
+
+# Every shipped sglang series onto the releases either side of it.
+PAIRS = ("0.5.9:0.5.8,0.5.9:0.5.10,0.5.10:0.5.9,0.5.10:0.5.11,0.5.12:0.5.11,0.5.12:0.5.13,"
+         "0.5.23:0.5.22")
+
+
+def release_files(version: str, paths: list[str], prefix: str | None, trust_new: bool):
+    wheel = upstream.fetch_wheel("sglang", version, trust_new=trust_new)
+    out = {}
+    for path in paths:
+        inner = upstream.installed_path(path, prefix)
+        try:
+            out[path] = upstream.read_wheel_files(wheel.path, [inner])[inner]
+        except upstream.UpstreamError:
+            out[path] = None
+    return out, wheel
+
+
+def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path, hand_root: Path,
+             series_root: Path) -> dict:
+    series_dir = series_root / f"sglang-v{series_ver}"
+    pin = load_series(str(series_dir)).pin
+    paths = list(pin.files)
+    new_files, wheel = release_files(onto, paths, pin.package_prefix, trust_new)
+    old_files, _ = release_files(pin.version, paths, pin.package_prefix, trust_new)
+    row = {"series": series_ver, "onto": onto, "wheel": wheel.path.name, "sha256": wheel.sha256,
+           "trust": wheel.trust}
+    absent = [p for p in paths if new_files[p] is None]
+    if absent:
+        row["not_applicable"] = f"{', '.join(Path(p).name for p in absent)} not in {onto}"
+        return row
+    start = time.perf_counter()
+    exact = rb.rebase(series_dir, onto, write=False, merge=False, trust_new=trust_new)
+    t_exact = time.perf_counter() - start
+    out = work / f"{series_ver}-{onto}"
+    start = time.perf_counter()
+    merged = rb.rebase(series_dir, onto, out_dir=out, trust_new=trust_new)
+    t_merge = time.perf_counter() - start
+    hunks = [h for h in merged.hunks if h.status != "carried"]
+    methods = [h.method for h in hunks]
+    wrong = misplaced(series_dir, old_files, out, new_files)
+    hand_dir = hand_root / f"sglang-v{onto}"
+    hand = None
+    if hand_dir.is_dir() and all(
+            f.sha256 == upstream.sha256_bytes(new_files[f.path])
+            for f in load_series(str(hand_dir)).pin.files.values() if f.path in new_files):
+        hand = hand_disagreements(out, hand_dir, new_files)
+    row.update(
+        hunks=len(hunks),
+        exact_only=sum(1 for h in exact.hunks if h.status != "carried" and h.relocated),
+        exact=methods.count("exact"), merged=methods.count("merged+checked"),
+        attention=methods.count("needs attention"), misplaced=len(wrong),
+        misplaced_detail=[f"{p} hunk {n}: {what}" for p, _, n, what in wrong],
+        vs_hand=None if hand is None else len(hand),
+        vs_hand_detail=[f"{p} hunk {n}: {what}" for p, n, what in hand or []],
+        seconds_exact=round(t_exact, 3), seconds_merge=round(t_merge, 3),
+        attention_detail=[f"{h.patch} hunk {h.number}: {h.reason}" for h in merged.attention],
+    )
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pairs", default=PAIRS, help="SERIES:RELEASE,... (default: %(default)s)")
+    ap.add_argument("--no-trust-new", action="store_true",
+                    help="refuse wheels whose sha256 is not pinned or recorded")
+    ap.add_argument("--json", help="also write the rows as JSON here")
+    ap.add_argument("--series-dir", default=str(REPO / "patches"),
+                    help="folder of the series sglang-vX to rebase (default: %(default)s)")
+    ap.add_argument("--hand-dir", default=str(REPO / "patches"),
+                    help="folder of hand-made series sglang-vX to compare with (default: %(default)s)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="list the hunks left over")
+    args = ap.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-rebase-") as tmp:
+        for pair in args.pairs.split(","):
+            series_ver, onto = pair.split(":")
+            rows.append(run_pair(series_ver, onto, not args.no_trust_new, Path(tmp),
+                                 Path(args.hand_dir), Path(args.series_dir)))
+    head = (f"{'series -> release':<22} {'hunks':>5} {'exact-only':>10} | {'exact':>5} "
+            f"{'merged+checked':>14} {'needs attention':>15} {'no person':>9} | "
+            f"{'text oracle':>11} {'vs hand series':>14}")
+    print(head)
+    print("-" * len(head))
+    keys = ("hunks", "exact_only", "exact", "merged", "attention", "misplaced")
+    tot = dict.fromkeys(keys, 0)
+    tot_hand, hand_pairs = 0, 0
+    for r in rows:
+        name = f"{r['series']} -> {r['onto']}"
+        if "not_applicable" in r:
+            print(f"{name:<22} not applicable: {r['not_applicable']}")
+            continue
+        for k in keys:
+            tot[k] += r[k]
+        if r["vs_hand"] is not None:
+            tot_hand += r["vs_hand"]
+            hand_pairs += 1
+        auto = r["exact"] + r["merged"]
+        hand = "no series" if r["vs_hand"] is None else str(r["vs_hand"])
+        print(f"{name:<22} {r['hunks']:>5} {r['exact_only']:>10} | {r['exact']:>5} "
+              f"{r['merged']:>14} {r['attention']:>15} {auto / r['hunks']:>9.0%} | "
+              f"{r['misplaced']:>11} {hand:>14}")
+        for line in r["misplaced_detail"]:
+            print(f"    text oracle: {line}")
+        for line in r["vs_hand_detail"]:
+            print(f"    NOT AS IN THE HAND SERIES: {line}")
+        if args.verbose:
+            for line in r["attention_detail"]:
+                print(f"    attention {line[:160]}")
+    print("-" * len(head))
+    auto = tot["exact"] + tot["merged"]
+    print(f"{'total':<22} {tot['hunks']:>5} {tot['exact_only']:>10} | {tot['exact']:>5} "
+          f"{tot['merged']:>14} {tot['attention']:>15} {auto / max(tot['hunks'], 1):>9.0%} | "
+          f"{tot['misplaced']:>11} {tot_hand:>14}")
+    print(f"\nwithout a person: exact only {tot['exact_only']}/{tot['hunks']} "
+          f"({tot['exact_only'] / max(tot['hunks'], 1):.0%}), exact + checked merge "
+          f"{auto}/{tot['hunks']} ({auto / max(tot['hunks'], 1):.0%}); relocated lines not where "
+          f"the hand-made series has them: {tot_hand} ({hand_pairs} pair(s) with a hand series); "
+          f"flagged by the text oracle: {tot['misplaced']}")
+    for r in rows:
+        if r["trust"] != "pinned":
+            print(f"wheel {r['wheel']}: not pinned, {r['trust']} on first use, sha256 {r['sha256']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
