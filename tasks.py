@@ -15,7 +15,8 @@ from invoke import Collection, Exit, task
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 TARGET_HELP = {
-    "series": "series folder (pin.toml + series + patches); default: patchkit.series in invoke.yaml",
+    "series": "series folder (pin.toml + series + patches), or 'auto': the shipped series pinned "
+              "to exactly the target's files; default: patchkit.series in invoke.yaml",
     "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path or docker://C/path; "
               "repeat for a fleet (default: patchkit.targets in invoke.yaml)",
     "json": "print the outcome as JSON (stable keys) instead of a table",
@@ -84,7 +85,26 @@ def _resolve(c, series, target, opts, inventory=None, limit=None, root=None):
                           **opts.transport_options)
     if not targets:
         raise Exit("no --target or --inventory given and none in invoke.yaml", 2)
+    if series == "auto":
+        return _auto_series(targets, opts), targets
     return os.path.abspath(os.path.expanduser(series)), targets
+
+
+def _auto_series(targets, opts=None):
+    """--series auto: the shipped series pinned to the targets' text (patchkit.autoseries)."""
+    from patchkit import autoseries
+    from patchkit.errors import PatchkitError
+
+    kw = {}
+    if opts is not None:
+        kw = dict(cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
+                  **opts.transport_options)
+    try:
+        series_dir, said = autoseries.resolve(list(targets), **kw)
+    except PatchkitError as e:
+        raise Exit(f"patchkit: {e.message}", e.exit_code)
+    print(said, file=sys.stderr)
+    return series_dir
 
 
 def _run(c, fn_name, series, target, as_json, opts, show_script=False, **fleet):
@@ -340,7 +360,7 @@ PROFILE_HELP = {
     "out": "reports go to OUT/<timestamp>/ (default: profile-out)",
     "size": "default (gpu where CUDA is available, else cpu) | cpu | gpu | ci (seconds)",
     "site": "installed tree to patch (default: .work/tf-site, installed from the pinned wheel)",
-    "series": "series folder (default: patches/transformers-v5.17.0)",
+    "series": "series folder, or 'auto' (chosen from --site's files); default: patches/transformers-v5.17.0",
     "timer": "events | sync | host | off (default: events on CUDA, host otherwise)",
     "device": "auto | cpu | cuda",
     "seed": "seed for the random models and prompts",
@@ -367,7 +387,10 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
               wheelhouse=_profile_cfg(c, "wheelhouse", wheelhouse), chart=not no_chart)
     for key, value in (("site", site), ("series_dir", series)):
         value = _profile_cfg(c, key, value)
-        if value:
+        if value == "auto" and key == "series_dir":
+            if kw.get("site"):  # the embedded default's own series otherwise (site not built yet)
+                kw[key] = _auto_series([kw["site"]])
+        elif value:
             kw[key] = os.path.abspath(os.path.expanduser(value))
     return _profile_cfg(c, "out", out, "profile-out"), kw
 
@@ -514,7 +537,8 @@ patch.add_task(patch_diff, "diff")
 @task(name="remote", auto_shortflags=False, iterable=["target", "env"], help={
     "target": "SGLang install root to profile (site-packages or a checkout), e.g. "
               "ssh://gpu1/opt/venv/lib/python3.11/site-packages; repeat for nodes, head first",
-    "series": "series folder (default: profile.remote.series, else patchkit.series)",
+    "series": "series folder or 'auto' (chosen from the targets' files); "
+              "default: profile.remote.series, else patchkit.series",
     "server": "server command line, run detached by sh -c on every target",
     "bench": "benchmark command line, run by sh -c on the first target",
     "env": "NAME=VALUE for the server, e.g. NCCL_PROTO=LL (repeat; merged over the settings)",
@@ -543,6 +567,12 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
              "chart": False if no_chart else None, "baseline": baseline or None,
              "matrix": matrix}
     settings.update({k: v for k, v in given.items() if v is not None})
+    if settings.get("series") == "auto" and settings.get("targets"):
+        from patchkit.ops import Options
+
+        transport = {k: settings[k] for k in ("ssh_config", "ssh_options") if settings.get(k)}
+        settings["series"] = _auto_series(settings["targets"],
+                                          Options(cwd=os.getcwd(), transport_options=transport))
     cfg = _profile_call(RemoteConfig.from_mapping, settings, cwd=os.getcwd(),
                         extra_env=list(env or []))
     _profile_call(run_remote_sweep if cfg.matrix else run_remote, cfg)

@@ -114,9 +114,9 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
     pin = compiled.series.pin
     if ans.git_head is not None and pin.commit and ans.git_head != pin.commit:
         host.messages.append(f"git HEAD is {ans.git_head}, pinned commit is {pin.commit}")
-    if ans.dists and pin.version and not any(v == pin.version for v, _ in ans.dists):
+    if ans.dists and pin.version and not any(v in pin.versions for v, _ in ans.dists):
         found = ", ".join(f"{v} ({d})" for v, d in ans.dists if d) or "no dist-info found"
-        host.messages.append(f"installed {pin.name} version: {found}; pinned {pin.version}")
+        host.messages.append(f"installed {pin.name} version: {found}; pinned {' or '.join(pin.versions)}")
     if ans.takeover:
         host.took_over = _lock_json(ans.takeover)
         host.messages.append(_takeover_message(ans.takeover))

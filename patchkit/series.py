@@ -30,6 +30,13 @@ class Pin:
     commit: str | None = None
     package_prefix: str | None = None
     files: dict[str, PinnedFile] = field(default_factory=dict)
+    # Other releases that ship these pinned files byte for byte (e.g. a .postN): the installed
+    # layout's dist-info version may be any of version + also_versions.
+    also_versions: tuple[str, ...] = ()
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        return ((self.version,) if self.version else ()) + self.also_versions
 
 
 @dataclass
@@ -63,6 +70,12 @@ def parse_pin(text: str, where: str = "pin.toml") -> Pin:
     version = up.get("version")
     if version is not None and (not isinstance(version, str) or not version.strip()):
         raise InvalidInput(f"{where}: [upstream] version must be a non-empty string")
+    also = up.get("also_versions", [])
+    if not isinstance(also, list) or not all(
+            isinstance(v, str) and v.strip() and not any(ch.isspace() for ch in v) for v in also):
+        raise InvalidInput(f"{where}: [upstream] also_versions must be a list of version strings")
+    if also and version is None:
+        raise InvalidInput(f"{where}: [upstream] also_versions needs a version")
     commit = up.get("commit")
     if commit is not None and (not isinstance(commit, str) or not _HEX40.match(commit)):
         raise InvalidInput(f"{where}: [upstream] commit must be 40 lowercase hex digits, got {commit!r}")
@@ -91,7 +104,8 @@ def parse_pin(text: str, where: str = "pin.toml") -> Pin:
         if path in files:
             raise InvalidInput(f"{label}: {path} is pinned twice")
         files[path] = PinnedFile(path, sha, lines)
-    return Pin(name=name, version=version, commit=commit, package_prefix=prefix, files=files)
+    return Pin(name=name, version=version, commit=commit, package_prefix=prefix, files=files,
+               also_versions=tuple(also))
 
 
 def read_series_file(path: str) -> list[str]:

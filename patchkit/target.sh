@@ -97,7 +97,7 @@ pk_git_check() {  # expected commit
   [ "$_head" = "$1" ] || PK_REFUSE=1
 }
 
-pk_version_check() {  # dist-name expected-version
+pk_version_check() {  # dist-name "version [also-version...]" (no spaces inside a version)
   _found=
   set +f
   for _d in "$1"-*.dist-info; do
@@ -105,7 +105,10 @@ pk_version_check() {  # dist-name expected-version
     _ver=$(sed -n 's/^Version:[ 	]*//p' "$_d/METADATA" | sed -n '1p')
     pk_out "dist $_ver $_d"
     _found=1
-    [ "$_ver" = "$2" ] && _ok=1
+    case "$_ver" in
+      ''|*' '*|*'	'*) ;;  # empty or several words: never one of the pinned versions
+      *) case " $2 " in *" $_ver "*) _ok=1 ;; esac ;;
+    esac
   done
   set -f
   if [ -z "$_found" ]; then pk_out "dist none"; PK_REFUSE=1

@@ -184,7 +184,7 @@ def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto
         f"# patchkit {op}: series {compiled.series.name} ({compiled.series.digest[:12]}) on {root}",
         f"PK_OP={op} PK_ROOT={shq(root)} PK_WANT_LAYOUT={layout} PK_PHASE={phase}",
         f"PK_SERIES={shq(compiled.series.name)} PK_DIGEST={compiled.series.digest}",
-        f"PK_COMMIT={shq(pin.commit or '')} PK_VERSION={shq(pin.version or '')} PK_DIST={shq(dist)}",
+        f"PK_COMMIT={shq(pin.commit or '')} PK_VERSION={shq(' '.join(pin.versions))} PK_DIST={shq(dist)}",
         f"PK_FORCE={1 if force else 0} PK_DUMP={1 if op in ('verify', 'apply') else 0}",
         f"PK_KEEP_JOURNAL={1 if keep_journal else 0}",
     ]

@@ -50,15 +50,95 @@ class WheelHashMismatch(UpstreamError):
     """A wheel whose sha256 differs from its pin or its recorded hash."""
 
 
-# Wheel file name -> sha256, checked on every use. Values as published on PyPI (pip verified
-# them against the index when they were first downloaded).
+# Wheel file name -> sha256, checked on every use. Values as published on PyPI: the sglang
+# 0.5.1 ... 0.5.23 rows (every release and .postN) were copied once from the simple index's
+# own hashes (PEP 691 JSON, https://pypi.org/simple/sglang/) on 2026-12-01. Releases from
+# 0.5.11 on ship per-interpreter wheels only: the cp311 manylinux_2_34_x86_64 one is pinned,
+# and fetch_wheel asks pip for exactly those tags whatever interpreter runs it (a series pins
+# .py files, which the interpreter-specific builds do not compile).
 KNOWN_WHEELS: dict[str, str] = {
+    "sglang-0.5.1-py3-none-any.whl":
+        "572c02d83674245899f516af397a38d113935a97660f3e882d20c1c971820909",
+    "sglang-0.5.1.post1-py3-none-any.whl":
+        "79d22923502db99d2c41faad3ef423c7961bbabe8a9af8149aa0d27a7d4c093e",
+    "sglang-0.5.1.post2-py3-none-any.whl":
+        "10c6097a9a165252070a66b3c8bf38718e49e72019607f18f2cb70c50dbb4925",
+    "sglang-0.5.1.post3-py3-none-any.whl":
+        "f92f56f6fa6320012872da1fe37317e665df556af0272eff67af8afb3993ec0c",
+    "sglang-0.5.2-py3-none-any.whl":
+        "83aae146f3913ed0802bb1ea356facff47efe0e7d18041a3f143de9ef6e44b2c",
+    "sglang-0.5.3-py3-none-any.whl":
+        "14b20822b7c36d7069556e559181bcaa1d3d44b2b0fcbf8818313af4ca22ae7f",
+    "sglang-0.5.3.post1-py3-none-any.whl":
+        "0f224b43bda2a771c6a56b03f01bb3ee4aefdf213a322ca33451a845d6f938d8",
+    "sglang-0.5.3.post2-py3-none-any.whl":
+        "a2d12288e5c2fd8dd1d1036114ba6ab9ab9ff18822c53618e70566803b5ea160",
+    "sglang-0.5.3.post3-py3-none-any.whl":
+        "809fd0c8c0847cd95cf28364ff50475a4d5015c8857b22736c69f3eb12810f0e",
+    "sglang-0.5.4-py3-none-any.whl":
+        "342b370145e33f232bef21b73da119d4a96202a0386ebcd54cdbf46a11fbeda3",
+    "sglang-0.5.4.post1-py3-none-any.whl":
+        "ed919059d777f4c3a1e029239c16969188623e847ec0b9c23e2d4856e07f70f4",
+    "sglang-0.5.4.post2-py3-none-any.whl":
+        "3853ad6538a86b663836825adbda54d154cb4f244523bc72daff7de28bc83e36",
+    "sglang-0.5.4.post3-py3-none-any.whl":
+        "054f96cd9f80acc98de740cd6f79330d2e9b61c2efd0692da96f995a9f796821",
+    "sglang-0.5.5-py3-none-any.whl":
+        "3c57f135ec0a7a5cf6ae4ed5e0b231d7bf7e0fae588bbc1a881560f1c18db995",
+    "sglang-0.5.5.post1-py3-none-any.whl":
+        "a470f7c3ce837a8e414bbeb96da2563e9974f042e03425e8889b373aaeb58180",
+    "sglang-0.5.5.post2-py3-none-any.whl":
+        "938d0445dc8116e1b80c223efc875c6738eb6d69ebf78ace6817e06ac15a79d0",
+    "sglang-0.5.5.post3-py3-none-any.whl":
+        "0283d290a480e56201cab6e42bc5cf5f505f600a9508d004c06283b052f60203",
+    "sglang-0.5.6-py3-none-any.whl":
+        "c32b6a5bafcda41c2f299ed4a1fbe8401946076b4e010fe8feb5b8a9712bf66b",
+    "sglang-0.5.6.post1-py3-none-any.whl":
+        "717dd3e1a64a4ac4a14dc791d123c1f90d34fca809237d52e7af39238c560d24",
+    "sglang-0.5.6.post2-py3-none-any.whl":
+        "cb542f7adeec56bbb5598443c52d0f347fab74dbb5df09d37cad69eaec780c54",
+    "sglang-0.5.7-py3-none-any.whl":
+        "b77f9e5ca5a2ab19b3efba725958fc4de20ba97880e383738c695e8611b51100",
+    "sglang-0.5.8-py3-none-any.whl":
+        "b7fbd890f6edd87f46c6e3ce72d592316af316f183c9bd999c3cc44b20fa2451",
+    "sglang-0.5.8.post1-py3-none-any.whl":
+        "3fe5ddf6d8b47b234bb192737eb52c94e76282bf910b1185e020f88ec7367e6e",
     "sglang-0.5.9-py3-none-any.whl":
         "8a936c4d25fea605f44254e533cff2144c73ceffbc1f8738aba393461bbb64d1",
     "sglang-0.5.10-py3-none-any.whl":
         "ac8855a5d57dac8831fee526bca5212f1ae451f378e2ab08b3baecbc4deb4076",
+    "sglang-0.5.10.post1-py3-none-any.whl":
+        "a854a68b11caf6b4b55c241a44378a7cdede7ede325db85c955f131506703bc6",
+    "sglang-0.5.11-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "fe0748beaff218d3e16c9018a5e19f018db06fc3c7ac4f90d2f93da1cf074b6f",
     "sglang-0.5.12-cp311-cp311-manylinux_2_34_x86_64.whl":
         "4ed786a38655851fd055ef57380c34d29b87753b53f63457309f51e5bf48c2e6",
+    "sglang-0.5.12.post1-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "94b3f3cc6b97f1364f247b8d9c1d106ec63cf22c55d6b65bc40ff29b0206ef5f",
+    "sglang-0.5.13-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "9d26266ab7e99165098f9e173f4a5a0ef6a0b64a6f30ef0b5ee859eead37e75a",
+    "sglang-0.5.13.post1-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "1c1653ecf2893c7d7b1cf0c3e1cc9b7550ebad95c809de2f44bcc91b7a1e1fe3",
+    "sglang-0.5.14-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "4fe16056b45c8aca00f5f90ceb174dc3a62a3f5dccf159c791370795cd00fc99",
+    "sglang-0.5.15-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "21492759b4b99e117bd81610f633422f3fdae2896c2cde6931eab886deccc44f",
+    "sglang-0.5.15.post1-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "8e182e1c449197cb6f98716a7cf432a3ea7af78c172f9b840ab28ad9e6cda9b4",
+    "sglang-0.5.16-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "d5f345a18953dd35df568ac56bdcb7f5ee910ab39efea4469b714556d1070713",
+    "sglang-0.5.17-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "575e38f5683624ded3b4bb267f637a098e5ed37d13a1d1ff5ea09bd781a04d16",
+    "sglang-0.5.18-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "e97b585dd2d5db2802599feba47c84cce972f5e1231a6816fef996200207b5cf",
+    "sglang-0.5.19-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "425e87377e725d03db8262382008f3fd9561a6cf5d82f485f8b9929f02ffe12b",
+    "sglang-0.5.20-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "1573527042f4f6b4ead838302818595fc77fdc611dbcc2e40cd150fbc8f8513c",
+    "sglang-0.5.21-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "96c029f75dec99baa33a5db3d41b1bebefdd6bcfba3a2f7c807fe1cf49a87c20",
+    "sglang-0.5.22-cp311-cp311-manylinux_2_34_x86_64.whl":
+        "cc9a0f15bd8f877a0584fdb7a1702240177a1f1cc8d17c978715161717b9037b",
     "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl":
         "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937",
     "transformers-5.17.0-py3-none-any.whl":
@@ -195,10 +275,34 @@ def check_wheel(path: Path, *, trust_new: bool = False) -> FetchedWheel:
     return FetchedWheel(path, digest, "new")
 
 
+def pinned_wheel_name(name: str, version: str) -> str | None:
+    """The one wheel of name==version in KNOWN_WHEELS, or None."""
+    found = [w for w in KNOWN_WHEELS
+             if normalize_name(w.split("-")[0]) == normalize_name(name) and w.split("-")[1] == version]
+    return found[0] if len(found) == 1 else None
+
+
+def _tag_options(name: str, version: str) -> list[str]:
+    """pip options that select the pinned wheel's interpreter/platform build, when it has one.
+
+    Without them pip picks the build for the running interpreter, which a cp311-only pin would
+    then refuse on any other Python.
+    """
+    pinned = pinned_wheel_name(name, version)
+    if pinned is None:
+        return []
+    python_tag, abi, platform = pinned[:-len(".whl")].split("-")[-3:]
+    if not python_tag.startswith("cp") or platform == "any":
+        return []
+    return ["--python-version", python_tag[2:], "--implementation", "cp", "--abi", abi,
+            "--platform", platform]
+
+
 def _pip_download(name: str, version: str, dest: Path, wheelhouse: Path | None) -> None:
     argv = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
         "--disable-pip-version-check", "--quiet", f"{name}=={version}", "-d", str(dest),
+        *_tag_options(name, version),
     ]
     if wheelhouse is not None:
         argv += ["--no-index", "--find-links", str(wheelhouse)]
@@ -421,6 +525,7 @@ class PinData:
     commit: str | None = None
     package_prefix: str | None = None
     files: list[PinFile] = field(default_factory=list)
+    also_versions: list[str] = field(default_factory=list)
 
 
 def _toml_str(value: str) -> str:
@@ -434,6 +539,8 @@ def format_pin(pin: PinData) -> str:
     out = ["[upstream]", f"name = {_toml_str(pin.name)}"]
     if pin.version is not None:
         out.append(f"version = {_toml_str(pin.version)}")
+    if pin.also_versions:
+        out.append(f"also_versions = [{', '.join(_toml_str(v) for v in pin.also_versions)}]")
     if pin.commit is not None:
         out.append(f"commit = {_toml_str(pin.commit)}")
     if pin.package_prefix is not None:
@@ -460,7 +567,7 @@ def read_pin(pin_path: Path) -> PinData:
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInput(f"{pin_path}: [[file]] #{i} lacks path/sha256/lines") from exc
     return PinData(up["name"], up.get("version"), up.get("commit"),
-                   up.get("package_prefix"), files)
+                   up.get("package_prefix"), files, list(up.get("also_versions", [])))
 
 
 def pin_from_tree(

@@ -274,3 +274,17 @@ def test_fetch_tree_from_clone_and_pin_series(clone, tmp_path):
     pin = upstream.pin_series(sdir, newer, commit=commit3)
     assert pin.commit == shas[2] and pin.name == "demo"
     assert pin.files[0].sha256 == upstream.sha256_bytes(b"version = 2\n")
+
+
+def test_pip_is_asked_for_the_pinned_build_whatever_python_runs_it():
+    """From 0.5.11 sglang ships per-interpreter wheels only; the cp311 one is pinned, so pip must
+    fetch exactly that build on any interpreter (else the pin refuses what it got)."""
+    assert upstream.pinned_wheel_name("sglang", "0.5.23") == \
+        "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl"
+    assert upstream._tag_options("sglang", "0.5.23") == [
+        "--python-version", "311", "--implementation", "cp", "--abi", "cp311",
+        "--platform", "manylinux_2_34_x86_64"]
+    assert upstream._tag_options("sglang", "0.5.9") == []          # py3-none-any
+    assert upstream._tag_options("sglang", "9.9.9") == []          # not pinned: pip's own choice
+    sglang = [w for w in upstream.KNOWN_WHEELS if w.startswith("sglang-")]
+    assert len(sglang) == len({w.split("-")[1] for w in sglang}) == 42

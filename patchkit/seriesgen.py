@@ -1,0 +1,338 @@
+"""Generate an SGLang release's series from a neighbouring release's series, by structure.
+
+    python -m patchkit.seriesgen 0.5.22 [0.5.21 ...]   # or --all; writes patches/sglang-vX/
+
+For each release in patchkit.sglang_releases: read its worker files from the pinned wheel, learn
+where the reference series puts each timer line (patchkit.timerplace), place the same lines in
+the release's files, and write the folder: 0001 runtime patch (regenerated from
+patchkit/timing/phase_timer.py, as ``patch.gen-runtime`` does), the phase patches with the
+reference's names and headers, pin.toml and series, and README.md saying which lines the tool
+placed, which a hand rule placed, and which phases are absent and why. The result is checked
+before it is written: every patch applies exactly, and each patched file compiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchkit import authoring, timerplace, upstream
+from patchkit import sglang_releases as rel
+from patchkit.errors import PatchkitError
+
+REPO = Path(__file__).resolve().parents[1]
+PATCHES = REPO / "patches"
+RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
+# The phases of the 0.5.9 series (and both cycle kinds): what every release should time.
+EXPECTED = ("cycle:decode", "cycle:prefill", "draft_preprocess", "draft_forward", "draft_step",
+            "build_tree", "verify_prepare", "target_verify", "accept",
+            "draft_extend_after_decode", "draft_extend_forward", "target_extend", "draft_extend")
+
+
+def release_files(version: str, paths: list[str]) -> dict[str, str]:
+    """Checkout path -> text, read from the pinned wheel (fetched into the cache once)."""
+    wheel = upstream.fetch_wheel("sglang", version)
+    data = upstream.read_wheel_files(wheel.path, [rel.wheel_path(p) for p in paths])
+    return {p: data[rel.wheel_path(p)].decode("utf-8") for p in paths}
+
+
+@dataclass
+class Reference:
+    series: str
+    version: str
+    names: list[str]
+    headers: dict[str, str]
+    anchors: list[timerplace.Anchor]
+
+
+MAX_EXTRA_REFS = 3
+
+
+def _newer_series(release: rel.Release, family: tuple[str, ...]) -> list[str]:
+    """Series folders of newer releases that pin a file of ``family``, nearest first."""
+    out = []
+    for r in reversed(rel.RELEASES[:rel.RELEASES.index(release)]):
+        if r.series in out or rel.owner(r) is not r or not (PATCHES / r.series / "pin.toml").is_file():
+            continue
+        pinned = [Path(f.path).name for f in upstream.read_pin(PATCHES / r.series / "pin.toml").files]
+        if any(name in pinned for name in family):
+            out.append(r.series)
+    return out
+
+
+def load_reference(series: str, only: tuple[str, ...]) -> Reference:
+    sdir = PATCHES / series
+    pin = upstream.read_pin(sdir / "pin.toml")
+    paths = [f.path for f in pin.files]
+    pristine = release_files(pin.version, paths)
+    names = authoring.read_series_names(sdir)
+    states = [pristine]
+    headers = {}
+    for name in names:
+        text = authoring.read_text(sdir / name)
+        headers[name] = authoring.split_header(text)[0]
+        states.append(authoring.apply_patch(states[-1], text, str(sdir / name)))
+    anchors = []
+    for path in paths:
+        if Path(path).name not in only:
+            continue
+        origins = timerplace._line_origins(states, names, path)
+        anchors += timerplace.learn(path, states[-1][path], origins)
+    return Reference(series, pin.version, names, headers, anchors)
+
+
+@dataclass
+class Generated:
+    version: str
+    series: str
+    placed_by_tool: int = 0
+    placed_by_hand: int = 0
+    missing: list[str] = field(default_factory=list)
+    phases: dict[str, list[str]] = field(default_factory=dict)   # file name -> phases
+    absent: list[str] = field(default_factory=list)
+    adjusted_by_hand: int = 0   # placed by the tool, text adjusted by a rename rule
+
+
+def _phases_of(text: str) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Expr) and timerplace.is_timer_stmt(node):
+            call, phase = timerplace.timer_kind(node)
+            label = phase if call == "begin" else ("cycle" if call == "cycle_begin" else "")
+            if label and label not in out:
+                out.append(label)
+    return out
+
+
+def generate(release: rel.Release, out_dir: Path | None = None) -> Generated:
+    out_dir = Path(out_dir or PATCHES / release.series)
+    pristine = release_files(release.version, list(release.files))
+    targets = {p: timerplace.Target(p, t) for p, t in pristine.items()}
+    refs, result, done = [], timerplace.Result(), set()
+    for n, rule in enumerate(release.hand):
+        result.placements.append(timerplace._place_hand(rule, targets, 10_000 + n))
+
+    for family, first in ((("eagle_worker.py",), release.v1_ref),
+                          (("eagle_worker_v2.py", "eagle_worker_common.py"), release.v2_ref)):
+        if not first:
+            continue
+        chain = [first] + [s for s in _newer_series(release, family) if s != first][:MAX_EXTRA_REFS]
+        family_done = {i for rule in release.hand if Path(rule.path).name in family
+                       for i in rule.identity}
+        for k, series in enumerate(chain):
+            ref = load_reference(series, family)
+            part = timerplace.place(ref.anchors, targets, {p: p for p in targets},
+                                    aliases={**rel.MOVED_FUNCTIONS, **release.aliases},
+                                    skip_identities=family_done, renames=release.renames)
+            if k == 0:
+                refs.append(ref)
+                result.missing += part.missing
+                result.skipped += part.skipped
+            elif part.placements:
+                refs.append(ref)
+                for p in part.placements:
+                    p.how += f" [anchors of {series}]"
+            got = {i for p in part.placements for i in p.anchor.identity}
+            family_done |= got
+            result.placements += part.placements
+            if k == 0:
+                continue
+            # A later reference that placed a phase clears the first reference's miss for it.
+            result.missing = [(a, w) for a, w in result.missing if not got & set(a.identity)]
+        done |= family_done
+    _drop_open_phases(pristine, result)
+    import_text = next(a.text for r in refs for a in r.anchors if a.call == "import")
+    timerplace.add_imports(import_text, result, targets)
+    names = []
+    for r in refs:
+        names += [n for n in r.names if n not in names]
+    names = [RUNTIME_PATCH] + sorted(n for n in names if n != RUNTIME_PATCH)
+    states = timerplace.render_states(pristine, result.placements, names[1:])
+    headers = [_header(release, refs, n) for n in names[1:]]
+    texts = timerplace.patch_texts(states, headers)
+    kept = [(n, t) for n, t in zip(names[1:], texts) if t]
+    for path, text in states[-1].items():
+        compile(text, path, "exec")
+    _write(release, out_dir, refs, kept, pristine, result)
+    gen = Generated(release.version, release.series)
+    gen.placed_by_tool = sum(1 for p in result.placements if p.how.startswith("tool"))
+    gen.placed_by_hand = sum(1 for p in result.placements if p.how.startswith("hand"))
+    gen.adjusted_by_hand = sum(1 for p in result.placements if "[hand:" in p.how)
+    gen.missing = [f"{Path(a.path).name} {a.function}: `{a.text}` ({why})" for a, why in result.missing]
+    gen.phases = {Path(p).name: _phases_of(t) for p, t in states[-1].items()}
+    _write_readme(release, out_dir, refs, result, gen)
+    return gen
+
+
+def _drop_open_phases(pristine: dict[str, str], result: timerplace.Result) -> None:
+    """Take out every phase that some return (or the function's end) would leave open."""
+    for _ in range(5):
+        state = _all_inserted(pristine, result.placements)
+        bad = set()
+        for path, text in state.items():
+            for fn, line, names in timerplace.open_at_returns(text):
+                for p in result.placements:
+                    if p.path == path and p.anchor is not None and p.group.split(":")[0].endswith(fn) \
+                            and any(n == "cycle" and p.group.endswith(":cycle") or
+                                    p.group.endswith(":" + n) for n in names):
+                        bad.add(p.group)
+        if not bad:
+            return
+        for p in [p for p in result.placements if p.group in bad]:
+            result.placements.remove(p)
+            result.missing.append((p.anchor, "a return would leave the phase open"))
+
+
+def _all_inserted(pristine: dict[str, str], placements: list) -> dict[str, str]:
+    return timerplace.render_states(pristine, placements, sorted({p.patch for p in placements}))[-1]
+
+
+def _root(series: str, family: str) -> str:
+    """The hand-made series at the end of a reference chain (its headers describe the phases)."""
+    seen = set()
+    while series not in seen:
+        seen.add(series)
+        release = next((r for r in rel.RELEASES if r.series == series and rel.owner(r) is r), None)
+        if release is None or not release.generated:
+            return series
+        nxt = release.v1_ref if family == "v1" else release.v2_ref
+        if not nxt:
+            return series
+        series = nxt
+    return series
+
+
+def _header(release: rel.Release, refs: list[Reference], name: str) -> str:
+    """A "Generated by" line, then per worker family the patch header of the hand-made series
+    its reference chain starts from (headers are not carried along the chain)."""
+    parts = []
+    chains = (("v1", "eagle_worker.py", release.v1_ref),
+              ("v2", "eagle_worker_v2.py / eagle_worker_common.py", release.v2_ref))
+    for family, files, first in chains:
+        if not first:
+            continue
+        root = _root(first, family)
+        text = authoring.split_header(authoring.read_text(PATCHES / root / name))[0] \
+            if (PATCHES / root / name).is_file() else ""
+        if text.strip():
+            parts.append(f"{files}: as described for {root} (function names there may differ; "
+                         f"this release's are in README.md):\n{text.strip()}\n")
+    lead = (f"Generated by patchkit.seriesgen for sglang {release.version}: the timer lines of "
+            f"{', '.join(dict.fromkeys(r.series for r in refs))} placed by function and anchor "
+            "statement.\n\n")
+    return lead + "\n".join(parts) + "\n"
+
+
+def _write(release, out_dir: Path, refs, kept, pristine, result) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("*.patch"):
+        old.unlink()
+    for name, text in kept:
+        authoring.write_text(out_dir / name, text)
+    (out_dir / "series").write_text(
+        f"# SGLang v{release.version} EAGLE worker phase timing (quilt order; generated by "
+        "patchkit.seriesgen)\n" + "".join(n + "\n" for n in [RUNTIME_PATCH] + [n for n, _ in kept]))
+    # The runtime patch: the reference's header, the body from patchkit/timing (patch.gen-runtime).
+    shutil.copyfile(PATCHES / refs[0].series / RUNTIME_PATCH, out_dir / RUNTIME_PATCH)
+    authoring.regenerate_runtime_patches(out_dir)
+    touched = sorted({p.path for p in result.placements})
+    sharing = [r.version for r in rel.RELEASES if r.series == release.series and r is not release]
+    pin = upstream.PinData("sglang", release.version, None, "python/", [
+        upstream.PinFile(p, upstream.sha256_bytes(pristine[p].encode()),
+                         upstream.count_lines(pristine[p].encode())) for p in touched],
+        sorted(sharing, key=rel.version_key))
+    (out_dir / "pin.toml").write_text(upstream.format_pin(pin))
+    # The stack must apply exactly onto the pristine files (the engine's own check runs in tests).
+    stack_states = [dict(pristine)]
+    for name in authoring.read_series_names(out_dir):
+        stack_states.append(authoring.apply_patch(stack_states[-1],
+                                                  authoring.read_text(out_dir / name), name))
+
+
+def _write_readme(release, out_dir: Path, refs, result, gen: Generated) -> None:
+    lines = [f"# sglang-v{release.version}: EAGLE worker phase timing (generated)", "",
+             f"Made by `python -m patchkit.seriesgen {release.version}` from the files of the "
+             f"pinned sglang {release.version} wheel. Reference series: "
+             + ", ".join(dict.fromkeys(f"`{r.series}` (sglang {r.version})" for r in refs)) + ".",
+             "Every timer line was placed by function (qualified name) and the statement next to it "
+             "(compared by `ast.unparse`), never by line number; a phase is placed whole or not at all.",
+             ""]
+    sharing = [r for r in rel.RELEASES if r.series == release.series and r is not release]
+    if sharing:
+        lines += ["Also serves " + ", ".join(f"{r.version} ({r.note})" for r in sharing)
+                  + "; their versions are in pin.toml's `also_versions`.", ""]
+    lines += ["## Phases per file", "", "| file | phases timed |", "|---|---|"]
+    for name, phases in gen.phases.items():
+        lines.append(f"| {name} | {', '.join(phases) or '(none)'} |")
+    lines += ["", f"## Placement: {gen.placed_by_tool} lines by the tool "
+              f"({gen.adjusted_by_hand} of them with text adjusted by hand), {gen.placed_by_hand} by hand",
+              "", "| patch | file | line | how |", "|---|---|---|---|"]
+    for p in sorted(result.placements, key=lambda p: (p.patch, p.path, p.line, p.order)):
+        lines.append(f"| {p.patch} | {Path(p.path).name} | `{p.text.strip()}` | {p.how} |")
+    families = {"eagle_worker.py": ("eagle_worker.py",),
+                "eagle_worker_v2.py (+ eagle_worker_common.py)": ("eagle_worker_v2.py",
+                                                                  "eagle_worker_common.py")}
+    lines += ["", "## Phases absent in this release", ""]
+    gen.absent = []
+    for label, names in families.items():
+        if not any(Path(f).name in names for f in release.files):
+            continue
+        present = {i for p in result.placements if Path(p.path).name in names
+                   and p.anchor is not None for i in getattr(p.anchor, "identity", ())}
+        absent = [x for x in EXPECTED if x not in present]
+        gen.absent += [f"{names[0]}:{x}" for x in absent]
+        if not absent:
+            lines.append(f"- {label}: none, every phase of the 0.5.9 series is timed.")
+        for phase in absent:
+            whys = [f"`{a.text}` in `{a.function}`: {why}" for a, why in result.missing
+                    if phase in a.identity and Path(a.path).name in names]
+            lines.append(f"- {label}: **{phase}**: " + ("; ".join(whys[:2]) if whys else
+                         "the nearest references (" + ", ".join(r.series for r in refs)
+                         + ") have no line for it that fits this release's code"))
+    if result.skipped:
+        lines += ["", "## Reference lines with no counterpart here (left out on purpose)", ""]
+        for a, why in result.skipped:
+            lines.append(f"- {Path(a.path).name} `{a.function}`: `{a.text}`: {why}")
+    if result.missing:
+        lines += ["", "## Reference lines the tool could not place", ""]
+        for a, why in result.missing:
+            lines.append(f"- {Path(a.path).name} `{a.function}`: `{a.text}`: {why}")
+    absent = sorted({f for f in release.files} - {p.path for p in result.placements})
+    for path in absent:
+        lines.append(f"- {Path(path).name}: no timer line could be placed in it; not pinned.")
+    (out_dir / "README.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m patchkit.seriesgen", description=__doc__.splitlines()[0])
+    ap.add_argument("versions", nargs="*", help="releases to generate (default with --all: every generated one)")
+    ap.add_argument("--all", action="store_true", help="every release marked generated, newest first")
+    args = ap.parse_args(argv)
+    table = rel.by_version()
+    wanted = [r for r in rel.RELEASES if r.generated and rel.owner(r) is r] if args.all else []
+    for v in args.versions:
+        if v not in table:
+            print(f"seriesgen: {v} is not in patchkit.sglang_releases", file=sys.stderr)
+            return 2
+        wanted.append(table[v])
+    for r in wanted:
+        if rel.owner(r) is not r:
+            print(f"{r.version}: shares {r.series}; nothing to generate")
+            continue
+        try:
+            gen = generate(r)
+        except PatchkitError as e:
+            print(f"seriesgen: {r.version}: {e.message}", file=sys.stderr)
+            return e.exit_code
+        print(f"{r.version}: {gen.series}: {gen.placed_by_tool} by tool ({gen.adjusted_by_hand} "
+              f"adjusted), {gen.placed_by_hand} by hand, "
+              f"{len(gen.missing)} reference lines not placed; absent: {', '.join(gen.absent) or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
