@@ -26,3 +26,17 @@ def _isolated_home(tmp_path_factory):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture
+def runtime_dir(tmp_path):
+    """A folder holding the timing runtime as ``phase_timer.py``, importable as a plain module
+    by a subprocess that puts the folder on sys.path."""
+    import shutil
+
+    from patchkit.timing import RUNTIME_PATH
+
+    folder = tmp_path / "site"
+    folder.mkdir()
+    shutil.copyfile(RUNTIME_PATH, folder / "phase_timer.py")
+    return folder

@@ -222,11 +222,8 @@ def _run_workload(site: Path, out: Path, body: str, env: dict | None = None):
 
 
 @pytest.fixture
-def site(tmp_path):
-    folder = tmp_path / "site"
-    folder.mkdir()
-    shutil.copyfile(RUNTIME_PATH, folder / "phase_timer.py")
-    return folder
+def site(runtime_dir):
+    return runtime_dir
 
 
 KINDS = """

@@ -40,14 +40,6 @@ needs_cuda = pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")
 needs_torch = pytest.mark.skipif(not _has_torch(), reason="needs torch")
 
 
-@pytest.fixture
-def runtime_dir(tmp_path):
-    pkg = tmp_path / "site"
-    pkg.mkdir()
-    shutil.copyfile(RUNTIME_PATH, pkg / "phase_timer.py")
-    return pkg
-
-
 def run_script(runtime_dir, body, env=None, out_dir=None):
     script = "import sys\nsys.path.insert(0, %r)\n" % str(runtime_dir) + textwrap.dedent(body)
     full_env = {k: v for k, v in os.environ.items()
