@@ -159,6 +159,35 @@ def with_baseline_from_runs(doc: dict) -> None:
             return
 
 
+def write_tp2(run: Path, out: Path, doc: dict) -> None:
+    """sglang_gpu_tp2.{json,md}: the two-GPU sweep, and per point the ranks and rank skew."""
+    rows, info = sweep_entry(run)
+    sweep = read_json(run / "sweep.json")
+    for row, raw in zip(rows, sweep.get("rows", [])):
+        point = run / raw["report"] / "summary.json"
+        summary = read_json(point) if point.is_file() else {}
+        row["ranks"] = [r.get("rank") for r in summary.get("ranks", [])]
+        row["rank_skew"] = summary.get("rank_skew")
+    base = info.get("baseline_tokens_per_s")
+    best = max((r for r in rows if r.get("tokens_per_s")), key=lambda r: r["tokens_per_s"],
+               default=None)
+    tp2 = {"sglang_version": doc.get("sglang_version"), "gpu": doc.get("gpu"),
+           "collected": doc.get("collected"), "sweep": rows, "sweep_info": info,
+           "best": best and {"point": best["point"], "tokens_per_s": best["tokens_per_s"],
+                             "ratio_to_baseline": best["tokens_per_s"] / base if base else None}}
+    (out / "sglang_gpu_tp2.json").write_text(json.dumps(tp2, indent=2) + "\n", encoding="utf-8")
+    lines = ["# SGLang with --tp 2: the NCCL sweep", "",
+             f"Baseline (no speculation): {fmt(base)} tok/s; best: {best and best['point']}.", "",
+             "| point | tok/s | ratio | ranks | phases flagged for rank skew (> 10 % of mean) |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        skew = r.get("rank_skew") or {}
+        flagged = skew.get("flagged") or []
+        lines.append(f"| {r['point']} | {fmt(r['tokens_per_s'])} | {fmt(r['ratio_to_baseline'], '{:.3f}')} "
+                     f"| {r['ranks']} | {', '.join(flagged) or '-'} |")
+    (out / "sglang_gpu_tp2.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def gpu_name(work: Path) -> str | None:
     log = work.parent / "run.log"
     for path in (work / "gpu.txt", log):
@@ -313,6 +342,9 @@ def main(argv=None) -> int:
                 doc[key] = old[key]
         doc["merged_from"] = old.get("collected")
     with_baseline_from_runs(doc)
+    tp2_run = latest_run(work / "tp2")
+    if tp2_run is not None and (tp2_run / "sweep.json").is_file():
+        write_tp2(tp2_run, out, doc)
     if doc.get("sweep") and not doc.get("sweep_chart") and sweep_run is not None:
         # an interrupted sweep writes no chart: draw it from its recorded rows
         from patchkit.report.chart import write_sweep_chart

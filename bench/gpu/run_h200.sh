@@ -14,6 +14,7 @@
 #   sweep    profile.remote --matrix over speculative-num-steps (+ an env: key), --baseline
 #   timer    bench/gpu_timer_bench.py: host cost per timer call by mode, A/B overhead
 #   overhead profile.remote --matrix over the runtime's event sharing, A/B blocks in each server
+#   tp2      (two GPUs) --tp 2: every rank timed, rank skew, NCCL_PROTO x NCCL_ALGO sweep
 #   cudatests  pytest of the runtime and report (their CUDA-only tests run here)
 #   collect  bench/gpu/collect.py: $OUT/sglang_gpu.{json,md} + charts from everything under $WORK
 #   cache    $OUT/jitcache.tgz (copy to .carry-jit/ to skip kernel compilation next time)
@@ -118,6 +119,11 @@ stage_cudatests() {  # the runtime's CUDA-only tests (CI has no GPU; they skip t
   (cd "$ROOT" && run timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_timing_runtime.py tests/test_report.py) \
     && tail -n 3 "$LOG" > "$WORK/cuda_tests.txt"
 }
+
+# issue 12, for a machine with two GPUs (nvidia-h200-x2): both ranks timed, rank skew, the NCCL
+# sweep with a baseline; collect writes sglang_gpu_tp2.{json,md} from it
+stage_tp2() { profile tp2 --server "$SERVER $SPEC --tp 2" --env PATCHKIT_TIMER=events \
+                --matrix "${TP2_MATRIX:-env:NCCL_PROTO=LL,Simple;env:NCCL_ALGO=Ring,Tree}" --baseline; }
 
 stage_timer() {
   [ -f "$ROOT/bench/gpu_timer_bench.py" ] || return 0
