@@ -12,6 +12,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Callable
 
 from .errors import InvalidInput
 from .paths import strip_prefix
@@ -48,6 +49,14 @@ class Compiled:
     multi: dict[str, str] = field(default_factory=dict)
     single: dict[str, str] = field(default_factory=dict)
     full: bool = True                  # False: file table only (check/status/revert/unlock)
+    detail: Callable[[], list[FilePlan]] | None = field(default=None, repr=False)
+
+    def detailed_plan(self, k: int) -> FilePlan:
+        """File k's plan with its hunks (a cached compile keeps only the file table)."""
+        if self.detail is not None:
+            self.plans = self.detail()
+            self.detail = None
+        return self.plans[k - 1]
 
     def data(self, single: bool = False, scripts_needed: bool = True) -> str:
         scripts = (self.single if single else self.multi) if scripts_needed else {}
