@@ -34,8 +34,8 @@ pk_init() {
   mkdir "$PK_T/x" "$PK_T/y" "$PK_T/s" || pk_die 1 "cannot create temporary files in ${TMPDIR:-/tmp}"
 }
 
-pk_file() {  # k kind checkout-path installed-path pinned-sha lines dir-index
-  eval "pk_kind_$1=\$2 pk_pco_$1=\$3 pk_pin_$1=\$4 pk_sha_$1=\$5 pk_lines_$1=\$6 pk_dir_$1=\$7"
+pk_file() {  # k kind checkout-path installed-path pinned-sha lines state-slot dir-index
+  eval "pk_kind_$1=\$2 pk_pco_$1=\$3 pk_pin_$1=\$4 pk_sha_$1=\$5 pk_lines_$1=\$6 pk_dir_$1=\$7 pk_fdir_$1=\$8"
 }
 pk_expect() {  # k pre-extract-sha post-extract-sha post-wc
   eval "pk_prex_$1=\$2 pk_postx_$1=\$3 pk_postwc_$1=\$4"
@@ -233,10 +233,12 @@ pk_writable_dirs() {  # every directory a commit will rename into must be writab
 
 pk_stage() {  # stage-dir copy-modes(1/0)
   case $1 in /*) _sd=$1 ;; *) _sd=$PK_ROOT/$1 ;; esac
+  _copy=$2
   set --
   for _d in $PK_DIRS; do set -- "$@" "$_sd/$_d"; done
   mkdir -p "$@" || pk_die 1 "cannot create the stage directories under $_sd (disk full or read-only?)"
-  if [ "$2" = 1 ]; then pk_by_dir m pk_copy_modes "$_sd"; fi
+  PK_RO=
+  if [ "$_copy" = 1 ]; then pk_by_dir m pk_copy_modes "$_sd"; pk_ro_staged u+w; fi
   _k=1
   while [ "$_k" -le "$PK_N" ]; do
     pk_get pk_kind "$_k"; _kind=$_v; pk_staged_path "$_sd" "$_k"
@@ -270,6 +272,7 @@ pk_stage() {  # stage-dir copy-modes(1/0)
     done
     _c=$((_c + 1))
   done
+  pk_ro_staged u-w
   pk_check_staged "$_sd"
 }
 
@@ -277,13 +280,26 @@ pk_staged_path() {  # stage-dir k -> _sp
   pk_get pk_p "$2"; _b=${_v##*/}; pk_get pk_dir "$2"; _sp="$1/$_v/$_b"
 }
 
-pk_copy_modes() {  # stage-dir dir-index files...: staged files start as copies (modes kept)
+pk_copy_modes() {  # stage-dir slot files...: staged files start as copies (modes kept)
   _csd=$1; _cd=$2; shift 2
   cp -p "$@" "$_csd/$_cd/" 2>/dev/null || :
+  for _cf in "$@"; do   # a read-only original: its copy is made writable for sed, and read-only again
+    [ -w "$_csd/$_cd/${_cf##*/}" ] || PK_RO="${PK_RO:-}$PK_NL$_csd/$_cd/${_cf##*/}"
+  done
 }
 
-pk_by_dir() {  # kind function extra: calls `function extra dir-index files...` once per directory
-  # Groups come precomputed with the data: pk_g<kind>_<dir> lists the file numbers.
+pk_ro_staged() {  # u+w | u-w on the staged copies of read-only originals (one chmod)
+  [ -n "${PK_RO:-}" ] || return 0
+  _rmode=$1; _oifs=$IFS; IFS=$PK_NL
+  # shellcheck disable=SC2086
+  set -- $PK_RO
+  IFS=$_oifs
+  chmod "$_rmode" "$@" || pk_die 1 "chmod $_rmode failed on the target"
+}
+
+pk_by_dir() {  # kind function extra: calls `function extra slot files...` once per state slot
+  # Groups come precomputed with the data: pk_g<kind>_<slot> lists the file numbers. A slot
+  # (folder under .patchkit/stage and orig) holds files of many directories, one per base name.
   _bkind=$1; _bfn=$2; _bextra=$3
   for _bd in $PK_DIRS; do
     pk_get "pk_g$_bkind" "$_bd"; _bks=$_v
@@ -390,7 +406,7 @@ pk_manifest_read() {  # sets PK_M (1 when present), PK_M_STATE, PK_M_DIGEST, PK_
       f) [ $# -ge 7 ] || pk_die 1 "corrupt manifest line: $_mline"
          PK_MN=$((PK_MN + 1))
          _rest=${_mline#f "$2" "$3" "$4" "$5" "$6" }
-         eval "pk_mkind_$PK_MN=\$2 pk_mpre_$PK_MN=\$3 pk_mpost_$PK_MN=\$4 pk_mdir_$PK_MN=\$5 pk_mp_$PK_MN=\$_rest" ;;
+         eval "pk_mkind_$PK_MN=\$2 pk_mpre_$PK_MN=\$3 pk_mpost_$PK_MN=\$4 pk_mdir_$PK_MN=\$5 pk_mgd_$PK_MN=\$6 pk_mp_$PK_MN=\$_rest" ;;
     esac
     IFS=$PK_NL
   done
@@ -398,19 +414,24 @@ pk_manifest_read() {  # sets PK_M (1 when present), PK_M_STATE, PK_M_DIGEST, PK_
   pk_out "manifest ${PK_M_STATE:-?} ${PK_M_SERIES:-?} ${PK_M_DIGEST:-?} $PK_MN"
 }
 
+pk_manifest_body() {  # PK_MBODY, built once: per file kind, original and patched sha256, slot, dir, path
+  [ -n "${PK_MBODY:-}" ] && return 0
+  _k=1
+  while [ "$_k" -le "$PK_N" ]; do
+    pk_get pk_kind "$_k"; _kind=$_v; pk_get pk_p "$_k"; _p=$_v; pk_get pk_dir "$_k"; _d=$_v
+    _pre=-; _post=-
+    [ "$_kind" != create ] && { pk_get pk_sha "$_k"; _pre=$_v; }
+    [ "$_kind" != delete ] && { pk_get pk_post "$_k"; _post=$_v; }
+    pk_get pk_fdir "$_k"
+    PK_MBODY="${PK_MBODY:-}f $_kind $_pre $_post $_d $_v $_p$PK_NL"
+    _k=$((_k + 1))
+  done
+}
+
 pk_manifest_write() {  # state: the file is replaced atomically
-  {
-    printf 'pk-manifest 1\nseries %s %s\nstate %s\n' "$PK_SERIES" "$PK_DIGEST" "$1"
-    _k=1
-    while [ "$_k" -le "$PK_N" ]; do
-      pk_get pk_kind "$_k"; _kind=$_v; pk_get pk_p "$_k"; _p=$_v; pk_get pk_dir "$_k"; _d=$_v
-      _pre=-; _post=-
-      [ "$_kind" != create ] && { pk_get pk_sha "$_k"; _pre=$_v; }
-      [ "$_kind" != delete ] && { pk_get pk_post "$_k"; _post=$_v; }
-      printf 'f %s %s %s %s x %s\n' "$_kind" "$_pre" "$_post" "$_d" "$_p"
-      _k=$((_k + 1))
-    done
-  } > .patchkit/manifest.tmp && mv -f .patchkit/manifest.tmp .patchkit/manifest \
+  pk_manifest_body
+  printf 'pk-manifest 1\nseries %s %s\nstate %s\n%s' "$PK_SERIES" "$PK_DIGEST" "$1" "$PK_MBODY" \
+    > .patchkit/manifest.tmp && mv -f .patchkit/manifest.tmp .patchkit/manifest \
     || pk_die 1 "cannot write $PK_ROOT/.patchkit/manifest (disk full or read-only?)"
   printf '%s %s %s %s\n' "$(date +%s)" "$PK_OP" "$1" "$PK_SERIES" >> .patchkit/journal 2>/dev/null || :
 }
@@ -452,6 +473,7 @@ pk_restore() {  # put originals back from the manifest (force: 1 keeps modified 
     pk_get pk_mst "$_i"; _st=$_v; pk_get pk_mkind "$_i"; _kind=$_v; pk_get pk_mp "$_i"; _p=$_v
     pk_get pk_mdir "$_i"; _d=$_v; _b=${_p##*/}; _orig=".patchkit/orig/$_d/$_b"
     pk_get pk_mpre "$_i"; _pre=$_v; pk_get pk_mh_o "$_i"; _o=${_v:-}
+    pk_get pk_mgd "$_i"; _g=$_v; [ "$_g" = x ] && _g=$_d     # manifests older than slots: slot = dir
     if [ "$_st" = modified ] || [ "$_st" = missing ]; then
       [ "$_force" = 1 ] || pk_die 1 "refusing: $_p was modified after apply (use --force to discard)"
       if [ -e "$_p" ]; then mkdir -p ".patchkit/trash/$_d" && mv -f "$_p" ".patchkit/trash/$_d/$_b" \
@@ -462,20 +484,20 @@ pk_restore() {  # put originals back from the manifest (force: 1 keeps modified 
       if [ "$_kind" = create ]; then _rm="$_rm $_i"
       else
         [ "$_o" = "$_pre" ] || pk_die 1 "the saved original of $_p is missing or damaged ($_orig); nothing restored"
-        pk_get pk_rg "$_d"
+        pk_get pk_rg "$_g"
         if [ -z "$_v" ]; then
-          _rdirs="$_rdirs $_d"; _dest=${_p%/*}; [ "$_dest" = "$_p" ] && _dest=.
-          eval "pk_rdest_$_d=\$_dest"
+          _rdirs="$_rdirs $_g"; _dest=${_p%/*}; [ "$_dest" = "$_p" ] && _dest=.
+          eval "pk_rdest_$_g=\$_dest"
         fi
-        eval "pk_rg_$_d=\"\$_v \$_i\""
+        eval "pk_rg_$_g=\"\$_v \$_i\""
       fi
     fi
     _i=$((_i + 1))
   done
-  for _d in $_rdirs; do      # one mv per directory; each rename is atomic
-    pk_get pk_rg "$_d"; _ids=$_v; pk_get pk_rdest "$_d"; _dest=$_v
+  for _g in $_rdirs; do      # one mv per directory; each rename is atomic
+    pk_get pk_rg "$_g"; _ids=$_v; pk_get pk_rdest "$_g"; _dest=$_v
     set --
-    for _i in $_ids; do pk_get pk_mp "$_i"; set -- "$@" ".patchkit/orig/$_d/${_v##*/}"; done
+    for _i in $_ids; do pk_get pk_mp "$_i"; _b=${_v##*/}; pk_get pk_mdir "$_i"; set -- "$@" ".patchkit/orig/$_v/$_b"; done
     [ -d "$_dest" ] || mkdir -p "$_dest" || pk_die 1 "cannot create $_dest"
     mv -f "$@" "$_dest/" || pk_die 1 "cannot restore the originals into $_dest"
     for _i in $_ids; do pk_out "restored $_i original"; done
@@ -496,12 +518,10 @@ pk_backup() {  # _ dir-index files...: hard-link originals into .patchkit/orig/<
     || pk_die 1 "cannot save the originals of $* (disk full?)"
 }
 
-pk_commit_dir() {  # _ dir-index files...: rename the staged files over the originals, one mv per dir
-  _d=$2; shift 2
-  _dest=${1%/*}; [ "$_dest" = "$1" ] && _dest=.
-  _n=$#
-  for _p in "$@"; do set -- "$@" ".patchkit/stage/$_d/${_p##*/}"; done
-  shift "$_n"
+pk_commit_dir() {  # kind dir-index: rename the dir's staged files over its originals, one mv
+  pk_get "pk_G$1" "$2"; set --
+  for _ck in $_v; do pk_staged_path .patchkit/stage "$_ck"; set -- "$@" "$_sp"; done
+  pk_get pk_p "$_ck"; _dest=${_v%/*}; [ "$_dest" = "$_v" ] && _dest=.
   if [ -d "$_dest" ] || mkdir -p "$_dest"; then
     mv -f "$@" "$_dest/" && return 0
   fi
@@ -520,8 +540,8 @@ pk_commit_rollback() {  # a rename failed half-way: put back every file already 
 
 pk_commit() {
   pk_manifest_write committing
-  pk_by_dir m pk_commit_dir "" || pk_commit_rollback
-  pk_by_dir c pk_commit_dir "" || pk_commit_rollback
+  for _gdi in $PK_GDIRS; do pk_get pk_Gm "$_gdi"; [ -z "$_v" ] || pk_commit_dir m "$_gdi" || pk_commit_rollback; done
+  for _gdi in $PK_GDIRS; do pk_get pk_Gc "$_gdi"; [ -z "$_v" ] || pk_commit_dir c "$_gdi" || pk_commit_rollback; done
   _k=1; set --
   while [ "$_k" -le "$PK_N" ]; do
     pk_get pk_kind "$_k"; [ "$_v" = delete ] && { pk_get pk_p "$_k"; set -- "$@" "$_v"; }

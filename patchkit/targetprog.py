@@ -88,6 +88,7 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
     """Everything the target program needs; `full=False` skips planning the edits."""
     plans = plan_series(series) if full else file_table(series)
     dirs: dict[str, int] = {}
+    slots = state_slots(plans)
     lines: list[str] = []
     multi: dict[str, str] = {}
     single: dict[str, str] = {}
@@ -95,12 +96,13 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
     edits = {}
     funcs: list[str] = []
     for k, plan in enumerate(plans, 1):
-        d = dirs.setdefault(posixpath.dirname(plan.path), len(dirs) + 1)
+        gd = dirs.setdefault(posixpath.dirname(plan.path), len(dirs) + 1)
+        d = slots[k - 1]
         pinned = plan.pinned
         sha = pinned.sha256 if pinned else "-"
         nlines = pinned.lines if pinned else 0
         lines.append(f"pk_file {k} {plan.kind} {shq(plan.path)} {shq(strip_prefix(plan.path, prefix))} "
-                     f"{sha} {nlines} {d}")
+                     f"{sha} {nlines} {d} {gd}")
         if not full:
             continue
         pre_x = lines_digest(plan.expected_pre_lines())
@@ -117,25 +119,42 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
             funcs.append(f"pk_tail_{k}() {{ {printf_lines(edit.tail)}; }}")
         if plan.kind == "create":
             funcs.append(f"pk_create_{k}() {{ {printf_lines(plan.final)}; }}")
-    groups: dict[tuple[str, int], list[int]] = {}
+    by_slot: dict[tuple[str, int], list[int]] = {}
+    by_dir: dict[tuple[str, int], list[int]] = {}
     for k, plan in enumerate(plans, 1):
-        d = dirs[posixpath.dirname(plan.path)]
-        groups.setdefault((plan.kind[0], d), []).append(k)
-    lines.append(f"PK_DIRS={shq(' '.join(map(str, dirs.values())))}")
+        by_slot.setdefault((plan.kind[0], slots[k - 1]), []).append(k)
+        by_dir.setdefault((plan.kind[0], dirs[posixpath.dirname(plan.path)]), []).append(k)
+    lines.append(f"PK_DIRS={shq(' '.join(map(str, sorted(set(slots)))))}")
+    lines.append(f"PK_GDIRS={shq(' '.join(map(str, dirs.values())))}")
     lines.append(f"PK_EXEC={shq(' '.join(str(k) for k, p in enumerate(plans, 1) if p.executable))}")
-    for (kind, d), ks in groups.items():
+    for (kind, d), ks in by_slot.items():
         lines.append(f"pk_g{kind}_{d}={shq(' '.join(map(str, ks)))}")
+    for (kind, d), ks in by_dir.items():
+        lines.append(f"pk_G{kind}_{d}={shq(' '.join(map(str, ks)))}")
     chunks = [list(range(i + 1, min(i + CHUNK, len(plans)) + 1)) for i in range(0, len(plans), CHUNK)]
     lines.append(f"PK_N={len(plans)} PK_CHUNKS={len(chunks) if full else 0}")
     for c, members in enumerate(chunks if full else [], 1):
         pre_total, pre_files = _chunk_extraction(plans, members, "pre")
         multi[f"pre.c{c}.sed"] = extraction_script(pre_files, True)
-        multi[f"stage.c{c}.sed"] = "\n".join(_chunk_stage(plans, members, dirs, edits))
+        multi[f"stage.c{c}.sed"] = "\n".join(_chunk_stage(plans, members, slots, edits))
         multi[f"post.c{c}.sed"] = extraction_script(_chunk_extraction(plans, members, "post")[1], False)
         lines.append(f"pk_chunk_{c}={shq(' '.join(map(str, members)))} pk_pretotal_{c}={pre_total}")
     return Compiled(series=series, plans=plans, common="\n".join(lines) + "\n",
                     stage_funcs="".join(f + "\n" for f in funcs), multi=multi, single=single,
                     full=full)
+
+
+def state_slots(plans: list[FilePlan]) -> list[int]:
+    """Each file's folder under .patchkit/stage and .patchkit/orig: the n-th file of a base name
+    goes to folder n. Base names are unique within a folder, so one `ln`/`cp` per folder saves
+    the originals of files from any number of directories."""
+    seen: dict[str, int] = {}
+    out = []
+    for plan in plans:
+        base = posixpath.basename(plan.path)
+        seen[base] = seen.get(base, 0) + 1
+        out.append(seen[base])
+    return out
 
 
 def _chunk_extraction(plans, members, side: str):
@@ -158,7 +177,7 @@ def _chunk_extraction(plans, members, side: str):
     return offset, files
 
 
-def _chunk_stage(plans, members, dirs, edits):
+def _chunk_stage(plans, members, slots, edits):
     """One sed for many files: a jump per file (through a dispatch tree) to its own block of
     edits ending in `w`; see render.dispatch for why the jumps form a tree."""
     offset, items, blocks = 0, [], []
@@ -168,7 +187,7 @@ def _chunk_stage(plans, members, dirs, edits):
             continue
         if plan.orig_known:
             edit = edits[k].shifted(offset)
-            d = dirs[posixpath.dirname(plan.path)]
+            d = slots[k - 1]
             items.append((offset + 1, offset + plan.orig_known, f"s{k}"))
             blocks += [f":s{k}"] + edit + [f"w {d}/{posixpath.basename(plan.path)}", "d"]
         offset += plan.orig_known
