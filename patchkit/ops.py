@@ -11,7 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from .answer import Answer, parse_answer
+from .answer import Answer, TargetFile, parse_answer
 from .compilecache import compiled_series
 from .drift import explain_file
 from .errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
@@ -99,6 +99,10 @@ def run_program(compiled: Compiled, transport: Transport, op: str, opts: Options
 
 def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> HostResult:
     plans = compiled.plans
+    if "files ok" in ans.flags:       # the bulk check found every file as pinned
+        for k, plan in enumerate(plans, 1):
+            if plan.kind != "create" and plan.pinned:
+                ans.files.setdefault(k, TargetFile("present", plan.pinned.lines, plan.pinned.sha256))
     host = HostResult(target=label, op=op, state="unknown", exit_code=EXIT_OK, layout=ans.layout)
     for code, msg in ans.errors:
         host.messages.append(msg)

@@ -144,6 +144,37 @@ pk_batch() {  # tool var-prefix: runs tool once on the listed paths, sets <prefi
 }
 
 # -- checks: files against the pin, hunks' lines at their numbers --------------------------------
+# The common case is checked in bulk: a tool's first column (counts, hashes) for all files at
+# once against the list the client expects (PK_W_*). Any difference, or output of an unexpected
+# shape, falls back to the per-file comparison below, which says what differs.
+
+pk_column() {  # tool output -> _col: each line's first field, one per line
+  _col=; _oifs=$IFS; IFS=$PK_NL
+  for _l in $1; do _l=${_l#"${_l%%[! ]*}"}; _col="$_col${_l%%[ 	]*}$PK_NL"; done
+  IFS=$_oifs
+}
+
+pk_files_match() {  # with-hunks: 0 when every listed file has its pinned wc -l, sha256 (and hunk lines)
+  _fh=$1
+  if [ -z "$PK_LK" ]; then [ "$_fh" = 1 ] && pk_extract_pre 1; return 0; fi
+  _oifs=$IFS; IFS=$PK_NL
+  # shellcheck disable=SC2086
+  set -- $PK_LP
+  IFS=$_oifs
+  _out=$(wc -l "$@" 2>/dev/null) || return 1
+  pk_column "$_out"; [ "$_col" = "$PK_W_WC" ] || return 1
+  _want=$PK_W_SHA
+  if [ "$_fh" = 1 ]; then
+    pk_extract_pre 1
+    _al=$PK_LP
+    for _k in $PK_LK; do _al="$_al$PK_NL$PK_T/x/$_k"; done
+    _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
+    _want=$PK_W_SHA$PK_W_PREX
+  fi
+  _out=$($PK_SHA "$@" 2>/dev/null) || return 1
+  pk_column "$_out"; [ "$_col" = "$_want" ]
+}
+
 pk_check_files() {  # with-hunks (1/0)
   _hunks=$1; pk_list_reset; _k=1; PK_DRIFT=0; _present=
   while [ "$_k" -le "$PK_N" ]; do
@@ -154,6 +185,7 @@ pk_check_files() {  # with-hunks (1/0)
     else pk_out "file $_k missing"; PK_DRIFT=1; fi
     _k=$((_k + 1))
   done
+  if [ "$PK_DRIFT" = 0 ] && pk_files_match "$_hunks"; then pk_out "files ok"; return 0; fi
   pk_batch "wc -l" pk_wc
   _wcok=1
   for _k in $_present; do
@@ -197,7 +229,9 @@ pk_extract_pre() {  # wc-all-ok
     pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_pretotal "$_c"; _want=$_v
     if [ "$PK_SINGLE" != 1 ]; then
       set --
-      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = create ] && continue; pk_get pk_p "$_k"; set -- "$@" "$PK_ROOT/$_v"; : > "$PK_T/x/$_k"; done
+      _al=
+      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = create ] && continue; pk_get pk_p "$_k"; _al="$_al$PK_NL$PK_ROOT/$_v"; : > "$PK_T/x/$_k"; done
+      _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
       if [ $# -gt 0 ]; then
         _got=$(cd "$PK_T" && sed -n -f "$PK_T/s/pre.c$_c.sed" "$@") || pk_die 1 "sed failed on the target"
         if [ "$_got" != "$_want" ]; then pk_out "retry single"; exit 3; fi
@@ -258,7 +292,9 @@ pk_stage() {  # stage-dir copy-modes(1/0)
     pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_mode "$_c"; _mode=$_v
     if [ "$_mode" = multi ]; then
       set --
-      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = modify ] || continue; pk_get pk_p "$_k"; set -- "$@" "$PK_ROOT/$_v"; done
+      _al=
+      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = modify ] || continue; pk_get pk_p "$_k"; _al="$_al$PK_NL$PK_ROOT/$_v"; done
+      _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
       if [ $# -gt 0 ]; then (cd "$_sd" && sed -n -f "$PK_T/s/stage.c$_c.sed" "$@") || pk_die 1 "sed failed while staging (disk full?)"; fi
     else
       for _k in $_files; do
@@ -304,8 +340,9 @@ pk_by_dir() {  # kind function extra: calls `function extra slot files...` once 
   for _bd in $PK_DIRS; do
     pk_get "pk_g$_bkind" "$_bd"; _bks=$_v
     [ -n "$_bks" ] || continue
-    set -- "$_bextra" "$_bd"
-    for _bj in $_bks; do pk_get pk_p "$_bj"; set -- "$@" "$_v"; done
+    _al="${_bextra:--}$PK_NL$_bd"     # never empty: an empty first field would vanish
+    for _bj in $_bks; do pk_get pk_p "$_bj"; _al="$_al$PK_NL$_v"; done
+    _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
     "$_bfn" "$@" || return 1
   done
 }
@@ -319,22 +356,9 @@ pk_check_staged() {  # stage-dir: wc, post-image lines, sha256 of every staged f
     fi
     _k=$((_k + 1))
   done
+  pk_staged_match && return 0
   pk_batch "wc -l" pk_swc
-  _c=1
-  while [ "$_c" -le "$PK_CHUNKS" ]; do
-    pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_mode "$_c"
-    if [ "$_v" = multi ]; then
-      set --
-      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = delete ] && continue; pk_staged_path "$_sd" "$_k"; set -- "$@" "$_sp"; done
-      [ $# -gt 0 ] && { (cd "$PK_T" && sed -n -f "$PK_T/s/post.c$_c.sed" "$@") || pk_die 1 "sed failed on the target"; }
-    else
-      for _k in $_files; do
-        pk_get pk_kind "$_k"; [ "$_v" = delete ] && continue; pk_staged_path "$_sd" "$_k"
-        (cd "$PK_T" && sed -n -f "$PK_T/s/post.f$_k.sed" "$_sp") || pk_die 1 "sed failed on the target"
-      done
-    fi
-    _c=$((_c + 1))
-  done
+  pk_post_extract
   for _k in $_staged; do pk_list_add "y_$_k" "$PK_T/y/$_k"; done
   pk_batch "$PK_SHA" pk_s
   PK_BADSTAGE=0
@@ -346,6 +370,52 @@ pk_check_staged() {  # stage-dir: wc, post-image lines, sha256 of every staged f
     eval "pk_post_$_k=\$_h"
     pk_out "staged $_k $_w $_h $_y $_ok"
     [ "$_ok" = 1 ] || PK_BADSTAGE=1
+  done
+}
+
+pk_staged_match() {  # 0 when every staged file has its expected wc -l and new lines; sets pk_post_<k>
+  PK_BADSTAGE=0
+  [ -n "$_staged" ] || return 0
+  _oifs=$IFS; IFS=$PK_NL
+  # shellcheck disable=SC2086
+  set -- $PK_LP
+  IFS=$_oifs
+  _out=$(wc -l "$@" 2>/dev/null) || return 1
+  pk_column "$_out"; [ "$_col" = "$PK_W_SWC" ] || return 1
+  _out=$($PK_SHA "$@" 2>/dev/null) || return 1
+  pk_column "$_out"; _hashes=$_col
+  pk_post_extract
+  _al=
+  for _k in $_staged; do _al="$_al$PK_NL$PK_T/y/$_k"; done
+  _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
+  _out=$($PK_SHA "$@" 2>/dev/null) || return 1
+  pk_column "$_out"; [ "$_col" = "$PK_W_POSTX" ] || return 1
+  _col=$_hashes
+  # shellcheck disable=SC2086
+  set -- $_staged
+  _oifs=$IFS; IFS=$PK_NL
+  for _h in $_col; do eval "pk_post_$1=\$_h"; shift; done
+  IFS=$_oifs
+  pk_out "stage verified"
+}
+
+pk_post_extract() {  # the staged files' new lines at their new numbers, one sed per chunk
+  _c=1
+  while [ "$_c" -le "$PK_CHUNKS" ]; do
+    pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_mode "$_c"
+    if [ "$_v" = multi ]; then
+      set --
+      _al=
+      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = delete ] && continue; pk_staged_path "$_sd" "$_k"; _al="$_al$PK_NL$_sp"; done
+      _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
+      [ $# -gt 0 ] && { (cd "$PK_T" && sed -n -f "$PK_T/s/post.c$_c.sed" "$@") || pk_die 1 "sed failed on the target"; }
+    else
+      for _k in $_files; do
+        pk_get pk_kind "$_k"; [ "$_v" = delete ] && continue; pk_staged_path "$_sd" "$_k"
+        (cd "$PK_T" && sed -n -f "$PK_T/s/post.f$_k.sed" "$_sp") || pk_die 1 "sed failed on the target"
+      done
+    fi
+    _c=$((_c + 1))
   done
 }
 
@@ -542,11 +612,12 @@ pk_commit() {
   pk_manifest_write committing
   for _gdi in $PK_GDIRS; do pk_get pk_Gm "$_gdi"; [ -z "$_v" ] || pk_commit_dir m "$_gdi" || pk_commit_rollback; done
   for _gdi in $PK_GDIRS; do pk_get pk_Gc "$_gdi"; [ -z "$_v" ] || pk_commit_dir c "$_gdi" || pk_commit_rollback; done
-  _k=1; set --
+  _k=1; _al=
   while [ "$_k" -le "$PK_N" ]; do
-    pk_get pk_kind "$_k"; [ "$_v" = delete ] && { pk_get pk_p "$_k"; set -- "$@" "$_v"; }
+    pk_get pk_kind "$_k"; [ "$_v" = delete ] && { pk_get pk_p "$_k"; _al="$_al$PK_NL$_v"; }
     _k=$((_k + 1))
   done
+  _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
   if [ $# -gt 0 ]; then rm -f "$@" || { PK_COMMIT_FAILED=$1; pk_commit_rollback; }; fi
   pk_manifest_write applied
   rm -rf .patchkit/stage

@@ -131,6 +131,7 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
         lines.append(f"pk_g{kind}_{d}={shq(' '.join(map(str, ks)))}")
     for (kind, d), ks in by_dir.items():
         lines.append(f"pk_G{kind}_{d}={shq(' '.join(map(str, ks)))}")
+    lines += _expected_columns(plans, full)
     chunks = [list(range(i + 1, min(i + CHUNK, len(plans)) + 1)) for i in range(0, len(plans), CHUNK)]
     lines.append(f"PK_N={len(plans)} PK_CHUNKS={len(chunks) if full else 0}")
     for c, members in enumerate(chunks if full else [], 1):
@@ -142,6 +143,25 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
     return Compiled(series=series, plans=plans, common="\n".join(lines) + "\n",
                     stage_funcs="".join(f + "\n" for f in funcs), multi=multi, single=single,
                     full=full)
+
+
+def _expected_columns(plans: list[FilePlan], full: bool) -> list[str]:
+    """What the first column of `wc -l` and of the sha256 tool must read, file after file, when
+    every file is as pinned (originals) or as planned (staged results): PK_W_* for the bulk checks."""
+    def column(values: list, total: bool) -> str:
+        if total and len(values) > 1:
+            values = values + [sum(values)]
+        return shq("".join(f"{v}\n" for v in values))
+
+    orig = [p for p in plans if p.kind != "create"]
+    out = [f"PK_W_WC={column([p.pinned.lines for p in orig], True)}",
+           f"PK_W_SHA={column([p.pinned.sha256 for p in orig], False)}"]
+    if full:
+        staged = [p for p in plans if p.kind != "delete"]
+        out += [f"PK_W_PREX={column([lines_digest(p.expected_pre_lines()) for p in orig], False)}",
+                f"PK_W_SWC={column([p.post_wc for p in staged], True)}",
+                f"PK_W_POSTX={column([lines_digest(p.expected_post_lines()) for p in staged], False)}"]
+    return out
 
 
 def state_slots(plans: list[FilePlan]) -> list[int]:
