@@ -2,8 +2,14 @@
 
 The diffs are real: every .py file that changed between the sglang 0.5.9 and 0.5.10 wheels
 (fetched by pinned version and sha256), one patch per file. Each tool applies the same patches to
-its own copy of the 0.5.9 tree and reverts them; the script prints medians and the two ratios the
-engine issue sets as goals: patchkit <= 0.25x quilt, patchkit <= 5x git apply.
+its own copy of the 0.5.9 tree and reverts them; the script prints medians and the ratios the
+engine issue sets as goals (patchkit apply <= 0.25x `quilt push -a` and <= 5x `git apply`), for
+apply alone and for apply+revert.
+
+patchkit runs twice over: "cold" is the very first apply of the series (its compile cache, in a
+fresh PATCHKIT_CACHE, is empty: parse + plan included), "warm" every later one (the compiled
+series is read back from the cache). CPU seconds (this process; the target program and its
+tools) are printed beside the wall clock, which a shared machine makes noisy.
 
     python bench/bench_apply.py [--runs 3] [--limit N]
 """
@@ -12,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -78,6 +85,19 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
+class CPU:
+    """CPU seconds of this process and of its (waited-for) children while a block runs."""
+
+    def __enter__(self):
+        self.s, self.c = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        return self
+
+    def __exit__(self, *exc):
+        s, c = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        self.own = s.ru_utime + s.ru_stime - self.s.ru_utime - self.s.ru_stime
+        self.children = c.ru_utime + c.ru_stime - self.c.ru_utime - self.c.ru_stime
+
+
 def run(cmd, cwd, env=None):
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, env=env)
     if proc.returncode:
@@ -90,20 +110,28 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="use only the first N changed files")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pk-bench-"))
+    os.environ["PATCHKIT_CACHE"] = str(work / "cache")      # cold first apply: nothing compiled yet
     try:
         series, files, hunks = build_series(work, args.limit)
         patches = [series / n for n in (series / "series").read_text().split()]
         print(f"series: {len(patches)} real diffs (sglang 0.5.9 -> 0.5.10), {len(files)} files, "
-              f"{hunks} hunks")
+              f"{len({os.path.dirname(p) for p in files})} directories, {hunks} hunks")
         env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(work), QUILT_PATCHES=str(series))
         results: dict[str, list[float]] = {k: [] for k in (
             "patchkit apply", "patchkit revert", "patchkit CLI apply", "patchkit CLI revert",
             "quilt push -a", "quilt pop -a", "git apply", "git apply -R")}
+        cpu: dict[str, list[tuple[float, float]]] = {"patchkit apply": [], "patchkit revert": []}
         tree = work / "tree"
+        fresh_tree(tree, files)
+        with CPU() as cold_cpu:
+            cold = timed(lambda: _ok(ops.apply(str(series), [str(tree)])))
+        cold_revert = timed(lambda: _ok(ops.revert(str(series), [str(tree)])))
         for _ in range(args.runs):
             fresh_tree(tree, files)
-            results["patchkit apply"].append(timed(lambda: _ok(ops.apply(str(series), [str(tree)]))))
-            results["patchkit revert"].append(timed(lambda: _ok(ops.revert(str(series), [str(tree)]))))
+            for op, fn in (("apply", ops.apply), ("revert", ops.revert)):
+                with CPU() as c:
+                    results[f"patchkit {op}"].append(timed(lambda: _ok(fn(str(series), [str(tree)]))))
+                cpu[f"patchkit {op}"].append((c.own, c.children))
             cli = [sys.executable, "-m", "invoke", "patch.apply", "--series", str(series), "--target", str(tree)]
             results["patchkit CLI apply"].append(timed(lambda: run(cli, REPO)))
             cli[3] = "patch.revert"
@@ -116,18 +144,26 @@ def main() -> None:
             results["git apply"].append(timed(lambda: run(["git", "apply", *map(str, patches)], tree, env)))
             results["git apply -R"].append(timed(lambda: run(["git", "apply", "-R", *map(str, reversed(patches))], tree, env)))
         med = {k: statistics.median(v) for k, v in results.items()}
+        print(f"  {'patchkit apply, cold':22s} {cold:8.3f} s (first apply: parse + plan, cache empty; "
+              f"CPU: python {cold_cpu.own:.2f} s, target {cold_cpu.children:.2f} s)")
+        print(f"  {'patchkit revert, cold':22s} {cold_revert:8.3f} s")
         for k, v in med.items():
-            print(f"  {k:22s} {v:8.3f} s (median of {args.runs})")
-        pk = med["patchkit apply"] + med["patchkit revert"]
-        pk_cli = med["patchkit CLI apply"] + med["patchkit CLI revert"]
-        quilt = med["quilt push -a"] + med["quilt pop -a"]
-        git = med["git apply"] + med["git apply -R"]
-        print(f"apply+revert: patchkit {pk:.3f} s (CLI, start-up included: {pk_cli:.3f} s), "
-              f"quilt {quilt:.3f} s, git apply {git:.3f} s")
-        print(f"ratio patchkit/quilt     = {pk / quilt:.3f}  (goal <= 0.25; CLI {pk_cli / quilt:.3f})")
-        print(f"ratio patchkit/git apply = {pk / git:.2f}   (goal <= 5; CLI {pk_cli / git:.2f})")
-        print(f"apply only: patchkit/quilt = {med['patchkit apply'] / med['quilt push -a']:.3f}, "
-              f"patchkit/git = {med['patchkit apply'] / med['git apply']:.2f}")
+            extra = ""
+            if k in cpu:
+                own, children = (statistics.median(x) for x in zip(*cpu[k]))
+                extra = f"; CPU: python {own:.2f} s, target {children:.2f} s"
+            print(f"  {k:22s} {v:8.3f} s (median of {args.runs}{', warm' if k in cpu else ''}{extra})")
+        quilt, git = med["quilt push -a"], med["git apply"]
+        quilt2, git2 = quilt + med["quilt pop -a"], git + med["git apply -R"]
+        rows = [("apply, warm", med["patchkit apply"], quilt, git),
+                ("apply, cold", cold, quilt, git),
+                ("apply, CLI (start-up incl.)", med["patchkit CLI apply"], quilt, git),
+                ("apply+revert, warm", med["patchkit apply"] + med["patchkit revert"], quilt2, git2),
+                ("apply+revert, cold", cold + cold_revert, quilt2, git2),
+                ("apply+revert, CLI", med["patchkit CLI apply"] + med["patchkit CLI revert"], quilt2, git2)]
+        print(f"{'ratios':30s} {'patchkit':>9s} {'/quilt':>8s} {'/git apply':>11s}   (goal: apply <= 0.25x quilt, <= 5x git apply)")
+        for label, pk, q, g in rows:
+            print(f"  {label:28s} {pk:8.3f}s {pk / q:8.3f} {pk / g:10.2f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
