@@ -89,6 +89,7 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
     plans = plan_series(series) if full else file_table(series)
     dirs: dict[str, int] = {}
     slots = state_slots(plans)
+    digests = [["", ""] for _ in plans]          # hunk lines before / after, as the target hashes them
     lines: list[str] = []
     multi: dict[str, str] = {}
     single: dict[str, str] = {}
@@ -105,8 +106,8 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
                      f"{sha} {nlines} {d} {gd}")
         if not full:
             continue
-        pre_x = lines_digest(plan.expected_pre_lines())
-        post_x = lines_digest(plan.expected_post_lines())
+        pre_x = digests[k - 1][0] = lines_digest(plan.expected_pre_lines())
+        post_x = digests[k - 1][1] = lines_digest(plan.expected_post_lines())
         lines.append(f"pk_expect {k} {pre_x} {post_x} {plan.post_wc}")
         if plan.kind != "delete":
             single[f"post.f{k}.sed"] = extraction_script([(f"y/{k}", post_ranges(plan), 0)], False)
@@ -131,7 +132,7 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
         lines.append(f"pk_g{kind}_{d}={shq(' '.join(map(str, ks)))}")
     for (kind, d), ks in by_dir.items():
         lines.append(f"pk_G{kind}_{d}={shq(' '.join(map(str, ks)))}")
-    lines += _expected_columns(plans, full)
+    lines += _expected_columns(plans, digests, full)
     chunks = [list(range(i + 1, min(i + CHUNK, len(plans)) + 1)) for i in range(0, len(plans), CHUNK)]
     lines.append(f"PK_N={len(plans)} PK_CHUNKS={len(chunks) if full else 0}")
     for c, members in enumerate(chunks if full else [], 1):
@@ -145,7 +146,7 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
                     full=full)
 
 
-def _expected_columns(plans: list[FilePlan], full: bool) -> list[str]:
+def _expected_columns(plans: list[FilePlan], digests: list[list[str]], full: bool) -> list[str]:
     """What the first column of `wc -l` and of the sha256 tool must read, file after file, when
     every file is as pinned (originals) or as planned (staged results): PK_W_* for the bulk checks."""
     def column(values: list, total: bool) -> str:
@@ -153,14 +154,14 @@ def _expected_columns(plans: list[FilePlan], full: bool) -> list[str]:
             values = values + [sum(values)]
         return shq("".join(f"{v}\n" for v in values))
 
-    orig = [p for p in plans if p.kind != "create"]
-    out = [f"PK_W_WC={column([p.pinned.lines for p in orig], True)}",
-           f"PK_W_SHA={column([p.pinned.sha256 for p in orig], False)}"]
+    orig = [k for k, p in enumerate(plans) if p.kind != "create"]
+    out = [f"PK_W_WC={column([plans[k].pinned.lines for k in orig], True)}",
+           f"PK_W_SHA={column([plans[k].pinned.sha256 for k in orig], False)}"]
     if full:
-        staged = [p for p in plans if p.kind != "delete"]
-        out += [f"PK_W_PREX={column([lines_digest(p.expected_pre_lines()) for p in orig], False)}",
-                f"PK_W_SWC={column([p.post_wc for p in staged], True)}",
-                f"PK_W_POSTX={column([lines_digest(p.expected_post_lines()) for p in staged], False)}"]
+        staged = [k for k, p in enumerate(plans) if p.kind != "delete"]
+        out += [f"PK_W_PREX={column([digests[k][0] for k in orig], False)}",
+                f"PK_W_SWC={column([plans[k].post_wc for k in staged], True)}",
+                f"PK_W_POSTX={column([digests[k][1] for k in staged], False)}"]
     return out
 
 
