@@ -120,50 +120,65 @@ def main() -> None:
         results: dict[str, list[float]] = {k: [] for k in (
             "patchkit apply", "patchkit revert", "patchkit CLI apply", "patchkit CLI revert",
             "quilt push -a", "quilt pop -a", "git apply", "git apply -R")}
-        cpu: dict[str, list[tuple[float, float]]] = {"patchkit apply": [], "patchkit revert": []}
+        cpu: dict[str, list[float]] = {k: [] for k in results}      # CPU s: own + children
         tree = work / "tree"
         fresh_tree(tree, files)
+        def measure(name, fn):
+            with CPU() as c:
+                results[name].append(timed(fn))
+            cpu[name].append(c.own + c.children)
+            return c
+
         with CPU() as cold_cpu:
             cold = timed(lambda: _ok(ops.apply(str(series), [str(tree)])))
-        cold_revert = timed(lambda: _ok(ops.revert(str(series), [str(tree)])))
+        with CPU() as cold_revert_cpu:
+            cold_revert = timed(lambda: _ok(ops.revert(str(series), [str(tree)])))
+        own: dict[str, list[float]] = {"patchkit apply": [], "patchkit revert": []}
         for _ in range(args.runs):
             fresh_tree(tree, files)
             for op, fn in (("apply", ops.apply), ("revert", ops.revert)):
-                with CPU() as c:
-                    results[f"patchkit {op}"].append(timed(lambda: _ok(fn(str(series), [str(tree)]))))
-                cpu[f"patchkit {op}"].append((c.own, c.children))
+                c = measure(f"patchkit {op}", lambda: _ok(fn(str(series), [str(tree)])))
+                own[f"patchkit {op}"].append(c.own)
             cli = [sys.executable, "-m", "invoke", "patch.apply", "--series", str(series), "--target", str(tree)]
-            results["patchkit CLI apply"].append(timed(lambda: run(cli, REPO)))
+            measure("patchkit CLI apply", lambda: run(cli, REPO))
             cli[3] = "patch.revert"
-            results["patchkit CLI revert"].append(timed(lambda: run(cli, REPO)))
+            measure("patchkit CLI revert", lambda: run(cli, REPO))
             fresh_tree(tree, files)
-            results["quilt push -a"].append(timed(lambda: run(["quilt", "push", "-a", "-q"], tree, env)))
-            results["quilt pop -a"].append(timed(lambda: run(["quilt", "pop", "-a", "-q"], tree, env)))
+            measure("quilt push -a", lambda: run(["quilt", "push", "-a", "-q"], tree, env))
+            measure("quilt pop -a", lambda: run(["quilt", "pop", "-a", "-q"], tree, env))
             shutil.rmtree(tree / ".pc", ignore_errors=True)
             fresh_tree(tree, files)
-            results["git apply"].append(timed(lambda: run(["git", "apply", *map(str, patches)], tree, env)))
-            results["git apply -R"].append(timed(lambda: run(["git", "apply", "-R", *map(str, reversed(patches))], tree, env)))
+            measure("git apply", lambda: run(["git", "apply", *map(str, patches)], tree, env))
+            measure("git apply -R", lambda: run(["git", "apply", "-R", *map(str, reversed(patches))], tree, env))
         med = {k: statistics.median(v) for k, v in results.items()}
-        print(f"  {'patchkit apply, cold':22s} {cold:8.3f} s (first apply: parse + plan, cache empty; "
-              f"CPU: python {cold_cpu.own:.2f} s, target {cold_cpu.children:.2f} s)")
-        print(f"  {'patchkit revert, cold':22s} {cold_revert:8.3f} s")
+        mcpu = {k: statistics.median(v) for k, v in cpu.items()}
+        mcpu["cold apply"] = cold_cpu.own + cold_cpu.children
+        mcpu["cold revert"] = cold_revert_cpu.own + cold_revert_cpu.children
+        print(f"  {'patchkit apply, cold':22s} {cold:8.3f} s   CPU {mcpu['cold apply']:6.3f} s "
+              f"(python {cold_cpu.own:.2f}, target {cold_cpu.children:.2f}; first apply: parse + plan)")
+        print(f"  {'patchkit revert, cold':22s} {cold_revert:8.3f} s   CPU {mcpu['cold revert']:6.3f} s")
         for k, v in med.items():
             extra = ""
-            if k in cpu:
-                own, children = (statistics.median(x) for x in zip(*cpu[k]))
-                extra = f"; CPU: python {own:.2f} s, target {children:.2f} s"
-            print(f"  {k:22s} {v:8.3f} s (median of {args.runs}{', warm' if k in cpu else ''}{extra})")
-        quilt, git = med["quilt push -a"], med["git apply"]
-        quilt2, git2 = quilt + med["quilt pop -a"], git + med["git apply -R"]
-        rows = [("apply, warm", med["patchkit apply"], quilt, git),
-                ("apply, cold", cold, quilt, git),
-                ("apply, CLI (start-up incl.)", med["patchkit CLI apply"], quilt, git),
-                ("apply+revert, warm", med["patchkit apply"] + med["patchkit revert"], quilt2, git2),
-                ("apply+revert, cold", cold + cold_revert, quilt2, git2),
-                ("apply+revert, CLI", med["patchkit CLI apply"] + med["patchkit CLI revert"], quilt2, git2)]
-        print(f"{'ratios':30s} {'patchkit':>9s} {'/quilt':>8s} {'/git apply':>11s}   (goal: apply <= 0.25x quilt, <= 5x git apply)")
-        for label, pk, q, g in rows:
-            print(f"  {label:28s} {pk:8.3f}s {pk / q:8.3f} {pk / g:10.2f}x")
+            if k in own:
+                o = statistics.median(own[k])
+                extra = f" (python {o:.2f}, target {mcpu[k] - o:.2f}; warm)"
+            print(f"  {k:22s} {v:8.3f} s   CPU {mcpu[k]:6.3f} s{extra}   median of {args.runs}")
+        pairs = [("apply, warm", "patchkit apply", None), ("apply, cold", "cold apply", None),
+                 ("apply, CLI (start-up incl.)", "patchkit CLI apply", None),
+                 ("apply+revert, warm", "patchkit apply", "patchkit revert"),
+                 ("apply+revert, cold", "cold apply", "cold revert"),
+                 ("apply+revert, CLI", "patchkit CLI apply", "patchkit CLI revert")]
+        wall = dict(med, **{"cold apply": cold, "cold revert": cold_revert})
+        print(f"{'ratios (wall clock | CPU)':30s} {'/quilt':>15s} {'/git apply':>17s}   "
+              "(goal: apply <= 0.25x quilt, <= 5x git apply)")
+        for label, a, r in pairs:
+            out = []
+            for t in (wall, mcpu):
+                pk = t[a] + (t[r] if r else 0)
+                q = t["quilt push -a"] + (t["quilt pop -a"] if r else 0)
+                g = t["git apply"] + (t["git apply -R"] if r else 0)
+                out.append((pk / q, pk / g))
+            print(f"  {label:28s} {out[0][0]:6.3f} | {out[1][0]:5.3f}   {out[0][1]:6.1f}x | {out[1][1]:5.1f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
