@@ -42,7 +42,12 @@ pk_expect() {  # k pre-extract-sha post-extract-sha post-wc
 }
 
 # -- layout -------------------------------------------------------------------------------------
+pk_table_load() {  # the per-file data (pk_file, pk_expect lines), once
+  [ "${PK_TABLE:-0}" = 1 ] || { PK_TABLE=1; pk_table; }
+}
+
 pk_layout() {  # wanted (auto|checkout|installed)
+  pk_table_load
   _want=$1; _k=1; _seen=
   while [ "$_k" -le "$PK_N" ]; do
     pk_get pk_kind "$_k"; _kind=$_v

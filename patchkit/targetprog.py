@@ -91,6 +91,7 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
     slots = state_slots(plans)
     digests = [["", ""] for _ in plans]          # hunk lines before / after, as the target hashes them
     lines: list[str] = []
+    table: list[str] = []                        # per-file data, defined only when an op needs it
     multi: dict[str, str] = {}
     single: dict[str, str] = {}
     prefix = series.pin.package_prefix
@@ -102,13 +103,13 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
         pinned = plan.pinned
         sha = pinned.sha256 if pinned else "-"
         nlines = pinned.lines if pinned else 0
-        lines.append(f"pk_file {k} {plan.kind} {shq(plan.path)} {shq(strip_prefix(plan.path, prefix))} "
+        table.append(f"pk_file {k} {plan.kind} {shq(plan.path)} {shq(strip_prefix(plan.path, prefix))} "
                      f"{sha} {nlines} {d} {gd}")
         if not full:
             continue
         pre_x = digests[k - 1][0] = lines_digest(plan.expected_pre_lines())
         post_x = digests[k - 1][1] = lines_digest(plan.expected_post_lines())
-        lines.append(f"pk_expect {k} {pre_x} {post_x} {plan.post_wc}")
+        table.append(f"pk_expect {k} {pre_x} {post_x} {plan.post_wc}")
         if plan.kind != "delete":
             single[f"post.f{k}.sed"] = extraction_script([(f"y/{k}", post_ranges(plan), 0)], False)
         if plan.kind != "create":
@@ -141,6 +142,9 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
         multi[f"stage.c{c}.sed"] = "\n".join(_chunk_stage(plans, members, slots, edits))
         multi[f"post.c{c}.sed"] = extraction_script(_chunk_extraction(plans, members, "post")[1], False)
         lines.append(f"pk_chunk_{c}={shq(' '.join(map(str, members)))} pk_pretotal_{c}={pre_total}")
+    # A function: revert and status work from the manifest and never define these variables
+    # (dash looks variables up in a small hash table; thousands of them slow every lookup).
+    lines.insert(0, "pk_table() {\n" + "\n".join(table or [":"]) + "\n}")
     return Compiled(series=series, plans=plans, common="\n".join(lines) + "\n",
                     stage_funcs="".join(f + "\n" for f in funcs), multi=multi, single=single,
                     full=full)
