@@ -168,6 +168,34 @@ def test_git_header_only_diffs_and_modes(tmp_path, busybox_bin):
     assert repo.exists()
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("context", [0, 3])
+def test_files_with_many_edits(tmp_path, busybox_bin, seed, context):
+    """A file with about a hundred edited places (inserts, deletions, replacements, at the first
+    and after the last line) next to a small one, in one chunk, under GNU and BusyBox sed."""
+    import random
+    rnd = random.Random(seed)
+    lines = [b"line %d %s" % (i, rnd.choice([b"", b"\\", b"&", b"/x/", b"\t"])) for i in range(1, 401)]
+    new: list[bytes] = []
+    for i, ln in enumerate(lines):
+        op = rnd.random()
+        if i == 0 and seed % 2:
+            new.append(b"before first")
+        if op < 0.08:
+            continue                                      # deleted
+        if op < 0.16:
+            new.append(ln + b" changed")                  # replaced
+        else:
+            new.append(ln)
+        if 0.16 <= op < 0.24:
+            new += [b"added after %d" % i, b"and %d" % i]  # inserted
+    if seed >= 2:
+        new.append(b"after last")
+    before = {"big.py": b"\n".join(lines) + b"\n", "small.py": b"a\nb\n"}
+    after = {"big.py": b"\n".join(new) + b"\n", "small.py": b"a\nB\n"}
+    roundtrip(tmp_path, before, after, context, busybox_bin)
+
+
 def test_modified_files_keep_their_modes(tmp_path, busybox_bin):
     """A patched file keeps its original's mode (executable, group-writable, read-only), and
     revert brings back the original file itself: same inode, mode and mtime."""
