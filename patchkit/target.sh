@@ -59,6 +59,7 @@ pk_layout() {  # wanted (auto|checkout|installed)
       fi
       _seen="$_seen $_co"
     fi
+    [ "$_want" = auto ] || break       # decided: the rest only matters to say what was missing
     _k=$((_k + 1))
   done
   if [ "$_want" = auto ]; then
@@ -278,15 +279,8 @@ pk_stage() {  # stage-dir copy-modes(1/0)
   mkdir -p "$@" || pk_die 1 "cannot create the stage directories under $_sd (disk full or read-only?)"
   PK_RO=
   if [ "$_copy" = 1 ]; then pk_by_dir m pk_copy_modes "$_sd"; pk_ro_staged u+w; fi
-  _k=1
-  while [ "$_k" -le "$PK_N" ]; do
-    pk_get pk_kind "$_k"; _kind=$_v; pk_staged_path "$_sd" "$_k"
-    case $_kind in
-      modify) : > "$_sp" || pk_die 1 "cannot write $_sp (disk full or read-only?)" ;;
-      create) pk_create_"$_k" > "$_sp" || pk_die 1 "cannot write $_sp (disk full or read-only?)" ;;
-    esac
-    _k=$((_k + 1))
-  done
+  # every staged file starts empty or as the created text (the client lists them: no lookups)
+  pk_stage_start "$_sd" || pk_die 1 "cannot write the staged files under $_sd (disk full or read-only?)"
   if [ -n "${PK_EXEC:-}" ]; then          # created with git's "new file mode 100755"
     set --
     for _k in $PK_EXEC; do pk_staged_path "$_sd" "$_k"; set -- "$@" "$_sp"; done
@@ -307,10 +301,8 @@ pk_stage() {  # stage-dir copy-modes(1/0)
         (cd "$_sd" && sed -n -f "$PK_T/s/stage.f$_k.sed" "$PK_ROOT/$_v") || pk_die 1 "sed failed while staging $_v"
       done
     fi
-    for _k in $_files; do
-      pk_get pk_kind "$_k"; [ "$_v" = modify ] || continue
-      pk_staged_path "$_sd" "$_k"; pk_tail_"$_k" >> "$_sp" || pk_die 1 "cannot write $_sp (disk full?)"
-    done
+    # new lines after the last original line of a file, by printf (listed per chunk by the client)
+    pk_stage_tails_"$_c" "$_sd" || pk_die 1 "cannot write the staged files under $_sd (disk full?)"
     _c=$((_c + 1))
   done
   pk_ro_staged u-w

@@ -97,6 +97,8 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
     prefix = series.pin.package_prefix
     edits = {}
     funcs: list[str] = []
+    starts: list[str] = []                       # stage-dir: each staged file, empty or created
+    tails: dict[int, list[str]] = {}             # chunk -> appends of the new last lines
     for k, plan in enumerate(plans, 1):
         gd = dirs.setdefault(posixpath.dirname(plan.path), len(dirs) + 1)
         d = slots[k - 1]
@@ -118,9 +120,14 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
             edit = edits[k] = stage_edit(plan)
             base = posixpath.basename(plan.path)
             single[f"stage.f{k}.sed"] = "\n".join(edit.commands + [f"w {d}/{base}"])
-            funcs.append(f"pk_tail_{k}() {{ {printf_lines(edit.tail)}; }}")
+            if edit.tail:
+                funcs.append(f"pk_tail_{k}() {{ {printf_lines(edit.tail)}; }}")
+                tails.setdefault((k - 1) // CHUNK + 1, []).append(
+                    f"pk_tail_{k} >> \"$1\"/{shq(f'{d}/{base}')} || return 1")
+            starts.append(f": > \"$1\"/{shq(f'{d}/{base}')} || return 1")
         if plan.kind == "create":
             funcs.append(f"pk_create_{k}() {{ {printf_lines(plan.final)}; }}")
+            starts.append(f"pk_create_{k} > \"$1\"/{shq(f'{d}/{posixpath.basename(plan.path)}')} || return 1")
     by_slot: dict[tuple[str, int], list[int]] = {}
     by_dir: dict[tuple[str, int], list[int]] = {}
     for k, plan in enumerate(plans, 1):
@@ -145,6 +152,9 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
     # A function: revert and status work from the manifest and never define these variables
     # (dash looks variables up in a small hash table; thousands of them slow every lookup).
     lines.insert(0, "pk_table() {\n" + "\n".join(table or [":"]) + "\n}")
+    funcs.append("pk_stage_start() {\n" + "\n".join(starts + [":"]) + "\n}")
+    funcs += [f"pk_stage_tails_{c}() {{\n" + "\n".join(tails.get(c, []) + [":"]) + "\n}"
+              for c in range(1, len(chunks) + 1)]
     return Compiled(series=series, plans=plans, common="\n".join(lines) + "\n",
                     stage_funcs="".join(f + "\n" for f in funcs), multi=multi, single=single,
                     full=full)
