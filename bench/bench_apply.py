@@ -110,9 +110,9 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="use only the first N changed files")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pk-bench-"))
-    os.environ["PATCHKIT_CACHE"] = str(work / "cache")      # cold first apply: nothing compiled yet
     try:
-        series, files, hunks = build_series(work, args.limit)
+        series, files, hunks = build_series(work, args.limit)     # wheels from the usual cache
+        os.environ["PATCHKIT_CACHE"] = str(work / "cache")        # cold first apply: nothing compiled yet
         patches = [series / n for n in (series / "series").read_text().split()]
         print(f"series: {len(patches)} real diffs (sglang 0.5.9 -> 0.5.10), {len(files)} files, "
               f"{len({os.path.dirname(p) for p in files})} directories, {hunks} hunks")
