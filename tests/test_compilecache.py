@@ -76,3 +76,17 @@ def test_drift_report_from_a_cached_compile(cache, series, tmp_path):
     (fr,) = [f for f in res.hosts[0].files if f.path == "pkg/a.py"]
     assert fr.state == "drifted"
     assert "a7 changed" in fr.detail and "1.patch" in fr.detail, fr.detail
+
+
+def test_bytes_that_are_not_utf8_survive_the_cache(cache, tmp_path):
+    before = {"a.txt": b"caf\xe9\nx\n"}
+    after = {"a.txt": b"caf\xe9\nX \xff\xfe\n"}
+    series = make_series(tmp_path / "lat", before, [("1.patch", git_diff(before, after, tmp_path))])
+    compilecache.compiled_series(str(series))
+    hit = compilecache.compiled_series(str(series))
+    assert hit.series.patches == []
+    assert build_program(hit, "apply", "/t") == build_program(compile_series(load_series(str(series))), "apply", "/t")
+    root = tmp_path / "t"
+    write_tree(root, before)
+    assert ops.apply(str(series), [str(root)]).exit_code == 0
+    assert (root / "a.txt").read_bytes() == after["a.txt"]
