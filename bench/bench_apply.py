@@ -2,8 +2,14 @@
 
 The diffs are real: every .py file that changed between the sglang 0.5.9 and 0.5.10 wheels
 (fetched by pinned version and sha256), one patch per file. Each tool applies the same patches to
-its own copy of the 0.5.9 tree and reverts them; the script prints medians and the two ratios the
-engine issue sets as goals: patchkit <= 0.25x quilt, patchkit <= 5x git apply.
+its own copy of the 0.5.9 tree and reverts them; the script prints medians and the ratios the
+engine issue sets as goals (patchkit apply <= 0.25x `quilt push -a` and <= 5x `git apply`), for
+apply alone and for apply+revert.
+
+patchkit runs twice over: "cold" is the very first apply of the series (its compile cache, in a
+fresh PATCHKIT_CACHE, is empty: parse + plan included), "warm" every later one (the compiled
+series is read back from the cache). CPU seconds (this process; the target program and its
+tools) are printed beside the wall clock, which a shared machine makes noisy.
 
     python bench/bench_apply.py [--runs 3] [--limit N]
 """
@@ -12,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -78,6 +85,19 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
+class CPU:
+    """CPU seconds of this process and of its (waited-for) children while a block runs."""
+
+    def __enter__(self):
+        self.s, self.c = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        return self
+
+    def __exit__(self, *exc):
+        s, c = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        self.own = s.ru_utime + s.ru_stime - self.s.ru_utime - self.s.ru_stime
+        self.children = c.ru_utime + c.ru_stime - self.c.ru_utime - self.c.ru_stime
+
+
 def run(cmd, cwd, env=None):
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, env=env)
     if proc.returncode:
@@ -91,43 +111,74 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pk-bench-"))
     try:
-        series, files, hunks = build_series(work, args.limit)
+        series, files, hunks = build_series(work, args.limit)     # wheels from the usual cache
+        os.environ["PATCHKIT_CACHE"] = str(work / "cache")        # cold first apply: nothing compiled yet
         patches = [series / n for n in (series / "series").read_text().split()]
         print(f"series: {len(patches)} real diffs (sglang 0.5.9 -> 0.5.10), {len(files)} files, "
-              f"{hunks} hunks")
+              f"{len({os.path.dirname(p) for p in files})} directories, {hunks} hunks")
         env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(work), QUILT_PATCHES=str(series))
         results: dict[str, list[float]] = {k: [] for k in (
             "patchkit apply", "patchkit revert", "patchkit CLI apply", "patchkit CLI revert",
             "quilt push -a", "quilt pop -a", "git apply", "git apply -R")}
+        cpu: dict[str, list[float]] = {k: [] for k in results}      # CPU s: own + children
         tree = work / "tree"
+        fresh_tree(tree, files)
+        def measure(name, fn):
+            with CPU() as c:
+                results[name].append(timed(fn))
+            cpu[name].append(c.own + c.children)
+            return c
+
+        with CPU() as cold_cpu:
+            cold = timed(lambda: _ok(ops.apply(str(series), [str(tree)])))
+        with CPU() as cold_revert_cpu:
+            cold_revert = timed(lambda: _ok(ops.revert(str(series), [str(tree)])))
+        own: dict[str, list[float]] = {"patchkit apply": [], "patchkit revert": []}
         for _ in range(args.runs):
             fresh_tree(tree, files)
-            results["patchkit apply"].append(timed(lambda: _ok(ops.apply(str(series), [str(tree)]))))
-            results["patchkit revert"].append(timed(lambda: _ok(ops.revert(str(series), [str(tree)]))))
+            for op, fn in (("apply", ops.apply), ("revert", ops.revert)):
+                c = measure(f"patchkit {op}", lambda: _ok(fn(str(series), [str(tree)])))
+                own[f"patchkit {op}"].append(c.own)
             cli = [sys.executable, "-m", "invoke", "patch.apply", "--series", str(series), "--target", str(tree)]
-            results["patchkit CLI apply"].append(timed(lambda: run(cli, REPO)))
+            measure("patchkit CLI apply", lambda: run(cli, REPO))
             cli[3] = "patch.revert"
-            results["patchkit CLI revert"].append(timed(lambda: run(cli, REPO)))
+            measure("patchkit CLI revert", lambda: run(cli, REPO))
             fresh_tree(tree, files)
-            results["quilt push -a"].append(timed(lambda: run(["quilt", "push", "-a", "-q"], tree, env)))
-            results["quilt pop -a"].append(timed(lambda: run(["quilt", "pop", "-a", "-q"], tree, env)))
+            measure("quilt push -a", lambda: run(["quilt", "push", "-a", "-q"], tree, env))
+            measure("quilt pop -a", lambda: run(["quilt", "pop", "-a", "-q"], tree, env))
             shutil.rmtree(tree / ".pc", ignore_errors=True)
             fresh_tree(tree, files)
-            results["git apply"].append(timed(lambda: run(["git", "apply", *map(str, patches)], tree, env)))
-            results["git apply -R"].append(timed(lambda: run(["git", "apply", "-R", *map(str, reversed(patches))], tree, env)))
+            measure("git apply", lambda: run(["git", "apply", *map(str, patches)], tree, env))
+            measure("git apply -R", lambda: run(["git", "apply", "-R", *map(str, reversed(patches))], tree, env))
         med = {k: statistics.median(v) for k, v in results.items()}
+        mcpu = {k: statistics.median(v) for k, v in cpu.items()}
+        mcpu["cold apply"] = cold_cpu.own + cold_cpu.children
+        mcpu["cold revert"] = cold_revert_cpu.own + cold_revert_cpu.children
+        print(f"  {'patchkit apply, cold':22s} {cold:8.3f} s   CPU {mcpu['cold apply']:6.3f} s "
+              f"(python {cold_cpu.own:.2f}, target {cold_cpu.children:.2f}; first apply: parse + plan)")
+        print(f"  {'patchkit revert, cold':22s} {cold_revert:8.3f} s   CPU {mcpu['cold revert']:6.3f} s")
         for k, v in med.items():
-            print(f"  {k:22s} {v:8.3f} s (median of {args.runs})")
-        pk = med["patchkit apply"] + med["patchkit revert"]
-        pk_cli = med["patchkit CLI apply"] + med["patchkit CLI revert"]
-        quilt = med["quilt push -a"] + med["quilt pop -a"]
-        git = med["git apply"] + med["git apply -R"]
-        print(f"apply+revert: patchkit {pk:.3f} s (CLI, start-up included: {pk_cli:.3f} s), "
-              f"quilt {quilt:.3f} s, git apply {git:.3f} s")
-        print(f"ratio patchkit/quilt     = {pk / quilt:.3f}  (goal <= 0.25; CLI {pk_cli / quilt:.3f})")
-        print(f"ratio patchkit/git apply = {pk / git:.2f}   (goal <= 5; CLI {pk_cli / git:.2f})")
-        print(f"apply only: patchkit/quilt = {med['patchkit apply'] / med['quilt push -a']:.3f}, "
-              f"patchkit/git = {med['patchkit apply'] / med['git apply']:.2f}")
+            extra = ""
+            if k in own:
+                o = statistics.median(own[k])
+                extra = f" (python {o:.2f}, target {mcpu[k] - o:.2f}; warm)"
+            print(f"  {k:22s} {v:8.3f} s   CPU {mcpu[k]:6.3f} s{extra}   median of {args.runs}")
+        pairs = [("apply, warm", "patchkit apply", None), ("apply, cold", "cold apply", None),
+                 ("apply, CLI (start-up incl.)", "patchkit CLI apply", None),
+                 ("apply+revert, warm", "patchkit apply", "patchkit revert"),
+                 ("apply+revert, cold", "cold apply", "cold revert"),
+                 ("apply+revert, CLI", "patchkit CLI apply", "patchkit CLI revert")]
+        wall = dict(med, **{"cold apply": cold, "cold revert": cold_revert})
+        print(f"{'ratios (wall clock | CPU)':30s} {'/quilt':>15s} {'/git apply':>17s}   "
+              "(goal: apply <= 0.25x quilt, <= 5x git apply)")
+        for label, a, r in pairs:
+            out = []
+            for t in (wall, mcpu):
+                pk = t[a] + (t[r] if r else 0)
+                q = t["quilt push -a"] + (t["quilt pop -a"] if r else 0)
+                g = t["git apply"] + (t["git apply -R"] if r else 0)
+                out.append((pk / q, pk / g))
+            print(f"  {label:28s} {out[0][0]:6.3f} | {out[1][0]:5.3f}   {out[0][1]:6.1f}x | {out[1][1]:5.1f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -257,7 +257,7 @@ def _convert_hunk(patch_name: str, path: str, h) -> Hunk:
             value = value[:-1]
         if first_no is None:
             first_no = ln.diff_line_no
-        out.append(DiffLine(ln.line_type, encode(value), True, ln.diff_line_no))
+        out.append(DiffLine(ln.line_type, value.encode("utf-8", "surrogateescape"), True, ln.diff_line_no))
     hunk = Hunk(h.source_start, h.source_length, h.target_start, h.target_length, header,
                 (first_no or 1) - 1, out)
     where = f"{patch_name}, file {path}, hunk '{header}' (diff line {hunk.diff_line_no})"

@@ -11,12 +11,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from .answer import Answer, parse_answer
+from .answer import Answer, TargetFile, parse_answer
+from .compilecache import compiled_series
 from .drift import explain_file
 from .errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
 from .paths import strip_prefix
-from .series import Series, load_series
-from .targetprog import Compiled, build_program, compile_series
+from .series import Series
+from .targetprog import Compiled, build_program
 from .transport import Transport, parse_target
 
 
@@ -103,6 +104,10 @@ def run_program(compiled: Compiled, transport: Transport, op: str, opts: Options
 
 def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> HostResult:
     plans = compiled.plans
+    if "files ok" in ans.flags:       # the bulk check found every file as pinned
+        for k, plan in enumerate(plans, 1):
+            if plan.kind != "create" and plan.pinned:
+                ans.files.setdefault(k, TargetFile("present", plan.pinned.lines, plan.pinned.sha256))
     host = HostResult(target=label, op=op, state="unknown", exit_code=EXIT_OK, layout=ans.layout)
     for code, msg in ans.errors:
         host.messages.append(msg)
@@ -164,7 +169,8 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
             if problems:
                 fr.state, fr.detail = "drifted", "; ".join(problems)
             if k in ans.dumps:
-                drifts = [d for d in explain_file(plan, ans.dumps[k]) if d.status != "in-place"]
+                detailed = compiled.detailed_plan(k)
+                drifts = [d for d in explain_file(detailed, ans.dumps[k]) if d.status != "in-place"]
                 if drifts:
                     fr.state = "drifted"
                     fr.detail = "; ".join(filter(None, [fr.detail] + [str(d) for d in drifts]))
@@ -303,11 +309,9 @@ def run_on(compiled: Compiled, transport: Transport, op: str, opts: Options,
 # -- public operations -------------------------------------------------------------------------------
 
 def _prepare(series: Series | str, targets: list[str], opts: Options, full: bool = True):
-    if isinstance(series, str):
-        series = load_series(series)
+    compiled = compiled_series(series, full=full)
     if not targets:
         raise PatchkitError("no --target given (and none in invoke.yaml)", EXIT_INVALID)
-    compiled = compile_series(series, full=full)
     transports = [t if isinstance(t, Transport) else
                   parse_target(t, cwd=opts.cwd, container=opts.container,
                                exec_prefix=opts.exec_prefix, **opts.transport_options)

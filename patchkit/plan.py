@@ -63,6 +63,7 @@ class FilePlan:
     orig_known: int = 0                      # original lines known to exist (phantom excluded)
     executable: bool = False                 # created with mode 100755
     phantom_open: bool = False               # a possible unterminated line is still unresolved
+    removed: list[int] = field(default_factory=list)   # original lines a hunk took out
 
     @property
     def kept(self) -> set[int]:
@@ -71,11 +72,21 @@ class FilePlan:
 
     @property
     def deleted(self) -> list[int]:
-        kept = self.kept
-        return [n for n in range(1, self.orig_known + 1) if n not in kept]
+        """Original lines not in the result: exactly those a hunk removed (none comes back)."""
+        return sorted(n for n in self.removed if n <= self.orig_known)
+
+    def _items(self) -> list[Item]:
+        """The Items of the result (after planning; untouched lines are plain ints)."""
+        cached = self.__dict__.get("_items_cache")
+        if cached is None:
+            cached = self.__dict__["_items_cache"] = [it for it in self.final if type(it) is not int]
+        return cached
 
     def expected_pre_lines(self) -> list[tuple[int, bytes, bool]]:
-        return [(n, t, e) for n, (t, e) in sorted(self.expected.items())]
+        cached = self.__dict__.get("_pre_lines")
+        if cached is None:
+            cached = self.__dict__["_pre_lines"] = [(n, t, e) for n, (t, e) in sorted(self.expected.items())]
+        return cached
 
     def expected_post_lines(self) -> list[tuple[int, bytes, bool]]:
         """(new line number, text, eol) for every line of the result whose content is known."""
@@ -103,12 +114,12 @@ class FilePlan:
     @property
     def post_wc(self) -> int:
         """`wc -l` of the result: an unresolved phantom adds no newline either way."""
-        return sum(1 for it in self.final if type(it) is int or (not it.phantom and it.eol))
+        return len(self.final) - sum(1 for it in self._items() if it.phantom or not it.eol)
 
     @property
     def post_lines_known(self) -> int:
         """Lines sed sees in the result when no phantom exists."""
-        return sum(1 for it in self.final if type(it) is int or not it.phantom)
+        return len(self.final) - sum(1 for it in self._items() if it.phantom)
 
 
 def plan_series(series: Series) -> list[FilePlan]:
@@ -177,6 +188,8 @@ def _apply_hunk(plan: FilePlan, fd: FileDiff, hunk: Hunk) -> None:
             item = next(src_iter)
             if line.tag == " ":
                 replacement.append(item)
+            elif item.orig is not None:
+                plan.removed.append(item.orig)
     state[begin:begin + len(source)] = replacement
     if replacement and not replacement[-1].eol:
         # The new text ends the file here: whatever follows can only be an unresolved phantom.
@@ -192,15 +205,14 @@ def _apply_hunk(plan: FilePlan, fd: FileDiff, hunk: Hunk) -> None:
 
 
 def _match_source_line(plan, fd, hunk, line, item: Item, ref: HunkRef) -> None:
-    where = f"{fd.where(hunk, line)}"
     if item.orig is None:
         if item.text != line.text or item.eol != line.eol:
-            raise InvalidInput(f"{where}: expects {line.text!r} but an earlier patch of the series "
+            raise InvalidInput(f"{fd.where(hunk, line)}: expects {line.text!r} but an earlier patch of the series "
                                f"left {item.text!r} there")
         return
     if item.phantom:
         if line.eol:
-            raise InvalidInput(f"{where}: reaches past the end of {plan.path} (pin.toml says "
+            raise InvalidInput(f"{fd.where(hunk, line)}: reaches past the end of {plan.path} (pin.toml says "
                                f"{plan.pinned.lines} lines; line {item.orig} could only be an "
                                "unterminated last line, but the diff gives it a newline)")
         item.phantom = False
@@ -208,11 +220,11 @@ def _match_source_line(plan, fd, hunk, line, item: Item, ref: HunkRef) -> None:
         plan.phantom_open = False
         plan.orig_known = item.orig
     elif not line.eol:
-        raise InvalidInput(f"{where}: marks original line {item.orig} as having no final newline, "
+        raise InvalidInput(f"{fd.where(hunk, line)}: marks original line {item.orig} as having no final newline, "
                            f"but pin.toml says the file has {plan.pinned.lines} newline-terminated lines")
     known = plan.expected.get(item.orig)
     if known is not None and known != (line.text, line.eol):
-        raise InvalidInput(f"{where}: patches of the series disagree about original line "
+        raise InvalidInput(f"{fd.where(hunk, line)}: patches of the series disagree about original line "
                            f"{item.orig}: {known[0]!r} vs {line.text!r}")
     plan.expected[item.orig] = (line.text, line.eol)
     item.text = line.text

@@ -138,11 +138,17 @@ def printf_lines(items: list[Item]) -> str:
 
 
 def pre_ranges(plan: FilePlan) -> list[tuple[int, int]]:
-    return ranges([n for n, _, _ in plan.expected_pre_lines()])
+    cached = plan.__dict__.get("_pre_ranges")
+    if cached is None:
+        cached = plan.__dict__["_pre_ranges"] = ranges([n for n, _, _ in plan.expected_pre_lines()])
+    return cached
 
 
 def post_ranges(plan: FilePlan) -> list[tuple[int, int]]:
-    return ranges([n for n, _, _ in plan.expected_post_lines()])
+    cached = plan.__dict__.get("_post_ranges")
+    if cached is None:
+        cached = plan.__dict__["_post_ranges"] = ranges([n for n, _, _ in plan.expected_post_lines()])
+    return cached
 
 
 def dispatch(items: list[tuple[int, int, str]], prefix: str, fanout: int = 16) -> list[str]:

@@ -125,8 +125,23 @@ def read_series_file(path: str) -> list[str]:
     return names
 
 
-def load_series(directory: str) -> Series:
-    """Load and validate a series folder; raises InvalidInput before any target is touched."""
+@dataclass
+class SeriesFiles:
+    """The bytes of a series folder and its digest, read and checked but not parsed."""
+    directory: str
+    pin_path: str
+    series_path: str
+    pin_bytes: bytes
+    patches: list[tuple[str, bytes]]
+    digest: str
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.directory)
+
+
+def read_series(directory: str) -> SeriesFiles:
+    """Read pin.toml, series and every listed patch; the digest covers them all."""
     directory = os.path.abspath(directory)
     if not os.path.isdir(directory):
         raise InvalidInput(f"series {directory}: no such directory")
@@ -139,7 +154,6 @@ def load_series(directory: str) -> Series:
     with open(pin_path, "rb") as fh:
         pin_bytes = fh.read()
     digest.update(pin_bytes)
-    pin = parse_pin(pin_bytes.decode("utf-8", "replace"), pin_path)
     names = read_series_file(series_path)
     if not names:
         raise InvalidInput(f"{series_path}: lists no patches")
@@ -153,9 +167,17 @@ def load_series(directory: str) -> Series:
         with open(ppath, "rb") as fh:
             data = fh.read()
         digest.update(name.encode() + b"\0" + data)
-        patches.append(parse_patch(name, data))
-    series = Series(directory=directory, name=os.path.basename(directory), pin=pin,
-                    patches=patches, digest=digest.hexdigest())
+        patches.append((name, data))
+    return SeriesFiles(directory, pin_path, series_path, pin_bytes, patches, digest.hexdigest())
+
+
+def load_series(directory: str | SeriesFiles) -> Series:
+    """Load and validate a series folder; raises InvalidInput before any target is touched."""
+    files = directory if isinstance(directory, SeriesFiles) else read_series(directory)
+    pin = parse_pin(files.pin_bytes.decode("utf-8", "replace"), files.pin_path)
+    patches = [parse_patch(name, data) for name, data in files.patches]
+    series = Series(directory=files.directory, name=files.name, pin=pin,
+                    patches=patches, digest=files.digest)
     check_series_against_pin(series)
     return series
 

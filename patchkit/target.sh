@@ -34,15 +34,20 @@ pk_init() {
   mkdir "$PK_T/x" "$PK_T/y" "$PK_T/s" || pk_die 1 "cannot create temporary files in ${TMPDIR:-/tmp}"
 }
 
-pk_file() {  # k kind checkout-path installed-path pinned-sha lines dir-index
-  eval "pk_kind_$1=\$2 pk_pco_$1=\$3 pk_pin_$1=\$4 pk_sha_$1=\$5 pk_lines_$1=\$6 pk_dir_$1=\$7"
+pk_file() {  # k kind checkout-path installed-path pinned-sha lines state-slot dir-index
+  eval "pk_kind_$1=\$2 pk_pco_$1=\$3 pk_pin_$1=\$4 pk_sha_$1=\$5 pk_lines_$1=\$6 pk_dir_$1=\$7 pk_fdir_$1=\$8"
 }
 pk_expect() {  # k pre-extract-sha post-extract-sha post-wc
   eval "pk_prex_$1=\$2 pk_postx_$1=\$3 pk_postwc_$1=\$4"
 }
 
 # -- layout -------------------------------------------------------------------------------------
+pk_table_load() {  # the per-file data (pk_file, pk_expect lines), once
+  [ "${PK_TABLE:-0}" = 1 ] || { PK_TABLE=1; pk_table; }
+}
+
 pk_layout() {  # wanted (auto|checkout|installed)
+  pk_table_load
   _want=$1; _k=1; _seen=
   while [ "$_k" -le "$PK_N" ]; do
     pk_get pk_kind "$_k"; _kind=$_v
@@ -54,6 +59,7 @@ pk_layout() {  # wanted (auto|checkout|installed)
       fi
       _seen="$_seen $_co"
     fi
+    [ "$_want" = auto ] || break       # decided: the rest only matters to say what was missing
     _k=$((_k + 1))
   done
   if [ "$_want" = auto ]; then
@@ -147,6 +153,37 @@ pk_batch() {  # tool var-prefix: runs tool once on the listed paths, sets <prefi
 }
 
 # -- checks: files against the pin, hunks' lines at their numbers --------------------------------
+# The common case is checked in bulk: a tool's first column (counts, hashes) for all files at
+# once against the list the client expects (PK_W_*). Any difference, or output of an unexpected
+# shape, falls back to the per-file comparison below, which says what differs.
+
+pk_column() {  # tool output -> _col: each line's first field, one per line
+  _col=; _oifs=$IFS; IFS=$PK_NL
+  for _l in $1; do _l=${_l#"${_l%%[! ]*}"}; _col="$_col${_l%%[ 	]*}$PK_NL"; done
+  IFS=$_oifs
+}
+
+pk_files_match() {  # with-hunks: 0 when every listed file has its pinned wc -l, sha256 (and hunk lines)
+  _fh=$1
+  if [ -z "$PK_LK" ]; then [ "$_fh" = 1 ] && pk_extract_pre 1; return 0; fi
+  _oifs=$IFS; IFS=$PK_NL
+  # shellcheck disable=SC2086
+  set -- $PK_LP
+  IFS=$_oifs
+  _out=$(wc -l "$@" 2>/dev/null) || return 1
+  pk_column "$_out"; [ "$_col" = "$PK_W_WC" ] || return 1
+  _want=$PK_W_SHA
+  if [ "$_fh" = 1 ]; then
+    pk_extract_pre 1
+    _al=$PK_LP
+    for _k in $PK_LK; do _al="$_al$PK_NL$PK_T/x/$_k"; done
+    _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
+    _want=$PK_W_SHA$PK_W_PREX
+  fi
+  _out=$($PK_SHA "$@" 2>/dev/null) || return 1
+  pk_column "$_out"; [ "$_col" = "$_want" ]
+}
+
 pk_check_files() {  # with-hunks (1/0)
   _hunks=$1; pk_list_reset; _k=1; PK_DRIFT=0; _present=
   while [ "$_k" -le "$PK_N" ]; do
@@ -157,6 +194,7 @@ pk_check_files() {  # with-hunks (1/0)
     else pk_out "file $_k missing"; PK_DRIFT=1; fi
     _k=$((_k + 1))
   done
+  if [ "$PK_DRIFT" = 0 ] && pk_files_match "$_hunks"; then pk_out "files ok"; return 0; fi
   pk_batch "wc -l" pk_wc
   _wcok=1
   for _k in $_present; do
@@ -200,7 +238,9 @@ pk_extract_pre() {  # wc-all-ok
     pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_pretotal "$_c"; _want=$_v
     if [ "$PK_SINGLE" != 1 ]; then
       set --
-      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = create ] && continue; pk_get pk_p "$_k"; set -- "$@" "$PK_ROOT/$_v"; : > "$PK_T/x/$_k"; done
+      _al=
+      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = create ] && continue; pk_get pk_p "$_k"; _al="$_al$PK_NL$PK_ROOT/$_v"; : > "$PK_T/x/$_k"; done
+      _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
       if [ $# -gt 0 ]; then
         _got=$(cd "$PK_T" && sed -n -f "$PK_T/s/pre.c$_c.sed" "$@") || pk_die 1 "sed failed on the target"
         if [ "$_got" != "$_want" ]; then pk_out "retry single"; exit 3; fi
@@ -236,19 +276,14 @@ pk_writable_dirs() {  # every directory a commit will rename into must be writab
 
 pk_stage() {  # stage-dir copy-modes(1/0)
   case $1 in /*) _sd=$1 ;; *) _sd=$PK_ROOT/$1 ;; esac
+  _copy=$2
   set --
   for _d in $PK_DIRS; do set -- "$@" "$_sd/$_d"; done
   mkdir -p "$@" || pk_die 1 "cannot create the stage directories under $_sd (disk full or read-only?)"
-  if [ "$2" = 1 ]; then pk_by_dir m pk_copy_modes "$_sd"; fi
-  _k=1
-  while [ "$_k" -le "$PK_N" ]; do
-    pk_get pk_kind "$_k"; _kind=$_v; pk_staged_path "$_sd" "$_k"
-    case $_kind in
-      modify) : > "$_sp" || pk_die 1 "cannot write $_sp (disk full or read-only?)" ;;
-      create) pk_create_"$_k" > "$_sp" || pk_die 1 "cannot write $_sp (disk full or read-only?)" ;;
-    esac
-    _k=$((_k + 1))
-  done
+  PK_RO=
+  if [ "$_copy" = 1 ]; then pk_by_dir m pk_copy_modes "$_sd"; pk_ro_staged u+w; fi
+  # every staged file starts empty or as the created text (the client lists them: no lookups)
+  pk_stage_start "$_sd" || pk_die 1 "cannot write the staged files under $_sd (disk full or read-only?)"
   if [ -n "${PK_EXEC:-}" ]; then          # created with git's "new file mode 100755"
     set --
     for _k in $PK_EXEC; do pk_staged_path "$_sd" "$_k"; set -- "$@" "$_sp"; done
@@ -259,7 +294,9 @@ pk_stage() {  # stage-dir copy-modes(1/0)
     pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_mode "$_c"; _mode=$_v
     if [ "$_mode" = multi ]; then
       set --
-      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = modify ] || continue; pk_get pk_p "$_k"; set -- "$@" "$PK_ROOT/$_v"; done
+      _al=
+      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = modify ] || continue; pk_get pk_p "$_k"; _al="$_al$PK_NL$PK_ROOT/$_v"; done
+      _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
       if [ $# -gt 0 ]; then (cd "$_sd" && sed -n -f "$PK_T/s/stage.c$_c.sed" "$@") || pk_die 1 "sed failed while staging (disk full?)"; fi
     else
       for _k in $_files; do
@@ -267,12 +304,11 @@ pk_stage() {  # stage-dir copy-modes(1/0)
         (cd "$_sd" && sed -n -f "$PK_T/s/stage.f$_k.sed" "$PK_ROOT/$_v") || pk_die 1 "sed failed while staging $_v"
       done
     fi
-    for _k in $_files; do
-      pk_get pk_kind "$_k"; [ "$_v" = modify ] || continue
-      pk_staged_path "$_sd" "$_k"; pk_tail_"$_k" >> "$_sp" || pk_die 1 "cannot write $_sp (disk full?)"
-    done
+    # new lines after the last original line of a file, by printf (listed per chunk by the client)
+    pk_stage_tails_"$_c" "$_sd" || pk_die 1 "cannot write the staged files under $_sd (disk full?)"
     _c=$((_c + 1))
   done
+  pk_ro_staged u-w
   pk_check_staged "$_sd"
 }
 
@@ -280,19 +316,33 @@ pk_staged_path() {  # stage-dir k -> _sp
   pk_get pk_p "$2"; _b=${_v##*/}; pk_get pk_dir "$2"; _sp="$1/$_v/$_b"
 }
 
-pk_copy_modes() {  # stage-dir dir-index files...: staged files start as copies (modes kept)
+pk_copy_modes() {  # stage-dir slot files...: staged files start as copies (modes kept)
   _csd=$1; _cd=$2; shift 2
   cp -p "$@" "$_csd/$_cd/" 2>/dev/null || :
+  for _cf in "$@"; do   # a read-only original: its copy is made writable for sed, and read-only again
+    [ -w "$_csd/$_cd/${_cf##*/}" ] || PK_RO="${PK_RO:-}$PK_NL$_csd/$_cd/${_cf##*/}"
+  done
 }
 
-pk_by_dir() {  # kind function extra: calls `function extra dir-index files...` once per directory
-  # Groups come precomputed with the data: pk_g<kind>_<dir> lists the file numbers.
+pk_ro_staged() {  # u+w | u-w on the staged copies of read-only originals (one chmod)
+  [ -n "${PK_RO:-}" ] || return 0
+  _rmode=$1; _oifs=$IFS; IFS=$PK_NL
+  # shellcheck disable=SC2086
+  set -- $PK_RO
+  IFS=$_oifs
+  chmod "$_rmode" "$@" || pk_die 1 "chmod $_rmode failed on the target"
+}
+
+pk_by_dir() {  # kind function extra: calls `function extra slot files...` once per state slot
+  # Groups come precomputed with the data: pk_g<kind>_<slot> lists the file numbers. A slot
+  # (folder under .patchkit/stage and orig) holds files of many directories, one per base name.
   _bkind=$1; _bfn=$2; _bextra=$3
   for _bd in $PK_DIRS; do
     pk_get "pk_g$_bkind" "$_bd"; _bks=$_v
     [ -n "$_bks" ] || continue
-    set -- "$_bextra" "$_bd"
-    for _bj in $_bks; do pk_get pk_p "$_bj"; set -- "$@" "$_v"; done
+    _al="${_bextra:--}$PK_NL$_bd"     # never empty: an empty first field would vanish
+    for _bj in $_bks; do pk_get pk_p "$_bj"; _al="$_al$PK_NL$_v"; done
+    _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
     "$_bfn" "$@" || return 1
   done
 }
@@ -306,22 +356,9 @@ pk_check_staged() {  # stage-dir: wc, post-image lines, sha256 of every staged f
     fi
     _k=$((_k + 1))
   done
+  pk_staged_match && return 0
   pk_batch "wc -l" pk_swc
-  _c=1
-  while [ "$_c" -le "$PK_CHUNKS" ]; do
-    pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_mode "$_c"
-    if [ "$_v" = multi ]; then
-      set --
-      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = delete ] && continue; pk_staged_path "$_sd" "$_k"; set -- "$@" "$_sp"; done
-      [ $# -gt 0 ] && { (cd "$PK_T" && sed -n -f "$PK_T/s/post.c$_c.sed" "$@") || pk_die 1 "sed failed on the target"; }
-    else
-      for _k in $_files; do
-        pk_get pk_kind "$_k"; [ "$_v" = delete ] && continue; pk_staged_path "$_sd" "$_k"
-        (cd "$PK_T" && sed -n -f "$PK_T/s/post.f$_k.sed" "$_sp") || pk_die 1 "sed failed on the target"
-      done
-    fi
-    _c=$((_c + 1))
-  done
+  pk_post_extract
   for _k in $_staged; do pk_list_add "y_$_k" "$PK_T/y/$_k"; done
   pk_batch "$PK_SHA" pk_s
   PK_BADSTAGE=0
@@ -333,6 +370,52 @@ pk_check_staged() {  # stage-dir: wc, post-image lines, sha256 of every staged f
     eval "pk_post_$_k=\$_h"
     pk_out "staged $_k $_w $_h $_y $_ok"
     [ "$_ok" = 1 ] || PK_BADSTAGE=1
+  done
+}
+
+pk_staged_match() {  # 0 when every staged file has its expected wc -l and new lines; sets pk_post_<k>
+  PK_BADSTAGE=0
+  [ -n "$_staged" ] || return 0
+  _oifs=$IFS; IFS=$PK_NL
+  # shellcheck disable=SC2086
+  set -- $PK_LP
+  IFS=$_oifs
+  _out=$(wc -l "$@" 2>/dev/null) || return 1
+  pk_column "$_out"; [ "$_col" = "$PK_W_SWC" ] || return 1
+  _out=$($PK_SHA "$@" 2>/dev/null) || return 1
+  pk_column "$_out"; _hashes=$_col
+  pk_post_extract
+  _al=
+  for _k in $_staged; do _al="$_al$PK_NL$PK_T/y/$_k"; done
+  _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
+  _out=$($PK_SHA "$@" 2>/dev/null) || return 1
+  pk_column "$_out"; [ "$_col" = "$PK_W_POSTX" ] || return 1
+  _col=$_hashes
+  # shellcheck disable=SC2086
+  set -- $_staged
+  _oifs=$IFS; IFS=$PK_NL
+  for _h in $_col; do eval "pk_post_$1=\$_h"; shift; done
+  IFS=$_oifs
+  pk_out "stage verified"
+}
+
+pk_post_extract() {  # the staged files' new lines at their new numbers, one sed per chunk
+  _c=1
+  while [ "$_c" -le "$PK_CHUNKS" ]; do
+    pk_get pk_chunk "$_c"; _files=$_v; pk_get pk_mode "$_c"
+    if [ "$_v" = multi ]; then
+      set --
+      _al=
+      for _k in $_files; do pk_get pk_kind "$_k"; [ "$_v" = delete ] && continue; pk_staged_path "$_sd" "$_k"; _al="$_al$PK_NL$_sp"; done
+      _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
+      [ $# -gt 0 ] && { (cd "$PK_T" && sed -n -f "$PK_T/s/post.c$_c.sed" "$@") || pk_die 1 "sed failed on the target"; }
+    else
+      for _k in $_files; do
+        pk_get pk_kind "$_k"; [ "$_v" = delete ] && continue; pk_staged_path "$_sd" "$_k"
+        (cd "$PK_T" && sed -n -f "$PK_T/s/post.f$_k.sed" "$_sp") || pk_die 1 "sed failed on the target"
+      done
+    fi
+    _c=$((_c + 1))
   done
 }
 
@@ -540,7 +623,7 @@ pk_manifest_read() {  # sets PK_M (1 when present), PK_M_STATE, PK_M_DIGEST, PK_
       f) [ $# -ge 7 ] || pk_die 1 "corrupt manifest line: $_mline"
          PK_MN=$((PK_MN + 1))
          _rest=${_mline#f "$2" "$3" "$4" "$5" "$6" }
-         eval "pk_mkind_$PK_MN=\$2 pk_mpre_$PK_MN=\$3 pk_mpost_$PK_MN=\$4 pk_mdir_$PK_MN=\$5 pk_mp_$PK_MN=\$_rest" ;;
+         eval "pk_mkind_$PK_MN=\$2 pk_mpre_$PK_MN=\$3 pk_mpost_$PK_MN=\$4 pk_mdir_$PK_MN=\$5 pk_mgd_$PK_MN=\$6 pk_mp_$PK_MN=\$_rest" ;;
     esac
     IFS=$PK_NL
   done
@@ -548,19 +631,24 @@ pk_manifest_read() {  # sets PK_M (1 when present), PK_M_STATE, PK_M_DIGEST, PK_
   pk_out "manifest ${PK_M_STATE:-?} ${PK_M_SERIES:-?} ${PK_M_DIGEST:-?} $PK_MN"
 }
 
+pk_manifest_body() {  # PK_MBODY, built once: per file kind, original and patched sha256, slot, dir, path
+  [ -n "${PK_MBODY:-}" ] && return 0
+  _k=1
+  while [ "$_k" -le "$PK_N" ]; do
+    pk_get pk_kind "$_k"; _kind=$_v; pk_get pk_p "$_k"; _p=$_v; pk_get pk_dir "$_k"; _d=$_v
+    _pre=-; _post=-
+    [ "$_kind" != create ] && { pk_get pk_sha "$_k"; _pre=$_v; }
+    [ "$_kind" != delete ] && { pk_get pk_post "$_k"; _post=$_v; }
+    pk_get pk_fdir "$_k"
+    PK_MBODY="${PK_MBODY:-}f $_kind $_pre $_post $_d $_v $_p$PK_NL"
+    _k=$((_k + 1))
+  done
+}
+
 pk_manifest_write() {  # state: the file is replaced atomically
-  {
-    printf 'pk-manifest 1\nseries %s %s\nstate %s\n' "$PK_SERIES" "$PK_DIGEST" "$1"
-    _k=1
-    while [ "$_k" -le "$PK_N" ]; do
-      pk_get pk_kind "$_k"; _kind=$_v; pk_get pk_p "$_k"; _p=$_v; pk_get pk_dir "$_k"; _d=$_v
-      _pre=-; _post=-
-      [ "$_kind" != create ] && { pk_get pk_sha "$_k"; _pre=$_v; }
-      [ "$_kind" != delete ] && { pk_get pk_post "$_k"; _post=$_v; }
-      printf 'f %s %s %s %s x %s\n' "$_kind" "$_pre" "$_post" "$_d" "$_p"
-      _k=$((_k + 1))
-    done
-  } > .patchkit/manifest.tmp && mv -f .patchkit/manifest.tmp .patchkit/manifest \
+  pk_manifest_body
+  printf 'pk-manifest 1\nseries %s %s\nstate %s\n%s' "$PK_SERIES" "$PK_DIGEST" "$1" "$PK_MBODY" \
+    > .patchkit/manifest.tmp && mv -f .patchkit/manifest.tmp .patchkit/manifest \
     || pk_die 1 "cannot write $PK_ROOT/.patchkit/manifest (disk full or read-only?)"
   printf '%s %s %s %s\n' "$(date +%s)" "$PK_OP" "$1" "$PK_SERIES" >> .patchkit/journal 2>/dev/null || :
 }
@@ -602,6 +690,7 @@ pk_restore() {  # put originals back from the manifest (force: 1 keeps modified 
     pk_get pk_mst "$_i"; _st=$_v; pk_get pk_mkind "$_i"; _kind=$_v; pk_get pk_mp "$_i"; _p=$_v
     pk_get pk_mdir "$_i"; _d=$_v; _b=${_p##*/}; _orig=".patchkit/orig/$_d/$_b"
     pk_get pk_mpre "$_i"; _pre=$_v; pk_get pk_mh_o "$_i"; _o=${_v:-}
+    pk_get pk_mgd "$_i"; _g=$_v; [ "$_g" = x ] && _g=$_d     # manifests older than slots: slot = dir
     if [ "$_st" = modified ] || [ "$_st" = missing ]; then
       [ "$_force" = 1 ] || pk_die 1 "refusing: $_p was modified after apply (use --force to discard)"
       if [ -e "$_p" ]; then mkdir -p ".patchkit/trash/$_d" && mv -f "$_p" ".patchkit/trash/$_d/$_b" \
@@ -612,20 +701,20 @@ pk_restore() {  # put originals back from the manifest (force: 1 keeps modified 
       if [ "$_kind" = create ]; then _rm="$_rm $_i"
       else
         [ "$_o" = "$_pre" ] || pk_die 1 "the saved original of $_p is missing or damaged ($_orig); nothing restored"
-        pk_get pk_rg "$_d"
+        pk_get pk_rg "$_g"
         if [ -z "$_v" ]; then
-          _rdirs="$_rdirs $_d"; _dest=${_p%/*}; [ "$_dest" = "$_p" ] && _dest=.
-          eval "pk_rdest_$_d=\$_dest"
+          _rdirs="$_rdirs $_g"; _dest=${_p%/*}; [ "$_dest" = "$_p" ] && _dest=.
+          eval "pk_rdest_$_g=\$_dest"
         fi
-        eval "pk_rg_$_d=\"\$_v \$_i\""
+        eval "pk_rg_$_g=\"\$_v \$_i\""
       fi
     fi
     _i=$((_i + 1))
   done
-  for _d in $_rdirs; do      # one mv per directory; each rename is atomic
-    pk_get pk_rg "$_d"; _ids=$_v; pk_get pk_rdest "$_d"; _dest=$_v
+  for _g in $_rdirs; do      # one mv per directory; each rename is atomic
+    pk_get pk_rg "$_g"; _ids=$_v; pk_get pk_rdest "$_g"; _dest=$_v
     set --
-    for _i in $_ids; do pk_get pk_mp "$_i"; set -- "$@" ".patchkit/orig/$_d/${_v##*/}"; done
+    for _i in $_ids; do pk_get pk_mp "$_i"; _b=${_v##*/}; pk_get pk_mdir "$_i"; set -- "$@" ".patchkit/orig/$_v/$_b"; done
     [ -d "$_dest" ] || mkdir -p "$_dest" || pk_die 1 "cannot create $_dest"
     mv -f "$@" "$_dest/" || pk_die 1 "cannot restore the originals into $_dest"
     for _i in $_ids; do pk_out "restored $_i original"; done
@@ -729,12 +818,10 @@ pk_backup() {  # _ dir-index files...: hard-link originals into .patchkit/orig/<
     || pk_die 1 "cannot save the originals of $* (disk full?)"
 }
 
-pk_commit_dir() {  # _ dir-index files...: rename the staged files over the originals, one mv per dir
-  _d=$2; shift 2
-  _dest=${1%/*}; [ "$_dest" = "$1" ] && _dest=.
-  _n=$#
-  for _p in "$@"; do set -- "$@" ".patchkit/stage/$_d/${_p##*/}"; done
-  shift "$_n"
+pk_commit_dir() {  # kind dir-index: rename the dir's staged files over its originals, one mv
+  pk_get "pk_G$1" "$2"; set --
+  for _ck in $_v; do pk_staged_path .patchkit/stage "$_ck"; set -- "$@" "$_sp"; done
+  pk_get pk_p "$_ck"; _dest=${_v%/*}; [ "$_dest" = "$_v" ] && _dest=.
   if [ -d "$_dest" ] || { pk_note_mkdirs "$_dest" && mkdir -p "$_dest"; }; then
     mv -f "$@" "$_dest/" && return 0
   fi
@@ -753,13 +840,14 @@ pk_commit_rollback() {  # a rename failed half-way: put back every file already 
 
 pk_commit() {
   pk_manifest_write committing
-  pk_by_dir m pk_commit_dir "" || pk_commit_rollback
-  pk_by_dir c pk_commit_dir "" || pk_commit_rollback
-  _k=1; set --
+  for _gdi in $PK_GDIRS; do pk_get pk_Gm "$_gdi"; [ -z "$_v" ] || pk_commit_dir m "$_gdi" || pk_commit_rollback; done
+  for _gdi in $PK_GDIRS; do pk_get pk_Gc "$_gdi"; [ -z "$_v" ] || pk_commit_dir c "$_gdi" || pk_commit_rollback; done
+  _k=1; _al=
   while [ "$_k" -le "$PK_N" ]; do
-    pk_get pk_kind "$_k"; [ "$_v" = delete ] && { pk_get pk_p "$_k"; set -- "$@" "$_v"; }
+    pk_get pk_kind "$_k"; [ "$_v" = delete ] && { pk_get pk_p "$_k"; _al="$_al$PK_NL$_v"; }
     _k=$((_k + 1))
   done
+  _oifs=$IFS; IFS=$PK_NL; set -- $_al; IFS=$_oifs
   if [ $# -gt 0 ]; then rm -f "$@" || { PK_COMMIT_FAILED=$1; pk_commit_rollback; }; fi
   pk_manifest_write applied
   rm -rf .patchkit/stage

@@ -12,6 +12,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Callable
 
 from .errors import InvalidInput
 from .paths import strip_prefix
@@ -48,6 +49,14 @@ class Compiled:
     multi: dict[str, str] = field(default_factory=dict)
     single: dict[str, str] = field(default_factory=dict)
     full: bool = True                  # False: file table only (check/status/revert/unlock)
+    detail: Callable[[], list[FilePlan]] | None = field(default=None, repr=False)
+
+    def detailed_plan(self, k: int) -> FilePlan:
+        """File k's plan with its hunks (a cached compile keeps only the file table)."""
+        if self.detail is not None:
+            self.plans = self.detail()
+            self.detail = None
+        return self.plans[k - 1]
 
     def data(self, single: bool = False, scripts_needed: bool = True) -> str:
         scripts = (self.single if single else self.multi) if scripts_needed else {}
@@ -79,24 +88,30 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
     """Everything the target program needs; `full=False` skips planning the edits."""
     plans = plan_series(series) if full else file_table(series)
     dirs: dict[str, int] = {}
+    slots = state_slots(plans)
+    digests = [["", ""] for _ in plans]          # hunk lines before / after, as the target hashes them
     lines: list[str] = []
+    table: list[str] = []                        # per-file data, defined only when an op needs it
     multi: dict[str, str] = {}
     single: dict[str, str] = {}
     prefix = series.pin.package_prefix
     edits = {}
     funcs: list[str] = []
+    starts: list[str] = []                       # stage-dir: each staged file, empty or created
+    tails: dict[int, list[str]] = {}             # chunk -> appends of the new last lines
     for k, plan in enumerate(plans, 1):
-        d = dirs.setdefault(posixpath.dirname(plan.path), len(dirs) + 1)
+        gd = dirs.setdefault(posixpath.dirname(plan.path), len(dirs) + 1)
+        d = slots[k - 1]
         pinned = plan.pinned
         sha = pinned.sha256 if pinned else "-"
         nlines = pinned.lines if pinned else 0
-        lines.append(f"pk_file {k} {plan.kind} {shq(plan.path)} {shq(strip_prefix(plan.path, prefix))} "
-                     f"{sha} {nlines} {d}")
+        table.append(f"pk_file {k} {plan.kind} {shq(plan.path)} {shq(strip_prefix(plan.path, prefix))} "
+                     f"{sha} {nlines} {d} {gd}")
         if not full:
             continue
-        pre_x = lines_digest(plan.expected_pre_lines())
-        post_x = lines_digest(plan.expected_post_lines())
-        lines.append(f"pk_expect {k} {pre_x} {post_x} {plan.post_wc}")
+        pre_x = digests[k - 1][0] = lines_digest(plan.expected_pre_lines())
+        post_x = digests[k - 1][1] = lines_digest(plan.expected_post_lines())
+        table.append(f"pk_expect {k} {pre_x} {post_x} {plan.post_wc}")
         if plan.kind != "delete":
             single[f"post.f{k}.sed"] = extraction_script([(f"y/{k}", post_ranges(plan), 0)], False)
         if plan.kind != "create":
@@ -105,28 +120,76 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
             edit = edits[k] = stage_edit(plan)
             base = posixpath.basename(plan.path)
             single[f"stage.f{k}.sed"] = "\n".join(edit.commands + [f"w {d}/{base}"])
-            funcs.append(f"pk_tail_{k}() {{ {printf_lines(edit.tail)}; }}")
+            if edit.tail:
+                funcs.append(f"pk_tail_{k}() {{ {printf_lines(edit.tail)}; }}")
+                tails.setdefault((k - 1) // CHUNK + 1, []).append(
+                    f"pk_tail_{k} >> \"$1\"/{shq(f'{d}/{base}')} || return 1")
+            starts.append(f": > \"$1\"/{shq(f'{d}/{base}')} || return 1")
         if plan.kind == "create":
             funcs.append(f"pk_create_{k}() {{ {printf_lines(plan.final)}; }}")
-    groups: dict[tuple[str, int], list[int]] = {}
+            starts.append(f"pk_create_{k} > \"$1\"/{shq(f'{d}/{posixpath.basename(plan.path)}')} || return 1")
+    by_slot: dict[tuple[str, int], list[int]] = {}
+    by_dir: dict[tuple[str, int], list[int]] = {}
     for k, plan in enumerate(plans, 1):
-        d = dirs[posixpath.dirname(plan.path)]
-        groups.setdefault((plan.kind[0], d), []).append(k)
-    lines.append(f"PK_DIRS={shq(' '.join(map(str, dirs.values())))}")
+        by_slot.setdefault((plan.kind[0], slots[k - 1]), []).append(k)
+        by_dir.setdefault((plan.kind[0], dirs[posixpath.dirname(plan.path)]), []).append(k)
+    lines.append(f"PK_DIRS={shq(' '.join(map(str, sorted(set(slots)))))}")
+    lines.append(f"PK_GDIRS={shq(' '.join(map(str, dirs.values())))}")
     lines.append(f"PK_EXEC={shq(' '.join(str(k) for k, p in enumerate(plans, 1) if p.executable))}")
-    for (kind, d), ks in groups.items():
+    for (kind, d), ks in by_slot.items():
         lines.append(f"pk_g{kind}_{d}={shq(' '.join(map(str, ks)))}")
+    for (kind, d), ks in by_dir.items():
+        lines.append(f"pk_G{kind}_{d}={shq(' '.join(map(str, ks)))}")
+    lines += _expected_columns(plans, digests, full)
     chunks = [list(range(i + 1, min(i + CHUNK, len(plans)) + 1)) for i in range(0, len(plans), CHUNK)]
     lines.append(f"PK_N={len(plans)} PK_CHUNKS={len(chunks) if full else 0}")
     for c, members in enumerate(chunks if full else [], 1):
         pre_total, pre_files = _chunk_extraction(plans, members, "pre")
         multi[f"pre.c{c}.sed"] = extraction_script(pre_files, True)
-        multi[f"stage.c{c}.sed"] = "\n".join(_chunk_stage(plans, members, dirs, edits))
+        multi[f"stage.c{c}.sed"] = "\n".join(_chunk_stage(plans, members, slots, edits))
         multi[f"post.c{c}.sed"] = extraction_script(_chunk_extraction(plans, members, "post")[1], False)
         lines.append(f"pk_chunk_{c}={shq(' '.join(map(str, members)))} pk_pretotal_{c}={pre_total}")
+    # A function: revert and status work from the manifest and never define these variables
+    # (dash looks variables up in a small hash table; thousands of them slow every lookup).
+    lines.insert(0, "pk_table() {\n" + "\n".join(table or [":"]) + "\n}")
+    funcs.append("pk_stage_start() {\n" + "\n".join(starts + [":"]) + "\n}")
+    funcs += [f"pk_stage_tails_{c}() {{\n" + "\n".join(tails.get(c, []) + [":"]) + "\n}"
+              for c in range(1, len(chunks) + 1)]
     return Compiled(series=series, plans=plans, common="\n".join(lines) + "\n",
                     stage_funcs="".join(f + "\n" for f in funcs), multi=multi, single=single,
                     full=full)
+
+
+def _expected_columns(plans: list[FilePlan], digests: list[list[str]], full: bool) -> list[str]:
+    """What the first column of `wc -l` and of the sha256 tool must read, file after file, when
+    every file is as pinned (originals) or as planned (staged results): PK_W_* for the bulk checks."""
+    def column(values: list, total: bool) -> str:
+        if total and len(values) > 1:
+            values = values + [sum(values)]
+        return shq("".join(f"{v}\n" for v in values))
+
+    orig = [k for k, p in enumerate(plans) if p.kind != "create"]
+    out = [f"PK_W_WC={column([plans[k].pinned.lines for k in orig], True)}",
+           f"PK_W_SHA={column([plans[k].pinned.sha256 for k in orig], False)}"]
+    if full:
+        staged = [k for k, p in enumerate(plans) if p.kind != "delete"]
+        out += [f"PK_W_PREX={column([digests[k][0] for k in orig], False)}",
+                f"PK_W_SWC={column([plans[k].post_wc for k in staged], True)}",
+                f"PK_W_POSTX={column([digests[k][1] for k in staged], False)}"]
+    return out
+
+
+def state_slots(plans: list[FilePlan]) -> list[int]:
+    """Each file's folder under .patchkit/stage and .patchkit/orig: the n-th file of a base name
+    goes to folder n. Base names are unique within a folder, so one `ln`/`cp` per folder saves
+    the originals of files from any number of directories."""
+    seen: dict[str, int] = {}
+    out = []
+    for plan in plans:
+        base = posixpath.basename(plan.path)
+        seen[base] = seen.get(base, 0) + 1
+        out.append(seen[base])
+    return out
 
 
 def _chunk_extraction(plans, members, side: str):
@@ -149,7 +212,7 @@ def _chunk_extraction(plans, members, side: str):
     return offset, files
 
 
-def _chunk_stage(plans, members, dirs, edits):
+def _chunk_stage(plans, members, slots, edits):
     """One sed for many files: a jump per file (through a dispatch tree) to its own block of
     edits ending in `w`; see render.dispatch for why the jumps form a tree."""
     offset, items, blocks = 0, [], []
@@ -159,7 +222,7 @@ def _chunk_stage(plans, members, dirs, edits):
             continue
         if plan.orig_known:
             edit = edits[k].shifted(offset)
-            d = dirs[posixpath.dirname(plan.path)]
+            d = slots[k - 1]
             items.append((offset + 1, offset + plan.orig_known, f"s{k}"))
             blocks += [f":s{k}"] + edit + [f"w {d}/{posixpath.basename(plan.path)}", "d"]
         offset += plan.orig_known

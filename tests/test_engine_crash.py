@@ -18,7 +18,7 @@ from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import LocalTransport
 
-TOOLS = ["mv", "cp", "ln", "sed", "rm", "mkdir", "wc", "sha256sum", "mktemp", "date", "uname"]
+TOOLS = ["mv", "cp", "ln", "sed", "rm", "mkdir", "wc", "sha256sum", "mktemp", "date", "uname", "chmod"]
 
 BEFORE = {
     "pkg/a.py": b"".join(b"a%d\n" % i for i in range(30)),

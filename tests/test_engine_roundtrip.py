@@ -168,6 +168,64 @@ def test_git_header_only_diffs_and_modes(tmp_path, busybox_bin):
     assert repo.exists()
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("context", [0, 3])
+def test_files_with_many_edits(tmp_path, busybox_bin, seed, context):
+    """A file with about a hundred edited places (inserts, deletions, replacements, at the first
+    and after the last line) next to a small one, in one chunk, under GNU and BusyBox sed."""
+    import random
+    rnd = random.Random(seed)
+    lines = [b"line %d %s" % (i, rnd.choice([b"", b"\\", b"&", b"/x/", b"\t"])) for i in range(1, 401)]
+    new: list[bytes] = []
+    for i, ln in enumerate(lines):
+        op = rnd.random()
+        if i == 0 and seed % 2:
+            new.append(b"before first")
+        if op < 0.08:
+            continue                                      # deleted
+        if op < 0.16:
+            new.append(ln + b" changed")                  # replaced
+        else:
+            new.append(ln)
+        if 0.16 <= op < 0.24:
+            new += [b"added after %d" % i, b"and %d" % i]  # inserted
+    if seed >= 2:
+        new.append(b"after last")
+    before = {"big.py": b"\n".join(lines) + b"\n", "small.py": b"a\nb\n"}
+    after = {"big.py": b"\n".join(new) + b"\n", "small.py": b"a\nB\n"}
+    roundtrip(tmp_path, before, after, context, busybox_bin)
+
+
+def test_modified_files_keep_their_modes(tmp_path, busybox_bin):
+    """A patched file keeps its original's mode (executable, group-writable, read-only), and
+    revert brings back the original file itself: same inode, mode and mtime."""
+    import os
+    names = {"bin/run.sh": 0o755, "lib/shared.py": 0o664, "lib/ro.py": 0o444, "a/x/run.sh": 0o700}
+    before = {n: b"l1\nl2\nl3\n" for n in names}
+    after = {n: b"l1\nL2\nl3\n" for n in names}
+    work = tmp_path / "w"
+    series = make_series(work / "series", before, [("0001.patch", git_diff(before, after, work))])
+    for label, bb in [("gnu", None), ("busybox", busybox_bin)]:
+        root = work / f"t-{label}"
+        write_tree(root, before)
+        for n, mode in names.items():
+            os.chmod(root / n, mode)
+        orig = {n: os.stat(root / n) for n in names}
+        target = busybox_local(bb, root) if bb else str(root)
+        res = ops.apply(str(series), [target])
+        assert res.exit_code == 0, res.to_json()
+        assert read_tree(root, after.keys()) == after
+        for n, mode in names.items():
+            assert os.stat(root / n).st_mode & 0o7777 == mode, (label, n)
+        res = ops.revert(str(series), [busybox_local(bb, root) if bb else str(root)])
+        assert res.exit_code == 0, res.to_json()
+        assert read_tree(root, before.keys()) == before
+        for n in names:
+            st = os.stat(root / n)
+            assert (st.st_ino, st.st_mode, st.st_mtime_ns) == \
+                (orig[n].st_ino, orig[n].st_mode, orig[n].st_mtime_ns), (label, n)
+
+
 def test_git_format_patch_files_apply(tmp_path):
     """`git format-patch` output: mail headers, diffstat, and the "-- " signature at the end."""
     from engine_support import git
