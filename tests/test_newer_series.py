@@ -18,7 +18,8 @@ from patchkit import authoring, ops, rebase as rb, upstream
 from patchkit.diffparse import parse_patch
 
 from ast_support import is_inserted, strip_inserted
-from upstream_fixtures import REPO, SERIES_059, default_wheelhouse, sglang_checkout, sglang_installed
+from upstream_fixtures import (REPO, SERIES_059, default_wheelhouse, sglang_checkout, sglang_installed,
+                               without_also_versions)
 
 WH = default_wheelhouse()
 SPEC = "python/sglang/srt/speculative/"
@@ -286,7 +287,7 @@ def test_shipped_series_is_rebase_output_plus_the_hand_fixed_patches(version, tm
     names = authoring.read_series_names(made)
     assert authoring.read_series_names(out) == names
     for name in ["pin.toml"] + [n for n in names if n != RUNTIME_PATCH]:
-        assert _no_also(out / name) == _no_also(made / name), name
+        assert without_also_versions(out / name) == without_also_versions(made / name), name
 
 
 @pytest.mark.parametrize("version", REBASED)
@@ -294,22 +295,14 @@ def test_shipped_series_is_a_fixed_point_of_resume(version, tmp_path):
     out = rebased_part(version, tmp_path / "copy")
     names = authoring.read_series_names(out)
     # resume writes the old series' comment line into `series`; the names are what must hold
-    before = {p.name: _no_also(p) for p in out.iterdir() if p.name not in ("REBASE.md", "series")}
+    before = {p.name: without_also_versions(p) for p in out.iterdir() if p.name not in ("REBASE.md", "series")}
     again = rb.rebase(SERIES_059, version, out_dir=out, wheelhouse=WH, resume=True)
     assert again.exit_code == 0
     assert {h.status for h in again.hunks} == {"unchanged", "carried"}
     assert authoring.read_series_names(out) == names
-    assert {p.name: _no_also(p) for p in out.iterdir()
+    assert {p.name: without_also_versions(p) for p in out.iterdir()
             if p.name not in ("REBASE.md", "series")} == before
 
-
-def _no_also(path: Path) -> bytes:
-    """A file's bytes, without pin.toml's also_versions line: a .postN sharing the release's
-    files is recorded by hand (issue 10); patch.rebase makes the pin of one release only."""
-    data = path.read_bytes()
-    if path.name != "pin.toml":
-        return data
-    return b"".join(ln for ln in data.splitlines(keepends=True) if not ln.startswith(b"also_versions"))
 
 
 def test_0512_counts_accepted_drafts_under_their_new_name():

@@ -91,3 +91,14 @@ def sglang_059_pristine() -> Path:
     """The cached pristine checkout-layout tree of 0.5.9 (read it, do not write to it)."""
     return upstream.pypi_tree("sglang", "0.5.9", [EAGLE_WORKER_WHEEL], layout="checkout",
                               wheelhouse=default_wheelhouse())
+
+
+def without_also_versions(path) -> bytes:
+    """A file's bytes, without pin.toml's ``also_versions`` line: a shipped pin also names the
+    .postN releases sharing its files (recorded by the coverage check); patch.rebase makes the
+    pin of one release only."""
+    data = Path(path).read_bytes()
+    if Path(path).name != "pin.toml":
+        return data
+    return b"".join(ln for ln in data.splitlines(keepends=True)
+                    if not ln.startswith(b"also_versions"))
