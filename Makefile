@@ -39,7 +39,7 @@ profile-run: setup
 	$(BIN)/invoke profile.run
 
 lint: setup
-	sh -n patchkit/target.sh && busybox sh -n patchkit/target.sh
+	sh -n patchkit/engine/target.sh && busybox sh -n patchkit/engine/target.sh
 	$(BIN)/python -m compileall -q patchkit tasks.py bench tests
 
 bench: setup

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 TARGET_HELP = {
     "series": "series folder (pin.toml + series + patches), or 'auto': the shipped series pinned "
-              "to exactly the target's files; default: patchkit.series in invoke.yaml",
+              "to exactly the target's files; default: patchkit.engine.series in invoke.yaml",
     "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path or docker://C/path; "
               "repeat for a fleet (default: patchkit.targets in invoke.yaml)",
     "json": "print the outcome as JSON (stable keys) instead of a table",
@@ -71,7 +71,7 @@ def _resolve(c, series, target, opts, inventory=None, limit=None, root=None):
 
     series = series or _cfg(c, "series")
     if not series:
-        raise Exit("no --series given and no patchkit.series in invoke.yaml", 2)
+        raise Exit("no --series given and no patchkit.engine.series in invoke.yaml", 2)
     targets = list(target or [])
     if not targets and not inventory:
         targets = list(_cfg(c, "targets", []) or [])
@@ -91,8 +91,8 @@ def _resolve(c, series, target, opts, inventory=None, limit=None, root=None):
 
 
 def _auto_series(targets, opts=None):
-    """--series auto: the shipped series pinned to the targets' text (patchkit.autoseries)."""
-    from patchkit import autoseries
+    """--series auto: the shipped series pinned to the targets' text (patchkit.engine.autoseries)."""
+    from patchkit.engine import autoseries
     from patchkit.errors import PatchkitError
 
     kw = {}
@@ -129,8 +129,8 @@ def _run(c, fn_name, series, target, as_json, opts, show_script=False, **fleet):
 
 
 def _show_script(series_dir, targets, opts):
-    from patchkit.series import load_series
-    from patchkit.targetprog import build_program, compile_series
+    from patchkit.engine.series import load_series
+    from patchkit.engine.targetprog import build_program, compile_series
     from patchkit.transport import parse_target
 
     compiled = compile_series(load_series(series_dir))
@@ -231,14 +231,14 @@ def _guard(fn, *args, **kwargs):
 def _pristine(series, pristine):
     from pathlib import Path
 
-    from patchkit import upstream as up
+    from patchkit.author import upstream as up
     if pristine:
         return Path(_abspath(pristine))
     return _guard(up.fetch_tree, series_dir=Path(series))[0]
 
 
 AUTHOR_HELP = {
-    "series": "series folder (default: patchkit.series in invoke.yaml)",
+    "series": "series folder (default: patchkit.engine.series in invoke.yaml)",
     "edited": "a copy of the pinned tree with your edits (make one with patch.edit)",
     "pristine": "pristine pinned tree (default: fetched from the pin, by version, into .cache/)",
 }
@@ -251,7 +251,7 @@ def edit(c, dest, series=None, upto=None, pristine=None, layout="checkout"):
     """Write the pinned tree with the series applied, for editing new timers into it."""
     from pathlib import Path
 
-    from patchkit import authoring
+    from patchkit.author import authoring
     series = _abspath(series or _cfg(c, "series"))
     out = _guard(authoring.prepare_edit_tree, Path(series), _pristine(series, pristine),
                  Path(_abspath(dest)), upto=upto, layout=layout)
@@ -266,7 +266,7 @@ def new(c, name, edited, series=None, pristine=None, header=None, new_file=None)
     """Append a new patch to the series: the edited tree minus the current series."""
     from pathlib import Path
 
-    from patchkit import authoring
+    from patchkit.author import authoring
     series = _abspath(series or _cfg(c, "series"))
     out = _guard(authoring.new_patch, Path(series), name, Path(_abspath(edited)),
                  _pristine(series, pristine), header=header, new_files=list(new_file or []))
@@ -278,7 +278,7 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
     """Rewrite one patch of the series from the edited tree (header and pin kept)."""
     from pathlib import Path
 
-    from patchkit import authoring
+    from patchkit.author import authoring
     series = _abspath(series or _cfg(c, "series"))
     path, changed = _guard(authoring.refresh, Path(series), Path(_abspath(edited)),
                            _pristine(series, pristine), patch=patch)
@@ -286,13 +286,13 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
 
 
 @task(name="gen-runtime", auto_shortflags=False, help={
-    "series": "series folder (default: patchkit.series in invoke.yaml)",
+    "series": "series folder (default: patchkit.engine.series in invoke.yaml)",
     "check": "only check: exit 1 when a runtime patch differs from patchkit/timing/phase_timer.py"})
 def gen_runtime(c, series=None, check=False):
     """Regenerate the series' phase_timer.py new-file patch from patchkit/timing/."""
     from pathlib import Path
 
-    from patchkit import authoring
+    from patchkit.author import authoring
     series = _abspath(series or _cfg(c, "series"))
     results = _guard(authoring.regenerate_runtime_patches, Path(series), write=not check)
     for name, changed in results:
@@ -313,7 +313,7 @@ def upstream_fetch(c, series=None, name=None, version=None, path=None, upstream=
     """Fetch pristine upstream files (PyPI wheel by version, or git clone by rev) into .cache/."""
     from pathlib import Path
 
-    from patchkit import upstream as up
+    from patchkit.author import upstream as up
     tree, commit = _guard(up.fetch_tree, name, version, list(path or []) or None,
                           series_dir=Path(_abspath(series)) if series else None,
                           clone=Path(_abspath(upstream)) if upstream else None, rev=rev,
@@ -331,7 +331,7 @@ def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=Non
     """Write or update pin.toml (sha256 and wc -l per file, version/commit) from a pristine tree."""
     from pathlib import Path
 
-    from patchkit import upstream as up
+    from patchkit.author import upstream as up
     pin = _guard(up.pin_series, Path(_abspath(series)), Path(_abspath(tree)), list(path or []) or None,
                  name=name, version=version, commit=commit, package_prefix=package_prefix)
     print(f"wrote {Path(_abspath(series)) / 'pin.toml'} ({len(pin.files)} files)")
@@ -445,11 +445,11 @@ profile.add_task(profile_sweep, "sweep")
 
 
 # ----------------------------------------------------------------------------- patch.rebase, patch.diff
-# Implementation: patchkit.rebase (relocation: patchkit.relocate, report: patchkit.rebase_report)
-# and patchkit.seriesdiff.
+# Implementation: patchkit.author.rebase (relocation: patchkit.author.relocate, report: patchkit.author.rebase_report)
+# and patchkit.author.seriesdiff.
 
 @task(name="rebase", auto_shortflags=False, help={
-    "series": "the series to carry over (never written); default: patchkit.series in invoke.yaml",
+    "series": "the series to carry over (never written); default: patchkit.engine.series in invoke.yaml",
     "onto": "a PyPI version (e.g. 0.5.10), or with --upstream a tag, branch or commit",
     "upstream": "a local git clone of the upstream project to read --onto from",
     "out": "the new series folder (default: patches/<name>-v<version> beside --series)",
@@ -470,7 +470,7 @@ def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_tri
                  timeout=None):
     """Rebase a series onto another release (exact, then checked 3-way merge); exit 1 if a hunk needs attention."""
     from patchkit.errors import PatchkitError
-    from patchkit.rebase import rebase
+    from patchkit.author.rebase import rebase
 
     series = series or _cfg(c, "series")
     if not series or bool(onto) == bool(onto_target):
@@ -482,8 +482,8 @@ def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_tri
     try:
         new_source = None
         if onto_target:
-            from patchkit.series import load_series
-            from patchkit.targetread import target_source
+            from patchkit.engine.series import load_series
+            from patchkit.author.targetread import target_source
 
             opts = _options(c, layout, container, exec_, ssh_config, timeout, None)
             new_source = target_source(load_series(path(series)), onto_target, cwd=opts.cwd,
@@ -514,7 +514,7 @@ def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_tri
 def patch_diff(c, from_=None, to=None):
     """What changed between two series (pin, order, headers, hunk placement and content)."""
     from patchkit.errors import PatchkitError
-    from patchkit.seriesdiff import series_diff
+    from patchkit.author.seriesdiff import series_diff
 
     if not from_ or not to:
         raise Exit("patch.diff needs --from DIR and --to DIR", 2)
@@ -531,14 +531,14 @@ patch.add_task(patch_diff, "diff")
 
 # ----------------------------------------------------------------------------- profile.remote
 # The remote SGLang run: settings in invoke.yaml under patchkit.profile.remote (documented there;
-# patchkit.series/targets/layout/ssh_config/ssh_options are its defaults); an option beats them.
+# patchkit.engine.series/targets/layout/ssh_config/ssh_options are its defaults); an option beats them.
 # Implementation: patchkit.profile.remote (run_remote); also `python -m patchkit.profile.remote`.
 
 @task(name="remote", auto_shortflags=False, iterable=["target", "env"], help={
     "target": "SGLang install root to profile (site-packages or a checkout), e.g. "
               "ssh://gpu1/opt/venv/lib/python3.11/site-packages; repeat for nodes, head first",
     "series": "series folder or 'auto' (chosen from the targets' files); "
-              "default: profile.remote.series, else patchkit.series",
+              "default: profile.remote.series, else patchkit.engine.series",
     "server": "server command line, run detached by sh -c on every target",
     "bench": "benchmark command line, run by sh -c on the first target",
     "env": "NAME=VALUE for the server, e.g. NCCL_PROTO=LL (repeat; merged over the settings)",

@@ -13,7 +13,7 @@ patches/sglang-vRELEASE is a hand-made series pinned to the same text, whether e
 run of added lines sits exactly where that series has it (a misplacement). A pair whose
 release lacks the series' file is listed as not applicable, outside the totals.
 
-Wheels: releases outside patchkit.upstream.KNOWN_WHEELS are fetched into $PATCHKIT_CACHE with
+Wheels: releases outside patchkit.author.upstream.KNOWN_WHEELS are fetched into $PATCHKIT_CACHE with
 trust on first use (their sha256 recorded beside the wheel and printed), unless --no-trust-new.
 """
 
@@ -29,8 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from patchkit import rebase as rb, upstream  # noqa: E402
-from patchkit.series import load_series  # noqa: E402
+from patchkit.author import rebase as rb, upstream  # noqa: E402
+from patchkit.engine.series import load_series  # noqa: E402
 from rebase_oracle import hand_disagreements, misplaced  # noqa: E402
 
 # Every shipped sglang series onto the releases either side of it.

@@ -50,7 +50,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import sshd_support  # noqa: E402
 from sshd_support import make_client_config  # noqa: E402,F401  (re-exported for reuse)
 
-from patchkit import ops, upstream  # noqa: E402
+from patchkit import ops  # noqa: E402
+from patchkit.author import upstream
 from patchkit.transport import parse_target  # noqa: E402
 
 SERIES = ROOT / "patches" / "sglang-v0.5.9"
@@ -255,7 +256,7 @@ def measure_persist(fleet, n: int, workdir: Path) -> dict:
 
 def measure_warm(fleet, n: int, workdir: Path) -> dict:
     """ops.verify on a Transport whose control connection is live vs bare `ssh HOST true`."""
-    from patchkit.series import load_series
+    from patchkit.engine.series import load_series
 
     server = fleet.servers[0]
     root = installed_tree(workdir / "warm-site")

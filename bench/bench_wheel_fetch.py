@@ -1,5 +1,5 @@
 """Time what a fresh CI machine pays for the series matrix: download every pinned sglang wheel
-(by pinned sha256, through patchkit.upstream.fetch_wheel) and extract the EAGLE worker files.
+(by pinned sha256, through patchkit.author.upstream.fetch_wheel) and extract the EAGLE worker files.
 
     python bench/bench_wheel_fetch.py [--cache DIR] [--jobs N]
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchkit import upstream  # noqa: E402
+from patchkit.author import upstream  # noqa: E402
 
 SPEC = "sglang/srt/speculative/"
 

@@ -11,14 +11,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from .answer import Answer, TargetFile, parse_answer
-from .compilecache import compiled_series
-from .drift import explain_file
-from .errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
-from .paths import strip_prefix
-from .series import Series
-from .targetprog import Compiled, build_program
-from .transport import Transport, parse_target
+from patchkit.engine.answer import Answer, TargetFile, parse_answer
+from patchkit.engine.compilecache import compiled_series
+from patchkit.engine.drift import explain_file
+from patchkit.errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
+from patchkit.paths import strip_prefix
+from patchkit.engine.series import Series
+from patchkit.engine.targetprog import Compiled, build_program
+from patchkit.transport import Transport, parse_target
 
 
 @dataclass

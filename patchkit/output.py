@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from .ops import OpResult
+from patchkit.ops import OpResult
 
 _VERDICT = {0: "ok", 1: "REFUSED", 2: "INVALID"}
 

@@ -1,6 +1,6 @@
 """An independent check of where rebase put each line, for tests and bench/bench_rebase.py.
 
-Deliberately not the AST check rebase itself uses (patchkit.pystructure): this one reads text
+Deliberately not the AST check rebase itself uses (patchkit.author.pystructure): this one reads text
 only. A line's place is the chain of `def`/`class` lines above it with smaller indentation
 (its function, by qualified name), the statement before it at the same indentation (or the
 kind of block it opens: `<opens else>`) and the statement after it at the same indentation (or
@@ -15,9 +15,9 @@ import re
 
 from pathlib import Path
 
-from patchkit.diffparse import parse_patch
-from patchkit.merge3 import changed_lines, own_placement
-from patchkit.relocate import apply_placements, split_lines
+from patchkit.engine.diffparse import parse_patch
+from patchkit.author.merge3 import changed_lines, own_placement
+from patchkit.author.relocate import apply_placements, split_lines
 
 _DEF = re.compile(rb"^(\s*)(?:async\s+def|def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -118,8 +118,8 @@ def hunk_places(text: list, placement) -> tuple[list, list]:
 def _patches(series_dir) -> list:
     """The series' patches; one that does not parse (a rebase output whose marked hunk has no
     room before the next hunk) counts as having no relocated hunk."""
-    from patchkit.authoring import read_series_names
-    from patchkit.diffparse import Patch
+    from patchkit.author.authoring import read_series_names
+    from patchkit.engine.diffparse import Patch
     from patchkit.errors import InvalidInput
 
     out = []
@@ -133,7 +133,7 @@ def _patches(series_dir) -> list:
 
 def _states(series_dir, files: dict[str, bytes]) -> dict:
     """{patch: {path: (text before the patch, [placement, or None for a marked hunk])}}."""
-    from patchkit.rebase import MARKER
+    from patchkit.author.rebase import MARKER
 
     state = {p: split_lines(d) for p, d in files.items() if d is not None}
     out: dict = {}
@@ -175,7 +175,7 @@ def _runs(series_dir, files: dict[str, bytes]) -> list[tuple[str, int, tuple]]:
     (patch, hunk number, (path, pristine line before, pristine line after, texts)): where it
     sits among the pristine file's own code lines (blank and comment lines skipped), whatever
     other patches added around it."""
-    from patchkit.rebase import MARKER
+    from patchkit.author.rebase import MARKER
 
     origin = {p: list(range(len(split_lines(d)))) for p, d in files.items() if d is not None}
     pristine = {p: split_lines(d) for p, d in files.items() if d is not None}
@@ -229,7 +229,7 @@ def hand_disagreements(series_dir, hand_dir, files: dict[str, bytes]):
     """[(patch, hunk number, what)] for each relocated run of added lines of ``series_dir``
     that the hand-made series ``hand_dir`` (pinned to the same ``files``) does not have at the
     same place among the pristine lines; files the hand series does not patch are left out."""
-    from patchkit.upstream import read_pin
+    from patchkit.author.upstream import read_pin
 
     theirs = {run for _, _, run in _runs(hand_dir, files)}
     covered = {f.path for f in read_pin(Path(hand_dir) / "pin.toml").files}

@@ -1,4 +1,4 @@
-"""patchkit.authoring: diff text, the exact applier, new/refresh over a quilt-style stack."""
+"""patchkit.author.authoring: diff text, the exact applier, new/refresh over a quilt-style stack."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from patchkit import authoring, upstream
+from patchkit.author import authoring, upstream
 from patchkit.errors import InvalidInput
 
 from upstream_fixtures import git

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import autoseries, ops, upstream
+from patchkit.engine import autoseries
+from patchkit import ops
+from patchkit.author import upstream
 from patchkit.errors import Refused
 
 REPO = Path(__file__).resolve().parents[1]

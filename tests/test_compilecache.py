@@ -8,9 +8,10 @@ import json
 import pytest
 
 from engine_support import git_diff, make_series, write_tree
-from patchkit import compilecache, ops
-from patchkit.series import load_series
-from patchkit.targetprog import build_program, compile_series
+from patchkit import ops
+from patchkit.engine import compilecache
+from patchkit.engine.series import load_series
+from patchkit.engine.targetprog import build_program, compile_series
 
 BEFORE = {"pkg/a.py": b"".join(b"a%d\n" % i for i in range(40)), "pkg/b.py": b"b0\nb1\n"}
 AFTER = {"pkg/a.py": BEFORE["pkg/a.py"].replace(b"a7\n", b"a7\nNEW\n"), "pkg/b.py": b"b0\nB1\n"}
@@ -90,3 +91,20 @@ def test_bytes_that_are_not_utf8_survive_the_cache(cache, tmp_path):
     write_tree(root, before)
     assert ops.apply(str(series), [str(root)]).exit_code == 0
     assert (root / "a.txt").read_bytes() == after["a.txt"]
+
+
+def test_a_cached_pin_keeps_every_field(cache, tmp_path):
+    """A pin read back from the cache is the pin itself: also_versions included (the target's
+    dist-info check accepts those releases too)."""
+    folder = tmp_path / "sv"
+    make_series(folder, BEFORE, [("1.patch", git_diff(BEFORE, AFTER, tmp_path))])
+    pin = folder / "pin.toml"
+    text = pin.read_text()
+    pin.write_text(text.replace("[upstream]\n", "[upstream]\nversion = \"1.0\"\n"
+                                "also_versions = [\"1.0.post1\"]\n", 1))
+    fresh = compile_series(load_series(str(folder)), full=True)
+    compilecache.compiled_series(str(folder), full=True)
+    cached = compilecache.compiled_series(str(folder), full=True)
+    assert cached.series.patches == []
+    assert cached.series.pin == fresh.series.pin
+    assert cached.series.pin.versions == ("1.0", "1.0.post1")

@@ -14,8 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from patchkit import authoring, ops, rebase as rb, upstream
-from patchkit.diffparse import parse_patch
+from patchkit.author import authoring, rebase as rb, upstream
+from patchkit import ops
+from patchkit.engine.diffparse import parse_patch
 
 from ast_support import is_inserted, strip_inserted
 from upstream_fixtures import (REPO, SERIES_059, default_wheelhouse, sglang_checkout, sglang_installed,

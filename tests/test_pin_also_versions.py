@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import ops, upstream
+from patchkit import ops
+from patchkit.author import upstream
 from patchkit.errors import InvalidInput
-from patchkit.series import parse_pin
+from patchkit.engine.series import parse_pin
 
 REPO = Path(__file__).resolve().parents[1]
 SERIES = REPO / "patches" / "sglang-v0.5.5"

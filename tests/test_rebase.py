@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import ops, rebase as rb, relocate, upstream
-from patchkit.diffparse import parse_patch
+from patchkit import ops
+from patchkit.author import rebase as rb, relocate, upstream
+from patchkit.engine.diffparse import parse_patch
 from patchkit.errors import InvalidInput, PatchkitError
 
 from upstream_fixtures import (

@@ -14,10 +14,11 @@ import shutil
 import pytest
 
 from engine_support import git_diff, make_series, write_tree
-from patchkit import merge3, ops, rebase as rb, upstream
+from patchkit.author import merge3, rebase as rb, upstream
+from patchkit import ops
 from patchkit.errors import PatchkitError
-from patchkit.pystructure import spots
-from patchkit.series import load_series
+from patchkit.author.pystructure import spots
+from patchkit.engine.series import load_series
 from rebase_oracle import hand_disagreements, misplaced
 from upstream_fixtures import SERIES_059, default_wheelhouse, sglang_checkout
 
@@ -161,7 +162,7 @@ def _release_files(version: str, paths) -> dict[str, bytes]:
 
 # (series, onto, exact, merged+checked, needs attention), hunks creating files left out
 PAIRS = [("0.5.9", "0.5.10", 22, 4, 0), ("0.5.10", "0.5.9", 22, 4, 0),
-         ("0.5.9", "0.5.12", 10, 9, 7), ("0.5.12", "0.5.10", 12, 7, 7)]
+         ("0.5.9", "0.5.12", 10, 9, 7), ("0.5.12", "0.5.10", 26, 12, 11)]
 
 
 @pytest.mark.parametrize("series_ver,onto,n_exact,n_merged,n_attention", PAIRS)
@@ -180,8 +181,9 @@ def test_real_release_pairs_relocate_more_and_misplace_nothing(
     # the hand-made series of the release (shipped, pinned to the same text) has every
     # relocated line exactly where rebase put it
     hand = SERIES_059.parent / f"sglang-v{onto}"
-    assert [f.sha256 for f in upstream.read_pin(hand / "pin.toml").files] == \
-        [upstream.sha256_bytes(new_files[p]) for p in paths]
+    hand_pin = {f.path: f.sha256 for f in upstream.read_pin(hand / "pin.toml").files}
+    # (the hand-made series may time more files, e.g. 0.5.12's eagle_worker_v2.py too)
+    assert [hand_pin.get(p) for p in paths] == [upstream.sha256_bytes(new_files[p]) for p in paths]
     assert hand_disagreements(out, hand, new_files) == []
     # the text oracle flags only lines whose neighbouring statement upstream rewrote
     flagged = misplaced(series, _release_files(series_ver, paths), out, new_files)

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 
-from patchkit import ops, rebase as rb, upstream
-from patchkit.series import load_series
-from patchkit.targetread import target_source
+from patchkit import ops
+from patchkit.author import rebase as rb, upstream
+from patchkit.engine.series import load_series
+from patchkit.author.targetread import target_source
 from upstream_fixtures import EAGLE_WORKER, REPO, SERIES_059, git, sglang_checkout, sglang_installed
 
 

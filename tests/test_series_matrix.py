@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import authoring, autoseries, ops, timerplace, upstream
-from patchkit import sglang_releases as rel
+from patchkit.author import authoring, timerplace, upstream
+from patchkit.engine import autoseries
+from patchkit import ops
+from patchkit.author import sglang_releases as rel
 
 from ast_support import is_inserted, strip_inserted, timer_calls_by_function
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shutil
 
-from patchkit import seriesdiff
-from patchkit.diffparse import parse_patch
+from patchkit.author import seriesdiff
+from patchkit.engine.diffparse import parse_patch
 
 from upstream_fixtures import REPO, SERIES_059
 

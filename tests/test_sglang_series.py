@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from ast_support import strip_inserted, timer_calls_by_function
-from patchkit import authoring, upstream
+from patchkit.author import authoring, upstream
 
 from upstream_fixtures import COMMIT_059, EAGLE_WORKER, PHASE_TIMER, REPO, SERIES_059, git
 

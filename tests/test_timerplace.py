@@ -1,4 +1,4 @@
-"""patchkit.timerplace: timer lines placed by function and anchor statement, never by line, and
+"""patchkit.author.timerplace: timer lines placed by function and anchor statement, never by line, and
 refused (not guessed) when the new release's code does not show the same structure."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from patchkit import timerplace as tp
+from patchkit.author import timerplace as tp
 from patchkit.errors import InvalidInput
 
 PATH = "pkg/worker.py"

@@ -1,4 +1,4 @@
-"""patchkit.upstream: wheels by pinned sha256, git blobs at a rev, pin.toml."""
+"""patchkit.author.upstream: wheels by pinned sha256, git blobs at a rev, pin.toml."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import upstream
+from patchkit.author import upstream
 from patchkit.errors import EXIT_INVALID, EXIT_REFUSED, InvalidInput
 
 from upstream_fixtures import EAGLE_WORKER_WHEEL, default_wheelhouse, git

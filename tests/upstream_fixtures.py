@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import upstream
+from patchkit.author import upstream
 
 REPO = Path(__file__).resolve().parents[1]
 SERIES_059 = REPO / "patches" / "sglang-v0.5.9"

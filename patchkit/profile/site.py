@@ -1,7 +1,7 @@
 """The profile target: the pinned transformers installed into an ignored folder, and its patching.
 
 ``ensure_site`` installs the wheel named by the series' pin (sha256-checked by
-patchkit.upstream) with ``pip install --no-deps --target`` -- a real installed-package layout
+patchkit.author.upstream) with ``pip install --no-deps --target`` -- a real installed-package layout
 (``transformers/...`` plus ``transformers-5.17.0.dist-info``), which the engine patches exactly
 as it would patch a remote site-packages. The dependencies of transformers come from the
 project's environment (the ``profile`` extra).
@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from patchkit.errors import PatchkitError, Refused
-from patchkit.upstream import fetch_wheel, read_pin
+from patchkit.author.upstream import fetch_wheel, read_pin
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_SERIES = REPO / "patches" / "transformers-v5.17.0"

@@ -20,7 +20,7 @@ import re
 import stat
 import subprocess
 
-from ..errors import InvalidInput
+from patchkit.errors import InvalidInput
 
 ENV_VAR = "PATCHKIT_SSH_CONTROL_DIR"
 # sun_path is 104 bytes on BSD/macOS and 108 on Linux; keep below the smaller, with %C's 40 hex

@@ -11,8 +11,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from ..errors import TransportError
-from . import RunResult, Transport
+from patchkit.errors import TransportError
+from patchkit.transport import RunResult, Transport
 
 
 @dataclass

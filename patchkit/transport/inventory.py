@@ -28,8 +28,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from ..errors import InvalidInput
-from . import Transport, parse_target
+from patchkit.errors import InvalidInput
+from patchkit.transport import Transport, parse_target
 
 _SECTION = re.compile(r"\[([^\[\]:\s]+)(?::([^\[\]\s]*))?\]\s*(?:[#;].*)?\Z")
 _NAME = re.compile(r"[^\s\[\]:,&!~*?]+\Z")

@@ -36,8 +36,8 @@ from __future__ import annotations
 import re
 import shlex
 
-from ..errors import InvalidInput
-from . import Transport
+from patchkit.errors import InvalidInput
+from patchkit.transport import Transport
 
 # A host name, an IPv4 address or an ssh_config alias: no leading '-', nothing a shell or ssh
 # would read as syntax. Aliases with other characters are legal in ssh_config but not accepted
@@ -76,7 +76,7 @@ def parse_remote_target(spec: str, *, container: str | None = None,
         user, host, port, root = ssh_parts
         if container is not None:
             prefix = _container_prefix(container, opts)
-        from .ssh import SshTransport
+        from patchkit.transport.ssh import SshTransport
         transport = SshTransport(label=_ssh_label(user, host, port, root, prefix), root=root,
                                  host=host, user=user, port=port,
                                  remote_prefix=tuple(prefix or ()),
@@ -236,7 +236,7 @@ def _container_prefix(name: str, opts: dict) -> list[str]:
 
 
 def _exec_transport(spec: str, root: str, prefix: list[str], opts: dict) -> Transport:
-    from .execprefix import ExecTransport
+    from patchkit.transport.execprefix import ExecTransport
     # SSH-only options (ssh_config, connect_timeout, ...) are ignored here, so that one set of
     # site options (invoke.yaml) can serve a mixed list of targets.
     shell = ("sh", "-s")

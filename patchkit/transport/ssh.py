@@ -33,9 +33,9 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..errors import InvalidInput, TransportError
-from . import RunResult, Transport
-from . import controldir
+from patchkit.errors import InvalidInput, TransportError
+from patchkit.transport import RunResult, Transport
+from patchkit.transport import controldir
 
 # Unix socket paths are limited to ~108 bytes; %C expands to 40 hex characters.
 _SOCKET_PATH_MAX = 100

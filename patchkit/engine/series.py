@@ -8,9 +8,9 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 
-from .diffparse import Patch, parse_patch
-from .errors import InvalidInput
-from .paths import path_problem
+from patchkit.engine.diffparse import Patch, parse_patch
+from patchkit.errors import InvalidInput
+from patchkit.paths import path_problem
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")

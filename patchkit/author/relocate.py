@@ -18,8 +18,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from .diffparse import DiffLine, Hunk
-from .drift import find_block
+from patchkit.engine.diffparse import DiffLine, Hunk
+from patchkit.engine.drift import find_block
 
 Line = tuple[bytes, bool]
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .rebase import HunkOutcome, RebaseResult
+from patchkit.author.rebase_result import HunkOutcome, RebaseResult
 
 
 def _fence(text: str, lang: str = "diff") -> list[str]:
@@ -24,7 +21,7 @@ def render_report(result: "RebaseResult") -> str:
     new = result.new
     out = [f"# Rebase of {result.series_dir.name} onto {new.label}", ""]
     out += [
-        f"Made by `patch.rebase` (patchkit.rebase) from `{result.series_dir.name}` "
+        f"Made by `patch.rebase` (patchkit.author.rebase) from `{result.series_dir.name}` "
         f"({result.old}) onto {new.label}.",
         "",
         f"- new upstream: {new.detail}",

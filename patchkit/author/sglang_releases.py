@@ -1,6 +1,6 @@
 """Every SGLang release 0.5.1 ... 0.5.23 (with its .postN releases) and the series that times it.
 
-The data the series generator (patchkit.seriesgen), the matrix check (tests/test_series_matrix.py,
+The data the series generator (patchkit.author.seriesgen), the matrix check (tests/test_series_matrix.py,
 ``make series-check``) and ``--series auto`` share. A release's *timed files* are the EAGLE worker
 files it ships: ``eagle_worker.py`` (EAGLEWorker, "spec v1"), ``eagle_worker_v2.py``
 (EAGLEWorkerV2, from 0.5.3.post2) and ``eagle_worker_common.py`` (verify code moved there in
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from patchkit.timerplace import HandRule
+from patchkit.author.timerplace import HandRule
 
 SPEC = "python/sglang/srt/speculative/"
 V1 = SPEC + "eagle_worker.py"
@@ -26,7 +26,7 @@ class Release:
     version: str
     series: str                      # folder under patches/
     files: tuple[str, ...]           # the worker files the release ships (all timed)
-    generated: bool = True           # made by patchkit.seriesgen (False: hand-made earlier)
+    generated: bool = True           # made by patchkit.author.seriesgen (False: hand-made earlier)
     v1_ref: str | None = None        # series whose eagle_worker.py lines are the reference
     v2_ref: str | None = None        # series whose eagle_worker_v2.py (+ common) lines are
     aliases: dict[str, str] = field(default_factory=dict)  # ref function -> this release's

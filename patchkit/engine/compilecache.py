@@ -21,14 +21,14 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from .plan import FilePlan
-from .series import Pin, PinnedFile, Series, SeriesFiles, load_series, read_series
-from .targetprog import Compiled, compile_series
+from patchkit.engine.plan import FilePlan
+from patchkit.engine.series import Pin, PinnedFile, Series, SeriesFiles, load_series, read_series
+from patchkit.engine.targetprog import Compiled, compile_series
 
-FORMAT = 1
+FORMAT = 2                     # 2: the pin's also_versions are kept
 KEEP = 32                      # entries kept; older ones are removed when a new one is written
-_SOURCES = ("diffparse.py", "series.py", "plan.py", "render.py", "targetprog.py", "paths.py",
-            "errors.py", "compilecache.py")
+_SOURCES = ("engine/diffparse.py", "engine/series.py", "engine/plan.py", "engine/render.py",
+            "engine/targetprog.py", "paths.py", "errors.py", "engine/compilecache.py")
 
 
 def enabled() -> bool:
@@ -37,7 +37,7 @@ def enabled() -> bool:
 
 def cache_dir() -> Path:
     base = os.environ.get("PATCHKIT_CACHE")
-    root = Path(base) if base else Path(__file__).resolve().parents[1] / ".cache"
+    root = Path(base) if base else Path(__file__).resolve().parents[2] / ".cache"
     return root / "compiled"
 
 
@@ -45,7 +45,7 @@ def cache_dir() -> Path:
 def code_version() -> str:
     """Hash of the modules whose output is cached (and of unidiff's version)."""
     h = hashlib.sha256(str(FORMAT).encode())
-    here = os.path.dirname(__file__)
+    here = os.path.dirname(os.path.dirname(__file__))      # patchkit/
     for name in _SOURCES:
         with open(os.path.join(here, name), "rb") as fh:
             h.update(name.encode() + b"\0" + fh.read())
@@ -79,7 +79,7 @@ def compiled_series(series: str | Series, full: bool = True) -> Compiled:
 
 def _pin_json(pin: Pin) -> dict:
     return {"name": pin.name, "version": pin.version, "commit": pin.commit,
-            "package_prefix": pin.package_prefix,
+            "package_prefix": pin.package_prefix, "also_versions": list(pin.also_versions),
             "files": [[f.path, f.sha256, f.lines] for f in pin.files.values()]}
 
 
@@ -117,7 +117,8 @@ def _load(path: Path, files: SeriesFiles | Series) -> Compiled | None:
         p = data["pin"]
         pinned = {f[0]: PinnedFile(f[0], f[1], f[2]) for f in p["files"]}
         pin = Pin(name=p["name"], version=p["version"], commit=p["commit"],
-                  package_prefix=p["package_prefix"], files=pinned)
+                  package_prefix=p["package_prefix"], files=pinned,
+                  also_versions=tuple(p.get("also_versions", ())))
         series = Series(directory=files.directory, name=data["name"], pin=pin, patches=[],
                         digest=data["digest"])
         plans = [FilePlan(path=path_, kind=kind, pinned=pinned.get(path_), executable=ex)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .plan import FilePlan, HunkRef
+from patchkit.engine.plan import FilePlan, HunkRef
 
 
 def find_block(lines: list[bytes], block: list[bytes]) -> list[int]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from .diffparse import FileDiff, Hunk, Patch
-from .series import Series, load_series
+from patchkit.engine.diffparse import FileDiff, Hunk, Patch
+from patchkit.engine.series import Series, load_series
 
 
 def _body(h: Hunk) -> list[str]:

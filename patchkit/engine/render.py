@@ -18,7 +18,7 @@ import bisect
 import hashlib
 from dataclasses import dataclass
 
-from .plan import FilePlan, Item, is_new, orig_no
+from patchkit.engine.plan import FilePlan, Item, is_new, orig_no
 
 
 def text(b: bytes) -> str:

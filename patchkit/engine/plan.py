@@ -16,9 +16,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from .diffparse import FileDiff, Hunk
-from .errors import InvalidInput
-from .series import PinnedFile, Series
+from patchkit.engine.diffparse import FileDiff, Hunk
+from patchkit.errors import InvalidInput
+from patchkit.engine.series import PinnedFile, Series
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 

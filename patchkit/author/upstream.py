@@ -171,7 +171,7 @@ def count_lines(data: bytes) -> int:
 def cache_root() -> Path:
     """``$PATCHKIT_CACHE/upstream`` or ``<repo>/.cache/upstream`` (ignored by git)."""
     base = os.environ.get("PATCHKIT_CACHE")
-    root = Path(base) if base else Path(__file__).resolve().parents[1] / ".cache"
+    root = Path(base) if base else Path(__file__).resolve().parents[2] / ".cache"
     return root / "upstream"
 
 
@@ -268,7 +268,7 @@ def check_wheel(path: Path, *, trust_new: bool = False) -> FetchedWheel:
         raise UntrustedWheel(
             f"{path.name}: no pinned sha256 for this wheel; it has sha256 {digest}. "
             "Check it against the index, then pass --trust-new to record it "
-            "(or add it to patchkit.upstream.KNOWN_WHEELS)",
+            "(or add it to patchkit.author.upstream.KNOWN_WHEELS)",
             digest,
         )
     record.write_text(f"{digest}  {path.name}\n")
@@ -413,7 +413,7 @@ def build_checkout_tree(
     _write_files(dest, {package_prefix + rel: data for rel, data in files.items()})
     if not git_repo:
         return dest, None
-    import git  # GitPython; imported here to keep `import patchkit.upstream` light
+    import git  # GitPython; imported here to keep `import patchkit.author.upstream` light
 
     repo = git.Repo.init(dest)
     with repo.config_writer() as cw:

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.errors import InvalidInput, Refused
-from patchkit.series import Pin, parse_pin
+from patchkit.engine.series import Pin, parse_pin
 from patchkit.transport import parse_target
 
-SHIPPED = Path(__file__).resolve().parents[1] / "patches"
+SHIPPED = Path(__file__).resolve().parents[2] / "patches"
 AUTO = "auto"
 
 
@@ -135,7 +135,7 @@ def _differences(c: Candidate, seen: Seen) -> list[str]:
 
 
 def _version_distance(c: Candidate, versions: list[str]) -> tuple:
-    from patchkit.sglang_releases import version_key
+    from patchkit.author.sglang_releases import version_key
 
     if not versions or not c.pin.version:
         return (1,)
@@ -154,7 +154,7 @@ def _from_manifest(seen: Seen, cands: list[Candidate]) -> Candidate | None:
     """The series patchkit applied to this target (its files no longer hash as any pin)."""
     if seen.manifest is None:
         return None
-    from patchkit.series import load_series
+    from patchkit.engine.series import load_series
 
     name, digest = seen.manifest
     for c in cands:

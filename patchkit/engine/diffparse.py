@@ -14,8 +14,8 @@ from typing import NamedTuple
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from .errors import InvalidInput
-from .paths import path_problem
+from patchkit.errors import InvalidInput
+from patchkit.paths import path_problem
 
 DEV_NULL = "/dev/null"
 _UNSUPPORTED_HEADERS = (

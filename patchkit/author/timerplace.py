@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from patchkit.authoring import apply_patch, diff_states, split_header
+from patchkit.author.authoring import apply_patch, diff_states, split_header
 from patchkit.errors import InvalidInput
 
 TIMER_MODULE = "phase_timer"

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
 
-from .errors import InvalidInput
-from .paths import strip_prefix
-from .plan import FilePlan, plan_series
-from .render import (dispatch, extraction_script, lines_digest, post_ranges, pre_ranges, printf_lines, shq,
+from patchkit.errors import InvalidInput
+from patchkit.paths import strip_prefix
+from patchkit.engine.plan import FilePlan, plan_series
+from patchkit.engine.render import (dispatch, extraction_script, lines_digest, post_ranges, pre_ranges, printf_lines, shq,
                      stage_edit)
-from .series import Series
+from patchkit.engine.series import Series
 
 OPS = ("check", "verify", "apply", "commit", "unstage", "revert", "status", "unlock")
 CHUNK = 200          # files per sed process: each holds one `w` output per file open
