@@ -6,6 +6,10 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+# tests mirror the package: tests/engine/ (apply pipeline), tests/author/ (authoring side), the
+# rest here; the support modules and the crash tests' sample series are shared across them
+for _room in ("engine", "author"):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), _room))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 pytest_plugins = ["upstream_fixtures", "sshd_support"]   # shared fixtures, one instance each

@@ -1,6 +1,6 @@
 """Fault injection over SSH: kill the ssh client, or the remote shell, during apply and revert.
 
-The multi-file series of tests/test_engine_crash.py (two directories, a modified file without a
+The multi-file series of tests/engine/test_engine_crash.py (two directories, a modified file without a
 final newline, a created file in a new directory, a deleted file) runs behind a loopback sshd.
 PATH shims, put first on the remote PATH through the remote shell, count the target program's
 external commands and can slow each one down (so a timer can kill the ssh client at many points

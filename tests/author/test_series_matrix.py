@@ -22,7 +22,7 @@ from patchkit.author import sglang_releases as rel
 
 from ast_support import is_inserted, strip_inserted, timer_calls_by_function
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PATCHES = REPO / "patches"
 # Shares a series another helper owns; its pin gains also_versions when that work is merged.
 RELEASES = [r.version for r in rel.RELEASES]

@@ -14,7 +14,7 @@ from patchkit import ops
 from patchkit.author import upstream
 from patchkit.errors import Refused
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 V2 = "sglang/srt/speculative/eagle_worker_v2.py"
 COMMON = "sglang/srt/speculative/eagle_worker_common.py"
 V1 = "sglang/srt/speculative/eagle_worker.py"

@@ -12,7 +12,7 @@ from patchkit.author import upstream
 from patchkit.errors import InvalidInput
 from patchkit.engine.series import parse_pin
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SERIES = REPO / "patches" / "sglang-v0.5.5"
 FILES = ("sglang/srt/speculative/eagle_worker.py", "sglang/srt/speculative/eagle_worker_v2.py")
 

@@ -5,7 +5,7 @@
   journals it; live owners and owners patchkit cannot judge (another host, pid namespace, an
   unidentifiable boot) are still refused. Judged with real processes, under GNU and BusyBox.
 * SIGKILL of the whole `invoke` process group at spread instants of an apply (PATH shims count
-  the target program's external commands, as in tests/test_engine_crash.py, and kill the group at
+  the target program's external commands, as in tests/engine/test_engine_crash.py, and kill the group at
   the Nth), locally under GNU and BusyBox and over the loopback sshd: a plain `patch.revert` or
   `patch.apply` then succeeds alone, and after revert the tree, `.git` included, is exactly what
   it was before apply.
@@ -33,7 +33,7 @@ from patchkit import ops
 from patchkit.transport import LocalTransport
 from test_engine_crash import AFTER, BEFORE, TOOLS, killer_transport
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 KILL_TOOLS = TOOLS + ["ls", "rmdir"]
 WAIT_S = 20.0
 

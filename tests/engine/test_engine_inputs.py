@@ -14,7 +14,7 @@ import pytest
 
 from engine_support import make_series, read_tree, write_tree
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ORIG = b"".join(b"line %d\n" % i for i in range(1, 21))
 GOOD = (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
         b"@@ -4,3 +4,4 @@\n line 4\n line 5\n+inserted\n line 6\n")
@@ -214,7 +214,7 @@ def test_revert_refuses_modified_unless_forced(tmp_path, target):
 
 def test_lock_blocks_a_second_operation(tmp_path, target):
     """Locks of live owners and of owners patchkit cannot judge are refused, naming them; a dead
-    owner's lock is taken over (tests/test_engine_recovery.py). Changed with issue 11: a dead
+    owner's lock is taken over (tests/engine/test_engine_recovery.py). Changed with issue 11: a dead
     owner on this host used to be refused as STALE until patch.unlock."""
     series = series_with(tmp_path, GOOD)
     state = target / ".patchkit"
