@@ -1,6 +1,6 @@
 """How often patch.rebase relocates a hunk without a person, and whether it ever misplaces one.
 
-    python bench/bench_rebase.py [--pairs 0.5.9:0.5.10,...] [--no-trust-new] [--json FILE]
+    python bench/bench_rebase.py [--pairs 0.5.9:0.5.10,...] [--part all|v1] [--no-trust-new] [--json FILE]
 
 For each pair SERIES:RELEASE the shipped series patches/sglang-vSERIES is rebased onto
 RELEASE twice, side by side: exact match only (--no-merge, the old engine) and exact match then
@@ -11,7 +11,10 @@ indentation, the neighbouring statements by their first words, compared with the
 file; it flags a line whose neighbour upstream rewrote, which may still be right), and, where
 patches/sglang-vRELEASE is a hand-made series pinned to the same text, whether each relocated
 run of added lines sits exactly where that series has it (a misplacement). A pair whose
-release lacks the series' file is listed as not applicable, outside the totals.
+release lacks the series' file is listed as not applicable, outside the totals. ``--part v1``
+rebases each series that has the EAGLEWorkerV2 patches 0008-0013 (0.5.9, 0.5.10, 0.5.12) without
+them (and their pin entry; other series as they are), i.e. the
+27-hunk eagle_worker.py series the figures before 0.5.9/0.5.10 timed v2 were measured on.
 
 Wheels: releases outside patchkit.author.upstream.KNOWN_WHEELS are fetched into $PATCHKIT_CACHE with
 trust on first use (their sha256 recorded beside the wheel and printed), unless --no-trust-new.
@@ -32,6 +35,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from patchkit.author import rebase as rb, upstream  # noqa: E402
 from patchkit.engine.series import load_series  # noqa: E402
 from rebase_oracle import hand_disagreements, misplaced  # noqa: E402
+from upstream_fixtures import V2_APPENDED, v1_part  # noqa: E402
 
 # Every shipped sglang series onto the releases either side of it.
 PAIRS = ("0.5.9:0.5.8,0.5.9:0.5.10,0.5.10:0.5.9,0.5.10:0.5.11,0.5.12:0.5.11,0.5.12:0.5.13,"
@@ -51,8 +55,10 @@ def release_files(version: str, paths: list[str], prefix: str | None, trust_new:
 
 
 def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path, hand_root: Path,
-             series_root: Path) -> dict:
+             series_root: Path, part: str = "all") -> dict:
     series_dir = series_root / f"sglang-v{series_ver}"
+    if part == "v1" and any((series_dir / n).is_file() for n in V2_APPENDED):
+        series_dir = v1_part(series_dir, work / f"v1-{series_ver}-{onto}")
     pin = load_series(str(series_dir)).pin
     paths = list(pin.files)
     new_files, wheel = release_files(onto, paths, pin.package_prefix, trust_new)
@@ -103,6 +109,9 @@ def main(argv=None) -> int:
                     help="folder of the series sglang-vX to rebase (default: %(default)s)")
     ap.add_argument("--hand-dir", default=str(REPO / "patches"),
                     help="folder of hand-made series sglang-vX to compare with (default: %(default)s)")
+    ap.add_argument("--part", choices=("all", "v1"), default="all",
+                    help="all: the shipped series; v1: without the v2 patches 0008-0013 "
+                         "(default: %(default)s)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the hunks left over")
     args = ap.parse_args(argv)
     rows = []
@@ -110,7 +119,7 @@ def main(argv=None) -> int:
         for pair in args.pairs.split(","):
             series_ver, onto = pair.split(":")
             rows.append(run_pair(series_ver, onto, not args.no_trust_new, Path(tmp),
-                                 Path(args.hand_dir), Path(args.series_dir)))
+                                 Path(args.hand_dir), Path(args.series_dir), args.part))
     head = (f"{'series -> release':<22} {'hunks':>5} {'exact-only':>10} | {'exact':>5} "
             f"{'merged+checked':>14} {'needs attention':>15} {'no person':>9} | "
             f"{'text oracle':>11} {'vs hand series':>14}")

@@ -56,6 +56,7 @@ from patchkit.transport import parse_target  # noqa: E402
 
 SERIES = ROOT / "patches" / "sglang-v0.5.9"
 WORKER = "sglang/srt/speculative/eagle_worker.py"
+WORKER_V2 = "sglang/srt/speculative/eagle_worker_v2.py"   # 0.5.9 series 0008-0013
 
 SMALL_PROGRAM = b"""set -eu
 cd /tmp
@@ -175,7 +176,7 @@ def installed_tree(dest: Path) -> Path:
     """An installed sglang 0.5.9 tree (files from the pinned wheel, sha256-checked)."""
     wheelhouse = os.environ.get("PATCHKIT_WHEELHOUSE") or ("/tmp/wh" if Path("/tmp/wh").is_dir()
                                                             else None)
-    return upstream.pypi_tree("sglang", "0.5.9", [WORKER], layout="installed", dest=Path(dest),
+    return upstream.pypi_tree("sglang", "0.5.9", [WORKER, WORKER_V2], layout="installed", dest=Path(dest),
                               wheelhouse=wheelhouse)
 
 

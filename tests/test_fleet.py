@@ -27,8 +27,9 @@ from upstream_fixtures import SERIES_059, sglang_installed
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
+WORKER_V2 = "sglang/srt/speculative/eagle_worker_v2.py"   # 0.5.9's 0008-0013
 TIMER = "sglang/srt/speculative/phase_timer.py"
-FILES = (WORKER, TIMER)
+FILES = (WORKER, WORKER_V2, TIMER)
 SSH_HOSTS = 3
 
 
@@ -138,7 +139,7 @@ def test_fleet_apply_status_revert(fleet, roots, reference):
                           for s in specs(fleet, roots)]
     for row in rows.values():
         assert row["state"] == "applied", row
-        assert (row["wrote"], row["result"]) == ("2", "ok"), row
+        assert (row["wrote"], row["result"]) == ("3", "ok"), row
         assert re.fullmatch(r"\d+\.\d\ds", row["time"])
     for root in roots:
         assert read_tree(root, FILES) == reference["patched"], root

@@ -30,8 +30,9 @@ from upstream_fixtures import SERIES_059, sglang_installed
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
+WORKER_V2 = "sglang/srt/speculative/eagle_worker_v2.py"   # 0.5.9's 0008-0013
 TIMER = "sglang/srt/speculative/phase_timer.py"
-FILES = (WORKER, TIMER)
+FILES = (WORKER, WORKER_V2, TIMER)
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -286,7 +287,8 @@ def test_symlink_out_of_the_root_is_refused_on_the_target(sshd, tmp_path, what):
         assert any("refusing to follow the symlink" in m and str(link) in m
                    for m in host.messages), host.messages
     assert victim.read_bytes() == original
-    assert sorted(p.name for p in victim.parent.iterdir()) == ["eagle_worker.py"] or what == "file"
+    assert sorted(p.name for p in victim.parent.iterdir()) == ["eagle_worker.py", "eagle_worker_v2.py"] \
+        or what == "file"
     assert not (root / ".patchkit" / "manifest").exists()
     assert not (root / ".patchkit" / "stage").exists()
 

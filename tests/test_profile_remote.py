@@ -26,7 +26,7 @@ from patchkit.errors import InvalidInput, PatchkitError
 from patchkit.profile.bench_output import parse_bench_output
 from patchkit.profile.remote import RemoteConfig, run_remote
 from sshd_support import free_port
-from upstream_fixtures import SERIES_059, sglang_installed
+from upstream_fixtures import SERIES_059, sglang_installed, v1_part
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = Path(__file__).with_name("standin_server.py")
@@ -499,10 +499,11 @@ def test_failing_baseline_keeps_the_report_and_says_so(tmp_path, sshd, tree, tar
 # ---- no cycle recorded: which worker ran ------------------------------------------------------------
 
 def test_no_cycle_names_the_worker_from_the_server_log(tmp_path, sshd, tree, target):
-    """SGLang picked the v2 worker (0.5.12's default) and the series times v1 only; the log
-    is longer than the part fetched back, the worker line is found on the target."""
+    """SGLang picked the v2 worker (0.5.12's default) and the series times v1 only (0.5.9's
+    eagle_worker.py part: the shipped folder times v2 too since 0008-0013); the log is longer
+    than the part fetched back, the worker line is found on the target."""
     cfg = RemoteConfig.from_mapping(settings(
-        tmp_path, [target], sshd.client_config,
+        tmp_path, [target], sshd.client_config, series=str(v1_part(SERIES_059, tmp_path / "v1")),
         server_command=server_cmd(tmp_path / "server.pids",
                                   "--timed-workers v1 --log-noise-kb 1100")))
     with pytest.raises(PatchkitError) as err:
@@ -570,7 +571,7 @@ def test_worker_lines_are_the_ones_sglang_logs(version, v2_line, v1_line):
     assert multi.worker == "multi-layer v2" and multi.file is None
 
 
-def test_no_cycle_message_for_each_case():
+def test_no_cycle_message_for_each_case(tmp_path):
     from patchkit.profile.worker_log import no_cycles_message
 
     v2 = ("node0 log", "... Spec v2 is enabled by default for eagle/eagle3/standalone "
@@ -579,7 +580,9 @@ def test_no_cycle_message_for_each_case():
     both = REPO / "patches" / "sglang-v0.5.12"
     said = no_cycles_message("no cycle", [v2], both, spec)
     assert "Series sglang-v0.5.12 times it (eagle_worker_v2.py)" in said and "PYTHONPATH" in said
-    said = no_cycles_message("no cycle", [v2], SERIES_059, spec)
+    said = no_cycles_message("no cycle", [v2], SERIES_059, spec)   # 0008-0013 time v2
+    assert "Series sglang-v0.5.9 times it (eagle_worker_v2.py)" in said
+    said = no_cycles_message("no cycle", [v2], v1_part(SERIES_059, tmp_path), spec)
     assert "does not time it: it patches eagle_worker.py" in said
     said = no_cycles_message("no cycle", [("node0 log", "nothing useful\n")], SERIES_059, spec)
     assert "Which worker ran: unknown (no 'Spec v1'/'Spec v2' line in node0 log)" in said

@@ -8,6 +8,7 @@ else from $PATCHKIT_WHEELHOUSE or /tmp/wh when present, else from PyPI through p
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,6 +20,15 @@ REPO = Path(__file__).resolve().parents[1]
 SERIES_059 = REPO / "patches" / "sglang-v0.5.9"
 EAGLE_WORKER = "python/sglang/srt/speculative/eagle_worker.py"
 EAGLE_WORKER_WHEEL = "sglang/srt/speculative/eagle_worker.py"
+EAGLE_WORKER_V2 = "python/sglang/srt/speculative/eagle_worker_v2.py"
+EAGLE_WORKER_V2_WHEEL = "sglang/srt/speculative/eagle_worker_v2.py"
+# What sglang-v0.5.9 / -v0.5.10 pin (0001-0007 time eagle_worker.py, 0008-0013 eagle_worker_v2.py):
+# the trees below hold both unless a test asks for other files.
+WORKER_FILES_WHEEL = (EAGLE_WORKER_WHEEL, EAGLE_WORKER_V2_WHEEL)
+# The patches seriesgen appended to the hand-made 0.5.9 / 0.5.10 series (EAGLEWorkerV2).
+V2_APPENDED = ["0008-v2-cycle.patch", "0009-v2-draft.patch", "0010-v2-draft-steps.patch",
+               "0011-v2-verify.patch", "0012-v2-draft-extend-after-decode.patch",
+               "0013-v2-prefill.patch"]
 PHASE_TIMER = "python/sglang/srt/speculative/phase_timer.py"
 COMMIT_059 = "bbe9c7eeb520b0a67e92d133dfc137a3688dc7f2"
 
@@ -30,7 +40,7 @@ def default_wheelhouse() -> str | None:
     return "/tmp/wh" if Path("/tmp/wh").is_dir() else None
 
 
-def sglang_files(version: str, paths=(EAGLE_WORKER_WHEEL,)) -> dict[str, bytes]:
+def sglang_files(version: str, paths=WORKER_FILES_WHEEL) -> dict[str, bytes]:
     """Bytes of wheel paths of sglang==version (wheel fetched and checked by sha256)."""
     wheel = upstream.fetch_wheel("sglang", version, wheelhouse=default_wheelhouse())
     assert wheel.trust == "pinned"
@@ -38,17 +48,40 @@ def sglang_files(version: str, paths=(EAGLE_WORKER_WHEEL,)) -> dict[str, bytes]:
 
 
 def sglang_checkout(version: str, dest: Path, *, git_repo: bool = False,
-                    paths=(EAGLE_WORKER_WHEEL,)) -> tuple[Path, str | None]:
+                    paths=WORKER_FILES_WHEEL) -> tuple[Path, str | None]:
     """A checkout-layout tree (python/sglang/...) of sglang==version; optionally a git repo."""
     return upstream.build_checkout_tree(sglang_files(version, paths), dest,
                                         package_prefix="python/", git_repo=git_repo,
                                         message=f"sglang {version} (files from the PyPI wheel)")
 
 
-def sglang_installed(version: str, dest: Path, paths=(EAGLE_WORKER_WHEEL,)) -> Path:
+def sglang_installed(version: str, dest: Path, paths=WORKER_FILES_WHEEL) -> Path:
     """A site-packages-like tree (sglang/..., sglang-<version>.dist-info/METADATA)."""
     return upstream.build_installed_tree(sglang_files(version, paths), dest,
                                          name="sglang", version=version)
+
+
+def v1_part(series_dir: Path, dest: Path) -> Path:
+    """A copy of a hand-made series without the EAGLEWorkerV2 patches seriesgen appended
+    (V2_APPENDED) and without their file in the pin: the 27-hunk eagle_worker.py series the
+    rebase tests and benchmarks relocate. Keeps the folder's name (rebase reports name it)."""
+    dest = Path(dest) / Path(series_dir).name
+    shutil.copytree(series_dir, dest)
+    for name in V2_APPENDED:
+        (dest / name).unlink(missing_ok=True)
+    (dest / "series").write_text("".join(
+        ln for ln in (dest / "series").read_text().splitlines(keepends=True)
+        if ln.split("#", 1)[0].strip() not in V2_APPENDED and "appended by patchkit.author.seriesgen" not in ln))
+    pin = upstream.read_pin(dest / "pin.toml")
+    pin.files = [f for f in pin.files if f.path != EAGLE_WORKER_V2]
+    (dest / "pin.toml").write_text(upstream.format_pin(pin))
+    return dest
+
+
+@pytest.fixture
+def series_059_v1(tmp_path) -> Path:
+    """patches/sglang-v0.5.9 without 0008-0013 (eagle_worker.py only), in a temp folder."""
+    return v1_part(SERIES_059, tmp_path / "v1-series")
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -60,13 +93,13 @@ def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProces
 
 @pytest.fixture
 def sglang_059_checkout(tmp_path) -> Path:
-    """sglang 0.5.9's eagle_worker.py at python/sglang/... (plain folder)."""
+    """sglang 0.5.9's eagle_worker.py and eagle_worker_v2.py at python/sglang/... (plain folder)."""
     return sglang_checkout("0.5.9", tmp_path / "sglang-0.5.9")[0]
 
 
 @pytest.fixture
 def sglang_0510_checkout(tmp_path) -> Path:
-    """sglang 0.5.10's eagle_worker.py (1052 lines) at python/sglang/... (plain folder)."""
+    """sglang 0.5.10's eagle_worker.py (1052 lines) and eagle_worker_v2.py at python/sglang/..."""
     return sglang_checkout("0.5.10", tmp_path / "sglang-0.5.10")[0]
 
 
@@ -89,7 +122,7 @@ def sglang_059_installed(tmp_path) -> Path:
 @pytest.fixture
 def sglang_059_pristine() -> Path:
     """The cached pristine checkout-layout tree of 0.5.9 (read it, do not write to it)."""
-    return upstream.pypi_tree("sglang", "0.5.9", [EAGLE_WORKER_WHEEL], layout="checkout",
+    return upstream.pypi_tree("sglang", "0.5.9", list(WORKER_FILES_WHEEL), layout="checkout",
                               wheelhouse=default_wheelhouse())
 
 

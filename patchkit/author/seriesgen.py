@@ -116,34 +116,9 @@ def generate(release: rel.Release, out_dir: Path | None = None) -> Generated:
     for n, rule in enumerate(release.hand):
         result.placements.append(timerplace._place_hand(rule, targets, 10_000 + n))
 
-    for family, first in ((("eagle_worker.py",), release.v1_ref),
-                          (("eagle_worker_v2.py", "eagle_worker_common.py"), release.v2_ref)):
-        if not first:
-            continue
-        chain = [first] + [s for s in _newer_series(release, family) if s != first][:MAX_EXTRA_REFS]
-        family_done = {i for rule in release.hand if Path(rule.path).name in family
-                       for i in rule.identity}
-        for k, series in enumerate(chain):
-            ref = load_reference(series, family)
-            part = timerplace.place(ref.anchors, targets, {p: p for p in targets},
-                                    aliases={**rel.MOVED_FUNCTIONS, **release.aliases},
-                                    skip_identities=family_done, renames=release.renames)
-            if k == 0:
-                refs.append(ref)
-                result.missing += part.missing
-                result.skipped += part.skipped
-            elif part.placements:
-                refs.append(ref)
-                for p in part.placements:
-                    p.how += f" [anchors of {series}]"
-            got = {i for p in part.placements for i in p.anchor.identity}
-            family_done |= got
-            result.placements += part.placements
-            if k == 0:
-                continue
-            # A later reference that placed a phase clears the first reference's miss for it.
-            result.missing = [(a, w) for a, w in result.missing if not got & set(a.identity)]
-        done |= family_done
+    for family, first in ((V1_FAMILY, release.v1_ref), (V2_FAMILY, release.v2_ref)):
+        if first:
+            done |= _place_family(release, targets, family, first, refs, result)
     _drop_open_phases(pristine, result)
     import_text = next(a.text for r in refs for a in r.anchors if a.call == "import")
     timerplace.add_imports(import_text, result, targets)
@@ -166,6 +141,40 @@ def generate(release: rel.Release, out_dir: Path | None = None) -> Generated:
     gen.phases = {Path(p).name: _phases_of(t) for p, t in states[-1].items()}
     _write_readme(release, out_dir, refs, result, gen)
     return gen
+
+
+V1_FAMILY = ("eagle_worker.py",)
+V2_FAMILY = ("eagle_worker_v2.py", "eagle_worker_common.py")
+
+
+def _place_family(release: rel.Release, targets: dict, family: tuple[str, ...], first: str,
+                  refs: list, result: timerplace.Result) -> set:
+    """Place the lines of one worker family from ``first`` (then up to MAX_EXTRA_REFS newer
+    series, for phases the first could not give) into ``targets``; returns the identities placed."""
+    chain = [first] + [s for s in _newer_series(release, family) if s != first][:MAX_EXTRA_REFS]
+    family_done = {i for rule in release.hand if Path(rule.path).name in family
+                   for i in rule.identity}
+    for k, series in enumerate(chain):
+        ref = load_reference(series, family)
+        part = timerplace.place(ref.anchors, targets, {p: p for p in targets},
+                                aliases={**rel.MOVED_FUNCTIONS, **release.aliases},
+                                skip_identities=family_done, renames=release.renames)
+        if k == 0:
+            refs.append(ref)
+            result.missing += part.missing
+            result.skipped += part.skipped
+        elif part.placements:
+            refs.append(ref)
+            for p in part.placements:
+                p.how += f" [anchors of {series}]"
+        got = {i for p in part.placements for i in p.anchor.identity}
+        family_done |= got
+        result.placements += part.placements
+        if k == 0:
+            continue
+        # A later reference that placed a phase clears the first reference's miss for it.
+        result.missing = [(a, w) for a, w in result.missing if not got & set(a.identity)]
+    return family_done
 
 
 def _drop_open_phases(pristine: dict[str, str], result: timerplace.Result) -> None:
@@ -253,30 +262,56 @@ def _write(release, out_dir: Path, refs, kept, pristine, result) -> None:
                                                   authoring.read_text(out_dir / name), name))
 
 
+FAMILIES = {"eagle_worker.py": V1_FAMILY,
+            "eagle_worker_v2.py (+ eagle_worker_common.py)": V2_FAMILY}
+
+
 def _write_readme(release, out_dir: Path, refs, result, gen: Generated) -> None:
-    lines = [f"# sglang-v{release.version}: EAGLE worker phase timing (generated)", "",
-             f"Made by `python -m patchkit.author.seriesgen {release.version}` from the files of the "
-             f"pinned sglang {release.version} wheel. Reference series: "
-             + ", ".join(dict.fromkeys(f"`{r.series}` (sglang {r.version})" for r in refs)) + ".",
-             "Every timer line was placed by function (qualified name) and the statement next to it "
-             "(compared by `ast.unparse`), never by line number; a phase is placed whole or not at all.",
-             ""]
-    sharing = [r for r in rel.RELEASES if r.series == release.series and r is not release]
-    if sharing:
-        lines += ["Also serves " + ", ".join(f"{r.version} ({r.note})" for r in sharing)
-                  + "; their versions are in pin.toml's `also_versions`.", ""]
-    lines += ["## Phases per file", "", "| file | phases timed |", "|---|---|"]
+    lines = _readme_lines(release, refs, result, gen, FAMILIES)
+    (out_dir / "README.md").write_text("\n".join(lines) + "\n")
+
+
+def _readme_lines(release, refs, result, gen: Generated, families: dict, appended=None,
+                  base=None) -> list[str]:
+    made_from = ", ".join(dict.fromkeys(f"`{r.series}` (sglang {r.version})" for r in refs))
+    how = ("Every timer line was placed by function (qualified name) and the statement next to it "
+           "(compared by `ast.unparse`), never by line number; a phase is placed whole or not at all.")
+    sub = "##"
+    if appended is None:
+        lines = [f"# sglang-v{release.version}: EAGLE worker phase timing (generated)", "",
+                 f"Made by `python -m patchkit.author.seriesgen {release.version}` from the files of the "
+                 f"pinned sglang {release.version} wheel. Reference series: " + made_from + ".",
+                 how, ""]
+        sharing = [r for r in rel.RELEASES if r.series == release.series and r is not release]
+        if sharing:
+            lines += ["Also serves " + ", ".join(f"{r.version} ({r.note})" for r in sharing)
+                      + "; their versions are in pin.toml's `also_versions`.", ""]
+    else:
+        sub = "###"
+        span = f"{appended[0][:4]}-{appended[-1][:4]}" if appended else "none"
+        lines = [f"## EAGLEWorkerV2: patches {span} (appended by patchkit.author.seriesgen)", "",
+                 f"`{base[0]}` … `{base[-1]}` are the hand-made series (byte for byte as before; "
+                 "they time EAGLEWorker, `eagle_worker.py`, the default worker of this release). "
+                 f"This release also ships `eagle_worker_v2.py` (EAGLEWorkerV2: `SGLANG_ENABLE_SPEC_V2` "
+                 "defaults to off here; with it on, or where server_args turns it on itself, and the "
+                 "overlap scheduler with `--speculative-eagle-topk 1`, the server runs this worker). "
+                 f"`python -m patchkit.author.seriesgen {release.version}` placed its timer lines from the "
+                 f"pinned sglang {release.version} wheel's file (reference series: {made_from}) and "
+                 f"appended them as {', '.join(f'`{n}`' for n in appended)}, with the phase names "
+                 "of 0002-0007 (and the same patch names as sglang-v0.5.12's 0008-0013); pin.toml "
+                 "gained the file's sha256 and `wc -l`. " + how, "",
+                 "As in sglang-v0.5.12, a v2 decode cycle ends with `tokens=batch_output.accept_lens` "
+                 "(committed tokens per request, a device tensor) instead of v1's `accepted` host "
+                 "list, and its batch size is the length of `model_worker_batch.seq_lens`.", ""]
+    lines += [f"{sub} Phases per file", "", "| file | phases timed |", "|---|---|"]
     for name, phases in gen.phases.items():
         lines.append(f"| {name} | {', '.join(phases) or '(none)'} |")
-    lines += ["", f"## Placement: {gen.placed_by_tool} lines by the tool "
+    lines += ["", f"{sub} Placement: {gen.placed_by_tool} lines by the tool "
               f"({gen.adjusted_by_hand} of them with text adjusted by hand), {gen.placed_by_hand} by hand",
               "", "| patch | file | line | how |", "|---|---|---|---|"]
     for p in sorted(result.placements, key=lambda p: (p.patch, p.path, p.line, p.order)):
         lines.append(f"| {p.patch} | {Path(p.path).name} | `{p.text.strip()}` | {p.how} |")
-    families = {"eagle_worker.py": ("eagle_worker.py",),
-                "eagle_worker_v2.py (+ eagle_worker_common.py)": ("eagle_worker_v2.py",
-                                                                  "eagle_worker_common.py")}
-    lines += ["", "## Phases absent in this release", ""]
+    lines += ["", f"{sub} Phases absent in this release", ""]
     gen.absent = []
     for label, names in families.items():
         if not any(Path(f).name in names for f in release.files):
@@ -294,26 +329,152 @@ def _write_readme(release, out_dir: Path, refs, result, gen: Generated) -> None:
                          "the nearest references (" + ", ".join(r.series for r in refs)
                          + ") have no line for it that fits this release's code"))
     if result.skipped:
-        lines += ["", "## Reference lines with no counterpart here (left out on purpose)", ""]
+        lines += ["", f"{sub} Reference lines with no counterpart here (left out on purpose)", ""]
         for a, why in result.skipped:
             lines.append(f"- {Path(a.path).name} `{a.function}`: `{a.text}`: {why}")
     if result.missing:
-        lines += ["", "## Reference lines the tool could not place", ""]
+        lines += ["", f"{sub} Reference lines the tool could not place", ""]
         for a, why in result.missing:
             lines.append(f"- {Path(a.path).name} `{a.function}`: `{a.text}`: {why}")
     absent = sorted({f for f in release.files} - {p.path for p in result.placements})
     for path in absent:
-        lines.append(f"- {Path(path).name}: no timer line could be placed in it; not pinned.")
-    (out_dir / "README.md").write_text("\n".join(lines) + "\n")
+        if Path(path).name in {n for names in families.values() for n in names}:
+            lines.append(f"- {Path(path).name}: no timer line could be placed in it; not pinned.")
+    return lines
+
+
+# ----------------------------------------------------------------------------- appending v2
+
+APPEND_MARK = ("<!-- v2 patches appended by patchkit.author.seriesgen: everything below is rewritten "
+               "by `python -m patchkit.author.seriesgen VERSION` -->")
+APPEND_COMMENT = "# appended by patchkit.author.seriesgen: EAGLEWorkerV2 (eagle_worker_v2.py, spec v2)"
+
+
+def _is_appended(name: str) -> bool:
+    return len(name) > 8 and name[:4].isdigit() and name[4:8] == "-v2-"
+
+
+def appended_names(base_names: list[str]) -> dict[str, str]:
+    """Reference patch name (either spelling: ``0002-cycle.patch`` of a one-stack series or
+    ``0008-v2-cycle.patch`` of a two-worker one) -> the name of its appended v2 patch, numbered
+    after the hand-made series: ``0008-v2-cycle.patch`` ... ``0013-v2-prefill.patch`` behind
+    0001-0007, as in sglang-v0.5.12."""
+    out = {}
+    phases = [n for n in base_names if n != RUNTIME_PATCH]
+    for k, name in enumerate(phases, len(base_names) + 1):
+        suffix = name.split("-", 1)[1]
+        mine = f"{k:04d}-v2-{suffix}"
+        out[name] = out[mine] = mine
+    return out
+
+
+def _doc_name(sdir: Path) -> str:
+    return "REBASE.md" if (sdir / "REBASE.md").is_file() else "README.md"
+
+
+def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
+    """Time eagle_worker_v2.py in a hand-made series (``release.append_v2``) without touching it:
+    the v2 lines are placed from ``release.v2_ref`` (then newer series) and written as patches
+    appended after the hand-made ones, the v2 file is pinned after the hand-made pin's files, and
+    a section is appended to the folder's REBASE.md (or README.md). The hand-made part is read
+    from the shipped folder (without what an earlier run appended), so a rerun is byte-identical
+    and ``out_dir`` gets the whole folder."""
+    sdir = PATCHES / release.series
+    out_dir = Path(out_dir or sdir)
+    series_lines = (sdir / "series").read_text().splitlines(keepends=True)
+    base_lines = [ln for ln in series_lines if ln.rstrip("\n") != APPEND_COMMENT
+                  and not _is_appended(ln.split("#", 1)[0].strip())]
+    base_names = [n for n in authoring.read_series_names(sdir) if not _is_appended(n)]
+    pin = upstream.read_pin(sdir / "pin.toml")
+    pin.files = [f for f in pin.files if Path(f.path).name not in V2_FAMILY]
+    v2_paths = [p for p in release.files if Path(p).name in V2_FAMILY]
+    pristine = release_files(release.version, v2_paths)
+    targets = {p: timerplace.Target(p, t) for p, t in pristine.items()}
+    refs, result = [], timerplace.Result()
+    for n, rule in enumerate(release.hand):
+        result.placements.append(timerplace._place_hand(rule, targets, 10_000 + n))
+    _place_family(release, targets, V2_FAMILY, release.v2_ref, refs, result)
+    rename = appended_names(base_names)
+    for p in result.placements:
+        if p.patch not in rename:
+            raise PatchkitError(f"{release.version}: reference patch {p.patch} has no appended name")
+        p.patch = rename[p.patch]
+    _drop_open_phases(pristine, result)
+    import_text = next(a.text for r in refs for a in r.anchors if a.call == "import")
+    timerplace.add_imports(import_text, result, targets)
+    names = sorted(dict.fromkeys(rename.values()))
+    states = timerplace.render_states(pristine, result.placements, names)
+    headers = [_appended_header(release, refs, n) for n in names]
+    kept = [(n, t) for n, t in zip(names, timerplace.patch_texts(states, headers)) if t]
+    for path, text in states[-1].items():
+        compile(text, path, "exec")
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir != sdir:
+        for name in base_names:
+            shutil.copyfile(sdir / name, out_dir / name)
+    for old in out_dir.glob("*.patch"):
+        if _is_appended(old.name):
+            old.unlink()
+    for name, text in kept:
+        authoring.write_text(out_dir / name, text)
+    (out_dir / "series").write_text("".join(base_lines) + APPEND_COMMENT + "\n"
+                                    + "".join(n + "\n" for n, _ in kept))
+    touched = sorted({p.path for p in result.placements})
+    pin.files += [upstream.PinFile(p, upstream.sha256_bytes(pristine[p].encode()),
+                                   upstream.count_lines(pristine[p].encode())) for p in touched]
+    (out_dir / "pin.toml").write_text(upstream.format_pin(pin))
+    # The hand-made part byte for byte, then the whole stack applies onto the release's files.
+    for name in base_names:
+        if (out_dir / name).read_bytes() != (sdir / name).read_bytes():
+            raise PatchkitError(f"{release.version}: {name} would change")
+    full = release_files(release.version, [f.path for f in pin.files])
+    for name in authoring.read_series_names(out_dir):
+        full = authoring.apply_patch(full, authoring.read_text(out_dir / name), name)
+
+    gen = Generated(release.version, release.series)
+    gen.placed_by_tool = sum(1 for p in result.placements if p.how.startswith("tool"))
+    gen.placed_by_hand = sum(1 for p in result.placements if p.how.startswith("hand"))
+    gen.adjusted_by_hand = sum(1 for p in result.placements if "[hand:" in p.how)
+    gen.missing = [f"{Path(a.path).name} {a.function}: `{a.text}` ({why})" for a, why in result.missing]
+    gen.phases = {Path(p).name: _phases_of(t) for p, t in states[-1].items()}
+    doc = _doc_name(sdir)
+    old = (sdir / doc).read_text() if (sdir / doc).is_file() else \
+        f"# sglang-v{release.version}: EAGLE worker phase timing\n"
+    section = _readme_lines(release, refs, result, gen, {"eagle_worker_v2.py": V2_FAMILY},
+                            appended=[n for n, _ in kept], base=base_names)
+    (out_dir / doc).write_text(old.split(APPEND_MARK, 1)[0].rstrip("\n") + "\n\n" + APPEND_MARK
+                               + "\n\n" + "\n".join(section) + "\n")
+    return gen
+
+
+def _appended_header(release: rel.Release, refs: list[Reference], name: str) -> str:
+    """"Generated by", then the header of the hand-made two-worker series' patch of that name
+    (sglang-v0.5.12: what the phases of EAGLEWorkerV2 mean)."""
+    lead = (f"Generated by patchkit.author.seriesgen for sglang {release.version} (appended to the "
+            f"hand-made series): the EAGLEWorkerV2 timer lines of "
+            f"{', '.join(dict.fromkeys(r.series for r in refs))} placed by function and anchor "
+            "statement. In this release EAGLEWorkerV2 is not the default worker (SGLANG_ENABLE_SPEC_V2 "
+            "defaults to off); the phases and attributes are those of the v2 worker below.\n\n")
+    root = next((r.series for r in rel.RELEASES if not r.generated and not r.append_v2
+                 and rel.owner(r) is r and (PATCHES / r.series / name).is_file()), None)
+    if root is None:
+        return lead
+    text = authoring.split_header(authoring.read_text(PATCHES / root / name))[0]
+    return (lead + f"eagle_worker_v2.py: as described for {root} (function names there may "
+            f"differ; this release's are in {_doc_name(PATCHES / release.series)}):\n"
+            + text.strip() + "\n\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m patchkit.author.seriesgen", description=__doc__.splitlines()[0])
     ap.add_argument("versions", nargs="*", help="releases to generate (default with --all: every generated one)")
-    ap.add_argument("--all", action="store_true", help="every release marked generated, newest first")
+    ap.add_argument("--all", action="store_true",
+                    help="every release marked generated or append_v2, newest first")
     args = ap.parse_args(argv)
     table = rel.by_version()
-    wanted = [r for r in rel.RELEASES if r.generated and rel.owner(r) is r] if args.all else []
+    wanted = [r for r in rel.RELEASES if (r.generated or r.append_v2) and rel.owner(r) is r] \
+        if args.all else []
     for v in args.versions:
         if v not in table:
             print(f"seriesgen: {v} is not in patchkit.author.sglang_releases", file=sys.stderr)
@@ -323,8 +484,11 @@ def main(argv: list[str] | None = None) -> int:
         if rel.owner(r) is not r:
             print(f"{r.version}: shares {r.series}; nothing to generate")
             continue
+        if not r.generated and not r.append_v2:
+            print(f"{r.version}: {r.series} is hand-made; nothing to generate")
+            continue
         try:
-            gen = generate(r)
+            gen = append_v2(r) if r.append_v2 else generate(r)
         except PatchkitError as e:
             print(f"seriesgen: {r.version}: {e.message}", file=sys.stderr)
             return e.exit_code

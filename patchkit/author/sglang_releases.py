@@ -27,6 +27,8 @@ class Release:
     series: str                      # folder under patches/
     files: tuple[str, ...]           # the worker files the release ships (all timed)
     generated: bool = True           # made by patchkit.author.seriesgen (False: hand-made earlier)
+    append_v2: bool = False          # hand-made series whose eagle_worker_v2.py patches
+                                     # seriesgen appends after the hand-made ones (from v2_ref)
     v1_ref: str | None = None        # series whose eagle_worker.py lines are the reference
     v2_ref: str | None = None        # series whose eagle_worker_v2.py (+ common) lines are
     aliases: dict[str, str] = field(default_factory=dict)  # ref function -> this release's
@@ -202,8 +204,12 @@ RELEASES: list[Release] = [
         "verify_output.accept_length_per_req_cpu": "verify_output.num_accepted_drafts_per_req_cpu"}),
     Release("0.5.10.post1", "sglang-v0.5.10", BOTH, generated=False,
             note="eagle_worker.py and eagle_worker_v2.py byte-identical to 0.5.10's"),
-    Release("0.5.10", "sglang-v0.5.10", BOTH, generated=False),
-    Release("0.5.9", "sglang-v0.5.9", BOTH, generated=False),
+    # 0.5.10 and 0.5.9: 0001-0007 (eagle_worker.py) are hand-made and the source of the rebase
+    # tests and benchmarks; seriesgen appends 0008-0013 for eagle_worker_v2.py and leaves them be.
+    Release("0.5.10", "sglang-v0.5.10", BOTH, generated=False, append_v2=True,
+            v2_ref="sglang-v0.5.11", renames=MWB),
+    Release("0.5.9", "sglang-v0.5.9", BOTH, generated=False, append_v2=True,
+            v2_ref="sglang-v0.5.10", renames=MWB),
     _r("0.5.8", BOTH, v1_ref="sglang-v0.5.9", v2_ref="sglang-v0.5.11", renames=MWB),
     _r("0.5.8.post1", BOTH, series="sglang-v0.5.8",
        note="eagle_worker.py and eagle_worker_v2.py byte-identical to 0.5.8's"),

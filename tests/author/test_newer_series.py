@@ -1,6 +1,7 @@
 """The shipped series for newer SGLang releases, on the real files of their PyPI wheels:
-sglang-v0.5.10 and sglang-v0.5.12 (made by patch.rebase from v0.5.9 plus recorded hand fixes)
-and sglang-v0.5.23 (EAGLEWorkerV2, authored with patch.new)."""
+sglang-v0.5.10 and sglang-v0.5.12 (made by patch.rebase from v0.5.9 plus recorded hand fixes,
+and their EAGLEWorkerV2 patches: 0.5.12's authored with patch.new, 0.5.10's appended by
+patchkit.author.seriesgen) and sglang-v0.5.23 (EAGLEWorkerV2, authored with patch.new)."""
 
 from __future__ import annotations
 
@@ -19,23 +20,22 @@ from patchkit import ops
 from patchkit.engine.diffparse import parse_patch
 
 from ast_support import is_inserted, strip_inserted
-from upstream_fixtures import (REPO, SERIES_059, default_wheelhouse, sglang_checkout, sglang_installed,
-                               without_also_versions)
+from upstream_fixtures import (REPO, SERIES_059, V2_APPENDED, default_wheelhouse, sglang_checkout,
+                               sglang_installed, v1_part, without_also_versions)
 
 WH = default_wheelhouse()
 SPEC = "python/sglang/srt/speculative/"
 FILES = {
-    "0.5.10": [SPEC + "eagle_worker.py"],
+    "0.5.10": [SPEC + "eagle_worker.py", SPEC + "eagle_worker_v2.py"],
     "0.5.12": [SPEC + "eagle_worker.py", SPEC + "eagle_worker_v2.py"],
     "0.5.23": [SPEC + "eagle_worker_v2.py", SPEC + "eagle_worker_common.py"],
 }
 VERSIONS = list(FILES)
 REBASED = ["0.5.10", "0.5.12"]
-# Patches written with patch.new on top of what patch.rebase made: in 0.5.12 the EAGLEWorkerV2
-# timers (the default worker there), which a rebase of the v1-only 0.5.9 series cannot produce.
-AUTHORED = {"0.5.12": ["0008-v2-cycle.patch", "0009-v2-draft.patch", "0010-v2-draft-steps.patch",
-                       "0011-v2-verify.patch", "0012-v2-draft-extend-after-decode.patch",
-                       "0013-v2-prefill.patch"]}
+# Patches on top of what patch.rebase made from 0.5.9's eagle_worker.py series (its 0001-0007):
+# the EAGLEWorkerV2 timers, in 0.5.12 written with patch.new (the default worker there), in
+# 0.5.10 appended by patchkit.author.seriesgen (tests/test_seriesgen.py checks those).
+AUTHORED = {"0.5.12": V2_APPENDED, "0.5.10": V2_APPENDED}
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
 PHASES = {"draft_preprocess", "draft_forward", "draft_step", "build_tree", "verify_prepare",
           "target_verify", "accept", "draft_extend_after_decode", "draft_extend_forward",
@@ -215,7 +215,7 @@ def test_inserted_calls_run_against_the_real_runtime(version, tmp_path):
         "verify_output": SimpleNamespace(accept_length_per_req_cpu=[1, 2, 0],
                                          num_correct_drafts_per_req_cpu=[1, 2, 0]),
         "batch_output": SimpleNamespace(accept_lens=[2, 3, 1]),
-        "model_worker_batch": SimpleNamespace(seq_lens=[7, 8, 9]),
+        "model_worker_batch": SimpleNamespace(seq_lens=_Lens([7, 8, 9])),
     }
     for line in added_lines(version):
         if not line.lstrip().startswith("_pt."):
@@ -226,14 +226,28 @@ def test_inserted_calls_run_against_the_real_runtime(version, tmp_path):
     records = [json.loads(x) for f in tmp_path.glob("*.jsonl") for x in f.open()]
     cycles = [r for r in records if r["kind"] == "cycle"]
     assert cycles and all(r["attrs"].get("batch_size") == 3 for r in cycles)
-    if version in ("0.5.12", "0.5.23"):  # v2: per-request committed tokens
+    if version in ("0.5.10", "0.5.12", "0.5.23"):  # v2: per-request committed tokens
         assert any(r["attrs"].get("tokens") == [2, 3, 1] for r in cycles)
     if version != "0.5.23":  # v1: accepted drafts from the host list
         assert any(r["attrs"].get("accepted") == 3 for r in cycles)
     assert {r["name"] for r in records if r["kind"] == "phase"} == PHASES
 
 
+class _Lens(list):
+    """seq_lens as the v2 lines read it: len() (0.5.12) or .shape[0] (0.5.10's appended lines)."""
+
+    @property
+    def shape(self):
+        return (len(self),)
+
+
 # ----------------------------------------------------------------------------- made by rebase
+
+@pytest.fixture
+def source_v1(tmp_path) -> Path:
+    """What 0.5.10's and 0.5.12's 0001-0007 were rebased from: 0.5.9's eagle_worker.py part."""
+    return v1_part(SERIES_059, tmp_path / "source")
+
 
 def rebased_part(version: str, dest: Path) -> Path:
     """A copy of the shipped series without its AUTHORED patches: what patch.rebase made (and
@@ -263,8 +277,8 @@ def _without_runtime_rows(text: str) -> str:
 
 
 @pytest.mark.parametrize("version", REBASED)
-def test_rebase_reports_exactly_the_hunks_fixed_by_hand(version, tmp_path):
-    fresh = rb.rebase(SERIES_059, version, out_dir=tmp_path / "new", wheelhouse=WH)
+def test_rebase_reports_exactly_the_hunks_fixed_by_hand(version, tmp_path, source_v1):
+    fresh = rb.rebase(source_v1, version, out_dir=tmp_path / "new", wheelhouse=WH)
     assert fresh.exit_code == (1 if fresh.attention else 0)   # 0.5.10: the merge places all
     shipped = (series_dir(version) / "REBASE.md").read_text()
     generated, sep, hand = shipped.partition("\n## Hand fixes\n")
@@ -277,12 +291,12 @@ def test_rebase_reports_exactly_the_hunks_fixed_by_hand(version, tmp_path):
 
 
 @pytest.mark.parametrize("version", REBASED)
-def test_shipped_series_is_rebase_output_plus_the_hand_fixed_patches(version, tmp_path):
+def test_shipped_series_is_rebase_output_plus_the_hand_fixed_patches(version, tmp_path, source_v1):
     out = tmp_path / "new"
-    fresh = rb.rebase(SERIES_059, version, out_dir=out, wheelhouse=WH)
+    fresh = rb.rebase(source_v1, version, out_dir=out, wheelhouse=WH)
     for patch in {h.patch for h in fresh.attention}:
         shutil.copyfile(series_dir(version) / patch, out / patch)
-    resumed = rb.rebase(SERIES_059, version, out_dir=out, wheelhouse=WH, resume=True)
+    resumed = rb.rebase(source_v1, version, out_dir=out, wheelhouse=WH, resume=True)
     assert resumed.exit_code == 0
     made = rebased_part(version, tmp_path / "shipped")
     names = authoring.read_series_names(made)
@@ -292,12 +306,12 @@ def test_shipped_series_is_rebase_output_plus_the_hand_fixed_patches(version, tm
 
 
 @pytest.mark.parametrize("version", REBASED)
-def test_shipped_series_is_a_fixed_point_of_resume(version, tmp_path):
+def test_shipped_series_is_a_fixed_point_of_resume(version, tmp_path, source_v1):
     out = rebased_part(version, tmp_path / "copy")
     names = authoring.read_series_names(out)
     # resume writes the old series' comment line into `series`; the names are what must hold
     before = {p.name: without_also_versions(p) for p in out.iterdir() if p.name not in ("REBASE.md", "series")}
-    again = rb.rebase(SERIES_059, version, out_dir=out, wheelhouse=WH, resume=True)
+    again = rb.rebase(source_v1, version, out_dir=out, wheelhouse=WH, resume=True)
     assert again.exit_code == 0
     assert {h.status for h in again.hunks} == {"unchanged", "carried"}
     assert authoring.read_series_names(out) == names

@@ -212,6 +212,21 @@ def test_series_auto_picks_the_release_and_refuses_a_drifted_copy(version, trees
     assert "closest" in str(info.value) and victim.name in str(info.value)
 
 
+def test_every_worker_file_of_every_release_is_timed():
+    """Issue 10 item 1: no release ships an EAGLE worker file its series does not pin (e.g. the
+    eagle_worker_v2.py of 0.5.9 / 0.5.10 / 0.5.10.post1, appended as 0008-0013)."""
+    untimed = [(r.version, Path(p).name) for r in rel.RELEASES for p in r.files
+               if "not timed" == _cell(r, p)]
+    assert not untimed, untimed
+    shipped = {r.version: set(_worker_files(r.version)) for r in rel.RELEASES}
+    assert {v: set(rel.by_version()[v].files) for v in shipped} == shipped
+
+
+def _cell(r, path: str) -> str:
+    pinned = {Path(f.path).name for f in upstream.read_pin(PATCHES / r.series / "pin.toml").files}
+    return "—" if path not in r.files else ("not timed" if Path(path).name not in pinned else "timed")
+
+
 def test_print_the_coverage_table(capsys):
     table = coverage_table()
     with capsys.disabled():

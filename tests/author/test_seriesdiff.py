@@ -18,7 +18,7 @@ def test_diff_059_to_0510_shows_pin_moves_and_edited_context():
     assert "  version: 0.5.9 -> 0.5.10\n" in text
     assert "  commit: bbe9c7eeb520b0a67e92d133dfc137a3688dc7f2 -> (none)\n" in text
     assert "eagle_worker.py: 1032 -> 1052 lines" in text
-    assert "series: the same 7 patches in the same order" in text
+    assert "series: the same 13 patches in the same order" in text
     # moved hunks: old and new header, the shift
     assert "    hunk 1: @@ -66,6 +66,7 @@ -> @@ -67,6 +67,7 @@, moved by +1 lines\n" in text
     # the hand-fixed hunks: context changed, with the body diff
@@ -30,6 +30,9 @@ def test_diff_059_to_0510_shows_pin_moves_and_edited_context():
     # exactly the four hunks fixed by hand are "edited"; the other 22 only moved (the runtime
     # patch is left out: it follows patchkit/timing/phase_timer.py, series by series)
     worker = text.split("\n0002-cycle.patch:\n", 1)[1]
+    # 0001-0007 (eagle_worker.py, the rebase's); 0008-0013 time eagle_worker_v2.py (seriesgen's)
+    worker, sep, v2 = worker.partition("\n0008-v2-cycle.patch:\n")
+    assert sep and "eagle_worker_v2.py" in v2 and "eagle_worker_v2.py" not in worker
     assert worker.count("context changed") == 4 and "change edited" not in worker
     moved = [ln for ln in worker.splitlines() if ln.startswith("    hunk ") and ln.endswith(" lines")]
     assert len(moved) == 22
@@ -37,7 +40,7 @@ def test_diff_059_to_0510_shows_pin_moves_and_edited_context():
 
 def test_identical_series_and_small_edits(tmp_path):
     same = seriesdiff.series_diff(SERIES_059, SERIES_059)
-    assert "  unchanged" in same and same.count(": identical\n") == 7
+    assert "  unchanged" in same and same.count(": identical\n") == 13
     assert "hunks in changed patches: none" in same
 
     edited = tmp_path / "edited"

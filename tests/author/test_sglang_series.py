@@ -1,4 +1,7 @@
-"""The committed series patches/sglang-v0.5.9 against the real 0.5.9 (and 0.5.10) files."""
+"""The committed series patches/sglang-v0.5.9 against the real 0.5.9 (and 0.5.10) files.
+
+0001-0007 (hand-made) time EAGLEWorker in eagle_worker.py; 0008-0013 (appended by
+patchkit.author.seriesgen) time EAGLEWorkerV2 in eagle_worker_v2.py."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ import pytest
 from ast_support import strip_inserted, timer_calls_by_function
 from patchkit.author import authoring, upstream
 
-from upstream_fixtures import COMMIT_059, EAGLE_WORKER, PHASE_TIMER, REPO, SERIES_059, git
+from upstream_fixtures import (COMMIT_059, EAGLE_WORKER, EAGLE_WORKER_V2, PHASE_TIMER, REPO,
+                               SERIES_059, V2_APPENDED, git)
 
 RUNTIME_SOURCE = REPO / "patchkit" / "timing" / "phase_timer.py"
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
@@ -48,10 +52,10 @@ def added_lines() -> list[str]:
 # ----------------------------------------------------------------------------- the files
 
 def test_pin_is_what_upstream_pin_writes_for_the_real_file(sglang_059_pristine):
-    pin = upstream.pin_from_tree(sglang_059_pristine, [EAGLE_WORKER], "sglang", "0.5.9",
-                                 COMMIT_059, "python/")
+    pin = upstream.pin_from_tree(sglang_059_pristine, [EAGLE_WORKER, EAGLE_WORKER_V2], "sglang",
+                                 "0.5.9", COMMIT_059, "python/")
     assert upstream.format_pin(pin) == (SERIES_059 / "pin.toml").read_text()
-    assert pin.files[0].lines == 1032
+    assert [f.lines for f in pin.files] == [1032, 878]
 
 
 def test_runtime_patch_is_generated_from_the_current_runtime_source():
@@ -75,8 +79,13 @@ def test_series_order_headers_and_insert_only_patches():
             removed = [ln for ln in body.splitlines()
                        if ln.startswith("-") and not ln.startswith("---")]
             assert removed == [], f"{name} removes or changes upstream lines"
+    assert names[7:] == V2_APPENDED
+    for name in names[1:]:
+        touched = {ln[6:] for ln in (SERIES_059 / name).read_text().splitlines()
+                   if ln.startswith("+++ b/")}
+        assert touched == {EAGLE_WORKER_V2 if name in V2_APPENDED else EAGLE_WORKER}, name
     added = added_lines()
-    assert added.count(IMPORT_LINE) == 1
+    assert added.count(IMPORT_LINE) == 2   # once in each worker file
     for line in added:
         assert line == IMPORT_LINE or line.lstrip().startswith("_pt."), line
         assert len(ast.parse(line.strip()).body) == 1, line  # one statement per line
@@ -93,16 +102,18 @@ def test_series_applies_to_checkout_with_zero_offset_and_compiles(sglang_checkou
 
 def test_patched_file_differs_from_the_original_only_by_inserted_statements(
         sglang_059_checkout):
-    original = (sglang_059_checkout / EAGLE_WORKER).read_text()
     tmp = sglang_059_checkout
+    originals = {p: (tmp / p).read_text() for p in (EAGLE_WORKER, EAGLE_WORKER_V2)}
     git(tmp, "init", "-q")
     apply_series(tmp)
-    patched = (tmp / EAGLE_WORKER).read_text()
-    assert patched != original
-    patched_tree = ast.parse(patched)
-    removed = strip_inserted(patched_tree)
+    removed = 0
+    for path, original in originals.items():
+        patched = (tmp / path).read_text()
+        assert patched != original
+        patched_tree = ast.parse(patched)
+        removed += strip_inserted(patched_tree)
+        assert ast.dump(patched_tree) == ast.dump(ast.parse(original)), path
     assert removed == len(added_lines())
-    assert ast.dump(patched_tree) == ast.dump(ast.parse(original))
 
 
 def test_series_applies_to_an_installed_tree(sglang_059_installed):
@@ -136,21 +147,25 @@ def test_series_does_not_apply_exactly_to_0510(sglang_0510_checkout):
 
 def test_every_phase_that_begins_ends_in_the_same_function(sglang_059_pristine):
     state = authoring.load_stack(SERIES_059, sglang_059_pristine).states[-1]
-    calls = timer_calls_by_function(state[EAGLE_WORKER])
-    phases = set()
-    for func, seq in calls.items():
-        begun = {label for kind, label in seq if kind == "begin"}
-        ended = {label for kind, label in seq if kind == "end"}
-        assert begun == ended, func
-        kinds = [kind for kind, _ in seq]
-        assert kinds.count("cycle_begin") == kinds.count("cycle_end"), func
-        phases |= begun
-    assert phases >= {"draft_preprocess", "draft_forward", "draft_step", "build_tree",
-                      "target_verify", "accept", "draft_extend_after_decode",
-                      "target_extend", "draft_extend"}
-    assert set(calls) >= {"forward_batch_generation", "draft", "draft_forward", "verify",
-                          "forward_draft_extend_after_decode", "forward_target_extend",
-                          "forward_draft_extend"}
+    functions = {EAGLE_WORKER: {"forward_batch_generation", "draft", "draft_forward", "verify",
+                                "forward_draft_extend_after_decode", "forward_target_extend",
+                                "forward_draft_extend"},
+                 EAGLE_WORKER_V2: {"forward_batch_generation", "draft", "draft_forward", "verify",
+                                   "_draft_extend_for_decode", "_draft_extend_for_prefill"}}
+    for path, wanted in functions.items():
+        calls = timer_calls_by_function(state[path])
+        phases = set()
+        for func, seq in calls.items():
+            begun = {label for kind, label in seq if kind == "begin"}
+            ended = {label for kind, label in seq if kind == "end"}
+            assert begun == ended, func
+            kinds = [kind for kind, _ in seq]
+            assert kinds.count("cycle_begin") == kinds.count("cycle_end"), func
+            phases |= begun
+        assert phases >= {"draft_preprocess", "draft_forward", "draft_step", "build_tree",
+                          "target_verify", "accept", "draft_extend_after_decode",
+                          "target_extend", "draft_extend"}, path
+        assert set(calls) >= wanted, path
 
 
 def test_inserted_calls_run_against_the_real_runtime(tmp_path, monkeypatch):
@@ -165,6 +180,8 @@ def test_inserted_calls_run_against_the_real_runtime(tmp_path, monkeypatch):
         "_pt": pt, "i": 0, "can_cuda_graph": True, "can_run_cuda_graph": False,
         "batch": SimpleNamespace(batch_size=lambda: 4),
         "verify_output": SimpleNamespace(accept_length_per_req_cpu=[1, 0, 3, 2]),
+        "model_worker_batch": SimpleNamespace(seq_lens=SimpleNamespace(shape=(4,))),  # v2
+        "batch_output": SimpleNamespace(accept_lens=[2, 1, 4, 3]),
     }
     statements = [ln.strip() for ln in added_lines() if ln != IMPORT_LINE]
     for stmt in statements:
@@ -175,6 +192,8 @@ def test_inserted_calls_run_against_the_real_runtime(tmp_path, monkeypatch):
     cycles = [r for r in records if r["kind"] == "cycle"]
     assert any(r["attrs"].get("accepted") == 6 and r["attrs"].get("batch_size") == 4
                for r in cycles)
+    assert any(r["attrs"].get("tokens") == [2, 1, 4, 3] and r["attrs"].get("batch_size") == 4
+               for r in cycles)   # EAGLEWorkerV2's decode cycle
     assert {r["name"] for r in records if r["kind"] == "phase"} >= {"draft_preprocess", "accept"}
 
 

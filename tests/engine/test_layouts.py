@@ -26,7 +26,8 @@ def test_installed_layout_apply_revert(sglang_059_installed):
     assert res.exit_code == 0, res.to_json()
     host = res.hosts[0]
     assert host.layout == "installed"
-    assert set(host.written) == {WHEEL_WORKER, "sglang/srt/speculative/phase_timer.py"}
+    assert set(host.written) == {WHEEL_WORKER, "sglang/srt/speculative/eagle_worker_v2.py",
+                                 "sglang/srt/speculative/phase_timer.py"}
     compile((root / WHEEL_WORKER).read_bytes(), WHEEL_WORKER, "exec")   # no .pyc left behind
     assert b"_pt.cycle_begin" in (root / WHEEL_WORKER).read_bytes()
     assert ops.status(str(SERIES_059), [str(root)]).hosts[0].state == "applied"
