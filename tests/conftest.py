@@ -1,9 +1,17 @@
 """Shared test setup: tests never touch the real $HOME, ~/.ssh or global git config."""
 
 import os
+import signal
 import sys
 
 import pytest
+
+# A suite started in the background by a non-interactive shell inherits SIGINT ignored, and so
+# would every program the tests start (an ignored signal survives exec): the Ctrl-C tests need
+# SIGINT to reach their children, so give this process a handler again (reset to the default on
+# exec in each child).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 sys.path.insert(0, os.path.dirname(__file__))
 # tests mirror the package: tests/engine/ (apply pipeline), tests/author/ (authoring side), the
