@@ -108,6 +108,17 @@ def _phases_of(text: str) -> list[str]:
     return out
 
 
+
+def _generated(release, result, final_texts: dict) -> "Generated":
+    """What a generation run placed, by whom, and which phases the final files hold."""
+    gen = Generated(release.version, release.series)
+    gen.placed_by_tool = sum(1 for p in result.placements if p.how.startswith("tool"))
+    gen.placed_by_hand = sum(1 for p in result.placements if p.how.startswith("hand"))
+    gen.adjusted_by_hand = sum(1 for p in result.placements if "[hand:" in p.how)
+    gen.missing = [f"{Path(a.path).name} {a.function}: `{a.text}` ({why})" for a, why in result.missing]
+    gen.phases = {Path(p).name: _phases_of(t) for p, t in final_texts.items()}
+    return gen
+
 def generate(release: rel.Release, out_dir: Path | None = None) -> Generated:
     out_dir = Path(out_dir or PATCHES / release.series)
     pristine = release_files(release.version, list(release.files))
@@ -133,12 +144,7 @@ def generate(release: rel.Release, out_dir: Path | None = None) -> Generated:
     for path, text in states[-1].items():
         compile(text, path, "exec")
     _write(release, out_dir, refs, kept, pristine, result)
-    gen = Generated(release.version, release.series)
-    gen.placed_by_tool = sum(1 for p in result.placements if p.how.startswith("tool"))
-    gen.placed_by_hand = sum(1 for p in result.placements if p.how.startswith("hand"))
-    gen.adjusted_by_hand = sum(1 for p in result.placements if "[hand:" in p.how)
-    gen.missing = [f"{Path(a.path).name} {a.function}: `{a.text}` ({why})" for a, why in result.missing]
-    gen.phases = {Path(p).name: _phases_of(t) for p, t in states[-1].items()}
+    gen = _generated(release, result, states[-1])
     _write_readme(release, out_dir, refs, result, gen)
     return gen
 
@@ -432,12 +438,7 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
     for name in authoring.read_series_names(out_dir):
         full = authoring.apply_patch(full, authoring.read_text(out_dir / name), name)
 
-    gen = Generated(release.version, release.series)
-    gen.placed_by_tool = sum(1 for p in result.placements if p.how.startswith("tool"))
-    gen.placed_by_hand = sum(1 for p in result.placements if p.how.startswith("hand"))
-    gen.adjusted_by_hand = sum(1 for p in result.placements if "[hand:" in p.how)
-    gen.missing = [f"{Path(a.path).name} {a.function}: `{a.text}` ({why})" for a, why in result.missing]
-    gen.phases = {Path(p).name: _phases_of(t) for p, t in states[-1].items()}
+    gen = _generated(release, result, states[-1])
     doc = _doc_name(sdir)
     old = (sdir / doc).read_text() if (sdir / doc).is_file() else \
         f"# sglang-v{release.version}: EAGLE worker phase timing\n"
