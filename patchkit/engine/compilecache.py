@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import tempfile
+from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from patchkit.engine.plan import FilePlan
 from patchkit.engine.series import Pin, PinnedFile, Series, SeriesFiles, load_series, read_series
 from patchkit.engine.targetprog import Compiled, compile_series
 
-FORMAT = 2                     # 2: the pin's also_versions are kept
+FORMAT = 2                     # 2: every field of the pin is kept (also_versions was lost)
 KEEP = 32                      # entries kept; older ones are removed when a new one is written
 _SOURCES = ("engine/diffparse.py", "engine/series.py", "engine/plan.py", "engine/render.py",
             "engine/targetprog.py", "paths.py", "errors.py", "engine/compilecache.py")
@@ -78,9 +79,16 @@ def compiled_series(series: str | Series, full: bool = True) -> Compiled:
 
 
 def _pin_json(pin: Pin) -> dict:
-    return {"name": pin.name, "version": pin.version, "commit": pin.commit,
-            "package_prefix": pin.package_prefix, "also_versions": list(pin.also_versions),
-            "files": [[f.path, f.sha256, f.lines] for f in pin.files.values()]}
+    """Every field of the pin (a field added to Pin is kept without touching this), the files
+    as [path, sha256, lines] rows."""
+    data = {f.name: getattr(pin, f.name) for f in fields(Pin) if f.name != "files"}
+    data["files"] = [[f.path, f.sha256, f.lines] for f in pin.files.values()]
+    return data
+
+
+def _pin_from_json(data: dict) -> Pin:
+    scalars = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "files"}
+    return Pin(files={f[0]: PinnedFile(f[0], f[1], f[2]) for f in data["files"]}, **scalars)
 
 
 def _store(path: Path, c: Compiled) -> None:
@@ -114,11 +122,8 @@ def _load(path: Path, files: SeriesFiles | Series) -> Compiled | None:
             data = json.load(fh)
         if data.get("format") != FORMAT or data["digest"] != files.digest or data["name"] != files.name:
             return None
-        p = data["pin"]
-        pinned = {f[0]: PinnedFile(f[0], f[1], f[2]) for f in p["files"]}
-        pin = Pin(name=p["name"], version=p["version"], commit=p["commit"],
-                  package_prefix=p["package_prefix"], files=pinned,
-                  also_versions=tuple(p.get("also_versions", ())))
+        pin = _pin_from_json(data["pin"])
+        pinned = pin.files
         series = Series(directory=files.directory, name=data["name"], pin=pin, patches=[],
                         digest=data["digest"])
         plans = [FilePlan(path=path_, kind=kind, pinned=pinned.get(path_), executable=ex)
