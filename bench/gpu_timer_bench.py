@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import os
 import statistics
 import sys
 import tempfile

@@ -140,6 +140,31 @@ class SshdFleet:
 
 # ---- plain functions ----------------------------------------------------------------------------
 
+def silent_port_times_out(make_target) -> None:
+    """A port that accepts TCP and never sends an SSH banner: the transport ``make_target(port)``
+    returns must fail within a few seconds (its ConnectTimeout covers the banner exchange) with
+    an error naming the host and port."""
+    from patchkit.errors import TransportError
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    try:
+        t = make_target(port)
+        start = time.monotonic()
+        try:
+            t.run(b"true")
+        except TransportError as exc:
+            error = str(exc)
+        else:
+            raise AssertionError("a server that never answers did not fail the run")
+        assert time.monotonic() - start < 4
+    finally:
+        listener.close()
+    assert "timed out" in error and f"127.0.0.1:{port}" in error, error
+
+
 def _keygen(path: Path, comment: str) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
                    check=True, stdin=subprocess.DEVNULL, capture_output=True)

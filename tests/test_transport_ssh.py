@@ -5,7 +5,6 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import shlex
-import socket
 import stat
 import subprocess
 import threading
@@ -17,7 +16,7 @@ from patchkit.errors import InvalidInput, TransportError
 from patchkit.transport import parse_target
 from patchkit.transport.remote import parse_remote_target
 from patchkit.transport.ssh import SshTransport
-from sshd_support import free_port, make_client_config, make_keys
+from sshd_support import free_port, make_client_config, make_keys, silent_port_times_out
 
 
 def ssh_target(server, root, **options) -> SshTransport:
@@ -225,20 +224,9 @@ def test_closed_port_is_unreachable(sshd_keys, tmp_path):
 
 def test_connect_timeout_on_a_silent_server(sshd, tmp_path):
     # Accepts TCP but never sends a banner: ssh's ConnectTimeout covers the banner exchange.
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    port = listener.getsockname()[1]
-    try:
-        t = parse_target(f"ssh://root@127.0.0.1:{port}/tmp", reuse=False, connect_timeout=1,
-                         ssh_config=str(sshd.client_config))
-        start = time.monotonic()
-        with pytest.raises(TransportError) as info:
-            t.run(b"true")
-        assert time.monotonic() - start < 4
-    finally:
-        listener.close()
-    assert "timed out" in str(info.value) and f"127.0.0.1:{port}" in str(info.value)
+    silent_port_times_out(lambda port: parse_target(
+        f"ssh://root@127.0.0.1:{port}/tmp", reuse=False, connect_timeout=1,
+        ssh_config=str(sshd.client_config)))
 
 
 @pytest.mark.parametrize("reuse", [False, True])

@@ -263,8 +263,8 @@ def _place_by_merge(old: list[Line], new: list[Line], hunk: Hunk, path: str) -> 
     if broken:
         return f"the new file with the merged hunk does not compile ({broken})"
     first = (added_new or removed_new)[0]
-    found.proof = (f"3-way merge; each changed line in the same function and between the same "
-                   f"statements as before" + (
+    found.proof = ("3-way merge; each changed line in the same function and between the same "
+                   "statements as before" + (
                        f" (one of them edited upstream, {min(edits):.0%} alike)" if edits else "")
                    + f"; compiles (from line {first})")
     return found

@@ -21,20 +21,19 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.author import upstream
-from patchkit.engine.diffparse import DiffLine, FileDiff, Hunk, parse_patch
-from patchkit.errors import EXIT_OK, EXIT_REFUSED, InvalidInput, Refused
 from patchkit.author.merge3 import merge_unplaced
-from patchkit.author.rebase_result import (HunkOutcome, PatchOutcome, RebaseResult,  # noqa: F401
-                                           Source)
+from patchkit.author.rebase_result import HunkOutcome, PatchOutcome, RebaseResult, Source
 from patchkit.author.relocate import (
-    Candidate, Line, Placement, apply_at_own_numbers, apply_placements, diff_around, map_line,
+    Line, Placement, apply_at_own_numbers, apply_placements, diff_around, map_line,
     place_at_own_numbers, place_file, split_lines,
 )
+from patchkit.engine.diffparse import DiffLine, FileDiff, Hunk, parse_patch
 from patchkit.engine.series import Series, load_series
+from patchkit.errors import InvalidInput, Refused
 
 MARKER = "<<<<<<< patchkit rebase: this hunk did not relocate, edit it by hand (see REBASE.md)"
 NOTE_FIRST = "patchkit rebase: NEEDS ATTENTION."

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from patchkit.engine.answer import parse_answer
 from patchkit.errors import InvalidInput, Refused
-from patchkit.author.rebase import Source
+from patchkit.author.rebase_result import Source
 from patchkit.engine.render import shq
 from patchkit.engine.series import Series
 from patchkit.engine.targetprog import compile_series, library

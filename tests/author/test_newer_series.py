@@ -124,33 +124,30 @@ def test_runtime_patch_is_the_current_runtime_and_the_pin_is_the_release(version
 
 # ----------------------------------------------------------------------------- the calls
 
-def _calls(func: ast.AST) -> list[tuple[int, str, str]]:
-    """(line, kind, phase) of the _pt calls directly in ``func`` (nested defs excluded)."""
-    out = []
+def _own_nodes(func: ast.AST):
+    """Every node inside ``func`` that belongs to it (nested defs, classes and lambdas excluded)."""
     stack = list(ast.iter_child_nodes(func))
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _calls(func: ast.AST) -> list[tuple[int, str, str]]:
+    """(line, kind, phase) of the _pt calls directly in ``func`` (nested defs excluded)."""
+    out = []
+    for node in _own_nodes(func):
         if isinstance(node, ast.Expr) and is_inserted(node):
             call = node.value
             label = call.args[0].value if call.args else ""
             out.append((node.lineno, call.func.attr, label))
-        stack.extend(ast.iter_child_nodes(node))
     return sorted(out)
 
 
 def _returns(func: ast.AST) -> list[int]:
-    out = []
-    stack = list(ast.iter_child_nodes(func))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(node, ast.Return):
-            out.append(node.lineno)
-        stack.extend(ast.iter_child_nodes(node))
-    return out
+    return sorted(node.lineno for node in _own_nodes(func) if isinstance(node, ast.Return))
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -4,7 +4,6 @@ commits that move, duplicate or delete the lines the 0.5.9 series anchors on."""
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 
 import pytest

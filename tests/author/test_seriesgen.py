@@ -3,7 +3,6 @@ references and hand rules (so a reviewer reads the rules, not 28 folders of diff
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
