@@ -95,7 +95,9 @@ def run_program(compiled: Compiled, transport: Transport, op: str, opts: Options
         result = transport.run(program, timeout=opts.timeout)
         answer = parse_answer(result.stdout)
     rc = result.returncode
-    if rc not in (0, 1) and not answer.errors:
+    # exit 1 is the program's own "refused" only when it answered; a wrapper that failed before
+    # the program ran (no such container, pod not found: exit 1) answers nothing but stderr
+    if rc != 0 and not answer.errors and (rc != 1 or b"@pk " not in result.stdout):
         tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
         answer.errors.append((EXIT_REFUSED, f"the target program failed (exit {rc})"
                               + (f": {' | '.join(tail)}" if tail else "")))
