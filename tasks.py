@@ -9,14 +9,18 @@ from __future__ import annotations
 import os
 import sys
 
-from invoke import Collection, Exit, task
+from invoke import Collection
 
 # invoke imports this file from the project root; make the package importable without install.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from patchkit.cli import auto_series as _auto_series, run_patch_task, task  # noqa: E402
+from patchkit.errors import InvalidInput  # noqa: E402
+from patchkit.settings import PATCHKIT_DEFAULTS, PatchSettings, number, positive_int, seconds  # noqa: E402
+
 TARGET_HELP = {
     "series": "series folder (pin.toml + series + patches), or 'auto': the shipped series pinned "
-              "to exactly the target's files; default: patchkit.engine.series in invoke.yaml",
+              "to exactly the target's files; default: patchkit.series in invoke.yaml",
     "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path or docker://C/path; "
               "repeat for a fleet (default: patchkit.targets in invoke.yaml)",
     "json": "print the outcome as JSON (stable keys) instead of a table",
@@ -38,114 +42,13 @@ TARGET_HELP = {
 
 
 def _cfg(c, key, default=None):
-    node = c.config.get("patchkit", {}) or {}
-    value = node.get(key, default)
-    return default if value is None else value
+    from patchkit.settings import config_value
+
+    return config_value(c.config, key, default)
 
 
-def _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist=None, **extra):
-    from patchkit.ops import Options
-    from patchkit.transport.remote import ssh_persist_options
-
-    transport = {}
-    ssh_config = ssh_config or _cfg(c, "ssh_config")
-    if ssh_config:
-        transport["ssh_config"] = os.path.expanduser(ssh_config)
-    ssh_options = _cfg(c, "ssh_options")
-    if ssh_options:
-        transport["ssh_options"] = list(ssh_options)
-    persist = ssh_persist if ssh_persist is not None else _cfg(c, "ssh_persist", 60)
-    transport.update(_guard(ssh_persist_options, persist))
-    return Options(layout=layout or _cfg(c, "layout", "auto"),
-                   container=container or _cfg(c, "container"),
-                   exec_prefix=exec_ or _cfg(c, "exec"),
-                   timeout=float(timeout) if timeout else _cfg(c, "timeout"),
-                   jobs=int(jobs or _cfg(c, "jobs", 8)),
-                   cwd=c.cwd if hasattr(c, "cwd") and c.cwd else os.getcwd(),
-                   transport_options=transport, **extra)
-
-
-def _resolve(c, series, target, opts, inventory=None, limit=None, root=None):
-    """(series folder, targets): --target / --inventory, else patchkit.targets / .inventory."""
-    from patchkit.transport.inventory import inventory_transports
-
-    series = series or _cfg(c, "series")
-    if not series:
-        raise Exit("no --series given and no patchkit.engine.series in invoke.yaml", 2)
-    targets = list(target or [])
-    if not targets and not inventory:
-        targets = list(_cfg(c, "targets", []) or [])
-        inventory = _cfg(c, "inventory")
-    if (limit or root) and not inventory:
-        raise Exit("--limit and --root choose hosts of an inventory: give --inventory FILE", 2)
-    if inventory:
-        path = os.path.join(opts.cwd, os.path.expanduser(inventory))
-        targets += _guard(inventory_transports, path, limit, root, cwd=opts.cwd,
-                          container=opts.container, exec_prefix=opts.exec_prefix,
-                          **opts.transport_options)
-    if not targets:
-        raise Exit("no --target or --inventory given and none in invoke.yaml", 2)
-    if series == "auto":
-        return _auto_series(targets, opts), targets
-    return os.path.abspath(os.path.expanduser(series)), targets
-
-
-def _auto_series(targets, opts=None):
-    """--series auto: the shipped series pinned to the targets' text (patchkit.engine.autoseries)."""
-    from patchkit.engine import autoseries
-    from patchkit.errors import PatchkitError
-
-    kw = {}
-    if opts is not None:
-        kw = dict(cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
-                  **opts.transport_options)
-    try:
-        series_dir, said = autoseries.resolve(list(targets), **kw)
-    except PatchkitError as e:
-        raise Exit(f"patchkit: {e.message}", e.exit_code)
-    print(said, file=sys.stderr)
-    return series_dir
-
-
-def _run(c, fn_name, series, target, as_json, opts, show_script=False, **fleet):
-    from patchkit import ops
-    from patchkit.errors import PatchkitError
-    from patchkit.output import render_json, render_text
-
-    series_dir, targets = _resolve(c, series, target, opts, **fleet)
-    try:
-        if show_script:
-            _show_script(series_dir, targets, opts)
-        result = getattr(ops, fn_name)(series_dir, targets, opts)
-    except PatchkitError as e:
-        raise Exit(f"patchkit: {e.message}", e.exit_code)
-    finally:
-        for t in targets:           # inventory hosts come as Transports; ops leaves them open
-            if not isinstance(t, str):
-                t.close()
-    print(render_json(result) if as_json else render_text(result))
-    if result.exit_code:
-        raise Exit(code=result.exit_code)
-
-
-def _show_script(series_dir, targets, opts):
-    from patchkit.engine.series import load_series
-    from patchkit.engine.targetprog import build_program, compile_series
-    from patchkit.transport import parse_target
-
-    compiled = compile_series(load_series(series_dir))
-    for spec in targets:
-        t = spec if not isinstance(spec, str) else parse_target(
-            spec, cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
-            **opts.transport_options)
-        program = build_program(compiled, "verify" if opts.dry_run else "apply", t.root,
-                                layout=opts.layout)
-        sys.stdout.write(f"# ===== program for {t.label} ({len(program)} bytes) =====\n")
-        sys.stdout.write(program.decode("utf-8", "surrogateescape"))
-        if isinstance(spec, str):
-            t.close()
-
-
+# check, verify, apply, revert, status, unlock: the options are checked and merged with invoke.yaml
+# once (patchkit.settings.PatchSettings); patchkit.cli.run_patch_task runs the operation.
 COMMON = dict(iterable=["target"], help=TARGET_HELP)
 
 
@@ -154,9 +57,7 @@ def check(c, series=None, target=None, json=False, layout=None, container=None, 
           ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
           limit=None, root=None):
     """Pin only: commit/version, sha256 and wc -l of every pinned file."""
-    _run(c, "check", series, target, json,
-         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist),
-         inventory=inventory, limit=limit, root=root)
+    run_patch_task(c, "check", locals())
 
 
 @task(auto_shortflags=False, **COMMON)
@@ -164,9 +65,7 @@ def verify(c, series=None, target=None, json=False, layout=None, container=None,
            ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
            limit=None, root=None):
     """Dry run: pin, every hunk's lines at their numbers, sed result checked; writes nothing."""
-    _run(c, "verify", series, target, json,
-         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist),
-         inventory=inventory, limit=limit, root=root)
+    run_patch_task(c, "verify", locals())
 
 
 @task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, dry_run="verify only: stage into a temporary "
@@ -176,10 +75,7 @@ def apply(c, series=None, target=None, json=False, layout=None, container=None, 
           ssh_config=None, timeout=None, jobs=None, dry_run=False, show_script=False,
           ssh_persist=None, inventory=None, limit=None, root=None):
     """Apply the series (all files, all hosts, or nothing); idempotent."""
-    opts = _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
-                    dry_run=dry_run)
-    _run(c, "apply", series, target, json, opts, show_script=show_script,
-         inventory=inventory, limit=limit, root=root)
+    run_patch_task(c, "apply", locals())
 
 
 @task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, force="discard files modified after apply "
@@ -190,10 +86,7 @@ def revert(c, series=None, target=None, json=False, layout=None, container=None,
            ssh_config=None, timeout=None, jobs=None, force=False, keep_journal=False,
            ssh_persist=None, inventory=None, limit=None, root=None):
     """Restore the byte-identical originals saved by apply; leave no patchkit trace."""
-    _run(c, "revert", series, target, json,
-         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist, force=force,
-                  keep_journal=bool(keep_journal or _cfg(c, "keep_journal", False))),
-         inventory=inventory, limit=limit, root=root)
+    run_patch_task(c, "revert", locals())
 
 
 @task(auto_shortflags=False, **COMMON)
@@ -201,9 +94,7 @@ def status(c, series=None, target=None, json=False, layout=None, container=None,
            ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
            limit=None, root=None):
     """Say what each target is: pristine | applied | partial | modified | drifted (and locks)."""
-    _run(c, "status", series, target, json,
-         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist),
-         inventory=inventory, limit=limit, root=root)
+    run_patch_task(c, "status", locals())
 
 
 @task(auto_shortflags=False, **COMMON)
@@ -211,21 +102,11 @@ def unlock(c, series=None, target=None, json=False, layout=None, container=None,
            ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
            limit=None, root=None):
     """Remove a lock by hand (one patchkit cannot prove dead: another host; reports who held it)."""
-    _run(c, "unlock", series, target, json,
-         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist),
-         inventory=inventory, limit=limit, root=root)
+    run_patch_task(c, "unlock", locals())
 
 
 def _abspath(p):
     return os.path.abspath(os.path.expanduser(p)) if p else None
-
-
-def _guard(fn, *args, **kwargs):
-    from patchkit.errors import PatchkitError
-    try:
-        return fn(*args, **kwargs)
-    except PatchkitError as e:
-        raise Exit(f"patchkit: {e.message}", e.exit_code)
 
 
 def _pristine(series, pristine):
@@ -234,11 +115,11 @@ def _pristine(series, pristine):
     from patchkit.author import upstream as up
     if pristine:
         return Path(_abspath(pristine))
-    return _guard(up.fetch_tree, series_dir=Path(series))[0]
+    return up.fetch_tree(series_dir=Path(series))[0]
 
 
 AUTHOR_HELP = {
-    "series": "series folder (default: patchkit.engine.series in invoke.yaml)",
+    "series": "series folder (default: patchkit.series in invoke.yaml)",
     "edited": "a copy of the pinned tree with your edits (make one with patch.edit)",
     "pristine": "pristine pinned tree (default: fetched from the pin, by version, into .cache/)",
 }
@@ -253,7 +134,7 @@ def edit(c, dest, series=None, upto=None, pristine=None, layout="checkout"):
 
     from patchkit.author import authoring
     series = _abspath(series or _cfg(c, "series"))
-    out = _guard(authoring.prepare_edit_tree, Path(series), _pristine(series, pristine),
+    out = authoring.prepare_edit_tree(Path(series), _pristine(series, pristine),
                  Path(_abspath(dest)), upto=upto, layout=layout)
     print(f"editable tree: {out}")
 
@@ -268,7 +149,7 @@ def new(c, name, edited, series=None, pristine=None, header=None, new_file=None)
 
     from patchkit.author import authoring
     series = _abspath(series or _cfg(c, "series"))
-    out = _guard(authoring.new_patch, Path(series), name, Path(_abspath(edited)),
+    out = authoring.new_patch(Path(series), name, Path(_abspath(edited)),
                  _pristine(series, pristine), header=header, new_files=list(new_file or []))
     print(f"wrote {out} and added it to {series}/series")
 
@@ -280,13 +161,13 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
 
     from patchkit.author import authoring
     series = _abspath(series or _cfg(c, "series"))
-    path, changed = _guard(authoring.refresh, Path(series), Path(_abspath(edited)),
+    path, changed = authoring.refresh(Path(series), Path(_abspath(edited)),
                            _pristine(series, pristine), patch=patch)
     print(f"{path}: {'rewritten' if changed else 'unchanged (same bytes)'}")
 
 
 @task(name="gen-runtime", auto_shortflags=False, help={
-    "series": "series folder (default: patchkit.engine.series in invoke.yaml)",
+    "series": "series folder (default: patchkit.series in invoke.yaml)",
     "check": "only check: exit 1 when a runtime patch differs from patchkit/timing/phase_timer.py"})
 def gen_runtime(c, series=None, check=False):
     """Regenerate the series' phase_timer.py new-file patch from patchkit/timing/."""
@@ -294,11 +175,11 @@ def gen_runtime(c, series=None, check=False):
 
     from patchkit.author import authoring
     series = _abspath(series or _cfg(c, "series"))
-    results = _guard(authoring.regenerate_runtime_patches, Path(series), write=not check)
+    results = authoring.regenerate_runtime_patches(Path(series), write=not check)
     for name, changed in results:
         print(f"{name}: {'differs' if changed and check else 'rewritten' if changed else 'up to date'}")
     if check and any(changed for _, changed in results):
-        raise Exit(code=1)
+        raise SystemExit(1)
 
 
 @task(name="fetch", auto_shortflags=False, iterable=["path"], help={
@@ -314,7 +195,7 @@ def upstream_fetch(c, series=None, name=None, version=None, path=None, upstream=
     from pathlib import Path
 
     from patchkit.author import upstream as up
-    tree, commit = _guard(up.fetch_tree, name, version, list(path or []) or None,
+    tree, commit = up.fetch_tree(name, version, list(path or []) or None,
                           series_dir=Path(_abspath(series)) if series else None,
                           clone=Path(_abspath(upstream)) if upstream else None, rev=rev,
                           layout=layout, dest=Path(_abspath(dest)) if dest else None,
@@ -332,7 +213,7 @@ def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=Non
     from pathlib import Path
 
     from patchkit.author import upstream as up
-    pin = _guard(up.pin_series, Path(_abspath(series)), Path(_abspath(tree)), list(path or []) or None,
+    pin = up.pin_series(Path(_abspath(series)), Path(_abspath(tree)), list(path or []) or None,
                  name=name, version=version, commit=commit, package_prefix=package_prefix)
     print(f"wrote {Path(_abspath(series)) / 'pin.toml'} ({len(pin.files)} files)")
 
@@ -345,10 +226,7 @@ upstream.add_task(upstream_fetch, "fetch")
 upstream.add_task(upstream_pin, "pin")
 
 ns = Collection(patch, profile, upstream)
-ns.configure({"patchkit": {"series": None, "targets": [], "layout": "auto", "jobs": 8,
-                           "timeout": None, "ssh_config": None, "ssh_options": [],
-                           "ssh_persist": 60, "inventory": None,
-                           "container": None, "exec": None, "keep_journal": False}})
+ns.configure({"patchkit": dict(PATCHKIT_DEFAULTS)})
 
 
 # ----------------------------------------------------------------------------- profile.* (default target)
@@ -382,8 +260,8 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
     kw = dict(size=_profile_cfg(c, "size", size, "default"),
               timer_mode=_profile_cfg(c, "timer", timer),
               device=_profile_cfg(c, "device", device, "auto"),
-              seed=int(_profile_cfg(c, "seed", seed, 0)),
-              timeout=float(timeout) if timeout else _profile_cfg(c, "timeout", None),
+              seed=positive_int(_profile_cfg(c, "seed", seed, 0), "seed", minimum=0),
+              timeout=seconds(_profile_cfg(c, "timeout", timeout), "timeout"),
               wheelhouse=_profile_cfg(c, "wheelhouse", wheelhouse), chart=not no_chart)
     for key, value in (("site", site), ("series_dir", series)):
         value = _profile_cfg(c, key, value)
@@ -395,37 +273,28 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
     return _profile_cfg(c, "out", out, "profile-out"), kw
 
 
-def _profile_call(fn, *args, **kwargs):
-    from patchkit.errors import PatchkitError
-
-    try:
-        return fn(*args, **kwargs)
-    except PatchkitError as e:
-        raise Exit(f"profile: {e.message}", e.exit_code)
-    except KeyboardInterrupt as e:
-        from patchkit.profile.site import Terminated
-
-        if isinstance(e, Terminated):
-            raise Exit("profile: terminated (SIGTERM); the tree was reverted", 143)
-        raise Exit("profile: interrupted; the tree was reverted", 130)
+PROFILE_TASK = dict(prog="profile", interrupted="the tree was reverted")
 
 
-@task(name="run", auto_shortflags=False, help=dict(
+@task(name="run", auto_shortflags=False, **PROFILE_TASK, help=dict(
     PROFILE_HELP, num_assistant_tokens="draft tokens per cycle (default 4)",
     confidence="assistant_confidence_threshold (default 0: draft all k tokens)"))
 def profile_run(c, out=None, size=None, site=None, series=None, timer=None, device=None,
                 seed=None, timeout=None, wheelhouse=None, no_chart=False,
-                num_assistant_tokens=4, confidence=0.0):
+                num_assistant_tokens=None, confidence=None):
     """Profile the embedded default: apply, run assisted generation, revert, report."""
     from patchkit.profile.default import run_default
 
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
                               wheelhouse, no_chart)
-    _profile_call(run_default, out, num_assistant_tokens=int(num_assistant_tokens),
-                  assistant_confidence_threshold=float(confidence), **kw)
+    if num_assistant_tokens is not None:
+        kw["num_assistant_tokens"] = positive_int(num_assistant_tokens, "num_assistant_tokens")
+    if confidence is not None:
+        kw["assistant_confidence_threshold"] = number(confidence, "confidence", low=0, high=1)
+    run_default(out, **kw)
 
 
-@task(name="sweep", auto_shortflags=False, help=dict(
+@task(name="sweep", auto_shortflags=False, **PROFILE_TASK, help=dict(
     PROFILE_HELP, matrix="points, e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4' "
                          "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)"))
 def profile_sweep(c, matrix=None, out=None, size=None, site=None, series=None, timer=None,
@@ -436,7 +305,7 @@ def profile_sweep(c, matrix=None, out=None, size=None, site=None, series=None, t
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
                               wheelhouse, no_chart)
     matrix = _profile_cfg(c, "matrix", matrix, "num_assistant_tokens=2,4,8")
-    _profile_call(run_sweep, out, matrix=matrix, **kw)
+    run_sweep(out, matrix=matrix, **kw)
 
 
 profile.add_task(profile_run, "run")
@@ -449,7 +318,7 @@ profile.add_task(profile_sweep, "sweep")
 # and patchkit.author.seriesdiff.
 
 @task(name="rebase", auto_shortflags=False, help={
-    "series": "the series to carry over (never written); default: patchkit.engine.series in invoke.yaml",
+    "series": "the series to carry over (never written); default: patchkit.series in invoke.yaml",
     "onto": "a PyPI version (e.g. 0.5.10), or with --upstream a tag, branch or commit",
     "upstream": "a local git clone of the upstream project to read --onto from",
     "out": "the new series folder (default: patches/<name>-v<version> beside --series)",
@@ -469,34 +338,32 @@ def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_tri
                  onto_target=None, layout=None, container=None, exec_=None, ssh_config=None,
                  timeout=None):
     """Rebase a series onto another release (exact, then checked 3-way merge); exit 1 if a hunk needs attention."""
-    from patchkit.errors import PatchkitError
     from patchkit.author.rebase import rebase
 
     series = series or _cfg(c, "series")
     if not series or bool(onto) == bool(onto_target):
-        raise Exit("patch.rebase needs --series DIR and one of --onto VERSION_OR_COMMIT or "
-                   "--onto-target T", 2)
+        raise InvalidInput("patch.rebase needs --series DIR and one of --onto VERSION_OR_COMMIT "
+                           "or --onto-target T")
     if onto_target and (not out or upstream):
-        raise Exit("patch.rebase --onto-target needs --out DIR (and takes no --upstream)", 2)
+        raise InvalidInput("patch.rebase --onto-target needs --out DIR (and takes no --upstream)")
     path = lambda p: os.path.abspath(os.path.expanduser(p)) if p else None  # noqa: E731
-    try:
-        new_source = None
-        if onto_target:
-            from patchkit.engine.series import load_series
-            from patchkit.author.targetread import target_source
+    new_source = None
+    if onto_target:
+        from patchkit.engine.series import load_series
+        from patchkit.author.targetread import target_source
 
-            opts = _options(c, layout, container, exec_, ssh_config, timeout, None)
-            new_source = target_source(load_series(path(series)), onto_target, cwd=opts.cwd,
-                                       container=opts.container, exec_prefix=opts.exec_prefix,
-                                       layout=opts.layout, timeout=opts.timeout,
-                                       transport_options=opts.transport_options)
-            onto = onto_target
-        result = rebase(path(series), onto, upstream_clone=path(upstream), out_dir=path(out),
-                        context_trim=context_trim, resume=resume, version=version,
-                        wheelhouse=path(wheelhouse or _cfg(c, "wheelhouse")), trust_new=trust_new,
-                        merge=merge, new_source=new_source)
-    except PatchkitError as e:
-        raise Exit(f"patchkit: {e.message}", e.exit_code)
+        opts = PatchSettings.from_invoke(c, "rebase", dict(
+            series=series, target=[onto_target], layout=layout, container=container, exec_=exec_,
+            ssh_config=ssh_config, timeout=timeout)).options()
+        new_source = target_source(load_series(path(series)), onto_target, cwd=opts.cwd,
+                                   container=opts.container, exec_prefix=opts.exec_prefix,
+                                   layout=opts.layout, timeout=opts.timeout,
+                                   transport_options=opts.transport_options)
+        onto = onto_target
+    result = rebase(path(series), onto, upstream_clone=path(upstream), out_dir=path(out),
+                    context_trim=context_trim, resume=resume, version=version,
+                    wheelhouse=path(wheelhouse or _cfg(c, "wheelhouse")), trust_new=trust_new,
+                    merge=merge, new_source=new_source)
     print(result.summary())
     for h in result.attention:
         print(f"  needs attention: {h.patch} hunk {h.number} {h.old_header} ({h.path}): {h.reason}")
@@ -506,22 +373,18 @@ def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_tri
     if result.written:
         print(f"report: {result.out_dir / 'REBASE.md'}")
     if result.exit_code:
-        raise Exit(code=result.exit_code)
+        raise SystemExit(result.exit_code)
 
 
 @task(name="diff", auto_shortflags=False, help={
     "from_": "the older series folder", "to": "the newer series folder"})
 def patch_diff(c, from_=None, to=None):
     """What changed between two series (pin, order, headers, hunk placement and content)."""
-    from patchkit.errors import PatchkitError
     from patchkit.author.seriesdiff import series_diff
 
     if not from_ or not to:
-        raise Exit("patch.diff needs --from DIR and --to DIR", 2)
-    try:
-        sys.stdout.write(series_diff(os.path.abspath(from_), os.path.abspath(to)))
-    except PatchkitError as e:
-        raise Exit(f"patchkit: {e.message}", e.exit_code)
+        raise InvalidInput("patch.diff needs --from DIR and --to DIR")
+    sys.stdout.write(series_diff(os.path.abspath(from_), os.path.abspath(to)))
 
 
 patch.add_task(patch_rebase, "rebase")
@@ -531,14 +394,15 @@ patch.add_task(patch_diff, "diff")
 
 # ----------------------------------------------------------------------------- profile.remote
 # The remote SGLang run: settings in invoke.yaml under patchkit.profile.remote (documented there;
-# patchkit.engine.series/targets/layout/ssh_config/ssh_options are its defaults); an option beats them.
+# patchkit.series/targets/layout/ssh_config/ssh_options are its defaults); an option beats them.
 # Implementation: patchkit.profile.remote (run_remote); also `python -m patchkit.profile.remote`.
 
-@task(name="remote", auto_shortflags=False, iterable=["target", "env"], help={
+@task(name="remote", auto_shortflags=False, iterable=["target", "env"], prog="profile",
+      interrupted="servers stopped, targets reverted", help={
     "target": "SGLang install root to profile (site-packages or a checkout), e.g. "
               "ssh://gpu1/opt/venv/lib/python3.11/site-packages; repeat for nodes, head first",
     "series": "series folder or 'auto' (chosen from the targets' files); "
-              "default: profile.remote.series, else patchkit.engine.series",
+              "default: profile.remote.series, else patchkit.series",
     "server": "server command line, run detached by sh -c on every target",
     "bench": "benchmark command line, run by sh -c on the first target",
     "env": "NAME=VALUE for the server, e.g. NCCL_PROTO=LL (repeat; merged over the settings)",
@@ -573,9 +437,8 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
         transport = {k: settings[k] for k in ("ssh_config", "ssh_options") if settings.get(k)}
         settings["series"] = _auto_series(settings["targets"],
                                           Options(cwd=os.getcwd(), transport_options=transport))
-    cfg = _profile_call(RemoteConfig.from_mapping, settings, cwd=os.getcwd(),
-                        extra_env=list(env or []))
-    _profile_call(run_remote_sweep if cfg.matrix else run_remote, cfg)
+    cfg = RemoteConfig.from_mapping(settings, cwd=os.getcwd(), extra_env=list(env or []))
+    (run_remote_sweep if cfg.matrix else run_remote)(cfg)
 
 
 profile.add_task(profile_remote, "remote")

@@ -1,11 +1,14 @@
-"""One error root; its exit code is part of the public contract (DESIGN.md).
+"""One error root; its exit code is part of the public contract (README §2).
 
-0 done, 1 refused (drift, wrong commit, modified after apply, locked), 2 invalid input.
+0 done, 1 refused (drift, wrong commit, modified after apply, locked), 2 invalid input,
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM). patchkit.cli maps them at the one boundary.
 """
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_INVALID = 2
+EXIT_INTERRUPTED = 130      # 128 + SIGINT
+EXIT_TERMINATED = 143       # 128 + SIGTERM
 
 
 class PatchkitError(Exception):
@@ -37,3 +40,8 @@ class InvalidInput(PatchkitError):
 
 class TransportError(Refused):
     """The target could not be reached or the remote program died; names the host."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM turned into an interrupt (patchkit.profile.site.sigterm_interrupts): the cleanup
+    Ctrl-C gets runs for a plain ``kill`` too; the boundary maps it to EXIT_TERMINATED."""

@@ -26,6 +26,7 @@ class FileReport:
     path: str
     state: str
     detail: str = ""
+    hunks: list[str] = field(default_factory=list)   # drift: one explanation per hunk, in line order
 
 
 @dataclass
@@ -122,8 +123,12 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
     if ans.git_head is not None and pin.commit and ans.git_head != pin.commit:
         host.messages.append(f"git HEAD is {ans.git_head}, pinned commit is {pin.commit}")
     if ans.dists and pin.version and not any(v in pin.versions for v, _ in ans.dists):
-        found = ", ".join(f"{v} ({d})" for v, d in ans.dists if d) or "no dist-info found"
-        host.messages.append(f"installed {pin.name} version: {found}; pinned {' or '.join(pin.versions)}")
+        found = ", ".join(v for v, d in ans.dists if d)
+        where = ", ".join(d for _, d in ans.dists if d)
+        # the useful fact first: it explains every drifted file below it
+        host.messages.insert(0, (f"installed {pin.name} {found}, pinned {' or '.join(pin.versions)}: "
+                                 f"try --series auto ({where})") if found else
+                             f"no {pin.name} dist-info found; pinned {' or '.join(pin.versions)}")
     if ans.takeover:
         host.took_over = _lock_json(ans.takeover)
         host.messages.append(_takeover_message(ans.takeover))
@@ -175,7 +180,8 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
                 drifts = [d for d in explain_file(detailed, ans.dumps[k]) if d.status != "in-place"]
                 if drifts:
                     fr.state = "drifted"
-                    fr.detail = "; ".join(filter(None, [fr.detail] + [str(d) for d in drifts]))
+                    fr.hunks = [str(d) for d in drifts]
+                    fr.detail = "; ".join(filter(None, [fr.detail] + fr.hunks))
         if fr.state != "ok" or op in ("check", "verify"):
             host.files.append(fr)
     for k, (wc, sha, ok) in sorted(ans.staged.items()):

@@ -10,8 +10,27 @@ from patchkit.ops import OpResult
 _VERDICT = {0: "ok", 1: "REFUSED", 2: "INVALID"}
 
 
+# `--json` prints exactly one document on stdout, success or failure, with the same top-level
+# keys (README §2, "JSON output"); a new key is a minor change, a changed meaning a new schema.
+RESULT_SCHEMA = "patchkit.result/1"
+
+
 def render_json(result: OpResult) -> str:
-    return json.dumps(result.to_json(), indent=2, sort_keys=True)
+    doc = result.to_json()
+    failed = next((h for h in result.hosts if h.exit_code == result.exit_code and h.exit_code), None)
+    error = None
+    if failed is not None:
+        error = f"{failed.target}: {_first_error(failed, width=None) or failed.state}"
+    doc.update(schema=RESULT_SCHEMA, error=error)
+    return json.dumps(doc, indent=2, sort_keys=True)
+
+
+def error_json(op: str, exit_code: int, message: str) -> str:
+    """The document of an operation that ended before it had a result (invalid input, refused
+    --series auto, interrupted): the success document's keys, with ``error`` set."""
+    doc = {"schema": RESULT_SCHEMA, "op": op, "series": None, "digest": None,
+           "exit_code": exit_code, "error": message, "hosts": []}
+    return json.dumps(doc, indent=2, sort_keys=True)
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -24,12 +43,12 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def _first_error(host) -> str:
+def _first_error(host, width: int | None = 60) -> str:
     text = next((m for m in host.messages if m), "")
     if not text:
         bad = next((f for f in host.files if f.state not in ("ok", "pristine", "applied")), None)
         text = f"{bad.path}: {bad.state}" if bad else ""
-    return text if len(text) <= 60 else text[:59] + "…"
+    return text if width is None or len(text) <= width else text[:width - 1] + "…"
 
 
 _IDENTITY_KEYS = ("start=", "boot=", "ns=", "machine=", "time=")
@@ -55,14 +74,22 @@ def render_text(result: OpResult, verbose: bool = True) -> str:
     lines.append(_table(rows))
     for h in result.hosts:
         detail = []
+        if h.exit_code:             # why first: the files below are its consequences
+            detail += [f"  {m}" for m in h.messages]
         for f in h.files:
             if verbose or f.state not in ("ok", "pristine", "applied"):
-                detail.append(f"  {f.path}: {f.state}" + (f" — {f.detail}" if f.detail else ""))
+                head = f.detail
+                if f.hunks:         # one line per hunk, in the file's line order
+                    head = head[:len(head) - len("; ".join(f.hunks))].rstrip("; ")
+                detail.append(f"  {f.path}: {f.state}" + (f" — {head}" if head else "")
+                              + (";" if f.hunks and head else ""))
+                detail += [f"    {hunk}" for hunk in f.hunks]
         if h.written:
             detail.append("  wrote: " + ", ".join(h.written))
-        elif result.op in ("apply", "revert") and h.exit_code == 0:
+        else:
             detail.append("  wrote nothing")
-        detail += [f"  {m}" for m in h.messages]
+        if not h.exit_code:
+            detail += [f"  {m}" for m in h.messages]
         if h.journal:
             detail.append("  journal:")
             detail += [f"    {_journal_line(j)}" for j in h.journal]

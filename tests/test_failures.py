@@ -37,3 +37,97 @@ def test_exec_prefix_failure_shows_its_stderr(tree, series, rc):
     assert text.returncode == 1
     assert "no such container" in text.stdout      # the table's error column
     assert tree_digest(tree) == before
+
+
+# -- 2. configuration keys: the documented one works, unknown ones are refused --------------------
+
+def test_unknown_patchkit_key_is_refused_naming_key_and_file(tree, series, tmp_path):
+    cfg = tmp_path / "site.yaml"
+    cfg.write_text("patchkit:\n  jobz: 4\n")
+    before = tree_digest(tree)
+    proc = invoke("-f", str(cfg), "patch.apply", "--series", str(series), "--target", str(tree))
+    assert proc.returncode == 2
+    line = one_line(proc.stderr)
+    assert "patchkit.jobz" in line and str(cfg) in line
+    cfg.write_text("patchkit:\n  profile:\n    sise: cpu\n")
+    proc = invoke("-f", str(cfg), "patch.status", "--series", str(series), "--target", str(tree))
+    assert proc.returncode == 2 and "patchkit.profile.sise" in one_line(proc.stderr)
+    assert tree_digest(tree) == before
+
+
+def test_old_engine_series_key_is_read_with_a_note(tree, series, tmp_path):
+    cfg = tmp_path / "site.yaml"
+    cfg.write_text(f"patchkit:\n  engine:\n    series: {series}\n  targets: [{tree}]\n")
+    proc = invoke("-f", str(cfg), "patch.verify", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json_doc(proc.stdout)["series"] == "series"        # the configured one, not the default
+    assert "patchkit.engine.series is the old name of patchkit.series" in one_line(proc.stderr)
+    cfg.write_text("patchkit:\n  engine:\n    seriez: x\n")
+    proc = invoke("-f", str(cfg), "patch.verify", "--target", str(tree))
+    assert proc.returncode == 2 and "patchkit.engine.seriez" in one_line(proc.stderr)
+
+
+def test_help_names_the_key_that_exists():
+    proc = invoke("--help", "patch.apply")
+    assert "patchkit.series" in proc.stdout and "patchkit.engine.series" not in proc.stdout
+
+
+# -- 3. --json: stdout is always one JSON document -------------------------------------------------
+
+JSON_KEYS = {"schema", "op", "series", "digest", "exit_code", "error", "hosts"}
+
+
+@pytest.mark.parametrize("case", ["ok", "invalid-option", "invalid-series", "refused", "auto"])
+def test_json_is_always_one_document(tree, series, tmp_path, case):
+    args = ["--series", str(series), "--target", str(tree)]
+    expect = 0
+    if case == "invalid-option":
+        args += ["--jobs", "abc"]
+        expect = 2
+    elif case == "invalid-series":
+        (series / "0001.patch").write_bytes(GOOD.replace(b"@@ -4,3 +4,4 @@", b"@@ -4,5 +4,6 @@"))
+        expect = 2
+    elif case == "refused":
+        (tree / "pkg" / "m.py").write_bytes(b"changed\n")
+        expect = 1
+    elif case == "auto":
+        args = ["--series", "auto", "--target", str(tree)]
+        expect = 1
+    before = tree_digest(tree)
+    proc = invoke("patch.apply", "--json", *args)
+    assert proc.returncode == expect, proc.stderr
+    doc = json_doc(proc.stdout)
+    assert set(doc) == JSON_KEYS
+    assert doc["schema"] == "patchkit.result/1" and doc["exit_code"] == expect
+    assert (doc["error"] is None) == (expect == 0)
+    if expect:
+        assert doc["error"] and "\n" not in doc["error"]
+    if case != "ok":
+        assert tree_digest(tree) == before
+
+
+# -- 2b/7c. the default series on another release: the useful fact first, one line per hunk -------
+
+def test_wrong_release_says_installed_and_pinned_first(tmp_path):
+    from upstream_fixtures import sglang_installed
+
+    site = sglang_installed("0.5.10", tmp_path / "site")
+    before = tree_digest(site)
+    proc = invoke("patch.apply", "--series", "patches/sglang-v0.5.9", "--target", str(site))
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    detail = lines[lines.index(f"{site}:") + 1:]
+    assert detail[0].startswith("  installed sglang 0.5.10, pinned 0.5.9: try --series auto")
+    assert max(len(ln) for ln in lines) < 400             # no 3 KB line
+    files: list[list[str]] = []
+    for ln in detail:
+        if ln.startswith("  sglang/"):
+            files.append([])
+        elif ln.startswith("    ") and "@@" in ln:
+            files[-1].append(ln)
+    assert len(files) == 2 and all(len(f) >= 2 for f in files)
+    for hunks in files:     # ascending, as a reader goes down the file
+        changed = [int(ln.split(": line ")[1].split(":")[0]) for ln in hunks if ": line " in ln]
+        assert len(changed) >= 2 and changed == sorted(changed), hunks
+    assert detail[-1] == "  wrote nothing"
+    assert tree_digest(site) == before

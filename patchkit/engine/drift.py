@@ -59,4 +59,6 @@ def explain_hunk(ref: HunkRef, lines: list[bytes]) -> HunkDrift:
 
 
 def explain_file(plan: FilePlan, lines: list[bytes]) -> list[HunkDrift]:
-    return [explain_hunk(ref, lines) for ref in plan.hunk_refs]
+    """One explanation per hunk, in the file's line order (as a reader goes down the file)."""
+    refs = sorted(plan.hunk_refs, key=lambda ref: min(n for n, _ in ref.lines))
+    return [explain_hunk(ref, lines) for ref in refs]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from patchkit.errors import PatchkitError
+from patchkit.cli import main_boundary
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -36,6 +36,7 @@ def _paths(args) -> dict:
     return kw
 
 
+@main_boundary("profile", interrupted="the tree was reverted")
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m patchkit.profile")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -52,22 +53,15 @@ def main(argv=None) -> int:
     common = dict(size=args.size, timer_mode=args.timer, device=args.device, seed=args.seed,
                   timeout=args.timeout, wheelhouse=args.wheelhouse, chart=not args.no_chart,
                   **_paths(args))
-    try:
-        if args.cmd == "run":
-            from patchkit.profile.default import run_default
+    if args.cmd == "run":
+        from patchkit.profile.default import run_default
 
-            run_default(args.out, num_assistant_tokens=args.num_assistant_tokens,
-                        assistant_confidence_threshold=args.confidence, **common)
-        else:
-            from patchkit.profile.sweep import run_sweep
+        run_default(args.out, num_assistant_tokens=args.num_assistant_tokens,
+                    assistant_confidence_threshold=args.confidence, **common)
+    else:
+        from patchkit.profile.sweep import run_sweep
 
-            run_sweep(args.out, matrix=args.matrix, **common)
-    except PatchkitError as exc:
-        print(f"profile: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("profile: interrupted; the tree was reverted", file=sys.stderr)
-        return 130
+        run_sweep(args.out, matrix=args.matrix, **common)
     return 0
 
 

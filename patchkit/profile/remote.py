@@ -56,6 +56,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchkit.cli import main_boundary
 from patchkit.errors import PatchkitError
 from patchkit.profile.bench_output import BenchOutput, parse_bench_output
 from patchkit.profile.default import new_run_dir
@@ -506,6 +507,7 @@ def run_remote(cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None 
                          dict(summary.files))
 
 
+@main_boundary("profile", interrupted="servers stopped, targets reverted")
 def main(argv=None) -> int:
     """``python -m patchkit.profile.remote --config FILE [--section patchkit.profile.remote]``."""
     import argparse
@@ -517,23 +519,15 @@ def main(argv=None) -> int:
                              "patchkit.profile.remote for an invoke.yaml")
     parser.add_argument("--out", default=None, help="reports go to OUT/<timestamp>/")
     args = parser.parse_args(argv)
-    try:
-        cfg = RemoteConfig.from_file(args.config, section=args.section)
-        if args.out:
-            cfg.out = args.out
-        if cfg.matrix:
-            from patchkit.profile.remote_sweep import run_remote_sweep
+    cfg = RemoteConfig.from_file(args.config, section=args.section)
+    if args.out:
+        cfg.out = args.out
+    if cfg.matrix:
+        from patchkit.profile.remote_sweep import run_remote_sweep
 
-            run_remote_sweep(cfg)
-        else:
-            run_remote(cfg)
-    except PatchkitError as exc:
-        print(f"profile: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt as exc:
-        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-        print(f"profile: {how}; servers stopped and the targets reverted", file=sys.stderr)
-        return 143 if isinstance(exc, Terminated) else 130
+        run_remote_sweep(cfg)
+    else:
+        run_remote(cfg)
     return 0
 
 

@@ -23,7 +23,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from patchkit.errors import PatchkitError, Refused
+from patchkit.errors import PatchkitError, Refused, Terminated  # noqa: F401  (Terminated: re-exported)
 from patchkit.author.upstream import fetch_wheel, read_pin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,8 +108,6 @@ def ensure_site(series_dir: Path = DEFAULT_SERIES, site: Path = DEFAULT_SITE, *,
     return site
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM during a profile run (see ``sigterm_interrupts``): cleaned up like Ctrl-C."""
 
 
 def _raise_terminated(signum, frame):

@@ -1,0 +1,178 @@
+"""The one exit-code boundary of every command line (invoke tasks and each ``main()``).
+
+Inside ``exit_boundary``, code raises; at its edge an expected failure becomes one line on stderr
+and the contract's exit code (patchkit.errors): the error root ``PatchkitError`` its own code
+(1 refused, 2 invalid input), Ctrl-C 130, SIGTERM (``Terminated``) 143. With ``--json`` the same
+failure is also one JSON document on stdout (patchkit.output.error_json), so a machine reading
+stdout always gets one. Anything else is a bug and keeps its traceback.
+
+    with exit_boundary("patchkit", json_op="apply" if as_json else None):
+        ...
+
+    @main_boundary("profile", interrupted="servers stopped, targets reverted")
+    def main(argv=None) -> int: ...
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from contextlib import contextmanager
+
+from patchkit.errors import (EXIT_INTERRUPTED, EXIT_TERMINATED, PatchkitError, Terminated)
+
+
+def failure_of(exc: BaseException, interrupted: str = "") -> tuple[int, str] | None:
+    """(exit code, message) for an expected failure; None for anything else (a bug)."""
+    if isinstance(exc, PatchkitError):
+        return exc.exit_code, exc.message
+    if isinstance(exc, Terminated):
+        return EXIT_TERMINATED, "terminated (SIGTERM)" + (f"; {interrupted}" if interrupted else "")
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED, "interrupted" + (f"; {interrupted}" if interrupted else "")
+    return None
+
+
+def one_line(message: str) -> str:
+    """A message as one line: inner newlines become ' | ' (a remote's stderr may carry some)."""
+    return " | ".join(part.strip() for part in str(message).splitlines() if part.strip())
+
+
+@contextmanager
+def exit_boundary(prog: str = "patchkit", *, interrupted: str = "", json_op: str | None = None):
+    """Map what the body raises to a message and ``SystemExit(code)`` (module docstring).
+
+    ``interrupted``: what was cleaned up, said after "interrupted;" / "terminated (SIGTERM);".
+    ``json_op``: with --json, also print the error document for this operation on stdout."""
+    try:
+        yield
+    except BaseException as exc:  # noqa: B036 -- the boundary: everything else is re-raised
+        if isinstance(exc, SystemExit):
+            raise
+        failure = failure_of(exc, interrupted)
+        if failure is None:
+            raise
+        code, message = failure
+        message = one_line(message)
+        if json_op is not None:
+            from patchkit.output import error_json
+
+            sys.stdout.write(error_json(json_op, code, message) + "\n")
+            sys.stdout.flush()
+        print(f"{prog}: {message}", file=sys.stderr)
+        raise SystemExit(code) from None
+
+
+def main_boundary(prog: str, *, interrupted: str = ""):
+    """Decorator for ``main(argv=None) -> int``: the boundary, with its code returned."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def main(*args, **kwargs) -> int:
+            try:
+                with exit_boundary(prog, interrupted=interrupted):
+                    return fn(*args, **kwargs)
+            except SystemExit as exc:
+                code = exc.code
+                if code is None:
+                    return 0
+                return code if isinstance(code, int) else 1
+        return main
+    return wrap
+
+
+def task(*args, prog: str = "patchkit", interrupted: str = "", **kwargs):
+    """invoke's ``@task`` with the body inside ``exit_boundary``: every task maps its failures
+    the same way (``interrupted``: what the task cleaned up, said after "interrupted;")."""
+    from invoke import task as invoke_task
+
+    def decorate(body):
+        @functools.wraps(body)
+        def bounded(*a, **kw):
+            with exit_boundary(prog, interrupted=interrupted):
+                return body(*a, **kw)
+        return invoke_task(*args, **kwargs)(bounded)
+    if len(args) == 1 and callable(args[0]) and not kwargs:
+        body, args = args[0], ()
+        return decorate(body)
+    return decorate
+
+
+# -- the patch.* tasks with a target (check, verify, apply, revert, status, unlock) ----------------
+
+def run_patch_task(c, op: str, given: dict) -> None:
+    """One ``patch.<op>`` run: settings, series and targets, the operation, the table or the
+    JSON document; exits with the operation's code. ``given``: the task's parameters."""
+    label = "apply --dry-run" if op == "apply" and given.get("dry_run") else op
+    with exit_boundary("patchkit", json_op=label if given.get("json") else None,
+                       interrupted="the target program cleans up after itself; "
+                                   "patch.status says what each target is now"):
+        from patchkit import ops
+        from patchkit.output import render_json, render_text
+        from patchkit.settings import PatchSettings
+
+        settings = PatchSettings.from_invoke(c, op, given)
+        opts = settings.options()
+        series_dir, targets = resolve_targets(settings, opts)
+        try:
+            if settings.show_script:
+                show_script(series_dir, targets, opts)
+            result = getattr(ops, op)(series_dir, targets, opts)
+        finally:
+            for t in targets:       # inventory hosts come as Transports; ops leaves them open
+                if not isinstance(t, str):
+                    t.close()
+        print(render_json(result) if settings.json else render_text(result))
+    if result.exit_code:
+        raise SystemExit(result.exit_code)
+
+
+def resolve_targets(settings, opts) -> tuple[str, list]:
+    """(series folder, targets): --target / --inventory, else patchkit.targets / .inventory."""
+    from patchkit.errors import InvalidInput
+    from patchkit.transport.inventory import inventory_transports
+
+    if not settings.series:
+        raise InvalidInput("no --series given and no patchkit.series in invoke.yaml")
+    targets: list = list(settings.targets)
+    if settings.inventory:
+        path = os.path.join(opts.cwd, os.path.expanduser(settings.inventory))
+        targets += inventory_transports(path, settings.limit, settings.root, cwd=opts.cwd,
+                                        container=opts.container, exec_prefix=opts.exec_prefix,
+                                        **opts.transport_options)
+    if not targets:
+        raise InvalidInput("no --target or --inventory given and none in invoke.yaml")
+    if settings.series == "auto":
+        return auto_series(targets, opts), targets
+    return os.path.abspath(os.path.join(opts.cwd, os.path.expanduser(settings.series))), targets
+
+
+def auto_series(targets, opts=None) -> str:
+    """--series auto: the shipped series pinned to the targets' text (patchkit.engine.autoseries)."""
+    from patchkit.engine import autoseries
+
+    kw = {}
+    if opts is not None:
+        kw = dict(cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
+                  **opts.transport_options)
+    series_dir, said = autoseries.resolve(list(targets), **kw)
+    print(said, file=sys.stderr)
+    return series_dir
+
+
+def show_script(series_dir, targets, opts) -> None:
+    from patchkit.engine.series import load_series
+    from patchkit.engine.targetprog import build_program, compile_series
+    from patchkit.transport import parse_target
+
+    compiled = compile_series(load_series(series_dir))
+    for spec in targets:
+        t = spec if not isinstance(spec, str) else parse_target(
+            spec, cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
+            **opts.transport_options)
+        program = build_program(compiled, "verify" if opts.dry_run else "apply", t.root,
+                                layout=opts.layout)
+        sys.stdout.write(f"# ===== program for {t.label} ({len(program)} bytes) =====\n")
+        sys.stdout.write(program.decode("utf-8", "surrogateescape"))
+        if isinstance(spec, str):
+            t.close()

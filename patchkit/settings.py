@@ -1,0 +1,289 @@
+"""The settings of the ``patch.*`` tasks: one typed object, built once from invoke's config and
+the command-line options, every default in one place (``PATCHKIT_DEFAULTS``), every value checked.
+
+An option beats the config; a bad value is InvalidInput (exit 2) naming the option (``--jobs``)
+or the config key and the file it came from (``patchkit.jobs in /srv/invoke.yaml``). Unknown
+``patchkit.*`` keys in any config file are refused the same way, so a typo is never ignored.
+``patchkit.engine.series`` (the name older help texts used) is read as ``patchkit.series`` with
+one line on stderr saying so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from patchkit.errors import InvalidInput
+
+# The one place where the patch.* defaults live (tasks.py hands them to invoke: ns.configure).
+PATCHKIT_DEFAULTS: dict[str, Any] = {
+    "series": None,          # series folder, or "auto"
+    "targets": [],           # used when no --target / --inventory is given
+    "layout": "auto",
+    "jobs": 8,               # hosts worked on in parallel
+    "timeout": None,         # seconds per target and operation; None: no limit
+    "ssh_config": None,
+    "ssh_options": [],
+    "ssh_persist": 60,       # seconds an idle SSH master waits for the next command; 0: off
+    "inventory": None,
+    "container": None,
+    "exec": None,
+    "keep_journal": False,
+    "wheelhouse": None,      # patch.rebase: wheels read instead of the package index
+}
+# Keys read by other tasks (their own objects check their values), and the deprecated alias.
+OTHER_KEYS = {"profile"}
+DEPRECATED = {"engine": {"series": "series"}}
+PROFILE_KEYS = {"size", "timer", "device", "seed", "timeout", "wheelhouse", "out", "site",
+                "series", "series_dir", "matrix", "remote", "warmup", "repeat", "sample"}
+LAYOUTS = ("auto", "checkout", "installed")
+
+
+# -- invoke's config, file by file ---------------------------------------------------------------
+
+def config_layers(config) -> list[tuple[str, dict]]:
+    """(where, patchkit mapping) for each of invoke's config levels, lowest precedence first."""
+    layers = []
+    for name, where in (("_system", "_system_path"), ("_user", "_user_path"),
+                        ("_project", "_project_path"), ("_runtime", "_runtime_path")):
+        data = getattr(config, name, None) or {}
+        node = data.get("patchkit") if isinstance(data, dict) else None
+        if node is not None:
+            layers.append((str(getattr(config, where, None) or name.strip("_")), node))
+    return layers
+
+
+def check_config(config) -> list[str]:
+    """Refuse unknown ``patchkit.*`` keys (InvalidInput naming key and file); return notes for
+    deprecated names (printed once by the caller)."""
+    notes = []
+    for where, node in config_layers(config):
+        if not isinstance(node, dict):
+            raise InvalidInput(f"{where}: patchkit must be a mapping of settings, not {node!r}")
+        for key, value in node.items():
+            if key in DEPRECATED:
+                inner = value if isinstance(value, dict) else {}
+                bad = sorted(set(inner) - set(DEPRECATED[key])) if isinstance(value, dict) else [""]
+                if bad:
+                    raise InvalidInput(f"{where}: unknown setting patchkit.{key}"
+                                       f"{'.' + bad[0] if bad[0] else ''}")
+                for old, new in DEPRECATED[key].items():
+                    if old in inner:
+                        notes.append(f"patchkit: {where}: patchkit.{key}.{old} is the old name "
+                                     f"of patchkit.{new}; read as patchkit.{new} (rename it)")
+            elif key not in PATCHKIT_DEFAULTS and key not in OTHER_KEYS:
+                raise InvalidInput(f"{where}: unknown setting patchkit.{key} (known: "
+                                   f"{', '.join(sorted(set(PATCHKIT_DEFAULTS) | OTHER_KEYS))})")
+            elif key == "profile" and value is not None:
+                if not isinstance(value, dict):
+                    raise InvalidInput(f"{where}: patchkit.profile must be a mapping")
+                unknown = sorted(set(value) - PROFILE_KEYS)
+                if unknown:
+                    raise InvalidInput(f"{where}: unknown setting patchkit.profile.{unknown[0]}")
+    return notes
+
+
+_SAID: set[str] = set()
+
+
+def say_notes(config, stream=None) -> None:
+    """Check the config (check_config) and print each deprecation note once per process."""
+    for note in check_config(config):
+        if note not in _SAID:
+            _SAID.add(note)
+            print(note, file=stream or sys.stderr)
+
+
+def config_value(config, key: str, default=None):
+    """A checked ``patchkit.<key>`` for tasks without a settings object of their own."""
+    say_notes(config)
+    value, _ = _configured(config, key)
+    return default if value is None else value
+
+
+def _configured(config, key: str) -> tuple[Any, str]:
+    """(value, where) of a patchkit key: the highest config level that sets it, deprecated
+    aliases read at their own level; (default, "") when no file sets it."""
+    value, where = None, ""
+    for layer_where, node in config_layers(config):
+        for old_parent, names in DEPRECATED.items():
+            for old, new in names.items():
+                inner = node.get(old_parent)
+                if new == key and isinstance(inner, dict) and inner.get(old) is not None:
+                    value, where = inner[old], f"patchkit.{old_parent}.{old} in {layer_where}"
+        if node.get(key) is not None:
+            value, where = node[key], f"patchkit.{key} in {layer_where}"
+    if where:
+        return value, where
+    node = config.get("patchkit", {}) or {}        # defaults and the environment
+    got = node.get(key) if hasattr(node, "get") else None
+    return (PATCHKIT_DEFAULTS.get(key) if got is None else got), (f"patchkit.{key}" if got is not None else "")
+
+
+# -- value checks, shared by every task ------------------------------------------------------------
+
+def _name(option: str, where: str) -> str:
+    return where or f"--{option.replace('_', '-')}"
+
+
+def positive_int(value, option: str, where: str = "", minimum: int = 1) -> int:
+    try:
+        number = int(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or number < minimum:
+        raise InvalidInput(f"{_name(option, where)} {value!r}: a whole number, {minimum} or more")
+    return number
+
+
+def seconds(value, option: str, where: str = "", zero: bool = False) -> float | None:
+    """A positive, finite number of seconds (``zero``: 0 allowed); None stays None."""
+    if value is None:
+        return None
+    try:
+        number = float(str(value).strip()) if not isinstance(value, bool) else math.nan
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number < 0 or (number == 0 and not zero):
+        limit = "0 or more" if zero else "more than 0"
+        raise InvalidInput(f"{_name(option, where)} {value!r}: a number of seconds, {limit}")
+    return number
+
+
+def number(value, option: str, where: str = "", low: float | None = None,
+           high: float | None = None) -> float:
+    try:
+        got = float(str(value).strip()) if not isinstance(value, bool) else math.nan
+    except ValueError:
+        got = math.nan
+    if not math.isfinite(got) or (low is not None and got < low) or (high is not None and got > high):
+        span = (f" from {low:g} to {high:g}" if low is not None and high is not None
+                else f", {low:g} or more" if low is not None else "")
+        raise InvalidInput(f"{_name(option, where)} {value!r}: a number{span}")
+    return got
+
+
+def choice(value, option: str, choices, where: str = "") -> str:
+    if value not in choices:
+        raise InvalidInput(f"{_name(option, where)} {value!r}: one of {', '.join(choices)}")
+    return value
+
+
+def text(value, option: str, where: str = "") -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{_name(option, where)} {value!r}: a non-empty string")
+    return value
+
+
+def strings(value, option: str, where: str = "") -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise InvalidInput(f"{_name(option, where)} {value!r}: a list of non-empty strings")
+    return list(value)
+
+
+# -- the settings object -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PatchSettings:
+    """Everything a ``patch.*`` task needs, checked (module docstring)."""
+
+    op: str
+    series: str | None
+    targets: list[str]
+    layout: str = PATCHKIT_DEFAULTS["layout"]
+    jobs: int = PATCHKIT_DEFAULTS["jobs"]
+    timeout: float | None = None
+    ssh_config: str | None = None
+    ssh_options: list[str] = field(default_factory=list)
+    ssh_persist: float = PATCHKIT_DEFAULTS["ssh_persist"]
+    inventory: str | None = None
+    limit: str | None = None
+    root: str | None = None
+    container: str | None = None
+    exec_prefix: str | None = None
+    keep_journal: bool = False
+    force: bool = False
+    dry_run: bool = False
+    show_script: bool = False
+    json: bool = False
+    cwd: str = ""
+    series_where: str = ""
+
+    @classmethod
+    def from_invoke(cls, c, op: str, given: dict, *, notes=None) -> "PatchSettings":
+        """From the task's context ``c`` and its options ``given`` (the task's parameters)."""
+        config = c.config
+        say_notes(config, notes)
+
+        def pick(option, key=None):
+            value = given.get(option)
+            if value is not None and value != [] and value is not False:
+                return value, ""
+            return _configured(config, key or option)
+
+        cwd = getattr(c, "cwd", None) or os.getcwd()
+        series, series_where = pick("series")
+        jobs, jobs_where = pick("jobs")
+        timeout, timeout_where = pick("timeout")
+        persist, persist_where = pick("ssh_persist")
+        layout, layout_where = pick("layout")
+        targets = list(given.get("target") or [])
+        inventory = given.get("inventory")
+        if not targets and not inventory:
+            configured, where = _configured(config, "targets")
+            targets = strings(configured, "target", where)
+            inventory = _configured(config, "inventory")[0]
+        ssh_config = pick("ssh_config")[0]
+        ssh_options, ssh_options_where = _configured(config, "ssh_options")
+        settings = cls(
+            op=op,
+            series=text(series, "series", series_where),
+            targets=strings(targets, "target"),
+            layout=choice(layout, "layout", LAYOUTS, layout_where),
+            jobs=positive_int(jobs, "jobs", jobs_where),
+            timeout=seconds(timeout, "timeout", timeout_where),
+            ssh_config=os.path.expanduser(text(ssh_config, "ssh_config")) if ssh_config else None,
+            ssh_options=strings(ssh_options, "ssh_options", ssh_options_where),
+            ssh_persist=seconds(persist, "ssh_persist", persist_where, zero=True),
+            inventory=text(inventory, "inventory"),
+            limit=text(given.get("limit"), "limit"),
+            root=text(given.get("root"), "root"),
+            container=text(pick("container")[0], "container"),
+            exec_prefix=text(pick("exec_", "exec")[0], "exec"),
+            keep_journal=bool(given.get("keep_journal") or _configured(config, "keep_journal")[0]),
+            force=bool(given.get("force")),
+            dry_run=bool(given.get("dry_run")),
+            show_script=bool(given.get("show_script")),
+            json=bool(given.get("json")),
+            cwd=cwd,
+            series_where=series_where,
+        )
+        if (settings.limit or settings.root) and not settings.inventory:
+            raise InvalidInput("--limit and --root choose hosts of an inventory: give --inventory FILE")
+        return settings
+
+    def transport_options(self) -> dict:
+        from patchkit.transport.remote import ssh_persist_options
+
+        transport: dict[str, Any] = {}
+        if self.ssh_config:
+            transport["ssh_config"] = self.ssh_config
+        if self.ssh_options:
+            transport["ssh_options"] = list(self.ssh_options)
+        transport.update(ssh_persist_options(self.ssh_persist))
+        return transport
+
+    def options(self):
+        from patchkit.ops import Options
+
+        return Options(layout=self.layout, force=self.force, keep_journal=self.keep_journal,
+                       dry_run=self.dry_run, jobs=self.jobs, timeout=self.timeout, cwd=self.cwd,
+                       container=self.container, exec_prefix=self.exec_prefix,
+                       transport_options=self.transport_options())
