@@ -7,6 +7,7 @@ undo everywhere otherwise.
 
 from __future__ import annotations
 
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -324,7 +325,25 @@ def _prepare(series: Series | str, targets: list[str], opts: Options, full: bool
                   parse_target(t, cwd=opts.cwd, container=opts.container,
                                exec_prefix=opts.exec_prefix, **opts.transport_options)
                   for t in targets]
+    _refuse_twice(targets, transports)
     return compiled, transports
+
+
+def _refuse_twice(targets, transports) -> None:
+    """A fleet naming one target twice would race with itself on that host's lock."""
+    seen: dict = {}
+    for spec, t in zip(targets, transports):
+        key = (os.path.realpath(t.root) if type(t).__name__ == "LocalTransport"
+               else t.label.rstrip("/"))
+        if key in seen:
+            _close_own(targets, transports)
+            raise PatchkitError(f"target {t.label} is listed twice ({seen[key]!r} and {_spec(spec)!r});"
+                                " name each target once", EXIT_INVALID)
+        seen[key] = _spec(spec)
+
+
+def _spec(spec) -> str:
+    return spec if isinstance(spec, str) else spec.label
 
 
 def _each(transports, fn, jobs: int) -> list[HostResult]:

@@ -131,3 +131,70 @@ def test_wrong_release_says_installed_and_pinned_first(tmp_path):
         assert len(changed) >= 2 and changed == sorted(changed), hunks
     assert detail[-1] == "  wrote nothing"
     assert tree_digest(site) == before
+
+
+# -- 6. read-only targets: verify is a gate that fails when apply would; revert of nothing is ok ---
+
+def _read_only(tree, *invoke_args):
+    """Run the CLI with `tree` bind-mounted read-only in a private mount namespace (root ignores
+    permission bits, so a real read-only mount is the only honest read-only target here)."""
+    import subprocess
+    import sys
+
+    from failure_support import REPO
+
+    probe = subprocess.run(["unshare", "-m", "--", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("cannot make a read-only mount here")
+    script = (f"mount --bind {tree} {tree} && mount -o remount,ro,bind {tree} && "
+              f"exec {sys.executable} -m invoke {' '.join(shlex.quote(a) for a in invoke_args)}")
+    return subprocess.run(["unshare", "-m", "--", "sh", "-c", script], cwd=REPO,
+                          capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+                               "HOME": str(tree.parent)})
+
+
+def test_read_only_verify_fails_and_revert_of_nothing_succeeds(tree, series):
+    before = tree_digest(tree)
+    verify = _read_only(tree, "patch.verify", "--series", str(series), "--target", str(tree))
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    assert "apply would fail" in verify.stdout and "not writable" in verify.stdout
+    revert = _read_only(tree, "patch.revert", "--series", str(series), "--target", str(tree))
+    assert revert.returncode == 0, revert.stdout + revert.stderr
+    assert "nothing to revert" in revert.stdout
+    assert tree_digest(tree) == before
+
+
+# -- 7. messages that say what happened ------------------------------------------------------------
+
+def test_concurrent_applies_never_blame_the_file_system(tmp_path, series):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from patchkit import ops
+
+    for n in range(8):
+        root = small_target(tmp_path / f"t{n}")
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda _: ops.apply(str(series), [str(root)]), range(2)))
+        messages = [m for r in results for h in r.hosts for m in h.messages]
+        assert not any("cannot create" in m for m in messages), messages
+        assert any(r.exit_code == 0 for r in results)
+        for r in results:           # the other one: done already, or told who holds the lock
+            assert r.exit_code == 0 or any("locked by" in m for m in r.hosts[0].messages), messages
+
+
+def test_a_fleet_listing_one_target_twice_is_refused(tree, series):
+    before = tree_digest(tree)
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(tree),
+                  "--target", str(tree) + "/")
+    assert proc.returncode == 2
+    assert "listed twice" in one_line(proc.stderr)
+    assert tree_digest(tree) == before
+
+
+def test_file_edited_after_apply_is_called_that(tree, series):
+    assert invoke("patch.apply", "--series", str(series), "--target", str(tree)).returncode == 0
+    (tree / "pkg" / "m.py").write_bytes(b"edited by hand\n")
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(tree))
+    assert proc.returncode == 1
+    assert "modified after apply" in proc.stdout and "interrupted" not in proc.stdout

@@ -267,7 +267,7 @@ pk_writable_dirs() {  # every directory a commit will rename into must be writab
       case $_dest in */*) _dest=${_dest%/*} ;; *) _dest=. ;; esac
     done
     if [ ! -w "$_dest" ]; then
-      [ "$_wmode" = warn ] && { pk_out "warn apply would fail: $PK_ROOT/$_dest is not writable (read-only file system or permission denied)"; return 0; }
+      [ "$_wmode" = verify ] && { pk_out "error 1 apply would fail: $PK_ROOT/$_dest is not writable (read-only file system or permission denied)"; PK_REFUSE=1; return 0; }
       pk_die 1 "cannot write to $PK_ROOT/$_dest (read-only file system or permission denied); nothing changed"
     fi
     _k=$((_k + 1))
@@ -520,7 +520,8 @@ pk_excl() {  # path: create it, exclusively, holding our owner line
 pk_lock() {
   pk_state_safe
   if [ ! -d .patchkit ]; then
-    mkdir .patchkit 2>"$PK_T/err" || pk_die 1 "cannot create $PK_ROOT/.patchkit: $(sed -n '1p' "$PK_T/err") (read-only or permission denied?)"
+    # another operation may make it at the same instant: then its lock decides, below
+    mkdir .patchkit 2>"$PK_T/err" || [ -d .patchkit ] || pk_die 1 "cannot create $PK_ROOT/.patchkit: $(sed -n '1p' "$PK_T/err") (read-only or permission denied?)"
   fi
   pk_lock_facts
   PK_LOCKTMP=.patchkit/lock.$$
@@ -887,7 +888,8 @@ pk_run_verify() {
   [ "$PK_DRIFT" = 0 ] && [ "$PK_REFUSE" = 0 ] || exit 1
   pk_stage "$PK_T/stage" 0
   [ "$PK_BADSTAGE" = 0 ] || exit 1
-  pk_writable_dirs warn
+  pk_writable_dirs verify         # a gate that passes must mean apply would pass
+  [ "$PK_REFUSE" = 0 ] || exit 1
   exit 0
 }
 
@@ -903,6 +905,9 @@ pk_run_apply() {  # PK_PHASE: all | stage (fleet phase 1)
     if pk_applied_already; then pk_out "already applied"; exit 0; fi
     # An interrupted apply or revert: put every original back, then apply afresh.
     pk_manifest_state
+    if [ "$PK_MODIFIED" != 0 ] && [ "${PK_M_STATE:-}" = applied ]; then
+      pk_die 1 "files were modified after apply (see patch.status); revert --force keeps them in .patchkit/trash and restores the originals"
+    fi
     [ "$PK_MODIFIED" = 0 ] || pk_die 1 "an interrupted operation left files that match neither the original nor the patched text; see status, then revert --force"
     pk_restore 0
     pk_out "recovered interrupted"
@@ -955,6 +960,14 @@ pk_run_unstage() {  # fleet abort before commit: drop the staged files and saved
 }
 
 pk_run_revert() {
+  if [ ! -e .patchkit ] && [ ! -L .patchkit ]; then
+    # no patchkit state at all: nothing to lock or write (a read-only tree says so too)
+    pk_layout "$PK_WANT_LAYOUT"
+    pk_check_files 0
+    pk_out "nothing to revert"
+    [ "$PK_DRIFT" = 0 ] || exit 1
+    exit 0
+  fi
   pk_lock
   pk_manifest_read
   if [ "$PK_M" = 0 ]; then

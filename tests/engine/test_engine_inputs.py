@@ -335,7 +335,7 @@ def test_relative_series_and_target_are_taken_from_where_invoke_runs(tmp_path, t
     assert (target / "pkg/m.py").read_bytes() != ORIG
 
 
-def test_verify_warns_when_apply_could_not_write(tmp_path):
+def test_verify_fails_when_apply_could_not_write(tmp_path):
     probe = subprocess.run(["unshare", "-m", "--", "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip("cannot create a mount namespace here")
@@ -346,5 +346,5 @@ def test_verify_warns_when_apply_could_not_write(tmp_path):
               f"{sys.executable} -m invoke patch.verify --series {series} --target {root}")
     proc = subprocess.run(["unshare", "-m", "--", "sh", "-c", script], cwd=REPO,
                           capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr     # a CI gate must not pass
     assert "apply would fail" in proc.stdout and "not writable" in proc.stdout
