@@ -198,3 +198,30 @@ def test_file_edited_after_apply_is_called_that(tree, series):
     proc = invoke("patch.apply", "--series", str(series), "--target", str(tree))
     assert proc.returncode == 1
     assert "modified after apply" in proc.stdout and "interrupted" not in proc.stdout
+
+
+TWO_HUNKS = b"".join(b"line %d\n" % i for i in range(1, 41))
+TWO_HUNK_PATCH = (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+                  b"@@ -4,3 +4,4 @@\n line 4\n line 5\n+inserted\n line 6\n"
+                  b"@@ -30,3 +31,4 @@\n line 30\n+again\n line 31\n line 32\n")
+
+
+@pytest.mark.parametrize("bad, blamed", [
+    (TWO_HUNK_PATCH.replace(b"@@ -4,3 +4,4 @@", b"@@ -4,3 +4,6 @@"), "diff line 4: hunk header '@@ -4,3 +4,6 @@'"),
+    (TWO_HUNK_PATCH.replace(b"@@ -30,3 +31,4 @@", b"@@ -30,5 +31,6 @@"), "diff line 9: hunk header '@@ -30,5 +31,6 @@'"),
+    (TWO_HUNK_PATCH + b"Z" * 300, "diff line 14: 'ZZZ"),
+    (TWO_HUNK_PATCH + b"\n\nnot a diff line\n" * 20, "diff line 16: 'not a diff line'"),
+])
+def test_bad_counts_and_junk_name_the_right_line(tmp_path, bad, blamed):
+    from engine_support import make_series, write_tree
+
+    root = tmp_path / "target"
+    write_tree(root, {"pkg/m.py": TWO_HUNKS})
+    series = make_series(tmp_path / "s", {"pkg/m.py": TWO_HUNKS}, [("0001.patch", bad)])
+    before = tree_digest(root)
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(root))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert blamed in one_line(proc.stderr) and "0001.patch" in proc.stderr
+    assert tree_digest(root) == before
+    good = make_series(tmp_path / "g", {"pkg/m.py": TWO_HUNKS}, [("0001.patch", TWO_HUNK_PATCH)])
+    assert invoke("patch.verify", "--series", str(good), "--target", str(root)).returncode == 0

@@ -153,6 +153,7 @@ def parse_patch(name: str, data: bytes) -> Patch:
         raise InvalidInput(f"{name}: contains NUL bytes (binary patches are not supported)")
     text = data.decode("utf-8", "surrogateescape")
     lines = split_lines(text)
+    _check_hunk_counts(name, lines)     # before unidiff, which blames the next hunk's header
     try:
         patchset = PatchSet(lines)
     except UnidiffParseError as e:
@@ -166,6 +167,7 @@ def parse_patch(name: str, data: bytes) -> Patch:
     if not files:
         raise InvalidInput(f"{name}: no file diffs found (is this a unified diff?)")
     _check_stray_lines(name, lines, patchset)
+    _check_trailing_text(name, lines, patchset)
     return Patch(name=name, header=header, files=files)
 
 
@@ -184,6 +186,67 @@ def _check_hunk_bodies(name: str, lines: list[str]) -> None:
     for i, ln in enumerate(lines, 1):
         if ln.startswith("@@") and not _HUNK_HEADER.match(ln):
             raise InvalidInput(f"{name}: diff line {i}: malformed hunk header {ln.rstrip()!r}")
+
+
+def _check_hunk_counts(name: str, lines: list[str]) -> None:
+    """A hunk whose body ends (next hunk, next file, end of patch) before its header's counts
+    are met: blame that hunk's header, with the counts its body has."""
+    i = 0
+    while i < len(lines):
+        m = _HUNK_HEADER.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        header_no, header = i + 1, lines[i].rstrip("\n")
+        want_old = int(m.group(2)) if m.group(2) is not None else 1
+        want_new = int(m.group(4)) if m.group(4) is not None else 1
+        old = new = 0
+        i += 1
+        while i < len(lines) and (old < want_old or new < want_new):
+            ln = lines[i]
+            if ln.startswith(("@@ ", "diff --git ")) or (
+                    ln.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
+                    and old + 1 > want_old):
+                break
+            tag = ln[:1]
+            if tag in (" ", "\n") or ln == "":
+                old, new = old + 1, new + 1
+            elif tag == "-":
+                old += 1
+            elif tag == "+":
+                new += 1
+            elif tag != "\\":
+                break
+            i += 1
+        if old < want_old or new < want_new:
+            raise InvalidInput(f"{name}: diff line {header_no}: hunk header {header!r} counts "
+                               f"{want_old} old and {want_new} new lines, but its body has "
+                               f"{old} and {new}")
+
+
+_AFTER_HUNK = ("diff --git ", "--- ", "+++ ", "index ", "new file mode ", "deleted file mode ",
+               "old mode ", "new mode ", "similarity index ", "dissimilarity index ",
+               "rename from ", "rename to ", "copy from ", "copy to ", "Binary files ",
+               "GIT binary patch", "\\ ", "@@ ")
+
+
+def _check_trailing_text(name: str, lines: list[str], patchset) -> None:
+    """Text after the first hunk that is neither a hunk line nor a diff header is refused: a
+    patch with bytes appended (a bad paste, a concatenation) must not apply silently."""
+    consumed = {ln.diff_line_no for pf in patchset for h in pf for ln in h
+                if getattr(ln, "diff_line_no", None)}
+    first = next((i for i, ln in enumerate(lines) if ln.startswith("@@ ")), None)
+    if first is None:
+        return
+    for i in range(first, len(lines)):
+        ln, no = lines[i], i + 1
+        if no in consumed or not ln.strip() or ln.startswith(_AFTER_HUNK):
+            continue
+        if ln in ("-- \n", "-- ") and not any(x.startswith("@@ ") for x in lines[i + 1:]):
+            return     # git format-patch's signature ("-- " then the git version) ends the patch
+        shown = ln.rstrip("\n")
+        raise InvalidInput(f"{name}: diff line {no}: {shown[:60]!r} after a hunk is not part of "
+                           "a diff (text appended to the patch?)")
 
 
 def _check_stray_lines(name: str, lines: list[str], patchset) -> None:
