@@ -27,10 +27,12 @@ def failure_of(exc: BaseException, interrupted: str = "") -> tuple[int, str] | N
     """(exit code, message) for an expected failure; None for anything else (a bug)."""
     if isinstance(exc, PatchkitError):
         return exc.exit_code, exc.message
-    if isinstance(exc, Terminated):
-        return EXIT_TERMINATED, "terminated (SIGTERM)" + (f"; {interrupted}" if interrupted else "")
     if isinstance(exc, KeyboardInterrupt):
-        return EXIT_INTERRUPTED, "interrupted" + (f"; {interrupted}" if interrupted else "")
+        # an interrupt raised with a message says itself what was (not) cleaned up
+        said = str(exc.args[0]) if exc.args and exc.args[0] else interrupted
+        if isinstance(exc, Terminated):
+            return EXIT_TERMINATED, "terminated (SIGTERM)" + (f"; {said}" if said else "")
+        return EXIT_INTERRUPTED, "interrupted" + (f"; {said}" if said else "")
     return None
 
 

@@ -199,6 +199,9 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
         host.messages.append("an interrupted operation was rolled back before applying")
     for t in ans.trashed:
         host.messages.append(f"modified file kept as {t}")
+    if ans.bytecode:
+        host.messages.append("removed the bytecode compiled from the patched files: "
+                             + ", ".join(ans.bytecode))
     if host.exit_code != EXIT_OK:
         if "rolled back" in ans.flags:
             host.state = "pristine"          # the commit failed and rolled itself back
@@ -263,8 +266,14 @@ def _journal_entry(line: str) -> dict:
     return {"time": when, "op": parts[1], "event": parts[2], "series": parts[3], "detail": parts[4]}
 
 
+_LEFTOVER = {"trash": "files a forced revert moved aside; delete it once you have looked",
+             "bytecode": "bytecode of a file the series creates; delete it"}
+
+
 def _status(compiled: Compiled, ans: Answer, host: HostResult) -> None:
     plans = compiled.plans
+    for what, path in ans.leftovers:
+        host.messages.append(f"left behind: {path} ({_LEFTOVER.get(what, what)})")
     if ans.manifest is not None:
         states = []
         for i, mf in sorted(ans.mfiles.items()):

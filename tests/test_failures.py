@@ -225,3 +225,57 @@ def test_bad_counts_and_junk_name_the_right_line(tmp_path, bad, blamed):
     assert tree_digest(root) == before
     good = make_series(tmp_path / "g", {"pkg/m.py": TWO_HUNKS}, [("0001.patch", TWO_HUNK_PATCH)])
     assert invoke("patch.verify", "--series", str(good), "--target", str(root)).returncode == 0
+
+
+# -- 4. revert takes away the bytecode the patched and created files produced ----------------------
+
+PY_ORIG = b"".join(b"x%d = %d\n" % (i, i) for i in range(1, 21))
+PY_PATCH = (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+            b"@@ -4,3 +4,4 @@\n x4 = 4\n x5 = 5\n+from pkg import timer\n x6 = 6\n"
+            b"diff --git a/pkg/timer.py b/pkg/timer.py\nnew file mode 100644\n--- /dev/null\n"
+            b"+++ b/pkg/timer.py\n@@ -0,0 +1,1 @@\n+T = 1\n")
+
+
+def _import_all(root):
+    import subprocess
+    import sys
+
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)}
+    subprocess.run([sys.executable, "-c", "import pkg.m"], env=env, check=True, cwd=root)
+
+
+def test_revert_removes_bytecode_and_status_reports_leftovers(tmp_path):
+    import py_compile
+
+    from engine_support import make_series, write_tree
+
+    root = tmp_path / "target"
+    write_tree(root, {"pkg/__init__.py": b"", "pkg/m.py": PY_ORIG})
+    for name in ("__init__", "m"):                        # the originals' bytecode, before apply
+        py_compile.compile(str(root / f"pkg/{name}.py"))
+    before = tree_digest(root)
+    series = make_series(tmp_path / "s", {"pkg/m.py": PY_ORIG}, [("0001.patch", PY_PATCH)])
+    assert invoke("patch.apply", "--series", str(series), "--target", str(root)).returncode == 0
+    _import_all(root)                                      # the patched run compiles both files
+    pycache = sorted(p.name for p in (root / "pkg/__pycache__").iterdir())
+    assert any(n.startswith("timer.") for n in pycache), pycache
+    revert = invoke("patch.revert", "--series", str(series), "--target", str(root))
+    assert revert.returncode == 0, revert.stdout
+    assert "removed the bytecode" in revert.stdout
+    assert tree_digest(root) == before                     # the original's .pyc is back, byte for byte
+
+    # a leftover (an older patchkit's revert, or a hand-made copy): status says so
+    (root / "pkg/__pycache__/timer.cpython-311.pyc").write_bytes(b"stale")
+    status = invoke("patch.status", "--series", str(series), "--target", str(root))
+    assert status.returncode == 0
+    assert "left behind: pkg/__pycache__/timer.cpython-311.pyc" in status.stdout
+    assert "wrote nothing" in status.stdout
+
+
+def test_status_mentions_the_trash_a_forced_revert_left(tree, series):
+    assert invoke("patch.apply", "--series", str(series), "--target", str(tree)).returncode == 0
+    (tree / "pkg" / "m.py").write_bytes(b"edited\n")
+    forced = invoke("patch.revert", "--force", "--series", str(series), "--target", str(tree))
+    assert forced.returncode == 0 and "modified file kept as .patchkit/trash" in forced.stdout
+    status = invoke("patch.status", "--series", str(series), "--target", str(tree))
+    assert "left behind: .patchkit/trash" in status.stdout

@@ -58,6 +58,8 @@ class Answer:
     restored: list[tuple[int, str]] = field(default_factory=list)
     trashed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    bytecode: list[str] = field(default_factory=list)             # revert: .pyc files it removed
+    leftovers: list[tuple[str, str]] = field(default_factory=list)  # status: (what, path) left behind
 
 
 def _int(s: str) -> int | None:
@@ -129,6 +131,10 @@ def parse_answer(stdout: bytes) -> Answer:
             ans.restored.append((int(parts[0]), parts[1]))
         elif word == "warn":
             ans.warnings.append(rest)
+        elif word == "bytecode":
+            ans.bytecode.append(rest)
+        elif word == "leftover":
+            ans.leftovers.append((parts[0], " ".join(parts[1:])))
         elif word == "trashed":
             ans.trashed.append(" ".join(parts[1:]))
         else:

@@ -726,6 +726,7 @@ pk_restore() {  # put originals back from the manifest (force: 1 keeps modified 
     rm -f "$@" || pk_die 1 "cannot remove the created files"
     for _i in $_rm; do pk_out "restored $_i removed"; done
   fi
+  pk_drop_bytecode
   pk_undo_mkdirs
   rm -rf .patchkit/orig .patchkit/stage .patchkit/manifest .patchkit/mkdirs || pk_die 1 "cannot clean $PK_ROOT/.patchkit"
   printf '%s %s reverted %s\n' "$(date +%s)" "$PK_OP" "${PK_M_SERIES:-?}" >> .patchkit/journal 2>/dev/null || :
@@ -800,6 +801,64 @@ pk_exclude_undo() {  # put .git/info/exclude back as it was before apply added o
   fi
   [ "$_how" = created-dir ] && rmdir .git/info 2>/dev/null
   rm -f .patchkit/exclude .patchkit/exclude.orig .patchkit/exclude.new
+}
+
+pk_pycache() {  # path -> _pyd (its __pycache__ directory), _stem; 1 when path is not a .py file
+  case $1 in *.py) ;; *) return 1 ;; esac
+  _pyd=${1%/*}; [ "$_pyd" = "$1" ] && _pyd=.; _pyd=$_pyd/__pycache__
+  _stem=${1##*/}; _stem=${_stem%.py}
+  [ -d "$_pyd" ] && command -v find >/dev/null 2>&1
+}
+
+pk_drop_bytecode() {  # revert: the bytecode Python compiled from the patched or created files
+  # Compiled after the commit, so newer than the manifest it wrote; bytecode of the originals
+  # that was there before apply is older, stays, and is valid again once they are back.
+  [ -f .patchkit/manifest ] || return 0
+  _i=1
+  while [ "$_i" -le "$PK_MN" ]; do
+    pk_get pk_mp "$_i"
+    if pk_pycache "$_v"; then
+      find "$_pyd" -type f -name "$_stem.*.pyc" -newer .patchkit/manifest 2>/dev/null |
+        while IFS= read -r _c; do rm -f "$_c" && pk_out "bytecode $_c"; done
+      if [ -d ".patchkit/orig/pyc/$_i" ]; then     # the originals' bytecode Python replaced
+        find ".patchkit/orig/pyc/$_i" -type f 2>/dev/null | while IFS= read -r _c; do
+          [ -e "$_pyd/${_c##*/}" ] || mv -f "$_c" "$_pyd/" || :
+        done
+      fi
+      rmdir "$_pyd" 2>/dev/null || :       # only when it is empty now
+    fi
+    _i=$((_i + 1))
+  done
+}
+
+pk_save_bytecode() {  # apply: keep the originals' bytecode, which Python replaces once the patched
+  _k=1                # files are imported; revert puts it back (pk_drop_bytecode)
+  while [ "$_k" -le "$PK_N" ]; do
+    pk_get pk_p "$_k"
+    if pk_pycache "$_v"; then
+      _pyl=$(find "$_pyd" -type f -name "$_stem.*.pyc" 2>/dev/null)
+      if [ -n "$_pyl" ]; then
+        mkdir -p ".patchkit/orig/pyc/$_k" || pk_die 1 "cannot save bytecode under $PK_ROOT/.patchkit (disk full?)"
+        printf '%s\n' "$_pyl" | while IFS= read -r _c; do
+          ln -f "$_c" ".patchkit/orig/pyc/$_k/" 2>/dev/null || cp -p "$_c" ".patchkit/orig/pyc/$_k/" || :
+        done
+      fi
+    fi
+    _k=$((_k + 1))
+  done
+}
+
+pk_leftovers() {  # status on a tree without patchkit state: what an earlier run left behind
+  [ -d .patchkit/trash ] && pk_out "leftover trash .patchkit/trash"
+  _k=1
+  while [ "$_k" -le "$PK_N" ]; do
+    pk_get pk_kind "$_k"; _kind=$_v; pk_get pk_p "$_k"; _p=$_v
+    if [ "$_kind" = create ] && [ ! -e "$_p" ] && pk_pycache "$_p"; then
+      find "$_pyd" -type f -name "$_stem.*.pyc" 2>/dev/null |
+        while IFS= read -r _c; do pk_out "leftover bytecode $_c"; done
+    fi
+    _k=$((_k + 1))
+  done
 }
 
 pk_revert_tidy() {  # a revert that succeeded: journal into the answer, then no patchkit trace
@@ -924,6 +983,7 @@ pk_run_apply() {  # PK_PHASE: all | stage (fleet phase 1)
   mkdir -p "$@" || pk_die 1 "cannot create $PK_ROOT/.patchkit/orig (disk full?)"
   pk_by_dir m pk_backup ""
   pk_by_dir d pk_backup ""
+  pk_save_bytecode
   pk_manifest_write staged
   PK_UNDO_STAGE=0
   if [ "${PK_PHASE:-all}" = stage ]; then pk_out "staged ok"; exit 0; fi
@@ -993,6 +1053,7 @@ pk_run_status() {
   pk_manifest_read
   [ "$PK_M" = 1 ] && pk_manifest_state
   ( pk_layout "$PK_WANT_LAYOUT" && pk_pin_checks && pk_check_files 0 ) || :
+  [ "$PK_M" = 1 ] || ( pk_layout "$PK_WANT_LAYOUT" >/dev/null && pk_leftovers ) || :
   exit 0
 }
 

@@ -121,6 +121,7 @@ class RemoteRun:
         self.bench_text = ""
         self.notes: list[str] = []
         self.worker_lines: dict[int, str] = {}   # host index -> its log's "Spec v1/v2" lines
+        self.partial_timing: Path | None = None   # interrupted: the timing fetched by cleanup
 
     # ---- helpers --------------------------------------------------------------------------------
 
@@ -315,8 +316,9 @@ class RemoteRun:
 
     # ---- cleanup ------------------------------------------------------------------------------
 
-    def cleanup(self) -> list[str]:
-        """Stop what runs, keep the logs, remove remote dirs, revert; returns the problems."""
+    def cleanup(self, interrupted: bool = False) -> list[str]:
+        """Stop what runs, keep the logs, remove remote dirs, revert; returns the problems.
+        ``interrupted``: fetch the timing written so far first (``partial_timing``)."""
         problems = []
         for host in self.hosts:
             if host.run_dir is None:
@@ -335,6 +337,14 @@ class RemoteRun:
             except (PatchkitError, OSError):
                 pass
             self.read_worker_lines(host)
+        if interrupted and self.timed and any(h.run_dir for h in self.hosts):
+            try:        # what the servers wrote until the interrupt: a partial report
+                self.partial_timing = self.fetch_timing()
+            except (PatchkitError, OSError) as exc:
+                self.notes.append(f"no partial report: {getattr(exc, 'message', exc)}")
+        for host in self.hosts:
+            if host.run_dir is None:
+                continue
             if not self.cfg.keep_remote_dir:
                 try:
                     host.cleanup()
@@ -386,9 +396,12 @@ class RemoteRun:
             raise
         finally:
             with _sigint_deferred():
-                problems = self.cleanup()
+                problems = self.cleanup(interrupted=isinstance(failure, KeyboardInterrupt))
                 self.record()
                 self.progress.close()
+            if problems and isinstance(failure, KeyboardInterrupt):
+                # still an interrupt (exit 130), but the boundary says what was not cleaned up
+                raise type(failure)("cleanup incomplete: " + "; ".join(problems)) from None
             if problems:
                 error = ProfileError("; ".join(problems)
                                      + (f" (after: {failure})" if failure else ""))
@@ -484,7 +497,13 @@ def run_remote(cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None 
     progress = progress or ProgressLine(prefix="profile")
     with sigterm_interrupts():
         run = RemoteRun(cfg, run_dir, progress, transports)
-        bench, timing = run.execute()
+        try:
+            bench, timing = run.execute()
+        except KeyboardInterrupt:
+            if run.partial_timing is not None:
+                with _sigint_deferred():
+                    partial_report(cfg, run, out, time.monotonic() - start)
+            raise
         baseline = None
         if cfg.baseline:  # after the revert: the tree is pristine again
             baseline = run_baseline(cfg, run_dir, progress, transports, bench.tokens_per_s)
@@ -505,6 +524,25 @@ def run_remote(cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None 
                            f"report is in {run_dir}/)")
     return RemoteOutcome(run_dir, summary, table, bench, hosts, time.monotonic() - start,
                          dict(summary.files))
+
+
+def partial_report(cfg: RemoteConfig, run: "RemoteRun", out, elapsed_s: float) -> None:
+    """The report of an interrupted run, from the timing fetched before the revert; its
+    summary says ``partial`` (the benchmark did not finish: no throughput figures)."""
+    from patchkit.report import build_report, render_table
+
+    meta = report_meta(cfg, BenchOutput(), run.hosts, elapsed_s)
+    meta["partial"] = ("interrupted before the benchmark finished: only the cycles timed "
+                       "until then; no benchmark figures")
+    meta["speculative worker (server log)"] = run.worker
+    try:
+        summary = build_report(run.partial_timing, run.run_dir, chart=cfg.chart, meta=meta)
+    except PatchkitError as exc:
+        print(f"no partial report: {exc.message}", file=out)
+        return
+    print(render_table(summary), file=out)
+    print(f"partial report: {run.run_dir}/ ({', '.join(sorted(summary.files.values()))})",
+          file=out)
 
 
 @main_boundary("profile", interrupted="servers stopped, targets reverted")
