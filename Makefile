@@ -23,8 +23,10 @@ system-deps:
 	fi
 
 $(STAMP): pyproject.toml
-	@[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
+	@[ -x $(BIN)/python ] || { echo "creating the virtualenv $(VENV) ($(PY) -m venv)"; $(PY) -m venv $(VENV); }
+	@echo "installing patchkit and its Python packages into $(VENV) (invoke, unidiff, GitPython, pytest, hypothesis, matplotlib, torch, tokenizers, PyYAML...); about a minute the first time"
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report,profile,inventory]'
+	@echo "installed; next time this step is skipped until pyproject.toml changes"
 	@touch $(STAMP)
 
 test: setup

@@ -279,3 +279,23 @@ def test_status_mentions_the_trash_a_forced_revert_left(tree, series):
     assert forced.returncode == 0 and "modified file kept as .patchkit/trash" in forced.stdout
     status = invoke("patch.status", "--series", str(series), "--target", str(tree))
     assert "left behind: .patchkit/trash" in status.stdout
+
+
+# -- 9. small truths -------------------------------------------------------------------------------
+
+def test_rebased_headers_name_the_new_release():
+    from patchkit.author.rebase import _renamed_release
+    from patchkit.author.rebase_result import Source
+    from patchkit.engine.series import load_series
+
+    from failure_support import REPO
+
+    pin = load_series(str(REPO / "patches/sglang-v0.5.9")).pin
+    raw = (REPO / "patches/sglang-v0.5.9/0008-v2-cycle.patch").read_bytes()
+    assert b"for sglang 0.5.9 " in raw
+    new = Source("sglang 0.5.10", "", "0.5.10", None, {})
+    out = _renamed_release(raw, pin, new)
+    head, _, body = out.partition(b"diff --git ")
+    assert b"for sglang 0.5.10 " in head and b"sglang 0.5.9 " not in head
+    assert body == raw.partition(b"diff --git ")[2]          # the diff itself is untouched
+    assert _renamed_release(raw, pin, Source("x", "", "0.5.9", None, {})) == raw

@@ -525,7 +525,7 @@ def rebase(
             worker = _PatchRebaser(ctx, patch.name, edited[0], edited[1], edited=True)
         else:
             worker = _PatchRebaser(ctx, patch.name, raw, patch)
-        outputs[patch.name] = worker.run()
+        outputs[patch.name] = _renamed_release(worker.run(), pin, new)
         worker.outcome.identical = outputs[patch.name] == raw
         outcomes.append(worker.outcome)
         _advance_old(ctx, patch)
@@ -562,6 +562,19 @@ def rebase(
         _write_folder(out, files)
     result.written = True
     return result
+
+
+def _renamed_release(data: bytes, pin, new: Source) -> bytes:
+    """The patch's header (its text before the first diff) names the new release where it
+    named the old one as "<name> <version>" (e.g. "for sglang 0.5.9" -> "for sglang 0.5.10")."""
+    if not pin.version or not new.version or new.version == pin.version:
+        return data
+    text = data.decode("utf-8", "surrogateescape")
+    cut = re.search(r"^(diff --git |--- )", text, re.M)
+    head, rest = (text[:cut.start()], text[cut.start():]) if cut else (text, "")
+    old_name = re.compile(rf"\b{re.escape(pin.name)} {re.escape(pin.version)}(?![\w.]*\d)")
+    head = old_name.sub(f"{pin.name} {new.version}", head)
+    return (head + rest).encode("utf-8", "surrogateescape")
 
 
 def _credit_tool(outcomes: list[PatchOutcome], fresh: RebaseResult) -> None:

@@ -62,12 +62,20 @@ def _methods(result: "RebaseResult") -> str:
 
 
 RESUME_HEADING = "## Resume"
+CURRENT = "**Now, after --resume:**"
 
 
 def render_resume(result: "RebaseResult", previous: str) -> str:
     """The earlier REBASE.md up to its Resume section, and a new Resume section."""
     idx = previous.find("\n" + RESUME_HEADING)
     kept = (previous[:idx + 1] if idx >= 0 else previous).rstrip("\n") + "\n"
+    # the first run's result stays as history; the top says what holds now
+    now = (f"{CURRENT} {result.summary().split(': ', 1)[1].split('; ')[0]}; exit code "
+           f"{result.exit_code} (see the Resume section at the end).")
+    lines = [ln for ln in kept.split("\n") if not ln.startswith(CURRENT)]
+    lines = [("- result of the first run:" + ln[len("- result:"):]) if ln.startswith("- result:")
+             else ln for ln in lines]
+    kept = "\n".join(lines[:1] + ["", now] + lines[1:])
     edited = sorted({h.patch for h in result.hunks if h.edited})
     out = [RESUME_HEADING + f": {result.series_dir.name} onto {result.new.label} again", "",
            "`patch.rebase --resume` took these patches from this folder as edited (or accepted) "

@@ -316,7 +316,11 @@ def test_deleted_anchor_then_context_trim_then_resume(series_copy, clone, tmp_pa
     assert {h.patch for h in resumed.hunks if h.edited} >= {"0005-verify.patch"}
     fixed = path.read_text()
     assert not fixed.startswith(rb.NOTE_FIRST) and rb.MARKER not in fixed
-    assert "## Resume" in (out / "REBASE.md").read_text()
+    report = (out / "REBASE.md").read_text()
+    assert "## Resume" in report
+    first_run = report.split("## Resume")[0]          # its top says what holds now
+    assert "**Now, after --resume:**" in first_run and "exit code 0 (see the Resume" in first_run
+    assert "\n- result:" not in first_run and "- result of the first run:" in first_run
     assert ops.verify(str(out), [str(tree)]).exit_code == 0
     again = rb.rebase(series_copy, "gone", upstream_clone=clone["repo"], out_dir=out,
                       resume=True)
