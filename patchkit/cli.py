@@ -145,7 +145,21 @@ def resolve_targets(settings, opts) -> tuple[str, list]:
     if not targets:
         raise InvalidInput("no --target or --inventory given and none in invoke.yaml")
     if settings.series == "auto":
-        return auto_series(targets, opts), targets
+        # one connection per target for the probe and the operation (ssh_persist 0 too):
+        # the Transports made here serve both, and run_patch_task closes them
+        from patchkit.transport import parse_target
+
+        made: list = []
+        try:
+            for t in targets:
+                made.append(t if not isinstance(t, str) else parse_target(
+                    t, cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
+                    **opts.transport_options))
+            return auto_series(made, opts), made
+        except BaseException:
+            for t in made:
+                t.close()
+            raise
     return os.path.abspath(os.path.join(opts.cwd, os.path.expanduser(settings.series))), targets
 
 

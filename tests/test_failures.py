@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
 
 import pytest
 
@@ -299,3 +300,17 @@ def test_rebased_headers_name_the_new_release():
     assert b"for sglang 0.5.10 " in head and b"sglang 0.5.9 " not in head
     assert body == raw.partition(b"diff --git ")[2]          # the diff itself is untouched
     assert _renamed_release(raw, pin, Source("x", "", "0.5.9", None, {})) == raw
+
+
+def test_series_auto_over_ssh_logs_in_once_without_a_persisting_master(sshd, tmp_path):
+    from upstream_fixtures import sglang_installed
+
+    site = sglang_installed("0.5.9", tmp_path / "site")
+    before = sshd.accepted()
+    proc = invoke("patch.verify", "--series", "auto", "--target", sshd.url(str(site)),
+                  "--ssh-config", str(sshd.client_config), "--ssh-persist", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "--series auto: chose sglang-v0.5.9" in proc.stderr
+    sshd.wait_log(lambda s: s.accepted() > before)
+    time.sleep(0.5)                 # a second login would be logged by now
+    assert sshd.accepted() - before == 1
