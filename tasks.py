@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from patchkit.cli import auto_series as _auto_series, run_patch_task, task  # noqa: E402
 from patchkit.errors import InvalidInput  # noqa: E402
-from patchkit.settings import PATCHKIT_DEFAULTS, PatchSettings, number, positive_int, seconds  # noqa: E402
+from patchkit.settings import (PATCHKIT_DEFAULTS, PatchSettings, existing_dir, number,  # noqa: E402
+                               output_dir, positive_int, seconds, text)
 
 TARGET_HELP = {
     "series": "series folder (pin.toml + series + patches), or 'auto': the shipped series pinned "
@@ -114,7 +115,7 @@ def _pristine(series, pristine):
 
     from patchkit.author import upstream as up
     if pristine:
-        return Path(_abspath(pristine))
+        return Path(existing_dir(pristine, "pristine"))
     return up.fetch_tree(series_dir=Path(series))[0]
 
 
@@ -135,7 +136,7 @@ def edit(c, dest, series=None, upto=None, pristine=None, layout="checkout"):
     from patchkit.author import authoring
     series = _abspath(series or _cfg(c, "series"))
     out = authoring.prepare_edit_tree(Path(series), _pristine(series, pristine),
-                 Path(_abspath(dest)), upto=upto, layout=layout)
+                                      Path(_abspath(dest)), upto=upto, layout=layout)
     print(f"editable tree: {out}")
 
 
@@ -149,8 +150,9 @@ def new(c, name, edited, series=None, pristine=None, header=None, new_file=None)
 
     from patchkit.author import authoring
     series = _abspath(series or _cfg(c, "series"))
-    out = authoring.new_patch(Path(series), name, Path(_abspath(edited)),
-                 _pristine(series, pristine), header=header, new_files=list(new_file or []))
+    out = authoring.new_patch(Path(series), name, Path(existing_dir(edited, "edited")),
+                              _pristine(series, pristine), header=header,
+                              new_files=list(new_file or []))
     print(f"wrote {out} and added it to {series}/series")
 
 
@@ -161,8 +163,8 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
 
     from patchkit.author import authoring
     series = _abspath(series or _cfg(c, "series"))
-    path, changed = authoring.refresh(Path(series), Path(_abspath(edited)),
-                           _pristine(series, pristine), patch=patch)
+    path, changed = authoring.refresh(Path(series), Path(existing_dir(edited, "edited")),
+                                      _pristine(series, pristine), patch=patch)
     print(f"{path}: {'rewritten' if changed else 'unchanged (same bytes)'}")
 
 
@@ -196,10 +198,10 @@ def upstream_fetch(c, series=None, name=None, version=None, path=None, upstream=
 
     from patchkit.author import upstream as up
     tree, commit = up.fetch_tree(name, version, list(path or []) or None,
-                          series_dir=Path(_abspath(series)) if series else None,
-                          clone=Path(_abspath(upstream)) if upstream else None, rev=rev,
-                          layout=layout, dest=Path(_abspath(dest)) if dest else None,
-                          trust_new=trust_new)
+                                 series_dir=Path(_abspath(series)) if series else None,
+                                 clone=Path(_abspath(upstream)) if upstream else None, rev=rev,
+                                 layout=layout, dest=Path(_abspath(dest)) if dest else None,
+                                 trust_new=trust_new)
     print(f"tree: {tree}" + (f"\ncommit: {commit}" if commit else ""))
 
 
@@ -213,8 +215,9 @@ def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=Non
     from pathlib import Path
 
     from patchkit.author import upstream as up
-    pin = up.pin_series(Path(_abspath(series)), Path(_abspath(tree)), list(path or []) or None,
-                 name=name, version=version, commit=commit, package_prefix=package_prefix)
+    pin = up.pin_series(Path(_abspath(series)), Path(existing_dir(tree, "tree")),
+                        list(path or []) or None, name=name, version=version, commit=commit,
+                        package_prefix=package_prefix)
     print(f"wrote {Path(_abspath(series)) / 'pin.toml'} ({len(pin.files)} files)")
 
 
@@ -262,15 +265,18 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
               device=_profile_cfg(c, "device", device, "auto"),
               seed=positive_int(_profile_cfg(c, "seed", seed, 0), "seed", minimum=0),
               timeout=seconds(_profile_cfg(c, "timeout", timeout), "timeout"),
-              wheelhouse=_profile_cfg(c, "wheelhouse", wheelhouse), chart=not no_chart)
+              wheelhouse=existing_dir(_profile_cfg(c, "wheelhouse", wheelhouse), "wheelhouse"),
+              chart=not no_chart)
     for key, value in (("site", site), ("series_dir", series)):
-        value = _profile_cfg(c, key, value)
+        value = text(_profile_cfg(c, key, value), "site" if key == "site" else "series")
+        if value and value != "auto" and os.path.isfile(os.path.expanduser(value)):
+            raise InvalidInput(f"--{key.split('_')[0]} {value!r}: a folder, not a file")
         if value == "auto" and key == "series_dir":
             if kw.get("site"):  # the embedded default's own series otherwise (site not built yet)
                 kw[key] = _auto_series([kw["site"]])
         elif value:
             kw[key] = os.path.abspath(os.path.expanduser(value))
-    return _profile_cfg(c, "out", out, "profile-out"), kw
+    return output_dir(_profile_cfg(c, "out", out, "profile-out"), "out"), kw
 
 
 PROFILE_TASK = dict(prog="profile", interrupted="the tree was reverted")
@@ -340,7 +346,19 @@ def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_tri
     """Rebase a series onto another release (exact, then checked 3-way merge); exit 1 if a hunk needs attention."""
     from patchkit.author.rebase import rebase
 
+    # the target options are checked whether or not --onto-target uses them
+    opts = PatchSettings.from_invoke(c, "rebase", dict(
+        series=series, target=[onto_target] if onto_target else [], layout=layout,
+        container=container, exec_=exec_, ssh_config=ssh_config, timeout=timeout)).options()
     series = series or _cfg(c, "series")
+    upstream, wheelhouse = existing_dir(upstream, "upstream"), existing_dir(wheelhouse, "wheelhouse")
+    if out is not None:     # said before any wheel is fetched
+        where = os.path.expanduser(text(out, "out"))
+        if os.path.exists(where) and not os.path.isdir(where):
+            raise InvalidInput(f"--out {out!r}: a file, not a folder")
+        if not resume and os.path.isdir(where) and os.listdir(where):
+            raise InvalidInput(f"--out {out!r} already exists; remove it, pass another --out, "
+                               "or --resume after editing its patches")
     if not series or bool(onto) == bool(onto_target):
         raise InvalidInput("patch.rebase needs --series DIR and one of --onto VERSION_OR_COMMIT "
                            "or --onto-target T")
@@ -352,9 +370,6 @@ def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_tri
         from patchkit.engine.series import load_series
         from patchkit.author.targetread import target_source
 
-        opts = PatchSettings.from_invoke(c, "rebase", dict(
-            series=series, target=[onto_target], layout=layout, container=container, exec_=exec_,
-            ssh_config=ssh_config, timeout=timeout)).options()
         new_source = target_source(load_series(path(series)), onto_target, cwd=opts.cwd,
                                    container=opts.container, exec_prefix=opts.exec_prefix,
                                    layout=opts.layout, timeout=opts.timeout,
@@ -431,6 +446,11 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
              "chart": False if no_chart else None, "baseline": baseline or None,
              "matrix": matrix}
     settings.update({k: v for k, v in given.items() if v is not None})
+    for key, option in (("series", "series"), ("server_command", "server"),
+                        ("bench_command", "bench"), ("matrix", "matrix")):
+        text(given[key], option)            # given but empty: refused, not left to a default
+    if out is not None:
+        settings["out"] = output_dir(out, "out")
     if settings.get("series") == "auto" and settings.get("targets"):
         from patchkit.ops import Options
 

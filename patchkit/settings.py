@@ -180,6 +180,37 @@ def text(value, option: str, where: str = "") -> str | None:
     return value
 
 
+def existing_file(value, option: str, where: str = "", cwd: str = "") -> str | None:
+    """A file that exists (~ and paths relative to ``cwd`` resolved); None stays None."""
+    if value is None:
+        return None
+    path = os.path.join(cwd, os.path.expanduser(text(value, option, where) or ""))
+    if not os.path.isfile(path):
+        raise InvalidInput(f"{_name(option, where)} {value!r}: no such file")
+    return path
+
+
+def existing_dir(value, option: str, where: str = "", cwd: str = "") -> str | None:
+    """A folder that exists (~ and paths relative to ``cwd`` resolved); None stays None."""
+    if value is None:
+        return None
+    path = os.path.abspath(os.path.join(cwd, os.path.expanduser(text(value, option, where) or "")))
+    if not os.path.isdir(path):
+        raise InvalidInput(f"{_name(option, where)} {value!r}: no such folder")
+    return path
+
+
+def output_dir(value, option: str, where: str = "") -> str:
+    """A folder outputs go into: made now (it would be anyway), so a bad one fails first."""
+    path = os.path.abspath(os.path.expanduser(text(value, option, where) or ""))
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(f"{_name(option, where)} {value!r}: cannot create it "
+                           f"({exc.strerror})") from None
+    return path
+
+
 def strings(value, option: str, where: str = "") -> list[str]:
     if value is None:
         return []
@@ -240,7 +271,7 @@ class PatchSettings:
             configured, where = _configured(config, "targets")
             targets = strings(configured, "target", where)
             inventory = _configured(config, "inventory")[0]
-        ssh_config = pick("ssh_config")[0]
+        ssh_config, ssh_config_where = pick("ssh_config")
         ssh_options, ssh_options_where = _configured(config, "ssh_options")
         settings = cls(
             op=op,
@@ -249,7 +280,7 @@ class PatchSettings:
             layout=choice(layout, "layout", LAYOUTS, layout_where),
             jobs=positive_int(jobs, "jobs", jobs_where),
             timeout=seconds(timeout, "timeout", timeout_where),
-            ssh_config=os.path.expanduser(text(ssh_config, "ssh_config")) if ssh_config else None,
+            ssh_config=existing_file(ssh_config, "ssh_config", ssh_config_where, cwd),
             ssh_options=strings(ssh_options, "ssh_options", ssh_options_where),
             ssh_persist=seconds(persist, "ssh_persist", persist_where, zero=True),
             inventory=text(inventory, "inventory"),

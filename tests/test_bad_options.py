@@ -1,0 +1,242 @@
+"""Issue 17, past the list: every task with every kind of bad value for each of its options, and
+every transport behind a failing prefix. Each case checks the exit code (2 invalid input, 1
+refused), that the failure is one line (stderr, and `error` of the --json document where the task
+has --json), and that the target tree is byte-identical afterwards (sha256 over paths, modes and
+contents).
+
+The tasks run in this process through invoke's own Program (the same parser and tasks.py as the
+`invoke` command, without a Python start-up per case); test_failures.py runs the real command.
+Which options exist is read from the tasks themselves, so a new option without bad values here
+fails `test_every_option_has_bad_values`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shlex
+
+import pytest
+from invoke import Program
+
+from failure_support import REPO, small_series, small_target, tree_digest
+
+FLAGS = {"json", "dry_run", "show_script", "force", "keep_journal", "no_chart", "context_trim",
+         "resume", "trust_new", "merge", "keep_remote_dir", "baseline", "check"}
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            Program().run(["invoke", "-r", str(REPO), *args], exit=True)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    base = tmp_path_factory.mktemp("bad")
+    tree = small_target(base / "target")
+    series = small_series(base / "series")
+    (base / "bad.ini").write_text("[gpu]\nhost1 ansible_port=notaport\n")
+    (base / "afile").write_text("x\n")
+    return {"tmp": str(base), "tree": str(tree), "series": str(series)}
+
+
+# option -> [(bad value, exit code, a fragment of the one-line message)]
+TARGET_OPTIONS = {
+    "series": [("{tmp}/no-series", 2, "no such directory"), ("", 2, "--series"),
+               ("{tmp}", 2, "pin.toml")],
+    "target": [("docker://c", 2, "absolute path"), ("", 2, "--target"),
+               ("{tmp}/no-tree", 1, "does not exist"), ("a\nb", 2, "newline")],
+    "layout": [("sideways", 2, "--layout")],
+    "container": [("", 2, "--container"), ("no such", 2, "container name")],
+    "exec_": [("", 2, "--exec"), ("'unclosed", 2, "cannot split"), ("-x", 2, "start with a program")],
+    "ssh_config": [("{tmp}/no-config", 2, "--ssh-config"), ("", 2, "--ssh-config")],
+    "timeout": [("abc", 2, "--timeout"), ("-5", 2, "--timeout"), ("0", 2, "--timeout"),
+                ("inf", 2, "--timeout"), ("nan", 2, "--timeout")],
+    "jobs": [("abc", 2, "--jobs"), ("0", 2, "--jobs"), ("-1", 2, "--jobs"), ("1.5", 2, "--jobs")],
+    "ssh_persist": [("soon", 2, "--ssh-persist"), ("-1", 2, "--ssh-persist"),
+                    ("inf", 2, "--ssh-persist")],
+    "inventory": [("{tmp}/no.ini", 2, "cannot read"), ("", 2, "--inventory"),
+                  ("{tmp}/bad.ini", 2, "bad.ini:2")],
+    "limit": [("gpu", 2, "--inventory")],          # without --inventory
+    "root": [("/srv", 2, "--inventory")],
+}
+TARGET_TASKS = ["patch.check", "patch.verify", "patch.apply", "patch.revert", "patch.status",
+                "patch.unlock"]
+
+PROFILE_OPTIONS = {
+    "size": [("huge", 2, "--size")], "timer": [("bogus", 2, "--timer")],
+    "device": [("tpu", 2, "--device")], "seed": [("x", 2, "--seed"), ("-1", 2, "--seed")],
+    "timeout": [("abc", 2, "--timeout"), ("-5", 2, "--timeout")],
+    "series": [("{tmp}/no-series", 2, "no-series"), ("", 2, "--series"),
+               ("{tmp}/afile", 2, "--series")],
+    "site": [("", 2, "--site"), ("{tmp}/afile", 2, "--site")],
+    "wheelhouse": [("{tmp}/no-wheels", 2, "--wheelhouse")],
+    "out": [("/proc/no/out", 2, "--out")],
+}
+RUN_OPTIONS = dict(PROFILE_OPTIONS, num_assistant_tokens=[("many", 2, "--num-assistant-tokens"),
+                                                          ("0", 2, "--num-assistant-tokens")],
+                   confidence=[("high", 2, "--confidence"), ("2", 2, "--confidence")])
+SWEEP_OPTIONS = dict(PROFILE_OPTIONS, matrix=[("bogus", 2, "--matrix"), ("k=a,b", 2, "--matrix"),
+                                              ("", 2, "--matrix")])
+REMOTE_OPTIONS = {
+    "target": [("", 2, "target"), ("docker://c", 2, "docker://")],
+    "series": [("{tmp}/no-series", 2, "no-series"), ("", 2, "--series")],
+    "server": [("", 2, "--server")], "bench": [("", 2, "--bench")],
+    "env": [("NOEQUALS", 2, "NOEQUALS")], "out": [("/proc/no/out", 2, "--out")],
+    "matrix": [("zz", 2, "zz"), ("", 2, "--matrix")],
+}
+# the valid rest of a profile.remote command line (each case replaces one option)
+REMOTE_BASE = {"target": "{tree}", "series": "{series}", "server": "false", "bench": "false"}
+REBASE_OPTIONS = {
+    "series": [("{tmp}/no-series", 2, "no-series"), ("", 2, "--series")],
+    "onto": [("", 2, "--onto")], "upstream": [("{tmp}/no-clone", 2, "--upstream")],
+    "out": [("{tmp}/afile", 2, "afile")], "version": [("", 2, "--onto")],
+    "wheelhouse": [("{tmp}/no-wheels", 2, "--wheelhouse")],
+    "onto_target": [("docker://c", 2, "docker://")],
+    "layout": [("sideways", 2, "--layout")], "container": [("", 2, "--container")],
+    "exec_": [("", 2, "--exec")], "ssh_config": [("{tmp}/no-config", 2, "--ssh-config")],
+    "timeout": [("abc", 2, "--timeout"), ("-5", 2, "--timeout")],
+}
+DIFF_OPTIONS = {"from_": [("{tmp}/no-series", 2, "no-series")],
+                "to": [("{tmp}/no-series", 2, "no-series")]}
+
+TABLE = {**{t: TARGET_OPTIONS for t in TARGET_TASKS}, "profile.run": RUN_OPTIONS,
+         "profile.sweep": SWEEP_OPTIONS, "profile.remote": REMOTE_OPTIONS,
+         "patch.rebase": REBASE_OPTIONS, "patch.diff": DIFF_OPTIONS}
+
+
+def _flag(option: str) -> str:
+    return "--" + option.rstrip("_").replace("_", "-")
+
+
+def _task_options(name: str) -> set[str]:
+    from invoke import Collection
+    from invoke.loader import FilesystemLoader
+
+    loaded = FilesystemLoader(start=str(REPO)).load()
+    ns = Collection.from_module(loaded[0])
+    task = ns[name]
+    return {a.name for a in task.get_arguments()} - FLAGS
+
+
+@pytest.mark.parametrize("task", sorted(TABLE))
+def test_every_option_has_bad_values(task):
+    names = {n.replace("-", "_").rstrip("_") for n in _task_options(task)}
+    missing = sorted(names - {k.rstrip("_") for k in TABLE[task]})
+    assert not missing, f"{task}: options without bad values in this table: {missing}"
+
+
+def _cases():
+    for task, options in TABLE.items():
+        for option, values in options.items():
+            for n, (value, code, fragment) in enumerate(values):
+                yield pytest.param(task, option, value, code, fragment,
+                                   id=f"{task}-{option}-{n}")
+
+
+def _argv(task: str, option: str, value: str, w: dict) -> list[str]:
+    value = value.format(**w)
+    if task in TARGET_TASKS:
+        base = {"series": w["series"], "target": w["tree"]}
+    elif task == "profile.remote":
+        base = {k: v.format(**w) for k, v in REMOTE_BASE.items()}
+    elif task == "patch.rebase":
+        base = {"series": w["series"], "onto": "0.0.1"}
+        if option == "onto_target":
+            base = {"series": w["series"], "out": w["tmp"] + "/rebased"}
+        if option in ("version",):
+            base["onto"] = ""
+    elif task == "patch.diff":
+        base = {"from_": w["series"], "to": w["series"]}
+    else:
+        base = {"series": w["series"], "site": w["tree"]}
+    if option.rstrip("_") in ("limit", "root") or option == "version":
+        base.pop(option, None)
+    base[option] = value
+    argv = [task]
+    for key, val in base.items():
+        argv += [_flag(key), val]
+    if task in TARGET_TASKS:
+        argv.append("--json")
+    return argv
+
+
+@pytest.mark.parametrize("task, option, value, code, fragment", list(_cases()))
+def test_bad_value(world, task, option, value, code, fragment):
+    before = tree_digest(world["tree"])
+    argv = _argv(task, option, value, world)
+    got, out, err = run_cli(*argv)
+    assert got == code, (argv, out, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    if code == 2:
+        assert len(lines) == 1 and fragment in lines[0], (argv, err)
+        assert "Traceback" not in err
+    if "--json" in argv:
+        doc = json.loads(out)             # one document, even when nothing ran
+        assert doc["exit_code"] == code and doc["error"] and "\n" not in doc["error"]
+        assert fragment in doc["error"], doc["error"]
+    assert tree_digest(world["tree"]) == before
+
+
+# -- transports behind a failing prefix -------------------------------------------------------------
+
+CODES = [1, 2, 126, 127, 255]
+
+
+def _prefix(code: int) -> str:
+    return f"sh -c {shlex.quote(f'echo prefix says no {code} >&2; exit {code}')}"
+
+
+@pytest.mark.parametrize("code", CODES)
+@pytest.mark.parametrize("task", ["patch.verify", "patch.apply", "patch.revert", "patch.status"])
+def test_exec_prefix_failing(world, task, code):
+    before = tree_digest(world["tree"])
+    got, out, err = run_cli(task, "--series", world["series"], "--target", world["tree"],
+                            "--exec", _prefix(code), "--json")
+    assert got == 1, (out, err)
+    doc = json.loads(out)
+    assert doc["exit_code"] == 1 and "\n" not in doc["error"]
+    assert f"prefix says no {code}" in doc["error"] or f"exit {code}" in doc["error"], doc["error"]
+    assert tree_digest(world["tree"]) == before
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_docker_and_container_transports_failing(world, tmp_path, code, monkeypatch):
+    """docker:// and --container run `docker exec -i NAME sh -s`: a stand-in `docker` on PATH
+    (no container engine runs here) fails as the real one does for a missing container."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(f"#!/bin/sh\necho 'Error: No such container: c9' >&2\n"
+                                    f"exit {code}\n")
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    before = tree_digest(world["tree"])
+    for spec in (["--target", "docker://c9" + world["tree"]],
+                 ["--target", world["tree"], "--container", "c9"]):
+        got, out, err = run_cli("patch.verify", "--series", world["series"], *spec, "--json")
+        assert got == 1, (spec, out, err)
+        doc = json.loads(out)
+        assert "\n" not in doc["error"]
+        assert "No such container: c9" in doc["error"] or f"exit {code}" in doc["error"], doc
+    assert tree_digest(world["tree"]) == before
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_ssh_with_a_failing_prefix(world, sshd, code):
+    """A real sshd on loopback; the prefix runs on the far side (ssh host + --exec)."""
+    before = tree_digest(world["tree"])
+    got, out, err = run_cli("patch.apply", "--series", world["series"],
+                            "--target", sshd.url(world["tree"]), "--ssh-config",
+                            str(sshd.client_config), "--exec", _prefix(code), "--json")
+    assert got == 1, (out, err)
+    doc = json.loads(out)
+    assert doc["exit_code"] == 1 and "\n" not in doc["error"]
+    assert f"prefix says no {code}" in doc["error"] or f"exit {code}" in doc["error"], doc["error"]
+    assert tree_digest(world["tree"]) == before
