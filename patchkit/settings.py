@@ -296,6 +296,9 @@ class PatchSettings:
             cwd=cwd,
             series_where=series_where,
         )
+        if settings.show_script and settings.json:
+            raise InvalidInput("--show-script prints the shell programs on stdout, where --json "
+                               "promises one JSON document: give one of them")
         if (settings.limit or settings.root) and not settings.inventory:
             raise InvalidInput("--limit and --root choose hosts of an inventory: give --inventory FILE")
         return settings

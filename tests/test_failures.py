@@ -314,3 +314,10 @@ def test_series_auto_over_ssh_logs_in_once_without_a_persisting_master(sshd, tmp
     sshd.wait_log(lambda s: s.accepted() > before)
     time.sleep(0.5)                 # a second login would be logged by now
     assert sshd.accepted() - before == 1
+
+
+def test_show_script_with_json_is_refused_as_one_document(tree, series):
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(tree), "--show-script",
+                  "--json")
+    assert proc.returncode == 2 and "--show-script" in one_line(proc.stderr)
+    assert json_doc(proc.stdout)["exit_code"] == 2

@@ -337,14 +337,16 @@ def test_permission_denied_over_ssh(sshd, reference):
                          remote_shell=shell)
         try:
             assert t.run(b"id -u").stdout == b"65534\n"
-            res = ops.verify(str(SERIES_059), [t])       # reading is allowed
-            assert res.exit_code == 0, res.to_json()
+            res = ops.verify(str(SERIES_059), [t])       # reading is allowed, writing is not:
+            assert res.exit_code == 1, res.to_json()     # verify fails where apply would
+            assert any("apply would fail" in m for m in res.hosts[0].messages), res.to_json()
+            assert res.hosts[0].files and all(f.state == "ok" for f in res.hosts[0].files)
             res = ops.apply(str(SERIES_059), [t])
             assert res.exit_code == 1, res.to_json()
             message = " ".join(res.hosts[0].messages)
             assert "Permission denied" in message and str(root) in message, message
-            res = ops.revert(str(SERIES_059), [t])   # cannot take the lock: refused or no-op
-            assert res.exit_code in (0, 1) and res.hosts[0].state != "unknown", res.to_json()
+            res = ops.revert(str(SERIES_059), [t])   # no patchkit state: nothing to revert
+            assert res.exit_code == 0 and res.hosts[0].state == "pristine", res.to_json()
         finally:
             t.close()
         assert read_tree(root, FILES) == reference["original"]

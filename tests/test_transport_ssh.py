@@ -536,4 +536,5 @@ def _refused(sshd, tmp_path, monkeypatch, problem, base):
 def test_bad_ssh_persist_is_invalid_input(sshd, tmp_path):
     proc = invoke_cli("patch.status", "--series", os.path.join(REPO, "patches", "sglang-v0.5.9"),
                       "--target", sshd.url(str(tmp_path)), "--ssh-persist", "soon")
-    assert proc.returncode == 2 and "ssh_persist must be a number" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "--ssh-persist 'soon': a number of seconds" in proc.stderr, \
+        proc.stderr
