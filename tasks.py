@@ -29,10 +29,12 @@ TARGET_HELP = {
     "container": "run inside this container on the target (docker exec -i NAME), e.g. with ssh://",
     "exec": "run through this command prefix, e.g. 'kubectl exec -i POD --' or 'chroot /srv/root'",
     "ssh_config": "ssh_config file to use (ssh -F); default: your own ~/.ssh/config",
-    "timeout": "seconds allowed per target for the whole operation",
-    "jobs": "hosts worked on in parallel (fleets)",
+    "timeout": "seconds allowed per target for the whole operation (default: patchkit.timeout, "
+               "none)",
+    "jobs": f"hosts worked on in parallel (fleets; default: patchkit.jobs, {PATCHKIT_DEFAULTS['jobs']})",
     "ssh_persist": "seconds an idle SSH connection stays up for the next command to that host "
-                   "(default: patchkit.ssh_persist, 60); 0: one connection per command",
+                   f"(default: patchkit.ssh_persist, {PATCHKIT_DEFAULTS['ssh_persist']}); "
+                   "0: one connection per command",
     "inventory": "Ansible inventory (INI, or YAML as .yml/.yaml): its hosts become SSH targets "
                  "of the fleet, besides any --target (default: patchkit.inventory)",
     "limit": "with --inventory: Ansible host pattern, e.g. 'gpu', 'gpu1:gpu2', 'gpu:!gpu3', "

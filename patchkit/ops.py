@@ -17,6 +17,7 @@ from patchkit.engine.compilecache import compiled_series
 from patchkit.engine.drift import explain_file
 from patchkit.errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
 from patchkit.paths import strip_prefix
+from patchkit.settings import PATCHKIT_DEFAULTS
 from patchkit.engine.series import Series
 from patchkit.engine.targetprog import Compiled, build_program
 from patchkit.transport import Transport, parse_target
@@ -69,12 +70,14 @@ class OpResult:
 
 @dataclass
 class Options:
-    layout: str = "auto"
+    """What an operation needs; the CLI builds it from patchkit.settings.PatchSettings, whose
+    defaults (PATCHKIT_DEFAULTS) these are."""
+    layout: str = PATCHKIT_DEFAULTS["layout"]
     force: bool = False
-    keep_journal: bool = False
+    keep_journal: bool = PATCHKIT_DEFAULTS["keep_journal"]
     dry_run: bool = False
-    jobs: int = 8
-    timeout: float | None = None
+    jobs: int = PATCHKIT_DEFAULTS["jobs"]
+    timeout: float | None = PATCHKIT_DEFAULTS["timeout"]
     cwd: str | None = None
     container: str | None = None
     exec_prefix: str | None = None
