@@ -22,7 +22,8 @@ from pathlib import Path
 
 from patchkit.author import authoring, timerplace, upstream
 from patchkit.author import sglang_releases as rel
-from patchkit.errors import PatchkitError
+from patchkit.cli import main_boundary
+from patchkit.errors import InvalidInput, PatchkitError
 
 REPO = Path(__file__).resolve().parents[2]
 PATCHES = REPO / "patches"
@@ -467,6 +468,7 @@ def _appended_header(release: rel.Release, refs: list[Reference], name: str) -> 
             + text.strip() + "\n\n")
 
 
+@main_boundary("seriesgen")
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m patchkit.author.seriesgen", description=__doc__.splitlines()[0])
     ap.add_argument("versions", nargs="*", help="releases to generate (default with --all: every generated one)")
@@ -478,8 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.all else []
     for v in args.versions:
         if v not in table:
-            print(f"seriesgen: {v} is not in patchkit.author.sglang_releases", file=sys.stderr)
-            return 2
+            raise InvalidInput(f"{v} is not in patchkit.author.sglang_releases")
         wanted.append(table[v])
     for r in wanted:
         if rel.owner(r) is not r:
@@ -490,9 +491,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         try:
             gen = append_v2(r) if r.append_v2 else generate(r)
-        except PatchkitError as e:
-            print(f"seriesgen: {r.version}: {e.message}", file=sys.stderr)
-            return e.exit_code
+        except PatchkitError as e:      # the boundary prints it, with the release named
+            raise PatchkitError(f"{r.version}: {e.message}", e.exit_code) from e
         print(f"{r.version}: {gen.series}: {gen.placed_by_tool} by tool ({gen.adjusted_by_hand} "
               f"adjusted), {gen.placed_by_hand} by hand, "
               f"{len(gen.missing)} reference lines not placed; absent: {', '.join(gen.absent) or 'none'}")
