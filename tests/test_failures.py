@@ -321,3 +321,10 @@ def test_show_script_with_json_is_refused_as_one_document(tree, series):
                   "--json")
     assert proc.returncode == 2 and "--show-script" in one_line(proc.stderr)
     assert json_doc(proc.stdout)["exit_code"] == 2
+
+
+@pytest.mark.parametrize("task", ["patch.check", "patch.verify", "patch.status"])
+def test_every_run_says_what_it_wrote(tree, series, task):
+    proc = invoke(task, "--series", str(series), "--target", str(tree))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "  wrote nothing" in proc.stdout.splitlines()
