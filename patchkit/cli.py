@@ -20,7 +20,8 @@ import os
 import sys
 from contextlib import contextmanager
 
-from patchkit.errors import (EXIT_INTERRUPTED, EXIT_TERMINATED, PatchkitError, Terminated)
+from patchkit.errors import (EXIT_INTERRUPTED, EXIT_INVALID, EXIT_TERMINATED, PatchkitError,
+                             Terminated)
 
 
 def failure_of(exc: BaseException, interrupted: str = "") -> tuple[int, str] | None:
@@ -192,3 +193,28 @@ def show_script(series_dir, targets, opts) -> None:
         sys.stdout.write(program.decode("utf-8", "surrogateescape"))
         if isinstance(spec, str):
             t.close()
+
+
+# -- invoke's own parse errors ------------------------------------------------------------------
+
+def program_class():
+    """An ``invoke.Program`` whose command-line parse errors (an unknown option such as
+    ``--jobz``, a missing value) exit 2, invalid input, as the contract says; invoke's own
+    Program exits 1 for them. For an installed ``patchkit`` command built on invoke."""
+    from invoke import Exit, Program
+    from invoke.exceptions import ParseError
+
+    class PatchkitProgram(Program):
+        def parse_core(self, argv):
+            try:
+                super().parse_core(argv)
+            except ParseError as exc:
+                raise Exit(f"patchkit: {one_line(str(exc))}", EXIT_INVALID) from None
+
+        def parse_tasks(self):
+            try:
+                super().parse_tasks()
+            except ParseError as exc:
+                raise Exit(f"patchkit: {one_line(str(exc))}", EXIT_INVALID) from None
+
+    return PatchkitProgram

@@ -153,3 +153,14 @@ def test_an_interrupt_that_says_what_was_left_is_still_130(capsys):
             raise KeyboardInterrupt("cleanup incomplete: revert: gpu1: no answer")
     assert info.value.code == 130
     assert capsys.readouterr().err == "profile: interrupted; cleanup incomplete: revert: gpu1: no answer\n"
+
+
+def test_a_program_for_the_patchkit_command_exits_2_on_parse_errors(capsys):
+    from patchkit.cli import program_class
+
+    program = program_class()(name="patchkit", binary="patchkit")
+    with pytest.raises(SystemExit) as info:
+        program.run(["patchkit", "-r", str(REPO), "patch.apply", "--jobz", "3"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--jobz" in err
