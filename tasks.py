@@ -16,8 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from patchkit.cli import auto_series as _auto_series, run_patch_task, task  # noqa: E402
 from patchkit.errors import InvalidInput  # noqa: E402
-from patchkit.settings import (PATCHKIT_DEFAULTS, PatchSettings, existing_dir, number,  # noqa: E402
-                               output_dir, positive_int, seconds, text)
+from patchkit.settings import (PATCHKIT_DEFAULTS, PatchSettings, config_value,  # noqa: E402
+                               existing_dir, number, output_dir, positive_int, seconds, text)
 
 TARGET_HELP = {
     "series": "series folder (pin.toml + series + patches), or 'auto': the shipped series pinned "
@@ -45,8 +45,6 @@ TARGET_HELP = {
 
 
 def _cfg(c, key, default=None):
-    from patchkit.settings import config_value
-
     return config_value(c.config, key, default)
 
 

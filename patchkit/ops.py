@@ -20,7 +20,7 @@ from patchkit.paths import strip_prefix
 from patchkit.settings import PATCHKIT_DEFAULTS
 from patchkit.engine.series import Series
 from patchkit.engine.targetprog import Compiled, build_program
-from patchkit.transport import Transport, parse_target
+from patchkit.transport import LocalTransport, Transport, parse_target
 
 
 @dataclass
@@ -345,7 +345,7 @@ def _refuse_twice(targets, transports) -> None:
     """A fleet naming one target twice would race with itself on that host's lock."""
     seen: dict = {}
     for spec, t in zip(targets, transports):
-        key = (os.path.realpath(t.root) if type(t).__name__ == "LocalTransport"
+        key = (os.path.realpath(t.root) if isinstance(t, LocalTransport)
                else t.label.rstrip("/"))
         if key in seen:
             _close_own(targets, transports)
