@@ -176,7 +176,7 @@ def test_concurrent_applies_never_blame_the_file_system(tmp_path, series):
     for n in range(8):
         root = small_target(tmp_path / f"t{n}")
         with ThreadPoolExecutor(2) as pool:
-            results = list(pool.map(lambda _: ops.apply(str(series), [str(root)]), range(2)))
+            results = list(pool.map(lambda spec: ops.apply(str(series), [spec]), [str(root)] * 2))
         messages = [m for r in results for h in r.hosts for m in h.messages]
         assert not any("cannot create" in m for m in messages), messages
         assert any(r.exit_code == 0 for r in results)

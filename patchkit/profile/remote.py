@@ -64,7 +64,7 @@ from patchkit.profile.progress import ProgressLine
 from patchkit.profile.remote_config import RemoteConfig
 from patchkit.profile.remote_host import RemoteHost, last_lines
 from patchkit.profile.server_args import drop_speculative
-from patchkit.profile.site import ProfileError, Terminated, _sigint_deferred, sigterm_interrupts
+from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
 from patchkit.profile.worker_log import NEEDLES as WORKER_NEEDLES
 from patchkit.profile.worker_log import no_cycles_message, which_worker
 
