@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from patchkit.cli import auto_series as _auto_series, run_patch_task, task  # noqa: E402
 from patchkit.errors import InvalidInput  # noqa: E402
-from patchkit.settings import (PATCHKIT_DEFAULTS, PatchSettings, config_value,  # noqa: E402
+from patchkit.settings import (PATCHKIT_DEFAULTS, PatchSettings, choice, config_value,  # noqa: E402
                                existing_dir, number, output_dir, positive_int, seconds, text)
 
 TARGET_HELP = {
@@ -110,6 +110,11 @@ def _abspath(p):
     return os.path.abspath(os.path.expanduser(p)) if p else None
 
 
+def _series(c, series):
+    """--series (an empty one refused), else patchkit.series; as an absolute path."""
+    return _abspath(text(series, "series") or _cfg(c, "series"))
+
+
 def _pristine(series, pristine):
     from pathlib import Path
 
@@ -134,7 +139,9 @@ def edit(c, dest, series=None, upto=None, pristine=None, layout="checkout"):
     from pathlib import Path
 
     from patchkit.author import authoring
-    series = _abspath(series or _cfg(c, "series"))
+    series = _series(c, series)
+    dest = text(dest, "dest")
+    choice(layout, "layout", ("checkout", "installed"))
     out = authoring.prepare_edit_tree(Path(series), _pristine(series, pristine),
                                       Path(_abspath(dest)), upto=upto, layout=layout)
     print(f"editable tree: {out}")
@@ -149,7 +156,10 @@ def new(c, name, edited, series=None, pristine=None, header=None, new_file=None)
     from pathlib import Path
 
     from patchkit.author import authoring
-    series = _abspath(series or _cfg(c, "series"))
+    series = _series(c, series)
+    for created in new_file or []:
+        if os.path.isabs(created) or not text(created, "new_file").strip():
+            raise InvalidInput(f"--new-file {created!r}: a path relative to the tree")
     out = authoring.new_patch(Path(series), name, Path(existing_dir(edited, "edited")),
                               _pristine(series, pristine), header=header,
                               new_files=list(new_file or []))
@@ -162,7 +172,7 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
     from pathlib import Path
 
     from patchkit.author import authoring
-    series = _abspath(series or _cfg(c, "series"))
+    series = _series(c, series)
     path, changed = authoring.refresh(Path(series), Path(existing_dir(edited, "edited")),
                                       _pristine(series, pristine), patch=patch)
     print(f"{path}: {'rewritten' if changed else 'unchanged (same bytes)'}")
@@ -176,7 +186,7 @@ def gen_runtime(c, series=None, check=False):
     from pathlib import Path
 
     from patchkit.author import authoring
-    series = _abspath(series or _cfg(c, "series"))
+    series = _series(c, series)
     results = authoring.regenerate_runtime_patches(Path(series), write=not check)
     for name, changed in results:
         print(f"{name}: {'differs' if changed and check else 'rewritten' if changed else 'up to date'}")
@@ -197,6 +207,10 @@ def upstream_fetch(c, series=None, name=None, version=None, path=None, upstream=
     from pathlib import Path
 
     from patchkit.author import upstream as up
+    choice(layout, "layout", ("checkout", "installed"))
+    upstream = existing_dir(upstream, "upstream")
+    if dest is not None and os.path.exists(dest) and not os.path.isdir(dest):
+        raise InvalidInput(f"--dest {dest!r}: a file, not a folder")
     tree, commit = up.fetch_tree(name, version, list(path or []) or None,
                                  series_dir=Path(_abspath(series)) if series else None,
                                  clone=Path(_abspath(upstream)) if upstream else None, rev=rev,
@@ -215,6 +229,10 @@ def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=Non
     from pathlib import Path
 
     from patchkit.author import upstream as up
+    if package_prefix is not None and (package_prefix.startswith("/") or ".." in package_prefix.split("/")
+                                       or not package_prefix.endswith("/")):
+        raise InvalidInput(f"--package-prefix {package_prefix!r}: a relative folder ending in '/', "
+                           "e.g. python/")
     pin = up.pin_series(Path(_abspath(series)), Path(existing_dir(tree, "tree")),
                         list(path or []) or None, name=name, version=version, commit=commit,
                         package_prefix=package_prefix)

@@ -92,13 +92,28 @@ def task(*args, prog: str = "patchkit", interrupted: str = "", **kwargs):
     def decorate(body):
         @functools.wraps(body)
         def bounded(*a, **kw):
-            with exit_boundary(prog, interrupted=interrupted):
+            label = body.__name__ + (" --dry-run" if kw.get("dry_run") else "")
+            with exit_boundary(prog, interrupted=interrupted,
+                               json_op=label if kw.get("json") is True else None):
+                refuse_empty(kw)
                 return body(*a, **kw)
         return invoke_task(*args, **kwargs)(bounded)
     if len(args) == 1 and callable(args[0]) and not kwargs:
         body, args = args[0], ()
         return decorate(body)
     return decorate
+
+
+def refuse_empty(given: dict) -> None:
+    """An option given an empty value (``--series ''``, ``--dest ' '``) is invalid input, for
+    every task: left alone it would fall back to a default, or to the current folder."""
+    from patchkit.errors import InvalidInput
+
+    for name, value in given.items():
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            flag = "--" + name.rstrip("_").replace("_", "-")
+            raise InvalidInput(f"{flag} {value!r}: an empty value")
 
 
 # -- the patch.* tasks with a target (check, verify, apply, revert, status, unlock) ----------------

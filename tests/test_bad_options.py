@@ -16,6 +16,8 @@ import contextlib
 import io
 import json
 import shlex
+import shutil
+import subprocess
 
 import pytest
 from invoke import Program
@@ -44,7 +46,13 @@ def world(tmp_path_factory):
     series = small_series(base / "series")
     (base / "bad.ini").write_text("[gpu]\nhost1 ansible_port=notaport\n")
     (base / "afile").write_text("x\n")
-    return {"tmp": str(base), "tree": str(tree), "series": str(series)}
+    repo = base / "repo"                   # a real git clone for upstream.fetch --upstream
+    small_target(repo)
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "v1"], ["tag", "v1"]):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
+                       check=True, capture_output=True)
+    shutil.copytree(series, base / "pin-series")
+    return {"tmp": str(base), "tree": str(tree), "series": str(series), "repo": str(repo)}
 
 
 # option -> [(bad value, exit code, a fragment of the one-line message)]
@@ -107,9 +115,49 @@ REBASE_OPTIONS = {
 DIFF_OPTIONS = {"from_": [("{tmp}/no-series", 2, "no-series")],
                 "to": [("{tmp}/no-series", 2, "no-series")]}
 
+SERIES_BAD = [("{tmp}/no-series", 2, "no-series"), ("", 2, "--series")]
+EDIT_OPTIONS = {"dest": [("", 2, "--dest")], "series": SERIES_BAD,
+                "upto": [("nosuch.patch", 2, "nosuch.patch")],
+                "pristine": [("{tmp}/no-tree", 2, "--pristine"), ("", 2, "--pristine")],
+                "layout": [("weird", 2, "--layout")]}
+NEW_OPTIONS = {"name": [("", 2, "--name"), ("a/b.patch", 2, "patch name")],
+               "edited": [("{tmp}/no-tree", 2, "--edited"), ("", 2, "--edited")],
+               "series": SERIES_BAD, "pristine": [("{tmp}/no-tree", 2, "--pristine")],
+               "header": [("", 2, "--header")],
+               "new_file": [("/abs", 2, "--new-file"), ("", 2, "--new-file")]}
+REFRESH_OPTIONS = {"edited": [("{tmp}/no-tree", 2, "--edited")], "series": SERIES_BAD,
+                   "pristine": [("{tmp}/no-tree", 2, "--pristine")],
+                   "patch": [("nosuch.patch", 2, "nosuch.patch"), ("", 2, "--patch")]}
+GEN_RUNTIME_OPTIONS = {"series": SERIES_BAD}
+FETCH_OPTIONS = {"series": [("{tmp}/no-series", 2, "no-series")], "name": [("", 2, "--name")],
+                 "version": [("", 2, "--version")],
+                 "path": [("../x", 2, "unsafe"), ("", 2, "--path")],
+                 "upstream": [("{tmp}/no-clone", 2, "--upstream")], "rev": [("", 2, "--rev")],
+                 "layout": [("weird", 2, "--layout")],
+                 "dest": [("{tmp}/afile", 2, "--dest"), ("", 2, "--dest")]}
+PIN_OPTIONS = {"series": [("", 2, "--series")],
+               "tree": [("{tmp}/no-tree", 2, "--tree"), ("", 2, "--tree")],
+               "path": [("/abs", 2, "unsafe"), ("", 2, "--path")], "name": [("", 2, "--name")],
+               "version": [("", 2, "--version")],
+               "commit": [("xyz", 2, "40 lowercase hex"), ("", 2, "--commit")],
+               "package_prefix": [("/abs/", 2, "--package-prefix"), ("", 2, "--package-prefix")]}
+AUTHOR_BASE = {
+    "patch.edit": {"dest": "{tmp}/edit-out", "series": "{series}", "pristine": "{tree}"},
+    "patch.new": {"name": "0002-x.patch", "edited": "{tree}", "series": "{series}",
+                  "pristine": "{tree}"},
+    "patch.refresh": {"edited": "{tree}", "series": "{series}", "pristine": "{tree}"},
+    "patch.gen-runtime": {"series": "{series}"},
+    "upstream.fetch": {"upstream": "{repo}", "rev": "v1", "path": "pkg/m.py",
+                       "dest": "{tmp}/fetched"},
+    "upstream.pin": {"series": "{tmp}/pin-series", "tree": "{tree}"},
+}
+
 TABLE = {**{t: TARGET_OPTIONS for t in TARGET_TASKS}, "profile.run": RUN_OPTIONS,
          "profile.sweep": SWEEP_OPTIONS, "profile.remote": REMOTE_OPTIONS,
-         "patch.rebase": REBASE_OPTIONS, "patch.diff": DIFF_OPTIONS}
+         "patch.rebase": REBASE_OPTIONS, "patch.diff": DIFF_OPTIONS, "patch.edit": EDIT_OPTIONS,
+         "patch.new": NEW_OPTIONS, "patch.refresh": REFRESH_OPTIONS,
+         "patch.gen-runtime": GEN_RUNTIME_OPTIONS, "upstream.fetch": FETCH_OPTIONS,
+         "upstream.pin": PIN_OPTIONS}
 
 
 def _flag(option: str) -> str:
@@ -155,6 +203,8 @@ def _argv(task: str, option: str, value: str, w: dict) -> list[str]:
             base["onto"] = ""
     elif task == "patch.diff":
         base = {"from_": w["series"], "to": w["series"]}
+    elif task in AUTHOR_BASE:
+        base = {k: v.format(**w) for k, v in AUTHOR_BASE[task].items()}
     else:
         base = {"series": w["series"], "site": w["tree"]}
     if option.rstrip("_") in ("limit", "root") or option == "version":
@@ -171,6 +221,7 @@ def _argv(task: str, option: str, value: str, w: dict) -> list[str]:
 @pytest.mark.parametrize("task, option, value, code, fragment", list(_cases()))
 def test_bad_value(world, task, option, value, code, fragment):
     before = tree_digest(world["tree"])
+    written = {k: tree_digest(world["tmp"] + "/" + k) for k in ("series", "pin-series", "repo")}
     argv = _argv(task, option, value, world)
     got, out, err = run_cli(*argv)
     assert got == code, (argv, out, err)
@@ -183,6 +234,7 @@ def test_bad_value(world, task, option, value, code, fragment):
         assert doc["exit_code"] == code and doc["error"] and "\n" not in doc["error"]
         assert fragment in doc["error"], doc["error"]
     assert tree_digest(world["tree"]) == before
+    assert {k: tree_digest(world["tmp"] + "/" + k) for k in written} == written   # nothing written
 
 
 # -- transports behind a failing prefix -------------------------------------------------------------
