@@ -292,3 +292,18 @@ def test_ssh_with_a_failing_prefix(world, sshd, code):
     assert doc["exit_code"] == 1 and "\n" not in doc["error"]
     assert f"prefix says no {code}" in doc["error"] or f"exit {code}" in doc["error"], doc["error"]
     assert tree_digest(world["tree"]) == before
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["run", "--timeout", "-5"], "--timeout"), (["run", "--confidence", "3"], "--confidence"),
+    (["run", "--num-assistant-tokens", "0"], "--num-assistant-tokens"),
+    (["sweep", "--seed", "-1"], "--seed"), (["run", "--size", "huge"], "--size"),
+])
+def test_python_m_profile_checks_the_same(argv, option, capsys, tmp_path):
+    """`python -m patchkit.profile` (machines without invoke) refuses what the tasks refuse."""
+    from patchkit.profile.__main__ import main
+
+    assert main([*argv, "--out", str(tmp_path / "out"), "--site", str(tmp_path / "site")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and option in err
+    assert not (tmp_path / "site").exists()

@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from patchkit.cli import main_boundary
+from patchkit.settings import number, positive_int, seconds
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -50,6 +51,12 @@ def main(argv=None) -> int:
     sweep.add_argument("--matrix", default="num_assistant_tokens=2,4,8",
                        help="e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4'")
     args = parser.parse_args(argv)
+    # the same checks as the invoke tasks (argparse took the types, not the ranges)
+    seconds(args.timeout, "timeout")
+    positive_int(args.seed, "seed", minimum=0)
+    if args.cmd == "run":
+        positive_int(args.num_assistant_tokens, "num_assistant_tokens")
+        number(args.confidence, "confidence", low=0, high=1)
     common = dict(size=args.size, timer_mode=args.timer, device=args.device, seed=args.seed,
                   timeout=args.timeout, wheelhouse=args.wheelhouse, chart=not args.no_chart,
                   **_paths(args))
