@@ -60,6 +60,9 @@ class RemoteConfig:
     connect_timeout: float | None = None
     baseline: bool = False                         # also serve without --speculative-*, unpatched
     matrix: dict | str | None = None               # sweep: "speculative-num-steps=1,2;env:X=a,b"
+    warmup: bool = True                            # a warm-up benchmark pass before the measured one
+    warmup_command: str | None = None              # the warm-up's command (default: bench_command)
+    repeat: int | None = None                      # sweep: server starts per point (default 5)
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -156,6 +159,11 @@ class RemoteConfig:
         if isinstance(self.ssh_options, str):
             self.ssh_options = [self.ssh_options]
         self.baseline = bool(self.baseline)
+        self.warmup = _bool(self.warmup, "warmup")
+        if self.warmup_command is not None:
+            self.warmup_command = _command(self.warmup_command, "warmup_command")
+        if self.repeat is not None:
+            self.repeat = _int(self.repeat, "repeat", 1, 1000)
         if self.matrix is not None and self.matrix != "":
             from patchkit.profile.server_args import parse_server_matrix
 
@@ -180,6 +188,13 @@ class RemoteConfig:
     @property
     def url(self) -> str:
         return self.health_url or f"http://127.0.0.1:{self.port}/health"
+
+    @property
+    def repeats(self) -> int:
+        """Server starts per sweep point (``repeat``, default verdict.DEFAULT_REPEAT)."""
+        from patchkit.profile.verdict import DEFAULT_REPEAT
+
+        return self.repeat if self.repeat is not None else DEFAULT_REPEAT
 
     @property
     def python_argv(self) -> list[str]:
@@ -227,6 +242,17 @@ def _env(value, name: str) -> dict:
             raise InvalidInput(f"profile.remote: {name}: the value of {key} contains NUL")
         out[str(key)] = str(val)
     return out
+
+
+def _bool(value, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise InvalidInput(f"profile.remote: {name} {value!r}: true or false")
 
 
 def _int(value, name: str, low: int, high: int) -> int:
