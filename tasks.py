@@ -550,9 +550,14 @@ patch.add_task(patch_diff, "diff")
     "matrix": "sweep, one server start per point, e.g. 'speculative-num-steps=1,2,3;"
               "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
               "--KEY VALUE; env:NAME sets the server's environment)",
+    "warmup": "run the benchmark once before the measured pass, on the same server (default "
+              "on; --no-warmup: off); the report keeps the measured window's cycles only",
+    "repeat": "with --matrix: server starts per point, the baseline included, in rotated order "
+              "(default 5); the verdict names a best point only when it is significantly faster",
 })
 def profile_remote(c, target=None, series=None, server=None, bench=None, env=None, out=None,
-                   keep_remote_dir=False, no_chart=False, baseline=False, matrix=None):
+                   keep_remote_dir=False, no_chart=False, baseline=False, matrix=None,
+                   warmup=True, repeat=None):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
     from patchkit.profile.remote import RemoteConfig, run_remote
     from patchkit.profile.remote_sweep import run_remote_sweep
@@ -565,7 +570,7 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
     given = {"targets": list(target or []) or None, "series": series, "server_command": server,
              "bench_command": bench, "out": out, "keep_remote_dir": keep_remote_dir or None,
              "chart": False if no_chart else None, "baseline": baseline or None,
-             "matrix": matrix}
+             "matrix": matrix, "warmup": None if warmup else False, "repeat": repeat}
     settings.update({k: v for k, v in given.items() if v is not None})
     if settings.get("series") == "auto" and settings.get("targets"):
         from patchkit.ops import Options

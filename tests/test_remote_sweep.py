@@ -137,7 +137,21 @@ def test_render_marks_the_best_point_and_lists_failures():
     assert "baseline (no speculation)" in text and "best: num-steps=2 -- 12.0 tok/s, 1.50x" in text
     assert "num-steps=0: server exited" in text and "draft %" in text
     md = render_sweep(rows, None, rows[1], "head", markdown=True)
-    assert "| **num-steps=2** | **12.0** | **1.50x**" in md and "| num-steps=0 | failed |" in md
+    assert "| **num-steps=2** | **12.0** | **-** | **-** | **1.50x**" in md
+    assert "| num-steps=0 | failed |" in md
+    # a verdict that is not significant marks nothing and says which points it cannot order
+    verdict = {"best": None, "significant": False, "top": "num-steps=2", "alpha": 0.05,
+               "indistinguishable": ["num-steps=2", "num-steps=1"], "p_values": {}, "note": None,
+               "cost": {"server_starts": 6, "runs": 6, "targets": 1, "repeat": 3,
+                        "minutes": 2.5}}
+    rows[1].update(tokens_per_s_ci=[11.0, 13.1], repeats=[11.5, 12.0, 12.5],
+                   ratio_ci=[1.3, 1.7])
+    text = render_sweep(rows, {"tokens_per_s": 8.0, "accept_length": 1.0}, rows[1], "head",
+                        verdict=verdict)
+    assert not [ln for ln in text.splitlines() if ln.startswith("* ")]
+    assert "top (not a verdict): num-steps=2" in text and "[11.0, 13.1]" in text
+    assert "indistinguishable from the top: num-steps=2, num-steps=1" in text
+    assert "verdict cost: 6 server start(s)" in text and "2.5 min" in text
 
 
 # ---- the sweep through sshd -----------------------------------------------------------------------
@@ -156,12 +170,14 @@ def test_sweep_with_baseline_through_invoke(tmp_path, sshd, tree):
     config.write_text(json.dumps({"patchkit": {"profile": {"remote": given}}}))
     proc = subprocess.run(
         [sys.executable, "-m", "invoke", "-r", str(REPO), "-f", str(config), "profile.remote",
-         "--baseline", "--matrix", "speculative-num-steps=2,0,3;env:NCCL_PROTO=LL,Simple"],
+         "--baseline", "--matrix", "speculative-num-steps=2,0,3;env:NCCL_PROTO=LL,Simple",
+         "--repeat", "1", "--no-warmup"],
         cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     run_dir = only_run_dir(tmp_path)
     doc = json.loads((run_dir / "sweep.json").read_text())
     assert doc["schema"] == "patchkit.remote-sweep/1" and doc["interrupted"] is False
+    assert doc["repeat"] == 1 and doc["warmup"] is False and len(doc["order"]) == 7
     assert doc["matrix"] == {"speculative-num-steps": ["2", "0", "3"],
                              "env:NCCL_PROTO": ["LL", "Simple"]}
     rows = doc["rows"]
@@ -193,9 +209,10 @@ def test_sweep_with_baseline_through_invoke(tmp_path, sshd, tree):
     assert doc["best"] == best["label"] and base["spec_tokens_per_s"] == best["tokens_per_s"]
     assert base["ratio"] == pytest.approx(best["tokens_per_s"] / base["tokens_per_s"])
     md = (run_dir / "sweep.md").read_text()
-    assert f"| **{best['label']}** |" in md and "baseline (no speculation)" in md
+    assert doc["verdict"]["significant"] is False       # one repetition: nothing to test
+    assert f"top (not a verdict): {best['label']}" in md and "baseline (no speculation)" in md
     assert (run_dir / "sweep.png").stat().st_size > 1000
-    assert "baseline (no speculation)" in proc.stdout and f"best: {best['label']}" in proc.stdout
+    assert "baseline (no speculation)" in proc.stdout and f": {best['label']} --" in proc.stdout
     baseline_log = (run_dir / "baseline" / "node0" / "server.log").read_text()
     assert "timing runtime in the target tree: False" in baseline_log
     assert_cleaned(tmp_path, tree)
@@ -203,7 +220,8 @@ def test_sweep_with_baseline_through_invoke(tmp_path, sshd, tree):
 
 def test_every_point_failing_is_refused_after_the_revert(tmp_path, sshd, tree):
     cfg = RemoteConfig.from_mapping(settings(tmp_path, [f"{sshd.alias}:{tree}"],
-                                             sshd.client_config, matrix="speculative-num-steps=0"))
+                                             sshd.client_config, matrix="speculative-num-steps=0",
+                                             repeat=2))
     with pytest.raises(PatchkitError) as err:
         run_remote_sweep(cfg, stream=open(os.devnull, "w"))
     assert "every point of the sweep failed" in err.value.message and err.value.exit_code == 1
@@ -220,7 +238,7 @@ def test_signal_mid_sweep_stops_the_server_and_reverts(tmp_path, sshd, tree, sig
     signal arrives while that point's benchmark waits, after the first point completed."""
     hang = tmp_path / "hanging"
     given = settings(tmp_path, [f"{sshd.alias}:{tree}"], sshd.client_config,
-                     matrix=f"env:PK_HANG=no,{hang},no",
+                     matrix=f"env:PK_HANG=no,{hang},no", repeat=1,
                      bench_command=bench_cmd().replace("--requests 4", "--requests 2"))
     config = tmp_path / "remote.json"
     config.write_text(json.dumps(given))
@@ -255,7 +273,7 @@ def test_local_directory_target_sweep_and_baseline(tmp_path, tree):
     """The GPU harness's form: a local directory target, no SSH; the outcome object."""
     cfg = RemoteConfig.from_mapping(settings(
         tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None, baseline=True,
-        matrix={"speculative-num-steps": [1, 3]},
+        matrix={"speculative-num-steps": [1, 3]}, repeat=1,
         bench_command=bench_cmd().replace("--requests 4", "--requests 2")))
     outcome = run_remote_sweep(cfg, stream=open(os.devnull, "w"))
     assert [r["ok"] for r in outcome.rows] == [True, True]

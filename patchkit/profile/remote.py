@@ -377,22 +377,30 @@ class RemoteRun:
                     host.cleanup()
                 except PatchkitError as exc:
                     self.notes.append(f"left {host.run_dir} on {host.where}: {exc.message}")
-        if self.applied:
-            self.progress.update("reverting the series on every target")
-            try:
-                reverted = self.ops("revert")
-                status = self.ops("status")
-            except PatchkitError as exc:
-                problems.append(f"revert: {exc.message}")
-            else:
-                if reverted.exit_code != 0 or any(h.state != "pristine" for h in status.hosts):
-                    problems.append("revert after the profile run failed: "
-                                    + describe_failures(reverted) + "; patch.status: "
-                                    + describe_failures(status))
-                else:
-                    self.log(f"reverted {len(self.hosts)} target(s); patch.status: pristine")
+        problems += self.revert_series()
         for host in self.hosts:
             host.close()
+        return problems
+
+    def revert_series(self) -> list[str]:
+        """Revert where this run applied, check patch.status pristine; returns the problems."""
+        if not self.applied:
+            return []
+        problems = []
+        self.progress.update("reverting the series on every target")
+        try:
+            reverted = self.ops("revert")
+            status = self.ops("status")
+        except PatchkitError as exc:
+            problems.append(f"revert: {exc.message}")
+        else:
+            if reverted.exit_code != 0 or any(h.state != "pristine" for h in status.hosts):
+                problems.append("revert after the profile run failed: "
+                                + describe_failures(reverted) + "; patch.status: "
+                                + describe_failures(status))
+            else:
+                self.applied = False
+                self.log(f"reverted {len(self.hosts)} target(s); patch.status: pristine")
         return problems
 
     def record(self) -> dict:
@@ -472,14 +480,15 @@ def report_meta(cfg: RemoteConfig, bench: BenchOutput, hosts, elapsed_s: float, 
 
 
 def run_baseline(cfg: RemoteConfig, run_dir: Path, progress: ProgressLine, transports,
-                 spec_tokens_per_s) -> dict:
+                 spec_tokens_per_s, *, sub: str = "baseline") -> dict:
     """The same server without its --speculative-* options, unpatched, with the same benchmark;
-    ``baseline/`` in the run directory holds its logs. Returns summary.json's "baseline"."""
+    ``baseline/`` (``sub``) in the run directory holds its logs. Returns summary.json's
+    "baseline"."""
     command, removed = drop_speculative(cfg.server_command)
     doc = {"tokens_per_s": None, "spec_tokens_per_s": spec_tokens_per_s, "ratio": None,
            "accept_length": None, "server_command": command, "dropped": removed,
-           "report": "baseline", "error": None}
-    base_dir = run_dir / "baseline"
+           "report": sub, "error": None}
+    base_dir = run_dir / sub
     base_dir.mkdir(parents=True, exist_ok=True)
     run = RemoteRun(cfg, base_dir, progress, transports, server_command=command, apply=False,
                     timed=False)

@@ -136,6 +136,12 @@ def write_sweep_chart(rows: list[dict], path: Path, *, baseline_tokens_per_s=Non
     values = [r.get("tokens_per_s") or 0.0 for r in rows]
     bar_colors = ["#d62728" if r["label"] == best_label else "#1f77b4" for r in rows]
     ax_tps.bar(xs, values, color=bar_colors)
+    cis = [r.get("tokens_per_s_ci") for r in rows]   # repeated sweeps: 95% intervals
+    if any(cis):
+        low = [v - ci[0] if ci else 0.0 for v, ci in zip(values, cis)]
+        high = [ci[1] - v if ci else 0.0 for v, ci in zip(values, cis)]
+        ax_tps.errorbar(xs, values, yerr=[low, high], fmt="none", ecolor="black", capsize=4,
+                        linewidth=1)
     for x, row, value in zip(xs, rows, values):
         if row.get("error"):
             ax_tps.text(x, 0, "failed", ha="center", va="bottom", fontsize=8, rotation=90)
