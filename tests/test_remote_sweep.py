@@ -22,6 +22,7 @@ from patchkit.profile.server_args import (drop_speculative, expand_server_matrix
                                           parse_server_matrix, set_option, split_words)
 
 from test_profile_remote import (REPO, assert_cleaned, bench_cmd, group_members, only_run_dir,
+                                 server_cmd,
                                  settings, state_of)
 from upstream_fixtures import sglang_installed
 
@@ -283,3 +284,93 @@ def test_local_directory_target_sweep_and_baseline(tmp_path, tree):
     assert outcome.baseline["tokens_per_s"] > 0 and outcome.files["table"] == "sweep.txt"
     assert "chart" not in outcome.files   # chart=False in the settings
     assert_cleaned(tmp_path, tree)
+
+
+# ---- repeated sweeps and the verdict (stand-in servers with a set throughput) -----------------------
+# The stand-in server answers its --tok-s with every request and the stand-in benchmark reports
+# it times exp(N(0, 2%)), seeded from a counter file: known throughput distributions, the same
+# numbers on every run of the test.
+
+def _set_rate(tmp_path: Path, rate: float, noise: float = 0.02) -> dict:
+    return dict(server_command=server_cmd(tmp_path / "server.pids",
+                                          f"--tok-s {rate:g} --order-file {tmp_path / 'order'}"),
+                bench_command=bench_cmd(f"--noise {noise:g} --seed-file {tmp_path / 'seed'}")
+                .replace("--requests 4", "--requests 1"))
+
+
+def test_repeated_sweep_30_percent_apart_is_significant_in_rotated_order(tmp_path, sshd, tree):
+    """Two points 30% apart and the baseline, 3 repetitions, warm-up on (the default): nine
+    server starts in rotated order, each its own server with its own window.json; the faster
+    point is named best and both are significantly faster than the baseline."""
+    from patchkit.report.window import read_window
+
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, [f"{sshd.alias}:{tree}"],
+                                             sshd.client_config, matrix="tok-s=1000,1300",
+                                             baseline=True, repeat=3, warmup=True, chart=True,
+                                             **_set_rate(tmp_path, 800)))
+    outcome = run_remote_sweep(cfg, stream=open(os.devnull, "w"))
+    run_dir = outcome.run_dir
+    starts = [line.split() for line in (tmp_path / "order").read_text().splitlines()]
+    # rep 1: A B base, rep 2: B base A, rep 3: base A B -- one server start each
+    assert [r for r, _ in starts] == ["1000", "1300", "800", "1300", "800", "1000", "800",
+                                      "1000", "1300"]
+    assert len({pid for _, pid in starts}) == 9
+    doc = json.loads((run_dir / "sweep.json").read_text())
+    assert [(o["rep"], o["label"]) for o in doc["order"]] == [
+        (1, "tok-s=1000"), (1, "tok-s=1300"), (1, "baseline"), (2, "tok-s=1300"),
+        (2, "baseline"), (2, "tok-s=1000"), (3, "baseline"), (3, "tok-s=1000"),
+        (3, "tok-s=1300")]
+    verdict = doc["verdict"]
+    assert verdict["best"] == "tok-s=1300" and verdict["significant"] is True
+    assert verdict["indistinguishable"] == ["tok-s=1300"] and verdict["alpha"] == 0.05
+    assert "Welch" in verdict["method"] and verdict["cost"]["server_starts"] == 9
+    assert doc["best"] == "tok-s=1300" and doc["repeat"] == 3
+    slow, fast = doc["rows"]
+    for row, rate in ((slow, 1000), (fast, 1300)):
+        assert len(row["repeats"]) == 3 and all(abs(v / rate - 1) < 0.1 for v in row["repeats"])
+        lo, hi = row["tokens_per_s_ci"]
+        assert lo < row["tokens_per_s_median"] < hi
+        assert row["tokens_per_s"] == row["tokens_per_s_median"]
+        assert row["reports"] == [row["reports"][0], row["reports"][0] + "/rep2",
+                                  row["reports"][0] + "/rep3"]
+        assert row["report"] in row["reports"]
+        pids = set()
+        for rep in row["reports"]:
+            log = (run_dir / rep / "node0" / "server.log").read_text()
+            pids.add(log.split("pid ")[1].split(",")[0])
+            window = read_window(run_dir / rep / "timing")
+            assert window.warmup[1] <= window.start_unix_ns < window.end_unix_ns
+            assert (run_dir / rep / "warmup.log").exists()
+        assert len(pids) == 3                               # one server per repetition
+        ratio_lo, ratio_hi = row["ratio_ci"]
+        assert ratio_lo > 1.0 and ratio_lo < row["ratio_to_baseline"] < ratio_hi
+    base = doc["baseline"]
+    assert len(base["repeats"]) == 3 and base["reports"] == ["baseline", "baseline/rep2",
+                                                             "baseline/rep3"]
+    assert base["tokens_per_s_ci"][0] < 800 < base["tokens_per_s_ci"][1] * 1.1
+    md = (run_dir / "sweep.md").read_text()
+    assert "| **tok-s=1300** |" in md and "verdict: best tok-s=1300" in md
+    assert "verdict cost: 9 server start(s)" in md and "95% CI" in md
+    assert (run_dir / "sweep.png").stat().st_size > 1000
+    assert_cleaned(tmp_path, tree)
+
+
+@pytest.mark.parametrize("matrix, rates", [
+    ("env:PK_TWIN=1,2,3", None),                  # identical points: the control
+    ("tok-s=1000,1001", [1000, 1001]),            # 0.1% apart
+], ids=["identical", "0.1%-apart"])
+def test_points_that_cannot_be_told_apart_get_no_best(tmp_path, tree, matrix, rates):
+    cfg = RemoteConfig.from_mapping(settings(
+        tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None, matrix=matrix, repeat=3,
+        **_set_rate(tmp_path, 1000)))
+    outcome = run_remote_sweep(cfg, stream=open(os.devnull, "w"))
+    doc = json.loads((outcome.run_dir / "sweep.json").read_text())
+    verdict = doc["verdict"]
+    labels = [r["label"] for r in doc["rows"]]
+    assert verdict["best"] is None and verdict["significant"] is False
+    assert sorted(verdict["indistinguishable"]) == sorted(labels)
+    assert all(len(r["repeats"]) == 3 for r in doc["rows"])
+    md = (outcome.run_dir / "sweep.md").read_text()
+    assert "verdict: no significant best" in md and "**" not in md.split("\n\n", 2)[2]
+    assert "top (not a verdict)" in outcome.table
+    assert state_of(tree) == "pristine"
