@@ -367,6 +367,8 @@ PROFILE_HELP = {
     "timeout": "seconds allowed for the workload",
     "wheelhouse": "folder of wheels to install from instead of the package index",
     "no_chart": "skip phases.png",
+    "warmup": "warm up (first prompt, plain and assisted) before the measured pass; default on, "
+              "--no-warmup: off; the report keeps the measured window's cycles only",
 }
 
 
@@ -415,28 +417,34 @@ def _profile_call(fn, *args, **kwargs):
     confidence="assistant_confidence_threshold (default 0: draft all k tokens)"))
 def profile_run(c, out=None, size=None, site=None, series=None, timer=None, device=None,
                 seed=None, timeout=None, wheelhouse=None, no_chart=False,
-                num_assistant_tokens=4, confidence=0.0):
+                num_assistant_tokens=4, confidence=0.0, warmup=True):
     """Profile the embedded default: apply, run assisted generation, revert, report."""
     from patchkit.profile.default import run_default
 
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
                               wheelhouse, no_chart)
     _profile_call(run_default, out, num_assistant_tokens=int(num_assistant_tokens),
-                  assistant_confidence_threshold=float(confidence), **kw)
+                  assistant_confidence_threshold=float(confidence),
+                  warmup=bool(_profile_cfg(c, "warmup", None if warmup else False, True)), **kw)
 
 
 @task(name="sweep", auto_shortflags=False, help=dict(
     PROFILE_HELP, matrix="points, e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4' "
-                         "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)"))
+                         "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)",
+    repeat="measured passes per point, in rotated order (default 3); the verdict names a best "
+           "point only when its ratio to the baseline is significantly the highest"))
 def profile_sweep(c, matrix=None, out=None, size=None, site=None, series=None, timer=None,
-                  device=None, seed=None, timeout=None, wheelhouse=None, no_chart=False):
+                  device=None, seed=None, timeout=None, wheelhouse=None, no_chart=False,
+                  warmup=True, repeat=None):
     """One profile run per matrix point plus the baseline; table with the best point marked."""
     from patchkit.profile.sweep import run_sweep
 
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
                               wheelhouse, no_chart)
     matrix = _profile_cfg(c, "matrix", matrix, "num_assistant_tokens=2,4,8")
-    _profile_call(run_sweep, out, matrix=matrix, **kw)
+    repeat = _profile_cfg(c, "repeat", repeat)
+    _profile_call(run_sweep, out, matrix=matrix, repeat=None if repeat is None else str(repeat),
+                  warmup=bool(_profile_cfg(c, "warmup", None if warmup else False, True)), **kw)
 
 
 profile.add_task(profile_run, "run")

@@ -25,6 +25,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=None, help="seconds for the workload")
     p.add_argument("--wheelhouse", default=None, help="folder of wheels instead of the index")
     p.add_argument("--no-chart", action="store_true", help="skip phases.png")
+    p.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                   help="warm up before the measured pass (default on)")
 
 
 def _paths(args) -> dict:
@@ -48,10 +50,12 @@ def main(argv=None) -> int:
     _common(sweep)
     sweep.add_argument("--matrix", default="num_assistant_tokens=2,4,8",
                        help="e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4'")
+    sweep.add_argument("--repeat", type=int, default=None,
+                       help="measured passes per point, rotated (default 3)")
     args = parser.parse_args(argv)
     common = dict(size=args.size, timer_mode=args.timer, device=args.device, seed=args.seed,
                   timeout=args.timeout, wheelhouse=args.wheelhouse, chart=not args.no_chart,
-                  **_paths(args))
+                  warmup=args.warmup, **_paths(args))
     try:
         if args.cmd == "run":
             from patchkit.profile.default import run_default
@@ -61,7 +65,7 @@ def main(argv=None) -> int:
         else:
             from patchkit.profile.sweep import run_sweep
 
-            run_sweep(args.out, matrix=args.matrix, **common)
+            run_sweep(args.out, matrix=args.matrix, repeat=args.repeat, **common)
     except PatchkitError as exc:
         print(f"profile: {exc}", file=sys.stderr)
         return exc.exit_code
