@@ -469,6 +469,9 @@ def report_meta(cfg: RemoteConfig, bench: BenchOutput, hosts, elapsed_s: float, 
         "" if bench.tokens_per_s is not None else
         "; no 'Output token throughput' line in its output (see benchmark.log)")
     meta["benchmark command"] = cfg.bench_command
+    meta["warm-up"] = (f"{'the benchmark' if not cfg.warmup_command else cfg.warmup_command} "
+                       "once before the measured pass, same server (window.json)"
+                       if cfg.warmup else "off (--no-warmup)")
     meta["server command"] = server_command or cfg.server_command
     env = cfg.env if env is None else env
     if env:

@@ -340,7 +340,13 @@ def run_remote_sweep(cfg: RemoteConfig, *, stream=None, progress: ProgressLine |
             failure = exc
             raise
         finally:
-            if failure is None:
+            ran = any(r["runs"] for r in rows) or bool(base_runs)
+            if failure is not None and ran:  # e.g. applying again after the baseline failed
+                interrupted = True
+                for row in rows:
+                    if not row["runs"]:
+                        row["error"] = f"not run (the sweep stopped: {failure})"
+            if failure is None or ran:
                 for row in rows:
                     row.pop("reports_base", None)
                     _fold_point(row)
