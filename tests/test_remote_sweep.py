@@ -122,6 +122,18 @@ def test_bad_matrix_is_refused_before_anything_runs(tmp_path, bad, words):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("key, value, words", [
+    ("repeat", 0, "repeat 0"), ("repeat", "many", "repeat 'many'"),
+    ("warmup", "maybe", "warmup 'maybe'"), ("warmup_command", " ", "warmup_command")])
+def test_bad_repeat_and_warmup_settings_are_refused(tmp_path, key, value, words):
+    with pytest.raises(InvalidInput, match=words):
+        RemoteConfig.from_mapping(settings(tmp_path, ["pk-test:/srv/site"], tmp_path / "n",
+                                           **{key: value}))
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, ["pk-test:/srv/site"], tmp_path / "n",
+                                             warmup="off", repeat="4"))
+    assert cfg.warmup is False and cfg.repeats == 4
+
+
 def test_render_marks_the_best_point_and_lists_failures():
     rows = [{"label": "num-steps=1", "ok": True, "tokens_per_s": 10.0, "ratio_to_baseline": 1.25,
              "accept_length": 2.0, "cycles": 8, "top_level_share": 97.0, "error": None,
@@ -348,6 +360,8 @@ def test_repeated_sweep_30_percent_apart_is_significant_in_rotated_order(tmp_pat
     assert len(base["repeats"]) == 3 and base["reports"] == ["baseline", "baseline/rep2",
                                                              "baseline/rep3"]
     assert base["tokens_per_s_ci"][0] < 800 < base["tokens_per_s_ci"][1] * 1.1
+    for rep in base["reports"]:                               # the baseline is warmed up too
+        assert "Serving Benchmark Result" in (run_dir / rep / "warmup.log").read_text()
     md = (run_dir / "sweep.md").read_text()
     assert "| **tok-s=1300** |" in md and "verdict: best tok-s=1300" in md
     assert "verdict cost: 9 server start(s)" in md and "95% CI" in md

@@ -43,6 +43,13 @@ def test_bad_matrix_is_invalid_input(text):
         parse_matrix(text)
 
 
+@pytest.mark.parametrize("repeat", [0, "x", -2])
+def test_bad_repeat_is_invalid_input_before_anything_runs(tmp_path, repeat):
+    with pytest.raises(InvalidInput, match="--repeat"):
+        run_sweep(tmp_path / "out", size="ci", repeat=repeat, site=tmp_path / "no-site")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "no-site").exists()
+
+
 def test_render_marks_the_best_row():
     rows = [{"label": "k=2", "tokens_per_s": 10.0, "ratio": 1.1, "accept_length": 2.5,
              "verify_share": 60.0, "draft_share": 30.0, "cycle_ms": 5.0, "basis": "device",
@@ -158,3 +165,18 @@ def test_repeated_sweep_rotates_warms_up_and_gives_a_verdict(site, tmp_path):
         assert verdict["best"] == doc["best"] and f"| **{doc['best']}** |" in md
     else:
         assert verdict["best"] is None and doc["best"] in verdict["indistinguishable"]
+
+
+def test_cli_repeat_and_no_warmup_reach_the_sweep(tmp_path):
+    """invoke profile.sweep passes --repeat through (a bad one: exit 2, nothing made)."""
+    import subprocess
+    import sys
+
+    from upstream_fixtures import REPO
+
+    proc = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), "profile.sweep",
+                           "--repeat", "0", "--no-warmup", "--size", "ci", "--site",
+                           str(tmp_path / "no-site"), "--out", str(tmp_path / "out")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--repeat must be a whole number" in proc.stderr
+    assert not (tmp_path / "out").exists()
