@@ -42,7 +42,7 @@ from pathlib import Path
 from patchkit.errors import PatchkitError
 from patchkit.profile.default import new_run_dir
 from patchkit.profile.progress import ProgressLine
-from patchkit.profile.remote import RemoteRun, count_cycles, report_meta, run_baseline
+from patchkit.profile.remote import RemoteRun, report_meta, run_baseline
 from patchkit.profile.remote_config import RemoteConfig
 from patchkit.profile.server_args import expand_server_matrix
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
@@ -105,7 +105,7 @@ def _measure(cfg: RemoteConfig, point: dict, row: dict, point_dir: Path, progres
     summary = build_report(timing, point_dir, meta=meta, chart=cfg.chart)
     dist = summary.cycle["dev_ms"] if summary.basis == "device" else summary.cycle["host_ms"]
     row.update(
-        ok=True, tokens_per_s=bench.tokens_per_s, cycles=count_cycles(timing),
+        ok=True, tokens_per_s=bench.tokens_per_s, cycles=summary.cycle["count"],
         accept_length=bench.accept_length if bench.accept_length is not None
         else summary.decode.get("accept_length_mean"),
         top_level_share=summary.decode_cycle["top_level_share"], basis=summary.basis,
