@@ -17,7 +17,8 @@ reaps the job and every orphan of it (a subreaper, so nothing is left as a zombi
 PID 1 does not reap), writes the job's exit status to NAME.exit, and NAME.done when no child is
 left. It also writes the job's wall-clock start and end (``time.time_ns()`` on this host, just
 before the fork and just after the job is reaped) to NAME.start_ns and NAME.end_ns: the
-measured window of a benchmark (``window``), on the clock the timing headers pair with theirs. Signals go to the job's process group, never to the monitor, so a stop sequence
+measured window of a benchmark (``window``), on the clock the timing headers pair with theirs.
+Signals go to the job's process group, never to the monitor, so a stop sequence
 (INT, then TERM, then KILL) reaches every process the job started. Python programs handle INT
 as KeyboardInterrupt and run their atexit hooks (the timing runtime writes its last records
 there); a job started from a non-interactive sh with ``&`` would have INT ignored, hence the

@@ -60,7 +60,7 @@ class RemoteConfig:
     connect_timeout: float | None = None
     baseline: bool = False                         # also serve without --speculative-*, unpatched
     matrix: dict | str | None = None               # sweep: "speculative-num-steps=1,2;env:X=a,b"
-    warmup: bool = True                            # a warm-up benchmark pass before the measured one
+    warmup: bool = True                            # a warm-up benchmark pass before the measured
     warmup_command: str | None = None              # the warm-up's command (default: bench_command)
     repeat: int | None = None                      # sweep: server starts per point (default 5)
 

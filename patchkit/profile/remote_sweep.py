@@ -38,6 +38,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from patchkit.errors import PatchkitError
 from patchkit.profile.default import new_run_dir
@@ -237,7 +238,7 @@ def _fold_baseline(runs: list[dict]) -> dict | None:
         return None
     good = [r for r in runs if r["error"] is None and r["tokens_per_s"] is not None]
     ranked = sorted(good, key=lambda r: r["tokens_per_s"])
-    doc = dict(ranked[(len(ranked) - 1) // 2] if ranked else runs[0])
+    doc: dict[str, Any] = dict(ranked[(len(ranked) - 1) // 2] if ranked else runs[0])
     doc.update(summarize([r["tokens_per_s"] if r in good else None for r in runs]))
     doc["reports"] = [r["report"] for r in runs]
     doc["tokens_per_s"] = doc["tokens_per_s_median"]
@@ -269,7 +270,7 @@ def _fold_point(row: dict) -> None:
 
 
 def _run_point(cfg, point, row, rep, run_dir, progress, transports, start, bracket) -> None:
-    run = {k: None for k in MEASURED_KEYS}
+    run: dict[str, Any] = {k: None for k in MEASURED_KEYS}
     run.update(ok=False, phase_shares={}, rep=rep + 1, report=rep_dir(row["reports_base"], rep))
     row["runs"].append(run)
     point_dir = run_dir / run["report"]
@@ -306,8 +307,9 @@ def run_remote_sweep(cfg: RemoteConfig, *, stream=None, progress: ProgressLine |
     with sigterm_interrupts():
         try:
             try:
-                bracket.log(f"sweep of {len(points)} point(s){' and the baseline' if cfg.baseline else ''}"
-                            f", {cfg.repeats} repetition(s), rotated: "
+                also = " and the baseline" if cfg.baseline else ""
+                bracket.log(f"sweep of {len(points)} point(s){also}, {cfg.repeats} "
+                            "repetition(s), rotated: "
                             + ", ".join(p["label"] for p in points))
                 for n, (rep, entry) in enumerate(schedule):
                     label = BASELINE if entry == BASELINE else points[entry]["label"]

@@ -31,6 +31,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from patchkit.errors import InvalidInput
 from patchkit.profile.default import (check_args, new_run_dir, progress_log, report_meta,
@@ -264,7 +265,7 @@ def run_sweep(
     for idx, point in enumerate(points):
         point["report_dir"] = str((run_dir / "points" / point_dir_name(idx, point["label"])).resolve())
         point["timing_dir"] = str(Path(point["report_dir"]) / "timing")
-    plan = []
+    plan: list[dict[str, Any]] = []
     for rep, idx in rotation(list(range(len(points))), repeat):
         report_dir = Path(points[idx]["report_dir"])
         report_dir = report_dir if rep == 0 else report_dir / f"rep{rep + 1}"

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Any
 
 DEFAULT_REPEAT = 5
 DEFAULT_ALPHA = 0.05
@@ -184,8 +185,10 @@ def decide(samples: dict, alpha: float = DEFAULT_ALPHA) -> dict:
     could not be tested); ``top`` is the point with the highest mean log throughput."""
     measured = {label: _logs(v) for label, v in samples.items()}
     measured = {label: v for label, v in measured.items() if v}
-    doc = {"best": None, "significant": False, "indistinguishable": [], "method": METHOD,
-           "alpha": alpha, "top": None, "p_values": {}, "note": None}
+    p_values: dict[str, float | None] = {}
+    doc: dict[str, Any] = {"best": None, "significant": False, "indistinguishable": [],
+                           "method": METHOD, "alpha": alpha, "top": None, "p_values": p_values,
+                           "note": None}
     if not measured:
         doc["note"] = "no point was measured"
         return doc
@@ -200,9 +203,9 @@ def decide(samples: dict, alpha: float = DEFAULT_ALPHA) -> dict:
     others = [label for label in measured if label != top]
     values = {label: [math.exp(x) for x in logs] for label, logs in measured.items()}
     for label in others:
-        doc["p_values"][label] = p_greater(values[top], values[label])
+        p_values[label] = p_greater(values[top], values[label])
     beaten = [label for label in others
-              if doc["p_values"][label] is not None and doc["p_values"][label] < level]
+              if (p := p_values[label]) is not None and p < level]
     doc["indistinguishable"] = [top] + [label for label in others if label not in beaten]
     if len(beaten) == len(others):
         doc.update(best=top, significant=True)
@@ -211,7 +214,7 @@ def decide(samples: dict, alpha: float = DEFAULT_ALPHA) -> dict:
     return doc
 
 
-def rotation(labels: list, repeat: int) -> list[tuple[int, object]]:
+def rotation(labels: list, repeat: int) -> list[tuple[int, Any]]:
     """The run order: repetition r runs the points rotated by r (A B C, B C A, C A B, ...),
     so that no point always runs first (coldest caches) or last (most drift)."""
     order = []
