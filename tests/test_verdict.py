@@ -109,7 +109,8 @@ def test_small_n_and_degenerate_inputs():
     tie = decide({"a": [100.0, 100.0], "b": [100.0, 100.0]})
     assert tie["significant"] is False
     alone = decide({"a": [100.0, 101.0]})
-    assert alone["best"] == "a" and alone["note"]
+    assert alone["best"] is None and alone["top"] == "a" and not alone["significant"]
+    assert "nothing to compare" in describe(alone)
     assert decide({})["best"] is None
     assert ratio_interval([110.0, 112.0, 111.0], [100.0, 101.0, 99.0])[0] > 1.0
     s = summarize([100.0, None, 104.0, 102.0])

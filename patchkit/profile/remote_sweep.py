@@ -48,7 +48,8 @@ from patchkit.profile.remote_config import RemoteConfig
 from patchkit.profile.server_args import expand_server_matrix
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
 from patchkit.profile.sweep import _fmt, format_table, point_dir_name
-from patchkit.profile.verdict import decide, describe, ratio_interval, rotation, summarize
+from patchkit.profile.verdict import (decide, describe, ratio_interval, rotation, summarize,
+                                      title_line)
 
 SCHEMA = "patchkit.remote-sweep/1"
 
@@ -218,9 +219,10 @@ def _write(run_dir: Path, cfg: RemoteConfig, rows, baseline, best, elapsed: floa
         write_sweep_chart(rows, run_dir / "sweep.png",
                           best_label=best["label"] if best and significant else None,
                           baseline_tokens_per_s=(baseline or {}).get("tokens_per_s"),
-                          title=f"profile.remote sweep: {len(ok)} of {len(rows)} point(s) "
-                                f"measured x {cfg.repeats}, series {Path(cfg.series).name}\n"
-                                + (describe(verdict) if verdict else ""))
+                          baseline_ci=(baseline or {}).get("tokens_per_s_ci"),
+                          title=f"profile.remote sweep: {len(ok)}/{len(rows)} point(s) x "
+                                f"{cfg.repeats}, series {Path(cfg.series).name}\n"
+                                + (title_line(verdict) if verdict else ""))
         files["chart"] = "sweep.png"
     doc = {"schema": SCHEMA, "matrix": cfg.matrix, "series": cfg.series,
            "targets": cfg.targets, "server_command": cfg.server_command,

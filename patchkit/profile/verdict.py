@@ -198,8 +198,8 @@ def decide(samples: dict, alpha: float = DEFAULT_ALPHA) -> dict:
     top = max(measured, key=lambda label: statistics.fmean(measured[label]))
     doc["top"] = top
     k = len(measured)
-    if k == 1:
-        doc.update(best=top, significant=True, indistinguishable=[top],
+    if k == 1:  # no runner-up: nothing is decided (the ratio to a baseline has its interval)
+        doc.update(indistinguishable=[top],
                    note="one point measured: nothing to compare it with")
         return doc
     level = alpha / k
@@ -227,11 +227,18 @@ def rotation(labels: list, repeat: int) -> list[tuple[int, Any]]:
     return order
 
 
+def title_line(verdict: dict) -> str:
+    """A few words for a chart title."""
+    if verdict.get("significant") and verdict.get("best") is not None:
+        return f"verdict: {verdict['best']} is best (alpha {verdict['alpha']:g})"
+    names = verdict.get("indistinguishable") or []
+    shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+    return f"verdict: no significant best; indistinguishable: {shown or '-'}"
+
+
 def describe(verdict: dict) -> str:
     """One line for sweep.txt/sweep.md."""
     if verdict.get("significant") and verdict.get("best") is not None:
-        if verdict.get("note"):
-            return f"verdict: best {verdict['best']} ({verdict['note']})"
         worst_p = max((p for p in verdict["p_values"].values() if p is not None), default=0.0)
         return (f"verdict: best {verdict['best']} -- faster than every other point "
                 f"(one-sided p <= {worst_p:.2g} < alpha/k = "

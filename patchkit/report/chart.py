@@ -119,7 +119,8 @@ def write_chart(procs: list[ProcessTiming], summary, path: Path) -> Path:
 
 
 def write_sweep_chart(rows: list[dict], path: Path, *, baseline_tokens_per_s=None,
-                      best_label: str | None = None, title: str = "sweep") -> Path:
+                      best_label: str | None = None, title: str = "sweep",
+                      baseline_ci=None) -> Path:
     """Two panels per sweep point: tokens/s (best point marked, the baseline as a dashed line)
     and the top-level phases' shares of the cycle (rows: label, tokens_per_s, phase_shares,
     error)."""
@@ -146,11 +147,15 @@ def write_sweep_chart(rows: list[dict], path: Path, *, baseline_tokens_per_s=Non
         if row.get("error"):
             ax_tps.text(x, 0, "failed", ha="center", va="bottom", fontsize=8, rotation=90)
         elif row["label"] == best_label:
-            ax_tps.annotate("best", (x, value), ha="center", va="bottom", fontsize=9,
+            top = max(value, (row.get("tokens_per_s_ci") or [0, 0])[1])  # above its interval
+            ax_tps.annotate("best", (x, top), ha="center", va="bottom", fontsize=9,
                             color="#d62728", xytext=(0, 2), textcoords="offset points")
     if baseline_tokens_per_s:
         ax_tps.axhline(baseline_tokens_per_s, color="black", linestyle="--", linewidth=1,
                        label=f"baseline (no speculation) {baseline_tokens_per_s:.1f} tok/s")
+        if baseline_ci:  # repeated sweeps: the baseline's 95% interval as a band
+            ax_tps.axhspan(baseline_ci[0], baseline_ci[1], color="black", alpha=0.08,
+                           label="baseline 95% interval")
         ax_tps.legend(fontsize=8, loc="best")
     ax_tps.set_ylabel("output tokens/s")
     ax_tps.set_title(title)
