@@ -152,9 +152,11 @@ def test_check_apply_again_and_revert(play, pristine):
     for name in play["names"]:
         staged, applied, again = tasks["stage"][name], tasks["apply"][name], tasks["apply again"][name]
         assert staged["changed"] and staged["state"] == "staged" and staged["written"] == []
+        assert {f["path"]: f["state"] for f in staged["files"]} == {f: "staged" for f in FILES}
         assert applied["changed"] and applied["state"] == "applied"
         assert {f["path"]: f["state"] for f in applied["files"]} == {f: "applied" for f in FILES}
         assert again["changed"] is False and again["state"] == "applied"
+        assert {f["path"]: f["state"] for f in again["files"]} == {f: "applied" for f in FILES}
         assert any("already applied" in m for m in again["messages"])
     reference = pristine.parent / "reference"
     shutil.copytree(pristine, reference / "site-packages")

@@ -48,7 +48,7 @@ class ActionModule(ActionBase):
 
     def _work(self, args: dict, task_vars: dict) -> dict:
         from patchkit.engine.compilecache import compiled_series
-        from patchkit.ops import Options, run_on
+        from patchkit.ops import FileReport, Options, run_on
         from patchkit.transport.remote import check_root
 
         host = task_vars.get("inventory_hostname", "host")
@@ -90,6 +90,10 @@ class ActionModule(ActionBase):
             if staged:
                 facts = {STAGED_FACT: {k: v for k, v in (task_vars.get(STAGED_FACT) or {}).items()
                                        if k != root}}
+        if h.ok and not h.files:      # staged, already applied: every file in the host's state
+            from patchkit.paths import strip_prefix
+            prefix = compiled.series.pin.package_prefix if h.layout == "installed" else None
+            h.files = [FileReport(strip_prefix(p.path, prefix), h.state) for p in compiled.plans]
         out = {
             "changed": changed, "failed": not h.ok, "state": h.state, "exit_code": h.exit_code,
             "series": compiled.series.name, "series_dir": series_dir, "digest": digest,
