@@ -198,7 +198,7 @@ def pod_transports(sel: K8sSelection, *, label: str | None = None, **options) ->
     context = options.get("kube_context")
     context = check_context(context, sel.spec) if context is not None else None
     timeout = _positive(options.get("timeout"), "timeout", sel.spec)
-    shell = ("sh", "-s")
+    shell: tuple[str, ...] = ("sh", "-s")
     if options.get("remote_shell"):
         shell = tuple(_split_exec_prefix(options["remote_shell"], sel.spec, "remote_shell"))
     out: list[Transport] = []
