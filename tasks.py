@@ -17,7 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 TARGET_HELP = {
     "series": "series folder (pin.toml + series + patches), or 'auto': the shipped series pinned "
               "to exactly the target's files; default: patchkit.engine.series in invoke.yaml",
-    "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path or docker://C/path; "
+    "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path, docker://C/path or "
+              "k8s:NAMESPACE/SELECTOR:/path (every running pod the label selector matches); "
               "repeat for a fleet (default: patchkit.targets in invoke.yaml)",
     "json": "print the outcome as JSON (stable keys) instead of a table",
     "layout": "auto (default), checkout (paths as in the patches) or installed (drop package_prefix)",
@@ -34,6 +35,9 @@ TARGET_HELP = {
              "'gpu:&rack1' (default: all hosts)",
     "root": "with --inventory: the target path on every host (default: each host's "
             "patchkit_root variable)",
+    "k8s_container": "k8s: targets: the container of each pod to run in (kubectl exec -c)",
+    "kube_context": "k8s: targets: the kubeconfig context (kubectl --context)",
+    "kubectl": "k8s: targets: the kubectl program (default: patchkit.kubectl, else kubectl)",
 }
 
 
@@ -43,7 +47,8 @@ def _cfg(c, key, default=None):
     return default if value is None else value
 
 
-def _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist=None, **extra):
+def _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist=None,
+             k8s=(None, None, None), **extra):
     from patchkit.ops import Options
     from patchkit.transport.remote import ssh_persist_options
 
@@ -56,6 +61,9 @@ def _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist
         transport["ssh_options"] = list(ssh_options)
     persist = ssh_persist if ssh_persist is not None else _cfg(c, "ssh_persist", 60)
     transport.update(_guard(ssh_persist_options, persist))
+    for key, value in zip(("k8s_container", "kube_context", "kubectl"), k8s):
+        if value or _cfg(c, key):
+            transport[key] = value or _cfg(c, key)
     return Options(layout=layout or _cfg(c, "layout", "auto"),
                    container=container or _cfg(c, "container"),
                    exec_prefix=exec_ or _cfg(c, "exec"),
@@ -85,6 +93,9 @@ def _resolve(c, series, target, opts, inventory=None, limit=None, root=None):
                           **opts.transport_options)
     if not targets:
         raise Exit("no --target or --inventory given and none in invoke.yaml", 2)
+    from patchkit.transport.k8s import expand_targets   # k8s:NS/SELECTOR:ROOT -> its pods
+    targets = _guard(expand_targets, targets, container=opts.container,
+                     exec_prefix=opts.exec_prefix, **opts.transport_options)
     if series == "auto":
         return _auto_series(targets, opts), targets
     return os.path.abspath(os.path.expanduser(series)), targets
@@ -152,20 +163,22 @@ COMMON = dict(iterable=["target"], help=TARGET_HELP)
 @task(auto_shortflags=False, **COMMON)
 def check(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
           ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
-          limit=None, root=None):
+          limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
     """Pin only: commit/version, sha256 and wc -l of every pinned file."""
     _run(c, "check", series, target, json,
-         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist),
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
+                  (k8s_container, kube_context, kubectl)),
          inventory=inventory, limit=limit, root=root)
 
 
 @task(auto_shortflags=False, **COMMON)
 def verify(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
            ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
-           limit=None, root=None):
+           limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
     """Dry run: pin, every hunk's lines at their numbers, sed result checked; writes nothing."""
     _run(c, "verify", series, target, json,
-         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist),
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
+                  (k8s_container, kube_context, kubectl)),
          inventory=inventory, limit=limit, root=root)
 
 
@@ -174,10 +187,11 @@ def verify(c, series=None, target=None, json=False, layout=None, container=None,
       show_script="print the exact shell program (sed scripts included) sent to each target"))
 def apply(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
           ssh_config=None, timeout=None, jobs=None, dry_run=False, show_script=False,
-          ssh_persist=None, inventory=None, limit=None, root=None):
+          ssh_persist=None, inventory=None, limit=None, root=None, k8s_container=None,
+          kube_context=None, kubectl=None):
     """Apply the series (all files, all hosts, or nothing); idempotent."""
     opts = _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
-                    dry_run=dry_run)
+                    (k8s_container, kube_context, kubectl), dry_run=dry_run)
     _run(c, "apply", series, target, json, opts, show_script=show_script,
          inventory=inventory, limit=limit, root=root)
 
@@ -188,10 +202,12 @@ def apply(c, series=None, target=None, json=False, layout=None, container=None, 
       "printed in the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml)"))
 def revert(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
            ssh_config=None, timeout=None, jobs=None, force=False, keep_journal=False,
-           ssh_persist=None, inventory=None, limit=None, root=None):
+           ssh_persist=None, inventory=None, limit=None, root=None, k8s_container=None,
+           kube_context=None, kubectl=None):
     """Restore the byte-identical originals saved by apply; leave no patchkit trace."""
     _run(c, "revert", series, target, json,
-         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist, force=force,
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
+                  (k8s_container, kube_context, kubectl), force=force,
                   keep_journal=bool(keep_journal or _cfg(c, "keep_journal", False))),
          inventory=inventory, limit=limit, root=root)
 
@@ -199,20 +215,22 @@ def revert(c, series=None, target=None, json=False, layout=None, container=None,
 @task(auto_shortflags=False, **COMMON)
 def status(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
            ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
-           limit=None, root=None):
+           limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
     """Say what each target is: pristine | applied | partial | modified | drifted (and locks)."""
     _run(c, "status", series, target, json,
-         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist),
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
+                  (k8s_container, kube_context, kubectl)),
          inventory=inventory, limit=limit, root=root)
 
 
 @task(auto_shortflags=False, **COMMON)
 def unlock(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
            ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
-           limit=None, root=None):
+           limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
     """Remove a lock by hand (one patchkit cannot prove dead: another host; reports who held it)."""
     _run(c, "unlock", series, target, json,
-         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist),
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
+                  (k8s_container, kube_context, kubectl)),
          inventory=inventory, limit=limit, root=root)
 
 
@@ -348,7 +366,8 @@ ns = Collection(patch, profile, upstream)
 ns.configure({"patchkit": {"series": None, "targets": [], "layout": "auto", "jobs": 8,
                            "timeout": None, "ssh_config": None, "ssh_options": [],
                            "ssh_persist": 60, "inventory": None,
-                           "container": None, "exec": None, "keep_journal": False}})
+                           "container": None, "exec": None, "keep_journal": False,
+                           "kubectl": None, "k8s_container": None, "kube_context": None}})
 
 
 # ----------------------------------------------------------------------------- profile.* (default target)

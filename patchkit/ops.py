@@ -19,6 +19,7 @@ from patchkit.paths import strip_prefix
 from patchkit.engine.series import Series
 from patchkit.engine.targetprog import Compiled, build_program
 from patchkit.transport import Transport, parse_target
+from patchkit.transport.k8s import expand_targets
 
 
 @dataclass
@@ -312,6 +313,9 @@ def _prepare(series: Series | str, targets: list[str], opts: Options, full: bool
     compiled = compiled_series(series, full=full)
     if not targets:
         raise PatchkitError("no --target given (and none in invoke.yaml)", EXIT_INVALID)
+    # k8s:NS/SELECTOR:ROOT becomes one target per running pod before any fleet logic
+    targets = expand_targets(targets, container=opts.container, exec_prefix=opts.exec_prefix,
+                             **opts.transport_options)
     transports = [t if isinstance(t, Transport) else
                   parse_target(t, cwd=opts.cwd, container=opts.container,
                                exec_prefix=opts.exec_prefix, **opts.transport_options)
@@ -328,8 +332,9 @@ def _each(transports, fn, jobs: int) -> list[HostResult]:
 
 def _close_own(targets, transports) -> None:
     """Close the transports made here; a caller's Transport objects stay open for reuse."""
-    for spec, t in zip(targets, transports):
-        if not isinstance(spec, Transport):
+    given = {id(spec) for spec in targets if isinstance(spec, Transport)}
+    for t in transports:
+        if id(t) not in given:
             t.close()
 
 

@@ -191,7 +191,10 @@ def choose(seen: Seen, cands: list[Candidate]) -> Candidate:
 
 def resolve(targets: list[str], root: Path = SHIPPED, **target_options) -> tuple[str, str]:
     """(series folder, the sentence saying which one was chosen and why) for ``targets``."""
+    from patchkit.transport.k8s import expand_targets
+
     cands = candidates(root)
+    targets = expand_targets(targets, **target_options)    # k8s:NS/SELECTOR:ROOT: every pod
     chosen: dict[str, Candidate] = {}
     seen_all = []
     for spec in targets:
