@@ -77,6 +77,64 @@ def decode_records(run: Path) -> int | None:
                if cycle_kind(c) in (KIND_PRIMARY, NO_KIND))
 
 
+STALL_FACTOR = 3.0
+
+
+def steady_state(run: Path) -> dict | None:
+    """Stalls kept apart from the breakdown, by this script's own rule: a decode cycle whose
+    device time (host time where none) exceeds STALL_FACTOR x the median decode cycle is a stall
+    (a cold kernel cache compiles in the first cycles at each new batch size). Returns the stall
+    count, their time and batch sizes, and the top-level phase shares (and medians) over the
+    remaining, steady-state cycles."""
+    try:
+        from patchkit.report import load_timing_dir
+        from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind
+    except ImportError:
+        return None
+    folder = run / "timing"
+    if not folder.is_dir():
+        return None
+    cycles, phases = [], {}
+    for proc in load_timing_dir(folder):
+        wanted = {}
+        for c in proc.timed_cycles:
+            if cycle_kind(c) in (KIND_PRIMARY, NO_KIND):
+                ns = c.get("dev_ns") if c.get("dev_ns") is not None else c.get("host_ns")
+                if ns is not None:
+                    wanted[c["cycle"]] = len(cycles)
+                    cycles.append({"ns": ns, "batch_size": (c.get("attrs") or {}).get("batch_size"),
+                                   "phases": {}})
+        for p in proc.phases:
+            if p.get("depth") == 0 and p.get("cycle") in wanted:
+                ns = p.get("dev_ns") if p.get("dev_ns") is not None else p.get("host_ns")
+                slot = cycles[wanted[p["cycle"]]]["phases"]
+                slot[p["name"]] = slot.get(p["name"], 0) + (ns or 0)
+                phases[p["name"]] = None
+    if not cycles:
+        return None
+    durations = sorted(c["ns"] for c in cycles)
+    median = durations[len(durations) // 2]
+    stalls = [c for c in cycles if c["ns"] > STALL_FACTOR * median]
+    steady = [c for c in cycles if c["ns"] <= STALL_FACTOR * median]
+    total = sum(c["ns"] for c in cycles)
+    steady_total = sum(c["ns"] for c in steady) or 1
+
+    def med(values):
+        values = sorted(values)
+        return values[len(values) // 2] / 1e6 if values else None
+
+    return {"rule": f"decode cycle > {STALL_FACTOR:g} x median ({median / 1e6:.3f} ms)",
+            "cycles": len(cycles), "stalls": len(stalls),
+            "stall_ms": round(sum(c["ns"] for c in stalls) / 1e6, 1),
+            "stall_share_of_decode_time": round(100 * sum(c["ns"] for c in stalls) / total, 1),
+            "stall_batch_sizes": [c["batch_size"] for c in stalls],
+            "median_cycle_ms": round(median / 1e6, 3),
+            "shares": {name: round(100 * sum(c["phases"].get(name, 0) for c in steady)
+                                   / steady_total, 1) for name in phases},
+            "median_ms": {name: round(med([c["phases"][name] for c in steady
+                                           if name in c["phases"]]), 3) for name in phases}}
+
+
 def run_entry(worker: str, run: Path) -> dict:
     summary = read_json(run / "summary.json")
     meta = summary.get("meta") or {}
@@ -115,6 +173,7 @@ def run_entry(worker: str, run: Path) -> dict:
         "top_level_shares": {p["name"]: p.get("share_of_cycle") for p in top},
         "target_verify_share": verify.get("share_of_cycle") if verify else None,
         "server_started_s": started_after(run),
+        "steady_state": steady_state(run),
         "server_command": meta.get("server command"),
         "baseline_server_command": base.get("server_command"),
         "speculative_worker_log": meta.get("speculative worker (server log)"),
@@ -286,28 +345,51 @@ def render_e3(doc: dict) -> list[str]:
            f"positions). Built in {fmt(built.get('build_s'), '{}')} s, written in "
            f"{fmt(built.get('save_s'), '{}')} s ({built.get('gib')} GiB).", "",
            "| run | algorithm | tok/s (spec, patched) | tok/s (no spec, unpatched) | ratio "
-           "| accept length | decode cycle ms | target_verify share | cycles (records) "
-           "| SGLang decode forwards | lost records | server ready s (spec / baseline) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| accept length | decode cycle ms, mean / median | target_verify share, all / steady "
+           "| stalls | cycles (records) | SGLang decode forwards | lost records "
+           "| server ready s (spec / baseline) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         st = r.get("server_started_s") or {}
+        ss = r.get("steady_state") or {}
+        cyc = r.get("decode_cycle_ms") or {}
+        cyc = cyc if isinstance(cyc, dict) else {"mean": cyc}
+        stalls = (f"{ss['stalls']} ({fmt(ss.get('stall_share_of_decode_time'))} % of decode time)"
+                  if ss else "-")
         out.append(f"| {r['label']} | {r.get('algorithm')} | {fmt(r['tokens_per_s'])} "
                    f"| {fmt(r['baseline_tokens_per_s'])}{' *' if r.get('baseline_from') else ''} "
                    f"| {fmt(r.get('ratio_to_baseline'), '{:.3f}')} | {fmt(r['accept_length'], '{:.2f}')} "
-                   f"| {fmt(r.get('decode_cycle_ms'), '{:.2f}')} | {fmt(r.get('target_verify_share'), '{:.1f}')} % "
-                   f"| {fmt(r['cycles'], '{}')} | {fmt(r.get('sglang_decode_forwards'), '{}')} "
+                   f"| {fmt(cyc.get('mean'), '{:.2f}')} / {fmt(cyc.get('p50'), '{:.2f}')} "
+                   f"| {fmt(r.get('target_verify_share'), '{:.1f}')} / "
+                   f"{fmt((ss.get('shares') or {}).get('target_verify'), '{:.1f}')} % "
+                   f"| {stalls} | {fmt(r['cycles'], '{}')} | {fmt(r.get('sglang_decode_forwards'), '{}')} "
                    f"| {fmt(r['lost_records'], '{}')} | {fmt(st.get('speculative'), '{:.0f}')} / "
                    f"{fmt(st.get('baseline'), '{:.0f}')} |")
+    for r in runs:
+        ss = r.get("steady_state") or {}
+        if ss.get("stalls") and r.get("baseline_tokens_per_s"):
+            out += ["", f"{r['label']}: {ss['stalls']} stall cycles took {fmt(ss.get('stall_ms'))} ms "
+                    f"({fmt(ss.get('stall_share_of_decode_time'))} % of decode time) in the speculative "
+                    "server, which profile.remote starts before the baseline's; its tok/s includes "
+                    "them, the baseline's server found the kernels it shares already compiled."]
     for r in runs:
         if r.get("baseline_from"):
             out += ["", f"\\* {r['label']}: baseline from {r['baseline_from']}."]
     for r in runs:
+        ss = r.get("steady_state") or {}
         out += ["", f"### Decode cycle, {r['label']} ({r.get('speculative_worker_log') or 'worker from the series'})", "",
-                "| phase | calls | share of decode cycle |", "|---|---|---|"]
+                "Shares of the decode cycle from means over all cycles (the report's), and over the "
+                f"steady-state cycles only (stall rule: {ss.get('rule', '-')}; stalls at batch sizes "
+                f"{ss.get('stall_batch_sizes', '-')}); medians of the steady-state cycles.", "",
+                "| phase | calls | share, all cycles | share, steady state | median ms, steady state |",
+                "|---|---|---|---|---|"]
         for p in r.get("phases", []):
             indent = "&nbsp;&nbsp;" * (p.get("depth") or 0)
+            top = (p.get("depth") or 0) == 0
             out.append(f"| {indent}{p['name']} | {fmt(p.get('count'), '{}')} "
-                       f"| {fmt(p.get('share_of_cycle'), '{:.1f}')} % |")
+                       f"| {fmt(p.get('share_of_cycle'), '{:.1f}')} % "
+                       f"| {fmt((ss.get('shares') or {}).get(p['name']) if top else None, '{:.1f} %')} "
+                       f"| {fmt((ss.get('median_ms') or {}).get(p['name']) if top else None, '{:.3f}')} |")
         ov = r.get("overhead")
         if ov:
             iqr = ov.get("iqr_pct") or [None, None]
@@ -325,7 +407,9 @@ def render_md(doc: dict) -> str:
            "",
            f"SGLang {doc.get('sglang_version')} on {doc.get('gpu')}; collected "
            f"{doc['collected']} by `bench/gpu/collect.py` from the run folders of "
-           "`bash bench/gpu/run_h200.sh` (every figure below is read from those files).",
+           "`bash bench/gpu/run_h200.sh` (every figure below is read from those files)"
+           + (f"; runs this call did not make are kept from the collection of {doc['merged_from']}"
+              if doc.get("merged_from") else "") + ".",
            ""]
     mc = doc.get("models") or {}
     if mc:

@@ -146,7 +146,7 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def check(t: dict, d: dict, target_cfg: dict, P: torch.Tensor, steps: int, dev: str,
-          prompts: int = 4, prompt_len: int = 32, length: int = 64) -> dict:
+          prompts: int = 32, prompt_len: int = 32, length: int = 128) -> dict:
     """Target through transformers' Llama forward, the draft head in plain torch (attention
     left out), along the target's own trajectory: per-step agreement and accept length."""
     from transformers import LlamaConfig, LlamaForCausalLM

@@ -5,6 +5,7 @@
 # On the GPU machine (device tool), from the repository root, with carry
 #   .carry-site .carry-fi .carry-lib [.carry-jit]:
 #       bash bench/gpu/run_h200.sh [STAGE...]        (default: setup models v2 v1 sweep timer collect)
+#   the EAGLE-3 verify-bound case: bash bench/gpu/run_h200.sh setup models8b e3v2 e3v1 collect cache
 # Stages (each skips what an earlier call on the same machine left in /tmp):
 #   setup    unpack the carried site into /tmp/site (sglang + its pins; patchkit is this checkout)
 #   models   bench/gpu/make_models.py: tiny Llama target + standalone draft, partial acceptance
@@ -132,13 +133,13 @@ stage_v1() { profile v1 --server "$SERVER --disable-overlap-schedule $SPEC" --en
                --env SGLANG_ENABLE_SPEC_V2=0 --env PATCHKIT_TIMER_AB=${AB:-20} --baseline; }
 stage_v2() { profile v2 --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --baseline; }
 # EAGLE-3 on the 8B pair: v2 (default, overlap on) and v1 (its timer overhead paired in-server)
-stage_e3v2() { PBENCH=$BENCH8B PMIN=${E3_MIN:-200} profile e3v2 --server "$SERVER8B $SPEC_E3" \
+stage_e3v2() { PBENCH=$BENCH8B PMIN=${E3_MIN:-140} profile e3v2 --server "$SERVER8B $SPEC_E3" \
                  --env PATCHKIT_TIMER=events --baseline; }
 stage_e3v1() {
   local base=--baseline
-  if [ "$(left)" -lt "${E3_BASE_MIN:-330}" ]; then
-    say "e3v1: $(left)s left, under E3_BASE_MIN=${E3_BASE_MIN:-330}: no baseline of its own"; base=""; fi
-  PBENCH=$BENCH8B PMIN=${E3_MIN:-200} profile e3v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" \
+  if [ "$(left)" -lt "${E3_BASE_MIN:-240}" ]; then
+    say "e3v1: $(left)s left, under E3_BASE_MIN=${E3_BASE_MIN:-240}: no baseline of its own"; base=""; fi
+  PBENCH=$BENCH8B PMIN=${E3_MIN:-140} profile e3v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" \
     --env PATCHKIT_TIMER=events --env SGLANG_ENABLE_SPEC_V2=0 --env PATCHKIT_TIMER_AB=${AB:-20} $base
 }
 stage_sweep() { profile sweep --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --matrix "$MATRIX" --baseline; }
