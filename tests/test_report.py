@@ -120,7 +120,7 @@ def test_trace_structure(report):
     events = trace["traceEvents"]
     metas = [e for e in events if e["ph"] == "M"]
     spans = [e for e in events if e["ph"] == "X"]
-    assert {e["ph"] for e in events} == {"M", "X"}
+    assert {e["ph"] for e in events} <= {"M", "X", "i"}   # "i": a stall, if the machine had one
     procs = {e["pid"]: e["args"]["name"] for e in metas if e["name"] == "process_name"}
     assert sorted(procs) == [0, 1] and procs[1].startswith("rank 1 ")
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in metas if e["name"] == "thread_name"}

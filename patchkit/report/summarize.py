@@ -347,32 +347,60 @@ def _choose_basis(procs: list[ProcessTiming]) -> str:
     return "device" if any(c.get("dev_ns") is not None for c in timed) else "host"
 
 
+@dataclass
+class Selection:
+    """Which cycles the report describes: `procs` reduced to the measured window, how many
+    cycles each process had before / after it, the basis, and the stalls (per kind, and per
+    process the set of stall cycle indices)."""
+
+    procs: list[ProcessTiming]
+    full: list[ProcessTiming]
+    window: object
+    window_counts: list
+    basis: str
+    stalls: dict
+    stall_sets: list[set[int]]
+
+
+def select(procs: list[ProcessTiming], timing_dir, window=None,
+           stall_factor: float | None = None, stall_floor_ms: float | None = None) -> Selection:
+    """The Selection of `procs`; `window` None reads ``window.json`` from `timing_dir`."""
+    from patchkit.report import measured, stalls as stall_mod
+    from patchkit.report.window import read_window
+
+    if window is None:
+        window = read_window(timing_dir)
+    firsts = [measured.first_at_batch_size(p) for p in procs]
+    kept, counts = measured.restrict(procs, window)
+    basis = _choose_basis(kept)
+    stalls, stall_sets = stall_mod.find_stalls(
+        kept, basis, firsts,
+        factor=stall_mod.STALL_FACTOR if stall_factor is None else stall_factor,
+        floor_ms=stall_mod.STALL_FLOOR_MS if stall_floor_ms is None else stall_floor_ms)
+    return Selection(kept, list(procs), window, counts, basis, stalls, stall_sets)
+
+
 def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = None,
               window=None, stall_factor: float | None = None,
-              stall_floor_ms: float | None = None) -> Summary:
+              stall_floor_ms: float | None = None, selection: Selection | None = None
+              ) -> Summary:
     """The Summary of `procs` (as loaded from `timing_dir`).
 
     `window`: a patchkit.report.window.Window; None reads ``window.json`` from `timing_dir`
     (no file: every cycle is described). `stall_factor` / `stall_floor_ms` override the stall
-    rule's constants (patchkit.report.stalls)."""
-    from patchkit.report import measured, stalls as stall_mod
+    rule's constants (patchkit.report.stalls). `selection`: the result of select() when the
+    caller made it already (the other arguments but meta are then unused)."""
+    from patchkit.report import measured
     from patchkit.report.overhead import paired_overhead
     from patchkit.report.skew import rank_skew
-    from patchkit.report.window import read_window
 
     meta = dict(meta or {})
-    if window is None:
-        window = read_window(timing_dir)
-    firsts = [measured.first_at_batch_size(p) for p in procs]
-    all_procs = procs
-    procs, win_counts = measured.restrict(procs, window)
+    sel = selection or select(procs, timing_dir, window, stall_factor, stall_floor_ms)
+    all_procs, procs, window = sel.full, sel.procs, sel.window
+    win_counts, basis, stalls, stall_sets = sel.window_counts, sel.basis, sel.stalls, \
+        sel.stall_sets
     modes = sorted({p.mode for p in procs})
     mode = modes[0] if len(modes) == 1 else "mixed"
-    basis = _choose_basis(procs)
-    stalls, stall_sets = stall_mod.find_stalls(
-        procs, basis, firsts,
-        factor=stall_mod.STALL_FACTOR if stall_factor is None else stall_factor,
-        floor_ms=stall_mod.STALL_FLOOR_MS if stall_floor_ms is None else stall_floor_ms)
     steady_procs = [replace(p, cycles=[c for c in p.cycles if c["cycle"] not in st],
                             phases=[r for r in p.phases if r.get("cycle") not in st])
                     for p, st in zip(procs, stall_sets)]
