@@ -107,9 +107,13 @@ def _window_line(summary: Summary) -> str:
     if win is None:
         return "measured window: none (no window.json); every cycle is in the report"
     source = f" from {win['source']}" if win.get("source") else ""
-    return (f"measured window{source}: {summary.cycle['count']} cycles inside; "
+    line = (f"measured window{source}: {summary.cycle['count']} cycles inside; "
             f"{summary.warmup_cycles} warm-up cycles before it and "
             f"{summary.after_window_cycles} after it left out")
+    if not summary.cycle["count"] and summary.warmup_cycles + summary.after_window_cycles:
+        line += ("\nnote: no cycle started inside the measured window: was it recorded on "
+                 "another host than the timed processes (their clocks place the cycles)?")
+    return line
 
 
 def _sampling_line(sampling: dict) -> str:
