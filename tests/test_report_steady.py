@@ -39,13 +39,13 @@ def cycle(i):
     bs = sizes[i] if i < len(sizes) else rng.choice(sizes)
     _pt.cycle_begin(kind="decode", batch_size=bs)
     _pt.begin("draft_forward")
-    time.sleep(0.001)
+    time.sleep(0.002)
     if bs not in seen or i == again:
         time.sleep(stall_s)
     seen.add(bs)
     _pt.end("draft_forward")
-    _pt.begin("target_verify"); time.sleep(0.003); _pt.end("target_verify")
-    time.sleep(0.0005)                   # glue between the phases
+    _pt.begin("target_verify"); time.sleep(0.005); _pt.end("target_verify")
+    time.sleep(0.001)                    # glue between the phases
     _pt.cycle_end(accepted=2)
 
 n = 0
@@ -124,7 +124,7 @@ def test_stall_accounting(runs, tmp_path):
     assert st["count"] == len(expected) and st["total_ms"] == pytest.approx(total)
     all_ms = sum(c["host_ns"] for c in cycles.values()) / 1e6
     assert st["share_of_kind_time"] == pytest.approx(100 * total / all_ms)
-    assert st["share_of_kind_time"] > 50  # 9 stalls of 200 ms against 80 cycles of ~5 ms
+    assert st["share_of_kind_time"] > 50  # 9 stalls of 200 ms against 80 cycles of ~8 ms
     assert st["by_phase"]["draft_forward"] == pytest.approx(
         sum(phases[i]["draft_forward"] for i in expected) / 1e6)
     assert st["first_at_batch_size"] == len(SIZES)
@@ -162,7 +162,8 @@ def test_steady_shares_match_a_run_without_stalls(runs, tmp_path):
     for name in ("draft_forward", "target_verify"):
         ours = stalled.phase(name, kind="decode")["share_of_cycle"]
         theirs = clean.phase(name, kind="decode")["share_of_cycle"]
-        assert ours == pytest.approx(theirs, abs=3.0), name
+        # two runs on a shared machine: sleeps overshoot by a varying amount
+        assert ours == pytest.approx(theirs, abs=4.0), name
     # what the shares were before stalls were kept apart: all cycles' means
     cycles, phases = _raw_cycles(runs / "stalled")
     naive = 100 * sum(p["draft_forward"] for p in phases.values()) / \
@@ -200,7 +201,7 @@ def test_warmup_outside_the_window_is_excluded_and_counted(runs, tmp_path):
     # and the shares of the window agree with a run that never stalled
     clean = build_report(runs / "clean", tmp_path / "c", chart=False)
     assert summary.phase("draft_forward", kind="decode")["share_of_cycle"] == pytest.approx(
-        clean.phase("draft_forward", kind="decode")["share_of_cycle"], abs=3.0)
+        clean.phase("draft_forward", kind="decode")["share_of_cycle"], abs=4.0)
 
 
 def test_a_window_that_holds_no_cycle_is_said(runs, tmp_path):
