@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from patchkit.report.kinds import NO_KIND
 from patchkit.report.summarize import P99_MIN_N, Summary
 
 
@@ -79,13 +80,15 @@ def _listed(values: list, most: int = 8) -> str:
 
 def stall_line(kind: str, st: dict | None) -> str:
     """One line on the stalls of one kind of cycle."""
+    cycles = "cycles" if kind == NO_KIND else f"{kind} cycles"
     if not st:
-        return f"stalls in {kind} cycles: none found"
+        return f"no stalls in {cycles}"
     median = "" if st.get("median_ms") is None else f", median {st['median_ms']:.3f} ms"
     rule = f"rule: {st['rule']}{median}"
     n = st["count"]
     if not n:
-        return f"no stalls in {kind} cycles ({rule})"
+        return f"no stalls in {cycles} ({rule})"
+    kind = "cycle" if kind == NO_KIND else kind
     main = st["main_phase_counts"]
     where = ", ".join(name if len(main) == 1 else f"{name} ({count})"
                       for name, count in main.items())
@@ -173,14 +176,15 @@ def render_table(summary: Summary) -> str:
         kind = next(iter(kinds), None)
         label = "cycle" if kind is None or kind == "unspecified" else f"{kind} cycle"
         sections = [(None, _rows(label, summary.cycle, summary.phases),
-                     [stall_line(kind or "all", stalls.get(kind))] if kind else [])]
+                     [stall_line(kind, stalls.get(kind))] if kind else [])]
     lines.extend(_grid(sections))
     steady = summary.cycle.get("steady", summary.cycle["count"])
-    lines.append(f"times: ms per cycle over the {steady} steady-state cycles (timed, no stall), "
-                 f"a phase's calls summed within each cycle, every phase over the same cycles; "
-                 f"share = mean phase / mean cycle (the mean; p50 is the median cycle); "
-                 f"count = calls timed (cycle row: every cycle); p99 over >= {P99_MIN_N} "
-                 f"cycles only")
+    lines.append(f"times: ms per cycle over the steady-state cycles ({steady}: timed, not "
+                 f"stalls), a phase's calls summed within each cycle, all phases over the same "
+                 f"cycles")
+    lines.append(f"share = mean phase / mean cycle (the share uses the mean; p50 is the "
+                 f"median); count = calls timed (cycle row: every cycle); p99 only over "
+                 f">= {P99_MIN_N} cycles")
     lines.append(_window_line(summary))
     if summary.sampling:
         lines.append(_sampling_line(summary.sampling))
