@@ -12,10 +12,11 @@ its time is more than ``STALL_FACTOR`` (4) times the median cycle of that kind A
   10 ms of excess no single cycle moves the shares of a run of thousands.
 
 The time judged is the one the shares use: device time when the report's basis is device and
-the cycle has one, else host time (cycles that sampled timing left untimed, and off blocks of
-PATCHKIT_TIMER_AB, have host times only); each measure is compared with the median of the same
-measure. The median is taken over every cycle of the kind in the measured window, timed or
-not, stalls included (a median is not moved by a few outliers).
+the cycle has one, else host time (cycles that sampled timing left untimed have host times
+only); each measure is compared with the median of the same measure. The median is taken over
+every cycle of the kind in the measured window, timed or not, stalls included (a median is not
+moved by a few outliers). Off blocks of PATCHKIT_TIMER_AB are left out (they serve the
+overhead measurement only).
 
 Each stall is described by its time, its batch size, whether it was the first cycle of its
 kind at that batch size in its process (counted over the whole file, warm-up included: the
@@ -58,7 +59,7 @@ def _measure(cycle: dict, basis: str) -> tuple[str, int | None]:
 
 
 def _is_timed(cycle: dict) -> bool:
-    return cycle.get("ab") != "off" and cycle.get("timed") is not False
+    return cycle.get("timed") is not False
 
 
 def find_stalls(procs: list[ProcessTiming], basis: str, first_sets: list[set[int]],
@@ -75,7 +76,8 @@ def find_stalls(procs: list[ProcessTiming], basis: str, first_sets: list[set[int
         stalls: set[int] = set()
         per_proc.append(stalls)
         values: dict[tuple[str, str], list[int]] = {}
-        for c in proc.cycles:
+        cycles = [c for c in proc.cycles if c.get("ab") != "off"]
+        for c in cycles:
             field, value = _measure(c, basis)
             if value is not None:
                 kind = cycle_kind(c)
@@ -93,7 +95,7 @@ def find_stalls(procs: list[ProcessTiming], basis: str, first_sets: list[set[int
                     if r.get(field) is not None:
                         per = slot.setdefault(field, {})
                         per[r["name"]] = per.get(r["name"], 0) + r[field]
-        for c in sorted(proc.cycles, key=lambda c: c["cycle"]):
+        for c in sorted(cycles, key=lambda c: c["cycle"]):
             field, value = _measure(c, basis)
             if value is None:
                 continue

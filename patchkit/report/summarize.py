@@ -413,7 +413,8 @@ def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = N
                 outside[r["name"]] = outside.get(r["name"], 0) + 1
     timed = [{c["cycle"]: c for c in p.timed_cycles} for p in procs]
     steady = [{i: c for i, c in sel.items() if i not in st} for sel, st in zip(timed, stall_sets)]
-    every = [c for p in procs for c in p.cycles]
+    # every cycle described, timed or not (off blocks of PATCHKIT_TIMER_AB serve `overhead`)
+    every = [c for p in procs for c in p.cycles if c.get("ab") != "off"]
     overall = _breakdown(procs, timed, steady, len(every), basis, outside_by_key)
     kinds = ordered_kinds({cycle_kind(c) for c in every})
     cycle_kinds = {}
