@@ -141,3 +141,35 @@ def test_only_untimed_records_still_say_sampled(tmp_path):
     assert summary.cycle["count"] == 2 and summary.phase("verify")["count"] == 1
     assert summary.phase("verify")["share_of_cycle"] == pytest.approx(50.0)
     assert "sampled timing: 1 of 2 cycles timed" in render_table(summary)
+
+
+def test_stalls_on_device_time_in_events_mode(tmp_path):
+    """Events mode: cycles are judged on device time; a cycle whose device time never came is
+    judged on host time against the host median."""
+    header = {"kind": "header", "schema": "patchkit.timing/1", "mode": "events", "rank": 0,
+              "pid": 4, "clock": {"host_t0_ns": 0, "wall_t0_ns": 0}}
+    recs = [header]
+    for i in range(40):
+        dev = 200_000_000 if i == 7 else 5_000_000     # a 200 ms GPU-side stall
+        host = 300_000_000 if i == 39 else 1_000_000    # the last: slow on the host, unresolved
+        t = i * 400_000_000
+        recs.append({"kind": "phase", "name": "verify", "cycle": i, "depth": 0, "parent": None,
+                     "t0": t, "t1": t + host // 2, "host_ns": host // 2,
+                     "dev_ns": None if i == 39 else dev * 3 // 4, "dev_off_ns": 0,
+                     "graph": True, "captured": False})
+        recs.append({"kind": "cycle", "cycle": i, "t0": t, "t1": t + host, "host_ns": host,
+                     "dev_ns": None if i == 39 else dev, "dev_gap_ns": None,
+                     "attrs": {"kind": "decode", "batch_size": 8}})
+    (tmp_path / "phase-timing.rank0.pid4.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in recs))
+    summary = build_report(tmp_path, tmp_path / "r", chart=False)
+    assert summary.basis == "device"
+    st = summary.stalls["decode"]
+    found = {c["cycle"]: c for c in st["cycles"]}
+    assert set(found) == {7, 39}
+    assert found[7]["measure"] == "device" and found[7]["ms"] == 200.0
+    assert found[7]["phase"] == "verify" and not found[7]["first_at_batch_size"]
+    assert found[39]["measure"] == "host" and found[39]["ms"] == 300.0
+    # the steady shares: 75% verify on the device, untouched by the stall
+    assert summary.phase("verify")["share_of_cycle"] == pytest.approx(75.0)
+    assert summary.cycle["steady"] == 38 and summary.cycle["count"] == 40

@@ -13,9 +13,9 @@ its time is more than ``STALL_FACTOR`` (4) times the median cycle of that kind A
 
 The time judged is the one the shares use: device time when the report's basis is device and
 the cycle has one, else host time (cycles that sampled timing left untimed have host times
-only); each measure is compared with the median of the same measure. The median is taken over
-every cycle of the kind in the measured window, timed or not, stalls included (a median is not
-moved by a few outliers). Off blocks of PATCHKIT_TIMER_AB are left out (they serve the
+only); each measure is compared with the median of the same measure over every cycle of the
+kind in the measured window that has it, timed or not, stalls included (a median is not moved
+by a few outliers). Off blocks of PATCHKIT_TIMER_AB are left out (they serve the
 overhead measurement only).
 
 Each stall is described by its time, its batch size, whether it was the first cycle of its
@@ -78,10 +78,12 @@ def find_stalls(procs: list[ProcessTiming], basis: str, first_sets: list[set[int
         values: dict[tuple[str, str], list[int]] = {}
         cycles = [c for c in proc.cycles if c.get("ab") != "off"]
         for c in cycles:
-            field, value = _measure(c, basis)
+            kind = cycle_kind(c)
+            for field in ("dev_ns", "host_ns"):
+                if c.get(field) is not None:
+                    values.setdefault((kind, field), []).append(c[field])
+            value = _measure(c, basis)[1]
             if value is not None:
-                kind = cycle_kind(c)
-                values.setdefault((kind, field), []).append(value)
                 kind_total[kind] = kind_total.get(kind, 0.0) + value / 1e6
         med = {key: _median(v) for key, v in values.items()}
         for (kind, field), m in med.items():
