@@ -137,7 +137,7 @@ def test_stall_accounting(runs, tmp_path):
     assert draft["per_cycle_host_ms"]["max"] < STALL_S * 1000
     # the table's line under the kind, and the trace's marks
     table = render_table(summary)
-    line = next(l for l in table.splitlines() if re.match(r"\d+ stalls, ", l))
+    line = next(x for x in table.splitlines() if re.match(r"\d+ stalls, ", x))
     assert line.startswith(f"{len(expected)} stalls, ")
     assert re.search(r", [\d.]+ s \(\d+\.\d% of decode time\), in draft_forward", line)
     assert "first cycle at batch sizes 32, 31, 29, 30, 16, 7, 3, 2" in line

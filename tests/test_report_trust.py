@@ -62,7 +62,7 @@ def _cells(table: str) -> list[list[str]]:
     under the dashes as wide as they are whose count cell is a number (titles and the lines
     under each kind are not)."""
     lines = table.splitlines()
-    dash = next(i for i, l in enumerate(lines) if l and set(l.replace(" ", "")) == {"-"})
+    dash = next(i for i, x in enumerate(lines) if x and set(x.replace(" ", "")) == {"-"})
     widths = [len(part) for part in lines[dash].split("  ")]
     rows = []
     for line in lines[dash + 1:]:
@@ -160,7 +160,7 @@ def test_chart_names_the_run_and_keeps_the_bars_clear(tmp_path):
             box = ax.get_window_extent(renderer)
             assert not legend.overlaps(box)
         labels = [t.get_text() for t in ax_run.get_legend().get_texts()]
-        assert any(l.startswith("verify (") and l.endswith("%)") for l in labels)
+        assert any(x.startswith("verify (") and x.endswith("%)") for x in labels)
         # the small phase (15 us of a ~4.5 ms cycle, 0.3%) is a labelled bar of its own
         share = summary.phase("bookkeeping")["share_of_cycle"]
         assert share < 1.0

@@ -87,12 +87,12 @@ def chart_title(summary, procs: list[ProcessTiming]) -> str:
     sampling = getattr(summary, "sampling", None)
     if sampling and sampling.get("every"):
         mode += f", 1 cycle in {sampling['every']} timed"
-    walls = [(p.header.get("clock") or {}).get("wall_t0_ns") for p in procs]
-    walls = [w for w in walls if isinstance(w, int)]
+    walls: list[int] = [w for w in ((p.header.get("clock") or {}).get("wall_t0_ns")
+                                    for p in procs) if isinstance(w, int)]
     date = None
     if walls:
-        date = datetime.fromtimestamp(min(walls) / 1e9, tz=timezone.utc)
-        date = date.strftime("%Y-%m-%d %H:%M UTC")
+        date = datetime.fromtimestamp(min(walls) / 1e9, tz=timezone.utc).strftime(
+            "%Y-%m-%d %H:%M UTC")
     parts = [str(model) if model else None, f"worker {worker}" if worker else None, mode, date]
     return " | ".join(p for p in parts if p)
 

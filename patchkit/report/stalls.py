@@ -39,7 +39,7 @@ UNTIMED = "untimed"
 UNSAMPLED = "unsampled"
 
 
-def _median(values: list[float]) -> float | None:
+def _median(values: list) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
@@ -87,7 +87,7 @@ def find_stalls(procs: list[ProcessTiming], basis: str, first_sets: list[set[int
                 kind_total[kind] = kind_total.get(kind, 0.0) + value / 1e6
         med = {key: _median(v) for key, v in values.items()}
         for (kind, field), m in med.items():
-            if field == ("dev_ns" if basis == "device" else "host_ns"):
+            if m is not None and field == ("dev_ns" if basis == "device" else "host_ns"):
                 medians.setdefault(kind, []).append(m / 1e6)
         tops: dict[int, dict[str, dict[str, int]]] = {}
         for r in proc.phases:
@@ -103,7 +103,7 @@ def find_stalls(procs: list[ProcessTiming], basis: str, first_sets: list[set[int
                 continue
             kind = cycle_kind(c)
             m = med[(kind, field)]
-            if not (value > factor * m and value - m > floor_ns):
+            if m is None or not (value > factor * m and value - m > floor_ns):
                 continue
             stalls.add(c["cycle"])
             if _is_timed(c):
@@ -130,15 +130,15 @@ def find_stalls(procs: list[ProcessTiming], basis: str, first_sets: list[set[int
         for s in cycles:
             for name, ms in s["by_phase"].items():
                 by_phase[name] = by_phase.get(name, 0.0) + ms
-        main: dict[str, int] = {}
+        mains: dict[str, int] = {}
         for s in cycles:
-            main[s["phase"]] = main.get(s["phase"], 0) + 1
+            mains[s["phase"]] = mains.get(s["phase"], 0) + 1
         ms_of_kind = kind_total.get(kind, 0.0)
         out[kind] = {
             "count": len(cycles), "total_ms": total,
             "share_of_kind_time": 100.0 * total / ms_of_kind if ms_of_kind else None,
             "by_phase": dict(sorted(by_phase.items(), key=lambda kv: -kv[1])),
-            "main_phase_counts": dict(sorted(main.items(), key=lambda kv: -kv[1])),
+            "main_phase_counts": dict(sorted(mains.items(), key=lambda kv: -kv[1])),
             "cycles": [{k: v for k, v in s.items() if k != "by_phase"} for s in cycles],
             "first_at_batch_size": sum(1 for s in cycles if s["first_at_batch_size"]),
             "median_ms": _median(medians.get(kind, [])),
