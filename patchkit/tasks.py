@@ -11,9 +11,6 @@ import sys
 
 from invoke import Collection, Exit, task
 
-# invoke imports this file from the project root; make the package importable without install.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 TARGET_HELP = {
     "series": "series folder (pin.toml + series + patches), or 'auto': the shipped series pinned "
               "to exactly the target's files; default: patchkit.engine.series in invoke.yaml",
