@@ -11,6 +11,8 @@ import sys
 
 from invoke import Collection, Exit, task
 
+from patchkit.locations import series_path
+
 TARGET_HELP = {
     "series": "series folder (pin.toml + series + patches), or 'auto': the shipped series pinned "
               "to exactly the target's files; default: patchkit.engine.series in invoke.yaml",
@@ -84,7 +86,7 @@ def _resolve(c, series, target, opts, inventory=None, limit=None, root=None):
         raise Exit("no --target or --inventory given and none in invoke.yaml", 2)
     if series == "auto":
         return _auto_series(targets, opts), targets
-    return os.path.abspath(os.path.expanduser(series)), targets
+    return series_path(series, opts.cwd), targets
 
 
 def _auto_series(targets, opts=None):
@@ -388,7 +390,7 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
             if kw.get("site"):  # the embedded default's own series otherwise (site not built yet)
                 kw[key] = _auto_series([kw["site"]])
         elif value:
-            kw[key] = os.path.abspath(os.path.expanduser(value))
+            kw[key] = series_path(value) if key == "series_dir" else _abspath(value)
     return _profile_cfg(c, "out", out, "profile-out"), kw
 
 
@@ -564,6 +566,8 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
              "chart": False if no_chart else None, "baseline": baseline or None,
              "matrix": matrix}
     settings.update({k: v for k, v in given.items() if v is not None})
+    if settings.get("series") and settings["series"] != "auto":
+        settings["series"] = series_path(str(settings["series"]))
     if settings.get("series") == "auto" and settings.get("targets"):
         from patchkit.ops import Options
 

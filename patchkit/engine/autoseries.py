@@ -19,9 +19,10 @@ from pathlib import Path
 
 from patchkit.errors import InvalidInput, Refused
 from patchkit.engine.series import Pin, parse_pin
+from patchkit.locations import series_root
 from patchkit.transport import parse_target
 
-SHIPPED = Path(__file__).resolve().parents[2] / "patches"
+SHIPPED = series_root()
 AUTO = "auto"
 
 
