@@ -85,21 +85,29 @@ def _resolve(c, series, target, opts, inventory=None, limit=None, root=None):
     if not targets:
         raise Exit("no --target or --inventory given and none in invoke.yaml", 2)
     if series == "auto":
-        return _auto_series(targets, opts), targets
+        return _auto_series(targets, opts, per_host=True), targets
     return series_path(series, opts.cwd), targets
 
 
-def _auto_series(targets, opts=None):
-    """--series auto: the shipped series pinned to the targets' text (patchkit.engine.autoseries)."""
+def _auto_series(targets, opts=None, per_host=False):
+    """--series auto: the shipped series pinned to the targets' text (patchkit.engine.autoseries).
+
+    per_host (patch.* tasks): a fleet whose hosts need different series gets a PerHostSeries.
+    """
     from patchkit.engine import autoseries
     from patchkit.errors import PatchkitError
+    from patchkit.ops import PerHostSeries
 
     kw = {}
     if opts is not None:
         kw = dict(cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
                   **opts.transport_options)
     try:
-        series_dir, said = autoseries.resolve(list(targets), **kw)
+        if per_host:
+            dirs, said = autoseries.resolve_per_host(list(targets), **kw)
+            series_dir = dirs[0] if len(set(dirs)) == 1 else PerHostSeries(dirs)
+        else:
+            series_dir, said = autoseries.resolve(list(targets), **kw)
     except PatchkitError as e:
         raise Exit(f"patchkit: {e.message}", e.exit_code)
     print(said, file=sys.stderr)
@@ -130,10 +138,12 @@ def _run(c, fn_name, series, target, as_json, opts, show_script=False, **fleet):
 def _show_script(series_dir, targets, opts):
     from patchkit.engine.series import load_series
     from patchkit.engine.targetprog import build_program, compile_series
+    from patchkit.ops import PerHostSeries
     from patchkit.transport import parse_target
 
-    compiled = compile_series(load_series(series_dir))
-    for spec in targets:
+    dirs = series_dir.series if isinstance(series_dir, PerHostSeries) else [series_dir] * len(targets)
+    for directory, spec in zip(dirs, targets):
+        compiled = compile_series(load_series(directory))
         t = spec if not isinstance(spec, str) else parse_target(
             spec, cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
             **opts.transport_options)
