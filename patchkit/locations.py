@@ -57,9 +57,11 @@ def series_path(value: str, cwd: str | None = None) -> str:
     """A ``--series`` value as a folder: a path (relative to ``cwd``) or a shipped series' name.
 
     A folder that exists wins; a bare name (no ``/``) that is not a folder there names a shipped
-    series (``sglang-v0.5.14``). Anything else comes back as the absolute path it spells, and the
-    series loader says what is wrong with it.
+    series (``sglang-v0.5.14``), and one that names neither is invalid input. A path comes back
+    absolute, and the series loader says what is wrong with it.
     """
+    from patchkit.errors import InvalidInput
+
     expanded = os.path.expanduser(value)
     path = os.path.join(cwd or os.getcwd(), expanded)
     if os.path.isdir(path) or "/" in value or os.sep in value:
@@ -67,4 +69,10 @@ def series_path(value: str, cwd: str | None = None) -> str:
     shipped = series_root() / value
     if (shipped / "pin.toml").is_file():
         return str(shipped)
-    return os.path.abspath(path)
+    import difflib
+
+    close = difflib.get_close_matches(value, shipped_names(), n=3, cutoff=0.6)
+    raise InvalidInput(f"--series {value}: no such folder in {cwd or os.getcwd()} and no shipped "
+                       "series of that name" + (f" (close: {', '.join(close)})" if close else
+                                                f" ({len(shipped_names())} are shipped, e.g. "
+                                                f"{', '.join(shipped_names()[-2:])})"))

@@ -86,7 +86,7 @@ def _resolve(c, series, target, opts, inventory=None, limit=None, root=None):
         raise Exit("no --target or --inventory given and none in invoke.yaml", 2)
     if series == "auto":
         return _auto_series(targets, opts, per_host=True), targets
-    return series_path(series, opts.cwd), targets
+    return _guard(series_path, series, opts.cwd), targets
 
 
 def _auto_series(targets, opts=None, per_host=False):
@@ -400,7 +400,7 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
             if kw.get("site"):  # the embedded default's own series otherwise (site not built yet)
                 kw[key] = _auto_series([kw["site"]])
         elif value:
-            kw[key] = series_path(value) if key == "series_dir" else _abspath(value)
+            kw[key] = _guard(series_path, value) if key == "series_dir" else _abspath(value)
     return _profile_cfg(c, "out", out, "profile-out"), kw
 
 
@@ -577,7 +577,7 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
              "matrix": matrix}
     settings.update({k: v for k, v in given.items() if v is not None})
     if settings.get("series") and settings["series"] != "auto":
-        settings["series"] = series_path(str(settings["series"]))
+        settings["series"] = _guard(series_path, str(settings["series"]))
     if settings.get("series") == "auto" and settings.get("targets"):
         from patchkit.ops import Options
 

@@ -126,7 +126,8 @@ def test_installed_command_from_another_directory(installed, tmp_path):
 
     proc = run([patchkit, "patch.verify", "--series", "no-such-series", "--target", "site-packages"],
                elsewhere, env)
-    assert proc.returncode == 2 and "no-such-series" in proc.stderr, proc.stdout + proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--series no-such-series: no such folder" in proc.stderr and "no shipped series" in proc.stderr
 
 
 # ---- configuration files (the same Program, from the checkout's package) -------------------------
@@ -187,3 +188,22 @@ def test_no_series_anywhere_is_invalid_input(scratch):
     work, env = scratch
     proc = command(["patch.verify", "--target", "site-packages"], work, env)
     assert proc.returncode == 2 and "no --series given" in proc.stderr
+
+
+def test_a_series_name_or_a_folder(scratch):
+    work, env = scratch
+    proc = command(["patch.check", "--series", "sglang-v0.5.99", "--target", "site-packages"],
+                   work, env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == (f"patchkit: --series sglang-v0.5.99: no such folder in {work} "
+                                   "and no shipped series of that name (close: sglang-v0.5.9, "
+                                   "sglang-v0.5.19, sglang-v0.5.8)")
+    # a folder of that name in the current directory wins over the shipped series
+    shutil.copytree(REPO / "patches" / "sglang-v0.5.12", work / "sglang-v0.5.9")
+    proc = command(["patch.check", "--series", "sglang-v0.5.9", "--target", "site-packages"],
+                   work, env)
+    from patchkit.engine.series import load_series
+
+    digest = load_series(str(REPO / "patches" / "sglang-v0.5.12")).digest
+    assert header(proc).startswith(f"patchkit check: series sglang-v0.5.9 ({digest[:12]})")
+    assert proc.returncode == 1      # 0.5.12's pin, under that name, against a 0.5.9 tree
