@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from invoke import Config, Program
+from invoke import Config, Exit, Program
 
 # the project-level file names tried in the current directory, first found wins (json/yaml only:
 # a patchkit.py or invoke.py there is somebody's code, not configuration)
@@ -69,6 +69,12 @@ class PatchkitProgram(Program):
         super().parse_collection()
         self.config.set_project_location(os.getcwd())
         self.config.load_project()
+
+    def execute(self) -> None:
+        try:
+            super().execute()
+        except KeyboardInterrupt:       # the contract's 130 (invoke's Program would exit 1)
+            raise Exit("patchkit: interrupted", 130) from None
 
 
 def make_program() -> PatchkitProgram:

@@ -207,3 +207,28 @@ def test_a_series_name_or_a_folder(scratch):
     digest = load_series(str(REPO / "patches" / "sglang-v0.5.12")).digest
     assert header(proc).startswith(f"patchkit check: series sglang-v0.5.9 ({digest[:12]})")
     assert proc.returncode == 1      # 0.5.12's pin, under that name, against a 0.5.9 tree
+
+
+def test_ctrl_c_exits_130(scratch):
+    """SIGINT while a target's program runs (an --exec prefix that only sleeps): exit 130."""
+    import signal
+    import time
+
+    work, env = scratch
+    proc = subprocess.Popen([sys.executable, "-m", "patchkit.command", "patch.verify", "--series",
+                             "sglang-v0.5.9", "--exec", "sh -c 'sleep 60' --", "--target",
+                             str(work / "site-packages")], cwd=work, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:      # wait until the target's shell is running
+            ps = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
+            if ps.stdout.strip():
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out + err
+    assert err.strip() == "patchkit: interrupted"
