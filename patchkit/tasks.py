@@ -623,8 +623,8 @@ def profile_collect(c, target=None, from_=None, out=None, max_mb=None, python=No
         settings = FetchSettings(python=python or remote.get("python") or "python3",
                                  max_fetch_mb=float(max_mb or remote.get("max_fetch_mb") or 1024),
                                  step_timeout_s=float(timeout or remote.get("step_timeout_s") or 120))
-    except ValueError as e:
-        raise Exit(f"profile: {e}", 2)
+    except ValueError:
+        raise Exit(f"profile: --max-mb and --timeout take numbers (got {max_mb!r}, {timeout!r})", 2)
     transports = [_guard(parse_target, spec, cwd=opts.cwd, container=opts.container,
                          exec_prefix=opts.exec_prefix, **opts.transport_options) for spec in target]
     try:

@@ -150,3 +150,16 @@ def test_report_of_a_folder_without_timing_is_invalid(tmp_path):
     proc = invoke("profile.report", "--timing", str(tmp_path / "missing"), "--out",
                   str(tmp_path / "r"))
     assert proc.returncode == 2 and "no such folder" in proc.stderr
+
+
+def test_collect_twice_into_one_folder_is_refused(server_root, tmp_path):
+    out = tmp_path / "collected"
+    proc = invoke("profile.collect", "--target", str(server_root / "timing"), "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    proc = invoke("profile.collect", "--target", str(server_root / "timing"), "--out", str(out))
+    assert proc.returncode == 2 and "already holds timing files" in proc.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    proc = invoke("profile.collect", "--target", str(server_root / "timing"), "--out",
+                  str(tmp_path / "other"), "--max-mb", "lots")
+    assert proc.returncode == 2 and "take numbers" in proc.stderr
