@@ -232,3 +232,26 @@ def test_ctrl_c_exits_130(scratch):
         proc.kill()
     assert proc.returncode == 130, out + err
     assert err.strip() == "patchkit: interrupted"
+
+
+def test_same_tasks_and_options_as_invoke_in_the_checkout(scratch):
+    work, env = scratch
+    in_checkout = run([sys.executable, "-m", "invoke", "--list", "--list-format", "json"], REPO,
+                      dict(env, PYTHONPATH=str(REPO)), timeout=120)
+    installed = command(["--list", "--list-format", "json"], work, env)
+    assert in_checkout.returncode == 0 and installed.returncode == 0, in_checkout.stderr
+    tree = json.loads(installed.stdout)
+    checkout_tree = json.loads(in_checkout.stdout)
+    for key in ("tasks", "collections", "default"):     # the root's name and help differ
+        assert checkout_tree[key] == tree[key], key
+    names = {f"{c['name']}.{t['name']}" for c in tree["collections"] for t in c["tasks"]}
+    assert {"patch.apply", "profile.collect", "profile.report"} <= names
+    for task in ("patch.apply", "profile.collect"):
+        a = run([sys.executable, "-m", "invoke", "--help", task], REPO,
+                dict(env, PYTHONPATH=str(REPO)), timeout=120)
+        b = command(["--help", task], work, env)
+        assert a.returncode == b.returncode == 0
+        usage_a, rest_a = a.stdout.split("\n", 1)
+        usage_b, rest_b = b.stdout.split("\n", 1)
+        assert usage_a.startswith("Usage: inv[oke] ") and usage_b.startswith("Usage: patchkit ")
+        assert rest_a == rest_b and "--target" in rest_b, task
