@@ -133,6 +133,27 @@ def test_mixed_fleet_host_that_cannot_stage_leaves_every_host_untouched(sshd, tr
         assert_pristine(root, references[version]["original"])
 
 
+def test_mixed_fleet_commit_failure_rolls_every_host_back(sshd, trees, references, tmp_path):
+    """Both hosts staged; host A's commit fails (its `mv` into the worker's folder fails, as on
+    a read-only directory), so host B, committed with its own series, is reverted."""
+    from test_fleet import mv_failing_into
+
+    host_a = parse_target(sshd.url(str(trees["0.5.9"])), ssh_config=str(sshd.client_config),
+                          remote_shell=mv_failing_into(tmp_path / "shim", "sglang/srt/speculative/"))
+    host_b = str(trees["0.5.12"])
+    try:
+        dirs, _ = autoseries.resolve_per_host([host_a, host_b])
+        result = ops.apply(ops.PerHostSeries(dirs), [host_a, host_b])
+    finally:
+        host_a.close()
+    a, b = result.hosts
+    assert result.exit_code == 1 and (a.series, b.series) == ("sglang-v0.5.9", "sglang-v0.5.12")
+    assert "every file was put back" in " ".join(a.messages), a
+    assert b.state == "pristine" and "rolled back (another host failed to commit)" in b.messages
+    for version, root in trees.items():
+        assert_pristine(root, references[version]["original"])
+
+
 def test_per_host_series_must_match_the_targets():
     with pytest.raises(ops.PatchkitError) as info:
         ops.apply(ops.PerHostSeries([str(SERIES["0.5.9"])]), ["/a", "/b"])
