@@ -59,10 +59,6 @@ class PerHostSeries:
 
     series: list
 
-    def names(self) -> list[str]:
-        return [s.name if isinstance(s, Series) else str(s).rstrip("/").rsplit("/", 1)[-1]
-                for s in self.series]
-
 
 PER_HOST = "per-host"    # OpResult.series when the hosts carry different series
 

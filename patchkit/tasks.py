@@ -142,8 +142,11 @@ def _show_script(series_dir, targets, opts):
     from patchkit.transport import parse_target
 
     dirs = series_dir.series if isinstance(series_dir, PerHostSeries) else [series_dir] * len(targets)
+    made = {}
     for directory, spec in zip(dirs, targets):
-        compiled = compile_series(load_series(directory))
+        if directory not in made:
+            made[directory] = compile_series(load_series(directory))
+        compiled = made[directory]
         t = spec if not isinstance(spec, str) else parse_target(
             spec, cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
             **opts.transport_options)
