@@ -11,8 +11,7 @@ import sys
 
 from invoke import Collection, Exit, task
 
-# invoke imports this file from the project root; make the package importable without install.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from patchkit.locations import series_path
 
 TARGET_HELP = {
     "series": "series folder (pin.toml + series + patches), or 'auto': the shipped series pinned "
@@ -97,21 +96,29 @@ def _resolve(c, series, target, opts, inventory=None, limit=None, root=None):
     targets = _guard(expand_targets, targets, container=opts.container,
                      exec_prefix=opts.exec_prefix, **opts.transport_options)
     if series == "auto":
-        return _auto_series(targets, opts), targets
-    return os.path.abspath(os.path.expanduser(series)), targets
+        return _auto_series(targets, opts, per_host=True), targets
+    return _guard(series_path, series, opts.cwd), targets
 
 
-def _auto_series(targets, opts=None):
-    """--series auto: the shipped series pinned to the targets' text (patchkit.engine.autoseries)."""
+def _auto_series(targets, opts=None, per_host=False):
+    """--series auto: the shipped series pinned to the targets' text (patchkit.engine.autoseries).
+
+    per_host (patch.* tasks): a fleet whose hosts need different series gets a PerHostSeries.
+    """
     from patchkit.engine import autoseries
     from patchkit.errors import PatchkitError
+    from patchkit.ops import PerHostSeries
 
     kw = {}
     if opts is not None:
         kw = dict(cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
                   **opts.transport_options)
     try:
-        series_dir, said = autoseries.resolve(list(targets), **kw)
+        if per_host:
+            dirs, said = autoseries.resolve_per_host(list(targets), **kw)
+            series_dir = dirs[0] if len(set(dirs)) == 1 else PerHostSeries(dirs)
+        else:
+            series_dir, said = autoseries.resolve(list(targets), **kw)
     except PatchkitError as e:
         raise Exit(f"patchkit: {e.message}", e.exit_code)
     print(said, file=sys.stderr)
@@ -142,10 +149,15 @@ def _run(c, fn_name, series, target, as_json, opts, show_script=False, **fleet):
 def _show_script(series_dir, targets, opts):
     from patchkit.engine.series import load_series
     from patchkit.engine.targetprog import build_program, compile_series
+    from patchkit.ops import PerHostSeries
     from patchkit.transport import parse_target
 
-    compiled = compile_series(load_series(series_dir))
-    for spec in targets:
+    dirs = series_dir.series if isinstance(series_dir, PerHostSeries) else [series_dir] * len(targets)
+    made = {}
+    for directory, spec in zip(dirs, targets):
+        if directory not in made:
+            made[directory] = compile_series(load_series(directory))
+        compiled = made[directory]
         t = spec if not isinstance(spec, str) else parse_target(
             spec, cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
             **opts.transport_options)
@@ -410,7 +422,7 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
             if kw.get("site"):  # the embedded default's own series otherwise (site not built yet)
                 kw[key] = _auto_series([kw["site"]])
         elif value:
-            kw[key] = os.path.abspath(os.path.expanduser(value))
+            kw[key] = _guard(series_path, value) if key == "series_dir" else _abspath(value)
     return _profile_cfg(c, "out", out, "profile-out"), kw
 
 
@@ -586,6 +598,8 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
              "chart": False if no_chart else None, "baseline": baseline or None,
              "matrix": matrix}
     settings.update({k: v for k, v in given.items() if v is not None})
+    if settings.get("series") and settings["series"] != "auto":
+        settings["series"] = _guard(series_path, str(settings["series"]))
     if settings.get("series") == "auto" and settings.get("targets"):
         from patchkit.ops import Options
 
@@ -599,3 +613,72 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
 
 profile.add_task(profile_remote, "remote")
 # ----------------------------------------------------------------------------- end of profile.remote
+
+
+# ----------------------------------------------------------------------------- profile.collect, profile.report
+# Reports for a server you started yourself (with PATCHKIT_TIMER_DIR set).
+# Implementation: patchkit.profile.collect (fetch as profile.remote does; patchkit.report).
+
+@task(name="collect", auto_shortflags=False, iterable=["target"], help={
+    "target": "where the server ran (any --target form: a folder, ssh://[user@]host[:port]/path, "
+              "host:/path, docker://C/path); repeat for the nodes of one multi-node server",
+    "from_": "the timing folder on the target (PATCHKIT_TIMER_DIR); relative: under the "
+             "target's path; default: the target's path itself",
+    "out": "local folder for the timing files (new, or one without *.jsonl)",
+    "max_mb": "refuse a target whose folder holds more (default: "
+              "patchkit.profile.remote.max_fetch_mb, 1024)",
+    "python": "python on the target, runs the fetch agent (default: python3)",
+    **{k: TARGET_HELP[k] for k in ("container", "exec", "ssh_config", "ssh_persist")},
+    "timeout": "seconds allowed per target (default 120, plus a second per MB allowed)",
+})
+def profile_collect(c, target=None, from_=None, out=None, max_mb=None, python=None,
+                    container=None, exec_=None, ssh_config=None, ssh_persist=None, timeout=None):
+    """Fetch every rank's timing files (and window.json) from targets, one size-capped stream each."""
+    from patchkit.profile.collect import FetchSettings, collect
+    from patchkit.transport import parse_target
+
+    if not target or not out:
+        raise Exit("profile.collect needs --target T (repeatable) and --out DIR", 2)
+    remote = (_cfg(c, "profile", {}) or {}).get("remote") or {}
+    opts = _options(c, None, container, exec_, ssh_config, None, None, ssh_persist)
+    try:
+        settings = FetchSettings(python=python or remote.get("python") or "python3",
+                                 max_fetch_mb=float(max_mb or remote.get("max_fetch_mb") or 1024),
+                                 step_timeout_s=float(timeout or remote.get("step_timeout_s") or 120))
+    except ValueError:
+        raise Exit(f"profile: --max-mb and --timeout take numbers (got {max_mb!r}, {timeout!r})", 2)
+    transports = [_guard(parse_target, spec, cwd=opts.cwd, container=opts.container,
+                         exec_prefix=opts.exec_prefix, **opts.transport_options) for spec in target]
+    try:
+        got = _profile_call(collect, transports, _abspath(out), from_, settings)
+    finally:
+        for t in transports:
+            t.close()
+    for label, where, count in got.per_target:
+        print(f"{label}: {count} timing file(s) from {where}")
+    print(f"collected {len(got.files)} timing file(s), {got.bytes} bytes, into {got.out}"
+          + (" (with window.json)" if got.window else ""))
+
+
+@task(name="report", auto_shortflags=False, help={
+    "timing": "a folder of timing files (*.jsonl, e.g. from profile.collect)",
+    "out": "folder for table.txt, trace.json, phases.png and summary.json",
+    "bench": "a benchmark's text output (e.g. sglang.bench_serving's), for tok/s and accept length",
+    "no_chart": "skip phases.png",
+})
+def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
+    """Table, trace, chart and summary from any timing folder (optionally a benchmark's output)."""
+    from patchkit.profile.collect import report
+    from patchkit.report import render_table
+
+    if not timing or not out:
+        raise Exit("profile.report needs --timing DIR and --out DIR", 2)
+    summary = _profile_call(report, _abspath(timing), _abspath(out), _abspath(bench),
+                            chart=not no_chart)
+    print(render_table(summary))
+    print(f"report: {_abspath(out)} ({', '.join(sorted(summary.files.values()))})")
+
+
+profile.add_task(profile_collect, "collect")
+profile.add_task(profile_report, "report")
+# ----------------------------------------------------------------------------- end of profile.collect, profile.report
