@@ -45,6 +45,20 @@ Environment
                         cycle's host start and end (off blocks), switching at cycle
                         boundaries only; the report pairs neighbouring blocks. Phases outside
                         cycles during an off block are not recorded. Default 0 (no A/B).
+  PATCHKIT_TIMER_SAMPLE=N  sampled timing: each cycle is timed with probability 1/N, drawn
+                        at its cycle_begin from a seeded random sequence (one draw per cycle
+                        index, so no periodic pattern of the workload can line up with the
+                        choice). A cycle not drawn is still recorded as a cycle (host start
+                        and end, attrs, "timed": false) but times no phase: until its
+                        cycle_end, begin/end are no-ops and note() only adds to its attrs.
+                        Default 1 (every cycle timed). With PATCHKIT_TIMER_AB the timed
+                        blocks are sampled and the off blocks stay off, so the A/B pairs
+                        measure the cost of sampled timing.
+  PATCHKIT_TIMER_SEED   the seed of that sequence (a whole number). Default: drawn from the
+                        parent process's pid and start time, so that the ranks one server
+                        starts share it and time the same cycle indices, and each run
+                        differs (profile.remote sets one seed for every node). Recorded in
+                        the header.
   PATCHKIT_TIMER_NVTX=1 also push/pop an NVTX range (torch.cuda.nvtx) per phase and per cycle
                         ("cycle <kind>"), so phases are named in Nsight Systems timelines.
                         Only when torch is already imported; never while capturing. Off by
@@ -75,7 +89,9 @@ timer call propagates to the program; what was not yet written is written at exi
 and in a multiprocessing child also multiprocessing's exit finalizers, since such a child
 leaves through os._exit).
 No signal handlers are installed. Off-block cycles of PATCHKIT_TIMER_AB are written when
-their block ends (at most N of them are lost to a SIGKILL).
+their block ends (at most N of them are lost to a SIGKILL). Untimed cycles of
+PATCHKIT_TIMER_SAMPLE are written with the next timed cycle, or once 64 wait, or after
+PATCHKIT_TIMER_FLUSH_S (a SIGKILL loses those since the last timed cycle).
 
 While a CUDA graph is being captured nothing is recorded (unless the experimental option
 above is on, and then only graph-side events); the capture check is made at cycle_begin,
@@ -87,7 +103,8 @@ timing turns itself off.
 Record schema (one JSON object per line; "kind" says which):
   header  first line of each file: schema, mode, requested_mode, rank, rank_source,
           world_size, pid, host, python, torch, cuda_device, graph_steps, ab_cycles, nvtx,
-          event_api, share_ns,
+          event_api, share_ns, sampling {every, method: "bernoulli", seed, seed_source}
+          (only with PATCHKIT_TIMER_SAMPLE > 1),
           clock {host, host_impl, host_t0_ns, wall_t0_ns, boot_id, device}, argv
   phase   name, cycle (index or null), depth (0 = top level), parent (name or null),
           t0, t1, host_ns (perf_counter_ns; null for captured steps), dev_ns (device time
@@ -96,7 +113,9 @@ Record schema (one JSON object per line; "kind" says which):
   cycle   cycle, t0, t1, host_ns, dev_ns, dev_gap_ns (device time from the previous cycle's
           start to this one's), attrs {kind, batch_size, accepted, tokens, ... as passed},
           ab ("events" | "off", only with PATCHKIT_TIMER_AB: "events" = timed in the
-          chosen mode; off cycles carry only attrs.kind and host times)
+          chosen mode; off cycles carry only attrs.kind and host times), timed (false
+          for a cycle PATCHKIT_TIMER_SAMPLE left untimed: host times and attrs, no phase
+          records, no dev record; attrs that are CUDA tensors are left out)
   dev     events mode: cycle, dev_ns, dev_gap_ns, phases [[dev_ns, dev_off_ns], ...] for
           the cycle's phase records in the order they were written, attrs {} (values that
           were CUDA tensors at cycle_end, read once the GPU reached them)
@@ -335,6 +354,19 @@ def _cycle_line(index, t0, t1, dev, gap, ab, attrs):
                             _JSON_ENCODER.encode(attrs) if attrs else "{}")
 
 
+def _untimed_attrs(attrs):
+    """The attrs of an untimed cycle as JSON; values that are CUDA tensors are left out
+    (reading one would wait for the GPU, and an untimed cycle records no event)."""
+    scalars = _SCALARS
+    plain = {}
+    for k, v in attrs.items():
+        if type(v) in scalars:
+            plain[k] = v
+        elif not _is_cuda_tensor(v):
+            plain[k] = _plain(v)
+    return _JSON_ENCODER.encode(plain)
+
+
 def _ms_to_ns(ms):
     return int(round(ms * 1e6))
 
@@ -347,7 +379,7 @@ class _Timer:
     """All state of one process's timer; the module functions are its bound methods."""
 
     def __init__(self, mode, requested, directory, graph_steps, batch, flush_s, ab=0,
-                 nvtx=False, event_api=None, share_ns=1000):
+                 nvtx=False, event_api=None, share_ns=1000, sample=1, seed=None):
         self.mode = mode
         self.share_ns = share_ns
         self.last_t = _NEVER
@@ -374,6 +406,15 @@ class _Timer:
         self.prev_cycle_dev = None
         self.off_open = None  # A/B off block: (index, t0, kind) of the open cycle
         self.off_done = []
+        self.sample = sample if mode != "off" else 1
+        self.seed, self.seed_source = seed if seed is not None else (None, None)
+        self.untimed = None  # open untimed cycle of PATCHKIT_TIMER_SAMPLE: [index, t0, attrs]
+        self.untimed_waiting = 0  # untimed cycles formatted, not yet written
+        if self.sample > 1:
+            import random
+
+            self.draw = random.Random(self.seed).random
+            self.p_timed = 1.0 / self.sample
         self.pool = []
         self.quoted = {None: "null"}  # phase name -> its JSON string
         self.shapes = {}  # a cycle's phase layout -> the format of its phase lines
@@ -585,10 +626,14 @@ class _Timer:
                 self._ab_switch(on=False)
                 return self.off_cycle_begin(**attrs)
             t0 = _perf()
+            if self.untimed is not None:
+                self._abandon_untimed()
             self._abandon_stack()
             if self.cycle is not None:
                 self._abandon_cycle()
             self.cycle_no += 1
+            if self.sample > 1 and self.draw() >= self.p_timed:
+                return self._untimed_begin(t0, attrs)
             if self.push is not None:
                 self.push("cycle %s" % attrs.get("kind", ""))
             self.cycle = [self.cycle_no, t0, self._mark(t0), attrs]
@@ -666,6 +711,51 @@ class _Timer:
         except Exception as exc:
             _fail("note()", exc)
 
+    # -- PATCHKIT_TIMER_SAMPLE: cycles recorded with host times and attrs only -----------
+    def _untimed_begin(self, t0, attrs):
+        """The cycle just numbered is not timed: until its cycle_end, begin/end are no-ops
+        and note() adds to its attrs (a dict's own update method: no Python frame)."""
+        self.untimed = [self.cycle_no, t0, attrs]
+        if self.prev_cycle_dev is not None:
+            if self.mode == "events":  # the last timed cycle's start: back to the pool after it
+                self.pending.append((self.prev_cycle_dev,))
+            self.prev_cycle_dev = None  # a gap over untimed cycles means nothing
+        g = globals()
+        g["begin"] = g["end"] = _noop
+        g["note"] = attrs.update
+        g["cycle_end"] = self._untimed_end
+
+    def _untimed_end(self, **attrs):
+        try:
+            t1 = _perf()
+            g = globals()
+            g["begin"], g["end"], g["note"], g["cycle_end"] = \
+                self.begin, self.end, self.note, self.cycle_end
+            index, t0, merged = self.untimed
+            self.untimed = None
+            if attrs:
+                merged.update(attrs)
+            self.out.append(_CYCLE_FORMAT % (
+                index, t0, t1, t1 - t0, "null", "null",
+                ',"ab":"events","timed":false' if self.ab else ',"timed":false',
+                _untimed_attrs(merged) if merged else "{}"))
+            self.out_records += 1
+            self.cap_closed = True
+            waiting = self.untimed_waiting = self.untimed_waiting + 1
+            if not self.rank_final and (index & 15 == 0 or self.fd is None):
+                self._check_rank()
+            if waiting >= 64 or t1 - self.last_flush >= self.flush_ns:
+                self._write()
+        except Exception as exc:
+            _fail("cycle_end()", exc)
+
+    def _abandon_untimed(self):
+        self.untimed = None
+        self.counts["abandoned"] += 1
+        g = globals()
+        g["begin"], g["end"], g["note"], g["cycle_end"] = \
+            self.begin, self.end, self.note, self.cycle_end
+
     # -- A/B: blocks of cycles with the timer off but for the cycle's host time ----------
     def off_cycle_begin(self, **attrs):
         try:
@@ -701,6 +791,8 @@ class _Timer:
             self.prev_cycle_dev = None  # the gap over an off block means nothing
             _bind(self)
         else:
+            if self.untimed is not None:
+                self._abandon_untimed()
             self._abandon_stack()
             if self.cycle is not None:
                 self._abandon_cycle()
@@ -747,6 +839,11 @@ class _Timer:
         pending = self.pending
         while self.head < len(pending):
             item = pending[self.head]
+            if len(item) == 1:  # a cycle's start event no later cycle measures a gap from
+                self.pool.append(item[0])
+                pending[self.head] = None
+                self.head += 1
+                continue
             dev1 = item[2]
             if block_all or block_one:
                 dev1.synchronize()
@@ -835,6 +932,8 @@ class _Timer:
                 "graph_steps": self.graph_steps, "ab_cycles": self.ab,
                 "nvtx": self.push is not None, "event_api": self.event_api,
                 "share_ns": self.share_ns if self.mode == "events" else None,
+                **({"sampling": {"every": self.sample, "method": "bernoulli", "seed": self.seed,
+                                 "seed_source": self.seed_source}} if self.sample > 1 else {}),
                 "clock": {"host": "time.perf_counter_ns", "host_impl": impl,
                           "host_t0_ns": self.host_t0, "wall_t0_ns": self.wall_t0,
                           "boot_id": _boot_id(),
@@ -879,6 +978,7 @@ class _Timer:
         # nothing below can lose a record: a KeyboardInterrupt here repeats it at most
         # (the report drops repeated records)
         self.out = []
+        self.untimed_waiting = 0
         self.counts["records"] += self.out_records
         self.out_records = 0
         self.counts["writes"] += 1
@@ -892,6 +992,8 @@ class _Timer:
             self.counts["dropped_pending"] += len(self.pending) - self.head
             self.pending, self.head = [], 0
         if final:
+            if self.untimed is not None:
+                self._abandon_untimed()
             if self.off_open is not None:
                 self.off_open = None
                 self.counts["abandoned"] += 1
@@ -951,12 +1053,43 @@ def _choose_mode(requested):
     return requested
 
 
+def _sample_every():
+    raw = os.environ.get("PATCHKIT_TIMER_SAMPLE", "").strip()
+    if raw in ("", "0", "1"):
+        return 1
+    if raw.isdigit():
+        return int(raw)
+    _warn("PATCHKIT_TIMER_SAMPLE=%r is not a whole number >= 1; timing every cycle" % raw)
+    return 1
+
+
+def _sample_seed(seed=None):
+    """(seed, source): PATCHKIT_TIMER_SEED, else one drawn from the parent process's pid and
+    start time, so that the ranks started by one server share it (and time the same cycle
+    indices), while each run gets another; else from this process's pid and the time."""
+    if seed is not None:
+        return int(seed), "argument"
+    raw = os.environ.get("PATCHKIT_TIMER_SEED", "").strip()
+    if raw.isdigit():
+        return int(raw), "env:PATCHKIT_TIMER_SEED"
+    if raw:
+        _warn("PATCHKIT_TIMER_SEED=%r is not a whole number >= 0; drawing one" % raw)
+    try:
+        ppid = os.getppid()
+        with open("/proc/%d/stat" % ppid, encoding="ascii", errors="replace") as fh:
+            started = int(fh.read().rsplit(")", 1)[1].split()[19])
+        return (ppid * 1000003 + started) % (1 << 32), "parent"
+    except Exception:
+        return (os.getpid() * 1000003 + time.time_ns()) % (1 << 32), "pid+time"
+
+
 def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=None, ab=None,
-              nvtx=None, event_api=None, share_ns=None):
+              nvtx=None, event_api=None, share_ns=None, sample=None, seed=None):
     """(Re)start timing in this process; returns the mode in effect.
 
     Arguments left as None come from the environment (ab: PATCHKIT_TIMER_AB, nvtx:
-    PATCHKIT_TIMER_NVTX, share_ns: PATCHKIT_TIMER_SHARE_NS). event_api "torch.Event" or
+    PATCHKIT_TIMER_NVTX, share_ns: PATCHKIT_TIMER_SHARE_NS, sample: PATCHKIT_TIMER_SAMPLE,
+    seed: PATCHKIT_TIMER_SEED). event_api "torch.Event" or
     "torch.cuda.Event" picks the event class in events mode (default: torch.Event where
     torch has it). Pending records of the
     previous configuration are written first. Mainly for benches and tests: instrumented
@@ -969,6 +1102,8 @@ def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=N
         raise ValueError("mode must be one of %s, not %r" % (MODES, requested))
     if event_api is not None and event_api not in EVENT_APIS:
         raise ValueError("event_api must be one of %s, not %r" % (EVENT_APIS, event_api))
+    if sample is not None and (type(sample) is not int or sample < 1):
+        raise ValueError("sample must be a whole number >= 1, not %r" % (sample,))
     if requested == "off":
         _timer = None
         _bind(None)
@@ -990,9 +1125,13 @@ def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=N
             nvtx = os.environ.get("PATCHKIT_TIMER_NVTX", "").strip().lower() in _TRUE
         if share_ns is None:
             share_ns = _env_int("PATCHKIT_TIMER_SHARE_NS", 1000, minimum=0)
+        if sample is None:
+            sample = _sample_every()
         _timer = _Timer(effective, requested, os.path.abspath(directory), graph_steps,
                         batch or _env_int("PATCHKIT_TIMER_BATCH", 512), flush_s, ab=ab,
-                        nvtx=nvtx, event_api=event_api, share_ns=share_ns)
+                        nvtx=nvtx, event_api=event_api, share_ns=share_ns,
+                        sample=int(sample),
+                        seed=_sample_seed(seed) if int(sample) > 1 else None)
         _failed = False
         _bind(_timer)
         _at_process_exit()
