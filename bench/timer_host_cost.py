@@ -14,9 +14,10 @@ the figure (the least disturbed by other load on a shared machine), the median i
                cost next to nothing: the Python side of events mode; on a GPU add the
                torch calls (bench/gpu_timer_bench.py measures those on the H200)
   events*+nvtx the same with PATCHKIT_TIMER_NVTX=1 and no-op range_push/range_pop
+  host/N, events*/N  PATCHKIT_TIMER_SAMPLE=N: about one cycle in N timed, the others
+               recorded with host times and attrs only (N = 4, 8, 16)
 The same cycle is also run through the runtime of an earlier commit (--baseline, default
-the last commit before per-cycle writes) for host and events*, so that the price of
-writing every cycle at once is visible next to the old batched writes.
+the runtime before issue 19's cheaper calls and sampling) for host and events*.
 
 Usage: python bench/timer_host_cost.py [--cycles 3000] [--rounds 7] [--baseline REV]
 """
@@ -36,8 +37,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "patchkit" / "timing" / "phase_timer.py"
-BASELINE_REV = "69be8f0"  # the runtime before issue 9 (batched writes, every 512 records)
+BASELINE_REV = "2961b29"  # the runtime before issue 19 (no sampling, no in-cycle fast path)
 CALLS_PER_CYCLE = 22
+SAMPLES = (4, 8, 16)
 
 
 class StandInEvent:
@@ -160,12 +162,18 @@ def main():
         "events*+nvtx": lambda: pt.configure(mode="events", directory=str(work / "nvtx"),
                                              nvtx=True),
     }
+    for n in SAMPLES:
+        setups[f"host/{n}"] = (lambda n=n: pt.configure(mode="host", sample=n, seed=n,
+                                                       directory=str(work / f"host{n}")))
+        setups[f"events*/{n}"] = (lambda n=n: pt.configure(mode="events", sample=n, seed=n,
+                                                          directory=str(work / f"ev{n}")))
     modules = {name: pt for name in setups}
     if old is not None:
-        setups["host (old)"] = lambda: old.configure(mode="host", directory=str(work / "old-h"))
-        setups["events* (old)"] = lambda: old.configure(mode="events",
-                                                        directory=str(work / "old-e"))
-        modules["host (old)"] = modules["events* (old)"] = old
+        setups["host (before)"] = lambda: old.configure(mode="host",
+                                                        directory=str(work / "old-h"))
+        setups["events* (before)"] = lambda: old.configure(mode="events",
+                                                           directory=str(work / "old-e"))
+        modules["host (before)"] = modules["events* (before)"] = old
     cycle_ns = {m: [] for m in setups}
     pair_ns = {m: [] for m in setups}
     writes = {}
@@ -177,7 +185,7 @@ def main():
             for _ in range(200):
                 one_cycle(mod)  # warm: pool filled, names quoted, file open
             cycle_ns[mode].append(time_cycles(mod, args.cycles))
-            if mode != "ab-off":
+            if mode != "ab-off" and "/" not in mode:
                 pair_ns[mode].append(time_pairs(mod, args.cycles))
             timer = mod._timer
             if timer is not None and "writes" in timer.counts:
@@ -210,6 +218,13 @@ def main():
     if old is None:
         print(f"  (no baseline: git revision {args.baseline} not readable)")
     print("  pair ns: one begin+end inside an open cycle (the hot path: no write, no resolve)")
+    print("  writes/cycle: os.write calls per cycle (untimed cycles of /N are written in batches)")
+    print("  sampled, per cycle (us) against full timing of the same mode:")
+    for kind in ("host", "events*"):
+        full = min(cycle_ns[kind])
+        row = "  ".join(f"/{n}: {min(cycle_ns[f'{kind}/{n}']) / 1e3:5.2f} "
+                        f"({min(cycle_ns[f'{kind}/{n}']) / full:4.2f}x)" for n in SAMPLES)
+        print(f"    {kind:8} /1: {full / 1e3:5.2f}  {row}")
 
 
 if __name__ == "__main__":

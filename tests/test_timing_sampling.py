@@ -281,3 +281,23 @@ for i in range(900):
     full_mean = 2.0
     # standard error of the mean of {0,1,5} (sd 2.16) over len(timed) draws
     assert abs(sum(timed) / len(timed) - full_mean) < 5 * 2.16 / math.sqrt(len(timed))
+
+
+def test_attrs_formatted_directly_equal_json(runtime_dir, tmp_path):
+    """The direct formatter of cycle attrs gives the json module's very text."""
+    res = run_script(runtime_dir, r"""
+import json
+import phase_timer as pt
+cases = [{"kind": "decode", "batch_size": 8, "accepted": 3},
+         {"kind": 'q"uote\\', "flag": True, "off": False, "none": None, "ünï": "ünï"},
+         {"x": 1.5, "n": -3}, {"lst": [1, 2]}, {1: "non-string key"}, {}]
+for d in cases:
+    want = pt._JSON_ENCODER.encode(pt._plain_attrs(d))
+    for _ in range(2):  # the second time from the cache of quoted names
+        got = pt._attrs_json(d)
+        assert got == want, (got, want)
+        json.loads(got)
+print("SAME")
+""", out_dir=tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    assert "SAME" in res.stdout
