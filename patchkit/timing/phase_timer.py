@@ -95,8 +95,17 @@ PATCHKIT_TIMER_FLUSH_S (a SIGKILL loses those since the last timed cycle).
 
 While a CUDA graph is being captured nothing is recorded (unless the experimental option
 above is on, and then only graph-side events); the capture check is made at cycle_begin,
-cycle_end and for every call outside a cycle: the runtime assumes that no graph is
-captured between a cycle_begin and its cycle_end (SGLang captures at start-up).
+at a cycle_end with no cycle open and for every call outside a cycle: the runtime assumes
+that no graph is captured between a cycle_begin and its cycle_end (SGLang captures at
+start-up). Inside a timed cycle begin/end are rebound to variants without the checks
+that only calls outside a cycle need (events and host mode, without NVTX or graph steps).
+
+Torch profiler: while one records (torch.profiler.profile, SGLang's /start_profile; the
+flag torch.autograd.profiler._is_profiler_enabled is read once per cycle, at cycle_begin),
+the cycle ("cycle <kind>") and every phase inside it are also record_function ranges
+(user annotations in the Kineto trace, shown on the GPU lanes too), named like the phase,
+in timed and untimed cycles alike. No range is opened while no profiler records, outside
+cycles, in off blocks of PATCHKIT_TIMER_AB, or during a capture.
 Nothing here raises into the host program: a failure is reported once on stderr and
 timing turns itself off.
 
@@ -704,11 +713,10 @@ class _Timer:
 
     def cycle_end(self, **attrs):
         try:
-            if self.capturing():
-                return
             cycle = self.cycle
-            if cycle is None:
-                self.counts["unmatched_end"] += 1
+            if cycle is None:  # (the capture probe only here: no capture inside a cycle)
+                if not self.capturing():
+                    self.counts["unmatched_end"] += 1
                 return
             if self.rebound:
                 g = globals()
