@@ -83,12 +83,16 @@ def load_runtime(path: Path, name: str):
 
 
 def baseline_runtime(rev: str, work: Path):
-    try:
-        text = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{rev}:patchkit/timing/phase_timer.py"],
-            capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
+    """The runtime of git revision `rev`, or of the file `rev` where that is a file."""
+    if Path(rev).is_file():
+        text = Path(rev).read_text(encoding="utf-8")
+    else:
+        try:
+            text = subprocess.run(
+                ["git", "-C", str(ROOT), "show", f"{rev}:patchkit/timing/phase_timer.py"],
+                capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            return None
     path = work / "phase_timer_baseline.py"
     path.write_text(text)
     return load_runtime(path, "phase_timer_baseline")
@@ -146,9 +150,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cycles", type=int, default=3000, help="cycles per measurement")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median kept)")
-    ap.add_argument("--baseline", default=BASELINE_REV, help="git revision of the old runtime")
+    ap.add_argument("--baseline", default=BASELINE_REV,
+                    help="git revision (or file) of the old runtime")
+    ap.add_argument("--cuda", action="store_true",
+                    help="real torch with CUDA instead of the stand-in events (on a GPU host)")
     args = ap.parse_args()
-    install_stand_in_torch()
+    if args.cuda:
+        import torch
+
+        torch.zeros(1, device="cuda")  # CUDA initialised: the runtime picks events
+        torch.cuda.synchronize()
+    else:
+        install_stand_in_torch()
     work = Path(tempfile.mkdtemp(prefix="timer-cost-"))
     pt = load_runtime(RUNTIME, "phase_timer_now")
     old = baseline_runtime(args.baseline, work)
@@ -199,9 +212,12 @@ def main():
     one = b"".join(sample[1:12])  # one cycle as host mode writes it: 10 phases + cycle
     write_ns = min(time_writes(work, one, args.cycles) for _ in range(5))
 
+    torch = sys.modules["torch"]
+    where = (f"torch {torch.__version__} on {torch.cuda.get_device_name()}: * = real CUDA "
+             f"events" if args.cuda else "* = stand-in events (no torch cost)")
     print(f"timer_host_cost: python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), "
           f"{args.cycles} cycles x {args.rounds} interleaved rounds; cycle = {CALLS_PER_CYCLE} "
-          f"calls (10 phases); * = stand-in events (no torch cost)")
+          f"calls (10 phases); {where}")
     print("  best = fastest round (least disturbed by other load), median = middle round")
     base = min(cycle_ns["off"])
     print(f"  {'mode':14} {'ns/call':>8} {'(median)':>9} {'us/cycle':>9} {'x off':>7} "
