@@ -496,6 +496,7 @@ class _Timer:
         self._profiler_setup()
         self.rebound = False  # begin/end rebound for the open cycle
         self.general = (self.begin, self.end)
+        self.timed_api = (self.begin, self.end, self.note, self.cycle_end)
         self.in_cycle = None  # the (begin, end) bound while a timed cycle is open
         if self.push is None and not self.graph_steps:
             if mode == "events":
@@ -689,7 +690,8 @@ class _Timer:
             t0 = _perf()
             if self.untimed is not None:
                 self._abandon_untimed()
-            self._abandon_stack()
+            if self.stack:
+                self._abandon_stack()
             if self.cycle is not None:
                 self._abandon_cycle()
             self.cycle_no += 1
@@ -921,8 +923,7 @@ class _Timer:
         try:
             t1 = _perf()
             g = globals()
-            g["begin"], g["end"], g["note"], g["cycle_end"] = \
-                self.begin, self.end, self.note, self.cycle_end
+            g["begin"], g["end"], g["note"], g["cycle_end"] = self.timed_api
             index, t0, merged = self.untimed
             self.untimed = None
             if self.rf_stack is not None:
@@ -949,8 +950,7 @@ class _Timer:
             self._profiler_close()
         self.counts["abandoned"] += 1
         g = globals()
-        g["begin"], g["end"], g["note"], g["cycle_end"] = \
-            self.begin, self.end, self.note, self.cycle_end
+        g["begin"], g["end"], g["note"], g["cycle_end"] = self.timed_api
 
     # -- A/B: blocks of cycles with the timer off but for the cycle's host time ----------
     def off_cycle_begin(self, **attrs):
