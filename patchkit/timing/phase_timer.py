@@ -412,6 +412,9 @@ def _untimed_attrs(attrs):
                         if type(v) in scalars or not _is_cuda_tensor(v)})
 
 
+_DEV_PHASES = {}  # number of phases in a cycle -> the template of its dev record's list
+
+
 def _ms_to_ns(ms):
     return int(round(ms * 1e6))
 
@@ -1073,9 +1076,18 @@ class _Timer:
             if any(not ev.query() for ev in marks):
                 return False
             raise
-        # "%.0f" rounds to whole ns and prints an integer
-        phases = ",".join(["[%.0f,%.0f]" % ((offs[i1] - offs[i0]) * 1e6, offs[i0] * 1e6)
-                           for i0, i1, _ in evs])
+        # each mark's offset in whole ns first: a phase's end and the next one's start, when
+        # one event marks both, give the same number; one % over a template per length
+        ns = [int(o * 1e6 + 0.5) if o >= 0 else -int(0.5 - o * 1e6) for o in offs]
+        flat = []
+        for i0, i1, _ in evs:
+            o = ns[i0]
+            flat += (ns[i1] - o, o)
+        n = len(evs)
+        fmt = _DEV_PHASES.get(n)
+        if fmt is None:
+            fmt = _DEV_PHASES[n] = ",".join(["[%d,%d]"] * n)
+        phases = fmt % tuple(flat)
         if self.graph_steps:
             for (i0, i1, steps), rec in zip(evs, recs):
                 if steps:
@@ -1087,7 +1099,7 @@ class _Timer:
         if later:
             tail = ',"attrs":' + _JSON_ENCODER.encode({k: _plain(v) for k, v in later.items()})
         self.out.append('{"kind":"dev","cycle":%d,"dev_ns":%d,"dev_gap_ns":%s,"phases":[%s]%s}\n'
-                        % (index, _ms_to_ns(offs[end]), _opt(gap), phases, tail))
+                        % (index, ns[end], _opt(gap), phases, tail))
         self.out_records += 1
         pool = self.pool
         pool += marks
