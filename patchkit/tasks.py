@@ -441,19 +441,32 @@ def _profile_call(fn, *args, **kwargs):
         raise Exit("profile: interrupted; the tree was reverted", 130)
 
 
+def _sample_arg(task, value):
+    """--sample N (PATCHKIT_TIMER_SAMPLE): a whole number >= 1, else exit 2."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise Exit(f"{task} --sample {value!r}: a whole number >= 1 (1 = time every cycle)", 2)
+    return int(text)
+
+
 @task(name="run", auto_shortflags=False, help=dict(
     PROFILE_HELP, num_assistant_tokens="draft tokens per cycle (default 4)",
-    confidence="assistant_confidence_threshold (default 0: draft all k tokens)"))
+    confidence="assistant_confidence_threshold (default 0: draft all k tokens)",
+    sample="time about one cycle in N, chosen at random (PATCHKIT_TIMER_SAMPLE; default 1: "
+           "every cycle)"))
 def profile_run(c, out=None, size=None, site=None, series=None, timer=None, device=None,
                 seed=None, timeout=None, wheelhouse=None, no_chart=False,
-                num_assistant_tokens=4, confidence=0.0):
+                num_assistant_tokens=4, confidence=0.0, sample=None):
     """Profile the embedded default: apply, run assisted generation, revert, report."""
     from patchkit.profile.default import run_default
 
+    sample = _sample_arg("profile.run", _profile_cfg(c, "sample", sample))
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
                               wheelhouse, no_chart)
     _profile_call(run_default, out, num_assistant_tokens=int(num_assistant_tokens),
-                  assistant_confidence_threshold=float(confidence), **kw)
+                  assistant_confidence_threshold=float(confidence), timer_sample=sample, **kw)
 
 
 @task(name="sweep", auto_shortflags=False, help=dict(
@@ -581,9 +594,13 @@ patch.add_task(patch_diff, "diff")
     "matrix": "sweep, one server start per point, e.g. 'speculative-num-steps=1,2,3;"
               "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
               "--KEY VALUE; env:NAME sets the server's environment)",
+    "sample": "time about one decode cycle in N, chosen at random; every cycle is still "
+              "recorded (PATCHKIT_TIMER_SAMPLE; default: profile.remote.timer_sample, 8; "
+              "1 = every cycle)",
 })
 def profile_remote(c, target=None, series=None, server=None, bench=None, env=None, out=None,
-                   keep_remote_dir=False, no_chart=False, baseline=False, matrix=None):
+                   keep_remote_dir=False, no_chart=False, baseline=False, matrix=None,
+                   sample=None):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
     from patchkit.profile.remote import RemoteConfig, run_remote
     from patchkit.profile.remote_sweep import run_remote_sweep
@@ -596,7 +613,7 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
     given = {"targets": list(target or []) or None, "series": series, "server_command": server,
              "bench_command": bench, "out": out, "keep_remote_dir": keep_remote_dir or None,
              "chart": False if no_chart else None, "baseline": baseline or None,
-             "matrix": matrix}
+             "matrix": matrix, "timer_sample": _sample_arg("profile.remote", sample)}
     settings.update({k: v for k, v in given.items() if v is not None})
     if settings.get("series") and settings["series"] != "auto":
         settings["series"] = _guard(series_path, str(settings["series"]))

@@ -78,7 +78,8 @@ def settings(tmp_path: Path, targets: list[str], client_config, **over) -> dict:
                 bench_timeout_s=30, stop_grace_s=3, step_timeout_s=30,
                 server_command=server_cmd(tmp_path / "server.pids"), bench_command=bench_cmd(),
                 env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
-                remote_dir=str(tmp_path / "remote"), out=str(tmp_path / "out"), chart=False)
+                remote_dir=str(tmp_path / "remote"), out=str(tmp_path / "out"), chart=False,
+                timer_sample=1)  # every cycle timed, counts exact; sampling: test_profile_sample.py
     base.update(over)
     return base
 

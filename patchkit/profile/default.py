@@ -117,13 +117,18 @@ def run_default(
     chart: bool = True,
     stream=None,
     workload=None,
+    timer_sample: int | None = None,
 ) -> ProfileOutcome:
     """The default profile run. ``timer_mode`` None: events on CUDA, host time otherwise.
+    ``timer_sample`` N times about one cycle in N (PATCHKIT_TIMER_SAMPLE; None: the
+    environment's, else every cycle).
 
     ``workload`` replaces patchkit.profile.session.run_workload (same signature); the
     bracket around it -- apply before, revert and the pristine check after -- stays.
     """
     check_args(size, timer_mode, num_assistant_tokens, device)
+    if timer_sample is not None and (type(timer_sample) is not int or timer_sample < 1):
+        raise InvalidInput(f"--sample {timer_sample!r}: a whole number >= 1")
     out, log = progress_log(stream)
     start = time.monotonic()
     series_dir, site = Path(series_dir), Path(site)
@@ -133,6 +138,8 @@ def run_default(
              "assistant_confidence_threshold": float(assistant_confidence_threshold),
              "schedule": "constant", "timing_dir": str((run_dir / "timing").resolve())}
     spec = {"size": size, "seed": seed, "device": device, "points": [point]}
+    if timer_sample is not None:
+        spec["timer_sample"] = timer_sample
     with patched(series_dir, site, log=log):
         result = (workload or run_workload)(site, spec, run_dir, timer_mode=timer_mode,
                                             timeout=timeout, progress=ProgressLine())
