@@ -79,6 +79,7 @@ def settings(tmp_path: Path, targets: list[str], client_config, **over) -> dict:
                 server_command=server_cmd(tmp_path / "server.pids"), bench_command=bench_cmd(),
                 env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
                 remote_dir=str(tmp_path / "remote"), out=str(tmp_path / "out"), chart=False,
+                timer_sample=1,  # every cycle timed, counts exact; sampling: test_profile_sample.py
                 warmup=False)  # the tests count one benchmark pass; warm-up tests turn it on
     base.update(over)
     return base

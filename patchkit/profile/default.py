@@ -133,9 +133,12 @@ def run_default(
     chart: bool = True,
     stream=None,
     workload=None,
+    timer_sample: int | None = None,
     warmup: bool = True,
 ) -> ProfileOutcome:
     """The default profile run. ``timer_mode`` None: events on CUDA, host time otherwise.
+    ``timer_sample`` N times about one cycle in N (PATCHKIT_TIMER_SAMPLE; None: the
+    environment's, else every cycle).
     ``warmup``: the first prompt once (plain and assisted) before the measured pass; its
     cycles are recorded but lie outside the measured window (window.json in timing/).
 
@@ -143,6 +146,8 @@ def run_default(
     bracket around it -- apply before, revert and the pristine check after -- stays.
     """
     check_args(size, timer_mode, num_assistant_tokens, device)
+    if timer_sample is not None and (type(timer_sample) is not int or timer_sample < 1):
+        raise InvalidInput(f"--sample {timer_sample!r}: a whole number >= 1")
     out, log = progress_log(stream)
     start = time.monotonic()
     series_dir, site = Path(series_dir), Path(site)
@@ -153,6 +158,8 @@ def run_default(
              "schedule": "constant", "timing_dir": str((run_dir / "timing").resolve())}
     spec = {"size": size, "seed": seed, "device": device, "points": [point],
             "warmup": bool(warmup)}
+    if timer_sample is not None:
+        spec["timer_sample"] = timer_sample
     with patched(series_dir, site, log=log):
         result = (workload or run_workload)(site, spec, run_dir, timer_mode=timer_mode,
                                             timeout=timeout, progress=ProgressLine())

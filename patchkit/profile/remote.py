@@ -47,7 +47,8 @@ Zx". ``matrix`` (``--matrix``) runs patchkit.profile.remote_sweep instead. SIGTE
 like Ctrl-C (servers stopped, series reverted; exit 143 instead of 130).
 
 Environment of the server (after ``env``): PATCHKIT_TIMER_DIR=<run dir>/timing,
-PATCHKIT_TIMER_FLUSH_S, PATCHKIT_TIMER (when ``timer`` is set), PATCHKIT_TARGET_ROOT,
+PATCHKIT_TIMER_FLUSH_S, PATCHKIT_TIMER (when ``timer`` is set), PATCHKIT_TIMER_SAMPLE and
+PATCHKIT_TIMER_SEED (``timer_sample``/``timer_seed`` unless ``env`` names them), PATCHKIT_TARGET_ROOT,
 PATCHKIT_RUN_DIR, PATCHKIT_NODE_RANK (target index), PATCHKIT_NNODES, PATCHKIT_SERVER_PORT.
 The benchmark gets ``bench_env`` and the same PATCHKIT_TARGET_ROOT/RUN_DIR/SERVER_PORT.
 Commands run under ``sh -c`` in the run directory, so they may use those variables.
@@ -150,6 +151,9 @@ class RemoteRun:
                    PATCHKIT_SERVER_PORT=str(self.cfg.port))
         if self.cfg.timer:
             env["PATCHKIT_TIMER"] = self.cfg.timer
+        # sampled timing; an env setting (--env, a matrix's env:PATCHKIT_TIMER_SAMPLE) wins
+        env.setdefault("PATCHKIT_TIMER_SAMPLE", str(self.cfg.timer_sample))
+        env.setdefault("PATCHKIT_TIMER_SEED", str(self.cfg.timer_seed))
         return env
 
     def bench_env(self, host: RemoteHost) -> dict:

@@ -174,6 +174,12 @@ def _timed(fn, sync):
     return out, time.perf_counter() - t0
 
 
+def apply_timer_spec(spec: dict) -> None:
+    """--sample N (the spec's timer_sample): PATCHKIT_TIMER_SAMPLE for each pt.configure()."""
+    if spec.get("timer_sample"):
+        os.environ["PATCHKIT_TIMER_SAMPLE"] = str(int(spec["timer_sample"]))
+
+
 def run_point(pt, target, draft, prompts, size: ModelSize, point: dict, index: int,
               total: int, sync, warmup: bool = False) -> dict:
     """Baseline and assisted generation of every prompt, interleaved; timing into point dir
@@ -265,6 +271,7 @@ def run(spec: dict) -> dict:
     if size.dtype == "bfloat16" and not cuda:
         size = ModelSize(**{**asdict(size), "dtype": "float32"})
     seed = int(spec.get("seed", 0))
+    apply_timer_spec(spec)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     progress(stage="build", size=size_name, device=device)
     pt.configure(mode="off")  # model building is not profiled
