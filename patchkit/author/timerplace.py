@@ -279,6 +279,7 @@ class Anchor:
     group: str = ""        # lines placed together or not at all
     identity: tuple = ()   # what the group times, whatever function it is in: a phase name,
                            # or ("cycle:decode", "cycle:prefill"); a release never gets one twice
+    line: int = 0          # its 1-based line in the reference file
 
     @property
     def key(self) -> str:
@@ -318,7 +319,8 @@ def learn(path: str, patched: str, origins: list[str]) -> list[Anchor]:
     for stmt in tree.body:
         if is_timer_stmt(stmt):
             anchors.append(Anchor(path, lines[stmt.lineno - 1].strip(), "import", "",
-                                  origins[stmt.lineno - 1], group=f"{path}:import"))
+                                  origins[stmt.lineno - 1], group=f"{path}:import",
+                                  line=stmt.lineno))
     all_sites = list(_sites(tree))
     by_stmt = {id(s.stmt): s for s in all_sites}
     for site in all_sites:
@@ -344,7 +346,8 @@ def learn(path: str, patched: str, origins: list[str]) -> list[Anchor]:
                               (site.where or FUNCTION_START) if not before else "",
                               FUNCTION_END if not after and not site.parent else "",
                               params=site.params,
-                              spot=f"{site.function}@{(after[0] if after else before[-1]).lineno}"))
+                              spot=f"{site.function}@{(after[0] if after else before[-1]).lineno}",
+                              line=site.stmt.lineno))
     _assign_groups(anchors)
     _learn_spans(anchors, all_sites, tree)
     return anchors
