@@ -13,6 +13,7 @@ from patchkit.author import rebase as rb, relocate, upstream
 from patchkit.engine.diffparse import parse_patch
 from patchkit.errors import InvalidInput, PatchkitError
 
+from support.cli import invoke
 from upstream_fixtures import (
     EAGLE_WORKER, PHASE_TIMER, SERIES_059, V2_APPENDED, default_wheelhouse, git, sglang_checkout,
     sglang_files, v1_part,
@@ -373,10 +374,6 @@ def test_tasks_patch_rebase_and_patch_diff(series_copy, tmp_path):
     import sys
 
     from upstream_fixtures import REPO
-
-    def invoke(*args):
-        return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO,
-                              capture_output=True, text=True, timeout=300)
 
     out = tmp_path / "cli"
     run = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from patchkit import ops
 from patchkit.author import rebase as rb, upstream
 from patchkit.engine.series import load_series
 from patchkit.author.targetread import target_source
+from support.cli import invoke as support_invoke
 from upstream_fixtures import (EAGLE_WORKER, REPO, SERIES_059, git, sglang_checkout,
                                sglang_installed, v1_part)
 
@@ -92,9 +91,7 @@ def test_onto_target_cli_and_bad_input(sshd, tmp_path):
     before = snapshot(root)
 
     def invoke(*args):
-        return subprocess.run([sys.executable, "-m", "invoke", "patch.rebase", "--series",
-                               str(SERIES_059), *args], cwd=REPO, capture_output=True,
-                              text=True, timeout=300, stdin=subprocess.DEVNULL)
+        return support_invoke("patch.rebase", "--series", str(SERIES_059), *args)
 
     target = sshd.url(str(root))
     cfg = ["--ssh-config", str(sshd.client_config)]
