@@ -79,7 +79,8 @@ def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path, hand_root:
         row["not_applicable"] = f"{', '.join(Path(p).name for p in absent)} not in {onto}"
         return row
     start = time.perf_counter()
-    exact = rb.rebase(series_dir, onto, write=False, merge=False, trust_new=trust_new)
+    exact = rb.rebase(series_dir, onto, write=False, merge=False, structural=False,
+                      trust_new=trust_new)
     t_exact = time.perf_counter() - start
     out = work / f"{series_ver}-{onto}"
     start = time.perf_counter()

@@ -119,6 +119,15 @@ def order_problem(old_text: str, new_text: str, aliases: dict[str, str]) -> str:
     return ""
 
 
+def prefer_side(anchor, spots: list) -> list:
+    """When the statement after a line and the one before it point at different places (code
+    was added between them upstream), an end or a note keeps to the statement it followed (the
+    last one it timed) and a begin, a cycle's begin or end to the statement it preceded."""
+    follows = anchor.call in ("end", "note")
+    side = "(after `" if follows else "(before `"
+    return sorted(spots, key=lambda s: side not in s[2])
+
+
 def place_unplaced(old: list[Line], new: list[Line], placements: list[Placement], path: str,
                    aliases: dict[str, str] | None = None) -> None:
     """Place, by structure, the unplaced hunks of one file diff that only add timer lines.
@@ -161,7 +170,8 @@ def place_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
     if not wanted:
         return
     body = [a for i in sorted(wanted) for a in wanted[i] if a.call != "import"]
-    result = timerplace.place(body, {path: target}, {path: path}, aliases=aliases)
+    result = timerplace.place(body, {path: target}, {path: path}, aliases=aliases,
+                              prefer=prefer_side)
     spot = {id(p.anchor): p for p in result.placements}
     why_not = {id(a): why for a, why in result.missing}
     for a, why in result.skipped:
@@ -250,4 +260,4 @@ def _fit(new: list[Line], placements: list[Placement], found: dict, refuse) -> N
         prev_end = p.index + sum(1 for ln in body if ln.tag != "+")
 
 
-__all__ = ["eligible", "order_problem", "place_unplaced", "timer_sequences"]
+__all__ = ["eligible", "order_problem", "place_unplaced", "prefer_side", "timer_sequences"]

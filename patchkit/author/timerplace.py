@@ -766,7 +766,7 @@ def _locate(target: Target, function: str, anchor: Anchor) -> tuple[tuple[int, s
 def place(anchors: list[Anchor], targets: dict[str, Target], file_map: dict[str, str],
           aliases: dict[str, str] | None = None, hand: list[HandRule] | None = None,
           skip_groups: set[str] | None = None, skip_identities: set[str] | None = None,
-          renames: dict[str, str] | None = None) -> Result:
+          renames: dict[str, str] | None = None, prefer=None) -> Result:
     """Placements of ``anchors`` into ``targets`` (new path -> Target).
 
     ``file_map``: reference path -> new path (a function not found there is looked up by name in
@@ -774,6 +774,7 @@ def place(anchors: list[Anchor], targets: dict[str, Target], file_map: dict[str,
     ``skip_groups``: groups a person decided are absent in this release (placed by nobody).
     ``renames``: text replacements a person decided for this release's lines (an attribute
     renamed upstream); a line they change is reported as adjusted by hand.
+    ``prefer``: ``(anchor, spots) -> spots`` reorders the places the probes found (first wins).
     """
     aliases = aliases or {}
     skip_groups = skip_groups or set()
@@ -796,6 +797,8 @@ def place(anchors: list[Anchor], targets: dict[str, Target], file_map: dict[str,
             if fn is None:
                 continue
             spots, how = _spots(target, fn, a)
+            if prefer is not None and len(spots) > 1:
+                spots = prefer(a, spots)
             spot = spots[0][:2] if spots else None
             if spots:
                 how = spots[0][2]
