@@ -120,12 +120,39 @@ def order_problem(old_text: str, new_text: str, aliases: dict[str, str]) -> str:
 
 
 def prefer_side(anchor, spots: list) -> list:
-    """When the statement after a line and the one before it point at different places (code
-    was added between them upstream), an end or a note keeps to the statement it followed (the
-    last one it timed) and a begin, a cycle's begin or end to the statement it preceded."""
+    """When the places the probes found differ (code was added between the line's neighbours
+    upstream): a line that opened its block (function) first opens it again, one that closed
+    it closes it again; otherwise an end or a note keeps to the statement it followed (the last
+    one it timed) and a begin, a cycle's begin or end to the statement it preceded."""
     follows = anchor.call in ("end", "note")
-    side = "(after `" if follows else "(before `"
-    return sorted(spots, key=lambda s: side not in s[2])
+
+    def rank(spot) -> int:
+        how = spot[2]
+        if anchor.first_in and how.startswith(("first statement of", "first in the block")):
+            return 0
+        if anchor.last_in and how.startswith("end of "):
+            return 0
+        return 1 if ("(after `" if follows else "(before `") in how else 2
+
+    return sorted(spots, key=rank)
+
+
+def _block_end(target, line: int, anchor) -> int:
+    """An end that closed its block in the old file (no statement after it there) closes the
+    block here too: past statements upstream added at the block's end (not past a return)."""
+    if anchor.call != "end" or any(p.side == "before" for p in anchor.probes):
+        return line
+    ending = [s for s in target.sites if s.stmt.end_lineno == line]
+    key = next(p.key for p in anchor.probes if p.side == "after") if anchor.probes else None
+    same = [s for s in ending if s.key == key]
+    if not (same or ending):
+        return line
+    site = same[0] if len(same) == 1 else max(ending, key=lambda s: s.stmt.lineno)
+    rest = [s for s in site.block[site.index + 1:] if not timerplace.is_timer_stmt(s)]
+    if not rest or any(isinstance(s, (ast.Return, ast.Raise, ast.Continue, ast.Break))
+                       for s in rest):
+        return line
+    return rest[-1].end_lineno
 
 
 def place_unplaced(old: list[Line], new: list[Line], placements: list[Placement], path: str,
@@ -194,8 +221,10 @@ def place_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
             p = spot.get(id(a))
             if p is None:
                 break
-            lines.append((p.line, p.text.rstrip("\n").encode()))
-            hows.append(f"`{a.text}` {p.how.removeprefix('tool: ')}")
+            at = _block_end(target, p.line, a)
+            lines.append((at, p.text.rstrip("\n").encode()))
+            hows.append(f"`{a.text}` {p.how.removeprefix('tool: ')}"
+                        + (" (then to the end of its block, as before)" if at != p.line else ""))
         if len(lines) != len(mine):
             a = mine[len(lines)]
             refuse([i], f"`{a.text}`: " + why_not.get(id(a), "no single place for it"))
