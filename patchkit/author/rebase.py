@@ -476,7 +476,7 @@ def rebase(
     resume: bool = False,
     merge: bool = True,
     new_source: Source | None = None,
-    structural: bool = True,
+    structural: bool | None = None,
 ) -> RebaseResult:
     """Rebase ``series_dir`` onto ``onto``; write the new series (unless ``write=False``).
 
@@ -487,13 +487,16 @@ def rebase(
     (merge3.py); False: exact match only.
     ``new_source``: the new files as already read (e.g. from a target, targetread.py).
     ``structural``: last, place what is still open and only inserts timer lines by structure
-    (structural.py: function and neighbouring statement, as seriesgen does); False: not.
+    (structural.py: function and neighbouring statement, as seriesgen does); False: not;
+    None (default): as ``merge`` (``merge=False`` is exact match only).
     ``resume``: the output folder exists from an earlier run and its patches were edited by
     hand; a patch there without a marker line is taken as it is (its header counts recounted,
     its hunks kept at their numbers when they match there exactly, otherwise relocated), the
     others are rebased from the old series again. Files are rewritten in place; REBASE.md keeps
     its text up to a "## Resume" section, which is written anew.
     """
+    if structural is None:
+        structural = merge
     series_dir = Path(series_dir).resolve()
     series = load_series(str(series_dir))
     pin = series.pin
