@@ -44,6 +44,9 @@ MODULE_MARKS = {
     "test_remote_sweep.py": ("sshd", "wheels"), "test_ssh_faults.py": ("sshd", "slow"),
     "test_transport_ssh.py": ("sshd", "wheels"), "test_engine_crash.py": ("slow",),
     "test_fuzz_inputs.py": ("slow",),
+    "test_engine_roundtrip.py::test_matches_git_apply": ("slow",),
+    "test_profile_default.py::test_default_run_end_to_end": ("slow",),
+    "test_profile_default.py::test_cli_with_a_relative_out_dir": ("slow",),
 }
 FIXTURE_MARKS = {"sshd": "sshd", "sshd_keys": "sshd", "sshd_factory": "sshd",
                  "series_059_v1": "wheels", "sglang_059_checkout": "wheels",
