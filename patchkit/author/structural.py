@@ -5,8 +5,11 @@ changes are added timer lines (``_pt.<call>(...)`` or the timer import): each ad
 learnt from the old file with the patch applied (timerplace.learn: its function by qualified
 name, the statement right after it, else right before it, by ``ast.unparse`` text, shape or
 called name) and found in the new file (timerplace.place, with the moves of
-sglang_releases.MOVED_FUNCTIONS). Nothing is guessed: a line without exactly one candidate, or a
-phase that cannot be placed whole, leaves the hunk for a person, as before.
+sglang_releases.rebase_aliases: functions renamed or moved, either way). Nothing is guessed: a
+line without exactly one candidate, or a phase that cannot be placed whole, leaves the hunk for a
+person, as before. Where the statement after a line and the one before it point at different
+places (upstream added code between them), a begin keeps to the statement it preceded and an end
+to the one it followed; an end that closed its block closes it again (prefer_side, _block_end).
 
 The hunk is then written where its lines land (context from the new file), and accepted only when
   - every line of the hunk is placed, in the hunk's own order, between the hunks placed before
