@@ -24,7 +24,7 @@ system-deps:
 
 $(STAMP): pyproject.toml
 	@[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report,profile,inventory]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report,profile,inventory,ansible]'
 	@touch $(STAMP)
 
 test: setup

@@ -2,7 +2,9 @@
 
 Each operation is one program per target (see targetprog). A fleet runs hosts in parallel with a
 bounded pool; apply on a fleet is two-phase: stage everywhere, commit only when every host staged,
-undo everywhere otherwise.
+undo everywhere otherwise. A fleet may carry one series per host (PerHostSeries, what
+`--series auto` picks on a mixed fleet): each host gets its own program, apply stays two-phase
+across all of them, and every HostResult names its series.
 """
 
 from __future__ import annotations
@@ -18,6 +20,17 @@ from patchkit.errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
 from patchkit.engine.series import Series
 from patchkit.engine.targetprog import Compiled, build_program
 from patchkit.transport import Transport, parse_target
+from patchkit.transport.k8s import expand_targets
+
+
+@dataclass
+class PerHostSeries:
+    """One series (folder or Series) per target, in the order of the targets."""
+
+    series: list
+
+
+PER_HOST = "per-host"    # OpResult.series when the hosts carry different series
 
 
 @dataclass
@@ -26,6 +39,10 @@ class OpResult:
     series: str
     digest: str
     hosts: list[HostResult]
+
+    @property
+    def per_host(self) -> bool:
+        return self.series == PER_HOST
 
     @property
     def exit_code(self) -> int:
@@ -89,15 +106,41 @@ def run_on(compiled: Compiled, transport: Transport, op: str, opts: Options,
 
 # -- public operations -------------------------------------------------------------------------------
 
-def _prepare(series: Series | str, targets: list[str], opts: Options, full: bool = True):
-    compiled = compiled_series(series, full=full)
+def _prepare(series: Series | str | PerHostSeries, targets: list[str], opts: Options,
+             full: bool = True):
+    """(one Compiled per target, one Transport per target)."""
     if not targets:
         raise PatchkitError("no --target given (and none in invoke.yaml)", EXIT_INVALID)
+    # k8s:NS/SELECTOR:ROOT becomes one target per running pod before any fleet logic
+    targets = expand_targets(targets, container=opts.container, exec_prefix=opts.exec_prefix,
+                             **opts.transport_options)
+    if isinstance(series, PerHostSeries):
+        if len(series.series) != len(targets):
+            raise PatchkitError(f"{len(series.series)} series for {len(targets)} targets",
+                                EXIT_INVALID)
+        made: dict = {}
+        compileds = []
+        for s in series.series:
+            k = id(s) if isinstance(s, Series) else str(s)
+            if k not in made:
+                made[k] = compiled_series(s, full=full)
+            compileds.append(made[k])
+    else:
+        compileds = [compiled_series(series, full=full)] * len(targets)
     transports = [t if isinstance(t, Transport) else
                   parse_target(t, cwd=opts.cwd, container=opts.container,
                                exec_prefix=opts.exec_prefix, **opts.transport_options)
                   for t in targets]
-    return compiled, transports
+    return compileds, transports
+
+
+def _result(op: str, compileds: list[Compiled], hosts: list[HostResult]) -> OpResult:
+    """The answer; each host names its series, the whole names one or says per-host."""
+    for c, h in zip(compileds, hosts):
+        h.series, h.digest = c.series.name, c.series.digest
+    if len({c.series.digest for c in compileds}) > 1:
+        return OpResult(op, PER_HOST, "", hosts)
+    return OpResult(op, compileds[0].series.name, compileds[0].series.digest, hosts)
 
 
 def _each(transports, fn, jobs: int) -> list[HostResult]:
@@ -109,26 +152,28 @@ def _each(transports, fn, jobs: int) -> list[HostResult]:
 
 def _close_own(targets, transports) -> None:
     """Close the transports made here; a caller's Transport objects stay open for reuse."""
-    for spec, t in zip(targets, transports):
-        if not isinstance(spec, Transport):
+    given = {id(spec) for spec in targets if isinstance(spec, Transport)}
+    for t in transports:
+        if id(t) not in given:
             t.close()
 
 
 def _simple(op: str, series, targets, opts: Options | None) -> OpResult:
     opts = opts or Options()
-    compiled, transports = _prepare(series, targets, opts, full=op == "verify")
+    compileds, transports = _prepare(series, targets, opts, full=op == "verify")
 
-    def one(t: Transport) -> HostResult:
+    def one(pair) -> HostResult:
+        compiled, t = pair
         before = t.connection_probe() if op == "status" else None
         host = run_on(compiled, t, op, opts)
         if op == "status":      # e.g. whether an SSH master is alive for the next command
             host.messages += t.connection_notes(before)
         return host
     try:
-        hosts = _each(transports, one, opts.jobs)
+        hosts = _each(list(zip(compileds, transports)), one, opts.jobs)
     finally:
         _close_own(targets, transports)
-    return OpResult(op, compiled.series.name, compiled.series.digest, hosts)
+    return _result(op, compileds, hosts)
 
 
 def check(series, targets, opts=None) -> OpResult:
@@ -157,24 +202,28 @@ def apply(series, targets, opts=None) -> OpResult:
         result = _simple("verify", series, targets, opts)
         result.op = "apply --dry-run"
         return result
-    compiled, transports = _prepare(series, targets, opts)
+    compileds, transports = _prepare(series, targets, opts)
     try:
         if len(transports) == 1:
-            hosts = [run_on(compiled, transports[0], "apply", opts)]
+            hosts = [run_on(compileds[0], transports[0], "apply", opts)]
         else:
-            hosts = _fleet_apply(compiled, transports, opts)
+            hosts = _fleet_apply(compileds, transports, opts)
     finally:
         _close_own(targets, transports)
-    return OpResult("apply", compiled.series.name, compiled.series.digest, hosts)
+    return _result("apply", compileds, hosts)
 
 
-def _fleet_apply(compiled: Compiled, transports: list[Transport], opts: Options) -> list[HostResult]:
-    staged = _each(transports, lambda t: run_on(compiled, t, "apply", opts, phase="stage"), opts.jobs)
+def _fleet_apply(compileds: list[Compiled], transports: list[Transport],
+                 opts: Options) -> list[HostResult]:
+    """Stage on every host (each with its own series' program), commit only when all staged."""
+    compiled_of = {id(t): c for c, t in zip(compileds, transports)}
+    staged = _each(transports, lambda t: run_on(compiled_of[id(t)], t, "apply", opts, phase="stage"),
+                   opts.jobs)
     if not all(h.ok for h in staged):
         def undo(pair):
             t, h = pair
             if h.ok and h.state == "staged":
-                u = run_on(compiled, t, "unstage", opts)
+                u = run_on(compiled_of[id(t)], t, "unstage", opts)
                 h.journal = u.journal
                 h.messages.append("staged files removed (another host failed)" if u.ok
                                   else f"could not remove staged files: {'; '.join(u.messages)}")
@@ -183,7 +232,8 @@ def _fleet_apply(compiled: Compiled, transports: list[Transport], opts: Options)
                 h.messages.append("not applied: the fleet is all-or-nothing")
             return h
         return _each(list(zip(transports, staged)), undo, opts.jobs)
-    committed = _each(transports, lambda t: run_on(compiled, t, "commit", opts), opts.jobs)
+    committed = _each(transports, lambda t: run_on(compiled_of[id(t)], t, "commit", opts),
+                      opts.jobs)
     for c, s in zip(committed, staged):
         c.elapsed += s.elapsed
         c.bytes_sent += s.bytes_sent
@@ -195,7 +245,7 @@ def _fleet_apply(compiled: Compiled, transports: list[Transport], opts: Options)
     def rollback(pair):
         t, h = pair
         if h.ok:
-            r = run_on(compiled, t, "revert", opts)
+            r = run_on(compiled_of[id(t)], t, "revert", opts)
             h.messages.append("rolled back (another host failed to commit)" if r.ok
                               else f"ROLLBACK FAILED: {'; '.join(r.messages)}")
             h.state = "pristine" if r.ok else "partial"

@@ -2,8 +2,8 @@
 
     python bench/gpu/collect.py WORK OUT [--merge EARLIER.json]
 
-WORK holds the harness's run folders (v1/, v2/, sweep/: each an ``invoke profile.remote --out``),
-models_check.txt and timer_bench.txt. Every figure written is read from those files: the
+WORK holds the harness's run folders (v1/, v2/, sweep/, e3v1/, e3v2/: each an ``invoke
+profile.remote --out``), models_check.txt, models8b_check.txt and timer_bench.txt. Every figure written is read from those files: the
 benchmark's output (sglang.bench_serving), summary.json of each report, sweep.json, and the
 server log, whose "Decode batch" lines (one per decode forward, the harness serves with
 --decode-log-interval 1) are SGLang's own count of decode cycles; ``lost_records`` is that count
@@ -23,6 +23,10 @@ import time
 from pathlib import Path
 
 DECODE_LINE = re.compile(r"Decode batch[ ,\[]")
+ALGORITHM = re.compile(r"--speculative-algorithm[ =](\S+)")
+# run folders: worker key -> label (the EAGLE-3 runs serve the 8B-shaped pair)
+WORKERS = {"v1": "v1", "v2": "v2", "e3v1": "EAGLE3 8B v1", "e3v2": "EAGLE3 8B v2"}
+STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 VERSION_LINE = re.compile(r"sglang[ =](\d+\.\d+\.\d+\S*)")
 
 
@@ -73,6 +77,64 @@ def decode_records(run: Path) -> int | None:
                if cycle_kind(c) in (KIND_PRIMARY, NO_KIND))
 
 
+STALL_FACTOR = 3.0
+
+
+def steady_state(run: Path) -> dict | None:
+    """Stalls kept apart from the breakdown, by this script's own rule: a decode cycle whose
+    device time (host time where none) exceeds STALL_FACTOR x the median decode cycle is a stall
+    (a cold kernel cache compiles in the first cycles at each new batch size). Returns the stall
+    count, their time and batch sizes, and the top-level phase shares (and medians) over the
+    remaining, steady-state cycles."""
+    try:
+        from patchkit.report import load_timing_dir
+        from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind
+    except ImportError:
+        return None
+    folder = run / "timing"
+    if not folder.is_dir():
+        return None
+    cycles, phases = [], {}
+    for proc in load_timing_dir(folder):
+        wanted = {}
+        for c in proc.timed_cycles:
+            if cycle_kind(c) in (KIND_PRIMARY, NO_KIND):
+                ns = c.get("dev_ns") if c.get("dev_ns") is not None else c.get("host_ns")
+                if ns is not None:
+                    wanted[c["cycle"]] = len(cycles)
+                    cycles.append({"ns": ns, "batch_size": (c.get("attrs") or {}).get("batch_size"),
+                                   "phases": {}})
+        for p in proc.phases:
+            if p.get("depth") == 0 and p.get("cycle") in wanted:
+                ns = p.get("dev_ns") if p.get("dev_ns") is not None else p.get("host_ns")
+                slot = cycles[wanted[p["cycle"]]]["phases"]
+                slot[p["name"]] = slot.get(p["name"], 0) + (ns or 0)
+                phases[p["name"]] = None
+    if not cycles:
+        return None
+    durations = sorted(c["ns"] for c in cycles)
+    median = durations[len(durations) // 2]
+    stalls = [c for c in cycles if c["ns"] > STALL_FACTOR * median]
+    steady = [c for c in cycles if c["ns"] <= STALL_FACTOR * median]
+    total = sum(c["ns"] for c in cycles)
+    steady_total = sum(c["ns"] for c in steady) or 1
+
+    def med(values):
+        values = sorted(values)
+        return values[len(values) // 2] / 1e6 if values else None
+
+    return {"rule": f"decode cycle > {STALL_FACTOR:g} x median ({median / 1e6:.3f} ms)",
+            "cycles": len(cycles), "stalls": len(stalls),
+            "stall_ms": round(sum(c["ns"] for c in stalls) / 1e6, 1),
+            "stall_share_of_decode_time": round(100 * sum(c["ns"] for c in stalls) / total, 1),
+            "stall_batch_sizes": [c["batch_size"] for c in stalls],
+            "median_cycle_ms": round(median / 1e6, 3),
+            "shares": {name: round(100 * sum(c["phases"].get(name, 0) for c in steady)
+                                   / steady_total, 1) for name in phases},
+            "median_ms": {name: round(med([c["phases"][name] for c in steady
+                                           if name in c["phases"]]), 3) for name in phases}}
+
+
 def run_entry(worker: str, run: Path) -> dict:
     summary = read_json(run / "summary.json")
     meta = summary.get("meta") or {}
@@ -81,8 +143,13 @@ def run_entry(worker: str, run: Path) -> dict:
     recorded = decode_records(run)
     sglang_count = decode_lines(run)
     cover = decode.get("top_level_share")
+    algorithm = ALGORITHM.search(meta.get("server command") or "")
+    top = top_phases(decode)
+    verify = next((p for p in top if p.get("name") == "target_verify"), None)
     entry = {
         "worker": worker,
+        "label": WORKERS.get(worker, worker),
+        "algorithm": algorithm.group(1) if algorithm else None,
         "tokens_per_s": meta.get("tokens_per_s"),
         "baseline_tokens_per_s": base.get("tokens_per_s"),
         "ratio_to_baseline": base.get("ratio"),
@@ -103,12 +170,56 @@ def run_entry(worker: str, run: Path) -> dict:
         "phases": [{k: p.get(k) for k in ("name", "depth", "parent", "count", "share_of_cycle",
                                           "dev_ms", "host_ms")}
                    for p in decode.get("phases", [])],
+        "top_level_shares": {p["name"]: p.get("share_of_cycle") for p in top},
+        "target_verify_share": verify.get("share_of_cycle") if verify else None,
+        "server_started_s": started_after(run),
+        "steady_state": steady_state(run),
         "server_command": meta.get("server command"),
         "baseline_server_command": base.get("server_command"),
         "speculative_worker_log": meta.get("speculative worker (server log)"),
         "report": str(run),
     }
     return entry
+
+
+def started_after(run: Path) -> dict:
+    """Seconds from a server log's first timestamped line to "ready to roll" (the Python
+    imports before its first line not counted), for the run's server and its baseline's."""
+    found = {}
+    for key, folder in (("speculative", run), ("baseline", run / "baseline")):
+        log = folder / "node0" / "server.log"
+        if not log.is_file():
+            continue
+        stamps, ready = [], None
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            m = STAMP.match(line)
+            if m:
+                stamps.append(m.group(1))
+                if "ready to roll" in line:
+                    ready = m.group(1)
+                    break
+        if stamps and ready:
+            fmt_ = "%Y-%m-%d %H:%M:%S"
+            found[key] = (time.mktime(time.strptime(ready, fmt_))
+                          - time.mktime(time.strptime(stamps[0], fmt_)))
+    return found
+
+
+def is_eagle3(run: dict) -> bool:
+    return "EAGLE3" in f"{run.get('label')} {run.get('algorithm')}".upper()
+
+
+def e3_baseline_from_v2(doc: dict) -> None:
+    """An EAGLE-3 v1 run without a baseline of its own (the device call's time) is compared
+    with the EAGLE-3 v2 run's baseline (overlap scheduling on there): said in baseline_from."""
+    v2 = next((r for r in doc.get("runs", []) if r["worker"] == "e3v2"), None)
+    for r in doc.get("runs", []):
+        if r["worker"] == "e3v1" and not r.get("baseline_tokens_per_s") and v2 \
+                and v2.get("baseline_tokens_per_s") and r.get("tokens_per_s"):
+            r["baseline_tokens_per_s"] = v2["baseline_tokens_per_s"]
+            r["ratio_to_baseline"] = r["tokens_per_s"] / v2["baseline_tokens_per_s"]
+            r["baseline_from"] = ("the EAGLE3 8B v2 run's baseline (the same target without "
+                                  "--speculative-*, overlap scheduling on), " + v2["report"])
 
 
 def sweep_entry(run: Path) -> tuple[list[dict], dict]:
@@ -215,12 +326,90 @@ def fmt(v, spec="{:.1f}"):
     return str(v)
 
 
+def render_e3(doc: dict) -> list[str]:
+    runs = [r for r in doc.get("runs", []) if is_eagle3(r)]
+    if not runs:
+        return []
+    mc, built = doc.get("models8b") or {}, doc.get("models8b_build") or {}
+    shape = mc.get("shape") or {}
+    out = ["", "## EAGLE-3 on an 8B-shaped target: the verify-bound regime", "",
+           f"Models: `bench/gpu/make_models_eagle3.py`, built on the GPU: Llama target "
+           f"(hidden {shape.get('hidden')}, {shape.get('layers')} layers, {shape.get('heads')}/"
+           f"{shape.get('kv_heads')} heads, intermediate {shape.get('intermediate')}, vocab "
+           f"{shape.get('vocab')}; {fmt((mc.get('target_params') or 0) / 1e9, '{:.2f}')} B "
+           f"parameters) and a one-layer `LlamaForCausalLMEagle3` head reading the target's layers "
+           f"{mc.get('aux_layer_ids')}; draft agreement set to {mc.get('agree_asked')}, measured "
+           f"{fmt(mc.get('draft_agreement'), '{:.3f}')} in plain torch, predicted accept length "
+           f"{fmt(mc.get('expected_accept_length'), '{:.2f}')} of {(mc.get('steps') or 3) + 1} "
+           f"(target follows its map on {fmt(mc.get('target_follows_its_map'), '{:.3f}')} of "
+           f"positions). Built in {fmt(built.get('build_s'), '{}')} s, written in "
+           f"{fmt(built.get('save_s'), '{}')} s ({built.get('gib')} GiB).", "",
+           "| run | algorithm | tok/s (spec, patched) | tok/s (no spec, unpatched) | ratio "
+           "| accept length | decode cycle ms, mean / median | target_verify share, all / steady "
+           "| stalls | cycles (records) | SGLang decode forwards | lost records "
+           "| server ready s (spec / baseline) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        st = r.get("server_started_s") or {}
+        ss = r.get("steady_state") or {}
+        cyc = r.get("decode_cycle_ms") or {}
+        cyc = cyc if isinstance(cyc, dict) else {"mean": cyc}
+        stalls = (f"{ss['stalls']} ({fmt(ss.get('stall_share_of_decode_time'))} % of decode time)"
+                  if ss else "-")
+        out.append(f"| {r['label']} | {r.get('algorithm')} | {fmt(r['tokens_per_s'])} "
+                   f"| {fmt(r['baseline_tokens_per_s'])}{' *' if r.get('baseline_from') else ''} "
+                   f"| {fmt(r.get('ratio_to_baseline'), '{:.3f}')} | {fmt(r['accept_length'], '{:.2f}')} "
+                   f"| {fmt(cyc.get('mean'), '{:.2f}')} / {fmt(cyc.get('p50'), '{:.2f}')} "
+                   f"| {fmt(r.get('target_verify_share'), '{:.1f}')} / "
+                   f"{fmt((ss.get('shares') or {}).get('target_verify'), '{:.1f}')} % "
+                   f"| {stalls} | {fmt(r['cycles'], '{}')} | {fmt(r.get('sglang_decode_forwards'), '{}')} "
+                   f"| {fmt(r['lost_records'], '{}')} | {fmt(st.get('speculative'), '{:.0f}')} / "
+                   f"{fmt(st.get('baseline'), '{:.0f}')} |")
+    for r in runs:
+        ss = r.get("steady_state") or {}
+        if ss.get("stalls") and r.get("baseline_tokens_per_s"):
+            out += ["", f"{r['label']}: {ss['stalls']} stall cycles took {fmt(ss.get('stall_ms'))} ms "
+                    f"({fmt(ss.get('stall_share_of_decode_time'))} % of decode time) in the speculative "
+                    "server, which profile.remote starts before the baseline's; its tok/s includes "
+                    "them, the baseline's server found the kernels it shares already compiled."]
+    for r in runs:
+        if r.get("baseline_from"):
+            out += ["", f"\\* {r['label']}: baseline from {r['baseline_from']}."]
+    for r in runs:
+        ss = r.get("steady_state") or {}
+        out += ["", f"### Decode cycle, {r['label']} ({r.get('speculative_worker_log') or 'worker from the series'})", "",
+                "Shares of the decode cycle from means over all cycles (the report's), and over the "
+                f"steady-state cycles only (stall rule: {ss.get('rule', '-')}; stalls at batch sizes "
+                f"{ss.get('stall_batch_sizes', '-')}); medians of the steady-state cycles.", "",
+                "| phase | calls | share, all cycles | share, steady state | median ms, steady state |",
+                "|---|---|---|---|---|"]
+        for p in r.get("phases", []):
+            indent = "&nbsp;&nbsp;" * (p.get("depth") or 0)
+            top = (p.get("depth") or 0) == 0
+            out.append(f"| {indent}{p['name']} | {fmt(p.get('count'), '{}')} "
+                       f"| {fmt(p.get('share_of_cycle'), '{:.1f}')} % "
+                       f"| {fmt((ss.get('shares') or {}).get(p['name']) if top else None, '{:.1f} %')} "
+                       f"| {fmt((ss.get('median_ms') or {}).get(p['name']) if top else None, '{:.3f}')} |")
+        ov = r.get("overhead")
+        if ov:
+            iqr = ov.get("iqr_pct") or [None, None]
+            out += ["", f"Timer overhead, paired inside this server (PATCHKIT_TIMER_AB="
+                    f"{ov.get('ab_cycles')}): median {fmt(ov.get('median_pct'), '{:+.2f}')} % of the "
+                    f"cycle period (IQR {fmt(iqr[0], '{:+.2f}')} .. {fmt(iqr[1], '{:+.2f}')} %, "
+                    f"{ov.get('pairs')} pairs)."]
+        if r.get("chart"):
+            out += ["", f"![phases, {r['label']}]({r['chart']})"]
+    return out
+
+
 def render_md(doc: dict) -> str:
     out = ["# Real SGLang on the H200: patchkit's GPU harness",
            "",
            f"SGLang {doc.get('sglang_version')} on {doc.get('gpu')}; collected "
            f"{doc['collected']} by `bench/gpu/collect.py` from the run folders of "
-           "`bash bench/gpu/run_h200.sh` (every figure below is read from those files).",
+           "`bash bench/gpu/run_h200.sh` (every figure below is read from those files)"
+           + (f"; runs this call did not make are kept from the collection of {doc['merged_from']}"
+              if doc.get("merged_from") else "") + ".",
            ""]
     mc = doc.get("models") or {}
     if mc:
@@ -233,11 +422,15 @@ def render_md(doc: dict) -> str:
             "| decode cycles | SGLang decode forwards | lost records | top-level phases cover |",
             "|---|---|---|---|---|---|---|---|---|"]
     for r in doc.get("runs", []):
+        if is_eagle3(r):
+            continue
         out.append(f"| {r['worker']} | {fmt(r['tokens_per_s'])} | {fmt(r['baseline_tokens_per_s'])} "
                    f"| {fmt(r.get('ratio_to_baseline'), '{:.3f}')} | {fmt(r['accept_length'], '{:.2f}')} "
                    f"| {fmt(r['cycles'], '{}')} | {fmt(r.get('sglang_decode_forwards'), '{}')} "
                    f"| {fmt(r['lost_records'], '{}')} | {fmt(r['phases_cover_pct'], '{:.1f}')} % |")
     for r in doc.get("runs", []):
+        if is_eagle3(r):
+            continue
         out += ["", f"### Decode cycle, {r['worker']} ({r.get('speculative_worker_log') or 'worker from the series'})", "",
                 "| phase | calls | share of decode cycle |", "|---|---|---|"]
         for p in r.get("phases", []):
@@ -258,6 +451,7 @@ def render_md(doc: dict) -> str:
                     f"{fmt(ov.get('off_period_ms'), '{:.3f}')} ms off)."]
         if r.get("chart"):
             out += ["", f"![phases, {r['worker']}]({r['chart']})"]
+    out += render_e3(doc)
     if doc.get("sweep"):
         info = doc.get("sweep_info") or {}
         out += ["", "## The sweep (`profile.remote --matrix`)", "",
@@ -308,7 +502,13 @@ def main(argv=None) -> int:
         text = (work / "models_check.txt").read_text().strip()
         if text.startswith("CHECK "):
             doc["models"] = json.loads(text[6:])
-    for worker in ("v1", "v2"):
+    if (work / "models8b_check.txt").is_file():
+        for line in (work / "models8b_check.txt").read_text().splitlines():
+            if line.startswith("CHECK "):
+                doc["models8b"] = json.loads(line[6:])
+            elif line.startswith("WROTE "):
+                doc.setdefault("models8b_build", json.loads(line[6:]))
+    for worker in WORKERS:
         run = latest_run(work / worker)
         if run is None:
             print(f"collect: no {worker} run under {work / worker}", file=sys.stderr)
@@ -337,11 +537,17 @@ def main(argv=None) -> int:
         doc["runs"] += [r for r in old.get("runs", []) if r["worker"] not in have]
         doc["runs"].sort(key=lambda r: r["worker"])
         for key in ("sweep", "sweep_info", "sweep_chart", "timer_bench", "models", "gpu",
-                    "sglang_version", "overhead_runs", "cuda_tests"):
+                    "sglang_version", "overhead_runs", "cuda_tests", "models8b",
+                    "models8b_build"):
             if not doc.get(key) and old.get(key):
                 doc[key] = old[key]
         doc["merged_from"] = old.get("collected")
+    for r in doc["runs"]:    # runs merged from before these keys existed
+        if "algorithm" not in r:
+            m = ALGORITHM.search(r.get("server_command") or "")
+            r["label"], r["algorithm"] = WORKERS.get(r["worker"], r["worker"]), m and m.group(1)
     with_baseline_from_runs(doc)
+    e3_baseline_from_v2(doc)
     tp2_run = latest_run(work / "tp2")
     if tp2_run is not None and (tp2_run / "sweep.json").is_file():
         write_tp2(tp2_run, out, doc)

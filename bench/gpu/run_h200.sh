@@ -5,9 +5,15 @@
 # On the GPU machine (device tool), from the repository root, with carry
 #   .carry-site .carry-fi .carry-lib [.carry-jit]:
 #       bash bench/gpu/run_h200.sh [STAGE...]        (default: setup models v2 v1 sweep timer collect)
+#   the EAGLE-3 verify-bound case: bash bench/gpu/run_h200.sh setup models8b e3v2 e3v1 collect cache
 # Stages (each skips what an earlier call on the same machine left in /tmp):
 #   setup    unpack the carried site into /tmp/site (sglang + its pins; patchkit is this checkout)
 #   models   bench/gpu/make_models.py: tiny Llama target + standalone draft, partial acceptance
+#   models8b bench/gpu/make_models_eagle3.py: 8B-shaped Llama target + EAGLE-3 draft head with set
+#            acceptance, built on the GPU (~16 GB in $MODELS8B), its accept length predicted first
+#   e3v2     profile.remote --baseline, EAGLE3 on the 8B pair, 0.5.12's default EAGLEWorkerV2
+#   e3v1     the same with EAGLEWorker (SGLANG_ENABLE_SPEC_V2=0, no overlap) and PATCHKIT_TIMER_AB;
+#            its own baseline only while $E3_BASE_MIN s are left (collect then names e3v2's)
 #   explore  one unpatched v2 server + sglang.bench_serving (checks the stack; fills JIT caches)
 #   v1       profile.remote --baseline, EAGLEWorker (SGLANG_ENABLE_SPEC_V2=0, no overlap)
 #   v2       profile.remote --baseline, 0.5.12's default EAGLEWorkerV2 (overlap scheduling on)
@@ -23,6 +29,7 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/patchkit-gpu-out}; WORK=${WORK:-/tmp/patchkit-gpu}; M=${MODELS:-/tmp/patchkit-models}
+M8=${MODELS8B:-/tmp/patchkit-models-8b}
 SITE=${SITE:-/tmp/site}
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/run.log; T0=$(date +%s); BUDGET=${BUDGET:-580}
@@ -45,14 +52,22 @@ SERVER="python3 -m sglang.launch_server --model-path $M/target --tokenizer-path 
 SPEC="--speculative-algorithm STANDALONE --speculative-draft-model-path $M/draft --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
 BENCH="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len ${OUT_LEN:-512} --random-range-ratio 1 --num-prompts ${PROMPTS:-96} --max-concurrency 32 --tokenizer $M/target --model $M/target --disable-tqdm"
 SERIES=patches/sglang-v0.5.12
+# the EAGLE-3 case: an 8B-shaped target (~15 GB of bf16 weights) + a one-layer EAGLE-3 head; half
+# of the GPU's memory for weights and KV cache leaves ample room for CUDA graphs and activations.
+# 32 concurrent requests x 256 output tokens keep the batch at 32: verify-bound cycles.
+E3_STEPS=${E3_STEPS:-3}
+SERVER8B="python3 -m sglang.launch_server --model-path $M8/target --tokenizer-path $M8/target --host 127.0.0.1 --port $PORT --mem-fraction-static ${E3_MEM:-0.5} --attention-backend triton --sampling-backend pytorch --grammar-backend none --cuda-graph-max-bs 32 --max-running-requests 48 --disable-piecewise-cuda-graph --decode-log-interval 1"
+SPEC_E3="--speculative-algorithm EAGLE3 --speculative-draft-model-path $M8/draft --speculative-num-steps $E3_STEPS --speculative-eagle-topk 1 --speculative-num-draft-tokens $(( E3_STEPS + 1 ))"
+BENCH8B="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len ${E3_OUT_LEN:-256} --random-range-ratio 1 --num-prompts ${E3_PROMPTS:-128} --max-concurrency 32 --tokenizer $M8/target --model $M8/target --disable-tqdm"
 MATRIX=${MATRIX:-speculative-num-steps=1,2,3,5;env:NCCL_PROTO=LL}
 
 profile() {  # NAME ARGS... : one invoke profile.remote into $WORK/NAME, bounded by the budget
+  # (PBENCH: another benchmark command; PMIN: the seconds it needs left to start at all)
   local name=$1; shift
-  if [ "$(left)" -lt 150 ]; then say "$name: skipped, only $(left)s left"; return 1; fi
+  if [ "$(left)" -lt "${PMIN:-150}" ]; then say "$name: skipped, only $(left)s left"; return 1; fi
   rm -rf "${WORK:?}/$name"
   (cd "$ROOT" && run timeout -s INT -k 30 $(( $(left) - 40 )) python3 -m invoke profile.remote \
-      --target "$SITE" --series "$SERIES" --bench "$BENCH" --out "$WORK/$name" "$@")
+      --target "$SITE" --series "$SERIES" --bench "${PBENCH:-$BENCH}" --out "$WORK/$name" "$@")
   local rc=$?
   # whatever happened, the tree must be pristine again (profile.remote reverts; this checks it)
   (cd "$ROOT" && python3 -m invoke patch.status --series "$SERIES" --target "$SITE" 2>&1 | tee -a "$LOG")
@@ -77,6 +92,15 @@ stage_models() {
   if [ -f "$M/draft/model.safetensors" ]; then say "models already in $M"; return 0; fi
   run python3 "$ROOT/bench/gpu/make_models.py" "$M" --agree "${AGREE:-0.8}" --check
   grep '^CHECK ' "$LOG" | tail -n 1 > "$WORK/models_check.txt"
+}
+
+stage_models8b() {
+  if [ -f "$M8/draft/model.safetensors" ] && [ -f "$M8/target/model.safetensors" ]; then
+    say "8B models already in $M8"; return 0; fi
+  df -h "$(dirname "$M8")" | tail -n 1 | tee -a "$LOG"
+  run python3 "$ROOT/bench/gpu/make_models_eagle3.py" "$M8" --agree "${E3_AGREE:-0.8}" \
+      --steps "$E3_STEPS" --check || return 1
+  grep -E '^(CHECK|WROTE) ' "$LOG" | tail -n 2 > "$WORK/models8b_check.txt"
 }
 
 stage_explore() {  # a plain v2 server + bench_serving, no patchkit involved: checks the stack
@@ -108,6 +132,16 @@ PY
 stage_v1() { profile v1 --server "$SERVER --disable-overlap-schedule $SPEC" --env PATCHKIT_TIMER=events \
                --env SGLANG_ENABLE_SPEC_V2=0 --env PATCHKIT_TIMER_AB=${AB:-20} --baseline; }
 stage_v2() { profile v2 --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --baseline; }
+# EAGLE-3 on the 8B pair: v2 (default, overlap on) and v1 (its timer overhead paired in-server)
+stage_e3v2() { PBENCH=$BENCH8B PMIN=${E3_MIN:-140} profile e3v2 --server "$SERVER8B $SPEC_E3" \
+                 --env PATCHKIT_TIMER=events --baseline; }
+stage_e3v1() {
+  local base=--baseline
+  if [ "$(left)" -lt "${E3_BASE_MIN:-240}" ]; then
+    say "e3v1: $(left)s left, under E3_BASE_MIN=${E3_BASE_MIN:-240}: no baseline of its own"; base=""; fi
+  PBENCH=$BENCH8B PMIN=${E3_MIN:-140} profile e3v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" \
+    --env PATCHKIT_TIMER=events --env SGLANG_ENABLE_SPEC_V2=0 --env PATCHKIT_TIMER_AB=${AB:-20} $base
+}
 stage_sweep() { profile sweep --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --matrix "$MATRIX" --baseline; }
 
 # the timer's cost inside the default (v2) server: A/B blocks, with the runtime's default
@@ -148,7 +182,7 @@ for st in "$@"; do
   say "=== stage $st ($(left)s left)"
   if ! "stage_$st"; then
     say "stage $st failed"
-    case $st in setup|models) exit 1 ;; esac
+    case $st in setup|models|models8b) exit 1 ;; esac
   fi
 done
 say "=== done"

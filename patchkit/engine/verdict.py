@@ -57,6 +57,8 @@ class HostResult:
     lock: dict | None = None          # the lock that refused the operation (status: any lock seen)
     took_over: dict | None = None     # the dead owner's lock this operation took over
     journal: list[dict] = field(default_factory=list)   # revert: the journal it took off the target
+    series: str = ""                  # the series this host was given (its own on a mixed fleet)
+    digest: str = ""
 
     @property
     def ok(self) -> bool:

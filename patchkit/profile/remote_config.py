@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from patchkit.errors import InvalidInput
+from patchkit.locations import series_root
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_SERIES = REPO / "patches" / "sglang-v0.5.9"
+DEFAULT_SERIES = series_root() / "sglang-v0.5.9"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
 TIMER_MODES = ("events", "sync", "host", "off")

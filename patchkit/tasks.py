@@ -1,0 +1,684 @@
+"""patchkit's command line: `invoke patch.apply --series DIR --target T` and friends.
+
+Thin by design: each task resolves its arguments against invoke.yaml, calls one patchkit function
+and maps expected failures to the contract's exit codes (0 done, 1 refused, 2 invalid input).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from invoke import Collection, Exit, task
+
+from patchkit.locations import series_path
+
+TARGET_HELP = {
+    "series": "series folder (pin.toml + series + patches), or 'auto': the shipped series pinned "
+              "to exactly the target's files; default: patchkit.engine.series in invoke.yaml",
+    "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path, docker://C/path or "
+              "k8s:NAMESPACE/SELECTOR:/path (every running pod the label selector matches); "
+              "repeat for a fleet (default: patchkit.targets in invoke.yaml)",
+    "json": "print the outcome as JSON (stable keys) instead of a table",
+    "layout": "auto (default), checkout (paths as in the patches) or installed (drop package_prefix)",
+    "container": "run inside this container on the target (docker exec -i NAME), e.g. with ssh://",
+    "exec": "run through this command prefix, e.g. 'kubectl exec -i POD --' or 'chroot /srv/root'",
+    "ssh_config": "ssh_config file to use (ssh -F); default: your own ~/.ssh/config",
+    "timeout": "seconds allowed per target for the whole operation",
+    "jobs": "hosts worked on in parallel (fleets)",
+    "ssh_persist": "seconds an idle SSH connection stays up for the next command to that host "
+                   "(default: patchkit.ssh_persist, 60); 0: one connection per command",
+    "inventory": "Ansible inventory (INI, or YAML as .yml/.yaml): its hosts become SSH targets "
+                 "of the fleet, besides any --target (default: patchkit.inventory)",
+    "limit": "with --inventory: Ansible host pattern, e.g. 'gpu', 'gpu1:gpu2', 'gpu:!gpu3', "
+             "'gpu:&rack1' (default: all hosts)",
+    "root": "with --inventory: the target path on every host (default: each host's "
+            "patchkit_root variable)",
+    "k8s_container": "k8s: targets: the container of each pod to run in (kubectl exec -c)",
+    "kube_context": "k8s: targets: the kubeconfig context (kubectl --context)",
+    "kubectl": "k8s: targets: the kubectl program (default: patchkit.kubectl, else kubectl)",
+}
+
+
+def _cfg(c, key, default=None):
+    node = c.config.get("patchkit", {}) or {}
+    value = node.get(key, default)
+    return default if value is None else value
+
+
+def _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist=None,
+             k8s=(None, None, None), **extra):
+    from patchkit.ops import Options
+    from patchkit.transport.remote import ssh_persist_options
+
+    transport = {}
+    ssh_config = ssh_config or _cfg(c, "ssh_config")
+    if ssh_config:
+        transport["ssh_config"] = os.path.expanduser(ssh_config)
+    ssh_options = _cfg(c, "ssh_options")
+    if ssh_options:
+        transport["ssh_options"] = list(ssh_options)
+    persist = ssh_persist if ssh_persist is not None else _cfg(c, "ssh_persist", 60)
+    transport.update(_guard(ssh_persist_options, persist))
+    for key, value in zip(("k8s_container", "kube_context", "kubectl"), k8s):
+        if value or _cfg(c, key):
+            transport[key] = value or _cfg(c, key)
+    return Options(layout=layout or _cfg(c, "layout", "auto"),
+                   container=container or _cfg(c, "container"),
+                   exec_prefix=exec_ or _cfg(c, "exec"),
+                   timeout=float(timeout) if timeout else _cfg(c, "timeout"),
+                   jobs=int(jobs or _cfg(c, "jobs", 8)),
+                   cwd=c.cwd if hasattr(c, "cwd") and c.cwd else os.getcwd(),
+                   transport_options=transport, **extra)
+
+
+def _resolve(c, series, target, opts, inventory=None, limit=None, root=None):
+    """(series folder, targets): --target / --inventory, else patchkit.targets / .inventory."""
+    from patchkit.transport.inventory import inventory_transports
+
+    series = series or _cfg(c, "series")
+    if not series:
+        raise Exit("no --series given and no patchkit.engine.series in invoke.yaml", 2)
+    targets = list(target or [])
+    if not targets and not inventory:
+        targets = list(_cfg(c, "targets", []) or [])
+        inventory = _cfg(c, "inventory")
+    if (limit or root) and not inventory:
+        raise Exit("--limit and --root choose hosts of an inventory: give --inventory FILE", 2)
+    if inventory:
+        path = os.path.join(opts.cwd, os.path.expanduser(inventory))
+        targets += _guard(inventory_transports, path, limit, root, cwd=opts.cwd,
+                          container=opts.container, exec_prefix=opts.exec_prefix,
+                          **opts.transport_options)
+    if not targets:
+        raise Exit("no --target or --inventory given and none in invoke.yaml", 2)
+    from patchkit.transport.k8s import expand_targets   # k8s:NS/SELECTOR:ROOT -> its pods
+    targets = _guard(expand_targets, targets, container=opts.container,
+                     exec_prefix=opts.exec_prefix, **opts.transport_options)
+    if series == "auto":
+        return _auto_series(targets, opts, per_host=True), targets
+    return _guard(series_path, series, opts.cwd), targets
+
+
+def _auto_series(targets, opts=None, per_host=False):
+    """--series auto: the shipped series pinned to the targets' text (patchkit.engine.autoseries).
+
+    per_host (patch.* tasks): a fleet whose hosts need different series gets a PerHostSeries.
+    """
+    from patchkit.engine import autoseries
+    from patchkit.errors import PatchkitError
+    from patchkit.ops import PerHostSeries
+
+    kw = {}
+    if opts is not None:
+        kw = dict(cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
+                  **opts.transport_options)
+    try:
+        if per_host:
+            dirs, said = autoseries.resolve_per_host(list(targets), **kw)
+            series_dir = dirs[0] if len(set(dirs)) == 1 else PerHostSeries(dirs)
+        else:
+            series_dir, said = autoseries.resolve(list(targets), **kw)
+    except PatchkitError as e:
+        raise Exit(f"patchkit: {e.message}", e.exit_code)
+    print(said, file=sys.stderr)
+    return series_dir
+
+
+def _run(c, fn_name, series, target, as_json, opts, show_script=False, **fleet):
+    from patchkit import ops
+    from patchkit.errors import PatchkitError
+    from patchkit.output import render_json, render_text
+
+    series_dir, targets = _resolve(c, series, target, opts, **fleet)
+    try:
+        if show_script:
+            _show_script(series_dir, targets, opts)
+        result = getattr(ops, fn_name)(series_dir, targets, opts)
+    except PatchkitError as e:
+        raise Exit(f"patchkit: {e.message}", e.exit_code)
+    finally:
+        for t in targets:           # inventory hosts come as Transports; ops leaves them open
+            if not isinstance(t, str):
+                t.close()
+    print(render_json(result) if as_json else render_text(result))
+    if result.exit_code:
+        raise Exit(code=result.exit_code)
+
+
+def _show_script(series_dir, targets, opts):
+    from patchkit.engine.series import load_series
+    from patchkit.engine.targetprog import build_program, compile_series
+    from patchkit.ops import PerHostSeries
+    from patchkit.transport import parse_target
+
+    dirs = series_dir.series if isinstance(series_dir, PerHostSeries) else [series_dir] * len(targets)
+    made = {}
+    for directory, spec in zip(dirs, targets):
+        if directory not in made:
+            made[directory] = compile_series(load_series(directory))
+        compiled = made[directory]
+        t = spec if not isinstance(spec, str) else parse_target(
+            spec, cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
+            **opts.transport_options)
+        program = build_program(compiled, "verify" if opts.dry_run else "apply", t.root,
+                                layout=opts.layout)
+        sys.stdout.write(f"# ===== program for {t.label} ({len(program)} bytes) =====\n")
+        sys.stdout.write(program.decode("utf-8", "surrogateescape"))
+        if isinstance(spec, str):
+            t.close()
+
+
+COMMON = dict(iterable=["target"], help=TARGET_HELP)
+
+
+@task(auto_shortflags=False, **COMMON)
+def check(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
+          ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
+          limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
+    """Pin only: commit/version, sha256 and wc -l of every pinned file."""
+    _run(c, "check", series, target, json,
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
+                  (k8s_container, kube_context, kubectl)),
+         inventory=inventory, limit=limit, root=root)
+
+
+@task(auto_shortflags=False, **COMMON)
+def verify(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
+           ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
+           limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
+    """Dry run: pin, every hunk's lines at their numbers, sed result checked; writes nothing."""
+    _run(c, "verify", series, target, json,
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
+                  (k8s_container, kube_context, kubectl)),
+         inventory=inventory, limit=limit, root=root)
+
+
+@task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, dry_run="verify only: stage into a temporary "
+      "directory on the target, check the result, write nothing under the root",
+      show_script="print the exact shell program (sed scripts included) sent to each target"))
+def apply(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
+          ssh_config=None, timeout=None, jobs=None, dry_run=False, show_script=False,
+          ssh_persist=None, inventory=None, limit=None, root=None, k8s_container=None,
+          kube_context=None, kubectl=None):
+    """Apply the series (all files, all hosts, or nothing); idempotent."""
+    opts = _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
+                    (k8s_container, kube_context, kubectl), dry_run=dry_run)
+    _run(c, "apply", series, target, json, opts, show_script=show_script,
+         inventory=inventory, limit=limit, root=root)
+
+
+@task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, force="discard files modified after apply "
+      "(they are kept in .patchkit/trash) instead of refusing",
+      keep_journal="keep the operation journal on the target in .patchkit/journal (default: it is "
+      "printed in the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml)"))
+def revert(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
+           ssh_config=None, timeout=None, jobs=None, force=False, keep_journal=False,
+           ssh_persist=None, inventory=None, limit=None, root=None, k8s_container=None,
+           kube_context=None, kubectl=None):
+    """Restore the byte-identical originals saved by apply; leave no patchkit trace."""
+    _run(c, "revert", series, target, json,
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
+                  (k8s_container, kube_context, kubectl), force=force,
+                  keep_journal=bool(keep_journal or _cfg(c, "keep_journal", False))),
+         inventory=inventory, limit=limit, root=root)
+
+
+@task(auto_shortflags=False, **COMMON)
+def status(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
+           ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
+           limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
+    """Say what each target is: pristine | applied | partial | modified | drifted (and locks)."""
+    _run(c, "status", series, target, json,
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
+                  (k8s_container, kube_context, kubectl)),
+         inventory=inventory, limit=limit, root=root)
+
+
+@task(auto_shortflags=False, **COMMON)
+def unlock(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
+           ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
+           limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
+    """Remove a lock by hand (one patchkit cannot prove dead: another host; reports who held it)."""
+    _run(c, "unlock", series, target, json,
+         _options(c, layout, container, exec_, ssh_config, timeout, jobs, ssh_persist,
+                  (k8s_container, kube_context, kubectl)),
+         inventory=inventory, limit=limit, root=root)
+
+
+def _abspath(p):
+    return os.path.abspath(os.path.expanduser(p)) if p else None
+
+
+def _guard(fn, *args, **kwargs):
+    from patchkit.errors import PatchkitError
+    try:
+        return fn(*args, **kwargs)
+    except PatchkitError as e:
+        raise Exit(f"patchkit: {e.message}", e.exit_code)
+
+
+def _pristine(series, pristine):
+    from pathlib import Path
+
+    from patchkit.author import upstream as up
+    if pristine:
+        return Path(_abspath(pristine))
+    return _guard(up.fetch_tree, series_dir=Path(series))[0]
+
+
+AUTHOR_HELP = {
+    "series": "series folder (default: patchkit.engine.series in invoke.yaml)",
+    "edited": "a copy of the pinned tree with your edits (make one with patch.edit)",
+    "pristine": "pristine pinned tree (default: fetched from the pin, by version, into .cache/)",
+}
+
+
+@task(auto_shortflags=False, help=dict({k: v for k, v in AUTHOR_HELP.items() if k != "edited"},
+      dest="folder to write the editable tree into",
+      upto="stop after this patch (default: the whole series)", layout="checkout or installed"))
+def edit(c, dest, series=None, upto=None, pristine=None, layout="checkout"):
+    """Write the pinned tree with the series applied, for editing new timers into it."""
+    from pathlib import Path
+
+    from patchkit.author import authoring
+    series = _abspath(series or _cfg(c, "series"))
+    out = _guard(authoring.prepare_edit_tree, Path(series), _pristine(series, pristine),
+                 Path(_abspath(dest)), upto=upto, layout=layout)
+    print(f"editable tree: {out}")
+
+
+@task(auto_shortflags=False, iterable=["new_file"], help=dict(
+    AUTHOR_HELP, name="file name of the new patch, e.g. 0008-my-timer.patch",
+    header="text put before the diff, saying what the patch times",
+    new_file="a file the patch creates (repeat)"))
+def new(c, name, edited, series=None, pristine=None, header=None, new_file=None):
+    """Append a new patch to the series: the edited tree minus the current series."""
+    from pathlib import Path
+
+    from patchkit.author import authoring
+    series = _abspath(series or _cfg(c, "series"))
+    out = _guard(authoring.new_patch, Path(series), name, Path(_abspath(edited)),
+                 _pristine(series, pristine), header=header, new_files=list(new_file or []))
+    print(f"wrote {out} and added it to {series}/series")
+
+
+@task(auto_shortflags=False, help=dict(AUTHOR_HELP, patch="the patch to rewrite (default: the top one)"))
+def refresh(c, edited, series=None, pristine=None, patch=None):
+    """Rewrite one patch of the series from the edited tree (header and pin kept)."""
+    from pathlib import Path
+
+    from patchkit.author import authoring
+    series = _abspath(series or _cfg(c, "series"))
+    path, changed = _guard(authoring.refresh, Path(series), Path(_abspath(edited)),
+                           _pristine(series, pristine), patch=patch)
+    print(f"{path}: {'rewritten' if changed else 'unchanged (same bytes)'}")
+
+
+@task(name="gen-runtime", auto_shortflags=False, help={
+    "series": "series folder (default: patchkit.engine.series in invoke.yaml)",
+    "check": "only check: exit 1 when a runtime patch differs from patchkit/timing/phase_timer.py"})
+def gen_runtime(c, series=None, check=False):
+    """Regenerate the series' phase_timer.py new-file patch from patchkit/timing/."""
+    from pathlib import Path
+
+    from patchkit.author import authoring
+    series = _abspath(series or _cfg(c, "series"))
+    results = _guard(authoring.regenerate_runtime_patches, Path(series), write=not check)
+    for name, changed in results:
+        print(f"{name}: {'differs' if changed and check else 'rewritten' if changed else 'up to date'}")
+    if check and any(changed for _, changed in results):
+        raise Exit(code=1)
+
+
+@task(name="fetch", auto_shortflags=False, iterable=["path"], help={
+    "series": "take name, version, commit and paths from this series' pin.toml",
+    "name": "distribution name (e.g. sglang)", "version": "exact version on PyPI",
+    "path": "file to fetch (repeat; default: the pinned files)",
+    "upstream": "a local git clone to read from instead of PyPI", "rev": "tag/branch/commit in the clone",
+    "layout": "checkout (python/sglang/...) or installed (sglang/...)", "dest": "output folder",
+    "trust_new": "accept a wheel whose sha256 is not in patchkit's table (recorded for next time)"})
+def upstream_fetch(c, series=None, name=None, version=None, path=None, upstream=None, rev=None,
+                   layout="checkout", dest=None, trust_new=False):
+    """Fetch pristine upstream files (PyPI wheel by version, or git clone by rev) into .cache/."""
+    from pathlib import Path
+
+    from patchkit.author import upstream as up
+    tree, commit = _guard(up.fetch_tree, name, version, list(path or []) or None,
+                          series_dir=Path(_abspath(series)) if series else None,
+                          clone=Path(_abspath(upstream)) if upstream else None, rev=rev,
+                          layout=layout, dest=Path(_abspath(dest)) if dest else None,
+                          trust_new=trust_new)
+    print(f"tree: {tree}" + (f"\ncommit: {commit}" if commit else ""))
+
+
+@task(name="pin", auto_shortflags=False, iterable=["path"], help={
+    "series": "series folder whose pin.toml is written", "tree": "pristine tree to hash",
+    "path": "pinned file (repeat; default: the files the series modifies)", "name": "upstream name",
+    "version": "upstream version", "commit": "upstream commit (40 hex)",
+    "package_prefix": "prefix dropped on installed layouts, e.g. python/"})
+def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=None, package_prefix=None):
+    """Write or update pin.toml (sha256 and wc -l per file, version/commit) from a pristine tree."""
+    from pathlib import Path
+
+    from patchkit.author import upstream as up
+    pin = _guard(up.pin_series, Path(_abspath(series)), Path(_abspath(tree)), list(path or []) or None,
+                 name=name, version=version, commit=commit, package_prefix=package_prefix)
+    print(f"wrote {Path(_abspath(series)) / 'pin.toml'} ({len(pin.files)} files)")
+
+
+patch = Collection("patch", check, verify, apply, revert, status, unlock, edit, new, refresh,
+                   gen_runtime)
+profile = Collection("profile")
+upstream = Collection("upstream")
+upstream.add_task(upstream_fetch, "fetch")
+upstream.add_task(upstream_pin, "pin")
+
+ns = Collection(patch, profile, upstream)
+ns.configure({"patchkit": {"series": None, "targets": [], "layout": "auto", "jobs": 8,
+                           "timeout": None, "ssh_config": None, "ssh_options": [],
+                           "ssh_persist": 60, "inventory": None,
+                           "container": None, "exec": None, "keep_journal": False,
+                           "kubectl": None, "k8s_container": None, "kube_context": None}})
+
+
+# ----------------------------------------------------------------------------- profile.* (default target)
+# The embedded default: transformers 5.17.0 assisted generation on small random Llama models,
+# installed into .work/tf-site, patched with patches/transformers-v5.17.0, always reverted.
+# Implementation: patchkit.profile (run_default, run_sweep); also `python -m patchkit.profile`.
+
+PROFILE_HELP = {
+    "out": "reports go to OUT/<timestamp>/ (default: profile-out)",
+    "size": "default (gpu where CUDA is available, else cpu) | cpu | gpu | ci (seconds)",
+    "site": "installed tree to patch (default: .work/tf-site, installed from the pinned wheel)",
+    "series": "series folder, or 'auto' (chosen from --site's files); default: patches/transformers-v5.17.0",
+    "timer": "events | sync | host | off (default: events on CUDA, host otherwise)",
+    "device": "auto | cpu | cuda",
+    "seed": "seed for the random models and prompts",
+    "timeout": "seconds allowed for the workload",
+    "wheelhouse": "folder of wheels to install from instead of the package index",
+    "no_chart": "skip phases.png",
+}
+
+
+def _profile_cfg(c, key, value, default=None):
+    if value is not None:
+        return value
+    node = _cfg(c, "profile", {}) or {}
+    return node.get(key, default)
+
+
+def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse,
+                    no_chart):
+    kw = dict(size=_profile_cfg(c, "size", size, "default"),
+              timer_mode=_profile_cfg(c, "timer", timer),
+              device=_profile_cfg(c, "device", device, "auto"),
+              seed=int(_profile_cfg(c, "seed", seed, 0)),
+              timeout=float(timeout) if timeout else _profile_cfg(c, "timeout", None),
+              wheelhouse=_profile_cfg(c, "wheelhouse", wheelhouse), chart=not no_chart)
+    for key, value in (("site", site), ("series_dir", series)):
+        value = _profile_cfg(c, key, value)
+        if value == "auto" and key == "series_dir":
+            if kw.get("site"):  # the embedded default's own series otherwise (site not built yet)
+                kw[key] = _auto_series([kw["site"]])
+        elif value:
+            kw[key] = _guard(series_path, value) if key == "series_dir" else _abspath(value)
+    return _profile_cfg(c, "out", out, "profile-out"), kw
+
+
+def _profile_call(fn, *args, **kwargs):
+    from patchkit.errors import PatchkitError
+
+    try:
+        return fn(*args, **kwargs)
+    except PatchkitError as e:
+        raise Exit(f"profile: {e.message}", e.exit_code)
+    except KeyboardInterrupt as e:
+        from patchkit.profile.site import Terminated
+
+        if isinstance(e, Terminated):
+            raise Exit("profile: terminated (SIGTERM); the tree was reverted", 143)
+        raise Exit("profile: interrupted; the tree was reverted", 130)
+
+
+@task(name="run", auto_shortflags=False, help=dict(
+    PROFILE_HELP, num_assistant_tokens="draft tokens per cycle (default 4)",
+    confidence="assistant_confidence_threshold (default 0: draft all k tokens)"))
+def profile_run(c, out=None, size=None, site=None, series=None, timer=None, device=None,
+                seed=None, timeout=None, wheelhouse=None, no_chart=False,
+                num_assistant_tokens=4, confidence=0.0):
+    """Profile the embedded default: apply, run assisted generation, revert, report."""
+    from patchkit.profile.default import run_default
+
+    out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
+                              wheelhouse, no_chart)
+    _profile_call(run_default, out, num_assistant_tokens=int(num_assistant_tokens),
+                  assistant_confidence_threshold=float(confidence), **kw)
+
+
+@task(name="sweep", auto_shortflags=False, help=dict(
+    PROFILE_HELP, matrix="points, e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4' "
+                         "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)"))
+def profile_sweep(c, matrix=None, out=None, size=None, site=None, series=None, timer=None,
+                  device=None, seed=None, timeout=None, wheelhouse=None, no_chart=False):
+    """One profile run per matrix point plus the baseline; table with the best point marked."""
+    from patchkit.profile.sweep import run_sweep
+
+    out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
+                              wheelhouse, no_chart)
+    matrix = _profile_cfg(c, "matrix", matrix, "num_assistant_tokens=2,4,8")
+    _profile_call(run_sweep, out, matrix=matrix, **kw)
+
+
+profile.add_task(profile_run, "run")
+profile.add_task(profile_sweep, "sweep")
+# ----------------------------------------------------------------------------- end of profile.*
+
+
+# ----------------------------------------------------------------------------- patch.rebase, patch.diff
+# Implementation: patchkit.author.rebase (relocation: patchkit.author.relocate, report: patchkit.author.rebase_report)
+# and patchkit.author.seriesdiff.
+
+@task(name="rebase", auto_shortflags=False, help={
+    "series": "the series to carry over (never written); default: patchkit.engine.series in invoke.yaml",
+    "onto": "a PyPI version (e.g. 0.5.10), or with --upstream a tag, branch or commit",
+    "upstream": "a local git clone of the upstream project to read --onto from",
+    "out": "the new series folder (default: patches/<name>-v<version> beside --series)",
+    "context_trim": "retry a hunk with fewer outer context lines when that is still unique",
+    "resume": "after hand edits in --out: take its marker-free patches, place everything again",
+    "version": "with --upstream: the version to pin (default: from a vX.Y.Z tag)",
+    "wheelhouse": "a folder of wheels pip reads instead of the package index",
+    "trust_new": "accept and record a wheel whose sha256 is not pinned yet",
+    "merge": "after exact matching, relocate the rest by a checked git merge-file "
+             "(default on; --no-merge: exact match only)",
+    "onto_target": "instead of --onto: the files as they are on this target (any --target "
+                   "form), read in one connection and pinned to exactly that text; needs --out",
+    **{k: TARGET_HELP[k] for k in ("layout", "container", "exec", "ssh_config", "timeout")},
+})
+def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_trim=False,
+                 resume=False, version=None, wheelhouse=None, trust_new=False, merge=True,
+                 onto_target=None, layout=None, container=None, exec_=None, ssh_config=None,
+                 timeout=None):
+    """Rebase a series onto another release (exact, then checked 3-way merge); exit 1 if a hunk needs attention."""
+    from patchkit.errors import PatchkitError
+    from patchkit.author.rebase import rebase
+
+    series = series or _cfg(c, "series")
+    if not series or bool(onto) == bool(onto_target):
+        raise Exit("patch.rebase needs --series DIR and one of --onto VERSION_OR_COMMIT or "
+                   "--onto-target T", 2)
+    if onto_target and (not out or upstream):
+        raise Exit("patch.rebase --onto-target needs --out DIR (and takes no --upstream)", 2)
+    path = lambda p: os.path.abspath(os.path.expanduser(p)) if p else None  # noqa: E731
+    try:
+        new_source = None
+        if onto_target:
+            from patchkit.engine.series import load_series
+            from patchkit.author.targetread import target_source
+
+            opts = _options(c, layout, container, exec_, ssh_config, timeout, None)
+            new_source = target_source(load_series(path(series)), onto_target, cwd=opts.cwd,
+                                       container=opts.container, exec_prefix=opts.exec_prefix,
+                                       layout=opts.layout, timeout=opts.timeout,
+                                       transport_options=opts.transport_options)
+            onto = onto_target
+        result = rebase(path(series), onto, upstream_clone=path(upstream), out_dir=path(out),
+                        context_trim=context_trim, resume=resume, version=version,
+                        wheelhouse=path(wheelhouse or _cfg(c, "wheelhouse")), trust_new=trust_new,
+                        merge=merge, new_source=new_source)
+    except PatchkitError as e:
+        raise Exit(f"patchkit: {e.message}", e.exit_code)
+    print(result.summary())
+    for h in result.attention:
+        print(f"  needs attention: {h.patch} hunk {h.number} {h.old_header} ({h.path}): {h.reason}")
+    for h in result.hunks:
+        for w in h.warnings:
+            print(f"  warning: {h.patch} hunk {h.number}: {w}")
+    if result.written:
+        print(f"report: {result.out_dir / 'REBASE.md'}")
+    if result.exit_code:
+        raise Exit(code=result.exit_code)
+
+
+@task(name="diff", auto_shortflags=False, help={
+    "from_": "the older series folder", "to": "the newer series folder"})
+def patch_diff(c, from_=None, to=None):
+    """What changed between two series (pin, order, headers, hunk placement and content)."""
+    from patchkit.errors import PatchkitError
+    from patchkit.author.seriesdiff import series_diff
+
+    if not from_ or not to:
+        raise Exit("patch.diff needs --from DIR and --to DIR", 2)
+    try:
+        sys.stdout.write(series_diff(os.path.abspath(from_), os.path.abspath(to)))
+    except PatchkitError as e:
+        raise Exit(f"patchkit: {e.message}", e.exit_code)
+
+
+patch.add_task(patch_rebase, "rebase")
+patch.add_task(patch_diff, "diff")
+# ----------------------------------------------------------------------------- end of patch.rebase, patch.diff
+
+
+# ----------------------------------------------------------------------------- profile.remote
+# The remote SGLang run: settings in invoke.yaml under patchkit.profile.remote (documented there;
+# patchkit.engine.series/targets/layout/ssh_config/ssh_options are its defaults); an option beats them.
+# Implementation: patchkit.profile.remote (run_remote); also `python -m patchkit.profile.remote`.
+
+@task(name="remote", auto_shortflags=False, iterable=["target", "env"], help={
+    "target": "SGLang install root to profile (site-packages or a checkout), e.g. "
+              "ssh://gpu1/opt/venv/lib/python3.11/site-packages; repeat for nodes, head first",
+    "series": "series folder or 'auto' (chosen from the targets' files); "
+              "default: profile.remote.series, else patchkit.engine.series",
+    "server": "server command line, run detached by sh -c on every target",
+    "bench": "benchmark command line, run by sh -c on the first target",
+    "env": "NAME=VALUE for the server, e.g. NCCL_PROTO=LL (repeat; merged over the settings)",
+    "out": "reports go to OUT/<timestamp>/ (default: profile-out)",
+    "keep_remote_dir": "leave the run directory (logs, timing files) on the targets",
+    "no_chart": "skip phases.png (and sweep.png)",
+    "baseline": "also serve without every --speculative-* option (series not applied), same "
+                "benchmark: tokens/s with and without speculation and their ratio",
+    "matrix": "sweep, one server start per point, e.g. 'speculative-num-steps=1,2,3;"
+              "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
+              "--KEY VALUE; env:NAME sets the server's environment)",
+})
+def profile_remote(c, target=None, series=None, server=None, bench=None, env=None, out=None,
+                   keep_remote_dir=False, no_chart=False, baseline=False, matrix=None):
+    """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
+    from patchkit.profile.remote import RemoteConfig, run_remote
+    from patchkit.profile.remote_sweep import run_remote_sweep
+
+    settings = dict((_cfg(c, "profile", {}) or {}).get("remote") or {})
+    for key, fallback in (("series", "series"), ("targets", "targets"), ("layout", "layout"),
+                          ("ssh_config", "ssh_config"), ("ssh_options", "ssh_options")):
+        if not settings.get(key) and _cfg(c, fallback):
+            settings[key] = _cfg(c, fallback)
+    given = {"targets": list(target or []) or None, "series": series, "server_command": server,
+             "bench_command": bench, "out": out, "keep_remote_dir": keep_remote_dir or None,
+             "chart": False if no_chart else None, "baseline": baseline or None,
+             "matrix": matrix}
+    settings.update({k: v for k, v in given.items() if v is not None})
+    if settings.get("series") and settings["series"] != "auto":
+        settings["series"] = _guard(series_path, str(settings["series"]))
+    if settings.get("series") == "auto" and settings.get("targets"):
+        from patchkit.ops import Options
+
+        transport = {k: settings[k] for k in ("ssh_config", "ssh_options") if settings.get(k)}
+        settings["series"] = _auto_series(settings["targets"],
+                                          Options(cwd=os.getcwd(), transport_options=transport))
+    cfg = _profile_call(RemoteConfig.from_mapping, settings, cwd=os.getcwd(),
+                        extra_env=list(env or []))
+    _profile_call(run_remote_sweep if cfg.matrix else run_remote, cfg)
+
+
+profile.add_task(profile_remote, "remote")
+# ----------------------------------------------------------------------------- end of profile.remote
+
+
+# ----------------------------------------------------------------------------- profile.collect, profile.report
+# Reports for a server you started yourself (with PATCHKIT_TIMER_DIR set).
+# Implementation: patchkit.profile.collect (fetch as profile.remote does; patchkit.report).
+
+@task(name="collect", auto_shortflags=False, iterable=["target"], help={
+    "target": "where the server ran (any --target form: a folder, ssh://[user@]host[:port]/path, "
+              "host:/path, docker://C/path); repeat for the nodes of one multi-node server",
+    "from_": "the timing folder on the target (PATCHKIT_TIMER_DIR); relative: under the "
+             "target's path; default: the target's path itself",
+    "out": "local folder for the timing files (new, or one without *.jsonl)",
+    "max_mb": "refuse a target whose folder holds more (default: "
+              "patchkit.profile.remote.max_fetch_mb, 1024)",
+    "python": "python on the target, runs the fetch agent (default: python3)",
+    **{k: TARGET_HELP[k] for k in ("container", "exec", "ssh_config", "ssh_persist")},
+    "timeout": "seconds allowed per target (default 120, plus a second per MB allowed)",
+})
+def profile_collect(c, target=None, from_=None, out=None, max_mb=None, python=None,
+                    container=None, exec_=None, ssh_config=None, ssh_persist=None, timeout=None):
+    """Fetch every rank's timing files (and window.json) from targets, one size-capped stream each."""
+    from patchkit.profile.collect import FetchSettings, collect
+    from patchkit.transport import parse_target
+
+    if not target or not out:
+        raise Exit("profile.collect needs --target T (repeatable) and --out DIR", 2)
+    remote = (_cfg(c, "profile", {}) or {}).get("remote") or {}
+    opts = _options(c, None, container, exec_, ssh_config, None, None, ssh_persist)
+    try:
+        settings = FetchSettings(python=python or remote.get("python") or "python3",
+                                 max_fetch_mb=float(max_mb or remote.get("max_fetch_mb") or 1024),
+                                 step_timeout_s=float(timeout or remote.get("step_timeout_s") or 120))
+    except ValueError:
+        raise Exit(f"profile: --max-mb and --timeout take numbers (got {max_mb!r}, {timeout!r})", 2)
+    transports = [_guard(parse_target, spec, cwd=opts.cwd, container=opts.container,
+                         exec_prefix=opts.exec_prefix, **opts.transport_options) for spec in target]
+    try:
+        got = _profile_call(collect, transports, _abspath(out), from_, settings)
+    finally:
+        for t in transports:
+            t.close()
+    for label, where, count in got.per_target:
+        print(f"{label}: {count} timing file(s) from {where}")
+    print(f"collected {len(got.files)} timing file(s), {got.bytes} bytes, into {got.out}"
+          + (" (with window.json)" if got.window else ""))
+
+
+@task(name="report", auto_shortflags=False, help={
+    "timing": "a folder of timing files (*.jsonl, e.g. from profile.collect)",
+    "out": "folder for table.txt, trace.json, phases.png and summary.json",
+    "bench": "a benchmark's text output (e.g. sglang.bench_serving's), for tok/s and accept length",
+    "no_chart": "skip phases.png",
+})
+def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
+    """Table, trace, chart and summary from any timing folder (optionally a benchmark's output)."""
+    from patchkit.profile.collect import report
+    from patchkit.report import render_table
+
+    if not timing or not out:
+        raise Exit("profile.report needs --timing DIR and --out DIR", 2)
+    summary = _profile_call(report, _abspath(timing), _abspath(out), _abspath(bench),
+                            chart=not no_chart)
+    print(render_table(summary))
+    print(f"report: {_abspath(out)} ({', '.join(sorted(summary.files.values()))})")
+
+
+profile.add_task(profile_collect, "collect")
+profile.add_task(profile_report, "report")
+# ----------------------------------------------------------------------------- end of profile.collect, profile.report
