@@ -46,6 +46,8 @@ MODULE_MARKS = {
     "test_fuzz_inputs.py": ("slow",),
     "test_fleet_series.py": ("sshd", "wheels"), "test_profile_collect.py": ("sshd",),
     "test_k8s_targets.py": ("wheels",), "test_ansible_collection.py": ("sshd", "wheels"),
+    "test_installed_command.py": ("wheels",),
+    "test_unified.py::test_forward_and_reverse_diff_reproduce_apply_and_revert": ("wheels",),
     "test_engine_roundtrip.py::test_matches_git_apply": ("slow",),
     "test_profile_default.py::test_default_run_end_to_end": ("slow",),
     "test_profile_default.py::test_cli_with_a_relative_out_dir": ("slow",),
