@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 APT_PACKAGES := openssh-server busybox quilt
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: setup system-deps test series-check profile-run lint bench clean
+.PHONY: setup system-deps test test-fast series-check profile-run lint bench clean
 
 setup: system-deps $(STAMP)
 
@@ -29,6 +29,11 @@ $(STAMP): pyproject.toml
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# The fast subset: no sshd, no wheels, nothing slow (markers in pyproject.toml, applied in
+# tests/conftest.py); an unmarked test that would need one of them fails here.
+test-fast: setup
+	PATCHKIT_TEST_FAST=1 $(BIN)/python -m pytest -q -m "not sshd and not wheels and not slow"
 
 # Every shipped sglang series against its release's wheel (fetched once by pinned sha256 into
 # .cache/), both layouts, and the coverage table (release x worker file -> phases).

@@ -14,7 +14,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from patchkit import ops
 from patchkit.engine import autoseries
 from patchkit.transport import LocalTransport, parse_target
 from upstream_fixtures import sglang_installed
+from support.cli import invoke as support_invoke
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = ("sglang/srt/speculative/eagle_worker.py", "sglang/srt/speculative/eagle_worker_v2.py",
@@ -32,8 +32,7 @@ SERIES = {"0.5.9": REPO / "patches" / "sglang-v0.5.9", "0.5.12": REPO / "patches
 
 
 def invoke(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=180)
+    return support_invoke(*args, timeout=180)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from patchkit.transport import parse_target
 from patchkit.transport.inventory import inventory_transports
 from patchkit.transport.k8s import check_context, parse_k8s
 from upstream_fixtures import sglang_installed
+from support.cli import invoke as support_invoke
 
 REPO = Path(__file__).resolve().parents[1]
 NS = "serving"
@@ -97,8 +97,7 @@ def calls(cluster) -> list[list[str]]:
 
 
 def invoke(cluster, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, env=cluster["env"],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=180)
+    return support_invoke(*args, env=cluster["env"], timeout=180)
 
 
 def target(cluster, selector=SELECTOR, ns=NS) -> str:

@@ -20,6 +20,7 @@ import pytest
 
 from patchkit.report.window import read_window, write_window
 from patchkit.timing import RUNTIME_PATH
+from support.cli import invoke as support_invoke
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,8 +53,7 @@ Accept length:                           3.17
 
 
 def invoke(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=180)
+    return support_invoke(*args, timeout=180)
 
 
 @pytest.fixture(scope="module")
