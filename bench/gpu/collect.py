@@ -10,6 +10,15 @@ server log, whose "Decode batch" lines (one per decode forward, the harness serv
 minus the decode cycles the timing files hold. ``--merge`` keeps the parts of an earlier
 sglang_gpu.json that this WORK has no run for (the 10-minute limit per device call can split
 the harness over two calls), each part saying which call measured it.
+
+The reports describe the measured window only (``window.json``: the warm-up pass's cycles are
+counted in ``warmup_cycles``) and keep stall cycles out of the shares (summary.json ``stalls``).
+For the EAGLE-3 runs the collector also rebuilds the report's summary over every recorded cycle
+(a window spanning the whole file) to account for the stalls of a server started on a cold
+kernel cache: how many, how long, and whether they fell in the warm-up or the measured window.
+control/ (identical twins, ``--matrix 'env:PK_CONTROL=a,b' --repeat N``) gives the verdict's
+false-positive check; control/, ovh_v1/ and ovh_v2/ give the timer's paired in-server overhead
+(PATCHKIT_TIMER_AB) by worker and sampling, one figure per server.
 """
 
 from __future__ import annotations
@@ -135,6 +144,69 @@ def steady_state(run: Path) -> dict | None:
                                            if name in c["phases"]]), 3) for name in phases}}
 
 
+def decode_kind(per_kind: dict | None) -> dict:
+    """The decode cycles' entry of a per-kind dict (``unspecified`` when cycles carry no kind)."""
+    per_kind = per_kind or {}
+    return per_kind.get("decode") or per_kind.get("unspecified") or {}
+
+
+def stall_brief(stalls: dict) -> dict:
+    cycles = stalls.get("cycles") or []
+    return {"count": stalls.get("count"), "total_ms": stalls.get("total_ms"),
+            "share_of_decode_time": stalls.get("share_of_kind_time"),
+            "first_at_batch_size": stalls.get("first_at_batch_size"),
+            "batch_sizes": [c.get("batch_size") for c in cycles],
+            "main_phase_counts": stalls.get("main_phase_counts"),
+            "median_cycle_ms": stalls.get("median_ms"), "rule": stalls.get("rule")}
+
+
+def stall_accounting(run: Path) -> dict | None:
+    """The report's stall rule over every recorded decode cycle, warm-up included (the report
+    itself describes the measured window only): the summary rebuilt with a window spanning the
+    whole file, and each stall placed before, in or after the measured window."""
+    try:
+        from patchkit.report import load_timing_dir, summarize
+        from patchkit.report.window import Window, read_window
+    except ImportError:
+        return None
+    folder = run / "timing"
+    if not folder.is_dir():
+        return None
+    procs = load_timing_dir(folder)
+    window = read_window(folder)
+    everything = None if window is None else Window(0, 2 ** 63 - 1, source="every cycle")
+    full = summarize(procs, str(folder), window=everything)
+    stalls = decode_kind(full.stalls)
+    out = stall_brief(stalls)
+    out["decode_cycles"] = decode_kind(full.to_dict().get("cycle_kinds")).get("cycles")
+    out["window"] = window is not None
+    if window is None:
+        return out
+    where = {"warmup": 0, "window": 0, "after_window": 0}
+    by_pid = {(p.header.get("pid"), p.rank): p for p in procs}
+    for st in stalls.get("cycles") or []:
+        proc = by_pid.get((st.get("pid"), st.get("rank")))
+        cyc = next((c for c in proc.cycles if c["cycle"] == st["cycle"]), None) if proc else None
+        if cyc is None:
+            continue
+        t = proc.wall_ns(cyc["t0"])
+        key = ("warmup" if t < window.start_unix_ns else
+               "after_window" if t > window.end_unix_ns else "window")
+        where[key] += 1
+    out["where"] = where
+    return out
+
+
+def phase_rows(decode: dict) -> list[dict]:
+    rows = []
+    for p in decode.get("phases", []):
+        per = p.get("per_cycle_dev_ms") or p.get("per_cycle_host_ms") or {}
+        rows.append({k: p.get(k) for k in ("name", "depth", "parent", "count", "share_of_cycle",
+                                           "dev_ms", "host_ms")}
+                    | {"per_cycle_median_ms": per.get("p50"), "per_cycle_mean_ms": per.get("mean")})
+    return rows
+
+
 def run_entry(worker: str, run: Path) -> dict:
     summary = read_json(run / "summary.json")
     meta = summary.get("meta") or {}
@@ -167,18 +239,30 @@ def run_entry(worker: str, run: Path) -> dict:
         "basis": summary.get("basis"),
         "decode_cycle_ms": (summary.get("cycle") or {}).get("dev_ms" if summary.get("basis") == "device"
                                                            else "host_ms"),
-        "phases": [{k: p.get(k) for k in ("name", "depth", "parent", "count", "share_of_cycle",
-                                          "dev_ms", "host_ms")}
-                   for p in decode.get("phases", [])],
+        "phases": phase_rows(decode),
         "top_level_shares": {p["name"]: p.get("share_of_cycle") for p in top},
         "target_verify_share": verify.get("share_of_cycle") if verify else None,
         "server_started_s": started_after(run),
-        "steady_state": steady_state(run),
+        # what the report describes: the measured window's steady decode cycles
+        "window": summary.get("window") is not None,
+        "warmup_cycles": summary.get("warmup_cycles"),
+        "after_window_cycles": summary.get("after_window_cycles"),
+        "steady_cycles": decode.get("steady_cycles"),
+        "sampling": summary.get("sampling"),
+        "decode_cycle_steady_ms": {k: (decode.get("cycle") or {}).get(
+            "dev_ms" if summary.get("basis") == "device" else "host_ms", {}).get(k)
+            for k in ("mean", "p50")} if decode.get("cycle") else None,
+        "stalls_window": (stall_brief(decode_kind(summary["stalls"]))
+                          if summary.get("stalls") is not None else None),
         "server_command": meta.get("server command"),
         "baseline_server_command": base.get("server_command"),
         "speculative_worker_log": meta.get("speculative worker (server log)"),
         "report": str(run),
     }
+    if summary.get("stalls") is None:    # a report from before the stall rule: collect's own
+        entry["steady_state"] = steady_state(run)
+    if worker.startswith("e3"):
+        entry["stalls_all_cycles"] = stall_accounting(run)
     return entry
 
 
@@ -229,27 +313,123 @@ def sweep_entry(run: Path) -> tuple[list[dict], dict]:
     for row in doc.get("rows", []):
         rows.append({"point": row.get("label"), "ok": row.get("ok"), "error": row.get("error"),
                      "tokens_per_s": row.get("tokens_per_s"),
+                     "tokens_per_s_median": row.get("tokens_per_s_median"),
+                     "tokens_per_s_ci": row.get("tokens_per_s_ci"),
+                     "repeats": row.get("repeats"), "ratio_ci": row.get("ratio_ci"),
+                     "reports": row.get("reports"),
                      "ratio_to_baseline": row.get("ratio_to_baseline"),
                      "accept_length": row.get("accept_length"), "cycles": row.get("cycles"),
                      "phase_shares": row.get("phase_shares"), "worker": row.get("worker")})
     info = {"matrix": doc.get("matrix"), "best": doc.get("best"),
             "baseline_tokens_per_s": base.get("tokens_per_s"),
+            "baseline_tokens_per_s_ci": base.get("tokens_per_s_ci"),
+            "baseline_repeats": base.get("repeats"),
             "baseline_server_command": base.get("server_command"),
+            "repeat": doc.get("repeat"), "warmup": doc.get("warmup"),
+            "verdict": doc.get("verdict"), "order": doc.get("order"),
             "interrupted": doc.get("interrupted"), "report": str(run)}
     return rows, info
 
 
+def server_figures(summary: dict) -> dict:
+    """One server's report, in brief: sampling, paired overhead, top-level decode shares."""
+    decode = kind_breakdown(summary)
+    sampling = summary.get("sampling") or {}
+    return {"worker": (summary.get("meta") or {}).get("speculative worker (server log)"),
+            "sample": sampling.get("every") or 1,
+            "timed_cycles": sampling.get("timed_cycles", decode.get("timed_cycles")),
+            "decode_cycles": decode.get("cycles"),
+            "overhead": summary.get("overhead"),
+            "top_level_shares": {p["name"]: p.get("share_of_cycle") for p in top_phases(decode)},
+            "tokens_per_s": (summary.get("meta") or {}).get("tokens_per_s")}
+
+
+def sweep_servers(run: Path, source: str) -> list[dict]:
+    """Every server a sweep started (each repetition of each point): its report's figures."""
+    doc = read_json(run / "sweep.json")
+    out = []
+    for row in doc.get("rows", []):
+        for rep, report in enumerate(row.get("reports") or [row.get("report")], 1):
+            path = run / report / "summary.json" if report else None
+            if path is None or not path.is_file():
+                continue
+            fig = server_figures(read_json(path))
+            fig.update(source=source, point=row.get("label"), rep=rep, report=str(run / report))
+            out.append(fig)
+    return out
+
+
 def overhead_rows(run: Path) -> list[dict]:
-    """Per point of the overhead sweep: the paired A/B overhead its report measured."""
+    """Per server of the overhead sweep: the paired A/B overhead its report measured."""
     doc = read_json(run / "sweep.json")
     rows = []
     for row in doc.get("rows", []):
-        point = run / row["report"] / "summary.json"
-        summary = read_json(point) if point.is_file() else {}
-        rows.append({"point": row.get("label"), "server_command": row.get("server_command"),
-                     "tokens_per_s": row.get("tokens_per_s"), "error": row.get("error"),
-                     "overhead": summary.get("overhead")})
+        for rep, report in enumerate(row.get("reports") or [row["report"]], 1):
+            point = run / report / "summary.json"
+            summary = read_json(point) if point.is_file() else {}
+            reps = row.get("repeats") or [row.get("tokens_per_s")]
+            rows.append({"point": row.get("label") + (f" (rep {rep})" if rep > 1 else ""),
+                         "server_command": row.get("server_command"),
+                         "tokens_per_s": reps[rep - 1] if rep <= len(reps) else None,
+                         "error": row.get("error"), "overhead": summary.get("overhead")})
     return rows
+
+
+def control_entry(run: Path) -> dict:
+    """The control sweep (identical twins): rows with median, interval and repetitions, the
+    verdict (it should find no best), the run order and every server's figures."""
+    rows, info = sweep_entry(run)
+    info["rows"] = rows
+    info["servers"] = sweep_servers(run, "control")
+    verdict = info.get("verdict") or {}
+    info["called_different"] = bool(verdict.get("significant"))
+    return info
+
+
+def timer_overhead(doc: dict, work: Path) -> dict | None:
+    """The paired in-server overhead (PATCHKIT_TIMER_AB) by worker and sampling, one figure per
+    server: ovh_v1 (v1, sample 1 and 8), ovh_v2 (v2, sample 1), the control's servers (v2,
+    sample 8); and how far sample 8's top-level decode shares are from sample 1's."""
+    servers = []
+    v1 = latest_run(work / "ovh_v1")
+    if v1 is not None and (v1 / "sweep.json").is_file():
+        servers += sweep_servers(v1, "ovh_v1")
+    v2 = latest_run(work / "ovh_v2")
+    if v2 is not None and (v2 / "summary.json").is_file():
+        fig = server_figures(read_json(v2 / "summary.json"))
+        fig.update(source="ovh_v2", point="--sample 1", rep=1, report=str(v2))
+        servers.append(fig)
+    servers += [dict(s) for s in (doc.get("control") or {}).get("servers", [])]
+    if not servers:
+        return None
+    for s in servers:
+        w = (s.get("worker") or "").lower()
+        s["spec"] = "v1" if w.startswith("spec v1") else "v2" if w.startswith("spec v2") else w
+    by = {}
+    for s in servers:
+        ov = s.get("overhead") or {}
+        if ov.get("median_pct") is not None:
+            by.setdefault(f"{s['spec']} sample {s['sample']}", []).append(ov["median_pct"])
+    groups = {k: {"servers": len(v), "median_of_servers_pct": sorted(v)[len(v) // 2],
+                  "min_pct": min(v), "max_pct": max(v)} for k, v in sorted(by.items())}
+    diffs = {}
+    for spec in ("v1", "v2"):
+        one = [s for s in servers if s["spec"] == spec and s["sample"] == 1 and s["top_level_shares"]]
+        eight = [s for s in servers if s["spec"] == spec and s["sample"] == 8 and s["top_level_shares"]]
+        if not one or not eight:
+            continue
+        ref = one[0]["top_level_shares"]
+        per_server = []
+        for s in eight:
+            names = set(ref) | set(s["top_level_shares"])
+            d = {n: (s["top_level_shares"].get(n) or 0) - (ref.get(n) or 0) for n in names}
+            worst = max(d, key=lambda n: abs(d[n]))
+            per_server.append({"report": s["report"], "max_abs_pp": abs(d[worst]), "phase": worst,
+                               "timed_cycles": s.get("timed_cycles")})
+        diffs[spec] = {"sample1_report": one[0]["report"], "sample1_shares": ref,
+                       "sample8": per_server,
+                       "max_abs_pp": max(p["max_abs_pp"] for p in per_server)}
+    return {"servers": servers, "groups": groups, "share_diff_8_vs_1": diffs}
 
 
 def with_baseline_from_runs(doc: dict) -> None:
@@ -527,6 +707,10 @@ def main(argv=None) -> int:
     over_run = latest_run(work / "overhead")
     if over_run is not None and (over_run / "sweep.json").is_file():
         doc["overhead_runs"] = overhead_rows(over_run)
+    control_run = latest_run(work / "control")
+    if control_run is not None and (control_run / "sweep.json").is_file():
+        doc["control"] = control_entry(control_run)
+    doc["timer_overhead"] = timer_overhead(doc, work)
     if (work / "cuda_tests.txt").is_file():
         doc["cuda_tests"] = (work / "cuda_tests.txt").read_text(errors="replace").strip()
     if (work / "timer_bench.txt").is_file():
@@ -538,7 +722,7 @@ def main(argv=None) -> int:
         doc["runs"].sort(key=lambda r: r["worker"])
         for key in ("sweep", "sweep_info", "sweep_chart", "timer_bench", "models", "gpu",
                     "sglang_version", "overhead_runs", "cuda_tests", "models8b",
-                    "models8b_build"):
+                    "models8b_build", "control", "timer_overhead"):
             if not doc.get(key) and old.get(key):
                 doc[key] = old[key]
         doc["merged_from"] = old.get("collected")

@@ -6,6 +6,9 @@
 #   .carry-site .carry-fi .carry-lib [.carry-jit]:
 #       bash bench/gpu/run_h200.sh [STAGE...]        (default: setup models v2 v1 sweep timer collect)
 #   the EAGLE-3 verify-bound case: bash bench/gpu/run_h200.sh setup models8b e3v2 e3v1 collect cache
+#   the verdict's control and the timer overhead: bash bench/gpu/run_h200.sh setup models control ovh collect
+# Sweeps repeat every point ${SWEEP_REPEAT:-2} times (server starts in rotated order); BUDGET (s)
+# bounds the call, each stage skips with a line when too little of it is left.
 # Stages (each skips what an earlier call on the same machine left in /tmp):
 #   setup    unpack the carried site into /tmp/site (sglang + its pins; patchkit is this checkout)
 #   models   bench/gpu/make_models.py: tiny Llama target + standalone draft, partial acceptance
@@ -20,6 +23,10 @@
 #   sweep    profile.remote --matrix over speculative-num-steps (+ an env: key), --baseline
 #   timer    bench/gpu_timer_bench.py: host cost per timer call by mode, A/B overhead
 #   overhead profile.remote --matrix over the runtime's event sharing, A/B blocks in each server
+#   control  identical twins (--matrix 'env:PK_CONTROL=a,b' --repeat $CONTROL_REPEAT, v2, tiny
+#            models, no baseline): the verdict's false-positive check; each server's A/B overhead
+#            at sample 8
+#   ovh      A/B overhead: v1 at --sample 1 and 8 (ovh_v1), v2 at --sample 1 (ovh_v2)
 #   tp2      (two GPUs) --tp 2: every rank timed, rank skew, NCCL_PROTO x NCCL_ALGO sweep
 #   cudatests  pytest of the runtime and report (their CUDA-only tests run here)
 #   collect  bench/gpu/collect.py: $OUT/sglang_gpu.{json,md} + charts from everything under $WORK
@@ -48,10 +55,19 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export 
 if [ -z "${CUDA_HOME:-}" ] && command -v nvcc >/dev/null; then export CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc)")"); fi
 
 PORT=30000
+# H_SERVER, H_SPEC, H_BENCH, H_SERVER8B, H_SPEC_E3, H_BENCH8B, H_WARMUP, H_SERIES replace the
+# commands below (bench/gpu/standin_check.sh runs every stage on a CPU with the tests' stand-in)
 SERVER="python3 -m sglang.launch_server --model-path $M/target --tokenizer-path $M/target --host 127.0.0.1 --port $PORT --mem-fraction-static 0.5 --attention-backend triton --sampling-backend pytorch --grammar-backend none --cuda-graph-max-bs 32 --max-running-requests 48 --disable-piecewise-cuda-graph --decode-log-interval 1"
 SPEC="--speculative-algorithm STANDALONE --speculative-draft-model-path $M/draft --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
 BENCH="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len ${OUT_LEN:-512} --random-range-ratio 1 --num-prompts ${PROMPTS:-96} --max-concurrency 32 --tokenizer $M/target --model $M/target --disable-tqdm"
-SERIES=patches/sglang-v0.5.12
+SERIES=${H_SERIES:-patches/sglang-v0.5.12}
+# the control and overhead stages: a smaller workload (6+ tiny servers in one device call), and a
+# warm-up that sends the same load straight to /generate (bench_serving's ~20 s start-up saved),
+# falling back to the real benchmark when it fails
+CTL_PROMPTS=${CONTROL_PROMPTS:-64}; CTL_OUT_LEN=${CONTROL_OUT_LEN:-256}
+BENCH_CTL="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len $CTL_OUT_LEN --random-range-ratio 1 --num-prompts $CTL_PROMPTS --max-concurrency 32 --tokenizer $M/target --model $M/target --disable-tqdm"
+WARMUP_CTL="python3 $ROOT/bench/gpu/warmup.py --port $PORT --prompts $CTL_PROMPTS --concurrency 32 --input-len 128 --output-len $CTL_OUT_LEN || $BENCH_CTL"
+SRV_S=${SRV_S:-85}   # seconds one tiny server takes: /health ~55, warm-up, benchmark ~20, stop
 # the EAGLE-3 case: an 8B-shaped target (~15 GB of bf16 weights) + a one-layer EAGLE-3 head; half
 # of the GPU's memory for weights and KV cache leaves ample room for CUDA graphs and activations.
 # 32 concurrent requests x 256 output tokens keep the batch at 32: verify-bound cycles.
@@ -60,13 +76,23 @@ SERVER8B="python3 -m sglang.launch_server --model-path $M8/target --tokenizer-pa
 SPEC_E3="--speculative-algorithm EAGLE3 --speculative-draft-model-path $M8/draft --speculative-num-steps $E3_STEPS --speculative-eagle-topk 1 --speculative-num-draft-tokens $(( E3_STEPS + 1 ))"
 BENCH8B="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len ${E3_OUT_LEN:-256} --random-range-ratio 1 --num-prompts ${E3_PROMPTS:-128} --max-concurrency 32 --tokenizer $M8/target --model $M8/target --disable-tqdm"
 MATRIX=${MATRIX:-speculative-num-steps=1,2,3,5;env:NCCL_PROTO=LL}
+SERVER=${H_SERVER:-$SERVER}; SPEC=${H_SPEC-$SPEC}; BENCH=${H_BENCH:-$BENCH}
+SERVER8B=${H_SERVER8B:-$SERVER8B}; SPEC_E3=${H_SPEC_E3-$SPEC_E3}; BENCH8B=${H_BENCH8B:-$BENCH8B}
+BENCH_CTL=${H_BENCH:-$BENCH_CTL}; WARMUP_CTL=${H_WARMUP:-$WARMUP_CTL}
 
 profile() {  # NAME ARGS... : one invoke profile.remote into $WORK/NAME, bounded by the budget
-  # (PBENCH: another benchmark command; PMIN: the seconds it needs left to start at all)
+  # (PBENCH: another benchmark command; PMIN: the seconds it needs left to start at all;
+  #  PWARMUP: the warm-up's command, given to profile.remote as warmup_command in a config file)
   local name=$1; shift
   if [ "$(left)" -lt "${PMIN:-150}" ]; then say "$name: skipped, only $(left)s left"; return 1; fi
   rm -rf "${WORK:?}/$name"
-  (cd "$ROOT" && run timeout -s INT -k 30 $(( $(left) - 40 )) python3 -m invoke profile.remote \
+  local conf=()
+  if [ -n "${PWARMUP:-}" ]; then
+    python3 -c 'import json, sys; print(json.dumps({"patchkit": {"profile": {"remote": {"warmup_command": sys.argv[1]}}}}))' \
+      "$PWARMUP" > "$WORK/$name.invoke.json"
+    conf=(-f "$WORK/$name.invoke.json")
+  fi
+  (cd "$ROOT" && run timeout -s INT -k 30 $(( $(left) - 40 )) python3 -m invoke ${conf[@]+"${conf[@]}"} profile.remote \
       --target "$SITE" --series "$SERIES" --bench "${PBENCH:-$BENCH}" --out "$WORK/$name" "$@")
   local rc=$?
   # whatever happened, the tree must be pristine again (profile.remote reverts; this checks it)
@@ -133,21 +159,61 @@ stage_v1() { profile v1 --server "$SERVER --disable-overlap-schedule $SPEC" --en
                --env SGLANG_ENABLE_SPEC_V2=0 --env PATCHKIT_TIMER_AB=${AB:-20} --baseline; }
 stage_v2() { profile v2 --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --baseline; }
 # EAGLE-3 on the 8B pair: v2 (default, overlap on) and v1 (its timer overhead paired in-server)
+# (every cycle timed by default, E3_SAMPLE: ~400 decode cycles of 13 ms, verify-bound, are few
+# enough to time them all; its speculative server starts on a cold kernel cache in a fresh
+# call, and the warm-up pass, the full benchmark, takes the compilation stalls)
 stage_e3v2() { PBENCH=$BENCH8B PMIN=${E3_MIN:-140} profile e3v2 --server "$SERVER8B $SPEC_E3" \
-                 --env PATCHKIT_TIMER=events --baseline; }
+                 --env PATCHKIT_TIMER=events --sample "${E3_SAMPLE:-1}" --baseline; }
 stage_e3v1() {
   local base=--baseline
   if [ "$(left)" -lt "${E3_BASE_MIN:-240}" ]; then
     say "e3v1: $(left)s left, under E3_BASE_MIN=${E3_BASE_MIN:-240}: no baseline of its own"; base=""; fi
   PBENCH=$BENCH8B PMIN=${E3_MIN:-140} profile e3v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" \
-    --env PATCHKIT_TIMER=events --env SGLANG_ENABLE_SPEC_V2=0 --env PATCHKIT_TIMER_AB=${AB:-20} $base
+    --env PATCHKIT_TIMER=events --env SGLANG_ENABLE_SPEC_V2=0 --env PATCHKIT_TIMER_AB=${AB:-20} \
+    --sample "${E3_SAMPLE:-1}" $base
 }
-stage_sweep() { profile sweep --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --matrix "$MATRIX" --baseline; }
+stage_sweep() { profile sweep --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --matrix "$MATRIX" --baseline \
+                  --repeat "${SWEEP_REPEAT:-2}"; }
 
 # the timer's cost inside the default (v2) server: A/B blocks, with the runtime's default
 # event sharing (calls < 1 us apart share one event) and with a wider window
 stage_overhead() { profile overhead --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events \
-                     --env PATCHKIT_TIMER_AB=${AB:-20} --matrix "${OVERHEAD_MATRIX:-env:PATCHKIT_TIMER_SHARE_NS=1000,20000}"; }
+                     --env PATCHKIT_TIMER_AB=${AB:-20} --matrix "${OVERHEAD_MATRIX:-env:PATCHKIT_TIMER_SHARE_NS=1000,20000}" \
+                     --repeat "${SWEEP_REPEAT:-2}"; }
+
+# The control: two identical points (env:PK_CONTROL=a,b changes nothing SGLang reads), no
+# baseline, CONTROL_REPEAT servers each in rotated order: the verdict must not call them
+# different. Every server also pairs timed and off blocks (PATCHKIT_TIMER_AB) at the default
+# sampling (--sample 8): one in-server overhead figure per server. The repetitions shrink to what
+# the time left allows (SRV_S s per server), at least 2.
+stage_control() {
+  local rep=${CONTROL_REPEAT:-3} fit=$(( ($(left) - 60) / (2 * SRV_S) ))
+  if [ "$fit" -lt "$rep" ]; then
+    if [ "$fit" -lt 2 ]; then
+      say "control: skipped, only $(left)s left (2 x 2 servers need $(( 4 * SRV_S + 60 ))s)"; return 1; fi
+    say "control: $(left)s left: $fit repetitions instead of $rep"; rep=$fit
+  fi
+  PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile control --server "$SERVER $SPEC" \
+    --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} --sample 8 \
+    --matrix 'env:PK_CONTROL=a,b' --repeat "$rep"
+}
+
+# The timer's in-server overhead by worker and sampling, same workload as the control: v1 at
+# sample 1 and 8 (two servers), v2 at sample 1 (v2 at sample 8: the control's servers).
+stage_ovh() {
+  local rc=0
+  if [ "$(left)" -ge $(( 2 * SRV_S + 50 )) ]; then
+    PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile ovh_v1 \
+      --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 \
+      --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} \
+      --matrix 'env:PATCHKIT_TIMER_SAMPLE=1,8' --repeat 1 || rc=1
+  else say "ovh_v1: skipped, only $(left)s left (2 servers need $(( 2 * SRV_S + 50 ))s)"; rc=1; fi
+  if [ "$(left)" -ge $(( SRV_S + 50 )) ]; then
+    PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile ovh_v2 --server "$SERVER $SPEC" \
+      --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} --sample 1 || rc=1
+  else say "ovh_v2: skipped, only $(left)s left (1 server needs $(( SRV_S + 50 ))s)"; rc=1; fi
+  return $rc
+}
 
 stage_cudatests() {  # the runtime's CUDA-only tests (CI has no GPU; they skip there)
   (cd "$ROOT" && run timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_timing_runtime.py tests/test_report.py) \
@@ -157,7 +223,8 @@ stage_cudatests() {  # the runtime's CUDA-only tests (CI has no GPU; they skip t
 # issue 12, for a machine with two GPUs (nvidia-h200-x2): both ranks timed, rank skew, the NCCL
 # sweep with a baseline; collect writes sglang_gpu_tp2.{json,md} from it
 stage_tp2() { profile tp2 --server "$SERVER $SPEC --tp 2" --env PATCHKIT_TIMER=events \
-                --matrix "${TP2_MATRIX:-env:NCCL_PROTO=LL,Simple;env:NCCL_ALGO=Ring,Tree}" --baseline; }
+                --matrix "${TP2_MATRIX:-env:NCCL_PROTO=LL,Simple;env:NCCL_ALGO=Ring,Tree}" --baseline \
+                --repeat "${SWEEP_REPEAT:-2}"; }
 
 stage_timer() {
   [ -f "$ROOT/bench/gpu_timer_bench.py" ] || return 0
