@@ -528,7 +528,7 @@ def cold_start_lines(r: dict) -> list[str]:
     else:
         place = (f"{where.get('warmup', 0)} in the warm-up, {where.get('window', 0)} in the "
                  f"measured window, {where.get('after_window', 0)} after it")
-    line = (f"{r['label']}, stalls over all {fmt(full.get('decode_cycles'), '{}')} recorded decode "
+    line = (f"{r['label']} (collected {r.get('collected', '-')}), stalls over all {fmt(full.get('decode_cycles'), '{}')} recorded decode "
             f"cycles (warm-up included; the report's rule, {full.get('rule') or '-'}): "
             f"{stall_text(full)}, {place}")
     if full.get("batch_sizes"):
@@ -538,7 +538,7 @@ def cold_start_lines(r: dict) -> list[str]:
     if win.get("count") is not None:
         line += (f". In the measured window ({fmt(r.get('steady_cycles'), '{}')} steady decode "
                  f"cycles, {fmt(r.get('warmup_cycles'), '{}')} cycles before it): "
-                 f"{win['count']} stalls" + (f", {stall_text(win)}" if win["count"] else ""))
+                 + (stall_text(win) if win["count"] else "0 stalls"))
     return ["", line + "."]
 
 
@@ -580,7 +580,7 @@ def render_e3(doc: dict) -> list[str]:
             win = {"count": old.get("stalls"), "total_ms": old.get("stall_ms"),
                    "share_of_decode_time": old.get("stall_share_of_decode_time")}
         verify = r.get("target_verify_share")
-        if old and "stalls_window" not in r:
+        if old and r.get("stalls_window") is None:
             verify = (old.get("shares") or {}).get("target_verify", verify)
         out.append(f"| {r['label']} | {r.get('algorithm')} | {fmt(r['tokens_per_s'])} "
                    f"| {fmt(r['baseline_tokens_per_s'])}{' *' if r.get('baseline_from') else ''} "
@@ -600,7 +600,7 @@ def render_e3(doc: dict) -> list[str]:
             out += ["", f"\\* {r['label']}: baseline from {r['baseline_from']}."]
     for r in runs:
         old = r.get("steady_state") or {}
-        new = "stalls_window" in r
+        new = r.get("stalls_window") is not None
         out += ["", f"### Decode cycle, {r['label']} ({r.get('speculative_worker_log') or 'worker from the series'})", ""]
         if new:
             samp = r.get("sampling") or {}
@@ -679,6 +679,7 @@ def render_control(doc: dict) -> list[str]:
            + ("**The verdict called the twins different: a false positive.**"
               if ctl.get("called_different") else
               "The verdict did **not** call the twins different."), "",
+           f"(Collected {ctl.get('collected', '-')}.)", "",
            "| point | tok/s median | 95 % CI | repetitions (tok/s) | error |", "|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| {r['point']} | {fmt(r.get('tokens_per_s_median'))} | {ci_text(r.get('tokens_per_s_ci'))} "
@@ -698,7 +699,8 @@ def render_overhead(doc: dict) -> list[str]:
            "events mode; with sampling the timed blocks are sampled); the figure is the median "
            "over the pairs of blocks of the timed block's cycle period against the next off "
            "block's, IQR over the pairs. Same workload in every server (tiny models, 32 "
-           "concurrent requests). v1: EAGLEWorker, no overlap; v2: EAGLEWorkerV2, overlap on.", "",
+           "concurrent requests). v1: EAGLEWorker, no overlap; v2: EAGLEWorkerV2, overlap on. "
+           f"(Collected {ov.get('collected', '-')}.)", "",
            "| worker | sample | server | tok/s | paired overhead, median | IQR | pairs "
            "| timed / off cycle period ms | timed cycles |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -866,6 +868,9 @@ def main(argv=None) -> int:
     if control_run is not None and (control_run / "sweep.json").is_file():
         doc["control"] = control_entry(control_run)
     doc["timer_overhead"] = timer_overhead(doc, work)
+    for part in doc["runs"] + [doc.get("control"), doc.get("timer_overhead"), doc.get("sweep_info")]:
+        if part:
+            part["collected"] = stamp     # kept with the part when a later call merges it
     if (work / "cuda_tests.txt").is_file():
         doc["cuda_tests"] = (work / "cuda_tests.txt").read_text(errors="replace").strip()
     if (work / "timer_bench.txt").is_file():
