@@ -20,6 +20,7 @@ import random
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 
@@ -52,17 +53,25 @@ def main(argv=None) -> int:
                 "max_new_tokens": args.output_len, "ignore_eos": True, "temperature": 0}}).encode()
             req = urllib.request.Request(url, data=body, method="POST",
                                          headers={"Content-Type": "application/json"})
-            try:
-                with opener.open(req, timeout=args.timeout) as resp:
-                    answer = json.loads(resp.read())
-                n = ((answer.get("meta_info") or {}).get("completion_tokens")
-                     or len(answer.get("output_ids") or []))
-                with lock:
-                    done["ok"] += 1 if n else 0
-                    done["tokens"] += n or 0
-            except Exception as exc:  # reported below; the caller falls back to the benchmark
-                with lock:
-                    done["errors"].append(repr(exc)[:200])
+            for attempt in range(3):   # a connection refused or reset is tried again
+                try:
+                    with opener.open(req, timeout=args.timeout) as resp:
+                        answer = json.loads(resp.read())
+                    n = ((answer.get("meta_info") or {}).get("completion_tokens")
+                         or len(answer.get("output_ids") or []))
+                    with lock:
+                        done["ok"] += 1 if n else 0
+                        done["tokens"] += n or 0
+                    break
+                except (ConnectionError, urllib.error.URLError) as exc:
+                    if attempt == 2:
+                        with lock:
+                            done["errors"].append(repr(exc)[:200])
+                    time.sleep(0.2 * (attempt + 1))
+                except Exception as exc:  # reported below; the caller falls back to the benchmark
+                    with lock:
+                        done["errors"].append(repr(exc)[:200])
+                    break
 
     t0 = time.monotonic()
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(args.concurrency)]
