@@ -560,9 +560,10 @@ def render_e3(doc: dict) -> list[str]:
            f"(target follows its map on {fmt(mc.get('target_follows_its_map'), '{:.3f}')} of "
            f"positions). Built in {fmt(built.get('build_s'), '{}')} s, written in "
            f"{fmt(built.get('save_s'), '{}')} s ({built.get('gib')} GiB).", "",
-           "Each speculative server is warmed up by one pass of the benchmark before the measured "
-           "one; the report describes the measured window's decode cycles and keeps stalls "
-           "(a cycle > 4x the median and > median + 10 ms) out of the shares.", "",
+           "The report describes the measured benchmark pass's decode cycles (a warm-up pass of "
+           "the benchmark on the same server before it, where the run had one: its cycles are the "
+           "warm-up column) and keeps stalls (a cycle > 4x the median and > median + 10 ms) out of "
+           "the shares; 'stalls, all cycles' applies the same rule to every recorded cycle.", "",
            "| run | algorithm | tok/s (spec, patched) | tok/s (no spec, unpatched) | ratio "
            "| accept length | steady decode cycle ms, mean / median | target_verify share "
            "| decode cycles in window (steady) | warm-up cycles | stalls in window "

@@ -8,7 +8,10 @@
 #   the EAGLE-3 verify-bound case: bash bench/gpu/run_h200.sh setup models8b e3v2 e3v1 collect cache
 #   the verdict's control and the timer overhead: bash bench/gpu/run_h200.sh setup models control ovh collect
 # Sweeps repeat every point ${SWEEP_REPEAT:-2} times (server starts in rotated order); BUDGET (s)
-# bounds the call, each stage skips with a line when too little of it is left.
+# bounds the call, each stage skips with a line when too little of it is left. Knobs: E3_SAMPLE
+# (1), E3_MIN / E3_BASE_MIN / E3_WARM_MIN (e3v1 runs at all / with its own baseline / with a
+# warm-up pass when that many s are left), CONTROL_REPEAT (3, fewer when the time left is short of
+# 2 x SRV_S per repetition), CONTROL_PROMPTS / CONTROL_OUT_LEN (128 / 512), SRV_S (90), AB (20).
 # Stages (each skips what an earlier call on the same machine left in /tmp):
 #   setup    unpack the carried site into /tmp/site (sglang + its pins; patchkit is this checkout)
 #   models   bench/gpu/make_models.py: tiny Llama target + standalone draft, partial acceptance
@@ -61,12 +64,14 @@ SERVER="python3 -m sglang.launch_server --model-path $M/target --tokenizer-path 
 SPEC="--speculative-algorithm STANDALONE --speculative-draft-model-path $M/draft --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
 BENCH="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len ${OUT_LEN:-512} --random-range-ratio 1 --num-prompts ${PROMPTS:-96} --max-concurrency 32 --tokenizer $M/target --model $M/target --disable-tqdm"
 SERIES=${H_SERIES:-patches/sglang-v0.5.12}
-# the control and overhead stages: a smaller workload (6+ tiny servers in one device call), and a
-# warm-up that sends the same load straight to /generate (bench_serving's ~20 s start-up saved),
+# the control and overhead stages (6+ tiny servers in one device call): a server's time is its
+# start (~55 s) and bench_serving's own start-up (~20 s), the load itself a few seconds, so the
+# load stays large enough for ~750 decode cycles (~18 A/B pairs of 20, ~45 cycles timed at
+# sample 8); the warm-up sends the same load straight to /generate (no second start-up),
 # falling back to the real benchmark when it fails
-CTL_PROMPTS=${CONTROL_PROMPTS:-64}; CTL_OUT_LEN=${CONTROL_OUT_LEN:-256}
+CTL_PROMPTS=${CONTROL_PROMPTS:-128}; CTL_OUT_LEN=${CONTROL_OUT_LEN:-512}
 BENCH_CTL="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len $CTL_OUT_LEN --random-range-ratio 1 --num-prompts $CTL_PROMPTS --max-concurrency 32 --tokenizer $M/target --model $M/target --disable-tqdm"
-SRV_S=${SRV_S:-85}   # seconds one tiny server takes: /health ~55, warm-up, benchmark ~20, stop
+SRV_S=${SRV_S:-90}   # seconds one tiny server takes: /health ~55, warm-up ~6, benchmark ~25, stop
 # the EAGLE-3 case: an 8B-shaped target (~15 GB of bf16 weights) + a one-layer EAGLE-3 head; half
 # of the GPU's memory for weights and KV cache leaves ample room for CUDA graphs and activations.
 # 32 concurrent requests x 256 output tokens keep the batch at 32: verify-bound cycles.
@@ -168,9 +173,12 @@ stage_e3v1() {
   local base=--baseline
   if [ "$(left)" -lt "${E3_BASE_MIN:-240}" ]; then
     say "e3v1: $(left)s left, under E3_BASE_MIN=${E3_BASE_MIN:-240}: no baseline of its own"; base=""; fi
+  local warm=--warmup   # the warm-up pass costs ~30 s; without it the report counts every
+  if [ "$(left)" -lt "${E3_WARM_MIN:-220}" ]; then      # cycle and still keeps stalls apart
+    say "e3v1: $(left)s left, under E3_WARM_MIN=${E3_WARM_MIN:-220}: no warm-up pass"; warm=--no-warmup; fi
   PBENCH=$BENCH8B PMIN=${E3_MIN:-140} profile e3v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" \
     --env PATCHKIT_TIMER=events --env SGLANG_ENABLE_SPEC_V2=0 --env PATCHKIT_TIMER_AB=${AB:-20} \
-    --sample "${E3_SAMPLE:-1}" $base
+    --sample "${E3_SAMPLE:-1}" $warm $base
 }
 stage_sweep() { profile sweep --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --matrix "$MATRIX" --baseline \
                   --repeat "${SWEEP_REPEAT:-2}"; }
