@@ -262,7 +262,11 @@ def run_entry(worker: str, run: Path) -> dict:
     if summary.get("stalls") is None:    # a report from before the stall rule: collect's own
         entry["steady_state"] = steady_state(run)
     if worker.startswith("e3"):
-        entry["stalls_all_cycles"] = stall_accounting(run)
+        try:
+            entry["stalls_all_cycles"] = stall_accounting(run)
+        except Exception as exc:   # one part's failure must not lose the rest of the collection
+            print(f"collect: {run}: stalls over all cycles: {exc!r}", file=sys.stderr)
+            entry["stalls_all_cycles"] = None
     return entry
 
 
@@ -866,9 +870,12 @@ def main(argv=None) -> int:
     if over_run is not None and (over_run / "sweep.json").is_file():
         doc["overhead_runs"] = overhead_rows(over_run)
     control_run = latest_run(work / "control")
-    if control_run is not None and (control_run / "sweep.json").is_file():
-        doc["control"] = control_entry(control_run)
-    doc["timer_overhead"] = timer_overhead(doc, work)
+    try:
+        if control_run is not None and (control_run / "sweep.json").is_file():
+            doc["control"] = control_entry(control_run)
+        doc["timer_overhead"] = timer_overhead(doc, work)
+    except Exception as exc:   # one part's failure must not lose the rest of the collection
+        print(f"collect: control / timer overhead: {exc!r}", file=sys.stderr)
     for part in doc["runs"] + [doc.get("control"), doc.get("timer_overhead"), doc.get("sweep_info")]:
         if part:
             part["collected"] = stamp     # kept with the part when a later call merges it
