@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 APT_PACKAGES := openssh-server busybox quilt
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: setup system-deps test series-check profile-run lint bench clean
+.PHONY: setup system-deps test test-fast series-check profile-run lint bench clean
 
 setup: system-deps $(STAMP)
 
@@ -25,12 +25,17 @@ system-deps:
 $(STAMP): pyproject.toml
 	@[ -x $(BIN)/python ] || { echo "creating the virtualenv $(VENV) ($(PY) -m venv)"; $(PY) -m venv $(VENV); }
 	@echo "installing patchkit and its Python packages into $(VENV) (invoke, unidiff, GitPython, pytest, hypothesis, matplotlib, torch, tokenizers, PyYAML...); about a minute the first time"
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report,profile,inventory]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report,profile,inventory,ansible]'
 	@echo "installed; next time this step is skipped until pyproject.toml changes"
 	@touch $(STAMP)
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+# The fast subset: no sshd, no wheels, nothing slow (markers in pyproject.toml, applied in
+# tests/conftest.py); an unmarked test that would need one of them fails here.
+test-fast: setup
+	PATCHKIT_TEST_FAST=1 $(BIN)/python -m pytest -q -m "not sshd and not wheels and not slow"
 
 # Every shipped sglang series against its release's wheel (fetched once by pinned sha256 into
 # .cache/), both layouts, and the coverage table (release x worker file -> phases).

@@ -69,14 +69,11 @@ class Workload:
         self.kept_accepts: list = []
         self.profiling = False
 
-    # every phase goes through here: the timer, plus a profiler range when profiling
+    # every phase goes through here; while a profiler records, the runtime itself opens a
+    # record_function range per phase (and per cycle): section 3 reads those
     def phase(self, name, fn, **attrs):
         pt.begin(name, **attrs)
-        if self.profiling:
-            with torch.profiler.record_function(name):
-                out = fn()
-        else:
-            out = fn()
+        out = fn()
         pt.end(name)
         return out
 
@@ -212,6 +209,8 @@ def main():
               "cycle-only": pt._Timer("events", "events", str(work / "cycle-only"), False, 512, 5.0),
               "sync": pt._Timer("sync", "sync", str(work / "sync-blocks"), False, 512, 5.0)}
 
+    timers["cycle-only"].in_cycle = (pt._noop, pt._noop)  # what a timed cycle binds
+
     def bind(mode):
         pt._bind(timers[mode])
         if mode == "cycle-only":  # events timer on the cycle markers alone: per-cycle cost
@@ -280,6 +279,10 @@ def main():
         "events torch.cuda.Event, no sharing": (dict(mode="events",
                                                      event_api="torch.cuda.Event",
                                                      share_ns=0), empty_cycle),
+        "events torch.Event, sample 8": (dict(mode="events",
+                                                            event_api="torch.Event", sample=8,
+                                                            seed=1), empty_cycle),
+        "host, sample 8": (dict(mode="host", sample=8, seed=1), empty_cycle),
         "off + kernels": (dict(mode="off"), busy_cycle),
         "events torch.Event + kernels": (dict(mode="events", event_api="torch.Event"),
                                          busy_cycle),
@@ -413,6 +416,10 @@ def main():
     trace_path = work / "profiler_trace.json"
     prof.export_chrome_trace(str(trace_path))
     pphase, n_kernels = profiler_phases(trace_path)
+    say()
+    say(f"3a. the runtime's own profiler ranges (this bench opens none): GPU annotations per "
+        f"name in {n_prof} profiled cycles: "
+        + ", ".join(f"{k} {len(v)}" for k, v in sorted(pphase.items())))
     recs = load(prof_dir)
     phases = [r for r in recs if r["kind"] == "phase"]
     cycles = [r for r in recs if r["kind"] == "cycle"]

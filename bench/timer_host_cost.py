@@ -14,9 +14,10 @@ the figure (the least disturbed by other load on a shared machine), the median i
                cost next to nothing: the Python side of events mode; on a GPU add the
                torch calls (bench/gpu_timer_bench.py measures those on the H200)
   events*+nvtx the same with PATCHKIT_TIMER_NVTX=1 and no-op range_push/range_pop
+  host/N, events*/N  PATCHKIT_TIMER_SAMPLE=N: about one cycle in N timed, the others
+               recorded with host times and attrs only (N = 4, 8, 16)
 The same cycle is also run through the runtime of an earlier commit (--baseline, default
-the last commit before per-cycle writes) for host and events*, so that the price of
-writing every cycle at once is visible next to the old batched writes.
+the runtime before issue 19's cheaper calls and sampling) for host and events*.
 
 Usage: python bench/timer_host_cost.py [--cycles 3000] [--rounds 7] [--baseline REV]
 """
@@ -36,8 +37,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "patchkit" / "timing" / "phase_timer.py"
-BASELINE_REV = "69be8f0"  # the runtime before issue 9 (batched writes, every 512 records)
+BASELINE_REV = "2961b29"  # the runtime before issue 19 (no sampling, no in-cycle fast path)
 CALLS_PER_CYCLE = 22
+# this thread's CPU time: on a shared machine the time other processes hold the CPU does
+# not count (preemption still disturbs caches; the fastest round is kept as well)
+_clock = time.thread_time_ns
+SAMPLES = (4, 8, 16)
 
 
 class StandInEvent:
@@ -49,7 +54,7 @@ class StandInEvent:
         self.t = 0
 
     def record(self, stream=None):
-        self.t = time.perf_counter_ns()
+        self.t = time.perf_counter_ns()  # the runtime's clock
 
     def query(self):
         return True
@@ -81,12 +86,16 @@ def load_runtime(path: Path, name: str):
 
 
 def baseline_runtime(rev: str, work: Path):
-    try:
-        text = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{rev}:patchkit/timing/phase_timer.py"],
-            capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
+    """The runtime of git revision `rev`, or of the file `rev` where that is a file."""
+    if Path(rev).is_file():
+        text = Path(rev).read_text(encoding="utf-8")
+    else:
+        try:
+            text = subprocess.run(
+                ["git", "-C", str(ROOT), "show", f"{rev}:patchkit/timing/phase_timer.py"],
+                capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            return None
     path = work / "phase_timer_baseline.py"
     path.write_text(text)
     return load_runtime(path, "phase_timer_baseline")
@@ -111,31 +120,41 @@ def one_cycle(pt):
 
 def time_cycles(pt, n: int) -> float:
     """ns per cycle over n cycles."""
-    t0 = time.perf_counter_ns()
+    t0 = _clock()
     for _ in range(n):
         one_cycle(pt)
-    return (time.perf_counter_ns() - t0) / n
+    return (_clock() - t0) / n
 
 
 def time_pairs(pt, n: int) -> float:
     """ns per begin+end pair inside one open cycle (the hot path, no write)."""
     pt.cycle_begin(kind="decode")
-    t0 = time.perf_counter_ns()
+    t0 = _clock()
     for _ in range(n):
         pt.begin("x")
         pt.end("x")
-    dt = time.perf_counter_ns() - t0
+    dt = _clock() - t0
     pt.cycle_end()
     return dt / n
+
+
+def time_empty(pt, n: int) -> float:
+    """ns per cycle with no phase inside: cycle_begin + cycle_end alone (the per-cycle part:
+    start mark, attrs, formatting, resolution of an earlier cycle, the write)."""
+    t0 = _clock()
+    for _ in range(n):
+        pt.cycle_begin(kind="decode", batch_size=8)
+        pt.cycle_end(accepted=3)
+    return (_clock() - t0) / n
 
 
 def time_writes(work: Path, chunk: bytes, n: int) -> float:
     fd = os.open(work / "write-probe.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        t0 = time.perf_counter_ns()
+        t0 = _clock()
         for _ in range(n):
             os.write(fd, chunk)
-        return (time.perf_counter_ns() - t0) / n
+        return (_clock() - t0) / n
     finally:
         os.close(fd)
 
@@ -144,9 +163,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cycles", type=int, default=3000, help="cycles per measurement")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median kept)")
-    ap.add_argument("--baseline", default=BASELINE_REV, help="git revision of the old runtime")
+    ap.add_argument("--baseline", default=BASELINE_REV,
+                    help="git revision (or file) of the old runtime")
+    ap.add_argument("--cuda", action="store_true",
+                    help="real torch with CUDA instead of the stand-in events (on a GPU host)")
     args = ap.parse_args()
-    install_stand_in_torch()
+    if args.cuda:
+        import torch
+
+        torch.zeros(1, device="cuda")  # CUDA initialised: the runtime picks events
+        torch.cuda.synchronize()
+    else:
+        install_stand_in_torch()
     work = Path(tempfile.mkdtemp(prefix="timer-cost-"))
     pt = load_runtime(RUNTIME, "phase_timer_now")
     old = baseline_runtime(args.baseline, work)
@@ -160,14 +188,21 @@ def main():
         "events*+nvtx": lambda: pt.configure(mode="events", directory=str(work / "nvtx"),
                                              nvtx=True),
     }
+    for n in SAMPLES:
+        setups[f"host/{n}"] = (lambda n=n: pt.configure(mode="host", sample=n, seed=n,
+                                                       directory=str(work / f"host{n}")))
+        setups[f"events*/{n}"] = (lambda n=n: pt.configure(mode="events", sample=n, seed=n,
+                                                          directory=str(work / f"ev{n}")))
     modules = {name: pt for name in setups}
     if old is not None:
-        setups["host (old)"] = lambda: old.configure(mode="host", directory=str(work / "old-h"))
-        setups["events* (old)"] = lambda: old.configure(mode="events",
-                                                        directory=str(work / "old-e"))
-        modules["host (old)"] = modules["events* (old)"] = old
+        setups["host (before)"] = lambda: old.configure(mode="host",
+                                                        directory=str(work / "old-h"))
+        setups["events* (before)"] = lambda: old.configure(mode="events",
+                                                           directory=str(work / "old-e"))
+        modules["host (before)"] = modules["events* (before)"] = old
     cycle_ns = {m: [] for m in setups}
     pair_ns = {m: [] for m in setups}
+    empty_ns = {m: [] for m in setups}
     writes = {}
     names = list(setups)
     for rnd in range(args.rounds):
@@ -177,11 +212,12 @@ def main():
             for _ in range(200):
                 one_cycle(mod)  # warm: pool filled, names quoted, file open
             cycle_ns[mode].append(time_cycles(mod, args.cycles))
-            if mode != "ab-off":
-                pair_ns[mode].append(time_pairs(mod, args.cycles))
             timer = mod._timer
             if timer is not None and "writes" in timer.counts:
-                writes[mode] = timer.counts["writes"] / (args.cycles + 201)
+                writes[mode] = timer.counts["writes"] / (args.cycles + 200)
+            if mode != "ab-off" and "/" not in mode:
+                pair_ns[mode].append(time_pairs(mod, args.cycles))
+                empty_ns[mode].append(time_empty(mod, args.cycles))
             mod.shutdown()
             (old or pt).shutdown()
     pt.configure(mode="off")
@@ -191,25 +227,39 @@ def main():
     one = b"".join(sample[1:12])  # one cycle as host mode writes it: 10 phases + cycle
     write_ns = min(time_writes(work, one, args.cycles) for _ in range(5))
 
+    torch = sys.modules["torch"]
+    where = (f"torch {torch.__version__} on {torch.cuda.get_device_name()}: * = real CUDA "
+             f"events" if args.cuda else "* = stand-in events (no torch cost)")
     print(f"timer_host_cost: python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), "
           f"{args.cycles} cycles x {args.rounds} interleaved rounds; cycle = {CALLS_PER_CYCLE} "
-          f"calls (10 phases); * = stand-in events (no torch cost)")
-    print("  best = fastest round (least disturbed by other load), median = middle round")
+          f"calls (10 phases); {where}")
+    print("  best = fastest round (least disturbed by other load), median = middle round; "
+          "times are this thread's CPU time (time.thread_time_ns)")
     base = min(cycle_ns["off"])
-    print(f"  {'mode':14} {'ns/call':>8} {'(median)':>9} {'us/cycle':>9} {'x off':>7} "
-          f"{'pair ns':>8} {'writes/cycle':>13}")
+    print(f"  {'mode':16} {'ns/call':>8} {'(median)':>9} {'us/cycle':>9} {'x off':>7} "
+          f"{'pair ns':>8} {'empty us':>9} {'writes/cycle':>13}")
     for mode in names:
         best, med = min(cycle_ns[mode]), statistics.median(cycle_ns[mode])
         pair = f"{min(pair_ns[mode]):8.0f}" if pair_ns[mode] else f"{'-':>8}"
+        empty = f"{min(empty_ns[mode]) / 1e3:9.2f}" if empty_ns[mode] else f"{'-':>9}"
         w = writes.get(mode)
-        print(f"  {mode:14} {best / CALLS_PER_CYCLE:8.0f} {med / CALLS_PER_CYCLE:9.0f} "
-              f"{best / 1e3:9.2f} {best / base:7.1f} {pair} "
+        print(f"  {mode:16} {best / CALLS_PER_CYCLE:8.0f} {med / CALLS_PER_CYCLE:9.0f} "
+              f"{best / 1e3:9.2f} {best / base:7.1f} {pair} {empty} "
               f"{'-' if w is None else f'{w:.3f}':>13}")
     print(f"  one os.write of a host-mode cycle ({len(one)} bytes, O_APPEND): {write_ns:.0f} ns "
           f"= {write_ns / CALLS_PER_CYCLE:.0f} ns per call of the cycle")
     if old is None:
         print(f"  (no baseline: git revision {args.baseline} not readable)")
     print("  pair ns: one begin+end inside an open cycle (the hot path: no write, no resolve)")
+    print("  empty us: cycle_begin + cycle_end with no phase (start mark, attrs, formatting, "
+          "resolution, the write)")
+    print("  writes/cycle: os.write calls per cycle (untimed cycles of /N are written in batches)")
+    print("  sampled, per cycle (us) against full timing of the same mode:")
+    for kind in ("host", "events*"):
+        full = min(cycle_ns[kind])
+        row = "  ".join(f"/{n}: {min(cycle_ns[f'{kind}/{n}']) / 1e3:5.2f} "
+                        f"({min(cycle_ns[f'{kind}/{n}']) / full:4.2f}x)" for n in SAMPLES)
+        print(f"    {kind:8} /1: {full / 1e3:5.2f}  {row}")
 
 
 if __name__ == "__main__":

@@ -65,12 +65,19 @@ def _journal_line(entry: dict) -> str:
 
 
 def render_text(result: OpResult, verbose: bool = True) -> str:
-    lines = [f"patchkit {result.op}: series {result.series} ({result.digest[:12]})"]
-    rows = [["target", "state", "files", "wrote", "time", "result", "error"]]
+    per_host = getattr(result, "per_host", False)
+    if per_host:    # a mixed fleet: each row names its host's series
+        names = sorted({h.series for h in result.hosts})
+        lines = [f"patchkit {result.op}: a series per host ({', '.join(names)})"]
+    else:
+        lines = [f"patchkit {result.op}: series {result.series} ({result.digest[:12]})"]
+    rows = [["target"] + (["series"] if per_host else [])
+            + ["state", "files", "wrote", "time", "result", "error"]]
     for h in result.hosts:
         error = _first_error(h) if h.exit_code else ""
-        rows.append([h.target, h.state, str(len(h.files)), str(len(h.written)),
-                     f"{h.elapsed:.2f}s", _VERDICT.get(h.exit_code, str(h.exit_code)), error])
+        rows.append([h.target] + ([f"{h.series} ({h.digest[:12]})"] if per_host else [])
+                    + [h.state, str(len(h.files)), str(len(h.written)),
+                       f"{h.elapsed:.2f}s", _VERDICT.get(h.exit_code, str(h.exit_code)), error])
     lines.append(_table(rows))
     for h in result.hosts:
         detail = []

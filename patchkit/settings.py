@@ -33,6 +33,9 @@ PATCHKIT_DEFAULTS: dict[str, Any] = {
     "exec": None,
     "keep_journal": False,
     "wheelhouse": None,      # patch.rebase: wheels read instead of the package index
+    "kubectl": None,         # k8s: targets: the kubectl program (None: kubectl)
+    "k8s_container": None,   # k8s: targets: the container of each pod (kubectl exec -c)
+    "kube_context": None,    # k8s: targets: the kubeconfig context (kubectl --context)
 }
 # Keys read by other tasks (their own objects check their values), and the deprecated alias.
 OTHER_KEYS = {"profile"}
@@ -219,6 +222,24 @@ def strings(value, option: str, where: str = "") -> list[str]:
     return list(value)
 
 
+def k8s_option(value, where: str, option: str) -> str | None:
+    """--k8s-container / --kube-context / --kubectl, checked as patchkit.transport.k8s checks
+    them for a k8s: target, whatever the targets are (a typo is said before anything runs)."""
+    from patchkit.transport import k8s
+
+    check, what = {"k8s_container": (k8s.check_container, "--k8s-container"),
+                   "kube_context": (k8s.check_context, "--kube-context"),
+                   "kubectl": (k8s.check_kubectl, "kubectl program")}[option]
+    value = text(value, option, where)
+    if value is None:
+        return None
+    try:
+        return check(value, "")
+    except InvalidInput as exc:
+        explain = exc.message[exc.message.rfind(" ("):] if " (" in exc.message else ""
+        raise InvalidInput(f"{_name(option, where)} {value!r}: bad {what}{explain}") from None
+
+
 # -- the settings object -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -239,6 +260,9 @@ class PatchSettings:
     root: str | None = None
     container: str | None = None
     exec_prefix: str | None = None
+    k8s_container: str | None = None
+    kube_context: str | None = None
+    kubectl: str | None = None
     keep_journal: bool = False
     force: bool = False
     dry_run: bool = False
@@ -288,6 +312,9 @@ class PatchSettings:
             root=text(given.get("root"), "root"),
             container=text(pick("container")[0], "container"),
             exec_prefix=text(pick("exec_", "exec")[0], "exec"),
+            k8s_container=k8s_option(*pick("k8s_container"), "k8s_container"),
+            kube_context=k8s_option(*pick("kube_context"), "kube_context"),
+            kubectl=k8s_option(*pick("kubectl"), "kubectl"),
             keep_journal=bool(given.get("keep_journal") or _configured(config, "keep_journal")[0]),
             force=bool(given.get("force")),
             dry_run=bool(given.get("dry_run")),
@@ -312,6 +339,9 @@ class PatchSettings:
         if self.ssh_options:
             transport["ssh_options"] = list(self.ssh_options)
         transport.update(ssh_persist_options(self.ssh_persist))
+        for key in ("k8s_container", "kube_context", "kubectl"):    # k8s: targets (transport.k8s)
+            if getattr(self, key):
+                transport[key] = getattr(self, key)
         return transport
 
     def options(self):

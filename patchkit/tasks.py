@@ -11,18 +11,17 @@ import sys
 
 from invoke import Collection
 
-# invoke imports this file from the project root; make the package importable without install.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 from patchkit.cli import auto_series as _auto_series, run_patch_task, task  # noqa: E402
 from patchkit.errors import InvalidInput  # noqa: E402
+from patchkit.locations import series_path  # noqa: E402
 from patchkit.settings import (PATCHKIT_DEFAULTS, PatchSettings, choice, config_value,  # noqa: E402
                                existing_dir, number, output_dir, positive_int, seconds, text)
 
 TARGET_HELP = {
     "series": "series folder (pin.toml + series + patches), or 'auto': the shipped series pinned "
               "to exactly the target's files; default: patchkit.series in invoke.yaml",
-    "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path or docker://C/path; "
+    "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path, docker://C/path or "
+              "k8s:NAMESPACE/SELECTOR:/path (every running pod the label selector matches); "
               "repeat for a fleet (default: patchkit.targets in invoke.yaml)",
     "json": "print the outcome as JSON (stable keys) instead of a table",
     "layout": "auto (default), checkout (paths as in the patches) or installed (drop package_prefix)",
@@ -41,6 +40,9 @@ TARGET_HELP = {
              "'gpu:&rack1' (default: all hosts)",
     "root": "with --inventory: the target path on every host (default: each host's "
             "patchkit_root variable)",
+    "k8s_container": "k8s: targets: the container of each pod to run in (kubectl exec -c)",
+    "kube_context": "k8s: targets: the kubeconfig context (kubectl --context)",
+    "kubectl": "k8s: targets: the kubectl program (default: patchkit.kubectl, else kubectl)",
 }
 
 
@@ -56,7 +58,7 @@ COMMON = dict(iterable=["target"], help=TARGET_HELP)
 @task(auto_shortflags=False, **COMMON)
 def check(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
           ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
-          limit=None, root=None):
+          limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
     """Pin only: commit/version, sha256 and wc -l of every pinned file."""
     run_patch_task(c, "check", locals())
 
@@ -64,7 +66,7 @@ def check(c, series=None, target=None, json=False, layout=None, container=None, 
 @task(auto_shortflags=False, **COMMON)
 def verify(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
            ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
-           limit=None, root=None):
+           limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
     """Dry run: pin, every hunk's lines at their numbers, sed result checked; writes nothing."""
     run_patch_task(c, "verify", locals())
 
@@ -74,7 +76,8 @@ def verify(c, series=None, target=None, json=False, layout=None, container=None,
       show_script="print the exact shell program (sed scripts included) sent to each target"))
 def apply(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
           ssh_config=None, timeout=None, jobs=None, dry_run=False, show_script=False,
-          ssh_persist=None, inventory=None, limit=None, root=None):
+          ssh_persist=None, inventory=None, limit=None, root=None, k8s_container=None,
+          kube_context=None, kubectl=None):
     """Apply the series (all files, all hosts, or nothing); idempotent."""
     run_patch_task(c, "apply", locals())
 
@@ -85,7 +88,8 @@ def apply(c, series=None, target=None, json=False, layout=None, container=None, 
       "printed in the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml)"))
 def revert(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
            ssh_config=None, timeout=None, jobs=None, force=False, keep_journal=False,
-           ssh_persist=None, inventory=None, limit=None, root=None):
+           ssh_persist=None, inventory=None, limit=None, root=None, k8s_container=None,
+           kube_context=None, kubectl=None):
     """Restore the byte-identical originals saved by apply; leave no patchkit trace."""
     run_patch_task(c, "revert", locals())
 
@@ -93,7 +97,7 @@ def revert(c, series=None, target=None, json=False, layout=None, container=None,
 @task(auto_shortflags=False, **COMMON)
 def status(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
            ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
-           limit=None, root=None):
+           limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
     """Say what each target is: pristine | applied | partial | modified | drifted (and locks)."""
     run_patch_task(c, "status", locals())
 
@@ -101,7 +105,7 @@ def status(c, series=None, target=None, json=False, layout=None, container=None,
 @task(auto_shortflags=False, **COMMON)
 def unlock(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
            ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
-           limit=None, root=None):
+           limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
     """Remove a lock by hand (one patchkit cannot prove dead: another host; reports who held it)."""
     run_patch_task(c, "unlock", locals())
 
@@ -266,6 +270,8 @@ PROFILE_HELP = {
     "timeout": "seconds allowed for the workload",
     "wheelhouse": "folder of wheels to install from instead of the package index",
     "no_chart": "skip phases.png",
+    "warmup": "warm up (first prompt, plain and assisted) before the measured pass; default on, "
+              "--no-warmup: off; the report keeps the measured window's cycles only",
 }
 
 
@@ -293,43 +299,77 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
             if kw.get("site"):  # the embedded default's own series otherwise (site not built yet)
                 kw[key] = _auto_series([kw["site"]])
         elif value:
-            kw[key] = os.path.abspath(os.path.expanduser(value))
+            kw[key] = series_path(value) if key == "series_dir" else _abspath(value)
     return output_dir(_profile_cfg(c, "out", out, "profile-out"), "out"), kw
 
 
 PROFILE_TASK = dict(prog="profile", interrupted="the tree was reverted")
 
 
+def _sample_arg(task, value):
+    """--sample N (PATCHKIT_TIMER_SAMPLE): a whole number >= 1, else invalid input."""
+    if value is None:
+        return None
+    got = str(value).strip()
+    if isinstance(value, bool) or not got.isdigit() or int(got) < 1:
+        raise InvalidInput(f"{task} --sample {value!r}: a whole number >= 1 (1 = time every cycle)")
+    return int(got)
+
+
+def _warmup(c, warmup) -> bool:
+    """--warmup/--no-warmup, else patchkit.profile.warmup (a boolean), else on."""
+    if not warmup:
+        return False
+    value = _profile_cfg(c, "warmup", None, True)
+    if not isinstance(value, bool):
+        raise InvalidInput(f"patchkit.profile.warmup {value!r}: true or false")
+    return value
+
+
+def _repeat(c, repeat):
+    """--repeat N, else patchkit.profile.repeat; a whole number >= 1 (None: the default)."""
+    if repeat is not None:
+        return positive_int(repeat, "repeat")
+    value = _profile_cfg(c, "repeat", None)
+    return None if value is None else positive_int(value, "repeat", "patchkit.profile.repeat")
+
+
 @task(name="run", auto_shortflags=False, **PROFILE_TASK, help=dict(
     PROFILE_HELP, num_assistant_tokens="draft tokens per cycle (default 4)",
-    confidence="assistant_confidence_threshold (default 0: draft all k tokens)"))
+    confidence="assistant_confidence_threshold (default 0: draft all k tokens)",
+    sample="time about one cycle in N, chosen at random (PATCHKIT_TIMER_SAMPLE; default 1: "
+           "every cycle)"))
 def profile_run(c, out=None, size=None, site=None, series=None, timer=None, device=None,
                 seed=None, timeout=None, wheelhouse=None, no_chart=False,
-                num_assistant_tokens=None, confidence=None):
+                num_assistant_tokens=None, confidence=None, sample=None, warmup=True):
     """Profile the embedded default: apply, run assisted generation, revert, report."""
     from patchkit.profile.default import run_default
 
+    sample = _sample_arg("profile.run", _profile_cfg(c, "sample", sample))
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
                               wheelhouse, no_chart)
     if num_assistant_tokens is not None:
         kw["num_assistant_tokens"] = positive_int(num_assistant_tokens, "num_assistant_tokens")
     if confidence is not None:
         kw["assistant_confidence_threshold"] = number(confidence, "confidence", low=0, high=1)
-    run_default(out, **kw)
+    run_default(out, timer_sample=sample, warmup=_warmup(c, warmup), **kw)
 
 
 @task(name="sweep", auto_shortflags=False, **PROFILE_TASK, help=dict(
     PROFILE_HELP, matrix="points, e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4' "
-                         "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)"))
+                         "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)",
+    repeat="measured passes per point, in rotated order (default 3); the verdict names a best "
+           "point only when its ratio to the baseline is significantly the highest"))
 def profile_sweep(c, matrix=None, out=None, size=None, site=None, series=None, timer=None,
-                  device=None, seed=None, timeout=None, wheelhouse=None, no_chart=False):
+                  device=None, seed=None, timeout=None, wheelhouse=None, no_chart=False,
+                  warmup=True, repeat=None):
     """One profile run per matrix point plus the baseline; table with the best point marked."""
     from patchkit.profile.sweep import run_sweep
 
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
                               wheelhouse, no_chart)
     matrix = _profile_cfg(c, "matrix", matrix, "num_assistant_tokens=2,4,8")
-    run_sweep(out, matrix=matrix, **kw)
+    run_sweep(out, matrix=matrix, repeat=_repeat(c, repeat), warmup=_warmup(c, warmup), **kw)
 
 
 profile.add_task(profile_run, "run")
@@ -447,9 +487,17 @@ patch.add_task(patch_diff, "diff")
     "matrix": "sweep, one server start per point, e.g. 'speculative-num-steps=1,2,3;"
               "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
               "--KEY VALUE; env:NAME sets the server's environment)",
+    "sample": "time about one decode cycle in N, chosen at random; every cycle is still "
+              "recorded (PATCHKIT_TIMER_SAMPLE; default: profile.remote.timer_sample, 8; "
+              "1 = every cycle)",
+    "warmup": "run the benchmark once before the measured pass, on the same server (default "
+              "on; --no-warmup: off); the report keeps the measured window's cycles only",
+    "repeat": "with --matrix: server starts per point, the baseline included, in rotated order "
+              "(default 5); the verdict names a best point only when it is significantly faster",
 })
 def profile_remote(c, target=None, series=None, server=None, bench=None, env=None, out=None,
-                   keep_remote_dir=False, no_chart=False, baseline=False, matrix=None):
+                   keep_remote_dir=False, no_chart=False, baseline=False, matrix=None,
+                   sample=None, warmup=True, repeat=None):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
     from patchkit.profile.remote import RemoteConfig, run_remote
     from patchkit.profile.remote_sweep import run_remote_sweep
@@ -462,13 +510,18 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
     given = {"targets": list(target or []) or None, "series": series, "server_command": server,
              "bench_command": bench, "out": out, "keep_remote_dir": keep_remote_dir or None,
              "chart": False if no_chart else None, "baseline": baseline or None,
-             "matrix": matrix}
+             "matrix": matrix, "timer_sample": _sample_arg("profile.remote", sample),
+             "warmup": None if warmup else False, "repeat": repeat}
     settings.update({k: v for k, v in given.items() if v is not None})
     for key, option in (("series", "series"), ("server_command", "server"),
                         ("bench_command", "bench"), ("matrix", "matrix")):
         text(given[key], option)            # given but empty: refused, not left to a default
+    if repeat is not None:
+        settings["repeat"] = positive_int(repeat, "repeat")
     if out is not None:
         settings["out"] = output_dir(out, "out")
+    if settings.get("series") and settings["series"] != "auto":
+        settings["series"] = series_path(str(settings["series"]))
     if settings.get("series") == "auto" and settings.get("targets"):
         from patchkit.ops import Options
 
@@ -481,3 +534,83 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
 
 profile.add_task(profile_remote, "remote")
 # ----------------------------------------------------------------------------- end of profile.remote
+
+
+# ----------------------------------------------------------------------------- profile.collect, profile.report
+# Reports for a server you started yourself (with PATCHKIT_TIMER_DIR set).
+# Implementation: patchkit.profile.collect (fetch as profile.remote does; patchkit.report).
+
+PROFILE_COLLECT = dict(prog="profile")
+
+@task(name="collect", auto_shortflags=False, iterable=["target"], **PROFILE_COLLECT, help={
+    "target": "where the server ran (any --target form: a folder, ssh://[user@]host[:port]/path, "
+              "host:/path, docker://C/path); repeat for the nodes of one multi-node server",
+    "from_": "the timing folder on the target (PATCHKIT_TIMER_DIR); relative: under the "
+             "target's path; default: the target's path itself",
+    "out": "local folder for the timing files (new, or one without *.jsonl)",
+    "max_mb": "refuse a target whose folder holds more (default: "
+              "patchkit.profile.remote.max_fetch_mb, 1024)",
+    "python": "python on the target, runs the fetch agent (default: python3)",
+    **{k: TARGET_HELP[k] for k in ("container", "exec", "ssh_config", "ssh_persist")},
+    "timeout": "seconds allowed per target (default 120, plus a second per MB allowed)",
+})
+def profile_collect(c, target=None, from_=None, out=None, max_mb=None, python=None,
+                    container=None, exec_=None, ssh_config=None, ssh_persist=None, timeout=None):
+    """Fetch every rank's timing files (and window.json) from targets, one size-capped stream each."""
+    from patchkit.profile.collect import FetchSettings, collect
+    from patchkit.transport import parse_target
+
+    if not target or not out:
+        raise InvalidInput("profile.collect needs --target T (repeatable) and --out DIR")
+    remote = (_cfg(c, "profile", {}) or {}).get("remote") or {}
+    where = "patchkit.profile.remote."
+    # the target options are checked and merged with invoke.yaml as for the patch.* tasks
+    opts = PatchSettings.from_invoke(c, "collect", dict(
+        target=list(target), container=container, exec_=exec_, ssh_config=ssh_config,
+        ssh_persist=ssh_persist)).options()
+    settings = FetchSettings(
+        python=text(python, "python") or text(remote.get("python"), "python",
+                                              where + "python") or "python3",
+        max_fetch_mb=(number(max_mb, "max_mb", low=0) if max_mb is not None else
+                      number(remote.get("max_fetch_mb") or 1024, "max_mb", where + "max_fetch_mb",
+                             low=0)),
+        step_timeout_s=(seconds(timeout, "timeout") if timeout is not None else
+                        seconds(remote.get("step_timeout_s") or 120, "timeout",
+                                where + "step_timeout_s")))
+    from_ = text(from_, "from")
+    transports: list = []
+    try:
+        for spec in target:
+            transports.append(parse_target(spec, cwd=opts.cwd, container=opts.container,
+                                           exec_prefix=opts.exec_prefix, **opts.transport_options))
+        got = collect(transports, _abspath(text(out, "out")), from_, settings)
+    finally:
+        for t in transports:
+            t.close()
+    for label, where, count in got.per_target:
+        print(f"{label}: {count} timing file(s) from {where}")
+    print(f"collected {len(got.files)} timing file(s), {got.bytes} bytes, into {got.out}"
+          + (" (with window.json)" if got.window else ""))
+
+
+@task(name="report", auto_shortflags=False, prog="profile", help={
+    "timing": "a folder of timing files (*.jsonl, e.g. from profile.collect)",
+    "out": "folder for table.txt, trace.json, phases.png and summary.json",
+    "bench": "a benchmark's text output (e.g. sglang.bench_serving's), for tok/s and accept length",
+    "no_chart": "skip phases.png",
+})
+def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
+    """Table, trace, chart and summary from any timing folder (optionally a benchmark's output)."""
+    from patchkit.profile.collect import report
+    from patchkit.report import render_table
+
+    if not timing or not out:
+        raise InvalidInput("profile.report needs --timing DIR and --out DIR")
+    summary = report(_abspath(timing), _abspath(out), _abspath(bench), chart=not no_chart)
+    print(render_table(summary))
+    print(f"report: {_abspath(out)} ({', '.join(sorted(summary.files.values()))})")
+
+
+profile.add_task(profile_collect, "collect")
+profile.add_task(profile_report, "report")
+# ----------------------------------------------------------------------------- end of profile.collect, profile.report

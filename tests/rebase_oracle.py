@@ -166,6 +166,26 @@ def misplaced(old_series, old_files: dict[str, bytes], new_series, new_files: di
     return problems
 
 
+def left_function(old_series, old_files: dict[str, bytes], new_series,
+                  new_files: dict[str, bytes], aliases: dict[str, str] | None = None):
+    """[(patch, path, hunk number, what)] for every relocated hunk with an added line that is
+    not in the function (by the text oracle: ``def`` lines above it, by indentation) that the
+    old patched file has it in, nor in that function's ``aliases`` (renamed or moved)."""
+    aliases = aliases or {}
+    problems = []
+    old_steps = _states(old_series, old_files)
+    for name, step in _states(new_series, new_files).items():
+        for path, (text, placed) in step.items():
+            old_text, old_placed = old_steps[name][path]
+            for number, (new_p, old_p) in enumerate(zip(placed, old_placed), 1):
+                if new_p is None:
+                    continue
+                now = [p[0] for p in hunk_places(text, new_p)[1]]
+                was = [p[0] for p in hunk_places(old_text, old_p)[1]]
+                if len(now) != len(was) or any(n != w and aliases.get(w) != n
+                                               for n, w in zip(now, was)):
+                    problems.append((name, path, number, f"was in {was}, now in {now}"))
+    return problems
 
 
 # ----------------------------------------------------------------------------- a hand-made series
@@ -239,4 +259,4 @@ def hand_disagreements(series_dir, hand_dir, files: dict[str, bytes]):
             if run[0] in covered and run not in theirs]
 
 
-__all__ = ["hand_disagreements", "hunk_places", "misplaced", "place_of"]
+__all__ = ["hand_disagreements", "hunk_places", "left_function", "misplaced", "place_of"]

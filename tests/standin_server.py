@@ -5,8 +5,9 @@
                                    [--speculative-algorithm A] [--speculative-num-steps N]
                                    [--speculative-eagle-topk K] [--disable-overlap-schedule]
                                    [--timed-workers v1,v2] [any other --speculative-* ...]
+                                   [--tok-s R] [--order-file F]
     python standin_server.py bench --port P [--also-port P2] [--requests N] [--cycles C] [--fail]
-                                   [--delay S] [--started-file F]
+                                   [--delay S] [--started-file F] [--noise CV --seed-file F]
 
 ``serve`` is a small HTTP server on 127.0.0.1:P. It imports the timing runtime from the
 patched SGLang tree on the target (``sglang.srt.speculative.phase_timer``, found through
@@ -34,6 +35,13 @@ PK_HANG=FILE in the server's environment: the first /generate creates FILE and n
 ``bench`` sends N requests and prints a result block in the style of sglang.bench_serving
 (label in 40 columns, value) with the output token throughput and the accept length computed
 from the server's answers; --fail prints an error and exits 1 after one request.
+
+Known throughput distributions (the sweep verdict's tests): a server started with --tok-s R
+(R > 0; a sweep matrix key ``tok-s=...`` sets it per point) answers R with every /generate,
+and the benchmark then reports R x exp(N(0, CV)) as its output token throughput instead of
+its own wall-clock rate (--noise CV, default 0). The noise is seeded: --seed-file F holds a
+counter that every benchmark run increments and seeds with, so a test's numbers are the same
+on every run. --order-file F: the server appends "R PID" to F when it starts (the run order).
 """
 
 from __future__ import annotations
@@ -156,6 +164,9 @@ def serve(args, passed: list[str]) -> None:
     for name in sorted(os.environ):
         if name.startswith(("PATCHKIT_", "NCCL_", "PK_", "SGLANG_")):
             print(f"stand-in server: env {name}={os.environ[name]}", flush=True)
+    if args.order_file:
+        with open(args.order_file, "a") as fh:
+            fh.write(f"{args.tok_s:g} {os.getpid()}\n")
     if args.speculative_num_steps < 1:
         print("ValueError: speculative_num_steps must be at least 1", flush=True)
         sys.exit(1)
@@ -221,7 +232,8 @@ def serve(args, passed: list[str]) -> None:
             accepted = run_cycles(pt, first, count, args.speculative_num_steps)
             rank1.stdout.readline()
             state["cycles"] += count
-            self.reply(200, {"accepted": accepted, "tokens": sum(a + 1 for a in accepted)})
+            self.reply(200, {"accepted": accepted, "tokens": sum(a + 1 for a in accepted),
+                             "tok_s": args.tok_s})
 
     server = HTTPServer(("127.0.0.1", args.port), Handler)
     server.timeout = 0.1
@@ -248,12 +260,14 @@ def bench(args) -> None:
         open(args.started_file, "w").close()
     start = time.monotonic()
     cycles = tokens = 0
+    rate = 0.0
     for i in range(args.requests):
         for port in args.also_port:  # the other nodes of a multi-node stand-in
             post(opener, f"http://127.0.0.1:{port}/generate", args.cycles)
         answer = post(opener, f"{base}/generate", args.cycles)
         cycles += len(answer["accepted"])
         tokens += answer["tokens"]
+        rate = answer.get("tok_s") or 0.0
         print(f"request {i + 1}/{args.requests}: {answer['tokens']} tokens", flush=True)
         if args.fail:
             print("Traceback (most recent call last):\n  ...\nRuntimeError: stand-in benchmark "
@@ -261,6 +275,21 @@ def bench(args) -> None:
             sys.exit(1)
         time.sleep(args.delay)
     duration = time.monotonic() - start
+    throughput = tokens / duration
+    if rate > 0:  # the server's set throughput, with seeded noise
+        import math
+        import random
+
+        seed = 0
+        if args.seed_file:
+            try:
+                with open(args.seed_file) as fh:
+                    seed = int(fh.read().strip() or 0)
+            except FileNotFoundError:
+                pass
+            with open(args.seed_file, "w") as fh:
+                fh.write(f"{seed + 1}\n")
+        throughput = rate * math.exp(random.Random(seed).gauss(0.0, args.noise))
     row = "{:<40} {:<10}".format
     print("\n{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="))
     print(row("Backend:", "stand-in"))
@@ -268,7 +297,7 @@ def bench(args) -> None:
     print(row("Benchmark duration (s):", f"{duration:.2f}"))
     print(row("Total generated tokens:", tokens))
     print(row("Request throughput (req/s):", f"{args.requests / duration:.2f}"))
-    print(row("Output token throughput (tok/s):", f"{tokens / duration:.2f}"))
+    print(row("Output token throughput (tok/s):", f"{throughput:.2f}"))
     print(row("Peak output token throughput (tok/s):", f"{2 * tokens / duration:.2f}"))
     print(row("Accept length:", f"{tokens / cycles:.2f}"))
     print("=" * 50, flush=True)
@@ -286,6 +315,8 @@ def main(argv=None) -> None:
     s.add_argument("--pid-file", default=None)
     s.add_argument("--plain-fails", action="store_true")
     s.add_argument("--log-noise-kb", type=int, default=0)
+    s.add_argument("--tok-s", type=float, default=0.0)
+    s.add_argument("--order-file", default=None)
     w = sub.add_parser("worker")
     for p in (s, w):
         p.add_argument("--speculative-algorithm", default=None)
@@ -301,6 +332,8 @@ def main(argv=None) -> None:
     b.add_argument("--delay", type=float, default=0.0)
     b.add_argument("--fail", action="store_true")
     b.add_argument("--started-file", default=None)
+    b.add_argument("--noise", type=float, default=0.0)
+    b.add_argument("--seed-file", default=None)
     argv = sys.argv[1:] if argv is None else argv
     args, unknown = parser.parse_known_args(argv)
     if unknown and args.cmd == "bench":

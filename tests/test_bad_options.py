@@ -25,7 +25,7 @@ from invoke import Program
 from failure_support import REPO, small_series, small_target, tree_digest
 
 FLAGS = {"json", "dry_run", "show_script", "force", "keep_journal", "no_chart", "context_trim",
-         "resume", "trust_new", "merge", "keep_remote_dir", "baseline", "check"}
+         "resume", "trust_new", "merge", "keep_remote_dir", "baseline", "check", "warmup"}
 
 
 def run_cli(*args: str) -> tuple[int, str, str]:
@@ -74,6 +74,10 @@ TARGET_OPTIONS = {
                   ("{tmp}/bad.ini", 2, "bad.ini:2")],
     "limit": [("gpu", 2, "--inventory")],          # without --inventory
     "root": [("/srv", 2, "--inventory")],
+    # checked whatever the targets are (a k8s: target is not needed to say a typo)
+    "k8s_container": [("Server_1", 2, "--k8s-container"), ("", 2, "--k8s-container")],
+    "kube_context": [("-x", 2, "--kube-context"), ("ctx;id", 2, "--kube-context")],
+    "kubectl": [("kubectl --insecure", 2, "--kubectl"), ("", 2, "--kubectl")],
 }
 TARGET_TASKS = ["patch.check", "patch.verify", "patch.apply", "patch.revert", "patch.status",
                 "patch.unlock"]
@@ -90,15 +94,31 @@ PROFILE_OPTIONS = {
 }
 RUN_OPTIONS = dict(PROFILE_OPTIONS, num_assistant_tokens=[("many", 2, "--num-assistant-tokens"),
                                                           ("0", 2, "--num-assistant-tokens")],
-                   confidence=[("high", 2, "--confidence"), ("2", 2, "--confidence")])
+                   confidence=[("high", 2, "--confidence"), ("2", 2, "--confidence")],
+                   sample=[("0", 2, "--sample"), ("x", 2, "--sample"), ("1.5", 2, "--sample")])
+REPEAT_BAD = [("0", 2, "--repeat"), ("x", 2, "--repeat"), ("-2", 2, "--repeat")]
 SWEEP_OPTIONS = dict(PROFILE_OPTIONS, matrix=[("bogus", 2, "--matrix"), ("k=a,b", 2, "--matrix"),
-                                              ("", 2, "--matrix")])
+                                              ("", 2, "--matrix")], repeat=REPEAT_BAD)
 REMOTE_OPTIONS = {
     "target": [("", 2, "target"), ("docker://c", 2, "docker://")],
     "series": [("{tmp}/no-series", 2, "no-series"), ("", 2, "--series")],
     "server": [("", 2, "--server")], "bench": [("", 2, "--bench")],
     "env": [("NOEQUALS", 2, "NOEQUALS")], "out": [("/proc/no/out", 2, "--out")],
     "matrix": [("zz", 2, "zz"), ("", 2, "--matrix")],
+    "sample": [("0", 2, "--sample"), ("x", 2, "--sample")], "repeat": REPEAT_BAD,
+}
+COLLECT_OPTIONS = {
+    "target": [("", 2, "--target"), ("docker://c", 2, "docker://")],
+    "from_": [("", 2, "--from")], "out": [("", 2, "--out"), ("{tmp}/afile", 2, "afile")],
+    "max_mb": [("lots", 2, "--max-mb"), ("-1", 2, "--max-mb"), ("0", 2, "--max-mb")],
+    "python": [("", 2, "--python")], "container": [("", 2, "--container")],
+    "exec_": [("", 2, "--exec")], "ssh_config": [("{tmp}/no-config", 2, "--ssh-config")],
+    "ssh_persist": [("soon", 2, "--ssh-persist"), ("-1", 2, "--ssh-persist")],
+    "timeout": [("abc", 2, "--timeout"), ("0", 2, "--timeout")],
+}
+REPORT_OPTIONS = {
+    "timing": [("{tmp}/no-timing", 2, "no such folder"), ("", 2, "--timing")],
+    "out": [("", 2, "--out")], "bench": [("{tmp}/no-bench", 2, "--bench"), ("", 2, "--bench")],
 }
 # the valid rest of a profile.remote command line (each case replaces one option)
 REMOTE_BASE = {"target": "{tree}", "series": "{series}", "server": "false", "bench": "false"}
@@ -150,10 +170,13 @@ AUTHOR_BASE = {
     "upstream.fetch": {"upstream": "{repo}", "rev": "v1", "path": "pkg/m.py",
                        "dest": "{tmp}/fetched"},
     "upstream.pin": {"series": "{tmp}/pin-series", "tree": "{tree}"},
+    "profile.collect": {"target": "{tree}", "out": "{tmp}/collected"},
+    "profile.report": {"timing": "{tree}", "out": "{tmp}/report"},
 }
 
 TABLE = {**{t: TARGET_OPTIONS for t in TARGET_TASKS}, "profile.run": RUN_OPTIONS,
          "profile.sweep": SWEEP_OPTIONS, "profile.remote": REMOTE_OPTIONS,
+         "profile.collect": COLLECT_OPTIONS, "profile.report": REPORT_OPTIONS,
          "patch.rebase": REBASE_OPTIONS, "patch.diff": DIFF_OPTIONS, "patch.edit": EDIT_OPTIONS,
          "patch.new": NEW_OPTIONS, "patch.refresh": REFRESH_OPTIONS,
          "patch.gen-runtime": GEN_RUNTIME_OPTIONS, "upstream.fetch": FETCH_OPTIONS,

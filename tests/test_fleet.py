@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from sshd_support import free_port, start_fleet
 from test_engine_crash import AFTER as MULTI_AFTER
 from test_engine_crash import BEFORE as MULTI_BEFORE
 from upstream_fixtures import SERIES_059, sglang_installed
+from support.cli import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
@@ -31,11 +30,6 @@ WORKER_V2 = "sglang/srt/speculative/eagle_worker_v2.py"   # 0.5.9's 0008-0013
 TIMER = "sglang/srt/speculative/phase_timer.py"
 FILES = (WORKER, WORKER_V2, TIMER)
 SSH_HOSTS = 3
-
-
-def invoke(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=120)
 
 
 @pytest.fixture(scope="module")

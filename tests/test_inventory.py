@@ -5,8 +5,6 @@ same server, each with its own root)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from patchkit.errors import InvalidInput
 from patchkit.transport.inventory import (inventory_transports, load_inventory, resolve_host)
 from patchkit.transport.ssh import SshTransport
 from upstream_fixtures import SERIES_059, sglang_installed
+from support.cli import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
@@ -201,11 +200,6 @@ def test_bad_inventories_name_file_and_line(tmp_path, text, line, message):
     assert str(info.value).startswith(where), str(info.value)
     assert message in str(info.value)
     assert info.value.exit_code == 2
-
-
-def invoke(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=120)
 
 
 def test_cli_bad_inventory_exit_2_with_file_and_line(tmp_path):

@@ -14,7 +14,6 @@ import json
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from patchkit.transport import parse_target
 from test_engine_crash import AFTER as MULTI_AFTER
 from test_engine_crash import BEFORE as MULTI_BEFORE
 from upstream_fixtures import SERIES_059, sglang_installed
+from support.cli import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
@@ -36,11 +36,6 @@ FILES = (WORKER, WORKER_V2, TIMER)
 
 
 # ---- helpers ------------------------------------------------------------------------------------
-
-def invoke(*args, timeout=60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=timeout)
-
 
 def ssh_opts(server) -> ops.Options:
     return ops.Options(transport_options={"ssh_config": str(server.client_config)})

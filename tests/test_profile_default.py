@@ -57,7 +57,8 @@ def test_site_is_a_real_installed_layout(site):
 
 def test_default_run_end_to_end(site, tmp_path):
     out = io.StringIO()
-    outcome = run_default(tmp_path / "out", size="ci", site=site, stream=out, timeout=300)
+    outcome = run_default(tmp_path / "out", size="ci", site=site, stream=out, timeout=300,
+                          warmup=False)  # every recorded cycle is a measured one (counted below)
     run_dir = outcome.run_dir
     assert run_dir.parent == tmp_path / "out"
     assert_pristine(site)
@@ -124,6 +125,33 @@ def test_default_run_end_to_end(site, tmp_path):
     for e in phase_spans:
         c = by_cycle[e["args"]["cycle"]]
         assert c["ts"] - 0.01 <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"] + 0.01
+
+
+def test_warmup_runs_before_the_measured_pass_and_window_json_is_written(site, tmp_path):
+    """warmup on (the default): the first prompt runs plain and assisted before the measured
+    pass, with timing on; window.json in timing/ separates its cycles from the measured ones."""
+    from patchkit.report import load_timing_dir
+    from patchkit.report.window import read_window
+
+    outcome = run_default(tmp_path / "out", size="ci", site=site, stream=io.StringIO(),
+                          timeout=300, chart=False)
+    assert_pristine(site)
+    point = outcome.workload["points"][0]
+    window = read_window(outcome.run_dir / "timing")
+    assert window is not None and window.source == "profile.run"
+    ws, we = window.warmup
+    assert ws < we <= window.start_unix_ns < window.end_unix_ns
+    inside = warm = 0
+    for proc in load_timing_dir(outcome.run_dir / "timing"):
+        for cycle in proc.cycles:
+            wall = proc.wall_ns(cycle["t0"])
+            inside += window.contains(wall)
+            warm += ws <= wall <= we
+    # every measured assisted cycle is one target forward; the warm-up had its own cycles
+    assert inside == point["assisted"]["target_forwards"]
+    assert warm > 0 and warm + inside == sum(len(p.cycles) for p in load_timing_dir(
+        outcome.run_dir / "timing"))
+    assert "warm-up" in json.loads((outcome.run_dir / "summary.json").read_text())["meta"]
 
 
 def test_injected_workload_failure_reverts_and_propagates(site, tmp_path):

@@ -78,7 +78,9 @@ def settings(tmp_path: Path, targets: list[str], client_config, **over) -> dict:
                 bench_timeout_s=30, stop_grace_s=3, step_timeout_s=30,
                 server_command=server_cmd(tmp_path / "server.pids"), bench_command=bench_cmd(),
                 env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
-                remote_dir=str(tmp_path / "remote"), out=str(tmp_path / "out"), chart=False)
+                remote_dir=str(tmp_path / "remote"), out=str(tmp_path / "out"), chart=False,
+                timer_sample=1,  # every cycle timed, counts exact; sampling: test_profile_sample.py
+                warmup=False)  # the tests count one benchmark pass; warm-up tests turn it on
     base.update(over)
     return base
 
@@ -590,3 +592,79 @@ def test_no_cycle_message_for_each_case(tmp_path):
     said = no_cycles_message("no cycle", [("node0 log", "")], SERIES_059,
                              "python -m sglang.launch_server --model M")
     assert "has no --speculative-algorithm" in said
+
+
+# ---- the warm-up pass and the measured window ------------------------------------------------------
+
+def test_warmup_runs_before_the_measured_benchmark_and_window_json_is_fetched(
+        tmp_path, sshd, tree, target):
+    """warmup on (the default): the benchmark runs twice on the same server; window.json,
+    written by the agent on the target from the jobs' wall-clock times, comes back with the
+    timing files and separates the warm-up's cycles from the measured pass's."""
+    from patchkit.report import load_timing_dir
+    from patchkit.report.window import read_window
+
+    given = settings(tmp_path, [target], sshd.client_config)
+    del given["warmup"]
+    cfg = RemoteConfig.from_mapping(given)
+    assert cfg.warmup is True
+    outcome = run_remote(cfg, stream=open(os.devnull, "w"))
+    run_dir = outcome.run_dir
+    assert "Serving Benchmark Result" in (run_dir / "warmup.log").read_text()
+    assert "Serving Benchmark Result" in (run_dir / "benchmark.log").read_text()
+    log = (run_dir / "node0" / "server.log").read_text()
+    assert log.count('"POST /generate') == 2 * 4            # warm-up + measured, one server
+    jobs = outcome.hosts[0]["jobs"]
+    assert set(jobs) == {"server", "warmup", "bench"}
+    window = read_window(run_dir / "timing")
+    assert window is not None and window.source == "profile.remote"
+    assert window.warmup is not None
+    ws, we = window.warmup
+    assert ws < we <= window.start_unix_ns < window.end_unix_ns
+    inside = before = 0
+    for proc in load_timing_dir(run_dir / "timing"):
+        for cycle in proc.cycles:
+            wall = proc.wall_ns(cycle["t0"])
+            if window.contains(wall):
+                inside += 1
+            elif ws <= wall <= we:
+                before += 1
+    assert inside == before == 2 * 4 * 6                     # two ranks, 4 requests x 6 cycles
+    assert_cleaned(tmp_path, tree)
+
+
+def test_failing_warmup_stops_and_reverts(tmp_path, sshd, tree, target):
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config,
+                                             bench_command=bench_cmd("--fail"), warmup=True))
+    with pytest.raises(PatchkitError) as err:
+        run_remote(cfg, stream=open(os.devnull, "w"))
+    assert "the warm-up benchmark failed (exit 1)" in err.value.message
+    run_dir = only_run_dir(tmp_path)
+    assert "RuntimeError" in (run_dir / "warmup.log").read_text()
+    assert not (run_dir / "benchmark.log").exists()
+    assert_cleaned(tmp_path, tree)
+
+
+def test_window_json_is_the_report_modules_format():
+    """The agent writes window.json by hand (it runs on the target without patchkit); what it
+    writes must read back through patchkit.report.window and equal what write_window writes."""
+    import tempfile
+
+    from patchkit.report.window import read_window, write_window
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp)
+        for name, (a, b) in (("warmup", (10, 20)), ("bench", (30, 45))):
+            (run / f"{name}.start_ns").write_text(f"{a}\n")
+            (run / f"{name}.end_ns").write_text(f"{b}\n")
+        out = subprocess.run([sys.executable, str(REPO / "patchkit/profile/remote_agent.py"),
+                              "window", str(run), "bench", "warmup", "profile.remote"],
+                             capture_output=True, text=True, check=True)
+        written = json.loads((run / "timing" / "window.json").read_text())
+        assert json.loads(out.stdout) == written
+        assert read_window(run / "timing").warmup == (10, 20)
+        write_window(run / "ref", 30, 45, warmup=(10, 20), source="profile.remote")
+        assert json.loads((run / "ref" / "window.json").read_text()) == written
+        bad = subprocess.run([sys.executable, str(REPO / "patchkit/profile/remote_agent.py"),
+                              "window", str(run), "nojob", "", "x"], capture_output=True, text=True)
+        assert bad.returncode == 3 and "no recorded start and end" in bad.stderr

@@ -22,6 +22,7 @@ from patchkit.profile.server_args import (drop_speculative, expand_server_matrix
                                           parse_server_matrix, set_option, split_words)
 
 from test_profile_remote import (REPO, assert_cleaned, bench_cmd, group_members, only_run_dir,
+                                 server_cmd,
                                  settings, state_of)
 from upstream_fixtures import sglang_installed
 
@@ -121,6 +122,18 @@ def test_bad_matrix_is_refused_before_anything_runs(tmp_path, bad, words):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("key, value, words", [
+    ("repeat", 0, "repeat 0"), ("repeat", "many", "repeat 'many'"),
+    ("warmup", "maybe", "warmup 'maybe'"), ("warmup_command", " ", "warmup_command")])
+def test_bad_repeat_and_warmup_settings_are_refused(tmp_path, key, value, words):
+    with pytest.raises(InvalidInput, match=words):
+        RemoteConfig.from_mapping(settings(tmp_path, ["pk-test:/srv/site"], tmp_path / "n",
+                                           **{key: value}))
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, ["pk-test:/srv/site"], tmp_path / "n",
+                                             warmup="off", repeat="4"))
+    assert cfg.warmup is False and cfg.repeats == 4
+
+
 def test_render_marks_the_best_point_and_lists_failures():
     rows = [{"label": "num-steps=1", "ok": True, "tokens_per_s": 10.0, "ratio_to_baseline": 1.25,
              "accept_length": 2.0, "cycles": 8, "top_level_share": 97.0, "error": None,
@@ -137,7 +150,21 @@ def test_render_marks_the_best_point_and_lists_failures():
     assert "baseline (no speculation)" in text and "best: num-steps=2 -- 12.0 tok/s, 1.50x" in text
     assert "num-steps=0: server exited" in text and "draft %" in text
     md = render_sweep(rows, None, rows[1], "head", markdown=True)
-    assert "| **num-steps=2** | **12.0** | **1.50x**" in md and "| num-steps=0 | failed |" in md
+    assert "| **num-steps=2** | **12.0** | **-** | **-** | **1.50x**" in md
+    assert "| num-steps=0 | failed |" in md
+    # a verdict that is not significant marks nothing and says which points it cannot order
+    verdict = {"best": None, "significant": False, "top": "num-steps=2", "alpha": 0.05,
+               "indistinguishable": ["num-steps=2", "num-steps=1"], "p_values": {}, "note": None,
+               "cost": {"server_starts": 6, "runs": 6, "targets": 1, "repeat": 3,
+                        "minutes": 2.5}}
+    rows[1].update(tokens_per_s_ci=[11.0, 13.1], repeats=[11.5, 12.0, 12.5],
+                   ratio_ci=[1.3, 1.7])
+    text = render_sweep(rows, {"tokens_per_s": 8.0, "accept_length": 1.0}, rows[1], "head",
+                        verdict=verdict)
+    assert not [ln for ln in text.splitlines() if ln.startswith("* ")]
+    assert "top (not a verdict): num-steps=2" in text and "[11.0, 13.1]" in text
+    assert "indistinguishable from the top: num-steps=2, num-steps=1" in text
+    assert "verdict cost: 6 server start(s)" in text and "2.5 min" in text
 
 
 # ---- the sweep through sshd -----------------------------------------------------------------------
@@ -156,12 +183,14 @@ def test_sweep_with_baseline_through_invoke(tmp_path, sshd, tree):
     config.write_text(json.dumps({"patchkit": {"profile": {"remote": given}}}))
     proc = subprocess.run(
         [sys.executable, "-m", "invoke", "-r", str(REPO), "-f", str(config), "profile.remote",
-         "--baseline", "--matrix", "speculative-num-steps=2,0,3;env:NCCL_PROTO=LL,Simple"],
+         "--baseline", "--matrix", "speculative-num-steps=2,0,3;env:NCCL_PROTO=LL,Simple",
+         "--repeat", "1", "--no-warmup"],
         cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     run_dir = only_run_dir(tmp_path)
     doc = json.loads((run_dir / "sweep.json").read_text())
     assert doc["schema"] == "patchkit.remote-sweep/1" and doc["interrupted"] is False
+    assert doc["repeat"] == 1 and doc["warmup"] is False and len(doc["order"]) == 7
     assert doc["matrix"] == {"speculative-num-steps": ["2", "0", "3"],
                              "env:NCCL_PROTO": ["LL", "Simple"]}
     rows = doc["rows"]
@@ -193,9 +222,10 @@ def test_sweep_with_baseline_through_invoke(tmp_path, sshd, tree):
     assert doc["best"] == best["label"] and base["spec_tokens_per_s"] == best["tokens_per_s"]
     assert base["ratio"] == pytest.approx(best["tokens_per_s"] / base["tokens_per_s"])
     md = (run_dir / "sweep.md").read_text()
-    assert f"| **{best['label']}** |" in md and "baseline (no speculation)" in md
+    assert doc["verdict"]["significant"] is False       # one repetition: nothing to test
+    assert f"top (not a verdict): {best['label']}" in md and "baseline (no speculation)" in md
     assert (run_dir / "sweep.png").stat().st_size > 1000
-    assert "baseline (no speculation)" in proc.stdout and f"best: {best['label']}" in proc.stdout
+    assert "baseline (no speculation)" in proc.stdout and f": {best['label']} --" in proc.stdout
     baseline_log = (run_dir / "baseline" / "node0" / "server.log").read_text()
     assert "timing runtime in the target tree: False" in baseline_log
     assert_cleaned(tmp_path, tree)
@@ -203,7 +233,8 @@ def test_sweep_with_baseline_through_invoke(tmp_path, sshd, tree):
 
 def test_every_point_failing_is_refused_after_the_revert(tmp_path, sshd, tree):
     cfg = RemoteConfig.from_mapping(settings(tmp_path, [f"{sshd.alias}:{tree}"],
-                                             sshd.client_config, matrix="speculative-num-steps=0"))
+                                             sshd.client_config, matrix="speculative-num-steps=0",
+                                             repeat=2))
     with pytest.raises(PatchkitError) as err:
         run_remote_sweep(cfg, stream=open(os.devnull, "w"))
     assert "every point of the sweep failed" in err.value.message and err.value.exit_code == 1
@@ -220,7 +251,7 @@ def test_signal_mid_sweep_stops_the_server_and_reverts(tmp_path, sshd, tree, sig
     signal arrives while that point's benchmark waits, after the first point completed."""
     hang = tmp_path / "hanging"
     given = settings(tmp_path, [f"{sshd.alias}:{tree}"], sshd.client_config,
-                     matrix=f"env:PK_HANG=no,{hang},no",
+                     matrix=f"env:PK_HANG=no,{hang},no", repeat=1,
                      bench_command=bench_cmd().replace("--requests 4", "--requests 2"))
     config = tmp_path / "remote.json"
     config.write_text(json.dumps(given))
@@ -255,7 +286,7 @@ def test_local_directory_target_sweep_and_baseline(tmp_path, tree):
     """The GPU harness's form: a local directory target, no SSH; the outcome object."""
     cfg = RemoteConfig.from_mapping(settings(
         tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None, baseline=True,
-        matrix={"speculative-num-steps": [1, 3]},
+        matrix={"speculative-num-steps": [1, 3]}, repeat=1,
         bench_command=bench_cmd().replace("--requests 4", "--requests 2")))
     outcome = run_remote_sweep(cfg, stream=open(os.devnull, "w"))
     assert [r["ok"] for r in outcome.rows] == [True, True]
@@ -265,3 +296,95 @@ def test_local_directory_target_sweep_and_baseline(tmp_path, tree):
     assert outcome.baseline["tokens_per_s"] > 0 and outcome.files["table"] == "sweep.txt"
     assert "chart" not in outcome.files   # chart=False in the settings
     assert_cleaned(tmp_path, tree)
+
+
+# ---- repeated sweeps and the verdict (stand-in servers with a set throughput) -----------------------
+# The stand-in server answers its --tok-s with every request and the stand-in benchmark reports
+# it times exp(N(0, 2%)), seeded from a counter file: known throughput distributions, the same
+# numbers on every run of the test.
+
+def _set_rate(tmp_path: Path, rate: float, noise: float = 0.02) -> dict:
+    return dict(server_command=server_cmd(tmp_path / "server.pids",
+                                          f"--tok-s {rate:g} --order-file {tmp_path / 'order'}"),
+                bench_command=bench_cmd(f"--noise {noise:g} --seed-file {tmp_path / 'seed'}")
+                .replace("--requests 4", "--requests 1"))
+
+
+def test_repeated_sweep_30_percent_apart_is_significant_in_rotated_order(tmp_path, sshd, tree):
+    """Two points 30% apart and the baseline, 3 repetitions, warm-up on (the default): nine
+    server starts in rotated order, each its own server with its own window.json; the faster
+    point is named best and both are significantly faster than the baseline."""
+    from patchkit.report.window import read_window
+
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, [f"{sshd.alias}:{tree}"],
+                                             sshd.client_config, matrix="tok-s=1000,1300",
+                                             baseline=True, repeat=3, warmup=True, chart=True,
+                                             **_set_rate(tmp_path, 800)))
+    outcome = run_remote_sweep(cfg, stream=open(os.devnull, "w"))
+    run_dir = outcome.run_dir
+    starts = [line.split() for line in (tmp_path / "order").read_text().splitlines()]
+    # rep 1: A B base, rep 2: B base A, rep 3: base A B -- one server start each
+    assert [r for r, _ in starts] == ["1000", "1300", "800", "1300", "800", "1000", "800",
+                                      "1000", "1300"]
+    assert len({pid for _, pid in starts}) == 9
+    doc = json.loads((run_dir / "sweep.json").read_text())
+    assert [(o["rep"], o["label"]) for o in doc["order"]] == [
+        (1, "tok-s=1000"), (1, "tok-s=1300"), (1, "baseline"), (2, "tok-s=1300"),
+        (2, "baseline"), (2, "tok-s=1000"), (3, "baseline"), (3, "tok-s=1000"),
+        (3, "tok-s=1300")]
+    verdict = doc["verdict"]
+    assert verdict["best"] == "tok-s=1300" and verdict["significant"] is True
+    assert verdict["indistinguishable"] == ["tok-s=1300"] and verdict["alpha"] == 0.05
+    assert "Welch" in verdict["method"] and verdict["cost"]["server_starts"] == 9
+    assert doc["best"] == "tok-s=1300" and doc["repeat"] == 3
+    slow, fast = doc["rows"]
+    for row, rate in ((slow, 1000), (fast, 1300)):
+        assert len(row["repeats"]) == 3 and all(abs(v / rate - 1) < 0.1 for v in row["repeats"])
+        lo, hi = row["tokens_per_s_ci"]
+        assert lo < row["tokens_per_s_median"] < hi
+        assert row["tokens_per_s"] == row["tokens_per_s_median"]
+        assert row["reports"] == [row["reports"][0], row["reports"][0] + "/rep2",
+                                  row["reports"][0] + "/rep3"]
+        assert row["report"] in row["reports"]
+        pids = set()
+        for rep in row["reports"]:
+            log = (run_dir / rep / "node0" / "server.log").read_text()
+            pids.add(log.split("pid ")[1].split(",")[0])
+            window = read_window(run_dir / rep / "timing")
+            assert window.warmup[1] <= window.start_unix_ns < window.end_unix_ns
+            assert (run_dir / rep / "warmup.log").exists()
+        assert len(pids) == 3                               # one server per repetition
+        ratio_lo, ratio_hi = row["ratio_ci"]
+        assert ratio_lo > 1.0 and ratio_lo < row["ratio_to_baseline"] < ratio_hi
+    base = doc["baseline"]
+    assert len(base["repeats"]) == 3 and base["reports"] == ["baseline", "baseline/rep2",
+                                                             "baseline/rep3"]
+    assert base["tokens_per_s_ci"][0] < 800 < base["tokens_per_s_ci"][1] * 1.1
+    for rep in base["reports"]:                               # the baseline is warmed up too
+        assert "Serving Benchmark Result" in (run_dir / rep / "warmup.log").read_text()
+    md = (run_dir / "sweep.md").read_text()
+    assert "| **tok-s=1300** |" in md and "verdict: best tok-s=1300" in md
+    assert "verdict cost: 9 server start(s)" in md and "95% CI" in md
+    assert (run_dir / "sweep.png").stat().st_size > 1000
+    assert_cleaned(tmp_path, tree)
+
+
+@pytest.mark.parametrize("matrix, rates", [
+    ("env:PK_TWIN=1,2,3", None),                  # identical points: the control
+    ("tok-s=1000,1001", [1000, 1001]),            # 0.1% apart
+], ids=["identical", "0.1%-apart"])
+def test_points_that_cannot_be_told_apart_get_no_best(tmp_path, tree, matrix, rates):
+    cfg = RemoteConfig.from_mapping(settings(
+        tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None, matrix=matrix, repeat=3,
+        **_set_rate(tmp_path, 1000)))
+    outcome = run_remote_sweep(cfg, stream=open(os.devnull, "w"))
+    doc = json.loads((outcome.run_dir / "sweep.json").read_text())
+    verdict = doc["verdict"]
+    labels = [r["label"] for r in doc["rows"]]
+    assert verdict["best"] is None and verdict["significant"] is False
+    assert sorted(verdict["indistinguishable"]) == sorted(labels)
+    assert all(len(r["repeats"]) == 3 for r in doc["rows"])
+    md = (outcome.run_dir / "sweep.md").read_text()
+    assert "verdict: no significant best" in md and "**" not in md.split("\n\n", 2)[2]
+    assert "top (not a verdict)" in outcome.table
+    assert state_of(tree) == "pristine"

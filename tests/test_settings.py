@@ -26,7 +26,7 @@ def test_defaults_live_once():
         PATCHKIT_DEFAULTS["layout"], PATCHKIT_DEFAULTS["jobs"], PATCHKIT_DEFAULTS["timeout"],
         PATCHKIT_DEFAULTS["keep_journal"])
     from failure_support import REPO
-    text = (REPO / "tasks.py").read_text()
+    text = (REPO / "patchkit" / "tasks.py").read_text()
     assert 'ns.configure({"patchkit": dict(PATCHKIT_DEFAULTS)})' in text
 
 
@@ -51,3 +51,21 @@ def test_unknown_keys_and_the_old_series_name(tmp_path):
     c = _context(tmp_path, "patchkit:\n  engine:\n    series: old-name\n")
     assert any("patchkit.engine.series is the old name" in n for n in check_config(c.config))
     assert PatchSettings.from_invoke(c, "verify", {"target": ["/x"]}).series == "old-name"
+
+
+def test_k8s_and_profile_keys_are_known_and_checked(tmp_path):
+    """The k8s: target settings reach the transport options (an option beats them) and are
+    checked as the options are; profile.sample/warmup/repeat are known keys."""
+    c = _context(tmp_path, "patchkit:\n  kubectl: /opt/bin/kubectl\n  kube_context: gke_p_z_c\n"
+                           "  profile:\n    sample: 4\n    warmup: false\n    repeat: 2\n")
+    assert check_config(c.config) == []
+    opts = PatchSettings.from_invoke(c, "status", {"target": ["/x"], "k8s_container": "server"}
+                                     ).options()
+    assert {k: opts.transport_options.get(k) for k in ("kubectl", "kube_context", "k8s_container")
+            } == {"kubectl": "/opt/bin/kubectl", "kube_context": "gke_p_z_c",
+                  "k8s_container": "server"}
+    c = _context(tmp_path, "patchkit:\n  kube_context: 'a;b'\n")
+    with pytest.raises(InvalidInput, match=r"patchkit.kube_context in .*site.yaml 'a;b': bad"):
+        PatchSettings.from_invoke(c, "status", {"target": ["/x"]})
+    with pytest.raises(InvalidInput, match=r"unknown setting patchkit.profile.sampel"):
+        check_config(_context(tmp_path, "patchkit:\n  profile:\n    sampel: 4\n").config)

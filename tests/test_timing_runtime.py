@@ -79,7 +79,14 @@ def workload(cycles):
 
 
 def test_source_of_truth_is_the_file():
-    assert runtime_source() == RUNTIME_PATH.read_text(encoding="utf-8")
+    # what the shipped series add to the target is this file, line for line
+    from patchkit.engine.diffparse import parse_patch
+
+    patch = RUNTIME_PATH.parents[2] / "patches" / "sglang-v0.5.9" / "0001-phase-timer-runtime.patch"
+    fd = parse_patch(patch.name, patch.read_bytes()).files[0]
+    assert fd.kind == "create" and fd.path.endswith("/phase_timer.py")
+    added = b"".join(ln.text + b"\n" for h in fd.hunks for ln in h.lines if ln.tag == "+")
+    assert added.decode("utf-8") == runtime_source()
     assert runtime_bytes().decode("utf-8") == runtime_source()
     compile(runtime_source(), "phase_timer.py", "exec")
 

@@ -17,6 +17,7 @@ from patchkit.transport import parse_target
 from patchkit.transport.remote import parse_remote_target
 from patchkit.transport.ssh import SshTransport
 from sshd_support import free_port, make_client_config, make_keys, silent_port_times_out
+from support.cli import invoke
 
 
 def ssh_target(server, root, **options) -> SshTransport:
@@ -380,9 +381,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def invoke_cli(*args) -> subprocess.CompletedProcess:
-    import sys
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=120)
+    return invoke(*args, timeout=120)
 
 
 def masters_running(control_dir) -> list[int]:

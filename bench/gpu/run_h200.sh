@@ -5,15 +5,31 @@
 # On the GPU machine (device tool), from the repository root, with carry
 #   .carry-site .carry-fi .carry-lib [.carry-jit]:
 #       bash bench/gpu/run_h200.sh [STAGE...]        (default: setup models v2 v1 sweep timer collect)
+#   the EAGLE-3 verify-bound case: bash bench/gpu/run_h200.sh setup models8b e3v2 e3v1 collect cache
+#   the verdict's control and the timer overhead: bash bench/gpu/run_h200.sh setup models control ovh collect
+# Sweeps repeat every point ${SWEEP_REPEAT:-2} times (server starts in rotated order); BUDGET (s)
+# bounds the call, each stage skips with a line when too little of it is left. Knobs: E3_SAMPLE
+# (1), E3_MIN / E3_BASE_MIN / E3_WARM_MIN (e3v1 runs at all / with its own baseline / with a
+# warm-up pass when that many s are left), CONTROL_REPEAT (3, fewer when the time left is short of
+# 2 x SRV_S per repetition), CONTROL_PROMPTS / CONTROL_OUT_LEN (128 / 512), SRV_S (90), AB (20).
 # Stages (each skips what an earlier call on the same machine left in /tmp):
 #   setup    unpack the carried site into /tmp/site (sglang + its pins; patchkit is this checkout)
 #   models   bench/gpu/make_models.py: tiny Llama target + standalone draft, partial acceptance
+#   models8b bench/gpu/make_models_eagle3.py: 8B-shaped Llama target + EAGLE-3 draft head with set
+#            acceptance, built on the GPU (~16 GB in $MODELS8B), its accept length predicted first
+#   e3v2     profile.remote --baseline, EAGLE3 on the 8B pair, 0.5.12's default EAGLEWorkerV2
+#   e3v1     the same with EAGLEWorker (SGLANG_ENABLE_SPEC_V2=0, no overlap) and PATCHKIT_TIMER_AB;
+#            its own baseline only while $E3_BASE_MIN s are left (collect then names e3v2's)
 #   explore  one unpatched v2 server + sglang.bench_serving (checks the stack; fills JIT caches)
 #   v1       profile.remote --baseline, EAGLEWorker (SGLANG_ENABLE_SPEC_V2=0, no overlap)
 #   v2       profile.remote --baseline, 0.5.12's default EAGLEWorkerV2 (overlap scheduling on)
 #   sweep    profile.remote --matrix over speculative-num-steps (+ an env: key), --baseline
 #   timer    bench/gpu_timer_bench.py: host cost per timer call by mode, A/B overhead
 #   overhead profile.remote --matrix over the runtime's event sharing, A/B blocks in each server
+#   control  identical twins (--matrix 'env:PK_CONTROL=a,b' --repeat $CONTROL_REPEAT, v2, tiny
+#            models, no baseline): the verdict's false-positive check; each server's A/B overhead
+#            at sample 8
+#   ovh      A/B overhead: v1 at --sample 1 and 8 (ovh_v1), v2 at --sample 1 (ovh_v2)
 #   tp2      (two GPUs) --tp 2: every rank timed, rank skew, NCCL_PROTO x NCCL_ALGO sweep
 #   cudatests  pytest of the runtime and report (their CUDA-only tests run here)
 #   collect  bench/gpu/collect.py: $OUT/sglang_gpu.{json,md} + charts from everything under $WORK
@@ -23,6 +39,7 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/patchkit-gpu-out}; WORK=${WORK:-/tmp/patchkit-gpu}; M=${MODELS:-/tmp/patchkit-models}
+M8=${MODELS8B:-/tmp/patchkit-models-8b}
 SITE=${SITE:-/tmp/site}
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/run.log; T0=$(date +%s); BUDGET=${BUDGET:-580}
@@ -41,18 +58,47 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export 
 if [ -z "${CUDA_HOME:-}" ] && command -v nvcc >/dev/null; then export CUDA_HOME=$(dirname "$(dirname "$(command -v nvcc)")"); fi
 
 PORT=30000
+# H_SERVER, H_SPEC, H_BENCH, H_SERVER8B, H_SPEC_E3, H_BENCH8B, H_WARMUP, H_SERIES replace the
+# commands below (bench/gpu/standin_check.sh runs every stage on a CPU with the tests' stand-in)
 SERVER="python3 -m sglang.launch_server --model-path $M/target --tokenizer-path $M/target --host 127.0.0.1 --port $PORT --mem-fraction-static 0.5 --attention-backend triton --sampling-backend pytorch --grammar-backend none --cuda-graph-max-bs 32 --max-running-requests 48 --disable-piecewise-cuda-graph --decode-log-interval 1"
 SPEC="--speculative-algorithm STANDALONE --speculative-draft-model-path $M/draft --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
 BENCH="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len ${OUT_LEN:-512} --random-range-ratio 1 --num-prompts ${PROMPTS:-96} --max-concurrency 32 --tokenizer $M/target --model $M/target --disable-tqdm"
-SERIES=patches/sglang-v0.5.12
+SERIES=${H_SERIES:-patches/sglang-v0.5.12}
+# the control and overhead stages (6+ tiny servers in one device call): a server's time is its
+# start (~55 s) and bench_serving's own start-up (~20 s), the load itself a few seconds, so the
+# load stays large enough for ~750 decode cycles (~18 A/B pairs of 20, ~45 cycles timed at
+# sample 8); the warm-up sends the same load straight to /generate (no second start-up),
+# falling back to the real benchmark when it fails
+CTL_PROMPTS=${CONTROL_PROMPTS:-128}; CTL_OUT_LEN=${CONTROL_OUT_LEN:-512}
+BENCH_CTL="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len $CTL_OUT_LEN --random-range-ratio 1 --num-prompts $CTL_PROMPTS --max-concurrency 32 --tokenizer $M/target --model $M/target --disable-tqdm"
+SRV_S=${SRV_S:-90}   # seconds one tiny server takes: /health ~55, warm-up ~6, benchmark ~25, stop
+# the EAGLE-3 case: an 8B-shaped target (~15 GB of bf16 weights) + a one-layer EAGLE-3 head; half
+# of the GPU's memory for weights and KV cache leaves ample room for CUDA graphs and activations.
+# 32 concurrent requests x 256 output tokens keep the batch at 32: verify-bound cycles.
+E3_STEPS=${E3_STEPS:-3}
+SERVER8B="python3 -m sglang.launch_server --model-path $M8/target --tokenizer-path $M8/target --host 127.0.0.1 --port $PORT --mem-fraction-static ${E3_MEM:-0.5} --attention-backend triton --sampling-backend pytorch --grammar-backend none --cuda-graph-max-bs 32 --max-running-requests 48 --disable-piecewise-cuda-graph --decode-log-interval 1"
+SPEC_E3="--speculative-algorithm EAGLE3 --speculative-draft-model-path $M8/draft --speculative-num-steps $E3_STEPS --speculative-eagle-topk 1 --speculative-num-draft-tokens $(( E3_STEPS + 1 ))"
+BENCH8B="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len ${E3_OUT_LEN:-256} --random-range-ratio 1 --num-prompts ${E3_PROMPTS:-128} --max-concurrency 32 --tokenizer $M8/target --model $M8/target --disable-tqdm"
 MATRIX=${MATRIX:-speculative-num-steps=1,2,3,5;env:NCCL_PROTO=LL}
+SERVER=${H_SERVER:-$SERVER}; SPEC=${H_SPEC-$SPEC}; BENCH=${H_BENCH:-$BENCH}
+SERVER8B=${H_SERVER8B:-$SERVER8B}; SPEC_E3=${H_SPEC_E3-$SPEC_E3}; BENCH8B=${H_BENCH8B:-$BENCH8B}
+BENCH_CTL=${H_BENCH:-$BENCH_CTL}
+WARMUP_CTL=${H_WARMUP:-"python3 $ROOT/bench/gpu/warmup.py --port $PORT --prompts $CTL_PROMPTS --concurrency 32 --input-len 128 --output-len $CTL_OUT_LEN || $BENCH_CTL"}
 
 profile() {  # NAME ARGS... : one invoke profile.remote into $WORK/NAME, bounded by the budget
+  # (PBENCH: another benchmark command; PMIN: the seconds it needs left to start at all;
+  #  PWARMUP: the warm-up's command, given to profile.remote as warmup_command in a config file)
   local name=$1; shift
-  if [ "$(left)" -lt 150 ]; then say "$name: skipped, only $(left)s left"; return 1; fi
+  if [ "$(left)" -lt "${PMIN:-150}" ]; then say "$name: skipped, only $(left)s left"; return 1; fi
   rm -rf "${WORK:?}/$name"
-  (cd "$ROOT" && run timeout -s INT -k 30 $(( $(left) - 40 )) python3 -m invoke profile.remote \
-      --target "$SITE" --series "$SERIES" --bench "$BENCH" --out "$WORK/$name" "$@")
+  local conf=()
+  if [ -n "${PWARMUP:-}" ]; then
+    python3 -c 'import json, sys; print(json.dumps({"patchkit": {"profile": {"remote": {"warmup_command": sys.argv[1]}}}}))' \
+      "$PWARMUP" > "$WORK/$name.invoke.json"
+    conf=(-f "$WORK/$name.invoke.json")
+  fi
+  (cd "$ROOT" && run timeout -s INT -k 30 $(( $(left) - 40 )) python3 -m invoke ${conf[@]+"${conf[@]}"} profile.remote \
+      --target "$SITE" --series "$SERIES" --bench "${PBENCH:-$BENCH}" --out "$WORK/$name" "$@")
   local rc=$?
   # whatever happened, the tree must be pristine again (profile.remote reverts; this checks it)
   (cd "$ROOT" && python3 -m invoke patch.status --series "$SERIES" --target "$SITE" 2>&1 | tee -a "$LOG")
@@ -77,6 +123,15 @@ stage_models() {
   if [ -f "$M/draft/model.safetensors" ]; then say "models already in $M"; return 0; fi
   run python3 "$ROOT/bench/gpu/make_models.py" "$M" --agree "${AGREE:-0.8}" --check
   grep '^CHECK ' "$LOG" | tail -n 1 > "$WORK/models_check.txt"
+}
+
+stage_models8b() {
+  if [ -f "$M8/draft/model.safetensors" ] && [ -f "$M8/target/model.safetensors" ]; then
+    say "8B models already in $M8"; return 0; fi
+  df -h "$(dirname "$M8")" | tail -n 1 | tee -a "$LOG"
+  run python3 "$ROOT/bench/gpu/make_models_eagle3.py" "$M8" --agree "${E3_AGREE:-0.8}" \
+      --steps "$E3_STEPS" --check || return 1
+  grep -E '^(CHECK|WROTE) ' "$LOG" | tail -n 2 > "$WORK/models8b_check.txt"
 }
 
 stage_explore() {  # a plain v2 server + bench_serving, no patchkit involved: checks the stack
@@ -108,12 +163,65 @@ PY
 stage_v1() { profile v1 --server "$SERVER --disable-overlap-schedule $SPEC" --env PATCHKIT_TIMER=events \
                --env SGLANG_ENABLE_SPEC_V2=0 --env PATCHKIT_TIMER_AB=${AB:-20} --baseline; }
 stage_v2() { profile v2 --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --baseline; }
-stage_sweep() { profile sweep --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --matrix "$MATRIX" --baseline; }
+# EAGLE-3 on the 8B pair: v2 (default, overlap on) and v1 (its timer overhead paired in-server)
+# (every cycle timed by default, E3_SAMPLE: ~400 decode cycles of 13 ms, verify-bound, are few
+# enough to time them all; its speculative server starts on a cold kernel cache in a fresh
+# call, and the warm-up pass, the full benchmark, takes the compilation stalls)
+stage_e3v2() { PBENCH=$BENCH8B PMIN=${E3_MIN:-140} profile e3v2 --server "$SERVER8B $SPEC_E3" \
+                 --env PATCHKIT_TIMER=events --sample "${E3_SAMPLE:-1}" --baseline; }
+stage_e3v1() {
+  local base=--baseline
+  if [ "$(left)" -lt "${E3_BASE_MIN:-240}" ]; then
+    say "e3v1: $(left)s left, under E3_BASE_MIN=${E3_BASE_MIN:-240}: no baseline of its own"; base=""; fi
+  local warm=--warmup   # the warm-up pass costs ~30 s; without it the report counts every
+  if [ "$(left)" -lt "${E3_WARM_MIN:-220}" ]; then      # cycle and still keeps stalls apart
+    say "e3v1: $(left)s left, under E3_WARM_MIN=${E3_WARM_MIN:-220}: no warm-up pass"; warm=--no-warmup; fi
+  PBENCH=$BENCH8B PMIN=${E3_MIN:-140} profile e3v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" \
+    --env PATCHKIT_TIMER=events --env SGLANG_ENABLE_SPEC_V2=0 --env PATCHKIT_TIMER_AB=${AB:-20} \
+    --sample "${E3_SAMPLE:-1}" $warm $base
+}
+stage_sweep() { profile sweep --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events --matrix "$MATRIX" --baseline \
+                  --repeat "${SWEEP_REPEAT:-2}"; }
 
 # the timer's cost inside the default (v2) server: A/B blocks, with the runtime's default
 # event sharing (calls < 1 us apart share one event) and with a wider window
 stage_overhead() { profile overhead --server "$SERVER $SPEC" --env PATCHKIT_TIMER=events \
-                     --env PATCHKIT_TIMER_AB=${AB:-20} --matrix "${OVERHEAD_MATRIX:-env:PATCHKIT_TIMER_SHARE_NS=1000,20000}"; }
+                     --env PATCHKIT_TIMER_AB=${AB:-20} --matrix "${OVERHEAD_MATRIX:-env:PATCHKIT_TIMER_SHARE_NS=1000,20000}" \
+                     --repeat "${SWEEP_REPEAT:-2}"; }
+
+# The control: two identical points (env:PK_CONTROL=a,b changes nothing SGLang reads), no
+# baseline, CONTROL_REPEAT servers each in rotated order: the verdict must not call them
+# different. Every server also pairs timed and off blocks (PATCHKIT_TIMER_AB) at the default
+# sampling (--sample 8): one in-server overhead figure per server. The repetitions shrink to what
+# the time left allows (SRV_S s per server), at least 2.
+stage_control() {
+  local rep=${CONTROL_REPEAT:-3} fit=$(( ($(left) - 60) / (2 * SRV_S) ))
+  if [ "$fit" -lt "$rep" ]; then
+    if [ "$fit" -lt 2 ]; then
+      say "control: skipped, only $(left)s left (2 x 2 servers need $(( 4 * SRV_S + 60 ))s)"; return 1; fi
+    say "control: $(left)s left: $fit repetitions instead of $rep"; rep=$fit
+  fi
+  PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile control --server "$SERVER $SPEC" \
+    --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} --sample 8 \
+    --matrix 'env:PK_CONTROL=a,b' --repeat "$rep"
+}
+
+# The timer's in-server overhead by worker and sampling, same workload as the control: v1 at
+# sample 1 and 8 (two servers), v2 at sample 1 (v2 at sample 8: the control's servers).
+stage_ovh() {
+  local rc=0
+  if [ "$(left)" -ge $(( 2 * SRV_S + 50 )) ]; then
+    PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile ovh_v1 \
+      --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 \
+      --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} \
+      --matrix 'env:PATCHKIT_TIMER_SAMPLE=1,8' --repeat 1 || rc=1
+  else say "ovh_v1: skipped, only $(left)s left (2 servers need $(( 2 * SRV_S + 50 ))s)"; rc=1; fi
+  if [ "$(left)" -ge $(( SRV_S + 50 )) ]; then
+    PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile ovh_v2 --server "$SERVER $SPEC" \
+      --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} --sample 1 || rc=1
+  else say "ovh_v2: skipped, only $(left)s left (1 server needs $(( SRV_S + 50 ))s)"; rc=1; fi
+  return $rc
+}
 
 stage_cudatests() {  # the runtime's CUDA-only tests (CI has no GPU; they skip there)
   (cd "$ROOT" && run timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_timing_runtime.py tests/test_report.py) \
@@ -123,7 +231,8 @@ stage_cudatests() {  # the runtime's CUDA-only tests (CI has no GPU; they skip t
 # issue 12, for a machine with two GPUs (nvidia-h200-x2): both ranks timed, rank skew, the NCCL
 # sweep with a baseline; collect writes sglang_gpu_tp2.{json,md} from it
 stage_tp2() { profile tp2 --server "$SERVER $SPEC --tp 2" --env PATCHKIT_TIMER=events \
-                --matrix "${TP2_MATRIX:-env:NCCL_PROTO=LL,Simple;env:NCCL_ALGO=Ring,Tree}" --baseline; }
+                --matrix "${TP2_MATRIX:-env:NCCL_PROTO=LL,Simple;env:NCCL_ALGO=Ring,Tree}" --baseline \
+                --repeat "${SWEEP_REPEAT:-2}"; }
 
 stage_timer() {
   [ -f "$ROOT/bench/gpu_timer_bench.py" ] || return 0
@@ -148,7 +257,7 @@ for st in "$@"; do
   say "=== stage $st ($(left)s left)"
   if ! "stage_$st"; then
     say "stage $st failed"
-    case $st in setup|models) exit 1 ;; esac
+    case $st in setup|models|models8b) exit 1 ;; esac
   fi
 done
 say "=== done"

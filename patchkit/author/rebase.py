@@ -5,7 +5,9 @@ in upstream.py) or from a local git clone (``onto`` is a tag, branch or commit, 
 GitPython without touching the work tree). Patch k is relocated against the new files with
 patches 1..k-1 (as rebased) applied, so a hunk that uses an earlier patch's inserted line as
 context still finds it. Each hunk is placed by exact match (relocate.py); what that leaves is
-relocated by git's three-way merge when a structural check passes (merge3.py, pystructure.py).
+relocated by git's three-way merge when a structural check passes (merge3.py, pystructure.py);
+what is still open and only inserts timer lines is placed by structure, as seriesgen places a
+release's lines (structural.py).
 ``new_source`` may also be a target's own files (targetread.py, ``--onto-target``). A hunk that
 does not place is kept in the written patch behind a marker context line, ``<<<<<<< patchkit
 rebase ...``, that no upstream file contains, so verify and git apply refuse the patch until it
@@ -27,6 +29,8 @@ from pathlib import Path
 from patchkit.author import upstream
 from patchkit.author.merge3 import merge_unplaced
 from patchkit.author.rebase_result import HunkOutcome, PatchOutcome, RebaseResult, Source
+from patchkit.author.sglang_releases import rebase_aliases
+from patchkit.author.structural import place_unplaced
 from patchkit.author.relocate import (
     Line, Placement, apply_at_own_numbers, apply_placements, diff_around, map_line,
     place_at_own_numbers, place_file, split_lines,
@@ -229,6 +233,9 @@ class _PatchRebaser:
                 cur, fd.hunks, context_trim=ctx.context_trim)
             if ctx.merge and old_cur is not None and not self.edited and fd.kind == "modify":
                 merge_unplaced(old_cur, cur, placements, fd.path)
+            if ctx.structural and old_cur is not None and not self.edited \
+                    and fd.kind == "modify":
+                place_unplaced(old_cur, cur, placements, fd.path, aliases=rebase_aliases())
             cur_for_marks = cur
         self._mark_positions(placements, old_cur, cur_for_marks)
         delta = 0
@@ -309,6 +316,8 @@ class _PatchRebaser:
             out.status = "moved" if out.delta or p.trimmed else "unchanged"
             if p.merged:
                 out.status, out.proof = "merged", p.merged
+            elif p.structural:
+                out.status, out.proof = "placed", p.structural
             out.warnings = self._vanished(fd.path, h)
             return out
         out.hunk_text = "\n".join([h.header] + [t for ln in h.lines for t in _render_line(ln)])
@@ -407,6 +416,7 @@ class _Context:
     new_state: dict[str, list[Line] | None]
     old_state: dict[str, list[Line]] | None
     merge: bool = True
+    structural: bool = True
 
 
 # ----------------------------------------------------------------------------- the operation
@@ -466,6 +476,7 @@ def rebase(
     resume: bool = False,
     merge: bool = True,
     new_source: Source | None = None,
+    structural: bool | None = None,
 ) -> RebaseResult:
     """Rebase ``series_dir`` onto ``onto``; write the new series (unless ``write=False``).
 
@@ -475,12 +486,17 @@ def rebase(
     ``merge``: after the exact step, relocate what is left by a checked three-way merge
     (merge3.py); False: exact match only.
     ``new_source``: the new files as already read (e.g. from a target, targetread.py).
+    ``structural``: last, place what is still open and only inserts timer lines by structure
+    (structural.py: function and neighbouring statement, as seriesgen does); False: not;
+    None (default): as ``merge`` (``merge=False`` is exact match only).
     ``resume``: the output folder exists from an earlier run and its patches were edited by
     hand; a patch there without a marker line is taken as it is (its header counts recounted,
     its hunks kept at their numbers when they match there exactly, otherwise relocated), the
     others are rebased from the old series again. Files are rewritten in place; REBASE.md keeps
     its text up to a "## Resume" section, which is written anew.
     """
+    if structural is None:
+        structural = merge
     series_dir = Path(series_dir).resolve()
     series = load_series(str(series_dir))
     pin = series.pin
@@ -508,7 +524,7 @@ def rebase(
         new=new, old=old, old_label=old_label, context_trim=context_trim,
         new_state={p: split_lines(new.files[p]) for p in pin.files if new.files[p] is not None},
         old_state=({p: split_lines(old.files[p]) for p in pin.files} if old else None),
-        merge=merge,
+        merge=merge, structural=structural,
     )
     new_pin, pin_changes, same_release = _new_pin(series, new)
     out = Path(out_dir).resolve() if out_dir is not None else default_out_dir(
@@ -535,13 +551,15 @@ def rebase(
                                       context_trim=context_trim, version=version,
                                       wheelhouse=wheelhouse, trust_new=trust_new,
                                       new_tree=new_tree, old_tree=old_tree, write=False,
-                                      merge=merge, new_source=new_source))
+                                      merge=merge, new_source=new_source,
+                                      structural=structural))
     pin_bytes = ((series_dir / "pin.toml").read_bytes() if same_release
                  else upstream.format_pin(new_pin).encode())
     noop = same_release and all(o.identical for o in outcomes)
     result = RebaseResult(series_dir, out, old_label, new, old_detail, context_trim, outcomes,
                           pin_changes, written=False, noop=noop and out == series_dir,
-                          old_available=old is not None, resumed=resume, merge=merge)
+                          old_available=old is not None, resumed=resume, merge=merge,
+                          structural=structural)
     from patchkit.author.rebase_report import render_report, render_resume
 
     previous = out / "REBASE.md"

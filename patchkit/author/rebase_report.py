@@ -28,6 +28,7 @@ def render_report(result: "RebaseResult") -> str:
         f"- old upstream, for the diffs below: {result.old_detail}",
         f"- context trim: {'on' if result.context_trim else 'off'}",
         f"- three-way merge: {'on' if result.merge else 'off'}",
+        f"- structural placement of timer lines: {'on' if result.structural else 'off'}",
         f"- how the hunks moved: {_methods(result)}",
         f"- result: {result.summary().split(': ', 1)[1].split('; ')[0]}; exit code "
         f"{result.exit_code}",
@@ -40,10 +41,20 @@ def render_report(result: "RebaseResult") -> str:
             "added or removed line sits in the same function (qualified name), the same branch "
             "and between the same two statements (normalised with `ast.unparse`) as before, and "
             "the file compiles (*merged+checked*). " if result.merge else
-            "The three-way merge was off (exact match only). ") +
+            "The three-way merge was off (exact match only). ") + (
+            "A hunk still open whose only changes are added timer lines was then placed by "
+            "structure, as seriesgen places a release's lines: each line by its function "
+            "(qualified name) and the statement next to it (by text, shape or called name), "
+            "exactly one candidate or none, a phase whole or not at all, kept only when the "
+            "hunk's lines keep their order, the file compiles and every function's timer calls "
+            "come in an order the old patched file has them in (*structural*). "
+            if result.structural else "") +
         "Anything else is left for a person: such a hunk is kept in its patch behind a "
         "`<<<<<<< patchkit rebase` context line (so verify and git apply refuse it) until edited "
         "(*by hand*, after `--resume`).",
+        "",
+        "The *how* of each hunk, in one word: exact, merge3 (merged+checked), structural, "
+        "by hand, refused (needs attention).",
         "",
         "## Pin",
         "",
@@ -56,8 +67,8 @@ def render_report(result: "RebaseResult") -> str:
 def _methods(result: "RebaseResult") -> str:
     counts: dict[str, int] = {}
     for h in result.hunks:
-        counts[h.method] = counts.get(h.method, 0) + 1
-    order = ("exact", "merged+checked", "by hand", "needs attention")
+        counts[h.how] = counts.get(h.how, 0) + 1
+    order = ("exact", "merge3", "structural", "by hand", "refused")
     return ", ".join(f"{counts.get(m, 0)} {m}" for m in order)
 
 
@@ -98,7 +109,7 @@ def _hunk_sections(result: "RebaseResult", level: str) -> list[str]:
         now = "—" if not h.relocated else f"`{h.new_header}`"
         result_text = h.describe().replace("|", "\\|")
         out.append(f"| {h.patch} | {file} | {h.number} | `{h.old_header}` | {now} | "
-                   f"{h.method} | {result_text} |")
+                   f"{h.how} | {result_text} |")
     attention = [h for h in hunks if not h.relocated]
     out += ["", f"{level} Needs attention", ""]
     if not attention:

@@ -27,7 +27,7 @@ class HunkOutcome:
     path: str
     number: int                        # 1-based within its file diff
     old_header: str
-    status: str                        # unchanged | moved | merged | carried | needs-attention
+    status: str                        # unchanged | moved | merged | placed | carried | needs-attention
     new_header: str = ""
     delta: int = 0                     # new source line - old source line
     trimmed: tuple[int, int] | None = None
@@ -37,7 +37,7 @@ class HunkOutcome:
     upstream_diff: str = ""
     warnings: list[str] = field(default_factory=list)
     edited: bool = False               # taken from the hand-edited new series (--resume)
-    proof: str = ""                    # merged: what the structural check found
+    proof: str = ""                    # merged / placed: what the structural check found
     lines_key: tuple = ()              # the written hunk's lines, to compare runs (--resume)
     via: str = ""                      # edited: the method a fresh run gives these same lines
 
@@ -47,12 +47,19 @@ class HunkOutcome:
 
     @property
     def method(self) -> str:
-        """How it moved: exact | merged+checked | by hand | needs attention."""
+        """How it moved: exact | merged+checked | structural | by hand | needs attention."""
         if not self.relocated:
             return "needs attention"
         if self.edited:
             return self.via or "by hand"
-        return "merged+checked" if self.status == "merged" else "exact"
+        return {"merged": "merged+checked", "placed": "structural"}.get(self.status, "exact")
+
+    @property
+    def how(self) -> str:
+        """The step that placed it, in one word: exact | merge3 | structural | by hand |
+        refused."""
+        return {"merged+checked": "merge3", "needs attention": "refused"}.get(self.method,
+                                                                           self.method)
 
     def describe(self) -> str:
         if self.status == "needs-attention":
@@ -61,6 +68,8 @@ class HunkOutcome:
             return "carried over unchanged (creates the file)"
         if self.status == "merged":
             return f"merged+checked, moved by {self.delta:+d} lines ({self.proof})"
+        if self.status == "placed":
+            return f"placed by structure, moved by {self.delta:+d} lines ({self.proof})"
         text = "unchanged" if self.status == "unchanged" else f"moved by {self.delta:+d} lines"
         if self.edited:
             text = "as edited, " + text
@@ -98,6 +107,7 @@ class RebaseResult:
     resumed: bool = False
     report: str = ""
     merge: bool = True
+    structural: bool = True
 
     @property
     def hunks(self) -> list[HunkOutcome]:
@@ -116,10 +126,12 @@ class RebaseResult:
         moved = sum(1 for h in hunks if h.status == "moved")
         same = sum(1 for h in hunks if h.status in ("unchanged", "carried"))
         merged = sum(1 for h in hunks if h.status == "merged")
+        placed = sum(1 for h in hunks if h.status == "placed")
         trimmed = sum(1 for h in hunks if h.trimmed)
         warn = sum(len(h.warnings) for h in hunks)
         text = (f"{self.series_dir.name} -> {self.new.label}: {len(hunks)} hunks, {moved} moved, "
                 f"{same} unchanged, " + (f"{merged} merged+checked, " if merged else "")
+                + (f"{placed} placed by structure, " if placed else "")
                 + f"{len(self.attention)} need attention")
         if trimmed:
             text += f", {trimmed} placed after trimming context"

@@ -72,6 +72,7 @@ class Placement:
     reason: str = ""
     candidates: list[Candidate] = field(default_factory=list)
     merged: str = ""                       # set when a checked 3-way merge placed it (merge3)
+    structural: str = ""                   # set when placed by structure (structural.py)
 
     @property
     def ok(self) -> bool:

@@ -54,6 +54,20 @@ MOVED_FUNCTIONS = {
     "run_eagle_verify": "EAGLEWorkerV2.verify",
 }
 
+# Functions renamed between releases, old name -> new name: patch.rebase's structural step
+# looks a line's function up by either name, in both directions (rebase_aliases).
+RENAMED_FUNCTIONS = {
+    # 0.5.3 renamed the v1 cycle (0.5.1 and 0.5.2 return plain tuples from it).
+    "EAGLEWorker.forward_batch_speculative_generation": "EAGLEWorker.forward_batch_generation",
+}
+
+
+def rebase_aliases() -> dict[str, str]:
+    """Old or new qualified name -> the other, for a function renamed or whose code moved."""
+    pairs = {**MOVED_FUNCTIONS, **RENAMED_FUNCTIONS}
+    return {**{new: old for old, new in pairs.items()}, **pairs}
+
+
 # 0.5.1 and 0.5.2: the cycle is EAGLEWorker.forward_batch_speculative_generation, returning plain
 # tuples (not GenerationBatchResult), and forward_target_extend returns a 4-tuple with the bid.
 _FBSG = "EAGLEWorker.forward_batch_speculative_generation"

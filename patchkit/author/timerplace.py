@@ -279,6 +279,7 @@ class Anchor:
     group: str = ""        # lines placed together or not at all
     identity: tuple = ()   # what the group times, whatever function it is in: a phase name,
                            # or ("cycle:decode", "cycle:prefill"); a release never gets one twice
+    line: int = 0          # its 1-based line in the reference file
 
     @property
     def key(self) -> str:
@@ -318,7 +319,8 @@ def learn(path: str, patched: str, origins: list[str]) -> list[Anchor]:
     for stmt in tree.body:
         if is_timer_stmt(stmt):
             anchors.append(Anchor(path, lines[stmt.lineno - 1].strip(), "import", "",
-                                  origins[stmt.lineno - 1], group=f"{path}:import"))
+                                  origins[stmt.lineno - 1], group=f"{path}:import",
+                                  line=stmt.lineno))
     all_sites = list(_sites(tree))
     by_stmt = {id(s.stmt): s for s in all_sites}
     for site in all_sites:
@@ -344,7 +346,8 @@ def learn(path: str, patched: str, origins: list[str]) -> list[Anchor]:
                               (site.where or FUNCTION_START) if not before else "",
                               FUNCTION_END if not after and not site.parent else "",
                               params=site.params,
-                              spot=f"{site.function}@{(after[0] if after else before[-1]).lineno}"))
+                              spot=f"{site.function}@{(after[0] if after else before[-1]).lineno}",
+                              line=site.stmt.lineno))
     _assign_groups(anchors)
     _learn_spans(anchors, all_sites, tree)
     return anchors
@@ -763,7 +766,7 @@ def _locate(target: Target, function: str, anchor: Anchor) -> tuple[tuple[int, s
 def place(anchors: list[Anchor], targets: dict[str, Target], file_map: dict[str, str],
           aliases: dict[str, str] | None = None, hand: list[HandRule] | None = None,
           skip_groups: set[str] | None = None, skip_identities: set[str] | None = None,
-          renames: dict[str, str] | None = None) -> Result:
+          renames: dict[str, str] | None = None, prefer=None) -> Result:
     """Placements of ``anchors`` into ``targets`` (new path -> Target).
 
     ``file_map``: reference path -> new path (a function not found there is looked up by name in
@@ -771,6 +774,7 @@ def place(anchors: list[Anchor], targets: dict[str, Target], file_map: dict[str,
     ``skip_groups``: groups a person decided are absent in this release (placed by nobody).
     ``renames``: text replacements a person decided for this release's lines (an attribute
     renamed upstream); a line they change is reported as adjusted by hand.
+    ``prefer``: ``(anchor, spots) -> spots`` reorders the places the probes found (first wins).
     """
     aliases = aliases or {}
     skip_groups = skip_groups or set()
@@ -793,6 +797,8 @@ def place(anchors: list[Anchor], targets: dict[str, Target], file_map: dict[str,
             if fn is None:
                 continue
             spots, how = _spots(target, fn, a)
+            if prefer is not None and len(spots) > 1:
+                spots = prefer(a, spots)
             spot = spots[0][:2] if spots else None
             if spots:
                 how = spots[0][2]

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit.errors import InvalidInput, Refused
+from patchkit.locations import cache_base
 
 
 class UpstreamError(Refused):
@@ -171,7 +172,7 @@ def count_lines(data: bytes) -> int:
 def cache_root() -> Path:
     """``$PATCHKIT_CACHE/upstream`` or ``<repo>/.cache/upstream`` (ignored by git)."""
     base = os.environ.get("PATCHKIT_CACHE")
-    root = Path(base) if base else Path(__file__).resolve().parents[2] / ".cache"
+    root = Path(base) if base else cache_base()
     return root / "upstream"
 
 

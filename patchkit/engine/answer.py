@@ -1,8 +1,48 @@
-"""Parse what the target program printed ("@pk ..." lines, numbered dumps) into plain data."""
+"""Parse what the target program printed ("@pk ..." lines, numbered dumps) into plain data.
+
+The protocol is closed: every ``@pk`` line is either a known word with fields (``file``,
+``manifest``, ``lock`` ...) or one of the known flags (``Flag``). Any other ``@pk`` line means
+this client and the program it sent disagree, and is refused as a ProtocolError that names
+the line; it is never taken as a flag nobody reads.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+from patchkit.errors import Refused
+
+
+class ProtocolError(Refused):
+    """The target program printed a line this client does not know (exit code 1)."""
+
+
+class Flag(StrEnum):
+    """The target program's one-line answers without fields (target.sh ``pk_out``)."""
+
+    FILES_OK = "files ok"                         # the bulk check found every file as pinned
+    RETRY_SINGLE = "retry single"                 # redo with one sed per file
+    ALREADY_APPLIED = "already applied"
+    JOURNAL_KEPT = "journal-kept"
+    RECOVERED = "recovered interrupted"           # an interrupted operation was rolled back
+    ROLLED_BACK = "rolled back"                   # a failed commit rolled itself back
+    STAGED_OK = "staged ok"
+    STAGE_VERIFIED = "stage verified"
+    UNSTAGED = "unstaged"
+    NOTHING_TO_REVERT = "nothing to revert"
+    LEFTOVER_STAGE = "leftover stage"
+    UNLOCKED = "unlocked"
+
+
+class Manifest(NamedTuple):
+    """``@pk manifest STATE SERIES DIGEST COUNT``: the patchkit state a target carries."""
+
+    state: str                    # applied | applying | reverting | ...
+    series: str
+    digest: str
+    count: int                    # files recorded
 
 
 @dataclass
@@ -42,14 +82,14 @@ def _lock_info(state: str, reason: str, age: str, line: list[str]) -> LockInfo:
 @dataclass
 class Answer:
     errors: list[tuple[int, str]] = field(default_factory=list)
-    flags: set[str] = field(default_factory=set)
+    flags: set[Flag] = field(default_factory=set)
     layout: str | None = None
     git_head: str | None = None
     dists: list[tuple[str, str]] = field(default_factory=list)
     files: dict[int, TargetFile] = field(default_factory=dict)
     dumps: dict[int, list[bytes]] = field(default_factory=dict)
     staged: dict[int, tuple[int, str, bool]] = field(default_factory=dict)
-    manifest: tuple[str, str, str, int] | None = None
+    manifest: Manifest | None = None
     mfiles: dict[int, ManifestFile] = field(default_factory=dict)
     lock: LockInfo | None = None                  # a lock that refused us (or, for status, any)
     takeover: LockInfo | None = None              # a dead owner's lock this operation took over
@@ -60,6 +100,7 @@ class Answer:
     warnings: list[str] = field(default_factory=list)
     bytecode: list[str] = field(default_factory=list)             # revert: .pyc files it removed
     leftovers: list[tuple[str, str]] = field(default_factory=list)  # status: (what, path) left behind
+    commit_failed: str | None = None              # where a commit failed (then rolled back)
 
 
 def _int(s: str) -> int | None:
@@ -114,7 +155,7 @@ def parse_answer(stdout: bytes) -> Answer:
         elif word == "staged" and parts[0] != "ok":
             ans.staged[int(parts[0])] = (int(parts[1]), parts[2], parts[4] == "1")
         elif word == "manifest":
-            ans.manifest = (parts[0], parts[1], parts[2], int(parts[3]))
+            ans.manifest = Manifest(parts[0], parts[1], parts[2], int(parts[3]))
         elif word == "mfile":
             idx = int(parts[0])
             ans.mfiles[idx] = ManifestFile(parts[1], parts[2], None if parts[3] == "-" else parts[3],
@@ -133,10 +174,17 @@ def parse_answer(stdout: bytes) -> Answer:
             ans.warnings.append(rest)
         elif word == "bytecode":
             ans.bytecode.append(rest)
-        elif word == "leftover":
+        elif word == "leftover" and line != Flag.LEFTOVER_STAGE:    # that one is a Flag
             ans.leftovers.append((parts[0], " ".join(parts[1:])))
         elif word == "trashed":
             ans.trashed.append(" ".join(parts[1:]))
+        elif line.startswith("commit failed in "):
+            ans.commit_failed = line[len("commit failed in "):]
+        elif line in Flag.__members__.values():
+            ans.flags.add(Flag(line))
         else:
-            ans.flags.add(line)
+            shown = raw.decode("utf-8", "backslashreplace")
+            raise ProtocolError(f"the target program printed an unknown line: {shown!r} (this "
+                                "patchkit and the program it sent disagree); what it did is not "
+                                "known here: see patch.status")
     return ans

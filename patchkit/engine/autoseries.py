@@ -8,7 +8,8 @@ candidate file (each file pinned by any shipped series, deduplicated, in both th
 the installed spelling). A series matches
 when every file it pins is there with its pinned sha256 (and, on an installed layout, the
 version is one the pin names). Exactly one match is chosen and said; none is refused (exit 1)
-naming the closest series and what differs. A fleet must resolve to one series for all hosts.
+naming the closest series and what differs. ``resolve_per_host`` (the patch.* tasks) gives each
+host of a fleet its own series; ``resolve`` (the profile runs) needs one series for all hosts.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from pathlib import Path
 
 from patchkit.errors import InvalidInput, Refused
 from patchkit.engine.series import Pin, parse_pin
+from patchkit.locations import series_root
 from patchkit.transport import parse_target
 
-SHIPPED = Path(__file__).resolve().parents[2] / "patches"
+SHIPPED = series_root()
 AUTO = "auto"
 
 
@@ -189,23 +191,50 @@ def choose(seen: Seen, cands: list[Candidate]) -> Candidate:
                   f"closest: {best.directory.name} (sglang {best.pin.version}): {what}")
 
 
-def resolve(targets: list[str], root: Path = SHIPPED, **target_options) -> tuple[str, str]:
-    """(series folder, the sentence saying which one was chosen and why) for ``targets``."""
+def _choose_each(targets: list, root: Path, target_options: dict) -> list[tuple[Seen, Candidate]]:
+    from patchkit.transport.k8s import expand_targets
+
     cands = candidates(root)
-    chosen: dict[str, Candidate] = {}
-    seen_all = []
+    targets = expand_targets(targets, **target_options)    # k8s:NS/SELECTOR:ROOT: every pod
+    out = []
     for spec in targets:
         seen = read_target(spec, cands, **target_options)
-        seen_all.append(seen)
-        chosen[seen.label] = choose(seen, cands)
-    names = {c.directory.name for c in chosen.values()}
+        out.append((seen, choose(seen, cands)))
+    return out
+
+
+def resolve_per_host(targets: list, root: Path = SHIPPED,
+                     **target_options) -> tuple[list[str], str]:
+    """(one series folder per target, in their order; the sentence saying what was chosen).
+
+    A mixed fleet (hosts mid-upgrade) gets each host's own series; a host no shipped series
+    matches refuses the whole run, as for one target.
+    """
+    chosen = _choose_each(targets, root, target_options)
+    dirs = [str(c.directory) for _, c in chosen]
+    if len(set(dirs)) == 1:
+        return dirs, _said(chosen)
+    per = ", ".join(f"{seen.label}: {c.directory.name} (sglang {c.pin.version})"
+                    for seen, c in chosen)
+    return dirs, f"--series auto: a series per host: {per}"
+
+
+def resolve(targets: list[str], root: Path = SHIPPED, **target_options) -> tuple[str, str]:
+    """(series folder, the sentence saying which one was chosen and why) for ``targets``."""
+    chosen = _choose_each(targets, root, target_options)
+    names = {c.directory.name for _, c in chosen}
     if len(names) > 1:
-        per = ", ".join(f"{label}: {c.directory.name}" for label, c in chosen.items())
+        per = ", ".join(f"{seen.label}: {c.directory.name}" for seen, c in chosen)
         raise Refused(f"--series auto: the targets need different series ({per}); run them apart")
-    c = next(iter(chosen.values()))
+    return str(chosen[0][1].directory), _said(chosen)
+
+
+def _said(chosen: list[tuple[Seen, Candidate]]) -> str:
+    seen_all = [seen for seen, _ in chosen]
+    c = chosen[0][1]
     files = ", ".join(Path(f).name for f in c.pin.files)
     if any(s.manifest for s in seen_all):
-        return str(c.directory), (f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): "
-                                  "the series patchkit applied to the target")
-    return str(c.directory), (f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): "
-                              f"{files} match its pin exactly")
+        return (f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): "
+                "the series patchkit applied to the target")
+    return (f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): "
+            f"{files} match its pin exactly")

@@ -25,6 +25,7 @@ from pathlib import Path
 from patchkit.engine.plan import FilePlan
 from patchkit.engine.series import Pin, PinnedFile, Series, SeriesFiles, load_series, read_series
 from patchkit.engine.targetprog import Compiled, compile_series
+from patchkit.locations import cache_base
 
 FORMAT = 2                     # 2: every field of the pin is kept (also_versions was lost)
 KEEP = 32                      # entries kept; older ones are removed when a new one is written
@@ -38,7 +39,7 @@ def enabled() -> bool:
 
 def cache_dir() -> Path:
     base = os.environ.get("PATCHKIT_CACHE")
-    root = Path(base) if base else Path(__file__).resolve().parents[2] / ".cache"
+    root = Path(base) if base else cache_base()
     return root / "compiled"
 
 

@@ -26,6 +26,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=None, help="seconds for the workload")
     p.add_argument("--wheelhouse", default=None, help="folder of wheels instead of the index")
     p.add_argument("--no-chart", action="store_true", help="skip phases.png")
+    p.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                   help="warm up before the measured pass (default on)")
 
 
 def _paths(args) -> dict:
@@ -50,6 +52,8 @@ def main(argv=None) -> int:
     _common(sweep)
     sweep.add_argument("--matrix", default="num_assistant_tokens=2,4,8",
                        help="e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4'")
+    sweep.add_argument("--repeat", type=int, default=None,
+                       help="measured passes per point, rotated (default 3)")
     args = parser.parse_args(argv)
     # the same checks as the invoke tasks (argparse took the types, not the ranges)
     seconds(args.timeout, "timeout")
@@ -59,7 +63,7 @@ def main(argv=None) -> int:
         number(args.confidence, "confidence", low=0, high=1)
     common = dict(size=args.size, timer_mode=args.timer, device=args.device, seed=args.seed,
                   timeout=args.timeout, wheelhouse=args.wheelhouse, chart=not args.no_chart,
-                  **_paths(args))
+                  warmup=args.warmup, **_paths(args))
     if args.cmd == "run":
         from patchkit.profile.default import run_default
 
@@ -68,7 +72,7 @@ def main(argv=None) -> int:
     else:
         from patchkit.profile.sweep import run_sweep
 
-        run_sweep(args.out, matrix=args.matrix, **common)
+        run_sweep(args.out, matrix=args.matrix, repeat=args.repeat, **common)
     return 0
 
 

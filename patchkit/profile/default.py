@@ -87,9 +87,25 @@ def report_meta(result: dict, point: dict, elapsed_s: float | None = None) -> di
             f"{point['identical_outputs']}/{point['prompts']} prompts",
         "upstream": f"transformers {result['transformers']}, torch {result['torch']}",
     }
+    if "warmup" in result:
+        meta["warm-up"] = ("the first prompt, plain and assisted, before the measured pass "
+                           "(its cycles lie outside the measured window)" if result["warmup"]
+                           else "off (--no-warmup)")
     if elapsed_s is not None:
         meta["profile run wall time"] = f"{elapsed_s:.1f} s"
     return meta
+
+
+def write_pass_window(measured: dict, source: str, timing_dir=None):
+    """window.json in the pass's timing folder, from the wall-clock times the workload took
+    around its measured pass (and warm-up); nothing when the workload reported none."""
+    from patchkit.report.window import write_window
+
+    span = measured.get("window_ns")
+    if not span:
+        return None
+    return write_window(timing_dir or measured["timing_dir"], span[0], span[1],
+                        warmup=measured.get("warmup_ns"), source=source)
 
 
 def progress_log(stream):
@@ -117,13 +133,21 @@ def run_default(
     chart: bool = True,
     stream=None,
     workload=None,
+    timer_sample: int | None = None,
+    warmup: bool = True,
 ) -> ProfileOutcome:
     """The default profile run. ``timer_mode`` None: events on CUDA, host time otherwise.
+    ``timer_sample`` N times about one cycle in N (PATCHKIT_TIMER_SAMPLE; None: the
+    environment's, else every cycle).
+    ``warmup``: the first prompt once (plain and assisted) before the measured pass; its
+    cycles are recorded but lie outside the measured window (window.json in timing/).
 
     ``workload`` replaces patchkit.profile.session.run_workload (same signature); the
     bracket around it -- apply before, revert and the pristine check after -- stays.
     """
     check_args(size, timer_mode, num_assistant_tokens, device)
+    if timer_sample is not None and (type(timer_sample) is not int or timer_sample < 1):
+        raise InvalidInput(f"--sample {timer_sample!r}: a whole number >= 1")
     out, log = progress_log(stream)
     start = time.monotonic()
     series_dir, site = Path(series_dir), Path(site)
@@ -132,13 +156,17 @@ def run_default(
     point = {"label": f"k={num_assistant_tokens}", "num_assistant_tokens": int(num_assistant_tokens),
              "assistant_confidence_threshold": float(assistant_confidence_threshold),
              "schedule": "constant", "timing_dir": str((run_dir / "timing").resolve())}
-    spec = {"size": size, "seed": seed, "device": device, "points": [point]}
+    spec = {"size": size, "seed": seed, "device": device, "points": [point],
+            "warmup": bool(warmup)}
+    if timer_sample is not None:
+        spec["timer_sample"] = timer_sample
     with patched(series_dir, site, log=log):
         result = (workload or run_workload)(site, spec, run_dir, timer_mode=timer_mode,
                                             timeout=timeout, progress=ProgressLine())
     from patchkit.report import build_report, render_table  # after the revert: tree is pristine
 
     measured = result["points"][0]
+    write_pass_window(measured, "profile.run")
     summary = build_report(measured["timing_dir"], run_dir,
                            meta=report_meta(result, measured, time.monotonic() - start),
                            chart=chart)

@@ -17,8 +17,14 @@ The flow, one live progress line throughout:
      process group, pgid recorded on the target), with the timing runtime's environment;
   4. ``/health`` polled through the SSH connection until it answers 200, bounded by
      ``health_timeout_s``; a server that exits first fails the run at once, with its log's tail;
-  5. the benchmark started detached on the first target and polled until it exits (bounded by
-     ``bench_timeout_s``; the servers are watched meanwhile); its output saved and parsed;
+  5. with ``warmup`` (the default; ``--no-warmup`` turns it off) a warm-up pass first: the
+     benchmark command (or ``warmup_command``, e.g. the same benchmark with fewer prompts) run
+     once on the first target, its output kept in warmup.log and not used; then the measured
+     benchmark, started detached on the first target and polled until it exits (bounded by
+     ``bench_timeout_s``; the servers are watched meanwhile); its output saved and parsed. The
+     agent records each job's wall-clock start and end on that target and writes
+     ``timing/window.json`` there (patchkit.report.window's format: the measured window and the
+     warm-up's), so the report keeps only the cycles of the measured pass;
   6. the servers stopped: ``stop_signals`` to each process group, ``stop_grace_s`` each, KILL;
   7. every target's timing files fetched (one tar stream per target, ``max_fetch_mb`` at most);
   finally -- on success, failure and Ctrl-C alike -- every job still running on a target is
@@ -41,7 +47,8 @@ Zx". ``matrix`` (``--matrix``) runs patchkit.profile.remote_sweep instead. SIGTE
 like Ctrl-C (servers stopped, series reverted; exit 143 instead of 130).
 
 Environment of the server (after ``env``): PATCHKIT_TIMER_DIR=<run dir>/timing,
-PATCHKIT_TIMER_FLUSH_S, PATCHKIT_TIMER (when ``timer`` is set), PATCHKIT_TARGET_ROOT,
+PATCHKIT_TIMER_FLUSH_S, PATCHKIT_TIMER (when ``timer`` is set), PATCHKIT_TIMER_SAMPLE and
+PATCHKIT_TIMER_SEED (``timer_sample``/``timer_seed`` unless ``env`` names them), PATCHKIT_TARGET_ROOT,
 PATCHKIT_RUN_DIR, PATCHKIT_NODE_RANK (target index), PATCHKIT_NNODES, PATCHKIT_SERVER_PORT.
 The benchmark gets ``bench_env`` and the same PATCHKIT_TARGET_ROOT/RUN_DIR/SERVER_PORT.
 Commands run under ``sh -c`` in the run directory, so they may use those variables.
@@ -67,6 +74,7 @@ from patchkit.profile.server_args import drop_speculative
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
 from patchkit.profile.worker_log import NEEDLES as WORKER_NEEDLES
 from patchkit.profile.worker_log import no_cycles_message, which_worker
+from patchkit.report.window import WINDOW_FILE
 
 __all__ = ["RemoteConfig", "RemoteOutcome", "run_remote", "parse_bench_output", "main"]
 
@@ -122,6 +130,7 @@ class RemoteRun:
         self.notes: list[str] = []
         self.worker_lines: dict[int, str] = {}   # host index -> its log's "Spec v1/v2" lines
         self.partial_timing: Path | None = None   # interrupted: the timing fetched by cleanup
+        self.window: dict | None = None            # what window.json holds (head target)
 
     # ---- helpers --------------------------------------------------------------------------------
 
@@ -144,6 +153,9 @@ class RemoteRun:
                    PATCHKIT_SERVER_PORT=str(self.cfg.port))
         if self.cfg.timer:
             env["PATCHKIT_TIMER"] = self.cfg.timer
+        # sampled timing; an env setting (--env, a matrix's env:PATCHKIT_TIMER_SAMPLE) wins
+        env.setdefault("PATCHKIT_TIMER_SAMPLE", str(self.cfg.timer_sample))
+        env.setdefault("PATCHKIT_TIMER_SEED", str(self.cfg.timer_seed))
         return env
 
     def bench_env(self, host: RemoteHost) -> dict:
@@ -228,34 +240,61 @@ class RemoteRun:
             self.progress.update(f"waiting for {url} on {pending[0].where}")
             time.sleep(self.cfg.poll_s)
 
-    def run_bench(self) -> BenchOutput:
+    def _run_job(self, name: str, command: str, what: str) -> tuple[dict, str]:
+        """Run ``command`` as job ``name`` on the head target until it exits (servers watched,
+        bench_timeout_s); returns its last state and its log's text."""
         head = self.hosts[0]
-        head.start("bench", self.cfg.bench_command, self.bench_env(head))
+        head.start(name, command, self.bench_env(head))
         start = time.monotonic()
         while True:
-            state = head.poll("bench", tail=512)
+            state = head.poll(name, tail=512)
             if state["exit"] is not None:
                 break
-            self.check_servers("during the benchmark")
+            self.check_servers(f"during the {what}")
             if time.monotonic() - start > self.cfg.bench_timeout_s:
-                raise ProfileError(f"{head.label}: the benchmark ran past bench_timeout_s "
+                raise ProfileError(f"{head.label}: the {what} ran past bench_timeout_s "
                                    f"({self.cfg.bench_timeout_s:g} s); stopped it")
-            text = f"benchmark running on {head.where}"
+            text = f"{what} running on {head.where}"
             line = last_lines(state["tail"], 1)
             if self.progress.live and line:
                 text += ": " + line[-60:]
             self.progress.update(text)
             time.sleep(self.cfg.poll_s)
-        self.bench_text = head.tail("bench.log", BENCH_LOG_MAX).decode("utf-8", "replace")
+        state["elapsed_s"] = time.monotonic() - start
+        return state, head.tail(f"{name}.log", BENCH_LOG_MAX).decode("utf-8", "replace")
+
+    def run_warmup(self) -> None:
+        """The warm-up pass: the benchmark (or ``warmup_command``) once, its result unused,
+        so that the measured pass meets warm caches and compiled kernels."""
+        command = self.cfg.warmup_command or self.cfg.bench_command
+        state, text = self._run_job("warmup", command, "warm-up benchmark")
+        (self.run_dir / "warmup.log").write_text(text, encoding="utf-8")
+        if state["exit"] != 0:
+            raise ProfileError(f"{self.hosts[0].label}: the warm-up benchmark failed (exit "
+                               f"{state['exit']}); last lines of {self.run_dir / 'warmup.log'}:"
+                               f"\n{last_lines(text)}")
+        self.log(f"warm-up benchmark done in {state['elapsed_s']:.1f} s")
+
+    def run_bench(self) -> BenchOutput:
+        head = self.hosts[0]
+        state, self.bench_text = self._run_job("bench", self.cfg.bench_command, "benchmark")
         (self.run_dir / "benchmark.log").write_text(self.bench_text, encoding="utf-8")
         if state["exit"] != 0:
             raise ProfileError(f"{head.label}: the benchmark failed (exit {state['exit']}); "
                                f"last lines of {self.run_dir / 'benchmark.log'}:\n"
                                f"{last_lines(self.bench_text)}")
         parsed = parse_bench_output(self.bench_text)
-        self.log(f"benchmark done in {time.monotonic() - start:.1f} s: output throughput "
+        self.log(f"benchmark done in {state['elapsed_s']:.1f} s: output throughput "
                  f"{parsed.tokens_per_s} tok/s, accept length {parsed.accept_length}")
         return parsed
+
+    def write_window(self) -> dict:
+        """window.json in the head target's timing folder: the measured benchmark's wall-clock
+        start and end (and the warm-up's), taken by the agent on that host; fetched with the
+        timing files."""
+        self.window = self.hosts[0].agent("window", self.hosts[0].run_dir, "bench",
+                                          "warmup" if self.cfg.warmup else "", "profile.remote")
+        return self.window
 
     def stop_servers(self) -> None:
         for host in self.hosts:
@@ -276,6 +315,9 @@ class RemoteRun:
             node = self.run_dir / f"node{host.index}" / "timing"
             files = host.fetch_timing(node)
             for path in files:
+                if path.name == WINDOW_FILE and host.index == 0 and path.parent == node:
+                    shutil.copyfile(path, timing / WINDOW_FILE)  # the head's clock: the bench's
+                    continue
                 if not path.name.endswith(".jsonl"):
                     continue
                 dest = timing / path.name
@@ -350,22 +392,30 @@ class RemoteRun:
                     host.cleanup()
                 except PatchkitError as exc:
                     self.notes.append(f"left {host.run_dir} on {host.where}: {exc.message}")
-        if self.applied:
-            self.progress.update("reverting the series on every target")
-            try:
-                reverted = self.ops("revert")
-                status = self.ops("status")
-            except PatchkitError as exc:
-                problems.append(f"revert: {exc.message}")
-            else:
-                if reverted.exit_code != 0 or any(h.state != "pristine" for h in status.hosts):
-                    problems.append("revert after the profile run failed: "
-                                    + describe_failures(reverted) + "; patch.status: "
-                                    + describe_failures(status))
-                else:
-                    self.log(f"reverted {len(self.hosts)} target(s); patch.status: pristine")
+        problems += self.revert_series()
         for host in self.hosts:
             host.close()
+        return problems
+
+    def revert_series(self) -> list[str]:
+        """Revert where this run applied, check patch.status pristine; returns the problems."""
+        if not self.applied:
+            return []
+        problems = []
+        self.progress.update("reverting the series on every target")
+        try:
+            reverted = self.ops("revert")
+            status = self.ops("status")
+        except PatchkitError as exc:
+            problems.append(f"revert: {exc.message}")
+        else:
+            if reverted.exit_code != 0 or any(h.state != "pristine" for h in status.hosts):
+                problems.append("revert after the profile run failed: "
+                                + describe_failures(reverted) + "; patch.status: "
+                                + describe_failures(status))
+            else:
+                self.applied = False
+                self.log(f"reverted {len(self.hosts)} target(s); patch.status: pristine")
         return problems
 
     def record(self) -> dict:
@@ -387,7 +437,10 @@ class RemoteRun:
                 self.verify_and_apply()
             self.start_servers()
             self.wait_healthy()
+            if self.cfg.warmup:
+                self.run_warmup()
             bench = self.run_bench()
+            self.write_window()
             self.stop_servers()
             timing = self.fetch_timing() if self.timed else None
             return bench, timing
@@ -434,6 +487,9 @@ def report_meta(cfg: RemoteConfig, bench: BenchOutput, hosts, elapsed_s: float, 
         "" if bench.tokens_per_s is not None else
         "; no 'Output token throughput' line in its output (see benchmark.log)")
     meta["benchmark command"] = cfg.bench_command
+    meta["warm-up"] = (f"{'the benchmark' if not cfg.warmup_command else cfg.warmup_command} "
+                       "once before the measured pass, same server (window.json)"
+                       if cfg.warmup else "off (--no-warmup)")
     meta["server command"] = server_command or cfg.server_command
     env = cfg.env if env is None else env
     if env:
@@ -445,14 +501,15 @@ def report_meta(cfg: RemoteConfig, bench: BenchOutput, hosts, elapsed_s: float, 
 
 
 def run_baseline(cfg: RemoteConfig, run_dir: Path, progress: ProgressLine, transports,
-                 spec_tokens_per_s) -> dict:
+                 spec_tokens_per_s, *, sub: str = "baseline") -> dict:
     """The same server without its --speculative-* options, unpatched, with the same benchmark;
-    ``baseline/`` in the run directory holds its logs. Returns summary.json's "baseline"."""
+    ``baseline/`` (``sub``) in the run directory holds its logs. Returns summary.json's
+    "baseline"."""
     command, removed = drop_speculative(cfg.server_command)
     doc = {"tokens_per_s": None, "spec_tokens_per_s": spec_tokens_per_s, "ratio": None,
            "accept_length": None, "server_command": command, "dropped": removed,
-           "report": "baseline", "error": None}
-    base_dir = run_dir / "baseline"
+           "report": sub, "error": None}
+    base_dir = run_dir / sub
     base_dir.mkdir(parents=True, exist_ok=True)
     run = RemoteRun(cfg, base_dir, progress, transports, server_command=command, apply=False,
                     timed=False)

@@ -15,7 +15,10 @@ A job (the server, the benchmark) is started detached so that it outlives the SS
 The job's process group id is written to NAME.pgid before the launcher answers. The monitor
 reaps the job and every orphan of it (a subreaper, so nothing is left as a zombie even where
 PID 1 does not reap), writes the job's exit status to NAME.exit, and NAME.done when no child is
-left. Signals go to the job's process group, never to the monitor, so a stop sequence
+left. It also writes the job's wall-clock start and end (``time.time_ns()`` on this host, just
+before the fork and just after the job is reaped) to NAME.start_ns and NAME.end_ns: the
+measured window of a benchmark (``window``), on the clock the timing headers pair with theirs.
+Signals go to the job's process group, never to the monitor, so a stop sequence
 (INT, then TERM, then KILL) reaches every process the job started. Python programs handle INT
 as KeyboardInterrupt and run their atexit hooks (the timing runtime writes its last records
 there); a job started from a non-interactive sh with ``&`` would have INT ignored, hence the
@@ -24,6 +27,7 @@ reset here.
 Commands:
     mkrun BASE                          fresh run directory under BASE (marker file inside)
     start DIR NAME CWD ENV_JSON CMD     start a job; {"pgid", "monitor"}
+    window DIR MEASURED WARMUP SOURCE   write DIR/timing/window.json from the jobs' wall times
     poll DIR NAME URL TIMEOUT TAIL      {"exit", "done", "alive", "health", "tail"}; URL may be ""
     stop DIR GRACE SIGNALS [NAME...]    stop jobs (all with a .pgid file when no NAME)
     fetch DIR MAX_BYTES                 a tar stream of the regular files under DIR
@@ -158,6 +162,8 @@ def _monitor(directory, name, command, cwd, env, to_launcher):
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     read_fd, write_fd = os.pipe()  # close-on-exec: EOF once the job has exec'd
+    with open(job_path(directory, name, "start_ns"), "w") as fh:
+        fh.write("%d\n" % time.time_ns())
     job = os.fork()
     if job == 0:
         os.close(read_fd)
@@ -186,6 +192,8 @@ def _monitor(directory, name, command, cwd, env, to_launcher):
         except InterruptedError:
             continue
         if pid == job:
+            with open(job_path(directory, name, "end_ns"), "w") as fh:
+                fh.write("%d\n" % time.time_ns())
             with open(job_path(directory, name, "exit"), "w") as fh:
                 fh.write("%d\n" % exit_status(status))
     with open(job_path(directory, name, "done"), "w") as fh:
@@ -323,6 +331,36 @@ def cmd_fetch(directory, max_bytes):
     out.flush()
 
 
+WINDOW_SCHEMA = "patchkit.window/1"  # patchkit.report.window's format, written here by hand
+
+
+def _wall(directory, name):
+    start = read_text(job_path(directory, name, "start_ns"))
+    end = read_text(job_path(directory, name, "end_ns"))
+    if not start or not end:
+        return None
+    return {"start_unix_ns": int(start), "end_unix_ns": int(end)}
+
+
+def cmd_window(directory, measured, warmup, source):
+    """timing/window.json: the measured job's wall-clock span (and the warm-up job's, when
+    WARMUP is not ""), as patchkit.report.window.write_window writes it."""
+    span = _wall(directory, measured)
+    if span is None:
+        fail("%s: job %s has no recorded start and end" % (directory, measured))
+    if span["end_unix_ns"] < span["start_unix_ns"]:
+        fail("%s: job %s ends before it starts (clock stepped back?)" % (directory, measured))
+    doc = {"schema": WINDOW_SCHEMA, "measured": span,
+           "warmup": _wall(directory, warmup) if warmup else None, "source": source}
+    path = os.path.join(directory, "timing", "window.json")
+    if not os.path.isdir(os.path.dirname(path)):
+        os.makedirs(os.path.dirname(path))
+    with open(path + ".tmp", "w") as fh:
+        fh.write(json.dumps(doc, indent=2) + "\n")
+    os.rename(path + ".tmp", path)
+    answer(doc)
+
+
 def cmd_tail(path, max_bytes):
     sys.stdout.buffer.write(tail_bytes(path, int(max_bytes)))
     sys.stdout.buffer.flush()
@@ -356,7 +394,8 @@ def cmd_cleanup(directory):
 
 
 COMMANDS = {"mkrun": cmd_mkrun, "start": cmd_start, "poll": cmd_poll, "stop": cmd_stop,
-            "fetch": cmd_fetch, "tail": cmd_tail, "grep": cmd_grep, "cleanup": cmd_cleanup}
+            "fetch": cmd_fetch, "window": cmd_window, "tail": cmd_tail, "grep": cmd_grep,
+            "cleanup": cmd_cleanup}
 
 
 def main(argv):

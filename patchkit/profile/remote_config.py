@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from patchkit.errors import InvalidInput
+from patchkit.locations import series_root
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_SERIES = REPO / "patches" / "sglang-v0.5.9"
+DEFAULT_SERIES = series_root() / "sglang-v0.5.9"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
 TIMER_MODES = ("events", "sync", "host", "off")
@@ -48,6 +49,8 @@ class RemoteConfig:
     stop_grace_s: float = 20.0                     # per signal
     timer: str | None = None                       # PATCHKIT_TIMER on the server
     timer_flush_s: float = 1.0                     # PATCHKIT_TIMER_FLUSH_S on the server
+    timer_sample: int = 8                          # PATCHKIT_TIMER_SAMPLE: time ~1 cycle in N
+    timer_seed: int | None = None                  # PATCHKIT_TIMER_SEED (None: one per run)
     remote_dir: str = "/tmp/patchkit-profile"      # a fresh run directory is made inside
     keep_remote_dir: bool = False
     max_fetch_mb: float = 1024.0                   # timing files fetched per target, at most
@@ -60,6 +63,9 @@ class RemoteConfig:
     connect_timeout: float | None = None
     baseline: bool = False                         # also serve without --speculative-*, unpatched
     matrix: dict | str | None = None               # sweep: "speculative-num-steps=1,2;env:X=a,b"
+    warmup: bool = True                            # a warm-up benchmark pass before the measured
+    warmup_command: str | None = None              # the warm-up's command (default: bench_command)
+    repeat: int | None = None                      # sweep: server starts per point (default 5)
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -147,6 +153,12 @@ class RemoteConfig:
                                f"{', '.join(STOP_SIGNALS)} (KILL always comes last)")
         if self.timer is not None and self.timer not in TIMER_MODES:
             raise InvalidInput(f"profile.remote: timer {self.timer!r}: {', '.join(TIMER_MODES)}")
+        self.timer_sample = _int(self.timer_sample, "timer_sample", 1, 1 << 30)
+        if self.timer_seed is None:  # one seed for every node and rank: they time the same cycles
+            import secrets
+
+            self.timer_seed = secrets.randbelow(1 << 32)
+        self.timer_seed = _int(self.timer_seed, "timer_seed", 0, (1 << 63) - 1)
         if not str(self.remote_dir).startswith("/") or any(
                 ch in str(self.remote_dir) for ch in "\0\n\r"):
             raise InvalidInput(f"profile.remote: remote_dir {self.remote_dir!r} must be an "
@@ -156,6 +168,11 @@ class RemoteConfig:
         if isinstance(self.ssh_options, str):
             self.ssh_options = [self.ssh_options]
         self.baseline = bool(self.baseline)
+        self.warmup = _bool(self.warmup, "warmup")
+        if self.warmup_command is not None:
+            self.warmup_command = _command(self.warmup_command, "warmup_command")
+        if self.repeat is not None:
+            self.repeat = _int(self.repeat, "repeat", 1, 1000)
         if self.matrix is not None and self.matrix != "":
             from patchkit.profile.server_args import parse_server_matrix
 
@@ -180,6 +197,13 @@ class RemoteConfig:
     @property
     def url(self) -> str:
         return self.health_url or f"http://127.0.0.1:{self.port}/health"
+
+    @property
+    def repeats(self) -> int:
+        """Server starts per sweep point (``repeat``, default verdict.DEFAULT_REPEAT)."""
+        from patchkit.profile.verdict import DEFAULT_REPEAT
+
+        return self.repeat if self.repeat is not None else DEFAULT_REPEAT
 
     @property
     def python_argv(self) -> list[str]:
@@ -227,6 +251,17 @@ def _env(value, name: str) -> dict:
             raise InvalidInput(f"profile.remote: {name}: the value of {key} contains NUL")
         out[str(key)] = str(val)
     return out
+
+
+def _bool(value, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise InvalidInput(f"profile.remote: {name} {value!r}: true or false")
 
 
 def _int(value, name: str, low: int, high: int) -> int:

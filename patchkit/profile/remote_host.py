@@ -126,10 +126,11 @@ class RemoteHost:
         return self.agent("grep", self.path(name), max_lines, *needles,
                           raw=True).decode("utf-8", "replace")
 
-    def fetch_timing(self, dest: Path) -> list[Path]:
-        """The run directory's timing/ as a tar stream, unpacked into ``dest``."""
+    def fetch_timing(self, dest: Path, source: str | None = None) -> list[Path]:
+        """The run directory's timing/ (or the folder ``source``) as a tar stream, unpacked
+        into ``dest``."""
         limit = int(self.cfg.max_fetch_mb * 1024 * 1024)
-        data = self.agent("fetch", self.path("timing"), limit, raw=True,
+        data = self.agent("fetch", source or self.path("timing"), limit, raw=True,
                           timeout=self.cfg.step_timeout_s + limit / 1e6)
         dest.mkdir(parents=True, exist_ok=True)
         try:

@@ -25,10 +25,11 @@ from pathlib import Path
 
 from patchkit.errors import PatchkitError, Refused, Terminated  # noqa: F401  (Terminated: re-exported)
 from patchkit.author.upstream import fetch_wheel, read_pin
+from patchkit.locations import series_root, work_base
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_SERIES = REPO / "patches" / "transformers-v5.17.0"
-DEFAULT_SITE = REPO / ".work" / "tf-site"
+DEFAULT_SERIES = series_root() / "transformers-v5.17.0"
+DEFAULT_SITE = work_base() / "tf-site"
 
 
 class ProfileError(Refused):

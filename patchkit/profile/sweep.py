@@ -7,9 +7,20 @@
 All points run in one workload process on the same models, inside one apply/revert bracket.
 For every prompt the plain generation runs right before the assisted one, so each point has
 its own baseline measured under the same load; the ratio in the table is to that baseline,
-and the baseline row shows all baseline runs pooled. The best point is the one with the
-highest ratio. Each point gets a full report in ``points/<NN-label>/``; the sweep writes
-sweep.json and sweep.md next to them.
+and the baseline row shows all baseline runs pooled.
+
+``repeat`` (default 3; ``--repeat N``) measured passes per point, in rotated order
+(repetition r starts at the r-th point: A B C, B C A, C A B), each with its own timing folder
+and report (``points/<NN-label>/`` for the first, ``points/<NN-label>/repR/`` after) and its
+own window.json; with ``warmup`` (default) each point's first pass is preceded by a warm-up
+(workload.py). A row's tokens_per_s / baseline_tokens_per_s / ratio / shares are those of its
+repetition with the median ratio (``report`` names its folder); it gains
+``tokens_per_s_median``, ``tokens_per_s_ci`` and ``repeats`` (assisted tok/s per repetition),
+``ratios`` and ``ratio_ci`` (95% t-interval of the paired per-repetition ratios, log scale).
+The verdict (patchkit.profile.verdict.decide) compares the points' per-repetition ratios to
+their interleaved baselines (paired, so drift between passes cancels); ``best`` names the top
+point (highest mean log ratio), ``verdict.best`` only a significant one. sweep.json, sweep.md
+and sweep.txt go next to the points.
 """
 
 from __future__ import annotations
@@ -20,12 +31,15 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from patchkit.errors import InvalidInput
-from patchkit.profile.default import check_args, new_run_dir, progress_log, report_meta
+from patchkit.profile.default import (check_args, new_run_dir, progress_log, report_meta,
+                                      write_pass_window)
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
+from patchkit.profile.verdict import decide, describe, interval, rotation, summarize
 
 # matrix keys: canonical name -> (short label, parser)
 KEYS = {
@@ -40,6 +54,7 @@ ALIASES = {"k": "num_assistant_tokens", "num_assistant_tokens": "num_assistant_t
 SCHEDULES = ("constant", "heuristic", "heuristic_transient")
 DEFAULT_MATRIX = {"num_assistant_tokens": [2, 4, 8]}
 SWEEP_SCHEMA = "patchkit.sweep/1"
+DEFAULT_REPEAT = 3   # passes in one warm process: less spread than server starts (remote: 5)
 
 
 @dataclass
@@ -122,20 +137,33 @@ def _row(point: dict, summary) -> dict:
         "verify_share": _share(summary, "verify"), "draft_share": _share(summary, "draft"),
         "cycle_ms": basis_dist["mean"] if basis_dist else None, "basis": summary.basis,
         "identical_outputs": f"{point['identical_outputs']}/{point['prompts']}",
-        "report": "points/" + Path(point["report_dir"]).name,
+        "report": _relative(point["report_dir"]),
     }
+
+
+def _relative(report_dir) -> str:
+    """``points/NN-label`` or ``points/NN-label/repR``: the folder below the run directory."""
+    parts = Path(report_dir).parts
+    return "/".join(parts[len(parts) - 1 - parts[::-1].index("points"):])
 
 
 def _fmt(value, spec: str, suffix: str = "") -> str:
     return "-" if value is None else format(value, spec) + suffix
 
 
-COLUMNS = ("point", "tok/s", "vs baseline", "accept len", "verify %", "draft %", "cycle ms",
-           "identical")
+COLUMNS = ("point", "tok/s", "95% CI", "vs baseline", "ratio 95% CI", "n", "accept len",
+           "verify %", "draft %", "cycle ms", "identical")
+
+
+def _ci(ci, spec: str) -> str:
+    return "-" if not ci else f"[{format(ci[0], spec)}, {format(ci[1], spec)}]"
 
 
 def _cells(row: dict) -> tuple:
-    return (row["label"], _fmt(row["tokens_per_s"], ".1f"), _fmt(row.get("ratio"), ".2f", "x"),
+    reps = row.get("repeats") or []
+    return (row["label"], _fmt(row["tokens_per_s"], ".1f"), _ci(row.get("tokens_per_s_ci"), ".1f"),
+            _fmt(row.get("ratio"), ".2f", "x"), _ci(row.get("ratio_ci"), ".2f"),
+            str(len(reps)) if reps else "-",
             _fmt(row.get("accept_length"), ".2f"), _fmt(row.get("verify_share"), ".1f", "%"),
             _fmt(row.get("draft_share"), ".1f", "%"), _fmt(row.get("cycle_ms"), ".2f"),
             row.get("identical_outputs", "-"))
@@ -169,20 +197,32 @@ def point_dir_name(index: int, label: str) -> str:
 
 
 def render(rows: list[dict], baseline: dict, best: dict | None, headline: str,
-           markdown: bool = False) -> str:
+           markdown: bool = False, verdict: dict | None = None) -> str:
+    """The table; ``best`` is marked unless ``verdict`` (when given) is not significant."""
+    mark = None if verdict is not None and not verdict.get("significant") else best
     base_row = {"label": "baseline (no assistant)", "tokens_per_s": baseline["tokens_per_s"],
-                "ratio": 1.0}
+                "ratio": 1.0, "tokens_per_s_ci": baseline.get("tokens_per_s_ci"),
+                "repeats": baseline.get("repeats")}
     body = [_cells(base_row)] + [_cells(r) for r in rows]
-    marks = [False] + [best is not None and r is best for r in rows]
+    marks = [False] + [mark is not None and r is mark for r in rows]
     lines = format_table(COLUMNS, body, marks, headline, markdown)
     lines.append("")
     if best is not None:
-        lines.append(f"best: {best['label']} -- {best['ratio']:.2f}x its baseline, "
+        what = "best" if mark is not None else "top (not a verdict)"
+        lines.append(f"{what}: {best['label']} -- {best['ratio']:.2f}x its baseline, "
                      f"{best['tokens_per_s']:.1f} tok/s, accepted length "
                      f"{_fmt(best['accept_length'], '.2f')}")
+    if verdict is not None:
+        lines.append(describe(verdict) + " (on the ratios to the interleaved baselines)")
+        cost = verdict.get("cost") or {}
+        if cost:
+            lines.append(f"verdict cost: {cost['runs']} measured pass(es) in one workload "
+                         f"process ({cost['repeat']} repetition(s)), {cost['minutes']:.1f} min")
     basis = rows[0]["basis"] if rows else "host"
     lines.append(f"shares and cycle times: {basis} time; ratio: to the baseline runs "
-                 "interleaved with that point's (same prompts, same load)")
+                 "interleaved with that point's (same prompts, same load)"
+                 + ("; row values: the repetition with the median ratio, 95% CI: t on logs"
+                    if any(len(r.get("repeats") or []) > 1 for r in rows) else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -201,9 +241,20 @@ def run_sweep(
     chart: bool = True,
     stream=None,
     workload=None,
+    repeat: int | None = None,
+    warmup: bool = True,
 ) -> SweepOutcome:
-    """Sweep the matrix (default: num_assistant_tokens 2, 4, 8) on the default target."""
+    """Sweep the matrix (default: num_assistant_tokens 2, 4, 8) on the default target,
+    ``repeat`` passes per point (default 3) in rotated order."""
     check_args(size, timer_mode, device=device)
+    repeat = DEFAULT_REPEAT if repeat is None else repeat
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        try:
+            repeat = int(str(repeat))
+        except ValueError:
+            repeat = 0
+        if repeat < 1:
+            raise InvalidInput("--repeat must be a whole number of at least 1")
     matrix = parse_matrix(matrix) if isinstance(matrix, str) else validate_matrix(
         matrix or DEFAULT_MATRIX)
     out, log = progress_log(stream)
@@ -214,41 +265,82 @@ def run_sweep(
     for idx, point in enumerate(points):
         point["report_dir"] = str((run_dir / "points" / point_dir_name(idx, point["label"])).resolve())
         point["timing_dir"] = str(Path(point["report_dir"]) / "timing")
+    plan: list[dict[str, Any]] = []
+    for rep, idx in rotation(list(range(len(points))), repeat):
+        report_dir = Path(points[idx]["report_dir"])
+        report_dir = report_dir if rep == 0 else report_dir / f"rep{rep + 1}"
+        plan.append({"point": idx, "rep": rep, "report_dir": str(report_dir),
+                     "timing_dir": str(report_dir / "timing")})
     ensure_site(series_dir, site, wheelhouse=wheelhouse, log=log)
-    spec = {"size": size, "seed": seed, "device": device,
-            "points": [{k: v for k, v in p.items() if k != "report_dir"} for p in points]}
-    log(f"profile: sweep of {len(points)} points: {', '.join(p['label'] for p in points)}")
+    spec = {"size": size, "seed": seed, "device": device, "warmup": bool(warmup),
+            "points": [{k: v for k, v in p.items() if k != "report_dir"} for p in points],
+            "passes": [{k: v for k, v in p.items() if k != "report_dir"} for p in plan]}
+    log(f"profile: sweep of {len(points)} points x {repeat} repetition(s), rotated: "
+        f"{', '.join(p['label'] for p in points)}")
     with patched(series_dir, site, log=log):
         result = (workload or run_workload)(site, spec, run_dir, timer_mode=timer_mode,
                                             timeout=timeout, progress=ProgressLine())
     from patchkit.report import build_report
 
-    rows = []
-    for point, measured in zip(points, result["points"]):
-        measured["report_dir"] = point["report_dir"]
-        summary = build_report(measured["timing_dir"], point["report_dir"],
-                               meta=report_meta(result, measured), chart=chart)
-        rows.append(_row(measured, summary))
-    tokens = sum(p["baseline"]["tokens"] for p in result["points"])
-    seconds = sum(p["baseline"]["seconds"] for p in result["points"])
+    passes = result.get("passes") or [dict(p, rep=0, index=i)
+                                      for i, p in enumerate(result["points"])]
+    by_point: dict[int, list] = {}
+    for step, measured in zip(plan, passes):
+        report_dir = step["report_dir"]
+        measured["report_dir"] = report_dir
+        write_pass_window(measured, "profile.sweep")
+        summary = build_report(measured["timing_dir"], report_dir,
+                               meta=report_meta(result, measured),
+                               chart=chart and step["rep"] == 0)
+        by_point.setdefault(step["point"], []).append(_row(measured, summary))
+    rows = [_fold(by_point[i], run_dir) for i in sorted(by_point)]
+    base_reps = []
+    for rep in range(repeat):
+        in_rep = [p for p in passes if p.get("rep", 0) == rep]
+        tok = sum(p["baseline"]["tokens"] for p in in_rep)
+        sec = sum(p["baseline"]["seconds"] for p in in_rep)
+        base_reps.append(tok / sec if sec else None)
+    tokens = sum(p["baseline"]["tokens"] for p in passes)
+    seconds = sum(p["baseline"]["seconds"] for p in passes)
     baseline = {"tokens": tokens, "seconds": seconds,
-                "tokens_per_s": tokens / seconds if seconds else None}
+                "tokens_per_s": tokens / seconds if seconds else None, **summarize(base_reps)}
+    verdict = decide({r["label"]: [x for x in r["ratios"] if x is not None]
+                      for r in rows if any(x is not None for x in r["ratios"])})
+    verdict["cost"] = {"runs": len(passes), "server_starts": 0, "workload_starts": 1,
+                       "repeat": repeat, "warmup": bool(warmup),
+                       "minutes": (time.monotonic() - start) / 60}
     ranked = [r for r in rows if r["ratio"] is not None]
-    best = max(ranked, key=lambda r: r["ratio"]) if ranked else None
+    best = next((r for r in ranked if r["label"] == verdict["top"]), None) or (
+        max(ranked, key=lambda r: r["ratio"]) if ranked else None)
     m = result["model"]
-    headline = (f"sweep: {len(rows)} points + baseline on {result['device']}; random Llama "
+    headline = (f"sweep: {len(rows)} points + baseline x {repeat} repetition(s) on "
+                f"{result['device']}; random Llama "
                 f"{m['layers']}x{m['hidden']} target, {m['draft_layers']}-layer shared draft, "
                 f"{m['dtype']}, {m['prompts']} prompts x {m['new_tokens']} new tokens, greedy")
-    table = render(rows, baseline, best, headline)
-    (run_dir / "sweep.md").write_text(render(rows, baseline, best, headline, markdown=True),
-                                      encoding="utf-8")
+    table = render(rows, baseline, best, headline, verdict=verdict)
+    (run_dir / "sweep.md").write_text(render(rows, baseline, best, headline, markdown=True,
+                                             verdict=verdict), encoding="utf-8")
     (run_dir / "sweep.txt").write_text(table, encoding="utf-8")
     elapsed = time.monotonic() - start
     doc = {"schema": SWEEP_SCHEMA, "matrix": matrix, "baseline": baseline, "rows": rows,
            "best": best["label"] if best else None, "device": result["device"],
-           "model": result["model"], "size": result["size"], "wall_s": elapsed}
+           "model": result["model"], "size": result["size"], "wall_s": elapsed,
+           "repeat": repeat, "warmup": bool(warmup), "verdict": verdict,
+           "order": [{"rep": p["rep"] + 1, "label": points[p["point"]]["label"]} for p in plan]}
     (run_dir / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     print(table, file=out)
     print(f"sweep: {run_dir}/ (sweep.json, sweep.md, points/*/)", file=out)
     return SweepOutcome(run_dir, rows, baseline, best, table, result, elapsed,
                         {"json": "sweep.json", "markdown": "sweep.md", "table": "sweep.txt"})
+
+
+def _fold(runs: list[dict], run_dir: Path) -> dict:
+    """A point's repetitions (rows of _row) as one row: the median-ratio repetition's values,
+    the intervals over all of them."""
+    ranked = sorted((r for r in runs if r["ratio"] is not None), key=lambda r: r["ratio"])
+    row = dict(ranked[(len(ranked) - 1) // 2] if ranked else runs[0])
+    row.update(summarize([r["tokens_per_s"] for r in runs]))
+    row["ratios"] = [r["ratio"] for r in runs]
+    row["ratio_ci"] = interval([x for x in row["ratios"] if x is not None])
+    row["reports"] = [r["report"] for r in runs]
+    return row

@@ -18,10 +18,19 @@ Decoding is greedy, so speculation must not change the text: the result records 
 prompts came out identical with and without the assistant (a correctness check; bf16 kernels
 on a GPU may legitimately differ in a late token).
 
-Per point of the spec (one point for ``profile.run``, several for ``profile.sweep``) the
-timing runtime is (re)configured to write into that point's directory, and for every prompt
-the plain generation (baseline, no assistant) runs right before the assisted one, so both see
-the same machine load. Warm-up (one prompt at full length, both modes) runs with timing off.
+Per pass of the spec (one point once for ``profile.run``; for ``profile.sweep`` every point,
+``repeat`` times in rotated order, see ``spec["passes"]``) the timing runtime is (re)configured
+to write into that pass's directory, and for every prompt the plain generation (baseline, no
+assistant) runs right before the assisted one, so both see the same machine load.
+
+Warm-up (``spec["warmup"]``, default true): before the first pass of each point, the first
+prompt at full length, plain and assisted at that point's settings, with timing on in that
+pass's directory; the measured pass then starts. The wall-clock start and end of the warm-up
+and of the measured pass (``time.time_ns()``, this process's host: the clock of the timing
+headers) are returned per pass as ``warmup_ns`` and ``window_ns``; the orchestrator writes them
+to the timing folder as window.json, and the report keeps only the measured pass's cycles.
+Without warm-up the first pass meets cold caches (kernel selection on a GPU: seen on an H200,
+the first 128-token prompt ran 5x slower).
 
 Progress goes to stdout as ``@@progress {json}`` lines; everything else goes to stderr.
 The result (``--result``) is JSON: device, model, per point tokens/s with and without the
@@ -165,9 +174,16 @@ def _timed(fn, sync):
     return out, time.perf_counter() - t0
 
 
+def apply_timer_spec(spec: dict) -> None:
+    """--sample N (the spec's timer_sample): PATCHKIT_TIMER_SAMPLE for each pt.configure()."""
+    if spec.get("timer_sample"):
+        os.environ["PATCHKIT_TIMER_SAMPLE"] = str(int(spec["timer_sample"]))
+
+
 def run_point(pt, target, draft, prompts, size: ModelSize, point: dict, index: int,
-              total: int, sync) -> dict:
-    """Baseline and assisted generation of every prompt, interleaved; timing into point dir."""
+              total: int, sync, warmup: bool = False) -> dict:
+    """Baseline and assisted generation of every prompt, interleaved; timing into point dir
+    (``point["timing_dir"]``); with ``warmup`` the first prompt once before, both modes."""
     import torch
 
     _configure_assistant(draft, point)
@@ -178,8 +194,19 @@ def run_point(pt, target, draft, prompts, size: ModelSize, point: dict, index: i
     base_tokens = spec_tokens = forwards = identical = 0
     os.makedirs(point["timing_dir"], exist_ok=True)
     mode = pt.configure(directory=point["timing_dir"])
+    warmup_ns = None
     try:
         with torch.no_grad():
+            if warmup:
+                progress(stage="warmup", point=index, points=total, label=point.get("label"))
+                sync()
+                w0 = time.time_ns()
+                target.generate(prompts[0], **kw)
+                target.generate(prompts[0], assistant_model=draft, **kw)
+                sync()
+                warmup_ns = [w0, time.time_ns()]
+            sync()
+            start_ns = time.time_ns()
             for i, prompt in enumerate(prompts):
                 progress(stage="baseline", point=index, points=total, prompt=i,
                          prompts=len(prompts), label=point.get("label"))
@@ -195,6 +222,8 @@ def run_point(pt, target, draft, prompts, size: ModelSize, point: dict, index: i
                 spec_tokens += out_a.shape[1] - prompt.shape[1]
                 forwards += counter.calls - before
                 identical += int(torch.equal(out_a.cpu(), out_b.cpu()))
+            sync()
+            end_ns = time.time_ns()
     finally:
         counter.handle.remove()
         pt.shutdown()  # writes the last records (one wait for the GPU) and the stats line
@@ -211,6 +240,8 @@ def run_point(pt, target, draft, prompts, size: ModelSize, point: dict, index: i
         "accept_length": spec_tokens / forwards if forwards else None,
         "identical_outputs": identical,
         "prompts": len(prompts),
+        "window_ns": [start_ns, end_ns],
+        "warmup_ns": warmup_ns,
     }
 
 
@@ -240,25 +271,30 @@ def run(spec: dict) -> dict:
     if size.dtype == "bfloat16" and not cuda:
         size = ModelSize(**{**asdict(size), "dtype": "float32"})
     seed = int(spec.get("seed", 0))
+    apply_timer_spec(spec)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     progress(stage="build", size=size_name, device=device)
-    pt.configure(mode="off")  # warm-up and model building are not profiled
+    pt.configure(mode="off")  # model building is not profiled
     target, draft = build_models(size, device, seed)
     prompts = make_prompts(size, device, seed)
-    progress(stage="warmup")
-    with torch.no_grad():
-        # full length: on a GPU every new KV length first pays for kernel loading/selection
-        # (seen on an H200: the first 128-token prompt ran 5x slower after a 4-token warm-up)
-        n = size.new_tokens
-        warm = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)
-        target.generate(prompts[0], **warm)
-        _configure_assistant(draft, spec["points"][0])
-        target.generate(prompts[0], assistant_model=draft, **warm)
     sync()
-    points = []
-    for index, point in enumerate(spec["points"]):
-        points.append(run_point(pt, target, draft, prompts, size, point, index,
-                                len(spec["points"]), sync))
+    warmup = bool(spec.get("warmup", True))
+    plan = spec.get("passes") or [{"point": i, "rep": 0} for i in range(len(spec["points"]))]
+    passes, warmed = [], set()
+    for step in plan:
+        index = int(step["point"])
+        point = dict(spec["points"][index])
+        if step.get("timing_dir"):
+            point["timing_dir"] = step["timing_dir"]
+        result = run_point(pt, target, draft, prompts, size, point, index, len(spec["points"]),
+                           sync, warmup=warmup and index not in warmed)
+        warmed.add(index)
+        result.update(index=index, rep=int(step.get("rep", 0)))
+        passes.append(result)
+    first = {}
+    for result in passes:  # each point's first pass, in point order
+        first.setdefault(result["index"], result)
+    points = [first[i] for i in sorted(first)]
     progress(stage="done")
     return {
         "schema": "patchkit.profile.workload/1",
@@ -271,6 +307,8 @@ def run(spec: dict) -> dict:
         "model": asdict(size),
         "seed": seed,
         "points": points,
+        "passes": passes,
+        "warmup": warmup,
         "wall_s": time.perf_counter() - t_start,
     }
 

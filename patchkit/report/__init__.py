@@ -6,8 +6,11 @@
     print(render_table(summary))
 
 `meta` keys with a meaning: tokens_per_s, baseline_tokens_per_s (measured by the caller),
-accept_length (as reported by a benchmark; else it is derived from the cycles' attrs);
-any other key is printed as a line and kept in summary.json.
+tokens_per_s_runs, baseline_tokens_per_s_runs (repeated measurements: median and range are
+printed), accept_length (as reported by a benchmark; else it is derived from the cycles'
+attrs), model, worker (the chart's title; else taken from "server command" and
+"speculative worker (server log)"); any other key is printed as a line and kept in
+summary.json.
 """
 
 from __future__ import annotations
@@ -16,38 +19,42 @@ import json
 from pathlib import Path
 
 from patchkit.report.load import ProcessTiming, load_timing_dir
-from patchkit.report.summarize import Summary, summarize
+from patchkit.report.summarize import Summary, select, summarize
 from patchkit.report.table import render_table
 from patchkit.report.trace import build_trace
 
-__all__ = ["build_report", "render_table", "load_timing_dir", "summarize", "build_trace",
-           "Summary", "ProcessTiming", "OUTPUT_FILES"]
+__all__ = ["build_report", "render_table", "load_timing_dir", "summarize", "select",
+           "build_trace", "Summary", "ProcessTiming", "OUTPUT_FILES"]
 
 OUTPUT_FILES = {"table": "table.txt", "trace": "trace.json", "chart": "phases.png",
                 "summary": "summary.json"}
 
 
 def build_report(timing_dir, out_dir, meta: dict | None = None, chart: bool = True,
-                 baseline: dict | None = None) -> Summary:
+                 baseline: dict | None = None, window=None) -> Summary:
     """Read every rank's JSON-lines files in `timing_dir`; write the four outputs to `out_dir`.
 
     `baseline`: a run without speculation measured beside this one, kept as summary.json's
-    "baseline" (see Summary). Raises patchkit.errors.InvalidInput when the directory holds no
-    readable timing.
+    "baseline" (see Summary). `window`: the measured window (patchkit.report.window.Window);
+    None reads ``window.json`` from `timing_dir` when there is one. Only the cycles that start
+    inside it are described, in every output (the rest are counted as warm-up / after it).
+    Raises patchkit.errors.InvalidInput when the directory holds no readable timing.
     """
     procs = load_timing_dir(timing_dir)
-    summary = summarize(procs, str(timing_dir), meta)
+    selection = select(procs, str(timing_dir), window)
+    summary = summarize(procs, str(timing_dir), meta, selection=selection)
     summary.baseline = baseline
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {}
     with open(out / OUTPUT_FILES["trace"], "w", encoding="utf-8") as fh:
-        json.dump(build_trace(procs), fh)
+        json.dump(build_trace(selection.procs, stalls=selection.stall_sets), fh)
     files["trace"] = OUTPUT_FILES["trace"]
     if chart:
         from patchkit.report.chart import write_chart
 
-        write_chart(procs, summary, out / OUTPUT_FILES["chart"])
+        write_chart(selection.procs, summary, out / OUTPUT_FILES["chart"],
+                    stalls=selection.stall_sets)
         files["chart"] = OUTPUT_FILES["chart"]
     table = render_table(summary)
     (out / OUTPUT_FILES["table"]).write_text(table, encoding="utf-8")

@@ -1,13 +1,18 @@
 """phases.png: where each cycle's time goes, over the run and per rank; sweep.png: tokens/s and
 phase shares per sweep point (matplotlib, Agg).
 
-Only cycles of the kind the report describes first (decode when there is one) are
-stacked; cycles of other kinds (prefill) are marked where they ran, as ticks along the
-top, so that a few long prefills neither dominate the bars nor enter the decode shares.
+Only steady-state cycles of the kind the report describes first (decode when there is one)
+are stacked; cycles of other kinds (prefill) and stall cycles are marked where they ran, as
+ticks along the top, so that a few long cycles neither dominate the bars nor enter the
+shares. Cycles that sampled timing left untimed are not drawn. The title names the run
+(model, worker, timer mode, date), the x axis says how many cycles one bar stands for, the
+legend sits below the bars, and a second panel gives every top-level phase's share as a
+labelled bar (a phase of 0.3% stays readable).
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 from patchkit.report.kinds import cycle_kind
@@ -17,22 +22,29 @@ MAX_BINS = 200
 
 
 def _top_level_per_cycle(proc: ProcessTiming, basis: str, names: list[str], kind=None,
-                         others: list | None = None):
-    """For each cycle of `kind` (in order): its time and the time of each top-level phase,
-    in ms. Cycles of other kinds append, to `others`, the row index they came before."""
+                         others: list | None = None, stalls: set | None = None,
+                         stalled: list | None = None):
+    """For each steady cycle of `kind` (in order): its time and the time of each top-level
+    phase, in ms. Cycles of other kinds append, to `others`, the row index they came before;
+    stall cycles (indices in `stalls`) likewise to `stalled`."""
     field = "dev_ns" if basis == "device" else "host_ns"
+    stalls = stalls or set()
     by_cycle: dict[int, dict[str, float]] = {}
     for r in proc.phases:
         if r.get("depth") == 0 and r.get("cycle") is not None and r.get(field) is not None:
             slot = by_cycle.setdefault(r["cycle"], {})
             slot[r["name"]] = slot.get(r["name"], 0.0) + r[field] / 1e6
     rows = []
-    for c in sorted(proc.timed_cycles, key=lambda c: c["cycle"]):
-        if c.get(field) is None:
-            continue
+    for c in sorted(proc.cycles, key=lambda c: c["cycle"]):
         if kind is not None and cycle_kind(c) != kind:
             if others is not None:
                 others.append(len(rows))
+            continue
+        if c["cycle"] in stalls:
+            if stalled is not None:
+                stalled.append(len(rows))
+            continue
+        if c.get("ab") == "off" or c.get("timed") is False or c.get(field) is None:
             continue
         parts = by_cycle.get(c["cycle"], {})
         rows.append((c[field] / 1e6, [parts.get(n, 0.0) for n in names]))
@@ -52,74 +64,140 @@ def _binned(rows, bins):
     return out
 
 
-def write_chart(procs: list[ProcessTiming], summary, path: Path) -> Path:
+def _model_from_command(command) -> str | None:
+    words = str(command or "").split()
+    for flag in ("--model-path", "--model"):
+        for i, word in enumerate(words):
+            if word == flag and i + 1 < len(words):
+                return words[i + 1].rstrip("/").rsplit("/", 1)[-1]
+            if word.startswith(flag + "="):
+                return word.split("=", 1)[1].rstrip("/").rsplit("/", 1)[-1]
+    return None
+
+
+def chart_title(summary, procs: list[ProcessTiming]) -> str:
+    """The run in one line: model, worker, timer mode and date (what meta and the headers
+    say; parts that are not known are left out)."""
+    meta = summary.meta or {}
+    model = meta.get("model") or _model_from_command(meta.get("server command"))
+    if not model and meta.get("workload"):
+        model = str(meta["workload"]).split(";")[0]
+    worker = meta.get("worker") or meta.get("speculative worker (server log)")
+    mode = f"timer {summary.mode}"
+    sampling = getattr(summary, "sampling", None)
+    if sampling and sampling.get("every"):
+        mode += f", 1 cycle in {sampling['every']} timed"
+    walls: list[int] = [w for w in ((p.header.get("clock") or {}).get("wall_t0_ns")
+                                    for p in procs) if isinstance(w, int)]
+    date = None
+    if walls:
+        date = datetime.fromtimestamp(min(walls) / 1e9, tz=timezone.utc).strftime(
+            "%Y-%m-%d %H:%M UTC")
+    parts = [str(model) if model else None, f"worker {worker}" if worker else None, mode, date]
+    return " | ".join(p for p in parts if p)
+
+
+def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None):
+    """The matplotlib figure of phases.png (write_chart saves it)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
     basis = summary.basis
+    stalls = stalls or [set() for _ in procs]
     kind = summary.primary_kind if len(summary.cycle_kinds) > 1 else None
     phases = summary.cycle_kinds[kind]["phases"] if kind else summary.phases
     names = [e["name"] for e in phases if e["depth"] == 0 and e["per_cycle"]]
     names = list(dict.fromkeys(names))
-    colors = plt.get_cmap("tab20").colors
-    fig, (ax_run, ax_rank) = plt.subplots(1, 2, figsize=(13, 5),
-                                          gridspec_kw={"width_ratios": [3, 1]})
+    share_of = {e["name"]: e["share_of_cycle"] for e in phases if e["depth"] == 0}
+    colors = plt.get_cmap("tab10").colors
+    fig, (ax_run, ax_share) = plt.subplots(1, 2, figsize=(14, 5.5),
+                                           gridspec_kw={"width_ratios": [3, 1.3]})
     lead = procs[0]
     others: list[int] = []
-    all_rows = _top_level_per_cycle(lead, basis, names, kind, others)
+    stalled: list[int] = []
+    all_rows = _top_level_per_cycle(lead, basis, names, kind, others, stalls[0], stalled)
     rows = _binned(all_rows, MAX_BINS)
     xs = list(range(len(rows)))
     bottom = [0.0] * len(rows)
     for i, name in enumerate(names):
         vals = [r[1][i] for r in rows]
-        ax_run.bar(xs, vals, bottom=bottom, width=1.0, color=colors[i % len(colors)], label=name)
+        share = share_of.get(name)
+        label = name if share is None else f"{name} ({share:.1f}%)"
+        ax_run.bar(xs, vals, bottom=bottom, width=1.0, color=colors[i % len(colors)],
+                   label=label)
         bottom = [b + v for b, v in zip(bottom, vals)]
     rest = [max(r[0] - b, 0.0) for r, b in zip(rows, bottom)]
     ax_run.bar(xs, rest, bottom=bottom, width=1.0, color="#dddddd", label="untimed")
-    binned = " (binned means)" if len(all_rows) > MAX_BINS else ""
-    if others and rows:
-        scale = len(rows) / max(len(all_rows), 1)
-        top = max(r[0] for r in rows)
-        other_kinds = ", ".join(k for k in summary.cycle_kinds if k != kind)
-        xs_other = [min(i * scale, len(rows) - 1) - 0.5 for i in others]
-        ax_run.plot(xs_other, [top * 1.04] * len(xs_other), "v", color="black", markersize=4,
-                    linestyle="none",
-                    label=f"{other_kinds} cycles ({len(others)}, marked, not stacked)")
-    what = f"{kind} cycles" if kind else "cycle"
-    ax_run.set_title(f"rank {lead.rank}: top-level phases per {what}{binned}")
-    ax_run.set_xlabel("cycle" if not binned else "cycle bin")
+    binned = len(all_rows) > MAX_BINS
+    top = max((r[0] for r in rows), default=1.0)
+    scale = len(rows) / max(len(all_rows), 1)
+    for marks, marker, color, label in (
+            (others, "v", "black",
+             f"{', '.join(k for k in summary.cycle_kinds if k != kind)} cycles "
+             f"({len(others)}, marked, not stacked)"),
+            (stalled, "x", "#d62728", f"stalls ({len(stalled)}, marked, not stacked)")):
+        if marks and rows:
+            xs_mark = [min(i * scale, len(rows) - 1) - 0.5 for i in marks]
+            ax_run.plot(xs_mark, [top * 1.04] * len(xs_mark), marker, color=color,
+                        markersize=5, linestyle="none", label=label)
+    what = f"{kind} cycle" if kind else "cycle"
+    ax_run.set_title(f"rank {lead.rank}: top-level phases per steady-state {what}", fontsize=10)
+    if binned:
+        ax_run.set_xlabel(f"cycle bin (1 bar = mean of {len(all_rows) / len(rows):.1f} cycles, "
+                          f"{len(all_rows)} cycles)")
+    else:
+        ax_run.set_xlabel(f"cycle (1 bar = 1 cycle, {len(all_rows)} cycles)")
     ax_run.set_ylabel(f"{basis} time (ms)")
+    ax_run.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=3,
+                  frameon=False)
 
-    ranks = []
-    for proc in procs:
-        rrows = _top_level_per_cycle(proc, basis, names, kind)
+    # shares per phase and process as horizontal bars, each labelled: a phase of 0.3% is
+    # still a named bar with its number
+    procs_shares = []
+    for proc, st in zip(procs, stalls):
+        rrows = _top_level_per_cycle(proc, basis, names, kind, stalls=st)
         total = sum(r[0] for r in rrows)
-        if total <= 0:
-            continue
-        shares = [100.0 * sum(r[1][i] for r in rrows) / total for i in range(len(names))]
-        ranks.append((f"r{proc.rank}\npid {proc.header.get('pid')}", shares))
-    bottom = [0.0] * len(ranks)
-    for i, name in enumerate(names):
-        vals = [s[i] for _, s in ranks]
-        ax_rank.bar(range(len(ranks)), vals, bottom=bottom, color=colors[i % len(colors)])
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    ax_rank.bar(range(len(ranks)), [max(100.0 - b, 0.0) for b in bottom], bottom=bottom,
-                color="#dddddd")
-    ax_rank.set_xticks(range(len(ranks)), [label for label, _ in ranks], fontsize=8)
-    ax_rank.set_ylim(0, 100)
-    ax_rank.set_ylabel("share of cycle (%)")
-    ax_rank.set_title("per process")
-    ax_run.legend(fontsize=8, loc="upper right")
+        if total > 0:
+            shares = [100.0 * sum(r[1][i] for r in rrows) / total for i in range(len(names))]
+            procs_shares.append((f"r{proc.rank} pid {proc.header.get('pid')}", shares))
+    labels = names + ["untimed"]
+    height = 0.8 / max(len(procs_shares), 1)
+    for j, (plabel, shares) in enumerate(procs_shares):
+        values = shares + [max(100.0 - sum(shares), 0.0)]
+        ys = [i + (j - (len(procs_shares) - 1) / 2) * height for i in range(len(labels))]
+        bars = ax_share.barh(ys, values, height=height * 0.95,
+                             color=[colors[i % len(colors)] for i in range(len(names))]
+                             + ["#bbbbbb"], edgecolor="black", linewidth=0.3)
+        for bar, value in zip(bars, values):
+            ax_share.text(bar.get_width() + 1, bar.get_y() + bar.get_height() / 2,
+                          f"{value:.1f}%" + (f" {plabel}" if len(procs_shares) > 1 else ""),
+                          va="center", fontsize=7)
+    ax_share.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax_share.invert_yaxis()
+    ax_share.set_xlim(0, 125)
+    ax_share.set_xlabel(f"share of the {kind or ''} cycle ({basis} time, %)".replace("  ", " "))
+    ax_share.set_title("share per phase" + (" and process" if len(procs_shares) > 1 else ""),
+                       fontsize=10)
+    fig.suptitle(chart_title(summary, procs), fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    return fig
+
+
+def write_chart(procs: list[ProcessTiming], summary, path: Path,
+                stalls: list[set] | None = None) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig = figure(procs, summary, stalls)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return path
 
 
 def write_sweep_chart(rows: list[dict], path: Path, *, baseline_tokens_per_s=None,
-                      best_label: str | None = None, title: str = "sweep") -> Path:
+                      best_label: str | None = None, title: str = "sweep",
+                      baseline_ci=None) -> Path:
     """Two panels per sweep point: tokens/s (best point marked, the baseline as a dashed line)
     and the top-level phases' shares of the cycle (rows: label, tokens_per_s, phase_shares,
     error)."""
@@ -136,15 +214,25 @@ def write_sweep_chart(rows: list[dict], path: Path, *, baseline_tokens_per_s=Non
     values = [r.get("tokens_per_s") or 0.0 for r in rows]
     bar_colors = ["#d62728" if r["label"] == best_label else "#1f77b4" for r in rows]
     ax_tps.bar(xs, values, color=bar_colors)
+    cis = [r.get("tokens_per_s_ci") for r in rows]   # repeated sweeps: 95% intervals
+    if any(cis):
+        low = [v - ci[0] if ci else 0.0 for v, ci in zip(values, cis)]
+        high = [ci[1] - v if ci else 0.0 for v, ci in zip(values, cis)]
+        ax_tps.errorbar(xs, values, yerr=[low, high], fmt="none", ecolor="black", capsize=4,
+                        linewidth=1)
     for x, row, value in zip(xs, rows, values):
         if row.get("error"):
             ax_tps.text(x, 0, "failed", ha="center", va="bottom", fontsize=8, rotation=90)
         elif row["label"] == best_label:
-            ax_tps.annotate("best", (x, value), ha="center", va="bottom", fontsize=9,
+            top = max(value, (row.get("tokens_per_s_ci") or [0, 0])[1])  # above its interval
+            ax_tps.annotate("best", (x, top), ha="center", va="bottom", fontsize=9,
                             color="#d62728", xytext=(0, 2), textcoords="offset points")
     if baseline_tokens_per_s:
         ax_tps.axhline(baseline_tokens_per_s, color="black", linestyle="--", linewidth=1,
                        label=f"baseline (no speculation) {baseline_tokens_per_s:.1f} tok/s")
+        if baseline_ci:  # repeated sweeps: the baseline's 95% interval as a band
+            ax_tps.axhspan(baseline_ci[0], baseline_ci[1], color="black", alpha=0.08,
+                           label="baseline 95% interval")
         ax_tps.legend(fontsize=8, loc="best")
     ax_tps.set_ylabel("output tokens/s")
     ax_tps.set_title(title)

@@ -36,8 +36,9 @@ class ProcessTiming:
 
     @property
     def timed_cycles(self) -> list[dict]:
-        """Cycles with phases timed (all but the off blocks of PATCHKIT_TIMER_AB)."""
-        return [c for c in self.cycles if c.get("ab") != "off"]
+        """Cycles with phases timed: all but the off blocks of PATCHKIT_TIMER_AB and the
+        cycles that sampled timing (PATCHKIT_TIMER_SAMPLE) left untimed ("timed": false)."""
+        return [c for c in self.cycles if c.get("ab") != "off" and c.get("timed") is not False]
 
     @property
     def unresolved(self) -> int:

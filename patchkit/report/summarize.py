@@ -12,11 +12,24 @@ others are `unresolved`).
 cycle (warm-up, CUDA-graph capture passes) are never phases of a cycle: they are counted
 per name in `outside_cycles`. Off-block cycles of PATCHKIT_TIMER_AB are not timed cycles:
 they serve `overhead` only.
+
+Which cycles. Only the cycles inside the measured window (``window.json``; see
+patchkit.report.measured) are described; the others are counted in `warmup_cycles` and
+`after_window_cycles`. Of those, cycles that sampled timing left untimed count as cycles
+(`cycle.count`, `decode.request_cycles`) but have no phases; stall cycles (see
+patchkit.report.stalls) are accounted for in `stalls` per kind. Shares and phase statistics
+come from the steady-state cycles: timed, in the window, not stalls. A phase's `count` is its
+calls in all timed cycles (stalls included); its statistics (`host_ms`, `dev_ms` per call;
+`per_cycle_host_ms`, `per_cycle_dev_ms`) are over the steady-state cycles. The per-cycle
+statistics sum a phase's calls within each cycle and take every phase of a kind over the same
+cycles (zero where a cycle did not run it), so a child can never exceed its parent, and
+share_of_cycle = mean per cycle / mean cycle: the share uses the mean (the median is shown
+beside it). A per-cycle p99 is given only over at least P99_MIN_N cycles (else null).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind, ordered_kinds
 
@@ -26,6 +39,9 @@ REPORT_SCHEMA = "patchkit.report/1"
 META_THROUGHPUT = "tokens_per_s"
 META_BASELINE = "baseline_tokens_per_s"
 META_ACCEPT = "accept_length"
+META_RUNS = "tokens_per_s_runs"  # repeated measurements of tokens_per_s (a list)
+META_BASELINE_RUNS = "baseline_tokens_per_s_runs"
+P99_MIN_N = 100  # fewer values than this: no p99 (it would be about the maximum)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -39,13 +55,15 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def distribution(values_ns: list[int]) -> dict | None:
-    """mean/p50/p99/total/min/max in milliseconds, or None when there are no values."""
+def distribution(values_ns: list[int], gate_p99: bool = False) -> dict | None:
+    """mean/p50/p99/total/min/max in milliseconds, or None when there are no values.
+    `gate_p99`: p99 is null below P99_MIN_N values."""
     vals = [v / 1e6 for v in values_ns if v is not None]
     if not vals:
         return None
+    p99 = percentile(vals, 99) if not gate_p99 or len(vals) >= P99_MIN_N else None
     return {"mean": sum(vals) / len(vals), "p50": percentile(vals, 50),
-            "p99": percentile(vals, 99), "min": min(vals), "max": max(vals),
+            "p99": p99, "min": min(vals), "max": max(vals),
             "total": sum(vals), "n": len(vals)}
 
 
@@ -77,6 +95,14 @@ class Summary:
     # decode cycles only (cycle attr kind "decode", or no kind): count, basis, top_level_share,
     # phase_shares {top-level phase: % of the decode cycles' time}
     decode_cycle: dict | None = None
+    # the measured window used (window.json's content) or None; cycles before / after it
+    window: dict | None = None
+    warmup_cycles: int = 0
+    after_window_cycles: int = 0
+    # per kind of cycle: {count, total_ms, share_of_kind_time, by_phase, cycles, rule, ...}
+    stalls: dict = field(default_factory=dict)
+    # sampled timing: {every, method, seed, timed_cycles, cycles}, or None
+    sampling: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -149,7 +175,9 @@ def _decode_cycle(cycle_kinds: dict, basis: str) -> dict:
     shares = {e["name"]: e["share_of_cycle"] for e in decode.get("phases", [])
               if not e.get("depth") and e.get("share_of_cycle") is not None}
     return {"count": decode.get("cycles", 0), "basis": basis, "phase_shares": shares,
-            "top_level_share": decode.get("top_level_share")}
+            "top_level_share": decode.get("top_level_share"),
+            "timed_cycles": decode.get("timed_cycles", 0),
+            "steady_cycles": decode.get("steady_cycles", 0)}
 
 
 def _decode_stats(cycles: list[dict]) -> dict:
@@ -195,22 +223,58 @@ def _decode_stats(cycles: list[dict]) -> dict:
     }
 
 
-def _breakdown(procs: list[ProcessTiming], selected: list[dict], basis: str,
-               outside: dict[tuple, int]) -> dict:
-    """Cycle statistics and phase entries over the `selected` cycles (per process:
-    {cycle index: cycle record})."""
+def _per_cycle(groups: list[tuple[list[dict], dict]], keys: list[tuple], field: str,
+               only_with: str | None = None) -> dict[tuple, list[int] | None]:
+    """Per phase key: its `field` time summed within each cycle, one value per cycle of the
+    groups (0 where the cycle did not run it); cycles without `only_with` are left out. None
+    for a phase that has no value of `field` at all (host time of captured steps)."""
+    has = {k: False for k in keys}
+    sums: dict[tuple, list[int]] = {k: [] for k in keys}
+    for phases, sel in groups:
+        by_cycle: dict[int, dict[tuple, int]] = {}
+        for rec in phases:
+            value = rec.get(field)
+            if value is None:
+                continue
+            key = _phase_key(rec)
+            has[key] = True
+            slot = by_cycle.setdefault(rec["cycle"], {})
+            slot[key] = slot.get(key, 0) + value
+        for index, cycle in sel.items():
+            if only_with is not None and cycle.get(only_with) is None:
+                continue
+            slot = by_cycle.get(index, {})
+            for key in keys:
+                sums[key].append(slot.get(key, 0))
+    return {k: (sums[k] if has[k] else None) for k in keys}
+
+
+def _breakdown(procs: list[ProcessTiming], timed: list[dict], steady: list[dict], n_all: int,
+               basis: str, outside: dict[tuple, int]) -> dict:
+    """Cycle statistics and phase entries. Per process, `timed`: {cycle index: cycle record}
+    of the timed cycles described (counts), `steady`: the subset without stalls (statistics
+    and shares); `n_all`: every cycle described, timed or not."""
     bfield = _basis_field(basis)
-    cycles = [c for sel in selected for c in sel.values()]
+    tcycles = [c for sel in timed for c in sel.values()]
+    cycles = [c for sel in steady for c in sel.values()]
     total = sum(c[bfield] for c in cycles if c.get(bfield) is not None)
     total_host = sum(c.get("host_ns") or 0 for c in cycles)
-    groups = [([r for r in p.phases if r.get("cycle") in sel], sel)
-              for p, sel in zip(procs, selected)]
-    keys = _ordered_keys(groups)
+    tgroups = [([r for r in p.phases if r.get("cycle") in sel], sel)
+               for p, sel in zip(procs, timed)]
+    groups = [([r for r in phases if r["cycle"] in sel], sel)
+              for (phases, _), sel in zip(tgroups, steady)]
+    keys = _ordered_keys(tgroups)
+    counts = {k: 0 for k in keys}
+    for phases, _ in tgroups:
+        for rec in phases:
+            counts[_phase_key(rec)] += 1
     buckets: dict[tuple, list[tuple[dict, bool]]] = {k: [] for k in keys}
     for phases, sel in groups:
         for rec in phases:
             in_share = sel[rec["cycle"]].get(bfield) is not None
             buckets[_phase_key(rec)].append((rec, in_share))
+    per_dev = _per_cycle(groups, keys, "dev_ns", only_with="dev_ns")
+    per_host = _per_cycle(groups, keys, "host_ns")
     entries = []
     for key in keys:
         pairs = buckets[key]
@@ -219,36 +283,63 @@ def _breakdown(procs: list[ProcessTiming], selected: list[dict], basis: str,
         basis_sum = sum(r.get(bfield) or 0 for r, ok in pairs if ok)
         host_sum = sum(r.get("host_ns") or 0 for r in recs)
         entries.append({
-            "name": name, "parent": parent, "depth": depth, "count": len(recs),
-            "per_cycle": len(recs) / len(cycles) if cycles else None,
+            "name": name, "parent": parent, "depth": depth, "count": counts[key],
+            "steady_count": len(recs),
+            "per_cycle": counts[key] / len(tcycles) if tcycles else None,
             "graph": any(r.get("graph") for r in recs),
             "captured": any(r.get("captured") for r in recs),
             "outside_cycles": outside.get(key, 0),
             "host_ms": distribution([r.get("host_ns") for r in recs]),
             "dev_ms": distribution([r.get("dev_ns") for r in recs]),
+            "per_cycle_host_ms": distribution(per_host[key] or [], gate_p99=True),
+            "per_cycle_dev_ms": distribution(per_dev[key] or [], gate_p99=True),
             "share_of_cycle": 100.0 * basis_sum / total if total else None,
             "host_share_of_cycle": 100.0 * host_sum / total_host if total_host else None,
         })
     top = [e["share_of_cycle"] for e in entries
            if e["depth"] == 0 and e["share_of_cycle"] is not None]
-    return {"cycles": len(cycles),
-            "cycle": {"count": len(cycles),
+    return {"cycles": n_all, "timed_cycles": len(tcycles), "steady_cycles": len(cycles),
+            "cycle": {"count": n_all, "timed": len(tcycles), "steady": len(cycles),
                       "host_ms": distribution([c.get("host_ns") for c in cycles]),
                       "dev_ms": distribution([c.get("dev_ns") for c in cycles])},
             "phases": entries, "top_level_share": sum(top) if top else None}
 
 
+def _runs(meta: dict, key: str) -> list[float]:
+    runs = meta.get(key)
+    if not isinstance(runs, (list, tuple)):
+        return []
+    return [float(v) for v in runs if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
 def _throughput(meta: dict, decode: dict, cycles: list[dict]) -> dict:
+    """tokens/s as measured by the caller; with repeated measurements (meta
+    tokens_per_s_runs / baseline_tokens_per_s_runs), their median and range too (the median
+    stands for tokens_per_s when the caller gave no single value)."""
+    runs = _runs(meta, META_RUNS)
+    base_runs = _runs(meta, META_BASELINE_RUNS)
     spec = meta.get(META_THROUGHPUT)
     base = meta.get(META_BASELINE)
+    if spec is None and runs:
+        spec = percentile(runs, 50)
+    if base is None and base_runs:
+        base = percentile(base_runs, 50)
     wall_ns = sum(c.get("host_ns") or 0 for c in cycles)
     timed = decode["tokens"] / (wall_ns / 1e9) if decode["tokens"] and wall_ns else None
-    return {
+    out = {
         "tokens_per_s": spec,
         "baseline_tokens_per_s": base,
         "speedup": spec / base if spec and base else None,
         "tokens_per_s_in_cycles": timed,
     }
+    if runs:
+        out.update(tokens_per_s_runs=runs, tokens_per_s_median=percentile(runs, 50),
+                   tokens_per_s_range=[min(runs), max(runs)])
+    if base_runs:
+        out.update(baseline_tokens_per_s_runs=base_runs,
+                   baseline_tokens_per_s_median=percentile(base_runs, 50),
+                   baseline_tokens_per_s_range=[min(base_runs), max(base_runs)])
+    return out
 
 
 def _choose_basis(procs: list[ProcessTiming]) -> str:
@@ -256,14 +347,63 @@ def _choose_basis(procs: list[ProcessTiming]) -> str:
     return "device" if any(c.get("dev_ns") is not None for c in timed) else "host"
 
 
-def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = None) -> Summary:
+@dataclass
+class Selection:
+    """Which cycles the report describes: `procs` reduced to the measured window, how many
+    cycles each process had before / after it, the basis, and the stalls (per kind, and per
+    process the set of stall cycle indices)."""
+
+    procs: list[ProcessTiming]
+    full: list[ProcessTiming]
+    window: object
+    window_counts: list
+    basis: str
+    stalls: dict
+    stall_sets: list[set[int]]
+
+
+def select(procs: list[ProcessTiming], timing_dir, window=None,
+           stall_factor: float | None = None, stall_floor_ms: float | None = None) -> Selection:
+    """The Selection of `procs`; `window` None reads ``window.json`` from `timing_dir`."""
+    from patchkit.report import measured, stalls as stall_mod
+    from patchkit.report.window import read_window
+
+    if window is None:
+        window = read_window(timing_dir)
+    firsts = [measured.first_at_batch_size(p) for p in procs]
+    kept, counts = measured.restrict(procs, window)
+    basis = _choose_basis(kept)
+    stalls, stall_sets = stall_mod.find_stalls(
+        kept, basis, firsts,
+        factor=stall_mod.STALL_FACTOR if stall_factor is None else stall_factor,
+        floor_ms=stall_mod.STALL_FLOOR_MS if stall_floor_ms is None else stall_floor_ms)
+    return Selection(kept, list(procs), window, counts, basis, stalls, stall_sets)
+
+
+def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = None,
+              window=None, stall_factor: float | None = None,
+              stall_floor_ms: float | None = None, selection: Selection | None = None
+              ) -> Summary:
+    """The Summary of `procs` (as loaded from `timing_dir`).
+
+    `window`: a patchkit.report.window.Window; None reads ``window.json`` from `timing_dir`
+    (no file: every cycle is described). `stall_factor` / `stall_floor_ms` override the stall
+    rule's constants (patchkit.report.stalls). `selection`: the result of select() when the
+    caller made it already (the other arguments but meta are then unused)."""
+    from patchkit.report import measured
     from patchkit.report.overhead import paired_overhead
     from patchkit.report.skew import rank_skew
 
     meta = dict(meta or {})
+    sel = selection or select(procs, timing_dir, window, stall_factor, stall_floor_ms)
+    all_procs, procs, window = sel.full, sel.procs, sel.window
+    win_counts, basis, stalls, stall_sets = sel.window_counts, sel.basis, sel.stalls, \
+        sel.stall_sets
     modes = sorted({p.mode for p in procs})
     mode = modes[0] if len(modes) == 1 else "mixed"
-    basis = _choose_basis(procs)
+    steady_procs = [replace(p, cycles=[c for c in p.cycles if c["cycle"] not in st],
+                            phases=[r for r in p.phases if r.get("cycle") not in st])
+                    for p, st in zip(procs, stall_sets)]
     outside_by_key: dict[tuple, int] = {}
     outside: dict[str, int] = {}
     for p in procs:
@@ -272,29 +412,39 @@ def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = N
                 outside_by_key[_phase_key(r)] = outside_by_key.get(_phase_key(r), 0) + 1
                 outside[r["name"]] = outside.get(r["name"], 0) + 1
     timed = [{c["cycle"]: c for c in p.timed_cycles} for p in procs]
-    overall = _breakdown(procs, timed, basis, outside_by_key)
-    kinds = ordered_kinds({cycle_kind(c) for sel in timed for c in sel.values()})
+    steady = [{i: c for i, c in sel.items() if i not in st} for sel, st in zip(timed, stall_sets)]
+    # every cycle described, timed or not (off blocks of PATCHKIT_TIMER_AB serve `overhead`)
+    every = [c for p in procs for c in p.cycles if c.get("ab") != "off"]
+    overall = _breakdown(procs, timed, steady, len(every), basis, outside_by_key)
+    kinds = ordered_kinds({cycle_kind(c) for c in every})
     cycle_kinds = {}
     for kind in kinds:
-        sel = [{i: c for i, c in s.items() if cycle_kind(c) == kind} for s in timed]
-        cycle_kinds[kind] = _breakdown(procs, sel, basis, outside_by_key)
+        tsel = [{i: c for i, c in s.items() if cycle_kind(c) == kind} for s in timed]
+        ssel = [{i: c for i, c in s.items() if cycle_kind(c) == kind} for s in steady]
+        n_all = sum(1 for c in every if cycle_kind(c) == kind)
+        cycle_kinds[kind] = _breakdown(procs, tsel, ssel, n_all, basis, outside_by_key)
     primary = kinds[0] if kinds else KIND_PRIMARY
-    # tensor-parallel ranks all see the same batch: count tokens on the lowest rank only
+    # tensor-parallel ranks all see the same batch: count tokens on the lowest rank only;
+    # every cycle with attrs counts (untimed sampled cycles too), off blocks carry none
     first_rank = min(p.rank for p in procs)
-    lead_cycles = [c for p in procs if p.rank == first_rank for c in p.timed_cycles
-                   if not kinds or cycle_kind(c) == primary]
+    lead_cycles = [c for p in procs if p.rank == first_rank for c in p.cycles
+                   if c.get("ab") != "off" and (not kinds or cycle_kind(c) == primary)]
     decode = _decode_stats(lead_cycles)
     if meta.get(META_ACCEPT) is not None:
         decode["accept_length_reported"] = meta[META_ACCEPT]
     ranks = []
-    for p in procs:
+    for p, full, n, st in zip(procs, all_procs, win_counts, stall_sets):
         ranks.append({
             "rank": p.rank, "pid": p.header.get("pid"), "host": p.header.get("host"),
             "mode": p.mode, "requested_mode": p.header.get("requested_mode"),
             "rank_source": p.header.get("rank_source"),
             "file": p.path.name, "cycles": len(p.timed_cycles), "phases": len(p.phases),
-            "cycle_host_ms": distribution([c.get("host_ns") for c in p.timed_cycles]),
-            "cycle_dev_ms": distribution([c.get("dev_ns") for c in p.timed_cycles]),
+            "cycles_in_file": len(full.cycles), "warmup_cycles": n.before,
+            "after_window_cycles": n.after, "stall_cycles": len(st),
+            "cycle_host_ms": distribution([c.get("host_ns") for c in p.timed_cycles
+                                           if c["cycle"] not in st]),
+            "cycle_dev_ms": distribution([c.get("dev_ns") for c in p.timed_cycles
+                                          if c["cycle"] not in st]),
             "stats": p.stats, "truncated_lines": p.truncated_lines,
             "unresolved": p.unresolved, "repeated": p.repeated,
             "ended_cleanly": p.stats is not None,
@@ -309,5 +459,9 @@ def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = N
                    cycle_kinds=cycle_kinds, outside_cycles=outside,
                    unresolved=sum(p.unresolved for p in procs), lost_records=lost,
                    overhead=paired_overhead(procs, primary),
-                   rank_skew=rank_skew(procs, primary if kinds else None, basis),
-                   decode_cycle=_decode_cycle(cycle_kinds, basis))
+                   rank_skew=rank_skew(steady_procs, primary if kinds else None, basis),
+                   decode_cycle=_decode_cycle(cycle_kinds, basis),
+                   window=None if window is None else window.to_dict(),
+                   warmup_cycles=sum(n.before for n in win_counts),
+                   after_window_cycles=sum(n.after for n in win_counts),
+                   stalls=stalls, sampling=measured.sampling(procs))

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from patchkit.report.summarize import Summary
+from patchkit.report.kinds import NO_KIND
+from patchkit.report.summarize import P99_MIN_N, Summary
 
 
 def _ms(dist: dict | None, key: str) -> str:
+    """Milliseconds, one format for every cell of a time column (3 decimals: microseconds)."""
     if not dist or dist.get(key) is None:
+        if dist and key == "p99" and dist.get("n", 0) < P99_MIN_N:
+            return f"n<{P99_MIN_N}"
         return "-"
-    value = dist[key]
-    return f"{value:.3f}" if value < 100 else f"{value:.1f}"
+    return f"{dist[key]:.3f}"
+
+
+def _gated(dist: dict | None) -> dict | None:
+    """A distribution with its p99 dropped below P99_MIN_N values."""
+    if dist and dist.get("n", 0) < P99_MIN_N:
+        return {**dist, "p99": None}
+    return dist
 
 
 def _pct(value: float | None) -> str:
@@ -25,33 +35,99 @@ HEAD = ("phase", "count", "dev mean", "dev p50", "dev p99",
 
 
 def _rows(label: str, cycle: dict, phases: list[dict]) -> list[tuple]:
-    rows = [(label, str(cycle["count"]), _ms(cycle["dev_ms"], "mean"),
-             _ms(cycle["dev_ms"], "p50"), _ms(cycle["dev_ms"], "p99"),
-             _ms(cycle["host_ms"], "mean"), _ms(cycle["host_ms"], "p50"),
-             _ms(cycle["host_ms"], "p99"), "100.0%" if cycle["count"] else "-")]
+    dev, host = _gated(cycle["dev_ms"]), _gated(cycle["host_ms"])
+    rows = [(label, str(cycle["count"]), _ms(dev, "mean"), _ms(dev, "p50"), _ms(dev, "p99"),
+             _ms(host, "mean"), _ms(host, "p50"), _ms(host, "p99"),
+             "100.0%" if cycle["count"] else "-")]
     for e in phases:
         name = "  " * (e["depth"] + 1) + e["name"]
         if e["graph"]:
             name += " [graph]"
         if e["captured"]:
             name += " [in graph]"
-        rows.append((name, str(e["count"]), _ms(e["dev_ms"], "mean"), _ms(e["dev_ms"], "p50"),
-                     _ms(e["dev_ms"], "p99"), _ms(e["host_ms"], "mean"), _ms(e["host_ms"], "p50"),
-                     _ms(e["host_ms"], "p99"), _pct(e["share_of_cycle"])))
+        dev = e.get("per_cycle_dev_ms")
+        host = e.get("per_cycle_host_ms")
+        rows.append((name, str(e["count"]), _ms(dev, "mean"), _ms(dev, "p50"), _ms(dev, "p99"),
+                     _ms(host, "mean"), _ms(host, "p50"), _ms(host, "p99"),
+                     _pct(e["share_of_cycle"])))
     return rows
 
 
-def _grid(sections: list[tuple[str | None, list[tuple]]]) -> list[str]:
-    """Sections (a title line or None, then rows) in one set of aligned columns."""
-    every = [r for _, rows in sections for r in rows] + [HEAD]
+def _grid(sections: list[tuple]) -> list[str]:
+    """Sections (a title line or None, rows, and optionally lines under the rows) in one set
+    of aligned columns."""
+    every = [r for section in sections for r in section[1]] + [HEAD]
     widths = [max(len(r[i]) for r in every) for i in range(len(HEAD))]
     fmt = "  ".join(["{:<%d}" % widths[0]] + ["{:>%d}" % w for w in widths[1:]])
     lines = [fmt.format(*HEAD), "  ".join("-" * w for w in widths)]
-    for title, rows in sections:
+    for title, rows, *under in sections:
         if title is not None:
             lines.append(title)
         lines.extend(fmt.format(*r) for r in rows)
+        for extra in under:
+            lines.extend(extra)
     return lines
+
+
+def _duration(ms: float) -> str:
+    return f"{ms / 1000:.2f} s" if ms >= 1000 else f"{ms:.1f} ms"
+
+
+def _listed(values: list, most: int = 8) -> str:
+    shown = ", ".join(str(v) for v in values[:most])
+    return shown + (", …" if len(values) > most else "")
+
+
+def stall_line(kind: str, st: dict | None) -> str:
+    """One line on the stalls of one kind of cycle."""
+    cycles = "cycles" if kind == NO_KIND else f"{kind} cycles"
+    if not st:
+        return f"no stalls in {cycles}"
+    median = "" if st.get("median_ms") is None else f", median {st['median_ms']:.3f} ms"
+    rule = f"rule: {st['rule']}{median}"
+    n = st["count"]
+    if not n:
+        return f"no stalls in {cycles} ({rule})"
+    kind = "cycle" if kind == NO_KIND else kind
+    main = st["main_phase_counts"]
+    where = ", ".join(name if len(main) == 1 else f"{name} ({count})"
+                      for name, count in main.items())
+    line = (f"{n} stall{'s' if n != 1 else ''}, {_duration(st['total_ms'])} "
+            f"({_pct(st['share_of_kind_time'])} of {kind} time), in {where}")
+    firsts = [c["batch_size"] for c in st["cycles"] if c["first_at_batch_size"]]
+    others = [c for c in st["cycles"] if not c["first_at_batch_size"]]
+    if firsts:
+        line += f", first cycle at batch size{'s' if len(firsts) != 1 else ''} {_listed(firsts)}"
+    if others:
+        sizes = [c["batch_size"] for c in others if c["batch_size"] is not None]
+        line += (f"; {len(others)} not the first at {'their' if len(others) != 1 else 'its'} "
+                 f"batch size" + (f" ({_listed(sizes)})" if sizes else ""))
+    return line + f"; not in the shares ({rule})"
+
+
+def _window_line(summary: Summary) -> str:
+    win = summary.window
+    if win is None:
+        return "measured window: none (no window.json); every cycle is in the report"
+    source = f" from {win['source']}" if win.get("source") else ""
+    line = (f"measured window{source}: {summary.cycle['count']} cycles inside; "
+            f"{summary.warmup_cycles} warm-up cycles before it and "
+            f"{summary.after_window_cycles} after it left out")
+    if not summary.cycle["count"] and summary.warmup_cycles + summary.after_window_cycles:
+        line += ("\nnote: no cycle started inside the measured window: was it recorded on "
+                 "another host than the timed processes (their clocks place the cycles)?")
+    return line
+
+
+def _sampling_line(sampling: dict) -> str:
+    how = ", ".join(str(x) for x in (sampling.get("method"),
+                                     None if sampling.get("seed") is None
+                                     else f"seed {sampling['seed']}") if x)
+    every = sampling.get("every")
+    head = f"sampled timing (1 cycle in {every}" + (f", {how}" if how else "") + ")" \
+        if every else "sampled timing"
+    return (f"{head}: {sampling['timed_cycles']} of {sampling['cycles']} cycles timed; shares "
+            f"and phase statistics from the timed cycles, counts are calls timed")
 
 
 def _skew_lines(skew: dict) -> list[str]:
@@ -90,15 +166,28 @@ def render_table(summary: Summary) -> str:
         f"share = % of cycle {summary.basis} time",
     ]
     kinds = summary.cycle_kinds
+    stalls = summary.stalls or {}
     if len(kinds) > 1:
         sections = [(f"{kind} ({part['cycles']} cycles; shares of {kind} cycle time)",
-                     _rows(f"{kind} cycle", part["cycle"], part["phases"]))
+                     _rows(f"{kind} cycle", part["cycle"], part["phases"]),
+                     [stall_line(kind, stalls.get(kind))])
                     for kind, part in kinds.items()]
     else:
-        label = "cycle" if not kinds or next(iter(kinds)) == "unspecified" \
-            else f"{next(iter(kinds))} cycle"
-        sections = [(None, _rows(label, summary.cycle, summary.phases))]
+        kind = next(iter(kinds), None)
+        label = "cycle" if kind is None or kind == "unspecified" else f"{kind} cycle"
+        sections = [(None, _rows(label, summary.cycle, summary.phases),
+                     [stall_line(kind, stalls.get(kind))] if kind else [])]
     lines.extend(_grid(sections))
+    steady = summary.cycle.get("steady", summary.cycle["count"])
+    lines.append(f"times: ms per cycle over the steady-state cycles ({steady}: timed, not "
+                 f"stalls), a phase's calls summed within each cycle, all phases over the same "
+                 f"cycles")
+    lines.append(f"share = mean phase / mean cycle (the share uses the mean; p50 is the "
+                 f"median); count = calls timed (cycle row: every cycle); p99 only over "
+                 f">= {P99_MIN_N} cycles")
+    lines.append(_window_line(summary))
+    if summary.sampling:
+        lines.append(_sampling_line(summary.sampling))
     lines.append("")
     if summary.outside_cycles:
         names = ", ".join(f"{name} {n}" for name, n in summary.outside_cycles.items())
@@ -130,6 +219,12 @@ def render_table(summary: Summary) -> str:
         if tp["speedup"] is not None:
             line += f", speedup {tp['speedup']:.2f}x"
         lines.append(line)
+    for prefix, label in (("", "with speculation"), ("baseline_", "without speculation")):
+        runs = tp.get(f"{prefix}tokens_per_s_runs")
+        if runs:
+            lo, hi = tp[f"{prefix}tokens_per_s_range"]
+            lines.append(f"tokens/s {label} over {len(runs)} run(s): median "
+                         f"{tp[f'{prefix}tokens_per_s_median']:.1f}, range {lo:.1f} .. {hi:.1f}")
     if summary.baseline and summary.baseline.get("error"):
         lines.append(f"baseline (no speculation): failed: {summary.baseline['error']}")
     dec = summary.decode
@@ -141,7 +236,8 @@ def render_table(summary: Summary) -> str:
         lines.append(line)
     if dec["batch_size_mean"] is not None:
         lines.append(f"mean batch size: {dec['batch_size_mean']:.2f}")
-    known = {"tokens_per_s", "baseline_tokens_per_s", "accept_length"}
+    known = {"tokens_per_s", "baseline_tokens_per_s", "accept_length", "tokens_per_s_runs",
+             "baseline_tokens_per_s_runs"}
     for key, value in summary.meta.items():
         if key not in known:
             lines.append(f"{key}: {value}")

@@ -85,14 +85,20 @@ def clock_maps(procs: list[ProcessTiming]):
     return "wall clock per process", [p.wall_ns for p in procs]
 
 
-def build_trace(procs: list[ProcessTiming]) -> dict:
-    """The trace as a dict with `traceEvents` (write it with json.dump)."""
+def build_trace(procs: list[ProcessTiming], stalls: list[set[int]] | None = None) -> dict:
+    """The trace as a dict with `traceEvents` (write it with json.dump).
+
+    `stalls`: per process, the indices of its stall cycles (patchkit.report.stalls): their
+    cycle spans are named "... STALL" with args stall: true, and an instant event "stall"
+    marks each on the CPU lane. Cycles whose phases sampled timing left untimed carry
+    args timed: false."""
     alignment, maps = clock_maps(procs)
     origin = min(m(p.header["clock"]["host_t0_ns"]) for p, m in zip(procs, maps))
     events: list[dict] = []
     ranks = sorted({p.rank for p in procs})
     lanes_of_rank: dict[int, int] = {}
-    for proc, wall in zip(procs, maps):
+    stalls = stalls or [set() for _ in procs]
+    for proc, wall, stall_set in zip(procs, maps, stalls):
         pid = proc.rank  # one trace process per rank
         lane = lanes_of_rank.get(pid, 0)
         lanes_of_rank[pid] = lane + 1
@@ -117,10 +123,19 @@ def build_trace(procs: list[ProcessTiming]) -> dict:
                 args["dev_ms"] = c["dev_ns"] / 1e6
             if c.get("ab"):
                 args["ab"] = c["ab"]
+            if c.get("timed") is False:
+                args["timed"] = False
             name = f"cycle {c['cycle']}"
             kind = (c.get("attrs") or {}).get("kind")
             if kind is not None:
                 name += f" {kind}"
+            if c["cycle"] in stall_set:
+                name += " STALL"
+                args["stall"] = True
+                events.append({"name": "stall", "cat": "stall", "ph": "i", "s": "t", "pid": pid,
+                               "tid": cpu_tid, "ts": (wall(c["t0"]) - origin) / 1000.0,
+                               "args": {"cycle": c["cycle"], "host_ms": c["host_ns"] / 1e6,
+                                        "batch_size": (c.get("attrs") or {}).get("batch_size")}})
             events.append(_span(name, "cycle", pid, cpu_tid, wall(c["t0"]), c["host_ns"],
                                 origin, args))
             if c["cycle"] in gpu_start:
@@ -150,8 +165,8 @@ def build_trace(procs: list[ProcessTiming]) -> dict:
             events.append(_span(r["name"], "phase", pid, gpu_tid, start, r["dev_ns"], origin,
                                 args))
     # Viewers nest "X" events by containment; sorting by (ts, -dur) keeps parents first.
-    spans = sorted((e for e in events if e["ph"] == "X"),
-                   key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
+    spans = sorted((e for e in events if e["ph"] in ("X", "i")),
+                   key=lambda e: (e["pid"], e["tid"], e["ts"], -e.get("dur", 0.0)))
     metas = [e for e in events if e["ph"] == "M"]
     return {"traceEvents": metas + spans, "displayTimeUnit": "ms",
             "otherData": {"source": "patchkit phase timer", "clock_alignment": alignment,

@@ -45,6 +45,20 @@ Environment
                         cycle's host start and end (off blocks), switching at cycle
                         boundaries only; the report pairs neighbouring blocks. Phases outside
                         cycles during an off block are not recorded. Default 0 (no A/B).
+  PATCHKIT_TIMER_SAMPLE=N  sampled timing: each cycle is timed with probability 1/N, drawn
+                        at its cycle_begin from a seeded random sequence (one draw per cycle
+                        index, so no periodic pattern of the workload can line up with the
+                        choice). A cycle not drawn is still recorded as a cycle (host start
+                        and end, attrs, "timed": false) but times no phase: until its
+                        cycle_end, begin/end are no-ops and note() only adds to its attrs.
+                        Default 1 (every cycle timed). With PATCHKIT_TIMER_AB the timed
+                        blocks are sampled and the off blocks stay off, so the A/B pairs
+                        measure the cost of sampled timing.
+  PATCHKIT_TIMER_SEED   the seed of that sequence (a whole number). Default: drawn from the
+                        parent process's pid and start time, so that the ranks one server
+                        starts share it and time the same cycle indices, and each run
+                        differs (profile.remote sets one seed for every node). Recorded in
+                        the header.
   PATCHKIT_TIMER_NVTX=1 also push/pop an NVTX range (torch.cuda.nvtx) per phase and per cycle
                         ("cycle <kind>"), so phases are named in Nsight Systems timelines.
                         Only when torch is already imported; never while capturing. Off by
@@ -75,19 +89,31 @@ timer call propagates to the program; what was not yet written is written at exi
 and in a multiprocessing child also multiprocessing's exit finalizers, since such a child
 leaves through os._exit).
 No signal handlers are installed. Off-block cycles of PATCHKIT_TIMER_AB are written when
-their block ends (at most N of them are lost to a SIGKILL).
+their block ends (at most N of them are lost to a SIGKILL). Untimed cycles of
+PATCHKIT_TIMER_SAMPLE are written with the next timed cycle, or once 64 wait, or after
+PATCHKIT_TIMER_FLUSH_S (a SIGKILL loses those since the last timed cycle).
 
 While a CUDA graph is being captured nothing is recorded (unless the experimental option
 above is on, and then only graph-side events); the capture check is made at cycle_begin,
-cycle_end and for every call outside a cycle: the runtime assumes that no graph is
-captured between a cycle_begin and its cycle_end (SGLang captures at start-up).
+at a cycle_end with no cycle open and for every call outside a cycle: the runtime assumes
+that no graph is captured between a cycle_begin and its cycle_end (SGLang captures at
+start-up). Inside a timed cycle begin/end are rebound to variants without the checks
+that only calls outside a cycle need (events and host mode, without NVTX or graph steps).
+
+Torch profiler: while one records (torch.profiler.profile, SGLang's /start_profile; the
+flag torch.autograd.profiler._is_profiler_enabled is read once per cycle, at cycle_begin),
+the cycle ("cycle <kind>") and every phase inside it are also record_function ranges
+(user annotations in the Kineto trace, shown on the GPU lanes too), named like the phase,
+in timed and untimed cycles alike. No range is opened while no profiler records, outside
+cycles, in off blocks of PATCHKIT_TIMER_AB, or during a capture.
 Nothing here raises into the host program: a failure is reported once on stderr and
 timing turns itself off.
 
 Record schema (one JSON object per line; "kind" says which):
   header  first line of each file: schema, mode, requested_mode, rank, rank_source,
           world_size, pid, host, python, torch, cuda_device, graph_steps, ab_cycles, nvtx,
-          event_api, share_ns,
+          event_api, share_ns, sampling {every, method: "bernoulli", seed, seed_source}
+          (only with PATCHKIT_TIMER_SAMPLE > 1),
           clock {host, host_impl, host_t0_ns, wall_t0_ns, boot_id, device}, argv
   phase   name, cycle (index or null), depth (0 = top level), parent (name or null),
           t0, t1, host_ns (perf_counter_ns; null for captured steps), dev_ns (device time
@@ -96,7 +122,9 @@ Record schema (one JSON object per line; "kind" says which):
   cycle   cycle, t0, t1, host_ns, dev_ns, dev_gap_ns (device time from the previous cycle's
           start to this one's), attrs {kind, batch_size, accepted, tokens, ... as passed},
           ab ("events" | "off", only with PATCHKIT_TIMER_AB: "events" = timed in the
-          chosen mode; off cycles carry only attrs.kind and host times)
+          chosen mode; off cycles carry only attrs.kind and host times), timed (false
+          for a cycle PATCHKIT_TIMER_SAMPLE left untimed: host times and attrs, no phase
+          records, no dev record; attrs that are CUDA tensors are left out)
   dev     events mode: cycle, dev_ns, dev_gap_ns, phases [[dev_ns, dev_off_ns], ...] for
           the cycle's phase records in the order they were written, attrs {} (values that
           were CUDA tensors at cycle_end, read once the GPU reached them)
@@ -126,6 +154,9 @@ _perf = time.perf_counter_ns
 _NEVER = -(1 << 62)
 _MAX_PENDING = 1 << 12  # beyond this many unresolved cycles, wait for the oldest
 _TRUE = ("1", "true", "yes", "on")
+# with os.register_at_fork (bottom of this file) a forked child rebinds the module functions
+# itself; only without it does cycle_begin compare pids
+_NO_FORK_HOOK = not hasattr(os, "register_at_fork")
 
 
 def _noop(*args, **kwargs):
@@ -332,7 +363,56 @@ def _host_phase_lines(recs, names, shapes):
 def _cycle_line(index, t0, t1, dev, gap, ab, attrs):
     return _CYCLE_FORMAT % (index, t0, t1, t1 - t0, _opt(dev), _opt(gap),
                             "" if ab is None else ',"ab":"%s"' % ab,
-                            _JSON_ENCODER.encode(attrs) if attrs else "{}")
+                            _attrs_json(attrs) if attrs else "{}")
+
+
+_ATTR_TEXT = {}  # attr name or string value -> its JSON text (bounded: see _attrs_json)
+
+
+def _attrs_json(attrs):
+    """A cycle's attrs as JSON: the usual flat dict of names to ints, strings, bools and
+    None formatted directly (about 5x faster than the json module); anything else by json."""
+    known = _ATTR_TEXT
+    parts = []
+    for key, value in attrs.items():
+        kind = type(value)
+        name = known.get(key)
+        if name is None:
+            if type(key) is not str:
+                return _JSON_ENCODER.encode(_plain_attrs(attrs))
+            name = _JSON_ENCODER.encode(key)
+            if len(known) < 4096:
+                known[key] = name
+        if kind is int:
+            parts.append("%s:%d" % (name, value))
+        elif kind is str:
+            text = known.get(value)
+            if text is None:
+                text = _JSON_ENCODER.encode(value)
+                if len(known) < 4096:
+                    known[value] = text
+            parts.append(name + ":" + text)
+        elif value is None or kind is bool:
+            parts.append(name + (":null" if value is None else ":true" if value else ":false"))
+        else:
+            return _JSON_ENCODER.encode(_plain_attrs(attrs))
+    return "{" + ",".join(parts) + "}"
+
+
+def _untimed_attrs(attrs):
+    """The attrs of an untimed cycle as JSON; values that are CUDA tensors are left out
+    (reading one would wait for the GPU, and an untimed cycle records no event)."""
+    scalars = _SCALARS
+    for v in attrs.values():
+        if type(v) not in scalars:
+            break
+    else:
+        return _attrs_json(attrs)
+    return _attrs_json({k: v if type(v) in scalars else _plain(v) for k, v in attrs.items()
+                        if type(v) in scalars or not _is_cuda_tensor(v)})
+
+
+_DEV_PHASES = {}  # number of phases in a cycle -> the template of its dev record's list
 
 
 def _ms_to_ns(ms):
@@ -347,7 +427,7 @@ class _Timer:
     """All state of one process's timer; the module functions are its bound methods."""
 
     def __init__(self, mode, requested, directory, graph_steps, batch, flush_s, ab=0,
-                 nvtx=False, event_api=None, share_ns=1000):
+                 nvtx=False, event_api=None, share_ns=1000, sample=1, seed=None):
         self.mode = mode
         self.share_ns = share_ns
         self.last_t = _NEVER
@@ -374,6 +454,15 @@ class _Timer:
         self.prev_cycle_dev = None
         self.off_open = None  # A/B off block: (index, t0, kind) of the open cycle
         self.off_done = []
+        self.sample = sample if mode != "off" else 1
+        self.seed, self.seed_source = seed if seed is not None else (None, None)
+        self.untimed = None  # open untimed cycle of PATCHKIT_TIMER_SAMPLE: [index, t0, attrs]
+        self.untimed_waiting = 0  # untimed cycles formatted, not yet written
+        if self.sample > 1:
+            import random
+
+            self.draw = random.Random(self.seed).random
+            self.p_timed = 1.0 / self.sample
         self.pool = []
         self.quoted = {None: "null"}  # phase name -> its JSON string
         self.shapes = {}  # a cycle's phase layout -> the format of its phase lines
@@ -406,6 +495,17 @@ class _Timer:
         if nvtx:
             self._nvtx_setup()
         self._refresh_rank()
+        self.prof_mod = self.rf_stack = self.rf_inner = None
+        self._profiler_setup()
+        self.rebound = False  # begin/end rebound for the open cycle
+        self.general = (self.begin, self.end)
+        self.timed_api = (self.begin, self.end, self.note, self.cycle_end)
+        self.in_cycle = None  # the (begin, end) bound while a timed cycle is open
+        if self.push is None and not self.graph_steps:
+            if mode == "events":
+                self.in_cycle = (self._event_begin, self._event_end)
+            elif mode == "host":
+                self.in_cycle = (self._host_begin, self._host_end)
 
     # -- helpers -------------------------------------------------------------------------
     def _capture_probe(self):
@@ -507,6 +607,12 @@ class _Timer:
         self.cycle = None
         if self.pop is not None:
             self.pop()
+        if self.rf_stack is not None:
+            self._profiler_close()
+        if self.rebound:
+            g = globals()
+            g["begin"], g["end"] = self.general
+            self.rebound = False
 
     # -- public API ----------------------------------------------------------------------
     def begin(self, name, **attrs):
@@ -576,7 +682,7 @@ class _Timer:
 
     def cycle_begin(self, **attrs):
         try:
-            if os.getpid() != self.pid:
+            if _NO_FORK_HOOK and os.getpid() != self.pid:
                 return _after_fork_call("cycle_begin", attrs)
             if self.capturing():
                 self.counts["skipped_capturing"] += 1
@@ -585,35 +691,56 @@ class _Timer:
                 self._ab_switch(on=False)
                 return self.off_cycle_begin(**attrs)
             t0 = _perf()
-            self._abandon_stack()
+            if self.untimed is not None:
+                self._abandon_untimed()
+            if self.stack:
+                self._abandon_stack()
             if self.cycle is not None:
                 self._abandon_cycle()
             self.cycle_no += 1
+            if self.sample > 1 and self.draw() >= self.p_timed:
+                return self._untimed_begin(t0, attrs)
             if self.push is not None:
                 self.push("cycle %s" % attrs.get("kind", ""))
             self.cycle = [self.cycle_no, t0, self._mark(t0), attrs]
             if self.mode == "events":  # the start event is not a mark: it outlives the cycle
                 self.marks, self.last_t = [], _NEVER
+            pair = self.in_cycle
+            prof = self.prof_mod
+            if prof is not None and prof._is_profiler_enabled:
+                pair = self._profiler_open(attrs, self.in_cycle or self.general)
+            if pair is not None:
+                g = globals()
+                g["begin"], g["end"] = pair
+                self.rebound = True
         except Exception as exc:
             _fail("cycle_begin()", exc)
 
     def cycle_end(self, **attrs):
         try:
-            if self.capturing():
-                return
             cycle = self.cycle
-            if cycle is None:
-                self.counts["unmatched_end"] += 1
+            if cycle is None:  # (the capture probe only here: no capture inside a cycle)
+                if not self.capturing():
+                    self.counts["unmatched_end"] += 1
                 return
-            self._abandon_stack()
+            if self.rebound:
+                g = globals()
+                g["begin"], g["end"] = self.general
+                self.rebound = False
+            if self.rf_stack is not None:
+                self._profiler_close()
+            if self.stack:
+                self._abandon_stack()
             merged = cycle[3]
             if attrs:
                 merged.update(attrs)
             mode = self.mode
             later = None
             if mode == "events":
+                scalars = _SCALARS
                 for key, value in merged.items():
-                    if _is_cuda_tensor(value):  # copied without waiting; written once resolved
+                    if type(value) not in scalars and _is_cuda_tensor(value):
+                        # copied without waiting; written once resolved
                         if later is None:
                             later = {}
                         later[key] = value.detach().to("cpu", non_blocking=True)
@@ -638,7 +765,7 @@ class _Timer:
             elif recs:
                 out.append(_host_phase_lines(recs, names, self.shapes))
             out.append(_cycle_line(index, t0, t1, dev, gap, "events" if self.ab else None,
-                                   _plain_attrs(merged) if merged else None))
+                                   merged))
             self.out_records += len(recs) + 1
             if mode == "events":
                 self.pending.append((index, dev0, marks[dev1], self.prev_cycle_dev, dev1,
@@ -665,6 +792,168 @@ class _Timer:
                                  "attrs": {k: _plain(v) for k, v in attrs.items()}})
         except Exception as exc:
             _fail("note()", exc)
+
+    # -- inside a timed cycle: begin/end without the checks only calls outside need -----
+    # (bound at cycle_begin when neither NVTX nor graph steps are on; the runtime assumes
+    # no capture inside a cycle; anything unusual goes to the general begin/end)
+    def _event_begin(self, name, **attrs):
+        try:
+            t0 = _perf()
+            marks = self.marks
+            if t0 - self.last_t >= self.share_ns:
+                pool = self.pool
+                ev = pool.pop() if pool else self.new_event()
+                ev.record()
+                marks.append(ev)
+                self.last_t = _perf()
+            self.stack.append([name, t0, len(marks) - 1, attrs,
+                               bool(attrs.pop("graph", False)) if attrs else False])
+        except Exception as exc:
+            _fail("begin(%r)" % (name,), exc)
+
+    def _event_end(self, name):
+        try:
+            t1 = _perf()
+            stack = self.stack
+            if not stack or stack[-1][0] != name:
+                return self.end(name)
+            marks = self.marks
+            if t1 - self.last_t >= self.share_ns:
+                pool = self.pool
+                ev = pool.pop() if pool else self.new_event()
+                ev.record()
+                marks.append(ev)
+                self.last_t = _perf()
+            _, t0, i0, attrs, graph = stack.pop()
+            self.cyc_recs.append([name, self.cycle_no, len(stack),
+                                  stack[-1][0] if stack else None, t0, t1, None, None, graph,
+                                  False, _plain_attrs(attrs) if attrs else None])
+            self.cyc_evs.append((i0, len(marks) - 1, None))
+        except Exception as exc:
+            _fail("end(%r)" % (name,), exc)
+
+    def _host_begin(self, name, **attrs):
+        try:
+            self.stack.append([name, _perf(), None, attrs,
+                               bool(attrs.pop("graph", False)) if attrs else False])
+        except Exception as exc:
+            _fail("begin(%r)" % (name,), exc)
+
+    def _host_end(self, name):
+        try:
+            t1 = _perf()
+            stack = self.stack
+            if not stack or stack[-1][0] != name:
+                return self.end(name)
+            _, t0, _, attrs, graph = stack.pop()
+            self.cyc_recs.append([name, self.cycle_no, len(stack),
+                                  stack[-1][0] if stack else None, t0, t1, None, None, graph,
+                                  False, _plain_attrs(attrs) if attrs else None])
+        except Exception as exc:
+            _fail("end(%r)" % (name,), exc)
+
+    # -- torch profiler: phases as record_function ranges while one is recording ---------
+    def _profiler_setup(self):
+        """When torch is loaded: its profiler's on/off flag (a module attribute, read once
+        per cycle) and the two ops torch.autograd.profiler.record_function calls, so that
+        the ranges are user annotations in Kineto traces (and on the GPU lanes too)."""
+        torch = sys.modules.get("torch")
+        mod = sys.modules.get("torch.autograd.profiler")
+        if torch is None or mod is None or not hasattr(mod, "_is_profiler_enabled"):
+            return
+        try:
+            ops = torch.ops.profiler
+            enter, leave = ops._record_function_enter_new, ops._record_function_exit
+            leave = getattr(leave, "_RecordFunction", leave)
+        except Exception:
+            return
+        self.rf_enter = lambda name: enter(name, None)
+        self.rf_exit = leave
+        self.prof_mod = mod
+
+    def _profiler_open(self, attrs, inner):
+        """A profiler records: a range for the cycle now, one per phase until cycle_end;
+        returns the (begin, end) to bind, which wrap `inner`."""
+        self.rf_inner = inner
+        self.rf_stack = [("", self.rf_enter("cycle %s" % attrs.get("kind", "")))]
+        return self._profiled_begin, self._profiled_end
+
+    def _profiler_close(self):
+        stack, self.rf_stack = self.rf_stack, None
+        leave = self.rf_exit
+        while stack:
+            leave(stack.pop()[1])
+
+    def _profiled_begin(self, name, **attrs):
+        try:
+            self.rf_stack.append((name, self.rf_enter(name)))
+        except Exception as exc:
+            _fail("begin(%r)" % (name,), exc)
+            return
+        self.rf_inner[0](name, **attrs)
+
+    def _profiled_end(self, name):
+        self.rf_inner[1](name)
+        try:
+            stack = self.rf_stack
+            for idx in range(len(stack) - 1, 0, -1):  # [0] is the cycle's own range
+                if stack[idx][0] == name:
+                    leave = self.rf_exit
+                    while len(stack) > idx:
+                        leave(stack.pop()[1])
+                    return
+        except Exception as exc:
+            _fail("end(%r)" % (name,), exc)
+
+    # -- PATCHKIT_TIMER_SAMPLE: cycles recorded with host times and attrs only -----------
+    def _untimed_begin(self, t0, attrs):
+        """The cycle just numbered is not timed: until its cycle_end, begin/end are no-ops
+        and note() adds to its attrs (a dict's own update method: no Python frame)."""
+        self.untimed = [self.cycle_no, t0, attrs]
+        if self.prev_cycle_dev is not None:
+            if self.mode == "events":  # the last timed cycle's start: back to the pool after it
+                self.pending.append((self.prev_cycle_dev,))
+            self.prev_cycle_dev = None  # a gap over untimed cycles means nothing
+        g = globals()
+        g["begin"] = g["end"] = _noop
+        prof = self.prof_mod
+        if prof is not None and prof._is_profiler_enabled:
+            g["begin"], g["end"] = self._profiler_open(attrs, (_noop, _noop))
+        g["note"] = attrs.update
+        g["cycle_end"] = self._untimed_end
+
+    def _untimed_end(self, **attrs):
+        try:
+            t1 = _perf()
+            g = globals()
+            g["begin"], g["end"], g["note"], g["cycle_end"] = self.timed_api
+            index, t0, merged = self.untimed
+            self.untimed = None
+            if self.rf_stack is not None:
+                self._profiler_close()
+            if attrs:
+                merged.update(attrs)
+            self.out.append(_CYCLE_FORMAT % (
+                index, t0, t1, t1 - t0, "null", "null",
+                ',"ab":"events","timed":false' if self.ab else ',"timed":false',
+                _untimed_attrs(merged) if merged else "{}"))
+            self.out_records += 1
+            self.cap_closed = True
+            waiting = self.untimed_waiting = self.untimed_waiting + 1
+            if not self.rank_final and (index & 15 == 0 or self.fd is None):
+                self._check_rank()
+            if waiting >= 64 or t1 - self.last_flush >= self.flush_ns:
+                self._write()
+        except Exception as exc:
+            _fail("cycle_end()", exc)
+
+    def _abandon_untimed(self):
+        self.untimed = None
+        if self.rf_stack is not None:
+            self._profiler_close()
+        self.counts["abandoned"] += 1
+        g = globals()
+        g["begin"], g["end"], g["note"], g["cycle_end"] = self.timed_api
 
     # -- A/B: blocks of cycles with the timer off but for the cycle's host time ----------
     def off_cycle_begin(self, **attrs):
@@ -701,6 +990,8 @@ class _Timer:
             self.prev_cycle_dev = None  # the gap over an off block means nothing
             _bind(self)
         else:
+            if self.untimed is not None:
+                self._abandon_untimed()
             self._abandon_stack()
             if self.cycle is not None:
                 self._abandon_cycle()
@@ -747,6 +1038,11 @@ class _Timer:
         pending = self.pending
         while self.head < len(pending):
             item = pending[self.head]
+            if len(item) == 1:  # a cycle's start event no later cycle measures a gap from
+                self.pool.append(item[0])
+                pending[self.head] = None
+                self.head += 1
+                continue
             dev1 = item[2]
             if block_all or block_one:
                 dev1.synchronize()
@@ -780,9 +1076,18 @@ class _Timer:
             if any(not ev.query() for ev in marks):
                 return False
             raise
-        # "%.0f" rounds to whole ns and prints an integer
-        phases = ",".join(["[%.0f,%.0f]" % ((offs[i1] - offs[i0]) * 1e6, offs[i0] * 1e6)
-                           for i0, i1, _ in evs])
+        # each mark's offset in whole ns first: a phase's end and the next one's start, when
+        # one event marks both, give the same number; one % over a template per length
+        ns = [int(o * 1e6 + 0.5) if o >= 0 else -int(0.5 - o * 1e6) for o in offs]
+        flat = []
+        for i0, i1, _ in evs:
+            o = ns[i0]
+            flat += (ns[i1] - o, o)
+        n = len(evs)
+        fmt = _DEV_PHASES.get(n)
+        if fmt is None:
+            fmt = _DEV_PHASES[n] = ",".join(["[%d,%d]"] * n)
+        phases = fmt % tuple(flat)
         if self.graph_steps:
             for (i0, i1, steps), rec in zip(evs, recs):
                 if steps:
@@ -794,7 +1099,7 @@ class _Timer:
         if later:
             tail = ',"attrs":' + _JSON_ENCODER.encode({k: _plain(v) for k, v in later.items()})
         self.out.append('{"kind":"dev","cycle":%d,"dev_ns":%d,"dev_gap_ns":%s,"phases":[%s]%s}\n'
-                        % (index, _ms_to_ns(offs[end]), _opt(gap), phases, tail))
+                        % (index, ns[end], _opt(gap), phases, tail))
         self.out_records += 1
         pool = self.pool
         pool += marks
@@ -835,6 +1140,8 @@ class _Timer:
                 "graph_steps": self.graph_steps, "ab_cycles": self.ab,
                 "nvtx": self.push is not None, "event_api": self.event_api,
                 "share_ns": self.share_ns if self.mode == "events" else None,
+                **({"sampling": {"every": self.sample, "method": "bernoulli", "seed": self.seed,
+                                 "seed_source": self.seed_source}} if self.sample > 1 else {}),
                 "clock": {"host": "time.perf_counter_ns", "host_impl": impl,
                           "host_t0_ns": self.host_t0, "wall_t0_ns": self.wall_t0,
                           "boot_id": _boot_id(),
@@ -879,6 +1186,7 @@ class _Timer:
         # nothing below can lose a record: a KeyboardInterrupt here repeats it at most
         # (the report drops repeated records)
         self.out = []
+        self.untimed_waiting = 0
         self.counts["records"] += self.out_records
         self.out_records = 0
         self.counts["writes"] += 1
@@ -892,6 +1200,8 @@ class _Timer:
             self.counts["dropped_pending"] += len(self.pending) - self.head
             self.pending, self.head = [], 0
         if final:
+            if self.untimed is not None:
+                self._abandon_untimed()
             if self.off_open is not None:
                 self.off_open = None
                 self.counts["abandoned"] += 1
@@ -951,12 +1261,43 @@ def _choose_mode(requested):
     return requested
 
 
+def _sample_every():
+    raw = os.environ.get("PATCHKIT_TIMER_SAMPLE", "").strip()
+    if raw in ("", "0", "1"):
+        return 1
+    if raw.isdigit():
+        return int(raw)
+    _warn("PATCHKIT_TIMER_SAMPLE=%r is not a whole number >= 1; timing every cycle" % raw)
+    return 1
+
+
+def _sample_seed(seed=None):
+    """(seed, source): PATCHKIT_TIMER_SEED, else one drawn from the parent process's pid and
+    start time, so that the ranks started by one server share it (and time the same cycle
+    indices), while each run gets another; else from this process's pid and the time."""
+    if seed is not None:
+        return int(seed), "argument"
+    raw = os.environ.get("PATCHKIT_TIMER_SEED", "").strip()
+    if raw.isdigit():
+        return int(raw), "env:PATCHKIT_TIMER_SEED"
+    if raw:
+        _warn("PATCHKIT_TIMER_SEED=%r is not a whole number >= 0; drawing one" % raw)
+    try:
+        ppid = os.getppid()
+        with open("/proc/%d/stat" % ppid, encoding="ascii", errors="replace") as fh:
+            started = int(fh.read().rsplit(")", 1)[1].split()[19])
+        return (ppid * 1000003 + started) % (1 << 32), "parent"
+    except Exception:
+        return (os.getpid() * 1000003 + time.time_ns()) % (1 << 32), "pid+time"
+
+
 def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=None, ab=None,
-              nvtx=None, event_api=None, share_ns=None):
+              nvtx=None, event_api=None, share_ns=None, sample=None, seed=None):
     """(Re)start timing in this process; returns the mode in effect.
 
     Arguments left as None come from the environment (ab: PATCHKIT_TIMER_AB, nvtx:
-    PATCHKIT_TIMER_NVTX, share_ns: PATCHKIT_TIMER_SHARE_NS). event_api "torch.Event" or
+    PATCHKIT_TIMER_NVTX, share_ns: PATCHKIT_TIMER_SHARE_NS, sample: PATCHKIT_TIMER_SAMPLE,
+    seed: PATCHKIT_TIMER_SEED). event_api "torch.Event" or
     "torch.cuda.Event" picks the event class in events mode (default: torch.Event where
     torch has it). Pending records of the
     previous configuration are written first. Mainly for benches and tests: instrumented
@@ -969,6 +1310,8 @@ def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=N
         raise ValueError("mode must be one of %s, not %r" % (MODES, requested))
     if event_api is not None and event_api not in EVENT_APIS:
         raise ValueError("event_api must be one of %s, not %r" % (EVENT_APIS, event_api))
+    if sample is not None and (type(sample) is not int or sample < 1):
+        raise ValueError("sample must be a whole number >= 1, not %r" % (sample,))
     if requested == "off":
         _timer = None
         _bind(None)
@@ -990,9 +1333,13 @@ def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=N
             nvtx = os.environ.get("PATCHKIT_TIMER_NVTX", "").strip().lower() in _TRUE
         if share_ns is None:
             share_ns = _env_int("PATCHKIT_TIMER_SHARE_NS", 1000, minimum=0)
+        if sample is None:
+            sample = _sample_every()
         _timer = _Timer(effective, requested, os.path.abspath(directory), graph_steps,
                         batch or _env_int("PATCHKIT_TIMER_BATCH", 512), flush_s, ab=ab,
-                        nvtx=nvtx, event_api=event_api, share_ns=share_ns)
+                        nvtx=nvtx, event_api=event_api, share_ns=share_ns,
+                        sample=int(sample),
+                        seed=_sample_seed(seed) if int(sample) > 1 else None)
         _failed = False
         _bind(_timer)
         _at_process_exit()

@@ -77,6 +77,8 @@ def parse_target(spec: str, *, cwd: str | None = None, container: str | None = N
     """
     if not spec or _bad_chars(spec):
         raise InvalidInput(f"bad target spec {spec!r}: empty or contains NUL/newline")
+    if spec.startswith("k8s:"):
+        return _one_pod(spec, container=container, exec_prefix=exec_prefix, **options)
     remote = _parse_remote(spec, container=container, exec_prefix=exec_prefix, **options)
     if remote is not None:
         return remote
@@ -95,3 +97,15 @@ def _parse_remote(spec: str, **kw) -> Transport | None:
             raise InvalidInput(f"target {spec!r}: remote targets are not available in this build")
         return None
     return remote.parse_remote_target(spec, **kw)
+
+
+def _one_pod(spec: str, **kw) -> Transport:
+    """A k8s: spec where one target is wanted: it must select exactly one running pod (fleets
+    expand it into every pod first: patchkit.transport.k8s.expand_targets)."""
+    from patchkit.transport.k8s import expand_targets
+
+    pods = expand_targets([spec], **kw)
+    if len(pods) != 1:
+        raise InvalidInput(f"target {spec!r}: the selector matched {len(pods)} running pods; "
+                           "here one target is needed (narrow the selector)")
+    return pods[0]

@@ -9,6 +9,10 @@ Read as Ansible reads them, for what a patch fleet needs:
     spellings), ansible_ssh_private_key_file, ansible_ssh_common_args / ansible_ssh_extra_args
     (-o, -J, -i, -p, -l, -4, -6, -C), ansible_connection (ssh, smart, paramiko or local);
   - `patchkit_root`: the target directory on that host (`--root` replaces it for every host).
+  - `patchkit_k8s: NAMESPACE/SELECTOR`: the host stands for every running pod that label
+    selector matches (transport/k8s.py), each a target at patchkit_root; `patchkit_k8s_container`
+    and `patchkit_kube_context` beat --k8s-container / --kube-context for that host; its
+    connection variables are not used (kubectl runs here).
 The file kind follows Ansible: .yml/.yaml/.json is YAML (PyYAML: `pip install patchkit[inventory]`),
 anything else INI. group_vars/ and host_vars/ beside the inventory are read as Ansible does
 (YAML files or directories of them; they beat the inventory's own variables). Templated values
@@ -465,6 +469,8 @@ class HostTarget:
     user: str | None = None
     port: int | None = None
     ssh_options: tuple[str, ...] = ()
+    k8s: str | None = None            # patchkit_k8s: NAMESPACE/SELECTOR (root: patchkit_root)
+    k8s_options: dict = field(default_factory=dict)
 
 
 def resolve_host(inv: Inventory, name: str, root: str | None = None) -> HostTarget:
@@ -482,9 +488,10 @@ def resolve_host(inv: Inventory, name: str, root: str | None = None) -> HostTarg
                                  "value (templates are not supported)")
         return str(val), at
 
+    k8s, _ = text("patchkit_k8s")
     connection, at = text("ansible_connection")
-    connection = connection or "ssh"
-    if connection not in ("ssh", "smart", "paramiko", "local"):
+    connection = "k8s" if k8s else connection or "ssh"
+    if connection not in ("ssh", "smart", "paramiko", "local", "k8s"):
         raise InventoryError(inv.path, at, f"host {name!r}: ansible_connection={connection} is "
                              "not supported (ssh or local)")
     target_root, at = (root, line) if root else text("patchkit_root")
@@ -494,6 +501,11 @@ def resolve_host(inv: Inventory, name: str, root: str | None = None) -> HostTarg
     if not target_root.startswith("/"):
         raise InventoryError(inv.path, at, f"host {name!r}: patchkit_root {target_root!r} must "
                              "be an absolute path")
+    if k8s:
+        k8s_options = {key: val for key, var in (("k8s_container", "patchkit_k8s_container"),
+                                                 ("kube_context", "patchkit_kube_context"))
+                       for val in [text(var)[0]] if val}
+        return HostTarget(name, line, "k8s", "", target_root, k8s=k8s, k8s_options=k8s_options)
     address = text("ansible_host")[0] or name
     user = text("ansible_user")[0]
     port_text, at = text("ansible_port")
@@ -582,9 +594,28 @@ def inventory_transports(path: str, limit: str | None = None, root: str | None =
     transports: list[Transport] = []
     try:
         for host in hosts:
+            if host.k8s:
+                transports += _k8s_transports(inv, host, **options)
+                continue
             transports.append(host_transport(inv, host, **options))
     except BaseException:
         for t in transports:
             t.close()
         raise
     return transports
+
+
+def _k8s_transports(inv: Inventory, host: HostTarget, *, cwd: str | None = None,
+                    container: str | None = None, exec_prefix: str | None = None,
+                    **options) -> list[Transport]:
+    """The running pods of a host with `patchkit_k8s`, rows named `HOST/POD:ROOT`."""
+    from patchkit.transport.k8s import parse_k8s, pod_transports
+
+    if container is not None or exec_prefix is not None:
+        raise InventoryError(inv.path, host.line, f"host {host.name!r}: patchkit_k8s hosts take "
+                             "--k8s-container, not --container or --exec")
+    try:
+        selection = parse_k8s(f"k8s:{host.k8s}:{host.root}")
+    except InvalidInput as e:
+        raise InventoryError(inv.path, host.line, f"host {host.name!r}: patchkit_k8s: {e.message}") from e
+    return pod_transports(selection, label=host.name, **dict(options, **host.k8s_options))

@@ -29,6 +29,7 @@ exec-prefix targets use timeout, remote_shell and container_engine and ignore th
                      to the prefix, so use `env PATH=… busybox sh -s` there
     ssh_program      the OpenSSH client to run (default "ssh")
     container_engine program for container=/docker:// targets (default "docker"; e.g. "podman")
+    kubectl, k8s_container, kube_context   k8s:NS/SELECTOR:ROOT targets only (transport/k8s.py)
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ _SSH_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9]*=[^\0\r\n]*\Z")
 
 _OPTION_NAMES = ("ssh_config", "ssh_options", "connect_timeout", "timeout", "reuse",
                  "control_persist", "shared_master", "remote_shell", "ssh_program",
-                 "container_engine")
+                 "container_engine", "kubectl", "k8s_container", "kube_context")
 
 
 def parse_remote_target(spec: str, *, container: str | None = None,

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 from patchkit import ops
+from support.cli import invoke as support_invoke
 from upstream_fixtures import EAGLE_WORKER, REPO, SERIES_059, default_wheelhouse
 
 
@@ -15,8 +14,7 @@ def invoke(*args):
     env = dict(os.environ)
     if default_wheelhouse():
         env["PATCHKIT_WHEELHOUSE"] = default_wheelhouse()
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True,
-                          text=True, env=env)
+    return support_invoke(*args, env=env)
 
 
 def test_edit_new_refresh_roundtrip(tmp_path, sglang_059_installed):

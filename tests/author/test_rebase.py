@@ -13,6 +13,7 @@ from patchkit.author import rebase as rb, relocate, upstream
 from patchkit.engine.diffparse import parse_patch
 from patchkit.errors import InvalidInput, PatchkitError
 
+from support.cli import invoke
 from upstream_fixtures import (
     EAGLE_WORKER, PHASE_TIMER, SERIES_059, V2_APPENDED, default_wheelhouse, git, sglang_checkout,
     sglang_files, v1_part,
@@ -184,8 +185,9 @@ def test_rebase_onto_0510_with_the_merge_needs_no_person(series_copy, tmp_path):
     assert hunk_of(result, "0007-prefill.patch", 3).delta == 19   # + 3 merged lines before it
     report = (out / "REBASE.md").read_text()
     assert "| 0005-verify.patch | eagle_worker.py | 4 | `@@ -759,6 +764,7 @@` | " \
-           "`@@ -773,6 +778,7 @@` | merged+checked | merged+checked, moved by +14 lines" in report
-    assert "how the hunks moved: 23 exact, 4 merged+checked, 0 by hand, 0 needs attention" in report
+           "`@@ -773,6 +778,7 @@` | merge3 | merged+checked, moved by +14 lines" in report
+    assert ("how the hunks moved: 23 exact, 4 merge3, 0 structural, 0 by hand, 0 refused"
+            in report)
     shipped = v1_part(SERIES_059.parent / "sglang-v0.5.10", tmp_path / "shipped")
     pin = upstream.read_pin(shipped / "pin.toml")
     pin.also_versions = []   # 0.5.10.post1 shares the folder (recorded by hand, issue 10)
@@ -377,10 +379,6 @@ def test_tasks_patch_rebase_and_patch_diff(series_copy, tmp_path):
     import sys
 
     from upstream_fixtures import REPO
-
-    def invoke(*args):
-        return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO,
-                              capture_output=True, text=True, timeout=300)
 
     out = tmp_path / "cli"
     run = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",

@@ -99,7 +99,8 @@ def test_git_alone_would_put_the_line_in_the_wrong_function_rebase_refuses(tmp_p
         "the premise: git's clean merge moves the line into prefill()"
     series = small_series(tmp_path, OLD, patched)
     old, new = trees(tmp_path, OLD, SWAPPED)
-    result = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out")
+    result = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out",
+                       structural=False)
     assert result.exit_code == 1 and len(result.attention) == 1
     hunk = result.attention[0]
     assert hunk.method == "needs attention"
@@ -112,6 +113,15 @@ def test_git_alone_would_put_the_line_in_the_wrong_function_rebase_refuses(tmp_p
     raw = small_series(tmp_path / "raw", SWAPPED, merged)
     (raw / "pin.toml").write_text((tmp_path / "out" / "pin.toml").read_text())
     assert misplaced(series, {MOD: OLD}, raw, {MOD: SWAPPED})
+    # the structural step (on by default) finds decode() by name and puts the line after the
+    # same statement there: the right function, where git's merge chose the wrong one
+    placed = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out2")
+    (hunk,) = placed.hunks
+    assert placed.exit_code == 0 and hunk.how == "structural"
+    assert ops.apply(str(tmp_path / "out2"), [str(new)]).exit_code == 0
+    assert function_of((new / MOD).read_bytes(), b"_pt.end") == "decode"
+    assert b"    out = batch.run()\n    _pt.end('run')\n    batch.record(out)" in \
+        (new / MOD).read_bytes().split(b"def prefill")[0]
 
 
 def test_a_merge_that_does_not_compile_is_refused(tmp_path):
@@ -142,7 +152,7 @@ def test_a_clean_structural_merge_is_accepted_and_verifies(tmp_path):
     assert result.exit_code == 0, [h.reason for h in result.attention]
     (hunk,) = result.hunks
     assert hunk.method == "merged+checked" and hunk.status == "merged"
-    assert "merged+checked" in (tmp_path / "out" / "REBASE.md").read_text()
+    assert "| merge3 |" in (tmp_path / "out" / "REBASE.md").read_text()
     assert ops.verify(str(tmp_path / "out"), [str(new)]).exit_code == 0
     applied = ops.apply(str(tmp_path / "out"), [str(new)])
     assert applied.exit_code == 0
@@ -172,7 +182,7 @@ def test_real_release_pairs_relocate_more_and_misplace_nothing(
         series_ver, onto, n_exact, n_merged, n_attention, tmp_path):
     series = v1_part(SERIES_059.parent / f"sglang-v{series_ver}", tmp_path / "old")
     out = tmp_path / "out"
-    result = rb.rebase(series, onto, out_dir=out, wheelhouse=WH)
+    result = rb.rebase(series, onto, out_dir=out, wheelhouse=WH, structural=False)
     methods = [h.method for h in result.hunks if h.status != "carried"]
     assert (methods.count("exact"), methods.count("merged+checked"),
             methods.count("needs attention")) == (n_exact, n_merged, n_attention)
@@ -191,10 +201,10 @@ def test_real_release_pairs_relocate_more_and_misplace_nothing(
     rewritten = {(h.patch, h.number) for h in result.hunks if "upstream rewrote" in h.proof}
     assert {(p, n) for p, _, n, _ in flagged} <= rewritten
     report = (out / "REBASE.md").read_text()
-    assert f"{n_merged} merged+checked" in report
+    assert f"{n_merged} merge3" in report
     for h in result.hunks:
         if h.method == "merged+checked":
-            assert h.proof and f"| {h.method} |" in report
+            assert h.proof and "| merge3 |" in report
     # the merged hunks verify on the real release once the flagged ones are out of the way
     if not n_attention:
         tree = sglang_checkout(onto, tmp_path / "tree")[0]
@@ -246,10 +256,17 @@ def test_conflict_on_an_inserted_statement_is_left_for_a_person(tmp_path):
     assert merge3.merge_file(RUN_PATCHED, RUN_OLD, inserted)[1] == 1
     series = small_series(tmp_path, RUN_OLD, RUN_PATCHED)
     old, new = trees(tmp_path, RUN_OLD, inserted)
-    result = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out")
+    result = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out",
+                       structural=False)
     assert result.exit_code == 1
     assert "no place in it keeps" in result.attention[0].reason
     assert verify_code(tmp_path / "out", new) in (1, 2)
+    # by structure a begin keeps to the statement it timed (it opened right before it)
+    placed = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out2")
+    assert [h.how for h in placed.hunks] == ["structural"]
+    assert ops.apply(str(tmp_path / "out2"), [str(new)]).exit_code == 0
+    assert (new / MOD).read_bytes() == inserted.replace(
+        b"    out = forward", b"    _pt.begin('fwd')\n    out = forward")
 
 
 def test_a_hunk_of_two_runs_is_merged_run_by_run(tmp_path):

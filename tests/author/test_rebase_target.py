@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from patchkit import ops
 from patchkit.author import rebase as rb, upstream
 from patchkit.engine.series import load_series
 from patchkit.author.targetread import target_source
+from support.cli import invoke as support_invoke
 from upstream_fixtures import (EAGLE_WORKER, REPO, SERIES_059, git, sglang_checkout,
                                sglang_installed, v1_part)
 
@@ -76,7 +75,7 @@ def test_onto_target_over_ssh_reads_once_writes_nothing_and_verifies(sshd, tmp_p
     assert pin.commit == head and pin.version is None
     assert (pin.files[0].sha256, pin.files[0].lines) == (
         hashlib.sha256(edited).hexdigest(), edited.count(b"\n"))
-    assert "| merged+checked |" in (out / "REBASE.md").read_text()
+    assert "| merge3 |" in (out / "REBASE.md").read_text()
     assert snapshot(root) == before, "the target must be byte-identical, .git included"
 
     verdict = ops.verify(str(out), [target], ops.Options(**opts))
@@ -92,9 +91,7 @@ def test_onto_target_cli_and_bad_input(sshd, tmp_path):
     before = snapshot(root)
 
     def invoke(*args):
-        return subprocess.run([sys.executable, "-m", "invoke", "patch.rebase", "--series",
-                               str(SERIES_059), *args], cwd=REPO, capture_output=True,
-                              text=True, timeout=300, stdin=subprocess.DEVNULL)
+        return support_invoke("patch.rebase", "--series", str(SERIES_059), *args)
 
     target = sshd.url(str(root))
     cfg = ["--ssh-config", str(sshd.client_config)]

@@ -3,8 +3,6 @@ pinned to exactly that text, or refuses naming the closest release (real wheels,
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from patchkit.engine import autoseries
 from patchkit import ops
 from patchkit.author import upstream
 from patchkit.errors import Refused
+from support.cli import invoke
 
 REPO = Path(__file__).resolve().parents[2]
 V2 = "sglang/srt/speculative/eagle_worker_v2.py"
@@ -29,11 +28,6 @@ def installed(version: str, dest: Path, paths=(V2, COMMON)) -> Path:
     wheel = upstream.fetch_wheel("sglang", version).path
     return upstream.build_installed_tree(_files(version, paths), dest, name="sglang",
                                          version=version, dist_info=upstream.wheel_dist_info(wheel))
-
-
-def invoke(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=120)
 
 
 def test_picks_the_series_for_an_installed_tree_and_says_so(tmp_path):

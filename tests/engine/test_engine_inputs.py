@@ -13,16 +13,12 @@ from pathlib import Path
 import pytest
 
 from engine_support import make_series, read_tree, write_tree
+from support.cli import invoke
 
 REPO = Path(__file__).resolve().parents[2]
 ORIG = b"".join(b"line %d\n" % i for i in range(1, 21))
 GOOD = (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
         b"@@ -4,3 +4,4 @@\n line 4\n line 5\n+inserted\n line 6\n")
-
-
-def invoke(*args, cwd=REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=cwd, capture_output=True,
-                          text=True)
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from engine_support import busybox_local, git, git_diff, make_series, read_tree,
 from patchkit import ops
 from patchkit.transport import LocalTransport
 from test_engine_crash import AFTER, BEFORE, TOOLS, killer_transport
+from support.cli import invoke
 
 REPO = Path(__file__).resolve().parents[2]
 KILL_TOOLS = TOOLS + ["ls", "rmdir"]
@@ -78,11 +79,6 @@ def snapshot(root: Path) -> dict:
             else:
                 out[rel] = ("file", st.st_mode, p.read_bytes())
     return out
-
-
-def invoke(*args, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, capture_output=True,
-                          text=True, env=env)
 
 
 # ---- identity facts, as the target program records them ----------------------------------------

@@ -76,7 +76,12 @@ def roundtrip(work: Path, before: dict, after: dict, context: int, busybox_bin: 
         assert got == after, (label, patch)
         if expected != after:
             assert context == 0 and b"\\ No newline" in patch, (expected, after, patch)
-        assert got == expected or expected != after, (label, patch)
+            for path in after:
+                if expected[path] != after[path]:
+                    # the quirk exactly: git's result is ours with one newline taken out
+                    data = after[path]
+                    assert any(data[i] == 0x0A and data[:i] + data[i + 1:] == expected[path]
+                               for i in range(len(data))), (label, path, patch)
         st_ = ops.status(str(series), [busybox_local(bb, root) if bb else str(root)])
         assert st_.hosts[0].state == "applied"
         res = ops.revert(str(series), [busybox_local(bb, root) if bb else str(root)])

@@ -1,0 +1,100 @@
+"""The installed ``patchkit`` command: invoke's own Program serving patchkit's task collection.
+
+``patchkit patch.apply --series auto --target …`` takes the same tasks and options as
+``invoke patch.apply …`` in the checkout (both serve ``patchkit.tasks.ns``), from any directory.
+Configuration, lowest to highest: the collection's defaults, ``/etc/patchkit.yaml``, the per-user
+``$XDG_CONFIG_HOME/patchkit/patchkit.yaml`` (``~/.config/patchkit/``), ``patchkit.yaml`` -- or,
+when there is none, ``invoke.yaml`` -- in the current directory, ``INVOKE_*`` environment
+variables (as for invoke), ``-f FILE``, then the command line. Relative paths in any of them
+resolve against the current directory. Unknown ``patchkit.*`` keys in any of those files are
+refused (exit 2, naming key and file: patchkit.settings.check_config), and so are command-line
+parse errors such as an unknown option (exit 2: patchkit.cli.program_class).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from invoke import Config
+
+from patchkit.cli import exit_boundary, program_class
+
+# the project-level file names tried in the current directory, first found wins (json/yaml only:
+# a patchkit.py or invoke.py there is somebody's code, not configuration)
+PROJECT_FILES = ("patchkit", "invoke")
+PROJECT_SUFFIXES = ("yaml", "yml", "json")
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("patchkit")
+    except Exception:  # noqa: BLE001 - a checkout run without installed metadata
+        return "unknown"
+
+
+def user_config_dir() -> str:
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(xdg, "patchkit")
+
+
+class PatchkitConfig(Config):
+    """invoke's Config with patchkit's file names (``patchkit.yaml``) and places."""
+
+    prefix = "patchkit"
+    env_prefix = "INVOKE"      # INVOKE_PATCHKIT_JOBS=4 works alike for `invoke` and `patchkit`
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("user_prefix", os.path.join(user_config_dir(), ""))
+        super().__init__(*args, **kwargs)
+
+    def load_project(self, merge: bool = True) -> None:
+        """``patchkit.yaml`` in the project folder, else ``invoke.yaml`` (yml, json alike)."""
+        if self._project_found is not None or self._project_prefix is None:
+            return
+        for base in PROJECT_FILES:
+            for suffix in PROJECT_SUFFIXES:
+                path = f"{self._project_prefix}{base}.{suffix}"
+                if os.path.isfile(path):
+                    self._set(_project=getattr(self, f"_load_{suffix}")(path) or {},
+                              _project_path=path, _project_found=True)
+                    if merge:
+                        self.merge()
+                    return
+        self._set(_project_found=False)
+
+
+class PatchkitProgram(program_class()):
+    """Program with a fixed namespace whose project config is the current directory's; parse
+    errors exit 2 (program_class)."""
+
+    def parse_collection(self) -> None:
+        super().parse_collection()
+        self.config.set_project_location(os.getcwd())
+        self.config.load_project()
+
+    def execute(self) -> None:
+        from patchkit.settings import say_notes
+
+        # the one boundary (patchkit.cli): a bad config file exits 2, Ctrl-C 130 (invoke's own
+        # Program would exit 1); every config file is loaded by now (-f included)
+        with exit_boundary("patchkit"):
+            say_notes(self.config)
+            super().execute()
+
+
+def make_program() -> PatchkitProgram:
+    from patchkit.tasks import ns
+
+    return PatchkitProgram(name="patchkit", binary="patchkit", binary_names=["patchkit"],
+                           version=_version(), namespace=ns, config_class=PatchkitConfig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    make_program().run(argv if argv is not None else sys.argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""Which sweep point is best, and whether the repetitions can tell: intervals and a verdict.
+
+Pure Python (``math`` and ``statistics`` only); used by ``profile.sweep`` and
+``profile.remote --matrix`` on the throughputs of repeated measured passes (one value per
+repetition and point).
+
+The method, and why:
+
+* **Log scale.** Throughput noise between server starts is multiplicative (a slower kernel
+  choice or a colder cache costs a fraction, not a fixed number of tok/s), and what a reader
+  wants is a ratio. Every test and interval works on ``log(tok/s)``; intervals are mapped
+  back with ``exp``, so they are intervals of the geometric mean and of ratios.
+* **Welch's t** (unequal variances, Welch-Satterthwaite degrees of freedom) between two
+  points' log throughputs. At N = 3..5 repetitions a rank test (Mann-Whitney) cannot reach
+  p < 0.05 at all with N = 3 per side, and a bootstrap of three values resamples the same
+  three numbers; the t distribution uses the spread honestly at small N. The Student-t CDF
+  comes from the regularized incomplete beta function (continued fraction, below).
+* **The verdict.** The point with the highest mean log throughput is the *top*. It is named
+  ``best`` only when it beats **every** other point (hence also the runner-up) in a one-sided
+  Welch test at level ``alpha / k`` (k = number of points compared). This controls the chance
+  of naming a best point that is not better than all others at ``alpha``, whatever the true
+  throughputs: a wrong claim needs the named point X to beat some point Y with
+  ``mu_Y >= mu_X``, which happens with probability at most ``alpha / k`` for each of the k
+  possible X (Bonferroni over the k candidates; choosing the top from the data is covered,
+  because every X is counted). Identical points are therefore called different in at most
+  ``alpha`` (5%) of sweeps; in practice far fewer, since X must beat all others at once.
+* Otherwise ``indistinguishable`` lists the top point and every point whose one-sided test
+  against it is not significant at ``alpha / k``: the data cannot order them.
+* **Intervals**: a row's ``tokens_per_s_ci`` is the 95% t-interval of its mean log
+  throughput (a geometric-mean interval, marginal: not corrected for the number of rows);
+  ``ratio_ci`` is the 95% Welch interval of the difference of mean logs, exponentiated.
+  With one repetition there is no interval (None) and no verdict can be significant.
+
+Power (bench/verdict_power.py prints the table; tests/test_verdict.py checks the bounds):
+with a 2% coefficient of variation between server starts, 30% apart is significant at N = 3
+in every sweep; 5% apart between two points is called in about half the sweeps at N = 3 and
+in 88% at N = 5 (``DEFAULT_REPEAT``, the remote default; profile.sweep's passes in one warm
+process default to 3). With more points the correction is conservative (identical points:
+under 1% at k >= 3).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+DEFAULT_REPEAT = 5
+DEFAULT_ALPHA = 0.05
+CONFIDENCE = 0.95
+METHOD = ("one-sided Welch t on log tok/s, top point against every other point at "
+          "alpha/k (Bonferroni over the k points)")
+
+
+# ---- the Student-t distribution -----------------------------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny, eps = 1e-300, 1e-15
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < eps:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    ln_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                + a * math.log(x) + b * math.log1p(-x))
+    front = math.exp(ln_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with ``df`` degrees of freedom (df may be fractional)."""
+    if math.isinf(t):
+        return 0.0 if t > 0 else 1.0
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+def t_ppf(p: float, df: float) -> float:
+    """The p-quantile of Student's t (bisection on t_sf; 0 < p < 1)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), not {p}")
+    if p < 0.5:
+        return -t_ppf(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_sf(hi, df) > 1.0 - p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_sf(mid, df) > 1.0 - p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+# ---- one point, two points ----------------------------------------------------------------------
+
+def _logs(values) -> list[float]:
+    return [math.log(v) for v in values if v is not None and v > 0]
+
+
+def interval(values, confidence: float = CONFIDENCE) -> list[float] | None:
+    """[lo, hi]: the t-interval of the geometric mean of ``values`` (None below 2 values)."""
+    logs = _logs(values)
+    n = len(logs)
+    if n < 2:
+        return None
+    mean, sd = statistics.fmean(logs), statistics.stdev(logs)
+    half = t_ppf(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
+    return [math.exp(mean - half), math.exp(mean + half)]
+
+
+def welch(a, b) -> dict | None:
+    """Welch's t for mean log(a) - mean log(b): {diff, se, df, t}; None below 2 values a side."""
+    la, lb = _logs(a), _logs(b)
+    if len(la) < 2 or len(lb) < 2:
+        return None
+    va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
+    diff = statistics.fmean(la) - statistics.fmean(lb)
+    se = math.sqrt(va + vb)
+    if se == 0.0:  # every repetition gave the same number on both sides
+        t = 0.0 if diff == 0.0 else math.copysign(math.inf, diff)
+        return {"diff": diff, "se": 0.0, "df": float(len(la) + len(lb) - 2), "t": t}
+    df = (va + vb) ** 2 / ((va * va / (len(la) - 1) if va else 0.0)
+                           + (vb * vb / (len(lb) - 1) if vb else 0.0))
+    return {"diff": diff, "se": se, "df": df, "t": diff / se}
+
+
+def p_greater(a, b) -> float | None:
+    """One-sided p-value of "a is faster than b" (Welch on logs); None when it cannot be tested."""
+    w = welch(a, b)
+    return None if w is None else t_sf(w["t"], w["df"])
+
+
+def ratio_interval(a, b, confidence: float = CONFIDENCE) -> list[float] | None:
+    """[lo, hi] of the ratio of geometric means a / b (Welch interval on logs)."""
+    w = welch(a, b)
+    if w is None:
+        return None
+    half = 0.0 if w["se"] == 0.0 else t_ppf(0.5 + confidence / 2.0, w["df"]) * w["se"]
+    return [math.exp(w["diff"] - half), math.exp(w["diff"] + half)]
+
+
+def summarize(values) -> dict:
+    """A row's repetition fields: tokens_per_s_median, tokens_per_s_ci, repeats."""
+    kept = [v for v in values if v is not None]
+    return {"tokens_per_s_median": statistics.median(kept) if kept else None,
+            "tokens_per_s_ci": interval(kept), "repeats": list(values)}
+
+
+# ---- the verdict --------------------------------------------------------------------------------
+
+def decide(samples: dict, alpha: float = DEFAULT_ALPHA) -> dict:
+    """The verdict over ``{label: [tok/s per repetition]}`` (see the module docstring).
+
+    Returns {best, significant, indistinguishable, method, alpha, top, p_values, note}:
+    ``p_values`` maps every other label to the one-sided p of "top beats it" (None when it
+    could not be tested); ``top`` is the point with the highest mean log throughput."""
+    measured = {label: _logs(v) for label, v in samples.items()}
+    measured = {label: v for label, v in measured.items() if v}
+    p_values: dict[str, float | None] = {}
+    doc: dict[str, Any] = {"best": None, "significant": False, "indistinguishable": [],
+                           "method": METHOD, "alpha": alpha, "top": None, "p_values": p_values,
+                           "note": None}
+    if not measured:
+        doc["note"] = "no point was measured"
+        return doc
+    top = max(measured, key=lambda label: statistics.fmean(measured[label]))
+    doc["top"] = top
+    k = len(measured)
+    if k == 1:  # no runner-up: nothing is decided (the ratio to a baseline has its interval)
+        doc.update(indistinguishable=[top],
+                   note="one point measured: nothing to compare it with")
+        return doc
+    level = alpha / k
+    others = [label for label in measured if label != top]
+    values = {label: [math.exp(x) for x in logs] for label, logs in measured.items()}
+    for label in others:
+        p_values[label] = p_greater(values[top], values[label])
+    beaten = [label for label in others
+              if (p := p_values[label]) is not None and p < level]
+    doc["indistinguishable"] = [top] + [label for label in others if label not in beaten]
+    if len(beaten) == len(others):
+        doc.update(best=top, significant=True)
+    elif any(len(v) < 2 for v in measured.values()):
+        doc["note"] = "fewer than 2 repetitions of some point: nothing can be called significant"
+    return doc
+
+
+def rotation(labels: list, repeat: int) -> list[tuple[int, Any]]:
+    """The run order: repetition r runs the points rotated by r (A B C, B C A, C A B, ...),
+    so that no point always runs first (coldest caches) or last (most drift)."""
+    order = []
+    n = len(labels)
+    for rep in range(repeat):
+        order += [(rep, labels[(rep + i) % n]) for i in range(n)]
+    return order
+
+
+def title_line(verdict: dict) -> str:
+    """A few words for a chart title."""
+    if verdict.get("significant") and verdict.get("best") is not None:
+        return f"verdict: {verdict['best']} is best (alpha {verdict['alpha']:g})"
+    names = verdict.get("indistinguishable") or []
+    shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")
+    return f"verdict: no significant best; indistinguishable: {shown or '-'}"
+
+
+def describe(verdict: dict) -> str:
+    """One line for sweep.txt/sweep.md."""
+    if verdict.get("significant") and verdict.get("best") is not None:
+        worst_p = max((p for p in verdict["p_values"].values() if p is not None), default=0.0)
+        return (f"verdict: best {verdict['best']} -- faster than every other point "
+                f"(one-sided p <= {worst_p:.2g} < alpha/k = "
+                f"{verdict['alpha'] / max(1, len(verdict['p_values']) + 1):.3g})")
+    names = ", ".join(verdict.get("indistinguishable") or []) or "-"
+    extra = f"; {verdict['note']}" if verdict.get("note") else ""
+    return f"verdict: no significant best; indistinguishable from the top: {names}{extra}"

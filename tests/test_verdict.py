@@ -1,0 +1,126 @@
+"""patchkit.profile.verdict: the t distribution, intervals and the sweep verdict, checked
+against published t quantiles and on simulated throughputs (seeded, bounded loops): identical
+points are called different at most at the documented rate, 0.1% apart is indistinguishable,
+30% apart is significant at the default repetitions."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from patchkit.profile.verdict import (DEFAULT_ALPHA, DEFAULT_REPEAT, betainc, decide, describe,
+                                      interval, p_greater, ratio_interval, rotation, summarize,
+                                      t_ppf, t_sf)
+
+TRIALS = 2000
+# the false-positive rate may exceed alpha by sampling noise only: 3 standard errors
+SLACK = 3 * math.sqrt(DEFAULT_ALPHA * (1 - DEFAULT_ALPHA) / TRIALS)
+
+
+@pytest.mark.parametrize("df, q975, q95", [
+    (1, 12.7062, 6.3138), (2, 4.3027, 2.9200), (3, 3.1824, 2.3534), (4, 2.7764, 2.1318),
+    (8, 2.3060, 1.8595), (30, 2.0423, 1.6973)])
+def test_t_quantiles_match_the_published_table(df, q975, q95):
+    assert t_ppf(0.975, df) == pytest.approx(q975, abs=2e-4)
+    assert t_ppf(0.95, df) == pytest.approx(q95, abs=2e-4)
+    assert t_sf(q975, df) == pytest.approx(0.025, abs=1e-5)
+    assert t_ppf(0.025, df) == pytest.approx(-q975, abs=2e-4)
+
+
+def test_incomplete_beta_edges_and_symmetry():
+    assert betainc(2, 3, 0) == 0 and betainc(2, 3, 1) == 1
+    assert betainc(1, 1, 0.3) == pytest.approx(0.3)            # uniform
+    assert betainc(2.5, 1.5, 0.4) == pytest.approx(1 - betainc(1.5, 2.5, 0.6))
+    assert t_sf(0.0, 3.7) == pytest.approx(0.5)
+
+
+def sample(rng, rate: float, n: int, cv: float) -> list[float]:
+    return [rate * math.exp(rng.gauss(0.0, cv)) for _ in range(n)]
+
+
+def significant_rate(rates: list[float], n: int, cv: float, seed: int, trials: int = TRIALS):
+    rng = random.Random(seed)
+    hits = 0
+    for _ in range(trials):  # bounded
+        verdict = decide({f"p{i}": sample(rng, r, n, cv) for i, r in enumerate(rates)})
+        hits += verdict["significant"]
+    return hits / trials
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_identical_points_are_called_different_at_most_at_alpha(k):
+    rate = significant_rate([1000.0] * k, DEFAULT_REPEAT, 0.03, seed=k)
+    assert rate <= DEFAULT_ALPHA + SLACK
+
+
+def test_identical_points_at_three_repetitions_too():
+    assert significant_rate([1000.0] * 3, 3, 0.05, seed=11) <= DEFAULT_ALPHA + SLACK
+
+
+def test_a_tenth_of_a_percent_apart_is_indistinguishable():
+    assert significant_rate([1000.0, 1001.0], DEFAULT_REPEAT, 0.02, seed=5) <= \
+        DEFAULT_ALPHA + SLACK
+    rng = random.Random(1)
+    verdict = decide({"a": sample(rng, 1000.0, DEFAULT_REPEAT, 0.02),
+                      "b": sample(rng, 1001.0, DEFAULT_REPEAT, 0.02)})
+    assert verdict["best"] is None and verdict["significant"] is False
+    assert sorted(verdict["indistinguishable"]) == ["a", "b"]
+    assert "no significant best" in describe(verdict)
+
+
+@pytest.mark.parametrize("cv", [0.02, 0.05])
+def test_thirty_percent_apart_is_significant_at_the_default_repeat(cv):
+    assert significant_rate([1000.0, 1300.0, 1000.0], DEFAULT_REPEAT, cv, seed=3,
+                            trials=500) >= 0.99
+    rng = random.Random(2)
+    verdict = decide({"slow": sample(rng, 1000.0, DEFAULT_REPEAT, cv),
+                      "fast": sample(rng, 1300.0, DEFAULT_REPEAT, cv)})
+    assert verdict["best"] == "fast" and verdict["significant"] is True
+    assert verdict["indistinguishable"] == ["fast"] and verdict["p_values"]["slow"] < 0.025
+
+
+def test_five_percent_apart_has_the_documented_power_at_the_default_repeat():
+    """The module docstring's claim: 5% apart at a 2% spread is called in most sweeps."""
+    assert significant_rate([1000.0, 1050.0], DEFAULT_REPEAT, 0.02, seed=7, trials=500) >= 0.8
+
+
+def test_best_must_beat_every_point_not_only_the_median_one():
+    # two fast twins and a slow point: the top twin does not beat its twin -> no best, and
+    # the slow point is not among the indistinguishable
+    rng = random.Random(4)
+    verdict = decide({"a": sample(rng, 1300.0, 5, 0.01), "b": sample(rng, 1300.0, 5, 0.01),
+                      "slow": sample(rng, 1000.0, 5, 0.01)})
+    assert verdict["best"] is None and sorted(verdict["indistinguishable"]) == ["a", "b"]
+
+
+def test_small_n_and_degenerate_inputs():
+    assert interval([5.0]) is None and interval([]) is None
+    assert interval([5.0, 5.0, 5.0]) == pytest.approx([5.0, 5.0])
+    lo, hi = interval([90.0, 100.0, 110.0])
+    geo = math.exp(sum(map(math.log, [90.0, 100.0, 110.0])) / 3)
+    assert lo < geo < hi and hi - lo > 20
+    one = decide({"a": [100.0], "b": [120.0]})
+    assert one["significant"] is False and "fewer than 2 repetitions" in one["note"]
+    assert p_greater([100.0], [90.0, 91.0]) is None
+    exact = decide({"a": [100.0, 100.0], "b": [90.0, 90.0]})   # no spread at all
+    assert exact["best"] == "a" and exact["significant"] is True
+    tie = decide({"a": [100.0, 100.0], "b": [100.0, 100.0]})
+    assert tie["significant"] is False
+    alone = decide({"a": [100.0, 101.0]})
+    assert alone["best"] is None and alone["top"] == "a" and not alone["significant"]
+    assert "nothing to compare" in describe(alone)
+    assert decide({})["best"] is None
+    assert ratio_interval([110.0, 112.0, 111.0], [100.0, 101.0, 99.0])[0] > 1.0
+    s = summarize([100.0, None, 104.0, 102.0])
+    assert s["tokens_per_s_median"] == 102.0 and s["repeats"] == [100.0, None, 104.0, 102.0]
+    assert s["tokens_per_s_ci"][0] < 102.0 < s["tokens_per_s_ci"][1]
+
+
+def test_rotation_gives_every_point_every_position():
+    order = rotation(["A", "B", "C"], 3)
+    assert [label for _, label in order] == list("ABCBCACAB")
+    assert [rep for rep, _ in order] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    firsts = [order[i][1] for i in range(0, 9, 3)]
+    assert sorted(firsts) == ["A", "B", "C"]
