@@ -18,8 +18,9 @@ from patchkit.settings import (PATCHKIT_DEFAULTS, PatchSettings, choice, config_
                                existing_dir, number, output_dir, positive_int, seconds, text)
 
 TARGET_HELP = {
-    "series": "series folder (pin.toml + series + patches), or 'auto': the shipped series pinned "
-              "to exactly the target's files; default: patchkit.series in invoke.yaml",
+    "series": "series folder (pin.toml + series + patches), a shipped series' name (e.g. "
+              "sglang-v0.5.9), or 'auto': the shipped series pinned to exactly the target's "
+              "files (per host on a fleet); default: patchkit.series in invoke.yaml",
     "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path, docker://C/path or "
               "k8s:NAMESPACE/SELECTOR:/path (every running pod the label selector matches); "
               "repeat for a fleet (default: patchkit.targets in invoke.yaml)",
@@ -346,13 +347,14 @@ def profile_run(c, out=None, size=None, site=None, series=None, timer=None, devi
     from patchkit.profile.default import run_default
 
     sample = _sample_arg("profile.run", _profile_cfg(c, "sample", sample))
+    warmup = _warmup(c, warmup)          # checked before --out is made
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
                               wheelhouse, no_chart)
     if num_assistant_tokens is not None:
         kw["num_assistant_tokens"] = positive_int(num_assistant_tokens, "num_assistant_tokens")
     if confidence is not None:
         kw["assistant_confidence_threshold"] = number(confidence, "confidence", low=0, high=1)
-    run_default(out, timer_sample=sample, warmup=_warmup(c, warmup), **kw)
+    run_default(out, timer_sample=sample, warmup=warmup, **kw)
 
 
 @task(name="sweep", auto_shortflags=False, **PROFILE_TASK, help=dict(
@@ -366,10 +368,11 @@ def profile_sweep(c, matrix=None, out=None, size=None, site=None, series=None, t
     """One profile run per matrix point plus the baseline; table with the best point marked."""
     from patchkit.profile.sweep import run_sweep
 
+    repeat, warmup = _repeat(c, repeat), _warmup(c, warmup)     # checked before --out is made
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
                               wheelhouse, no_chart)
     matrix = _profile_cfg(c, "matrix", matrix, "num_assistant_tokens=2,4,8")
-    run_sweep(out, matrix=matrix, repeat=_repeat(c, repeat), warmup=_warmup(c, warmup), **kw)
+    run_sweep(out, matrix=matrix, repeat=repeat, warmup=warmup, **kw)
 
 
 profile.add_task(profile_run, "run")

@@ -178,5 +178,5 @@ def test_cli_repeat_and_no_warmup_reach_the_sweep(tmp_path):
                            "--repeat", "0", "--no-warmup", "--size", "ci", "--site",
                            str(tmp_path / "no-site"), "--out", str(tmp_path / "out")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "--repeat must be a whole number" in proc.stderr
+    assert proc.returncode == 2 and "--repeat '0': a whole number" in proc.stderr
     assert not (tmp_path / "out").exists()
