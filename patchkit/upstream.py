@@ -152,6 +152,12 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 # ----------------------------------------------------------------------------- small helpers
 
+def version_key(version: str) -> tuple[int, ...]:
+    """``"0.5.10"`` -> ``(0, 5, 10, 0)``, ``"0.5.6.post2"`` -> ``(0, 5, 6, 2)``: release order."""
+    main, _, post = version.partition(".post")
+    return tuple(int(p) for p in main.split(".")) + (int(post) if post else 0,)
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

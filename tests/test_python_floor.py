@@ -20,7 +20,7 @@ import patchkit
 
 REPO = Path(__file__).resolve().parents[1]
 # Sent to targets as text, run by the target's own python (their docstrings state the floor).
-TARGET_SIDE = {"profile/remote_agent.py": (3, 8), "timing/phase_timer.py": (3, 8)}
+TARGET_SIDE = {"profile/remote/agent.py": (3, 8), "timing/phase_timer.py": (3, 8)}
 
 
 def _stated_floor() -> tuple[int, int]:

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from patchkit.engine.diffparse import split_lines
 from patchkit.errors import InvalidInput, Refused
-from patchkit.author.upstream import installed_path, locate_in_tree, read_pin, sha256_bytes
+from patchkit.locations import PACKAGE
+from patchkit.upstream import installed_path, locate_in_tree, read_pin, sha256_bytes
 
 NO_NEWLINE = "\\ No newline at end of file\n"
 DEFAULT_CONTEXT = 3
@@ -409,7 +410,7 @@ RUNTIME_FILE_NAME = "phase_timer.py"
 
 def runtime_source() -> Path:
     """The timing runtime's source of truth, ``patchkit/timing/phase_timer.py``."""
-    return Path(__file__).resolve().parents[1] / "timing" / RUNTIME_FILE_NAME
+    return PACKAGE / "timing" / RUNTIME_FILE_NAME
 
 
 def regenerate_runtime_patches(series_dir: Path, source: Path | None = None, *,

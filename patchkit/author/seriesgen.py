@@ -23,9 +23,9 @@ from pathlib import Path
 from patchkit.author import authoring, timerplace, upstream
 from patchkit.author import sglang_releases as rel
 from patchkit.errors import PatchkitError
+from patchkit.locations import series_root
 
-REPO = Path(__file__).resolve().parents[2]
-PATCHES = REPO / "patches"
+PATCHES = series_root()
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
 # The phases of the 0.5.9 series (and both cycle kinds): what every release should time.
 EXPECTED = ("cycle:decode", "cycle:prefill", "draft_preprocess", "draft_forward", "draft_step",

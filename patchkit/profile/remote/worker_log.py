@@ -61,7 +61,7 @@ def which_worker(log_text: str) -> WorkerGuess:
 
 def timed_files(series_dir) -> list[str]:
     """Base names of the files the series' pin lists (what it patches)."""
-    from patchkit.author.upstream import read_pin
+    from patchkit.upstream import read_pin
 
     try:
         return [Path(f.path).name for f in read_pin(Path(series_dir) / "pin.toml").files]
