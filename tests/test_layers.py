@@ -37,7 +37,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("patchkit.upstream", "patchkit.timing"),   # pins, wheels, version keys; the runtime file
     ("patchkit.transport",),                    # one method: run a program on a host root
     ("patchkit.engine",),                       # series, plans, the target program, answers
-    ("patchkit.ops", "patchkit.settings"),      # the fleet over transports; patch.* settings
+    ("patchkit.settings",),                     # the patch.* settings and their defaults
+    ("patchkit.ops",),                          # the fleet: engine programs over transports
     ("patchkit.report",),                       # timing files -> summary, table, chart
     ("patchkit.author", "patchkit.profile"),    # authoring/rebase; profile runs (use report)
     ("patchkit.output",),                       # rendering fleet results for the tasks
