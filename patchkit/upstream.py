@@ -26,13 +26,13 @@ import re
 import subprocess
 import sys
 import tempfile
-import tomllib
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.errors import InvalidInput, Refused
 from patchkit.locations import cache_base
+from patchkit.pin import Pin, PinnedFile, format_pin, read_pin, write_pin
 
 
 class UpstreamError(Refused):
@@ -518,63 +518,9 @@ def git_tree(
 
 # ----------------------------------------------------------------------------- pin.toml
 
-@dataclass
-class PinFile:
-    path: str
-    sha256: str
-    lines: int
-
-
-@dataclass
-class PinData:
-    name: str
-    version: str | None = None
-    commit: str | None = None
-    package_prefix: str | None = None
-    files: list[PinFile] = field(default_factory=list)
-    also_versions: list[str] = field(default_factory=list)
-
-
-def _toml_str(value: str) -> str:
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
-        raise InvalidInput(f"pin.toml: control character in {value!r}")
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def format_pin(pin: PinData) -> str:
-    """pin.toml text in the DESIGN.md format (stable order, so rewrites are byte-identical)."""
-    out = ["[upstream]", f"name = {_toml_str(pin.name)}"]
-    if pin.version is not None:
-        out.append(f"version = {_toml_str(pin.version)}")
-    if pin.also_versions:
-        out.append(f"also_versions = [{', '.join(_toml_str(v) for v in pin.also_versions)}]")
-    if pin.commit is not None:
-        out.append(f"commit = {_toml_str(pin.commit)}")
-    if pin.package_prefix is not None:
-        out.append(f"package_prefix = {_toml_str(pin.package_prefix)}")
-    for entry in pin.files:
-        out += ["", "[[file]]", f"path = {_toml_str(entry.path)}",
-                f"sha256 = {_toml_str(entry.sha256)}", f"lines = {entry.lines}"]
-    return "\n".join(out) + "\n"
-
-
-def read_pin(pin_path: Path) -> PinData:
-    """Parse pin.toml (only the fields this module writes; the engine validates the rest)."""
-    try:
-        raw = tomllib.loads(Path(pin_path).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise InvalidInput(f"{pin_path}: {exc}") from exc
-    up = raw.get("upstream") or {}
-    if "name" not in up:
-        raise InvalidInput(f"{pin_path}: [upstream] has no name")
-    files = []
-    for i, entry in enumerate(raw.get("file", []), 1):
-        try:
-            files.append(PinFile(entry["path"], entry["sha256"], int(entry["lines"])))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidInput(f"{pin_path}: [[file]] #{i} lacks path/sha256/lines") from exc
-    return PinData(up["name"], up.get("version"), up.get("commit"),
-                   up.get("package_prefix"), files, list(up.get("also_versions", [])))
+# One pin model for the engine and authoring (patchkit/pin.py); the old names stay.
+PinFile = PinnedFile
+PinData = Pin
 
 
 def pin_from_tree(
@@ -598,7 +544,7 @@ def pin_from_tree(
         raise InvalidInput(f"pin: commit must be 40 lowercase hex digits, not {commit!r}")
     existing: list[PinFile] = []
     if pin_path is not None and Path(pin_path).is_file():
-        existing = read_pin(Path(pin_path)).files
+        existing = list(read_pin(Path(pin_path)).files.values())
     if paths is None:
         if not existing:
             raise InvalidInput("pin: no paths given and no existing pin.toml to re-pin")
@@ -612,8 +558,7 @@ def pin_from_tree(
     files += list(fresh.values())
     pin = PinData(name, version, commit, package_prefix, files)
     if pin_path is not None:
-        Path(pin_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(pin_path).write_text(format_pin(pin))
+        write_pin(pin_path, pin)
     return pin
 
 
@@ -652,7 +597,7 @@ def fetch_tree(
     pin = read_pin(Path(series_dir) / "pin.toml") if series_dir is not None else None
     if pin is not None:
         name = name or pin.name
-        paths = paths or [f.path for f in pin.files]
+        paths = paths or list(pin.files)
         package_prefix = package_prefix if package_prefix is not None else pin.package_prefix
     if clone is not None:
         rev = rev or (pin.commit if pin else None) or (f"v{version}" if version else None)
@@ -695,11 +640,11 @@ def pin_series(
         package_prefix = package_prefix if package_prefix is not None else old.package_prefix
     if not name:
         raise InvalidInput(f"{pin_path}: no existing pin; give the upstream name")
-    fresh = pin_from_tree(tree, paths if paths else ([f.path for f in old.files] if old else None),
+    fresh = pin_from_tree(tree, paths if paths else (list(old.files) if old else None),
                           name, version, commit, package_prefix)
     if old is not None and version is None and commit is None:
-        before = {f.path: f.sha256 for f in old.files}
-        moved = [f.path for f in fresh.files if before.get(f.path, f.sha256) != f.sha256]
+        before = {f.path: f.sha256 for f in old.files.values()}
+        moved = [f.path for f in fresh.files.values() if before.get(f.path, f.sha256) != f.sha256]
         if moved:
             raise InvalidInput(
                 f"{pin_path}: {', '.join(moved)} changed; give --version and/or --commit "

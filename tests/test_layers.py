@@ -34,7 +34,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("patchkit", "patchkit.errors"),            # the package root names nothing of its own
     ("patchkit.paths", "patchkit.locations",    # pure path rules; where series and caches are;
      "patchkit.cli"),                           # the exit-code boundary (errors -> codes)
-    ("patchkit.upstream", "patchkit.timing"),   # pins, wheels, version keys; the runtime file
+    ("patchkit.pin", "patchkit.timing"),        # the pin.toml model; the runtime file
+    ("patchkit.upstream",),                     # pinned wheels, git blobs, version keys
     ("patchkit.transport",),                    # one method: run a program on a host root
     ("patchkit.engine",),                       # series, plans, the target program, answers
     ("patchkit.settings",),                     # the patch.* settings and their defaults

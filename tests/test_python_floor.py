@@ -61,7 +61,7 @@ def test_every_tomllib_import_is_behind_the_floor():
     """tomllib exists from 3.11: it may only be imported where the floor is >= 3.11."""
     users = [p for p in _controller_files() if re.search(r"^\s*import tomllib|^\s*from tomllib",
                                                           p.read_text(), re.M)]
-    assert users, "expected the TOML readers (engine/series.py, upstream.py)"
+    assert users, "expected the TOML readers (pin.py)"
     assert patchkit.MIN_PYTHON >= (3, 11)
 
 

@@ -221,7 +221,7 @@ def load_pristine(series_dir: Path, pristine_tree: Path) -> tuple[dict[str, str]
     """The pinned files read from ``pristine_tree`` (either layout), checked against the pin."""
     pin = read_pin(Path(series_dir) / "pin.toml")
     files: dict[str, str] = {}
-    for entry in pin.files:
+    for entry in pin.files.values():
         data = locate_in_tree(Path(pristine_tree), entry.path, pin.package_prefix).read_bytes()
         if sha256_bytes(data) != entry.sha256:
             raise AuthoringError(
@@ -245,7 +245,7 @@ def load_stack(series_dir: Path, pristine_tree: Path) -> Stack:
         texts.append(text)
         states.append(apply_patch(states[-1], text, str(path)))
     return Stack(series_dir, names, texts, states, pin.package_prefix,
-                 [e.path for e in pin.files])
+                 list(pin.files))
 
 
 def _read_edited(edited_tree: Path, paths: list[str], prefix: str | None) -> dict[str, str]:

@@ -64,7 +64,7 @@ def timed_files(series_dir) -> list[str]:
     from patchkit.upstream import read_pin
 
     try:
-        return [Path(f.path).name for f in read_pin(Path(series_dir) / "pin.toml").files]
+        return [Path(p).name for p in read_pin(Path(series_dir) / "pin.toml").files]
     except Exception:  # a broken pin was refused long before; say nothing about it here
         return []
 
