@@ -20,7 +20,7 @@ rebases each series that has the EAGLEWorkerV2 patches 0008-0013 (0.5.9, 0.5.10,
 them (and their pin entry; other series as they are), i.e. the
 27-hunk eagle_worker.py series the figures before 0.5.9/0.5.10 timed v2 were measured on.
 
-Wheels: releases outside patchkit.author.upstream.KNOWN_WHEELS are fetched into $PATCHKIT_CACHE with
+Wheels: releases outside patchkit.upstream.KNOWN_WHEELS are fetched into $PATCHKIT_CACHE with
 trust on first use (their sha256 recorded beside the wheel and printed), unless --no-trust-new.
 """
 

@@ -1,5 +1,5 @@
 """Time what a fresh CI machine pays for the series matrix: download every pinned sglang wheel
-(by pinned sha256, through patchkit.author.upstream.fetch_wheel) and extract the EAGLE worker files.
+(by pinned sha256, through patchkit.upstream.fetch_wheel) and extract the EAGLE worker files.
 
     python bench/bench_wheel_fetch.py [--cache DIR] [--jobs N]
 

@@ -5,7 +5,7 @@ import sys
 __version__ = "0.1.0"
 
 # The controller's Python floor, as pyproject's requires-python states it (tomllib is 3.11+).
-# The files sent to targets (profile/remote_agent.py, timing/phase_timer.py) are not imported
+# The files sent to targets (profile/remote/agent.py, timing/phase_timer.py) are not imported
 # there and keep their own, lower floor.
 MIN_PYTHON = (3, 11)
 

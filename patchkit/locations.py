@@ -16,6 +16,11 @@ PACKAGE = Path(__file__).resolve().parent
 INSTALLED_SERIES = PACKAGE / "_series"
 
 
+def import_root() -> Path:
+    """The folder that holds the ``patchkit`` package: what a subprocess needs on ``PYTHONPATH``."""
+    return PACKAGE.parent
+
+
 def checkout() -> Path | None:
     """The repository root when patchkit runs from its checkout (or an editable install)."""
     root = PACKAGE.parent

@@ -503,7 +503,7 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
                    sample=None, warmup=True, repeat=None):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
     from patchkit.profile.remote import RemoteConfig, run_remote
-    from patchkit.profile.remote_sweep import run_remote_sweep
+    from patchkit.profile.remote.sweep import run_remote_sweep
 
     settings = dict((_cfg(c, "profile", {}) or {}).get("remote") or {})
     for key, fallback in (("series", "series"), ("targets", "targets"), ("layout", "layout"),

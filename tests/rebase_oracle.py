@@ -252,7 +252,7 @@ def hand_disagreements(series_dir, hand_dir, files: dict[str, bytes]):
     from patchkit.author.upstream import read_pin
 
     theirs = {run for _, _, run in _runs(hand_dir, files)}
-    covered = {f.path for f in read_pin(Path(hand_dir) / "pin.toml").files}
+    covered = set(read_pin(Path(hand_dir) / "pin.toml").files)
     return [(name, number, f"{run[3][0].decode().strip()!r} between pristine lines "
              f"{run[1] + 1} and {run[2] + 1} of {run[0].rsplit('/', 1)[-1]}")
             for name, number, run in _runs(series_dir, files)

@@ -559,7 +559,7 @@ def _logged_literals(version: str) -> list[str]:
      "Spec v1 is used for eagle/eagle3/standalone speculative decoding because %s."),
 ])
 def test_worker_lines_are_the_ones_sglang_logs(version, v2_line, v1_line):
-    from patchkit.profile.worker_log import which_worker
+    from patchkit.profile.remote.worker_log import which_worker
 
     literals = _logged_literals(version)
     assert v2_line in literals and any(lit.startswith(v1_line) for lit in literals), literals
@@ -574,7 +574,7 @@ def test_worker_lines_are_the_ones_sglang_logs(version, v2_line, v1_line):
 
 
 def test_no_cycle_message_for_each_case(tmp_path):
-    from patchkit.profile.worker_log import no_cycles_message
+    from patchkit.profile.remote.worker_log import no_cycles_message
 
     v2 = ("node0 log", "... Spec v2 is enabled by default for eagle/eagle3/standalone "
                        "speculative decoding.\n")
@@ -657,7 +657,7 @@ def test_window_json_is_the_report_modules_format():
         for name, (a, b) in (("warmup", (10, 20)), ("bench", (30, 45))):
             (run / f"{name}.start_ns").write_text(f"{a}\n")
             (run / f"{name}.end_ns").write_text(f"{b}\n")
-        out = subprocess.run([sys.executable, str(REPO / "patchkit/profile/remote_agent.py"),
+        out = subprocess.run([sys.executable, str(REPO / "patchkit/profile/remote/agent.py"),
                               "window", str(run), "bench", "warmup", "profile.remote"],
                              capture_output=True, text=True, check=True)
         written = json.loads((run / "timing" / "window.json").read_text())
@@ -665,6 +665,6 @@ def test_window_json_is_the_report_modules_format():
         assert read_window(run / "timing").warmup == (10, 20)
         write_window(run / "ref", 30, 45, warmup=(10, 20), source="profile.remote")
         assert json.loads((run / "ref" / "window.json").read_text()) == written
-        bad = subprocess.run([sys.executable, str(REPO / "patchkit/profile/remote_agent.py"),
+        bad = subprocess.run([sys.executable, str(REPO / "patchkit/profile/remote/agent.py"),
                               "window", str(run), "nojob", "", "x"], capture_output=True, text=True)
         assert bad.returncode == 3 and "no recorded start and end" in bad.stderr

@@ -20,7 +20,7 @@ import patchkit
 
 REPO = Path(__file__).resolve().parents[1]
 # Sent to targets as text, run by the target's own python (their docstrings state the floor).
-TARGET_SIDE = {"profile/remote_agent.py": (3, 8), "timing/phase_timer.py": (3, 8)}
+TARGET_SIDE = {"profile/remote/agent.py": (3, 8), "timing/phase_timer.py": (3, 8)}
 
 
 def _stated_floor() -> tuple[int, int]:
@@ -61,7 +61,7 @@ def test_every_tomllib_import_is_behind_the_floor():
     """tomllib exists from 3.11: it may only be imported where the floor is >= 3.11."""
     users = [p for p in _controller_files() if re.search(r"^\s*import tomllib|^\s*from tomllib",
                                                           p.read_text(), re.M)]
-    assert users, "expected the TOML readers (engine/series.py, author/upstream.py)"
+    assert users, "expected the TOML readers (pin.py)"
     assert patchkit.MIN_PYTHON >= (3, 11)
 
 

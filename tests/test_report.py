@@ -12,7 +12,7 @@ import pytest
 
 from patchkit.errors import InvalidInput
 from patchkit.report import OUTPUT_FILES, build_report, build_trace, load_timing_dir, render_table
-from patchkit.report.summarize import percentile
+from patchkit.report.stats import percentile
 from patchkit.timing import RUNTIME_PATH
 
 WORKLOAD = """

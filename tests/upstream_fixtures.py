@@ -73,7 +73,7 @@ def v1_part(series_dir: Path, dest: Path) -> Path:
         ln for ln in (dest / "series").read_text().splitlines(keepends=True)
         if ln.split("#", 1)[0].strip() not in V2_APPENDED and "appended by patchkit.author.seriesgen" not in ln))
     pin = upstream.read_pin(dest / "pin.toml")
-    pin.files = [f for f in pin.files if f.path != EAGLE_WORKER_V2]
+    pin.files = {p: f for p, f in pin.files.items() if p != EAGLE_WORKER_V2}
     (dest / "pin.toml").write_text(upstream.format_pin(pin))
     return dest
 

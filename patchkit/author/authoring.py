@@ -30,7 +30,8 @@ from pathlib import Path
 
 from patchkit.engine.diffparse import split_lines
 from patchkit.errors import InvalidInput, Refused
-from patchkit.author.upstream import installed_path, locate_in_tree, read_pin, sha256_bytes
+from patchkit.locations import PACKAGE
+from patchkit.upstream import installed_path, locate_in_tree, read_pin, sha256_bytes
 
 NO_NEWLINE = "\\ No newline at end of file\n"
 DEFAULT_CONTEXT = 3
@@ -220,7 +221,7 @@ def load_pristine(series_dir: Path, pristine_tree: Path) -> tuple[dict[str, str]
     """The pinned files read from ``pristine_tree`` (either layout), checked against the pin."""
     pin = read_pin(Path(series_dir) / "pin.toml")
     files: dict[str, str] = {}
-    for entry in pin.files:
+    for entry in pin.files.values():
         data = locate_in_tree(Path(pristine_tree), entry.path, pin.package_prefix).read_bytes()
         if sha256_bytes(data) != entry.sha256:
             raise AuthoringError(
@@ -244,7 +245,7 @@ def load_stack(series_dir: Path, pristine_tree: Path) -> Stack:
         texts.append(text)
         states.append(apply_patch(states[-1], text, str(path)))
     return Stack(series_dir, names, texts, states, pin.package_prefix,
-                 [e.path for e in pin.files])
+                 list(pin.files))
 
 
 def _read_edited(edited_tree: Path, paths: list[str], prefix: str | None) -> dict[str, str]:
@@ -409,7 +410,7 @@ RUNTIME_FILE_NAME = "phase_timer.py"
 
 def runtime_source() -> Path:
     """The timing runtime's source of truth, ``patchkit/timing/phase_timer.py``."""
-    return Path(__file__).resolve().parents[1] / "timing" / RUNTIME_FILE_NAME
+    return PACKAGE / "timing" / RUNTIME_FILE_NAME
 
 
 def regenerate_runtime_patches(series_dir: Path, source: Path | None = None, *,

@@ -24,9 +24,9 @@ from patchkit.author import authoring, timerplace, upstream
 from patchkit.author import sglang_releases as rel
 from patchkit.cli import main_boundary
 from patchkit.errors import InvalidInput, PatchkitError
+from patchkit.locations import series_root
 
-REPO = Path(__file__).resolve().parents[2]
-PATCHES = REPO / "patches"
+PATCHES = series_root()
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
 # The phases of the 0.5.9 series (and both cycle kinds): what every release should time.
 EXPECTED = ("cycle:decode", "cycle:prefill", "draft_preprocess", "draft_forward", "draft_step",
@@ -59,7 +59,7 @@ def _newer_series(release: rel.Release, family: tuple[str, ...]) -> list[str]:
     for r in reversed(rel.RELEASES[:rel.RELEASES.index(release)]):
         if r.series in out or rel.owner(r) is not r or not (PATCHES / r.series / "pin.toml").is_file():
             continue
-        pinned = [Path(f.path).name for f in upstream.read_pin(PATCHES / r.series / "pin.toml").files]
+        pinned = [Path(f).name for f in upstream.read_pin(PATCHES / r.series / "pin.toml").files]
         if any(name in pinned for name in family):
             out.append(r.series)
     return out
@@ -68,7 +68,7 @@ def _newer_series(release: rel.Release, family: tuple[str, ...]) -> list[str]:
 def load_reference(series: str, only: tuple[str, ...]) -> Reference:
     sdir = PATCHES / series
     pin = upstream.read_pin(sdir / "pin.toml")
-    paths = [f.path for f in pin.files]
+    paths = list(pin.files)
     pristine = release_files(pin.version, paths)
     names = authoring.read_series_names(sdir)
     states = [pristine]
@@ -393,7 +393,7 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
                   and not _is_appended(ln.split("#", 1)[0].strip())]
     base_names = [n for n in authoring.read_series_names(sdir) if not _is_appended(n)]
     pin = upstream.read_pin(sdir / "pin.toml")
-    pin.files = [f for f in pin.files if Path(f.path).name not in V2_FAMILY]
+    pin.files = {p: f for p, f in pin.files.items() if Path(p).name not in V2_FAMILY}
     v2_paths = [p for p in release.files if Path(p).name in V2_FAMILY]
     pristine = release_files(release.version, v2_paths)
     targets = {p: timerplace.Target(p, t) for p, t in pristine.items()}
@@ -428,14 +428,15 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
     (out_dir / "series").write_text("".join(base_lines) + APPEND_COMMENT + "\n"
                                     + "".join(n + "\n" for n, _ in kept))
     touched = sorted({p.path for p in result.placements})
-    pin.files += [upstream.PinFile(p, upstream.sha256_bytes(pristine[p].encode()),
-                                   upstream.count_lines(pristine[p].encode())) for p in touched]
+    pin.files.update((p, upstream.PinFile(p, upstream.sha256_bytes(pristine[p].encode()),
+                                          upstream.count_lines(pristine[p].encode())))
+                     for p in touched)
     (out_dir / "pin.toml").write_text(upstream.format_pin(pin))
     # The hand-made part byte for byte, then the whole stack applies onto the release's files.
     for name in base_names:
         if (out_dir / name).read_bytes() != (sdir / name).read_bytes():
             raise PatchkitError(f"{release.version}: {name} would change")
-    full = release_files(release.version, [f.path for f in pin.files])
+    full = release_files(release.version, list(pin.files))
     for name in authoring.read_series_names(out_dir):
         full = authoring.apply_patch(full, authoring.read_text(out_dir / name), name)
 

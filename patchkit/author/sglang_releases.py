@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from patchkit.author.timerplace import HandRule
+from patchkit.upstream import version_key  # noqa: F401  (kept here for callers)
 
 SPEC = "python/sglang/srt/speculative/"
 V1 = SPEC + "eagle_worker.py"
@@ -263,11 +264,6 @@ NOT_ON_INDEX: list[str] = []
 
 def by_version() -> dict[str, Release]:
     return {r.version: r for r in RELEASES}
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    main, _, post = version.partition(".post")
-    return tuple(int(p) for p in main.split(".")) + (int(post) if post else 0,)
 
 
 def series_folders() -> list[str]:

@@ -137,7 +137,7 @@ def _differences(c: Candidate, seen: Seen) -> list[str]:
 
 
 def _version_distance(c: Candidate, versions: list[str]) -> tuple:
-    from patchkit.author.sglang_releases import version_key
+    from patchkit.upstream import version_key
 
     if not versions or not c.pin.version:
         return (1,)

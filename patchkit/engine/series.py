@@ -4,39 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
-import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from patchkit.engine.diffparse import Patch, parse_patch
 from patchkit.errors import InvalidInput
 from patchkit.paths import path_problem
-
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-
-@dataclass(frozen=True)
-class PinnedFile:
-    path: str
-    sha256: str
-    lines: int
-
-
-@dataclass
-class Pin:
-    name: str
-    version: str | None = None
-    commit: str | None = None
-    package_prefix: str | None = None
-    files: dict[str, PinnedFile] = field(default_factory=dict)
-    # Other releases that ship these pinned files byte for byte (e.g. a .postN): the installed
-    # layout's dist-info version may be any of version + also_versions.
-    also_versions: tuple[str, ...] = ()
-
-    @property
-    def versions(self) -> tuple[str, ...]:
-        return ((self.version,) if self.version else ()) + self.also_versions
+from patchkit.pin import Pin, PinnedFile, parse_pin  # noqa: F401  (the series' pin; re-exported)
 
 
 @dataclass
@@ -51,61 +24,6 @@ class Series:
     def file_diffs(self):
         for patch in self.patches:
             yield from patch.files
-
-
-def parse_pin(text: str, where: str = "pin.toml") -> Pin:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise InvalidInput(f"{where}: not valid TOML: {e}") from e
-    up = data.get("upstream")
-    if not isinstance(up, dict):
-        raise InvalidInput(f"{where}: missing [upstream] table")
-    unknown = set(data) - {"upstream", "file"}
-    if unknown:
-        raise InvalidInput(f"{where}: unknown top-level keys {sorted(unknown)}")
-    name = up.get("name")
-    if not isinstance(name, str) or not name:
-        raise InvalidInput(f"{where}: [upstream] name must be a non-empty string")
-    version = up.get("version")
-    if version is not None and (not isinstance(version, str) or not version.strip()):
-        raise InvalidInput(f"{where}: [upstream] version must be a non-empty string")
-    also = up.get("also_versions", [])
-    if not isinstance(also, list) or not all(
-            isinstance(v, str) and v.strip() and not any(ch.isspace() for ch in v) for v in also):
-        raise InvalidInput(f"{where}: [upstream] also_versions must be a list of version strings")
-    if also and version is None:
-        raise InvalidInput(f"{where}: [upstream] also_versions needs a version")
-    commit = up.get("commit")
-    if commit is not None and (not isinstance(commit, str) or not _HEX40.match(commit)):
-        raise InvalidInput(f"{where}: [upstream] commit must be 40 lowercase hex digits, got {commit!r}")
-    prefix = up.get("package_prefix")
-    if prefix is not None:
-        if not isinstance(prefix, str) or not prefix.endswith("/") or path_problem(prefix[:-1]):
-            raise InvalidInput(f"{where}: package_prefix must be a relative path ending in '/', got {prefix!r}")
-    files: dict[str, PinnedFile] = {}
-    entries = data.get("file", [])
-    if not isinstance(entries, list):
-        raise InvalidInput(f"{where}: [[file]] must be an array of tables")
-    for i, entry in enumerate(entries, 1):
-        label = f"{where}: [[file]] #{i}"
-        if not isinstance(entry, dict):
-            raise InvalidInput(f"{label}: not a table")
-        path, sha, lines = entry.get("path"), entry.get("sha256"), entry.get("lines")
-        if not isinstance(path, str):
-            raise InvalidInput(f"{label}: path missing")
-        problem = path_problem(path)
-        if problem:
-            raise InvalidInput(f"{label}: unsafe path {path!r}: {problem}")
-        if not isinstance(sha, str) or not _HEX64.match(sha):
-            raise InvalidInput(f"{label} ({path}): sha256 must be 64 lowercase hex digits")
-        if not isinstance(lines, int) or isinstance(lines, bool) or lines < 0:
-            raise InvalidInput(f"{label} ({path}): lines must be a non-negative integer (wc -l)")
-        if path in files:
-            raise InvalidInput(f"{label}: {path} is pinned twice")
-        files[path] = PinnedFile(path, sha, lines)
-    return Pin(name=name, version=version, commit=commit, package_prefix=prefix, files=files,
-               also_versions=tuple(also))
 
 
 def read_series_file(path: str) -> list[str]:

@@ -10,7 +10,8 @@ built from configs (no downloads), on the CPU here and on a CUDA GPU where there
     run_sweep("profile-out", size="ci", matrix={"num_assistant_tokens": [2, 4]})
 
 Rooms: site (install the pinned wheel, the apply/revert bracket), workload (the subprocess
-program), session (running it with a live progress line), default (profile.run), sweep.
+program), session (running it with a live progress line), default (profile.run), sweep; the
+SGLang run on remote targets is the subpackage remote/ (profile.remote).
 Importing this package is cheap: torch and transformers are imported by the subprocess only.
 """
 

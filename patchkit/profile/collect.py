@@ -9,7 +9,7 @@ The common flow is: ``patch.apply``, start SGLang with your own launcher and
 
 ``collect`` fetches every rank's timing files (``*.jsonl``) and ``window.json`` from each target
 as profile.remote does: one tar stream per target written by its job-control agent
-(patchkit/profile/remote_agent.py, run by ``python3`` on the target through the target's
+(patchkit/profile/remote/agent.py, run by ``python3`` on the target through the target's
 transport), refused when the folder holds more than ``max_mb``. Several targets (the nodes of
 one multi-node server) land in one folder; a file name two nodes share gets ``.nodeN``.
 ``report`` writes the table, trace, chart and summary of any timing folder
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit.errors import InvalidInput
-from patchkit.profile.remote_host import RemoteHost
+from patchkit.profile.remote.host import RemoteHost
 from patchkit.profile.site import ProfileError
 
 WINDOW_FILE = "window.json"

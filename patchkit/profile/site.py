@@ -1,7 +1,7 @@
 """The profile target: the pinned transformers installed into an ignored folder, and its patching.
 
 ``ensure_site`` installs the wheel named by the series' pin (sha256-checked by
-patchkit.author.upstream) with ``pip install --no-deps --target`` -- a real installed-package layout
+patchkit.upstream) with ``pip install --no-deps --target`` -- a real installed-package layout
 (``transformers/...`` plus ``transformers-5.17.0.dist-info``), which the engine patches exactly
 as it would patch a remote site-packages. The dependencies of transformers come from the
 project's environment (the ``profile`` extra).
@@ -24,10 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from patchkit.errors import PatchkitError, Refused, Terminated  # noqa: F401  (Terminated: re-exported)
-from patchkit.author.upstream import fetch_wheel, read_pin
-from patchkit.locations import series_root, work_base
+from patchkit.locations import import_root, series_root, work_base
+from patchkit.upstream import fetch_wheel, read_pin
 
-REPO = Path(__file__).resolve().parents[2]
 DEFAULT_SERIES = series_root() / "transformers-v5.17.0"
 DEFAULT_SITE = work_base() / "tf-site"
 
@@ -187,7 +186,7 @@ def patched(series_dir: Path, site: Path, *, log=print):
 def workload_env(site: Path, timer_mode: str | None) -> dict:
     """Environment for the workload: the patched tree first on the path, the timer mode."""
     env = dict(os.environ)
-    paths = [str(Path(site).resolve()), str(REPO)]
+    paths = [str(Path(site).resolve()), str(import_root())]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)

@@ -12,7 +12,7 @@ the report describes first (decode when there is one).
 from __future__ import annotations
 
 from patchkit.report.kinds import cycle_kind
-from patchkit.report.summarize import percentile
+from patchkit.report.stats import percentile
 
 BASIS = "cycle period (host start to next cycle's start)"
 

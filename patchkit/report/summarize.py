@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind, ordered_kinds
 
 from patchkit.report.load import ProcessTiming
+from patchkit.report.stats import percentile
 
 REPORT_SCHEMA = "patchkit.report/1"
 META_THROUGHPUT = "tokens_per_s"
@@ -42,17 +43,6 @@ META_ACCEPT = "accept_length"
 META_RUNS = "tokens_per_s_runs"  # repeated measurements of tokens_per_s (a list)
 META_BASELINE_RUNS = "baseline_tokens_per_s_runs"
 P99_MIN_N = 100  # fewer values than this: no p99 (it would be about the maximum)
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile (q in 0..100), as numpy's default."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def distribution(values_ns: list[int], gate_p99: bool = False) -> dict | None:

@@ -259,7 +259,7 @@ def rebased_part(version: str, dest: Path) -> Path:
     touched = {f.path for n in authoring.read_series_names(dest)
                for f in parse_patch(n, (dest / n).read_bytes()).files}
     pin = upstream.read_pin(dest / "pin.toml")
-    pin.files = [f for f in pin.files if f.path in touched]
+    pin.files = {p: f for p, f in pin.files.items() if p in touched}
     (dest / "pin.toml").write_text(upstream.format_pin(pin))
     return dest
 

@@ -91,7 +91,7 @@ def placed_functions(series_dir, files: dict[str, bytes | None]) -> dict:
 def test_long_jump_places_timer_lines_in_the_function_they_timed(
         series_ver, onto, n_exact, n_merge3, n_structural, n_refused, tmp_path):
     series = PATCHES / f"sglang-v{series_ver}"
-    paths = [f.path for f in upstream.read_pin(series / "pin.toml").files]
+    paths = list(upstream.read_pin(series / "pin.toml").files)
     new_files, old_files = _files(onto, paths), _files(series_ver, paths)
     absent = {p for p, d in new_files.items() if d is None}
     out = tmp_path / "out"
@@ -160,7 +160,7 @@ def test_the_rebased_long_jump_applies_on_the_release(tmp_path):
     for p in result.patches:
         (keep / p.name).write_text(without_marked_hunks((out / p.name).read_text()))
         assert rb.MARKER not in (keep / p.name).read_text()
-    paths = [f.path for f in upstream.read_pin(keep / "pin.toml").files]
+    paths = list(upstream.read_pin(keep / "pin.toml").files)
     files = _files("0.5.12", paths)
     tree = tmp_path / "tree"
     upstream.build_checkout_tree({upstream.installed_path(p, "python/"): d

@@ -188,12 +188,12 @@ def test_real_release_pairs_relocate_more_and_misplace_nothing(
             methods.count("needs attention")) == (n_exact, n_merged, n_attention)
     exact = rb.rebase(series, onto, write=False, wheelhouse=WH, merge=False)
     assert len(exact.attention) == n_attention + n_merged
-    paths = [f.path for f in upstream.read_pin(series / "pin.toml").files]
+    paths = list(upstream.read_pin(series / "pin.toml").files)
     new_files = _release_files(onto, paths)
     # the hand-made series of the release (shipped, pinned to the same text) has every
     # relocated line exactly where rebase put it
     hand = v1_part(SERIES_059.parent / f"sglang-v{onto}", tmp_path / "hand")
-    assert [f.sha256 for f in upstream.read_pin(hand / "pin.toml").files] == \
+    assert [f.sha256 for f in upstream.read_pin(hand / "pin.toml").files.values()] == \
         [upstream.sha256_bytes(new_files[p]) for p in paths]
     assert hand_disagreements(out, hand, new_files) == []
     # the text oracle flags only lines whose neighbouring statement upstream rewrote

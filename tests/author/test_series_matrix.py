@@ -115,9 +115,9 @@ def test_runtime_patch_is_generated_from_patchkit_timing(folder):
 @pytest.mark.parametrize("version", RELEASES)
 def test_series_pins_this_release(version, trees):
     pin = upstream.read_pin(_series(version) / "pin.toml")
-    assert version in [pin.version] + pin.also_versions
+    assert version in pin.versions
     files = trees(version)["files"]
-    for entry in pin.files:
+    for entry in pin.files.values():
         assert upstream.sha256_bytes(files[entry.path]) == entry.sha256, (version, entry.path)
 
 
@@ -131,7 +131,7 @@ def test_verify_apply_compile_ast_revert(version, layout, trees, tmp_path):
     sdir = str(_series(version))
     pin = upstream.read_pin(Path(sdir) / "pin.toml")
     prefix = "python/" if layout == "checkout" else ""
-    paths = [prefix + upstream.installed_path(f.path, "python/") for f in pin.files]
+    paths = [prefix + upstream.installed_path(f.path, "python/") for f in pin.files.values()]
     before = {p: (tree / p).read_bytes() for p in paths}
     result = ops.verify(sdir, [str(tree)])
     assert result.exit_code == 0, result.hosts[0].messages
@@ -204,7 +204,7 @@ def test_series_auto_picks_the_release_and_refuses_a_drifted_copy(version, trees
     chosen, said = autoseries.resolve([str(tree)])
     assert Path(chosen) == _series(version), said
     assert Path(chosen).name in said
-    pinned = upstream.read_pin(_series(version) / "pin.toml").files[0].path
+    pinned = next(iter(upstream.read_pin(_series(version) / "pin.toml").files))
     victim = tree / upstream.installed_path(pinned, "python/")
     victim.write_bytes(victim.read_bytes() + b"# local edit\n")
     with pytest.raises(autoseries.Refused) as info:
@@ -223,7 +223,7 @@ def test_every_worker_file_of_every_release_is_timed():
 
 
 def _cell(r, path: str) -> str:
-    pinned = {Path(f.path).name for f in upstream.read_pin(PATCHES / r.series / "pin.toml").files}
+    pinned = {Path(p).name for p in upstream.read_pin(PATCHES / r.series / "pin.toml").files}
     return "—" if path not in r.files else ("not timed" if Path(path).name not in pinned else "timed")
 
 
@@ -241,7 +241,7 @@ def coverage_table() -> str:
     for r in rel.RELEASES:
         sdir = PATCHES / r.series
         pin = upstream.read_pin(sdir / "pin.toml")
-        pinned = {Path(f.path).name for f in pin.files}
+        pinned = {Path(p).name for p in pin.files}
         final = _final_phases(sdir)
         cells = []
         for path in rel.WORKER_FILES:

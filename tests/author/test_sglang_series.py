@@ -55,7 +55,7 @@ def test_pin_is_what_upstream_pin_writes_for_the_real_file(sglang_059_pristine):
     pin = upstream.pin_from_tree(sglang_059_pristine, [EAGLE_WORKER, EAGLE_WORKER_V2], "sglang",
                                  "0.5.9", COMMIT_059, "python/")
     assert upstream.format_pin(pin) == (SERIES_059 / "pin.toml").read_text()
-    assert [f.lines for f in pin.files] == [1032, 878]
+    assert [f.lines for f in pin.files.values()] == [1032, 878]
 
 
 def test_runtime_patch_is_generated_from_the_current_runtime_source():

@@ -201,7 +201,7 @@ def test_pin_from_tree_hashes_and_counts_like_wc(tmp_path):
         wc = subprocess.run(["wc", "-l"], input=data, capture_output=True, check=True)
         assert entry["lines"] == int(wc.stdout.split()[0])
         assert entry["sha256"] == hashlib.sha256(data).hexdigest()
-    assert [f.path for f in pin.files] == ["python/pkg/a.py", "python/pkg/b.py"]
+    assert list(pin.files) == ["python/pkg/a.py", "python/pkg/b.py"]
 
 
 def test_pin_update_keeps_order_repins_and_reads_installed_layout(tmp_path):
@@ -216,7 +216,7 @@ def test_pin_update_keeps_order_repins_and_reads_installed_layout(tmp_path):
     (tree / "pkg/a.py").write_text("a\na2\n")
     pin = upstream.pin_from_tree(tree, None, "pkg", "1.1", package_prefix="python/",
                                  pin_path=pin_path)
-    assert [(f.path, f.lines) for f in pin.files] == [("python/pkg/a.py", 2), ("python/pkg/b.py", 1)]
+    assert [(f.path, f.lines) for f in pin.files.values()] == [("python/pkg/a.py", 2), ("python/pkg/b.py", 1)]
     assert upstream.read_pin(pin_path).version == "1.1"
     (tree / "pkg/a.py").write_text("a\n")
     upstream.pin_from_tree(tree, ["python/pkg/a.py"], "pkg", "1.0", package_prefix="python/",
@@ -244,12 +244,12 @@ def test_fetch_tree_defaults_from_a_series_pin(cache, tmp_path):
                                        dest=tmp_path / "t")
     assert commit is None
     pin = upstream.read_pin(SERIES_059 / "pin.toml")
-    for entry in pin.files:
+    for entry in pin.files.values():
         data = (tree / entry.path).read_bytes()
         assert upstream.sha256_bytes(data) == entry.sha256
-    inst, _ = upstream.fetch_tree("sglang", "0.5.9", [pin.files[0].path], layout="installed",
+    inst, _ = upstream.fetch_tree("sglang", "0.5.9", [[*pin.files.values()][0].path], layout="installed",
                                   package_prefix="python/", dest=tmp_path / "i")
-    assert (inst / EAGLE_WORKER_WHEEL).read_bytes() == (tree / pin.files[0].path).read_bytes()
+    assert (inst / EAGLE_WORKER_WHEEL).read_bytes() == (tree / [*pin.files.values()][0].path).read_bytes()
     with pytest.raises(InvalidInput, match="needs a name, a version and paths"):
         upstream.fetch_tree("sglang", None, ["x"])
 
@@ -273,7 +273,7 @@ def test_fetch_tree_from_clone_and_pin_series(clone, tmp_path):
         upstream.pin_series(sdir, newer)
     pin = upstream.pin_series(sdir, newer, commit=commit3)
     assert pin.commit == shas[2] and pin.name == "demo"
-    assert pin.files[0].sha256 == upstream.sha256_bytes(b"version = 2\n")
+    assert [*pin.files.values()][0].sha256 == upstream.sha256_bytes(b"version = 2\n")
 
 
 def test_pip_is_asked_for_the_pinned_build_whatever_python_runs_it():

@@ -55,5 +55,5 @@ def test_also_versions_needs_a_version():
 
 def test_format_pin_round_trips_also_versions(tmp_path):
     pin = upstream.read_pin(SERIES / "pin.toml")
-    assert pin.also_versions == ["0.5.4.post3"]
+    assert pin.also_versions == ("0.5.4.post3",)
     assert upstream.format_pin(pin) == (SERIES / "pin.toml").read_text()

@@ -2,7 +2,7 @@
 
 Every step is one POSIX sh program given to ``Transport.run`` (``sh -s`` over SSH, or local):
 
-    exec 'python3' -c '<remote_agent.py source>' 'poll' '/tmp/patchkit-profile/…' …
+    exec 'python3' -c '<agent.py source>' 'poll' '/tmp/patchkit-profile/…' …
 
 Every word is shlex-quoted; the server and benchmark commands travel as single arguments and
 only the target's ``sh -c`` interprets them. The agent answers one JSON line (or raw bytes for
@@ -21,7 +21,7 @@ from pathlib import Path
 from patchkit.errors import PatchkitError
 from patchkit.profile.site import ProfileError
 
-AGENT_FILE = Path(__file__).with_name("remote_agent.py")
+AGENT_FILE = Path(__file__).with_name("agent.py")
 LOG_TAIL_BYTES = 4096
 
 

@@ -61,10 +61,10 @@ def which_worker(log_text: str) -> WorkerGuess:
 
 def timed_files(series_dir) -> list[str]:
     """Base names of the files the series' pin lists (what it patches)."""
-    from patchkit.author.upstream import read_pin
+    from patchkit.upstream import read_pin
 
     try:
-        return [Path(f.path).name for f in read_pin(Path(series_dir) / "pin.toml").files]
+        return [Path(p).name for p in read_pin(Path(series_dir) / "pin.toml").files]
     except Exception:  # a broken pin was refused long before; say nothing about it here
         return []
 

@@ -28,6 +28,10 @@ SPECULATIVE_PREFIX = "--speculative-"
 BOOLEAN_OPTIONS = frozenset({"--speculative-adaptive", "--speculative-skip-dp-mlp-sync"})
 CONTROL = frozenset({";", "&", "&&", "|", "||", "|&", ";;", "(", ")", "\n"})
 OPTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# set by the profile run itself: neither env: settings nor env: matrix keys may name them
+RESERVED_ENV = ("PATCHKIT_TIMER_DIR", "PATCHKIT_TARGET_ROOT", "PATCHKIT_RUN_DIR",
+                "PATCHKIT_NODE_RANK", "PATCHKIT_NNODES", "PATCHKIT_SERVER_PORT")
 
 
 @dataclass(frozen=True)
@@ -242,8 +246,6 @@ def parse_server_matrix(text) -> dict[str, list[str]]:
     A key is a server option (``--`` optional; the point's value replaces or adds
     ``--KEY VALUE`` in the server command) or ``env:NAME`` (the server's environment).
     A mapping ``{key: [values]}`` (e.g. from invoke.yaml) is checked the same way."""
-    from patchkit.profile.remote_config import ENV_NAME, RESERVED_ENV
-
     if isinstance(text, dict):
         parts = [(str(k), [str(v) for v in (vs if isinstance(vs, (list, tuple)) else [vs])])
                  for k, vs in text.items()]

@@ -13,7 +13,7 @@ The flow, one live progress line throughout:
   1. patch.verify on every target (each must be pristine: a state found applied is not ours to
      revert), then patch.apply (a fleet applies all or nothing);
   2. a fresh run directory on every target (mktemp under ``remote_dir``);
-  3. the server command started detached on every target (remote_agent: its own session and
+  3. the server command started detached on every target (agent.py: its own session and
      process group, pgid recorded on the target), with the timing runtime's environment;
   4. ``/health`` polled through the SSH connection until it answers 200, bounded by
      ``health_timeout_s``; a server that exits first fails the run at once, with its log's tail;
@@ -36,14 +36,14 @@ The flow, one live progress line throughout:
 
 A server that ran but recorded no cycle (no timing files, or files without a cycle) fails the
 run with a message that names the speculative worker SGLang chose, read from the server log's
-"Spec v1/v2" line (patchkit.profile.worker_log), and whether the series times it.
+"Spec v1/v2" line (patchkit.profile.remote.worker_log), and whether the series times it.
 
 ``baseline`` (``--baseline``): after the revert, the same steps 2-6 once more with the server
-command stripped of every ``--speculative-*`` option (patchkit.profile.server_args), no series
+command stripped of every ``--speculative-*`` option (patchkit.profile.remote.server_args), no series
 applied, the same benchmark; its logs in ``<run>/baseline/``; summary.json's ``baseline`` is
 {tokens_per_s, spec_tokens_per_s, ratio = spec / baseline, accept_length, server_command,
 dropped, report, error} and table.txt says "tokens/s with speculation: X, without: Y, speedup
-Zx". ``matrix`` (``--matrix``) runs patchkit.profile.remote_sweep instead. SIGTERM is handled
+Zx". ``matrix`` (``--matrix``) runs patchkit.profile.remote.sweep instead. SIGTERM is handled
 like Ctrl-C (servers stopped, series reverted; exit 143 instead of 130).
 
 Environment of the server (after ``env``): PATCHKIT_TIMER_DIR=<run dir>/timing,
@@ -63,20 +63,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit.cli import main_boundary
 from patchkit.errors import PatchkitError
 from patchkit.profile.bench_output import BenchOutput, parse_bench_output
 from patchkit.profile.default import new_run_dir
 from patchkit.profile.progress import ProgressLine
-from patchkit.profile.remote_config import RemoteConfig
-from patchkit.profile.remote_host import RemoteHost, last_lines
-from patchkit.profile.server_args import drop_speculative
+from patchkit.profile.remote.config import RemoteConfig
+from patchkit.profile.remote.host import RemoteHost, last_lines
+from patchkit.profile.remote.server_args import drop_speculative
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
-from patchkit.profile.worker_log import NEEDLES as WORKER_NEEDLES
-from patchkit.profile.worker_log import no_cycles_message, which_worker
+from patchkit.profile.remote.worker_log import NEEDLES as WORKER_NEEDLES
+from patchkit.profile.remote.worker_log import no_cycles_message, which_worker
 from patchkit.report.window import WINDOW_FILE
 
-__all__ = ["RemoteConfig", "RemoteOutcome", "run_remote", "parse_bench_output", "main"]
+__all__ = ["RemoteConfig", "RemoteOutcome", "run_remote", "parse_bench_output"]
 
 BENCH_LOG_MAX = 16 * 1024 * 1024
 SERVER_LOG_MAX = 1024 * 1024
@@ -601,30 +600,3 @@ def partial_report(cfg: RemoteConfig, run: "RemoteRun", out, elapsed_s: float) -
     print(f"partial report: {run.run_dir}/ ({', '.join(sorted(summary.files.values()))})",
           file=out)
 
-
-@main_boundary("profile", interrupted="servers stopped, targets reverted")
-def main(argv=None) -> int:
-    """``python -m patchkit.profile.remote --config FILE [--section patchkit.profile.remote]``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m patchkit.profile.remote")
-    parser.add_argument("--config", required=True, help=".json, .toml or .yaml file")
-    parser.add_argument("--section", default=None,
-                        help="dotted key of the settings in that file, e.g. "
-                             "patchkit.profile.remote for an invoke.yaml")
-    parser.add_argument("--out", default=None, help="reports go to OUT/<timestamp>/")
-    args = parser.parse_args(argv)
-    cfg = RemoteConfig.from_file(args.config, section=args.section)
-    if args.out:
-        cfg.out = args.out
-    if cfg.matrix:
-        from patchkit.profile.remote_sweep import run_remote_sweep
-
-        run_remote_sweep(cfg)
-    else:
-        run_remote(cfg)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

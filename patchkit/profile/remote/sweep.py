@@ -11,7 +11,7 @@ with ``baseline``, the baseline as one more point, in rotated order: repetition 
 the r-th entry (A B C base, B C base A, C base A B, ...), so that no point is always the first
 after a revert or the last of a drifting machine. Each (repetition, point) is its own server
 start: the point's server command (each option key replaces or adds ``--KEY VALUE``, see
-patchkit.profile.server_args) and environment (``env:`` keys over the settings' env) go
+patchkit.profile.remote.server_args) and environment (``env:`` keys over the settings' env) go
 through the same steps as a single profile.remote run -- start, /health, warm-up benchmark,
 measured benchmark, stop, fetch -- with that run's report built at once in
 ``points/NN-label/`` (repetition 1) or ``points/NN-label/repR/``. The baseline (the server
@@ -43,9 +43,9 @@ from typing import Any
 from patchkit.errors import PatchkitError
 from patchkit.profile.default import new_run_dir
 from patchkit.profile.progress import ProgressLine
-from patchkit.profile.remote import RemoteRun, report_meta, run_baseline
-from patchkit.profile.remote_config import RemoteConfig
-from patchkit.profile.server_args import expand_server_matrix
+from patchkit.profile.remote.run import RemoteRun, report_meta, run_baseline
+from patchkit.profile.remote.config import RemoteConfig
+from patchkit.profile.remote.server_args import expand_server_matrix
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
 from patchkit.profile.sweep import _fmt, format_table, point_dir_name
 from patchkit.profile.verdict import (decide, describe, ratio_interval, rotation, summarize,

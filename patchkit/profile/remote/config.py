@@ -17,14 +17,11 @@ from pathlib import Path
 
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_root
+from patchkit.profile.remote.server_args import ENV_NAME, RESERVED_ENV  # noqa: F401  (re-exported)
 
-REPO = Path(__file__).resolve().parents[2]
 DEFAULT_SERIES = series_root() / "sglang-v0.5.9"
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
 TIMER_MODES = ("events", "sync", "host", "off")
-RESERVED_ENV = ("PATCHKIT_TIMER_DIR", "PATCHKIT_TARGET_ROOT", "PATCHKIT_RUN_DIR",
-                "PATCHKIT_NODE_RANK", "PATCHKIT_NNODES", "PATCHKIT_SERVER_PORT")
 
 
 @dataclass
@@ -174,16 +171,16 @@ class RemoteConfig:
         if self.repeat is not None:
             self.repeat = _int(self.repeat, "repeat", 1, 1000)
         if self.matrix is not None and self.matrix != "":
-            from patchkit.profile.server_args import parse_server_matrix
+            from patchkit.profile.remote.server_args import parse_server_matrix
 
-            from patchkit.profile.server_args import expand_server_matrix
+            from patchkit.profile.remote.server_args import expand_server_matrix
 
             self.matrix = parse_server_matrix(self.matrix)
             expand_server_matrix(self.matrix, self.server_command, self.env)  # shell syntax
         else:
             self.matrix = None
         if self.baseline:
-            from patchkit.profile.server_args import drop_speculative
+            from patchkit.profile.remote.server_args import drop_speculative
 
             if not drop_speculative(self.server_command)[1]:
                 raise InvalidInput("profile.remote --baseline: the server command has no "

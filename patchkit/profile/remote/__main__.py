@@ -1,0 +1,41 @@
+"""``python -m patchkit.profile.remote --config FILE [--section patchkit.profile.remote]``.
+
+The entry point picks the run: ``matrix`` in the settings runs the sweep (sweep.py), otherwise
+one run (run.py). The choice lives here, above both, so that neither imports the other's caller.
+Errors, ^C and SIGTERM reach the exit code through the one boundary (patchkit.cli).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from patchkit.cli import main_boundary
+from patchkit.profile.remote.config import RemoteConfig
+from patchkit.profile.remote.run import run_remote
+from patchkit.profile.remote.sweep import run_remote_sweep
+
+
+@main_boundary("profile", interrupted="servers stopped, targets reverted")
+def main(argv=None) -> int:
+    """``python -m patchkit.profile.remote --config FILE [--section patchkit.profile.remote]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m patchkit.profile.remote")
+    parser.add_argument("--config", required=True, help=".json, .toml or .yaml file")
+    parser.add_argument("--section", default=None,
+                        help="dotted key of the settings in that file, e.g. "
+                             "patchkit.profile.remote for an invoke.yaml")
+    parser.add_argument("--out", default=None, help="reports go to OUT/<timestamp>/")
+    args = parser.parse_args(argv)
+    cfg = RemoteConfig.from_file(args.config, section=args.section)
+    if args.out:
+        cfg.out = args.out
+    if cfg.matrix:
+        run_remote_sweep(cfg)
+    else:
+        run_remote(cfg)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
