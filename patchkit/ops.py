@@ -73,6 +73,14 @@ class Options:
 
 # -- one target ------------------------------------------------------------------------------------
 
+def options_from(settings) -> Options:
+    """The Options of one operation from the typed task settings (patchkit.settings.PatchSettings)."""
+    return Options(layout=settings.layout, force=settings.force, keep_journal=settings.keep_journal,
+                   dry_run=settings.dry_run, jobs=settings.jobs, timeout=settings.timeout,
+                   cwd=settings.cwd, container=settings.container, exec_prefix=settings.exec_prefix,
+                   transport_options=settings.transport_options())
+
+
 def run_program(compiled: Compiled, transport: Transport, op: str, opts: Options,
                 phase: str = "all") -> tuple[Answer, int, float, int]:
     program = build_program(compiled, op, transport.root, layout=opts.layout,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+from patchkit.cli import RESULT_SCHEMA, error_json  # noqa: F401  (error_json: re-exported)
 from patchkit.ops import OpResult
 
 _VERDICT = {0: "ok", 1: "REFUSED", 2: "INVALID"}
@@ -12,7 +13,6 @@ _VERDICT = {0: "ok", 1: "REFUSED", 2: "INVALID"}
 
 # `--json` prints exactly one document on stdout, success or failure, with the same top-level
 # keys (README §2, "JSON output"); a new key is a minor change, a changed meaning a new schema.
-RESULT_SCHEMA = "patchkit.result/1"
 
 
 def render_json(result: OpResult) -> str:
@@ -22,14 +22,6 @@ def render_json(result: OpResult) -> str:
     if failed is not None:
         error = f"{failed.target}: {_first_error(failed, width=None) or failed.state}"
     doc.update(schema=RESULT_SCHEMA, error=error)
-    return json.dumps(doc, indent=2, sort_keys=True)
-
-
-def error_json(op: str, exit_code: int, message: str) -> str:
-    """The document of an operation that ended before it had a result (invalid input, refused
-    --series auto, interrupted): the success document's keys, with ``error`` set."""
-    doc = {"schema": RESULT_SCHEMA, "op": op, "series": None, "digest": None,
-           "exit_code": exit_code, "error": message, "hosts": []}
     return json.dumps(doc, indent=2, sort_keys=True)
 
 

@@ -344,10 +344,3 @@ class PatchSettings:
                 transport[key] = getattr(self, key)
         return transport
 
-    def options(self):
-        from patchkit.ops import Options
-
-        return Options(layout=self.layout, force=self.force, keep_journal=self.keep_journal,
-                       dry_run=self.dry_run, jobs=self.jobs, timeout=self.timeout, cwd=self.cwd,
-                       container=self.container, exec_prefix=self.exec_prefix,
-                       transport_options=self.transport_options())

@@ -11,9 +11,11 @@ import sys
 
 from invoke import Collection
 
-from patchkit.cli import auto_series as _auto_series, run_patch_task, task  # noqa: E402
+from patchkit.cli import task  # noqa: E402
+from patchkit.taskrun import auto_series as _auto_series, run_patch_task  # noqa: E402
 from patchkit.errors import InvalidInput  # noqa: E402
 from patchkit.locations import series_path  # noqa: E402
+from patchkit.ops import options_from  # noqa: E402
 from patchkit.settings import (PATCHKIT_DEFAULTS, PatchSettings, choice, config_value,  # noqa: E402
                                existing_dir, number, output_dir, positive_int, seconds, text)
 
@@ -52,7 +54,7 @@ def _cfg(c, key, default=None):
 
 
 # check, verify, apply, revert, status, unlock: the options are checked and merged with invoke.yaml
-# once (patchkit.settings.PatchSettings); patchkit.cli.run_patch_task runs the operation.
+# once (patchkit.settings.PatchSettings); patchkit.taskrun.run_patch_task runs the operation.
 COMMON = dict(iterable=["target"], help=TARGET_HELP)
 
 
@@ -408,9 +410,9 @@ def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_tri
     from patchkit.author.rebase import rebase
 
     # the target options are checked whether or not --onto-target uses them
-    opts = PatchSettings.from_invoke(c, "rebase", dict(
+    opts = options_from(PatchSettings.from_invoke(c, "rebase", dict(
         series=series, target=[onto_target] if onto_target else [], layout=layout,
-        container=container, exec_=exec_, ssh_config=ssh_config, timeout=timeout)).options()
+        container=container, exec_=exec_, ssh_config=ssh_config, timeout=timeout)))
     series = series or _cfg(c, "series")
     upstream, wheelhouse = existing_dir(upstream, "upstream"), existing_dir(wheelhouse, "wheelhouse")
     if out is not None:     # said before any wheel is fetched
@@ -568,9 +570,9 @@ def profile_collect(c, target=None, from_=None, out=None, max_mb=None, python=No
     remote = (_cfg(c, "profile", {}) or {}).get("remote") or {}
     where = "patchkit.profile.remote."
     # the target options are checked and merged with invoke.yaml as for the patch.* tasks
-    opts = PatchSettings.from_invoke(c, "collect", dict(
+    opts = options_from(PatchSettings.from_invoke(c, "collect", dict(
         target=list(target), container=container, exec_=exec_, ssh_config=ssh_config,
-        ssh_persist=ssh_persist)).options()
+        ssh_persist=ssh_persist)))
     settings = FetchSettings(
         python=text(python, "python") or text(remote.get("python"), "python",
                                               where + "python") or "python3",

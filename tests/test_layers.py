@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("patchkit.report",),                       # timing files -> summary, table, chart
     ("patchkit.author", "patchkit.profile"),    # authoring/rebase; profile runs (use report)
     ("patchkit.output",),                       # rendering fleet results for the tasks
+    ("patchkit.taskrun",),                      # the patch.* tasks' shared body
     ("patchkit.tasks",),                        # the invoke task surface
     ("patchkit.command",),                      # the installed `patchkit` program
 ]

@@ -6,7 +6,7 @@ import pytest
 from invoke import Config, Context
 
 from patchkit.errors import InvalidInput
-from patchkit.ops import Options
+from patchkit.ops import Options, options_from
 from patchkit.settings import PATCHKIT_DEFAULTS, PatchSettings, check_config
 
 
@@ -34,7 +34,7 @@ def test_option_beats_config_beats_default(tmp_path):
     c = _context(tmp_path, "patchkit:\n  jobs: 3\n  timeout: 7\n  series: s1\n")
     s = PatchSettings.from_invoke(c, "apply", {"target": ["/x"], "timeout": "2.5"})
     assert (s.jobs, s.timeout, s.series, s.layout, s.ssh_persist) == (3, 2.5, "s1", "auto", 60)
-    opts = s.options()
+    opts = options_from(s)
     assert opts.jobs == 3 and opts.timeout == 2.5
     assert opts.transport_options == {"shared_master": True, "control_persist": 60.0}
 
@@ -59,8 +59,8 @@ def test_k8s_and_profile_keys_are_known_and_checked(tmp_path):
     c = _context(tmp_path, "patchkit:\n  kubectl: /opt/bin/kubectl\n  kube_context: gke_p_z_c\n"
                            "  profile:\n    sample: 4\n    warmup: false\n    repeat: 2\n")
     assert check_config(c.config) == []
-    opts = PatchSettings.from_invoke(c, "status", {"target": ["/x"], "k8s_container": "server"}
-                                     ).options()
+    opts = options_from(PatchSettings.from_invoke(c, "status", {"target": ["/x"],
+                                                                "k8s_container": "server"}))
     assert {k: opts.transport_options.get(k) for k in ("kubectl", "kube_context", "k8s_container")
             } == {"kubectl": "/opt/bin/kubectl", "kube_context": "gke_p_z_c",
                   "k8s_container": "server"}

@@ -1,0 +1,127 @@
+"""The patch.* tasks' shared body: settings -> targets and series -> the fleet operation -> the
+table or JSON document (above ops and output; the exit-code boundary itself is patchkit.cli)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from patchkit.cli import exit_boundary  # noqa: F401  (used by the task bodies below)
+
+
+def run_patch_task(c, op: str, given: dict) -> None:
+    """One ``patch.<op>`` run: settings, series and targets, the operation, the table or the
+    JSON document; exits with the operation's code. ``given``: the task's parameters."""
+    label = "apply --dry-run" if op == "apply" and given.get("dry_run") else op
+    with exit_boundary("patchkit", json_op=label if given.get("json") else None,
+                       interrupted="the target program cleans up after itself; "
+                                   "patch.status says what each target is now"):
+        from patchkit import ops
+        from patchkit.output import render_json, render_text
+        from patchkit.ops import options_from
+        from patchkit.settings import PatchSettings
+
+        settings = PatchSettings.from_invoke(c, op, given)
+        opts = options_from(settings)
+        series_dir, targets = resolve_targets(settings, opts)
+        try:
+            if settings.show_script:
+                show_script(series_dir, targets, opts)
+            result = getattr(ops, op)(series_dir, targets, opts)
+        finally:
+            for t in targets:       # inventory hosts come as Transports; ops leaves them open
+                if not isinstance(t, str):
+                    t.close()
+        print(render_json(result) if settings.json else render_text(result))
+    if result.exit_code:
+        raise SystemExit(result.exit_code)
+
+
+def resolve_targets(settings, opts) -> tuple:
+    """(series, targets): --target / --inventory, else patchkit.targets / .inventory; k8s:
+    targets become their pods. The series is a folder (a path or a shipped series' name,
+    patchkit.locations.series_path), or with ``auto`` the one pinned to the targets' files: a
+    ``PerHostSeries`` when the hosts of a fleet need different ones."""
+    from patchkit.errors import InvalidInput
+    from patchkit.locations import series_path
+    from patchkit.transport.inventory import inventory_transports
+    from patchkit.transport.k8s import expand_targets
+
+    if not settings.series:
+        raise InvalidInput("no --series given and no patchkit.series in invoke.yaml")
+    series = settings.series if settings.series == "auto" else series_path(settings.series, opts.cwd)
+    targets: list = list(settings.targets)
+    try:
+        if settings.inventory:
+            path = os.path.join(opts.cwd, os.path.expanduser(settings.inventory))
+            targets += inventory_transports(path, settings.limit, settings.root, cwd=opts.cwd,
+                                            container=opts.container,
+                                            exec_prefix=opts.exec_prefix, **opts.transport_options)
+        if not targets:
+            raise InvalidInput("no --target or --inventory given and none in invoke.yaml")
+        # k8s:NS/SELECTOR:ROOT -> a Transport per running pod (kubectl get pods, here)
+        targets = expand_targets(targets, container=opts.container, exec_prefix=opts.exec_prefix,
+                                 **opts.transport_options)
+        if series != "auto":
+            return series, targets
+        # one connection per target for the probe and the operation (ssh_persist 0 too):
+        # the Transports made here serve both, and run_patch_task closes them
+        from patchkit.transport import parse_target
+
+        for i, t in enumerate(targets):
+            if isinstance(t, str):
+                targets[i] = parse_target(t, cwd=opts.cwd, container=opts.container,
+                                          exec_prefix=opts.exec_prefix, **opts.transport_options)
+        return auto_series(targets, opts, per_host=True), targets
+    except BaseException:
+        for t in targets:
+            if not isinstance(t, str):
+                t.close()
+        raise
+
+
+def auto_series(targets, opts=None, per_host: bool = False):
+    """--series auto: the shipped series pinned to the targets' text (patchkit.engine.autoseries).
+
+    ``per_host`` (the patch.* tasks): a fleet whose hosts need different series gets a
+    ``PerHostSeries``; otherwise such a fleet is refused."""
+    from patchkit.engine import autoseries
+
+    kw = {}
+    if opts is not None:
+        kw = dict(cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
+                  **opts.transport_options)
+    if per_host:
+        from patchkit.ops import PerHostSeries
+
+        dirs, said = autoseries.resolve_per_host(list(targets), **kw)
+        series_dir = dirs[0] if len(set(dirs)) == 1 else PerHostSeries(dirs)
+    else:
+        series_dir, said = autoseries.resolve(list(targets), **kw)
+    print(said, file=sys.stderr)
+    return series_dir
+
+
+def show_script(series_dir, targets, opts) -> None:
+    from patchkit.engine.series import load_series
+    from patchkit.engine.targetprog import build_program, compile_series
+    from patchkit.ops import PerHostSeries
+    from patchkit.transport import parse_target
+
+    dirs = series_dir.series if isinstance(series_dir, PerHostSeries) else [series_dir] * len(targets)
+    made: dict = {}
+    for directory, spec in zip(dirs, targets):
+        if directory not in made:
+            made[directory] = compile_series(load_series(directory))
+        t = spec if not isinstance(spec, str) else parse_target(
+            spec, cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
+            **opts.transport_options)
+        program = build_program(made[directory], "verify" if opts.dry_run else "apply", t.root,
+                                layout=opts.layout)
+        sys.stdout.write(f"# ===== program for {t.label} ({len(program)} bytes) =====\n")
+        sys.stdout.write(program.decode("utf-8", "surrogateescape"))
+        if isinstance(spec, str):
+            t.close()
+
+
+# -- invoke's own parse errors ------------------------------------------------------------------
