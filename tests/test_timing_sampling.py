@@ -301,3 +301,20 @@ print("SAME")
 """, out_dir=tmp_path / "out")
     assert res.returncode == 0, res.stderr
     assert "SAME" in res.stdout
+
+
+@pytest.mark.parametrize("env", [{"PATCHKIT_TIMER_SAMPLE": "8"},
+                                 {"PATCHKIT_TIMER_AB": "20"},
+                                 {"PATCHKIT_TIMER_AB": "20", "PATCHKIT_TIMER_SAMPLE": "8"}],
+                         ids=["sampled", "ab", "ab+sampled"])
+def test_sigkill_loses_no_untimed_or_off_cycle(runtime_dir, tmp_path, env):
+    """SGLang ends its scheduler with SIGKILL: every completed cycle, untimed (sampling) or in an
+    A/B off block, must already be on disk (on the H200, batching them lost 2-13 records)."""
+    out = tmp_path / "out"
+    body = loop(53) + "\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    res = run_script(runtime_dir, body, env=env, out_dir=out)
+    assert res.returncode == -9, (res.returncode, res.stderr)
+    recs = one_file(out)
+    cycles = sorted(r["cycle"] for r in recs if r["kind"] == "cycle")
+    assert cycles == list(range(53))   # 53: inside an off block of 20, not at a block's end
+    assert not any(r["kind"] == "stats" for r in recs)  # it really died without its exit record
