@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchkit import ops  # noqa: E402
+from patchkit import ops
 from patchkit.author import upstream
 
 REPO = Path(__file__).resolve().parents[1]

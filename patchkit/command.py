@@ -27,7 +27,7 @@ def _version() -> str:
         from importlib.metadata import version
 
         return version("patchkit")
-    except Exception:  # noqa: BLE001 - a checkout run without installed metadata
+    except Exception:  # a checkout run without installed metadata
         return "unknown"
 
 

@@ -18,12 +18,23 @@ import pytest
 from patchkit.errors import InvalidInput, PatchkitError
 from patchkit.profile.remote import RemoteConfig
 from patchkit.profile.remote_sweep import render_sweep, run_remote_sweep
-from patchkit.profile.server_args import (drop_speculative, expand_server_matrix,
-                                          parse_server_matrix, set_option, split_words)
-
-from test_profile_remote import (REPO, assert_cleaned, bench_cmd, group_members, only_run_dir,
-                                 server_cmd,
-                                 settings, state_of)
+from patchkit.profile.server_args import (
+    drop_speculative,
+    expand_server_matrix,
+    parse_server_matrix,
+    set_option,
+    split_words,
+)
+from test_profile_remote import (
+    REPO,
+    assert_cleaned,
+    bench_cmd,
+    group_members,
+    only_run_dir,
+    server_cmd,
+    settings,
+    state_of,
+)
 from upstream_fixtures import sglang_installed
 
 

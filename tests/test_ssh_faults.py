@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from engine_support import git_diff, make_series, read_tree, write_tree
-from sshd_support import silent_port_times_out
 from patchkit import ops
 from patchkit.errors import TransportError
 from patchkit.transport import parse_target
+from sshd_support import silent_port_times_out
 from test_engine_crash import AFTER, BEFORE, TOOLS, assert_each_file_whole
 
 SLOW_S = 0.01          # added to every external command when the client is to be killed

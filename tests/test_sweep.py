@@ -16,7 +16,6 @@ from patchkit.errors import InvalidInput
 from patchkit.profile import ensure_site, parse_matrix, run_sweep
 from patchkit.profile.site import DEFAULT_SERIES
 from patchkit.profile.sweep import expand, render
-
 from upstream_fixtures import default_wheelhouse
 
 

@@ -28,9 +28,9 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit.author.upstream import installed_path, locate_in_tree, read_pin, sha256_bytes
 from patchkit.engine.diffparse import split_lines
 from patchkit.errors import InvalidInput, Refused
-from patchkit.author.upstream import installed_path, locate_in_tree, read_pin, sha256_bytes
 
 NO_NEWLINE = "\\ No newline at end of file\n"
 DEFAULT_CONTEXT = 3

@@ -36,10 +36,10 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from patchkit.engine.diffparse import DiffLine, Hunk
-from patchkit.errors import Refused
 from patchkit.author.pystructure import compile_problem, spots
 from patchkit.author.relocate import Line, Placement, apply_placements, join_lines, split_lines
+from patchkit.engine.diffparse import DiffLine, Hunk
+from patchkit.errors import Refused
 
 MARKER_SIZE = 40      # conflict markers no source line starts with
 MAX_CONFLICT = 400    # new lines of one conflict searched for a place (one parse per line)

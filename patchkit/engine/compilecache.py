@@ -54,7 +54,7 @@ def code_version() -> str:
     try:
         from importlib.metadata import version
         h.update(version("unidiff").encode())
-    except Exception:       # noqa: BLE001 - no metadata: the module hashes above still key it
+    except Exception:       # no metadata: the module hashes above still key it
         pass
     return h.hexdigest()
 
@@ -138,4 +138,4 @@ def _load(path: Path, files: SeriesFiles | Series) -> Compiled | None:
         return None
 
 
-__all__ = ["compiled_series", "cache_dir", "enabled", "key"]
+__all__ = ["cache_dir", "compiled_series", "enabled", "key"]

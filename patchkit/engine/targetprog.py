@@ -10,16 +10,24 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable
 
+from patchkit.engine.plan import FilePlan, plan_series
+from patchkit.engine.render import (
+    dispatch,
+    extraction_script,
+    lines_digest,
+    post_ranges,
+    pre_ranges,
+    printf_lines,
+    shq,
+    stage_edit,
+)
+from patchkit.engine.series import Series
 from patchkit.errors import InvalidInput
 from patchkit.paths import strip_prefix
-from patchkit.engine.plan import FilePlan, plan_series
-from patchkit.engine.render import (dispatch, extraction_script, lines_digest, post_ranges, pre_ranges, printf_lines, shq,
-                     stage_edit)
-from patchkit.engine.series import Series
 
 OPS = ("check", "verify", "apply", "commit", "unstage", "revert", "status", "unlock")
 CHUNK = 200          # files per sed process: each holds one `w` output per file open
@@ -258,4 +266,4 @@ def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto
     return program.encode("utf-8", "surrogateescape")
 
 
-__all__ = ["Compiled", "compile_series", "build_program", "file_table", "OPS"]
+__all__ = ["OPS", "Compiled", "build_program", "compile_series", "file_table"]

@@ -48,8 +48,7 @@ from patchkit.profile.remote_config import RemoteConfig
 from patchkit.profile.server_args import expand_server_matrix
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
 from patchkit.profile.sweep import _fmt, format_table, point_dir_name
-from patchkit.profile.verdict import (decide, describe, ratio_interval, rotation, summarize,
-                                      title_line)
+from patchkit.profile.verdict import decide, describe, ratio_interval, rotation, summarize, title_line
 
 SCHEMA = "patchkit.remote-sweep/1"
 
@@ -340,7 +339,7 @@ def run_remote_sweep(cfg: RemoteConfig, *, stream=None, progress: ProgressLine |
         except KeyboardInterrupt:
             interrupted = True
             raise
-        except BaseException as exc:  # noqa: B036 -- no sweep files for a sweep that never ran
+        except BaseException as exc:  # no sweep files for a sweep that never ran
             failure = exc
             raise
         finally:

@@ -12,7 +12,7 @@ labelled bar (a phase of 0.3% stays readable).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from patchkit.report.kinds import cycle_kind
@@ -91,7 +91,7 @@ def chart_title(summary, procs: list[ProcessTiming]) -> str:
                                     for p in procs) if isinstance(w, int)]
     date = None
     if walls:
-        date = datetime.fromtimestamp(min(walls) / 1e9, tz=timezone.utc).strftime(
+        date = datetime.fromtimestamp(min(walls) / 1e9, tz=UTC).strftime(
             "%Y-%m-%d %H:%M UTC")
     parts = [str(model) if model else None, f"worker {worker}" if worker else None, mode, date]
     return " | ".join(p for p in parts if p)

@@ -32,7 +32,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind, ordered_kinds
-
 from patchkit.report.load import ProcessTiming
 
 REPORT_SCHEMA = "patchkit.report/1"

@@ -101,7 +101,7 @@ class Inventory:
             children.append(child)
             self.edges[(parent, child)] = line
 
-    def finish(self) -> "Inventory":
+    def finish(self) -> Inventory:
         """Add `all` / `ungrouped` as Ansible does, and refuse cycles."""
         top = self.group("all", 0)
         for name, group in self.groups.items():

@@ -30,12 +30,11 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from patchkit.errors import InvalidInput, TransportError
-from patchkit.transport import RunResult, Transport
-from patchkit.transport import controldir
+from patchkit.transport import RunResult, Transport, controldir
 
 # Unix socket paths are limited to ~108 bytes; %C expands to 40 hex characters.
 _SOCKET_PATH_MAX = 100

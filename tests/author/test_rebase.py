@@ -12,11 +12,17 @@ from patchkit import ops
 from patchkit.author import rebase as rb, relocate, upstream
 from patchkit.engine.diffparse import parse_patch
 from patchkit.errors import InvalidInput, PatchkitError
-
 from support.cli import invoke
 from upstream_fixtures import (
-    EAGLE_WORKER, PHASE_TIMER, SERIES_059, V2_APPENDED, default_wheelhouse, git, sglang_checkout,
-    sglang_files, v1_part,
+    EAGLE_WORKER,
+    PHASE_TIMER,
+    SERIES_059,
+    V2_APPENDED,
+    default_wheelhouse,
+    git,
+    sglang_checkout,
+    sglang_files,
+    v1_part,
 )
 
 WH = default_wheelhouse()
@@ -371,10 +377,7 @@ def test_recount_fixes_counts_and_target_starts():
 
 
 def test_tasks_patch_rebase_and_patch_diff(series_copy, tmp_path):
-    import subprocess
-    import sys
 
-    from upstream_fixtures import REPO
 
     out = tmp_path / "cli"
     run = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",

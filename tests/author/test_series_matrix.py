@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.author import authoring, timerplace, upstream
-from patchkit.engine import autoseries
-from patchkit import ops
-from patchkit.author import sglang_releases as rel
-
 from ast_support import is_inserted, strip_inserted, timer_calls_by_function
+from patchkit import ops
+from patchkit.author import authoring, sglang_releases as rel, timerplace, upstream
+from patchkit.engine import autoseries
 
 REPO = Path(__file__).resolve().parents[2]
 PATCHES = REPO / "patches"
@@ -216,7 +214,7 @@ def test_every_worker_file_of_every_release_is_timed():
     """Issue 10 item 1: no release ships an EAGLE worker file its series does not pin (e.g. the
     eagle_worker_v2.py of 0.5.9 / 0.5.10 / 0.5.10.post1, appended as 0008-0013)."""
     untimed = [(r.version, Path(p).name) for r in rel.RELEASES for p in r.files
-               if "not timed" == _cell(r, p)]
+               if _cell(r, p) == "not timed"]
     assert not untimed, untimed
     shipped = {r.version: set(_worker_files(r.version)) for r in rel.RELEASES}
     assert {v: set(rel.by_version()[v].files) for v in shipped} == shipped

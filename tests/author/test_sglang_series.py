@@ -16,9 +16,16 @@ import pytest
 
 from ast_support import strip_inserted, timer_calls_by_function
 from patchkit.author import authoring, upstream
-
-from upstream_fixtures import (COMMIT_059, EAGLE_WORKER, EAGLE_WORKER_V2, PHASE_TIMER, REPO,
-                               SERIES_059, V2_APPENDED, git)
+from upstream_fixtures import (
+    COMMIT_059,
+    EAGLE_WORKER,
+    EAGLE_WORKER_V2,
+    PHASE_TIMER,
+    REPO,
+    SERIES_059,
+    V2_APPENDED,
+    git,
+)
 
 RUNTIME_SOURCE = REPO / "patchkit" / "timing" / "phase_timer.py"
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"

@@ -12,9 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from ast_support import strip_inserted, timer_calls_by_function
-from patchkit.author import authoring, upstream
 from patchkit import ops
-
+from patchkit.author import authoring, upstream
 from upstream_fixtures import REPO, default_wheelhouse, git
 
 SERIES = REPO / "patches" / "transformers-v5.17.0"
