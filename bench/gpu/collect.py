@@ -217,7 +217,7 @@ def run_entry(worker: str, run: Path) -> dict:
     cover = decode.get("top_level_share")
     algorithm = ALGORITHM.search(meta.get("server command") or "")
     top = top_phases(decode)
-    verify = next((p for p in top if p.get("name") == "target_verify"), None)
+    verify = next((p for p in decode.get("phases", []) if p.get("name") == "target_verify"), None)
     entry = {
         "worker": worker,
         "label": WORKERS.get(worker, worker),
@@ -506,6 +506,42 @@ def fmt(v, spec="{:.1f}"):
     return str(v)
 
 
+def stall_text(st: dict | None) -> str:
+    if not st or st.get("count") is None:
+        return "-"
+    return (f"{st['count']}, {fmt((st.get('total_ms') or 0) / 1000, '{:.2f}')} s "
+            f"({fmt(st.get('share_of_decode_time'), '{:.1f}')} % of decode time)")
+
+
+def cold_start_lines(r: dict) -> list[str]:
+    """The stall accounting of a server started on a cold kernel cache, in words."""
+    full, win = r.get("stalls_all_cycles") or {}, r.get("stalls_window") or {}
+    if full.get("count") is None:
+        return []
+    where = full.get("where") or {}
+    if not full.get("window"):
+        place = "no measured window was recorded (a run without warm-up)"
+    elif full["count"] == 0:
+        place = "none anywhere"
+    elif where.get("warmup") == full["count"]:
+        place = "all in the warm-up"
+    else:
+        place = (f"{where.get('warmup', 0)} in the warm-up, {where.get('window', 0)} in the "
+                 f"measured window, {where.get('after_window', 0)} after it")
+    line = (f"{r['label']} (collected {r.get('collected', '-')}), stalls over all {fmt(full.get('decode_cycles'), '{}')} recorded decode "
+            f"cycles (warm-up included; the report's rule, {full.get('rule') or '-'}): "
+            f"{stall_text(full)}, {place}")
+    if full.get("batch_sizes"):
+        line += (f"; at batch sizes {', '.join(str(b) for b in full['batch_sizes'])} "
+                 f"({fmt(full.get('first_at_batch_size'), '{}')} the first cycle at their batch "
+                 f"size), mostly in {', '.join(f'{k} x{v}' for k, v in (full.get('main_phase_counts') or {}).items())}")
+    if win.get("count") is not None:
+        line += (f". In the measured window ({fmt(r.get('steady_cycles'), '{}')} steady decode "
+                 f"cycles, {fmt(r.get('warmup_cycles'), '{}')} cycles before it): "
+                 + (stall_text(win) if win["count"] else "0 stalls"))
+    return ["", line + "."]
+
+
 def render_e3(doc: dict) -> list[str]:
     runs = [r for r in doc.get("runs", []) if is_eagle3(r)]
     if not runs:
@@ -524,52 +560,76 @@ def render_e3(doc: dict) -> list[str]:
            f"(target follows its map on {fmt(mc.get('target_follows_its_map'), '{:.3f}')} of "
            f"positions). Built in {fmt(built.get('build_s'), '{}')} s, written in "
            f"{fmt(built.get('save_s'), '{}')} s ({built.get('gib')} GiB).", "",
+           "Each speculative server is warmed up by one pass of the benchmark before the measured "
+           "one; the report describes the measured window's decode cycles and keeps stalls "
+           "(a cycle > 4x the median and > median + 10 ms) out of the shares.", "",
            "| run | algorithm | tok/s (spec, patched) | tok/s (no spec, unpatched) | ratio "
-           "| accept length | decode cycle ms, mean / median | target_verify share, all / steady "
-           "| stalls | cycles (records) | SGLang decode forwards | lost records "
+           "| accept length | steady decode cycle ms, mean / median | target_verify share "
+           "| decode cycles in window (steady) | warm-up cycles | stalls in window "
+           "| stalls, all cycles | records | SGLang decode forwards | lost records "
            "| server ready s (spec / baseline) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         st = r.get("server_started_s") or {}
-        ss = r.get("steady_state") or {}
-        cyc = r.get("decode_cycle_ms") or {}
-        cyc = cyc if isinstance(cyc, dict) else {"mean": cyc}
-        stalls = (f"{ss['stalls']} ({fmt(ss.get('stall_share_of_decode_time'))} % of decode time)"
-                  if ss else "-")
+        old = r.get("steady_state") or {}
+        cyc = r.get("decode_cycle_steady_ms") or {}
+        if not cyc and old:     # an entry collected before the report had the stall rule
+            cyc = {"mean": None, "p50": old.get("median_cycle_ms")}
+        win = r.get("stalls_window")
+        if win is None and old:
+            win = {"count": old.get("stalls"), "total_ms": old.get("stall_ms"),
+                   "share_of_decode_time": old.get("stall_share_of_decode_time")}
+        verify = r.get("target_verify_share")
+        if old and r.get("stalls_window") is None:
+            verify = (old.get("shares") or {}).get("target_verify", verify)
         out.append(f"| {r['label']} | {r.get('algorithm')} | {fmt(r['tokens_per_s'])} "
                    f"| {fmt(r['baseline_tokens_per_s'])}{' *' if r.get('baseline_from') else ''} "
                    f"| {fmt(r.get('ratio_to_baseline'), '{:.3f}')} | {fmt(r['accept_length'], '{:.2f}')} "
                    f"| {fmt(cyc.get('mean'), '{:.2f}')} / {fmt(cyc.get('p50'), '{:.2f}')} "
-                   f"| {fmt(r.get('target_verify_share'), '{:.1f}')} / "
-                   f"{fmt((ss.get('shares') or {}).get('target_verify'), '{:.1f}')} % "
-                   f"| {stalls} | {fmt(r['cycles'], '{}')} | {fmt(r.get('sglang_decode_forwards'), '{}')} "
+                   f"| {fmt(verify, '{:.1f}')} % "
+                   f"| {fmt(r.get('timed_cycles'), '{}')} ({fmt(r.get('steady_cycles'), '{}')}) "
+                   f"| {fmt(r.get('warmup_cycles'), '{}')} | {stall_text(win)} "
+                   f"| {stall_text(r.get('stalls_all_cycles'))} "
+                   f"| {fmt(r['cycles'], '{}')} | {fmt(r.get('sglang_decode_forwards'), '{}')} "
                    f"| {fmt(r['lost_records'], '{}')} | {fmt(st.get('speculative'), '{:.0f}')} / "
                    f"{fmt(st.get('baseline'), '{:.0f}')} |")
     for r in runs:
-        ss = r.get("steady_state") or {}
-        if ss.get("stalls") and r.get("baseline_tokens_per_s"):
-            out += ["", f"{r['label']}: {ss['stalls']} stall cycles took {fmt(ss.get('stall_ms'))} ms "
-                    f"({fmt(ss.get('stall_share_of_decode_time'))} % of decode time) in the speculative "
-                    "server, which profile.remote starts before the baseline's; its tok/s includes "
-                    "them, the baseline's server found the kernels it shares already compiled."]
+        out += cold_start_lines(r)
     for r in runs:
         if r.get("baseline_from"):
             out += ["", f"\\* {r['label']}: baseline from {r['baseline_from']}."]
     for r in runs:
-        ss = r.get("steady_state") or {}
-        out += ["", f"### Decode cycle, {r['label']} ({r.get('speculative_worker_log') or 'worker from the series'})", "",
-                "Shares of the decode cycle from means over all cycles (the report's), and over the "
-                f"steady-state cycles only (stall rule: {ss.get('rule', '-')}; stalls at batch sizes "
-                f"{ss.get('stall_batch_sizes', '-')}); medians of the steady-state cycles.", "",
-                "| phase | calls | share, all cycles | share, steady state | median ms, steady state |",
-                "|---|---|---|---|---|"]
-        for p in r.get("phases", []):
-            indent = "&nbsp;&nbsp;" * (p.get("depth") or 0)
-            top = (p.get("depth") or 0) == 0
-            out.append(f"| {indent}{p['name']} | {fmt(p.get('count'), '{}')} "
-                       f"| {fmt(p.get('share_of_cycle'), '{:.1f}')} % "
-                       f"| {fmt((ss.get('shares') or {}).get(p['name']) if top else None, '{:.1f} %')} "
-                       f"| {fmt((ss.get('median_ms') or {}).get(p['name']) if top else None, '{:.3f}')} |")
+        old = r.get("steady_state") or {}
+        new = r.get("stalls_window") is not None
+        out += ["", f"### Decode cycle, {r['label']} ({r.get('speculative_worker_log') or 'worker from the series'})", ""]
+        if new:
+            samp = r.get("sampling") or {}
+            out += ["Shares of the steady decode cycle (the report's: measured window, stalls "
+                    f"out; {fmt(r.get('steady_cycles'), '{}')} cycles"
+                    + (f", timing sampled 1 in {samp.get('every')}" if samp else ", every cycle timed")
+                    + "); per-cycle time of each phase (its calls summed within a cycle).", "",
+                    "| phase | calls | share of steady decode cycle | per cycle ms, median / mean |",
+                    "|---|---|---|---|"]
+            for p in r.get("phases", []):
+                indent = "&nbsp;&nbsp;" * (p.get("depth") or 0)
+                out.append(f"| {indent}{p['name']} | {fmt(p.get('count'), '{}')} "
+                           f"| {fmt(p.get('share_of_cycle'), '{:.1f}')} % "
+                           f"| {fmt(p.get('per_cycle_median_ms'), '{:.3f}')} / "
+                           f"{fmt(p.get('per_cycle_mean_ms'), '{:.3f}')} |")
+        else:
+            out += ["Shares of the decode cycle from means over all cycles (the report's), and over "
+                    f"the steady-state cycles only (stall rule: {old.get('rule', '-')}; stalls at "
+                    f"batch sizes {old.get('stall_batch_sizes', '-')}); medians of the "
+                    "steady-state cycles.", "",
+                    "| phase | calls | share, all cycles | share, steady state | median ms, steady state |",
+                    "|---|---|---|---|---|"]
+            for p in r.get("phases", []):
+                indent = "&nbsp;&nbsp;" * (p.get("depth") or 0)
+                top = (p.get("depth") or 0) == 0
+                out.append(f"| {indent}{p['name']} | {fmt(p.get('count'), '{}')} "
+                           f"| {fmt(p.get('share_of_cycle'), '{:.1f}')} % "
+                           f"| {fmt((old.get('shares') or {}).get(p['name']) if top else None, '{:.1f} %')} "
+                           f"| {fmt((old.get('median_ms') or {}).get(p['name']) if top else None, '{:.3f}')} |")
         ov = r.get("overhead")
         if ov:
             iqr = ov.get("iqr_pct") or [None, None]
@@ -579,6 +639,94 @@ def render_e3(doc: dict) -> list[str]:
                     f"{ov.get('pairs')} pairs)."]
         if r.get("chart"):
             out += ["", f"![phases, {r['label']}]({r['chart']})"]
+    return out
+
+
+def verdict_lines(info: dict) -> list[str]:
+    verdict = info.get("verdict") or {}
+    if not verdict:
+        return []
+    cost = verdict.get("cost") or {}
+    pv = ", ".join(f"{k} {fmt(v, '{:.3g}')}" for k, v in (verdict.get("p_values") or {}).items())
+    if verdict.get("significant"):
+        said = f"best **{verdict.get('best')}**, significantly faster than every other point"
+    else:
+        said = ("no significant best; indistinguishable from the top: "
+                + ", ".join(verdict.get("indistinguishable") or []))
+    return ["", f"Verdict ({verdict.get('method')}, alpha {verdict.get('alpha')}): {said}; top "
+            f"{verdict.get('top')}, one-sided p against it: {pv or '-'}. Cost: "
+            f"{fmt(cost.get('server_starts'), '{}')} server starts ({fmt(cost.get('runs'), '{}')} "
+            f"runs x {fmt(cost.get('targets'), '{}')} target, {fmt(cost.get('repeat'), '{}')} "
+            f"repetitions, warm-up {'on' if cost.get('warmup') else 'off'}), "
+            f"{fmt(cost.get('minutes'), '{:.1f}')} min."]
+
+
+def ci_text(ci, spec: str = "{:.1f}") -> str:
+    return f"{fmt(ci[0], spec)} .. {fmt(ci[1], spec)}" if ci else "-"
+
+
+def render_control(doc: dict) -> list[str]:
+    ctl = doc.get("control")
+    if not ctl:
+        return []
+    rows = ctl.get("rows") or []
+    out = ["", "## The verdict's control: identical twins", "",
+           f"`profile.remote --matrix '{'; '.join(f'{k}={chr(44).join(v)}' for k, v in (ctl.get('matrix') or {}).items())}' "
+           f"--repeat {ctl.get('repeat')}` on the v2 worker (tiny models): the two points serve the "
+           "same command, only an environment variable SGLang never reads differs; every "
+           "repetition starts each server afresh, in rotated order "
+           f"({', '.join(o['label'] for o in ctl.get('order') or [])}). "
+           + ("**The verdict called the twins different: a false positive.**"
+              if ctl.get("called_different") else
+              "The verdict did **not** call the twins different."), "",
+           f"(Collected {ctl.get('collected', '-')}.)", "",
+           "| point | tok/s median | 95 % CI | repetitions (tok/s) | error |", "|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['point']} | {fmt(r.get('tokens_per_s_median'))} | {ci_text(r.get('tokens_per_s_ci'))} "
+                   f"| {', '.join(fmt(v) for v in r.get('repeats') or [])} | {(r.get('error') or '-')[:80]} |")
+    out += verdict_lines(ctl)
+    if ctl.get("interrupted"):
+        out += ["", "The control sweep was interrupted (the device call's time)."]
+    return out
+
+
+def render_overhead(doc: dict) -> list[str]:
+    ov = doc.get("timer_overhead")
+    if not ov:
+        return []
+    out = ["", "## The timer's overhead by worker and sampling (paired inside each server)", "",
+           "Every server alternates blocks of 20 cycles timed and off (PATCHKIT_TIMER_AB=20, "
+           "events mode; with sampling the timed blocks are sampled); the figure is the median "
+           "over the pairs of blocks of the timed block's cycle period against the next off "
+           "block's, IQR over the pairs. Same workload in every server (tiny models, 32 "
+           "concurrent requests). v1: EAGLEWorker, no overlap; v2: EAGLEWorkerV2, overlap on. "
+           f"(Collected {ov.get('collected', '-')}.)", "",
+           "| worker | sample | server | tok/s | paired overhead, median | IQR | pairs "
+           "| timed / off cycle period ms | timed cycles |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for s in sorted(ov.get("servers", []), key=lambda s: (s["spec"], s["sample"], s["source"],
+                                                           s.get("point") or "", s.get("rep") or 0)):
+        o = s.get("overhead") or {}
+        iqr = o.get("iqr_pct") or [None, None]
+        name = f"{s['source']} {s.get('point') or ''}" + (f" rep {s['rep']}" if (s.get("rep") or 1) > 1 else "")
+        out.append(f"| {s['spec']} | {s['sample']} | {name.strip()} | {fmt(s.get('tokens_per_s'))} "
+                   f"| {fmt(o.get('median_pct'), '{:+.2f}')} % | {fmt(iqr[0], '{:+.2f}')} .. "
+                   f"{fmt(iqr[1], '{:+.2f}')} % | {fmt(o.get('pairs'), '{}')} "
+                   f"| {fmt(o.get('timed_period_ms'), '{:.3f}')} / {fmt(o.get('off_period_ms'), '{:.3f}')} "
+                   f"| {fmt(s.get('timed_cycles'), '{}')} |")
+    if ov.get("groups"):
+        out += ["", "Side by side (median over the servers of each one's paired median; range):", "",
+                "| worker, sampling | servers | overhead | range |", "|---|---|---|---|"]
+        for k, g in ov["groups"].items():
+            out.append(f"| {k} | {g['servers']} | {fmt(g['median_of_servers_pct'], '{:+.2f}')} % "
+                       f"| {fmt(g['min_pct'], '{:+.2f}')} .. {fmt(g['max_pct'], '{:+.2f}')} % |")
+    for spec, d in (ov.get("share_diff_8_vs_1") or {}).items():
+        per = ", ".join(f"{fmt(p['max_abs_pp'], '{:.1f}')} pp ({p['phase']}, "
+                        f"{fmt(p.get('timed_cycles'), '{}')} timed cycles)" for p in d["sample8"])
+        out += ["", f"{spec}: top-level decode shares at sample 8 against sample 1 "
+                f"({', '.join(f'{k} {fmt(v)} %' for k, v in d['sample1_shares'].items())}): "
+                f"largest difference {fmt(d['max_abs_pp'], '{:.1f}')} percentage points "
+                f"(per sample-8 server: {per})."]
     return out
 
 
@@ -644,6 +792,13 @@ def render_md(doc: dict) -> str:
             out.append(f"| {s['point']}{best} | {fmt(s['tokens_per_s'])} "
                        f"| {fmt(s['ratio_to_baseline'], '{:.3f}')} | {fmt(s['accept_length'], '{:.2f}')} "
                        f"| {fmt(s['cycles'], '{}')} | {(s.get('error') or '-')[:80]} |")
+        out += verdict_lines(info)
+        if any(s.get("repeats") for s in doc["sweep"]):
+            out += ["", "| point | repetitions (tok/s) | 95 % CI | ratio 95 % CI |", "|---|---|---|---|"]
+            out += [f"| {s['point']} | {', '.join(fmt(v) for v in s.get('repeats') or [])} "
+                    f"| {ci_text(s.get('tokens_per_s_ci'))} "
+                    f"| {ci_text(s.get('ratio_ci'), '{:.3f}')} |"
+                    for s in doc["sweep"]]
         if doc.get("sweep_chart"):
             out += ["", f"![sweep]({doc['sweep_chart']})"]
     if info_from := (doc.get("sweep_info") or {}).get("baseline_from"):
@@ -658,6 +813,8 @@ def render_md(doc: dict) -> str:
             out.append(f"| {r['point']} | {fmt(r.get('tokens_per_s'))} | {fmt(ov.get('median_pct'), '{:+.2f}')} % "
                        f"| {fmt(iqr[0], '{:+.2f}')} .. {fmt(iqr[1], '{:+.2f}')} % | {fmt(ov.get('pairs'), '{}')} "
                        f"| {fmt(ov.get('timed_period_ms'), '{:.3f}')} / {fmt(ov.get('off_period_ms'), '{:.3f}')} ms |")
+    out += render_control(doc)
+    out += render_overhead(doc)
     if doc.get("cuda_tests"):
         out += ["", "## The runtime's CUDA-only tests on this GPU", "", "```", doc["cuda_tests"], "```"]
     if doc.get("timer_bench"):
@@ -711,6 +868,9 @@ def main(argv=None) -> int:
     if control_run is not None and (control_run / "sweep.json").is_file():
         doc["control"] = control_entry(control_run)
     doc["timer_overhead"] = timer_overhead(doc, work)
+    for part in doc["runs"] + [doc.get("control"), doc.get("timer_overhead"), doc.get("sweep_info")]:
+        if part:
+            part["collected"] = stamp     # kept with the part when a later call merges it
     if (work / "cuda_tests.txt").is_file():
         doc["cuda_tests"] = (work / "cuda_tests.txt").read_text(errors="replace").strip()
     if (work / "timer_bench.txt").is_file():

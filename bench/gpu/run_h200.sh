@@ -66,7 +66,6 @@ SERIES=${H_SERIES:-patches/sglang-v0.5.12}
 # falling back to the real benchmark when it fails
 CTL_PROMPTS=${CONTROL_PROMPTS:-64}; CTL_OUT_LEN=${CONTROL_OUT_LEN:-256}
 BENCH_CTL="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len $CTL_OUT_LEN --random-range-ratio 1 --num-prompts $CTL_PROMPTS --max-concurrency 32 --tokenizer $M/target --model $M/target --disable-tqdm"
-WARMUP_CTL="python3 $ROOT/bench/gpu/warmup.py --port $PORT --prompts $CTL_PROMPTS --concurrency 32 --input-len 128 --output-len $CTL_OUT_LEN || $BENCH_CTL"
 SRV_S=${SRV_S:-85}   # seconds one tiny server takes: /health ~55, warm-up, benchmark ~20, stop
 # the EAGLE-3 case: an 8B-shaped target (~15 GB of bf16 weights) + a one-layer EAGLE-3 head; half
 # of the GPU's memory for weights and KV cache leaves ample room for CUDA graphs and activations.
@@ -78,7 +77,8 @@ BENCH8B="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --por
 MATRIX=${MATRIX:-speculative-num-steps=1,2,3,5;env:NCCL_PROTO=LL}
 SERVER=${H_SERVER:-$SERVER}; SPEC=${H_SPEC-$SPEC}; BENCH=${H_BENCH:-$BENCH}
 SERVER8B=${H_SERVER8B:-$SERVER8B}; SPEC_E3=${H_SPEC_E3-$SPEC_E3}; BENCH8B=${H_BENCH8B:-$BENCH8B}
-BENCH_CTL=${H_BENCH:-$BENCH_CTL}; WARMUP_CTL=${H_WARMUP:-$WARMUP_CTL}
+BENCH_CTL=${H_BENCH:-$BENCH_CTL}
+WARMUP_CTL=${H_WARMUP:-"python3 $ROOT/bench/gpu/warmup.py --port $PORT --prompts $CTL_PROMPTS --concurrency 32 --input-len 128 --output-len $CTL_OUT_LEN || $BENCH_CTL"}
 
 profile() {  # NAME ARGS... : one invoke profile.remote into $WORK/NAME, bounded by the budget
   # (PBENCH: another benchmark command; PMIN: the seconds it needs left to start at all;

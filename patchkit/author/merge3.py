@@ -31,6 +31,7 @@ files; the caller decides what to do with a refusal.
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
 import subprocess
 import tempfile
@@ -127,7 +128,7 @@ def read_back(new: list[Line], merged: list[Line], hunk: Hunk) -> Merged | str:
     lo, hi = ops[0][1], ops[-1][2]
     core: list[DiffLine] = []
     cursor = lo
-    for tag, i1, i2, j1, j2 in ops:
+    for _tag, i1, i2, j1, j2 in ops:
         core += [DiffLine(" ", t, e, 0) for t, e in new[cursor:i1]]
         core += [DiffLine("-", t, e, 0) for t, e in new[i1:i2]]
         core += [DiffLine("+", t, e, 0) for t, e in merged[j1:j2]]
@@ -195,7 +196,7 @@ def split_runs(hunk: Hunk) -> list[Hunk]:
             k += 1
         runs.append((start, k))
     out = []
-    for i, (a, b) in enumerate(runs):
+    for i, (_a, _b) in enumerate(runs):
         lo = runs[i - 1][1] if i else 0
         hi = runs[i + 1][0] if i + 1 < len(runs) else len(tags)
         lines = hunk.lines[lo:hi]
@@ -221,11 +222,11 @@ def place_by_merge(old: list[Line], new: list[Line], hunk: Hunk, path: str) -> M
         if isinstance(got, str):
             return f"{whole}; run by run: run {number}: {got}"
         placed.append(got)
-    for a, b in zip(placed, placed[1:]):
+    for a, b in itertools.pairwise(placed):
         if b.lo < a.hi or (b.lo == a.hi and not b.core[0].tag == a.core[-1].tag == "+"):
             return f"{whole}; run by run: its runs land out of order"
     core = list(placed[0].core)
-    for a, b in zip(placed, placed[1:]):
+    for a, b in itertools.pairwise(placed):
         core += [DiffLine(" ", t, e, 0) for t, e in new[a.hi:b.lo]] + b.core
     proof = "run by run: " + " | ".join(m.proof for m in placed)
     return Merged(hunk, placed[0].lo, placed[-1].hi, core, proof=proof)

@@ -217,7 +217,7 @@ def apply_at_own_numbers(lines: list[Line], hunks: list[Hunk]) -> list[Line]:
 def map_line(old: list[Line], new: list[Line], index: int) -> int:
     """Where 0-based ``index`` of ``old`` lands in ``new`` (start of a replaced region)."""
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
         if i1 <= index < i2 or (i1 == i2 == index):
             return j1 + (index - i1) if tag == "equal" else j1
     return len(new)

@@ -44,7 +44,7 @@ def pair_hunks(old: list[Hunk], new: list[Hunk]) -> list[HunkChange]:
     matcher = difflib.SequenceMatcher(None, [_change(h) for h in old], [_change(h) for h in new],
                                       autojunk=False)
     out: list[HunkChange] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for _tag, i1, i2, j1, j2 in matcher.get_opcodes():
         pairs = list(zip(old[i1:i2], new[j1:j2]))
         for a, b in pairs:
             out.append(_compare(a, b))

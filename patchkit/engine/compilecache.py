@@ -14,6 +14,7 @@ The precise per-hunk plans are not stored: a drift report, the one place that ne
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -111,10 +112,8 @@ def _store(path: Path, c: Compiled) -> None:
 def _prune(directory: Path) -> None:
     entries = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[KEEP:]:
-        try:
+        with contextlib.suppress(OSError):
             old.unlink()
-        except OSError:
-            pass
 
 
 def _load(path: Path, files: SeriesFiles | Series) -> Compiled | None:

@@ -140,14 +140,14 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
                     fr.detail = "; ".join(filter(None, [fr.detail] + [str(d) for d in drifts]))
         if fr.state != "ok" or op in ("check", "verify"):
             host.files.append(fr)
-    for k, (wc, sha, ok) in sorted(ans.staged.items()):
+    for k, (wc, _sha, ok) in sorted(ans.staged.items()):
         if not ok:
             shown = strip_prefix(plans[k - 1].path, prefix)
             host.files.append(FileReport(shown, "bad-result",
                                          f"sed produced an unexpected result (wc -l {wc})"))
             host.messages.append(f"{shown}: the staged result failed its check; nothing written")
     host.written = [strip_prefix(plans[k - 1].path, prefix) for k in ans.wrote]
-    for idx, what in ans.restored:
+    for idx, _what in ans.restored:
         mf = ans.mfiles.get(idx)
         host.written.append(mf.path if mf else f"#{idx}")
     if Flag.RECOVERED in ans.flags:
@@ -222,7 +222,7 @@ def _status(compiled: Compiled, ans: Answer, host: HostResult) -> None:
     plans = compiled.plans
     if ans.manifest is not None:
         states = []
-        for i, mf in sorted(ans.mfiles.items()):
+        for _i, mf in sorted(ans.mfiles.items()):
             host.files.append(FileReport(mf.path, mf.state))
             states.append(mf.state)
         mstate, mseries, mdigest, _ = ans.manifest

@@ -146,10 +146,7 @@ def render_sweep(rows: list[dict], baseline: dict | None, best: dict | None, hea
     columns = ["point", "tok/s", "95% CI", "n", "vs baseline", "ratio 95% CI", "accept len",
                "cycles", "top-level %"] + [f"{n} %" for n in names]
     body, marks = [], []
-    if verdict is not None and not verdict.get("significant"):
-        best_mark = None
-    else:
-        best_mark = best
+    best_mark = None if verdict is not None and not verdict.get("significant") else best
     if baseline:
         body.append(tuple(["baseline (no speculation)", _fmt(baseline.get("tokens_per_s"), ".1f"),
                            _ci(baseline.get("tokens_per_s_ci")), _count(baseline),

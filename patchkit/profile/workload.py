@@ -210,13 +210,13 @@ def run_point(pt, target, draft, prompts, size: ModelSize, point: dict, index: i
             for i, prompt in enumerate(prompts):
                 progress(stage="baseline", point=index, points=total, prompt=i,
                          prompts=len(prompts), label=point.get("label"))
-                out_b, dt = _timed(lambda: target.generate(prompt, **kw), sync)
+                out_b, dt = _timed(lambda prompt=prompt: target.generate(prompt, **kw), sync)
                 base_s += dt
                 base_tokens += out_b.shape[1] - prompt.shape[1]
                 progress(stage="assisted", point=index, points=total, prompt=i,
                          prompts=len(prompts), label=point.get("label"))
                 before = counter.calls
-                out_a, dt = _timed(lambda: target.generate(prompt, assistant_model=draft, **kw),
+                out_a, dt = _timed(lambda prompt=prompt: target.generate(prompt, assistant_model=draft, **kw),
                                    sync)
                 spec_s += dt
                 spec_tokens += out_a.shape[1] - prompt.shape[1]

@@ -11,6 +11,8 @@ the report describes first (decode when there is one).
 
 from __future__ import annotations
 
+import itertools
+
 from patchkit.report.kinds import cycle_kind
 from patchkit.report.summarize import percentile
 
@@ -20,7 +22,7 @@ BASIS = "cycle period (host start to next cycle's start)"
 def _block_periods(proc, n: int, kind: str | None) -> dict[int, tuple[str, list[int]]]:
     cycles = sorted(proc.cycles, key=lambda c: c["cycle"])
     blocks: dict[int, tuple[str, list[int]]] = {}
-    for a, b in zip(cycles, cycles[1:]):
+    for a, b in itertools.pairwise(cycles):
         if b["cycle"] != a["cycle"] + 1 or a["cycle"] // n != b["cycle"] // n:
             continue
         if kind is not None and cycle_kind(a) != kind:

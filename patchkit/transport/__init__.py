@@ -94,7 +94,7 @@ def _parse_remote(spec: str, **kw) -> Transport | None:
         from patchkit.transport import remote  # (added by the remote-targets work)
     except ImportError:
         if spec.startswith(("ssh://", "docker://")):
-            raise InvalidInput(f"target {spec!r}: remote targets are not available in this build")
+            raise InvalidInput(f"target {spec!r}: remote targets are not available in this build") from None
         return None
     return remote.parse_remote_target(spec, **kw)
 

@@ -191,7 +191,7 @@ class Inventory:
             try:
                 rx = re.compile(term[1:])
             except re.error as e:
-                raise InvalidInput(f"--limit {pattern!r}: bad regular expression {term!r}: {e}")
+                raise InvalidInput(f"--limit {pattern!r}: bad regular expression {term!r}: {e}") from e
             test = rx.search
         elif any(ch in term for ch in "*?["):
             test = lambda name: fnmatch.fnmatchcase(name, term)  # noqa: E731
@@ -221,10 +221,7 @@ def load_inventory(path: str) -> Inventory:
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
         raise InventoryError(path, line, "not UTF-8 text") from e
-    if path.lower().endswith(_YAML_SUFFIXES):
-        inventory = _load_yaml(path, text)
-    else:
-        inventory = _load_ini(path, text)
+    inventory = _load_yaml(path, text) if path.lower().endswith(_YAML_SUFFIXES) else _load_ini(path, text)
     inventory.finish()
     if not inventory.hosts:
         raise InventoryError(path, None, "the inventory lists no hosts")

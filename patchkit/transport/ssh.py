@@ -21,6 +21,7 @@ the host and says why (the target program must therefore never exit 255 itself).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import shlex
@@ -293,10 +294,8 @@ def _stop_master(exit_argv: list[str], control_dir: str) -> None:
     except OSError:
         has_socket = False
     if has_socket:
-        try:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             subprocess.run(exit_argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
     shutil.rmtree(control_dir, ignore_errors=True)
 
 

@@ -90,12 +90,12 @@ def clone(tmp_path_factory) -> dict:
     git(repo, "config", "user.name", "t")
     commits = {}
 
-    def commit(tag: str, content: str | None, extra: dict[str, str] = {}) -> None:
+    def commit(tag: str, content: str | None, extra: dict[str, str] | None = None) -> None:
         if content is None:
             git(repo, "rm", "-q", EAGLE_WORKER)
         else:
             target.write_text(content)
-        for rel, data in extra.items():
+        for rel, data in (extra or {}).items():
             (repo / rel).write_text(data)
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", tag)

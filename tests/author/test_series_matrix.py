@@ -10,6 +10,7 @@ by AST once the timer lines are removed, no timer line after a return, revert by
 from __future__ import annotations
 
 import ast
+import itertools
 import zipfile
 from pathlib import Path
 
@@ -188,7 +189,7 @@ def _no_timer_after_a_return(tree: ast.AST, where: str) -> None:
             block = getattr(node, field, None)
             if not isinstance(block, list):
                 continue
-            for a, b in zip(block, block[1:]):
+            for a, b in itertools.pairwise(block):
                 if isinstance(a, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
                     assert not is_inserted(b), f"{where}: timer line after line {a.lineno} never runs"
 

@@ -66,7 +66,7 @@ def test_pin_is_what_upstream_pin_writes_for_the_real_file(sglang_059_pristine):
 
 
 def test_runtime_patch_is_generated_from_the_current_runtime_source():
-    text, changed = authoring.regenerate_new_file_patch(
+    _text, changed = authoring.regenerate_new_file_patch(
         SERIES_059, RUNTIME_PATCH, PHASE_TIMER, RUNTIME_SOURCE, write=False)
     assert not changed, (
         f"{RUNTIME_PATCH} is stale: run `invoke patch.gen-runtime` (authoring."

@@ -53,9 +53,8 @@ def added_lines(path: str | None = None) -> list[str]:
         for line in body.splitlines():
             if line.startswith("+++ b/"):
                 current = line[6:]
-            elif line.startswith("+") and not line.startswith("+++"):
-                if path is None or current == path:
-                    lines.append(line[1:])
+            elif line.startswith("+") and not line.startswith("+++") and (path is None or current == path):
+                lines.append(line[1:])
     return lines
 
 

@@ -263,7 +263,7 @@ def test_concurrent_takers_one_wins(series, tmp_path):
         plant_lock(root, lock_line(gone_pid()))
         results = [None] * 6
 
-        def run(i):
+        def run(i, results=results):
             results[i] = ops.apply(series, [str(root)])
         threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
         for t in threads:
