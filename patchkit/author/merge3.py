@@ -99,6 +99,7 @@ def own_placement(hunk: Hunk) -> Placement:
 
 def changed_lines(p: Placement) -> tuple[list[int], list[int]]:
     """(removed lines in the text before, added lines in the text after), 1-based."""
+    assert p.index is not None and p.lines is not None, "a placed hunk"
     removed, added = [], []
     src = tgt = p.index
     for ln in p.lines:
@@ -176,7 +177,7 @@ def _spot_problem(old_text: bytes, old_lines: list[int], new_text: bytes, new_li
         if a == b:
             continue
         ratio = edited_neighbour(a, b) if edits is not None else None
-        if ratio is None:
+        if edits is None or ratio is None:
             return (f"the merge would put a {what} line elsewhere: old line {n_old} was {a}; "
                     f"merged line {n_new} is {b}")
         edits.append(ratio)
@@ -236,7 +237,7 @@ def _place_by_merge(old: list[Line], new: list[Line], hunk: Hunk, path: str) -> 
     if not path.endswith(".py"):
         return "not a Python file: merged hunks are only accepted with the structural check"
     mine = own_placement(hunk)
-    if [(ln.text, ln.eol) for ln in hunk.source] != old[mine.index:mine.index + len(hunk.source)]:
+    if [(ln.text, ln.eol) for ln in hunk.source] != old[mine.start:mine.start + len(hunk.source)]:
         return "the hunk does not match the old file at its own line numbers"
     old_bytes, new_bytes = join_lines(old), join_lines(new)
     patched = join_lines(apply_placements(old, [mine]))
@@ -370,8 +371,8 @@ def resolve_conflict(new: list[Line], hunk: Hunk, path: str, patched: bytes,
                 + ("no place in it" if not groups else f"{len(groups)} different places in it")
                 + " keeps the added lines in the same function and branch, next to the same "
                 "statement on one side and to the statement upstream rewrote on the other")
-    (now, ats), = groups.items()
-    at = min(ats) if now[0].before == was[0].before else max(ats)
+    (kept, ats), = groups.items()
+    at = min(ats) if kept[0].before == was[0].before else max(ats)
     merged = join_lines(new[:at] + added + new[at:])
     broken = compile_problem(merged, path)
     if broken:
@@ -414,10 +415,10 @@ def merge_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
     for i, p in enumerate(placements):
         if i not in found:
             if p.ok:
-                prev_end = p.index + sum(1 for ln in p.lines if ln.tag != "+")
+                prev_end = p.end
             continue
         m = found[i]
-        later = [q.index if q.ok else found[j].lo for j, q in enumerate(placements)
+        later = [q.start if q.ok else found[j].lo for j, q in enumerate(placements)
                  if j > i and (q.ok or j in found)]
         nxt = min(later) if later else len(new)
         if m.lo < prev_end or m.hi > nxt:
@@ -432,7 +433,7 @@ def merge_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
             continue
         q = m.placement(new, lead, trail)
         p.index, p.lines, p.merged = q.index, q.lines, m.proof
-        prev_end = p.index + sum(1 for ln in p.lines if ln.tag != "+")
+        prev_end = p.end
     merged = [p for p in placements if p.merged]
     if not merged:
         return
