@@ -30,6 +30,7 @@ import fnmatch
 import os
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from patchkit.errors import InvalidInput
@@ -192,7 +193,7 @@ class Inventory:
                 rx = re.compile(term[1:])
             except re.error as e:
                 raise InvalidInput(f"--limit {pattern!r}: bad regular expression {term!r}: {e}") from e
-            test = rx.search
+            test: Callable[[str], object] | None = rx.search
         elif any(ch in term for ch in "*?["):
             test = lambda name: fnmatch.fnmatchcase(name, term)  # noqa: E731
         else:
@@ -512,9 +513,9 @@ def resolve_host(inv: Inventory, name: str, root: str | None = None) -> HostTarg
             raise InventoryError(inv.path, at, f"host {name!r}: bad ansible_port {port_text!r}")
         port = int(port_text)
     options: list[str] = []
-    key, at = text("ansible_ssh_private_key_file")
-    if key:
-        options.append(f"IdentityFile={os.path.expanduser(key)}")
+    key_file, at = text("ansible_ssh_private_key_file")
+    if key_file:
+        options.append(f"IdentityFile={os.path.expanduser(key_file)}")
     for var in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
         args, at = text(var)
         if args:
