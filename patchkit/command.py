@@ -40,7 +40,8 @@ class PatchkitConfig(Config):
     """invoke's Config with patchkit's file names (``patchkit.yaml``) and places."""
 
     prefix = "patchkit"
-    env_prefix = "INVOKE"      # INVOKE_PATCHKIT_JOBS=4 works alike for `invoke` and `patchkit`
+    # invoke's Config says `env_prefix = None` (typed None) and reads a string from subclasses
+    env_prefix = "INVOKE"  # type: ignore[assignment]  # INVOKE_PATCHKIT_JOBS=4 works alike for `invoke` and `patchkit`
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("user_prefix", os.path.join(user_config_dir(), ""))

@@ -105,13 +105,15 @@ def _measure(cfg: RemoteConfig, point: dict, row: dict, point_dir: Path, progres
     meta["speculative worker (server log)"] = row["worker"]
     summary = build_report(timing, point_dir, meta=meta, chart=cfg.chart)
     dist = summary.cycle["dev_ms"] if summary.basis == "device" else summary.cycle["host_ms"]
+    decode_cycle = summary.decode_cycle
+    assert decode_cycle is not None, "build_report fills it"
     row.update(
         ok=True, tokens_per_s=bench.tokens_per_s, cycles=summary.cycle["count"],
         accept_length=bench.accept_length if bench.accept_length is not None
         else summary.decode.get("accept_length_mean"),
-        top_level_share=summary.decode_cycle["top_level_share"], basis=summary.basis,
+        top_level_share=decode_cycle["top_level_share"], basis=summary.basis,
         cycle_ms=dist["mean"] if dist else None,
-        phase_shares=summary.decode_cycle["phase_shares"])
+        phase_shares=decode_cycle["phase_shares"])
     if bench.tokens_per_s is None:
         row.update(ok=False, error=f"no output token throughput in {point_dir / 'benchmark.log'}")
 
@@ -288,6 +290,7 @@ def run_remote_sweep(cfg: RemoteConfig, *, stream=None, progress: ProgressLine |
 
     out = stream or sys.stdout
     start = time.monotonic()
+    assert isinstance(cfg.matrix, dict), "RemoteConfig parsed --matrix (callers check it is given)"
     points = expand_server_matrix(cfg.matrix, cfg.server_command, cfg.env)
     transports = transports or [parse_target(spec, **cfg.transport_options())
                                 for spec in cfg.targets]
