@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from patchkit.engine.plan import FilePlan
 from patchkit.engine.series import Pin, PinnedFile, Series, SeriesFiles, load_series, read_series
@@ -68,13 +69,13 @@ def compiled_series(series: str | Series, full: bool = True) -> Compiled:
     """`compile_series` for a folder (or a loaded Series), through the cache when enabled."""
     if not enabled():
         return compile_series(series if isinstance(series, Series) else load_series(series), full=full)
-    files = series if isinstance(series, Series) else read_series(series)
+    files: Series | SeriesFiles = series if isinstance(series, Series) else read_series(series)
     k = key(files.digest, files.name, full)
     path = cache_dir() / f"{k}.json"
     hit = _load(path, files)
     if hit is not None:
         return hit
-    loaded = series if isinstance(series, Series) else load_series(files)
+    loaded = files if isinstance(files, Series) else load_series(files)
     compiled = compile_series(loaded, full=full)
     _store(path, compiled)
     return compiled
@@ -89,7 +90,7 @@ def _pin_json(pin: Pin) -> dict:
 
 
 def _pin_from_json(data: dict) -> Pin:
-    scalars = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "files"}
+    scalars: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "files"}
     return Pin(files={f[0]: PinnedFile(f[0], f[1], f[2]) for f in data["files"]}, **scalars)
 
 

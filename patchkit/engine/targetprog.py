@@ -177,8 +177,10 @@ def _expected_columns(plans: list[FilePlan], digests: list[list[str]], full: boo
         return shq("".join(f"{v}\n" for v in values))
 
     orig = [k for k, p in enumerate(plans) if p.kind != "create"]
-    out = [f"PK_W_WC={column([plans[k].pinned.lines for k in orig], True)}",
-           f"PK_W_SHA={column([plans[k].pinned.sha256 for k in orig], False)}"]
+    pinned = [plans[k].pinned for k in orig]
+    assert all(f is not None for f in pinned), "every file the series does not create is pinned"
+    out = [f"PK_W_WC={column([f.lines for f in pinned if f is not None], True)}",
+           f"PK_W_SHA={column([f.sha256 for f in pinned if f is not None], False)}"]
     if full:
         staged = [k for k, p in enumerate(plans) if p.kind != "delete"]
         out += [f"PK_W_PREX={column([digests[k][0] for k in orig], False)}",
