@@ -25,10 +25,11 @@ refreshing an unchanged series rewrites every patch byte for byte.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit.author.upstream import installed_path, locate_in_tree, read_pin, sha256_bytes
+from patchkit.author.upstream import PinData, installed_path, locate_in_tree, read_pin, sha256_bytes
 from patchkit.engine.diffparse import split_lines
 from patchkit.errors import InvalidInput, Refused
 
@@ -216,7 +217,7 @@ def read_series_names(series_dir: Path) -> list[str]:
     return names
 
 
-def load_pristine(series_dir: Path, pristine_tree: Path) -> tuple[dict[str, str], object]:
+def load_pristine(series_dir: Path, pristine_tree: Path) -> tuple[dict[str, str], PinData]:
     """The pinned files read from ``pristine_tree`` (either layout), checked against the pin."""
     pin = read_pin(Path(series_dir) / "pin.toml")
     files: dict[str, str] = {}
@@ -299,7 +300,7 @@ def new_patch(
     pristine_tree: Path,
     *,
     header: str | None = None,
-    new_files: list[str] = (),
+    new_files: Sequence[str] = (),
     context: int = DEFAULT_CONTEXT,
 ) -> Path:
     """Append patch ``name`` = diff(state after the whole series, edited tree).

@@ -120,7 +120,7 @@ def target_source(series: Series, spec: str | Transport, *, cwd: str | None = No
                   transport_options: dict | None = None) -> Source:
     """A rebase Source made of what ``spec`` holds, pinned to exactly that text."""
     own = not isinstance(spec, Transport)
-    transport = spec if not own else parse_target(
+    transport = spec if isinstance(spec, Transport) else parse_target(
         spec, cwd=cwd, container=container, exec_prefix=exec_prefix,
         **(transport_options or {}))
     try:
