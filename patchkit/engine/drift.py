@@ -12,7 +12,6 @@ from typing import TypeVar
 
 from patchkit.engine.plan import FilePlan, HunkRef
 
-
 T = TypeVar("T")
 
 
