@@ -49,7 +49,7 @@ lint: setup
 	sh -n patchkit/engine/target.sh && busybox sh -n patchkit/engine/target.sh
 	$(BIN)/ruff check
 	$(BIN)/ruff format --check
-	$(BIN)/mypy
+	$(BIN)/mypy patchkit
 
 # Rewrites the tree: the formatter, then ruff's safe fixes (review the diff before committing).
 format: setup
