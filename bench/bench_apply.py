@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchkit import ops  # noqa: E402
+from patchkit import ops
 from patchkit.author import upstream
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,12 +138,12 @@ def main() -> None:
         for _ in range(args.runs):
             fresh_tree(tree, files)
             for op, fn in (("apply", ops.apply), ("revert", ops.revert)):
-                c = measure(f"patchkit {op}", lambda: _ok(fn(str(series), [str(tree)])))
+                c = measure(f"patchkit {op}", lambda fn=fn: _ok(fn(str(series), [str(tree)])))
                 own[f"patchkit {op}"].append(c.own)
             cli = [sys.executable, "-m", "invoke", "patch.apply", "--series", str(series), "--target", str(tree)]
-            measure("patchkit CLI apply", lambda: run(cli, REPO))
+            measure("patchkit CLI apply", lambda cli=cli: run(cli, REPO))
             cli[3] = "patch.revert"
-            measure("patchkit CLI revert", lambda: run(cli, REPO))
+            measure("patchkit CLI revert", lambda cli=cli: run(cli, REPO))
             fresh_tree(tree, files)
             measure("quilt push -a", lambda: run(["quilt", "push", "-a", "-q"], tree, env))
             measure("quilt pop -a", lambda: run(["quilt", "pop", "-a", "-q"], tree, env))

@@ -37,8 +37,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from patchkit.author import rebase as rb, upstream  # noqa: E402
-from patchkit.engine.series import load_series  # noqa: E402
 from patchkit.author.sglang_releases import rebase_aliases  # noqa: E402
+from patchkit.engine.series import load_series  # noqa: E402
 from rebase_oracle import hand_disagreements, left_function, misplaced  # noqa: E402
 from upstream_fixtures import V2_APPENDED, v1_part  # noqa: E402
 

@@ -48,11 +48,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import sshd_support  # noqa: E402
-from sshd_support import make_client_config  # noqa: E402,F401  (re-exported for reuse)
-
 from patchkit import ops  # noqa: E402
-from patchkit.author import upstream
+from patchkit.author import upstream  # noqa: E402
 from patchkit.transport import parse_target  # noqa: E402
+from sshd_support import make_client_config  # noqa: E402,F401  (re-exported for reuse)
 
 SERIES = ROOT / "patches" / "sglang-v0.5.9"
 WORKER = "sglang/srt/speculative/eagle_worker.py"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchkit.author import upstream  # noqa: E402
+from patchkit.author import upstream
 
 SPEC = "sglang/srt/speculative/"
 

@@ -356,7 +356,10 @@ def main():
 
     ce, ge = torch.cuda.Event(enable_timing=True), torch.Event(device="cuda", enable_timing=True)
     ce2, ge2 = torch.cuda.Event(enable_timing=True), torch.Event(device="cuda", enable_timing=True)
-    ce.record(); ge.record(); ce2.record(); ge2.record()
+    ce.record()
+    ge.record()
+    ce2.record()
+    ge2.record()
     torch.cuda.synchronize()
     costs = {
         "time.perf_counter_ns()": per_call(time.perf_counter_ns),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchkit.profile.verdict import DEFAULT_ALPHA, decide  # noqa: E402
+from patchkit.profile.verdict import DEFAULT_ALPHA, decide
 
 
 def rate(n: int, k: int, gap: float, cv: float, trials: int, seed: int) -> float:

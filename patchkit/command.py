@@ -31,7 +31,7 @@ def _version() -> str:
         from importlib.metadata import version
 
         return version("patchkit")
-    except Exception:  # noqa: BLE001 - a checkout run without installed metadata
+    except Exception:  # a checkout run without installed metadata
         return "unknown"
 
 
@@ -44,7 +44,8 @@ class PatchkitConfig(Config):
     """invoke's Config with patchkit's file names (``patchkit.yaml``) and places."""
 
     prefix = "patchkit"
-    env_prefix = "INVOKE"      # INVOKE_PATCHKIT_JOBS=4 works alike for `invoke` and `patchkit`
+    # invoke's Config says `env_prefix = None` (typed None) and reads a string from subclasses
+    env_prefix = "INVOKE"  # type: ignore[assignment]  # INVOKE_PATCHKIT_JOBS=4 works alike for `invoke` and `patchkit`
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("user_prefix", os.path.join(user_config_dir(), ""))

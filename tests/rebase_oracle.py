@@ -12,12 +12,11 @@ when its place in the new patched file differs from its place in the old patched
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 
-from patchkit.engine.diffparse import parse_patch
 from patchkit.author.merge3 import changed_lines, own_placement
 from patchkit.author.relocate import apply_placements, split_lines
+from patchkit.engine.diffparse import parse_patch
 
 _DEF = re.compile(rb"^(\s*)(?:async\s+def|def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
 

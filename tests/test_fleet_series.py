@@ -22,8 +22,8 @@ from engine_support import read_tree
 from patchkit import ops
 from patchkit.engine import autoseries
 from patchkit.transport import LocalTransport, parse_target
-from upstream_fixtures import sglang_installed
 from support.cli import invoke as support_invoke
+from upstream_fixtures import sglang_installed
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = ("sglang/srt/speculative/eagle_worker.py", "sglang/srt/speculative/eagle_worker_v2.py",

@@ -11,10 +11,10 @@ import pytest
 
 from patchkit import ops
 from patchkit.errors import InvalidInput
-from patchkit.transport.inventory import (inventory_transports, load_inventory, resolve_host)
+from patchkit.transport.inventory import inventory_transports, load_inventory, resolve_host
 from patchkit.transport.ssh import SshTransport
-from upstream_fixtures import SERIES_059, sglang_installed
 from support.cli import invoke
+from upstream_fixtures import SERIES_059, sglang_installed
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"

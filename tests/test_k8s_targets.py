@@ -22,8 +22,8 @@ from patchkit.errors import InvalidInput
 from patchkit.transport import parse_target
 from patchkit.transport.inventory import inventory_transports
 from patchkit.transport.k8s import check_context, parse_k8s
-from upstream_fixtures import sglang_installed
 from support.cli import invoke as support_invoke
+from upstream_fixtures import sglang_installed
 
 REPO = Path(__file__).resolve().parents[1]
 NS = "serving"

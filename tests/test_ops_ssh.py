@@ -23,10 +23,9 @@ import pytest
 from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import parse_target
-from test_engine_crash import AFTER as MULTI_AFTER
-from test_engine_crash import BEFORE as MULTI_BEFORE
-from upstream_fixtures import SERIES_059, sglang_installed
 from support.cli import invoke
+from test_engine_crash import AFTER as MULTI_AFTER, BEFORE as MULTI_BEFORE
+from upstream_fixtures import SERIES_059, sglang_installed
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"

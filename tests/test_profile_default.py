@@ -25,7 +25,6 @@ pytest.importorskip("huggingface_hub", reason="transformers' dependencies: the p
 from patchkit import ops
 from patchkit.profile import ensure_site, run_default
 from patchkit.profile.site import DEFAULT_SERIES, site_state
-
 from upstream_fixtures import REPO, default_wheelhouse
 
 PHASE_TIMER = "transformers/generation/phase_timer.py"

@@ -378,7 +378,7 @@ def test_ctrl_c_stops_everything_and_reverts(tmp_path, sshd, tree, target, to_gr
             os.killpg(proc.pid, signal.SIGINT)
         else:
             proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

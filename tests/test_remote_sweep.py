@@ -265,7 +265,7 @@ def test_signal_mid_sweep_stops_the_server_and_reverts(tmp_path, sshd, tree, sig
             time.sleep(0.05)
         assert hang.exists(), proc.communicate(timeout=30)
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -108,7 +108,7 @@ def test_table_content(report):
     table = render_table(summary)
     lines = table.splitlines()
     assert lines[0].startswith("patchkit timing: 2 rank(s)")
-    assert any(l.startswith("    draft_step") and " 72 " in l for l in lines)
+    assert any(ln.startswith("    draft_step") and " 72 " in ln for ln in lines)
     assert "tokens/s with speculation: 118.5, without: 73.2, speedup 1.62x" in table
     assert "mean accepted length: " in table and "run: unit" in table
     assert "mean cycle per rank (ms): r0 " in table
@@ -276,7 +276,7 @@ def test_decode_and_prefill_apart_and_warmup_outside(site, tmp_path):
     pre_at = lines.index("prefill (3 cycles; shares of prefill cycle time)")
     assert dec_at < pre_at
     assert lines[dec_at + 1].startswith("decode cycle ")
-    assert any(l.startswith("    draft_step") and " 60 " in l for l in lines[dec_at:pre_at])
+    assert any(ln.startswith("    draft_step") and " 60 " in ln for ln in lines[dec_at:pre_at])
     assert "outside any cycle (warm-up; not in the shares): draft_step 4" in table
     data = json.loads((tmp_path / "report" / "summary.json").read_text())
     assert data["cycle_kinds"]["prefill"]["phases"][0]["name"] == "target_extend"
@@ -395,7 +395,7 @@ def test_two_ranks_through_torch_distributed(site, tmp_path):
     assert "verify" in skew["flagged"] and "draft" not in skew["flagged"]
     table = (tmp_path / "report" / "table.txt").read_text()
     assert "rank skew of decode cycles" in table
-    assert any(l.startswith(" !   verify: r0 ") and "slowest r1" in l for l in table.splitlines())
+    assert any(ln.startswith(" !   verify: r0 ") and "slowest r1" in ln for ln in table.splitlines())
     trace = json.loads((tmp_path / "report" / "trace.json").read_text())
     assert trace["otherData"]["clock_alignment"] == "shared monotonic clock"
     events = trace["traceEvents"]

@@ -86,8 +86,9 @@ def _raw_cycles(folder):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from patchkit.timing import RUNTIME_PATH
     import shutil
+
+    from patchkit.timing import RUNTIME_PATH
 
     root = tmp_path_factory.mktemp("steady")
     site = root / "site"

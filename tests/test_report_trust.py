@@ -5,7 +5,7 @@ a chart that names its run, and tok/s with its spread."""
 import json
 import random
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -148,7 +148,7 @@ def test_chart_names_the_run_and_keeps_the_bars_clear(tmp_path):
     fig, summary, plt = _figure(folder, meta)
     try:
         title = fig._suptitle.get_text()
-        date = datetime.fromtimestamp(WALL_T0 / 1e9, tz=timezone.utc).strftime("%Y-%m-%d")
+        date = datetime.fromtimestamp(WALL_T0 / 1e9, tz=UTC).strftime("%Y-%m-%d")
         assert title.startswith("Llama-3.1-8B | worker EAGLEWorkerV2 | timer host | " + date)
         ax_run, ax_share = fig.axes[:2]
         # the bin size on the axis: 450 cycles in 200 bars

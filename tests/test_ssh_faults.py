@@ -15,6 +15,7 @@ apply converges, taking that lock over by itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -25,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from engine_support import git_diff, make_series, read_tree, write_tree
-from sshd_support import silent_port_times_out
 from patchkit import ops
 from patchkit.errors import TransportError
 from patchkit.transport import parse_target
+from sshd_support import silent_port_times_out
 from test_engine_crash import AFTER, BEFORE, TOOLS, assert_each_file_whole
 
 SLOW_S = 0.01          # added to every external command when the client is to be killed
@@ -195,7 +196,7 @@ def client_kill_run(rig: Rig, op: str, delays: list[float], revert_after) -> lis
             assert res.hosts[0].state == "unreachable", res.to_json()
             assert "killed by signal 9" in " ".join(res.hosts[0].messages), res.to_json()
         rig.wait_remote_done()
-        states, state = rig.check_and_converge((op, delay), revert=revert_after(n))
+        _states, state = rig.check_and_converge((op, delay), revert=revert_after(n))
         outcomes.append((round(delay, 3), killed, state))
     print(op, "client killed after (s, killed, state then):", outcomes)
     return outcomes
@@ -385,10 +386,8 @@ def test_host_down_after_a_master_says_refused(sshd_factory, tmp_path, stale):
     sessions = _session_processes(server)
     server.stop()
     for pid in sessions:                # the master's own sshd process goes down with the host
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + 5
     while t.master_pid() is not None and time.monotonic() < deadline:
         time.sleep(0.05)                # a live master notices its connection is gone
@@ -477,7 +476,5 @@ def test_wedged_connection_behind_a_shared_master_is_replaced_not_waited_on(sshd
         assert t.master_pid() not in (None, old_master)
     finally:
         for pid in sessions:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass

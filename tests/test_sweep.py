@@ -11,12 +11,13 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("huggingface_hub", reason="transformers' dependencies: the profile extra")
 
+import itertools
+
 from patchkit import ops
 from patchkit.errors import InvalidInput
 from patchkit.profile import ensure_site, parse_matrix, run_sweep
 from patchkit.profile.site import DEFAULT_SERIES
 from patchkit.profile.sweep import expand, render
-
 from upstream_fixtures import default_wheelhouse
 
 
@@ -86,7 +87,7 @@ def test_sweep_two_points_end_to_end(site, tmp_path):
     assert doc["schema"] == "patchkit.sweep/1" and [r["label"] for r in doc["rows"]] == ["k=1", "k=4"]
     assert doc["baseline"]["tokens_per_s"] > 0
     work = outcome.workload
-    for row, point in zip(doc["rows"], work["points"]):
+    for row, _point in zip(doc["rows"], work["points"]):
         k = row["params"]["num_assistant_tokens"]
         assert 1.0 <= row["accept_length"] <= k + 1
         assert row["ratio"] == pytest.approx(row["tokens_per_s"] / row["baseline_tokens_per_s"])
@@ -153,7 +154,7 @@ def test_repeated_sweep_rotates_warms_up_and_gives_a_verdict(site, tmp_path):
             assert inside > 0
     # the passes of different points never overlap in time
     spans = sorted(tuple(p["window_ns"]) for p in passes)
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     verdict = doc["verdict"]
     assert verdict["alpha"] == 0.05 and "Welch" in verdict["method"]
     assert verdict["cost"]["runs"] == 6 and verdict["cost"]["minutes"] > 0

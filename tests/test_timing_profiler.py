@@ -74,7 +74,7 @@ def test_phases_are_ranges_in_a_profiler_trace(runtime_dir, tmp_path, sample):
     for e in spans:
         if e["name"] == "cycle decode":
             continue
-        (outer,) = [c for c in cycles if c["ts"] <= e["ts"] and
+        (_outer,) = [c for c in cycles if c["ts"] <= e["ts"] and
                     e["ts"] + e["dur"] <= c["ts"] + c["dur"]]
         if e["name"] == "draft_forward":
             draft = [d for d in spans if d["name"] == "draft" and d["ts"] <= e["ts"]

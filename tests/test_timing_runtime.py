@@ -6,6 +6,7 @@ behave exactly as in a host program. CUDA scenarios run only where CUDA exists (
 bench machine); here they are skipped.
 """
 
+import itertools
 import json
 import os
 import shutil
@@ -186,7 +187,7 @@ print("WRITES", _pt._timer.counts["writes"])
     # configure(); the second file starts with its header and then grows by one phase and
     # one cycle per cycle
     assert sizes[0] == 6 + 3
-    assert [b - a for a, b in zip(sizes, sizes[1:])] == [2] * 9
+    assert [b - a for a, b in itertools.pairwise(sizes)] == [2] * 9
     assert int(res.stdout.split("WRITES")[1]) == 10
     recs = [r for rs in read_records(out).values() for r in rs]
     assert sum(r["kind"] == "cycle" for r in recs) == 11
@@ -217,7 +218,7 @@ print("SURVIVED", _pt.current_mode(), _pt.begin is _pt._noop)
 """, out_dir=blocker / "sub")
     assert res.returncode == 0, res.stderr
     assert "SURVIVED off True" in res.stdout
-    warnings = [l for l in res.stderr.splitlines() if l.startswith("patchkit phase_timer:")]
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("patchkit phase_timer:")]
     assert len(warnings) == 1, res.stderr
     assert "timing is off" in warnings[0] and "not-a-dir" in warnings[0]
     assert "Traceback" not in res.stderr

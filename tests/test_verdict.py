@@ -10,9 +10,20 @@ import random
 
 import pytest
 
-from patchkit.profile.verdict import (DEFAULT_ALPHA, DEFAULT_REPEAT, betainc, decide, describe,
-                                      interval, p_greater, ratio_interval, rotation, summarize,
-                                      t_ppf, t_sf)
+from patchkit.profile.verdict import (
+    DEFAULT_ALPHA,
+    DEFAULT_REPEAT,
+    betainc,
+    decide,
+    describe,
+    interval,
+    p_greater,
+    ratio_interval,
+    rotation,
+    summarize,
+    t_ppf,
+    t_sf,
+)
 
 TRIALS = 2000
 # the false-positive rate may exceed alpha by sampling noise only: 3 standard errors

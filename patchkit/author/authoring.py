@@ -25,13 +25,14 @@ refreshing an unchanged series rewrites every patch byte for byte.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit.upstream import PinData, installed_path, locate_in_tree, read_pin, sha256_bytes
 from patchkit.engine.diffparse import split_lines
 from patchkit.errors import InvalidInput, Refused
 from patchkit.locations import PACKAGE
-from patchkit.upstream import installed_path, locate_in_tree, read_pin, sha256_bytes
 
 NO_NEWLINE = "\\ No newline at end of file\n"
 DEFAULT_CONTEXT = 3
@@ -217,7 +218,7 @@ def read_series_names(series_dir: Path) -> list[str]:
     return names
 
 
-def load_pristine(series_dir: Path, pristine_tree: Path) -> tuple[dict[str, str], object]:
+def load_pristine(series_dir: Path, pristine_tree: Path) -> tuple[dict[str, str], PinData]:
     """The pinned files read from ``pristine_tree`` (either layout), checked against the pin."""
     pin = read_pin(Path(series_dir) / "pin.toml")
     files: dict[str, str] = {}
@@ -300,7 +301,7 @@ def new_patch(
     pristine_tree: Path,
     *,
     header: str | None = None,
-    new_files: list[str] = (),
+    new_files: Sequence[str] = (),
     context: int = DEFAULT_CONTEXT,
 ) -> Path:
     """Append patch ``name`` = diff(state after the whole series, edited tree).

@@ -31,15 +31,16 @@ files; the caller decides what to do with a refusal.
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from patchkit.engine.diffparse import DiffLine, Hunk
-from patchkit.errors import Refused
 from patchkit.author.pystructure import compile_problem, spots
 from patchkit.author.relocate import Line, Placement, apply_placements, join_lines, split_lines
+from patchkit.engine.diffparse import DiffLine, Hunk
+from patchkit.errors import Refused
 
 MARKER_SIZE = 40      # conflict markers no source line starts with
 MAX_CONFLICT = 400    # new lines of one conflict searched for a place (one parse per line)
@@ -98,6 +99,7 @@ def own_placement(hunk: Hunk) -> Placement:
 
 def changed_lines(p: Placement) -> tuple[list[int], list[int]]:
     """(removed lines in the text before, added lines in the text after), 1-based."""
+    assert p.index is not None and p.lines is not None, "a placed hunk"
     removed, added = [], []
     src = tgt = p.index
     for ln in p.lines:
@@ -127,7 +129,7 @@ def read_back(new: list[Line], merged: list[Line], hunk: Hunk) -> Merged | str:
     lo, hi = ops[0][1], ops[-1][2]
     core: list[DiffLine] = []
     cursor = lo
-    for tag, i1, i2, j1, j2 in ops:
+    for _tag, i1, i2, j1, j2 in ops:
         core += [DiffLine(" ", t, e, 0) for t, e in new[cursor:i1]]
         core += [DiffLine("-", t, e, 0) for t, e in new[i1:i2]]
         core += [DiffLine("+", t, e, 0) for t, e in merged[j1:j2]]
@@ -175,7 +177,7 @@ def _spot_problem(old_text: bytes, old_lines: list[int], new_text: bytes, new_li
         if a == b:
             continue
         ratio = edited_neighbour(a, b) if edits is not None else None
-        if ratio is None:
+        if edits is None or ratio is None:
             return (f"the merge would put a {what} line elsewhere: old line {n_old} was {a}; "
                     f"merged line {n_new} is {b}")
         edits.append(ratio)
@@ -195,7 +197,7 @@ def split_runs(hunk: Hunk) -> list[Hunk]:
             k += 1
         runs.append((start, k))
     out = []
-    for i, (a, b) in enumerate(runs):
+    for i, (_a, _b) in enumerate(runs):
         lo = runs[i - 1][1] if i else 0
         hi = runs[i + 1][0] if i + 1 < len(runs) else len(tags)
         lines = hunk.lines[lo:hi]
@@ -221,11 +223,11 @@ def place_by_merge(old: list[Line], new: list[Line], hunk: Hunk, path: str) -> M
         if isinstance(got, str):
             return f"{whole}; run by run: run {number}: {got}"
         placed.append(got)
-    for a, b in zip(placed, placed[1:]):
+    for a, b in itertools.pairwise(placed):
         if b.lo < a.hi or (b.lo == a.hi and not b.core[0].tag == a.core[-1].tag == "+"):
             return f"{whole}; run by run: its runs land out of order"
     core = list(placed[0].core)
-    for a, b in zip(placed, placed[1:]):
+    for a, b in itertools.pairwise(placed):
         core += [DiffLine(" ", t, e, 0) for t, e in new[a.hi:b.lo]] + b.core
     proof = "run by run: " + " | ".join(m.proof for m in placed)
     return Merged(hunk, placed[0].lo, placed[-1].hi, core, proof=proof)
@@ -235,7 +237,7 @@ def _place_by_merge(old: list[Line], new: list[Line], hunk: Hunk, path: str) -> 
     if not path.endswith(".py"):
         return "not a Python file: merged hunks are only accepted with the structural check"
     mine = own_placement(hunk)
-    if [(ln.text, ln.eol) for ln in hunk.source] != old[mine.index:mine.index + len(hunk.source)]:
+    if [(ln.text, ln.eol) for ln in hunk.source] != old[mine.start:mine.start + len(hunk.source)]:
         return "the hunk does not match the old file at its own line numbers"
     old_bytes, new_bytes = join_lines(old), join_lines(new)
     patched = join_lines(apply_placements(old, [mine]))
@@ -369,8 +371,8 @@ def resolve_conflict(new: list[Line], hunk: Hunk, path: str, patched: bytes,
                 + ("no place in it" if not groups else f"{len(groups)} different places in it")
                 + " keeps the added lines in the same function and branch, next to the same "
                 "statement on one side and to the statement upstream rewrote on the other")
-    (now, ats), = groups.items()
-    at = min(ats) if now[0].before == was[0].before else max(ats)
+    (kept, ats), = groups.items()
+    at = min(ats) if kept[0].before == was[0].before else max(ats)
     merged = join_lines(new[:at] + added + new[at:])
     broken = compile_problem(merged, path)
     if broken:
@@ -413,10 +415,10 @@ def merge_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
     for i, p in enumerate(placements):
         if i not in found:
             if p.ok:
-                prev_end = p.index + sum(1 for ln in p.lines if ln.tag != "+")
+                prev_end = p.end
             continue
         m = found[i]
-        later = [q.index if q.ok else found[j].lo for j, q in enumerate(placements)
+        later = [q.start if q.ok else found[j].lo for j, q in enumerate(placements)
                  if j > i and (q.ok or j in found)]
         nxt = min(later) if later else len(new)
         if m.lo < prev_end or m.hi > nxt:
@@ -431,7 +433,7 @@ def merge_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
             continue
         q = m.placement(new, lead, trail)
         p.index, p.lines, p.merged = q.index, q.lines, m.proof
-        prev_end = p.index + sum(1 for ln in p.lines if ln.tag != "+")
+        prev_end = p.end
     merged = [p for p in placements if p.merged]
     if not merged:
         return

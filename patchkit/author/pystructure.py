@@ -95,7 +95,7 @@ class Locator:
         return self._walk(self.tree.body, line, changed, "<module>", (), "<module>")
 
     def _walk(self, body, line, changed, scope, blocks, owner) -> Spot:
-        for index, node in enumerate(body):
+        for _index, node in enumerate(body):
             first, last = _first_line(node), node.end_lineno or node.lineno
             if not first <= line <= last:
                 continue

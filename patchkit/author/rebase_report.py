@@ -13,11 +13,11 @@ def _fence(text: str, lang: str = "diff") -> list[str]:
     return [fence + lang, body, fence]
 
 
-def _where(h: "HunkOutcome") -> str:
+def _where(h: HunkOutcome) -> str:
     return f"{h.patch}, hunk {h.number} `{h.old_header}` of `{h.path}`"
 
 
-def render_report(result: "RebaseResult") -> str:
+def render_report(result: RebaseResult) -> str:
     new = result.new
     out = [f"# Rebase of {result.series_dir.name} onto {new.label}", ""]
     out += [
@@ -64,7 +64,7 @@ def render_report(result: "RebaseResult") -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _methods(result: "RebaseResult") -> str:
+def _methods(result: RebaseResult) -> str:
     counts: dict[str, int] = {}
     for h in result.hunks:
         counts[h.how] = counts.get(h.how, 0) + 1
@@ -76,7 +76,7 @@ RESUME_HEADING = "## Resume"
 CURRENT = "**Now, after --resume:**"
 
 
-def render_resume(result: "RebaseResult", previous: str) -> str:
+def render_resume(result: RebaseResult, previous: str) -> str:
     """The earlier REBASE.md up to its Resume section, and a new Resume section."""
     idx = previous.find("\n" + RESUME_HEADING)
     kept = (previous[:idx + 1] if idx >= 0 else previous).rstrip("\n") + "\n"
@@ -99,7 +99,7 @@ def render_resume(result: "RebaseResult", previous: str) -> str:
     return kept + "\n" + "\n".join(out).rstrip("\n") + "\n"
 
 
-def _hunk_sections(result: "RebaseResult", level: str) -> list[str]:
+def _hunk_sections(result: RebaseResult, level: str) -> list[str]:
     hunks = result.hunks
     out: list[str] = []
     out += [f"{level} Hunks", "", "| patch | file | hunk | was | now | how | result |",

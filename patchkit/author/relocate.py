@@ -78,6 +78,18 @@ class Placement:
     def ok(self) -> bool:
         return self.lines is not None
 
+    @property
+    def start(self) -> int:
+        """``index`` of a placed hunk."""
+        assert self.index is not None, "a placed hunk"
+        return self.index
+
+    @property
+    def end(self) -> int:
+        """The 0-based index just past the text lines a placed hunk covers."""
+        assert self.index is not None and self.lines is not None, "a placed hunk"
+        return self.index + sum(1 for ln in self.lines if ln.tag != "+")
+
 
 def best_partial_matches(lines: list[Line], block: list[Line], limit: int = 3) -> list[Candidate]:
     """Starts where at least half of the block lines up with the text, best first."""
@@ -176,7 +188,7 @@ def place_file(lines: list[Line], hunks: list[Hunk], *, context_trim: bool = Fal
     for hunk in hunks:
         p = place_hunk(lines, hunk, not_before=not_before, context_trim=context_trim)
         if p.ok:
-            not_before = p.index + sum(1 for ln in p.lines if ln.tag != "+")
+            not_before = p.end
         out.append(p)
     return out
 
@@ -186,12 +198,11 @@ def apply_placements(lines: list[Line], placements: list[Placement]) -> list[Lin
     result: list[Line] = []
     cursor = 0
     for p in placements:
-        if not p.ok:
+        if p.lines is None:
             continue
-        src = [ln for ln in p.lines if ln.tag != "+"]
-        result += lines[cursor:p.index]
+        result += lines[cursor:p.start]
         result += [(ln.text, ln.eol) for ln in p.lines if ln.tag != "-"]
-        cursor = p.index + len(src)
+        cursor = p.end
     return result + lines[cursor:]
 
 
@@ -217,7 +228,7 @@ def apply_at_own_numbers(lines: list[Line], hunks: list[Hunk]) -> list[Line]:
 def map_line(old: list[Line], new: list[Line], index: int) -> int:
     """Where 0-based ``index`` of ``old`` lands in ``new`` (start of a replaced region)."""
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
         if i1 <= index < i2 or (i1 == i2 == index):
             return j1 + (index - i1) if tag == "equal" else j1
     return len(new)

@@ -80,7 +80,8 @@ def _kind(stmt: ast.stmt) -> tuple[str, str]:
     """(call, phase), a cycle_begin's phase being its kind (decode / prefill)."""
     call, phase = timerplace.timer_kind(stmt)
     if call == "cycle_begin":
-        phase = next((ast.unparse(k.value) for k in stmt.value.keywords if k.arg == "kind"), "")
+        phase = next((ast.unparse(k.value) for k in timerplace._call_of(stmt).keywords
+                      if k.arg == "kind"), "")
     return call, phase
 
 
@@ -176,7 +177,7 @@ def place_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
 
     hunks = [p.hunk for p in placements]
     own = [Placement(h, index=h.src_begin - 1, lines=list(h.lines)) for h in hunks]
-    if any([(ln.text, ln.eol) for ln in h.source] != old[o.index:o.index + len(h.source)]
+    if any([(ln.text, ln.eol) for ln in h.source] != old[o.start:o.start + len(h.source)]
            for h, o in zip(hunks, own)):
         return refuse(todo, "the patch does not apply to the old file at its own line numbers")
     old_text = _text(apply_placements(old, own))
@@ -192,8 +193,8 @@ def place_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
     numbers = _added_numbers(hunks)
     wanted: dict[int, list[timerplace.Anchor]] = {}
     for i in todo:
-        mine = [by_line.get(n) for n in numbers[i]]
-        if any(a is None for a in mine):
+        mine = [a for n in numbers[i] if (a := by_line.get(n)) is not None]
+        if len(mine) != len(numbers[i]):
             refuse([i], "an added line is not a timer statement inside a function")
             continue
         wanted[i] = mine
@@ -266,11 +267,11 @@ def _fit(new: list[Line], placements: list[Placement], found: dict, refuse) -> N
     for i, p in enumerate(placements):
         if i not in found:
             if p.ok:
-                prev_end = p.index + sum(1 for ln in p.lines if ln.tag != "+")
+                prev_end = p.end
             continue
         lines, how = found[i]
         lo, hi = lines[0][0], lines[-1][0]
-        later = [q.index if q.ok else found[j][0][0][0] for j, q in enumerate(placements)
+        later = [q.start if q.ok else found[j][0][0][0] for j, q in enumerate(placements)
                  if j > i and (q.ok or j in found)]
         nxt = min(later) if later else len(new)
         if lo < prev_end or hi > nxt:

@@ -15,14 +15,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from patchkit.engine.answer import parse_answer
-from patchkit.errors import InvalidInput, Refused
 from patchkit.author.rebase_result import Source
+from patchkit.author.upstream import count_lines, sha256_bytes
+from patchkit.engine.answer import parse_answer
 from patchkit.engine.render import shq
 from patchkit.engine.series import Series
 from patchkit.engine.targetprog import compile_series, library
+from patchkit.errors import InvalidInput, Refused
 from patchkit.transport import Transport, parse_target
-from patchkit.author.upstream import count_lines, sha256_bytes
 
 _ROOT_OK = re.compile(r"^/[^\0\n]*$")
 
@@ -120,7 +120,7 @@ def target_source(series: Series, spec: str | Transport, *, cwd: str | None = No
                   transport_options: dict | None = None) -> Source:
     """A rebase Source made of what ``spec`` holds, pinned to exactly that text."""
     own = not isinstance(spec, Transport)
-    transport = spec if not own else parse_target(
+    transport = spec if isinstance(spec, Transport) else parse_target(
         spec, cwd=cwd, container=container, exec_prefix=exec_prefix,
         **(transport_options or {}))
     try:

@@ -50,9 +50,17 @@ def timer_kind(stmt: ast.stmt) -> tuple[str, str]:
     """(call, phase) of a timer statement: ("begin", "draft_forward"), ("cycle_end", "")..."""
     if isinstance(stmt, ast.ImportFrom):
         return "import", ""
-    call = stmt.value
-    label = call.args[0].value if call.args and isinstance(call.args[0], ast.Constant) else ""
+    call = _call_of(stmt)
+    assert isinstance(call.func, ast.Attribute), "a timer statement (is_timer_stmt)"
+    first = call.args[0] if call.args else None
+    label = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
     return call.func.attr, label
+
+
+def _call_of(stmt: ast.stmt) -> ast.Call:
+    """The call of an expression statement that is one call (a timer line)."""
+    assert isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call), "a call statement"
+    return stmt.value
 
 
 # ----------------------------------------------------------------------------- statement keys
@@ -189,7 +197,7 @@ def rename_params(text: str, old: tuple, new: tuple) -> str:
     return _name_re(tuple(mapping)).sub(lambda m: mapping[m.group(1)], text)
 
 
-def _params(fn: ast.AST) -> tuple:
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> tuple:
     args = fn.args
     names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
     return tuple(n for n in names if n not in ("self", "cls"))
@@ -331,14 +339,14 @@ def learn(path: str, patched: str, origins: list[str]) -> list[Anchor]:
         after = [s for s in block[site.index + 1:] if not is_timer_stmt(s)]
         before = [s for s in block[:site.index] if not is_timer_stmt(s) and not _is_docstring(s)]
         probes = []
-        for stmt, side in ((after[0] if after else None, "before"),
-                           (before[-1] if before else None, "after")):
-            if stmt is None:
+        for probe_at, side in ((after[0] if after else None, "before"),
+                               (before[-1] if before else None, "after")):
+            if probe_at is None:
                 continue
-            ref = by_stmt[id(stmt)]
+            ref = by_stmt[id(probe_at)]
             same = [s for s in all_sites if s.function == site.function
                     and not is_timer_stmt(s.stmt) and s.key == ref.key]
-            ordinal = next(i for i, s in enumerate(same) if s.stmt is stmt)
+            ordinal = next(i for i, s in enumerate(same) if s.stmt is probe_at)
             probes.append(Probe(side, ref.key, ref.shape, ref.callname, ref.tail, ref.where,
                                 ordinal, len(same)))
         anchors.append(Anchor(path, lines[site.stmt.lineno - 1].strip(), call, phase,
@@ -367,7 +375,7 @@ def _called_names(stmts) -> frozenset:
     return frozenset(names)
 
 
-def _span_sites(sites, function: str, first: int, last: int) -> list:
+def _span_sites(sites, function: str | None, first: int, last: int) -> list:
     """Statements of ``function`` that start on lines first..last (1-based, inclusive)."""
     return [s.stmt for s in sites if s.function == function and first <= s.stmt.lineno <= last]
 
@@ -451,6 +459,12 @@ class Placement:
     alternatives: list = field(default_factory=list)   # other (line, text, how) the probes found
 
 
+def _anchor(p: Placement) -> Anchor:
+    """The anchor of a placement the tool made (hand rules and the import are placed apart)."""
+    assert isinstance(p.anchor, Anchor), "a placement made from an anchor"
+    return p.anchor
+
+
 @dataclass
 class Result:
     placements: list[Placement] = field(default_factory=list)
@@ -520,12 +534,13 @@ class Target:
         return self._fn_names[qual], self._attrs
 
     def insertion(self, stmt: ast.stmt, side: str) -> tuple[int, str]:
+        assert stmt.end_lineno is not None, "a parsed statement"
         line = stmt.lineno - 1 if side == "before" else stmt.end_lineno
         return line, _indent_of(self.lines, stmt)
 
 
 def _find_def(tree: ast.Module, qual: str):
-    node: ast.AST = tree
+    node: ast.AST | None = tree
     for part in qual.split("."):
         node = next((n for n in getattr(node, "body", [])
                      if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
@@ -539,7 +554,7 @@ def unknown_references(text: str, target: Target, function: str) -> list[str]:
     """Names and attributes the timer line's arguments use that this release does not have."""
     import builtins
 
-    call = ast.parse(text).body[0].value
+    call = _call_of(ast.parse(text).body[0])
     names, attrs = target.known_names(function)
     missing = []
     for arg in list(call.args) + [k.value for k in call.keywords]:
@@ -585,14 +600,15 @@ def open_at_returns(text: str) -> list[tuple[str, int, list[str]]]:
                         elif call in ("end", "cycle_end") and name in opened:
                             opened.remove(name)
             if opened:
-                out.append((fn.name, getattr(ret, "lineno", fn.end_lineno), opened))
+                out.append((fn.name, ret.lineno if ret is not None else fn.end_lineno or fn.lineno,
+                            opened))
     return out
 
 
 def _exits(fn):
     """(the enclosing blocks with the index of the statement on the path, the exit) for each
     return in ``fn`` (nested functions excluded) and for falling off its end."""
-    found = []
+    found: list[tuple[list, ast.Return | None]] = []
 
     def walk(block, trail):
         for i, stmt in enumerate(block):
@@ -636,7 +652,7 @@ def _unproven_uses(text: str, renamed: list[str], target: Target) -> list[str]:
         return []
     seen = {ast.unparse(n) for n in ast.walk(target.tree)
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
-    call = ast.parse(text).body[0].value
+    call = _call_of(ast.parse(text).body[0])
     out = []
     for arg in list(call.args) + [k.value for k in call.keywords]:
         for node in ast.walk(arg):
@@ -671,11 +687,12 @@ def _group_problem(items: list[Placement], targets: dict[str, Target], aliases) 
     lines = [p.line for p in sorted(items, key=lambda p: p.order)]
     if lines != sorted(lines):
         return "its lines would be out of the reference's order here"
-    ref = next((p.anchor.span for p in items if getattr(p.anchor, "span", None)), frozenset())
+    ref = next((p.anchor.span for p in items if isinstance(p.anchor, Anchor) and p.anchor.span),
+               frozenset())
     if not ref or len(items) < 2:
         return ""
     target = targets[items[0].path]
-    fn = target.resolve_function(items[0].anchor.function, aliases)
+    fn = target.resolve_function(_anchor(items[0]).function, aliases)
     here = _called_names(_span_sites(target.sites, fn, min(lines) + 1, max(lines)))
     kept = {r for r in ref if r in here or any(_similar(r, h) for h in here)}
     if len(kept) < SPAN_MIN_KEPT * len(ref) or len(kept) < SPAN_MIN_SHARE * len(here):
@@ -837,7 +854,7 @@ def place(anchors: list[Anchor], targets: dict[str, Target], file_map: dict[str,
     by_line: dict[tuple[str, int], set[str]] = {}
     for items in pending.values():
         for p in items:
-            by_line.setdefault((p.path, p.line), set()).add(p.anchor.spot)
+            by_line.setdefault((p.path, p.line), set()).add(_anchor(p).spot)
     for items in pending.values():
         for p in items:
             if len(by_line[(p.path, p.line)]) > 1 and p.group not in failed:
@@ -855,7 +872,7 @@ def place(anchors: list[Anchor], targets: dict[str, Target], file_map: dict[str,
     for group, items in pending.items():
         if group in failed:
             for p in items:
-                result.missing.append((p.anchor, f"its phase's other lines were not placed ({failed[group]})"))
+                result.missing.append((_anchor(p), f"its phase's other lines were not placed ({failed[group]})"))
             continue
         result.placements += items
     for n, rule in enumerate(hand or []):

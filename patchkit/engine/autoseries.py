@@ -18,8 +18,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit.errors import InvalidInput, Refused
 from patchkit.engine.series import Pin, parse_pin
+from patchkit.errors import InvalidInput, Refused
 from patchkit.locations import series_root
 from patchkit.transport import parse_target
 

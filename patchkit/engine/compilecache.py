@@ -14,6 +14,7 @@ The precise per-hunk plans are not stored: a drift report, the one place that ne
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ import tempfile
 from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from patchkit.engine.plan import FilePlan
 from patchkit.engine.series import Pin, PinnedFile, Series, SeriesFiles, load_series, read_series
@@ -54,7 +56,7 @@ def code_version() -> str:
     try:
         from importlib.metadata import version
         h.update(version("unidiff").encode())
-    except Exception:       # noqa: BLE001 - no metadata: the module hashes above still key it
+    except Exception:       # no metadata: the module hashes above still key it
         pass
     return h.hexdigest()
 
@@ -67,13 +69,13 @@ def compiled_series(series: str | Series, full: bool = True) -> Compiled:
     """`compile_series` for a folder (or a loaded Series), through the cache when enabled."""
     if not enabled():
         return compile_series(series if isinstance(series, Series) else load_series(series), full=full)
-    files = series if isinstance(series, Series) else read_series(series)
+    files: Series | SeriesFiles = series if isinstance(series, Series) else read_series(series)
     k = key(files.digest, files.name, full)
     path = cache_dir() / f"{k}.json"
     hit = _load(path, files)
     if hit is not None:
         return hit
-    loaded = series if isinstance(series, Series) else load_series(files)
+    loaded = files if isinstance(files, Series) else load_series(files)
     compiled = compile_series(loaded, full=full)
     _store(path, compiled)
     return compiled
@@ -88,7 +90,7 @@ def _pin_json(pin: Pin) -> dict:
 
 
 def _pin_from_json(data: dict) -> Pin:
-    scalars = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "files"}
+    scalars: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "files"}
     return Pin(files={f[0]: PinnedFile(f[0], f[1], f[2]) for f in data["files"]}, **scalars)
 
 
@@ -111,10 +113,8 @@ def _store(path: Path, c: Compiled) -> None:
 def _prune(directory: Path) -> None:
     entries = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[KEEP:]:
-        try:
+        with contextlib.suppress(OSError):
             old.unlink()
-        except OSError:
-            pass
 
 
 def _load(path: Path, files: SeriesFiles | Series) -> Compiled | None:
@@ -138,4 +138,4 @@ def _load(path: Path, files: SeriesFiles | Series) -> Compiled | None:
         return None
 
 
-__all__ = ["compiled_series", "cache_dir", "enabled", "key"]
+__all__ = ["cache_dir", "compiled_series", "enabled", "key"]

@@ -6,12 +6,16 @@ failure path). Also the exact-match search that `patch.rebase` relocates hunks w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from patchkit.engine.plan import FilePlan, HunkRef
 
+T = TypeVar("T")
 
-def find_block(lines: list[bytes], block: list[bytes]) -> list[int]:
+
+def find_block(lines: Sequence[T], block: Sequence[T]) -> list[int]:
     """1-based start positions where `block` occurs exactly in `lines`."""
     if not block:
         return []

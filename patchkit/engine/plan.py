@@ -17,8 +17,8 @@ import hashlib
 from dataclasses import dataclass, field
 
 from patchkit.engine.diffparse import FileDiff, Hunk
-from patchkit.errors import InvalidInput
 from patchkit.engine.series import PinnedFile, Series
+from patchkit.errors import InvalidInput
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 

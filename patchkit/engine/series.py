@@ -37,7 +37,7 @@ def read_series_file(path: str) -> list[str]:
             opts = line.split()[1:]
             if opts and opts != ["-p1"]:
                 raise InvalidInput(f"{path}:{lineno}: unsupported patch options {opts} (git-style -p1 only)")
-            if path_problem(name) or "/" in name and name.startswith("."):
+            if path_problem(name) or ("/" in name and name.startswith(".")):
                 raise InvalidInput(f"{path}:{lineno}: bad patch name {name!r}")
             names.append(name)
     return names

@@ -10,16 +10,24 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable
 
+from patchkit.engine.plan import FilePlan, plan_series
+from patchkit.engine.render import (
+    dispatch,
+    extraction_script,
+    lines_digest,
+    post_ranges,
+    pre_ranges,
+    printf_lines,
+    shq,
+    stage_edit,
+)
+from patchkit.engine.series import Series
 from patchkit.errors import InvalidInput
 from patchkit.paths import strip_prefix
-from patchkit.engine.plan import FilePlan, plan_series
-from patchkit.engine.render import (dispatch, extraction_script, lines_digest, post_ranges, pre_ranges, printf_lines, shq,
-                     stage_edit)
-from patchkit.engine.series import Series
 
 OPS = ("check", "verify", "apply", "commit", "unstage", "revert", "status", "unlock")
 CHUNK = 200          # files per sed process: each holds one `w` output per file open
@@ -169,8 +177,10 @@ def _expected_columns(plans: list[FilePlan], digests: list[list[str]], full: boo
         return shq("".join(f"{v}\n" for v in values))
 
     orig = [k for k, p in enumerate(plans) if p.kind != "create"]
-    out = [f"PK_W_WC={column([plans[k].pinned.lines for k in orig], True)}",
-           f"PK_W_SHA={column([plans[k].pinned.sha256 for k in orig], False)}"]
+    pinned = [plans[k].pinned for k in orig]
+    assert all(f is not None for f in pinned), "every file the series does not create is pinned"
+    out = [f"PK_W_WC={column([f.lines for f in pinned if f is not None], True)}",
+           f"PK_W_SHA={column([f.sha256 for f in pinned if f is not None], False)}"]
     if full:
         staged = [k for k, p in enumerate(plans) if p.kind != "delete"]
         out += [f"PK_W_PREX={column([digests[k][0] for k in orig], False)}",
@@ -258,4 +268,4 @@ def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto
     return program.encode("utf-8", "surrogateescape")
 
 
-__all__ = ["Compiled", "compile_series", "build_program", "file_table", "OPS"]
+__all__ = ["OPS", "Compiled", "build_program", "compile_series", "file_table"]

@@ -134,7 +134,7 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
             if plan.pinned and tf.wc != plan.pinned.lines:
                 problems.append(f"wc -l {tf.wc}, pinned {plan.pinned.lines}")
             if plan.pinned and tf.sha != plan.pinned.sha256:
-                problems.append(f"sha256 {tf.sha[:12]}…, pinned {plan.pinned.sha256[:12]}…")
+                problems.append(f"sha256 {(tf.sha or '?')[:12]}…, pinned {plan.pinned.sha256[:12]}…")
             if problems:
                 fr.state, fr.detail = "drifted", "; ".join(problems)
             if k in ans.dumps:
@@ -146,16 +146,16 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
                     fr.detail = "; ".join(filter(None, [fr.detail] + fr.hunks))
         if fr.state != "ok" or op in ("check", "verify"):
             host.files.append(fr)
-    for k, (wc, sha, ok) in sorted(ans.staged.items()):
+    for k, (wc, _sha, ok) in sorted(ans.staged.items()):
         if not ok:
             shown = strip_prefix(plans[k - 1].path, prefix)
             host.files.append(FileReport(shown, "bad-result",
                                          f"sed produced an unexpected result (wc -l {wc})"))
             host.messages.append(f"{shown}: the staged result failed its check; nothing written")
     host.written = [strip_prefix(plans[k - 1].path, prefix) for k in ans.wrote]
-    for idx, what in ans.restored:
-        mf = ans.mfiles.get(idx)
-        host.written.append(mf.path if mf else f"#{idx}")
+    for idx, _what in ans.restored:
+        back = ans.mfiles.get(idx)
+        host.written.append(back.path if back else f"#{idx}")
     if Flag.RECOVERED in ans.flags:
         host.messages.append("an interrupted operation was rolled back before applying")
     for t in ans.trashed:
@@ -237,7 +237,7 @@ def _status(compiled: Compiled, ans: Answer, host: HostResult) -> None:
         host.messages.append(f"left behind: {path} ({_LEFTOVER.get(what, what)})")
     if ans.manifest is not None:
         states = []
-        for i, mf in sorted(ans.mfiles.items()):
+        for _i, mf in sorted(ans.mfiles.items()):
             host.files.append(FileReport(mf.path, mf.state))
             states.append(mf.state)
         mstate, mseries, mdigest, _ = ans.manifest
@@ -265,7 +265,7 @@ def _status(compiled: Compiled, ans: Answer, host: HostResult) -> None:
             host.files.append(FileReport(path, tf.state))
         elif plan.pinned and (tf.sha != plan.pinned.sha256 or tf.wc != plan.pinned.lines):
             drift = True
-            host.files.append(FileReport(path, "drifted", f"sha256 {tf.sha[:12]}…, wc -l {tf.wc}"))
+            host.files.append(FileReport(path, "drifted", f"sha256 {(tf.sha or '?')[:12]}…, wc -l {tf.wc}"))
         else:
             host.files.append(FileReport(path, "pristine"))
     host.state = HostState.DRIFTED if drift or (ans.errors and not ans.files) \

@@ -17,8 +17,18 @@ Importing this package is cheap: torch and transformers are imported by the subp
 
 from __future__ import annotations
 
-__all__ = ["run_default", "run_sweep", "parse_matrix", "ProfileOutcome", "SweepOutcome",
-           "ProfileError", "ensure_site", "SIZE_NAMES", "run_remote", "RemoteConfig"]
+__all__ = [
+    "SIZE_NAMES",
+    "ProfileError",
+    "ProfileOutcome",
+    "RemoteConfig",
+    "SweepOutcome",
+    "ensure_site",
+    "parse_matrix",
+    "run_default",
+    "run_remote",
+    "run_sweep",
+]
 
 
 def __getattr__(name):

@@ -9,6 +9,7 @@ revert never races a process still importing from the tree.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import subprocess
@@ -27,10 +28,8 @@ WORKLOAD_MODULE = "patchkit.profile.workload"
 def _reader(stream, events: queue.Queue) -> None:
     for line in stream:
         if line.startswith(PROGRESS_PREFIX):
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 events.put(json.loads(line[len(PROGRESS_PREFIX):]))
-            except json.JSONDecodeError:
-                pass
     events.put(None)
 
 

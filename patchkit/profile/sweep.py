@@ -34,8 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.errors import InvalidInput
-from patchkit.profile.default import (check_args, new_run_dir, progress_log, report_meta,
-                                      write_pass_window)
+from patchkit.profile.default import check_args, new_run_dir, progress_log, report_meta, write_pass_window
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
@@ -178,8 +177,8 @@ def format_table(columns, body: list[tuple], marks: list[bool], headline: str,
                  "| " + " | ".join(columns) + " |",
                  "|" + "|".join(["---"] + ["---:"] * (len(columns) - 1)) + "|"]
         for cells, mark in zip(body, marks):
-            cells = [f"**{c}**" if mark else c for c in cells]
-            lines.append("| " + " | ".join(cells) + " |")
+            shown = [f"**{c}**" if mark else c for c in cells]
+            lines.append("| " + " | ".join(shown) + " |")
         return lines
     labels = [("* " if m else "  ") + c[0] for c, m in zip(body, marks)]
     body = [(lab,) + tuple(c[1:]) for lab, c in zip(labels, body)]

@@ -46,6 +46,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 PROGRESS_PREFIX = "@@progress "
@@ -85,6 +86,10 @@ SIZES: dict[str, ModelSize] = {
                      new_tokens=128, dtype="bfloat16"),
 }
 SIZE_NAMES = ("default", *SIZES)  # "default": gpu where CUDA is available, else cpu
+
+
+def _no_device_sync() -> None:
+    """On the CPU every operation has finished when it returns: nothing to wait for."""
 
 
 def resolve_size(name: str, cuda: bool) -> str:
@@ -210,13 +215,13 @@ def run_point(pt, target, draft, prompts, size: ModelSize, point: dict, index: i
             for i, prompt in enumerate(prompts):
                 progress(stage="baseline", point=index, points=total, prompt=i,
                          prompts=len(prompts), label=point.get("label"))
-                out_b, dt = _timed(lambda: target.generate(prompt, **kw), sync)
+                out_b, dt = _timed(lambda prompt=prompt: target.generate(prompt, **kw), sync)
                 base_s += dt
                 base_tokens += out_b.shape[1] - prompt.shape[1]
                 progress(stage="assisted", point=index, points=total, prompt=i,
                          prompts=len(prompts), label=point.get("label"))
                 before = counter.calls
-                out_a, dt = _timed(lambda: target.generate(prompt, assistant_model=draft, **kw),
+                out_a, dt = _timed(lambda prompt=prompt: target.generate(prompt, assistant_model=draft, **kw),
                                    sync)
                 spec_s += dt
                 spec_tokens += out_a.shape[1] - prompt.shape[1]
@@ -272,7 +277,7 @@ def run(spec: dict) -> dict:
         size = ModelSize(**{**asdict(size), "dtype": "float32"})
     seed = int(spec.get("seed", 0))
     apply_timer_spec(spec)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync: Callable[[], object] = torch.cuda.synchronize if cuda else _no_device_sync
     progress(stage="build", size=size_name, device=device)
     pt.configure(mode="off")  # model building is not profiled
     target, draft = build_models(size, device, seed)
@@ -291,7 +296,7 @@ def run(spec: dict) -> dict:
         warmed.add(index)
         result.update(index=index, rep=int(step.get("rep", 0)))
         passes.append(result)
-    first = {}
+    first: dict[int, dict] = {}
     for result in passes:  # each point's first pass, in point order
         first.setdefault(result["index"], result)
     points = [first[i] for i in sorted(first)]

@@ -23,8 +23,17 @@ from patchkit.report.summarize import Summary, select, summarize
 from patchkit.report.table import render_table
 from patchkit.report.trace import build_trace
 
-__all__ = ["build_report", "render_table", "load_timing_dir", "summarize", "select",
-           "build_trace", "Summary", "ProcessTiming", "OUTPUT_FILES"]
+__all__ = [
+    "OUTPUT_FILES",
+    "ProcessTiming",
+    "Summary",
+    "build_report",
+    "build_trace",
+    "load_timing_dir",
+    "render_table",
+    "select",
+    "summarize",
+]
 
 OUTPUT_FILES = {"table": "table.txt", "trace": "trace.json", "chart": "phases.png",
                 "summary": "summary.json"}

@@ -12,13 +12,19 @@ labelled bar (a phase of 0.3% stays readable).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from patchkit.report.kinds import cycle_kind
 from patchkit.report.load import ProcessTiming
 
 MAX_BINS = 200
+
+
+def _palette(plt, name: str) -> list[tuple[float, float, float, float]]:
+    """The colours of one of matplotlib's qualitative colour maps (tab10: 10 of them), in order."""
+    cmap = plt.get_cmap(name)
+    return [cmap(i) for i in range(cmap.N)]
 
 
 def _top_level_per_cycle(proc: ProcessTiming, basis: str, names: list[str], kind=None,
@@ -34,7 +40,7 @@ def _top_level_per_cycle(proc: ProcessTiming, basis: str, names: list[str], kind
         if r.get("depth") == 0 and r.get("cycle") is not None and r.get(field) is not None:
             slot = by_cycle.setdefault(r["cycle"], {})
             slot[r["name"]] = slot.get(r["name"], 0.0) + r[field] / 1e6
-    rows = []
+    rows: list[tuple[float, list[float]]] = []
     for c in sorted(proc.cycles, key=lambda c: c["cycle"]):
         if kind is not None and cycle_kind(c) != kind:
             if others is not None:
@@ -91,7 +97,7 @@ def chart_title(summary, procs: list[ProcessTiming]) -> str:
                                     for p in procs) if isinstance(w, int)]
     date = None
     if walls:
-        date = datetime.fromtimestamp(min(walls) / 1e9, tz=timezone.utc).strftime(
+        date = datetime.fromtimestamp(min(walls) / 1e9, tz=UTC).strftime(
             "%Y-%m-%d %H:%M UTC")
     parts = [str(model) if model else None, f"worker {worker}" if worker else None, mode, date]
     return " | ".join(p for p in parts if p)
@@ -111,7 +117,7 @@ def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None)
     names = [e["name"] for e in phases if e["depth"] == 0 and e["per_cycle"]]
     names = list(dict.fromkeys(names))
     share_of = {e["name"]: e["share_of_cycle"] for e in phases if e["depth"] == 0}
-    colors = plt.get_cmap("tab10").colors
+    colors = _palette(plt, "tab10")
     fig, (ax_run, ax_share) = plt.subplots(1, 2, figsize=(14, 5.5),
                                            gridspec_kw={"width_ratios": [3, 1.3]})
     lead = procs[0]
@@ -208,7 +214,7 @@ def write_sweep_chart(rows: list[dict], path: Path, *, baseline_tokens_per_s=Non
 
     labels = [r["label"].replace(" ", "\n") for r in rows]
     xs = list(range(len(rows)))
-    colors = plt.get_cmap("tab20").colors
+    colors = _palette(plt, "tab20")
     fig, (ax_tps, ax_share) = plt.subplots(2, 1, figsize=(max(7, 1.3 * len(rows) + 3), 8),
                                            sharex=True)
     values = [r.get("tokens_per_s") or 0.0 for r in rows]

@@ -50,10 +50,10 @@ def rank_skew(procs, kind: str | None, basis: str) -> dict | None:
                 phase_times[key] = {}
                 order.append(key)
             phase_times[key].setdefault(proc.rank, []).append(r[field])
-    rows = [_row("cycle", None, -1, cycle_times)]
-    rows += [_row(name, parent, depth, phase_times[(name, parent, depth)])
-             for name, parent, depth in order]
-    rows = [r for r in rows if r is not None]
+    found = [_row("cycle", None, -1, cycle_times)]
+    found += [_row(name, parent, depth, phase_times[(name, parent, depth)])
+              for name, parent, depth in order]
+    rows = [r for r in found if r is not None]
     return {"kind": kind, "basis": basis, "threshold_pct": SKEW_FLAG_PCT,
             "ranks": sorted({p.rank for p in procs}), "phases": rows,
             "flagged": [r["name"] for r in rows if r["flagged"]]}

@@ -29,10 +29,10 @@ beside it). A per-cycle p99 is given only over at least P99_MIN_N cycles (else n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind, ordered_kinds
-
 from patchkit.report.load import ProcessTiming
 from patchkit.report.stats import percentile
 
@@ -45,7 +45,7 @@ META_BASELINE_RUNS = "baseline_tokens_per_s_runs"
 P99_MIN_N = 100  # fewer values than this: no p99 (it would be about the maximum)
 
 
-def distribution(values_ns: list[int], gate_p99: bool = False) -> dict | None:
+def distribution(values_ns: Sequence[int | None], gate_p99: bool = False) -> dict | None:
     """mean/p50/p99/total/min/max in milliseconds, or None when there are no values.
     `gate_p99`: p99 is null below P99_MIN_N values."""
     vals = [v / 1e6 for v in values_ns if v is not None]
@@ -172,7 +172,9 @@ def _decode_cycle(cycle_kinds: dict, basis: str) -> dict:
 
 def _decode_stats(cycles: list[dict]) -> dict:
     """Batch size and accepted length from cycle attrs (see the runtime's docstring)."""
-    reqs = tokens = drafts = 0
+    reqs: float = 0
+    tokens: float = 0
+    drafts: float = 0
     batch_sizes = []
     for c in cycles:
         attrs = c.get("attrs") or {}
@@ -191,6 +193,7 @@ def _decode_stats(cycles: list[dict]) -> dict:
                 tokens += tok
                 drafts += tok - n
             continue
+        n_req: float | None
         if isinstance(acc, list):
             n_req = len(acc)
             acc = sum(acc)

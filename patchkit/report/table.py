@@ -168,10 +168,11 @@ def render_table(summary: Summary) -> str:
     kinds = summary.cycle_kinds
     stalls = summary.stalls or {}
     if len(kinds) > 1:
-        sections = [(f"{kind} ({part['cycles']} cycles; shares of {kind} cycle time)",
-                     _rows(f"{kind} cycle", part["cycle"], part["phases"]),
-                     [stall_line(kind, stalls.get(kind))])
-                    for kind, part in kinds.items()]
+        sections: list[tuple[str | None, list[tuple], list[str]]] = [
+            (f"{kind} ({part['cycles']} cycles; shares of {kind} cycle time)",
+             _rows(f"{kind} cycle", part["cycle"], part["phases"]),
+             [stall_line(kind, stalls.get(kind))])
+            for kind, part in kinds.items()]
     else:
         kind = next(iter(kinds), None)
         label = "cycle" if kind is None or kind == "unspecified" else f"{kind} cycle"

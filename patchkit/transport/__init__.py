@@ -91,10 +91,10 @@ def parse_target(spec: str, *, cwd: str | None = None, container: str | None = N
 def _parse_remote(spec: str, **kw) -> Transport | None:
     """Hook for SSH / container transports; returns None for a plain local path."""
     try:
-        from patchkit.transport import remote  # noqa: F401  (added by the remote-targets work)
+        from patchkit.transport import remote  # (added by the remote-targets work)
     except ImportError:
         if spec.startswith(("ssh://", "docker://")):
-            raise InvalidInput(f"target {spec!r}: remote targets are not available in this build")
+            raise InvalidInput(f"target {spec!r}: remote targets are not available in this build") from None
         return None
     return remote.parse_remote_target(spec, **kw)
 

@@ -30,6 +30,7 @@ import fnmatch
 import os
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from patchkit.errors import InvalidInput
@@ -101,7 +102,7 @@ class Inventory:
             children.append(child)
             self.edges[(parent, child)] = line
 
-    def finish(self) -> "Inventory":
+    def finish(self) -> Inventory:
         """Add `all` / `ungrouped` as Ansible does, and refuse cycles."""
         top = self.group("all", 0)
         for name, group in self.groups.items():
@@ -191,8 +192,8 @@ class Inventory:
             try:
                 rx = re.compile(term[1:])
             except re.error as e:
-                raise InvalidInput(f"--limit {pattern!r}: bad regular expression {term!r}: {e}")
-            test = rx.search
+                raise InvalidInput(f"--limit {pattern!r}: bad regular expression {term!r}: {e}") from e
+            test: Callable[[str], object] | None = rx.search
         elif any(ch in term for ch in "*?["):
             test = lambda name: fnmatch.fnmatchcase(name, term)  # noqa: E731
         else:
@@ -221,10 +222,7 @@ def load_inventory(path: str) -> Inventory:
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
         raise InventoryError(path, line, "not UTF-8 text") from e
-    if path.lower().endswith(_YAML_SUFFIXES):
-        inventory = _load_yaml(path, text)
-    else:
-        inventory = _load_ini(path, text)
+    inventory = _load_yaml(path, text) if path.lower().endswith(_YAML_SUFFIXES) else _load_ini(path, text)
     inventory.finish()
     if not inventory.hosts:
         raise InventoryError(path, None, "the inventory lists no hosts")
@@ -515,9 +513,9 @@ def resolve_host(inv: Inventory, name: str, root: str | None = None) -> HostTarg
             raise InventoryError(inv.path, at, f"host {name!r}: bad ansible_port {port_text!r}")
         port = int(port_text)
     options: list[str] = []
-    key, at = text("ansible_ssh_private_key_file")
-    if key:
-        options.append(f"IdentityFile={os.path.expanduser(key)}")
+    key_file, at = text("ansible_ssh_private_key_file")
+    if key_file:
+        options.append(f"IdentityFile={os.path.expanduser(key_file)}")
     for var in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
         args, at = text(var)
         if args:

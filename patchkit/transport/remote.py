@@ -89,6 +89,7 @@ def parse_remote_target(spec: str, *, container: str | None = None,
         root = check_root(spec, spec)
         if container is not None:
             prefix = _container_prefix(container, opts)
+        assert prefix is not None   # --exec given, or set from --container just above
         return _exec_transport(spec, root, prefix, opts)
     return None
 
@@ -240,7 +241,7 @@ def _exec_transport(spec: str, root: str, prefix: list[str], opts: dict) -> Tran
     from patchkit.transport.execprefix import ExecTransport
     # SSH-only options (ssh_config, connect_timeout, ...) are ignored here, so that one set of
     # site options (invoke.yaml) can serve a mixed list of targets.
-    shell = ("sh", "-s")
+    shell: tuple[str, ...] = ("sh", "-s")
     if "remote_shell" in opts:
         shell = tuple(_split_exec_prefix(opts["remote_shell"], spec, "remote_shell"))
     return ExecTransport(label=spec, root=root, prefix=tuple(prefix), shell=shell,

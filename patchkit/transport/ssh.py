@@ -21,6 +21,7 @@ the host and says why (the target program must therefore never exit 255 itself).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import shlex
@@ -30,12 +31,11 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from patchkit.errors import InvalidInput, TransportError
-from patchkit.transport import RunResult, Transport
-from patchkit.transport import controldir
+from patchkit.transport import RunResult, Transport, controldir
 
 # Unix socket paths are limited to ~108 bytes; %C expands to 40 hex characters.
 _SOCKET_PATH_MAX = 100
@@ -69,7 +69,7 @@ class SshTransport(Transport):
     bytes_received: int = field(default=0, init=False)
     _control_dir: str | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _finalizer: object = field(default=None, init=False, repr=False)
+    _finalizer: weakref.finalize | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.ssh_config is not None and (not os.path.exists(self.ssh_config)
@@ -164,6 +164,7 @@ class SshTransport(Transport):
         remote program ends: EOF alone would make us wait for it. (Popen.communicate cannot be
         resumed with pending input after a timeout, hence this small selector loop.)
         """
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None, "pipes"
         out, err = bytearray(), bytearray()
         view, offset = memoryview(script), 0
         with selectors.DefaultSelector() as selector:
@@ -237,7 +238,7 @@ class SshTransport(Transport):
         except InvalidInput:
             return None         # an unusable control directory: the run itself reports it
 
-    def connection_notes(self, before: int | None) -> list[str]:
+    def connection_notes(self, before: object) -> list[str]:
         if not (self.reuse and self.shared_master):
             return []
         try:
@@ -294,10 +295,8 @@ def _stop_master(exit_argv: list[str], control_dir: str) -> None:
     except OSError:
         has_socket = False
     if has_socket:
-        try:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             subprocess.run(exit_argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
     shutil.rmtree(control_dir, ignore_errors=True)
 
 

@@ -12,7 +12,6 @@ from hypothesis import given, settings, strategies as st
 
 from patchkit.author import authoring, upstream
 from patchkit.errors import InvalidInput
-
 from upstream_fixtures import git
 
 BASE = "".join(f"line {i}\n" for i in range(1, 41))
@@ -219,7 +218,7 @@ def test_refresh_of_a_lower_patch_checks_the_patches_above(series, tmp_path):
     before = (sdir / "0001.patch").read_bytes()
     work = _work(sdir, pristine, tmp_path, upto="0001.patch")
     _edit(work, PATH, "line 2\n", "line 2\nmore()\n")
-    with pytest.raises(authoring.AuthoringError, match="would break 0002.patch"):
+    with pytest.raises(authoring.AuthoringError, match=r"would break 0002\.patch"):
         authoring.refresh(sdir, work, pristine, patch="0001.patch")
     assert (sdir / "0001.patch").read_bytes() == before
 
@@ -231,7 +230,7 @@ def test_new_patch_refusals(series, tmp_path):
         authoring.new_patch(sdir, "0001.patch", work, pristine)
     with pytest.raises(InvalidInput):
         authoring.new_patch(sdir, "../evil.patch", work, pristine)
-    with pytest.raises(authoring.AuthoringError, match="new file python/pkg/none.py"):
+    with pytest.raises(authoring.AuthoringError, match=r"new file python/pkg/none\.py"):
         authoring.new_patch(sdir, "0001.patch", work, pristine, new_files=["python/pkg/none.py"])
     _edit(work, PATH, "line 1\n", "line 1\nx()\n")
     authoring.new_patch(sdir, "0001.patch", work, pristine)
@@ -243,7 +242,7 @@ def test_new_patch_refusals(series, tmp_path):
 
 
 def test_installed_layout_trees_and_series_comments(series, tmp_path):
-    sdir, pristine = series
+    sdir, _pristine = series
     (sdir / "series").write_text("# my timers\n\n")
     site = tmp_path / "site"
     (site / "pkg").mkdir(parents=True)

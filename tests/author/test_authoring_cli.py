@@ -6,7 +6,7 @@ import shutil
 
 from patchkit import ops
 from support.cli import invoke as support_invoke
-from upstream_fixtures import EAGLE_WORKER, REPO, SERIES_059, default_wheelhouse
+from upstream_fixtures import EAGLE_WORKER, SERIES_059, default_wheelhouse
 
 
 def invoke(*args):

@@ -15,13 +15,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from patchkit.author import authoring, rebase as rb, upstream
-from patchkit import ops
-from patchkit.engine.diffparse import parse_patch
-
 from ast_support import is_inserted, strip_inserted
-from upstream_fixtures import (REPO, SERIES_059, V2_APPENDED, default_wheelhouse, sglang_checkout,
-                               sglang_installed, v1_part, without_also_versions)
+from patchkit import ops
+from patchkit.author import authoring, rebase as rb, upstream
+from patchkit.engine.diffparse import parse_patch
+from upstream_fixtures import (
+    REPO,
+    SERIES_059,
+    V2_APPENDED,
+    default_wheelhouse,
+    sglang_checkout,
+    sglang_installed,
+    v1_part,
+    without_also_versions,
+)
 
 WH = default_wheelhouse()
 SPEC = "python/sglang/srt/speculative/"

@@ -12,11 +12,17 @@ from patchkit import ops
 from patchkit.author import rebase as rb, relocate, upstream
 from patchkit.engine.diffparse import parse_patch
 from patchkit.errors import InvalidInput, PatchkitError
-
 from support.cli import invoke
 from upstream_fixtures import (
-    EAGLE_WORKER, PHASE_TIMER, SERIES_059, V2_APPENDED, default_wheelhouse, git, sglang_checkout,
-    sglang_files, v1_part,
+    EAGLE_WORKER,
+    PHASE_TIMER,
+    SERIES_059,
+    V2_APPENDED,
+    default_wheelhouse,
+    git,
+    sglang_checkout,
+    sglang_files,
+    v1_part,
 )
 
 WH = default_wheelhouse()
@@ -84,12 +90,12 @@ def clone(tmp_path_factory) -> dict:
     git(repo, "config", "user.name", "t")
     commits = {}
 
-    def commit(tag: str, content: str | None, extra: dict[str, str] = {}) -> None:
+    def commit(tag: str, content: str | None, extra: dict[str, str] | None = None) -> None:
         if content is None:
             git(repo, "rm", "-q", EAGLE_WORKER)
         else:
             target.write_text(content)
-        for rel, data in extra.items():
+        for rel, data in (extra or {}).items():
             (repo / rel).write_text(data)
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", tag)
@@ -375,10 +381,7 @@ def test_recount_fixes_counts_and_target_starts():
 
 
 def test_tasks_patch_rebase_and_patch_diff(series_copy, tmp_path):
-    import subprocess
-    import sys
 
-    from upstream_fixtures import REPO
 
     out = tmp_path / "cli"
     run = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",

@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-
 from patchkit import ops
 from patchkit.author import rebase as rb, upstream
-from patchkit.engine.series import load_series
 from patchkit.author.targetread import target_source
+from patchkit.engine.series import load_series
 from support.cli import invoke as support_invoke
-from upstream_fixtures import (EAGLE_WORKER, REPO, SERIES_059, git, sglang_checkout,
-                               sglang_installed, v1_part)
+from upstream_fixtures import EAGLE_WORKER, SERIES_059, git, sglang_checkout, sglang_installed, v1_part
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:

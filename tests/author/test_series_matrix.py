@@ -10,17 +10,16 @@ by AST once the timer lines are removed, no timer line after a return, revert by
 from __future__ import annotations
 
 import ast
+import itertools
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from patchkit.author import authoring, timerplace, upstream
-from patchkit.engine import autoseries
-from patchkit import ops
-from patchkit.author import sglang_releases as rel
-
 from ast_support import is_inserted, strip_inserted, timer_calls_by_function
+from patchkit import ops
+from patchkit.author import authoring, sglang_releases as rel, timerplace, upstream
+from patchkit.engine import autoseries
 
 REPO = Path(__file__).resolve().parents[2]
 PATCHES = REPO / "patches"
@@ -190,7 +189,7 @@ def _no_timer_after_a_return(tree: ast.AST, where: str) -> None:
             block = getattr(node, field, None)
             if not isinstance(block, list):
                 continue
-            for a, b in zip(block, block[1:]):
+            for a, b in itertools.pairwise(block):
                 if isinstance(a, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
                     assert not is_inserted(b), f"{where}: timer line after line {a.lineno} never runs"
 
@@ -216,7 +215,7 @@ def test_every_worker_file_of_every_release_is_timed():
     """Issue 10 item 1: no release ships an EAGLE worker file its series does not pin (e.g. the
     eagle_worker_v2.py of 0.5.9 / 0.5.10 / 0.5.10.post1, appended as 0008-0013)."""
     untimed = [(r.version, Path(p).name) for r in rel.RELEASES for p in r.files
-               if "not timed" == _cell(r, p)]
+               if _cell(r, p) == "not timed"]
     assert not untimed, untimed
     shipped = {r.version: set(_worker_files(r.version)) for r in rel.RELEASES}
     assert {v: set(rel.by_version()[v].files) for v in shipped} == shipped

@@ -3,11 +3,9 @@ references and hand rules (so a reviewer reads the rules, not 28 folders of diff
 
 from __future__ import annotations
 
-
 import pytest
 
-from patchkit.author import seriesgen
-from patchkit.author import sglang_releases as rel
+from patchkit.author import seriesgen, sglang_releases as rel
 
 GENERATED = [r for r in rel.RELEASES if r.generated and rel.owner(r) is r]
 

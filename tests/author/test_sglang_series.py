@@ -16,9 +16,16 @@ import pytest
 
 from ast_support import strip_inserted, timer_calls_by_function
 from patchkit.author import authoring, upstream
-
-from upstream_fixtures import (COMMIT_059, EAGLE_WORKER, EAGLE_WORKER_V2, PHASE_TIMER, REPO,
-                               SERIES_059, V2_APPENDED, git)
+from upstream_fixtures import (
+    COMMIT_059,
+    EAGLE_WORKER,
+    EAGLE_WORKER_V2,
+    PHASE_TIMER,
+    REPO,
+    SERIES_059,
+    V2_APPENDED,
+    git,
+)
 
 RUNTIME_SOURCE = REPO / "patchkit" / "timing" / "phase_timer.py"
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
@@ -59,7 +66,7 @@ def test_pin_is_what_upstream_pin_writes_for_the_real_file(sglang_059_pristine):
 
 
 def test_runtime_patch_is_generated_from_the_current_runtime_source():
-    text, changed = authoring.regenerate_new_file_patch(
+    _text, changed = authoring.regenerate_new_file_patch(
         SERIES_059, RUNTIME_PATCH, PHASE_TIMER, RUNTIME_SOURCE, write=False)
     assert not changed, (
         f"{RUNTIME_PATCH} is stale: run `invoke patch.gen-runtime` (authoring."

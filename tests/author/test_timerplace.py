@@ -213,7 +213,7 @@ def test_never_after_a_return():
         def build(x):
             return make(x)
         ''')
-    result, text = _place(new, ref)
+    _result, text = _place(new, ref)
     assert "_pt." not in text.split("def build", 1)[1]
 
 

@@ -12,9 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from ast_support import strip_inserted, timer_calls_by_function
-from patchkit.author import authoring, upstream
 from patchkit import ops
-
+from patchkit.author import authoring, upstream
 from upstream_fixtures import REPO, default_wheelhouse, git
 
 SERIES = REPO / "patches" / "transformers-v5.17.0"
@@ -54,9 +53,8 @@ def added_lines(path: str | None = None) -> list[str]:
         for line in body.splitlines():
             if line.startswith("+++ b/"):
                 current = line[6:]
-            elif line.startswith("+") and not line.startswith("+++"):
-                if path is None or current == path:
-                    lines.append(line[1:])
+            elif line.startswith("+") and not line.startswith("+++") and (path is None or current == path):
+                lines.append(line[1:])
     return lines
 
 

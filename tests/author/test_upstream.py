@@ -12,7 +12,6 @@ import pytest
 
 from patchkit.author import upstream
 from patchkit.errors import EXIT_INVALID, EXIT_REFUSED, InvalidInput
-
 from upstream_fixtures import EAGLE_WORKER_WHEEL, default_wheelhouse, git
 
 SHA_059 = "2123c44d0d1b2941f13ef31ba19458d45191d060acac18523aace08dc3f5f4df"
@@ -103,7 +102,7 @@ def test_bad_name_or_version_is_invalid_input(cache, name, version):
 
 def test_read_wheel_files_names_a_missing_file(cache):
     fetched = upstream.fetch_wheel("sglang", "0.5.9", wheelhouse=default_wheelhouse())
-    with pytest.raises(upstream.UpstreamError, match="no file sglang/nope.py"):
+    with pytest.raises(upstream.UpstreamError, match=r"no file sglang/nope\.py"):
         upstream.read_wheel_files(fetched.path, ["sglang/nope.py"])
     with pytest.raises(InvalidInput):
         upstream.read_wheel_files(fetched.path, ["../etc/passwd"])
@@ -177,7 +176,7 @@ def test_git_errors_name_the_clone_and_rev(clone, tmp_path):
     repo, _ = clone
     with pytest.raises(upstream.UpstreamError, match="no commit named 'v9'"):
         upstream.resolve_git_rev(repo, "v9")
-    with pytest.raises(upstream.UpstreamError, match="no file src/zz.py"):
+    with pytest.raises(upstream.UpstreamError, match=r"no file src/zz\.py"):
         upstream.read_git_files(repo, "v1", ["src/zz.py"])
     with pytest.raises(upstream.UpstreamError, match="not a git repository"):
         upstream.resolve_git_rev(tmp_path / "nowhere", "HEAD")
@@ -227,7 +226,7 @@ def test_pin_update_keeps_order_repins_and_reads_installed_layout(tmp_path):
 def test_pin_errors(tmp_path):
     with pytest.raises(InvalidInput, match="40 lowercase hex"):
         upstream.pin_from_tree(tmp_path, ["x"], "pkg", commit="abc")
-    with pytest.raises(upstream.UpstreamError, match="no file 'python/x.py'"):
+    with pytest.raises(upstream.UpstreamError, match=r"no file 'python/x\.py'"):
         upstream.pin_from_tree(tmp_path, ["python/x.py"], "pkg", package_prefix="python/")
     with pytest.raises(InvalidInput, match="no existing pin"):
         upstream.pin_from_tree(tmp_path, None, "pkg", pin_path=tmp_path / "pin.toml")
@@ -269,7 +268,7 @@ def test_fetch_tree_from_clone_and_pin_series(clone, tmp_path):
     assert upstream.pin_series(sdir, again).commit == shas[1]
     newer, commit3 = upstream.fetch_tree(series_dir=sdir, clone=repo, rev="main",
                                          dest=tmp_path / "t3")
-    with pytest.raises(InvalidInput, match="src/m.py changed"):
+    with pytest.raises(InvalidInput, match=r"src/m\.py changed"):
         upstream.pin_series(sdir, newer)
     pin = upstream.pin_series(sdir, newer, commit=commit3)
     assert pin.commit == shas[2] and pin.name == "demo"

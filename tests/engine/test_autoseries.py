@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.engine import autoseries
 from patchkit import ops
 from patchkit.author import upstream
+from patchkit.engine import autoseries
 from patchkit.errors import Refused
 from support.cli import invoke
 
@@ -127,8 +127,9 @@ def test_a_target_carrying_another_version_of_a_series_is_refused(tmp_path):
 
 
 def test_profile_tasks_resolve_auto_against_the_site(tmp_path, capsys):
-    import tasks
     from invoke import Config, Context
+
+    import tasks
 
     site = installed("0.5.19", tmp_path / "site")
     ctx = Context(Config(overrides={"patchkit": {"profile": {}}}))

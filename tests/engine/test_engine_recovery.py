@@ -31,8 +31,8 @@ import pytest
 from engine_support import busybox_local, git, git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import LocalTransport
-from test_engine_crash import AFTER, BEFORE, TOOLS, killer_transport
 from support.cli import invoke
+from test_engine_crash import AFTER, BEFORE, TOOLS, killer_transport
 
 REPO = Path(__file__).resolve().parents[2]
 KILL_TOOLS = TOOLS + ["ls", "rmdir"]
@@ -263,7 +263,7 @@ def test_concurrent_takers_one_wins(series, tmp_path):
         plant_lock(root, lock_line(gone_pid()))
         results = [None] * 6
 
-        def run(i):
+        def run(i, results=results):
             results[i] = ops.apply(series, [str(root)])
         threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
         for t in threads:

@@ -10,11 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from engine_support import (busybox_local, git_apply_result, git_diff, make_series, read_tree,
-                            write_tree)
+from engine_support import busybox_local, git_apply_result, git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 
 TRICKY = ["", " ", "\t", "\tindented", "    four", "trailing  ", "a\\b", "\\", "\\\\", "+plus",

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine_support import make_series, read_tree, write_tree
 from patchkit import ops
-from patchkit.errors import InvalidInput
 from patchkit.engine.plan import plan_series
 from patchkit.engine.series import load_series
 from patchkit.engine.targetprog import compile_series
+from patchkit.errors import InvalidInput
 
 ORIG = b"".join(b"line %d\n" % i for i in range(1, 31))
 GOOD = (b"diff --git a/m.py b/m.py\nindex 1111111..2222222 100644\n--- a/m.py\n+++ b/m.py\n"

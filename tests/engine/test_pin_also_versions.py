@@ -9,8 +9,8 @@ import pytest
 
 from patchkit import ops
 from patchkit.author import upstream
-from patchkit.errors import InvalidInput
 from patchkit.engine.series import parse_pin
+from patchkit.errors import InvalidInput
 
 REPO = Path(__file__).resolve().parents[2]
 SERIES = REPO / "patches" / "sglang-v0.5.5"

@@ -9,10 +9,10 @@ import pytest
 from engine_support import git_apply_result, git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.engine.diffparse import parse_patch
-from patchkit.errors import InvalidInput
 from patchkit.engine.plan import is_new, plan_series
 from patchkit.engine.render import dispatch, rhs, stage_edit
 from patchkit.engine.series import load_series
+from patchkit.errors import InvalidInput
 
 BASE = b"".join(b"l%d\n" % i for i in range(1, 11))
 

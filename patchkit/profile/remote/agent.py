@@ -43,6 +43,10 @@ import sys
 import tarfile
 import tempfile
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # the agent runs on Python 3.8+: annotations stay strings
+    from collections.abc import Callable
 
 MARKER = ".patchkit-profile-run"
 ALLOWED_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2", "KILL")
@@ -240,8 +244,9 @@ def probe(url, timeout):
         with opener.open(url, timeout=timeout) as resp:
             return "ok" if resp.status == 200 else "HTTP %d" % resp.status
     except Exception as exc:  # refused, timeout, HTTP error: all mean "not healthy yet"
-        if getattr(exc, "code", None) is not None:
-            return "HTTP %s %s" % (exc.code, getattr(exc, "reason", ""))
+        code = getattr(exc, "code", None)
+        if code is not None:
+            return "HTTP %s %s" % (code, getattr(exc, "reason", ""))
         reason = getattr(exc, "reason", None) or exc
         return "%s: %s" % (type(exc).__name__, reason)
 
@@ -267,7 +272,8 @@ def cmd_poll(directory, name, url, timeout, tail):
 
 def stop_job(directory, name, grace, signals):
     state = job_state(directory, name)
-    pgid, sent = state["pgid"], []
+    pgid = state["pgid"]
+    sent: list[str] = []
     if pgid is None:
         state.update(sent=sent, left=[])
         return state
@@ -296,7 +302,7 @@ def cmd_stop(directory, grace, signals, *names):
         if sig not in ALLOWED_SIGNALS:
             fail("unknown stop signal %r" % sig)
     if not names:
-        names = sorted(f[:-len(".pgid")] for f in os.listdir(directory) if f.endswith(".pgid"))
+        names = tuple(sorted(f[:-len(".pgid")] for f in os.listdir(directory) if f.endswith(".pgid")))
     answer({"jobs": [stop_job(directory, n, float(grace), signals) for n in names]})
 
 
@@ -393,7 +399,7 @@ def cmd_cleanup(directory):
     answer({"removed": directory})
 
 
-COMMANDS = {"mkrun": cmd_mkrun, "start": cmd_start, "poll": cmd_poll, "stop": cmd_stop,
+COMMANDS: "dict[str, Callable[..., None]]" = {"mkrun": cmd_mkrun, "start": cmd_start, "poll": cmd_poll, "stop": cmd_stop,
             "fetch": cmd_fetch, "window": cmd_window, "tail": cmd_tail, "grep": cmd_grep,
             "cleanup": cmd_cleanup}
 

@@ -68,7 +68,7 @@ class RemoteConfig:
 
     @classmethod
     def from_mapping(cls, mapping: dict | None, *, cwd: str | Path | None = None,
-                     extra_env=None) -> "RemoteConfig":
+                     extra_env=None) -> RemoteConfig:
         """Checked settings; ``extra_env`` (NAME=VALUE strings, e.g. from the command line)
         is merged over ``env``. Relative paths are taken from ``cwd``."""
         mapping = {k: v for k, v in dict(mapping or {}).items() if v is not None}
@@ -84,7 +84,7 @@ class RemoteConfig:
         return cfg
 
     @classmethod
-    def from_file(cls, path: str | Path, *, section: str | None = None) -> "RemoteConfig":
+    def from_file(cls, path: str | Path, *, section: str | None = None) -> RemoteConfig:
         """JSON, TOML or YAML (needs PyYAML); ``section`` picks a dotted sub-table."""
         path = Path(path)
         try:
@@ -171,9 +171,7 @@ class RemoteConfig:
         if self.repeat is not None:
             self.repeat = _int(self.repeat, "repeat", 1, 1000)
         if self.matrix is not None and self.matrix != "":
-            from patchkit.profile.remote.server_args import parse_server_matrix
-
-            from patchkit.profile.remote.server_args import expand_server_matrix
+            from patchkit.profile.remote.server_args import expand_server_matrix, parse_server_matrix
 
             self.matrix = parse_server_matrix(self.matrix)
             expand_server_matrix(self.matrix, self.server_command, self.env)  # shell syntax

@@ -48,8 +48,7 @@ from patchkit.profile.remote.config import RemoteConfig
 from patchkit.profile.remote.server_args import expand_server_matrix
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
 from patchkit.profile.sweep import _fmt, format_table, point_dir_name
-from patchkit.profile.verdict import (decide, describe, ratio_interval, rotation, summarize,
-                                      title_line)
+from patchkit.profile.verdict import decide, describe, ratio_interval, rotation, summarize, title_line
 
 SCHEMA = "patchkit.remote-sweep/1"
 
@@ -106,13 +105,15 @@ def _measure(cfg: RemoteConfig, point: dict, row: dict, point_dir: Path, progres
     meta["speculative worker (server log)"] = row["worker"]
     summary = build_report(timing, point_dir, meta=meta, chart=cfg.chart)
     dist = summary.cycle["dev_ms"] if summary.basis == "device" else summary.cycle["host_ms"]
+    decode_cycle = summary.decode_cycle
+    assert decode_cycle is not None, "build_report fills it"
     row.update(
         ok=True, tokens_per_s=bench.tokens_per_s, cycles=summary.cycle["count"],
         accept_length=bench.accept_length if bench.accept_length is not None
         else summary.decode.get("accept_length_mean"),
-        top_level_share=summary.decode_cycle["top_level_share"], basis=summary.basis,
+        top_level_share=decode_cycle["top_level_share"], basis=summary.basis,
         cycle_ms=dist["mean"] if dist else None,
-        phase_shares=summary.decode_cycle["phase_shares"])
+        phase_shares=decode_cycle["phase_shares"])
     if bench.tokens_per_s is None:
         row.update(ok=False, error=f"no output token throughput in {point_dir / 'benchmark.log'}")
 
@@ -147,10 +148,7 @@ def render_sweep(rows: list[dict], baseline: dict | None, best: dict | None, hea
     columns = ["point", "tok/s", "95% CI", "n", "vs baseline", "ratio 95% CI", "accept len",
                "cycles", "top-level %"] + [f"{n} %" for n in names]
     body, marks = [], []
-    if verdict is not None and not verdict.get("significant"):
-        best_mark = None
-    else:
-        best_mark = best
+    best_mark = None if verdict is not None and not verdict.get("significant") else best
     if baseline:
         body.append(tuple(["baseline (no speculation)", _fmt(baseline.get("tokens_per_s"), ".1f"),
                            _ci(baseline.get("tokens_per_s_ci")), _count(baseline),
@@ -292,6 +290,7 @@ def run_remote_sweep(cfg: RemoteConfig, *, stream=None, progress: ProgressLine |
 
     out = stream or sys.stdout
     start = time.monotonic()
+    assert isinstance(cfg.matrix, dict), "RemoteConfig parsed --matrix (callers check it is given)"
     points = expand_server_matrix(cfg.matrix, cfg.server_command, cfg.env)
     transports = transports or [parse_target(spec, **cfg.transport_options())
                                 for spec in cfg.targets]
@@ -340,7 +339,7 @@ def run_remote_sweep(cfg: RemoteConfig, *, stream=None, progress: ProgressLine |
         except KeyboardInterrupt:
             interrupted = True
             raise
-        except BaseException as exc:  # noqa: B036 -- no sweep files for a sweep that never ran
+        except BaseException as exc:  # no sweep files for a sweep that never ran
             failure = exc
             raise
         finally:

@@ -44,14 +44,14 @@ class WorkerGuess:
         return self.worker is not None
 
     def describe(self) -> str:
-        if not self.known:
+        if self.worker is None:
             return "unknown"
         return f"spec {self.worker} ({CLASSES[self.worker]}{', ' + self.file if self.file else ''})"
 
 
 def which_worker(log_text: str) -> WorkerGuess:
     """The worker named by the last "Spec v1/v2" line of ``log_text`` (unknown if none)."""
-    best = (-1, None)
+    best: tuple[int, WorkerGuess | None] = (-1, None)
     for pattern, worker, file in _LINES:
         for match in pattern.finditer(log_text or ""):
             if match.start() > best[0]:

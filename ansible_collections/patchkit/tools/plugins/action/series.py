@@ -35,7 +35,7 @@ class ActionModule(ActionBase):
         except ImportError as e:
             raise AnsibleActionFail("patchkit.tools.series needs patchkit on the controller "
                                     "(pip install 'patchkit[ansible]' into the Python that runs "
-                                    f"Ansible): {e}")
+                                    f"Ansible): {e}") from e
         from patchkit.errors import PatchkitError
         try:
             result.update(self._work(args, task_vars or {}))
