@@ -59,8 +59,11 @@ class PatchkitConfig(Config):
             for suffix in PROJECT_SUFFIXES:
                 path = f"{self._project_prefix}{base}.{suffix}"
                 if os.path.isfile(path):
-                    self._set(_project=getattr(self, f"_load_{suffix}")(path) or {},
-                              _project_path=path, _project_found=True)
+                    self._set(
+                        _project=getattr(self, f"_load_{suffix}")(path) or {},
+                        _project_path=path,
+                        _project_found=True,
+                    )
                     if merge:
                         self.merge()
                     return
@@ -89,8 +92,14 @@ class PatchkitProgram(program_class()):
 def make_program() -> PatchkitProgram:
     from patchkit.tasks import ns
 
-    return PatchkitProgram(name="patchkit", binary="patchkit", binary_names=["patchkit"],
-                           version=_version(), namespace=ns, config_class=PatchkitConfig)
+    return PatchkitProgram(
+        name="patchkit",
+        binary="patchkit",
+        binary_names=["patchkit"],
+        version=_version(),
+        namespace=ns,
+        config_class=PatchkitConfig,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

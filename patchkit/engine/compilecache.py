@@ -29,10 +29,18 @@ from patchkit.engine.series import Pin, PinnedFile, Series, SeriesFiles, load_se
 from patchkit.engine.targetprog import Compiled, compile_series
 from patchkit.locations import cache_base
 
-FORMAT = 2                     # 2: every field of the pin is kept (also_versions was lost)
-KEEP = 32                      # entries kept; older ones are removed when a new one is written
-_SOURCES = ("engine/diffparse.py", "engine/series.py", "engine/plan.py", "engine/render.py",
-            "engine/targetprog.py", "paths.py", "errors.py", "engine/compilecache.py")
+FORMAT = 2  # 2: every field of the pin is kept (also_versions was lost)
+KEEP = 32  # entries kept; older ones are removed when a new one is written
+_SOURCES = (
+    "engine/diffparse.py",
+    "engine/series.py",
+    "engine/plan.py",
+    "engine/render.py",
+    "engine/targetprog.py",
+    "paths.py",
+    "errors.py",
+    "engine/compilecache.py",
+)
 
 
 def enabled() -> bool:
@@ -49,14 +57,15 @@ def cache_dir() -> Path:
 def code_version() -> str:
     """Hash of the modules whose output is cached (and of unidiff's version)."""
     h = hashlib.sha256(str(FORMAT).encode())
-    here = os.path.dirname(os.path.dirname(__file__))      # patchkit/
+    here = os.path.dirname(os.path.dirname(__file__))  # patchkit/
     for name in _SOURCES:
         with open(os.path.join(here, name), "rb") as fh:
             h.update(name.encode() + b"\0" + fh.read())
     try:
         from importlib.metadata import version
+
         h.update(version("unidiff").encode())
-    except Exception:       # no metadata: the module hashes above still key it
+    except Exception:  # no metadata: the module hashes above still key it
         pass
     return h.hexdigest()
 
@@ -90,15 +99,25 @@ def _pin_json(pin: Pin) -> dict:
 
 
 def _pin_from_json(data: dict) -> Pin:
-    scalars: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "files"}
+    scalars: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "files"
+    }
     return Pin(files={f[0]: PinnedFile(f[0], f[1], f[2]) for f in data["files"]}, **scalars)
 
 
 def _store(path: Path, c: Compiled) -> None:
-    data = {"format": FORMAT, "pin": _pin_json(c.series.pin), "name": c.series.name,
-            "digest": c.series.digest, "full": c.full, "common": c.common,
-            "stage_funcs": c.stage_funcs, "multi": c.multi, "single": c.single,
-            "plans": [[p.path, p.kind, p.executable] for p in c.plans]}
+    data = {
+        "format": FORMAT,
+        "pin": _pin_json(c.series.pin),
+        "name": c.series.name,
+        "digest": c.series.digest,
+        "full": c.full,
+        "common": c.common,
+        "stage_funcs": c.stage_funcs,
+        "multi": c.multi,
+        "single": c.single,
+        "plans": [[p.path, p.kind, p.executable] for p in c.plans],
+    }
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
@@ -125,15 +144,25 @@ def _load(path: Path, files: SeriesFiles | Series) -> Compiled | None:
             return None
         pin = _pin_from_json(data["pin"])
         pinned = pin.files
-        series = Series(directory=files.directory, name=data["name"], pin=pin, patches=[],
-                        digest=data["digest"])
-        plans = [FilePlan(path=path_, kind=kind, pinned=pinned.get(path_), executable=ex)
-                 for path_, kind, ex in data["plans"]]
+        series = Series(
+            directory=files.directory, name=data["name"], pin=pin, patches=[], digest=data["digest"]
+        )
+        plans = [
+            FilePlan(path=path_, kind=kind, pinned=pinned.get(path_), executable=ex)
+            for path_, kind, ex in data["plans"]
+        ]
         directory = files.directory
         full = data["full"]
-        return Compiled(series=series, plans=plans, common=data["common"],
-                        stage_funcs=data["stage_funcs"], multi=data["multi"], single=data["single"],
-                        full=full, detail=lambda: compile_series(load_series(directory), full=True).plans)
+        return Compiled(
+            series=series,
+            plans=plans,
+            common=data["common"],
+            stage_funcs=data["stage_funcs"],
+            multi=data["multi"],
+            single=data["single"],
+            full=full,
+            detail=lambda: compile_series(load_series(directory), full=True).plans,
+        )
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
 

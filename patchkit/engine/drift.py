@@ -20,15 +20,14 @@ def find_block(lines: Sequence[T], block: Sequence[T]) -> list[int]:
     if not block:
         return []
     first, n = block[0], len(block)
-    return [i + 1 for i in range(len(lines) - n + 1)
-            if lines[i] == first and lines[i:i + n] == block]
+    return [i + 1 for i in range(len(lines) - n + 1) if lines[i] == first and lines[i : i + n] == block]
 
 
 @dataclass
 class HunkDrift:
     patch: str
     header: str
-    status: str               # in-place | moved | changed | ambiguous
+    status: str  # in-place | moved | changed | ambiguous
     detail: str
 
     def __str__(self) -> str:
@@ -50,16 +49,22 @@ def explain_hunk(ref: HunkRef, lines: list[bytes]) -> HunkDrift:
         hits = find_block(lines, expected)
         if len(hits) == 1:
             delta = hits[0] - numbers[0]
-            return HunkDrift(ref.patch, ref.header, "moved",
-                             f"its {len(numbers)} lines now start at line {hits[0]} ({delta:+d} lines)")
+            return HunkDrift(
+                ref.patch,
+                ref.header,
+                "moved",
+                f"its {len(numbers)} lines now start at line {hits[0]} ({delta:+d} lines)",
+            )
         if len(hits) > 1:
-            return HunkDrift(ref.patch, ref.header, "ambiguous",
-                             f"its lines occur at lines {', '.join(map(str, hits))}")
+            return HunkDrift(
+                ref.patch, ref.header, "ambiguous", f"its lines occur at lines {', '.join(map(str, hits))}"
+            )
     n, want = mismatches[0]
     found = _show(lines[n - 1]) if n <= len(lines) else "end of file"
     more = f" (and {len(mismatches) - 1} more lines differ)" if len(mismatches) > 1 else ""
-    return HunkDrift(ref.patch, ref.header, "changed",
-                     f"line {n}: expected {_show(want)}, found {found}{more}")
+    return HunkDrift(
+        ref.patch, ref.header, "changed", f"line {n}: expected {_show(want)}, found {found}{more}"
+    )
 
 
 def explain_file(plan: FilePlan, lines: list[bytes]) -> list[HunkDrift]:

@@ -77,8 +77,8 @@ def split_tail(plan: FilePlan) -> tuple[list[int | Item], list[Item]]:
 
 @dataclass
 class StageEdit:
-    edits: list[tuple[int, int, str]]   # (first line, last line, sed command without address)
-    tail: list[Item]                    # lines appended with printf after sed
+    edits: list[tuple[int, int, str]]  # (first line, last line, sed command without address)
+    tail: list[Item]  # lines appended with printf after sed
 
     def shifted(self, offset: int) -> list[str]:
         return [f"{addr(a, b, offset)}{cmd}" for a, b, cmd in self.edits]
@@ -93,7 +93,7 @@ def stage_edit(plan: FilePlan) -> StageEdit:
     deleted = set(plan.deleted)
     deleted_sorted = sorted(deleted)
     cmds: list[tuple[int, int, str]] = []
-    appends: list[tuple[int, int, str]] = []   # `s/$/…/` must run before `s/^/…/` on one line
+    appends: list[tuple[int, int, str]] = []  # `s/$/…/` must run before `s/^/…/` on one line
     prepends: list[tuple[int, int, str]] = []
     i = 0
     prev_kept: int | None = None
@@ -111,7 +111,7 @@ def stage_edit(plan: FilePlan) -> StageEdit:
         while j < len(body) and is_new(body[j]):
             j += 1
         group = [_known(g) for g in body[i:j]]
-        nxt = orig_no(body[j])             # body ends with an original line, so this exists
+        nxt = orig_no(body[j])  # body ends with an original line, so this exists
         assert nxt is not None
         lo = bisect.bisect_right(deleted_sorted, prev_kept or 0)
         hi = bisect.bisect_left(deleted_sorted, nxt)
@@ -175,7 +175,7 @@ def dispatch(items: list[tuple[int, int, str]], prefix: str, fanout: int = 16) -
             out.append("d")
             return
         size = -(-len(chunk) // fanout)
-        groups = [chunk[i:i + size] for i in range(0, len(chunk), size)]
+        groups = [chunk[i : i + size] for i in range(0, len(chunk), size)]
         labels = []
         for g in groups:
             counter[0] += 1

@@ -34,17 +34,22 @@ __all__ = [
 def __getattr__(name):
     if name in ("run_default", "ProfileOutcome"):
         from patchkit.profile import default
+
         return getattr(default, name)
     if name in ("run_sweep", "parse_matrix", "SweepOutcome"):
         from patchkit.profile import sweep
+
         return getattr(sweep, name)
     if name in ("ProfileError", "ensure_site"):
         from patchkit.profile import site
+
         return getattr(site, name)
     if name in ("run_remote", "RemoteConfig"):
         from patchkit.profile import remote
+
         return getattr(remote, name)
     if name == "SIZE_NAMES":
         from patchkit.profile.workload import SIZE_NAMES
+
         return SIZE_NAMES
     raise AttributeError(f"module 'patchkit.profile' has no attribute {name!r}")

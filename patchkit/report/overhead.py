@@ -54,8 +54,7 @@ def paired_overhead(procs, kind: str | None) -> dict | None:
         blocks = _block_periods(proc, n, kind)
         for index, (label, periods) in sorted(blocks.items()):
             following = blocks.get(index + 1)
-            if label != "events" or not following or following[0] != "off" or not periods \
-                    or not following[1]:
+            if label != "events" or not following or following[0] != "off" or not periods or not following[1]:
                 continue
             timed, off = _median(periods), _median(following[1])
             if off > 0:
@@ -64,7 +63,9 @@ def paired_overhead(procs, kind: str | None) -> dict | None:
                 off_all += following[1]
     return {
         "ab_cycles": sorted(sizes)[0] if len(sizes) == 1 else sorted(sizes),
-        "kind": kind, "basis": BASIS, "pairs": len(pcts),
+        "kind": kind,
+        "basis": BASIS,
+        "pairs": len(pcts),
         "median_pct": percentile(pcts, 50),
         "iqr_pct": [percentile(pcts, 25), percentile(pcts, 75)] if pcts else None,
         "mean_pct": sum(pcts) / len(pcts) if pcts else None,

@@ -77,6 +77,7 @@ def test_appending_twice_changes_nothing(tmp_path):
     seriesgen.append_v2(release, first)
     doc = (first / "REBASE.md").read_text()
     assert doc.count(seriesgen.APPEND_MARK) == 1
-    assert doc.startswith((seriesgen.PATCHES / release.series / "REBASE.md").read_text()
-                          .split(seriesgen.APPEND_MARK)[0])
+    assert doc.startswith(
+        (seriesgen.PATCHES / release.series / "REBASE.md").read_text().split(seriesgen.APPEND_MARK)[0]
+    )
     assert (first / "series").read_text().count(seriesgen.APPEND_COMMENT) == 1
