@@ -79,11 +79,10 @@ def parse_pin(text: str, where: str = "pin.toml") -> Pin:
     if commit is not None and (not isinstance(commit, str) or not _HEX40.match(commit)):
         raise InvalidInput(f"{where}: [upstream] commit must be 40 lowercase hex digits, got {commit!r}")
     prefix = up.get("package_prefix")
-    if prefix is not None:
-        if not isinstance(prefix, str) or not prefix.endswith("/") or path_problem(prefix[:-1]):
-            raise InvalidInput(
-                f"{where}: package_prefix must be a relative path ending in '/', got {prefix!r}"
-            )
+    if prefix is not None and (
+        not isinstance(prefix, str) or not prefix.endswith("/") or path_problem(prefix[:-1])
+    ):
+        raise InvalidInput(f"{where}: package_prefix must be a relative path ending in '/', got {prefix!r}")
     files: dict[str, PinnedFile] = {}
     entries = data.get("file", [])
     if not isinstance(entries, list):

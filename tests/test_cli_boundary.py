@@ -158,15 +158,17 @@ def test_sigterm_and_ctrl_c_through_a_real_main(tmp_path):
         )
         assert proc.stdout.readline() == "ready\n"
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=30)
+        _out, err = proc.communicate(timeout=30)
         assert proc.returncode == code
         assert err == f"profile: {word}; the tree was reverted\n"
 
 
 def test_an_interrupt_that_says_what_was_left_is_still_130(capsys):
-    with pytest.raises(SystemExit) as info:
-        with exit_boundary("profile", interrupted="servers stopped, targets reverted"):
-            raise KeyboardInterrupt("cleanup incomplete: revert: gpu1: no answer")
+    with (
+        pytest.raises(SystemExit) as info,
+        exit_boundary("profile", interrupted="servers stopped, targets reverted"),
+    ):
+        raise KeyboardInterrupt("cleanup incomplete: revert: gpu1: no answer")
     assert info.value.code == 130
     assert capsys.readouterr().err == "profile: interrupted; cleanup incomplete: revert: gpu1: no answer\n"
 

@@ -21,7 +21,7 @@ from test_profile_remote import (
     bench_cmd,
     only_run_dir,
     settings,
-    )
+)
 
 
 @pytest.mark.parametrize("to_group", [False, True], ids=["process", "process-group"])

@@ -169,9 +169,9 @@ def group_of(module: str) -> tuple[str, int] | None:
     best = None
     for rank, groups in enumerate(LAYERS):
         for group in groups:
-            if (module == group or module.startswith(group + ".")) and group != "patchkit":
-                if best is None or len(group) > len(best[0]):
-                    best = (group, rank)
+            inside = (module == group or module.startswith(group + ".")) and group != "patchkit"
+            if inside and (best is None or len(group) > len(best[0])):
+                best = (group, rank)
     return best or (("patchkit", 0) if module == "patchkit" else None)
 
 

@@ -56,7 +56,7 @@ def permutations(agree: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     gen = torch.Generator().manual_seed(1)
     target = torch.arange(VOCAB)
     target[SPECIAL:] = SPECIAL + torch.randperm(VOCAB - SPECIAL, generator=gen)
-    n_bad = int(round((1.0 - agree) * (VOCAB - SPECIAL)))
+    n_bad = round((1.0 - agree) * (VOCAB - SPECIAL))
     bad = SPECIAL + torch.randperm(VOCAB - SPECIAL, generator=gen)[:n_bad]
     shift = torch.arange(VOCAB)
     if n_bad > 1:

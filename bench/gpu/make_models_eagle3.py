@@ -62,7 +62,7 @@ def permutations(vocab: int, agree: float) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(1)
     target = torch.arange(vocab)
     target[SPECIAL:] = SPECIAL + torch.randperm(vocab - SPECIAL, generator=gen)
-    n_bad = int(round((1.0 - agree) * (vocab - SPECIAL)))
+    n_bad = round((1.0 - agree) * (vocab - SPECIAL))
     bad = SPECIAL + torch.randperm(vocab - SPECIAL, generator=gen)[:n_bad]
     shift = torch.arange(vocab)
     if n_bad > 1:

@@ -211,7 +211,7 @@ def _drop_open_phases(pristine: dict[str, str], result: timerplace.Result) -> No
         state = _all_inserted(pristine, result.placements)
         bad = set()
         for path, text in state.items():
-            for fn, line, names in timerplace.open_at_returns(text):
+            for fn, _line, names in timerplace.open_at_returns(text):
                 for p in result.placements:
                     if (
                         p.path == path

@@ -164,7 +164,7 @@ def test_rebase_onto_0510_relocates_what_it_can_and_marks_the_rest(series_copy, 
     assert hunk_of(result, "0007-prefill.patch", 3).delta == 16
     assert (out / "0004-draft-steps.patch").read_text().count("@@") == 4
     pin = upstream.read_pin(out / "pin.toml")
-    assert (pin.version, pin.commit, [*pin.files.values()][0].lines) == ("0.5.10", None, 1052)
+    assert (pin.version, pin.commit, next(iter(pin.files.values())).lines) == ("0.5.10", None, 1052)
     # the report: hunk by hunk, with the upstream change around each flagged hunk
     report = (out / "REBASE.md").read_text()
     assert (
@@ -361,7 +361,9 @@ def test_file_gone_and_created_file_taken(series_copy, clone, tmp_path):
     assert len(worker) == 26 and not any(h.relocated for h in worker)
     assert all("is not in sglang nofile" in h.reason for h in worker)
     pin = upstream.read_pin(tmp_path / "a" / "pin.toml")
-    assert [*pin.files.values()][0].lines == 1032, "an entry for a file the release lacks is kept as it was"
+    assert next(iter(pin.files.values())).lines == 1032, (
+        "an entry for a file the release lacks is kept as it was"
+    )
 
     taken = rb.rebase(series_copy, "timer", upstream_clone=clone["repo"], out_dir=tmp_path / "b")
     assert taken.exit_code == 1

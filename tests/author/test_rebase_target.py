@@ -71,7 +71,7 @@ def test_onto_target_over_ssh_reads_once_writes_nothing_and_verifies(sshd, tmp_p
     assert [(h.patch, h.number) for h in merged] == [("0002-cycle.patch", 2)]
     pin = upstream.read_pin(out / "pin.toml")
     assert pin.commit == head and pin.version is None
-    assert ([*pin.files.values()][0].sha256, [*pin.files.values()][0].lines) == (
+    assert (next(iter(pin.files.values())).sha256, next(iter(pin.files.values())).lines) == (
         hashlib.sha256(edited).hexdigest(),
         edited.count(b"\n"),
     )

@@ -78,7 +78,7 @@ def test_pin_is_the_wheel_files_hash_and_line_count(pristine):
     pin = upstream.pin_from_tree(pristine, [UTILS, CANDIDATES], "transformers", "5.17.0")
     assert upstream.format_pin(pin) == (SERIES / "pin.toml").read_text()
     data = upstream.read_wheel_files(wheel.path, [UTILS])[UTILS]
-    assert [*pin.files.values()][0].lines == upstream.count_lines(data) == 4250
+    assert next(iter(pin.files.values())).lines == upstream.count_lines(data) == 4250
     assert pin.package_prefix is None and pin.commit is None
 
 

@@ -269,12 +269,14 @@ def test_fetch_tree_defaults_from_a_series_pin(cache, tmp_path):
     inst, _ = upstream.fetch_tree(
         "sglang",
         "0.5.9",
-        [[*pin.files.values()][0].path],
+        [next(iter(pin.files.values())).path],
         layout="installed",
         package_prefix="python/",
         dest=tmp_path / "i",
     )
-    assert (inst / EAGLE_WORKER_WHEEL).read_bytes() == (tree / [*pin.files.values()][0].path).read_bytes()
+    assert (inst / EAGLE_WORKER_WHEEL).read_bytes() == (
+        tree / next(iter(pin.files.values())).path
+    ).read_bytes()
     with pytest.raises(InvalidInput, match="needs a name, a version and paths"):
         upstream.fetch_tree("sglang", None, ["x"])
 
@@ -296,7 +298,7 @@ def test_fetch_tree_from_clone_and_pin_series(clone, tmp_path):
         upstream.pin_series(sdir, newer)
     pin = upstream.pin_series(sdir, newer, commit=commit3)
     assert pin.commit == shas[2] and pin.name == "demo"
-    assert [*pin.files.values()][0].sha256 == upstream.sha256_bytes(b"version = 2\n")
+    assert next(iter(pin.files.values())).sha256 == upstream.sha256_bytes(b"version = 2\n")
 
 
 def test_pip_is_asked_for_the_pinned_build_whatever_python_runs_it():
