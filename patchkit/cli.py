@@ -30,7 +30,7 @@ RESULT_SCHEMA = "patchkit.result/1"
 def error_json(op: str, exit_code: int, message: str) -> str:
     """The document of an operation that ended before it had a result (invalid input, refused
     --series auto, interrupted): the success document's keys, with ``error`` set."""
-    doc = {
+    doc: dict[str, object] = {
         "schema": RESULT_SCHEMA,
         "op": op,
         "series": None,

@@ -70,7 +70,9 @@ class PatchkitConfig(Config):
         self._set(_project_found=False)
 
 
-class PatchkitProgram(program_class()):
+# the base is built by a call so that importing patchkit.cli does not import invoke; mypy cannot
+# follow a call as a base class
+class PatchkitProgram(program_class()):  # type: ignore[misc]
     """Program with a fixed namespace whose project config is the current directory's; parse
     errors exit 2 (program_class)."""
 

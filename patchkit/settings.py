@@ -311,7 +311,7 @@ class PatchSettings:
         config = c.config
         say_notes(config, notes)
 
-        def pick(option, key=None):
+        def pick(option: str, key: str | None = None) -> tuple[Any, str]:
             value = given.get(option)
             if value is not None and value != [] and value is not False:
                 return value, ""
@@ -331,6 +331,8 @@ class PatchSettings:
             inventory = _configured(config, "inventory")[0]
         ssh_config, ssh_config_where = pick("ssh_config")
         ssh_options, ssh_options_where = _configured(config, "ssh_options")
+        ssh_persist = seconds(persist, "ssh_persist", persist_where, zero=True)
+        assert ssh_persist is not None, "ssh_persist has a default in PATCHKIT_DEFAULTS"
         settings = cls(
             op=op,
             series=text(series, "series", series_where),
@@ -340,7 +342,7 @@ class PatchSettings:
             timeout=seconds(timeout, "timeout", timeout_where),
             ssh_config=existing_file(ssh_config, "ssh_config", ssh_config_where, cwd),
             ssh_options=strings(ssh_options, "ssh_options", ssh_options_where),
-            ssh_persist=seconds(persist, "ssh_persist", persist_where, zero=True),
+            ssh_persist=ssh_persist,
             inventory=text(inventory, "inventory"),
             limit=text(given.get("limit"), "limit"),
             root=text(given.get("root"), "root"),

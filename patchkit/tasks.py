@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from invoke import Collection
 
@@ -63,7 +64,7 @@ def _cfg(c, key, default=None):
 
 # check, verify, apply, revert, status, unlock: the options are checked and merged with invoke.yaml
 # once (patchkit.settings.PatchSettings); patchkit.taskrun.run_patch_task runs the operation.
-COMMON = dict(iterable=["target"], help=TARGET_HELP)
+COMMON: dict[str, Any] = dict(iterable=["target"], help=TARGET_HELP)
 
 
 @task(auto_shortflags=False, **COMMON)
@@ -236,6 +237,14 @@ def _abspath(p):
     return os.path.abspath(os.path.expanduser(p)) if p else None
 
 
+def _folder(value, option: str) -> str:
+    """A folder option the task cannot go without (invoke makes it positional): it must exist."""
+    path = existing_dir(value, option)
+    if path is None:
+        raise InvalidInput(f"--{option.replace('_', '-')}: required")
+    return path
+
+
 def _series(c, series):
     """--series (an empty one refused), else patchkit.series; as an absolute path."""
     return _abspath(text(series, "series") or _cfg(c, "series"))
@@ -244,10 +253,10 @@ def _series(c, series):
 def _pristine(series, pristine):
     from pathlib import Path
 
-    from patchkit.author import upstream as up
+    from patchkit import upstream as up
 
     if pristine:
-        return Path(existing_dir(pristine, "pristine"))
+        return Path(_folder(pristine, "pristine"))
     return up.fetch_tree(series_dir=Path(series))[0]
 
 
@@ -300,12 +309,12 @@ def new(c, name, edited, series=None, pristine=None, header=None, new_file=None)
 
     series = _series(c, series)
     for created in new_file or []:
-        if os.path.isabs(created) or not text(created, "new_file").strip():
+        if os.path.isabs(created) or not (text(created, "new_file") or "").strip():
             raise InvalidInput(f"--new-file {created!r}: a path relative to the tree")
     out = authoring.new_patch(
         Path(series),
         name,
-        Path(existing_dir(edited, "edited")),
+        Path(_folder(edited, "edited")),
         _pristine(series, pristine),
         header=header,
         new_files=list(new_file or []),
@@ -322,7 +331,7 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
 
     series = _series(c, series)
     path, changed = authoring.refresh(
-        Path(series), Path(existing_dir(edited, "edited")), _pristine(series, pristine), patch=patch
+        Path(series), Path(_folder(edited, "edited")), _pristine(series, pristine), patch=patch
     )
     print(f"{path}: {'rewritten' if changed else 'unchanged (same bytes)'}")
 
@@ -380,7 +389,7 @@ def upstream_fetch(
     """Fetch pristine upstream files (PyPI wheel by version, or git clone by rev) into .cache/."""
     from pathlib import Path
 
-    from patchkit.author import upstream as up
+    from patchkit import upstream as up
 
     choice(layout, "layout", ("checkout", "installed"))
     upstream = existing_dir(upstream, "upstream")
@@ -418,7 +427,7 @@ def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=Non
     """Write or update pin.toml (sha256 and wc -l per file, version/commit) from a pristine tree."""
     from pathlib import Path
 
-    from patchkit.author import upstream as up
+    from patchkit import upstream as up
 
     if package_prefix is not None and (
         package_prefix.startswith("/")
@@ -430,7 +439,7 @@ def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=Non
         )
     pin = up.pin_series(
         Path(_abspath(series)),
-        Path(existing_dir(tree, "tree")),
+        Path(_folder(tree, "tree")),
         list(path or []) or None,
         name=name,
         version=version,
@@ -680,7 +689,8 @@ def patch_rebase(
     series = series or _cfg(c, "series")
     upstream, wheelhouse = existing_dir(upstream, "upstream"), existing_dir(wheelhouse, "wheelhouse")
     if out is not None:  # said before any wheel is fetched
-        where = os.path.expanduser(text(out, "out"))
+        text(out, "out")  # a non-empty string
+        where = os.path.expanduser(out)
         if os.path.exists(where) and not os.path.isdir(where):
             raise InvalidInput(f"--out {out!r}: a file, not a folder")
         if not resume and os.path.isdir(where) and os.listdir(where):
@@ -695,13 +705,14 @@ def patch_rebase(
     if onto_target and (not out or upstream):
         raise InvalidInput("patch.rebase --onto-target needs --out DIR (and takes no --upstream)")
     path = lambda p: os.path.abspath(os.path.expanduser(p)) if p else None  # noqa: E731
+    series = os.path.abspath(os.path.expanduser(series))  # given: checked above
     new_source = None
     if onto_target:
         from patchkit.author.targetread import target_source
         from patchkit.engine.series import load_series
 
         new_source = target_source(
-            load_series(path(series)),
+            load_series(series),
             onto_target,
             cwd=opts.cwd,
             container=opts.container,
@@ -712,7 +723,7 @@ def patch_rebase(
         )
         onto = onto_target
     result = rebase(
-        path(series),
+        series,
         onto,
         upstream_clone=path(upstream),
         out_dir=path(out),
@@ -925,6 +936,12 @@ def profile_collect(
             ),
         )
     )
+    step_timeout_s = (
+        seconds(timeout, "timeout")
+        if timeout is not None
+        else seconds(remote.get("step_timeout_s") or 120, "timeout", where + "step_timeout_s")
+    )
+    assert step_timeout_s is not None, "seconds() of a value that is not None"
     settings = FetchSettings(
         python=text(python, "python") or text(remote.get("python"), "python", where + "python") or "python3",
         max_fetch_mb=(
@@ -932,11 +949,7 @@ def profile_collect(
             if max_mb is not None
             else number(remote.get("max_fetch_mb") or 1024, "max_mb", where + "max_fetch_mb", low=0)
         ),
-        step_timeout_s=(
-            seconds(timeout, "timeout")
-            if timeout is not None
-            else seconds(remote.get("step_timeout_s") or 120, "timeout", where + "step_timeout_s")
-        ),
+        step_timeout_s=step_timeout_s,
     )
     from_ = text(from_, "from")
     transports: list = []

@@ -536,7 +536,7 @@ def pin_from_tree(
         fresh[path] = PinFile(path, sha256_bytes(data), count_lines(data))
     files = [fresh.pop(e.path) if e.path in fresh else e for e in existing]
     files += list(fresh.values())
-    pin = PinData(name, version, commit, package_prefix, files)
+    pin = PinData(name, version, commit, package_prefix, {f.path: f for f in files})
     if pin_path is not None:
         write_pin(pin_path, pin)
     return pin

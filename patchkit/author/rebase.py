@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit.author import upstream
+from patchkit import upstream
 from patchkit.author.merge3 import merge_unplaced
 from patchkit.author.rebase_result import HunkOutcome, PatchOutcome, RebaseResult, Source
 from patchkit.author.relocate import (

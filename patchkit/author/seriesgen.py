@@ -20,7 +20,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit.author import authoring, sglang_releases as rel, timerplace, upstream
+from patchkit import upstream
+from patchkit.author import authoring, sglang_releases as rel, timerplace
 from patchkit.cli import main_boundary
 from patchkit.errors import InvalidInput, PatchkitError
 from patchkit.locations import series_root

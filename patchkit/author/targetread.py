@@ -16,13 +16,13 @@ import re
 from dataclasses import dataclass
 
 from patchkit.author.rebase_result import Source
-from patchkit.author.upstream import count_lines, sha256_bytes
 from patchkit.engine.answer import parse_answer
 from patchkit.engine.render import shq
 from patchkit.engine.series import Series
 from patchkit.engine.targetprog import compile_series, library
 from patchkit.errors import InvalidInput, Refused
 from patchkit.transport import Transport, parse_target
+from patchkit.upstream import count_lines, sha256_bytes
 
 _ROOT_OK = re.compile(r"^/[^\0\n]*$")
 

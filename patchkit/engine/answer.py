@@ -42,7 +42,7 @@ class Manifest(NamedTuple):
     state: str  # applied | applying | reverting | ...
     series: str
     digest: str
-    count: int  # files recorded
+    file_count: int  # files recorded (not `count`, which would shadow tuple.count)
 
 
 @dataclass

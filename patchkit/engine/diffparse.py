@@ -332,6 +332,8 @@ def _convert_file(patch_name: str, pf, lines: list[str]) -> FileDiff:
     created = any(raw.startswith("new file mode") for raw in info)
     kind = "create" if src is None or created else "delete" if tgt is None else "modify"
     path = tgt if kind == "create" else src
+    if path is None:  # 'new file mode' with a /dev/null target
+        raise InvalidInput(f"{where}: a new file whose target side is /dev/null")
     mode = getattr(pf, "target_mode", None) if kind != "delete" else None
     if mode not in (None, "100644", "100755"):
         raise InvalidInput(f"{where}: {path}: file mode {mode} (symlink or submodule) is not supported")

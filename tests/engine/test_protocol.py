@@ -46,7 +46,7 @@ def test_known_lines_become_typed_fields():
     )
     assert ans.flags == {Flag.FILES_OK, Flag.ROLLED_BACK}
     assert ans.manifest == Manifest("applied", "sglang-v0.5.9", "abc123", 2)
-    assert ans.manifest.digest == "abc123" and ans.manifest.count == 2
+    assert ans.manifest.digest == "abc123" and ans.manifest.file_count == 2
     assert ans.commit_failed == "/t/x.py; rolling back"
     assert "files ok" in ans.flags  # the plain string still matches
 

@@ -534,7 +534,7 @@ def report_meta(
     server_command: str | None = None,
     env: dict | None = None,
 ) -> dict:
-    meta = {}
+    meta: dict[str, float | str] = {}
     if bench.tokens_per_s is not None:
         meta["tokens_per_s"] = bench.tokens_per_s
     if bench.accept_length is not None:
