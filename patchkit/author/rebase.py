@@ -283,12 +283,12 @@ class _PatchRebaser:
             start, end = _span(h)
             raw_header = self.raw[start]
             if p.ok:
-                src_len = sum(1 for ln in p.lines if ln.tag != "+")
-                tgt_len = sum(1 for ln in p.lines if ln.tag != "-")
+                src_len = sum(1 for ln in p.body if ln.tag != "+")
+                tgt_len = sum(1 for ln in p.body if ln.tag != "-")
                 body = (
                     self.raw[start + 1 : end]
-                    if p.lines is h.lines or p.lines == h.lines
-                    else [t for ln in p.lines for t in _render_line(ln)]
+                    if p.body is h.lines or p.body == h.lines
+                    else [t for ln in p.body for t in _render_line(ln)]
                 )
             else:
                 lines = self.bare.get(id(p))
@@ -299,7 +299,8 @@ class _PatchRebaser:
                     src_len = 1 + sum(1 for ln in lines if ln.tag != "+")
                     tgt_len = 1 + sum(1 for ln in lines if ln.tag != "-")
                     body = [" " + MARKER] + [t for ln in lines for t in _render_line(ln)]
-            new_header = _header(raw_header, p.index, src_len, p.index + delta, tgt_len)
+            # every hunk has an index now: a placed one its place, an unplaced one its marker's
+            new_header = _header(raw_header, p.start, src_len, p.start + delta, tgt_len)
             delta += tgt_len - src_len
             if new_header != raw_header or body != self.raw[start + 1 : end]:
                 self.edits[start] = (end, [new_header] + body)
@@ -315,14 +316,14 @@ class _PatchRebaser:
         last_delta = 0
         for i, p in enumerate(placements):
             if p.ok:
-                prev_end = p.index + sum(1 for ln in p.lines if ln.tag != "+")
-                last_delta = p.index - (p.hunk.src_begin - 1)
+                prev_end = p.end
+                last_delta = p.start - (p.hunk.src_begin - 1)
                 continue
             old_index = p.hunk.src_begin - 1
             want = (
                 map_line(old_cur, cur, old_index) if old_cur is not None and cur else old_index + last_delta
             )
-            nxt = next((q.index for q in placements[i + 1 :] if q.ok), None)
+            nxt = next((q.start for q in placements[i + 1 :] if q.ok), None)
             need = len(p.hunk.source) + 1
             if nxt is not None and nxt - prev_end < need:
                 # between two placed hunks with too little room for its context lines: write
@@ -335,12 +336,12 @@ class _PatchRebaser:
                 q = next(q for q in placements[i + 1 :] if q.ok)
                 while (
                     nxt - prev_end < need
-                    and len(q.lines) > 1
-                    and q.lines[0].tag == " "
-                    and q.lines[1].tag == " "
+                    and len(q.body) > 1
+                    and q.body[0].tag == " "
+                    and q.body[1].tag == " "
                 ):
-                    q.index, q.lines = q.index + 1, q.lines[1:]  # its leading context, for room
-                    nxt = q.index
+                    q.index, q.lines = q.start + 1, q.body[1:]  # its leading context, for room
+                    nxt = q.start
             if nxt is not None:
                 want = min(want, nxt - need)
             want = max(want, prev_end, 0)
@@ -364,8 +365,8 @@ class _PatchRebaser:
             edited=self.edited,
         )
         if p.ok:
-            out.lines_key = tuple((ln.tag, ln.text, ln.eol) for ln in p.lines)
-            out.delta = p.index - old_index
+            out.lines_key = tuple((ln.tag, ln.text, ln.eol) for ln in p.body)
+            out.delta = p.start - old_index
             out.status = "moved" if out.delta or p.trimmed else "unchanged"
             if p.merged:
                 out.status, out.proof = "merged", p.merged
@@ -417,7 +418,7 @@ def recount(text: str) -> str:
     """Rewrite hunk headers' line counts (and target starts) from their bodies, like
     ``git apply --recount``: a hand-edited hunk need not have its header updated."""
     lines = text.split("\n")
-    headers = []
+    headers: list[tuple[int, tuple[int, int] | None]] = []  # (line, (src, tgt) of a hunk | None)
     for i, line in enumerate(lines):
         if _HUNK_RE.match(line):
             n = i + 1
@@ -433,15 +434,17 @@ def recount(text: str) -> str:
                 src += tag in (" ", "-")
                 tgt += tag in (" ", "+")
                 n += 1
-            headers.append((i, src, tgt))
+            headers.append((i, (src, tgt)))
         elif line.startswith("diff --git "):
-            headers.append((i, None, None))
+            headers.append((i, None))  # a new file: its hunks' offsets start again
     delta = 0
-    for i, src, tgt in headers:
-        if src is None:
+    for i, counts in headers:
+        if counts is None:
             delta = 0
             continue
+        src, tgt = counts
         m = _HUNK_RE.match(lines[i])
+        assert m is not None, "collected above as a hunk header"
         start = int(m.group(1))
         index = start - 1 if src else start  # 0-based first source line
         lines[i] = _header(lines[i], index, src, index + delta, tgt)
@@ -524,7 +527,11 @@ def _new_pin(series: Series, new: Source) -> tuple[upstream.PinData, list[str], 
             f"upstream: version {pin.version} -> {version}, commit "
             f"{(pin.commit or 'none')[:12]} -> {(commit or 'none')[:12]}",
         )
-    return (upstream.PinData(pin.name, version, commit, pin.package_prefix, files), changes, same_release)
+    return (
+        upstream.PinData(pin.name, version, commit, pin.package_prefix, {f.path: f for f in files}),
+        changes,
+        same_release,
+    )
 
 
 def rebase(
@@ -591,8 +598,11 @@ def rebase(
         old=old,
         old_label=old_label,
         context_trim=context_trim,
-        new_state={p: split_lines(new.files[p]) for p in pin.files if new.files[p] is not None},
-        old_state=({p: split_lines(old.files[p]) for p in pin.files} if old else None),
+        new_state={p: split_lines(data) for p in pin.files if (data := new.files[p]) is not None},
+        # _old_source returns a Source only when every pinned file is there (and is the pinned text)
+        old_state=(
+            {p: split_lines(data) for p in pin.files if (data := old.files[p]) is not None} if old else None
+        ),
         merge=merge,
         structural=structural,
     )

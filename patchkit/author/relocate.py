@@ -80,6 +80,12 @@ class Placement:
         return self.lines is not None
 
     @property
+    def body(self) -> list[DiffLine]:
+        """``lines`` of a placed hunk."""
+        assert self.lines is not None, "a placed hunk"
+        return self.lines
+
+    @property
     def start(self) -> int:
         """``index`` of a placed hunk."""
         assert self.index is not None, "a placed hunk"

@@ -80,6 +80,8 @@ def _newer_series(release: rel.Release, family: tuple[str, ...]) -> list[str]:
 def load_reference(series: str, only: tuple[str, ...]) -> Reference:
     sdir = PATCHES / series
     pin = upstream.read_pin(sdir / "pin.toml")
+    if pin.version is None:
+        raise PatchkitError(f"{series}: its pin.toml has no version, so no wheel to read it from")
     paths = list(pin.files)
     pristine = release_files(pin.version, paths)
     names = authoring.read_series_names(sdir)
@@ -136,7 +138,8 @@ def generate(release: rel.Release, out_dir: Path | None = None) -> Generated:
     out_dir = Path(out_dir or PATCHES / release.series)
     pristine = release_files(release.version, list(release.files))
     targets = {p: timerplace.Target(p, t) for p, t in pristine.items()}
-    refs, result, done = [], timerplace.Result(), set()
+    refs: list[Reference] = []
+    result, done = timerplace.Result(), set()
     for n, rule in enumerate(release.hand):
         result.placements.append(timerplace._place_hand(rule, targets, 10_000 + n))
 
@@ -196,7 +199,7 @@ def _place_family(
             refs.append(ref)
             for p in part.placements:
                 p.how += f" [anchors of {series}]"
-        got = {i for p in part.placements for i in p.anchor.identity}
+        got = {i for p in part.placements for i in timerplace._anchor(p).identity}
         family_done |= got
         result.placements += part.placements
         if k == 0:
@@ -227,6 +230,7 @@ def _drop_open_phases(pristine: dict[str, str], result: timerplace.Result) -> No
         if not bad:
             return
         for p in [p for p in result.placements if p.group in bad]:
+            assert p.anchor is not None, "only placements with an anchor are marked bad above"
             result.placements.remove(p)
             result.missing.append((p.anchor, "a return would leave the phase open"))
 
@@ -300,13 +304,13 @@ def _write(release, out_dir: Path, refs, kept, pristine, result) -> None:
         release.version,
         None,
         "python/",
-        [
-            upstream.PinFile(
+        {
+            p: upstream.PinFile(
                 p, upstream.sha256_bytes(pristine[p].encode()), upstream.count_lines(pristine[p].encode())
             )
             for p in touched
-        ],
-        sorted(sharing, key=rel.version_key),
+        },
+        tuple(sorted(sharing, key=rel.version_key)),
     )
     (out_dir / "pin.toml").write_text(upstream.format_pin(pin))
     # The stack must apply exactly onto the pristine files (the engine's own check runs in tests).
@@ -471,6 +475,8 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
     from the shipped folder (without what an earlier run appended), so a rerun is byte-identical
     and ``out_dir`` gets the whole folder."""
     sdir = PATCHES / release.series
+    if release.v2_ref is None:
+        raise InvalidInput(f"{release.version}: appending v2 lines needs the release's v2_ref series")
     out_dir = Path(out_dir or sdir)
     series_lines = (sdir / "series").read_text().splitlines(keepends=True)
     base_lines = [
@@ -484,7 +490,8 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
     v2_paths = [p for p in release.files if Path(p).name in V2_FAMILY]
     pristine = release_files(release.version, v2_paths)
     targets = {p: timerplace.Target(p, t) for p, t in pristine.items()}
-    refs, result = [], timerplace.Result()
+    refs: list[Reference] = []
+    result = timerplace.Result()
     for n, rule in enumerate(release.hand):
         result.placements.append(timerplace._place_hand(rule, targets, 10_000 + n))
     _place_family(release, targets, V2_FAMILY, release.v2_ref, refs, result)
@@ -507,9 +514,9 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
     if out_dir != sdir:
         for name in base_names:
             shutil.copyfile(sdir / name, out_dir / name)
-    for old in out_dir.glob("*.patch"):
-        if _is_appended(old.name):
-            old.unlink()
+    for stale in out_dir.glob("*.patch"):
+        if _is_appended(stale.name):
+            stale.unlink()
     for name, text in kept:
         authoring.write_text(out_dir / name, text)
     (out_dir / "series").write_text(

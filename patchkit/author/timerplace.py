@@ -519,7 +519,8 @@ def _anchor(p: Placement) -> Anchor:
 @dataclass
 class Result:
     placements: list[Placement] = field(default_factory=list)
-    missing: list[tuple[Anchor, str]] = field(default_factory=list)  # (anchor, why)
+    # (anchor, why); a hand rule's line can be dropped too (seriesgen's open-phase check)
+    missing: list[tuple[Anchor | HandRule, str]] = field(default_factory=list)
     skipped: list[tuple[Anchor, str]] = field(default_factory=list)  # not applicable here
 
 
