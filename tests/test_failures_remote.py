@@ -74,7 +74,8 @@ def test_cleanup_problems_after_an_interrupt_stay_an_interrupt(tmp_path, monkeyp
     died with it) is still an interrupt (130), and it says what was left; it used to become a
     ProfileError (exit 1) naming only the broken ssh call."""
     from patchkit.profile.progress import ProgressLine
-    from patchkit.profile.remote import RemoteConfig, RemoteRun
+    from patchkit.profile.remote import RemoteConfig
+    from patchkit.profile.remote.run import RemoteRun
     from patchkit.transport import parse_target
 
     cfg = RemoteConfig.from_mapping(settings(tmp_path, [str(tmp_path)], tmp_path / "none"))
