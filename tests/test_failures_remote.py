@@ -21,11 +21,13 @@ from test_profile_remote import (
     bench_cmd,
     only_run_dir,
     settings,
+    target,  # noqa: F401  (a pytest fixture)
+    tree,  # noqa: F401  (a pytest fixture)
 )
 
 
 @pytest.mark.parametrize("to_group", [False, True], ids=["process", "process-group"])
-def test_ctrl_c_in_invoke_profile_remote(tmp_path, sshd, tree, target, to_group):
+def test_ctrl_c_in_invoke_profile_remote(tmp_path, sshd, tree, target, to_group):  # noqa: F811
     started = tmp_path / "bench.started"
     given = settings(
         tmp_path,
