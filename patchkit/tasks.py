@@ -795,7 +795,7 @@ patch.add_task(patch_diff, "diff")
         "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
         "--KEY VALUE; env:NAME sets the server's environment)",
         "sample": "time about one decode cycle in N, chosen at random; every cycle is still "
-        "recorded (PATCHKIT_TIMER_SAMPLE; default: profile.remote.timer_sample, 8; "
+        "recorded (PATCHKIT_TIMER_SAMPLE; default: profile.remote.timer_sample, 16; "
         "1 = every cycle)",
         "warmup": "run the benchmark once before the measured pass, on the same server (default "
         "on; --no-warmup: off); the report keeps the measured window's cycles only",

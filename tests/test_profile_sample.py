@@ -28,17 +28,17 @@ def test_remote_default_samples_with_one_seed_for_every_rank(tmp_path, tree):  #
     given = settings(tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None)
     del given["timer_sample"]  # the default
     cfg = RemoteConfig.from_mapping(given)
-    assert cfg.timer_sample == 8 and isinstance(cfg.timer_seed, int)
+    assert cfg.timer_sample == 16 and isinstance(cfg.timer_seed, int)
     outcome = run_remote(cfg, stream=open(os.devnull, "w"))
     log = (outcome.run_dir / "node0" / "server.log").read_text()
-    assert "env PATCHKIT_TIMER_SAMPLE=8\n" in log
+    assert "env PATCHKIT_TIMER_SAMPLE=16\n" in log
     assert f"env PATCHKIT_TIMER_SEED={cfg.timer_seed}\n" in log
     files = records(outcome.run_dir)
     assert len(files) == 2  # two ranks
     timed_sets = []
     for recs in files:
         assert recs[0]["sampling"] == {
-            "every": 8,
+            "every": 16,
             "method": "bernoulli",
             "seed": cfg.timer_seed,
             "seed_source": "env:PATCHKIT_TIMER_SEED",
