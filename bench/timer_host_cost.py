@@ -277,7 +277,7 @@ def main():
         "  empty us: cycle_begin + cycle_end with no phase (start mark, attrs, formatting, "
         "resolution, the write)"
     )
-    print("  writes/cycle: os.write calls per cycle (untimed cycles of /N are written in batches)")
+    print("  writes/cycle: os.write calls per cycle (every cycle, timed or not, is written at its cycle_end)")
     print("  sampled, per cycle (us) against full timing of the same mode:")
     for kind in ("host", "events*"):
         full = min(cycle_ns[kind])
