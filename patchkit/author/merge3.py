@@ -428,7 +428,7 @@ def resolve_conflict(
     broken = compile_problem(merged, path)
     if broken:
         return f"the new file with the hunk in place of the conflict does not compile ({broken})"
-    anchor = was[0].before if now[0].before == was[0].before else was[0].after
+    anchor = was[0].before if kept[0].before == was[0].before else was[0].after
     proof = (
         f"git merge-file conflicted where upstream rewrote the neighbouring statement "
         f"({where}); the only place there in the same function and branch, next to the "
