@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 APT_PACKAGES := openssh-server busybox quilt
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: setup system-deps test test-fast series-check profile-run lint bench clean
+.PHONY: setup system-deps test test-fast series-check profile-run lint format bench clean
 
 setup: system-deps $(STAMP)
 
@@ -25,7 +25,7 @@ system-deps:
 $(STAMP): pyproject.toml
 	@[ -x $(BIN)/python ] || { echo "creating the virtualenv $(VENV) ($(PY) -m venv)"; $(PY) -m venv $(VENV); }
 	@echo "installing patchkit and its Python packages into $(VENV) (invoke, unidiff, GitPython, pytest, hypothesis, matplotlib, torch, tokenizers, PyYAML...); about a minute the first time"
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report,profile,inventory,ansible]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report,profile,inventory,ansible,lint]'
 	@echo "installed; next time this step is skipped until pyproject.toml changes"
 	@touch $(STAMP)
 
@@ -45,9 +45,18 @@ series-check: setup
 profile-run: setup
 	$(BIN)/invoke profile.run
 
+# The target program parses under bash's sh and BusyBox ash; ruff (rules and paths in
+# pyproject.toml) and mypy (patchkit, the strictness in pyproject.toml) report and change nothing.
 lint: setup
 	sh -n patchkit/engine/target.sh && busybox sh -n patchkit/engine/target.sh
-	$(BIN)/python -m compileall -q patchkit tasks.py bench tests
+	$(BIN)/ruff check
+	$(BIN)/ruff format --check
+	$(BIN)/mypy patchkit
+
+# Rewrites the tree: the formatter, then ruff's safe fixes (review the diff before committing).
+format: setup
+	$(BIN)/ruff format
+	$(BIN)/ruff check --fix
 
 bench: setup
 	$(BIN)/python bench/bench_apply.py

@@ -9,8 +9,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from patchkit import tasks as _tasks  # noqa: E402
-from patchkit.tasks import ns  # noqa: E402,F401
+from patchkit import tasks as _tasks
+from patchkit.tasks import ns  # noqa: F401
 
 
 def __getattr__(name):

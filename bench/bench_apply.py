@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchkit import ops  # noqa: E402
+from patchkit import ops
 from patchkit.author import upstream
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,8 +60,9 @@ def build_series(work: Path, limit: int | None) -> tuple[Path, dict[str, bytes],
     names, hunks = [], 0
     for i, p in enumerate(changed, 1):
         (repo / p).write_bytes(new[p])
-        diff = subprocess.run(git + ["diff", "--", p], cwd=repo, check=True, env=env,
-                              capture_output=True).stdout
+        diff = subprocess.run(
+            git + ["diff", "--", p], cwd=repo, check=True, env=env, capture_output=True
+        ).stdout
         name = f"{i:04d}-{p.replace('/', '_')[:60]}.patch"
         (series / name).write_bytes(diff)
         names.append(name)
@@ -112,18 +113,31 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pk-bench-"))
     try:
-        series, files, hunks = build_series(work, args.limit)     # wheels from the usual cache
-        os.environ["PATCHKIT_CACHE"] = str(work / "cache")        # cold first apply: nothing compiled yet
+        series, files, hunks = build_series(work, args.limit)  # wheels from the usual cache
+        os.environ["PATCHKIT_CACHE"] = str(work / "cache")  # cold first apply: nothing compiled yet
         patches = [series / n for n in (series / "series").read_text().split()]
-        print(f"series: {len(patches)} real diffs (sglang 0.5.9 -> 0.5.10), {len(files)} files, "
-              f"{len({os.path.dirname(p) for p in files})} directories, {hunks} hunks")
+        print(
+            f"series: {len(patches)} real diffs (sglang 0.5.9 -> 0.5.10), {len(files)} files, "
+            f"{len({os.path.dirname(p) for p in files})} directories, {hunks} hunks"
+        )
         env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(work), QUILT_PATCHES=str(series))
-        results: dict[str, list[float]] = {k: [] for k in (
-            "patchkit apply", "patchkit revert", "patchkit CLI apply", "patchkit CLI revert",
-            "quilt push -a", "quilt pop -a", "git apply", "git apply -R")}
-        cpu: dict[str, list[float]] = {k: [] for k in results}      # CPU s: own + children
+        results: dict[str, list[float]] = {
+            k: []
+            for k in (
+                "patchkit apply",
+                "patchkit revert",
+                "patchkit CLI apply",
+                "patchkit CLI revert",
+                "quilt push -a",
+                "quilt pop -a",
+                "git apply",
+                "git apply -R",
+            )
+        }
+        cpu: dict[str, list[float]] = {k: [] for k in results}  # CPU s: own + children
         tree = work / "tree"
         fresh_tree(tree, files)
+
         def measure(name, fn):
             with CPU() as c:
                 results[name].append(timed(fn))
@@ -138,25 +152,38 @@ def main() -> None:
         for _ in range(args.runs):
             fresh_tree(tree, files)
             for op, fn in (("apply", ops.apply), ("revert", ops.revert)):
-                c = measure(f"patchkit {op}", lambda: _ok(fn(str(series), [str(tree)])))
+                c = measure(f"patchkit {op}", lambda fn=fn: _ok(fn(str(series), [str(tree)])))
                 own[f"patchkit {op}"].append(c.own)
-            cli = [sys.executable, "-m", "invoke", "patch.apply", "--series", str(series), "--target", str(tree)]
-            measure("patchkit CLI apply", lambda: run(cli, REPO))
+            cli = [
+                sys.executable,
+                "-m",
+                "invoke",
+                "patch.apply",
+                "--series",
+                str(series),
+                "--target",
+                str(tree),
+            ]
+            measure("patchkit CLI apply", lambda cli=cli: run(cli, REPO))
             cli[3] = "patch.revert"
-            measure("patchkit CLI revert", lambda: run(cli, REPO))
+            measure("patchkit CLI revert", lambda cli=cli: run(cli, REPO))
             fresh_tree(tree, files)
             measure("quilt push -a", lambda: run(["quilt", "push", "-a", "-q"], tree, env))
             measure("quilt pop -a", lambda: run(["quilt", "pop", "-a", "-q"], tree, env))
             shutil.rmtree(tree / ".pc", ignore_errors=True)
             fresh_tree(tree, files)
             measure("git apply", lambda: run(["git", "apply", *map(str, patches)], tree, env))
-            measure("git apply -R", lambda: run(["git", "apply", "-R", *map(str, reversed(patches))], tree, env))
+            measure(
+                "git apply -R", lambda: run(["git", "apply", "-R", *map(str, reversed(patches))], tree, env)
+            )
         med = {k: statistics.median(v) for k, v in results.items()}
         mcpu = {k: statistics.median(v) for k, v in cpu.items()}
         mcpu["cold apply"] = cold_cpu.own + cold_cpu.children
         mcpu["cold revert"] = cold_revert_cpu.own + cold_revert_cpu.children
-        print(f"  {'patchkit apply, cold':22s} {cold:8.3f} s   CPU {mcpu['cold apply']:6.3f} s "
-              f"(python {cold_cpu.own:.2f}, target {cold_cpu.children:.2f}; first apply: parse + plan)")
+        print(
+            f"  {'patchkit apply, cold':22s} {cold:8.3f} s   CPU {mcpu['cold apply']:6.3f} s "
+            f"(python {cold_cpu.own:.2f}, target {cold_cpu.children:.2f}; first apply: parse + plan)"
+        )
         print(f"  {'patchkit revert, cold':22s} {cold_revert:8.3f} s   CPU {mcpu['cold revert']:6.3f} s")
         for k, v in med.items():
             extra = ""
@@ -164,14 +191,19 @@ def main() -> None:
                 o = statistics.median(own[k])
                 extra = f" (python {o:.2f}, target {mcpu[k] - o:.2f}; warm)"
             print(f"  {k:22s} {v:8.3f} s   CPU {mcpu[k]:6.3f} s{extra}   median of {args.runs}")
-        pairs = [("apply, warm", "patchkit apply", None), ("apply, cold", "cold apply", None),
-                 ("apply, CLI (start-up incl.)", "patchkit CLI apply", None),
-                 ("apply+revert, warm", "patchkit apply", "patchkit revert"),
-                 ("apply+revert, cold", "cold apply", "cold revert"),
-                 ("apply+revert, CLI", "patchkit CLI apply", "patchkit CLI revert")]
+        pairs = [
+            ("apply, warm", "patchkit apply", None),
+            ("apply, cold", "cold apply", None),
+            ("apply, CLI (start-up incl.)", "patchkit CLI apply", None),
+            ("apply+revert, warm", "patchkit apply", "patchkit revert"),
+            ("apply+revert, cold", "cold apply", "cold revert"),
+            ("apply+revert, CLI", "patchkit CLI apply", "patchkit CLI revert"),
+        ]
         wall = dict(med, **{"cold apply": cold, "cold revert": cold_revert})
-        print(f"{'ratios (wall clock | CPU)':30s} {'/quilt':>15s} {'/git apply':>17s}   "
-              "(goal: apply <= 0.25x quilt, <= 5x git apply)")
+        print(
+            f"{'ratios (wall clock | CPU)':30s} {'/quilt':>15s} {'/git apply':>17s}   "
+            "(goal: apply <= 0.25x quilt, <= 5x git apply)"
+        )
         for label, a, r in pairs:
             out = []
             for t in (wall, mcpu):
@@ -179,7 +211,9 @@ def main() -> None:
                 q = t["quilt push -a"] + (t["quilt pop -a"] if r else 0)
                 g = t["git apply"] + (t["git apply -R"] if r else 0)
                 out.append((pk / q, pk / g))
-            print(f"  {label:28s} {out[0][0]:6.3f} | {out[1][0]:5.3f}   {out[0][1]:6.1f}x | {out[1][1]:5.1f}x")
+            print(
+                f"  {label:28s} {out[0][0]:6.3f} | {out[1][0]:5.3f}   {out[0][1]:6.1f}x | {out[1][1]:5.1f}x"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -37,18 +37,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from patchkit.author import rebase as rb, upstream  # noqa: E402
-from patchkit.engine.series import load_series  # noqa: E402
 from patchkit.author.sglang_releases import rebase_aliases  # noqa: E402
+from patchkit.engine.series import load_series  # noqa: E402
 from rebase_oracle import hand_disagreements, left_function, misplaced  # noqa: E402
 from upstream_fixtures import V2_APPENDED, v1_part  # noqa: E402
 
 # Every shipped sglang series onto the releases either side of it.
-PAIRS = ("0.5.9:0.5.8,0.5.9:0.5.10,0.5.10:0.5.9,0.5.10:0.5.11,0.5.12:0.5.11,0.5.12:0.5.13,"
-         "0.5.23:0.5.22")
+PAIRS = "0.5.9:0.5.8,0.5.9:0.5.10,0.5.10:0.5.9,0.5.10:0.5.11,0.5.12:0.5.11,0.5.12:0.5.13,0.5.23:0.5.22"
 # Long release jumps, both directions (--pairs long).
-LONG = ("0.5.9:0.5.12,0.5.12:0.5.9,0.5.1:0.5.12,0.5.12:0.5.1,0.5.9:0.5.23,0.5.23:0.5.9,"
-        "0.5.23:0.5.20,0.5.20:0.5.23,0.5.23:0.5.15,0.5.15:0.5.23,0.5.23:0.5.12,0.5.12:0.5.23,"
-        "0.5.1:0.5.9,0.5.9:0.5.1")
+LONG = (
+    "0.5.9:0.5.12,0.5.12:0.5.9,0.5.1:0.5.12,0.5.12:0.5.1,0.5.9:0.5.23,0.5.23:0.5.9,"
+    "0.5.23:0.5.20,0.5.20:0.5.23,0.5.23:0.5.15,0.5.15:0.5.23,0.5.23:0.5.12,0.5.12:0.5.23,"
+    "0.5.1:0.5.9,0.5.9:0.5.1"
+)
 
 
 def release_files(version: str, paths: list[str], prefix: str | None, trust_new: bool):
@@ -63,8 +64,15 @@ def release_files(version: str, paths: list[str], prefix: str | None, trust_new:
     return out, wheel
 
 
-def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path, hand_root: Path,
-             series_root: Path, part: str = "all") -> dict:
+def run_pair(
+    series_ver: str,
+    onto: str,
+    trust_new: bool,
+    work: Path,
+    hand_root: Path,
+    series_root: Path,
+    part: str = "all",
+) -> dict:
     series_dir = series_root / f"sglang-v{series_ver}"
     if part == "v1" and any((series_dir / n).is_file() for n in V2_APPENDED):
         series_dir = v1_part(series_dir, work / f"v1-{series_ver}-{onto}")
@@ -72,15 +80,19 @@ def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path, hand_root:
     paths = list(pin.files)
     new_files, wheel = release_files(onto, paths, pin.package_prefix, trust_new)
     old_files, _ = release_files(pin.version, paths, pin.package_prefix, trust_new)
-    row = {"series": series_ver, "onto": onto, "wheel": wheel.path.name, "sha256": wheel.sha256,
-           "trust": wheel.trust}
+    row = {
+        "series": series_ver,
+        "onto": onto,
+        "wheel": wheel.path.name,
+        "sha256": wheel.sha256,
+        "trust": wheel.trust,
+    }
     absent = [p for p in paths if new_files[p] is None]
     if len(absent) == len(paths):
         row["not_applicable"] = f"{', '.join(Path(p).name for p in absent)} not in {onto}"
         return row
     start = time.perf_counter()
-    exact = rb.rebase(series_dir, onto, write=False, merge=False, structural=False,
-                      trust_new=trust_new)
+    exact = rb.rebase(series_dir, onto, write=False, merge=False, structural=False, trust_new=trust_new)
     t_exact = time.perf_counter() - start
     out = work / f"{series_ver}-{onto}"
     start = time.perf_counter()
@@ -94,22 +106,30 @@ def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path, hand_root:
     hand_dir = hand_root / f"sglang-v{onto}"
     hand = None
     if hand_dir.is_dir() and all(
-            f.sha256 == upstream.sha256_bytes(new_files[f.path])
-            for f in load_series(str(hand_dir)).pin.files.values() if f.path in new_files):
+        f.sha256 == upstream.sha256_bytes(new_files[f.path])
+        for f in load_series(str(hand_dir)).pin.files.values()
+        if f.path in new_files
+    ):
         hand = hand_disagreements(out, hand_dir, new_files)
     row.update(
-        hunks=len(hunks), not_applicable_hunks=len(skipped),
+        hunks=len(hunks),
+        not_applicable_hunks=len(skipped),
         not_applicable_files=[Path(p).name for p in absent],
-        exact_only=sum(1 for h in exact.hunks if h.status != "carried" and h.relocated
-                       and h.path not in absent),
-        exact=methods.count("exact"), merged=methods.count("merged+checked"),
-        structural=methods.count("structural"), outside=len(outside),
+        exact_only=sum(
+            1 for h in exact.hunks if h.status != "carried" and h.relocated and h.path not in absent
+        ),
+        exact=methods.count("exact"),
+        merged=methods.count("merged+checked"),
+        structural=methods.count("structural"),
+        outside=len(outside),
         outside_detail=[f"{p} hunk {n}: {what}" for p, _, n, what in outside],
-        attention=methods.count("needs attention"), misplaced=len(wrong),
+        attention=methods.count("needs attention"),
+        misplaced=len(wrong),
         misplaced_detail=[f"{p} hunk {n}: {what}" for p, _, n, what in wrong],
         vs_hand=None if hand is None else len(hand),
         vs_hand_detail=[f"{p} hunk {n}: {what}" for p, n, what in hand or []],
-        seconds_exact=round(t_exact, 3), seconds_merge=round(t_merge, 3),
+        seconds_exact=round(t_exact, 3),
+        seconds_merge=round(t_merge, 3),
         attention_detail=[f"{h.patch} hunk {h.number}: {h.reason}" for h in merged.attention],
     )
     return row
@@ -117,18 +137,31 @@ def run_pair(series_ver: str, onto: str, trust_new: bool, work: Path, hand_root:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pairs", default=PAIRS, help="SERIES:RELEASE,... or 'long' for the long "
-                    "release jumps (%s) (default: %%(default)s)" % LONG)
-    ap.add_argument("--no-trust-new", action="store_true",
-                    help="refuse wheels whose sha256 is not pinned or recorded")
+    ap.add_argument(
+        "--pairs",
+        default=PAIRS,
+        help="SERIES:RELEASE,... or 'long' for the long release jumps (%s) (default: %%(default)s)" % LONG,
+    )
+    ap.add_argument(
+        "--no-trust-new", action="store_true", help="refuse wheels whose sha256 is not pinned or recorded"
+    )
     ap.add_argument("--json", help="also write the rows as JSON here")
-    ap.add_argument("--series-dir", default=str(REPO / "patches"),
-                    help="folder of the series sglang-vX to rebase (default: %(default)s)")
-    ap.add_argument("--hand-dir", default=str(REPO / "patches"),
-                    help="folder of hand-made series sglang-vX to compare with (default: %(default)s)")
-    ap.add_argument("--part", choices=("all", "v1"), default="all",
-                    help="all: the shipped series; v1: without the v2 patches 0008-0013 "
-                         "(default: %(default)s)")
+    ap.add_argument(
+        "--series-dir",
+        default=str(REPO / "patches"),
+        help="folder of the series sglang-vX to rebase (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--hand-dir",
+        default=str(REPO / "patches"),
+        help="folder of hand-made series sglang-vX to compare with (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--part",
+        choices=("all", "v1"),
+        default="all",
+        help="all: the shipped series; v1: without the v2 patches 0008-0013 (default: %(default)s)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="list the hunks left over")
     args = ap.parse_args(argv)
     if args.pairs == "long":
@@ -137,15 +170,35 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-rebase-") as tmp:
         for pair in args.pairs.split(","):
             series_ver, onto = pair.split(":")
-            rows.append(run_pair(series_ver, onto, not args.no_trust_new, Path(tmp),
-                                 Path(args.hand_dir), Path(args.series_dir), args.part))
-    head = (f"{'series -> release':<22} {'hunks':>5} {'n/a':>3} {'exact-only':>10} | {'exact':>5} "
-            f"{'merged+checked':>14} {'structural':>10} {'needs attention':>15} {'no person':>9} | "
-            f"{'left its fn':>11} {'text oracle':>11} {'vs hand series':>14}")
+            rows.append(
+                run_pair(
+                    series_ver,
+                    onto,
+                    not args.no_trust_new,
+                    Path(tmp),
+                    Path(args.hand_dir),
+                    Path(args.series_dir),
+                    args.part,
+                )
+            )
+    head = (
+        f"{'series -> release':<22} {'hunks':>5} {'n/a':>3} {'exact-only':>10} | {'exact':>5} "
+        f"{'merged+checked':>14} {'structural':>10} {'needs attention':>15} {'no person':>9} | "
+        f"{'left its fn':>11} {'text oracle':>11} {'vs hand series':>14}"
+    )
     print(head)
     print("-" * len(head))
-    keys = ("hunks", "not_applicable_hunks", "exact_only", "exact", "merged", "structural",
-            "attention", "outside", "misplaced")
+    keys = (
+        "hunks",
+        "not_applicable_hunks",
+        "exact_only",
+        "exact",
+        "merged",
+        "structural",
+        "attention",
+        "outside",
+        "misplaced",
+    )
     tot = dict.fromkeys(keys, 0)
     tot_hand, hand_pairs = 0, 0
     for r in rows:
@@ -160,9 +213,11 @@ def main(argv=None) -> int:
             hand_pairs += 1
         auto = r["exact"] + r["merged"] + r["structural"]
         hand = "no series" if r["vs_hand"] is None else str(r["vs_hand"])
-        print(f"{name:<22} {r['hunks']:>5} {r['not_applicable_hunks']:>3} {r['exact_only']:>10} | "
-              f"{r['exact']:>5} {r['merged']:>14} {r['structural']:>10} {r['attention']:>15} "
-              f"{auto / r['hunks']:>9.0%} | {r['outside']:>11} {r['misplaced']:>11} {hand:>14}")
+        print(
+            f"{name:<22} {r['hunks']:>5} {r['not_applicable_hunks']:>3} {r['exact_only']:>10} | "
+            f"{r['exact']:>5} {r['merged']:>14} {r['structural']:>10} {r['attention']:>15} "
+            f"{auto / r['hunks']:>9.0%} | {r['outside']:>11} {r['misplaced']:>11} {hand:>14}"
+        )
         if r["not_applicable_files"]:
             print(f"    n/a: {', '.join(r['not_applicable_files'])} not in {r['onto']}")
         for line in r["outside_detail"]:
@@ -176,18 +231,22 @@ def main(argv=None) -> int:
                 print(f"    attention {line[:160]}")
     print("-" * len(head))
     auto = tot["exact"] + tot["merged"] + tot["structural"]
-    print(f"{'total':<22} {tot['hunks']:>5} {tot['not_applicable_hunks']:>3} "
-          f"{tot['exact_only']:>10} | {tot['exact']:>5} {tot['merged']:>14} "
-          f"{tot['structural']:>10} {tot['attention']:>15} {auto / max(tot['hunks'], 1):>9.0%} | "
-          f"{tot['outside']:>11} {tot['misplaced']:>11} {tot_hand:>14}")
+    print(
+        f"{'total':<22} {tot['hunks']:>5} {tot['not_applicable_hunks']:>3} "
+        f"{tot['exact_only']:>10} | {tot['exact']:>5} {tot['merged']:>14} "
+        f"{tot['structural']:>10} {tot['attention']:>15} {auto / max(tot['hunks'], 1):>9.0%} | "
+        f"{tot['outside']:>11} {tot['misplaced']:>11} {tot_hand:>14}"
+    )
     merge_only = tot["exact"] + tot["merged"]
-    print(f"\nwithout a person: exact only {tot['exact_only']}/{tot['hunks']} "
-          f"({tot['exact_only'] / max(tot['hunks'], 1):.0%}), exact + checked merge "
-          f"{merge_only}/{tot['hunks']} ({merge_only / max(tot['hunks'], 1):.0%}), + structural "
-          f"{auto}/{tot['hunks']} ({auto / max(tot['hunks'], 1):.1%}); added lines outside "
-          f"the function they timed: {tot['outside']}; relocated lines not where "
-          f"the hand-made series has them: {tot_hand} ({hand_pairs} pair(s) with a hand series); "
-          f"flagged by the text oracle: {tot['misplaced']}")
+    print(
+        f"\nwithout a person: exact only {tot['exact_only']}/{tot['hunks']} "
+        f"({tot['exact_only'] / max(tot['hunks'], 1):.0%}), exact + checked merge "
+        f"{merge_only}/{tot['hunks']} ({merge_only / max(tot['hunks'], 1):.0%}), + structural "
+        f"{auto}/{tot['hunks']} ({auto / max(tot['hunks'], 1):.1%}); added lines outside "
+        f"the function they timed: {tot['outside']}; relocated lines not where "
+        f"the hand-made series has them: {tot_hand} ({hand_pairs} pair(s) with a hand series); "
+        f"flagged by the text oracle: {tot['misplaced']}"
+    )
     for r in rows:
         if r["trust"] != "pinned":
             print(f"wheel {r['wheel']}: not pinned, {r['trust']} on first use, sha256 {r['sha256']}")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchkit.author import upstream  # noqa: E402
+from patchkit.author import upstream
 
 SPEC = "sglang/srt/speculative/"
 
@@ -53,12 +53,16 @@ def main() -> None:
         wall = time.perf_counter() - start
     total_mb = sum(r[3] for r in rows) / 1e6
     for version, dl, ex, size, cached in rows:
-        print(f"{version:14} {size / 1e6:7.1f} MB  fetch {dl:6.1f} s  extract {ex:5.2f} s"
-              + ("  (cached)" if cached else ""))
+        print(
+            f"{version:14} {size / 1e6:7.1f} MB  fetch {dl:6.1f} s  extract {ex:5.2f} s"
+            + ("  (cached)" if cached else "")
+        )
     fresh = [r for r in rows if not r[4]]
-    print(f"{len(rows)} wheels, {total_mb:.0f} MB; {len(fresh)} downloaded; wall {wall:.1f} s "
-          f"(jobs {args.jobs}); fetch sum {sum(r[1] for r in rows):.1f} s, "
-          f"extract sum {sum(r[2] for r in rows):.2f} s")
+    print(
+        f"{len(rows)} wheels, {total_mb:.0f} MB; {len(fresh)} downloaded; wall {wall:.1f} s "
+        f"(jobs {args.jobs}); fetch sum {sum(r[1] for r in rows):.1f} s, "
+        f"extract sum {sum(r[2] for r in rows):.2f} s"
+    )
 
 
 if __name__ == "__main__":

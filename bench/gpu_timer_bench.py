@@ -106,8 +106,7 @@ class Workload:
         self.phase("build_tree", lambda: self.big @ self.wide)
         pt.end("draft")
         pt.begin("verify")
-        hidden = self.phase("verify_forward",
-                            lambda: ((self.act @ self.big) @ self.big) @ self.big)
+        hidden = self.phase("verify_forward", lambda: ((self.act @ self.big) @ self.big) @ self.big)
         scores = self.phase("logits", lambda: torch.softmax(hidden @ self.logit_w, dim=-1))
         pt.end("verify")
 
@@ -157,8 +156,11 @@ def profiler_phases(trace_path: Path):
     """Per annotation (phase) occurrence: its GPU span and the kernel time inside it, in ns."""
     events = json.loads(trace_path.read_text())["traceEvents"]
     annots = [e for e in events if e.get("cat") == "gpu_user_annotation"]
-    kernels = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
-                     if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    kernels = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    )
     starts = [k[0] for k in kernels]
     import bisect
 
@@ -187,8 +189,10 @@ def main():
 
     dev = torch.cuda.get_device_name()
     ext = "external" in inspect.signature(torch.cuda.Event.__new__).parameters
-    say(f"gpu_timer_bench: {dev}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
-        f"Event(external=) supported: {ext}")
+    say(
+        f"gpu_timer_bench: {dev}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
+        f"Event(external=) supported: {ext}"
+    )
     w = Workload()
     pt.configure(mode="events", directory=str(work / "capture"))
     w.capture()  # timer calls inside the capture must be skipped, the warm-up ones recorded
@@ -196,18 +200,22 @@ def main():
     cap = load(work / "capture")
     skipped = cap[-1]["skipped_capturing"]
     warm_steps = sum(1 for r in cap if r.get("name") == "draft_step")
-    say(f"capture guard: {skipped} timer calls skipped while capturing (expect 4), "
-        f"{warm_steps} warm-up steps recorded outside the capture (expect 4)")
+    say(
+        f"capture guard: {skipped} timer calls skipped while capturing (expect 4), "
+        f"{warm_steps} warm-up steps recorded outside the capture (expect 4)"
+    )
 
     pt.configure(mode="off")
     run_cycles(w, 20)  # warm-up: cuBLAS handles, clocks
 
     # 1. overhead: short blocks of cycles, the three modes interleaved block by block, each
     #    mode's timer kept alive across blocks (as in a long-running server)
-    timers = {"off": None,
-              "events": pt._Timer("events", "events", str(work / "events-blocks"), False, 512, 5.0),
-              "cycle-only": pt._Timer("events", "events", str(work / "cycle-only"), False, 512, 5.0),
-              "sync": pt._Timer("sync", "sync", str(work / "sync-blocks"), False, 512, 5.0)}
+    timers = {
+        "off": None,
+        "events": pt._Timer("events", "events", str(work / "events-blocks"), False, 512, 5.0),
+        "cycle-only": pt._Timer("events", "events", str(work / "cycle-only"), False, 512, 5.0),
+        "sync": pt._Timer("sync", "sync", str(work / "sync-blocks"), False, 512, 5.0),
+    }
 
     timers["cycle-only"].in_cycle = (pt._noop, pt._noop)  # what a timed cycle binds
 
@@ -219,7 +227,7 @@ def main():
     modes = ("off", "events", "cycle-only", "sync")
     walls = {m: [] for m in modes}
     for block in range(args.blocks):
-        for mode in modes[block % 4:] + modes[: block % 4]:  # rotate the order
+        for mode in modes[block % 4 :] + modes[: block % 4]:  # rotate the order
             bind(mode)
             walls[mode].append(run_cycles(w, args.cycles) / args.cycles * 1e3)
     pt._bind(None)
@@ -232,19 +240,24 @@ def main():
     paired_cyc = [(e - o) / o * 100 for e, o in zip(walls["cycle-only"], walls["off"])]
     events_overhead = statistics.median(paired)
     say()
-    say(f"1. wall time per cycle: {args.blocks} blocks x {args.cycles} cycles per mode, modes "
-        f"interleaved block by block (10 phases + cycle per cycle)")
+    say(
+        f"1. wall time per cycle: {args.blocks} blocks x {args.cycles} cycles per mode, modes "
+        f"interleaved block by block (10 phases + cycle per cycle)"
+    )
     say(f"   {'mode':8} {'median ms':>10} {'mean ms':>9} {'paired vs off (median of blocks)':>34}")
     say(f"   {'off':8} {med['off']:10.3f} {mean['off']:9.3f}")
     say(f"   {'events':8} {med['events']:10.3f} {mean['events']:9.3f} {events_overhead:+33.2f}%")
-    say(f"   {'cyc-only':8} {med['cycle-only']:10.3f} {mean['cycle-only']:9.3f} "
-        f"{statistics.median(paired_cyc):+33.2f}%   (events timer, cycle markers only)")
-    say(f"   {'sync':8} {med['sync']:10.3f} {mean['sync']:9.3f} "
-        f"{statistics.median(paired_sync):+33.2f}%")
+    say(
+        f"   {'cyc-only':8} {med['cycle-only']:10.3f} {mean['cycle-only']:9.3f} "
+        f"{statistics.median(paired_cyc):+33.2f}%   (events timer, cycle markers only)"
+    )
+    say(f"   {'sync':8} {med['sync']:10.3f} {mean['sync']:9.3f} {statistics.median(paired_sync):+33.2f}%")
     q = statistics.quantiles(paired, n=4)
-    say(f"   events-off per block: quartiles {q[0]:+.2f}% / {q[1]:+.2f}% / {q[2]:+.2f}%; "
+    say(
+        f"   events-off per block: quartiles {q[0]:+.2f}% / {q[1]:+.2f}% / {q[2]:+.2f}%; "
         f"mean {statistics.mean(paired):+.2f}%; off-mode blocks spread (p10-p90) "
-        f"{(statistics.quantiles(walls['off'], n=10)[8] - statistics.quantiles(walls['off'], n=10)[0]) / med['off'] * 100:.2f}%")
+        f"{(statistics.quantiles(walls['off'], n=10)[8] - statistics.quantiles(walls['off'], n=10)[0]) / med['off'] * 100:.2f}%"
+    )
 
     # 2. host cost of the timer calls alone (no GPU work), per cycle of 10 phases
     def empty_cycle():
@@ -272,27 +285,28 @@ def main():
         "host": (dict(mode="host"), empty_cycle),
         "sync": (dict(mode="sync"), empty_cycle),
         "events torch.Event": (dict(mode="events", event_api="torch.Event"), empty_cycle),
-        "events torch.cuda.Event": (dict(mode="events", event_api="torch.cuda.Event"),
-                                    empty_cycle),
-        "events torch.Event, no sharing": (dict(mode="events", event_api="torch.Event",
-                                                share_ns=0), empty_cycle),
-        "events torch.cuda.Event, no sharing": (dict(mode="events",
-                                                     event_api="torch.cuda.Event",
-                                                     share_ns=0), empty_cycle),
-        "events torch.Event, sample 8": (dict(mode="events",
-                                                            event_api="torch.Event", sample=8,
-                                                            seed=1), empty_cycle),
+        "events torch.cuda.Event": (dict(mode="events", event_api="torch.cuda.Event"), empty_cycle),
+        "events torch.Event, no sharing": (
+            dict(mode="events", event_api="torch.Event", share_ns=0),
+            empty_cycle,
+        ),
+        "events torch.cuda.Event, no sharing": (
+            dict(mode="events", event_api="torch.cuda.Event", share_ns=0),
+            empty_cycle,
+        ),
+        "events torch.Event, sample 8": (
+            dict(mode="events", event_api="torch.Event", sample=8, seed=1),
+            empty_cycle,
+        ),
         "host, sample 8": (dict(mode="host", sample=8, seed=1), empty_cycle),
         "off + kernels": (dict(mode="off"), busy_cycle),
-        "events torch.Event + kernels": (dict(mode="events", event_api="torch.Event"),
-                                         busy_cycle),
-        "events torch.cuda.Event + kernels": (dict(mode="events",
-                                                   event_api="torch.cuda.Event"), busy_cycle),
+        "events torch.Event + kernels": (dict(mode="events", event_api="torch.Event"), busy_cycle),
+        "events torch.cuda.Event + kernels": (dict(mode="events", event_api="torch.cuda.Event"), busy_cycle),
     }
     rounds = {label: [] for label in variants}
     for rnd in range(5):  # interleaved rounds, the fastest kept (least disturbed)
         labels = list(variants)
-        for label in labels[rnd % len(labels):] + labels[: rnd % len(labels)]:
+        for label in labels[rnd % len(labels) :] + labels[: rnd % len(labels)]:
             kwargs, fn = variants[label]
             pt.configure(directory=str(work / f"empty-{rnd}-{labels.index(label)}"), **kwargs)
             for _ in range(200):
@@ -306,9 +320,11 @@ def main():
             pt.shutdown()
     host_cost = {label: min(v) for label, v in rounds.items()}
     say()
-    say("2. host cost of one cycle of timer calls (10 begin/end pairs + cycle = 22 calls), "
+    say(
+        "2. host cost of one cycle of timer calls (10 begin/end pairs + cycle = 22 calls), "
         "fastest of 5 interleaved rounds; '+ kernels': one tiny kernel in each inner phase, "
-        "timer cost = minus 'off + kernels'")
+        "timer cost = minus 'off + kernels'"
+    )
     for label, us in host_cost.items():
         extra = ""
         if label.endswith("+ kernels") and label != "off + kernels":
@@ -318,12 +334,16 @@ def main():
             continue
         say(f"   {label:38} {us:8.2f} us/cycle  ({us * 1e3 / 22:.0f} ns per call)")
     ratio = host_cost["events torch.cuda.Event"] / host_cost["events torch.Event"]
-    say(f"   events host cost per call: torch.Event {host_cost['events torch.Event'] * 1e3 / 22:.0f}"
+    say(
+        f"   events host cost per call: torch.Event {host_cost['events torch.Event'] * 1e3 / 22:.0f}"
         f" ns vs torch.cuda.Event {host_cost['events torch.cuda.Event'] * 1e3 / 22:.0f} ns "
-        f"({ratio:.2f}x); goal <= 2000 ns")
-    say(f"   -> events-mode host cost is "
+        f"({ratio:.2f}x); goal <= 2000 ns"
+    )
+    say(
+        f"   -> events-mode host cost is "
         f"{host_cost['events torch.Event'] / (med['off'] * 1e3) * 100:.3f}% "
-        f"of a {med['off']:.2f} ms cycle")
+        f"of a {med['off']:.2f} ms cycle"
+    )
 
     # 2d. the runtime's own A/B switch on the workload's cycle
     ab_dir = work / "ab"
@@ -333,18 +353,21 @@ def main():
     pt.shutdown()
     from patchkit.report import build_report as _build
 
-    ab_summary = _build(ab_dir, out / "report-ab", chart=False,
-                        meta={"bench": "gpu_timer_bench, PATCHKIT_TIMER_AB run (2d)"})
+    ab_summary = _build(
+        ab_dir, out / "report-ab", chart=False, meta={"bench": "gpu_timer_bench, PATCHKIT_TIMER_AB run (2d)"}
+    )
     ov = ab_summary.overhead
     say()
     if not ov or not ov["pairs"]:
         say(f"2d. A/B inside one timer: no pairs of blocks ({ov})")
     else:
-        say(f"2d. A/B inside one timer (PATCHKIT_TIMER_AB={ab_n}, {2 * ab_n * args.blocks} "
+        say(
+            f"2d. A/B inside one timer (PATCHKIT_TIMER_AB={ab_n}, {2 * ab_n * args.blocks} "
             f"cycles): {ov['pairs']} pairs, paired median {ov['median_pct']:+.2f}% of the cycle "
             f"period (IQR {ov['iqr_pct'][0]:+.2f}% .. {ov['iqr_pct'][1]:+.2f}%), "
             f"{ov['timed_period_ms']:.3f} ms timed vs {ov['off_period_ms']:.3f} ms off; "
-            f"compare section 1's events-vs-off {events_overhead:+.2f}%")
+            f"compare section 1's events-vs-off {events_overhead:+.2f}%"
+        )
 
     # 2b. what the calls cost, one by one (host ns per call)
     def per_call(fn, n=20000):
@@ -356,7 +379,10 @@ def main():
 
     ce, ge = torch.cuda.Event(enable_timing=True), torch.Event(device="cuda", enable_timing=True)
     ce2, ge2 = torch.cuda.Event(enable_timing=True), torch.Event(device="cuda", enable_timing=True)
-    ce.record(); ge.record(); ce2.record(); ge2.record()
+    ce.record()
+    ge.record()
+    ce2.record()
+    ge2.record()
     torch.cuda.synchronize()
     costs = {
         "time.perf_counter_ns()": per_call(time.perf_counter_ns),
@@ -397,10 +423,12 @@ def main():
 
     tails = {flag: statistics.median(gpu_tail(flag) for _ in range(7)) for flag in (False, True)}
     say()
-    say(f"2c. GPU time per tiny kernel, queued: {tails[False]:.2f} us alone, {tails[True]:.2f} us "
+    say(
+        f"2c. GPU time per tiny kernel, queued: {tails[False]:.2f} us alone, {tails[True]:.2f} us "
         f"with a timing event after each -> about {tails[True] - tails[False]:.2f} us of GPU time "
         f"per event ({22 * (tails[True] - tails[False]):.0f} us per cycle of 22 events = "
-        f"{22 * (tails[True] - tails[False]) / (med['off'] * 1e3) * 100:.2f}% of a cycle)")
+        f"{22 * (tails[True] - tails[False]) / (med['off'] * 1e3) * 100:.2f}% of a cycle)"
+    )
 
     # 3. profiled events run: same cycles seen by both
     prof_dir = work / "events-profiled"
@@ -417,20 +445,33 @@ def main():
     prof.export_chrome_trace(str(trace_path))
     pphase, n_kernels = profiler_phases(trace_path)
     say()
-    say(f"3a. the runtime's own profiler ranges (this bench opens none): GPU annotations per "
-        f"name in {n_prof} profiled cycles: "
-        + ", ".join(f"{k} {len(v)}" for k, v in sorted(pphase.items())))
+    say(
+        f"3a. the runtime's own profiler ranges (this bench opens none): GPU annotations per "
+        f"name in {n_prof} profiled cycles: " + ", ".join(f"{k} {len(v)}" for k, v in sorted(pphase.items()))
+    )
     recs = load(prof_dir)
     phases = [r for r in recs if r["kind"] == "phase"]
     cycles = [r for r in recs if r["kind"] == "cycle"]
     say()
-    say(f"3. per-phase device time, events mode vs torch.profiler ({n_prof} profiled cycles, "
+    say(
+        f"3. per-phase device time, events mode vs torch.profiler ({n_prof} profiled cycles, "
         f"{n_kernels} GPU activities; span = annotation's first-kernel-start to last-kernel-end, "
-        f"busy = kernel time inside it)")
-    say(f"   {'phase':16} {'n':>3} {'events ms':>10} {'prof span':>10} {'prof busy':>10} "
-        f"{'ev/span':>8} {'ev/busy':>8}  goal(>1ms): within 5%")
-    order = ["prep", "draft_forward", "build_tree", "verify_forward", "logits", "accept",
-             "draft_extend", "free_slots"]
+        f"busy = kernel time inside it)"
+    )
+    say(
+        f"   {'phase':16} {'n':>3} {'events ms':>10} {'prof span':>10} {'prof busy':>10} "
+        f"{'ev/span':>8} {'ev/busy':>8}  goal(>1ms): within 5%"
+    )
+    order = [
+        "prep",
+        "draft_forward",
+        "build_tree",
+        "verify_forward",
+        "logits",
+        "accept",
+        "draft_extend",
+        "free_slots",
+    ]
     ok_all = True
     for name in order:
         ev = [r["dev_ns"] / 1e6 for r in phases if r["name"] == name and r["dev_ns"] is not None]
@@ -449,8 +490,10 @@ def main():
                 good = abs(r_busy - 1) <= 0.05
                 ok_all &= good
                 verdict = "ok" if good else "MISS"
-            say(f"   {name:16} {len(ev):3d} {ev_mean:10.4f} {span:10.4f} {busy:10.4f} "
-                f"{r_span:8.3f} {r_busy:8.3f}  {verdict}")
+            say(
+                f"   {name:16} {len(ev):3d} {ev_mean:10.4f} {span:10.4f} {busy:10.4f} "
+                f"{r_span:8.3f} {r_busy:8.3f}  {verdict}"
+            )
         else:
             say(f"   {name:16} {len(ev):3d} {ev_mean:10.4f} {'n/a':>10} {'n/a':>10}")
     say(f"   phases > 1 ms within 5% of the profiler's kernel time: {'yes' if ok_all else 'NO'}")
@@ -461,17 +504,20 @@ def main():
     for r in ev_recs:
         if r["kind"] == "phase" and r["depth"] == 0 and r["cycle"] is not None:
             top_by_cycle[r["cycle"]] = top_by_cycle.get(r["cycle"], 0) + r["dev_ns"]
-    ratios = [top_by_cycle[c["cycle"]] / c["dev_ns"] for c in ev_recs
-              if c["kind"] == "cycle" and c["dev_ns"]]
+    ratios = [top_by_cycle[c["cycle"]] / c["dev_ns"] for c in ev_recs if c["kind"] == "cycle" and c["dev_ns"]]
     say()
-    say(f"4. sum of top-level phase device times / cycle device time over {len(ratios)} cycles: "
+    say(
+        f"4. sum of top-level phase device times / cycle device time over {len(ratios)} cycles: "
         f"mean {statistics.mean(ratios) * 100:.2f}%, min {min(ratios) * 100:.2f}%, "
-        f"max {max(ratios) * 100:.2f}%  (goal: within 2%)")
+        f"max {max(ratios) * 100:.2f}%  (goal: within 2%)"
+    )
     kept = [int(t.item()) for t in w.kept_accepts[-n_prof:]]
     got = [c["attrs"]["accepted"] for c in cycles]
     accepts_ok = kept == got
-    say(f"   accepted= passed as a CUDA tensor, read back without a sync: "
-        f"{'matches .item()' if accepts_ok else 'MISMATCH'} ({got[:5]}...)")
+    say(
+        f"   accepted= passed as a CUDA tensor, read back without a sync: "
+        f"{'matches .item()' if accepts_ok else 'MISMATCH'} ({got[:5]}...)"
+    )
     dev_lane = [r for r in phases if r["dev_off_ns"] is not None]
     say(f"   phases with a device offset in their cycle: {len(dev_lane)}/{len(phases)}")
 
@@ -492,12 +538,16 @@ def main():
             per = len(steps) / max(len(fwd), 1)
             step_ms = statistics.mean(r["dev_ns"] for r in steps) / 1e6
             fwd_ms = statistics.mean(r["dev_ns"] for r in fwd) / 1e6
-            say(f"5. graph steps (experimental, Event(external=True)): {len(steps)} step records "
-                f"for {len(fwd)} replays ({per:.1f} per replay, expect 4), stale {stats['stale_steps']}")
-            say(f"   mean step {step_ms:.4f} ms; 4 steps = {4 * step_ms:.4f} ms of a "
+            say(
+                f"5. graph steps (experimental, Event(external=True)): {len(steps)} step records "
+                f"for {len(fwd)} replays ({per:.1f} per replay, expect 4), stale {stats['stale_steps']}"
+            )
+            say(
+                f"   mean step {step_ms:.4f} ms; 4 steps = {4 * step_ms:.4f} ms of a "
                 f"{fwd_ms:.4f} ms replay ({4 * step_ms / fwd_ms * 100:.1f}%; the rest is the "
                 f"final copy); profiler span of the replay above: "
-                f"{statistics.mean(p[0] for p in pphase.get('draft_forward', [(0, 0)])) / 1e6:.4f} ms")
+                f"{statistics.mean(p[0] for p in pphase.get('draft_forward', [(0, 0)])) / 1e6:.4f} ms"
+            )
         else:
             say(f"5. graph steps: no step records (stats {stats})")
         w.capture()  # back to a graph without timer events
@@ -507,16 +557,21 @@ def main():
     # report of one events round (device times, GPU lane)
     from patchkit.report import build_report, render_table
 
-    summary = build_report(work / "events-blocks", out / "report",
-                           meta={"bench": "gpu_timer_bench, events-mode blocks of section 1"})
+    summary = build_report(
+        work / "events-blocks",
+        out / "report",
+        meta={"bench": "gpu_timer_bench, events-mode blocks of section 1"},
+    )
     say()
     say("report of the events-mode blocks of section 1 (patchkit.report):")
     for line in render_table(summary).splitlines():
         say("   " + line)
     say()
-    say("summary: events overhead %+.2f%% per cycle (goal < 0.5%%); phases > 1 ms within 5%% "
+    say(
+        "summary: events overhead %+.2f%% per cycle (goal < 0.5%%); phases > 1 ms within 5%% "
         "of profiler kernel time: %s; top-level sum / cycle: %.2f%% (goal within 2%%)"
-        % (events_overhead, "yes" if ok_all else "no", statistics.mean(ratios) * 100))
+        % (events_overhead, "yes" if ok_all else "no", statistics.mean(ratios) * 100)
+    )
     (out / "gpu_timer_bench.txt").write_text("\n".join(LINES) + "\n")
 
 

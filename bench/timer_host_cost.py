@@ -72,9 +72,14 @@ def install_stand_in_torch():
     torch.__version__ = "stand-in"
     torch.Event = StandInEvent
     torch.cuda = types.SimpleNamespace(
-        Event=StandInEvent, is_available=lambda: True, is_initialized=lambda: True,
-        synchronize=lambda: None, get_device_name=lambda: "stand-in", nvtx=nvtx,
-        is_current_stream_capturing=lambda: False)
+        Event=StandInEvent,
+        is_available=lambda: True,
+        is_initialized=lambda: True,
+        synchronize=lambda: None,
+        get_device_name=lambda: "stand-in",
+        nvtx=nvtx,
+        is_current_stream_capturing=lambda: False,
+    )
     sys.modules["torch"] = torch
 
 
@@ -93,7 +98,10 @@ def baseline_runtime(rev: str, work: Path):
         try:
             text = subprocess.run(
                 ["git", "-C", str(ROOT), "show", f"{rev}:patchkit/timing/phase_timer.py"],
-                capture_output=True, text=True, check=True).stdout
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
         except (OSError, subprocess.CalledProcessError):
             return None
     path = work / "phase_timer_baseline.py"
@@ -163,10 +171,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cycles", type=int, default=3000, help="cycles per measurement")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median kept)")
-    ap.add_argument("--baseline", default=BASELINE_REV,
-                    help="git revision (or file) of the old runtime")
-    ap.add_argument("--cuda", action="store_true",
-                    help="real torch with CUDA instead of the stand-in events (on a GPU host)")
+    ap.add_argument("--baseline", default=BASELINE_REV, help="git revision (or file) of the old runtime")
+    ap.add_argument(
+        "--cuda",
+        action="store_true",
+        help="real torch with CUDA instead of the stand-in events (on a GPU host)",
+    )
     args = ap.parse_args()
     if args.cuda:
         import torch
@@ -185,20 +195,19 @@ def main():
         "host": lambda: pt.configure(mode="host", directory=str(work / "host")),
         "sync*": lambda: pt.configure(mode="sync", directory=str(work / "sync")),
         "events*": lambda: pt.configure(mode="events", directory=str(work / "events")),
-        "events*+nvtx": lambda: pt.configure(mode="events", directory=str(work / "nvtx"),
-                                             nvtx=True),
+        "events*+nvtx": lambda: pt.configure(mode="events", directory=str(work / "nvtx"), nvtx=True),
     }
     for n in SAMPLES:
-        setups[f"host/{n}"] = (lambda n=n: pt.configure(mode="host", sample=n, seed=n,
-                                                       directory=str(work / f"host{n}")))
-        setups[f"events*/{n}"] = (lambda n=n: pt.configure(mode="events", sample=n, seed=n,
-                                                          directory=str(work / f"ev{n}")))
+        setups[f"host/{n}"] = lambda n=n: pt.configure(
+            mode="host", sample=n, seed=n, directory=str(work / f"host{n}")
+        )
+        setups[f"events*/{n}"] = lambda n=n: pt.configure(
+            mode="events", sample=n, seed=n, directory=str(work / f"ev{n}")
+        )
     modules = {name: pt for name in setups}
     if old is not None:
-        setups["host (before)"] = lambda: old.configure(mode="host",
-                                                        directory=str(work / "old-h"))
-        setups["events* (before)"] = lambda: old.configure(mode="events",
-                                                           directory=str(work / "old-e"))
+        setups["host (before)"] = lambda: old.configure(mode="host", directory=str(work / "old-h"))
+        setups["events* (before)"] = lambda: old.configure(mode="events", directory=str(work / "old-e"))
         modules["host (before)"] = modules["events* (before)"] = old
     cycle_ns = {m: [] for m in setups}
     pair_ns = {m: [] for m in setups}
@@ -206,7 +215,7 @@ def main():
     writes = {}
     names = list(setups)
     for rnd in range(args.rounds):
-        for mode in names[rnd % len(names):] + names[: rnd % len(names)]:
+        for mode in names[rnd % len(names) :] + names[: rnd % len(names)]:
             mod = modules[mode]
             setups[mode]()
             for _ in range(200):
@@ -228,37 +237,54 @@ def main():
     write_ns = min(time_writes(work, one, args.cycles) for _ in range(5))
 
     torch = sys.modules["torch"]
-    where = (f"torch {torch.__version__} on {torch.cuda.get_device_name()}: * = real CUDA "
-             f"events" if args.cuda else "* = stand-in events (no torch cost)")
-    print(f"timer_host_cost: python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), "
-          f"{args.cycles} cycles x {args.rounds} interleaved rounds; cycle = {CALLS_PER_CYCLE} "
-          f"calls (10 phases); {where}")
-    print("  best = fastest round (least disturbed by other load), median = middle round; "
-          "times are this thread's CPU time (time.thread_time_ns)")
+    where = (
+        f"torch {torch.__version__} on {torch.cuda.get_device_name()}: * = real CUDA events"
+        if args.cuda
+        else "* = stand-in events (no torch cost)"
+    )
+    print(
+        f"timer_host_cost: python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), "
+        f"{args.cycles} cycles x {args.rounds} interleaved rounds; cycle = {CALLS_PER_CYCLE} "
+        f"calls (10 phases); {where}"
+    )
+    print(
+        "  best = fastest round (least disturbed by other load), median = middle round; "
+        "times are this thread's CPU time (time.thread_time_ns)"
+    )
     base = min(cycle_ns["off"])
-    print(f"  {'mode':16} {'ns/call':>8} {'(median)':>9} {'us/cycle':>9} {'x off':>7} "
-          f"{'pair ns':>8} {'empty us':>9} {'writes/cycle':>13}")
+    print(
+        f"  {'mode':16} {'ns/call':>8} {'(median)':>9} {'us/cycle':>9} {'x off':>7} "
+        f"{'pair ns':>8} {'empty us':>9} {'writes/cycle':>13}"
+    )
     for mode in names:
         best, med = min(cycle_ns[mode]), statistics.median(cycle_ns[mode])
         pair = f"{min(pair_ns[mode]):8.0f}" if pair_ns[mode] else f"{'-':>8}"
         empty = f"{min(empty_ns[mode]) / 1e3:9.2f}" if empty_ns[mode] else f"{'-':>9}"
         w = writes.get(mode)
-        print(f"  {mode:16} {best / CALLS_PER_CYCLE:8.0f} {med / CALLS_PER_CYCLE:9.0f} "
-              f"{best / 1e3:9.2f} {best / base:7.1f} {pair} {empty} "
-              f"{'-' if w is None else f'{w:.3f}':>13}")
-    print(f"  one os.write of a host-mode cycle ({len(one)} bytes, O_APPEND): {write_ns:.0f} ns "
-          f"= {write_ns / CALLS_PER_CYCLE:.0f} ns per call of the cycle")
+        print(
+            f"  {mode:16} {best / CALLS_PER_CYCLE:8.0f} {med / CALLS_PER_CYCLE:9.0f} "
+            f"{best / 1e3:9.2f} {best / base:7.1f} {pair} {empty} "
+            f"{'-' if w is None else f'{w:.3f}':>13}"
+        )
+    print(
+        f"  one os.write of a host-mode cycle ({len(one)} bytes, O_APPEND): {write_ns:.0f} ns "
+        f"= {write_ns / CALLS_PER_CYCLE:.0f} ns per call of the cycle"
+    )
     if old is None:
         print(f"  (no baseline: git revision {args.baseline} not readable)")
     print("  pair ns: one begin+end inside an open cycle (the hot path: no write, no resolve)")
-    print("  empty us: cycle_begin + cycle_end with no phase (start mark, attrs, formatting, "
-          "resolution, the write)")
-    print("  writes/cycle: os.write calls per cycle (untimed cycles of /N are written in batches)")
+    print(
+        "  empty us: cycle_begin + cycle_end with no phase (start mark, attrs, formatting, "
+        "resolution, the write)"
+    )
+    print("  writes/cycle: os.write calls per cycle (every cycle, timed or not, is written at its cycle_end)")
     print("  sampled, per cycle (us) against full timing of the same mode:")
     for kind in ("host", "events*"):
         full = min(cycle_ns[kind])
-        row = "  ".join(f"/{n}: {min(cycle_ns[f'{kind}/{n}']) / 1e3:5.2f} "
-                        f"({min(cycle_ns[f'{kind}/{n}']) / full:4.2f}x)" for n in SAMPLES)
+        row = "  ".join(
+            f"/{n}: {min(cycle_ns[f'{kind}/{n}']) / 1e3:5.2f} ({min(cycle_ns[f'{kind}/{n}']) / full:4.2f}x)"
+            for n in SAMPLES
+        )
         print(f"    {kind:8} /1: {full / 1e3:5.2f}  {row}")
 
 

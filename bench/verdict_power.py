@@ -18,15 +18,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchkit.profile.verdict import DEFAULT_ALPHA, decide  # noqa: E402
+from patchkit.profile.verdict import DEFAULT_ALPHA, decide
 
 
 def rate(n: int, k: int, gap: float, cv: float, trials: int, seed: int) -> float:
     rng = random.Random(seed)
     hits = 0
     for _ in range(trials):
-        samples = {f"p{i}": [1000.0 * (1 + gap * (i == 0)) * math.exp(rng.gauss(0, cv))
-                             for _ in range(n)] for i in range(k)}
+        samples = {
+            f"p{i}": [1000.0 * (1 + gap * (i == 0)) * math.exp(rng.gauss(0, cv)) for _ in range(n)]
+            for i in range(k)
+        }
         hits += decide(samples)["significant"]
     return hits / trials
 
@@ -37,14 +39,13 @@ def main(argv=None) -> int:
     parser.add_argument("--cv", type=float, default=0.02, help="spread between server starts")
     args = parser.parse_args(argv)
     print(f"cv {args.cv:.1%}, {args.trials} trials, alpha {DEFAULT_ALPHA}")
-    print(f"{'N':>3} {'k':>3} {'identical':>10} {'0.1% apart':>11} {'5% apart':>9} "
-          f"{'30% apart':>10}")
+    print(f"{'N':>3} {'k':>3} {'identical':>10} {'0.1% apart':>11} {'5% apart':>9} {'30% apart':>10}")
     for n in (3, 5, 8):
         for k in (2, 3, 5):
-            cells = [rate(n, k, gap, args.cv, args.trials, seed=100 * n + k)
-                     for gap in (0.0, 0.001, 0.05, 0.3)]
-            print(f"{n:>3} {k:>3} " + " ".join(f"{c:>{w}.3f}" for c, w in
-                                               zip(cells, (10, 11, 9, 10))))
+            cells = [
+                rate(n, k, gap, args.cv, args.trials, seed=100 * n + k) for gap in (0.0, 0.001, 0.05, 0.3)
+            ]
+            print(f"{n:>3} {k:>3} " + " ".join(f"{c:>{w}.3f}" for c, w in zip(cells, (10, 11, 9, 10))))
     return 0
 
 

@@ -10,5 +10,7 @@ __version__ = "0.1.0"
 MIN_PYTHON = (3, 11)
 
 if tuple(sys.version_info[:2]) < MIN_PYTHON:
-    raise ImportError(f"patchkit needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer; this is "
-                      f"Python {sys.version_info[0]}.{sys.version_info[1]}")
+    raise ImportError(
+        f"patchkit needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer; this is "
+        f"Python {sys.version_info[0]}.{sys.version_info[1]}"
+    )

@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 from contextlib import contextmanager
 
-from patchkit.errors import (EXIT_INTERRUPTED, EXIT_INVALID, EXIT_TERMINATED, PatchkitError,
-                             Terminated)
-
+from patchkit.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_TERMINATED, PatchkitError, Terminated
 
 # the --json document of every patch.* task (README: "JSON output"); error_json is the one an
 # operation prints when it ended before it had a result
@@ -33,10 +30,16 @@ RESULT_SCHEMA = "patchkit.result/1"
 def error_json(op: str, exit_code: int, message: str) -> str:
     """The document of an operation that ended before it had a result (invalid input, refused
     --series auto, interrupted): the success document's keys, with ``error`` set."""
-    doc = {"schema": RESULT_SCHEMA, "op": op, "series": None, "digest": None,
-           "exit_code": exit_code, "error": message, "hosts": []}
+    doc: dict[str, object] = {
+        "schema": RESULT_SCHEMA,
+        "op": op,
+        "series": None,
+        "digest": None,
+        "exit_code": exit_code,
+        "error": message,
+        "hosts": [],
+    }
     return json.dumps(doc, indent=2, sort_keys=True)
-
 
 
 def failure_of(exc: BaseException, interrupted: str = "") -> tuple[int, str] | None:
@@ -65,7 +68,7 @@ def exit_boundary(prog: str = "patchkit", *, interrupted: str = "", json_op: str
     ``json_op``: with --json, also print the error document for this operation on stdout."""
     try:
         yield
-    except BaseException as exc:  # noqa: B036 -- the boundary: everything else is re-raised
+    except BaseException as exc:
         if isinstance(exc, SystemExit):
             raise
         failure = failure_of(exc, interrupted)
@@ -82,6 +85,7 @@ def exit_boundary(prog: str = "patchkit", *, interrupted: str = "", json_op: str
 
 def main_boundary(prog: str, *, interrupted: str = ""):
     """Decorator for ``main(argv=None) -> int``: the boundary, with its code returned."""
+
     def wrap(fn):
         @functools.wraps(fn)
         def main(*args, **kwargs) -> int:
@@ -93,7 +97,9 @@ def main_boundary(prog: str, *, interrupted: str = ""):
                 if code is None:
                     return 0
                 return code if isinstance(code, int) else 1
+
         return main
+
     return wrap
 
 
@@ -106,11 +112,14 @@ def task(*args, prog: str = "patchkit", interrupted: str = "", **kwargs):
         @functools.wraps(body)
         def bounded(*a, **kw):
             label = body.__name__ + (" --dry-run" if kw.get("dry_run") else "")
-            with exit_boundary(prog, interrupted=interrupted,
-                               json_op=label if kw.get("json") is True else None):
+            with exit_boundary(
+                prog, interrupted=interrupted, json_op=label if kw.get("json") is True else None
+            ):
                 refuse_empty(kw)
                 return body(*a, **kw)
+
         return invoke_task(*args, **kwargs)(bounded)
+
     if len(args) == 1 and callable(args[0]) and not kwargs:
         body, args = args[0], ()
         return decorate(body)
@@ -130,6 +139,7 @@ def refuse_empty(given: dict) -> None:
 
 
 # -- the patch.* tasks with a target (check, verify, apply, revert, status, unlock) ----------------
+
 
 def program_class():
     """An ``invoke.Program`` whose command-line parse errors (an unknown option such as

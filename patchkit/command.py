@@ -31,7 +31,7 @@ def _version() -> str:
         from importlib.metadata import version
 
         return version("patchkit")
-    except Exception:  # noqa: BLE001 - a checkout run without installed metadata
+    except Exception:  # a checkout run without installed metadata
         return "unknown"
 
 
@@ -44,7 +44,8 @@ class PatchkitConfig(Config):
     """invoke's Config with patchkit's file names (``patchkit.yaml``) and places."""
 
     prefix = "patchkit"
-    env_prefix = "INVOKE"      # INVOKE_PATCHKIT_JOBS=4 works alike for `invoke` and `patchkit`
+    # invoke's Config says `env_prefix = None` (typed None) and reads a string from subclasses
+    env_prefix = "INVOKE"  # type: ignore[assignment]  # INVOKE_PATCHKIT_JOBS=4 works alike for `invoke` and `patchkit`
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("user_prefix", os.path.join(user_config_dir(), ""))
@@ -58,15 +59,20 @@ class PatchkitConfig(Config):
             for suffix in PROJECT_SUFFIXES:
                 path = f"{self._project_prefix}{base}.{suffix}"
                 if os.path.isfile(path):
-                    self._set(_project=getattr(self, f"_load_{suffix}")(path) or {},
-                              _project_path=path, _project_found=True)
+                    self._set(
+                        _project=getattr(self, f"_load_{suffix}")(path) or {},
+                        _project_path=path,
+                        _project_found=True,
+                    )
                     if merge:
                         self.merge()
                     return
         self._set(_project_found=False)
 
 
-class PatchkitProgram(program_class()):
+# the base is built by a call so that importing patchkit.cli does not import invoke; mypy cannot
+# follow a call as a base class
+class PatchkitProgram(program_class()):  # type: ignore[misc]
     """Program with a fixed namespace whose project config is the current directory's; parse
     errors exit 2 (program_class)."""
 
@@ -88,8 +94,14 @@ class PatchkitProgram(program_class()):
 def make_program() -> PatchkitProgram:
     from patchkit.tasks import ns
 
-    return PatchkitProgram(name="patchkit", binary="patchkit", binary_names=["patchkit"],
-                           version=_version(), namespace=ns, config_class=PatchkitConfig)
+    return PatchkitProgram(
+        name="patchkit",
+        binary="patchkit",
+        binary_names=["patchkit"],
+        version=_version(),
+        namespace=ns,
+        config_class=PatchkitConfig,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -77,7 +77,12 @@ def series_path(value: str, cwd: str | None = None) -> str:
     import difflib
 
     close = difflib.get_close_matches(value, shipped_names(), n=3, cutoff=0.6)
-    raise InvalidInput(f"--series {value}: no such folder in {cwd or os.getcwd()} and no shipped "
-                       "series of that name" + (f" (close: {', '.join(close)})" if close else
-                                                f" ({len(shipped_names())} are shipped, e.g. "
-                                                f"{', '.join(shipped_names()[-2:])})"))
+    raise InvalidInput(
+        f"--series {value}: no such folder in {cwd or os.getcwd()} and no shipped "
+        "series of that name"
+        + (
+            f" (close: {', '.join(close)})"
+            if close
+            else f" ({len(shipped_names())} are shipped, e.g. {', '.join(shipped_names()[-2:])})"
+        )
+    )

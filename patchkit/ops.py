@@ -16,11 +16,11 @@ from dataclasses import asdict, dataclass, field
 
 from patchkit.engine.answer import Answer, parse_answer
 from patchkit.engine.compilecache import compiled_series
+from patchkit.engine.series import Series
+from patchkit.engine.targetprog import Compiled, build_program
 from patchkit.engine.verdict import FileReport, HostResult, interpret  # noqa: F401 (re-exported)
 from patchkit.errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
 from patchkit.settings import PATCHKIT_DEFAULTS
-from patchkit.engine.series import Series
-from patchkit.engine.targetprog import Compiled, build_program
 from patchkit.transport import LocalTransport, Transport, parse_target
 from patchkit.transport.k8s import expand_targets
 
@@ -32,7 +32,7 @@ class PerHostSeries:
     series: list
 
 
-PER_HOST = "per-host"    # OpResult.series when the hosts carry different series
+PER_HOST = "per-host"  # OpResult.series when the hosts carry different series
 
 
 @dataclass
@@ -51,14 +51,20 @@ class OpResult:
         return max((h.exit_code for h in self.hosts), default=EXIT_OK)
 
     def to_json(self) -> dict:
-        return {"op": self.op, "series": self.series, "digest": self.digest,
-                "exit_code": self.exit_code, "hosts": [asdict(h) for h in self.hosts]}
+        return {
+            "op": self.op,
+            "series": self.series,
+            "digest": self.digest,
+            "exit_code": self.exit_code,
+            "hosts": [asdict(h) for h in self.hosts],
+        }
 
 
 @dataclass
 class Options:
     """What an operation needs; the CLI builds it from patchkit.settings.PatchSettings, whose
     defaults (PATCHKIT_DEFAULTS) these are."""
+
     layout: str = PATCHKIT_DEFAULTS["layout"]
     force: bool = False
     keep_journal: bool = PATCHKIT_DEFAULTS["keep_journal"]
@@ -73,25 +79,49 @@ class Options:
 
 # -- one target ------------------------------------------------------------------------------------
 
+
 def options_from(settings) -> Options:
     """The Options of one operation from the typed task settings (patchkit.settings.PatchSettings)."""
-    return Options(layout=settings.layout, force=settings.force, keep_journal=settings.keep_journal,
-                   dry_run=settings.dry_run, jobs=settings.jobs, timeout=settings.timeout,
-                   cwd=settings.cwd, container=settings.container, exec_prefix=settings.exec_prefix,
-                   transport_options=settings.transport_options())
+    return Options(
+        layout=settings.layout,
+        force=settings.force,
+        keep_journal=settings.keep_journal,
+        dry_run=settings.dry_run,
+        jobs=settings.jobs,
+        timeout=settings.timeout,
+        cwd=settings.cwd,
+        container=settings.container,
+        exec_prefix=settings.exec_prefix,
+        transport_options=settings.transport_options(),
+    )
 
 
-def run_program(compiled: Compiled, transport: Transport, op: str, opts: Options,
-                phase: str = "all") -> tuple[Answer, int, float, int]:
-    program = build_program(compiled, op, transport.root, layout=opts.layout,
-                            force=opts.force, phase=phase, keep_journal=opts.keep_journal)
+def run_program(
+    compiled: Compiled, transport: Transport, op: str, opts: Options, phase: str = "all"
+) -> tuple[Answer, int, float, int]:
+    program = build_program(
+        compiled,
+        op,
+        transport.root,
+        layout=opts.layout,
+        force=opts.force,
+        phase=phase,
+        keep_journal=opts.keep_journal,
+    )
     result = transport.run(program, timeout=opts.timeout)
     answer = parse_answer(result.stdout)
     if "retry single" in answer.flags:
         # A pinned file ends without a newline that no hunk shows: redo with one sed per file.
-        program = build_program(compiled, op, transport.root, layout=opts.layout,
-                                force=opts.force, phase=phase, single=True,
-                                keep_journal=opts.keep_journal)
+        program = build_program(
+            compiled,
+            op,
+            transport.root,
+            layout=opts.layout,
+            force=opts.force,
+            phase=phase,
+            single=True,
+            keep_journal=opts.keep_journal,
+        )
         result = transport.run(program, timeout=opts.timeout)
         answer = parse_answer(result.stdout)
     rc = result.returncode
@@ -99,39 +129,49 @@ def run_program(compiled: Compiled, transport: Transport, op: str, opts: Options
     # the program ran (no such container, pod not found: exit 1) answers nothing but stderr
     if rc != 0 and not answer.errors and (rc != 1 or b"@pk " not in result.stdout):
         tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
-        answer.errors.append((EXIT_REFUSED, f"the target program failed (exit {rc})"
-                              + (f": {' | '.join(tail)}" if tail else "")))
+        answer.errors.append(
+            (
+                EXIT_REFUSED,
+                f"the target program failed (exit {rc})" + (f": {' | '.join(tail)}" if tail else ""),
+            )
+        )
     return answer, rc, result.elapsed, len(program)
 
 
-def run_on(compiled: Compiled, transport: Transport, op: str, opts: Options,
-           phase: str = "all") -> HostResult:
+def run_on(
+    compiled: Compiled, transport: Transport, op: str, opts: Options, phase: str = "all"
+) -> HostResult:
     start = time.monotonic()
     try:
         ans, rc, _, nbytes = run_program(compiled, transport, op, opts, phase)
         host = interpret(compiled, op, ans, rc, transport.label)
         host.bytes_sent = nbytes
     except PatchkitError as e:
-        host = HostResult(target=transport.label, op=op, state="unreachable" if e.exit_code == 1 else "error",
-                          exit_code=e.exit_code, messages=[e.message])
+        host = HostResult(
+            target=transport.label,
+            op=op,
+            state="unreachable" if e.exit_code == 1 else "error",
+            exit_code=e.exit_code,
+            messages=[e.message],
+        )
     host.elapsed = time.monotonic() - start
     return host
 
 
 # -- public operations -------------------------------------------------------------------------------
 
-def _prepare(series: Series | str | PerHostSeries, targets: list[str], opts: Options,
-             full: bool = True):
+
+def _prepare(series: Series | str | PerHostSeries, targets: list[str], opts: Options, full: bool = True):
     """(one Compiled per target, one Transport per target)."""
     if not targets:
         raise PatchkitError("no --target given (and none in invoke.yaml)", EXIT_INVALID)
     # k8s:NS/SELECTOR:ROOT becomes one target per running pod before any fleet logic
-    targets = expand_targets(targets, container=opts.container, exec_prefix=opts.exec_prefix,
-                             **opts.transport_options)
+    targets = expand_targets(
+        targets, container=opts.container, exec_prefix=opts.exec_prefix, **opts.transport_options
+    )
     if isinstance(series, PerHostSeries):
         if len(series.series) != len(targets):
-            raise PatchkitError(f"{len(series.series)} series for {len(targets)} targets",
-                                EXIT_INVALID)
+            raise PatchkitError(f"{len(series.series)} series for {len(targets)} targets", EXIT_INVALID)
         made: dict = {}
         compileds = []
         for s in series.series:
@@ -141,10 +181,14 @@ def _prepare(series: Series | str | PerHostSeries, targets: list[str], opts: Opt
             compileds.append(made[k])
     else:
         compileds = [compiled_series(series, full=full)] * len(targets)
-    transports = [t if isinstance(t, Transport) else
-                  parse_target(t, cwd=opts.cwd, container=opts.container,
-                               exec_prefix=opts.exec_prefix, **opts.transport_options)
-                  for t in targets]
+    transports = [
+        t
+        if isinstance(t, Transport)
+        else parse_target(
+            t, cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix, **opts.transport_options
+        )
+        for t in targets
+    ]
     _refuse_twice(targets, transports)
     return compileds, transports
 
@@ -162,12 +206,14 @@ def _refuse_twice(targets, transports) -> None:
     """A fleet naming one target twice would race with itself on that host's lock."""
     seen: dict = {}
     for spec, t in zip(targets, transports):
-        key = (os.path.realpath(t.root) if isinstance(t, LocalTransport)
-               else t.label.rstrip("/"))
+        key = os.path.realpath(t.root) if isinstance(t, LocalTransport) else t.label.rstrip("/")
         if key in seen:
             _close_own(targets, transports)
-            raise PatchkitError(f"target {t.label} is listed twice ({seen[key]!r} and {_spec(spec)!r});"
-                                " name each target once", EXIT_INVALID)
+            raise PatchkitError(
+                f"target {t.label} is listed twice ({seen[key]!r} and {_spec(spec)!r});"
+                " name each target once",
+                EXIT_INVALID,
+            )
         seen[key] = _spec(spec)
 
 
@@ -198,9 +244,10 @@ def _simple(op: str, series, targets, opts: Options | None) -> OpResult:
         compiled, t = pair
         before = t.connection_probe() if op == "status" else None
         host = run_on(compiled, t, op, opts)
-        if op == "status":      # e.g. whether an SSH master is alive for the next command
+        if op == "status":  # e.g. whether an SSH master is alive for the next command
             host.messages += t.connection_notes(before)
         return host
+
     try:
         hosts = _each(list(zip(compileds, transports)), one, opts.jobs)
     finally:
@@ -245,31 +292,35 @@ def apply(series, targets, opts=None) -> OpResult:
     return _result("apply", compileds, hosts)
 
 
-def _fleet_apply(compileds: list[Compiled], transports: list[Transport],
-                 opts: Options) -> list[HostResult]:
+def _fleet_apply(compileds: list[Compiled], transports: list[Transport], opts: Options) -> list[HostResult]:
     """Stage on every host (each with its own series' program), commit only when all staged."""
     compiled_of = {id(t): c for c, t in zip(compileds, transports)}
-    staged = _each(transports, lambda t: run_on(compiled_of[id(t)], t, "apply", opts, phase="stage"),
-                   opts.jobs)
+    staged = _each(
+        transports, lambda t: run_on(compiled_of[id(t)], t, "apply", opts, phase="stage"), opts.jobs
+    )
     if not all(h.ok for h in staged):
+
         def undo(pair):
             t, h = pair
             if h.ok and h.state == "staged":
                 u = run_on(compiled_of[id(t)], t, "unstage", opts)
                 h.journal = u.journal
-                h.messages.append("staged files removed (another host failed)" if u.ok
-                                  else f"could not remove staged files: {'; '.join(u.messages)}")
+                h.messages.append(
+                    "staged files removed (another host failed)"
+                    if u.ok
+                    else f"could not remove staged files: {'; '.join(u.messages)}"
+                )
                 h.state = "pristine" if u.ok else "staged"
                 h.exit_code = EXIT_REFUSED
                 h.messages.append("not applied: the fleet is all-or-nothing")
             return h
+
         return _each(list(zip(transports, staged)), undo, opts.jobs)
-    committed = _each(transports, lambda t: run_on(compiled_of[id(t)], t, "commit", opts),
-                      opts.jobs)
+    committed = _each(transports, lambda t: run_on(compiled_of[id(t)], t, "commit", opts), opts.jobs)
     for c, s in zip(committed, staged):
         c.elapsed += s.elapsed
         c.bytes_sent += s.bytes_sent
-        if s.state == "applied":       # already applied before the fleet run
+        if s.state == "applied":  # already applied before the fleet run
             c.messages = s.messages
     if all(h.ok for h in committed):
         return committed
@@ -278,10 +329,14 @@ def _fleet_apply(compileds: list[Compiled], transports: list[Transport],
         t, h = pair
         if h.ok:
             r = run_on(compiled_of[id(t)], t, "revert", opts)
-            h.messages.append("rolled back (another host failed to commit)" if r.ok
-                              else f"ROLLBACK FAILED: {'; '.join(r.messages)}")
+            h.messages.append(
+                "rolled back (another host failed to commit)"
+                if r.ok
+                else f"ROLLBACK FAILED: {'; '.join(r.messages)}"
+            )
             h.state = "pristine" if r.ok else "partial"
             h.exit_code = EXIT_REFUSED
             h.written = []
         return h
+
     return _each(list(zip(transports, committed)), rollback, opts.jobs)

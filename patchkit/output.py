@@ -40,7 +40,7 @@ def _first_error(host, width: int | None = 60) -> str:
     if not text:
         bad = next((f for f in host.files if f.state not in ("ok", "pristine", "applied")), None)
         text = f"{bad.path}: {bad.state}" if bad else ""
-    return text if width is None or len(text) <= width else text[:width - 1] + "…"
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 _IDENTITY_KEYS = ("start=", "boot=", "ns=", "machine=", "time=")
@@ -50,38 +50,50 @@ def _journal_line(entry: dict) -> str:
     when = entry.get("time")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)) if when is not None else "?"
     # the owner identity a takeover records (boot id, machine id...) stays in --json
-    detail = " ".join(w for w in (entry.get("detail") or "").split()
-                      if not w.startswith(_IDENTITY_KEYS))
+    detail = " ".join(w for w in (entry.get("detail") or "").split() if not w.startswith(_IDENTITY_KEYS))
     rest = " ".join(filter(None, (entry.get("op"), entry.get("event"), entry.get("series"), detail)))
     return f"{stamp} {rest}"
 
 
 def render_text(result: OpResult, verbose: bool = True) -> str:
     per_host = getattr(result, "per_host", False)
-    if per_host:    # a mixed fleet: each row names its host's series
+    if per_host:  # a mixed fleet: each row names its host's series
         names = sorted({h.series for h in result.hosts})
         lines = [f"patchkit {result.op}: a series per host ({', '.join(names)})"]
     else:
         lines = [f"patchkit {result.op}: series {result.series} ({result.digest[:12]})"]
-    rows = [["target"] + (["series"] if per_host else [])
-            + ["state", "files", "wrote", "time", "result", "error"]]
+    rows = [
+        ["target"] + (["series"] if per_host else []) + ["state", "files", "wrote", "time", "result", "error"]
+    ]
     for h in result.hosts:
         error = _first_error(h) if h.exit_code else ""
-        rows.append([h.target] + ([f"{h.series} ({h.digest[:12]})"] if per_host else [])
-                    + [h.state, str(len(h.files)), str(len(h.written)),
-                       f"{h.elapsed:.2f}s", _VERDICT.get(h.exit_code, str(h.exit_code)), error])
+        rows.append(
+            [h.target]
+            + ([f"{h.series} ({h.digest[:12]})"] if per_host else [])
+            + [
+                h.state,
+                str(len(h.files)),
+                str(len(h.written)),
+                f"{h.elapsed:.2f}s",
+                _VERDICT.get(h.exit_code, str(h.exit_code)),
+                error,
+            ]
+        )
     lines.append(_table(rows))
     for h in result.hosts:
         detail = []
-        if h.exit_code:             # why first: the files below are its consequences
+        if h.exit_code:  # why first: the files below are its consequences
             detail += [f"  {m}" for m in h.messages]
         for f in h.files:
             if verbose or f.state not in ("ok", "pristine", "applied"):
                 head = f.detail
-                if f.hunks:         # one line per hunk, in the file's line order
-                    head = head[:len(head) - len("; ".join(f.hunks))].rstrip("; ")
-                detail.append(f"  {f.path}: {f.state}" + (f" — {head}" if head else "")
-                              + (";" if f.hunks and head else ""))
+                if f.hunks:  # one line per hunk, in the file's line order
+                    head = head[: len(head) - len("; ".join(f.hunks))].rstrip("; ")
+                detail.append(
+                    f"  {f.path}: {f.state}"
+                    + (f" — {head}" if head else "")
+                    + (";" if f.hunks and head else "")
+                )
                 detail += [f"    {hunk}" for hunk in f.hunks]
         if h.written:
             detail.append("  wrote: " + ", ".join(h.written))

@@ -37,5 +37,5 @@ def path_problem(path: str) -> str | None:
 def strip_prefix(path: str, prefix: str | None) -> str:
     """Drop `package_prefix` (e.g. 'python/') for an installed layout."""
     if prefix and path.startswith(prefix):
-        return path[len(prefix):]
+        return path[len(prefix) :]
     return path

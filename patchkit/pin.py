@@ -70,7 +70,8 @@ def parse_pin(text: str, where: str = "pin.toml") -> Pin:
         raise InvalidInput(f"{where}: [upstream] version must be a non-empty string")
     also = up.get("also_versions", [])
     if not isinstance(also, list) or not all(
-            isinstance(v, str) and v.strip() and not any(ch.isspace() for ch in v) for v in also):
+        isinstance(v, str) and v.strip() and not any(ch.isspace() for ch in v) for v in also
+    ):
         raise InvalidInput(f"{where}: [upstream] also_versions must be a list of version strings")
     if also and version is None:
         raise InvalidInput(f"{where}: [upstream] also_versions needs a version")
@@ -78,9 +79,10 @@ def parse_pin(text: str, where: str = "pin.toml") -> Pin:
     if commit is not None and (not isinstance(commit, str) or not _HEX40.match(commit)):
         raise InvalidInput(f"{where}: [upstream] commit must be 40 lowercase hex digits, got {commit!r}")
     prefix = up.get("package_prefix")
-    if prefix is not None:
-        if not isinstance(prefix, str) or not prefix.endswith("/") or path_problem(prefix[:-1]):
-            raise InvalidInput(f"{where}: package_prefix must be a relative path ending in '/', got {prefix!r}")
+    if prefix is not None and (
+        not isinstance(prefix, str) or not prefix.endswith("/") or path_problem(prefix[:-1])
+    ):
+        raise InvalidInput(f"{where}: package_prefix must be a relative path ending in '/', got {prefix!r}")
     files: dict[str, PinnedFile] = {}
     entries = data.get("file", [])
     if not isinstance(entries, list):
@@ -102,8 +104,14 @@ def parse_pin(text: str, where: str = "pin.toml") -> Pin:
         if path in files:
             raise InvalidInput(f"{label}: {path} is pinned twice")
         files[path] = PinnedFile(path, sha, lines)
-    return Pin(name=name, version=version, commit=commit, package_prefix=prefix, files=files,
-               also_versions=tuple(also))
+    return Pin(
+        name=name,
+        version=version,
+        commit=commit,
+        package_prefix=prefix,
+        files=files,
+        also_versions=tuple(also),
+    )
 
 
 def read_pin(pin_path) -> Pin:
@@ -133,8 +141,13 @@ def format_pin(pin: Pin) -> str:
     if pin.package_prefix is not None:
         out.append(f"package_prefix = {_toml_str(pin.package_prefix)}")
     for entry in pin.files.values():
-        out += ["", "[[file]]", f"path = {_toml_str(entry.path)}",
-                f"sha256 = {_toml_str(entry.sha256)}", f"lines = {entry.lines}"]
+        out += [
+            "",
+            "[[file]]",
+            f"path = {_toml_str(entry.path)}",
+            f"sha256 = {_toml_str(entry.sha256)}",
+            f"lines = {entry.lines}",
+        ]
     return "\n".join(out) + "\n"
 
 

@@ -20,38 +20,58 @@ from patchkit.errors import InvalidInput
 
 # The one place where the patch.* defaults live (tasks.py hands them to invoke: ns.configure).
 PATCHKIT_DEFAULTS: dict[str, Any] = {
-    "series": None,          # series folder, or "auto"
-    "targets": [],           # used when no --target / --inventory is given
+    "series": None,  # series folder, or "auto"
+    "targets": [],  # used when no --target / --inventory is given
     "layout": "auto",
-    "jobs": 8,               # hosts worked on in parallel
-    "timeout": None,         # seconds per target and operation; None: no limit
+    "jobs": 8,  # hosts worked on in parallel
+    "timeout": None,  # seconds per target and operation; None: no limit
     "ssh_config": None,
     "ssh_options": [],
-    "ssh_persist": 60,       # seconds an idle SSH master waits for the next command; 0: off
+    "ssh_persist": 60,  # seconds an idle SSH master waits for the next command; 0: off
     "inventory": None,
     "container": None,
     "exec": None,
     "keep_journal": False,
-    "wheelhouse": None,      # patch.rebase: wheels read instead of the package index
-    "kubectl": None,         # k8s: targets: the kubectl program (None: kubectl)
-    "k8s_container": None,   # k8s: targets: the container of each pod (kubectl exec -c)
-    "kube_context": None,    # k8s: targets: the kubeconfig context (kubectl --context)
+    "wheelhouse": None,  # patch.rebase: wheels read instead of the package index
+    "kubectl": None,  # k8s: targets: the kubectl program (None: kubectl)
+    "k8s_container": None,  # k8s: targets: the container of each pod (kubectl exec -c)
+    "kube_context": None,  # k8s: targets: the kubeconfig context (kubectl --context)
 }
 # Keys read by other tasks (their own objects check their values), and the deprecated alias.
 OTHER_KEYS = {"profile"}
 DEPRECATED = {"engine": {"series": "series"}}
-PROFILE_KEYS = {"size", "timer", "device", "seed", "timeout", "wheelhouse", "out", "site",
-                "series", "series_dir", "matrix", "remote", "warmup", "repeat", "sample"}
+PROFILE_KEYS = {
+    "size",
+    "timer",
+    "device",
+    "seed",
+    "timeout",
+    "wheelhouse",
+    "out",
+    "site",
+    "series",
+    "series_dir",
+    "matrix",
+    "remote",
+    "warmup",
+    "repeat",
+    "sample",
+}
 LAYOUTS = ("auto", "checkout", "installed")
 
 
 # -- invoke's config, file by file ---------------------------------------------------------------
 
+
 def config_layers(config) -> list[tuple[str, dict]]:
     """(where, patchkit mapping) for each of invoke's config levels, lowest precedence first."""
     layers = []
-    for name, where in (("_system", "_system_path"), ("_user", "_user_path"),
-                        ("_project", "_project_path"), ("_runtime", "_runtime_path")):
+    for name, where in (
+        ("_system", "_system_path"),
+        ("_user", "_user_path"),
+        ("_project", "_project_path"),
+        ("_runtime", "_runtime_path"),
+    ):
         data = getattr(config, name, None) or {}
         node = data.get("patchkit") if isinstance(data, dict) else None
         if node is not None:
@@ -71,15 +91,20 @@ def check_config(config) -> list[str]:
                 inner = value if isinstance(value, dict) else {}
                 bad = sorted(set(inner) - set(DEPRECATED[key])) if isinstance(value, dict) else [""]
                 if bad:
-                    raise InvalidInput(f"{where}: unknown setting patchkit.{key}"
-                                       f"{'.' + bad[0] if bad[0] else ''}")
+                    raise InvalidInput(
+                        f"{where}: unknown setting patchkit.{key}{'.' + bad[0] if bad[0] else ''}"
+                    )
                 for old, new in DEPRECATED[key].items():
                     if old in inner:
-                        notes.append(f"patchkit: {where}: patchkit.{key}.{old} is the old name "
-                                     f"of patchkit.{new}; read as patchkit.{new} (rename it)")
+                        notes.append(
+                            f"patchkit: {where}: patchkit.{key}.{old} is the old name "
+                            f"of patchkit.{new}; read as patchkit.{new} (rename it)"
+                        )
             elif key not in PATCHKIT_DEFAULTS and key not in OTHER_KEYS:
-                raise InvalidInput(f"{where}: unknown setting patchkit.{key} (known: "
-                                   f"{', '.join(sorted(set(PATCHKIT_DEFAULTS) | OTHER_KEYS))})")
+                raise InvalidInput(
+                    f"{where}: unknown setting patchkit.{key} (known: "
+                    f"{', '.join(sorted(set(PATCHKIT_DEFAULTS) | OTHER_KEYS))})"
+                )
             elif key == "profile" and value is not None:
                 if not isinstance(value, dict):
                     raise InvalidInput(f"{where}: patchkit.profile must be a mapping")
@@ -121,12 +146,15 @@ def _configured(config, key: str) -> tuple[Any, str]:
             value, where = node[key], f"patchkit.{key} in {layer_where}"
     if where:
         return value, where
-    node = config.get("patchkit", {}) or {}        # defaults and the environment
+    node = config.get("patchkit", {}) or {}  # defaults and the environment
     got = node.get(key) if hasattr(node, "get") else None
-    return (PATCHKIT_DEFAULTS.get(key) if got is None else got), (f"patchkit.{key}" if got is not None else "")
+    return (PATCHKIT_DEFAULTS.get(key) if got is None else got), (
+        f"patchkit.{key}" if got is not None else ""
+    )
 
 
 # -- value checks, shared by every task ------------------------------------------------------------
+
 
 def _name(option: str, where: str) -> str:
     return where or f"--{option.replace('_', '-')}"
@@ -156,15 +184,19 @@ def seconds(value, option: str, where: str = "", zero: bool = False) -> float | 
     return number
 
 
-def number(value, option: str, where: str = "", low: float | None = None,
-           high: float | None = None) -> float:
+def number(value, option: str, where: str = "", low: float | None = None, high: float | None = None) -> float:
     try:
         got = float(str(value).strip()) if not isinstance(value, bool) else math.nan
     except ValueError:
         got = math.nan
     if not math.isfinite(got) or (low is not None and got < low) or (high is not None and got > high):
-        span = (f" from {low:g} to {high:g}" if low is not None and high is not None
-                else f", {low:g} or more" if low is not None else "")
+        span = (
+            f" from {low:g} to {high:g}"
+            if low is not None and high is not None
+            else f", {low:g} or more"
+            if low is not None
+            else ""
+        )
         raise InvalidInput(f"{_name(option, where)} {value!r}: a number{span}")
     return got
 
@@ -209,8 +241,7 @@ def output_dir(value, option: str, where: str = "") -> str:
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
-        raise InvalidInput(f"{_name(option, where)} {value!r}: cannot create it "
-                           f"({exc.strerror})") from None
+        raise InvalidInput(f"{_name(option, where)} {value!r}: cannot create it ({exc.strerror})") from None
     return path
 
 
@@ -227,20 +258,23 @@ def k8s_option(value, where: str, option: str) -> str | None:
     them for a k8s: target, whatever the targets are (a typo is said before anything runs)."""
     from patchkit.transport import k8s
 
-    check, what = {"k8s_container": (k8s.check_container, "--k8s-container"),
-                   "kube_context": (k8s.check_context, "--kube-context"),
-                   "kubectl": (k8s.check_kubectl, "kubectl program")}[option]
+    check, what = {
+        "k8s_container": (k8s.check_container, "--k8s-container"),
+        "kube_context": (k8s.check_context, "--kube-context"),
+        "kubectl": (k8s.check_kubectl, "kubectl program"),
+    }[option]
     value = text(value, option, where)
     if value is None:
         return None
     try:
         return check(value, "")
     except InvalidInput as exc:
-        explain = exc.message[exc.message.rfind(" ("):] if " (" in exc.message else ""
+        explain = exc.message[exc.message.rfind(" (") :] if " (" in exc.message else ""
         raise InvalidInput(f"{_name(option, where)} {value!r}: bad {what}{explain}") from None
 
 
 # -- the settings object -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class PatchSettings:
@@ -272,12 +306,12 @@ class PatchSettings:
     series_where: str = ""
 
     @classmethod
-    def from_invoke(cls, c, op: str, given: dict, *, notes=None) -> "PatchSettings":
+    def from_invoke(cls, c, op: str, given: dict, *, notes=None) -> PatchSettings:
         """From the task's context ``c`` and its options ``given`` (the task's parameters)."""
         config = c.config
         say_notes(config, notes)
 
-        def pick(option, key=None):
+        def pick(option: str, key: str | None = None) -> tuple[Any, str]:
             value = given.get(option)
             if value is not None and value != [] and value is not False:
                 return value, ""
@@ -297,6 +331,8 @@ class PatchSettings:
             inventory = _configured(config, "inventory")[0]
         ssh_config, ssh_config_where = pick("ssh_config")
         ssh_options, ssh_options_where = _configured(config, "ssh_options")
+        ssh_persist = seconds(persist, "ssh_persist", persist_where, zero=True)
+        assert ssh_persist is not None, "ssh_persist has a default in PATCHKIT_DEFAULTS"
         settings = cls(
             op=op,
             series=text(series, "series", series_where),
@@ -306,7 +342,7 @@ class PatchSettings:
             timeout=seconds(timeout, "timeout", timeout_where),
             ssh_config=existing_file(ssh_config, "ssh_config", ssh_config_where, cwd),
             ssh_options=strings(ssh_options, "ssh_options", ssh_options_where),
-            ssh_persist=seconds(persist, "ssh_persist", persist_where, zero=True),
+            ssh_persist=ssh_persist,
             inventory=text(inventory, "inventory"),
             limit=text(given.get("limit"), "limit"),
             root=text(given.get("root"), "root"),
@@ -324,8 +360,10 @@ class PatchSettings:
             series_where=series_where,
         )
         if settings.show_script and settings.json:
-            raise InvalidInput("--show-script prints the shell programs on stdout, where --json "
-                               "promises one JSON document: give one of them")
+            raise InvalidInput(
+                "--show-script prints the shell programs on stdout, where --json "
+                "promises one JSON document: give one of them"
+            )
         if (settings.limit or settings.root) and not settings.inventory:
             raise InvalidInput("--limit and --root choose hosts of an inventory: give --inventory FILE")
         return settings
@@ -339,8 +377,7 @@ class PatchSettings:
         if self.ssh_options:
             transport["ssh_options"] = list(self.ssh_options)
         transport.update(ssh_persist_options(self.ssh_persist))
-        for key in ("k8s_container", "kube_context", "kubectl"):    # k8s: targets (transport.k8s)
+        for key in ("k8s_container", "kube_context", "kubectl"):  # k8s: targets (transport.k8s)
             if getattr(self, key):
                 transport[key] = getattr(self, key)
         return transport
-

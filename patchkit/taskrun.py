@@ -6,19 +6,21 @@ from __future__ import annotations
 import os
 import sys
 
-from patchkit.cli import exit_boundary  # noqa: F401  (used by the task bodies below)
+from patchkit.cli import exit_boundary
 
 
 def run_patch_task(c, op: str, given: dict) -> None:
     """One ``patch.<op>`` run: settings, series and targets, the operation, the table or the
     JSON document; exits with the operation's code. ``given``: the task's parameters."""
     label = "apply --dry-run" if op == "apply" and given.get("dry_run") else op
-    with exit_boundary("patchkit", json_op=label if given.get("json") else None,
-                       interrupted="the target program cleans up after itself; "
-                                   "patch.status says what each target is now"):
+    with exit_boundary(
+        "patchkit",
+        json_op=label if given.get("json") else None,
+        interrupted="the target program cleans up after itself; patch.status says what each target is now",
+    ):
         from patchkit import ops
-        from patchkit.output import render_json, render_text
         from patchkit.ops import options_from
+        from patchkit.output import render_json, render_text
         from patchkit.settings import PatchSettings
 
         settings = PatchSettings.from_invoke(c, op, given)
@@ -29,7 +31,7 @@ def run_patch_task(c, op: str, given: dict) -> None:
                 show_script(series_dir, targets, opts)
             result = getattr(ops, op)(series_dir, targets, opts)
         finally:
-            for t in targets:       # inventory hosts come as Transports; ops leaves them open
+            for t in targets:  # inventory hosts come as Transports; ops leaves them open
                 if not isinstance(t, str):
                     t.close()
         print(render_json(result) if settings.json else render_text(result))
@@ -54,14 +56,21 @@ def resolve_targets(settings, opts) -> tuple:
     try:
         if settings.inventory:
             path = os.path.join(opts.cwd, os.path.expanduser(settings.inventory))
-            targets += inventory_transports(path, settings.limit, settings.root, cwd=opts.cwd,
-                                            container=opts.container,
-                                            exec_prefix=opts.exec_prefix, **opts.transport_options)
+            targets += inventory_transports(
+                path,
+                settings.limit,
+                settings.root,
+                cwd=opts.cwd,
+                container=opts.container,
+                exec_prefix=opts.exec_prefix,
+                **opts.transport_options,
+            )
         if not targets:
             raise InvalidInput("no --target or --inventory given and none in invoke.yaml")
         # k8s:NS/SELECTOR:ROOT -> a Transport per running pod (kubectl get pods, here)
-        targets = expand_targets(targets, container=opts.container, exec_prefix=opts.exec_prefix,
-                                 **opts.transport_options)
+        targets = expand_targets(
+            targets, container=opts.container, exec_prefix=opts.exec_prefix, **opts.transport_options
+        )
         if series != "auto":
             return series, targets
         # one connection per target for the probe and the operation (ssh_persist 0 too):
@@ -70,8 +79,13 @@ def resolve_targets(settings, opts) -> tuple:
 
         for i, t in enumerate(targets):
             if isinstance(t, str):
-                targets[i] = parse_target(t, cwd=opts.cwd, container=opts.container,
-                                          exec_prefix=opts.exec_prefix, **opts.transport_options)
+                targets[i] = parse_target(
+                    t,
+                    cwd=opts.cwd,
+                    container=opts.container,
+                    exec_prefix=opts.exec_prefix,
+                    **opts.transport_options,
+                )
         return auto_series(targets, opts, per_host=True), targets
     except BaseException:
         for t in targets:
@@ -89,8 +103,9 @@ def auto_series(targets, opts=None, per_host: bool = False):
 
     kw = {}
     if opts is not None:
-        kw = dict(cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
-                  **opts.transport_options)
+        kw = dict(
+            cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix, **opts.transport_options
+        )
     if per_host:
         from patchkit.ops import PerHostSeries
 
@@ -113,11 +128,20 @@ def show_script(series_dir, targets, opts) -> None:
     for directory, spec in zip(dirs, targets):
         if directory not in made:
             made[directory] = compile_series(load_series(directory))
-        t = spec if not isinstance(spec, str) else parse_target(
-            spec, cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix,
-            **opts.transport_options)
-        program = build_program(made[directory], "verify" if opts.dry_run else "apply", t.root,
-                                layout=opts.layout)
+        t = (
+            spec
+            if not isinstance(spec, str)
+            else parse_target(
+                spec,
+                cwd=opts.cwd,
+                container=opts.container,
+                exec_prefix=opts.exec_prefix,
+                **opts.transport_options,
+            )
+        )
+        program = build_program(
+            made[directory], "verify" if opts.dry_run else "apply", t.root, layout=opts.layout
+        )
         sys.stdout.write(f"# ===== program for {t.label} ({len(program)} bytes) =====\n")
         sys.stdout.write(program.decode("utf-8", "surrogateescape"))
         if isinstance(spec, str):

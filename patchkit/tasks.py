@@ -8,41 +8,50 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from invoke import Collection
 
-from patchkit.cli import task  # noqa: E402
-from patchkit.taskrun import auto_series as _auto_series, run_patch_task  # noqa: E402
-from patchkit.errors import InvalidInput  # noqa: E402
-from patchkit.locations import series_path  # noqa: E402
-from patchkit.ops import options_from  # noqa: E402
-from patchkit.settings import (PATCHKIT_DEFAULTS, PatchSettings, choice, config_value,  # noqa: E402
-                               existing_dir, number, output_dir, positive_int, seconds, text)
+from patchkit.cli import task
+from patchkit.errors import InvalidInput
+from patchkit.locations import series_path
+from patchkit.ops import options_from
+from patchkit.settings import (
+    PATCHKIT_DEFAULTS,
+    PatchSettings,
+    choice,
+    config_value,
+    existing_dir,
+    number,
+    output_dir,
+    positive_int,
+    seconds,
+    text,
+)
+from patchkit.taskrun import auto_series as _auto_series, run_patch_task
 
 TARGET_HELP = {
     "series": "series folder (pin.toml + series + patches), a shipped series' name (e.g. "
-              "sglang-v0.5.9), or 'auto': the shipped series pinned to exactly the target's "
-              "files (per host on a fleet); default: patchkit.series in invoke.yaml",
+    "sglang-v0.5.9), or 'auto': the shipped series pinned to exactly the target's "
+    "files (per host on a fleet); default: patchkit.series in invoke.yaml",
     "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path, docker://C/path or "
-              "k8s:NAMESPACE/SELECTOR:/path (every running pod the label selector matches); "
-              "repeat for a fleet (default: patchkit.targets in invoke.yaml)",
+    "k8s:NAMESPACE/SELECTOR:/path (every running pod the label selector matches); "
+    "repeat for a fleet (default: patchkit.targets in invoke.yaml)",
     "json": "print the outcome as JSON (stable keys) instead of a table",
     "layout": "auto (default), checkout (paths as in the patches) or installed (drop package_prefix)",
     "container": "run inside this container on the target (docker exec -i NAME), e.g. with ssh://",
     "exec": "run through this command prefix, e.g. 'kubectl exec -i POD --' or 'chroot /srv/root'",
     "ssh_config": "ssh_config file to use (ssh -F); default: your own ~/.ssh/config",
-    "timeout": "seconds allowed per target for the whole operation (default: patchkit.timeout, "
-               "none)",
+    "timeout": "seconds allowed per target for the whole operation (default: patchkit.timeout, none)",
     "jobs": f"hosts worked on in parallel (fleets; default: patchkit.jobs, {PATCHKIT_DEFAULTS['jobs']})",
     "ssh_persist": "seconds an idle SSH connection stays up for the next command to that host "
-                   f"(default: patchkit.ssh_persist, {PATCHKIT_DEFAULTS['ssh_persist']}); "
-                   "0: one connection per command",
+    f"(default: patchkit.ssh_persist, {PATCHKIT_DEFAULTS['ssh_persist']}); "
+    "0: one connection per command",
     "inventory": "Ansible inventory (INI, or YAML as .yml/.yaml): its hosts become SSH targets "
-                 "of the fleet, besides any --target (default: patchkit.inventory)",
+    "of the fleet, besides any --target (default: patchkit.inventory)",
     "limit": "with --inventory: Ansible host pattern, e.g. 'gpu', 'gpu1:gpu2', 'gpu:!gpu3', "
-             "'gpu:&rack1' (default: all hosts)",
-    "root": "with --inventory: the target path on every host (default: each host's "
-            "patchkit_root variable)",
+    "'gpu:&rack1' (default: all hosts)",
+    "root": "with --inventory: the target path on every host (default: each host's patchkit_root variable)",
     "k8s_container": "k8s: targets: the container of each pod to run in (kubectl exec -c)",
     "kube_context": "k8s: targets: the kubeconfig context (kubectl --context)",
     "kubectl": "k8s: targets: the kubectl program (default: patchkit.kubectl, else kubectl)",
@@ -55,66 +64,185 @@ def _cfg(c, key, default=None):
 
 # check, verify, apply, revert, status, unlock: the options are checked and merged with invoke.yaml
 # once (patchkit.settings.PatchSettings); patchkit.taskrun.run_patch_task runs the operation.
-COMMON = dict(iterable=["target"], help=TARGET_HELP)
+COMMON: dict[str, Any] = dict(iterable=["target"], help=TARGET_HELP)
 
 
 @task(auto_shortflags=False, **COMMON)
-def check(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-          ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
-          limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
+def check(
+    c,
+    series=None,
+    target=None,
+    json=False,
+    layout=None,
+    container=None,
+    exec_=None,
+    ssh_config=None,
+    timeout=None,
+    jobs=None,
+    ssh_persist=None,
+    inventory=None,
+    limit=None,
+    root=None,
+    k8s_container=None,
+    kube_context=None,
+    kubectl=None,
+):
     """Pin only: commit/version, sha256 and wc -l of every pinned file."""
     run_patch_task(c, "check", locals())
 
 
 @task(auto_shortflags=False, **COMMON)
-def verify(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-           ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
-           limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
+def verify(
+    c,
+    series=None,
+    target=None,
+    json=False,
+    layout=None,
+    container=None,
+    exec_=None,
+    ssh_config=None,
+    timeout=None,
+    jobs=None,
+    ssh_persist=None,
+    inventory=None,
+    limit=None,
+    root=None,
+    k8s_container=None,
+    kube_context=None,
+    kubectl=None,
+):
     """Dry run: pin, every hunk's lines at their numbers, sed result checked; writes nothing."""
     run_patch_task(c, "verify", locals())
 
 
-@task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, dry_run="verify only: stage into a temporary "
-      "directory on the target, check the result, write nothing under the root",
-      show_script="print the exact shell program (sed scripts included) sent to each target"))
-def apply(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-          ssh_config=None, timeout=None, jobs=None, dry_run=False, show_script=False,
-          ssh_persist=None, inventory=None, limit=None, root=None, k8s_container=None,
-          kube_context=None, kubectl=None):
+@task(
+    auto_shortflags=False,
+    iterable=["target"],
+    help=dict(
+        TARGET_HELP,
+        dry_run="verify only: stage into a temporary "
+        "directory on the target, check the result, write nothing under the root",
+        show_script="print the exact shell program (sed scripts included) sent to each target",
+    ),
+)
+def apply(
+    c,
+    series=None,
+    target=None,
+    json=False,
+    layout=None,
+    container=None,
+    exec_=None,
+    ssh_config=None,
+    timeout=None,
+    jobs=None,
+    dry_run=False,
+    show_script=False,
+    ssh_persist=None,
+    inventory=None,
+    limit=None,
+    root=None,
+    k8s_container=None,
+    kube_context=None,
+    kubectl=None,
+):
     """Apply the series (all files, all hosts, or nothing); idempotent."""
     run_patch_task(c, "apply", locals())
 
 
-@task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, force="discard files modified after apply "
-      "(they are kept in .patchkit/trash) instead of refusing",
-      keep_journal="keep the operation journal on the target in .patchkit/journal (default: it is "
-      "printed in the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml)"))
-def revert(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-           ssh_config=None, timeout=None, jobs=None, force=False, keep_journal=False,
-           ssh_persist=None, inventory=None, limit=None, root=None, k8s_container=None,
-           kube_context=None, kubectl=None):
+@task(
+    auto_shortflags=False,
+    iterable=["target"],
+    help=dict(
+        TARGET_HELP,
+        force="discard files modified after apply (they are kept in .patchkit/trash) instead of refusing",
+        keep_journal="keep the operation journal on the target in .patchkit/journal (default: it is "
+        "printed in the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml)",
+    ),
+)
+def revert(
+    c,
+    series=None,
+    target=None,
+    json=False,
+    layout=None,
+    container=None,
+    exec_=None,
+    ssh_config=None,
+    timeout=None,
+    jobs=None,
+    force=False,
+    keep_journal=False,
+    ssh_persist=None,
+    inventory=None,
+    limit=None,
+    root=None,
+    k8s_container=None,
+    kube_context=None,
+    kubectl=None,
+):
     """Restore the byte-identical originals saved by apply; leave no patchkit trace."""
     run_patch_task(c, "revert", locals())
 
 
 @task(auto_shortflags=False, **COMMON)
-def status(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-           ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
-           limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
+def status(
+    c,
+    series=None,
+    target=None,
+    json=False,
+    layout=None,
+    container=None,
+    exec_=None,
+    ssh_config=None,
+    timeout=None,
+    jobs=None,
+    ssh_persist=None,
+    inventory=None,
+    limit=None,
+    root=None,
+    k8s_container=None,
+    kube_context=None,
+    kubectl=None,
+):
     """Say what each target is: pristine | applied | partial | modified | drifted (and locks)."""
     run_patch_task(c, "status", locals())
 
 
 @task(auto_shortflags=False, **COMMON)
-def unlock(c, series=None, target=None, json=False, layout=None, container=None, exec_=None,
-           ssh_config=None, timeout=None, jobs=None, ssh_persist=None, inventory=None,
-           limit=None, root=None, k8s_container=None, kube_context=None, kubectl=None):
+def unlock(
+    c,
+    series=None,
+    target=None,
+    json=False,
+    layout=None,
+    container=None,
+    exec_=None,
+    ssh_config=None,
+    timeout=None,
+    jobs=None,
+    ssh_persist=None,
+    inventory=None,
+    limit=None,
+    root=None,
+    k8s_container=None,
+    kube_context=None,
+    kubectl=None,
+):
     """Remove a lock by hand (one patchkit cannot prove dead: another host; reports who held it)."""
     run_patch_task(c, "unlock", locals())
 
 
 def _abspath(p):
     return os.path.abspath(os.path.expanduser(p)) if p else None
+
+
+def _folder(value, option: str) -> str:
+    """A folder option the task cannot go without (invoke makes it positional): it must exist."""
+    path = existing_dir(value, option)
+    if path is None:
+        raise InvalidInput(f"--{option.replace('_', '-')}: required")
+    return path
 
 
 def _series(c, series):
@@ -125,9 +253,10 @@ def _series(c, series):
 def _pristine(series, pristine):
     from pathlib import Path
 
-    from patchkit.author import upstream as up
+    from patchkit import upstream as up
+
     if pristine:
-        return Path(existing_dir(pristine, "pristine"))
+        return Path(_folder(pristine, "pristine"))
     return up.fetch_tree(series_dir=Path(series))[0]
 
 
@@ -138,38 +267,58 @@ AUTHOR_HELP = {
 }
 
 
-@task(auto_shortflags=False, help=dict({k: v for k, v in AUTHOR_HELP.items() if k != "edited"},
-      dest="folder to write the editable tree into",
-      upto="stop after this patch (default: the whole series)", layout="checkout or installed"))
+@task(
+    auto_shortflags=False,
+    help=dict(
+        {k: v for k, v in AUTHOR_HELP.items() if k != "edited"},
+        dest="folder to write the editable tree into",
+        upto="stop after this patch (default: the whole series)",
+        layout="checkout or installed",
+    ),
+)
 def edit(c, dest, series=None, upto=None, pristine=None, layout="checkout"):
     """Write the pinned tree with the series applied, for editing new timers into it."""
     from pathlib import Path
 
     from patchkit.author import authoring
+
     series = _series(c, series)
     dest = text(dest, "dest")
     choice(layout, "layout", ("checkout", "installed"))
-    out = authoring.prepare_edit_tree(Path(series), _pristine(series, pristine),
-                                      Path(_abspath(dest)), upto=upto, layout=layout)
+    out = authoring.prepare_edit_tree(
+        Path(series), _pristine(series, pristine), Path(_abspath(dest)), upto=upto, layout=layout
+    )
     print(f"editable tree: {out}")
 
 
-@task(auto_shortflags=False, iterable=["new_file"], help=dict(
-    AUTHOR_HELP, name="file name of the new patch, e.g. 0008-my-timer.patch",
-    header="text put before the diff, saying what the patch times",
-    new_file="a file the patch creates (repeat)"))
+@task(
+    auto_shortflags=False,
+    iterable=["new_file"],
+    help=dict(
+        AUTHOR_HELP,
+        name="file name of the new patch, e.g. 0008-my-timer.patch",
+        header="text put before the diff, saying what the patch times",
+        new_file="a file the patch creates (repeat)",
+    ),
+)
 def new(c, name, edited, series=None, pristine=None, header=None, new_file=None):
     """Append a new patch to the series: the edited tree minus the current series."""
     from pathlib import Path
 
     from patchkit.author import authoring
+
     series = _series(c, series)
     for created in new_file or []:
-        if os.path.isabs(created) or not text(created, "new_file").strip():
+        if os.path.isabs(created) or not (text(created, "new_file") or "").strip():
             raise InvalidInput(f"--new-file {created!r}: a path relative to the tree")
-    out = authoring.new_patch(Path(series), name, Path(existing_dir(edited, "edited")),
-                              _pristine(series, pristine), header=header,
-                              new_files=list(new_file or []))
+    out = authoring.new_patch(
+        Path(series),
+        name,
+        Path(_folder(edited, "edited")),
+        _pristine(series, pristine),
+        header=header,
+        new_files=list(new_file or []),
+    )
     print(f"wrote {out} and added it to {series}/series")
 
 
@@ -179,20 +328,28 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
     from pathlib import Path
 
     from patchkit.author import authoring
+
     series = _series(c, series)
-    path, changed = authoring.refresh(Path(series), Path(existing_dir(edited, "edited")),
-                                      _pristine(series, pristine), patch=patch)
+    path, changed = authoring.refresh(
+        Path(series), Path(_folder(edited, "edited")), _pristine(series, pristine), patch=patch
+    )
     print(f"{path}: {'rewritten' if changed else 'unchanged (same bytes)'}")
 
 
-@task(name="gen-runtime", auto_shortflags=False, help={
-    "series": "series folder (default: patchkit.series in invoke.yaml)",
-    "check": "only check: exit 1 when a runtime patch differs from patchkit/timing/phase_timer.py"})
+@task(
+    name="gen-runtime",
+    auto_shortflags=False,
+    help={
+        "series": "series folder (default: patchkit.series in invoke.yaml)",
+        "check": "only check: exit 1 when a runtime patch differs from patchkit/timing/phase_timer.py",
+    },
+)
 def gen_runtime(c, series=None, check=False):
     """Regenerate the series' phase_timer.py new-file patch from patchkit/timing/."""
     from pathlib import Path
 
     from patchkit.author import authoring
+
     series = _series(c, series)
     results = authoring.regenerate_runtime_patches(Path(series), write=not check)
     for name, changed in results:
@@ -201,53 +358,98 @@ def gen_runtime(c, series=None, check=False):
         raise SystemExit(1)
 
 
-@task(name="fetch", auto_shortflags=False, iterable=["path"], help={
-    "series": "take name, version, commit and paths from this series' pin.toml",
-    "name": "distribution name (e.g. sglang)", "version": "exact version on PyPI",
-    "path": "file to fetch (repeat; default: the pinned files)",
-    "upstream": "a local git clone to read from instead of PyPI", "rev": "tag/branch/commit in the clone",
-    "layout": "checkout (python/sglang/...) or installed (sglang/...)", "dest": "output folder",
-    "trust_new": "accept a wheel whose sha256 is not in patchkit's table (recorded for next time)"})
-def upstream_fetch(c, series=None, name=None, version=None, path=None, upstream=None, rev=None,
-                   layout="checkout", dest=None, trust_new=False):
+@task(
+    name="fetch",
+    auto_shortflags=False,
+    iterable=["path"],
+    help={
+        "series": "take name, version, commit and paths from this series' pin.toml",
+        "name": "distribution name (e.g. sglang)",
+        "version": "exact version on PyPI",
+        "path": "file to fetch (repeat; default: the pinned files)",
+        "upstream": "a local git clone to read from instead of PyPI",
+        "rev": "tag/branch/commit in the clone",
+        "layout": "checkout (python/sglang/...) or installed (sglang/...)",
+        "dest": "output folder",
+        "trust_new": "accept a wheel whose sha256 is not in patchkit's table (recorded for next time)",
+    },
+)
+def upstream_fetch(
+    c,
+    series=None,
+    name=None,
+    version=None,
+    path=None,
+    upstream=None,
+    rev=None,
+    layout="checkout",
+    dest=None,
+    trust_new=False,
+):
     """Fetch pristine upstream files (PyPI wheel by version, or git clone by rev) into .cache/."""
     from pathlib import Path
 
-    from patchkit.author import upstream as up
+    from patchkit import upstream as up
+
     choice(layout, "layout", ("checkout", "installed"))
     upstream = existing_dir(upstream, "upstream")
     if dest is not None and os.path.exists(dest) and not os.path.isdir(dest):
         raise InvalidInput(f"--dest {dest!r}: a file, not a folder")
-    tree, commit = up.fetch_tree(name, version, list(path or []) or None,
-                                 series_dir=Path(_abspath(series)) if series else None,
-                                 clone=Path(_abspath(upstream)) if upstream else None, rev=rev,
-                                 layout=layout, dest=Path(_abspath(dest)) if dest else None,
-                                 trust_new=trust_new)
+    tree, commit = up.fetch_tree(
+        name,
+        version,
+        list(path or []) or None,
+        series_dir=Path(_abspath(series)) if series else None,
+        clone=Path(_abspath(upstream)) if upstream else None,
+        rev=rev,
+        layout=layout,
+        dest=Path(_abspath(dest)) if dest else None,
+        trust_new=trust_new,
+    )
     print(f"tree: {tree}" + (f"\ncommit: {commit}" if commit else ""))
 
 
-@task(name="pin", auto_shortflags=False, iterable=["path"], help={
-    "series": "series folder whose pin.toml is written", "tree": "pristine tree to hash",
-    "path": "pinned file (repeat; default: the files the series modifies)", "name": "upstream name",
-    "version": "upstream version", "commit": "upstream commit (40 hex)",
-    "package_prefix": "prefix dropped on installed layouts, e.g. python/"})
+@task(
+    name="pin",
+    auto_shortflags=False,
+    iterable=["path"],
+    help={
+        "series": "series folder whose pin.toml is written",
+        "tree": "pristine tree to hash",
+        "path": "pinned file (repeat; default: the files the series modifies)",
+        "name": "upstream name",
+        "version": "upstream version",
+        "commit": "upstream commit (40 hex)",
+        "package_prefix": "prefix dropped on installed layouts, e.g. python/",
+    },
+)
 def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=None, package_prefix=None):
     """Write or update pin.toml (sha256 and wc -l per file, version/commit) from a pristine tree."""
     from pathlib import Path
 
-    from patchkit.author import upstream as up
-    if package_prefix is not None and (package_prefix.startswith("/") or ".." in package_prefix.split("/")
-                                       or not package_prefix.endswith("/")):
-        raise InvalidInput(f"--package-prefix {package_prefix!r}: a relative folder ending in '/', "
-                           "e.g. python/")
-    pin = up.pin_series(Path(_abspath(series)), Path(existing_dir(tree, "tree")),
-                        list(path or []) or None, name=name, version=version, commit=commit,
-                        package_prefix=package_prefix)
+    from patchkit import upstream as up
+
+    if package_prefix is not None and (
+        package_prefix.startswith("/")
+        or ".." in package_prefix.split("/")
+        or not package_prefix.endswith("/")
+    ):
+        raise InvalidInput(
+            f"--package-prefix {package_prefix!r}: a relative folder ending in '/', e.g. python/"
+        )
+    pin = up.pin_series(
+        Path(_abspath(series)),
+        Path(_folder(tree, "tree")),
+        list(path or []) or None,
+        name=name,
+        version=version,
+        commit=commit,
+        package_prefix=package_prefix,
+    )
     print(f"wrote {Path(_abspath(series)) / 'pin.toml'} ({len(pin.files)} files)")
 
 
-patch = Collection("patch", check, verify, apply, revert, status, unlock, edit, new, refresh,
-                   gen_runtime)
+patch = Collection("patch", check, verify, apply, revert, status, unlock, edit, new, refresh, gen_runtime)
 profile = Collection("profile")
 upstream = Collection("upstream")
 upstream.add_task(upstream_fetch, "fetch")
@@ -274,7 +476,7 @@ PROFILE_HELP = {
     "wheelhouse": "folder of wheels to install from instead of the package index",
     "no_chart": "skip phases.png",
     "warmup": "warm up (first prompt, plain and assisted) before the measured pass; default on, "
-              "--no-warmup: off; the report keeps the measured window's cycles only",
+    "--no-warmup: off; the report keeps the measured window's cycles only",
 }
 
 
@@ -285,15 +487,16 @@ def _profile_cfg(c, key, value, default=None):
     return node.get(key, default)
 
 
-def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse,
-                    no_chart):
-    kw = dict(size=_profile_cfg(c, "size", size, "default"),
-              timer_mode=_profile_cfg(c, "timer", timer),
-              device=_profile_cfg(c, "device", device, "auto"),
-              seed=positive_int(_profile_cfg(c, "seed", seed, 0), "seed", minimum=0),
-              timeout=seconds(_profile_cfg(c, "timeout", timeout), "timeout"),
-              wheelhouse=existing_dir(_profile_cfg(c, "wheelhouse", wheelhouse), "wheelhouse"),
-              chart=not no_chart)
+def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse, no_chart):
+    kw = dict(
+        size=_profile_cfg(c, "size", size, "default"),
+        timer_mode=_profile_cfg(c, "timer", timer),
+        device=_profile_cfg(c, "device", device, "auto"),
+        seed=positive_int(_profile_cfg(c, "seed", seed, 0), "seed", minimum=0),
+        timeout=seconds(_profile_cfg(c, "timeout", timeout), "timeout"),
+        wheelhouse=existing_dir(_profile_cfg(c, "wheelhouse", wheelhouse), "wheelhouse"),
+        chart=not no_chart,
+    )
     for key, value in (("site", site), ("series_dir", series)):
         value = text(_profile_cfg(c, key, value), "site" if key == "site" else "series")
         if value and value != "auto" and os.path.isfile(os.path.expanduser(value)):
@@ -337,21 +540,40 @@ def _repeat(c, repeat):
     return None if value is None else positive_int(value, "repeat", "patchkit.profile.repeat")
 
 
-@task(name="run", auto_shortflags=False, **PROFILE_TASK, help=dict(
-    PROFILE_HELP, num_assistant_tokens="draft tokens per cycle (default 4)",
-    confidence="assistant_confidence_threshold (default 0: draft all k tokens)",
-    sample="time about one cycle in N, chosen at random (PATCHKIT_TIMER_SAMPLE; default 1: "
-           "every cycle)"))
-def profile_run(c, out=None, size=None, site=None, series=None, timer=None, device=None,
-                seed=None, timeout=None, wheelhouse=None, no_chart=False,
-                num_assistant_tokens=None, confidence=None, sample=None, warmup=True):
+@task(
+    name="run",
+    auto_shortflags=False,
+    **PROFILE_TASK,
+    help=dict(
+        PROFILE_HELP,
+        num_assistant_tokens="draft tokens per cycle (default 4)",
+        confidence="assistant_confidence_threshold (default 0: draft all k tokens)",
+        sample="time about one cycle in N, chosen at random (PATCHKIT_TIMER_SAMPLE; default 1: every cycle)",
+    ),
+)
+def profile_run(
+    c,
+    out=None,
+    size=None,
+    site=None,
+    series=None,
+    timer=None,
+    device=None,
+    seed=None,
+    timeout=None,
+    wheelhouse=None,
+    no_chart=False,
+    num_assistant_tokens=None,
+    confidence=None,
+    sample=None,
+    warmup=True,
+):
     """Profile the embedded default: apply, run assisted generation, revert, report."""
     from patchkit.profile.default import run_default
 
     sample = _sample_arg("profile.run", _profile_cfg(c, "sample", sample))
-    warmup = _warmup(c, warmup)          # checked before --out is made
-    out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
-                              wheelhouse, no_chart)
+    warmup = _warmup(c, warmup)  # checked before --out is made
+    out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse, no_chart)
     if num_assistant_tokens is not None:
         kw["num_assistant_tokens"] = positive_int(num_assistant_tokens, "num_assistant_tokens")
     if confidence is not None:
@@ -359,20 +581,39 @@ def profile_run(c, out=None, size=None, site=None, series=None, timer=None, devi
     run_default(out, timer_sample=sample, warmup=warmup, **kw)
 
 
-@task(name="sweep", auto_shortflags=False, **PROFILE_TASK, help=dict(
-    PROFILE_HELP, matrix="points, e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4' "
-                         "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)",
-    repeat="measured passes per point, in rotated order (default 3); the verdict names a best "
-           "point only when its ratio to the baseline is significantly the highest"))
-def profile_sweep(c, matrix=None, out=None, size=None, site=None, series=None, timer=None,
-                  device=None, seed=None, timeout=None, wheelhouse=None, no_chart=False,
-                  warmup=True, repeat=None):
+@task(
+    name="sweep",
+    auto_shortflags=False,
+    **PROFILE_TASK,
+    help=dict(
+        PROFILE_HELP,
+        matrix="points, e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4' "
+        "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)",
+        repeat="measured passes per point, in rotated order (default 3); the verdict names a best "
+        "point only when its ratio to the baseline is significantly the highest",
+    ),
+)
+def profile_sweep(
+    c,
+    matrix=None,
+    out=None,
+    size=None,
+    site=None,
+    series=None,
+    timer=None,
+    device=None,
+    seed=None,
+    timeout=None,
+    wheelhouse=None,
+    no_chart=False,
+    warmup=True,
+    repeat=None,
+):
     """One profile run per matrix point plus the baseline; table with the best point marked."""
     from patchkit.profile.sweep import run_sweep
 
-    repeat, warmup = _repeat(c, repeat), _warmup(c, warmup)     # checked before --out is made
-    out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout,
-                              wheelhouse, no_chart)
+    repeat, warmup = _repeat(c, repeat), _warmup(c, warmup)  # checked before --out is made
+    out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse, no_chart)
     matrix = _profile_cfg(c, "matrix", matrix, "num_assistant_tokens=2,4,8")
     run_sweep(out, matrix=matrix, repeat=repeat, warmup=warmup, **kw)
 
@@ -386,62 +627,114 @@ profile.add_task(profile_sweep, "sweep")
 # Implementation: patchkit.author.rebase (relocation: patchkit.author.relocate, report: patchkit.author.rebase_report)
 # and patchkit.author.seriesdiff.
 
-@task(name="rebase", auto_shortflags=False, help={
-    "series": "the series to carry over (never written); default: patchkit.series in invoke.yaml",
-    "onto": "a PyPI version (e.g. 0.5.10), or with --upstream a tag, branch or commit",
-    "upstream": "a local git clone of the upstream project to read --onto from",
-    "out": "the new series folder (default: patches/<name>-v<version> beside --series)",
-    "context_trim": "retry a hunk with fewer outer context lines when that is still unique",
-    "resume": "after hand edits in --out: take its marker-free patches, place everything again",
-    "version": "with --upstream: the version to pin (default: from a vX.Y.Z tag)",
-    "wheelhouse": "a folder of wheels pip reads instead of the package index",
-    "trust_new": "accept and record a wheel whose sha256 is not pinned yet",
-    "merge": "after exact matching, relocate the rest by a checked git merge-file "
-             "(default on; --no-merge: exact match only)",
-    "onto_target": "instead of --onto: the files as they are on this target (any --target "
-                   "form), read in one connection and pinned to exactly that text; needs --out",
-    **{k: TARGET_HELP[k] for k in ("layout", "container", "exec", "ssh_config", "timeout")},
-})
-def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_trim=False,
-                 resume=False, version=None, wheelhouse=None, trust_new=False, merge=True,
-                 onto_target=None, layout=None, container=None, exec_=None, ssh_config=None,
-                 timeout=None):
+
+@task(
+    name="rebase",
+    auto_shortflags=False,
+    help={
+        "series": "the series to carry over (never written); default: patchkit.series in invoke.yaml",
+        "onto": "a PyPI version (e.g. 0.5.10), or with --upstream a tag, branch or commit",
+        "upstream": "a local git clone of the upstream project to read --onto from",
+        "out": "the new series folder (default: patches/<name>-v<version> beside --series)",
+        "context_trim": "retry a hunk with fewer outer context lines when that is still unique",
+        "resume": "after hand edits in --out: take its marker-free patches, place everything again",
+        "version": "with --upstream: the version to pin (default: from a vX.Y.Z tag)",
+        "wheelhouse": "a folder of wheels pip reads instead of the package index",
+        "trust_new": "accept and record a wheel whose sha256 is not pinned yet",
+        "merge": "after exact matching, relocate the rest by a checked git merge-file "
+        "(default on; --no-merge: exact match only)",
+        "onto_target": "instead of --onto: the files as they are on this target (any --target "
+        "form), read in one connection and pinned to exactly that text; needs --out",
+        **{k: TARGET_HELP[k] for k in ("layout", "container", "exec", "ssh_config", "timeout")},
+    },
+)
+def patch_rebase(
+    c,
+    series=None,
+    onto=None,
+    upstream=None,
+    out=None,
+    context_trim=False,
+    resume=False,
+    version=None,
+    wheelhouse=None,
+    trust_new=False,
+    merge=True,
+    onto_target=None,
+    layout=None,
+    container=None,
+    exec_=None,
+    ssh_config=None,
+    timeout=None,
+):
     """Rebase a series onto another release (exact, then checked 3-way merge); exit 1 if a hunk needs attention."""
     from patchkit.author.rebase import rebase
 
     # the target options are checked whether or not --onto-target uses them
-    opts = options_from(PatchSettings.from_invoke(c, "rebase", dict(
-        series=series, target=[onto_target] if onto_target else [], layout=layout,
-        container=container, exec_=exec_, ssh_config=ssh_config, timeout=timeout)))
+    opts = options_from(
+        PatchSettings.from_invoke(
+            c,
+            "rebase",
+            dict(
+                series=series,
+                target=[onto_target] if onto_target else [],
+                layout=layout,
+                container=container,
+                exec_=exec_,
+                ssh_config=ssh_config,
+                timeout=timeout,
+            ),
+        )
+    )
     series = series or _cfg(c, "series")
     upstream, wheelhouse = existing_dir(upstream, "upstream"), existing_dir(wheelhouse, "wheelhouse")
-    if out is not None:     # said before any wheel is fetched
-        where = os.path.expanduser(text(out, "out"))
+    if out is not None:  # said before any wheel is fetched
+        text(out, "out")  # a non-empty string
+        where = os.path.expanduser(out)
         if os.path.exists(where) and not os.path.isdir(where):
             raise InvalidInput(f"--out {out!r}: a file, not a folder")
         if not resume and os.path.isdir(where) and os.listdir(where):
-            raise InvalidInput(f"--out {out!r} already exists; remove it, pass another --out, "
-                               "or --resume after editing its patches")
+            raise InvalidInput(
+                f"--out {out!r} already exists; remove it, pass another --out, "
+                "or --resume after editing its patches"
+            )
     if not series or bool(onto) == bool(onto_target):
-        raise InvalidInput("patch.rebase needs --series DIR and one of --onto VERSION_OR_COMMIT "
-                           "or --onto-target T")
+        raise InvalidInput(
+            "patch.rebase needs --series DIR and one of --onto VERSION_OR_COMMIT or --onto-target T"
+        )
     if onto_target and (not out or upstream):
         raise InvalidInput("patch.rebase --onto-target needs --out DIR (and takes no --upstream)")
     path = lambda p: os.path.abspath(os.path.expanduser(p)) if p else None  # noqa: E731
+    series = os.path.abspath(os.path.expanduser(series))  # given: checked above
     new_source = None
     if onto_target:
-        from patchkit.engine.series import load_series
         from patchkit.author.targetread import target_source
+        from patchkit.engine.series import load_series
 
-        new_source = target_source(load_series(path(series)), onto_target, cwd=opts.cwd,
-                                   container=opts.container, exec_prefix=opts.exec_prefix,
-                                   layout=opts.layout, timeout=opts.timeout,
-                                   transport_options=opts.transport_options)
+        new_source = target_source(
+            load_series(series),
+            onto_target,
+            cwd=opts.cwd,
+            container=opts.container,
+            exec_prefix=opts.exec_prefix,
+            layout=opts.layout,
+            timeout=opts.timeout,
+            transport_options=opts.transport_options,
+        )
         onto = onto_target
-    result = rebase(path(series), onto, upstream_clone=path(upstream), out_dir=path(out),
-                    context_trim=context_trim, resume=resume, version=version,
-                    wheelhouse=path(wheelhouse or _cfg(c, "wheelhouse")), trust_new=trust_new,
-                    merge=merge, new_source=new_source)
+    result = rebase(
+        series,
+        onto,
+        upstream_clone=path(upstream),
+        out_dir=path(out),
+        context_trim=context_trim,
+        resume=resume,
+        version=version,
+        wheelhouse=path(wheelhouse or _cfg(c, "wheelhouse")),
+        trust_new=trust_new,
+        merge=merge,
+        new_source=new_source,
+    )
     print(result.summary())
     for h in result.attention:
         print(f"  needs attention: {h.patch} hunk {h.number} {h.old_header} ({h.path}): {h.reason}")
@@ -454,8 +747,11 @@ def patch_rebase(c, series=None, onto=None, upstream=None, out=None, context_tri
         raise SystemExit(result.exit_code)
 
 
-@task(name="diff", auto_shortflags=False, help={
-    "from_": "the older series folder", "to": "the newer series folder"})
+@task(
+    name="diff",
+    auto_shortflags=False,
+    help={"from_": "the older series folder", "to": "the newer series folder"},
+)
 def patch_diff(c, from_=None, to=None):
     """What changed between two series (pin, order, headers, hunk placement and content)."""
     from patchkit.author.seriesdiff import series_diff
@@ -475,52 +771,90 @@ patch.add_task(patch_diff, "diff")
 # patchkit.series/targets/layout/ssh_config/ssh_options are its defaults); an option beats them.
 # Implementation: patchkit.profile.remote (run_remote); also `python -m patchkit.profile.remote`.
 
-@task(name="remote", auto_shortflags=False, iterable=["target", "env"], prog="profile",
-      interrupted="servers stopped, targets reverted", help={
-    "target": "SGLang install root to profile (site-packages or a checkout), e.g. "
-              "ssh://gpu1/opt/venv/lib/python3.11/site-packages; repeat for nodes, head first",
-    "series": "series folder or 'auto' (chosen from the targets' files); "
-              "default: profile.remote.series, else patchkit.series",
-    "server": "server command line, run detached by sh -c on every target",
-    "bench": "benchmark command line, run by sh -c on the first target",
-    "env": "NAME=VALUE for the server, e.g. NCCL_PROTO=LL (repeat; merged over the settings)",
-    "out": "reports go to OUT/<timestamp>/ (default: profile-out)",
-    "keep_remote_dir": "leave the run directory (logs, timing files) on the targets",
-    "no_chart": "skip phases.png (and sweep.png)",
-    "baseline": "also serve without every --speculative-* option (series not applied), same "
-                "benchmark: tokens/s with and without speculation and their ratio",
-    "matrix": "sweep, one server start per point, e.g. 'speculative-num-steps=1,2,3;"
-              "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
-              "--KEY VALUE; env:NAME sets the server's environment)",
-    "sample": "time about one decode cycle in N, chosen at random; every cycle is still "
-              "recorded (PATCHKIT_TIMER_SAMPLE; default: profile.remote.timer_sample, 8; "
-              "1 = every cycle)",
-    "warmup": "run the benchmark once before the measured pass, on the same server (default "
-              "on; --no-warmup: off); the report keeps the measured window's cycles only",
-    "repeat": "with --matrix: server starts per point, the baseline included, in rotated order "
-              "(default 5); the verdict names a best point only when it is significantly faster",
-})
-def profile_remote(c, target=None, series=None, server=None, bench=None, env=None, out=None,
-                   keep_remote_dir=False, no_chart=False, baseline=False, matrix=None,
-                   sample=None, warmup=True, repeat=None):
+
+@task(
+    name="remote",
+    auto_shortflags=False,
+    iterable=["target", "env"],
+    prog="profile",
+    interrupted="servers stopped, targets reverted",
+    help={
+        "target": "SGLang install root to profile (site-packages or a checkout), e.g. "
+        "ssh://gpu1/opt/venv/lib/python3.11/site-packages; repeat for nodes, head first",
+        "series": "series folder or 'auto' (chosen from the targets' files); "
+        "default: profile.remote.series, else patchkit.series",
+        "server": "server command line, run detached by sh -c on every target",
+        "bench": "benchmark command line, run by sh -c on the first target",
+        "env": "NAME=VALUE for the server, e.g. NCCL_PROTO=LL (repeat; merged over the settings)",
+        "out": "reports go to OUT/<timestamp>/ (default: profile-out)",
+        "keep_remote_dir": "leave the run directory (logs, timing files) on the targets",
+        "no_chart": "skip phases.png (and sweep.png)",
+        "baseline": "also serve without every --speculative-* option (series not applied), same "
+        "benchmark: tokens/s with and without speculation and their ratio",
+        "matrix": "sweep, one server start per point, e.g. 'speculative-num-steps=1,2,3;"
+        "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
+        "--KEY VALUE; env:NAME sets the server's environment)",
+        "sample": "time about one decode cycle in N, chosen at random; every cycle is still "
+        "recorded (PATCHKIT_TIMER_SAMPLE; default: profile.remote.timer_sample, 16; "
+        "1 = every cycle)",
+        "warmup": "run the benchmark once before the measured pass, on the same server (default "
+        "on; --no-warmup: off); the report keeps the measured window's cycles only",
+        "repeat": "with --matrix: server starts per point, the baseline included, in rotated order "
+        "(default 5); the verdict names a best point only when it is significantly faster",
+    },
+)
+def profile_remote(
+    c,
+    target=None,
+    series=None,
+    server=None,
+    bench=None,
+    env=None,
+    out=None,
+    keep_remote_dir=False,
+    no_chart=False,
+    baseline=False,
+    matrix=None,
+    sample=None,
+    warmup=True,
+    repeat=None,
+):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
     from patchkit.profile.remote import RemoteConfig, run_remote
     from patchkit.profile.remote.sweep import run_remote_sweep
 
     settings = dict((_cfg(c, "profile", {}) or {}).get("remote") or {})
-    for key, fallback in (("series", "series"), ("targets", "targets"), ("layout", "layout"),
-                          ("ssh_config", "ssh_config"), ("ssh_options", "ssh_options")):
+    for key, fallback in (
+        ("series", "series"),
+        ("targets", "targets"),
+        ("layout", "layout"),
+        ("ssh_config", "ssh_config"),
+        ("ssh_options", "ssh_options"),
+    ):
         if not settings.get(key) and _cfg(c, fallback):
             settings[key] = _cfg(c, fallback)
-    given = {"targets": list(target or []) or None, "series": series, "server_command": server,
-             "bench_command": bench, "out": out, "keep_remote_dir": keep_remote_dir or None,
-             "chart": False if no_chart else None, "baseline": baseline or None,
-             "matrix": matrix, "timer_sample": _sample_arg("profile.remote", sample),
-             "warmup": None if warmup else False, "repeat": repeat}
+    given = {
+        "targets": list(target or []) or None,
+        "series": series,
+        "server_command": server,
+        "bench_command": bench,
+        "out": out,
+        "keep_remote_dir": keep_remote_dir or None,
+        "chart": False if no_chart else None,
+        "baseline": baseline or None,
+        "matrix": matrix,
+        "timer_sample": _sample_arg("profile.remote", sample),
+        "warmup": None if warmup else False,
+        "repeat": repeat,
+    }
     settings.update({k: v for k, v in given.items() if v is not None})
-    for key, option in (("series", "series"), ("server_command", "server"),
-                        ("bench_command", "bench"), ("matrix", "matrix")):
-        text(given[key], option)            # given but empty: refused, not left to a default
+    for key, option in (
+        ("series", "series"),
+        ("server_command", "server"),
+        ("bench_command", "bench"),
+        ("matrix", "matrix"),
+    ):
+        text(given[key], option)  # given but empty: refused, not left to a default
     if repeat is not None:
         settings["repeat"] = positive_int(repeat, "repeat")
     if out is not None:
@@ -531,8 +865,9 @@ def profile_remote(c, target=None, series=None, server=None, bench=None, env=Non
         from patchkit.ops import Options
 
         transport = {k: settings[k] for k in ("ssh_config", "ssh_options") if settings.get(k)}
-        settings["series"] = _auto_series(settings["targets"],
-                                          Options(cwd=os.getcwd(), transport_options=transport))
+        settings["series"] = _auto_series(
+            settings["targets"], Options(cwd=os.getcwd(), transport_options=transport)
+        )
     cfg = RemoteConfig.from_mapping(settings, cwd=os.getcwd(), extra_env=list(env or []))
     (run_remote_sweep if cfg.matrix else run_remote)(cfg)
 
@@ -547,20 +882,38 @@ profile.add_task(profile_remote, "remote")
 
 PROFILE_COLLECT = dict(prog="profile")
 
-@task(name="collect", auto_shortflags=False, iterable=["target"], **PROFILE_COLLECT, help={
-    "target": "where the server ran (any --target form: a folder, ssh://[user@]host[:port]/path, "
-              "host:/path, docker://C/path); repeat for the nodes of one multi-node server",
-    "from_": "the timing folder on the target (PATCHKIT_TIMER_DIR); relative: under the "
-             "target's path; default: the target's path itself",
-    "out": "local folder for the timing files (new, or one without *.jsonl)",
-    "max_mb": "refuse a target whose folder holds more (default: "
-              "patchkit.profile.remote.max_fetch_mb, 1024)",
-    "python": "python on the target, runs the fetch agent (default: python3)",
-    **{k: TARGET_HELP[k] for k in ("container", "exec", "ssh_config", "ssh_persist")},
-    "timeout": "seconds allowed per target (default 120, plus a second per MB allowed)",
-})
-def profile_collect(c, target=None, from_=None, out=None, max_mb=None, python=None,
-                    container=None, exec_=None, ssh_config=None, ssh_persist=None, timeout=None):
+
+@task(
+    name="collect",
+    auto_shortflags=False,
+    iterable=["target"],
+    **PROFILE_COLLECT,
+    help={
+        "target": "where the server ran (any --target form: a folder, ssh://[user@]host[:port]/path, "
+        "host:/path, docker://C/path); repeat for the nodes of one multi-node server",
+        "from_": "the timing folder on the target (PATCHKIT_TIMER_DIR); relative: under the "
+        "target's path; default: the target's path itself",
+        "out": "local folder for the timing files (new, or one without *.jsonl)",
+        "max_mb": "refuse a target whose folder holds more (default: "
+        "patchkit.profile.remote.max_fetch_mb, 1024)",
+        "python": "python on the target, runs the fetch agent (default: python3)",
+        **{k: TARGET_HELP[k] for k in ("container", "exec", "ssh_config", "ssh_persist")},
+        "timeout": "seconds allowed per target (default 120, plus a second per MB allowed)",
+    },
+)
+def profile_collect(
+    c,
+    target=None,
+    from_=None,
+    out=None,
+    max_mb=None,
+    python=None,
+    container=None,
+    exec_=None,
+    ssh_config=None,
+    ssh_persist=None,
+    timeout=None,
+):
     """Fetch every rank's timing files (and window.json) from targets, one size-capped stream each."""
     from patchkit.profile.collect import FetchSettings, collect
     from patchkit.transport import parse_target
@@ -570,40 +923,70 @@ def profile_collect(c, target=None, from_=None, out=None, max_mb=None, python=No
     remote = (_cfg(c, "profile", {}) or {}).get("remote") or {}
     where = "patchkit.profile.remote."
     # the target options are checked and merged with invoke.yaml as for the patch.* tasks
-    opts = options_from(PatchSettings.from_invoke(c, "collect", dict(
-        target=list(target), container=container, exec_=exec_, ssh_config=ssh_config,
-        ssh_persist=ssh_persist)))
+    opts = options_from(
+        PatchSettings.from_invoke(
+            c,
+            "collect",
+            dict(
+                target=list(target),
+                container=container,
+                exec_=exec_,
+                ssh_config=ssh_config,
+                ssh_persist=ssh_persist,
+            ),
+        )
+    )
+    step_timeout_s = (
+        seconds(timeout, "timeout")
+        if timeout is not None
+        else seconds(remote.get("step_timeout_s") or 120, "timeout", where + "step_timeout_s")
+    )
+    assert step_timeout_s is not None, "seconds() of a value that is not None"
     settings = FetchSettings(
-        python=text(python, "python") or text(remote.get("python"), "python",
-                                              where + "python") or "python3",
-        max_fetch_mb=(number(max_mb, "max_mb", low=0) if max_mb is not None else
-                      number(remote.get("max_fetch_mb") or 1024, "max_mb", where + "max_fetch_mb",
-                             low=0)),
-        step_timeout_s=(seconds(timeout, "timeout") if timeout is not None else
-                        seconds(remote.get("step_timeout_s") or 120, "timeout",
-                                where + "step_timeout_s")))
+        python=text(python, "python") or text(remote.get("python"), "python", where + "python") or "python3",
+        max_fetch_mb=(
+            number(max_mb, "max_mb", low=0)
+            if max_mb is not None
+            else number(remote.get("max_fetch_mb") or 1024, "max_mb", where + "max_fetch_mb", low=0)
+        ),
+        step_timeout_s=step_timeout_s,
+    )
     from_ = text(from_, "from")
     transports: list = []
     try:
         for spec in target:
-            transports.append(parse_target(spec, cwd=opts.cwd, container=opts.container,
-                                           exec_prefix=opts.exec_prefix, **opts.transport_options))
+            transports.append(
+                parse_target(
+                    spec,
+                    cwd=opts.cwd,
+                    container=opts.container,
+                    exec_prefix=opts.exec_prefix,
+                    **opts.transport_options,
+                )
+            )
         got = collect(transports, _abspath(text(out, "out")), from_, settings)
     finally:
         for t in transports:
             t.close()
     for label, where, count in got.per_target:
         print(f"{label}: {count} timing file(s) from {where}")
-    print(f"collected {len(got.files)} timing file(s), {got.bytes} bytes, into {got.out}"
-          + (" (with window.json)" if got.window else ""))
+    print(
+        f"collected {len(got.files)} timing file(s), {got.bytes} bytes, into {got.out}"
+        + (" (with window.json)" if got.window else "")
+    )
 
 
-@task(name="report", auto_shortflags=False, prog="profile", help={
-    "timing": "a folder of timing files (*.jsonl, e.g. from profile.collect)",
-    "out": "folder for table.txt, trace.json, phases.png and summary.json",
-    "bench": "a benchmark's text output (e.g. sglang.bench_serving's), for tok/s and accept length",
-    "no_chart": "skip phases.png",
-})
+@task(
+    name="report",
+    auto_shortflags=False,
+    prog="profile",
+    help={
+        "timing": "a folder of timing files (*.jsonl, e.g. from profile.collect)",
+        "out": "folder for table.txt, trace.json, phases.png and summary.json",
+        "bench": "a benchmark's text output (e.g. sglang.bench_serving's), for tok/s and accept length",
+        "no_chart": "skip phases.png",
+    },
+)
 def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
     """Table, trace, chart and summary from any timing folder (optionally a benchmark's output)."""
     from patchkit.profile.collect import report

@@ -12,9 +12,13 @@ import ast
 def is_inserted(stmt: ast.stmt) -> bool:
     if isinstance(stmt, ast.ImportFrom):
         return [(a.name, a.asname) for a in stmt.names] == [("phase_timer", "_pt")]
-    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-            and isinstance(stmt.value.func, ast.Attribute)
-            and isinstance(stmt.value.func.value, ast.Name) and stmt.value.func.value.id == "_pt")
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and isinstance(stmt.value.func.value, ast.Name)
+        and stmt.value.func.value.id == "_pt"
+    )
 
 
 def strip_inserted(tree: ast.AST) -> int:

@@ -13,14 +13,24 @@ from engine_support import make_series, write_tree
 
 REPO = Path(__file__).resolve().parents[1]
 ORIG = b"".join(b"line %d\n" % i for i in range(1, 21))
-GOOD = (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
-        b"@@ -4,3 +4,4 @@\n line 4\n line 5\n+inserted\n line 6\n")
+GOOD = (
+    b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+    b"@@ -4,3 +4,4 @@\n line 4\n line 5\n+inserted\n line 6\n"
+)
 
 
 def invoke(*args, cwd=REPO, env=None, timeout=120, **kw) -> subprocess.CompletedProcess:
     full_env = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=cwd, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, timeout=timeout, env=full_env, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+        env=full_env,
+        **kw,
+    )
 
 
 def small_target(root: Path) -> Path:
@@ -29,8 +39,9 @@ def small_target(root: Path) -> Path:
 
 
 def small_series(directory: Path, patch: bytes = GOOD, pinned=None) -> Path:
-    return make_series(directory, pinned if pinned is not None else {"pkg/m.py": ORIG},
-                       [("0001.patch", patch)])
+    return make_series(
+        directory, pinned if pinned is not None else {"pkg/m.py": ORIG}, [("0001.patch", patch)]
+    )
 
 
 def tree_digest(root: Path) -> str:

@@ -58,7 +58,12 @@ class _Nvtx:
 
 __version__ = "0.0-fake"
 cuda = types.SimpleNamespace(
-    Event=Event, is_available=lambda: True, is_initialized=lambda: True,
-    synchronize=lambda: None, get_device_name=lambda: "fake GPU",
-    is_current_stream_capturing=lambda: CAPTURING[0], nvtx=_Nvtx)
+    Event=Event,
+    is_available=lambda: True,
+    is_initialized=lambda: True,
+    synchronize=lambda: None,
+    get_device_name=lambda: "fake GPU",
+    is_current_stream_capturing=lambda: CAPTURING[0],
+    nvtx=_Nvtx,
+)
 sys.modules.setdefault("torch.cuda", cuda)

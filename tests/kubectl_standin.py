@@ -37,15 +37,22 @@ def main(argv):
         if opts.get("-o") != "json":
             sys.stderr.write("stand-in: only -o json\n")
             return 2
-        items = [p for p in pods if p["metadata"].get("namespace") == opts.get("-n", "default")
-                 and matches(p["metadata"].get("labels", {}), opts.get("-l", ""))]
+        items = [
+            p
+            for p in pods
+            if p["metadata"].get("namespace") == opts.get("-n", "default")
+            and matches(p["metadata"].get("labels", {}), opts.get("-l", ""))
+        ]
         json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout)
         return 0
     if argv[:2] == ["exec", "-i"]:
         dash = argv.index("--")
-        pod, opts, command = argv[2], options(argv[3:dash]), argv[dash + 1:]
-        found = [p for p in pods if p["metadata"]["name"] == pod
-                 and p["metadata"].get("namespace") == opts.get("-n", "default")]
+        pod, opts, command = argv[2], options(argv[3:dash]), argv[dash + 1 :]
+        found = [
+            p
+            for p in pods
+            if p["metadata"]["name"] == pod and p["metadata"].get("namespace") == opts.get("-n", "default")
+        ]
         if not found:
             sys.stderr.write(f'Error from server (NotFound): pods "{pod}" not found\n')
             return 1
@@ -54,9 +61,19 @@ def main(argv):
             sys.stderr.write(f"error: container {opts['-c']} not found in pod {pod}\n")
             return 1
         mountpoint = open(os.path.join(base, "mountpoint")).read().strip()
-        return subprocess.call(["unshare", "-m", "sh", "-c",
-                                'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh",
-                                os.path.join(base, "pods", pod), mountpoint, *command])
+        return subprocess.call(
+            [
+                "unshare",
+                "-m",
+                "sh",
+                "-c",
+                'mount --bind "$1" "$2" && shift 2 && exec "$@"',
+                "sh",
+                os.path.join(base, "pods", pod),
+                mountpoint,
+                *command,
+            ]
+        )
     sys.stderr.write(f"stand-in: unsupported {argv}\n")
     return 2
 

@@ -12,12 +12,11 @@ when its place in the new patched file differs from its place in the old patched
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 
-from patchkit.engine.diffparse import parse_patch
 from patchkit.author.merge3 import changed_lines, own_placement
 from patchkit.author.relocate import apply_placements, split_lines
+from patchkit.engine.diffparse import parse_patch
 
 _DEF = re.compile(rb"^(\s*)(?:async\s+def|def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -39,7 +38,7 @@ def _words(lines, i: int, count: int = 2) -> bytes:
     line breaks dropped), so that re-wrapping it, or an edit further inside it, does not
     count as a change of neighbour."""
     words: list[bytes] = []
-    for text, _ in lines[i:i + 20]:
+    for text, _ in lines[i : i + 20]:
         words += _WORD.findall(text)
         if len(words) >= count:
             break
@@ -47,6 +46,8 @@ def _words(lines, i: int, count: int = 2) -> bytes:
 
 
 _STRING = re.compile(rb"'[^'\\]*(?:\\.[^'\\]*)*'|\"[^\"\\]*(?:\\.[^\"\\]*)*\"")
+
+
 def _depths(lines) -> list[int]:
     """Bracket depth at the start of each line (continuation lines have depth > 0)."""
     depth, out = 0, []
@@ -54,8 +55,7 @@ def _depths(lines) -> list[int]:
         out.append(depth)
         code = _STRING.sub(b"", text)
         code = code.split(b"#", 1)[0]
-        depth = max(0, depth + sum(code.count(c) for c in b"([{")
-                    - sum(code.count(c) for c in b")]}"))
+        depth = max(0, depth + sum(code.count(c) for c in b"([{") - sum(code.count(c) for c in b")]}"))
     return out
 
 
@@ -69,8 +69,7 @@ def _before(lines, index: int, added: set[int], ind: int) -> bytes:
     depth = _depths(lines)
     while i >= 0:
         text = lines[i][0]
-        if (i in added or not _plain(text) or _indent(text) > ind or _closer(text)
-                or depth[i] > 0):
+        if i in added or not _plain(text) or _indent(text) > ind or _closer(text) or depth[i] > 0:
             i -= 1
             continue
         if _indent(text) == ind:
@@ -94,15 +93,18 @@ def place_of(lines: list[tuple[bytes, bool]], index: int, added: set[int]) -> tu
     """(qualified function, previous statement or opener, next statement or dedent) of the
     0-based ``index``, judged by indentation; blank, comment and ``added`` lines skipped."""
     text = lines[index][0]
-    ind = _indent(text) if _plain(text) else 10 ** 6
+    ind = _indent(text) if _plain(text) else 10**6
     names, limit = [], ind
     for i in range(index - 1, -1, -1):
         m = _DEF.match(lines[i][0])
         if m and len(m.group(1)) < limit:
             names.append(m.group(2).decode())
             limit = len(m.group(1))
-    return (".".join(reversed(names)) or "<module>", _before(lines, index, added, ind),
-            _after(lines, index, added, ind))
+    return (
+        ".".join(reversed(names)) or "<module>",
+        _before(lines, index, added, ind),
+        _after(lines, index, added, ind),
+    )
 
 
 def hunk_places(text: list, placement) -> tuple[list, list]:
@@ -111,8 +113,7 @@ def hunk_places(text: list, placement) -> tuple[list, list]:
     after = apply_placements(text, [placement])
     rm = {n - 1 for n in removed}
     ad = {n - 1 for n in added}
-    return ([place_of(text, n - 1, rm) for n in removed],
-            [place_of(after, n - 1, ad) for n in added])
+    return ([place_of(text, n - 1, rm) for n in removed], [place_of(after, n - 1, ad) for n in added])
 
 
 def _patches(series_dir) -> list:
@@ -142,8 +143,10 @@ def _states(series_dir, files: dict[str, bytes]) -> dict:
         for fd in patch.files:
             if fd.kind != "modify" or fd.path not in state:
                 continue
-            placed = [None if any(MARKER.encode() in ln.text for ln in h.lines)
-                      else own_placement(h) for h in fd.hunks]
+            placed = [
+                None if any(MARKER.encode() in ln.text for ln in h.lines) else own_placement(h)
+                for h in fd.hunks
+            ]
             step[fd.path] = (state[fd.path], placed)
             state[fd.path] = apply_placements(state[fd.path], [p for p in placed if p])
     return out
@@ -166,8 +169,13 @@ def misplaced(old_series, old_files: dict[str, bytes], new_series, new_files: di
     return problems
 
 
-def left_function(old_series, old_files: dict[str, bytes], new_series,
-                  new_files: dict[str, bytes], aliases: dict[str, str] | None = None):
+def left_function(
+    old_series,
+    old_files: dict[str, bytes],
+    new_series,
+    new_files: dict[str, bytes],
+    aliases: dict[str, str] | None = None,
+):
     """[(patch, path, hunk number, what)] for every relocated hunk with an added line that is
     not in the function (by the text oracle: ``def`` lines above it, by indentation) that the
     old patched file has it in, nor in that function's ``aliases`` (renamed or moved)."""
@@ -182,13 +190,13 @@ def left_function(old_series, old_files: dict[str, bytes], new_series,
                     continue
                 now = [p[0] for p in hunk_places(text, new_p)[1]]
                 was = [p[0] for p in hunk_places(old_text, old_p)[1]]
-                if len(now) != len(was) or any(n != w and aliases.get(w) != n
-                                               for n, w in zip(now, was)):
+                if len(now) != len(was) or any(n != w and aliases.get(w) != n for n, w in zip(now, was)):
                     problems.append((name, path, number, f"was in {was}, now in {now}"))
     return problems
 
 
 # ----------------------------------------------------------------------------- a hand-made series
+
 
 def _runs(series_dir, files: dict[str, bytes]) -> list[tuple[str, int, tuple]]:
     """Every run of added lines of the series' unmarked hunks, as
@@ -200,7 +208,7 @@ def _runs(series_dir, files: dict[str, bytes]) -> list[tuple[str, int, tuple]]:
     origin = {p: list(range(len(split_lines(d)))) for p, d in files.items() if d is not None}
     pristine = {p: split_lines(d) for p, d in files.items() if d is not None}
 
-    def code(path: str, o) -> bool:          # a pristine line that is not blank or a comment
+    def code(path: str, o) -> bool:  # a pristine line that is not blank or a comment
         return o is not None and _plain(pristine[path][o][0])
 
     state = {p: split_lines(d) for p, d in files.items() if d is not None}
@@ -221,8 +229,7 @@ def _runs(series_dir, files: dict[str, bytes]) -> list[tuple[str, int, tuple]]:
                         run.append(ln.text)
                         continue
                     if run:
-                        prev = next((o for o in reversed(origin[fd.path][:src])
-                                     if code(fd.path, o)), -1)
+                        prev = next((o for o in reversed(origin[fd.path][:src]) if code(fd.path, o)), -1)
                         nxt = next((o for o in origin[fd.path][src:] if code(fd.path, o)), -2)
                         out.append((patch.name, number, (fd.path, prev, nxt, tuple(run))))
                         run = []
@@ -230,7 +237,7 @@ def _runs(series_dir, files: dict[str, bytes]) -> list[tuple[str, int, tuple]]:
                         src += 1
             new_origin, cursor = [], 0
             for p in placed:
-                new_origin += origin[fd.path][cursor:p.index]
+                new_origin += origin[fd.path][cursor : p.index]
                 src = p.index
                 for ln in p.lines:
                     if ln.tag == "+":
@@ -253,10 +260,16 @@ def hand_disagreements(series_dir, hand_dir, files: dict[str, bytes]):
 
     theirs = {run for _, _, run in _runs(hand_dir, files)}
     covered = set(read_pin(Path(hand_dir) / "pin.toml").files)
-    return [(name, number, f"{run[3][0].decode().strip()!r} between pristine lines "
-             f"{run[1] + 1} and {run[2] + 1} of {run[0].rsplit('/', 1)[-1]}")
-            for name, number, run in _runs(series_dir, files)
-            if run[0] in covered and run not in theirs]
+    return [
+        (
+            name,
+            number,
+            f"{run[3][0].decode().strip()!r} between pristine lines "
+            f"{run[1] + 1} and {run[2] + 1} of {run[0].rsplit('/', 1)[-1]}",
+        )
+        for name, number, run in _runs(series_dir, files)
+        if run[0] in covered and run not in theirs
+    ]
 
 
 __all__ = ["hand_disagreements", "hunk_places", "left_function", "misplaced", "place_of"]

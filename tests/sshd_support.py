@@ -38,12 +38,58 @@ USER = "root"
 _CONNECTION_LINE = re.compile(r"^Connection from \S+ port (\d+) on ", re.M)
 PRIVSEP_DIR = Path("/run/sshd")
 
-BUSYBOX_APPLETS = ("sh", "sed", "wc", "sha256sum", "mktemp", "mv", "cp", "ln", "rm", "mkdir",
-                   "cat", "printf", "echo", "test", "[", "ls", "chmod", "head", "tail", "tr",
-                   "cut", "grep", "awk", "od", "stat", "date", "sleep", "kill", "rmdir", "touch",
-                   "readlink", "dirname", "basename", "find", "sort", "uniq", "env", "id",
-                   "hostname", "df", "sync", "true", "false", "pwd", "expr", "xargs", "cmp",
-                   "diff", "wc", "dd")
+BUSYBOX_APPLETS = (
+    "sh",
+    "sed",
+    "wc",
+    "sha256sum",
+    "mktemp",
+    "mv",
+    "cp",
+    "ln",
+    "rm",
+    "mkdir",
+    "cat",
+    "printf",
+    "echo",
+    "test",
+    "[",
+    "ls",
+    "chmod",
+    "head",
+    "tail",
+    "tr",
+    "cut",
+    "grep",
+    "awk",
+    "od",
+    "stat",
+    "date",
+    "sleep",
+    "kill",
+    "rmdir",
+    "touch",
+    "readlink",
+    "dirname",
+    "basename",
+    "find",
+    "sort",
+    "uniq",
+    "env",
+    "id",
+    "hostname",
+    "df",
+    "sync",
+    "true",
+    "false",
+    "pwd",
+    "expr",
+    "xargs",
+    "cmp",
+    "diff",
+    "wc",
+    "dd",
+)
 
 
 def missing_tools() -> str | None:
@@ -140,6 +186,7 @@ class SshdFleet:
 
 # ---- plain functions ----------------------------------------------------------------------------
 
+
 def silent_port_times_out(make_target) -> None:
     """A port that accepts TCP and never sends an SSH banner: the transport ``make_target(port)``
     returns must fail within a few seconds (its ConnectTimeout covers the banner exchange) with
@@ -166,8 +213,12 @@ def silent_port_times_out(make_target) -> None:
 
 
 def _keygen(path: Path, comment: str) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
-                   check=True, stdin=subprocess.DEVNULL, capture_output=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+    )
 
 
 def make_keys(workdir: str | os.PathLike) -> SshKeys:
@@ -189,8 +240,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _write_sshd_config(path: Path, port: int, keys: SshKeys, workdir: Path,
-                       extra: tuple[str, ...], isolated_home: bool) -> None:
+def _write_sshd_config(
+    path: Path, port: int, keys: SshKeys, workdir: Path, extra: tuple[str, ...], isolated_home: bool
+) -> None:
     home = []
     if isolated_home:
         (workdir / "home").mkdir(exist_ok=True)
@@ -219,9 +271,16 @@ def _write_sshd_config(path: Path, port: int, keys: SshKeys, workdir: Path,
     path.write_text("\n".join(lines) + "\n")
 
 
-def start_sshd(workdir: str | os.PathLike, keys: SshKeys, *, alias: str = "pk-test",
-               extra_config: tuple[str, ...] = (), isolated_home: bool = True,
-               startup_timeout: float = 10.0, attempts: int = 5) -> SshdServer:
+def start_sshd(
+    workdir: str | os.PathLike,
+    keys: SshKeys,
+    *,
+    alias: str = "pk-test",
+    extra_config: tuple[str, ...] = (),
+    isolated_home: bool = True,
+    startup_timeout: float = 10.0,
+    attempts: int = 5,
+) -> SshdServer:
     """Start `sshd -D` on a free loopback port; wait (bounded) until it accepts connections.
 
     isolated_home: sessions get HOME=<workdir>/home (empty), so the login shell does not source
@@ -245,13 +304,15 @@ def start_sshd(workdir: str | os.PathLike, keys: SshKeys, *, alias: str = "pk-te
         if check.returncode != 0:
             raise RuntimeError(f"sshd rejects its test config {config}: {check.stderr.strip()}")
         log.write_text("")
-        proc = subprocess.Popen([SSHD, "-D", "-f", str(config), "-E", str(log)],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [SSHD, "-D", "-f", str(config), "-E", str(log)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         probe_ports: set[int] = set()
         if _wait_listening(proc, port, startup_timeout, probe_ports):
-            return SshdServer(workdir, port, alias, proc, log, config, keys,
-                              probe_ports=probe_ports)
+            return SshdServer(workdir, port, alias, proc, log, config, keys, probe_ports=probe_ports)
         if proc.poll() is None:
             proc.kill()
         proc.wait()
@@ -259,8 +320,7 @@ def start_sshd(workdir: str | os.PathLike, keys: SshKeys, *, alias: str = "pk-te
     raise RuntimeError("sshd did not start: " + " | ".join(errors))
 
 
-def _wait_listening(proc: subprocess.Popen, port: int, timeout: float,
-                    probe_ports: set[int]) -> bool:
+def _wait_listening(proc: subprocess.Popen, port: int, timeout: float, probe_ports: set[int]) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -277,8 +337,14 @@ def _wait_listening(proc: subprocess.Popen, port: int, timeout: float,
     return False
 
 
-def make_client_config(path: str | os.PathLike, servers: list[SshdServer], keys: SshKeys, *,
-                       user: str = USER, identity: str | os.PathLike | None = None) -> Path:
+def make_client_config(
+    path: str | os.PathLike,
+    servers: list[SshdServer],
+    keys: SshKeys,
+    *,
+    user: str = USER,
+    identity: str | os.PathLike | None = None,
+) -> Path:
     """An ssh_config for -F: a Host alias per server plus 127.0.0.1 entries; strict host keys."""
     path = Path(path)
     known = path.parent / (path.name + ".known_hosts")
@@ -297,15 +363,22 @@ def make_client_config(path: str | os.PathLike, servers: list[SshdServer], keys:
         f"  UserKnownHostsFile {known}\n"
         "  GlobalKnownHostsFile /dev/null\n"
         "  CheckHostIP no\n"
-        "  LogLevel ERROR\n")
+        "  LogLevel ERROR\n"
+    )
     path.write_text("\n".join(blocks))
     for server in servers:
         server.client_config = path
     return path
 
 
-def start_fleet(workdir: str | os.PathLike, count: int, *, keys: SshKeys | None = None,
-                prefix: str = "pk-host-", **sshd_options) -> SshdFleet:
+def start_fleet(
+    workdir: str | os.PathLike,
+    count: int,
+    *,
+    keys: SshKeys | None = None,
+    prefix: str = "pk-host-",
+    **sshd_options,
+) -> SshdFleet:
     """`count` sshd instances on distinct ports sharing one key pair and one client config.
 
     sshd_options go to start_sshd (extra_config=, isolated_home=)."""
@@ -314,8 +387,7 @@ def start_fleet(workdir: str | os.PathLike, count: int, *, keys: SshKeys | None 
     servers: list[SshdServer] = []
     try:
         for i in range(count):
-            servers.append(start_sshd(workdir / f"sshd{i}", keys, alias=f"{prefix}{i}",
-                                      **sshd_options))
+            servers.append(start_sshd(workdir / f"sshd{i}", keys, alias=f"{prefix}{i}", **sshd_options))
     except BaseException:
         for server in servers:
             server.stop()
@@ -369,8 +441,9 @@ if pytest is not None:
         fleets: list[SshdFleet] = []
 
         def start(count: int = 1, prefix: str = "pk-host-", **sshd_options) -> SshdFleet:
-            fleet = start_fleet(tmp_path_factory.mktemp("fleet"), count, keys=sshd_keys,
-                                prefix=prefix, **sshd_options)
+            fleet = start_fleet(
+                tmp_path_factory.mktemp("fleet"), count, keys=sshd_keys, prefix=prefix, **sshd_options
+            )
             fleets.append(fleet)
             return fleet
 
@@ -382,7 +455,7 @@ if pytest is not None:
     def ssh_control_dir(monkeypatch):
         from patchkit.transport.controldir import ENV_VAR, stop_masters
 
-        path = tempfile.mkdtemp(prefix="pkc-", dir="/tmp")   # short: unix socket path limit
+        path = tempfile.mkdtemp(prefix="pkc-", dir="/tmp")  # short: unix socket path limit
         monkeypatch.setenv(ENV_VAR, path)
         yield Path(path)
         stop_masters(path)
@@ -399,9 +472,12 @@ if pytest is not None:
         """A local target under BusyBox sh with only BusyBox applets on PATH (root: tmp_path)."""
         from patchkit.transport import LocalTransport
 
-        return LocalTransport(label=f"busybox:{tmp_path}", root=str(tmp_path),
-                              shell=(str(busybox_bin / "busybox"), "sh", "-s"),
-                              env={"PATH": str(busybox_bin), "LC_ALL": "C"})
+        return LocalTransport(
+            label=f"busybox:{tmp_path}",
+            root=str(tmp_path),
+            shell=(str(busybox_bin / "busybox"), "sh", "-s"),
+            env={"PATH": str(busybox_bin), "LC_ALL": "C"},
+        )
 
 
 def scratch_dir(prefix: str = "pk-sshd-") -> Path:

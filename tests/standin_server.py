@@ -133,8 +133,7 @@ def choose_worker(args, env) -> tuple[str | None, str | None]:
     elif args.disable_overlap_schedule:
         reason = "overlap schedule is disabled"
     if reason:
-        return "v1", ("Spec v1 is used for eagle/eagle3/standalone speculative decoding "
-                      f"because {reason}.")
+        return "v1", (f"Spec v1 is used for eagle/eagle3/standalone speculative decoding because {reason}.")
     return "v2", "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding."
 
 
@@ -180,15 +179,19 @@ def serve(args, passed: list[str]) -> None:
         print(f"stand-in server: decode batch {i:08d} " + "." * 990, flush=False)
     pt = runtime_for(args)
     timer = os.path.join(os.environ.get("PATCHKIT_TARGET_ROOT", ""), *RUNTIME.split(".")) + ".py"
-    print(f"stand-in server: timing runtime in the target tree: {os.path.exists(timer)}",
-          flush=True)
+    print(f"stand-in server: timing runtime in the target tree: {os.path.exists(timer)}", flush=True)
     hang = os.environ.get("PK_HANG", "no")
     if args.ignore_signals:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     env = dict(os.environ, PATCHKIT_TIMER_RANK=str(2 * node + 1))
-    rank1 = subprocess.Popen([sys.executable, os.path.abspath(__file__), "worker", *passed],
-                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    rank1 = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "worker", *passed],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     if args.pid_file:
         with open(args.pid_file, "w") as fh:
             fh.write(f"{os.getpid()} {rank1.pid}\n")
@@ -232,8 +235,9 @@ def serve(args, passed: list[str]) -> None:
             accepted = run_cycles(pt, first, count, args.speculative_num_steps)
             rank1.stdout.readline()
             state["cycles"] += count
-            self.reply(200, {"accepted": accepted, "tokens": sum(a + 1 for a in accepted),
-                             "tok_s": args.tok_s})
+            self.reply(
+                200, {"accepted": accepted, "tokens": sum(a + 1 for a in accepted), "tok_s": args.tok_s}
+            )
 
     server = HTTPServer(("127.0.0.1", args.port), Handler)
     server.timeout = 0.1
@@ -247,8 +251,12 @@ def serve(args, passed: list[str]) -> None:
 
 
 def post(opener, url: str, cycles: int) -> dict:
-    req = urllib.request.Request(url, method="POST", data=json.dumps({"cycles": cycles}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url,
+        method="POST",
+        data=json.dumps({"cycles": cycles}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with opener.open(req, timeout=30) as resp:
         return json.loads(resp.read())
 
@@ -270,8 +278,12 @@ def bench(args) -> None:
         rate = answer.get("tok_s") or 0.0
         print(f"request {i + 1}/{args.requests}: {answer['tokens']} tokens", flush=True)
         if args.fail:
-            print("Traceback (most recent call last):\n  ...\nRuntimeError: stand-in benchmark "
-                  "failure: the dataset file is missing", file=sys.stderr, flush=True)
+            print(
+                "Traceback (most recent call last):\n  ...\nRuntimeError: stand-in benchmark "
+                "failure: the dataset file is missing",
+                file=sys.stderr,
+                flush=True,
+            )
             sys.exit(1)
         time.sleep(args.delay)
     duration = time.monotonic() - start

@@ -82,28 +82,39 @@ def play(tmp_path, fleet, pristine):
         roots.append(root)
     lines = ["[gpu]"]
     for server, root in zip(fleet.servers, roots):
-        lines.append(f"{server.alias} ansible_host=127.0.0.1 ansible_port={server.port} "
-                     f"root={root}")
-    lines += ["[gpu:vars]", "ansible_user=root",
-              f"ansible_ssh_common_args='-F {fleet.client_config}'"]
+        lines.append(f"{server.alias} ansible_host=127.0.0.1 ansible_port={server.port} root={root}")
+    lines += ["[gpu:vars]", "ansible_user=root", f"ansible_ssh_common_args='-F {fleet.client_config}'"]
     (tmp_path / "hosts.ini").write_text("\n".join(lines) + "\n")
     (tmp_path / "one.yml").write_text(ONE_TASK)
     (tmp_path / "two.yml").write_text(TWO_TASKS)
-    control = tempfile.mkdtemp(prefix="pka-", dir="/tmp")     # short: unix socket path limit
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO), PYTHONPATH=str(REPO),
-               PATH=f"{BIN}:{os.environ['PATH']}", ANSIBLE_HOME=str(tmp_path / "ansible-home"),
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_SSH_CONTROL_PATH_DIR=control, ANSIBLE_RETRY_FILES_ENABLED="0",
-               ANSIBLE_CALLBACK_PLUGINS=str(REPO / "tests" / "ansible_callbacks"),
-               ANSIBLE_CALLBACKS_ENABLED="record", ANSIBLE_FORKS="5")
+    control = tempfile.mkdtemp(prefix="pka-", dir="/tmp")  # short: unix socket path limit
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=str(REPO),
+        PYTHONPATH=str(REPO),
+        PATH=f"{BIN}:{os.environ['PATH']}",
+        ANSIBLE_HOME=str(tmp_path / "ansible-home"),
+        ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_SSH_CONTROL_PATH_DIR=control,
+        ANSIBLE_RETRY_FILES_ENABLED="0",
+        ANSIBLE_CALLBACK_PLUGINS=str(REPO / "tests" / "ansible_callbacks"),
+        ANSIBLE_CALLBACKS_ENABLED="record",
+        ANSIBLE_FORKS="5",
+    )
 
     def run(playbook: str, *args: str) -> tuple[int, list[dict], str]:
         record = tmp_path / "record.jsonl"
         record.unlink(missing_ok=True)
-        proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", "hosts.ini", playbook, *args],
-                              cwd=tmp_path, env=dict(env, PK_ANSIBLE_RECORD=str(record)),
-                              capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                              timeout=240)
+        proc = subprocess.run(
+            [str(BIN / "ansible-playbook"), "-i", "hosts.ini", playbook, *args],
+            cwd=tmp_path,
+            env=dict(env, PK_ANSIBLE_RECORD=str(record)),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=240,
+        )
         results = [json.loads(ln) for ln in record.read_text().splitlines()] if record.exists() else []
         return proc.returncode, results, proc.stdout + proc.stderr
 
@@ -132,8 +143,7 @@ def test_check_apply_again_and_revert(play, pristine):
     before = [snapshot(r) for r in play["roots"]]
 
     # check mode (+ diff): says every host would change, writes nothing anywhere
-    rc, results, out = play["run"]("one.yml", "--check", "--diff", "-e", "state=applied",
-                                   "-e", "series=auto")
+    rc, results, out = play["run"]("one.yml", "--check", "--diff", "-e", "state=applied", "-e", "series=auto")
     assert rc == 0, out
     check = by_task(results)["series"]
     assert set(check) == set(play["names"])
@@ -141,7 +151,7 @@ def test_check_apply_again_and_revert(play, pristine):
         assert res["changed"] is True and res["series"] == "sglang-v0.5.9", res
         assert res["msg"] == "would be applied"
         prepared = res["diff"]["prepared"] if isinstance(res["diff"], dict) else res["diff"][0]["prepared"]
-        assert f"+++ b/{WORKER}" in prepared            # installed layout: paths as on the host
+        assert f"+++ b/{WORKER}" in prepared  # installed layout: paths as on the host
         assert "+from sglang.srt.speculative import phase_timer as _pt" in prepared
     assert [snapshot(r) for r in play["roots"]] == before
 
@@ -161,14 +171,14 @@ def test_check_apply_again_and_revert(play, pristine):
     reference = pristine.parent / "reference"
     shutil.copytree(pristine, reference / "site-packages")
     from patchkit import ops
+
     assert ops.apply(str(SERIES_059), [str(reference / "site-packages")]).exit_code == 0
     for root in play["roots"]:
         for f in FILES:
             assert (root / f).read_bytes() == (reference / "site-packages" / f).read_bytes()
 
     # revert (series as a folder): byte-identical, no patchkit state left
-    rc, results, out = play["run"]("one.yml", "--diff", "-e", "state=reverted",
-                                   "-e", f"series={SERIES_059}")
+    rc, results, out = play["run"]("one.yml", "--diff", "-e", "state=reverted", "-e", f"series={SERIES_059}")
     assert rc == 0, out
     for res in by_task(results)["series"].values():
         assert res["changed"] is True and res["state"] == "pristine"
@@ -186,36 +196,50 @@ def test_one_drifted_host_leaves_every_host_untouched(play):
     bad = play["names"][1]
     assert tasks["stage"][bad]["_status"] == "failed" and tasks["stage"][bad]["state"] == "drifted"
     assert any(f["state"] == "drifted" and f["path"] == WORKER for f in tasks["stage"][bad]["files"])
-    assert "apply" not in tasks                      # any_errors_fatal: no host reached the commit
+    assert "apply" not in tasks  # any_errors_fatal: no host reached the commit
     for i, root in enumerate(play["roots"]):
         now = snapshot(root)
         assert {k: v for k, v in now.items() if not k.startswith(".patchkit/")} == before[i]
     # the hosts that staged hold only .patchkit/; `reverted` drops it (the drifted host has none)
     others = [n for n in play["names"] if n != bad]
-    rc, results, out = play["run"]("one.yml", "-e", "state=reverted", "-e", "series=sglang-v0.5.9",
-                                   "--limit", ",".join(others))
+    rc, results, out = play["run"](
+        "one.yml", "-e", "state=reverted", "-e", "series=sglang-v0.5.9", "--limit", ",".join(others)
+    )
     assert rc == 0, out
     assert [snapshot(r) for r in play["roots"]] == before
 
 
 def test_galaxy_build_and_doc(tmp_path):
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO), ANSIBLE_HOME=str(tmp_path / "home"),
-               PATH=f"{BIN}:{os.environ['PATH']}", ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "build", str(COLLECTION),
-                           "--output-path", str(tmp_path)], env=env, capture_output=True,
-                          text=True, timeout=120)
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=str(REPO),
+        ANSIBLE_HOME=str(tmp_path / "home"),
+        PATH=f"{BIN}:{os.environ['PATH']}",
+        ANSIBLE_NOCOLOR="1",
+    )
+    proc = subprocess.run(
+        [str(BIN / "ansible-galaxy"), "collection", "build", str(COLLECTION), "--output-path", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     tarball = tmp_path / "patchkit-tools-0.1.0.tar.gz"
     with tarfile.open(tarball) as tar:
         names = set(tar.getnames())
         manifest = json.load(tar.extractfile("MANIFEST.json"))
-    assert {"plugins/action/series.py", "plugins/modules/series.py", "README.md",
-            "meta/runtime.yml"} <= names
+    assert {"plugins/action/series.py", "plugins/modules/series.py", "README.md", "meta/runtime.yml"} <= names
     assert not any("__pycache__" in n for n in names)
     assert manifest["collection_info"]["namespace"] == "patchkit"
     assert manifest["collection_info"]["name"] == "tools"
-    doc = subprocess.run([str(BIN / "ansible-doc"), "--json", "patchkit.tools.series"], env=env,
-                         capture_output=True, text=True, timeout=120)
+    doc = subprocess.run(
+        [str(BIN / "ansible-doc"), "--json", "patchkit.tools.series"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert doc.returncode == 0, doc.stderr
     options = json.loads(doc.stdout)["patchkit.tools.series"]["doc"]["options"]
     assert options["state"]["choices"] == ["verified", "staged", "applied", "reverted"]

@@ -24,8 +24,22 @@ from invoke import Program
 
 from failure_support import REPO, small_series, small_target, tree_digest
 
-FLAGS = {"json", "dry_run", "show_script", "force", "keep_journal", "no_chart", "context_trim",
-         "resume", "trust_new", "merge", "keep_remote_dir", "baseline", "check", "warmup"}
+FLAGS = {
+    "json",
+    "dry_run",
+    "show_script",
+    "force",
+    "keep_journal",
+    "no_chart",
+    "context_trim",
+    "resume",
+    "trust_new",
+    "merge",
+    "keep_remote_dir",
+    "baseline",
+    "check",
+    "warmup",
+}
 
 
 def run_cli(*args: str) -> tuple[int, str, str]:
@@ -46,141 +60,193 @@ def world(tmp_path_factory):
     series = small_series(base / "series")
     (base / "bad.ini").write_text("[gpu]\nhost1 ansible_port=notaport\n")
     (base / "afile").write_text("x\n")
-    repo = base / "repo"                   # a real git clone for upstream.fetch --upstream
+    repo = base / "repo"  # a real git clone for upstream.fetch --upstream
     small_target(repo)
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "v1"], ["tag", "v1"]):
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+        )
     shutil.copytree(series, base / "pin-series")
     return {"tmp": str(base), "tree": str(tree), "series": str(series), "repo": str(repo)}
 
 
 # option -> [(bad value, exit code, a fragment of the one-line message)]
 TARGET_OPTIONS = {
-    "series": [("{tmp}/no-series", 2, "no such directory"), ("", 2, "--series"),
-               ("{tmp}", 2, "pin.toml")],
-    "target": [("docker://c", 2, "absolute path"), ("", 2, "--target"),
-               ("{tmp}/no-tree", 1, "does not exist"), ("a\nb", 2, "newline")],
+    "series": [("{tmp}/no-series", 2, "no such directory"), ("", 2, "--series"), ("{tmp}", 2, "pin.toml")],
+    "target": [
+        ("docker://c", 2, "absolute path"),
+        ("", 2, "--target"),
+        ("{tmp}/no-tree", 1, "does not exist"),
+        ("a\nb", 2, "newline"),
+    ],
     "layout": [("sideways", 2, "--layout")],
     "container": [("", 2, "--container"), ("no such", 2, "container name")],
     "exec_": [("", 2, "--exec"), ("'unclosed", 2, "cannot split"), ("-x", 2, "start with a program")],
     "ssh_config": [("{tmp}/no-config", 2, "--ssh-config"), ("", 2, "--ssh-config")],
-    "timeout": [("abc", 2, "--timeout"), ("-5", 2, "--timeout"), ("0", 2, "--timeout"),
-                ("inf", 2, "--timeout"), ("nan", 2, "--timeout")],
+    "timeout": [
+        ("abc", 2, "--timeout"),
+        ("-5", 2, "--timeout"),
+        ("0", 2, "--timeout"),
+        ("inf", 2, "--timeout"),
+        ("nan", 2, "--timeout"),
+    ],
     "jobs": [("abc", 2, "--jobs"), ("0", 2, "--jobs"), ("-1", 2, "--jobs"), ("1.5", 2, "--jobs")],
-    "ssh_persist": [("soon", 2, "--ssh-persist"), ("-1", 2, "--ssh-persist"),
-                    ("inf", 2, "--ssh-persist")],
-    "inventory": [("{tmp}/no.ini", 2, "cannot read"), ("", 2, "--inventory"),
-                  ("{tmp}/bad.ini", 2, "bad.ini:2")],
-    "limit": [("gpu", 2, "--inventory")],          # without --inventory
+    "ssh_persist": [("soon", 2, "--ssh-persist"), ("-1", 2, "--ssh-persist"), ("inf", 2, "--ssh-persist")],
+    "inventory": [
+        ("{tmp}/no.ini", 2, "cannot read"),
+        ("", 2, "--inventory"),
+        ("{tmp}/bad.ini", 2, "bad.ini:2"),
+    ],
+    "limit": [("gpu", 2, "--inventory")],  # without --inventory
     "root": [("/srv", 2, "--inventory")],
     # checked whatever the targets are (a k8s: target is not needed to say a typo)
     "k8s_container": [("Server_1", 2, "--k8s-container"), ("", 2, "--k8s-container")],
     "kube_context": [("-x", 2, "--kube-context"), ("ctx;id", 2, "--kube-context")],
     "kubectl": [("kubectl --insecure", 2, "--kubectl"), ("", 2, "--kubectl")],
 }
-TARGET_TASKS = ["patch.check", "patch.verify", "patch.apply", "patch.revert", "patch.status",
-                "patch.unlock"]
+TARGET_TASKS = ["patch.check", "patch.verify", "patch.apply", "patch.revert", "patch.status", "patch.unlock"]
 
 PROFILE_OPTIONS = {
-    "size": [("huge", 2, "--size")], "timer": [("bogus", 2, "--timer")],
-    "device": [("tpu", 2, "--device")], "seed": [("x", 2, "--seed"), ("-1", 2, "--seed")],
+    "size": [("huge", 2, "--size")],
+    "timer": [("bogus", 2, "--timer")],
+    "device": [("tpu", 2, "--device")],
+    "seed": [("x", 2, "--seed"), ("-1", 2, "--seed")],
     "timeout": [("abc", 2, "--timeout"), ("-5", 2, "--timeout")],
-    "series": [("{tmp}/no-series", 2, "no-series"), ("", 2, "--series"),
-               ("{tmp}/afile", 2, "--series")],
+    "series": [("{tmp}/no-series", 2, "no-series"), ("", 2, "--series"), ("{tmp}/afile", 2, "--series")],
     "site": [("", 2, "--site"), ("{tmp}/afile", 2, "--site")],
     "wheelhouse": [("{tmp}/no-wheels", 2, "--wheelhouse")],
     "out": [("/proc/no/out", 2, "--out")],
 }
-RUN_OPTIONS = dict(PROFILE_OPTIONS, num_assistant_tokens=[("many", 2, "--num-assistant-tokens"),
-                                                          ("0", 2, "--num-assistant-tokens")],
-                   confidence=[("high", 2, "--confidence"), ("2", 2, "--confidence")],
-                   sample=[("0", 2, "--sample"), ("x", 2, "--sample"), ("1.5", 2, "--sample")])
+RUN_OPTIONS = dict(
+    PROFILE_OPTIONS,
+    num_assistant_tokens=[("many", 2, "--num-assistant-tokens"), ("0", 2, "--num-assistant-tokens")],
+    confidence=[("high", 2, "--confidence"), ("2", 2, "--confidence")],
+    sample=[("0", 2, "--sample"), ("x", 2, "--sample"), ("1.5", 2, "--sample")],
+)
 REPEAT_BAD = [("0", 2, "--repeat"), ("x", 2, "--repeat"), ("-2", 2, "--repeat")]
-SWEEP_OPTIONS = dict(PROFILE_OPTIONS, matrix=[("bogus", 2, "--matrix"), ("k=a,b", 2, "--matrix"),
-                                              ("", 2, "--matrix")], repeat=REPEAT_BAD)
+SWEEP_OPTIONS = dict(
+    PROFILE_OPTIONS,
+    matrix=[("bogus", 2, "--matrix"), ("k=a,b", 2, "--matrix"), ("", 2, "--matrix")],
+    repeat=REPEAT_BAD,
+)
 REMOTE_OPTIONS = {
     "target": [("", 2, "target"), ("docker://c", 2, "docker://")],
     "series": [("{tmp}/no-series", 2, "no-series"), ("", 2, "--series")],
-    "server": [("", 2, "--server")], "bench": [("", 2, "--bench")],
-    "env": [("NOEQUALS", 2, "NOEQUALS")], "out": [("/proc/no/out", 2, "--out")],
+    "server": [("", 2, "--server")],
+    "bench": [("", 2, "--bench")],
+    "env": [("NOEQUALS", 2, "NOEQUALS")],
+    "out": [("/proc/no/out", 2, "--out")],
     "matrix": [("zz", 2, "zz"), ("", 2, "--matrix")],
-    "sample": [("0", 2, "--sample"), ("x", 2, "--sample")], "repeat": REPEAT_BAD,
+    "sample": [("0", 2, "--sample"), ("x", 2, "--sample")],
+    "repeat": REPEAT_BAD,
 }
 COLLECT_OPTIONS = {
     "target": [("", 2, "--target"), ("docker://c", 2, "docker://")],
-    "from_": [("", 2, "--from")], "out": [("", 2, "--out"), ("{tmp}/afile", 2, "afile")],
+    "from_": [("", 2, "--from")],
+    "out": [("", 2, "--out"), ("{tmp}/afile", 2, "afile")],
     "max_mb": [("lots", 2, "--max-mb"), ("-1", 2, "--max-mb"), ("0", 2, "--max-mb")],
-    "python": [("", 2, "--python")], "container": [("", 2, "--container")],
-    "exec_": [("", 2, "--exec")], "ssh_config": [("{tmp}/no-config", 2, "--ssh-config")],
+    "python": [("", 2, "--python")],
+    "container": [("", 2, "--container")],
+    "exec_": [("", 2, "--exec")],
+    "ssh_config": [("{tmp}/no-config", 2, "--ssh-config")],
     "ssh_persist": [("soon", 2, "--ssh-persist"), ("-1", 2, "--ssh-persist")],
     "timeout": [("abc", 2, "--timeout"), ("0", 2, "--timeout")],
 }
 REPORT_OPTIONS = {
     "timing": [("{tmp}/no-timing", 2, "no such folder"), ("", 2, "--timing")],
-    "out": [("", 2, "--out")], "bench": [("{tmp}/no-bench", 2, "--bench"), ("", 2, "--bench")],
+    "out": [("", 2, "--out")],
+    "bench": [("{tmp}/no-bench", 2, "--bench"), ("", 2, "--bench")],
 }
 # the valid rest of a profile.remote command line (each case replaces one option)
 REMOTE_BASE = {"target": "{tree}", "series": "{series}", "server": "false", "bench": "false"}
 REBASE_OPTIONS = {
     "series": [("{tmp}/no-series", 2, "no-series"), ("", 2, "--series")],
-    "onto": [("", 2, "--onto")], "upstream": [("{tmp}/no-clone", 2, "--upstream")],
-    "out": [("{tmp}/afile", 2, "afile")], "version": [("", 2, "--onto")],
+    "onto": [("", 2, "--onto")],
+    "upstream": [("{tmp}/no-clone", 2, "--upstream")],
+    "out": [("{tmp}/afile", 2, "afile")],
+    "version": [("", 2, "--onto")],
     "wheelhouse": [("{tmp}/no-wheels", 2, "--wheelhouse")],
     "onto_target": [("docker://c", 2, "docker://")],
-    "layout": [("sideways", 2, "--layout")], "container": [("", 2, "--container")],
-    "exec_": [("", 2, "--exec")], "ssh_config": [("{tmp}/no-config", 2, "--ssh-config")],
+    "layout": [("sideways", 2, "--layout")],
+    "container": [("", 2, "--container")],
+    "exec_": [("", 2, "--exec")],
+    "ssh_config": [("{tmp}/no-config", 2, "--ssh-config")],
     "timeout": [("abc", 2, "--timeout"), ("-5", 2, "--timeout")],
 }
-DIFF_OPTIONS = {"from_": [("{tmp}/no-series", 2, "no-series")],
-                "to": [("{tmp}/no-series", 2, "no-series")]}
+DIFF_OPTIONS = {"from_": [("{tmp}/no-series", 2, "no-series")], "to": [("{tmp}/no-series", 2, "no-series")]}
 
 SERIES_BAD = [("{tmp}/no-series", 2, "no-series"), ("", 2, "--series")]
-EDIT_OPTIONS = {"dest": [("", 2, "--dest")], "series": SERIES_BAD,
-                "upto": [("nosuch.patch", 2, "nosuch.patch")],
-                "pristine": [("{tmp}/no-tree", 2, "--pristine"), ("", 2, "--pristine")],
-                "layout": [("weird", 2, "--layout")]}
-NEW_OPTIONS = {"name": [("", 2, "--name"), ("a/b.patch", 2, "patch name")],
-               "edited": [("{tmp}/no-tree", 2, "--edited"), ("", 2, "--edited")],
-               "series": SERIES_BAD, "pristine": [("{tmp}/no-tree", 2, "--pristine")],
-               "header": [("", 2, "--header")],
-               "new_file": [("/abs", 2, "--new-file"), ("", 2, "--new-file")]}
-REFRESH_OPTIONS = {"edited": [("{tmp}/no-tree", 2, "--edited")], "series": SERIES_BAD,
-                   "pristine": [("{tmp}/no-tree", 2, "--pristine")],
-                   "patch": [("nosuch.patch", 2, "nosuch.patch"), ("", 2, "--patch")]}
+EDIT_OPTIONS = {
+    "dest": [("", 2, "--dest")],
+    "series": SERIES_BAD,
+    "upto": [("nosuch.patch", 2, "nosuch.patch")],
+    "pristine": [("{tmp}/no-tree", 2, "--pristine"), ("", 2, "--pristine")],
+    "layout": [("weird", 2, "--layout")],
+}
+NEW_OPTIONS = {
+    "name": [("", 2, "--name"), ("a/b.patch", 2, "patch name")],
+    "edited": [("{tmp}/no-tree", 2, "--edited"), ("", 2, "--edited")],
+    "series": SERIES_BAD,
+    "pristine": [("{tmp}/no-tree", 2, "--pristine")],
+    "header": [("", 2, "--header")],
+    "new_file": [("/abs", 2, "--new-file"), ("", 2, "--new-file")],
+}
+REFRESH_OPTIONS = {
+    "edited": [("{tmp}/no-tree", 2, "--edited")],
+    "series": SERIES_BAD,
+    "pristine": [("{tmp}/no-tree", 2, "--pristine")],
+    "patch": [("nosuch.patch", 2, "nosuch.patch"), ("", 2, "--patch")],
+}
 GEN_RUNTIME_OPTIONS = {"series": SERIES_BAD}
-FETCH_OPTIONS = {"series": [("{tmp}/no-series", 2, "no-series")], "name": [("", 2, "--name")],
-                 "version": [("", 2, "--version")],
-                 "path": [("../x", 2, "unsafe"), ("", 2, "--path")],
-                 "upstream": [("{tmp}/no-clone", 2, "--upstream")], "rev": [("", 2, "--rev")],
-                 "layout": [("weird", 2, "--layout")],
-                 "dest": [("{tmp}/afile", 2, "--dest"), ("", 2, "--dest")]}
-PIN_OPTIONS = {"series": [("", 2, "--series")],
-               "tree": [("{tmp}/no-tree", 2, "--tree"), ("", 2, "--tree")],
-               "path": [("/abs", 2, "unsafe"), ("", 2, "--path")], "name": [("", 2, "--name")],
-               "version": [("", 2, "--version")],
-               "commit": [("xyz", 2, "40 lowercase hex"), ("", 2, "--commit")],
-               "package_prefix": [("/abs/", 2, "--package-prefix"), ("", 2, "--package-prefix")]}
+FETCH_OPTIONS = {
+    "series": [("{tmp}/no-series", 2, "no-series")],
+    "name": [("", 2, "--name")],
+    "version": [("", 2, "--version")],
+    "path": [("../x", 2, "unsafe"), ("", 2, "--path")],
+    "upstream": [("{tmp}/no-clone", 2, "--upstream")],
+    "rev": [("", 2, "--rev")],
+    "layout": [("weird", 2, "--layout")],
+    "dest": [("{tmp}/afile", 2, "--dest"), ("", 2, "--dest")],
+}
+PIN_OPTIONS = {
+    "series": [("", 2, "--series")],
+    "tree": [("{tmp}/no-tree", 2, "--tree"), ("", 2, "--tree")],
+    "path": [("/abs", 2, "unsafe"), ("", 2, "--path")],
+    "name": [("", 2, "--name")],
+    "version": [("", 2, "--version")],
+    "commit": [("xyz", 2, "40 lowercase hex"), ("", 2, "--commit")],
+    "package_prefix": [("/abs/", 2, "--package-prefix"), ("", 2, "--package-prefix")],
+}
 AUTHOR_BASE = {
     "patch.edit": {"dest": "{tmp}/edit-out", "series": "{series}", "pristine": "{tree}"},
-    "patch.new": {"name": "0002-x.patch", "edited": "{tree}", "series": "{series}",
-                  "pristine": "{tree}"},
+    "patch.new": {"name": "0002-x.patch", "edited": "{tree}", "series": "{series}", "pristine": "{tree}"},
     "patch.refresh": {"edited": "{tree}", "series": "{series}", "pristine": "{tree}"},
     "patch.gen-runtime": {"series": "{series}"},
-    "upstream.fetch": {"upstream": "{repo}", "rev": "v1", "path": "pkg/m.py",
-                       "dest": "{tmp}/fetched"},
+    "upstream.fetch": {"upstream": "{repo}", "rev": "v1", "path": "pkg/m.py", "dest": "{tmp}/fetched"},
     "upstream.pin": {"series": "{tmp}/pin-series", "tree": "{tree}"},
     "profile.collect": {"target": "{tree}", "out": "{tmp}/collected"},
     "profile.report": {"timing": "{tree}", "out": "{tmp}/report"},
 }
 
-TABLE = {**{t: TARGET_OPTIONS for t in TARGET_TASKS}, "profile.run": RUN_OPTIONS,
-         "profile.sweep": SWEEP_OPTIONS, "profile.remote": REMOTE_OPTIONS,
-         "profile.collect": COLLECT_OPTIONS, "profile.report": REPORT_OPTIONS,
-         "patch.rebase": REBASE_OPTIONS, "patch.diff": DIFF_OPTIONS, "patch.edit": EDIT_OPTIONS,
-         "patch.new": NEW_OPTIONS, "patch.refresh": REFRESH_OPTIONS,
-         "patch.gen-runtime": GEN_RUNTIME_OPTIONS, "upstream.fetch": FETCH_OPTIONS,
-         "upstream.pin": PIN_OPTIONS}
+TABLE = {
+    **{t: TARGET_OPTIONS for t in TARGET_TASKS},
+    "profile.run": RUN_OPTIONS,
+    "profile.sweep": SWEEP_OPTIONS,
+    "profile.remote": REMOTE_OPTIONS,
+    "profile.collect": COLLECT_OPTIONS,
+    "profile.report": REPORT_OPTIONS,
+    "patch.rebase": REBASE_OPTIONS,
+    "patch.diff": DIFF_OPTIONS,
+    "patch.edit": EDIT_OPTIONS,
+    "patch.new": NEW_OPTIONS,
+    "patch.refresh": REFRESH_OPTIONS,
+    "patch.gen-runtime": GEN_RUNTIME_OPTIONS,
+    "upstream.fetch": FETCH_OPTIONS,
+    "upstream.pin": PIN_OPTIONS,
+}
 
 
 def _flag(option: str) -> str:
@@ -208,8 +274,7 @@ def _cases():
     for task, options in TABLE.items():
         for option, values in options.items():
             for n, (value, code, fragment) in enumerate(values):
-                yield pytest.param(task, option, value, code, fragment,
-                                   id=f"{task}-{option}-{n}")
+                yield pytest.param(task, option, value, code, fragment, id=f"{task}-{option}-{n}")
 
 
 def _argv(task: str, option: str, value: str, w: dict) -> list[str]:
@@ -253,11 +318,11 @@ def test_bad_value(world, task, option, value, code, fragment):
         assert len(lines) == 1 and fragment in lines[0], (argv, err)
         assert "Traceback" not in err
     if "--json" in argv:
-        doc = json.loads(out)             # one document, even when nothing ran
+        doc = json.loads(out)  # one document, even when nothing ran
         assert doc["exit_code"] == code and doc["error"] and "\n" not in doc["error"]
         assert fragment in doc["error"], doc["error"]
     assert tree_digest(world["tree"]) == before
-    assert {k: tree_digest(world["tmp"] + "/" + k) for k in written} == written   # nothing written
+    assert {k: tree_digest(world["tmp"] + "/" + k) for k in written} == written  # nothing written
 
 
 # -- transports behind a failing prefix -------------------------------------------------------------
@@ -273,8 +338,9 @@ def _prefix(code: int) -> str:
 @pytest.mark.parametrize("task", ["patch.verify", "patch.apply", "patch.revert", "patch.status"])
 def test_exec_prefix_failing(world, task, code):
     before = tree_digest(world["tree"])
-    got, out, err = run_cli(task, "--series", world["series"], "--target", world["tree"],
-                            "--exec", _prefix(code), "--json")
+    got, out, err = run_cli(
+        task, "--series", world["series"], "--target", world["tree"], "--exec", _prefix(code), "--json"
+    )
     assert got == 1, (out, err)
     doc = json.loads(out)
     assert doc["exit_code"] == 1 and "\n" not in doc["error"]
@@ -288,13 +354,14 @@ def test_docker_and_container_transports_failing(world, tmp_path, code, monkeypa
     (no container engine runs here) fails as the real one does for a missing container."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "docker").write_text(f"#!/bin/sh\necho 'Error: No such container: c9' >&2\n"
-                                    f"exit {code}\n")
+    (bin_dir / "docker").write_text(f"#!/bin/sh\necho 'Error: No such container: c9' >&2\nexit {code}\n")
     (bin_dir / "docker").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     before = tree_digest(world["tree"])
-    for spec in (["--target", "docker://c9" + world["tree"]],
-                 ["--target", world["tree"], "--container", "c9"]):
+    for spec in (
+        ["--target", "docker://c9" + world["tree"]],
+        ["--target", world["tree"], "--container", "c9"],
+    ):
         got, out, err = run_cli("patch.verify", "--series", world["series"], *spec, "--json")
         assert got == 1, (spec, out, err)
         doc = json.loads(out)
@@ -307,9 +374,18 @@ def test_docker_and_container_transports_failing(world, tmp_path, code, monkeypa
 def test_ssh_with_a_failing_prefix(world, sshd, code):
     """A real sshd on loopback; the prefix runs on the far side (ssh host + --exec)."""
     before = tree_digest(world["tree"])
-    got, out, err = run_cli("patch.apply", "--series", world["series"],
-                            "--target", sshd.url(world["tree"]), "--ssh-config",
-                            str(sshd.client_config), "--exec", _prefix(code), "--json")
+    got, out, err = run_cli(
+        "patch.apply",
+        "--series",
+        world["series"],
+        "--target",
+        sshd.url(world["tree"]),
+        "--ssh-config",
+        str(sshd.client_config),
+        "--exec",
+        _prefix(code),
+        "--json",
+    )
     assert got == 1, (out, err)
     doc = json.loads(out)
     assert doc["exit_code"] == 1 and "\n" not in doc["error"]
@@ -317,11 +393,16 @@ def test_ssh_with_a_failing_prefix(world, sshd, code):
     assert tree_digest(world["tree"]) == before
 
 
-@pytest.mark.parametrize("argv, option", [
-    (["run", "--timeout", "-5"], "--timeout"), (["run", "--confidence", "3"], "--confidence"),
-    (["run", "--num-assistant-tokens", "0"], "--num-assistant-tokens"),
-    (["sweep", "--seed", "-1"], "--seed"), (["run", "--size", "huge"], "--size"),
-])
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["run", "--timeout", "-5"], "--timeout"),
+        (["run", "--confidence", "3"], "--confidence"),
+        (["run", "--num-assistant-tokens", "0"], "--num-assistant-tokens"),
+        (["sweep", "--seed", "-1"], "--seed"),
+        (["run", "--size", "huge"], "--size"),
+    ],
+)
 def test_python_m_profile_checks_the_same(argv, option, capsys, tmp_path):
     """`python -m patchkit.profile` (machines without invoke) refuses what the tasks refuse."""
     from patchkit.profile.__main__ import main

@@ -39,8 +39,13 @@ ERROR_CLASSES = _all_error_classes()
 
 
 def test_codes_live_in_errors():
-    assert (errors.EXIT_OK, errors.EXIT_REFUSED, errors.EXIT_INVALID,
-            errors.EXIT_INTERRUPTED, errors.EXIT_TERMINATED) == (0, 1, 2, 130, 143)
+    assert (
+        errors.EXIT_OK,
+        errors.EXIT_REFUSED,
+        errors.EXIT_INVALID,
+        errors.EXIT_INTERRUPTED,
+        errors.EXIT_TERMINATED,
+    ) == (0, 1, 2, 130, 143)
     assert issubclass(errors.Terminated, KeyboardInterrupt)
 
 
@@ -49,13 +54,12 @@ def test_every_error_class_maps_to_its_code(cls, capsys):
     message = "what happened\nand a second line"
     try:
         exc = cls(message)
-    except TypeError:       # e.g. InventoryError(path, line, message)
+    except TypeError:  # e.g. InventoryError(path, line, message)
         n = len(inspect.signature(cls).parameters)
         exc = cls(*(["where"] * (n - 1)), message)
     assert exc.exit_code in (1, 2)
-    with pytest.raises(SystemExit) as info:
-        with exit_boundary("prog"):
-            raise exc
+    with pytest.raises(SystemExit) as info, exit_boundary("prog"):
+        raise exc
     assert info.value.code == exc.exit_code
     err = capsys.readouterr().err
     assert err == f"prog: {' | '.join(exc.message.splitlines())}\n" and err.count("\n") == 1
@@ -63,15 +67,17 @@ def test_every_error_class_maps_to_its_code(cls, capsys):
         assert err == "prog: what happened | and a second line\n"
 
 
-@pytest.mark.parametrize("exc, code, said", [
-    (KeyboardInterrupt(), 130, "prog: interrupted; cleaned\n"),
-    (errors.Terminated(), 143, "prog: terminated (SIGTERM); cleaned\n"),
-    (errors.InvalidInput("bad"), 2, "prog: bad\n"),
-])
+@pytest.mark.parametrize(
+    "exc, code, said",
+    [
+        (KeyboardInterrupt(), 130, "prog: interrupted; cleaned\n"),
+        (errors.Terminated(), 143, "prog: terminated (SIGTERM); cleaned\n"),
+        (errors.InvalidInput("bad"), 2, "prog: bad\n"),
+    ],
+)
 def test_interrupts_and_json(exc, code, said, capsys):
-    with pytest.raises(SystemExit) as info:
-        with exit_boundary("prog", interrupted="cleaned", json_op="apply"):
-            raise exc
+    with pytest.raises(SystemExit) as info, exit_boundary("prog", interrupted="cleaned", json_op="apply"):
+        raise exc
     assert info.value.code == code
     out, err = capsys.readouterr()
     assert err == said
@@ -81,9 +87,8 @@ def test_interrupts_and_json(exc, code, said, capsys):
 
 
 def test_bugs_keep_their_traceback():
-    with pytest.raises(ValueError):
-        with exit_boundary("prog"):
-            int("not a number")
+    with pytest.raises(ValueError), exit_boundary("prog"):
+        int("not a number")
 
 
 def test_main_boundary_returns_the_code(capsys):
@@ -91,8 +96,8 @@ def test_main_boundary_returns_the_code(capsys):
     def main(kind):
         if kind == "ok":
             return 0
-        raise {"refused": errors.Refused("no"), "int": KeyboardInterrupt(),
-               "term": errors.Terminated()}[kind]
+        raise {"refused": errors.Refused("no"), "int": KeyboardInterrupt(), "term": errors.Terminated()}[kind]
+
     assert [main(k) for k in ("ok", "refused", "int", "term")] == [0, 1, 130, 143]
 
 
@@ -114,8 +119,11 @@ def test_no_copy_of_the_mapping_outside_the_boundary():
         for caught, node in _handlers(tree):
             body = ast.unparse(node)
             if ("PatchkitError" in caught or "KeyboardInterrupt" in caught) and (
-                    "Exit(" in body or "return exc.exit_code" in body or "return 130" in body
-                    or "sys.exit" in body):
+                "Exit(" in body
+                or "return exc.exit_code" in body
+                or "return 130" in body
+                or "sys.exit" in body
+            ):
                 offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
         if "from invoke import" in path.read_text() and path.name == "tasks.py":
             assert "task" not in path.read_text().split("from invoke import", 1)[1].split("\n")[0]
@@ -134,23 +142,33 @@ def test_sigterm_and_ctrl_c_through_a_real_main(tmp_path):
         "    with sigterm_interrupts():\n"
         "        print('ready', flush=True)\n"
         "        time.sleep(30)\n"
-        "sys.exit(main())\n")
-    for sig, code, word in ((signal.SIGTERM, 143, "terminated (SIGTERM)"),
-                            (signal.SIGINT, 130, "interrupted")):
-        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, cwd=REPO,
-                                env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+        "sys.exit(main())\n"
+    )
+    for sig, code, word in (
+        (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+        (signal.SIGINT, 130, "interrupted"),
+    ):
+        proc = subprocess.Popen(
+            [sys.executable, str(script)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        )
         assert proc.stdout.readline() == "ready\n"
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=30)
+        _out, err = proc.communicate(timeout=30)
         assert proc.returncode == code
         assert err == f"profile: {word}; the tree was reverted\n"
 
 
 def test_an_interrupt_that_says_what_was_left_is_still_130(capsys):
-    with pytest.raises(SystemExit) as info:
-        with exit_boundary("profile", interrupted="servers stopped, targets reverted"):
-            raise KeyboardInterrupt("cleanup incomplete: revert: gpu1: no answer")
+    with (
+        pytest.raises(SystemExit) as info,
+        exit_boundary("profile", interrupted="servers stopped, targets reverted"),
+    ):
+        raise KeyboardInterrupt("cleanup incomplete: revert: gpu1: no answer")
     assert info.value.code == 130
     assert capsys.readouterr().err == "profile: interrupted; cleanup incomplete: revert: gpu1: no answer\n"
 

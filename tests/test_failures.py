@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from failure_support import (GOOD, invoke, json_doc, one_line, small_series, small_target,
-                             tree_digest)
+from failure_support import GOOD, invoke, json_doc, one_line, small_series, small_target, tree_digest
 
 
 @pytest.fixture
@@ -25,22 +24,23 @@ def series(tmp_path):
 
 # -- 1. a wrapper that fails with exit 1 (no such container, pod not found) shows its stderr ----------
 
+
 @pytest.mark.parametrize("rc", [1, 2, 125])
 def test_exec_prefix_failure_shows_its_stderr(tree, series, rc):
     before = tree_digest(tree)
     prefix = f"bash -c {shlex.quote(f'echo Error: no such container: c9 >&2; exit {rc}')}"
-    proc = invoke("patch.apply", "--series", str(series), "--target", str(tree), "--exec", prefix,
-                  "--json")
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(tree), "--exec", prefix, "--json")
     assert proc.returncode == 1, proc.stderr
     host = json.loads(proc.stdout)["hosts"][0]
     assert any("no such container: c9" in m for m in host["messages"]), host
     text = invoke("patch.verify", "--series", str(series), "--target", str(tree), "--exec", prefix)
     assert text.returncode == 1
-    assert "no such container" in text.stdout      # the table's error column
+    assert "no such container" in text.stdout  # the table's error column
     assert tree_digest(tree) == before
 
 
 # -- 2. configuration keys: the documented one works, unknown ones are refused --------------------
+
 
 def test_unknown_patchkit_key_is_refused_naming_key_and_file(tree, series, tmp_path):
     cfg = tmp_path / "site.yaml"
@@ -61,7 +61,7 @@ def test_old_engine_series_key_is_read_with_a_note(tree, series, tmp_path):
     cfg.write_text(f"patchkit:\n  engine:\n    series: {series}\n  targets: [{tree}]\n")
     proc = invoke("-f", str(cfg), "patch.verify", "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json_doc(proc.stdout)["series"] == "series"        # the configured one, not the default
+    assert json_doc(proc.stdout)["series"] == "series"  # the configured one, not the default
     assert "patchkit.engine.series is the old name of patchkit.series" in one_line(proc.stderr)
     cfg.write_text("patchkit:\n  engine:\n    seriez: x\n")
     proc = invoke("-f", str(cfg), "patch.verify", "--target", str(tree))
@@ -109,6 +109,7 @@ def test_json_is_always_one_document(tree, series, tmp_path, case):
 
 # -- 2b/7c. the default series on another release: the useful fact first, one line per hunk -------
 
+
 def test_wrong_release_says_installed_and_pinned_first(tmp_path):
     from upstream_fixtures import sglang_installed
 
@@ -117,9 +118,9 @@ def test_wrong_release_says_installed_and_pinned_first(tmp_path):
     proc = invoke("patch.apply", "--series", "patches/sglang-v0.5.9", "--target", str(site))
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
-    detail = lines[lines.index(f"{site}:") + 1:]
+    detail = lines[lines.index(f"{site}:") + 1 :]
     assert detail[0].startswith("  installed sglang 0.5.10, pinned 0.5.9: try --series auto")
-    assert max(len(ln) for ln in lines) < 400             # no 3 KB line
+    assert max(len(ln) for ln in lines) < 400  # no 3 KB line
     files: list[list[str]] = []
     for ln in detail:
         if ln.startswith("  sglang/"):
@@ -127,7 +128,7 @@ def test_wrong_release_says_installed_and_pinned_first(tmp_path):
         elif ln.startswith("    ") and "@@" in ln:
             files[-1].append(ln)
     assert len(files) == 2 and all(len(f) >= 2 for f in files)
-    for hunks in files:     # ascending, as a reader goes down the file
+    for hunks in files:  # ascending, as a reader goes down the file
         changed = [int(ln.split(": line ")[1].split(":")[0]) for ln in hunks if ": line " in ln]
         assert len(changed) >= 2 and changed == sorted(changed), hunks
     assert detail[-1] == "  wrote nothing"
@@ -135,6 +136,7 @@ def test_wrong_release_says_installed_and_pinned_first(tmp_path):
 
 
 # -- 6. read-only targets: verify is a gate that fails when apply would; revert of nothing is ok ---
+
 
 def _read_only(tree, *invoke_args):
     """Run the CLI with `tree` bind-mounted read-only in a private mount namespace (root ignores
@@ -147,12 +149,18 @@ def _read_only(tree, *invoke_args):
     probe = subprocess.run(["unshare", "-m", "--", "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip("cannot make a read-only mount here")
-    script = (f"mount --bind {tree} {tree} && mount -o remount,ro,bind {tree} && "
-              f"exec {sys.executable} -m invoke {' '.join(shlex.quote(a) for a in invoke_args)}")
-    return subprocess.run(["unshare", "-m", "--", "sh", "-c", script], cwd=REPO,
-                          capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-                               "HOME": str(tree.parent)})
+    script = (
+        f"mount --bind {tree} {tree} && mount -o remount,ro,bind {tree} && "
+        f"exec {sys.executable} -m invoke {' '.join(shlex.quote(a) for a in invoke_args)}"
+    )
+    return subprocess.run(
+        ["unshare", "-m", "--", "sh", "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(tree.parent)},
+    )
 
 
 def test_read_only_verify_fails_and_revert_of_nothing_succeeds(tree, series):
@@ -168,6 +176,7 @@ def test_read_only_verify_fails_and_revert_of_nothing_succeeds(tree, series):
 
 # -- 7. messages that say what happened ------------------------------------------------------------
 
+
 def test_concurrent_applies_never_blame_the_file_system(tmp_path, series):
     from concurrent.futures import ThreadPoolExecutor
 
@@ -180,14 +189,13 @@ def test_concurrent_applies_never_blame_the_file_system(tmp_path, series):
         messages = [m for r in results for h in r.hosts for m in h.messages]
         assert not any("cannot create" in m for m in messages), messages
         assert any(r.exit_code == 0 for r in results)
-        for r in results:           # the other one: done already, or told who holds the lock
+        for r in results:  # the other one: done already, or told who holds the lock
             assert r.exit_code == 0 or any("locked by" in m for m in r.hosts[0].messages), messages
 
 
 def test_a_fleet_listing_one_target_twice_is_refused(tree, series):
     before = tree_digest(tree)
-    proc = invoke("patch.apply", "--series", str(series), "--target", str(tree),
-                  "--target", str(tree) + "/")
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(tree), "--target", str(tree) + "/")
     assert proc.returncode == 2
     assert "listed twice" in one_line(proc.stderr)
     assert tree_digest(tree) == before
@@ -202,17 +210,28 @@ def test_file_edited_after_apply_is_called_that(tree, series):
 
 
 TWO_HUNKS = b"".join(b"line %d\n" % i for i in range(1, 41))
-TWO_HUNK_PATCH = (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
-                  b"@@ -4,3 +4,4 @@\n line 4\n line 5\n+inserted\n line 6\n"
-                  b"@@ -30,3 +31,4 @@\n line 30\n+again\n line 31\n line 32\n")
+TWO_HUNK_PATCH = (
+    b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+    b"@@ -4,3 +4,4 @@\n line 4\n line 5\n+inserted\n line 6\n"
+    b"@@ -30,3 +31,4 @@\n line 30\n+again\n line 31\n line 32\n"
+)
 
 
-@pytest.mark.parametrize("bad, blamed", [
-    (TWO_HUNK_PATCH.replace(b"@@ -4,3 +4,4 @@", b"@@ -4,3 +4,6 @@"), "diff line 4: hunk header '@@ -4,3 +4,6 @@'"),
-    (TWO_HUNK_PATCH.replace(b"@@ -30,3 +31,4 @@", b"@@ -30,5 +31,6 @@"), "diff line 9: hunk header '@@ -30,5 +31,6 @@'"),
-    (TWO_HUNK_PATCH + b"Z" * 300, "diff line 14: 'ZZZ"),
-    (TWO_HUNK_PATCH + b"\n\nnot a diff line\n" * 20, "diff line 16: 'not a diff line'"),
-])
+@pytest.mark.parametrize(
+    "bad, blamed",
+    [
+        (
+            TWO_HUNK_PATCH.replace(b"@@ -4,3 +4,4 @@", b"@@ -4,3 +4,6 @@"),
+            "diff line 4: hunk header '@@ -4,3 +4,6 @@'",
+        ),
+        (
+            TWO_HUNK_PATCH.replace(b"@@ -30,3 +31,4 @@", b"@@ -30,5 +31,6 @@"),
+            "diff line 9: hunk header '@@ -30,5 +31,6 @@'",
+        ),
+        (TWO_HUNK_PATCH + b"Z" * 300, "diff line 14: 'ZZZ"),
+        (TWO_HUNK_PATCH + b"\n\nnot a diff line\n" * 20, "diff line 16: 'not a diff line'"),
+    ],
+)
 def test_bad_counts_and_junk_name_the_right_line(tmp_path, bad, blamed):
     from engine_support import make_series, write_tree
 
@@ -231,10 +250,12 @@ def test_bad_counts_and_junk_name_the_right_line(tmp_path, bad, blamed):
 # -- 4. revert takes away the bytecode the patched and created files produced ----------------------
 
 PY_ORIG = b"".join(b"x%d = %d\n" % (i, i) for i in range(1, 21))
-PY_PATCH = (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
-            b"@@ -4,3 +4,4 @@\n x4 = 4\n x5 = 5\n+from pkg import timer\n x6 = 6\n"
-            b"diff --git a/pkg/timer.py b/pkg/timer.py\nnew file mode 100644\n--- /dev/null\n"
-            b"+++ b/pkg/timer.py\n@@ -0,0 +1,1 @@\n+T = 1\n")
+PY_PATCH = (
+    b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+    b"@@ -4,3 +4,4 @@\n x4 = 4\n x5 = 5\n+from pkg import timer\n x6 = 6\n"
+    b"diff --git a/pkg/timer.py b/pkg/timer.py\nnew file mode 100644\n--- /dev/null\n"
+    b"+++ b/pkg/timer.py\n@@ -0,0 +1,1 @@\n+T = 1\n"
+)
 
 
 def _import_all(root):
@@ -252,18 +273,18 @@ def test_revert_removes_bytecode_and_status_reports_leftovers(tmp_path):
 
     root = tmp_path / "target"
     write_tree(root, {"pkg/__init__.py": b"", "pkg/m.py": PY_ORIG})
-    for name in ("__init__", "m"):                        # the originals' bytecode, before apply
+    for name in ("__init__", "m"):  # the originals' bytecode, before apply
         py_compile.compile(str(root / f"pkg/{name}.py"))
     before = tree_digest(root)
     series = make_series(tmp_path / "s", {"pkg/m.py": PY_ORIG}, [("0001.patch", PY_PATCH)])
     assert invoke("patch.apply", "--series", str(series), "--target", str(root)).returncode == 0
-    _import_all(root)                                      # the patched run compiles both files
+    _import_all(root)  # the patched run compiles both files
     pycache = sorted(p.name for p in (root / "pkg/__pycache__").iterdir())
     assert any(n.startswith("timer.") for n in pycache), pycache
     revert = invoke("patch.revert", "--series", str(series), "--target", str(root))
     assert revert.returncode == 0, revert.stdout
     assert "removed the bytecode" in revert.stdout
-    assert tree_digest(root) == before                     # the original's .pyc is back, byte for byte
+    assert tree_digest(root) == before  # the original's .pyc is back, byte for byte
 
     # a leftover (an older patchkit's revert, or a hand-made copy): status says so
     (root / "pkg/__pycache__/timer.cpython-311.pyc").write_bytes(b"stale")
@@ -284,12 +305,12 @@ def test_status_mentions_the_trash_a_forced_revert_left(tree, series):
 
 # -- 9. small truths -------------------------------------------------------------------------------
 
+
 def test_rebased_headers_name_the_new_release():
+    from failure_support import REPO
     from patchkit.author.rebase import _renamed_release
     from patchkit.author.rebase_result import Source
     from patchkit.engine.series import load_series
-
-    from failure_support import REPO
 
     pin = load_series(str(REPO / "patches/sglang-v0.5.9")).pin
     raw = (REPO / "patches/sglang-v0.5.9/0008-v2-cycle.patch").read_bytes()
@@ -298,7 +319,7 @@ def test_rebased_headers_name_the_new_release():
     out = _renamed_release(raw, pin, new)
     head, _, body = out.partition(b"diff --git ")
     assert b"for sglang 0.5.10 " in head and b"sglang 0.5.9 " not in head
-    assert body == raw.partition(b"diff --git ")[2]          # the diff itself is untouched
+    assert body == raw.partition(b"diff --git ")[2]  # the diff itself is untouched
     assert _renamed_release(raw, pin, Source("x", "", "0.5.9", None, {})) == raw
 
 
@@ -307,18 +328,26 @@ def test_series_auto_over_ssh_logs_in_once_without_a_persisting_master(sshd, tmp
 
     site = sglang_installed("0.5.9", tmp_path / "site")
     before = sshd.accepted()
-    proc = invoke("patch.verify", "--series", "auto", "--target", sshd.url(str(site)),
-                  "--ssh-config", str(sshd.client_config), "--ssh-persist", "0")
+    proc = invoke(
+        "patch.verify",
+        "--series",
+        "auto",
+        "--target",
+        sshd.url(str(site)),
+        "--ssh-config",
+        str(sshd.client_config),
+        "--ssh-persist",
+        "0",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "--series auto: chose sglang-v0.5.9" in proc.stderr
     sshd.wait_log(lambda s: s.accepted() > before)
-    time.sleep(0.5)                 # a second login would be logged by now
+    time.sleep(0.5)  # a second login would be logged by now
     assert sshd.accepted() - before == 1
 
 
 def test_show_script_with_json_is_refused_as_one_document(tree, series):
-    proc = invoke("patch.apply", "--series", str(series), "--target", str(tree), "--show-script",
-                  "--json")
+    proc = invoke("patch.apply", "--series", str(series), "--target", str(tree), "--show-script", "--json")
     assert proc.returncode == 2 and "--show-script" in one_line(proc.stderr)
     assert json_doc(proc.stdout)["exit_code"] == 2
 

@@ -15,29 +15,44 @@ import time
 
 import pytest
 
-from test_profile_remote import (REPO, assert_cleaned, bench_cmd, only_run_dir, settings,  # noqa: F401
-                                 target, tree)
+from test_profile_remote import (
+    REPO,
+    assert_cleaned,
+    bench_cmd,
+    only_run_dir,
+    settings,
+    target,  # noqa: F401  (a pytest fixture)
+    tree,  # noqa: F401  (a pytest fixture)
+)
 
 
 @pytest.mark.parametrize("to_group", [False, True], ids=["process", "process-group"])
 def test_ctrl_c_in_invoke_profile_remote(tmp_path, sshd, tree, target, to_group):  # noqa: F811
     started = tmp_path / "bench.started"
-    given = settings(tmp_path, [target], sshd.client_config,
-                     bench_command=bench_cmd(f"--requests 100000 --delay 0.02 "
-                                             f"--started-file {shlex.quote(str(started))}"))
+    given = settings(
+        tmp_path,
+        [target],
+        sshd.client_config,
+        bench_command=bench_cmd(f"--requests 100000 --delay 0.02 --started-file {shlex.quote(str(started))}"),
+    )
     config = tmp_path / "site.json"
     config.write_text(json.dumps({"patchkit": {"profile": {"remote": given}}}))
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-m", "invoke", "-r", str(REPO), "-f", str(config),
-                             "profile.remote"], cwd=str(tmp_path), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "-r", str(REPO), "-f", str(config), "profile.remote"],
+        cwd=str(tmp_path),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert started.exists(), proc.communicate(timeout=30)
-        time.sleep(1.5)         # the stand-in server has flushed some cycles by now
+        time.sleep(1.5)  # the stand-in server has flushed some cycles by now
         if to_group:
             os.killpg(proc.pid, signal.SIGINT)
         else:
@@ -61,18 +76,24 @@ def test_cleanup_problems_after_an_interrupt_stay_an_interrupt(tmp_path, monkeyp
     died with it) is still an interrupt (130), and it says what was left; it used to become a
     ProfileError (exit 1) naming only the broken ssh call."""
     from patchkit.profile.progress import ProgressLine
-    from patchkit.profile.remote import RemoteConfig, RemoteRun
+    from patchkit.profile.remote import RemoteConfig
+    from patchkit.profile.remote.run import RemoteRun
     from patchkit.transport import parse_target
 
     cfg = RemoteConfig.from_mapping(settings(tmp_path, [str(tmp_path)], tmp_path / "none"))
-    run = RemoteRun(cfg, tmp_path, ProgressLine(prefix="t", stream=open(os.devnull, "w")),
-                    [parse_target(str(tmp_path))])
+    run = RemoteRun(
+        cfg, tmp_path, ProgressLine(prefix="t", stream=open(os.devnull, "w")), [parse_target(str(tmp_path))]
+    )
 
     def interrupted():
         raise KeyboardInterrupt
+
     monkeypatch.setattr(run, "verify_and_apply", interrupted)
-    monkeypatch.setattr(run, "cleanup", lambda interrupted=False: [
-        "stopping the jobs: the remote program ended without an exit status"])
+    monkeypatch.setattr(
+        run,
+        "cleanup",
+        lambda interrupted=False: ["stopping the jobs: the remote program ended without an exit status"],
+    )
     with pytest.raises(KeyboardInterrupt) as info:
         run.execute()
     assert "cleanup incomplete: stopping the jobs" in str(info.value)

@@ -19,14 +19,13 @@ from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import parse_target
 from sshd_support import free_port, start_fleet
-from test_engine_crash import AFTER as MULTI_AFTER
-from test_engine_crash import BEFORE as MULTI_BEFORE
-from upstream_fixtures import SERIES_059, sglang_installed
 from support.cli import invoke
+from test_engine_crash import AFTER as MULTI_AFTER, BEFORE as MULTI_BEFORE
+from upstream_fixtures import SERIES_059, sglang_installed
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
-WORKER_V2 = "sglang/srt/speculative/eagle_worker_v2.py"   # 0.5.9's 0008-0013
+WORKER_V2 = "sglang/srt/speculative/eagle_worker_v2.py"  # 0.5.9's 0008-0013
 TIMER = "sglang/srt/speculative/phase_timer.py"
 FILES = (WORKER, WORKER_V2, TIMER)
 SSH_HOSTS = 3
@@ -51,8 +50,7 @@ def reference(tmp_path_factory):
 @pytest.fixture
 def roots(tmp_path) -> list[Path]:
     """One installed tree per SSH host, and one more for the local target (last)."""
-    return [sglang_installed("0.5.9", tmp_path / f"host{i}" / "site-packages")
-            for i in range(SSH_HOSTS + 1)]
+    return [sglang_installed("0.5.9", tmp_path / f"host{i}" / "site-packages") for i in range(SSH_HOSTS + 1)]
 
 
 def specs(fleet, roots) -> list[str]:
@@ -75,7 +73,7 @@ def table(stdout: str) -> dict[str, dict[str, str]]:
     i = header + 2
     while i < len(lines) and lines[i] and not lines[i].endswith(":"):
         cells = re.split(r"\s{2,}", lines[i].strip(), maxsplit=len(columns) - 1)
-        assert len(cells) in (len(columns), len(columns) - 1), lines[i]   # error may be empty
+        assert len(cells) in (len(columns), len(columns) - 1), lines[i]  # error may be empty
         rows[cells[0]] = dict(zip(columns[1:], cells[1:]))
         i += 1
     current = None
@@ -111,16 +109,18 @@ def mv_failing_into(shim_dir: Path, dest: str) -> str:
     real = "/usr/bin/mv" if Path("/usr/bin/mv").exists() else "/bin/mv"
     (shim_dir / "mv").write_text(
         "#!/bin/sh\n"
-        'for last; do :; done\n'
+        "for last; do :; done\n"
         f'if [ "$last" = {shlex.quote(dest)} ]; then\n'
-        '  echo "mv: cannot move into \'$last\': Read-only file system" >&2; exit 1\n'
+        "  echo \"mv: cannot move into '$last': Read-only file system\" >&2; exit 1\n"
         "fi\n"
-        f'exec {real} "$@"\n')
+        f'exec {real} "$@"\n'
+    )
     (shim_dir / "mv").chmod(0o755)
     return f"PATH={shlex.quote(str(shim_dir))}:$PATH sh -s"
 
 
 # ---- all hosts fine ------------------------------------------------------------------------------
+
 
 def test_fleet_apply_status_revert(fleet, roots, reference):
     before = connections(fleet)
@@ -129,8 +129,9 @@ def test_fleet_apply_status_revert(fleet, roots, reference):
     # Two programs per SSH host (stage, commit), one connection per host (the control master).
     assert_one_connection_each(fleet, before)
     rows = table(proc.stdout)
-    assert list(rows) == [parse_target(s, ssh_config=str(fleet.client_config)).label
-                          for s in specs(fleet, roots)]
+    assert list(rows) == [
+        parse_target(s, ssh_config=str(fleet.client_config)).label for s in specs(fleet, roots)
+    ]
     for row in rows.values():
         assert row["state"] == "applied", row
         assert (row["wrote"], row["result"]) == ("3", "ok"), row
@@ -144,21 +145,28 @@ def test_fleet_apply_status_revert(fleet, roots, reference):
     assert len(rows) == SSH_HOSTS + 1
     assert {r["state"] for r in rows.values()} == {"applied"}
 
-    res = ops.revert(str(SERIES_059), specs(fleet, roots),
-                     ops.Options(transport_options={"ssh_config": str(fleet.client_config)}))
+    res = ops.revert(
+        str(SERIES_059),
+        specs(fleet, roots),
+        ops.Options(transport_options={"ssh_config": str(fleet.client_config)}),
+    )
     assert res.exit_code == 0 and {h.state for h in res.hosts} == {"pristine"}, res.to_json()
     for root in roots:
         assert_untouched(root, reference["original"])
 
 
 def test_fleet_apply_reports_applied(fleet, roots):
-    res = ops.apply(str(SERIES_059), specs(fleet, roots)[-2:],
-                    ops.Options(transport_options={"ssh_config": str(fleet.client_config)}))
+    res = ops.apply(
+        str(SERIES_059),
+        specs(fleet, roots)[-2:],
+        ops.Options(transport_options={"ssh_config": str(fleet.client_config)}),
+    )
     assert res.exit_code == 0
     assert [h.state for h in res.hosts] == ["applied", "applied"]
 
 
 # ---- a host fails before commit -----------------------------------------------------------------
+
 
 def test_drifted_host_means_nothing_applied_anywhere(fleet, roots, reference):
     drifted = roots[1]
@@ -184,8 +192,11 @@ def test_drifted_host_means_nothing_applied_anywhere(fleet, roots, reference):
 
 def test_unreachable_host_means_nothing_applied_anywhere(fleet, roots, reference):
     dead = f"ssh://root@127.0.0.1:{free_port()}/srv/nowhere"
-    res = ops.apply(str(SERIES_059), specs(fleet, roots) + [dead],
-                    ops.Options(transport_options={"ssh_config": str(fleet.client_config)}))
+    res = ops.apply(
+        str(SERIES_059),
+        specs(fleet, roots) + [dead],
+        ops.Options(transport_options={"ssh_config": str(fleet.client_config)}),
+    )
     assert res.exit_code == 1
     *good, last = res.hosts
     assert last.state == "unreachable" and "connection refused" in " ".join(last.messages), last
@@ -196,14 +207,22 @@ def test_unreachable_host_means_nothing_applied_anywhere(fleet, roots, reference
 
 # ---- a host fails during commit -----------------------------------------------------------------
 
+
 def test_commit_failure_rolls_back_the_committed_hosts(fleet, roots, reference, tmp_path):
     config = str(fleet.client_config)
     failing = 2
-    transports = [parse_target(spec, ssh_config=config,
-                               **({"remote_shell": mv_failing_into(tmp_path / "shim",
-                                                                    "sglang/srt/speculative/")}
-                                  if i == failing else {}))
-                  for i, spec in enumerate(specs(fleet, roots))]
+    transports = [
+        parse_target(
+            spec,
+            ssh_config=config,
+            **(
+                {"remote_shell": mv_failing_into(tmp_path / "shim", "sglang/srt/speculative/")}
+                if i == failing
+                else {}
+            ),
+        )
+        for i, spec in enumerate(specs(fleet, roots))
+    ]
     try:
         res = ops.apply(str(SERIES_059), transports)
     finally:
@@ -219,7 +238,7 @@ def test_commit_failure_rolls_back_the_committed_hosts(fleet, roots, reference, 
             assert host.state == "pristine" and host.exit_code == 1, host
             assert "rolled back (another host failed to commit)" in host.messages, host
             assert host.written == []
-    for root in roots:          # the failing host put its own files back, the others reverted
+    for root in roots:  # the failing host put its own files back, the others reverted
         assert_untouched(root, reference["original"])
     # status is truthful everywhere, and a plain apply (no failing mv) converges.
     opts = ops.Options(transport_options={"ssh_config": config})
@@ -237,18 +256,26 @@ def test_commit_failure_rolls_back_the_committed_hosts(fleet, roots, reference, 
 
 def test_commit_failure_reports_each_hosts_final_state(fleet, roots, tmp_path):
     config = str(fleet.client_config)
-    transports = [parse_target(spec, ssh_config=config,
-                               **({"remote_shell": mv_failing_into(tmp_path / "shim",
-                                                                    "sglang/srt/speculative/")}
-                                  if i == 0 else {}))
-                  for i, spec in enumerate(specs(fleet, roots))]
+    transports = [
+        parse_target(
+            spec,
+            ssh_config=config,
+            **(
+                {"remote_shell": mv_failing_into(tmp_path / "shim", "sglang/srt/speculative/")}
+                if i == 0
+                else {}
+            ),
+        )
+        for i, spec in enumerate(specs(fleet, roots))
+    ]
     try:
         res = ops.apply(str(SERIES_059), transports)
     finally:
         for t in transports:
             t.close()
-    status = ops.status(str(SERIES_059), specs(fleet, roots),
-                        ops.Options(transport_options={"ssh_config": config}))
+    status = ops.status(
+        str(SERIES_059), specs(fleet, roots), ops.Options(transport_options={"ssh_config": config})
+    )
     assert [h.state for h in res.hosts] == [h.state for h in status.hosts]
 
 
@@ -267,10 +294,14 @@ def test_commit_failing_half_way_leaves_no_host_patched(fleet, multi_series, tmp
         write_tree(root, {k: v for k, v in MULTI_BEFORE.items() if v is not None})
         roots.append(root)
     # lib/ is committed before pkg/; the failing host's mv refuses pkg/ only.
-    transports = [parse_target(spec, ssh_config=str(fleet.client_config),
-                               **({"remote_shell": mv_failing_into(tmp_path / "shim", "pkg/")}
-                                  if i == 1 else {}))
-                  for i, spec in enumerate(fleet.targets([str(r) for r in roots]))]
+    transports = [
+        parse_target(
+            spec,
+            ssh_config=str(fleet.client_config),
+            **({"remote_shell": mv_failing_into(tmp_path / "shim", "pkg/")} if i == 1 else {}),
+        )
+        for i, spec in enumerate(fleet.targets([str(r) for r in roots]))
+    ]
     try:
         res = ops.apply(str(multi_series), transports)
     finally:

@@ -22,12 +22,15 @@ from engine_support import read_tree
 from patchkit import ops
 from patchkit.engine import autoseries
 from patchkit.transport import LocalTransport, parse_target
-from upstream_fixtures import sglang_installed
 from support.cli import invoke as support_invoke
+from upstream_fixtures import sglang_installed
 
 REPO = Path(__file__).resolve().parents[1]
-FILES = ("sglang/srt/speculative/eagle_worker.py", "sglang/srt/speculative/eagle_worker_v2.py",
-         "sglang/srt/speculative/phase_timer.py")
+FILES = (
+    "sglang/srt/speculative/eagle_worker.py",
+    "sglang/srt/speculative/eagle_worker_v2.py",
+    "sglang/srt/speculative/phase_timer.py",
+)
 SERIES = {"0.5.9": REPO / "patches" / "sglang-v0.5.9", "0.5.12": REPO / "patches" / "sglang-v0.5.12"}
 
 
@@ -50,8 +53,10 @@ def references(tmp_path_factory):
 
 @pytest.fixture
 def trees(tmp_path):
-    return {"0.5.9": sglang_installed("0.5.9", tmp_path / "a" / "site-packages"),
-            "0.5.12": sglang_installed("0.5.12", tmp_path / "b" / "site-packages")}
+    return {
+        "0.5.9": sglang_installed("0.5.9", tmp_path / "a" / "site-packages"),
+        "0.5.12": sglang_installed("0.5.12", tmp_path / "b" / "site-packages"),
+    }
 
 
 def assert_pristine(root: Path, files: dict) -> None:
@@ -71,7 +76,9 @@ def test_mixed_fleet_apply_status_revert(sshd, trees, references):
     answer = json.loads(proc.stdout)
     assert answer["series"] == ops.PER_HOST and answer["exit_code"] == 0
     assert [(h["series"], h["state"]) for h in answer["hosts"]] == [
-        ("sglang-v0.5.9", "applied"), ("sglang-v0.5.12", "applied")]
+        ("sglang-v0.5.9", "applied"),
+        ("sglang-v0.5.12", "applied"),
+    ]
     assert answer["hosts"][0]["digest"] != answer["hosts"][1]["digest"]
     assert "a series per host" in proc.stderr and "sglang-v0.5.12 (sglang 0.5.12)" in proc.stderr
     for version, root in trees.items():
@@ -91,7 +98,9 @@ def test_mixed_fleet_apply_status_revert(sshd, trees, references):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     answer = json.loads(proc.stdout)
     assert [(h["series"], h["state"]) for h in answer["hosts"]] == [
-        ("sglang-v0.5.9", "pristine"), ("sglang-v0.5.12", "pristine")]
+        ("sglang-v0.5.9", "pristine"),
+        ("sglang-v0.5.12", "pristine"),
+    ]
     for version, root in trees.items():
         assert_pristine(root, references[version]["original"])
 
@@ -103,18 +112,19 @@ def _mkdir_failing_on_stage(shim: Path) -> dict:
     (shim / "mkdir").write_text(
         "#!/bin/sh\n"
         'for a; do case "$a" in */.patchkit/stage*|.patchkit/stage*)\n'
-        '  echo "mkdir: cannot create directory \'$a\': No space left on device" >&2; exit 1;;\n'
+        "  echo \"mkdir: cannot create directory '$a': No space left on device\" >&2; exit 1;;\n"
         "esac; done\n"
-        f'exec {shlex.quote(real)} "$@"\n')
+        f'exec {shlex.quote(real)} "$@"\n'
+    )
     (shim / "mkdir").chmod(0o755)
     return dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}")
 
 
-def test_mixed_fleet_host_that_cannot_stage_leaves_every_host_untouched(sshd, trees, references,
-                                                                        tmp_path):
+def test_mixed_fleet_host_that_cannot_stage_leaves_every_host_untouched(sshd, trees, references, tmp_path):
     host_a = parse_target(sshd.url(str(trees["0.5.9"])), ssh_config=str(sshd.client_config))
-    host_b = LocalTransport(label="host-b", root=str(trees["0.5.12"]),
-                            env=_mkdir_failing_on_stage(tmp_path / "shim"))
+    host_b = LocalTransport(
+        label="host-b", root=str(trees["0.5.12"]), env=_mkdir_failing_on_stage(tmp_path / "shim")
+    )
     try:
         dirs, said = autoseries.resolve_per_host([host_a, host_b])
         assert [Path(d).name for d in dirs] == ["sglang-v0.5.9", "sglang-v0.5.12"], said
@@ -137,8 +147,11 @@ def test_mixed_fleet_commit_failure_rolls_every_host_back(sshd, trees, reference
     a read-only directory), so host B, committed with its own series, is reverted."""
     from test_fleet import mv_failing_into
 
-    host_a = parse_target(sshd.url(str(trees["0.5.9"])), ssh_config=str(sshd.client_config),
-                          remote_shell=mv_failing_into(tmp_path / "shim", "sglang/srt/speculative/"))
+    host_a = parse_target(
+        sshd.url(str(trees["0.5.9"])),
+        ssh_config=str(sshd.client_config),
+        remote_shell=mv_failing_into(tmp_path / "shim", "sglang/srt/speculative/"),
+    )
     host_b = str(trees["0.5.12"])
     try:
         dirs, _ = autoseries.resolve_per_host([host_a, host_b])

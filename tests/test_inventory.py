@@ -11,10 +11,10 @@ import pytest
 
 from patchkit import ops
 from patchkit.errors import InvalidInput
-from patchkit.transport.inventory import (inventory_transports, load_inventory, resolve_host)
+from patchkit.transport.inventory import inventory_transports, load_inventory, resolve_host
 from patchkit.transport.ssh import SshTransport
-from upstream_fixtures import SERIES_059, sglang_installed
 from support.cli import invoke
+from upstream_fixtures import SERIES_059, sglang_installed
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
@@ -105,52 +105,67 @@ def test_variables_merge_as_ansible_does(inventory):
     home = str(Path.home())
     got = {name: resolve_host(inventory, name) for name in HOSTS}
     assert (got["login1"].address, got["login1"].user, got["login1"].root) == (
-        "10.0.0.9", "root", "/opt/default")                       # all:vars only
-    g1 = got["gpu01"]   # gpu:vars beat all:vars; rack1:vars add the key; host var the address
+        "10.0.0.9",
+        "root",
+        "/opt/default",
+    )  # all:vars only
+    g1 = got["gpu01"]  # gpu:vars beat all:vars; rack1:vars add the key; host var the address
     assert (g1.address, g1.user, g1.port, g1.root) == (
-        "10.0.1.1", "ml", None, "/opt/venv/lib/python3.11/site-packages")
+        "10.0.1.1",
+        "ml",
+        None,
+        "/opt/venv/lib/python3.11/site-packages",
+    )
     assert g1.ssh_options == (f"IdentityFile={home}/.ssh/rack1",)
-    g2 = got["gpu02"]   # the rack1 line's ansible_host beats the gpu[01:03] range's
+    g2 = got["gpu02"]  # the rack1 line's ansible_host beats the gpu[01:03] range's
     assert g2.address == "10.0.1.2"
     assert g2.ssh_options == (f"IdentityFile={home}/.ssh/rack1", "ProxyJump=bastion", "Port=2200")
     big = got["gpu-big.example.org"]  # host:port (INI) / ansible_port (YAML), host vars win
     assert (big.address, big.user, big.port, big.root) == (
-        "gpu-big.example.org", "deploy", 2222, "/srv/sglang")
+        "gpu-big.example.org",
+        "deploy",
+        2222,
+        "/srv/sglang",
+    )
     assert resolve_host(inventory, "gpu03", root="/elsewhere").root == "/elsewhere"
 
 
-@pytest.mark.parametrize("pattern, hosts", [
-    (None, HOSTS),
-    ("all", HOSTS),
-    ("*", HOSTS),
-    ("gpu", ["gpu01", "gpu02", "gpu03", "gpu-big.example.org"]),
-    ("rack1:login1", ["login1", "gpu01", "gpu02"]),               # union, inventory order
-    ("rack1,gpu03", ["gpu01", "gpu02", "gpu03"]),
-    ("gpu:!rack1", ["gpu03", "gpu-big.example.org"]),              # exclusion
-    ("prod:&rack1", ["gpu01", "gpu02"]),                           # intersection
-    ("!gpu", ["login1"]),
-    ("gpu0*", ["gpu01", "gpu02", "gpu03"]),                        # wildcard
-    ("~gpu0[13]", ["gpu01", "gpu03"]),                             # regular expression
-])
+@pytest.mark.parametrize(
+    "pattern, hosts",
+    [
+        (None, HOSTS),
+        ("all", HOSTS),
+        ("*", HOSTS),
+        ("gpu", ["gpu01", "gpu02", "gpu03", "gpu-big.example.org"]),
+        ("rack1:login1", ["login1", "gpu01", "gpu02"]),  # union, inventory order
+        ("rack1,gpu03", ["gpu01", "gpu02", "gpu03"]),
+        ("gpu:!rack1", ["gpu03", "gpu-big.example.org"]),  # exclusion
+        ("prod:&rack1", ["gpu01", "gpu02"]),  # intersection
+        ("!gpu", ["login1"]),
+        ("gpu0*", ["gpu01", "gpu02", "gpu03"]),  # wildcard
+        ("~gpu0[13]", ["gpu01", "gpu03"]),  # regular expression
+    ],
+)
 def test_limit_patterns(inventory, pattern, hosts):
     assert inventory.select(pattern) == hosts
 
 
-@pytest.mark.parametrize("pattern, message", [
-    ("gpu:gpux", "'gpux' is no host or group"),
-    ("rack1:&login1", "leaves no host"),
-    ("~gpu[", "bad regular expression"),
-])
+@pytest.mark.parametrize(
+    "pattern, message",
+    [
+        ("gpu:gpux", "'gpux' is no host or group"),
+        ("rack1:&login1", "leaves no host"),
+        ("~gpu[", "bad regular expression"),
+    ],
+)
 def test_limit_that_matches_nothing_is_refused(inventory, pattern, message):
     with pytest.raises(InvalidInput, match=message):
         inventory.select(pattern)
 
 
 def test_host_ranges(tmp_path):
-    inv = load_inventory(write(tmp_path, "r.ini", "[a]\nn[1:7:3]\nx-[a:c].lan:22\n"
-                               "[b]\nw[08:10]\n"))
-    assert list(inv.hosts) == ["n1", "n4", "n7", "x-a.lan", "x-b.lan", "x-c.lan",
-                               "w08", "w09", "w10"]
+    inv = load_inventory(write(tmp_path, "r.ini", "[a]\nn[1:7:3]\nx-[a:c].lan:22\n[b]\nw[08:10]\n"))
+    assert list(inv.hosts) == ["n1", "n4", "n7", "x-a.lan", "x-b.lan", "x-c.lan", "w08", "w09", "w10"]
     assert inv.hosts["x-b.lan"].vars["ansible_port"] == (22, 3)
 
 
@@ -183,14 +198,20 @@ BAD_YAML = [
     ("all:\n  hosts:\n    h1: [1, 2]\n", 3, "must be a mapping"),
     ("all:\n  hosts:\n    h1:\n      patchkit_root: /x\n  vars: 3\n", 5, "must be a mapping"),
     ("all:\n  hosts:\n    h1:\n     bad: [\n", 5, "not valid YAML"),
-    ("all:\n  children:\n    gpu:\n      hosts:\n        h1:\n          ansible_port: x22\n"
-     "          patchkit_root: /x\n", 6, "bad ansible_port"),
+    (
+        "all:\n  children:\n    gpu:\n      hosts:\n        h1:\n          ansible_port: x22\n"
+        "          patchkit_root: /x\n",
+        6,
+        "bad ansible_port",
+    ),
 ]
 
 
-@pytest.mark.parametrize("text, line, message", BAD_INI + BAD_YAML,
-                         ids=[f"ini{i}" for i in range(len(BAD_INI))]
-                         + [f"yaml{i}" for i in range(len(BAD_YAML))])
+@pytest.mark.parametrize(
+    "text, line, message",
+    BAD_INI + BAD_YAML,
+    ids=[f"ini{i}" for i in range(len(BAD_INI))] + [f"yaml{i}" for i in range(len(BAD_YAML))],
+)
 def test_bad_inventories_name_file_and_line(tmp_path, text, line, message):
     name = "bad.yml" if (text, line, message) in BAD_YAML else "bad.ini"
     path = write(tmp_path, name, text)
@@ -208,48 +229,53 @@ def test_cli_bad_inventory_exit_2_with_file_and_line(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"{path}:4: expected key=value in [gpu:vars]" in proc.stderr
     assert "Traceback" not in proc.stderr
-    proc = invoke("patch.status", "--series", str(SERIES_059), "--target", str(tmp_path),
-                  "--limit", "gpu")
+    proc = invoke("patch.status", "--series", str(SERIES_059), "--target", str(tmp_path), "--limit", "gpu")
     assert proc.returncode == 2 and "give --inventory FILE" in proc.stderr
 
 
 # ---- a real fleet from an inventory ---------------------------------------------------------------
+
 
 def fleet_inventory(tmp_path, sshd, kind: str) -> tuple[str, list[Path]]:
     """Two hosts for the one loopback sshd: `a` by ansible_* variables alone (no ssh_config),
     `b` through its alias with the fixture's ssh_config (given with --ssh-config)."""
     roots = [sglang_installed("0.5.9", tmp_path / f"{n}" / "site-packages") for n in "ab"]
     known = f"{sshd.client_config}.known_hosts"
-    common = (f"-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes "
-              "-o GlobalKnownHostsFile=/dev/null -o IdentitiesOnly=yes -o IdentityAgent=none")
+    common = (
+        f"-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes "
+        "-o GlobalKnownHostsFile=/dev/null -o IdentitiesOnly=yes -o IdentityAgent=none"
+    )
     if kind == "ini":
-        text = (f"[gpu]\na ansible_host=127.0.0.1 ansible_port={sshd.port} ansible_user=root "
-                f"ansible_ssh_private_key_file={sshd.keys.user_key} "
-                f"ansible_ssh_common_args='{common}' patchkit_root={roots[0]}\n"
-                f"b ansible_host={sshd.alias}\n"
-                f"[gpu:vars]\npatchkit_root={roots[1]}\n")
+        text = (
+            f"[gpu]\na ansible_host=127.0.0.1 ansible_port={sshd.port} ansible_user=root "
+            f"ansible_ssh_private_key_file={sshd.keys.user_key} "
+            f"ansible_ssh_common_args='{common}' patchkit_root={roots[0]}\n"
+            f"b ansible_host={sshd.alias}\n"
+            f"[gpu:vars]\npatchkit_root={roots[1]}\n"
+        )
         return write(tmp_path, "fleet.ini", text), roots
-    text = (f"all:\n  children:\n    gpu:\n      hosts:\n"
-            f"        a:\n          ansible_host: 127.0.0.1\n          ansible_port: {sshd.port}\n"
-            f"          ansible_user: root\n"
-            f"          ansible_ssh_private_key_file: {sshd.keys.user_key}\n"
-            f"          ansible_ssh_common_args: {common}\n"
-            f"          patchkit_root: {roots[0]}\n"
-            f"        b:\n          ansible_host: {sshd.alias}\n"
-            f"      vars:\n        patchkit_root: {roots[1]}\n")
+    text = (
+        f"all:\n  children:\n    gpu:\n      hosts:\n"
+        f"        a:\n          ansible_host: 127.0.0.1\n          ansible_port: {sshd.port}\n"
+        f"          ansible_user: root\n"
+        f"          ansible_ssh_private_key_file: {sshd.keys.user_key}\n"
+        f"          ansible_ssh_common_args: {common}\n"
+        f"          patchkit_root: {roots[0]}\n"
+        f"        b:\n          ansible_host: {sshd.alias}\n"
+        f"      vars:\n        patchkit_root: {roots[1]}\n"
+    )
     return write(tmp_path, "fleet.yml", text), roots
 
 
 def test_fleet_apply_from_an_ini_inventory(sshd, tmp_path):
     path, roots = fleet_inventory(tmp_path, sshd, "ini")
     original = (roots[0] / WORKER).read_bytes()
-    common = ["--series", str(SERIES_059), "--inventory", path,
-              "--ssh-config", str(sshd.client_config)]
+    common = ["--series", str(SERIES_059), "--inventory", path, "--ssh-config", str(sshd.client_config)]
     before = sshd.accepted()
     proc = invoke("patch.apply", *common)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for name, root in zip("ab", roots):
-        assert f"{name}:{root}" in proc.stdout           # the table names inventory hosts
+        assert f"{name}:{root}" in proc.stdout  # the table names inventory hosts
         assert (root / WORKER).read_bytes() != original
         assert (root / ".patchkit" / "manifest").exists()
     # Both names reach one server: with the shared master, few logins for both hosts.
@@ -275,7 +301,7 @@ def test_fleet_from_a_yaml_inventory_is_all_or_nothing(sshd, tmp_path):
         assert [t.label for t in transports] == [f"a:{roots[0]}", f"b:{roots[1]}"]
         res = ops.apply(str(SERIES_059), transports)
         assert res.exit_code == 1 and [h.state for h in res.hosts] == ["pristine", "drifted"]
-        assert (roots[0] / WORKER).read_bytes() == original      # two-phase: nothing anywhere
+        assert (roots[0] / WORKER).read_bytes() == original  # two-phase: nothing anywhere
         (roots[1] / WORKER).write_bytes(original)
         res = ops.apply(str(SERIES_059), transports)
         assert res.exit_code == 0, res.to_json()
@@ -289,25 +315,29 @@ def test_fleet_from_a_yaml_inventory_is_all_or_nothing(sshd, tmp_path):
 
 def test_local_connection_and_container_labels(tmp_path):
     from patchkit.transport import LocalTransport
-    path = write(tmp_path, "local.ini",
-                 f"localhost ansible_connection=local patchkit_root={tmp_path}\n"
-                 "[gpu]\ngpu1 ansible_host=10.0.0.1 patchkit_root=/opt/sglang\n")
+
+    path = write(
+        tmp_path,
+        "local.ini",
+        f"localhost ansible_connection=local patchkit_root={tmp_path}\n"
+        "[gpu]\ngpu1 ansible_host=10.0.0.1 patchkit_root=/opt/sglang\n",
+    )
     local, remote = inventory_transports(path)
     assert isinstance(local, LocalTransport) and local.root == str(tmp_path)
     assert local.label == f"localhost:{tmp_path}"
-    assert (remote.host, remote.root, remote.label) == ("10.0.0.1", "/opt/sglang",
-                                                        "gpu1:/opt/sglang")
+    assert (remote.host, remote.root, remote.label) == ("10.0.0.1", "/opt/sglang", "gpu1:/opt/sglang")
     (only,) = inventory_transports(path, limit="gpu", container="sglang", root="/sgl-workspace")
     assert only.label == "gpu1:/sgl-workspace via docker exec -i sglang"
     assert only.argv()[-1] == "docker exec -i sglang sh -s"
 
 
 def test_group_vars_and_host_vars_directories(tmp_path):
-    path = write(tmp_path, "hosts", "[gpu]\ngpu1\ngpu2 patchkit_root=/inline\n[gpu:vars]\n"
-                                    "ansible_user=inline\n")
+    path = write(
+        tmp_path, "hosts", "[gpu]\ngpu1\ngpu2 patchkit_root=/inline\n[gpu:vars]\nansible_user=inline\n"
+    )
     (tmp_path / "group_vars").mkdir()
     (tmp_path / "group_vars" / "all.yml").write_text("patchkit_root: /from/all\n")
-    (tmp_path / "group_vars" / "gpu").mkdir()                 # a directory of files, in order
+    (tmp_path / "group_vars" / "gpu").mkdir()  # a directory of files, in order
     (tmp_path / "group_vars" / "gpu" / "10-user.yml").write_text("ansible_user: ml\n")
     (tmp_path / "group_vars" / "gpu" / "20-port.yaml").write_text("ansible_port: 2200\n")
     (tmp_path / "host_vars").mkdir()

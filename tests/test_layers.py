@@ -31,21 +31,24 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "patchkit"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("patchkit", "patchkit.errors"),            # the package root names nothing of its own
-    ("patchkit.paths", "patchkit.locations",    # pure path rules; where series and caches are;
-     "patchkit.cli"),                           # the exit-code boundary (errors -> codes)
-    ("patchkit.pin", "patchkit.timing"),        # the pin.toml model; the runtime file
-    ("patchkit.upstream",),                     # pinned wheels, git blobs, version keys
-    ("patchkit.transport",),                    # one method: run a program on a host root
-    ("patchkit.engine",),                       # series, plans, the target program, answers
-    ("patchkit.settings",),                     # the patch.* settings and their defaults
-    ("patchkit.ops",),                          # the fleet: engine programs over transports
-    ("patchkit.report",),                       # timing files -> summary, table, chart
-    ("patchkit.author", "patchkit.profile"),    # authoring/rebase; profile runs (use report)
-    ("patchkit.output",),                       # rendering fleet results for the tasks
-    ("patchkit.taskrun",),                      # the patch.* tasks' shared body
-    ("patchkit.tasks",),                        # the invoke task surface
-    ("patchkit.command",),                      # the installed `patchkit` program
+    ("patchkit", "patchkit.errors"),  # the package root names nothing of its own
+    (
+        "patchkit.paths",
+        "patchkit.locations",  # pure path rules; where series and caches are;
+        "patchkit.cli",
+    ),  # the exit-code boundary (errors -> codes)
+    ("patchkit.pin", "patchkit.timing"),  # the pin.toml model; the runtime file
+    ("patchkit.upstream",),  # pinned wheels, git blobs, version keys
+    ("patchkit.transport",),  # one method: run a program on a host root
+    ("patchkit.engine",),  # series, plans, the target program, answers
+    ("patchkit.settings",),  # the patch.* settings and their defaults
+    ("patchkit.ops",),  # the fleet: engine programs over transports
+    ("patchkit.report",),  # timing files -> summary, table, chart
+    ("patchkit.author", "patchkit.profile"),  # authoring/rebase; profile runs (use report)
+    ("patchkit.output",),  # rendering fleet results for the tasks
+    ("patchkit.taskrun",),  # the patch.* tasks' shared body
+    ("patchkit.tasks",),  # the invoke task surface
+    ("patchkit.command",),  # the installed `patchkit` program
 ]
 
 # (importer, imported): the allowed upward or sideways imports, each with its reason.
@@ -64,12 +67,14 @@ def modules() -> dict[str, Path]:
 
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports(name: str, path: Path, known: dict[str, Path]) -> dict[str, int]:
     """{imported patchkit module: line} for one module, by the rules in the docstring."""
+
     def resolve(dotted: str) -> str | None:
         while dotted and dotted not in known:
             dotted = dotted.rpartition(".")[0]
@@ -164,9 +169,9 @@ def group_of(module: str) -> tuple[str, int] | None:
     best = None
     for rank, groups in enumerate(LAYERS):
         for group in groups:
-            if (module == group or module.startswith(group + ".")) and group != "patchkit":
-                if best is None or len(group) > len(best[0]):
-                    best = (group, rank)
+            inside = (module == group or module.startswith(group + ".")) and group != "patchkit"
+            if inside and (best is None or len(group) > len(best[0])):
+                best = (group, rank)
     return best or (("patchkit", 0) if module == "patchkit" else None)
 
 
@@ -179,12 +184,15 @@ def upward(edges: dict[str, dict[str, int]]) -> list[str]:
             if g_to == g_from or r_to < r_from or (importer, target) in ALLOWED:
                 continue
             how = "a sibling" if r_to == r_from else "a higher layer"
-            bad.append(f"{importer} (line {line}) imports {target}: {how} ({g_to}, rank {r_to} "
-                       f"over {g_from}, rank {r_from})")
+            bad.append(
+                f"{importer} (line {line}) imports {target}: {how} ({g_to}, rank {r_to} "
+                f"over {g_from}, rank {r_from})"
+            )
     return bad
 
 
 # ------------------------------------------------------------------------ the checks themselves
+
 
 def test_every_module_has_a_layer():
     missing = [m for m in modules() if group_of(m) is None]
@@ -209,6 +217,7 @@ def test_allowed_exceptions_are_still_needed():
 
 # --------------------------------------------------- the checker on small trees (it can fail)
 
+
 def _tree(tmp_path, files: dict[str, str]) -> dict[str, dict[str, int]]:
     global PACKAGE
     root = tmp_path / "patchkit"
@@ -224,47 +233,58 @@ def _tree(tmp_path, files: dict[str, str]) -> dict[str, dict[str, int]]:
 
 
 def test_checker_finds_a_circle_through_a_function_level_import(tmp_path):
-    edges = _tree(tmp_path, {
-        "__init__.py": "",
-        "report/__init__.py": "",
-        "report/summarize.py": "from patchkit.report.kinds import k\n"
-                               "def f():\n    from patchkit.report.overhead import g\n",
-        "report/overhead.py": "from .summarize import percentile\n",
-        "report/kinds.py": "",
-    })
+    edges = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "report/__init__.py": "",
+            "report/summarize.py": "from patchkit.report.kinds import k\n"
+            "def f():\n    from patchkit.report.overhead import g\n",
+            "report/overhead.py": "from .summarize import percentile\n",
+            "report/kinds.py": "",
+        },
+    )
     assert cycles(edges) == [["patchkit.report.overhead", "patchkit.report.summarize"]]
 
 
 def test_checker_ignores_type_checking_and_the_package_facade(tmp_path):
-    edges = _tree(tmp_path, {
-        "__init__.py": "",
-        "transport/__init__.py": "def parse():\n    from patchkit.transport import ssh\n",
-        "transport/ssh.py": "from typing import TYPE_CHECKING\nfrom patchkit.transport import T\n"
-                            "if TYPE_CHECKING:\n    from patchkit.engine import plan\n",
-        "engine/__init__.py": "",
-        "engine/plan.py": "",
-    })
+    edges = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "transport/__init__.py": "def parse():\n    from patchkit.transport import ssh\n",
+            "transport/ssh.py": "from typing import TYPE_CHECKING\nfrom patchkit.transport import T\n"
+            "if TYPE_CHECKING:\n    from patchkit.engine import plan\n",
+            "engine/__init__.py": "",
+            "engine/plan.py": "",
+        },
+    )
     assert cycles(edges) == []
     assert edges["patchkit.transport.ssh"] == {"patchkit.transport": 2}
     assert edges["patchkit.transport"] == {}
 
 
 def test_checker_finds_upward_and_sibling_imports(tmp_path):
-    edges = _tree(tmp_path, {
-        "__init__.py": "",
-        "engine/__init__.py": "",
-        "engine/autoseries.py": "def f():\n    from patchkit.author.sglang_releases import v\n",
-        "author/__init__.py": "",
-        "author/sglang_releases.py": "from patchkit.engine import autoseries\n",
-        "profile/__init__.py": "",
-        "profile/site.py": "import patchkit.author.sglang_releases\n",
-    })
+    edges = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "engine/__init__.py": "",
+            "engine/autoseries.py": "def f():\n    from patchkit.author.sglang_releases import v\n",
+            "author/__init__.py": "",
+            "author/sglang_releases.py": "from patchkit.engine import autoseries\n",
+            "profile/__init__.py": "",
+            "profile/site.py": "import patchkit.author.sglang_releases\n",
+        },
+    )
     bad = upward(edges)
     assert len(bad) == 2, bad
-    assert bad[0].startswith("patchkit.engine.autoseries (line 2) imports "
-                             "patchkit.author.sglang_releases: a higher layer")
-    assert bad[1].startswith("patchkit.profile.site (line 1) imports "
-                             "patchkit.author.sglang_releases: a sibling")
+    assert bad[0].startswith(
+        "patchkit.engine.autoseries (line 2) imports patchkit.author.sglang_releases: a higher layer"
+    )
+    assert bad[1].startswith(
+        "patchkit.profile.site (line 1) imports patchkit.author.sglang_releases: a sibling"
+    )
 
 
 @pytest.mark.parametrize("module", ["patchkit.profile.remote", "patchkit.author.upstream"])
@@ -275,6 +295,6 @@ def test_old_import_paths_still_work(module):
     if module == "patchkit.author.upstream":
         import patchkit.upstream
 
-        assert mod is patchkit.upstream   # one module object: monkeypatching reaches every caller
+        assert mod is patchkit.upstream  # one module object: monkeypatching reaches every caller
     else:
         assert {"RemoteConfig", "run_remote", "run_remote_sweep"} <= set(dir(mod))

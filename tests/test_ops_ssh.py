@@ -23,19 +23,19 @@ import pytest
 from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import parse_target
-from test_engine_crash import AFTER as MULTI_AFTER
-from test_engine_crash import BEFORE as MULTI_BEFORE
-from upstream_fixtures import SERIES_059, sglang_installed
 from support.cli import invoke
+from test_engine_crash import AFTER as MULTI_AFTER, BEFORE as MULTI_BEFORE
+from upstream_fixtures import SERIES_059, sglang_installed
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
-WORKER_V2 = "sglang/srt/speculative/eagle_worker_v2.py"   # 0.5.9's 0008-0013
+WORKER_V2 = "sglang/srt/speculative/eagle_worker_v2.py"  # 0.5.9's 0008-0013
 TIMER = "sglang/srt/speculative/phase_timer.py"
 FILES = (WORKER, WORKER_V2, TIMER)
 
 
 # ---- helpers ------------------------------------------------------------------------------------
+
 
 def ssh_opts(server) -> ops.Options:
     return ops.Options(transport_options={"ssh_config": str(server.client_config)})
@@ -85,11 +85,14 @@ def namespaces_work(tmp_path_factory):
     setup = read_only_bind(d).replace("exec sh -s", f"touch {shlex.quote(str(d / 'probe'))}")
     proc = subprocess.run(["sh", "-c", setup], cwd=d, capture_output=True, text=True)
     if "Read-only file system" not in proc.stderr:
-        pytest.skip(f"cannot make a read-only bind mount in a private mount namespace "
-                    f"(needs CAP_SYS_ADMIN): {proc.stderr.strip()[:200]}")
+        pytest.skip(
+            f"cannot make a read-only bind mount in a private mount namespace "
+            f"(needs CAP_SYS_ADMIN): {proc.stderr.strip()[:200]}"
+        )
 
 
 # ---- the real series, both target forms --------------------------------------------------------
+
 
 @pytest.mark.parametrize("form", ["url", "alias"])
 def test_sglang_series_round_trip_over_ssh(sshd, tmp_path, reference, form):
@@ -109,9 +112,9 @@ def test_sglang_series_round_trip_over_ssh(sshd, tmp_path, reference, form):
 
     res = op("apply")
     assert (res.exit_code, res.hosts[0].state) == (0, "applied"), res.to_json()
-    assert sorted(res.hosts[0].written) == sorted(FILES)   # paths as on the target
+    assert sorted(res.hosts[0].written) == sorted(FILES)  # paths as on the target
     assert read_tree(root, FILES) == reference["patched"]
-    assert res.hosts[0].bytes_sent > 10_000   # the whole program travelled on stdin
+    assert res.hosts[0].bytes_sent > 10_000  # the whole program travelled on stdin
 
     res = op("apply")
     assert res.exit_code == 0 and any("already applied" in m for m in res.hosts[0].messages)
@@ -134,7 +137,7 @@ def test_busybox_target_over_ssh_gives_identical_bytes(sshd, busybox_bin, tmp_pa
     t = parse_target(f"{sshd.alias}:{root}", ssh_config=str(sshd.client_config), remote_shell=shell)
     try:
         before = sshd.connections()
-        probe = t.run(b'readlink /proc/$$/exe; command -v sed; command -v sha256sum')
+        probe = t.run(b"readlink /proc/$$/exe; command -v sed; command -v sha256sum")
         exe, sed, sha = probe.stdout.decode().split()
         assert exe.endswith("busybox") and sed == f"{busybox_bin}/sed"
         assert sha == f"{busybox_bin}/sha256sum"
@@ -155,17 +158,27 @@ def test_busybox_target_over_ssh_gives_identical_bytes(sshd, busybox_bin, tmp_pa
 
 # ---- the CLI ------------------------------------------------------------------------------------
 
+
 def test_cli_json_over_ssh(sshd, tmp_path, reference):
     root = installed_tree(tmp_path / "site-packages")
     target = sshd.url(str(root))
-    common = ["--series", str(SERIES_059), "--target", target, "--ssh-config",
-              str(sshd.client_config), "--json"]
+    common = [
+        "--series",
+        str(SERIES_059),
+        "--target",
+        target,
+        "--ssh-config",
+        str(sshd.client_config),
+        "--json",
+    ]
     # Three invocations, one connection: the first leaves an SSH master (ssh_persist, 60 s by
     # default) that the next two ride (issue 11 item 4; before, each invocation had its own).
     before = sshd.connections()
-    for task, state, files in [("patch.apply", "applied", "patched"),
-                               ("patch.status", "applied", "patched"),
-                               ("patch.revert", "pristine", "original")]:
+    for task, state, files in [
+        ("patch.apply", "applied", "patched"),
+        ("patch.status", "applied", "patched"),
+        ("patch.revert", "pristine", "original"),
+    ]:
         proc = invoke(task, *common)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         doc = json.loads(proc.stdout)
@@ -180,16 +193,27 @@ def test_cli_json_over_ssh(sshd, tmp_path, reference):
 
 def test_batchmode_failure_names_the_host(sshd, sshd_keys, tmp_path):
     # A client config whose key the server does not know: BatchMode must fail at once, no prompt.
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "stranger")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "stranger")],
+        check=True,
+        capture_output=True,
+    )
     text = sshd.client_config.read_text().replace(str(sshd_keys.user_key), str(tmp_path / "stranger"))
     assert str(tmp_path / "stranger") in text
     config = tmp_path / "stranger_config"
     config.write_text(text)
     root = installed_tree(tmp_path / "site-packages")
     start = time.monotonic()
-    proc = invoke("patch.verify", "--series", str(SERIES_059), "--target", f"{sshd.alias}:{root}",
-                  "--ssh-config", str(config), timeout=30)
+    proc = invoke(
+        "patch.verify",
+        "--series",
+        str(SERIES_059),
+        "--target",
+        f"{sshd.alias}:{root}",
+        "--ssh-config",
+        str(config),
+        timeout=30,
+    )
     assert time.monotonic() - start < 10
     assert proc.returncode == 1, proc.stdout + proc.stderr
     out = proc.stdout + proc.stderr
@@ -198,13 +222,23 @@ def test_batchmode_failure_names_the_host(sshd, sshd_keys, tmp_path):
     assert not (root / ".patchkit").exists()
 
 
-HOSTILE = ["a b", "it's", 'say "x"', "$(touch {m})", "`touch {m}`", "x; touch {m}",
-           "x\ntouch {m}", "x && touch {m} #", "|touch {m}", "$HOME"]
+HOSTILE = [
+    "a b",
+    "it's",
+    'say "x"',
+    "$(touch {m})",
+    "`touch {m}`",
+    "x; touch {m}",
+    "x\ntouch {m}",
+    "x && touch {m} #",
+    "|touch {m}",
+    "$HOME",
+]
 FORMS = [
-    lambda w, s: ["--target", f"ssh://{w}/tmp"],                       # host in a URL
-    lambda w, s: ["--target", f"{w}:/tmp"],                            # host, scp-like
-    lambda w, s: ["--target", f"ssh://{w}@127.0.0.1:{s.port}/tmp"],    # user
-    lambda w, s: ["--target", f"{s.alias}:/tmp", "--container", w],    # container through SSH
+    lambda w, s: ["--target", f"ssh://{w}/tmp"],  # host in a URL
+    lambda w, s: ["--target", f"{w}:/tmp"],  # host, scp-like
+    lambda w, s: ["--target", f"ssh://{w}@127.0.0.1:{s.port}/tmp"],  # user
+    lambda w, s: ["--target", f"{s.alias}:/tmp", "--container", w],  # container through SSH
 ]
 
 
@@ -213,8 +247,14 @@ def test_hostile_host_user_container_names_through_cli(sshd, tmp_path, index):
     marker = tmp_path / "INJECTED"
     word = HOSTILE[index].format(m=marker)
     for form in (FORMS[index % 4], FORMS[(index + 1) % 4]):
-        proc = invoke("patch.apply", "--series", str(SERIES_059), "--ssh-config",
-                      str(sshd.client_config), *form(word, sshd))
+        proc = invoke(
+            "patch.apply",
+            "--series",
+            str(SERIES_059),
+            "--ssh-config",
+            str(sshd.client_config),
+            *form(word, sshd),
+        )
         # Refused as invalid, or (scp-like with a slash before the colon) a local path that
         # does not exist: never run.
         assert proc.returncode in (1, 2), proc.stdout + proc.stderr
@@ -232,7 +272,7 @@ def test_hostile_root_paths_through_cli(sshd, tmp_path, reference):
         word = word.format(m=marker)
         if "\n" in word:
             continue
-        root = tmp_path / "roots" / word        # '/' in a word just makes nested folders
+        root = tmp_path / "roots" / word  # '/' in a word just makes nested folders
         root.parent.mkdir(parents=True, exist_ok=True)
         installed_tree(root)
         roots.append(root)
@@ -249,13 +289,21 @@ def test_hostile_root_paths_through_cli(sshd, tmp_path, reference):
     assert not marker.exists()
     # A line break in the root: refused before anything starts.
     word = HOSTILE[6].format(m=marker)
-    proc = invoke("patch.apply", "--series", str(SERIES_059), "--ssh-config",
-                  str(sshd.client_config), "--target", f"{sshd.alias}:{tmp_path}/{word}")
+    proc = invoke(
+        "patch.apply",
+        "--series",
+        str(SERIES_059),
+        "--ssh-config",
+        str(sshd.client_config),
+        "--target",
+        f"{sshd.alias}:{tmp_path}/{word}",
+    )
     assert proc.returncode == 2 and "newline" in proc.stderr, proc.stdout + proc.stderr
     assert not marker.exists()
 
 
 # ---- symlinks leading out of the root ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("what", ["directory", "file"])
 def test_symlink_out_of_the_root_is_refused_on_the_target(sshd, tmp_path, what):
@@ -274,16 +322,21 @@ def test_symlink_out_of_the_root_is_refused_on_the_target(sshd, tmp_path, what):
         link.symlink_to(victim)
     original = victim.read_bytes()
     for name in ("verify", "apply"):
-        res = ops.apply(str(SERIES_059), [f"{sshd.alias}:{root}"], ssh_opts(sshd)) \
-            if name == "apply" else ops.verify(str(SERIES_059), [f"{sshd.alias}:{root}"],
-                                               ssh_opts(sshd))
+        res = (
+            ops.apply(str(SERIES_059), [f"{sshd.alias}:{root}"], ssh_opts(sshd))
+            if name == "apply"
+            else ops.verify(str(SERIES_059), [f"{sshd.alias}:{root}"], ssh_opts(sshd))
+        )
         host = res.hosts[0]
         assert res.exit_code == 1, res.to_json()
-        assert any("refusing to follow the symlink" in m and str(link) in m
-                   for m in host.messages), host.messages
+        assert any("refusing to follow the symlink" in m and str(link) in m for m in host.messages), (
+            host.messages
+        )
     assert victim.read_bytes() == original
-    assert sorted(p.name for p in victim.parent.iterdir()) == ["eagle_worker.py", "eagle_worker_v2.py"] \
+    assert (
+        sorted(p.name for p in victim.parent.iterdir()) == ["eagle_worker.py", "eagle_worker_v2.py"]
         or what == "file"
+    )
     assert not (root / ".patchkit" / "manifest").exists()
     assert not (root / ".patchkit" / "stage").exists()
 
@@ -294,23 +347,25 @@ def test_state_directory_symlink_out_of_the_root_is_refused(sshd, tmp_path):
     outside.mkdir()
     (root / ".patchkit").symlink_to(outside)
     res = ops.apply(str(SERIES_059), [f"{sshd.alias}:{root}"], ssh_opts(sshd))
-    assert list(outside.iterdir()) == []          # nothing written outside the root
+    assert list(outside.iterdir()) == []  # nothing written outside the root
     assert res.exit_code == 1 and any(".patchkit" in m for m in res.hosts[0].messages)
 
 
 # ---- read-only and permission denied -----------------------------------------------------------
 
+
 def test_read_only_target_over_ssh(sshd, tmp_path, reference, namespaces_work):
     root = installed_tree(tmp_path / "site-packages")
-    t = parse_target(f"{sshd.alias}:{root}", ssh_config=str(sshd.client_config),
-                     remote_shell=read_only_bind(root))
+    t = parse_target(
+        f"{sshd.alias}:{root}", ssh_config=str(sshd.client_config), remote_shell=read_only_bind(root)
+    )
     try:
         res = ops.apply(str(SERIES_059), [t])
         assert res.exit_code == 1, res.to_json()
         message = " ".join(res.hosts[0].messages)
         assert "Read-only file system" in message and str(root) in message, message
         assert ops.status(str(SERIES_059), [t]).hosts[0].state == "pristine"
-        res = ops.revert(str(SERIES_059), [t])   # cannot even take the lock: refused or no-op
+        res = ops.revert(str(SERIES_059), [t])  # cannot even take the lock: refused or no-op
         assert res.exit_code in (0, 1) and res.hosts[0].state != "unknown", res.to_json()
     finally:
         t.close()
@@ -328,19 +383,18 @@ def test_permission_denied_over_ssh(sshd, reference):
         base.chmod(0o755)
         root = installed_tree(base / "site-packages")
         shell = "setpriv --reuid=65534 --regid=65534 --clear-groups sh -s"
-        t = parse_target(f"{sshd.alias}:{root}", ssh_config=str(sshd.client_config),
-                         remote_shell=shell)
+        t = parse_target(f"{sshd.alias}:{root}", ssh_config=str(sshd.client_config), remote_shell=shell)
         try:
             assert t.run(b"id -u").stdout == b"65534\n"
-            res = ops.verify(str(SERIES_059), [t])       # reading is allowed, writing is not:
-            assert res.exit_code == 1, res.to_json()     # verify fails where apply would
+            res = ops.verify(str(SERIES_059), [t])  # reading is allowed, writing is not:
+            assert res.exit_code == 1, res.to_json()  # verify fails where apply would
             assert any("apply would fail" in m for m in res.hosts[0].messages), res.to_json()
             assert res.hosts[0].files and all(f.state == "ok" for f in res.hosts[0].files)
             res = ops.apply(str(SERIES_059), [t])
             assert res.exit_code == 1, res.to_json()
             message = " ".join(res.hosts[0].messages)
             assert "Permission denied" in message and str(root) in message, message
-            res = ops.revert(str(SERIES_059), [t])   # no patchkit state: nothing to revert
+            res = ops.revert(str(SERIES_059), [t])  # no patchkit state: nothing to revert
             assert res.exit_code == 0 and res.hosts[0].state == "pristine", res.to_json()
         finally:
             t.close()
@@ -353,8 +407,11 @@ def test_permission_denied_over_ssh(sshd, reference):
 def test_read_only_package_directory_changes_nothing(sshd, tmp_path, reference, namespaces_work):
     """State dir writable, package dir read-only: refused before staging; nothing is left."""
     root = installed_tree(tmp_path / "site-packages")
-    t = parse_target(f"{sshd.alias}:{root}", ssh_config=str(sshd.client_config),
-                     remote_shell=read_only_bind(root / "sglang" / "srt" / "speculative"))
+    t = parse_target(
+        f"{sshd.alias}:{root}",
+        ssh_config=str(sshd.client_config),
+        remote_shell=read_only_bind(root / "sglang" / "srt" / "speculative"),
+    )
     try:
         res = ops.apply(str(SERIES_059), [t])
         assert res.exit_code == 1, res.to_json()
@@ -378,13 +435,13 @@ def multi_series(tmp_path_factory):
     return make_series(work / "series", pinned, [("0001-multi.patch", patch)])
 
 
-def test_read_only_second_directory_leaves_every_file_original(sshd, tmp_path, multi_series,
-                                                               namespaces_work):
+def test_read_only_second_directory_leaves_every_file_original(sshd, tmp_path, multi_series, namespaces_work):
     root = tmp_path / "t"
     write_tree(root, {k: v for k, v in MULTI_BEFORE.items() if v is not None})
     # lib/ is committed before pkg/: make only pkg/ read-only.
-    t = parse_target(f"{sshd.alias}:{root}", ssh_config=str(sshd.client_config),
-                     remote_shell=read_only_bind(root / "pkg"))
+    t = parse_target(
+        f"{sshd.alias}:{root}", ssh_config=str(sshd.client_config), remote_shell=read_only_bind(root / "pkg")
+    )
     try:
         res = ops.apply(str(multi_series), [t])
     finally:

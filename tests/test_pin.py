@@ -31,21 +31,31 @@ def test_engine_and_authoring_see_the_same_model():
 
 
 def test_a_list_of_entries_is_kept_in_order_by_path(tmp_path):
-    pin = Pin("pkg", "1.0", None, "python/",
-              [PinnedFile("python/pkg/b.py", SHA, 3), PinnedFile("python/pkg/a.py", SHA, 1)],
-              ["1.0.post1"])
+    pin = Pin(
+        "pkg",
+        "1.0",
+        None,
+        "python/",
+        [PinnedFile("python/pkg/b.py", SHA, 3), PinnedFile("python/pkg/a.py", SHA, 1)],
+        ["1.0.post1"],
+    )
     assert list(pin.files) == ["python/pkg/b.py", "python/pkg/a.py"]
     assert pin.versions == ("1.0", "1.0.post1")
     write_pin(tmp_path / "s" / "pin.toml", pin)
     assert read_pin(tmp_path / "s" / "pin.toml") == pin
 
 
-@pytest.mark.parametrize("text, needle", [
-    ('[upstream]\nname = "p"\n\n[[file]]\npath = "a.py"\nsha256 = "xyz"\nlines = 1\n', "sha256"),
-    ('[upstream]\nname = "p"\n\n[[file]]\npath = "../a.py"\nsha256 = "' + SHA + '"\nlines = 1\n',
-     "unsafe path"),
-    ('[upstream]\nversion = "1"\n', "name"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ('[upstream]\nname = "p"\n\n[[file]]\npath = "a.py"\nsha256 = "xyz"\nlines = 1\n', "sha256"),
+        (
+            '[upstream]\nname = "p"\n\n[[file]]\npath = "../a.py"\nsha256 = "' + SHA + '"\nlines = 1\n',
+            "unsafe path",
+        ),
+        ('[upstream]\nversion = "1"\n', "name"),
+    ],
+)
 def test_the_writer_side_reads_with_the_engine_checks(tmp_path, text, needle):
     # before one model, authoring's reader accepted what the engine then refused
     (tmp_path / "pin.toml").write_text(text)

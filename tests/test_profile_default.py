@@ -25,7 +25,6 @@ pytest.importorskip("huggingface_hub", reason="transformers' dependencies: the p
 from patchkit import ops
 from patchkit.profile import ensure_site, run_default
 from patchkit.profile.site import DEFAULT_SERIES, site_state
-
 from upstream_fixtures import REPO, default_wheelhouse
 
 PHASE_TIMER = "transformers/generation/phase_timer.py"
@@ -57,8 +56,9 @@ def test_site_is_a_real_installed_layout(site):
 
 def test_default_run_end_to_end(site, tmp_path):
     out = io.StringIO()
-    outcome = run_default(tmp_path / "out", size="ci", site=site, stream=out, timeout=300,
-                          warmup=False)  # every recorded cycle is a measured one (counted below)
+    outcome = run_default(
+        tmp_path / "out", size="ci", site=site, stream=out, timeout=300, warmup=False
+    )  # every recorded cycle is a measured one (counted below)
     run_dir = outcome.run_dir
     assert run_dir.parent == tmp_path / "out"
     assert_pristine(site)
@@ -77,8 +77,9 @@ def test_default_run_end_to_end(site, tmp_path):
     shares = [phases[(n, None)]["share_of_cycle"] for n in TOP_PHASES]
     assert 95.0 <= sum(shares) <= 100.5, shares
     assert summary["top_level_share"] == pytest.approx(sum(shares))
-    assert phases[("verify_forward", "verify")]["share_of_cycle"] <= \
-        phases[("verify", None)]["share_of_cycle"]
+    assert (
+        phases[("verify_forward", "verify")]["share_of_cycle"] <= phases[("verify", None)]["share_of_cycle"]
+    )
 
     # throughput and accepted length, measured two independent ways
     work = json.loads((run_dir / "workload.json").read_text())
@@ -87,8 +88,9 @@ def test_default_run_end_to_end(site, tmp_path):
     assert work["size"] == "ci" and not work["cuda"]
     assert Path(work["transformers_file"]).resolve().is_relative_to(site.resolve())
     assert point["timer_mode"] == "host"
-    assert point["assisted"]["tokens"] == point["baseline"]["tokens"] == \
-        model["prompts"] * model["new_tokens"]
+    assert (
+        point["assisted"]["tokens"] == point["baseline"]["tokens"] == model["prompts"] * model["new_tokens"]
+    )
     assert point["identical_outputs"] == model["prompts"]  # greedy: speculation is lossless
     assert summary["decode"]["tokens"] == point["assisted"]["tokens"]
     assert summary["decode"]["request_cycles"] == cycles == point["assisted"]["target_forwards"]
@@ -98,7 +100,8 @@ def test_default_run_end_to_end(site, tmp_path):
     meta = summary["meta"]
     assert meta["tokens_per_s"] > 0 and meta["baseline_tokens_per_s"] > 0
     assert summary["throughput"]["speedup"] == pytest.approx(
-        meta["tokens_per_s"] / meta["baseline_tokens_per_s"])
+        meta["tokens_per_s"] / meta["baseline_tokens_per_s"]
+    )
 
     # the terminal table and the files
     text = out.getvalue()
@@ -133,8 +136,9 @@ def test_warmup_runs_before_the_measured_pass_and_window_json_is_written(site, t
     from patchkit.report import load_timing_dir
     from patchkit.report.window import read_window
 
-    outcome = run_default(tmp_path / "out", size="ci", site=site, stream=io.StringIO(),
-                          timeout=300, chart=False)
+    outcome = run_default(
+        tmp_path / "out", size="ci", site=site, stream=io.StringIO(), timeout=300, chart=False
+    )
     assert_pristine(site)
     point = outcome.workload["points"][0]
     window = read_window(outcome.run_dir / "timing")
@@ -149,8 +153,9 @@ def test_warmup_runs_before_the_measured_pass_and_window_json_is_written(site, t
             warm += ws <= wall <= we
     # every measured assisted cycle is one target forward; the warm-up had its own cycles
     assert inside == point["assisted"]["target_forwards"]
-    assert warm > 0 and warm + inside == sum(len(p.cycles) for p in load_timing_dir(
-        outcome.run_dir / "timing"))
+    assert warm > 0 and warm + inside == sum(
+        len(p.cycles) for p in load_timing_dir(outcome.run_dir / "timing")
+    )
     assert "warm-up" in json.loads((outcome.run_dir / "summary.json").read_text())["meta"]
 
 
@@ -175,9 +180,26 @@ def test_real_workload_failure_reverts_and_exits_1(site, tmp_path):
     if torch.cuda.is_available():
         pytest.skip("CUDA is available here")
     proc = subprocess.run(
-        [sys.executable, "-m", "patchkit.profile", "run", "--size", "ci", "--device", "cuda",
-         "--site", str(site), "--out", str(tmp_path), "--no-chart"],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "patchkit.profile",
+            "run",
+            "--size",
+            "ci",
+            "--device",
+            "cuda",
+            "--site",
+            str(site),
+            "--out",
+            str(tmp_path),
+            "--no-chart",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stderr
     assert "the workload failed" in proc.stderr and "sees no CUDA device" in proc.stderr
     assert "reverted" in proc.stderr
@@ -186,8 +208,23 @@ def test_real_workload_failure_reverts_and_exits_1(site, tmp_path):
 
 def test_bad_arguments_exit_2_before_touching_the_tree(site, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "patchkit.profile", "run", "--size", "huge", "--site", str(site),
-         "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "patchkit.profile",
+            "run",
+            "--size",
+            "huge",
+            "--site",
+            str(site),
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "--size 'huge'" in proc.stderr
     assert_pristine(site)
 
@@ -209,10 +246,25 @@ def _workload_children(marker: str) -> list[int]:
 def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "patchkit.profile", "run", "--size", "ci", "--site", str(site),
-         "--out", str(out), "--no-chart"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "patchkit.profile",
+            "run",
+            "--size",
+            "ci",
+            "--site",
+            str(site),
+            "--out",
+            str(out),
+            "--no-chart",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     lines = []
     try:
         deadline = time.monotonic() + 120
@@ -243,9 +295,25 @@ def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
 def test_cli_with_a_relative_out_dir(site, tmp_path):
     """As users type it: `invoke profile.run` from another folder, output folder relative to it."""
     proc = subprocess.run(
-        [sys.executable, "-m", "invoke", "-r", str(REPO), "profile.run", "--size", "ci",
-         "--site", str(site), "--out", "rel-out"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "-r",
+            str(REPO),
+            "profile.run",
+            "--size",
+            "ci",
+            "--site",
+            str(site),
+            "--out",
+            "rel-out",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (run_dir,) = (tmp_path / "rel-out").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -31,11 +31,19 @@ from upstream_fixtures import SERIES_059, sglang_installed, v1_part
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = Path(__file__).with_name("standin_server.py")
 PY, ST = shlex.quote(sys.executable), shlex.quote(str(STANDIN))
-PHASES = ("draft", "draft_preprocess", "draft_forward", "verify", "target_verify", "accept",
-          "draft_extend_after_decode")
+PHASES = (
+    "draft",
+    "draft_preprocess",
+    "draft_forward",
+    "verify",
+    "target_verify",
+    "accept",
+    "draft_extend_after_decode",
+)
 
 
 # ---- helpers ------------------------------------------------------------------------------------
+
 
 def alive(pid: int) -> bool:
     try:
@@ -63,9 +71,11 @@ SPEC = "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-ea
 
 def server_cmd(pid_file: Path, extra: str = "", spec: str = SPEC) -> str:
     """The stand-in server; ``spec``: its speculative options (none: a plain server)."""
-    return (f'PYTHONPATH="$PATCHKIT_TARGET_ROOT" exec {PY} {ST} serve '
-            f'--port "$(($PATCHKIT_SERVER_PORT + $PATCHKIT_NODE_RANK))" {spec} '
-            f'--pid-file {shlex.quote(str(pid_file))}.$PATCHKIT_NODE_RANK {extra}')
+    return (
+        f'PYTHONPATH="$PATCHKIT_TARGET_ROOT" exec {PY} {ST} serve '
+        f'--port "$(($PATCHKIT_SERVER_PORT + $PATCHKIT_NODE_RANK))" {spec} '
+        f"--pid-file {shlex.quote(str(pid_file))}.$PATCHKIT_NODE_RANK {extra}"
+    )
 
 
 def bench_cmd(extra: str = "") -> str:
@@ -73,14 +83,26 @@ def bench_cmd(extra: str = "") -> str:
 
 
 def settings(tmp_path: Path, targets: list[str], client_config, **over) -> dict:
-    base = dict(targets=targets, ssh_config=str(client_config), python=sys.executable,
-                series=str(SERIES_059), port=free_port(), poll_s=0.1, health_timeout_s=15,
-                bench_timeout_s=30, stop_grace_s=3, step_timeout_s=30,
-                server_command=server_cmd(tmp_path / "server.pids"), bench_command=bench_cmd(),
-                env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
-                remote_dir=str(tmp_path / "remote"), out=str(tmp_path / "out"), chart=False,
-                timer_sample=1,  # every cycle timed, counts exact; sampling: test_profile_sample.py
-                warmup=False)  # the tests count one benchmark pass; warm-up tests turn it on
+    base = dict(
+        targets=targets,
+        ssh_config=str(client_config),
+        python=sys.executable,
+        series=str(SERIES_059),
+        port=free_port(),
+        poll_s=0.1,
+        health_timeout_s=15,
+        bench_timeout_s=30,
+        stop_grace_s=3,
+        step_timeout_s=30,
+        server_command=server_cmd(tmp_path / "server.pids"),
+        bench_command=bench_cmd(),
+        env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
+        remote_dir=str(tmp_path / "remote"),
+        out=str(tmp_path / "out"),
+        chart=False,
+        timer_sample=1,  # every cycle timed, counts exact; sampling: test_profile_sample.py
+        warmup=False,
+    )  # the tests count one benchmark pass; warm-up tests turn it on
     base.update(over)
     return base
 
@@ -165,23 +187,26 @@ P99 TTFT (ms):                           201.55
 def test_bench_output_takes_the_last_result_block():
     parsed = parse_bench_output(BENCH_SAMPLE)
     assert parsed.result_blocks == 2
-    assert parsed.tokens_per_s == 2153.52          # not the warm-up's 512, not the peak 3301
+    assert parsed.tokens_per_s == 2153.52  # not the warm-up's 512, not the peak 3301
     assert parsed.accept_length == 3.27
     assert parsed.request_throughput == 8.41
     assert parsed.duration_s == 9.51
     assert parsed.completed == 80
-    assert parsed.metrics["total input tokens"] == 20480   # thousands separator
+    assert parsed.metrics["total input tokens"] == 20480  # thousands separator
     assert parsed.metrics["mean ttft (ms)"] == 86.13
     assert "backend" not in parsed.metrics and "max request concurrency" not in parsed.metrics
 
 
-@pytest.mark.parametrize("text, tokens, accept", [
-    ("Output token throughput (tok/s): 100.5\r\nAccept length: 2\n", 100.5, 2.0),
-    ("output throughput = 1.2e3 tok/s\naverage accepted length: 4.25\n", 1200.0, 4.25),
-    ("Peak output token throughput (tok/s): 9\nTotal token throughput (tok/s): 8\n", None, None),
-    ("Traceback (most recent call last):\nRuntimeError: boom\n", None, None),
-    ("", None, None),
-])
+@pytest.mark.parametrize(
+    "text, tokens, accept",
+    [
+        ("Output token throughput (tok/s): 100.5\r\nAccept length: 2\n", 100.5, 2.0),
+        ("output throughput = 1.2e3 tok/s\naverage accepted length: 4.25\n", 1200.0, 4.25),
+        ("Peak output token throughput (tok/s): 9\nTotal token throughput (tok/s): 8\n", None, None),
+        ("Traceback (most recent call last):\nRuntimeError: boom\n", None, None),
+        ("", None, None),
+    ],
+)
 def test_bench_output_is_tolerant(text, tokens, accept):
     parsed = parse_bench_output(text)
     assert (parsed.tokens_per_s, parsed.accept_length) == (tokens, accept)
@@ -189,18 +214,22 @@ def test_bench_output_is_tolerant(text, tokens, accept):
 
 # ---- configuration ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("change, words", [
-    ({"colour": "red"}, "unknown setting(s) colour"),
-    ({"targets": []}, "no targets"),
-    ({"server_command": " "}, "server_command is missing"),
-    ({"env": {"BAD-NAME": "1"}}, "not an environment name"),
-    ({"env": {"PATCHKIT_TIMER_DIR": "/x"}}, "set by the profile run itself"),
-    ({"stop_signals": ["INT", "STOP"]}, "stop_signals ['STOP']"),
-    ({"health_timeout_s": 0}, "health_timeout_s 0 must be a positive number"),
-    ({"remote_dir": "relative/dir"}, "must be an absolute path"),
-    ({"timer": "cuda"}, "timer 'cuda'"),
-    ({"port": 70000}, "port 70000"),
-])
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"colour": "red"}, "unknown setting(s) colour"),
+        ({"targets": []}, "no targets"),
+        ({"server_command": " "}, "server_command is missing"),
+        ({"env": {"BAD-NAME": "1"}}, "not an environment name"),
+        ({"env": {"PATCHKIT_TIMER_DIR": "/x"}}, "set by the profile run itself"),
+        ({"stop_signals": ["INT", "STOP"]}, "stop_signals ['STOP']"),
+        ({"health_timeout_s": 0}, "health_timeout_s 0 must be a positive number"),
+        ({"remote_dir": "relative/dir"}, "must be an absolute path"),
+        ({"timer": "cuda"}, "timer 'cuda'"),
+        ({"port": 70000}, "port 70000"),
+    ],
+)
 def test_bad_settings_are_refused_before_anything_runs(tmp_path, change, words):
     given = settings(tmp_path, ["pk-test:/srv/site"], tmp_path / "none")
     given.update(change)
@@ -219,10 +248,16 @@ def test_bad_target_spec_is_refused_before_a_run_directory_is_made(tmp_path):
 
 def test_settings_accept_strings_lists_and_extra_env(tmp_path):
     cfg = RemoteConfig.from_mapping(
-        settings(tmp_path, "pk-test:/srv/site", tmp_path / "c", env="NCCL_PROTO=LL NCCL_ALGO=Ring",
-                 stop_signals="sigterm", bench_command=["python3", "-m", "sglang.bench_serving",
-                                                        "--dataset-name", "random"]),
-        extra_env=["NCCL_PROTO=Simple"])
+        settings(
+            tmp_path,
+            "pk-test:/srv/site",
+            tmp_path / "c",
+            env="NCCL_PROTO=LL NCCL_ALGO=Ring",
+            stop_signals="sigterm",
+            bench_command=["python3", "-m", "sglang.bench_serving", "--dataset-name", "random"],
+        ),
+        extra_env=["NCCL_PROTO=Simple"],
+    )
     assert cfg.targets == ["pk-test:/srv/site"]
     assert cfg.env == {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring"}
     assert cfg.stop_signals == ["TERM"]
@@ -231,16 +266,22 @@ def test_settings_accept_strings_lists_and_extra_env(tmp_path):
 
 # ---- the flow against loopback sshd ---------------------------------------------------------------
 
-HOSTILE = "LL'; touch {canary}; echo \"$(touch {canary})\" `touch {canary}` $HOME"
+HOSTILE = 'LL\'; touch {canary}; echo "$(touch {canary})" `touch {canary}` $HOME'
 
 
 def test_remote_profile_run_end_to_end(tmp_path, sshd, tree, target):
     canary = tmp_path / "canary"
     remote = tmp_path / "remote 'dir' $HOME"
-    cfg = RemoteConfig.from_mapping(settings(
-        tmp_path, [target], sshd.client_config, remote_dir=str(remote),
-        env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "PK_HOSTILE": HOSTILE.format(canary=canary)},
-        server_command=server_cmd(tmp_path / "server.pids", "--startup-delay 0.6")))
+    cfg = RemoteConfig.from_mapping(
+        settings(
+            tmp_path,
+            [target],
+            sshd.client_config,
+            remote_dir=str(remote),
+            env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "PK_HOSTILE": HOSTILE.format(canary=canary)},
+            server_command=server_cmd(tmp_path / "server.pids", "--startup-delay 0.6"),
+        )
+    )
     outcome = run_remote(cfg, stream=open(os.devnull, "w"))
     summary = outcome.summary
 
@@ -278,8 +319,9 @@ def test_remote_profile_run_end_to_end(tmp_path, sshd, tree, target):
 
 
 def test_failing_benchmark_still_stops_and_reverts(tmp_path, sshd, tree, target):
-    cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config,
-                                             bench_command=bench_cmd("--fail")))
+    cfg = RemoteConfig.from_mapping(
+        settings(tmp_path, [target], sshd.client_config, bench_command=bench_cmd("--fail"))
+    )
     with pytest.raises(PatchkitError) as err:
         run_remote(cfg, stream=open(os.devnull, "w"))
     message = err.value.message
@@ -292,9 +334,15 @@ def test_failing_benchmark_still_stops_and_reverts(tmp_path, sshd, tree, target)
 
 
 def test_server_that_never_becomes_healthy_times_out(tmp_path, sshd, tree, target):
-    cfg = RemoteConfig.from_mapping(settings(
-        tmp_path, [target], sshd.client_config, health_timeout_s=1.5,
-        server_command=server_cmd(tmp_path / "server.pids", "--never-healthy")))
+    cfg = RemoteConfig.from_mapping(
+        settings(
+            tmp_path,
+            [target],
+            sshd.client_config,
+            health_timeout_s=1.5,
+            server_command=server_cmd(tmp_path / "server.pids", "--never-healthy"),
+        )
+    )
     start = time.monotonic()
     with pytest.raises(PatchkitError) as err:
         run_remote(cfg, stream=open(os.devnull, "w"))
@@ -306,22 +354,35 @@ def test_server_that_never_becomes_healthy_times_out(tmp_path, sshd, tree, targe
 
 
 def test_server_that_dies_fails_fast_with_its_log(tmp_path, sshd, tree, target):
-    cfg = RemoteConfig.from_mapping(settings(
-        tmp_path, [target], sshd.client_config, health_timeout_s=60,
-        server_command=server_cmd(tmp_path / "server.pids", "--never-healthy --exit-after 0.3")))
+    cfg = RemoteConfig.from_mapping(
+        settings(
+            tmp_path,
+            [target],
+            sshd.client_config,
+            health_timeout_s=60,
+            server_command=server_cmd(tmp_path / "server.pids", "--never-healthy --exit-after 0.3"),
+        )
+    )
     start = time.monotonic()
     with pytest.raises(PatchkitError) as err:
         run_remote(cfg, stream=open(os.devnull, "w"))
-    assert time.monotonic() - start < 15          # not the 60 s health timeout
+    assert time.monotonic() - start < 15  # not the 60 s health timeout
     assert "the server exited (exit 3) before" in err.value.message
     assert "simulated crash (CUDA out of memory)" in err.value.message
     assert_cleaned(tmp_path, tree)
 
 
 def test_server_ignoring_int_and_term_is_killed(tmp_path, sshd, tree, target):
-    cfg = RemoteConfig.from_mapping(settings(
-        tmp_path, [target], sshd.client_config, stop_grace_s=0.5, timer_flush_s=0.001,
-        server_command=server_cmd(tmp_path / "server.pids", "--ignore-signals")))
+    cfg = RemoteConfig.from_mapping(
+        settings(
+            tmp_path,
+            [target],
+            sshd.client_config,
+            stop_grace_s=0.5,
+            timer_flush_s=0.001,
+            server_command=server_cmd(tmp_path / "server.pids", "--ignore-signals"),
+        )
+    )
     outcome = run_remote(cfg, stream=open(os.devnull, "w"))
     server = outcome.hosts[0]["jobs"]["server"]
     assert server["sent"] == ["INT", "TERM", "KILL"] and server["exit"] == -9
@@ -334,8 +395,9 @@ def test_server_ignoring_int_and_term_is_killed(tmp_path, sshd, tree, target):
 
 
 def test_missing_python_on_the_target_is_named_and_reverted(tmp_path, sshd, tree, target):
-    cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config,
-                                             python="/nonexistent/python3"))
+    cfg = RemoteConfig.from_mapping(
+        settings(tmp_path, [target], sshd.client_config, python="/nonexistent/python3")
+    )
     with pytest.raises(PatchkitError) as err:
         run_remote(cfg, stream=open(os.devnull, "w"))
     assert f"ssh://{sshd.alias}" in err.value.message and "mkrun" in err.value.message
@@ -350,7 +412,7 @@ def test_applied_target_is_refused_and_left_alone(tmp_path, sshd, tree, target):
     with pytest.raises(PatchkitError) as err:
         run_remote(cfg, stream=open(os.devnull, "w"))
     assert "must be pristine" in err.value.message and "applied" in err.value.message
-    assert state_of(tree) == "applied"       # not ours: not reverted
+    assert state_of(tree) == "applied"  # not ours: not reverted
     assert not (tmp_path / "server.pids.0").exists()
 
 
@@ -359,15 +421,24 @@ def test_ctrl_c_stops_everything_and_reverts(tmp_path, sshd, tree, target, to_gr
     """SIGINT to the profile process, or to its whole group as a terminal's Ctrl-C does
     (then the ssh clients running at that moment are interrupted too)."""
     started = tmp_path / "bench.started"
-    given = settings(tmp_path, [target], sshd.client_config,
-                     bench_command=bench_cmd(f"--requests 100000 --delay 0.02 "
-                                             f"--started-file {shlex.quote(str(started))}"))
+    given = settings(
+        tmp_path,
+        [target],
+        sshd.client_config,
+        bench_command=bench_cmd(f"--requests 100000 --delay 0.02 --started-file {shlex.quote(str(started))}"),
+    )
     config = tmp_path / "remote.json"
     config.write_text(json.dumps(given))
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-m", "patchkit.profile.remote", "--config",
-                             str(config)], cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "patchkit.profile.remote", "--config", str(config)],
+        cwd=str(tmp_path),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -378,7 +449,7 @@ def test_ctrl_c_stops_everything_and_reverts(tmp_path, sshd, tree, target, to_gr
             os.killpg(proc.pid, signal.SIGINT)
         else:
             proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -395,9 +466,15 @@ def test_two_nodes_apply_serve_fetch_and_revert_together(tmp_path, sshd_factory)
     fleet = sshd_factory(2)
     trees = [sglang_installed("0.5.9", tmp_path / f"node{i}" / "site-packages") for i in range(2)]
     port = free_port()
-    cfg = RemoteConfig.from_mapping(settings(
-        tmp_path, fleet.targets([str(t) for t in trees]), fleet.client_config, port=port,
-        bench_command=bench_cmd(f"--also-port {port + 1}")))
+    cfg = RemoteConfig.from_mapping(
+        settings(
+            tmp_path,
+            fleet.targets([str(t) for t in trees]),
+            fleet.client_config,
+            port=port,
+            bench_command=bench_cmd(f"--also-port {port + 1}"),
+        )
+    )
     outcome = run_remote(cfg, stream=open(os.devnull, "w"))
     assert sorted(r["rank"] for r in outcome.summary.ranks) == [0, 1, 2, 3]
     assert outcome.summary.cycle["count"] == 4 * 24
@@ -409,8 +486,7 @@ def test_two_nodes_apply_serve_fetch_and_revert_together(tmp_path, sshd_factory)
 
 
 def test_a_local_directory_target_runs_the_same_flow_without_ssh(tmp_path, tree):
-    cfg = RemoteConfig.from_mapping(settings(tmp_path, [str(tree)], tmp_path / "unused",
-                                             ssh_config=None))
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None))
     outcome = run_remote(cfg, stream=open(os.devnull, "w"))
     assert outcome.summary.cycle["count"] == 48 and outcome.hosts[0]["target"] == str(tree)
     assert_cleaned(tmp_path, tree)
@@ -418,30 +494,60 @@ def test_a_local_directory_target_runs_the_same_flow_without_ssh(tmp_path, tree)
 
 # ---- the invoke task ---------------------------------------------------------------------------
 
+
 def test_invoke_task_reads_the_profile_remote_block(tmp_path, sshd, tree, target):
     given = settings(tmp_path, [target], sshd.client_config)
     del given["env"]
     config = tmp_path / "site.yaml"
     config.write_text(json.dumps({"patchkit": {"profile": {"remote": given}}}))  # JSON is YAML
-    proc = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), "-f", str(config),
-                           "profile.remote", "--env", "NCCL_ALGO=Tree"],
-                          cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "-r",
+            str(REPO),
+            "-f",
+            str(config),
+            "profile.remote",
+            "--env",
+            "NCCL_ALGO=Tree",
+        ],
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "server environment: NCCL_ALGO=Tree" in proc.stdout
     assert "mean accepted length: 3.00" in proc.stdout
     assert_cleaned(tmp_path, tree)
-    bad = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), "-f", str(config),
-                          "profile.remote", "--env", "NOT-A-NAME=1"],
-                         cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "-r",
+            str(REPO),
+            "-f",
+            str(config),
+            "profile.remote",
+            "--env",
+            "NOT-A-NAME=1",
+        ],
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "not an environment name" in bad.stderr
 
 
 # ---- --baseline: the same server without speculation, unpatched ---------------------------------
 
-def test_baseline_serves_without_speculative_options_on_the_reverted_tree(tmp_path, sshd, tree,
-                                                                        target):
-    cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config,
-                                             baseline=True))
+
+def test_baseline_serves_without_speculative_options_on_the_reverted_tree(tmp_path, sshd, tree, target):
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config, baseline=True))
     out = tmp_path / "stdout.txt"
     with open(out, "w") as stream:
         outcome = run_remote(cfg, stream=stream)
@@ -449,47 +555,63 @@ def test_baseline_serves_without_speculative_options_on_the_reverted_tree(tmp_pa
     assert base["error"] is None and base["tokens_per_s"] > 0
     assert base["spec_tokens_per_s"] == outcome.bench.tokens_per_s > 0
     assert base["ratio"] == pytest.approx(base["spec_tokens_per_s"] / base["tokens_per_s"])
-    assert base["accept_length"] == 1.0      # a plain server: one token per forward
+    assert base["accept_length"] == 1.0  # a plain server: one token per forward
     # every --speculative-* option and its value dropped, everything else as typed
     assert "--speculative" not in base["server_command"]
     assert base["server_command"] == cfg.server_command.replace(SPEC + " ", "")
-    assert base["dropped"] == ["--speculative-algorithm EAGLE", "--speculative-num-steps 3",
-                               "--speculative-eagle-topk 1"]
+    assert base["dropped"] == [
+        "--speculative-algorithm EAGLE",
+        "--speculative-num-steps 3",
+        "--speculative-eagle-topk 1",
+    ]
     spec_log = (outcome.run_dir / "node0" / "server.log").read_text()
     base_log = (outcome.run_dir / "baseline" / "node0" / "server.log").read_text()
     assert "timing runtime in the target tree: True" in spec_log and "Spec v2 is enabled" in spec_log
-    assert "timing runtime in the target tree: False" in base_log      # series not applied
+    assert "timing runtime in the target tree: False" in base_log  # series not applied
     assert "speculative options: none" in base_log and "Spec v" not in base_log
-    assert "env NCCL_PROTO=LL" in base_log                               # same environment
+    assert "env NCCL_PROTO=LL" in base_log  # same environment
     assert "Serving Benchmark Result" in (outcome.run_dir / "baseline" / "benchmark.log").read_text()
     # the report: summary.json and table.txt, and what the run printed
     summary = json.loads((outcome.run_dir / "summary.json").read_text())
     assert summary["baseline"] == base
     assert summary["throughput"]["baseline_tokens_per_s"] == base["tokens_per_s"]
     assert summary["throughput"]["speedup"] == pytest.approx(base["ratio"])
-    line = (f"tokens/s with speculation: {base['spec_tokens_per_s']:.1f}, without: "
-            f"{base['tokens_per_s']:.1f}, speedup {base['ratio']:.2f}x")
+    line = (
+        f"tokens/s with speculation: {base['spec_tokens_per_s']:.1f}, without: "
+        f"{base['tokens_per_s']:.1f}, speedup {base['ratio']:.2f}x"
+    )
     assert line in (outcome.run_dir / "table.txt").read_text() and line in out.read_text()
     assert summary["meta"]["speculative worker (server log)"].startswith("spec v2 (EAGLEWorkerV2")
     assert_cleaned(tmp_path, tree)
 
 
 def test_baseline_needs_a_speculative_option_to_drop(tmp_path):
-    given = settings(tmp_path, ["pk-test:/srv/site"], tmp_path / "none", baseline=True,
-                     server_command=server_cmd(tmp_path / "p", spec=""))
+    given = settings(
+        tmp_path,
+        ["pk-test:/srv/site"],
+        tmp_path / "none",
+        baseline=True,
+        server_command=server_cmd(tmp_path / "p", spec=""),
+    )
     with pytest.raises(InvalidInput, match="no --speculative-\\* option to drop") as err:
         RemoteConfig.from_mapping(given)
     assert err.value.exit_code == 2
 
 
 def test_failing_baseline_keeps_the_report_and_says_so(tmp_path, sshd, tree, target):
-    cfg = RemoteConfig.from_mapping(settings(
-        tmp_path, [target], sshd.client_config, baseline=True,
-        server_command=server_cmd(tmp_path / "server.pids", "--plain-fails")))
+    cfg = RemoteConfig.from_mapping(
+        settings(
+            tmp_path,
+            [target],
+            sshd.client_config,
+            baseline=True,
+            server_command=server_cmd(tmp_path / "server.pids", "--plain-fails"),
+        )
+    )
     with pytest.raises(PatchkitError) as err:
         run_remote(cfg, stream=open(os.devnull, "w"))
     assert "the baseline run failed" in err.value.message and err.value.exit_code == 1
-    assert "plain server refused to start" in err.value.message      # its log's tail
+    assert "plain server refused to start" in err.value.message  # its log's tail
     run_dir = only_run_dir(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["baseline"]["error"] and summary["baseline"]["tokens_per_s"] is None
@@ -500,25 +622,30 @@ def test_failing_baseline_keeps_the_report_and_says_so(tmp_path, sshd, tree, tar
 
 # ---- no cycle recorded: which worker ran ------------------------------------------------------------
 
+
 def test_no_cycle_names_the_worker_from_the_server_log(tmp_path, sshd, tree, target):
     """SGLang picked the v2 worker (0.5.12's default) and the series times v1 only (0.5.9's
     eagle_worker.py part: the shipped folder times v2 too since 0008-0013); the log is longer
     than the part fetched back, the worker line is found on the target."""
-    cfg = RemoteConfig.from_mapping(settings(
-        tmp_path, [target], sshd.client_config, series=str(v1_part(SERIES_059, tmp_path / "v1")),
-        server_command=server_cmd(tmp_path / "server.pids",
-                                  "--timed-workers v1 --log-noise-kb 1100")))
+    cfg = RemoteConfig.from_mapping(
+        settings(
+            tmp_path,
+            [target],
+            sshd.client_config,
+            series=str(v1_part(SERIES_059, tmp_path / "v1")),
+            server_command=server_cmd(tmp_path / "server.pids", "--timed-workers v1 --log-noise-kb 1100"),
+        )
+    )
     with pytest.raises(PatchkitError) as err:
         run_remote(cfg, stream=open(os.devnull, "w"))
     message = err.value.message
     assert "the server ran, but" in message and err.value.exit_code == 1
     assert "Which worker ran: spec v2 (EAGLEWorkerV2, eagle_worker_v2.py)" in message
-    assert ('"Spec v2 is enabled by default for eagle/eagle3/standalone speculative '
-            'decoding."') in message
+    assert ('"Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding."') in message
     assert "Series sglang-v0.5.9 does not time it: it patches eagle_worker.py" in message
     assert "SGLANG_ENABLE_SPEC_V2=0" in message
     saved = (only_run_dir(tmp_path) / "node0" / "server.log").read_text()
-    assert "decode batch" in saved and "Spec v2" not in saved        # only the tail came back
+    assert "decode batch" in saved and "Spec v2" not in saved  # only the tail came back
     record = json.loads((only_run_dir(tmp_path) / "remote.json").read_text())
     assert record["hosts"][0]["worker"] == "spec v2 (EAGLEWorkerV2, eagle_worker_v2.py)"
     assert_cleaned(tmp_path, tree)
@@ -526,13 +653,18 @@ def test_no_cycle_names_the_worker_from_the_server_log(tmp_path, sshd, tree, tar
 
 def test_v1_chosen_by_environment_is_timed(tmp_path, sshd, tree, target):
     """The same series and server with SGLANG_ENABLE_SPEC_V2=0: SGLang runs v1, which it times."""
-    cfg = RemoteConfig.from_mapping(settings(
-        tmp_path, [target], sshd.client_config, env={"SGLANG_ENABLE_SPEC_V2": "0"},
-        server_command=server_cmd(tmp_path / "server.pids", "--timed-workers v1")))
+    cfg = RemoteConfig.from_mapping(
+        settings(
+            tmp_path,
+            [target],
+            sshd.client_config,
+            env={"SGLANG_ENABLE_SPEC_V2": "0"},
+            server_command=server_cmd(tmp_path / "server.pids", "--timed-workers v1"),
+        )
+    )
     outcome = run_remote(cfg, stream=open(os.devnull, "w"))
     assert outcome.summary.cycle["count"] == 48
-    assert outcome.summary.meta["speculative worker (server log)"] == \
-        "spec v1 (EAGLEWorker, eagle_worker.py)"
+    assert outcome.summary.meta["speculative worker (server log)"] == "spec v1 (EAGLEWorker, eagle_worker.py)"
     assert_cleaned(tmp_path, tree)
 
 
@@ -545,19 +677,30 @@ def _logged_literals(version: str) -> list[str]:
     text = sglang_files(version, ["sglang/srt/server_args.py"])["sglang/srt/server_args.py"]
     out = []
     for node in ast.walk(ast.parse(text.decode())):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
-                "Spec v" in node.value or "spec v2 is off" in node.value):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and ("Spec v" in node.value or "spec v2 is off" in node.value)
+        ):
             out.append(node.value)
     return out
 
 
-@pytest.mark.parametrize("version, v2_line, v1_line", [
-    ("0.5.9", "Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap schedule "
-              "is turned on.", "Overlap scheduler is disabled when spec v2 is off or using "
-                               "unsupported speculative algorithm. "),
-    ("0.5.12", "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding.",
-     "Spec v1 is used for eagle/eagle3/standalone speculative decoding because %s."),
-])
+@pytest.mark.parametrize(
+    "version, v2_line, v1_line",
+    [
+        (
+            "0.5.9",
+            "Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap schedule is turned on.",
+            "Overlap scheduler is disabled when spec v2 is off or using unsupported speculative algorithm. ",
+        ),
+        (
+            "0.5.12",
+            "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding.",
+            "Spec v1 is used for eagle/eagle3/standalone speculative decoding because %s.",
+        ),
+    ],
+)
 def test_worker_lines_are_the_ones_sglang_logs(version, v2_line, v1_line):
     from patchkit.profile.remote.worker_log import which_worker
 
@@ -576,28 +719,31 @@ def test_worker_lines_are_the_ones_sglang_logs(version, v2_line, v1_line):
 def test_no_cycle_message_for_each_case(tmp_path):
     from patchkit.profile.remote.worker_log import no_cycles_message
 
-    v2 = ("node0 log", "... Spec v2 is enabled by default for eagle/eagle3/standalone "
-                       "speculative decoding.\n")
+    v2 = (
+        "node0 log",
+        "... Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding.\n",
+    )
     spec = "python -m sglang.launch_server --speculative-algorithm EAGLE"
     both = REPO / "patches" / "sglang-v0.5.12"
     said = no_cycles_message("no cycle", [v2], both, spec)
     assert "Series sglang-v0.5.12 times it (eagle_worker_v2.py)" in said and "PYTHONPATH" in said
-    said = no_cycles_message("no cycle", [v2], SERIES_059, spec)   # 0008-0013 time v2
+    said = no_cycles_message("no cycle", [v2], SERIES_059, spec)  # 0008-0013 time v2
     assert "Series sglang-v0.5.9 times it (eagle_worker_v2.py)" in said
     said = no_cycles_message("no cycle", [v2], v1_part(SERIES_059, tmp_path), spec)
     assert "does not time it: it patches eagle_worker.py" in said
     said = no_cycles_message("no cycle", [("node0 log", "nothing useful\n")], SERIES_059, spec)
     assert "Which worker ran: unknown (no 'Spec v1'/'Spec v2' line in node0 log)" in said
     assert "PYTHONPATH" in said
-    said = no_cycles_message("no cycle", [("node0 log", "")], SERIES_059,
-                             "python -m sglang.launch_server --model M")
+    said = no_cycles_message(
+        "no cycle", [("node0 log", "")], SERIES_059, "python -m sglang.launch_server --model M"
+    )
     assert "has no --speculative-algorithm" in said
 
 
 # ---- the warm-up pass and the measured window ------------------------------------------------------
 
-def test_warmup_runs_before_the_measured_benchmark_and_window_json_is_fetched(
-        tmp_path, sshd, tree, target):
+
+def test_warmup_runs_before_the_measured_benchmark_and_window_json_is_fetched(tmp_path, sshd, tree, target):
     """warmup on (the default): the benchmark runs twice on the same server; window.json,
     written by the agent on the target from the jobs' wall-clock times, comes back with the
     timing files and separates the warm-up's cycles from the measured pass's."""
@@ -613,7 +759,7 @@ def test_warmup_runs_before_the_measured_benchmark_and_window_json_is_fetched(
     assert "Serving Benchmark Result" in (run_dir / "warmup.log").read_text()
     assert "Serving Benchmark Result" in (run_dir / "benchmark.log").read_text()
     log = (run_dir / "node0" / "server.log").read_text()
-    assert log.count('"POST /generate') == 2 * 4            # warm-up + measured, one server
+    assert log.count('"POST /generate') == 2 * 4  # warm-up + measured, one server
     jobs = outcome.hosts[0]["jobs"]
     assert set(jobs) == {"server", "warmup", "bench"}
     window = read_window(run_dir / "timing")
@@ -629,13 +775,14 @@ def test_warmup_runs_before_the_measured_benchmark_and_window_json_is_fetched(
                 inside += 1
             elif ws <= wall <= we:
                 before += 1
-    assert inside == before == 2 * 4 * 6                     # two ranks, 4 requests x 6 cycles
+    assert inside == before == 2 * 4 * 6  # two ranks, 4 requests x 6 cycles
     assert_cleaned(tmp_path, tree)
 
 
 def test_failing_warmup_stops_and_reverts(tmp_path, sshd, tree, target):
-    cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config,
-                                             bench_command=bench_cmd("--fail"), warmup=True))
+    cfg = RemoteConfig.from_mapping(
+        settings(tmp_path, [target], sshd.client_config, bench_command=bench_cmd("--fail"), warmup=True)
+    )
     with pytest.raises(PatchkitError) as err:
         run_remote(cfg, stream=open(os.devnull, "w"))
     assert "the warm-up benchmark failed (exit 1)" in err.value.message
@@ -657,14 +804,36 @@ def test_window_json_is_the_report_modules_format():
         for name, (a, b) in (("warmup", (10, 20)), ("bench", (30, 45))):
             (run / f"{name}.start_ns").write_text(f"{a}\n")
             (run / f"{name}.end_ns").write_text(f"{b}\n")
-        out = subprocess.run([sys.executable, str(REPO / "patchkit/profile/remote/agent.py"),
-                              "window", str(run), "bench", "warmup", "profile.remote"],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "patchkit/profile/remote/agent.py"),
+                "window",
+                str(run),
+                "bench",
+                "warmup",
+                "profile.remote",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         written = json.loads((run / "timing" / "window.json").read_text())
         assert json.loads(out.stdout) == written
         assert read_window(run / "timing").warmup == (10, 20)
         write_window(run / "ref", 30, 45, warmup=(10, 20), source="profile.remote")
         assert json.loads((run / "ref" / "window.json").read_text()) == written
-        bad = subprocess.run([sys.executable, str(REPO / "patchkit/profile/remote/agent.py"),
-                              "window", str(run), "nojob", "", "x"], capture_output=True, text=True)
+        bad = subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "patchkit/profile/remote/agent.py"),
+                "window",
+                str(run),
+                "nojob",
+                "",
+                "x",
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert bad.returncode == 3 and "no recorded start and end" in bad.stderr

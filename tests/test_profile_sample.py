@@ -28,18 +28,21 @@ def test_remote_default_samples_with_one_seed_for_every_rank(tmp_path, tree):  #
     given = settings(tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None)
     del given["timer_sample"]  # the default
     cfg = RemoteConfig.from_mapping(given)
-    assert cfg.timer_sample == 8 and isinstance(cfg.timer_seed, int)
+    assert cfg.timer_sample == 16 and isinstance(cfg.timer_seed, int)
     outcome = run_remote(cfg, stream=open(os.devnull, "w"))
     log = (outcome.run_dir / "node0" / "server.log").read_text()
-    assert "env PATCHKIT_TIMER_SAMPLE=8\n" in log
+    assert "env PATCHKIT_TIMER_SAMPLE=16\n" in log
     assert f"env PATCHKIT_TIMER_SEED={cfg.timer_seed}\n" in log
     files = records(outcome.run_dir)
     assert len(files) == 2  # two ranks
     timed_sets = []
     for recs in files:
-        assert recs[0]["sampling"] == {"every": 8, "method": "bernoulli",
-                                       "seed": cfg.timer_seed,
-                                       "seed_source": "env:PATCHKIT_TIMER_SEED"}
+        assert recs[0]["sampling"] == {
+            "every": 16,
+            "method": "bernoulli",
+            "seed": cfg.timer_seed,
+            "seed_source": "env:PATCHKIT_TIMER_SEED",
+        }
         cycles = [r for r in recs if r["kind"] == "cycle"]
         assert [c["cycle"] for c in cycles] == list(range(24))  # every cycle recorded
         timed = {c["cycle"] for c in cycles if c.get("timed") is not False}
@@ -50,8 +53,15 @@ def test_remote_default_samples_with_one_seed_for_every_rank(tmp_path, tree):  #
 
 
 def test_remote_env_setting_wins_over_the_default(tmp_path, tree):  # noqa: F811
-    given = settings(tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None,
-                     env={"PATCHKIT_TIMER_SAMPLE": "1"}, timer_sample=8, timer_seed=5)
+    given = settings(
+        tmp_path,
+        [str(tree)],
+        tmp_path / "unused",
+        ssh_config=None,
+        env={"PATCHKIT_TIMER_SAMPLE": "1"},
+        timer_sample=8,
+        timer_seed=5,
+    )
     outcome = run_remote(RemoteConfig.from_mapping(given), stream=open(os.devnull, "w"))
     log = (outcome.run_dir / "node0" / "server.log").read_text()
     assert "env PATCHKIT_TIMER_SAMPLE=1\n" in log and "env PATCHKIT_TIMER_SEED=5\n" in log
@@ -61,24 +71,30 @@ def test_remote_env_setting_wins_over_the_default(tmp_path, tree):  # noqa: F811
         assert not any(r.get("timed") is False for r in recs)
 
 
-@pytest.mark.parametrize("change, words", [
-    ({"timer_sample": 0}, "timer_sample 0: a whole number"),
-    ({"timer_sample": "eight"}, "timer_sample 'eight'"),
-    ({"timer_seed": -1}, "timer_seed -1"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"timer_sample": 0}, "timer_sample 0: a whole number"),
+        ({"timer_sample": "eight"}, "timer_sample 'eight'"),
+        ({"timer_seed": -1}, "timer_seed -1"),
+    ],
+)
 def test_remote_bad_sampling_settings(tmp_path, tree, change, words):  # noqa: F811
     with pytest.raises(InvalidInput) as info:
-        RemoteConfig.from_mapping(settings(tmp_path, [str(tree)], tmp_path / "n",
-                                           ssh_config=None, **change))
+        RemoteConfig.from_mapping(settings(tmp_path, [str(tree)], tmp_path / "n", ssh_config=None, **change))
     assert words in info.value.message and info.value.exit_code == 2
 
 
 @pytest.mark.parametrize("task", ["profile.remote", "profile.run"])
 @pytest.mark.parametrize("value", ["0", "-3", "x"])
 def test_sample_option_refuses_bad_values(tmp_path, task, value):
-    proc = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), task,
-                           f"--sample={value}"],
-                          cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "invoke", "-r", str(REPO), task, f"--sample={value}"],
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2, proc.stderr + proc.stdout
     assert f"{task} --sample '{value}': a whole number >= 1" in proc.stderr
     assert os.listdir(tmp_path) == []  # nothing started, nothing written
@@ -105,19 +121,29 @@ def test_run_default_passes_the_sample_to_the_workload(site, tmp_path):  # noqa:
             "for i in range(200):\n"
             "    pt.cycle_begin(kind='decode'); pt.begin('verify'); pt.end('verify')\n"
             "    pt.cycle_end(accepted=1)\n"
-            "pt.shutdown()\n")
+            "pt.shutdown()\n"
+        )
         spec_file = run_dir / "spec.json"
         spec_file.write_text(json.dumps(spec))
-        proc = subprocess.run([sys.executable, "-c", script, str(spec_file),
-                               str(site_dir / PHASE_TIMER), timing],
-                              env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
-                              text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(spec_file), str(site_dir / PHASE_TIMER), timing],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         raise KeyboardInterrupt  # stop before the report: the bracket reverts the tree
 
     with pytest.raises(KeyboardInterrupt):
-        run_default(tmp_path / "out", size="ci", site=site, timer_sample=4, workload=workload,
-                    stream=open(os.devnull, "w"))
+        run_default(
+            tmp_path / "out",
+            size="ci",
+            site=site,
+            timer_sample=4,
+            workload=workload,
+            stream=open(os.devnull, "w"),
+        )
     (recs,) = records(next((tmp_path / "out").iterdir()))
     assert recs[0]["sampling"]["every"] == 4
     cycles = [r for r in recs if r["kind"] == "cycle"]

@@ -59,8 +59,11 @@ def test_target_side_files_parse_with_their_own_floor():
 
 def test_every_tomllib_import_is_behind_the_floor():
     """tomllib exists from 3.11: it may only be imported where the floor is >= 3.11."""
-    users = [p for p in _controller_files() if re.search(r"^\s*import tomllib|^\s*from tomllib",
-                                                          p.read_text(), re.M)]
+    users = [
+        p
+        for p in _controller_files()
+        if re.search(r"^\s*import tomllib|^\s*from tomllib", p.read_text(), re.M)
+    ]
     assert users, "expected the TOML readers (pin.py)"
     assert patchkit.MIN_PYTHON >= (3, 11)
 
@@ -68,13 +71,22 @@ def test_every_tomllib_import_is_behind_the_floor():
 def test_an_older_python_is_refused_with_one_clear_line():
     # The only interpreter here is the floor itself; an older one is simulated by lowering
     # sys.version_info before the import (the check reads nothing else).
-    code = ("import sys; sys.version_info = (3, 10, 14, 'final', 0)\n"
-            "try:\n    import patchkit\nexcept ImportError as e:\n    print(e); sys.exit(3)\n")
+    code = (
+        "import sys; sys.version_info = (3, 10, 14, 'final', 0)\n"
+        "try:\n    import patchkit\nexcept ImportError as e:\n    print(e); sys.exit(3)\n"
+    )
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         cwd=REPO, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=60
+    )
     assert run.returncode == 3, run.stderr
     assert run.stdout.strip() == "patchkit needs Python 3.11 or newer; this is Python 3.10"
-    ok = subprocess.run([sys.executable, "-c", "import patchkit.engine.series"],
-                        capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
+    ok = subprocess.run(
+        [sys.executable, "-c", "import patchkit.engine.series"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
     assert ok.returncode == 0, ok.stderr

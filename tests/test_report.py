@@ -46,8 +46,12 @@ def timing_dir(tmp_path_factory):
     out = root / "out"
     procs = []
     for rank in (0, 1):
-        env = {"PATCHKIT_TIMER_DIR": str(out), "PATCHKIT_TIMER_RANK": str(rank),
-               "PATCHKIT_TIMER": "host", "PATH": "/usr/bin:/bin"}
+        env = {
+            "PATCHKIT_TIMER_DIR": str(out),
+            "PATCHKIT_TIMER_RANK": str(rank),
+            "PATCHKIT_TIMER": "host",
+            "PATH": "/usr/bin:/bin",
+        }
         code = WORKLOAD.format(site=str(site), rank=rank)
         procs.append(subprocess.Popen([sys.executable, "-c", code], env=env))
     assert all(p.wait(timeout=60) == 0 for p in procs)
@@ -89,16 +93,45 @@ def test_outputs_written(report):
     assert (out / "phases.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     data = json.loads((out / "summary.json").read_text())
     # the keys of patchkit.report/1, plus those issue 9, 12, 18 and 19 added
-    assert {"schema", "mode", "basis", "ranks", "cycle", "phases", "top_level_share", "decode",
-            "meta", "throughput", "files", "timing_dir", "cycle_kinds", "outside_cycles",
-            "unresolved", "lost_records", "overhead", "rank_skew", "baseline",
-            "decode_cycle", "window", "warmup_cycles", "after_window_cycles", "stalls",
-            "sampling"} == set(data)
+    assert {
+        "schema",
+        "mode",
+        "basis",
+        "ranks",
+        "cycle",
+        "phases",
+        "top_level_share",
+        "decode",
+        "meta",
+        "throughput",
+        "files",
+        "timing_dir",
+        "cycle_kinds",
+        "outside_cycles",
+        "unresolved",
+        "lost_records",
+        "overhead",
+        "rank_skew",
+        "baseline",
+        "decode_cycle",
+        "window",
+        "warmup_cycles",
+        "after_window_cycles",
+        "stalls",
+        "sampling",
+    } == set(data)
     assert data["window"] is None and data["warmup_cycles"] == 0 and data["sampling"] is None
-    assert data["baseline"] is None   # only profile.remote --baseline measures one
+    assert data["baseline"] is None  # only profile.remote --baseline measures one
     assert data["schema"] == "patchkit.report/1"
-    assert data["phases"][0].keys() >= {"name", "parent", "depth", "count", "host_ms", "dev_ms",
-                                         "share_of_cycle"}
+    assert data["phases"][0].keys() >= {
+        "name",
+        "parent",
+        "depth",
+        "count",
+        "host_ms",
+        "dev_ms",
+        "share_of_cycle",
+    }
     table = (out / "table.txt").read_text()
     assert table == render_table(summary)
 
@@ -108,7 +141,7 @@ def test_table_content(report):
     table = render_table(summary)
     lines = table.splitlines()
     assert lines[0].startswith("patchkit timing: 2 rank(s)")
-    assert any(l.startswith("    draft_step") and " 72 " in l for l in lines)
+    assert any(ln.startswith("    draft_step") and " 72 " in ln for ln in lines)
     assert "tokens/s with speculation: 118.5, without: 73.2, speedup 1.62x" in table
     assert "mean accepted length: " in table and "run: unit" in table
     assert "mean cycle per rank (ms): r0 " in table
@@ -120,7 +153,7 @@ def test_trace_structure(report):
     events = trace["traceEvents"]
     metas = [e for e in events if e["ph"] == "M"]
     spans = [e for e in events if e["ph"] == "X"]
-    assert {e["ph"] for e in events} <= {"M", "X", "i"}   # "i": a stall, if the machine had one
+    assert {e["ph"] for e in events} <= {"M", "X", "i"}  # "i": a stall, if the machine had one
     procs = {e["pid"]: e["args"]["name"] for e in metas if e["name"] == "process_name"}
     assert sorted(procs) == [0, 1] and procs[1].startswith("rank 1 ")
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in metas if e["name"] == "thread_name"}
@@ -132,27 +165,56 @@ def test_trace_structure(report):
         cycles = [e for e in spans if e["pid"] == pid and e["cat"] == "cycle"]
         assert len(cycles) == 12
         for s in (e for e in spans if e["pid"] == pid and e["name"] == "draft_step"):
-            (parent,) = [p for p in spans if p["pid"] == pid and p["name"] == "draft"
-                         and p["args"]["cycle"] == s["args"]["cycle"]]
+            (parent,) = [
+                p
+                for p in spans
+                if p["pid"] == pid and p["name"] == "draft" and p["args"]["cycle"] == s["args"]["cycle"]
+            ]
             assert parent["ts"] <= s["ts"] and s["ts"] + s["dur"] <= parent["ts"] + parent["dur"] + 1e-3
 
 
 def _device_file(path: Path, lag_ns: list[int]):
     """Records shaped as the events mode writes them, with a known host/GPU lag per cycle."""
-    header = {"kind": "header", "schema": "patchkit.timing/1", "mode": "events", "rank": 0,
-              "pid": 7, "host": "h", "clock": {"host": "time.perf_counter_ns",
-                                               "host_t0_ns": 1_000, "wall_t0_ns": 5_000_000}}
+    header = {
+        "kind": "header",
+        "schema": "patchkit.timing/1",
+        "mode": "events",
+        "rank": 0,
+        "pid": 7,
+        "host": "h",
+        "clock": {"host": "time.perf_counter_ns", "host_t0_ns": 1_000, "wall_t0_ns": 5_000_000},
+    }
     recs = [header]
     for i, lag in enumerate(lag_ns):
         t0 = 1_000 + i * 10_000_000
-        recs.append({"kind": "phase", "name": "verify", "cycle": i, "depth": 0, "parent": None,
-                     "t0": t0 + 100_000, "t1": t0 + 200_000, "host_ns": 100_000,
-                     "dev_ns": 6_000_000, "dev_off_ns": 1_000_000, "graph": True,
-                     "captured": False})
-        recs.append({"kind": "cycle", "cycle": i, "t0": t0, "t1": t0 + 300_000,
-                     "host_ns": 300_000, "dev_ns": 8_000_000,
-                     "dev_gap_ns": None if i == 0 else 10_000_000 + lag - lag_ns[i - 1],
-                     "attrs": {"batch_size": 1, "accepted": 2}})
+        recs.append(
+            {
+                "kind": "phase",
+                "name": "verify",
+                "cycle": i,
+                "depth": 0,
+                "parent": None,
+                "t0": t0 + 100_000,
+                "t1": t0 + 200_000,
+                "host_ns": 100_000,
+                "dev_ns": 6_000_000,
+                "dev_off_ns": 1_000_000,
+                "graph": True,
+                "captured": False,
+            }
+        )
+        recs.append(
+            {
+                "kind": "cycle",
+                "cycle": i,
+                "t0": t0,
+                "t1": t0 + 300_000,
+                "host_ns": 300_000,
+                "dev_ns": 8_000_000,
+                "dev_gap_ns": None if i == 0 else 10_000_000 + lag - lag_ns[i - 1],
+                "attrs": {"batch_size": 1, "accepted": 2},
+            }
+        )
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
 
 
@@ -161,8 +223,11 @@ def test_gpu_lane_layout(tmp_path):
     (proc,) = load_timing_dir(tmp_path)
     trace = build_trace([proc])
     gpu = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == 2]
-    cpu = {e["args"]["cycle"]: e for e in trace["traceEvents"]
-           if e["ph"] == "X" and e["tid"] == 1 and e["cat"] == "cycle"}
+    cpu = {
+        e["args"]["cycle"]: e
+        for e in trace["traceEvents"]
+        if e["ph"] == "X" and e["tid"] == 1 and e["cat"] == "cycle"
+    }
     gcyc = {e["args"]["cycle"]: e for e in gpu if e["cat"] == "cycle"}
     lags = [gcyc[i]["ts"] - cpu[i]["ts"] for i in range(3)]
     # relative lags are exact; the smallest (cycle 1, 20 us) is placed at zero
@@ -207,6 +272,7 @@ def test_bad_inputs(tmp_path):
 def test_per_request_token_lists_give_the_accept_length():
     """sglang 0.5.23 passes tokens=accept_lens, a list per request, to cycle_end."""
     from patchkit.report.summarize import _decode_stats
+
     stats = _decode_stats([{"attrs": {"tokens": [3, 4, 2]}}, {"attrs": {"tokens": [4, 4, 4]}}])
     assert stats["request_cycles"] == 6
     assert stats["accept_length_mean"] == 21 / 6
@@ -215,10 +281,15 @@ def test_per_request_token_lists_give_the_accept_length():
 
 def _run_workload(site: Path, out: Path, body: str, env: dict | None = None):
     code = f"import sys\nsys.path.insert(0, {str(site)!r})\n" + body
-    full_env = {"PATCHKIT_TIMER_DIR": str(out), "PATCHKIT_TIMER": "host", "PATH": "/usr/bin:/bin",
-                **(env or {})}
-    res = subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True,
-                         text=True, timeout=120)
+    full_env = {
+        "PATCHKIT_TIMER_DIR": str(out),
+        "PATCHKIT_TIMER": "host",
+        "PATH": "/usr/bin:/bin",
+        **(env or {}),
+    }
+    res = subprocess.run(
+        [sys.executable, "-c", code], env=full_env, capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stderr
     return res
 
@@ -255,8 +326,11 @@ def test_decode_and_prefill_apart_and_warmup_outside(site, tmp_path):
     assert list(summary.cycle_kinds) == ["decode", "prefill"]
     dec, pre = summary.cycle_kinds["decode"], summary.cycle_kinds["prefill"]
     assert dec["cycles"] == 30 and pre["cycles"] == 3
-    assert [(e["depth"], e["name"]) for e in dec["phases"]] == \
-        [(0, "draft"), (1, "draft_step"), (0, "verify")]
+    assert [(e["depth"], e["name"]) for e in dec["phases"]] == [
+        (0, "draft"),
+        (1, "draft_step"),
+        (0, "verify"),
+    ]
     assert [e["name"] for e in pre["phases"]] == ["target_extend"]
     # shares are of each kind's own cycle time: the 20 ms prefills do not dilute decode
     assert 85.0 <= dec["top_level_share"] <= 100.0
@@ -276,7 +350,7 @@ def test_decode_and_prefill_apart_and_warmup_outside(site, tmp_path):
     pre_at = lines.index("prefill (3 cycles; shares of prefill cycle time)")
     assert dec_at < pre_at
     assert lines[dec_at + 1].startswith("decode cycle ")
-    assert any(l.startswith("    draft_step") and " 60 " in l for l in lines[dec_at:pre_at])
+    assert any(ln.startswith("    draft_step") and " 60 " in ln for ln in lines[dec_at:pre_at])
     assert "outside any cycle (warm-up; not in the shares): draft_step 4" in table
     data = json.loads((tmp_path / "report" / "summary.json").read_text())
     assert data["cycle_kinds"]["prefill"]["phases"][0]["name"] == "target_extend"
@@ -286,23 +360,54 @@ def test_decode_and_prefill_apart_and_warmup_outside(site, tmp_path):
 
 def test_repeated_records_are_dropped_and_merge_is_by_cycle(tmp_path):
     """A write repeated after a KeyboardInterrupt, and device times in a later record."""
-    header = {"kind": "header", "schema": "patchkit.timing/1", "mode": "events", "rank": 0,
-              "pid": 3, "host": "h", "clock": {"host_t0_ns": 0, "wall_t0_ns": 0}}
-    phase = {"kind": "phase", "name": "verify", "cycle": 0, "depth": 0, "parent": None,
-             "t0": 10, "t1": 60, "host_ns": 50, "dev_ns": None, "dev_off_ns": None,
-             "graph": False, "captured": False}
-    cycle = {"kind": "cycle", "cycle": 0, "t0": 0, "t1": 100, "host_ns": 100, "dev_ns": None,
-             "dev_gap_ns": None, "attrs": {"kind": "decode"}}
+    header = {
+        "kind": "header",
+        "schema": "patchkit.timing/1",
+        "mode": "events",
+        "rank": 0,
+        "pid": 3,
+        "host": "h",
+        "clock": {"host_t0_ns": 0, "wall_t0_ns": 0},
+    }
+    phase = {
+        "kind": "phase",
+        "name": "verify",
+        "cycle": 0,
+        "depth": 0,
+        "parent": None,
+        "t0": 10,
+        "t1": 60,
+        "host_ns": 50,
+        "dev_ns": None,
+        "dev_off_ns": None,
+        "graph": False,
+        "captured": False,
+    }
+    cycle = {
+        "kind": "cycle",
+        "cycle": 0,
+        "t0": 0,
+        "t1": 100,
+        "host_ns": 100,
+        "dev_ns": None,
+        "dev_gap_ns": None,
+        "attrs": {"kind": "decode"},
+    }
     cycle1 = dict(cycle, cycle=1, t0=200, t1=300)
-    dev = {"kind": "dev", "cycle": 0, "dev_ns": 400, "dev_gap_ns": None, "phases": [[300, 20]],
-           "attrs": {"accepted": 5}}
+    dev = {
+        "kind": "dev",
+        "cycle": 0,
+        "dev_ns": 400,
+        "dev_gap_ns": None,
+        "phases": [[300, 20]],
+        "attrs": {"accepted": 5},
+    }
     recs = [header, phase, cycle, header, phase, cycle, dev, cycle1, dev]
     path = tmp_path / "phase-timing.rank0.pid3.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     (proc,) = load_timing_dir(tmp_path)
     assert proc.repeated == 4 and len(proc.phases) == 1 and len(proc.cycles) == 2
-    assert proc.cycles[0]["dev_ns"] == 400 and proc.cycles[0]["attrs"] == {"kind": "decode",
-                                                                           "accepted": 5}
+    assert proc.cycles[0]["dev_ns"] == 400 and proc.cycles[0]["attrs"] == {"kind": "decode", "accepted": 5}
     assert proc.phases[0]["dev_ns"] == 300 and proc.phases[0]["dev_off_ns"] == 20
     assert proc.unresolved == 1
     summary = build_report(tmp_path, tmp_path / "rep", chart=False)
@@ -313,6 +418,7 @@ def test_repeated_records_are_dropped_and_merge_is_by_cycle(tmp_path):
 
 def test_rank_skew_row():
     from patchkit.report.skew import _row
+
     row = _row("verify", None, 0, {0: [1_000_000, 1_000_000], 1: [1_200_000], 2: [1_100_000]})
     assert row["skew_ms"] == pytest.approx(0.2)
     assert row["skew_pct"] == pytest.approx(0.2 / 1.1 * 100)
@@ -354,6 +460,7 @@ dist.destroy_process_group()
 
 def _free_port():
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -365,12 +472,19 @@ def test_two_ranks_through_torch_distributed(site, tmp_path):
     pytest.importorskip("torch.distributed")
     out = tmp_path / "out"
     code = f"import sys\nsys.path.insert(0, {str(site)!r})\n" + TWO_RANKS
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PATCHKIT_TIMER") and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PATCHKIT_TIMER") and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+    }
     env.update(PATCHKIT_TIMER_DIR=str(out), PATCHKIT_TIMER="host", GLOO_SOCKET_IFNAME="lo")
     url = f"tcp://127.0.0.1:{_free_port()}"
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(r), url], env=env,
-                              stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(r), url], env=env, stderr=subprocess.PIPE, text=True
+        )
+        for r in (0, 1)
+    ]
     try:
         for p in procs:
             assert p.wait(timeout=240) == 0, p.stderr.read()
@@ -395,14 +509,13 @@ def test_two_ranks_through_torch_distributed(site, tmp_path):
     assert "verify" in skew["flagged"] and "draft" not in skew["flagged"]
     table = (tmp_path / "report" / "table.txt").read_text()
     assert "rank skew of decode cycles" in table
-    assert any(l.startswith(" !   verify: r0 ") and "slowest r1" in l for l in table.splitlines())
+    assert any(ln.startswith(" !   verify: r0 ") and "slowest r1" in ln for ln in table.splitlines())
     trace = json.loads((tmp_path / "report" / "trace.json").read_text())
     assert trace["otherData"]["clock_alignment"] == "shared monotonic clock"
     events = trace["traceEvents"]
     procs_named = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
     assert sorted(procs_named) == [0, 1] and procs_named[1].startswith("rank 1 ")
-    cycles = {(e["pid"], e["args"]["cycle"]): e for e in events
-              if e["ph"] == "X" and e["cat"] == "cycle"}
+    cycles = {(e["pid"], e["args"]["cycle"]): e for e in events if e["ph"] == "X" and e["cat"] == "cycle"}
     for i in range(12):
         outer, inner = cycles[(0, i)], cycles[(1, i)]
         # causality: rank 1's cycle began after rank 0 sent and ended before rank 0 received
@@ -433,15 +546,16 @@ def test_decode_cycle_shares_leave_prefill_cycles_out(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
     shutil.copyfile(RUNTIME_PATH, site / "phase_timer.py")
-    env = {"PATCHKIT_TIMER_DIR": str(tmp_path / "t"), "PATCHKIT_TIMER": "host",
-           "PATH": "/usr/bin:/bin"}
-    subprocess.run([sys.executable, "-c", PREFILL_AND_DECODE.format(site=str(site))], env=env,
-                   check=True, timeout=60)
+    env = {"PATCHKIT_TIMER_DIR": str(tmp_path / "t"), "PATCHKIT_TIMER": "host", "PATH": "/usr/bin:/bin"}
+    subprocess.run(
+        [sys.executable, "-c", PREFILL_AND_DECODE.format(site=str(site))], env=env, check=True, timeout=60
+    )
     summary = build_report(tmp_path / "t", tmp_path / "r", chart=False)
     dc = summary.decode_cycle
     assert summary.cycle["count"] == 7 and dc["count"] == 6 and dc["basis"] == "host"
     assert set(dc["phase_shares"]) == {"draft_forward"}
-    assert 35 < dc["top_level_share"] < 65            # the glue is half of each decode cycle
-    assert summary.top_level_share > dc["top_level_share"] + 10   # the prefill cycle dilutes
-    assert f"decode cycles only (6): top-level phases cover {dc['top_level_share']:.1f}%" in \
-        render_table(summary)
+    assert 35 < dc["top_level_share"] < 65  # the glue is half of each decode cycle
+    assert summary.top_level_share > dc["top_level_share"] + 10  # the prefill cycle dilutes
+    assert f"decode cycles only (6): top-level phases cover {dc['top_level_share']:.1f}%" in render_table(
+        summary
+    )

@@ -24,10 +24,16 @@ def _runs(tmp_path, stall_at: int | None = None):
     """(full folder, sampled folder, indices of the timed cycles)."""
     rng = random.Random(5)
     pick = random.Random(SEED)
-    header = {"kind": "header", "schema": "patchkit.timing/1", "mode": "host", "rank": 0,
-              "pid": 9, "host": "h", "clock": {"host_t0_ns": 0, "wall_t0_ns": 10**18}}
-    full, sampled = [header], [dict(header, sampling={"every": EVERY, "method": "bernoulli",
-                                                      "seed": SEED})]
+    header = {
+        "kind": "header",
+        "schema": "patchkit.timing/1",
+        "mode": "host",
+        "rank": 0,
+        "pid": 9,
+        "host": "h",
+        "clock": {"host_t0_ns": 0, "wall_t0_ns": 10**18},
+    }
+    full, sampled = [header], [dict(header, sampling={"every": EVERY, "method": "bernoulli", "seed": SEED})]
     timed_set = set()
     t = 1000
     for i in range(CYCLES):
@@ -37,24 +43,67 @@ def _runs(tmp_path, stall_at: int | None = None):
         step = draft // 3
         glue = int(rng.expovariate(1 / 4e5))
         if i == stall_at:
-            draft += 500_000_000   # a stall in a cycle the sampler skipped
+            draft += 500_000_000  # a stall in a cycle the sampler skipped
         phases = [
-            {"kind": "phase", "name": "draft", "cycle": i, "depth": 0, "parent": None,
-             "t0": t, "t1": t + draft, "host_ns": draft, "dev_ns": None, "dev_off_ns": None,
-             "graph": False, "captured": False}]
+            {
+                "kind": "phase",
+                "name": "draft",
+                "cycle": i,
+                "depth": 0,
+                "parent": None,
+                "t0": t,
+                "t1": t + draft,
+                "host_ns": draft,
+                "dev_ns": None,
+                "dev_off_ns": None,
+                "graph": False,
+                "captured": False,
+            }
+        ]
         for s in range(3):
-            phases.append({"kind": "phase", "name": "draft_step", "cycle": i, "depth": 1,
-                           "parent": "draft", "t0": t + s * step, "t1": t + (s + 1) * step,
-                           "host_ns": step, "dev_ns": None, "dev_off_ns": None,
-                           "graph": False, "captured": False})
-        phases.append({"kind": "phase", "name": "verify", "cycle": i, "depth": 0,
-                       "parent": None, "t0": t + draft, "t1": t + draft + verify,
-                       "host_ns": verify, "dev_ns": None, "dev_off_ns": None, "graph": False,
-                       "captured": False})
+            phases.append(
+                {
+                    "kind": "phase",
+                    "name": "draft_step",
+                    "cycle": i,
+                    "depth": 1,
+                    "parent": "draft",
+                    "t0": t + s * step,
+                    "t1": t + (s + 1) * step,
+                    "host_ns": step,
+                    "dev_ns": None,
+                    "dev_off_ns": None,
+                    "graph": False,
+                    "captured": False,
+                }
+            )
+        phases.append(
+            {
+                "kind": "phase",
+                "name": "verify",
+                "cycle": i,
+                "depth": 0,
+                "parent": None,
+                "t0": t + draft,
+                "t1": t + draft + verify,
+                "host_ns": verify,
+                "dev_ns": None,
+                "dev_off_ns": None,
+                "graph": False,
+                "captured": False,
+            }
+        )
         length = draft + verify + glue
-        cycle = {"kind": "cycle", "cycle": i, "t0": t, "t1": t + length, "host_ns": length,
-                 "dev_ns": None, "dev_gap_ns": None,
-                 "attrs": {"kind": "decode", "batch_size": bs, "accepted": bs}}
+        cycle = {
+            "kind": "cycle",
+            "cycle": i,
+            "t0": t,
+            "t1": t + length,
+            "host_ns": length,
+            "dev_ns": None,
+            "dev_gap_ns": None,
+            "attrs": {"kind": "decode", "batch_size": bs, "accepted": bs},
+        }
         full += phases + [cycle]
         timed = pick.random() < 1 / EVERY and i != stall_at
         if timed:
@@ -67,8 +116,7 @@ def _runs(tmp_path, stall_at: int | None = None):
     for name, recs in (("full", full), ("sampled", sampled)):
         folder = tmp_path / name
         folder.mkdir()
-        (folder / "phase-timing.rank0.pid9.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in recs))
+        (folder / "phase-timing.rank0.pid9.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
         folders.append(folder)
     return folders[0], folders[1], timed_set
 
@@ -78,10 +126,15 @@ def test_sampled_shares_match_full_timing(tmp_path):
     full = build_report(full_dir, tmp_path / "rf", chart=False)
     sampled = build_report(sampled_dir, tmp_path / "rs")
     k = len(timed)
-    assert abs(k - CYCLES / EVERY) < 4 * (CYCLES / EVERY) ** 0.5   # about 1 in EVERY
+    assert abs(k - CYCLES / EVERY) < 4 * (CYCLES / EVERY) ** 0.5  # about 1 in EVERY
     assert full.sampling is None
-    assert sampled.sampling == {"every": EVERY, "method": "bernoulli", "seed": SEED,
-                                "timed_cycles": k, "cycles": CYCLES}
+    assert sampled.sampling == {
+        "every": EVERY,
+        "method": "bernoulli",
+        "seed": SEED,
+        "timed_cycles": k,
+        "cycles": CYCLES,
+    }
     # every cycle counted, timed or not; requests and tokens from all of them
     assert sampled.cycle["count"] == full.cycle["count"] == CYCLES
     assert sampled.decode_cycle["count"] == CYCLES and sampled.decode_cycle["timed_cycles"] == k
@@ -93,15 +146,17 @@ def test_sampled_shares_match_full_timing(tmp_path):
         assert entry["count"] == per * k and entry["per_cycle"] == per
         assert entry["per_cycle_host_ms"]["n"] == k
         assert full.phase(name)["count"] == per * CYCLES
-        assert entry["share_of_cycle"] == pytest.approx(full.phase(name)["share_of_cycle"],
-                                                        abs=1.0), name
+        assert entry["share_of_cycle"] == pytest.approx(full.phase(name)["share_of_cycle"], abs=1.0), name
     assert sampled.top_level_share == pytest.approx(full.top_level_share, abs=1.0)
     assert sampled.decode_cycle["phase_shares"]["verify"] == pytest.approx(
-        full.decode_cycle["phase_shares"]["verify"], abs=1.0)
+        full.decode_cycle["phase_shares"]["verify"], abs=1.0
+    )
     # the line under the table, and the data behind it
     table = render_table(sampled)
-    assert (f"sampled timing (1 cycle in {EVERY}, bernoulli, seed {SEED}): {k} of {CYCLES} "
-            f"cycles timed; shares and phase statistics from the timed cycles") in table
+    assert (
+        f"sampled timing (1 cycle in {EVERY}, bernoulli, seed {SEED}): {k} of {CYCLES} "
+        f"cycles timed; shares and phase statistics from the timed cycles"
+    ) in table
     assert "sampled timing" not in render_table(full)
     data = json.loads((tmp_path / "rs" / "summary.json").read_text())
     assert data["sampling"]["timed_cycles"] == k and data["sampling"]["every"] == EVERY
@@ -125,19 +180,34 @@ def test_a_stall_in_an_untimed_cycle_is_counted_as_unsampled(tmp_path):
 
 def test_only_untimed_records_still_say_sampled(tmp_path):
     """A cycle marked "timed": false in a file whose header does not say how it sampled."""
-    header = {"kind": "header", "schema": "patchkit.timing/1", "mode": "host", "rank": 0,
-              "pid": 2, "clock": {"host_t0_ns": 0, "wall_t0_ns": 0}}
-    recs = [header,
-            {"kind": "phase", "name": "verify", "cycle": 0, "depth": 0, "parent": None,
-             "t0": 0, "t1": 50, "host_ns": 50, "graph": False, "captured": False},
-            {"kind": "cycle", "cycle": 0, "t0": 0, "t1": 100, "host_ns": 100, "attrs": {}},
-            {"kind": "cycle", "cycle": 1, "t0": 200, "t1": 300, "host_ns": 100, "attrs": {},
-             "timed": False}]
-    (tmp_path / "phase-timing.rank0.pid2.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in recs))
+    header = {
+        "kind": "header",
+        "schema": "patchkit.timing/1",
+        "mode": "host",
+        "rank": 0,
+        "pid": 2,
+        "clock": {"host_t0_ns": 0, "wall_t0_ns": 0},
+    }
+    recs = [
+        header,
+        {
+            "kind": "phase",
+            "name": "verify",
+            "cycle": 0,
+            "depth": 0,
+            "parent": None,
+            "t0": 0,
+            "t1": 50,
+            "host_ns": 50,
+            "graph": False,
+            "captured": False,
+        },
+        {"kind": "cycle", "cycle": 0, "t0": 0, "t1": 100, "host_ns": 100, "attrs": {}},
+        {"kind": "cycle", "cycle": 1, "t0": 200, "t1": 300, "host_ns": 100, "attrs": {}, "timed": False},
+    ]
+    (tmp_path / "phase-timing.rank0.pid2.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     summary = build_report(tmp_path, tmp_path / "r", chart=False)
-    assert summary.sampling == {"every": None, "method": None, "seed": None,
-                                "timed_cycles": 1, "cycles": 2}
+    assert summary.sampling == {"every": None, "method": None, "seed": None, "timed_cycles": 1, "cycles": 2}
     assert summary.cycle["count"] == 2 and summary.phase("verify")["count"] == 1
     assert summary.phase("verify")["share_of_cycle"] == pytest.approx(50.0)
     assert "sampled timing: 1 of 2 cycles timed" in render_table(summary)
@@ -146,22 +216,48 @@ def test_only_untimed_records_still_say_sampled(tmp_path):
 def test_stalls_on_device_time_in_events_mode(tmp_path):
     """Events mode: cycles are judged on device time; a cycle whose device time never came is
     judged on host time against the host median."""
-    header = {"kind": "header", "schema": "patchkit.timing/1", "mode": "events", "rank": 0,
-              "pid": 4, "clock": {"host_t0_ns": 0, "wall_t0_ns": 0}}
+    header = {
+        "kind": "header",
+        "schema": "patchkit.timing/1",
+        "mode": "events",
+        "rank": 0,
+        "pid": 4,
+        "clock": {"host_t0_ns": 0, "wall_t0_ns": 0},
+    }
     recs = [header]
     for i in range(40):
-        dev = 200_000_000 if i == 7 else 5_000_000     # a 200 ms GPU-side stall
-        host = 300_000_000 if i == 39 else 1_000_000    # the last: slow on the host, unresolved
+        dev = 200_000_000 if i == 7 else 5_000_000  # a 200 ms GPU-side stall
+        host = 300_000_000 if i == 39 else 1_000_000  # the last: slow on the host, unresolved
         t = i * 400_000_000
-        recs.append({"kind": "phase", "name": "verify", "cycle": i, "depth": 0, "parent": None,
-                     "t0": t, "t1": t + host // 2, "host_ns": host // 2,
-                     "dev_ns": None if i == 39 else dev * 3 // 4, "dev_off_ns": 0,
-                     "graph": True, "captured": False})
-        recs.append({"kind": "cycle", "cycle": i, "t0": t, "t1": t + host, "host_ns": host,
-                     "dev_ns": None if i == 39 else dev, "dev_gap_ns": None,
-                     "attrs": {"kind": "decode", "batch_size": 8}})
-    (tmp_path / "phase-timing.rank0.pid4.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in recs))
+        recs.append(
+            {
+                "kind": "phase",
+                "name": "verify",
+                "cycle": i,
+                "depth": 0,
+                "parent": None,
+                "t0": t,
+                "t1": t + host // 2,
+                "host_ns": host // 2,
+                "dev_ns": None if i == 39 else dev * 3 // 4,
+                "dev_off_ns": 0,
+                "graph": True,
+                "captured": False,
+            }
+        )
+        recs.append(
+            {
+                "kind": "cycle",
+                "cycle": i,
+                "t0": t,
+                "t1": t + host,
+                "host_ns": host,
+                "dev_ns": None if i == 39 else dev,
+                "dev_gap_ns": None,
+                "attrs": {"kind": "decode", "batch_size": 8},
+            }
+        )
+    (tmp_path / "phase-timing.rank0.pid4.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     summary = build_report(tmp_path, tmp_path / "r", chart=False)
     assert summary.basis == "device"
     st = summary.stalls["decode"]

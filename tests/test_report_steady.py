@@ -64,9 +64,24 @@ print(start, end)
 
 def _run(runtime_dir, out, stall_s, warmup=0, measured=80, after=0, again=AGAIN):
     env = {"PATCHKIT_TIMER_DIR": str(out), "PATCHKIT_TIMER": "host", "PATH": "/usr/bin:/bin"}
-    res = subprocess.run([sys.executable, "-c", LOOP, str(runtime_dir), str(stall_s),
-                          str(warmup), str(measured), str(after), str(again)],
-                         env=env, capture_output=True, text=True, timeout=300, check=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LOOP,
+            str(runtime_dir),
+            str(stall_s),
+            str(warmup),
+            str(measured),
+            str(after),
+            str(again),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     start, end = (int(v) for v in res.stdout.split())
     return start, end
 
@@ -86,8 +101,9 @@ def _raw_cycles(folder):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from patchkit.timing import RUNTIME_PATH
     import shutil
+
+    from patchkit.timing import RUNTIME_PATH
 
     root = tmp_path_factory.mktemp("steady")
     site = root / "site"
@@ -95,8 +111,7 @@ def runs(tmp_path_factory):
     shutil.copyfile(RUNTIME_PATH, site / "phase_timer.py")
     _run(site, root / "stalled", STALL_S)
     _run(site, root / "clean", 0.0)
-    start, end = _run(site, root / "windowed", STALL_S, warmup=24, measured=60, after=5,
-                      again=-1)
+    start, end = _run(site, root / "windowed", STALL_S, warmup=24, measured=60, after=5, again=-1)
     write_window(root / "windowed", start, end, source="test")
     return root
 
@@ -117,8 +132,11 @@ def test_stall_accounting(runs, tmp_path):
     cycles, phases = _raw_cycles(runs / "stalled")
     times = sorted(c["host_ns"] / 1e6 for c in cycles.values())
     median = (times[39] + times[40]) / 2
-    expected = {i for i, c in cycles.items() if c["host_ns"] / 1e6 > STALL_FACTOR * median
-                and c["host_ns"] / 1e6 - median > STALL_FLOOR_MS}
+    expected = {
+        i
+        for i, c in cycles.items()
+        if c["host_ns"] / 1e6 > STALL_FACTOR * median and c["host_ns"] / 1e6 - median > STALL_FLOOR_MS
+    }
     assert set(found) == expected
     total = sum(cycles[i]["host_ns"] for i in expected) / 1e6
     assert st["count"] == len(expected) and st["total_ms"] == pytest.approx(total)
@@ -126,7 +144,8 @@ def test_stall_accounting(runs, tmp_path):
     assert st["share_of_kind_time"] == pytest.approx(100 * total / all_ms)
     assert st["share_of_kind_time"] > 50  # 9 stalls of 200 ms against 80 cycles of ~8 ms
     assert st["by_phase"]["draft_forward"] == pytest.approx(
-        sum(phases[i]["draft_forward"] for i in expected) / 1e6)
+        sum(phases[i]["draft_forward"] for i in expected) / 1e6
+    )
     assert st["first_at_batch_size"] == len(SIZES)
     # every cycle still counted; stall cycles' calls counted, not in the statistics
     assert summary.cycle["count"] == 80 and summary.decode_cycle["count"] == 80
@@ -143,16 +162,21 @@ def test_stall_accounting(runs, tmp_path):
     assert "first cycle at batch sizes 32, 31, 29, 30, 16, 7, 3, 2" in line
     assert "not the first at" in line and "not in the shares" in line
     data = json.loads((tmp_path / "r" / "summary.json").read_text())
-    assert set(data["stalls"]["decode"]) >= {"count", "total_ms", "share_of_kind_time",
-                                             "by_phase", "cycles"}
+    assert set(data["stalls"]["decode"]) >= {"count", "total_ms", "share_of_kind_time", "by_phase", "cycles"}
     assert set(data["stalls"]["decode"]["cycles"][0]) >= {"cycle", "batch_size", "ms", "phase"}
     trace = json.loads((tmp_path / "r" / "trace.json").read_text())
-    marked = {e["args"]["cycle"] for e in trace["traceEvents"]
-              if e["ph"] == "X" and e["cat"] == "cycle" and e["args"].get("stall")}
+    marked = {
+        e["args"]["cycle"]
+        for e in trace["traceEvents"]
+        if e["ph"] == "X" and e["cat"] == "cycle" and e["args"].get("stall")
+    }
     instants = {e["args"]["cycle"] for e in trace["traceEvents"] if e["ph"] == "i"}
     assert marked == instants == expected
-    assert all(e["name"].endswith(" STALL") for e in trace["traceEvents"]
-               if e["ph"] == "X" and e["cat"] == "cycle" and e["args"]["cycle"] in expected)
+    assert all(
+        e["name"].endswith(" STALL")
+        for e in trace["traceEvents"]
+        if e["ph"] == "X" and e["cat"] == "cycle" and e["args"]["cycle"] in expected
+    )
 
 
 def test_steady_shares_match_a_run_without_stalls(runs, tmp_path):
@@ -166,8 +190,9 @@ def test_steady_shares_match_a_run_without_stalls(runs, tmp_path):
         assert ours == pytest.approx(theirs, abs=4.0), name
     # what the shares were before stalls were kept apart: all cycles' means
     cycles, phases = _raw_cycles(runs / "stalled")
-    naive = 100 * sum(p["draft_forward"] for p in phases.values()) / \
-        sum(c["host_ns"] for c in cycles.values())
+    naive = (
+        100 * sum(p["draft_forward"] for p in phases.values()) / sum(c["host_ns"] for c in cycles.values())
+    )
     assert naive > stalled.phase("draft_forward", kind="decode")["share_of_cycle"] + 30
 
 
@@ -185,23 +210,25 @@ def test_warmup_outside_the_window_is_excluded_and_counted(runs, tmp_path):
     assert summary.outside_cycles == {"capture": 1}
     assert summary.phase("draft_forward", kind="decode")["count"] == 60
     assert summary.decode["request_cycles"] == sum(
-        c["attrs"]["batch_size"] for p in load_timing_dir(folder) for c in p.cycles
-        if 24 <= c["cycle"] < 84)
+        c["attrs"]["batch_size"] for p in load_timing_dir(folder) for c in p.cycles if 24 <= c["cycle"] < 84
+    )
     table = (tmp_path / "r" / "table.txt").read_text()
-    assert ("measured window from test: 60 cycles inside; 24 warm-up cycles before it and 5 "
-            "after it left out") in table
+    assert (
+        "measured window from test: 60 cycles inside; 24 warm-up cycles before it and 5 after it left out"
+    ) in table
     trace = json.loads((tmp_path / "r" / "trace.json").read_text())
     spans = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "cycle"]
     assert sorted(e["args"]["cycle"] for e in spans) == list(range(24, 84))
     # the same folder read with a window covering everything: the warm-up stalls are back
-    everything = summarize(load_timing_dir(folder), str(folder), window=Window(0, 2 ** 62))
+    everything = summarize(load_timing_dir(folder), str(folder), window=Window(0, 2**62))
     assert everything.warmup_cycles == 0 and everything.cycle["count"] == 89
     assert everything.outside_cycles == {"capture": 4}
     assert {c["cycle"] for c in everything.stalls["decode"]["cycles"]} >= set(range(len(SIZES)))
     # and the shares of the window agree with a run that never stalled
     clean = build_report(runs / "clean", tmp_path / "c", chart=False)
     assert summary.phase("draft_forward", kind="decode")["share_of_cycle"] == pytest.approx(
-        clean.phase("draft_forward", kind="decode")["share_of_cycle"], abs=4.0)
+        clean.phase("draft_forward", kind="decode")["share_of_cycle"], abs=4.0
+    )
 
 
 def test_a_window_that_holds_no_cycle_is_said(runs, tmp_path):
@@ -216,12 +243,18 @@ def test_a_window_that_holds_no_cycle_is_said(runs, tmp_path):
 def test_a_header_without_clocks_is_refused_with_a_window(tmp_path):
     from patchkit.errors import InvalidInput
 
-    header = {"kind": "header", "schema": "patchkit.timing/1", "mode": "host", "rank": 0,
-              "pid": 1, "clock": {}}
-    cycle = {"kind": "cycle", "cycle": 0, "t0": 0, "t1": 10, "host_ns": 10, "dev_ns": None,
-             "attrs": {}}
+    header = {
+        "kind": "header",
+        "schema": "patchkit.timing/1",
+        "mode": "host",
+        "rank": 0,
+        "pid": 1,
+        "clock": {},
+    }
+    cycle = {"kind": "cycle", "cycle": 0, "t0": 0, "t1": 10, "host_ns": 10, "dev_ns": None, "attrs": {}}
     (tmp_path / "phase-timing.rank0.pid1.jsonl").write_text(
-        json.dumps(header) + "\n" + json.dumps(cycle) + "\n")
+        json.dumps(header) + "\n" + json.dumps(cycle) + "\n"
+    )
     write_window(tmp_path, 0, 100)
     with pytest.raises(InvalidInput, match="no clock pair"):
         build_report(tmp_path, tmp_path / "r", chart=False)

@@ -5,7 +5,7 @@ a chart that names its run, and tok/s with its spread."""
 import json
 import random
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -18,27 +18,56 @@ WALL_T0 = 1_764_600_000_000_000_000  # 2025-12-01 14:40 UTC
 def _write(folder, cycles, pid=1):
     """cycles: [(kind, [(name, depth, parent, ns), ...], glue_ns)] laid end to end."""
     folder.mkdir(parents=True, exist_ok=True)
-    recs = [{"kind": "header", "schema": "patchkit.timing/1", "mode": "host", "rank": 0,
-             "pid": pid, "host": "h", "clock": {"host_t0_ns": 0, "wall_t0_ns": WALL_T0}}]
+    recs = [
+        {
+            "kind": "header",
+            "schema": "patchkit.timing/1",
+            "mode": "host",
+            "rank": 0,
+            "pid": pid,
+            "host": "h",
+            "clock": {"host_t0_ns": 0, "wall_t0_ns": WALL_T0},
+        }
+    ]
     t = 0
     for i, (kind, phases, glue) in enumerate(cycles):
         start, pos, open_at = t, t, {}
         for name, depth, parent, ns in phases:
             at = open_at.get(parent, pos) if depth else pos
-            recs.append({"kind": "phase", "name": name, "cycle": i, "depth": depth,
-                         "parent": parent, "t0": at, "t1": at + ns, "host_ns": ns,
-                         "dev_ns": None, "dev_off_ns": None, "graph": False,
-                         "captured": False})
+            recs.append(
+                {
+                    "kind": "phase",
+                    "name": name,
+                    "cycle": i,
+                    "depth": depth,
+                    "parent": parent,
+                    "t0": at,
+                    "t1": at + ns,
+                    "host_ns": ns,
+                    "dev_ns": None,
+                    "dev_off_ns": None,
+                    "graph": False,
+                    "captured": False,
+                }
+            )
             if depth == 0:
                 open_at[name] = at
                 pos = at + ns
         t = pos + glue
-        recs.append({"kind": "cycle", "cycle": i, "t0": start, "t1": t, "host_ns": t - start,
-                     "dev_ns": None, "dev_gap_ns": None,
-                     "attrs": {"kind": kind, "batch_size": 4, "accepted": 4}})
+        recs.append(
+            {
+                "kind": "cycle",
+                "cycle": i,
+                "t0": start,
+                "t1": t,
+                "host_ns": t - start,
+                "dev_ns": None,
+                "dev_gap_ns": None,
+                "attrs": {"kind": kind, "batch_size": 4, "accepted": 4},
+            }
+        )
         t += 1000
-    (folder / f"phase-timing.rank0.pid{pid}.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in recs))
+    (folder / f"phase-timing.rank0.pid{pid}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     return folder
 
 
@@ -49,10 +78,12 @@ def _decode(n, seed=1, small_ns=20_000):
         long_draft = i % 10 == 0
         draft = 5_000_000 if long_draft else 1_000_000 + rng.randrange(100_000)
         phases = [("draft", 0, None, draft)]
-        if long_draft:   # a child that runs only in the long calls of its parent
+        if long_draft:  # a child that runs only in the long calls of its parent
             phases.append(("draft_extend", 1, "draft", 4_000_000))
-        phases += [("verify", 0, None, 3_000_000 + rng.randrange(300_000)),
-                   ("bookkeeping", 0, None, small_ns)]
+        phases += [
+            ("verify", 0, None, 3_000_000 + rng.randrange(300_000)),
+            ("bookkeeping", 0, None, small_ns),
+        ]
         out.append(("decode", phases, 200_000))
     return out
 
@@ -65,12 +96,12 @@ def _cells(table: str) -> list[list[str]]:
     dash = next(i for i, x in enumerate(lines) if x and set(x.replace(" ", "")) == {"-"})
     widths = [len(part) for part in lines[dash].split("  ")]
     rows = []
-    for line in lines[dash + 1:]:
+    for line in lines[dash + 1 :]:
         if not line.strip():
             break
         cells, pos = [], 0
         for w in widths:
-            cells.append(line[pos:pos + w].strip())
+            cells.append(line[pos : pos + w].strip())
             pos += w + 2
         if len(line) == len(lines[dash]) and cells[1].isdigit():
             rows.append(cells)
@@ -85,7 +116,7 @@ def test_p99_only_over_enough_cycles(tmp_path):
     assert verify_few["per_cycle_host_ms"]["p99"] is None
     assert verify_many["per_cycle_host_ms"]["p99"] is not None
     few_rows, many_rows = _cells(render_table(few)), _cells(render_table(many))
-    assert {r[7] for r in few_rows} == {f"n<{P99_MIN_N}"}       # host p99 column
+    assert {r[7] for r in few_rows} == {f"n<{P99_MIN_N}"}  # host p99 column
     assert all(re.fullmatch(r"\d+\.\d{3}", r[7]) for r in many_rows)
     assert f"p99 only over >= {P99_MIN_N} cycles" in render_table(few)
 
@@ -106,20 +137,20 @@ def test_a_child_never_exceeds_its_parent(tmp_path):
     cycle_mean = summary.cycle["host_ms"]["mean"]
     assert parent["share_of_cycle"] == pytest.approx(100 * p["mean"] / cycle_mean)
     rows = {r[0].strip(): r for r in _cells(render_table(summary))}
-    assert float(rows["draft_extend"][5]) <= float(rows["draft"][5])   # host mean column
-    assert "share = mean phase / mean cycle (the share uses the mean; p50 is the median)" in \
-        render_table(summary)
+    assert float(rows["draft_extend"][5]) <= float(rows["draft"][5])  # host mean column
+    assert "share = mean phase / mean cycle (the share uses the mean; p50 is the median)" in render_table(
+        summary
+    )
 
 
 def test_one_number_format_per_column(tmp_path):
     cycles = _decode(120)
     # prefill cycles of 150 ms: three digits before the point in the same columns
-    cycles += [("prefill", [("target_extend", 0, None, 150_000_000 + i)], 100_000)
-               for i in range(5)]
+    cycles += [("prefill", [("target_extend", 0, None, 150_000_000 + i)], 100_000) for i in range(5)]
     summary = build_report(_write(tmp_path / "t", cycles), tmp_path / "r", chart=False)
     rows = _cells(render_table(summary))
     assert any(r[0].strip() == "target_extend" for r in rows)
-    for col in (5, 6):   # host mean, host p50
+    for col in (5, 6):  # host mean, host p50
         values = [r[col] for r in rows if r[col] != "-"]
         assert any(float(v) >= 100 for v in values) and any(float(v) < 1 for v in values)
         assert all(re.fullmatch(r"\d+\.\d{3}", v) for v in values), values
@@ -142,13 +173,15 @@ def _figure(folder, meta):
 
 def test_chart_names_the_run_and_keeps_the_bars_clear(tmp_path):
     folder = _write(tmp_path / "t", _decode(450, small_ns=15_000))
-    meta = {"server command": "python -m sglang.launch_server --model-path /models/Llama-3.1-8B "
-                              "--speculative-algorithm EAGLE3",
-            "speculative worker (server log)": "EAGLEWorkerV2"}
+    meta = {
+        "server command": "python -m sglang.launch_server --model-path /models/Llama-3.1-8B "
+        "--speculative-algorithm EAGLE3",
+        "speculative worker (server log)": "EAGLEWorkerV2",
+    }
     fig, summary, plt = _figure(folder, meta)
     try:
         title = fig._suptitle.get_text()
-        date = datetime.fromtimestamp(WALL_T0 / 1e9, tz=timezone.utc).strftime("%Y-%m-%d")
+        date = datetime.fromtimestamp(WALL_T0 / 1e9, tz=UTC).strftime("%Y-%m-%d")
         assert title.startswith("Llama-3.1-8B | worker EAGLEWorkerV2 | timer host | " + date)
         ax_run, ax_share = fig.axes[:2]
         # the bin size on the axis: 450 cycles in 200 bars
@@ -173,8 +206,7 @@ def test_chart_names_the_run_and_keeps_the_bars_clear(tmp_path):
     small = _write(tmp_path / "s", _decode(30))
     fig, _, plt = _figure(small, {"workload": "random Llama 2x64 target, 1-layer draft; ..."})
     try:
-        assert fig._suptitle.get_text().startswith("random Llama 2x64 target, 1-layer draft | "
-                                                   "timer host")
+        assert fig._suptitle.get_text().startswith("random Llama 2x64 target, 1-layer draft | timer host")
         assert "1 bar = 1 cycle, 30 cycles" in fig.axes[0].get_xlabel()
     finally:
         plt.close(fig)
@@ -185,8 +217,10 @@ def test_chart_names_the_run_and_keeps_the_bars_clear(tmp_path):
 
 def test_tokens_per_s_shows_its_spread(tmp_path):
     folder = _write(tmp_path / "t", _decode(20))
-    meta = {"tokens_per_s_runs": [101.0, 95.0, 110.0, 99.0, 104.0],
-            "baseline_tokens_per_s_runs": [80.0, 82.0, 78.0]}
+    meta = {
+        "tokens_per_s_runs": [101.0, 95.0, 110.0, 99.0, 104.0],
+        "baseline_tokens_per_s_runs": [80.0, 82.0, 78.0],
+    }
     summary = build_report(folder, tmp_path / "r", meta=meta, chart=False)
     tp = summary.throughput
     assert tp["tokens_per_s"] == tp["tokens_per_s_median"] == 101.0
@@ -196,9 +230,13 @@ def test_tokens_per_s_shows_its_spread(tmp_path):
     table = render_table(summary)
     assert "tokens/s with speculation over 5 run(s): median 101.0, range 95.0 .. 110.0" in table
     assert "tokens/s without speculation over 3 run(s): median 80.0, range 78.0 .. 82.0" in table
-    assert "tokens_per_s_runs:" not in table   # not repeated as a raw meta line
+    assert "tokens_per_s_runs:" not in table  # not repeated as a raw meta line
     # a single value given by the caller stays the headline; the runs add the spread
-    one = build_report(folder, tmp_path / "r2", chart=False,
-                       meta={"tokens_per_s": 100.0, "tokens_per_s_runs": [90.0, 100.0, 120.0]})
+    one = build_report(
+        folder,
+        tmp_path / "r2",
+        chart=False,
+        meta={"tokens_per_s": 100.0, "tokens_per_s_runs": [90.0, 100.0, 120.0]},
+    )
     assert one.throughput["tokens_per_s"] == 100.0
     assert one.throughput["tokens_per_s_range"] == [90.0, 120.0]

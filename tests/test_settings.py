@@ -23,9 +23,13 @@ def _context(tmp_path, project_yaml: str | None = None) -> Context:
 def test_defaults_live_once():
     opts = Options()
     assert (opts.layout, opts.jobs, opts.timeout, opts.keep_journal) == (
-        PATCHKIT_DEFAULTS["layout"], PATCHKIT_DEFAULTS["jobs"], PATCHKIT_DEFAULTS["timeout"],
-        PATCHKIT_DEFAULTS["keep_journal"])
+        PATCHKIT_DEFAULTS["layout"],
+        PATCHKIT_DEFAULTS["jobs"],
+        PATCHKIT_DEFAULTS["timeout"],
+        PATCHKIT_DEFAULTS["keep_journal"],
+    )
     from failure_support import REPO
+
     text = (REPO / "patchkit" / "tasks.py").read_text()
     assert 'ns.configure({"patchkit": dict(PATCHKIT_DEFAULTS)})' in text
 
@@ -56,14 +60,18 @@ def test_unknown_keys_and_the_old_series_name(tmp_path):
 def test_k8s_and_profile_keys_are_known_and_checked(tmp_path):
     """The k8s: target settings reach the transport options (an option beats them) and are
     checked as the options are; profile.sample/warmup/repeat are known keys."""
-    c = _context(tmp_path, "patchkit:\n  kubectl: /opt/bin/kubectl\n  kube_context: gke_p_z_c\n"
-                           "  profile:\n    sample: 4\n    warmup: false\n    repeat: 2\n")
+    c = _context(
+        tmp_path,
+        "patchkit:\n  kubectl: /opt/bin/kubectl\n  kube_context: gke_p_z_c\n"
+        "  profile:\n    sample: 4\n    warmup: false\n    repeat: 2\n",
+    )
     assert check_config(c.config) == []
-    opts = options_from(PatchSettings.from_invoke(c, "status", {"target": ["/x"],
-                                                                "k8s_container": "server"}))
-    assert {k: opts.transport_options.get(k) for k in ("kubectl", "kube_context", "k8s_container")
-            } == {"kubectl": "/opt/bin/kubectl", "kube_context": "gke_p_z_c",
-                  "k8s_container": "server"}
+    opts = options_from(PatchSettings.from_invoke(c, "status", {"target": ["/x"], "k8s_container": "server"}))
+    assert {k: opts.transport_options.get(k) for k in ("kubectl", "kube_context", "k8s_container")} == {
+        "kubectl": "/opt/bin/kubectl",
+        "kube_context": "gke_p_z_c",
+        "k8s_container": "server",
+    }
     c = _context(tmp_path, "patchkit:\n  kube_context: 'a;b'\n")
     with pytest.raises(InvalidInput, match=r"patchkit.kube_context in .*site.yaml 'a;b': bad"):
         PatchSettings.from_invoke(c, "status", {"target": ["/x"]})

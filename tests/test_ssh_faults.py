@@ -15,6 +15,7 @@ apply converges, taking that lock over by itself.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -25,14 +26,14 @@ from pathlib import Path
 import pytest
 
 from engine_support import git_diff, make_series, read_tree, write_tree
-from sshd_support import silent_port_times_out
 from patchkit import ops
 from patchkit.errors import TransportError
 from patchkit.transport import parse_target
+from sshd_support import silent_port_times_out
 from test_engine_crash import AFTER, BEFORE, TOOLS, assert_each_file_whole
 
-SLOW_S = 0.01          # added to every external command when the client is to be killed
-WAIT_S = 20.0          # bound on waiting for an orphaned remote program
+SLOW_S = 0.01  # added to every external command when the client is to be killed
+WAIT_S = 20.0  # bound on waiting for an orphaned remote program
 
 
 @pytest.fixture(scope="module")
@@ -67,13 +68,13 @@ class Rig:
                 f'if [ "$n" -eq "$at" ]; then read p < {q(str(self.pidfile))}; '
                 "kill -9 $p $PPID 2>/dev/null; kill -9 $$; fi\n"
                 + (f"{q(sleep)} {slow}\n" if slow else "")
-                + f'exec {q(shutil.which(tool))} "$@"\n')
+                + f'exec {q(shutil.which(tool))} "$@"\n'
+            )
             (bindir / tool).chmod(0o755)
         start = f"echo $$ > {q(str(self.pidfile))}; exec sh -s"
         shell = f"PATH={q(str(bindir))}:$PATH sh -c {q(start)}"
         spec = f"{sshd.alias}:{self.root}"
-        self.faulty = parse_target(spec, ssh_config=str(sshd.client_config), remote_shell=shell,
-                                   reuse=reuse)
+        self.faulty = parse_target(spec, ssh_config=str(sshd.client_config), remote_shell=shell, reuse=reuse)
         self.plain = parse_target(spec, ssh_config=str(sshd.client_config))
 
     def arm(self, at: int = 0) -> None:
@@ -92,7 +93,7 @@ class Rig:
 
     def wait_remote_done(self) -> None:
         """The remote shell, if it ever started, has exited; then no live lock remains."""
-        grace = time.monotonic() + 0.5      # a session whose client died may still be starting
+        grace = time.monotonic() + 0.5  # a session whose client died may still be starting
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline:
             text = self.pidfile.read_text().strip() if self.pidfile.exists() else ""
@@ -103,7 +104,7 @@ class Rig:
             time.sleep(0.02)
         else:
             pytest.fail("the remote program did not finish")
-        while time.monotonic() < deadline:   # poll status until no live lock (bounded)
+        while time.monotonic() < deadline:  # poll status until no live lock (bounded)
             host = ops.status(self.series, [self.plain]).hosts[0]
             if not any(m.startswith("locked by") for m in host.messages):
                 return
@@ -120,10 +121,13 @@ class Rig:
             assert host.state in ("applied", "partial"), (label, host)
         else:
             assert host.state == "partial", (label, host)
-        for f in host.files:           # per file, status agrees with the bytes
+        for f in host.files:  # per file, status agrees with the bytes
             if f.state in ("original", "applied") and f.path in states:
-                assert {"original": "original", "applied": "patched"}[f.state] == states[f.path], \
-                    (label, f, states)
+                assert {"original": "original", "applied": "patched"}[f.state] == states[f.path], (
+                    label,
+                    f,
+                    states,
+                )
         left_locked = (self.root / ".patchkit" / "lock").exists()
         if left_locked:
             # the owner is dead (issue 11: no more STALE refusals and patch.unlock by hand)
@@ -174,6 +178,7 @@ def kill_client_after(rig: Rig, delay: float) -> list[threading.Timer]:
         timer = threading.Timer(delay, proc.kill)
         timers.append(timer)
         timer.start()
+
     rig.faulty.on_start = on_start
     return timers
 
@@ -195,13 +200,14 @@ def client_kill_run(rig: Rig, op: str, delays: list[float], revert_after) -> lis
             assert res.hosts[0].state == "unreachable", res.to_json()
             assert "killed by signal 9" in " ".join(res.hosts[0].messages), res.to_json()
         rig.wait_remote_done()
-        states, state = rig.check_and_converge((op, delay), revert=revert_after(n))
+        _states, state = rig.check_and_converge((op, delay), revert=revert_after(n))
         outcomes.append((round(delay, 3), killed, state))
     print(op, "client killed after (s, killed, state then):", outcomes)
     return outcomes
 
 
 # ---- the ssh client dies ------------------------------------------------------------------------
+
 
 def spread(total: float, count: int) -> list[float]:
     """0 (before the connection) and `count` points across a run of `total` seconds."""
@@ -222,25 +228,26 @@ def calibrate(rig: Rig, op: str) -> float:
 
 
 def test_ssh_client_killed_during_apply(rig_factory):
-    rig = rig_factory(slow=SLOW_S, reuse=False)   # every run: a fresh connection, then killed
+    rig = rig_factory(slow=SLOW_S, reuse=False)  # every run: a fresh connection, then killed
     total = calibrate(rig, "apply")
     outcomes = client_kill_run(rig, "apply", spread(total, 7), revert_after=lambda n: n % 2 == 0)
     killed = [o for o in outcomes if o[1]]
-    assert len(killed) >= 6, outcomes              # the delays fell inside the runs
+    assert len(killed) >= 6, outcomes  # the delays fell inside the runs
     # The early kill ran nothing; later ones were orphaned but finished unattended.
     assert outcomes[0][2] == "pristine", outcomes
     assert any(o[2] in ("applied", "partial") for o in killed), outcomes
 
 
 def test_ssh_client_killed_during_revert(rig_factory):
-    rig = rig_factory(slow=SLOW_S, reuse=True)    # the killed client is a ControlMaster mux client
-    rig.faulty.run(b"true")                       # start the master
+    rig = rig_factory(slow=SLOW_S, reuse=True)  # the killed client is a ControlMaster mux client
+    rig.faulty.run(b"true")  # start the master
     total = calibrate(rig, "revert")
     outcomes = client_kill_run(rig, "revert", spread(total, 5), revert_after=lambda n: True)
     assert sum(1 for o in outcomes if o[1]) >= 4, outcomes
 
 
 # ---- the remote shell dies ----------------------------------------------------------------------
+
 
 def shell_kill_run(rig: Rig, op: str, points: list[int]) -> list[tuple]:
     outcomes = []
@@ -291,6 +298,7 @@ def test_remote_shell_killed_during_revert(rig_factory):
 
 # ---- a live lock ---------------------------------------------------------------------------------
 
+
 def test_second_operation_on_a_locked_target_names_the_holder(rig_factory):
     rig = rig_factory(slow=0.05)
     fresh(rig.root)
@@ -300,7 +308,7 @@ def test_second_operation_on_a_locked_target_names_the_holder(rig_factory):
     worker.start()
     try:
         deadline = time.monotonic() + WAIT_S
-        while not (rig.root / ".patchkit" / "lock").is_file():   # one line, written whole
+        while not (rig.root / ".patchkit" / "lock").is_file():  # one line, written whole
             assert time.monotonic() < deadline and worker.is_alive(), "the lock never appeared"
             time.sleep(0.01)
         second = ops.apply(rig.series, [rig.plain])
@@ -312,7 +320,7 @@ def test_second_operation_on_a_locked_target_names_the_holder(rig_factory):
     assert "locked by pid=" in note and f"host={os.uname().nodename}" in note and "op=apply" in note
     assert "STALE" not in note
     assert any(m.startswith("locked by") for m in status.messages), status.messages
-    assert first["res"].exit_code == 0, first["res"].to_json()    # the holder finished its work
+    assert first["res"].exit_code == 0, first["res"].to_json()  # the holder finished its work
     assert read_tree(rig.root, AFTER.keys()) == AFTER
 
 
@@ -327,6 +335,7 @@ def test_remote_shell_killed_is_not_called_a_connection_problem(rig_factory):
 
 
 # ---- faults with a shared ControlMaster (ssh_persist) -------------------------------------------
+
 
 def _shared(server, root, **options):
     options.setdefault("ssh_config", str(server.client_config))
@@ -369,7 +378,7 @@ def test_stale_socket_does_not_break_a_run(sshd_factory, tmp_path):
     t.run(b"true")
     _kill_master(t)
     before = server.connections()
-    assert t.run(b"echo fresh").stdout == b"fresh\n"     # ssh unlinks the stale socket
+    assert t.run(b"echo fresh").stdout == b"fresh\n"  # ssh unlinks the stale socket
     server.wait_log(lambda s: s.connections() > before)
     assert server.connections() - before == 1 and t.master_pid() is not None
     t.close()
@@ -384,14 +393,12 @@ def test_host_down_after_a_master_says_refused(sshd_factory, tmp_path, stale):
         _kill_master(t)
     sessions = _session_processes(server)
     server.stop()
-    for pid in sessions:                # the master's own sshd process goes down with the host
-        try:
+    for pid in sessions:  # the master's own sshd process goes down with the host
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + 5
     while t.master_pid() is not None and time.monotonic() < deadline:
-        time.sleep(0.05)                # a live master notices its connection is gone
+        time.sleep(0.05)  # a live master notices its connection is gone
     with pytest.raises(TransportError) as info:
         t.run(b"true")
     assert str(info.value).startswith(server.alias)
@@ -401,14 +408,14 @@ def test_host_down_after_a_master_says_refused(sshd_factory, tmp_path, stale):
 
 def test_auth_failure_with_a_stale_socket_says_permission_denied(sshd, tmp_path):
     from sshd_support import make_client_config, make_keys
+
     good = _shared(sshd, tmp_path)
     good.run(b"true")
-    _kill_master(good)                  # same user@host:port -> the same socket name
+    _kill_master(good)  # same user@host:port -> the same socket name
     stranger = make_keys(tmp_path / "stranger")
     own_config = sshd.client_config
     try:
-        config = make_client_config(tmp_path / "cfg", [sshd], sshd.keys,
-                                    identity=stranger.user_key)
+        config = make_client_config(tmp_path / "cfg", [sshd], sshd.keys, identity=stranger.user_key)
     finally:
         sshd.client_config = own_config
     bad = _shared(sshd, tmp_path, ssh_config=str(config))
@@ -423,13 +430,17 @@ def test_connect_timeout_with_a_stale_socket(sshd, tmp_path, ssh_control_dir):
     import subprocess
 
     def target_with_a_stale_socket(port):
-        t = parse_target(f"ssh://root@127.0.0.1:{port}/tmp", shared_master=True,
-                         connect_timeout=1, ssh_config=str(sshd.client_config))
+        t = parse_target(
+            f"ssh://root@127.0.0.1:{port}/tmp",
+            shared_master=True,
+            connect_timeout=1,
+            ssh_config=str(sshd.client_config),
+        )
         # A stale socket exactly where this host's master would live (ssh -G expands %C).
-        shown = subprocess.run(t.ssh_args() + ["-G", "--", t.host], capture_output=True,
-                               text=True, check=True).stdout
-        path = next(ln.split(None, 1)[1] for ln in shown.splitlines()
-                    if ln.startswith("controlpath "))
+        shown = subprocess.run(
+            t.ssh_args() + ["-G", "--", t.host], capture_output=True, text=True, check=True
+        ).stdout
+        path = next(ln.split(None, 1)[1] for ln in shown.splitlines() if ln.startswith("controlpath "))
         assert path.startswith(str(ssh_control_dir))
         stale = socket.socket(socket.AF_UNIX)
         stale.bind(path)
@@ -446,17 +457,17 @@ def test_overall_timeout_on_a_shared_master_and_recovery(sshd, tmp_path):
     with pytest.raises(TransportError, match="no answer within 1 s"):
         t.run(b"sleep 4")
     assert t.run(b"echo alive", timeout=10).stdout == b"alive\n"
-    assert t.master_pid() == pid        # the master survived its client's timeout
+    assert t.master_pid() == pid  # the master survived its client's timeout
 
 
-def test_wedged_connection_behind_a_shared_master_is_replaced_not_waited_on(sshd_factory,
-                                                                            tmp_path):
+def test_wedged_connection_behind_a_shared_master_is_replaced_not_waited_on(sshd_factory, tmp_path):
     """The connection a kept master holds stops answering (its sshd session SIGSTOPped; TCP
     itself stays up, so no timeout of ssh's own fires). The master's keepalives give up within
     ~3 intervals, the waiting client falls back to a fresh connection (OpenSSH does this when
     the master fails before the session opened, so no byte of the program was consumed), and
     the program runs once. Without keepalives the run would wait for the overall timeout."""
     import signal
+
     server = sshd_factory(1).servers[0]
     t = _shared(server, tmp_path, connect_timeout=1)
     t.run(b"true")
@@ -477,7 +488,5 @@ def test_wedged_connection_behind_a_shared_master_is_replaced_not_waited_on(sshd
         assert t.master_pid() not in (None, old_master)
     finally:
         for pid in sessions:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass

@@ -48,7 +48,8 @@ print("RESULT", json.dumps([before, during, after, sorted(seen["before"] | seen[
 def run_profiled(runtime_dir, tmp_path, sample):
     trace = tmp_path / "trace.json"
     body = BODY.replace("SAMPLE", str(sample)).replace(
-        'sys.argv[1] if len(sys.argv) > 1 else "trace.json"', repr(str(trace)))
+        'sys.argv[1] if len(sys.argv) > 1 else "trace.json"', repr(str(trace))
+    )
     res = run_script(runtime_dir, body, out_dir=tmp_path / "out")
     assert res.returncode == 0, res.stderr
     before, during, after, bound, bound_during = json.loads(res.stdout.split("RESULT")[1])
@@ -61,8 +62,7 @@ def run_profiled(runtime_dir, tmp_path, sample):
 def test_phases_are_ranges_in_a_profiler_trace(runtime_dir, tmp_path, sample):
     """While a profiler records, every cycle (timed or not) and phase is a user annotation
     in its trace, nested as the phases nest; before and after it not one range is opened."""
-    before, during, after, bound, bound_during, events = run_profiled(runtime_dir, tmp_path,
-                                                                      sample)
+    before, during, after, bound, bound_during, events = run_profiled(runtime_dir, tmp_path, sample)
     assert before == 0 and after == 0  # no profiler: no record_function at all
     assert during == 10 * 4  # the cycle and its three phases, ten cycles
     assert bound_during == ["_profiled_begin"] and "_profiled_begin" not in bound
@@ -74,11 +74,13 @@ def test_phases_are_ranges_in_a_profiler_trace(runtime_dir, tmp_path, sample):
     for e in spans:
         if e["name"] == "cycle decode":
             continue
-        (outer,) = [c for c in cycles if c["ts"] <= e["ts"] and
-                    e["ts"] + e["dur"] <= c["ts"] + c["dur"]]
+        (_outer,) = [c for c in cycles if c["ts"] <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"]]
         if e["name"] == "draft_forward":
-            draft = [d for d in spans if d["name"] == "draft" and d["ts"] <= e["ts"]
-                     and e["ts"] + e["dur"] <= d["ts"] + d["dur"]]
+            draft = [
+                d
+                for d in spans
+                if d["name"] == "draft" and d["ts"] <= e["ts"] and e["ts"] + e["dur"] <= d["ts"] + d["dur"]
+            ]
             assert len(draft) == 1
     # the matmuls ran inside the phase ranges
     mm = [e for e in events if e.get("ph") == "X" and e.get("name") in ("aten::mm", "aten::matmul")]
@@ -97,7 +99,9 @@ def test_profiler_ranges_close_when_calls_do_not_match(runtime_dir, tmp_path):
     """An end() without its begin, a phase left open, a cycle abandoned: every range
     opened is closed (the trace has them all with a duration) and nothing raises."""
     trace = tmp_path / "trace.json"
-    res = run_script(runtime_dir, """
+    res = run_script(
+        runtime_dir,
+        """
 import torch
 import phase_timer as _pt
 _pt.configure(mode="host")
@@ -111,11 +115,13 @@ with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as
     _pt.cycle_end()
 prof.export_chrome_trace(%r)
 print("MODE", _pt.current_mode())
-""" % str(trace), out_dir=tmp_path / "out")
+"""
+        % str(trace),
+        out_dir=tmp_path / "out",
+    )
     assert res.returncode == 0, res.stderr
     assert "MODE host" in res.stdout
     assert "phase_timer" not in res.stderr and "Traceback" not in res.stderr
     events = json.loads(trace.read_text())["traceEvents"]
-    names = sorted(e["name"] for e in events
-                   if e.get("ph") == "X" and e.get("cat") == "user_annotation")
+    names = sorted(e["name"] for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation")
     assert names == ["abandoned", "cycle decode", "cycle decode", "left_open", "ok", "outer"]

@@ -6,6 +6,7 @@ behave exactly as in a host program. CUDA scenarios run only where CUDA exists (
 bench machine); here they are skipped.
 """
 
+import itertools
 import json
 import os
 import shutil
@@ -42,13 +43,22 @@ needs_torch = pytest.mark.skipif(not _has_torch(), reason="needs torch")
 
 def run_script(runtime_dir, body, env=None, out_dir=None):
     script = "import sys\nsys.path.insert(0, %r)\n" % str(runtime_dir) + textwrap.dedent(body)
-    full_env = {k: v for k, v in os.environ.items()
-                if not k.startswith("PATCHKIT_TIMER") and k not in ("RANK", "LOCAL_RANK")}
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PATCHKIT_TIMER") and k not in ("RANK", "LOCAL_RANK")
+    }
     if out_dir is not None:
         full_env["PATCHKIT_TIMER_DIR"] = str(out_dir)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", script], env=full_env, capture_output=True,
-                          text=True, timeout=120, cwd=str(runtime_dir))
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(runtime_dir),
+    )
 
 
 def read_records(out_dir):
@@ -92,21 +102,24 @@ def test_source_of_truth_is_the_file():
 
 
 def test_import_is_stdlib_only(runtime_dir, tmp_path):
-    res = run_script(runtime_dir, """
+    res = run_script(
+        runtime_dir,
+        """
         import phase_timer as _pt
         heavy = [m for m in ("torch", "numpy", "matplotlib") if m in sys.modules]
         _pt.cycle_begin(); _pt.begin("x"); _pt.end("x"); _pt.cycle_end()
         heavy += [m for m in ("torch", "numpy") if m in sys.modules]
         print("HEAVY", heavy, _pt.current_mode())
-    """, out_dir=tmp_path / "out")
+    """,
+        out_dir=tmp_path / "out",
+    )
     assert res.returncode == 0, res.stderr
     assert "HEAVY [] host" in res.stdout
 
 
 def test_host_mode_records_nested_phases_and_cycle_attrs(runtime_dir, tmp_path):
     out = tmp_path / "out"
-    res = run_script(runtime_dir, workload(5) + "print('PID', __import__('os').getpid())\n",
-                     out_dir=out)
+    res = run_script(runtime_dir, workload(5) + "print('PID', __import__('os').getpid())\n", out_dir=out)
     assert res.returncode == 0, res.stderr
     assert res.stderr == ""
     pid = int(res.stdout.split()[-1])
@@ -140,8 +153,12 @@ def test_host_mode_records_nested_phases_and_cycle_attrs(runtime_dir, tmp_path):
 def test_rank_from_environment_and_override(runtime_dir, tmp_path):
     out = tmp_path / "out"
     assert run_script(runtime_dir, workload(1), env={"RANK": "3"}, out_dir=out).returncode == 0
-    assert run_script(runtime_dir, workload(1), env={"LOCAL_RANK": "2", "PATCHKIT_TIMER_RANK": "5"},
-                      out_dir=out).returncode == 0
+    assert (
+        run_script(
+            runtime_dir, workload(1), env={"LOCAL_RANK": "2", "PATCHKIT_TIMER_RANK": "5"}, out_dir=out
+        ).returncode
+        == 0
+    )
     names = sorted(read_records(out))
     assert len(names) == 2
     assert names[0].startswith("phase-timing.rank3.pid")
@@ -152,13 +169,19 @@ def test_rank_from_environment_and_override(runtime_dir, tmp_path):
 
 def test_off_mode_is_a_cheap_noop(runtime_dir, tmp_path):
     out = tmp_path / "out"
-    res = run_script(runtime_dir, workload(3) + """
+    res = run_script(
+        runtime_dir,
+        workload(3)
+        + """
 import timeit
 n = 200000
 t = min(timeit.repeat("_pt.begin('draft'); _pt.end('draft')", globals=globals(), number=n, repeat=3))
 print("NS_PER_CALL", t / (2 * n) * 1e9)
 print("NOOP", _pt.begin is _pt._noop and _pt.cycle_end is _pt._noop, _pt.current_mode())
-""", env={"PATCHKIT_TIMER": "off"}, out_dir=out)
+""",
+        env={"PATCHKIT_TIMER": "off"},
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     assert "NOOP True off" in res.stdout
     ns = float(res.stdout.split("NS_PER_CALL")[1].split()[0])
@@ -169,7 +192,10 @@ print("NOOP", _pt.begin is _pt._noop and _pt.cycle_end is _pt._noop, _pt.current
 def test_every_cycle_is_written_when_it_ends(runtime_dir, tmp_path):
     """Each cycle_end writes its cycle (one write), whatever the batch size says."""
     out = tmp_path / "out"
-    res = run_script(runtime_dir, workload(1) + """
+    res = run_script(
+        runtime_dir,
+        workload(1)
+        + """
 import glob, os
 _pt.configure(batch=8, flush_s=1e9)
 sizes = []
@@ -179,14 +205,16 @@ for i in range(10):
     sizes.append(sum(1 for f in files for _ in open(f)))
 print("SIZES", sizes)
 print("WRITES", _pt._timer.counts["writes"])
-""", out_dir=out)
+""",
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     sizes = json.loads(res.stdout.split("SIZES")[1].splitlines()[0])
     # the first configuration's file (header, 3 phases, cycle, stats) was written at
     # configure(); the second file starts with its header and then grows by one phase and
     # one cycle per cycle
     assert sizes[0] == 6 + 3
-    assert [b - a for a, b in zip(sizes, sizes[1:])] == [2] * 9
+    assert [b - a for a, b in itertools.pairwise(sizes)] == [2] * 9
     assert int(res.stdout.split("WRITES")[1]) == 10
     recs = [r for rs in read_records(out).values() for r in rs]
     assert sum(r["kind"] == "cycle" for r in recs) == 11
@@ -195,9 +223,12 @@ print("WRITES", _pt._timer.counts["writes"])
 
 def test_everything_is_flushed_at_exit(runtime_dir, tmp_path):
     out = tmp_path / "out"
-    res = run_script(runtime_dir, workload(40), env={"PATCHKIT_TIMER_BATCH": "100000",
-                                                     "PATCHKIT_TIMER_FLUSH_S": "1000"},
-                     out_dir=out)
+    res = run_script(
+        runtime_dir,
+        workload(40),
+        env={"PATCHKIT_TIMER_BATCH": "100000", "PATCHKIT_TIMER_FLUSH_S": "1000"},
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     (recs,) = read_records(out).values()
     assert sum(r["kind"] == "cycle" for r in recs) == 40
@@ -208,16 +239,20 @@ def test_everything_is_flushed_at_exit(runtime_dir, tmp_path):
 def test_write_failure_warns_once_and_never_raises(runtime_dir, tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the directory should be")
-    res = run_script(runtime_dir, """
+    res = run_script(
+        runtime_dir,
+        """
 import phase_timer as _pt
 _pt.configure(batch=2)
 for i in range(20):
     _pt.cycle_begin(); _pt.begin("a"); _pt.end("a"); _pt.cycle_end()
 print("SURVIVED", _pt.current_mode(), _pt.begin is _pt._noop)
-""", out_dir=blocker / "sub")
+""",
+        out_dir=blocker / "sub",
+    )
     assert res.returncode == 0, res.stderr
     assert "SURVIVED off True" in res.stdout
-    warnings = [l for l in res.stderr.splitlines() if l.startswith("patchkit phase_timer:")]
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("patchkit phase_timer:")]
     assert len(warnings) == 1, res.stderr
     assert "timing is off" in warnings[0] and "not-a-dir" in warnings[0]
     assert "Traceback" not in res.stderr
@@ -225,7 +260,9 @@ print("SURVIVED", _pt.current_mode(), _pt.begin is _pt._noop)
 
 def test_unbalanced_calls_are_counted_not_raised(runtime_dir, tmp_path):
     out = tmp_path / "out"
-    res = run_script(runtime_dir, """
+    res = run_script(
+        runtime_dir,
+        """
 import phase_timer as _pt
 _pt.end("never-begun")
 _pt.cycle_end()
@@ -235,7 +272,9 @@ _pt.begin("left-open")
 _pt.cycle_begin()          # the previous cycle never ended
 _pt.begin("ok"); _pt.end("ok")
 _pt.cycle_end()
-""", out_dir=out)
+""",
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     (recs,) = read_records(out).values()
     stats = recs[-1]
@@ -248,7 +287,10 @@ _pt.cycle_end()
 
 def test_forked_child_writes_its_own_file(runtime_dir, tmp_path):
     out = tmp_path / "out"
-    res = run_script(runtime_dir, workload(2) + """
+    res = run_script(
+        runtime_dir,
+        workload(2)
+        + """
 import os
 pid = os.fork()
 if pid == 0:
@@ -257,7 +299,9 @@ if pid == 0:
     os._exit(0)
 os.waitpid(pid, 0)
 _pt.cycle_begin(); _pt.begin("parent"); _pt.end("parent"); _pt.cycle_end()
-""", out_dir=out)
+""",
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     files = read_records(out)
     assert len(files) == 2
@@ -274,14 +318,19 @@ _pt.cycle_begin(); _pt.begin("parent"); _pt.end("parent"); _pt.cycle_end()
 @needs_torch
 def test_cpu_torch_tensor_attrs_and_cuda_modes_fall_back(runtime_dir, tmp_path):
     out = tmp_path / "out"
-    res = run_script(runtime_dir, """
+    res = run_script(
+        runtime_dir,
+        """
 import torch
 import phase_timer as _pt
 _pt.cycle_begin(batch_size=torch.tensor(2))
 _pt.begin("verify"); torch.ones(64, 64) @ torch.ones(64, 64); _pt.end("verify")
 _pt.cycle_end(accepted=torch.tensor([1, 3]))
 print("MODE", _pt.current_mode())
-""", env={"PATCHKIT_TIMER": "sync"}, out_dir=out)
+""",
+        env={"PATCHKIT_TIMER": "sync"},
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     if not _has_cuda():
         assert "MODE host" in res.stdout
@@ -305,10 +354,13 @@ def test_capture_probe_is_safe_without_cuda(runtime_dir, tmp_path):
 
 # ---- CUDA (run on the GPU machine: python -m pytest tests/test_timing_runtime.py) ----------
 
+
 @needs_cuda
 def test_events_mode_device_times(runtime_dir, tmp_path):
     out = tmp_path / "out"
-    res = run_script(runtime_dir, """
+    res = run_script(
+        runtime_dir,
+        """
 import torch
 a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
 torch.cuda.synchronize()
@@ -323,7 +375,9 @@ for i in range(20):
     _pt.end("outer")
     _pt.cycle_end(accepted=torch.tensor([3], device="cuda"))
 print("MODE", _pt.current_mode())
-""", out_dir=out)
+""",
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     assert "MODE events" in res.stdout
     (recs,) = read_records(out).values()
@@ -331,6 +385,7 @@ print("MODE", _pt.current_mode())
     assert recs[0]["event_api"] in ("torch.Event", "torch.cuda.Event")
     assert [r["cycle"] for r in recs if r["kind"] == "dev"] == list(range(20))
     from patchkit.report import load_timing_dir
+
     (proc,) = load_timing_dir(out)  # device times and CUDA-tensor attrs merged in
     cycles = proc.cycles
     mm = [r for r in proc.phases if r["name"] == "mm"]
@@ -344,7 +399,9 @@ print("MODE", _pt.current_mode())
 @needs_cuda
 def test_nothing_recorded_while_capturing(runtime_dir, tmp_path):
     out = tmp_path / "out"
-    res = run_script(runtime_dir, """
+    res = run_script(
+        runtime_dir,
+        """
 import torch
 import phase_timer as _pt
 x = torch.randn(1024, 1024, device="cuda")
@@ -358,13 +415,16 @@ torch.cuda.current_stream().wait_stream(s)
 with torch.cuda.graph(g):
     _pt.cycle_begin(); _pt.begin("inside"); y = x @ x; _pt.end("inside"); _pt.cycle_end()
 _pt.cycle_begin(); _pt.begin("replay", graph=True); g.replay(); _pt.end("replay"); _pt.cycle_end()
-""", out_dir=out)
+""",
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     (recs,) = read_records(out).values()
     names = [r["name"] for r in recs if r["kind"] == "phase"]
     assert names == ["replay"]
     assert recs[-1]["skipped_capturing"] == 2
     from patchkit.report import load_timing_dir
+
     (proc,) = load_timing_dir(out)
     (replay,) = proc.phases
     assert replay["graph"] is True and replay["dev_ns"] > 0
@@ -414,8 +474,13 @@ def _run_until(runtime_dir, out, body, cycles_before, sig, env):
     script = "import sys\nsys.path.insert(0, %r)\n" % str(runtime_dir) + body
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHKIT_TIMER")}
     full_env.update(env, PATCHKIT_TIMER_DIR=str(out))
-    proc = subprocess.Popen([sys.executable, "-c", script], env=full_env, cwd=str(runtime_dir),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env=full_env,
+        cwd=str(runtime_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     done = -1
     try:
         while done < cycles_before - 1:
@@ -436,8 +501,9 @@ def _run_until(runtime_dir, out, body, cycles_before, sig, env):
 
 
 @pytest.mark.parametrize("timer", ["host", "events"])
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT],
-                         ids=["SIGKILL", "SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["SIGKILL", "SIGTERM", "SIGINT"]
+)
 def test_completed_cycles_survive_a_kill(runtime_dir, fake_torch, tmp_path, sig, timer):
     """Killed at spread instants: every cycle whose cycle_end returned is on disk; in
     events mode only the last few lack device times; SIGINT's KeyboardInterrupt reaches
@@ -447,8 +513,7 @@ def test_completed_cycles_survive_a_kill(runtime_dir, fake_torch, tmp_path, sig,
     body = LOOP if timer == "host" else with_fake_torch(fake_torch, LOOP, LAG_NS=1_500_000)
     for n, instant in enumerate((1, 9, 57)):
         out = tmp_path / ("out%d" % n)
-        rc, done, err = _run_until(runtime_dir, out, body, instant, sig,
-                                   {"PATCHKIT_TIMER": timer})
+        rc, done, err = _run_until(runtime_dir, out, body, instant, sig, {"PATCHKIT_TIMER": timer})
         assert rc == -sig, (rc, err)
         if sig == signal.SIGINT:
             assert "KeyboardInterrupt" in err
@@ -470,10 +535,13 @@ def test_completed_cycles_survive_a_kill(runtime_dir, fake_torch, tmp_path, sig,
         else:
             assert proc.stats is None
             # the GPU runs 1.5 ms behind: only the last cycles can still lack device time
-            assert lacking == indices[len(indices) - len(lacking):]
+            assert lacking == indices[len(indices) - len(lacking) :]
             assert len(lacking) <= 6
-            assert all(p["dev_ns"] is not None for p in proc.phases
-                       if p["cycle"] is not None and p["cycle"] not in lacking)
+            assert all(
+                p["dev_ns"] is not None
+                for p in proc.phases
+                if p["cycle"] is not None and p["cycle"] not in lacking
+            )
             summary = summarize([proc], str(out))
             assert summary.unresolved == len(lacking)
             assert summary.basis == ("device" if len(lacking) < len(indices) else "host")
@@ -482,7 +550,11 @@ def test_completed_cycles_survive_a_kill(runtime_dir, fake_torch, tmp_path, sig,
 
 def test_events_mode_writes_host_first_then_device_times(runtime_dir, fake_torch, tmp_path):
     out = tmp_path / "out"
-    res = run_script(runtime_dir, with_fake_torch(fake_torch, """
+    res = run_script(
+        runtime_dir,
+        with_fake_torch(
+            fake_torch,
+            """
 import glob, json, os, time
 import phase_timer as _pt
 print("MODE", _pt.configure(), _pt._timer.event_api)
@@ -496,7 +568,11 @@ for i in range(6):
     seen.append(([r["cycle"] for r in recs if r["kind"] == "cycle"],
                  [r["cycle"] for r in recs if r["kind"] == "dev"]))
 print("SEEN", json.dumps(seen))
-""", LAG_NS=3_000_000), out_dir=out)
+""",
+            LAG_NS=3_000_000,
+        ),
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     assert "MODE events torch.Event" in res.stdout
     seen = json.loads(res.stdout.split("SEEN")[1])
@@ -517,7 +593,11 @@ def test_ab_switch_alternates_blocks(runtime_dir, fake_torch, tmp_path):
     from patchkit.report import build_report
 
     out = tmp_path / "out"
-    res = run_script(runtime_dir, with_fake_torch(fake_torch, """
+    res = run_script(
+        runtime_dir,
+        with_fake_torch(
+            fake_torch,
+            """
 import time
 import phase_timer as _pt
 for i in range(40):
@@ -525,7 +605,13 @@ for i in range(40):
     for name in ("a", "b", "c", "d"):
         _pt.begin(name); time.sleep(0.0005); _pt.end(name)
     _pt.cycle_end()
-""", LAG_NS=100_000, RECORD_SLEEP_NS=300_000), env={"PATCHKIT_TIMER_AB": "4"}, out_dir=out)
+""",
+            LAG_NS=100_000,
+            RECORD_SLEEP_NS=300_000,
+        ),
+        env={"PATCHKIT_TIMER_AB": "4"},
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     (recs,) = read_records(out).values()
     assert recs[0]["ab_cycles"] == 4
@@ -545,8 +631,10 @@ for i in range(40):
     assert ov["iqr_pct"][0] <= ov["median_pct"] <= ov["iqr_pct"][1]
     assert summary.cycle["count"] == 20
     assert summary.phase("a")["count"] == 20
-    assert "timer overhead (PATCHKIT_TIMER_AB=4, 5 block pairs" in \
-        (tmp_path / "report" / "table.txt").read_text()
+    assert (
+        "timer overhead (PATCHKIT_TIMER_AB=4, 5 block pairs"
+        in (tmp_path / "report" / "table.txt").read_text()
+    )
 
 
 def test_nvtx_ranges_in_order_and_never_while_capturing(runtime_dir, fake_torch, tmp_path):
@@ -564,27 +652,42 @@ _pt.cycle_end()
 _pt.end("nothing open")
 print("CALLS", torch.NVTX_CALLS)
 """
-    res = run_script(runtime_dir, with_fake_torch(fake_torch, body),
-                     env={"PATCHKIT_TIMER_NVTX": "1", "PATCHKIT_TIMER": "host"},
-                     out_dir=tmp_path / "on")
+    res = run_script(
+        runtime_dir,
+        with_fake_torch(fake_torch, body),
+        env={"PATCHKIT_TIMER_NVTX": "1", "PATCHKIT_TIMER": "host"},
+        out_dir=tmp_path / "on",
+    )
     assert res.returncode == 0, res.stderr
     calls = eval(res.stdout.split("CALLS")[1])
-    assert calls == [("push", "warm"), ("pop",),
-                     ("push", "cycle decode"),
-                     ("push", "draft"), ("push", "step"), ("pop",), ("pop",),
-                     ("push", "verify"), ("push", "lost"), ("pop",), ("pop",),
-                     ("pop",)]
+    assert calls == [
+        ("push", "warm"),
+        ("pop",),
+        ("push", "cycle decode"),
+        ("push", "draft"),
+        ("push", "step"),
+        ("pop",),
+        ("pop",),
+        ("push", "verify"),
+        ("push", "lost"),
+        ("pop",),
+        ("pop",),
+        ("pop",),
+    ]
     (recs,) = read_records(tmp_path / "on").values()
     assert recs[0]["nvtx"] is True and recs[-1]["skipped_capturing"] == 2  # begin, cycle_begin
-    res = run_script(runtime_dir, with_fake_torch(fake_torch, body),
-                     env={"PATCHKIT_TIMER": "host"}, out_dir=tmp_path / "off")
+    res = run_script(
+        runtime_dir,
+        with_fake_torch(fake_torch, body),
+        env={"PATCHKIT_TIMER": "host"},
+        out_dir=tmp_path / "off",
+    )
     assert res.returncode == 0, res.stderr
     assert "CALLS []" in res.stdout
 
 
 def test_nvtx_without_torch_warns_and_times_anyway(runtime_dir, tmp_path):
-    res = run_script(runtime_dir, workload(2), env={"PATCHKIT_TIMER_NVTX": "1"},
-                     out_dir=tmp_path / "out")
+    res = run_script(runtime_dir, workload(2), env={"PATCHKIT_TIMER_NVTX": "1"}, out_dir=tmp_path / "out")
     assert res.returncode == 0, res.stderr
     assert "PATCHKIT_TIMER_NVTX=1 but torch is not imported" in res.stderr
     (recs,) = read_records(tmp_path / "out").values()
@@ -616,9 +719,12 @@ print("RECORDS", torch.RECORDS[0])
     records, shared = {}, {}
     for share in (500_000, 0):
         out = tmp_path / ("out%d" % share)
-        res = run_script(runtime_dir, with_fake_torch(fake_torch, body.replace("SHARE", str(share)),
-                                                      LAG_NS=200_000),
-                         env={"PATCHKIT_TIMER": "events"}, out_dir=out)
+        res = run_script(
+            runtime_dir,
+            with_fake_torch(fake_torch, body.replace("SHARE", str(share)), LAG_NS=200_000),
+            env={"PATCHKIT_TIMER": "events"},
+            out_dir=out,
+        )
         assert res.returncode == 0, res.stderr
         size, unique = map(int, res.stdout.split("POOL")[1].split()[:2])
         assert size == unique
@@ -650,7 +756,11 @@ def test_multiprocessing_child_writes_its_last_records(runtime_dir, fake_torch, 
     registers with multiprocessing's finalizers, so the child's exit record and the device
     times of its last cycles are written even when it ends by KeyboardInterrupt."""
     out = tmp_path / "out"
-    res = run_script(runtime_dir, with_fake_torch(fake_torch, """
+    res = run_script(
+        runtime_dir,
+        with_fake_torch(
+            fake_torch,
+            """
 import multiprocessing as mp
 import phase_timer as _pt
 
@@ -666,11 +776,17 @@ if __name__ == "__main__":
         p = ctx.Process(target=serve, args=(flag,))
         p.start(); p.join()
         print("EXIT", p.exitcode)
-""", LAG_NS=50_000_000), env={"PATCHKIT_TIMER": "events"}, out_dir=out)
+""",
+            LAG_NS=50_000_000,
+        ),
+        env={"PATCHKIT_TIMER": "events"},
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["EXIT", "0", "EXIT", "1"]
     assert "KeyboardInterrupt" in res.stderr
     from patchkit.report import load_timing_dir
+
     procs = load_timing_dir(out)
     assert len(procs) == 2
     for proc in procs:  # the GPU stand-in is 50 ms behind: only the exit wait resolves them
@@ -680,7 +796,9 @@ if __name__ == "__main__":
 
 def test_cycle_phase_lines_by_template_equal_line_by_line(runtime_dir, tmp_path):
     """The per-shape template gives the very bytes the general formatter gives."""
-    res = run_script(runtime_dir, """
+    res = run_script(
+        runtime_dir,
+        """
 import json
 import phase_timer as pt
 names = {None: "null"}
@@ -698,6 +816,8 @@ assert len(shapes) == 1
 for line in by_template.splitlines():
     json.loads(line)
 print("SAME")
-""", out_dir=tmp_path / "out")
+""",
+        out_dir=tmp_path / "out",
+    )
     assert res.returncode == 0, res.stderr
     assert "SAME" in res.stdout

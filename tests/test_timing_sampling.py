@@ -54,8 +54,12 @@ def test_every_cycle_recorded_about_one_in_n_timed(runtime_dir, tmp_path):
     # untimed cycles: host times and every attr, no phase of theirs anywhere
     for c in untimed:
         i = c["cycle"]
-        assert c["attrs"] == {"kind": "decode", "batch_size": 4 + i % 2, "accepted": i % 3,
-                              "tokens": i % 3 + 1}
+        assert c["attrs"] == {
+            "kind": "decode",
+            "batch_size": 4 + i % 2,
+            "accepted": i % 3,
+            "tokens": i % 3 + 1,
+        }
         assert c["t1"] >= c["t0"] and c["host_ns"] == c["t1"] - c["t0"]
         assert c["dev_ns"] is None and "ab" not in c
     phases = [r for r in recs if r["kind"] == "phase"]
@@ -93,8 +97,9 @@ def timed_set(runtime_dir, out, seed, sample="3", cycles=300):
     res = run_script(runtime_dir, loop(cycles), env=env, out_dir=out)
     assert res.returncode == 0, res.stderr
     recs = one_file(out)
-    return recs[0]["sampling"], {r["cycle"] for r in recs
-                                 if r["kind"] == "cycle" and r.get("timed") is not False}
+    return recs[0]["sampling"], {
+        r["cycle"] for r in recs if r["kind"] == "cycle" and r.get("timed") is not False
+    }
 
 
 def test_seed_reproduces_the_choice(runtime_dir, tmp_path):
@@ -117,8 +122,9 @@ def test_no_periodic_aliasing(runtime_dir, tmp_path):
     cycle sampling would time one kind only; the Bernoulli choice times both about equally,
     so the timed phases' mix matches the workload's."""
     out = tmp_path / "out"
-    res = run_script(runtime_dir, loop(1200), env={"PATCHKIT_TIMER_SAMPLE": "2",
-                                                   "PATCHKIT_TIMER_SEED": "7"}, out_dir=out)
+    res = run_script(
+        runtime_dir, loop(1200), env={"PATCHKIT_TIMER_SAMPLE": "2", "PATCHKIT_TIMER_SEED": "7"}, out_dir=out
+    )
     assert res.returncode == 0, res.stderr
     recs = one_file(out)
     timed = [r["cycle"] for r in recs if r["kind"] == "cycle" and r.get("timed") is not False]
@@ -138,7 +144,9 @@ def test_no_periodic_aliasing(runtime_dir, tmp_path):
 def test_untimed_cycle_calls_are_noops(runtime_dir, tmp_path):
     """Inside an untimed cycle begin/end are the module's no-op and note is the cycle's
     own dict update; after its cycle_end the timer's methods are back."""
-    res = run_script(runtime_dir, """
+    res = run_script(
+        runtime_dir,
+        """
 import phase_timer as _pt
 _pt.configure(sample=1000000, seed=1)
 seen = set()
@@ -151,7 +159,9 @@ for i in range(20):
 print("SEEN", sorted(seen))
 print("AFTER", _pt.begin == _pt._timer.begin, _pt.cycle_end == _pt._timer.cycle_end)
 _pt.begin("outside"); _pt.end("outside")
-""", out_dir=tmp_path / "out")
+""",
+        out_dir=tmp_path / "out",
+    )
     assert res.returncode == 0, res.stderr
     assert "SEEN [(True, True, 'builtin_function_or_method', '_untimed_end')]" in res.stdout
     assert "AFTER True True" in res.stdout
@@ -164,12 +174,21 @@ def test_events_mode_sampled(runtime_dir, fake_torch, tmp_path):  # noqa: F811
     """Events mode: device records only for timed cycles, no gap measured across untimed
     ones, every event recycled (the pool stays small), nothing left unresolved."""
     out = tmp_path / "out"
-    res = run_script(runtime_dir, with_fake_torch(fake_torch, loop(600) + """
+    res = run_script(
+        runtime_dir,
+        with_fake_torch(
+            fake_torch,
+            loop(600)
+            + """
 print("POOL", len(_pt._timer.pool), len({id(e) for e in _pt._timer.pool}))
 _pt.shutdown()
 print("RECORDS", torch.RECORDS[0])
-""", LAG_NS=100_000), env={"PATCHKIT_TIMER": "events", "PATCHKIT_TIMER_SAMPLE": "5",
-                           "PATCHKIT_TIMER_SEED": "3"}, out_dir=out)
+""",
+            LAG_NS=100_000,
+        ),
+        env={"PATCHKIT_TIMER": "events", "PATCHKIT_TIMER_SAMPLE": "5", "PATCHKIT_TIMER_SEED": "3"},
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     size, unique = map(int, res.stdout.split("POOL")[1].split()[:2])
     assert size == unique and size < 40
@@ -192,7 +211,11 @@ print("RECORDS", torch.RECORDS[0])
 
 def test_untimed_cycles_never_read_cuda_tensors(runtime_dir, fake_torch, tmp_path):  # noqa: F811
     out = tmp_path / "out"
-    res = run_script(runtime_dir, with_fake_torch(fake_torch, """
+    res = run_script(
+        runtime_dir,
+        with_fake_torch(
+            fake_torch,
+            """
 import phase_timer as _pt
 
 class CudaValue:
@@ -206,7 +229,10 @@ _pt.configure(mode="events", sample=1000000, seed=5)
 for i in range(10):
     _pt.cycle_begin(kind="decode", batch_size=2)
     _pt.cycle_end(accepted=1, tokens=CudaValue())
-"""), out_dir=out)
+""",
+        ),
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stderr == ""
     cycles = [r for r in one_file(out) if r["kind"] == "cycle"]
@@ -221,10 +247,17 @@ def test_sampling_inside_ab_blocks(runtime_dir, fake_torch, tmp_path):  # noqa: 
     from patchkit.report import build_report
 
     out = tmp_path / "out"
-    res = run_script(runtime_dir, with_fake_torch(fake_torch, loop(160)),
-                     env={"PATCHKIT_TIMER": "events", "PATCHKIT_TIMER_AB": "20",
-                          "PATCHKIT_TIMER_SAMPLE": "4", "PATCHKIT_TIMER_SEED": "11"},
-                     out_dir=out)
+    res = run_script(
+        runtime_dir,
+        with_fake_torch(fake_torch, loop(160)),
+        env={
+            "PATCHKIT_TIMER": "events",
+            "PATCHKIT_TIMER_AB": "20",
+            "PATCHKIT_TIMER_SAMPLE": "4",
+            "PATCHKIT_TIMER_SEED": "11",
+        },
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
     recs = one_file(out)
     assert recs[0]["ab_cycles"] == 20 and recs[0]["sampling"]["every"] == 4
@@ -243,15 +276,20 @@ def test_sampling_inside_ab_blocks(runtime_dir, fake_torch, tmp_path):  # noqa: 
 
 def test_bad_sample_settings(runtime_dir, tmp_path):
     out = tmp_path / "out"
-    res = run_script(runtime_dir, loop(10) + """
+    res = run_script(
+        runtime_dir,
+        loop(10)
+        + """
 try:
     _pt.configure(sample=0)
 except ValueError as exc:
     print("REFUSED", exc)
-""", env={"PATCHKIT_TIMER_SAMPLE": "eight"}, out_dir=out)
+""",
+        env={"PATCHKIT_TIMER_SAMPLE": "eight"},
+        out_dir=out,
+    )
     assert res.returncode == 0, res.stderr
-    assert "PATCHKIT_TIMER_SAMPLE='eight' is not a whole number >= 1; timing every cycle" \
-        in res.stderr
+    assert "PATCHKIT_TIMER_SAMPLE='eight' is not a whole number >= 1; timing every cycle" in res.stderr
     assert "REFUSED sample must be a whole number >= 1, not 0" in res.stdout
     recs = one_file(out)
     assert "sampling" not in recs[0]
@@ -272,8 +310,9 @@ for i in range(900):
     _pt.cycle_end()
 """
     out = tmp_path / "out"
-    res = run_script(runtime_dir, body, env={"PATCHKIT_TIMER_SAMPLE": str(n),
-                                             "PATCHKIT_TIMER_SEED": "21"}, out_dir=out)
+    res = run_script(
+        runtime_dir, body, env={"PATCHKIT_TIMER_SAMPLE": str(n), "PATCHKIT_TIMER_SEED": "21"}, out_dir=out
+    )
     assert res.returncode == 0, res.stderr
     cycles = [r for r in one_file(out) if r["kind"] == "cycle"]
     timed = [c["attrs"]["size"] for c in cycles if c.get("timed") is not False]
@@ -285,7 +324,9 @@ for i in range(900):
 
 def test_attrs_formatted_directly_equal_json(runtime_dir, tmp_path):
     """The direct formatter of cycle attrs gives the json module's very text."""
-    res = run_script(runtime_dir, r"""
+    res = run_script(
+        runtime_dir,
+        r"""
 import json
 import phase_timer as pt
 cases = [{"kind": "decode", "batch_size": 8, "accepted": 3},
@@ -298,6 +339,30 @@ for d in cases:
         assert got == want, (got, want)
         json.loads(got)
 print("SAME")
-""", out_dir=tmp_path / "out")
+""",
+        out_dir=tmp_path / "out",
+    )
     assert res.returncode == 0, res.stderr
     assert "SAME" in res.stdout
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"PATCHKIT_TIMER_SAMPLE": "8"},
+        {"PATCHKIT_TIMER_AB": "20"},
+        {"PATCHKIT_TIMER_AB": "20", "PATCHKIT_TIMER_SAMPLE": "8"},
+    ],
+    ids=["sampled", "ab", "ab+sampled"],
+)
+def test_sigkill_loses_no_untimed_or_off_cycle(runtime_dir, tmp_path, env):
+    """SGLang ends its scheduler with SIGKILL: every completed cycle, untimed (sampling) or in an
+    A/B off block, must already be on disk (on the H200, batching them lost 2-13 records)."""
+    out = tmp_path / "out"
+    body = loop(53) + "\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    res = run_script(runtime_dir, body, env=env, out_dir=out)
+    assert res.returncode == -9, (res.returncode, res.stderr)
+    recs = one_file(out)
+    cycles = sorted(r["cycle"] for r in recs if r["kind"] == "cycle")
+    assert cycles == list(range(53))  # 53: inside an off block of 20, not at a block's end
+    assert not any(r["kind"] == "stats" for r in recs)  # it really died without its exit record

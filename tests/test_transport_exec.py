@@ -39,18 +39,21 @@ def test_exec_prefix_argv_is_split_not_interpreted():
     assert t.argv() == ["kubectl", "exec", "-i", "pod $(x)", "--", "sh", "-s"]
 
 
-@pytest.mark.parametrize("spec, kw, match", [
-    ("relative/dir", {"exec_prefix": "chroot /x"}, "absolute"),
-    ("/w", {"exec_prefix": "env", "container": "c"}, "not both"),
-    ("docker://c/w", {"container": "d"}, "already names"),
-    ("docker://c/w", {"exec_prefix": "env"}, "already names"),
-    ("docker://c", {}, "absolute path"),
-    ("/w", {"exec_prefix": ""}, "empty"),
-    ("/w", {"exec_prefix": "-it x"}, "start with a program"),
-    ("/w", {"exec_prefix": "env 'unclosed"}, "cannot split"),
-    ("/w", {"container": "c", "container_engine": "do cker"}, "container_engine"),
-    ("/w", {"exec_prefix": "env", "timeout": -1}, "positive"),
-])
+@pytest.mark.parametrize(
+    "spec, kw, match",
+    [
+        ("relative/dir", {"exec_prefix": "chroot /x"}, "absolute"),
+        ("/w", {"exec_prefix": "env", "container": "c"}, "not both"),
+        ("docker://c/w", {"container": "d"}, "already names"),
+        ("docker://c/w", {"exec_prefix": "env"}, "already names"),
+        ("docker://c", {}, "absolute path"),
+        ("/w", {"exec_prefix": ""}, "empty"),
+        ("/w", {"exec_prefix": "-it x"}, "start with a program"),
+        ("/w", {"exec_prefix": "env 'unclosed"}, "cannot split"),
+        ("/w", {"container": "c", "container_engine": "do cker"}, "container_engine"),
+        ("/w", {"exec_prefix": "env", "timeout": -1}, "positive"),
+    ],
+)
 def test_bad_exec_targets_are_refused(spec, kw, match):
     with pytest.raises(InvalidInput, match=match) as info:
         parse_target(spec, **kw)
@@ -74,8 +77,9 @@ def test_generic_prefix_really_runs(tmp_path):
     assert result.stdout == f"inside\n{tmp_path}\n".encode()
 
 
-@pytest.mark.parametrize("word", ["$(touch {m})", "`touch {m}`", "x; touch {m}", "a b 'c'",
-                                  '"; touch {m}; "'])
+@pytest.mark.parametrize(
+    "word", ["$(touch {m})", "`touch {m}`", "x; touch {m}", "a b 'c'", '"; touch {m}; "']
+)
 def test_hostile_prefix_words_are_single_arguments(tmp_path, word):
     marker = tmp_path / "INJECTED"
     word = word.format(m=marker)
@@ -128,8 +132,10 @@ def test_chroot_prefix_into_a_busybox_root(tmp_path):
     root = _busybox_root(tmp_path / "rootfs")
     (root / "srv" / "app" / "f.txt").write_text("one\ntwo\n")
     t = parse_target("/srv/app", exec_prefix=shlex.join(["chroot", str(root)]))
-    program = (f"cd {shlex.quote(t.root)} && sed -i 's/two/TWO/' f.txt && wc -l < f.txt && "
-               "test ! -e /usr/lib/python3 && echo jailed").encode()
+    program = (
+        f"cd {shlex.quote(t.root)} && sed -i 's/two/TWO/' f.txt && wc -l < f.txt && "
+        "test ! -e /usr/lib/python3 && echo jailed"
+    ).encode()
     result = t.run(program)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [b"2", b"jailed"]
@@ -147,20 +153,20 @@ def test_unshare_prefix_runs_in_a_new_pid_namespace(tmp_path):
 def test_busybox_transport_uses_busybox_applets(busybox_transport, busybox_bin):
     t = busybox_transport
     root = shlex.quote(t.root).encode()
-    program = (b"cd " + root + b" && printf 'a\\nb\\n' > f && sed -i 's/b/B/' f && "
-               b"sha256sum f | cut -c1-8 && wc -l < f && command -v sed && "
-               b"readlink /proc/$$/exe && t=$(mktemp ./x.XXXXXX) && mv \"$t\" g && cat f g")
+    program = (
+        b"cd " + root + b" && printf 'a\\nb\\n' > f && sed -i 's/b/B/' f && "
+        b"sha256sum f | cut -c1-8 && wc -l < f && command -v sed && "
+        b'readlink /proc/$$/exe && t=$(mktemp ./x.XXXXXX) && mv "$t" g && cat f g'
+    )
     result = t.run(program)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.decode().split()
-    expected_sum = subprocess.run(["sha256sum"], input=b"a\nB\n",
-                                  capture_output=True).stdout[:8].decode()
-    assert lines[:5] == [expected_sum, "2", f"{busybox_bin}/sed", shutil.which("busybox"),
-                         "a"]
+    expected_sum = subprocess.run(["sha256sum"], input=b"a\nB\n", capture_output=True).stdout[:8].decode()
+    assert lines[:5] == [expected_sum, "2", f"{busybox_bin}/sed", shutil.which("busybox"), "a"]
     assert os.path.exists(os.path.join(t.root, "g"))
 
 
 def test_prefix_killed_by_a_signal(tmp_path):
     t = parse_target(str(tmp_path), exec_prefix="env")
     with pytest.raises(TransportError, match="killed by signal 15"):
-        t.run(b'kill -TERM $$')  # `env` execs sh: the prefix process itself dies
+        t.run(b"kill -TERM $$")  # `env` execs sh: the prefix process itself dies

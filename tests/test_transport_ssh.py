@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import shlex
 import stat
@@ -33,15 +34,19 @@ def counted(server, before: int) -> int:
 
 # ---- spec parsing (no server) -------------------------------------------------------------------
 
-@pytest.mark.parametrize("spec, user, host, port, root", [
-    ("ssh://gpu1/opt/sglang", None, "gpu1", None, "/opt/sglang"),
-    ("ssh://me@gpu1:2222/opt/sglang/", "me", "gpu1", 2222, "/opt/sglang"),
-    ("ssh://[::1]:22/x", None, "::1", 22, "/x"),
-    ("gpu-1.example.org:/srv/app", None, "gpu-1.example.org", None, "/srv/app"),
-    ("deploy@gpu_2:/", "deploy", "gpu_2", None, "/"),
-    ("[fe80::1%eth0]:/x", None, "fe80::1%eth0", None, "/x"),
-    ("ssh://h/dir with space/it's", None, "h", None, "/dir with space/it's"),
-])
+
+@pytest.mark.parametrize(
+    "spec, user, host, port, root",
+    [
+        ("ssh://gpu1/opt/sglang", None, "gpu1", None, "/opt/sglang"),
+        ("ssh://me@gpu1:2222/opt/sglang/", "me", "gpu1", 2222, "/opt/sglang"),
+        ("ssh://[::1]:22/x", None, "::1", 22, "/x"),
+        ("gpu-1.example.org:/srv/app", None, "gpu-1.example.org", None, "/srv/app"),
+        ("deploy@gpu_2:/", "deploy", "gpu_2", None, "/"),
+        ("[fe80::1%eth0]:/x", None, "fe80::1%eth0", None, "/x"),
+        ("ssh://h/dir with space/it's", None, "h", None, "/dir with space/it's"),
+    ],
+)
 def test_ssh_specs_parse(spec, user, host, port, root):
     t = parse_remote_target(spec)
     assert isinstance(t, SshTransport)
@@ -58,16 +63,36 @@ def test_local_specs_are_not_remote(spec):
     assert parse_remote_target(spec) is None
 
 
-@pytest.mark.parametrize("spec", [
-    "ssh://-oProxyCommand=touch/x",       # option injection
-    "-oProxyCommand=x:/p",
-    "ssh://h;touch x/p", "h;touch x:/p", "h$(id):/p", "h`id`:/p", "'h':/p", 'h"x:/p',
-    "ssh://h x/p", "h\tx:/p",
-    "ssh://u;id@h/p", "ssh://-l@h/p", "u$(id)@h:/p",
-    "ssh://h:0/p", "ssh://h:65536/p", "ssh://h:22;id/p", "ssh://h:/p", "ssh://h:x/p",
-    "ssh://h", "h:relative/path", "ssh://h/a/../b", "ssh://h/p\nq", "ssh://h/p\0q",
-    "ssh://[::1/p", "ssh://[::1]x/p",
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "ssh://-oProxyCommand=touch/x",  # option injection
+        "-oProxyCommand=x:/p",
+        "ssh://h;touch x/p",
+        "h;touch x:/p",
+        "h$(id):/p",
+        "h`id`:/p",
+        "'h':/p",
+        'h"x:/p',
+        "ssh://h x/p",
+        "h\tx:/p",
+        "ssh://u;id@h/p",
+        "ssh://-l@h/p",
+        "u$(id)@h:/p",
+        "ssh://h:0/p",
+        "ssh://h:65536/p",
+        "ssh://h:22;id/p",
+        "ssh://h:/p",
+        "ssh://h:x/p",
+        "ssh://h",
+        "h:relative/path",
+        "ssh://h/a/../b",
+        "ssh://h/p\nq",
+        "ssh://h/p\0q",
+        "ssh://[::1/p",
+        "ssh://[::1]x/p",
+    ],
+)
 def test_bad_specs_are_refused(spec):
     with pytest.raises(InvalidInput) as info:
         parse_remote_target(spec)
@@ -90,12 +115,36 @@ def test_bad_options_are_refused():
 def test_argv_shape_with_options(tmp_path):
     config = tmp_path / "cfg"
     config.write_text("")
-    t = parse_remote_target("ssh://me@gpu1:2200/opt", ssh_config=str(config), reuse=False,
-                            connect_timeout=3, ssh_options=["ServerAliveInterval=5"])
-    assert t.argv() == ["ssh", "-T", "-x", "-a", "-o", "BatchMode=yes",
-                        "-o", "ClearAllForwardings=yes", "-o", "ConnectTimeout=3",
-                        "-p", "2200", "-l", "me", "-F", str(config),
-                        "-o", "ServerAliveInterval=5", "--", "gpu1", "sh -s"]
+    t = parse_remote_target(
+        "ssh://me@gpu1:2200/opt",
+        ssh_config=str(config),
+        reuse=False,
+        connect_timeout=3,
+        ssh_options=["ServerAliveInterval=5"],
+    )
+    assert t.argv() == [
+        "ssh",
+        "-T",
+        "-x",
+        "-a",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ClearAllForwardings=yes",
+        "-o",
+        "ConnectTimeout=3",
+        "-p",
+        "2200",
+        "-l",
+        "me",
+        "-F",
+        str(config),
+        "-o",
+        "ServerAliveInterval=5",
+        "--",
+        "gpu1",
+        "sh -s",
+    ]
     assert t.control_dir is None
 
 
@@ -107,8 +156,7 @@ def test_container_and_exec_prefix_are_quoted_for_the_remote_shell():
     assert shlex.split(t.argv()[-1]) == ["kubectl", "exec", "-i", "pod $(x)", "--", "sh", "-s"]
 
 
-@pytest.mark.parametrize("name", ["a b", "a'b", 'a"b', "$(touch x)", "`id`", "a;b", "a\nb",
-                                  "-it", ""])
+@pytest.mark.parametrize("name", ["a b", "a'b", 'a"b', "$(touch x)", "`id`", "a;b", "a\nb", "-it", ""])
 def test_hostile_container_names_are_refused(name):
     with pytest.raises(InvalidInput):
         parse_remote_target("gpu1:/w", container=name)
@@ -117,6 +165,7 @@ def test_hostile_container_names_are_refused(name):
 
 
 # ---- against a real sshd ------------------------------------------------------------------------
+
 
 def test_program_runs_through_alias(sshd, tmp_path):
     t = ssh_target(sshd, tmp_path)
@@ -149,8 +198,7 @@ def test_large_program_arrives_intact_over_stdin(sshd, tmp_path):
     program = (f"sha256sum <<'PK_EOF'\n{payload}\nPK_EOF\n").encode()
     t = ssh_target(sshd, tmp_path, reuse=False)
     result = t.run(program)
-    expected = subprocess.run(["sha256sum"], input=(payload + "\n").encode(),
-                              capture_output=True).stdout
+    expected = subprocess.run(["sha256sum"], input=(payload + "\n").encode(), capture_output=True).stdout
     assert result.stdout == expected
     assert t.bytes_sent == len(program)
 
@@ -198,8 +246,7 @@ def test_unauthorised_key_fails_fast_naming_the_host(sshd, tmp_path):
     stranger = make_keys(tmp_path / "stranger")
     own_config = sshd.client_config
     try:
-        config = make_client_config(tmp_path / "cfg", [sshd], sshd.keys,
-                                    identity=stranger.user_key)
+        config = make_client_config(tmp_path / "cfg", [sshd], sshd.keys, identity=stranger.user_key)
     finally:
         sshd.client_config = own_config  # the session server keeps its own config
     t = parse_target(f"{sshd.alias}:/tmp", ssh_config=str(config))
@@ -225,9 +272,14 @@ def test_closed_port_is_unreachable(sshd_keys, tmp_path):
 
 def test_connect_timeout_on_a_silent_server(sshd, tmp_path):
     # Accepts TCP but never sends a banner: ssh's ConnectTimeout covers the banner exchange.
-    silent_port_times_out(lambda port: parse_target(
-        f"ssh://root@127.0.0.1:{port}/tmp", reuse=False, connect_timeout=1,
-        ssh_config=str(sshd.client_config)))
+    silent_port_times_out(
+        lambda port: parse_target(
+            f"ssh://root@127.0.0.1:{port}/tmp",
+            reuse=False,
+            connect_timeout=1,
+            ssh_config=str(sshd.client_config),
+        )
+    )
 
 
 @pytest.mark.parametrize("reuse", [False, True])
@@ -257,8 +309,18 @@ def test_busybox_remote_shell(sshd, busybox_bin, tmp_path):
     assert exe.endswith("busybox") and sed == f"{busybox_bin}/sed" and line == "b"
 
 
-HOSTILE = ["a b", "it's", 'say "x"', "$(touch {m})", "`touch {m}`", "x; touch {m}",
-           "x\ntouch {m}", "x && touch {m} #", "|touch {m}", "$HOME"]
+HOSTILE = [
+    "a b",
+    "it's",
+    'say "x"',
+    "$(touch {m})",
+    "`touch {m}`",
+    "x; touch {m}",
+    "x\ntouch {m}",
+    "x && touch {m} #",
+    "|touch {m}",
+    "$HOME",
+]
 
 
 @pytest.mark.parametrize("word", HOSTILE)
@@ -266,16 +328,17 @@ def test_hostile_words_never_execute(sshd, tmp_path, word):
     marker = tmp_path / "INJECTED"
     word = word.format(m=marker)
     # As host, user or container: refused before anything starts.
-    for spec, kw in [(f"ssh://{word}/tmp", {}), (f"ssh://{word}@{sshd.alias}/tmp", {}),
-                     (f"{sshd.alias}:/tmp", {"container": word}),
-                     (f"docker://{word}/tmp", {})]:
+    for spec, kw in [
+        (f"ssh://{word}/tmp", {}),
+        (f"ssh://{word}@{sshd.alias}/tmp", {}),
+        (f"{sshd.alias}:/tmp", {"container": word}),
+        (f"docker://{word}/tmp", {}),
+    ]:
         with pytest.raises(InvalidInput):
             parse_target(spec, ssh_config=str(sshd.client_config), **kw)
     # scp-like form: refused, or (a slash before the colon) a local directory name, not a host.
-    try:
+    with contextlib.suppress(InvalidInput):
         assert parse_remote_target(f"{word}:/tmp") is None
-    except InvalidInput:
-        pass
     # As an --exec word through SSH: quoted, so it arrives as one literal argument
     # (line breaks are refused: not every remote login shell keeps them inside quotes).
     prefix = shlex.join(["env", f"PK_WORD={word}"])
@@ -302,6 +365,7 @@ def test_hostile_words_never_execute(sshd, tmp_path, word):
 
 # ---- fleets -------------------------------------------------------------------------------------
 
+
 def test_fleet_of_servers_runs_in_parallel(sshd_factory, tmp_path):
     fleet = sshd_factory(3)
     assert len({s.port for s in fleet.servers}) == 3
@@ -309,8 +373,7 @@ def test_fleet_of_servers_runs_in_parallel(sshd_factory, tmp_path):
     for i in range(3):
         (tmp_path / f"h{i}").mkdir()
         roots.append(str(tmp_path / f"h{i}"))
-    transports = [parse_target(spec, ssh_config=str(fleet.client_config))
-                  for spec in fleet.targets(roots)]
+    transports = [parse_target(spec, ssh_config=str(fleet.client_config)) for spec in fleet.targets(roots)]
     program = b"echo \"$SSH_CONNECTION\" | cut -d' ' -f4"  # the server's port
 
     def one(t):
@@ -409,8 +472,14 @@ def test_four_invocations_one_connection(sshd, tmp_path, ssh_control_dir, persis
     root = sglang_installed("0.5.9", tmp_path / "site-packages")
     worker = root / "sglang/srt/speculative/eagle_worker.py"
     original = worker.read_bytes()
-    common = ["--series", str(SERIES_059), "--target", sshd.url(str(root)),
-              "--ssh-config", str(sshd.client_config)]
+    common = [
+        "--series",
+        str(SERIES_059),
+        "--target",
+        sshd.url(str(root)),
+        "--ssh-config",
+        str(sshd.client_config),
+    ]
     if persist is not None:
         common += ["--ssh-persist", persist]
     before_logins, before_tcp = sshd.accepted(), sshd.connections()
@@ -420,14 +489,14 @@ def test_four_invocations_one_connection(sshd, tmp_path, ssh_control_dir, persis
         assert proc.returncode == 0, (task, proc.stdout + proc.stderr)
         outputs[task] = proc.stdout
     sshd.wait_log(lambda s: s.accepted() - before_logins >= connections, timeout=3)
-    time.sleep(0.1)      # a late extra login would show up here
+    time.sleep(0.1)  # a late extra login would show up here
     assert sshd.accepted() - before_logins == connections, sshd.log_text()[-2000:]
     assert sshd.connections() - before_tcp == connections
     assert worker.read_bytes() == original
     if persist is None:
         assert "ssh master alive (pid " in outputs["patch.status"]
         assert "reused by this command" in outputs["patch.status"]
-        assert len(masters_running(ssh_control_dir)) == 1     # waiting for the next command
+        assert len(masters_running(ssh_control_dir)) == 1  # waiting for the next command
         assert stat.S_IMODE(os.stat(ssh_control_dir).st_mode) == 0o700
     else:
         assert "ssh master" not in outputs["patch.status"]
@@ -438,18 +507,19 @@ def test_shared_master_outlives_its_transport_until_stopped(sshd, tmp_path, ssh_
     from patchkit.transport.controldir import stop_masters
 
     first = ssh_target(sshd, tmp_path, shared_master=True, control_persist=30)
-    assert first.connection_probe() is None        # nothing alive yet
+    assert first.connection_probe() is None  # nothing alive yet
     before = sshd.connections()
     first.run(b"true")
     pid = first.master_pid()
-    first.close()                                  # leaves the master to ControlPersist
+    first.close()  # leaves the master to ControlPersist
     assert pid and masters_running(ssh_control_dir) == [pid]
     second = ssh_target(sshd, tmp_path, shared_master=True)
     assert second.run(b"echo again").stdout == b"again\n"
     assert second.master_pid() == pid
     assert second.connection_notes(pid) == [
         f"ssh master alive (pid {pid}, reused by this command): commands to this host within "
-        "60 s of the last one share its connection"]
+        "60 s of the last one share its connection"
+    ]
     assert counted(sshd, before) == 1
     assert stop_masters(str(ssh_control_dir)) == 1
     deadline = time.monotonic() + 5
@@ -460,6 +530,7 @@ def test_shared_master_outlives_its_transport_until_stopped(sshd, tmp_path, ssh_
 
 def test_control_dir_is_created_private(sshd, tmp_path, monkeypatch):
     from patchkit.transport.controldir import ENV_VAR
+
     fresh = f"/tmp/pkc-new-{os.getpid()}"
     monkeypatch.setenv(ENV_VAR, fresh)
     try:
@@ -468,9 +539,11 @@ def test_control_dir_is_created_private(sshd, tmp_path, monkeypatch):
         st = os.stat(fresh)
         assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid()
         assert len(os.listdir(fresh)) == 1 and stat.S_ISSOCK(
-            os.lstat(os.path.join(fresh, os.listdir(fresh)[0])).st_mode)
+            os.lstat(os.path.join(fresh, os.listdir(fresh)[0])).st_mode
+        )
     finally:
         from patchkit.transport.controldir import stop_masters
+
         stop_masters(fresh)
         subprocess.run(["rm", "-rf", fresh])
 
@@ -491,7 +564,7 @@ def test_unsafe_control_dir_is_refused(sshd, tmp_path, monkeypatch, problem):
     import tempfile
     from pathlib import Path
 
-    base = Path(tempfile.mkdtemp(prefix="pkc-u-", dir="/tmp"))    # short enough for sockets
+    base = Path(tempfile.mkdtemp(prefix="pkc-u-", dir="/tmp"))  # short enough for sockets
     try:
         _refused(sshd, tmp_path, monkeypatch, problem, base)
     finally:
@@ -500,6 +573,7 @@ def test_unsafe_control_dir_is_refused(sshd, tmp_path, monkeypatch, problem):
 
 def _refused(sshd, tmp_path, monkeypatch, problem, base):
     from patchkit.transport.controldir import ENV_VAR
+
     path = base / "ctl"
     if problem == "foreign owner":
         if os.getuid() != 0:
@@ -523,17 +597,29 @@ def _refused(sshd, tmp_path, monkeypatch, problem, base):
     with pytest.raises(InvalidInput, match=expected) as info:
         t.run(b"true")
     assert "--ssh-persist 0" in str(info.value)
-    assert sshd.connections() == before            # refused before any connection
+    assert sshd.connections() == before  # refused before any connection
     # Through the CLI: exit 2, the message, no traceback.
-    proc = invoke_cli("patch.status", "--series", os.path.join(REPO, "patches", "sglang-v0.5.9"),
-                      "--target", sshd.url(str(tmp_path)), "--ssh-config",
-                      str(sshd.client_config))
+    proc = invoke_cli(
+        "patch.status",
+        "--series",
+        os.path.join(REPO, "patches", "sglang-v0.5.9"),
+        "--target",
+        sshd.url(str(tmp_path)),
+        "--ssh-config",
+        str(sshd.client_config),
+    )
     assert proc.returncode == 2 and expected in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 def test_bad_ssh_persist_is_invalid_input(sshd, tmp_path):
-    proc = invoke_cli("patch.status", "--series", os.path.join(REPO, "patches", "sglang-v0.5.9"),
-                      "--target", sshd.url(str(tmp_path)), "--ssh-persist", "soon")
-    assert proc.returncode == 2 and "--ssh-persist 'soon': a number of seconds" in proc.stderr, \
-        proc.stderr
+    proc = invoke_cli(
+        "patch.status",
+        "--series",
+        os.path.join(REPO, "patches", "sglang-v0.5.9"),
+        "--target",
+        sshd.url(str(tmp_path)),
+        "--ssh-persist",
+        "soon",
+    )
+    assert proc.returncode == 2 and "--ssh-persist 'soon': a number of seconds" in proc.stderr, proc.stderr

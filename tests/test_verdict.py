@@ -10,18 +10,37 @@ import random
 
 import pytest
 
-from patchkit.profile.verdict import (DEFAULT_ALPHA, DEFAULT_REPEAT, betainc, decide, describe,
-                                      interval, p_greater, ratio_interval, rotation, summarize,
-                                      t_ppf, t_sf)
+from patchkit.profile.verdict import (
+    DEFAULT_ALPHA,
+    DEFAULT_REPEAT,
+    betainc,
+    decide,
+    describe,
+    interval,
+    p_greater,
+    ratio_interval,
+    rotation,
+    summarize,
+    t_ppf,
+    t_sf,
+)
 
 TRIALS = 2000
 # the false-positive rate may exceed alpha by sampling noise only: 3 standard errors
 SLACK = 3 * math.sqrt(DEFAULT_ALPHA * (1 - DEFAULT_ALPHA) / TRIALS)
 
 
-@pytest.mark.parametrize("df, q975, q95", [
-    (1, 12.7062, 6.3138), (2, 4.3027, 2.9200), (3, 3.1824, 2.3534), (4, 2.7764, 2.1318),
-    (8, 2.3060, 1.8595), (30, 2.0423, 1.6973)])
+@pytest.mark.parametrize(
+    "df, q975, q95",
+    [
+        (1, 12.7062, 6.3138),
+        (2, 4.3027, 2.9200),
+        (3, 3.1824, 2.3534),
+        (4, 2.7764, 2.1318),
+        (8, 2.3060, 1.8595),
+        (30, 2.0423, 1.6973),
+    ],
+)
 def test_t_quantiles_match_the_published_table(df, q975, q95):
     assert t_ppf(0.975, df) == pytest.approx(q975, abs=2e-4)
     assert t_ppf(0.95, df) == pytest.approx(q95, abs=2e-4)
@@ -31,7 +50,7 @@ def test_t_quantiles_match_the_published_table(df, q975, q95):
 
 def test_incomplete_beta_edges_and_symmetry():
     assert betainc(2, 3, 0) == 0 and betainc(2, 3, 1) == 1
-    assert betainc(1, 1, 0.3) == pytest.approx(0.3)            # uniform
+    assert betainc(1, 1, 0.3) == pytest.approx(0.3)  # uniform
     assert betainc(2.5, 1.5, 0.4) == pytest.approx(1 - betainc(1.5, 2.5, 0.6))
     assert t_sf(0.0, 3.7) == pytest.approx(0.5)
 
@@ -60,11 +79,11 @@ def test_identical_points_at_three_repetitions_too():
 
 
 def test_a_tenth_of_a_percent_apart_is_indistinguishable():
-    assert significant_rate([1000.0, 1001.0], DEFAULT_REPEAT, 0.02, seed=5) <= \
-        DEFAULT_ALPHA + SLACK
+    assert significant_rate([1000.0, 1001.0], DEFAULT_REPEAT, 0.02, seed=5) <= DEFAULT_ALPHA + SLACK
     rng = random.Random(1)
-    verdict = decide({"a": sample(rng, 1000.0, DEFAULT_REPEAT, 0.02),
-                      "b": sample(rng, 1001.0, DEFAULT_REPEAT, 0.02)})
+    verdict = decide(
+        {"a": sample(rng, 1000.0, DEFAULT_REPEAT, 0.02), "b": sample(rng, 1001.0, DEFAULT_REPEAT, 0.02)}
+    )
     assert verdict["best"] is None and verdict["significant"] is False
     assert sorted(verdict["indistinguishable"]) == ["a", "b"]
     assert "no significant best" in describe(verdict)
@@ -72,11 +91,11 @@ def test_a_tenth_of_a_percent_apart_is_indistinguishable():
 
 @pytest.mark.parametrize("cv", [0.02, 0.05])
 def test_thirty_percent_apart_is_significant_at_the_default_repeat(cv):
-    assert significant_rate([1000.0, 1300.0, 1000.0], DEFAULT_REPEAT, cv, seed=3,
-                            trials=500) >= 0.99
+    assert significant_rate([1000.0, 1300.0, 1000.0], DEFAULT_REPEAT, cv, seed=3, trials=500) >= 0.99
     rng = random.Random(2)
-    verdict = decide({"slow": sample(rng, 1000.0, DEFAULT_REPEAT, cv),
-                      "fast": sample(rng, 1300.0, DEFAULT_REPEAT, cv)})
+    verdict = decide(
+        {"slow": sample(rng, 1000.0, DEFAULT_REPEAT, cv), "fast": sample(rng, 1300.0, DEFAULT_REPEAT, cv)}
+    )
     assert verdict["best"] == "fast" and verdict["significant"] is True
     assert verdict["indistinguishable"] == ["fast"] and verdict["p_values"]["slow"] < 0.025
 
@@ -90,8 +109,13 @@ def test_best_must_beat_every_point_not_only_the_median_one():
     # two fast twins and a slow point: the top twin does not beat its twin -> no best, and
     # the slow point is not among the indistinguishable
     rng = random.Random(4)
-    verdict = decide({"a": sample(rng, 1300.0, 5, 0.01), "b": sample(rng, 1300.0, 5, 0.01),
-                      "slow": sample(rng, 1000.0, 5, 0.01)})
+    verdict = decide(
+        {
+            "a": sample(rng, 1300.0, 5, 0.01),
+            "b": sample(rng, 1300.0, 5, 0.01),
+            "slow": sample(rng, 1000.0, 5, 0.01),
+        }
+    )
     assert verdict["best"] is None and sorted(verdict["indistinguishable"]) == ["a", "b"]
 
 
@@ -104,7 +128,7 @@ def test_small_n_and_degenerate_inputs():
     one = decide({"a": [100.0], "b": [120.0]})
     assert one["significant"] is False and "fewer than 2 repetitions" in one["note"]
     assert p_greater([100.0], [90.0, 91.0]) is None
-    exact = decide({"a": [100.0, 100.0], "b": [90.0, 90.0]})   # no spread at all
+    exact = decide({"a": [100.0, 100.0], "b": [90.0, 90.0]})  # no spread at all
     assert exact["best"] == "a" and exact["significant"] is True
     tie = decide({"a": [100.0, 100.0], "b": [100.0, 100.0]})
     assert tie["significant"] is False

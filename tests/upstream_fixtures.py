@@ -26,9 +26,14 @@ EAGLE_WORKER_V2_WHEEL = "sglang/srt/speculative/eagle_worker_v2.py"
 # the trees below hold both unless a test asks for other files.
 WORKER_FILES_WHEEL = (EAGLE_WORKER_WHEEL, EAGLE_WORKER_V2_WHEEL)
 # The patches seriesgen appended to the hand-made 0.5.9 / 0.5.10 series (EAGLEWorkerV2).
-V2_APPENDED = ["0008-v2-cycle.patch", "0009-v2-draft.patch", "0010-v2-draft-steps.patch",
-               "0011-v2-verify.patch", "0012-v2-draft-extend-after-decode.patch",
-               "0013-v2-prefill.patch"]
+V2_APPENDED = [
+    "0008-v2-cycle.patch",
+    "0009-v2-draft.patch",
+    "0010-v2-draft-steps.patch",
+    "0011-v2-verify.patch",
+    "0012-v2-draft-extend-after-decode.patch",
+    "0013-v2-prefill.patch",
+]
 PHASE_TIMER = "python/sglang/srt/speculative/phase_timer.py"
 COMMIT_059 = "bbe9c7eeb520b0a67e92d133dfc137a3688dc7f2"
 
@@ -47,18 +52,22 @@ def sglang_files(version: str, paths=WORKER_FILES_WHEEL) -> dict[str, bytes]:
     return upstream.read_wheel_files(wheel.path, list(paths))
 
 
-def sglang_checkout(version: str, dest: Path, *, git_repo: bool = False,
-                    paths=WORKER_FILES_WHEEL) -> tuple[Path, str | None]:
+def sglang_checkout(
+    version: str, dest: Path, *, git_repo: bool = False, paths=WORKER_FILES_WHEEL
+) -> tuple[Path, str | None]:
     """A checkout-layout tree (python/sglang/...) of sglang==version; optionally a git repo."""
-    return upstream.build_checkout_tree(sglang_files(version, paths), dest,
-                                        package_prefix="python/", git_repo=git_repo,
-                                        message=f"sglang {version} (files from the PyPI wheel)")
+    return upstream.build_checkout_tree(
+        sglang_files(version, paths),
+        dest,
+        package_prefix="python/",
+        git_repo=git_repo,
+        message=f"sglang {version} (files from the PyPI wheel)",
+    )
 
 
 def sglang_installed(version: str, dest: Path, paths=WORKER_FILES_WHEEL) -> Path:
     """A site-packages-like tree (sglang/..., sglang-<version>.dist-info/METADATA)."""
-    return upstream.build_installed_tree(sglang_files(version, paths), dest,
-                                         name="sglang", version=version)
+    return upstream.build_installed_tree(sglang_files(version, paths), dest, name="sglang", version=version)
 
 
 def v1_part(series_dir: Path, dest: Path) -> Path:
@@ -69,9 +78,14 @@ def v1_part(series_dir: Path, dest: Path) -> Path:
     shutil.copytree(series_dir, dest)
     for name in V2_APPENDED:
         (dest / name).unlink(missing_ok=True)
-    (dest / "series").write_text("".join(
-        ln for ln in (dest / "series").read_text().splitlines(keepends=True)
-        if ln.split("#", 1)[0].strip() not in V2_APPENDED and "appended by patchkit.author.seriesgen" not in ln))
+    (dest / "series").write_text(
+        "".join(
+            ln
+            for ln in (dest / "series").read_text().splitlines(keepends=True)
+            if ln.split("#", 1)[0].strip() not in V2_APPENDED
+            and "appended by patchkit.author.seriesgen" not in ln
+        )
+    )
     pin = upstream.read_pin(dest / "pin.toml")
     pin.files = {p: f for p, f in pin.files.items() if p != EAGLE_WORKER_V2}
     (dest / "pin.toml").write_text(upstream.format_pin(pin))
@@ -85,10 +99,10 @@ def series_059_v1(tmp_path) -> Path:
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(Path(cwd).parent),
-               GIT_CONFIG_NOSYSTEM="1", HOME=str(cwd))
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, check=check)
+    env = dict(
+        os.environ, GIT_CEILING_DIRECTORIES=str(Path(cwd).parent), GIT_CONFIG_NOSYSTEM="1", HOME=str(cwd)
+    )
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env, check=check)
 
 
 @pytest.fixture
@@ -109,8 +123,7 @@ def sglang_checkout_trees(tmp_path) -> dict[str, Path]:
 
     The repos' commits are their own (a wheel cannot reproduce upstream's commit).
     """
-    return {v: sglang_checkout(v, tmp_path / f"sglang-{v}", git_repo=True)[0]
-            for v in ("0.5.9", "0.5.10")}
+    return {v: sglang_checkout(v, tmp_path / f"sglang-{v}", git_repo=True)[0] for v in ("0.5.9", "0.5.10")}
 
 
 @pytest.fixture
@@ -122,8 +135,9 @@ def sglang_059_installed(tmp_path) -> Path:
 @pytest.fixture
 def sglang_059_pristine() -> Path:
     """The cached pristine checkout-layout tree of 0.5.9 (read it, do not write to it)."""
-    return upstream.pypi_tree("sglang", "0.5.9", list(WORKER_FILES_WHEEL), layout="checkout",
-                              wheelhouse=default_wheelhouse())
+    return upstream.pypi_tree(
+        "sglang", "0.5.9", list(WORKER_FILES_WHEEL), layout="checkout", wheelhouse=default_wheelhouse()
+    )
 
 
 def without_also_versions(path) -> bytes:
@@ -133,5 +147,4 @@ def without_also_versions(path) -> bytes:
     data = Path(path).read_bytes()
     if Path(path).name != "pin.toml":
         return data
-    return b"".join(ln for ln in data.splitlines(keepends=True)
-                    if not ln.startswith(b"also_versions"))
+    return b"".join(ln for ln in data.splitlines(keepends=True) if not ln.startswith(b"also_versions"))

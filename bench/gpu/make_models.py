@@ -28,15 +28,26 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 VOCAB = 32000
-SPECIAL = 3          # <unk>, <s>, </s> map to themselves
+SPECIAL = 3  # <unk>, <s>, </s> map to themselves
 
 
 def config(layers: int) -> LlamaConfig:
-    return LlamaConfig(vocab_size=VOCAB, hidden_size=1024, intermediate_size=2816,
-                       num_hidden_layers=layers, num_attention_heads=16, num_key_value_heads=8,
-                       max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0,
-                       bos_token_id=1, eos_token_id=2, pad_token_id=0,
-                       tie_word_embeddings=False, torch_dtype="bfloat16")
+    return LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=layers,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+        torch_dtype="bfloat16",
+    )
 
 
 def permutations(agree: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -45,7 +56,7 @@ def permutations(agree: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     gen = torch.Generator().manual_seed(1)
     target = torch.arange(VOCAB)
     target[SPECIAL:] = SPECIAL + torch.randperm(VOCAB - SPECIAL, generator=gen)
-    n_bad = int(round((1.0 - agree) * (VOCAB - SPECIAL)))
+    n_bad = round((1.0 - agree) * (VOCAB - SPECIAL))
     bad = SPECIAL + torch.randperm(VOCAB - SPECIAL, generator=gen)[:n_bad]
     shift = torch.arange(VOCAB)
     if n_bad > 1:
@@ -84,8 +95,14 @@ def tokenizer() -> PreTrainedTokenizerFast:
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                                   unk_token="<unk>", pad_token="<unk>", model_max_length=4096)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<unk>",
+        model_max_length=4096,
+    )
 
 
 @torch.no_grad()
@@ -111,8 +128,12 @@ def measure(target, draft, steps: int = 3, prompts: int = 4, length: int = 96) -
             while run < steps and bool(row[start + run]):
                 run += 1
             accepted.append(1 + run)
-    return {"target_follows_its_map": round(follows, 4), "draft_agreement": round(agree, 4),
-            "expected_accept_length": round(sum(accepted) / len(accepted), 3), "steps": steps}
+    return {
+        "target_follows_its_map": round(follows, 4),
+        "draft_agreement": round(agree, 4),
+        "expected_accept_length": round(sum(accepted) / len(accepted), 3),
+        "steps": steps,
+    }
 
 
 def main() -> None:

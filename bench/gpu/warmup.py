@@ -38,8 +38,7 @@ def main(argv=None) -> int:
     url = f"http://{args.host}:{args.port}/generate"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     rng = random.Random(1)
-    prompts = [[rng.randrange(3, args.vocab) for _ in range(args.input_len)]
-               for _ in range(args.prompts)]
+    prompts = [[rng.randrange(3, args.vocab) for _ in range(args.input_len)] for _ in range(args.prompts)]
     lock = threading.Lock()
     done = {"ok": 0, "tokens": 0, "errors": []}
 
@@ -49,16 +48,26 @@ def main(argv=None) -> int:
                 if not prompts:
                     return
                 ids = prompts.pop()
-            body = json.dumps({"input_ids": ids, "sampling_params": {
-                "max_new_tokens": args.output_len, "ignore_eos": True, "temperature": 0}}).encode()
-            req = urllib.request.Request(url, data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
-            for attempt in range(3):   # a connection refused or reset is tried again
+            body = json.dumps(
+                {
+                    "input_ids": ids,
+                    "sampling_params": {
+                        "max_new_tokens": args.output_len,
+                        "ignore_eos": True,
+                        "temperature": 0,
+                    },
+                }
+            ).encode()
+            req = urllib.request.Request(
+                url, data=body, method="POST", headers={"Content-Type": "application/json"}
+            )
+            for attempt in range(3):  # a connection refused or reset is tried again
                 try:
                     with opener.open(req, timeout=args.timeout) as resp:
                         answer = json.loads(resp.read())
-                    n = ((answer.get("meta_info") or {}).get("completion_tokens")
-                         or len(answer.get("output_ids") or []))
+                    n = (answer.get("meta_info") or {}).get("completion_tokens") or len(
+                        answer.get("output_ids") or []
+                    )
                     with lock:
                         done["ok"] += 1 if n else 0
                         done["tokens"] += n or 0
@@ -80,9 +89,12 @@ def main(argv=None) -> int:
     for t in threads:
         t.join()
     took = time.monotonic() - t0
-    print(f"warm-up: {done['ok']}/{args.prompts} requests answered, {done['tokens']} tokens "
-          f"in {took:.1f} s ({done['tokens'] / took if took else 0:.0f} tok/s), concurrency "
-          f"{args.concurrency}, {args.input_len} in / {args.output_len} out", flush=True)
+    print(
+        f"warm-up: {done['ok']}/{args.prompts} requests answered, {done['tokens']} tokens "
+        f"in {took:.1f} s ({done['tokens'] / took if took else 0:.0f} tok/s), concurrency "
+        f"{args.concurrency}, {args.input_len} in / {args.output_len} out",
+        flush=True,
+    )
     for err in done["errors"][:3]:
         print(f"warm-up: error: {err}", flush=True)
     return 0 if done["ok"] * 2 >= args.prompts else 1

@@ -25,13 +25,14 @@ refreshing an unchanged series rewrites every patch byte for byte.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.engine.diffparse import split_lines
 from patchkit.errors import InvalidInput, Refused
 from patchkit.locations import PACKAGE
-from patchkit.upstream import installed_path, locate_in_tree, read_pin, sha256_bytes
+from patchkit.upstream import PinData, installed_path, locate_in_tree, read_pin, sha256_bytes
 
 NO_NEWLINE = "\\ No newline at end of file\n"
 DEFAULT_CONTEXT = 3
@@ -42,6 +43,7 @@ class AuthoringError(Refused):
 
 
 # ----------------------------------------------------------------------------- diff text
+
 
 def _emit(prefix: str, line: str) -> str:
     if line.endswith("\n"):
@@ -113,10 +115,11 @@ def split_header(patch_text: str) -> tuple[str, str]:
     idx = patch_text.find("\ndiff --git ")
     if idx < 0:
         return patch_text, ""
-    return patch_text[: idx + 1], patch_text[idx + 1:]
+    return patch_text[: idx + 1], patch_text[idx + 1 :]
 
 
 # ----------------------------------------------------------------------------- exact applier
+
 
 def _strip_prefix(name: str, where: str) -> str | None:
     if name == "/dev/null":
@@ -170,7 +173,7 @@ def apply_patch(files: dict[str, str], patch_text: str, where: str) -> dict[str,
                     old_lines.append(line.value)
                 if line.line_type in (" ", "+"):
                     new_lines.append(line.value)
-            found = lines[start:start + len(old_lines)]
+            found = lines[start : start + len(old_lines)]
             if start < cursor or found != old_lines:
                 raise AuthoringError(
                     f"{where}: {dst}: hunk @@ -{hunk.source_start},{hunk.source_length} @@ does "
@@ -192,6 +195,7 @@ def created_paths(patch_text: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- the series
+
 
 @dataclass
 class Stack:
@@ -217,7 +221,7 @@ def read_series_names(series_dir: Path) -> list[str]:
     return names
 
 
-def load_pristine(series_dir: Path, pristine_tree: Path) -> tuple[dict[str, str], object]:
+def load_pristine(series_dir: Path, pristine_tree: Path) -> tuple[dict[str, str], PinData]:
     """The pinned files read from ``pristine_tree`` (either layout), checked against the pin."""
     pin = read_pin(Path(series_dir) / "pin.toml")
     files: dict[str, str] = {}
@@ -244,8 +248,7 @@ def load_stack(series_dir: Path, pristine_tree: Path) -> Stack:
         text = read_text(path)
         texts.append(text)
         states.append(apply_patch(states[-1], text, str(path)))
-    return Stack(series_dir, names, texts, states, pin.package_prefix,
-                 list(pin.files))
+    return Stack(series_dir, names, texts, states, pin.package_prefix, list(pin.files))
 
 
 def _read_edited(edited_tree: Path, paths: list[str], prefix: str | None) -> dict[str, str]:
@@ -259,8 +262,7 @@ def _read_edited(edited_tree: Path, paths: list[str], prefix: str | None) -> dic
     return out
 
 
-def diff_states(before: dict[str, str], after: dict[str, str],
-                context: int = DEFAULT_CONTEXT) -> str:
+def diff_states(before: dict[str, str], after: dict[str, str], context: int = DEFAULT_CONTEXT) -> str:
     """The diff text turning ``before`` into ``after``; files in sorted path order."""
     chunks = []
     for path in sorted(set(before) | set(after)):
@@ -288,8 +290,14 @@ def _write_series(series_dir: Path, names: list[str]) -> None:
 
 
 def _check_name(name: str) -> None:
-    if not name or "/" in name or name.startswith(".") or name in ("series", "pin.toml") \
-            or any(ch.isspace() for ch in name) or "#" in name:
+    if (
+        not name
+        or "/" in name
+        or name.startswith(".")
+        or name in ("series", "pin.toml")
+        or any(ch.isspace() for ch in name)
+        or "#" in name
+    ):
         raise InvalidInput(f"patch name {name!r}: use a plain file name, e.g. 0008-my-timer.patch")
 
 
@@ -300,7 +308,7 @@ def new_patch(
     pristine_tree: Path,
     *,
     header: str | None = None,
-    new_files: list[str] = (),
+    new_files: Sequence[str] = (),
     context: int = DEFAULT_CONTEXT,
 ) -> Path:
     """Append patch ``name`` = diff(state after the whole series, edited tree).
@@ -357,7 +365,7 @@ def refresh(
     if text == header:
         raise AuthoringError(f"{edited_tree}: {name} would become empty; remove it from series instead")
     state = apply_patch(before, text, name)
-    for later, later_text in zip(stack.names[k + 1:], stack.texts[k + 1:]):
+    for later, later_text in zip(stack.names[k + 1 :], stack.texts[k + 1 :]):
         try:
             state = apply_patch(state, later_text, later)
         except Refused as exc:
@@ -371,8 +379,9 @@ def refresh(
     return target, changed
 
 
-def prepare_edit_tree(series_dir: Path, pristine_tree: Path, dest: Path, *,
-                      upto: str | None = None, layout: str = "checkout") -> Path:
+def prepare_edit_tree(
+    series_dir: Path, pristine_tree: Path, dest: Path, *, upto: str | None = None, layout: str = "checkout"
+) -> Path:
     """Write the state after patches 1..upto (all by default) into ``dest`` for editing."""
     stack = load_stack(series_dir, pristine_tree)
     if upto is None:
@@ -389,8 +398,9 @@ def prepare_edit_tree(series_dir: Path, pristine_tree: Path, dest: Path, *,
     return Path(dest)
 
 
-def regenerate_new_file_patch(series_dir: Path, patch_name: str, target_path: str,
-                              source: Path, *, write: bool = True) -> tuple[str, bool]:
+def regenerate_new_file_patch(
+    series_dir: Path, patch_name: str, target_path: str, source: Path, *, write: bool = True
+) -> tuple[str, bool]:
     """Rebuild a new-file patch (e.g. the timing runtime) from its source of truth.
 
     The existing header is kept. Returns (patch text, changed); writes only when changed.
@@ -413,8 +423,9 @@ def runtime_source() -> Path:
     return PACKAGE / "timing" / RUNTIME_FILE_NAME
 
 
-def regenerate_runtime_patches(series_dir: Path, source: Path | None = None, *,
-                               write: bool = True) -> list[tuple[str, bool]]:
+def regenerate_runtime_patches(
+    series_dir: Path, source: Path | None = None, *, write: bool = True
+) -> list[tuple[str, bool]]:
     """``patch.gen-runtime``: rebuild every patch of the series that creates a phase_timer.py.
 
     Returns [(patch name, changed)]; with ``write=False`` only reports (``--check``).
@@ -427,8 +438,7 @@ def regenerate_runtime_patches(series_dir: Path, source: Path | None = None, *,
             if path.rsplit("/", 1)[-1] == RUNTIME_FILE_NAME:
                 if len(created_paths(text)) != 1:
                     raise InvalidInput(f"{name}: the runtime patch must create only {path}")
-                _, changed = regenerate_new_file_patch(series_dir, name, path, source,
-                                                       write=write)
+                _, changed = regenerate_new_file_patch(series_dir, name, path, source, write=write)
                 results.append((name, changed))
     if not results:
         raise InvalidInput(f"{series_dir}: no patch creates a {RUNTIME_FILE_NAME}")

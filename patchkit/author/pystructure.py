@@ -22,11 +22,11 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 @dataclass(frozen=True)
 class Spot:
-    scope: str                      # "Class.method", "function", or "<module>"
-    blocks: tuple[str, ...]         # enclosing compound headers inside the scope, with the branch
-    before: str                     # the previous statement in the block, or "<start of block>"
-    after: str                      # the next statement in the block, or "<end of block>"
-    inside: str = ""                # the enclosing statement, when the line is part of one
+    scope: str  # "Class.method", "function", or "<module>"
+    blocks: tuple[str, ...]  # enclosing compound headers inside the scope, with the branch
+    before: str  # the previous statement in the block, or "<start of block>"
+    after: str  # the next statement in the block, or "<end of block>"
+    inside: str = ""  # the enclosing statement, when the line is part of one
     # where the neighbours start (1-based; 0: none) - for callers, not part of the comparison
     before_line: int = field(default=0, compare=False)
     before_end: int = field(default=0, compare=False)
@@ -37,13 +37,12 @@ class Spot:
         where = " > ".join(self.blocks) or "top level"
         if self.inside:
             return f"in `{self.scope}` ({where}), inside `{_clip(self.inside)}`"
-        return (f"in `{self.scope}` ({where}), after `{_clip(self.before)}`, before "
-                f"`{_clip(self.after)}`")
+        return f"in `{self.scope}` ({where}), after `{_clip(self.before)}`, before `{_clip(self.after)}`"
 
 
 def _clip(text: str, width: int = 70) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def header(node: ast.stmt) -> str:
@@ -95,22 +94,22 @@ class Locator:
         return self._walk(self.tree.body, line, changed, "<module>", (), "<module>")
 
     def _walk(self, body, line, changed, scope, blocks, owner) -> Spot:
-        for index, node in enumerate(body):
+        for _index, node in enumerate(body):
             first, last = _first_line(node), node.end_lineno or node.lineno
             if not first <= line <= last:
                 continue
             if all(n in changed for n in range(first, last + 1)):
-                break                                 # a statement the hunk made: between siblings
+                break  # a statement the hunk made: between siblings
             inner_scope = scope
             if isinstance(node, _SCOPES):
                 inner_scope = node.name if scope == "<module>" else f"{scope}.{node.name}"
             for label, sub in _blocks(node):
                 if _first_line(sub[0]) <= line <= (sub[-1].end_lineno or sub[-1].lineno):
-                    nested = blocks if isinstance(node, _SCOPES) else blocks + (
-                        f"{header(node)}: {label}",)
+                    nested = blocks if isinstance(node, _SCOPES) else blocks + (f"{header(node)}: {label}",)
                     return self._walk(sub, line, changed, inner_scope, nested, header(node))
-            return Spot(scope, blocks, "", "", inside=ast.unparse(node) if not _blocks(node)
-                        else header(node))
+            return Spot(
+                scope, blocks, "", "", inside=ast.unparse(node) if not _blocks(node) else header(node)
+            )
         before, after = "<start of block>", "<end of block>"
         span = {"before": (0, 0), "after": (0, 0)}
         for node in body:
@@ -122,12 +121,12 @@ class Locator:
             elif first > line and not span["after"][0]:
                 after, span["after"] = header(node), (first, last)
         (b0, b1), (a0, a1) = span["before"], span["after"]
-        return Spot(scope, blocks, before, after, before_line=b0, before_end=b1, after_line=a0,
-                    after_end=a1)
+        return Spot(scope, blocks, before, after, before_line=b0, before_end=b1, after_line=a0, after_end=a1)
 
 
-def spots(source: bytes, lines: list[int], changed: set[int] | None = None,
-          filename: str = "<source>") -> list[Spot]:
+def spots(
+    source: bytes, lines: list[int], changed: set[int] | None = None, filename: str = "<source>"
+) -> list[Spot]:
     """The spot of each of ``lines`` (1-based); SyntaxError when ``source`` does not parse."""
     locator = Locator(source, filename)
     frozen = frozenset(changed if changed is not None else lines)
@@ -140,7 +139,7 @@ def compile_problem(source: bytes, filename: str) -> str | None:
         compile(source, filename, "exec", dont_inherit=True)
     except SyntaxError as exc:
         return f"line {exc.lineno}: {exc.msg}"
-    except ValueError as exc:                         # e.g. NUL bytes
+    except ValueError as exc:  # e.g. NUL bytes
         return str(exc)
     return None
 

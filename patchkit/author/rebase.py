@@ -26,15 +26,22 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit.author import upstream
+from patchkit import upstream
 from patchkit.author.merge3 import merge_unplaced
 from patchkit.author.rebase_result import HunkOutcome, PatchOutcome, RebaseResult, Source
+from patchkit.author.relocate import (
+    Line,
+    Placement,
+    apply_at_own_numbers,
+    apply_placements,
+    diff_around,
+    map_line,
+    place_at_own_numbers,
+    place_file,
+    split_lines,
+)
 from patchkit.author.sglang_releases import rebase_aliases
 from patchkit.author.structural import place_unplaced
-from patchkit.author.relocate import (
-    Line, Placement, apply_at_own_numbers, apply_placements, diff_around, map_line,
-    place_at_own_numbers, place_file, split_lines,
-)
 from patchkit.engine.diffparse import DiffLine, FileDiff, Hunk, parse_patch
 from patchkit.engine.series import Series, load_series
 from patchkit.errors import InvalidInput, Refused
@@ -43,16 +50,41 @@ MARKER = "<<<<<<< patchkit rebase: this hunk did not relocate, edit it by hand (
 NOTE_FIRST = "patchkit rebase: NEEDS ATTENTION."
 _HUNK_RE = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@(.*)$")
 _IDENT_RE = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{2,}")
-_KEYWORDS = {b"and", b"not", b"for", b"def", b"class", b"return", b"None", b"True", b"False",
-             b"import", b"from", b"with", b"else", b"elif", b"while", b"lambda", b"self",
-             b"pass", b"yield", b"async", b"await", b"try", b"except", b"finally", b"raise"}
+_KEYWORDS = {
+    b"and",
+    b"not",
+    b"for",
+    b"def",
+    b"class",
+    b"return",
+    b"None",
+    b"True",
+    b"False",
+    b"import",
+    b"from",
+    b"with",
+    b"else",
+    b"elif",
+    b"while",
+    b"lambda",
+    b"self",
+    b"pass",
+    b"yield",
+    b"async",
+    b"await",
+    b"try",
+    b"except",
+    b"finally",
+    b"raise",
+}
 
 
 # ----------------------------------------------------------------------------- sources
 
 
-def _wheel_source(name: str, version: str, paths: list[str], prefix: str | None,
-                  wheelhouse, trust_new: bool) -> Source:
+def _wheel_source(
+    name: str, version: str, paths: list[str], prefix: str | None, wheelhouse, trust_new: bool
+) -> Source:
     wheel = upstream.fetch_wheel(name, version, wheelhouse=wheelhouse, trust_new=trust_new)
     files: dict[str, bytes | None] = {}
     for path in paths:
@@ -65,8 +97,7 @@ def _wheel_source(name: str, version: str, paths: list[str], prefix: str | None,
     return Source(f"{name} {version}", detail, version, None, files)
 
 
-def _git_source(name: str, clone: Path, rev: str, paths: list[str],
-                version: str | None) -> Source:
+def _git_source(name: str, clone: Path, rev: str, paths: list[str], version: str | None) -> Source:
     commit = upstream.resolve_git_rev(clone, rev)
     files: dict[str, bytes | None] = {}
     for path in paths:
@@ -78,8 +109,9 @@ def _git_source(name: str, clone: Path, rev: str, paths: list[str],
     return Source(label, f"git clone {clone}, {rev} = commit {commit}", version, commit, files)
 
 
-def _tree_source(name: str, tree: Path, paths: list[str], prefix: str | None,
-                 version: str | None, commit: str | None) -> Source:
+def _tree_source(
+    name: str, tree: Path, paths: list[str], prefix: str | None, version: str | None, commit: str | None
+) -> Source:
     files: dict[str, bytes | None] = {}
     for path in paths:
         try:
@@ -99,25 +131,24 @@ def _version_from_tag(clone: Path, rev: str) -> str | None:
 
     try:
         tags = {t.name for t in git.Repo(clone).tags}
-    except Exception:  # noqa: BLE001 - only a convenience; the commit is what counts
+    except Exception:
         return None
     return m.group(1) if rev in tags else None
 
 
-def _old_source(series: Series, clone, wheelhouse, old_tree,
-                trust_new: bool = False) -> tuple[Source | None, str]:
+def _old_source(
+    series: Series, clone, wheelhouse, old_tree, trust_new: bool = False
+) -> tuple[Source | None, str]:
     """The pinned (old) files, for the report's upstream diffs; (None, why) if unavailable."""
     pin = series.pin
     paths = list(pin.files)
     try:
         if old_tree is not None:
-            src = _tree_source(pin.name, old_tree, paths, pin.package_prefix, pin.version,
-                               pin.commit)
+            src = _tree_source(pin.name, old_tree, paths, pin.package_prefix, pin.version, pin.commit)
         elif clone is not None and pin.commit and _has_commit(clone, pin.commit):
             src = _git_source(pin.name, clone, pin.commit, paths, pin.version)
         elif pin.version:
-            src = _wheel_source(pin.name, pin.version, paths, pin.package_prefix, wheelhouse,
-                                trust_new)
+            src = _wheel_source(pin.name, pin.version, paths, pin.package_prefix, wheelhouse, trust_new)
         else:
             return None, "the pin names no version, and no clone holds its commit"
     except Refused as exc:
@@ -141,6 +172,7 @@ def _has_commit(clone: Path, commit: str) -> bool:
 
 # ----------------------------------------------------------------------------- patch text
 
+
 def _render_line(ln: DiffLine) -> list[str]:
     text = ln.tag + ln.text.decode("utf-8", "surrogateescape")
     return [text] if ln.eol else [text, "\\ No newline at end of file"]
@@ -156,8 +188,10 @@ def _header(raw: str, src_index: int, src_len: int, tgt_index: int, tgt_len: int
         raise InvalidInput(f"unexpected hunk header {raw!r}")
     src = src_index + 1 if src_len else src_index
     tgt = tgt_index + 1 if tgt_len else tgt_index
-    return (f"@@ -{_range(src, src_len, bool(m.group(2)))} "
-            f"+{_range(tgt, tgt_len, bool(m.group(4)))} @@{m.group(5)}")
+    return (
+        f"@@ -{_range(src, src_len, bool(m.group(2)))} "
+        f"+{_range(tgt, tgt_len, bool(m.group(4)))} @@{m.group(5)}"
+    )
 
 
 def _span(hunk: Hunk) -> tuple[int, int]:
@@ -177,11 +211,11 @@ def _identifiers(data: bytes) -> set[bytes]:
 class _PatchRebaser:
     """Rebases one patch against the current new (and old) states; rewrites its raw text."""
 
-    def __init__(self, ctx: "_Context", name: str, raw: bytes, patch, edited: bool = False):
+    def __init__(self, ctx: _Context, name: str, raw: bytes, patch, edited: bool = False):
         self.ctx, self.name, self.patch, self.edited = ctx, name, patch, edited
         self.raw = raw.decode("utf-8", "surrogateescape").split("\n")
         self.edits: dict[int, tuple[int, list[str]]] = {}
-        self.bare: dict[int, list[DiffLine]] = {}     # marked hunks written without context
+        self.bare: dict[int, list[DiffLine]] = {}  # marked hunks written without context
         self.outcome = PatchOutcome(name)
 
     def run(self) -> bytes:
@@ -196,11 +230,13 @@ class _PatchRebaser:
             lines[start:end] = new
         if self.outcome.needs_attention:
             count = len([h for h in self.outcome.hunks if not h.relocated])
-            note = (f"{NOTE_FIRST} {count} hunk(s) of this patch did not relocate onto "
-                    f"{self.ctx.new.label}; they\nare kept below behind a '<<<<<<< patchkit "
-                    "rebase' line and described in REBASE.md. Fix each one\n(context lines as "
-                    "in the new file, the marker line removed; line numbers may stay\n"
-                    "approximate), then run patch.rebase again with --resume.\n")
+            note = (
+                f"{NOTE_FIRST} {count} hunk(s) of this patch did not relocate onto "
+                f"{self.ctx.new.label}; they\nare kept below behind a '<<<<<<< patchkit "
+                "rebase' line and described in REBASE.md. Fix each one\n(context lines as "
+                "in the new file, the marker line removed; line numbers may stay\n"
+                "approximate), then run patch.rebase again with --resume.\n"
+            )
             lines = (note + "\n").split("\n")[:-1] + lines
         text = "\n".join(lines).encode("utf-8", "surrogateescape")
         return text
@@ -211,30 +247,33 @@ class _PatchRebaser:
         hunk = fd.hunks[0] if fd.hunks else None
         header = hunk.header if hunk else "(empty new file)"
         if exists:
-            out = HunkOutcome(self.name, fd.path, 1, header, "needs-attention",
-                              reason=f"creates {fd.path}, but {ctx.new.label} has such a file")
+            out = HunkOutcome(
+                self.name,
+                fd.path,
+                1,
+                header,
+                "needs-attention",
+                reason=f"creates {fd.path}, but {ctx.new.label} has such a file",
+            )
             self.outcome.hunks.append(out)
             return
-        ctx.new_state[fd.path] = [(ln.text, ln.eol) for h in fd.hunks for ln in h.lines
-                                  if ln.tag == "+"]
-        self.outcome.hunks.append(HunkOutcome(self.name, fd.path, 1, header, "carried",
-                                              new_header=header))
+        ctx.new_state[fd.path] = [(ln.text, ln.eol) for h in fd.hunks for ln in h.lines if ln.tag == "+"]
+        self.outcome.hunks.append(HunkOutcome(self.name, fd.path, 1, header, "carried", new_header=header))
 
     def _modify(self, fd: FileDiff) -> None:
         ctx = self.ctx
         cur = ctx.new_state.get(fd.path)
         old_cur = ctx.old_state.get(fd.path) if ctx.old_state is not None else None
         if cur is None:
-            placements = [Placement(h, reason=f"{fd.path} is not in {ctx.new.label}")
-                          for h in fd.hunks]
+            placements = [Placement(h, reason=f"{fd.path} is not in {ctx.new.label}") for h in fd.hunks]
             cur_for_marks: list[Line] = []
         else:
             placements = (self.edited and place_at_own_numbers(cur, fd.hunks)) or place_file(
-                cur, fd.hunks, context_trim=ctx.context_trim)
+                cur, fd.hunks, context_trim=ctx.context_trim
+            )
             if ctx.merge and old_cur is not None and not self.edited and fd.kind == "modify":
                 merge_unplaced(old_cur, cur, placements, fd.path)
-            if ctx.structural and old_cur is not None and not self.edited \
-                    and fd.kind == "modify":
+            if ctx.structural and old_cur is not None and not self.edited and fd.kind == "modify":
                 place_unplaced(old_cur, cur, placements, fd.path, aliases=rebase_aliases())
             cur_for_marks = cur
         self._mark_positions(placements, old_cur, cur_for_marks)
@@ -244,28 +283,31 @@ class _PatchRebaser:
             start, end = _span(h)
             raw_header = self.raw[start]
             if p.ok:
-                src_len = sum(1 for ln in p.lines if ln.tag != "+")
-                tgt_len = sum(1 for ln in p.lines if ln.tag != "-")
-                body = self.raw[start + 1:end] if p.lines is h.lines or p.lines == h.lines \
-                    else [t for ln in p.lines for t in _render_line(ln)]
+                src_len = sum(1 for ln in p.body if ln.tag != "+")
+                tgt_len = sum(1 for ln in p.body if ln.tag != "-")
+                body = (
+                    self.raw[start + 1 : end]
+                    if p.body is h.lines or p.body == h.lines
+                    else [t for ln in p.body for t in _render_line(ln)]
+                )
             else:
                 lines = self.bare.get(id(p))
                 if lines is None:
                     src_len, tgt_len = len(h.source) + 1, len(h.target) + 1
-                    body = [" " + MARKER] + self.raw[start + 1:end]
-                else:                       # no room for its context: marker + changes only
+                    body = [" " + MARKER] + self.raw[start + 1 : end]
+                else:  # no room for its context: marker + changes only
                     src_len = 1 + sum(1 for ln in lines if ln.tag != "+")
                     tgt_len = 1 + sum(1 for ln in lines if ln.tag != "-")
                     body = [" " + MARKER] + [t for ln in lines for t in _render_line(ln)]
-            new_header = _header(raw_header, p.index, src_len, p.index + delta, tgt_len)
+            # every hunk has an index now: a placed one its place, an unplaced one its marker's
+            new_header = _header(raw_header, p.start, src_len, p.start + delta, tgt_len)
             delta += tgt_len - src_len
-            if new_header != raw_header or body != self.raw[start + 1:end]:
+            if new_header != raw_header or body != self.raw[start + 1 : end]:
                 self.edits[start] = (end, [new_header] + body)
             self.outcome.hunks.append(self._outcome(fd, number, p, new_header, old_cur, cur))
         if cur is not None:
             after = apply_placements(cur, placements)
-            ctx.new_state[fd.path] = None if fd.kind == "delete" and all(
-                p.ok for p in placements) else after
+            ctx.new_state[fd.path] = None if fd.kind == "delete" and all(p.ok for p in placements) else after
 
     def _mark_positions(self, placements: list[Placement], old_cur, cur: list[Line]) -> None:
         """Where an unplaced hunk is written: its old place mapped onto the new text, kept in
@@ -274,13 +316,14 @@ class _PatchRebaser:
         last_delta = 0
         for i, p in enumerate(placements):
             if p.ok:
-                prev_end = p.index + sum(1 for ln in p.lines if ln.tag != "+")
-                last_delta = p.index - (p.hunk.src_begin - 1)
+                prev_end = p.end
+                last_delta = p.start - (p.hunk.src_begin - 1)
                 continue
             old_index = p.hunk.src_begin - 1
-            want = (map_line(old_cur, cur, old_index) if old_cur is not None and cur
-                    else old_index + last_delta)
-            nxt = next((q.index for q in placements[i + 1:] if q.ok), None)
+            want = (
+                map_line(old_cur, cur, old_index) if old_cur is not None and cur else old_index + last_delta
+            )
+            nxt = next((q.start for q in placements[i + 1 :] if q.ok), None)
             need = len(p.hunk.source) + 1
             if nxt is not None and nxt - prev_end < need:
                 # between two placed hunks with too little room for its context lines: write
@@ -290,29 +333,40 @@ class _PatchRebaser:
                 last = len(tags) - next((k for k, t in enumerate(reversed(tags)) if t != " "), 0)
                 self.bare[id(p)] = p.hunk.lines[first:last]
                 need = 1 + sum(1 for ln in self.bare[id(p)] if ln.tag != "+")
-                q = next(q for q in placements[i + 1:] if q.ok)
-                while nxt - prev_end < need and len(q.lines) > 1 and q.lines[0].tag == " " \
-                        and q.lines[1].tag == " ":
-                    q.index, q.lines = q.index + 1, q.lines[1:]   # its leading context, for room
-                    nxt = q.index
+                q = next(q for q in placements[i + 1 :] if q.ok)
+                while (
+                    nxt - prev_end < need
+                    and len(q.body) > 1
+                    and q.body[0].tag == " "
+                    and q.body[1].tag == " "
+                ):
+                    q.index, q.lines = q.start + 1, q.body[1:]  # its leading context, for room
+                    nxt = q.start
             if nxt is not None:
                 want = min(want, nxt - need)
             want = max(want, prev_end, 0)
             p.index = want
             prev_end = want + need
 
-    def _outcome(self, fd: FileDiff, number: int, p: Placement, new_header: str,
-                 old_cur, cur) -> HunkOutcome:
+    def _outcome(self, fd: FileDiff, number: int, p: Placement, new_header: str, old_cur, cur) -> HunkOutcome:
         h = p.hunk
         ctx = self.ctx
         old_index = h.src_begin - 1
-        out = HunkOutcome(self.name, fd.path, number, h.header, "needs-attention",
-                          new_header=new_header.split(" @@", 1)[0] + " @@",
-                          reason=p.reason, candidates=p.candidates, trimmed=p.trimmed,
-                          edited=self.edited)
+        out = HunkOutcome(
+            self.name,
+            fd.path,
+            number,
+            h.header,
+            "needs-attention",
+            new_header=new_header.split(" @@", 1)[0] + " @@",
+            reason=p.reason,
+            candidates=p.candidates,
+            trimmed=p.trimmed,
+            edited=self.edited,
+        )
         if p.ok:
-            out.lines_key = tuple((ln.tag, ln.text, ln.eol) for ln in p.lines)
-            out.delta = p.index - old_index
+            out.lines_key = tuple((ln.tag, ln.text, ln.eol) for ln in p.body)
+            out.delta = p.start - old_index
             out.status = "moved" if out.delta or p.trimmed else "unchanged"
             if p.merged:
                 out.status, out.proof = "merged", p.merged
@@ -323,9 +377,15 @@ class _PatchRebaser:
         out.hunk_text = "\n".join([h.header] + [t for ln in h.lines for t in _render_line(ln)])
         if old_cur is not None and cur and not self.edited:
             out.upstream_diff = diff_around(
-                old_cur, cur, old_index, old_index + len(h.source),
-                labels=(f"{ctx.old_label}: {fd.path} (as patch {self.name} saw it)",
-                        f"{ctx.new.label}: {fd.path} (after the rebased earlier patches)"))
+                old_cur,
+                cur,
+                old_index,
+                old_index + len(h.source),
+                labels=(
+                    f"{ctx.old_label}: {fd.path} (as patch {self.name} saw it)",
+                    f"{ctx.new.label}: {fd.path} (after the rebased earlier patches)",
+                ),
+            )
         return out
 
     def _vanished(self, path: str, hunk: Hunk) -> list[str]:
@@ -335,20 +395,21 @@ class _PatchRebaser:
         if old is None or new is None:
             return []
         added = b"\n".join(ln.text for ln in hunk.lines if ln.tag == "+")
-        gone = sorted(n for n in _identifiers(added)
-                      if n in _identifiers(old) and n not in _identifiers(new))
-        return [f"an inserted line uses `{n.decode()}`, which {self.ctx.old_label} has in "
-                f"{_short(path)} and {self.ctx.new.label} no longer has" for n in gone]
+        gone = sorted(n for n in _identifiers(added) if n in _identifiers(old) and n not in _identifiers(new))
+        return [
+            f"an inserted line uses `{n.decode()}`, which {self.ctx.old_label} has in "
+            f"{_short(path)} and {self.ctx.new.label} no longer has"
+            for n in gone
+        ]
 
 
-def _advance_old(ctx: "_Context", patch) -> None:
+def _advance_old(ctx: _Context, patch) -> None:
     """The old states after ``patch`` (the old series on its own pinned text)."""
     if ctx.old_state is None:
         return
     for fd in patch.files:
         if fd.kind == "create":
-            ctx.old_state[fd.path] = [(ln.text, ln.eol) for h in fd.hunks for ln in h.lines
-                                      if ln.tag == "+"]
+            ctx.old_state[fd.path] = [(ln.text, ln.eol) for h in fd.hunks for ln in h.lines if ln.tag == "+"]
         elif fd.path in ctx.old_state:
             ctx.old_state[fd.path] = apply_at_own_numbers(ctx.old_state[fd.path], fd.hunks)
 
@@ -357,32 +418,35 @@ def recount(text: str) -> str:
     """Rewrite hunk headers' line counts (and target starts) from their bodies, like
     ``git apply --recount``: a hand-edited hunk need not have its header updated."""
     lines = text.split("\n")
-    headers = []
+    headers: list[tuple[int, tuple[int, int] | None]] = []  # (line, (src, tgt) of a hunk | None)
     for i, line in enumerate(lines):
         if _HUNK_RE.match(line):
             n = i + 1
             src = tgt = 0
             while n < len(lines):
                 if lines[n] == "" and n + 1 < len(lines) and lines[n + 1][:1] in (" ", "-", "+"):
-                    lines[n] = " "          # an editor stripped a blank context line's space
+                    lines[n] = " "  # an editor stripped a blank context line's space
                 if lines[n][:1] not in (" ", "-", "+", "\\") or lines[n].startswith(
-                        ("--- a/", "--- /dev/null", "+++ b/")):
+                    ("--- a/", "--- /dev/null", "+++ b/")
+                ):
                     break
                 tag = lines[n][:1]
                 src += tag in (" ", "-")
                 tgt += tag in (" ", "+")
                 n += 1
-            headers.append((i, src, tgt))
+            headers.append((i, (src, tgt)))
         elif line.startswith("diff --git "):
-            headers.append((i, None, None))
+            headers.append((i, None))  # a new file: its hunks' offsets start again
     delta = 0
-    for i, src, tgt in headers:
-        if src is None:
+    for i, counts in headers:
+        if counts is None:
             delta = 0
             continue
+        src, tgt = counts
         m = _HUNK_RE.match(lines[i])
+        assert m is not None, "collected above as a hunk header"
         start = int(m.group(1))
-        index = start - 1 if src else start          # 0-based first source line
+        index = start - 1 if src else start  # 0-based first source line
         lines[i] = _header(lines[i], index, src, index + delta, tgt)
         delta += tgt - src
     return "\n".join(lines)
@@ -393,7 +457,7 @@ def _strip_note(text: str) -> str:
     if not text.startswith(NOTE_FIRST):
         return text
     end = text.find("\n\n")
-    return text[end + 2:] if end >= 0 else text
+    return text[end + 2 :] if end >= 0 else text
 
 
 def _edited_patch(path: Path, name: str):
@@ -421,6 +485,7 @@ class _Context:
 
 # ----------------------------------------------------------------------------- the operation
 
+
 def default_out_dir(series_dir: Path, name: str, version: str | None, commit: str | None) -> Path:
     """``patches/<name-without-version>-v<version>`` beside the old series."""
     series_dir = Path(series_dir)
@@ -445,19 +510,28 @@ def _new_pin(series: Series, new: Source) -> tuple[upstream.PinData, list[str], 
         files.append(fresh)
         if fresh.sha256 != entry.sha256:
             same_files = False
-            changes.append(f"{path}: {entry.lines} -> {fresh.lines} lines, sha256 "
-                           f"{entry.sha256[:12]}... -> {fresh.sha256[:12]}...")
+            changes.append(
+                f"{path}: {entry.lines} -> {fresh.lines} lines, sha256 "
+                f"{entry.sha256[:12]}... -> {fresh.sha256[:12]}..."
+            )
     same_release = same_files and (
         (new.version is not None and new.version == pin.version)
-        or (new.commit is not None and new.commit == pin.commit))
+        or (new.commit is not None and new.commit == pin.commit)
+    )
     version, commit = new.version, new.commit
     if same_release:
         version, commit = pin.version, pin.commit
     if (version, commit) != (pin.version, pin.commit):
-        changes.insert(0, f"upstream: version {pin.version} -> {version}, commit "
-                          f"{(pin.commit or 'none')[:12]} -> {(commit or 'none')[:12]}")
-    return (upstream.PinData(pin.name, version, commit, pin.package_prefix, files),
-            changes, same_release)
+        changes.insert(
+            0,
+            f"upstream: version {pin.version} -> {version}, commit "
+            f"{(pin.commit or 'none')[:12]} -> {(commit or 'none')[:12]}",
+        )
+    return (
+        upstream.PinData(pin.name, version, commit, pin.package_prefix, {f.path: f for f in files}),
+        changes,
+        same_release,
+    )
 
 
 def rebase(
@@ -508,27 +582,36 @@ def rebase(
     if new_source is not None:
         new = new_source
     elif new_tree is not None:
-        new = _tree_source(pin.name, Path(new_tree), paths, pin.package_prefix, version or onto,
-                           None)
+        new = _tree_source(pin.name, Path(new_tree), paths, pin.package_prefix, version or onto, None)
     elif clone is not None:
         new = _git_source(pin.name, clone, onto, paths, version or _version_from_tag(clone, onto))
     else:
         ver = onto[1:] if re.fullmatch(r"v\d.*", onto) else onto
         new = _wheel_source(pin.name, ver, paths, pin.package_prefix, wheelhouse, trust_new)
-    old, old_detail = _old_source(series, clone, wheelhouse,
-                                  Path(old_tree) if old_tree is not None else None, trust_new)
-    old_label = f"{pin.name} {pin.version}" if pin.version else \
-        f"{pin.name} {(pin.commit or 'pinned')[:12]}"
+    old, old_detail = _old_source(
+        series, clone, wheelhouse, Path(old_tree) if old_tree is not None else None, trust_new
+    )
+    old_label = f"{pin.name} {pin.version}" if pin.version else f"{pin.name} {(pin.commit or 'pinned')[:12]}"
 
     ctx = _Context(
-        new=new, old=old, old_label=old_label, context_trim=context_trim,
-        new_state={p: split_lines(new.files[p]) for p in pin.files if new.files[p] is not None},
-        old_state=({p: split_lines(old.files[p]) for p in pin.files} if old else None),
-        merge=merge, structural=structural,
+        new=new,
+        old=old,
+        old_label=old_label,
+        context_trim=context_trim,
+        new_state={p: split_lines(data) for p in pin.files if (data := new.files[p]) is not None},
+        # _old_source returns a Source only when every pinned file is there (and is the pinned text)
+        old_state=(
+            {p: split_lines(data) for p in pin.files if (data := old.files[p]) is not None} if old else None
+        ),
+        merge=merge,
+        structural=structural,
     )
     new_pin, pin_changes, same_release = _new_pin(series, new)
-    out = Path(out_dir).resolve() if out_dir is not None else default_out_dir(
-        series_dir, pin.name, new_pin.version, new_pin.commit)
+    out = (
+        Path(out_dir).resolve()
+        if out_dir is not None
+        else default_out_dir(series_dir, pin.name, new_pin.version, new_pin.commit)
+    )
     if resume and not out.is_dir():
         raise InvalidInput(f"rebase --resume: {out} does not exist; run without --resume first")
 
@@ -547,19 +630,44 @@ def rebase(
         _advance_old(ctx, patch)
 
     if resume:
-        _credit_tool(outcomes, rebase(series_dir, onto, upstream_clone=upstream_clone,
-                                      context_trim=context_trim, version=version,
-                                      wheelhouse=wheelhouse, trust_new=trust_new,
-                                      new_tree=new_tree, old_tree=old_tree, write=False,
-                                      merge=merge, new_source=new_source,
-                                      structural=structural))
-    pin_bytes = ((series_dir / "pin.toml").read_bytes() if same_release
-                 else upstream.format_pin(new_pin).encode())
+        _credit_tool(
+            outcomes,
+            rebase(
+                series_dir,
+                onto,
+                upstream_clone=upstream_clone,
+                context_trim=context_trim,
+                version=version,
+                wheelhouse=wheelhouse,
+                trust_new=trust_new,
+                new_tree=new_tree,
+                old_tree=old_tree,
+                write=False,
+                merge=merge,
+                new_source=new_source,
+                structural=structural,
+            ),
+        )
+    pin_bytes = (
+        (series_dir / "pin.toml").read_bytes() if same_release else upstream.format_pin(new_pin).encode()
+    )
     noop = same_release and all(o.identical for o in outcomes)
-    result = RebaseResult(series_dir, out, old_label, new, old_detail, context_trim, outcomes,
-                          pin_changes, written=False, noop=noop and out == series_dir,
-                          old_available=old is not None, resumed=resume, merge=merge,
-                          structural=structural)
+    result = RebaseResult(
+        series_dir,
+        out,
+        old_label,
+        new,
+        old_detail,
+        context_trim,
+        outcomes,
+        pin_changes,
+        written=False,
+        noop=noop and out == series_dir,
+        old_available=old is not None,
+        resumed=resume,
+        merge=merge,
+        structural=structural,
+    )
     from patchkit.author.rebase_report import render_report, render_resume
 
     previous = out / "REBASE.md"
@@ -571,8 +679,11 @@ def rebase(
         return result
     if out == series_dir:
         raise InvalidInput(f"rebase: the new series would overwrite {series_dir}; pass --out")
-    files = {"series": (series_dir / "series").read_bytes(), "pin.toml": pin_bytes,
-             "REBASE.md": result.report.encode()}
+    files = {
+        "series": (series_dir / "series").read_bytes(),
+        "pin.toml": pin_bytes,
+        "REBASE.md": result.report.encode(),
+    }
     files.update(outputs)
     if resume:
         _rewrite_in_place(out, files)
@@ -589,7 +700,7 @@ def _renamed_release(data: bytes, pin, new: Source) -> bytes:
         return data
     text = data.decode("utf-8", "surrogateescape")
     cut = re.search(r"^(diff --git |--- )", text, re.M)
-    head, rest = (text[:cut.start()], text[cut.start():]) if cut else (text, "")
+    head, rest = (text[: cut.start()], text[cut.start() :]) if cut else (text, "")
     old_name = re.compile(rf"\b{re.escape(pin.name)} {re.escape(pin.version)}(?![\w.]*\d)")
     head = old_name.sub(f"{pin.name} {new.version}", head)
     return (head + rest).encode("utf-8", "surrogateescape")
@@ -641,5 +752,4 @@ def _write_folder(out: Path, files: dict[str, bytes]) -> None:
         raise
 
 
-__all__ = ["MARKER", "HunkOutcome", "PatchOutcome", "RebaseResult", "Source", "default_out_dir",
-           "rebase"]
+__all__ = ["MARKER", "HunkOutcome", "PatchOutcome", "RebaseResult", "Source", "default_out_dir", "rebase"]

@@ -14,6 +14,7 @@ from patchkit.errors import EXIT_OK, EXIT_REFUSED
 @dataclass
 class Source:
     """The upstream files of one release: checkout path -> bytes (None: not in that release)."""
+
     label: str
     detail: str
     version: str | None
@@ -25,21 +26,21 @@ class Source:
 class HunkOutcome:
     patch: str
     path: str
-    number: int                        # 1-based within its file diff
+    number: int  # 1-based within its file diff
     old_header: str
-    status: str                        # unchanged | moved | merged | placed | carried | needs-attention
+    status: str  # unchanged | moved | merged | placed | carried | needs-attention
     new_header: str = ""
-    delta: int = 0                     # new source line - old source line
+    delta: int = 0  # new source line - old source line
     trimmed: tuple[int, int] | None = None
     reason: str = ""
     candidates: list[Candidate] = field(default_factory=list)
     hunk_text: str = ""
     upstream_diff: str = ""
     warnings: list[str] = field(default_factory=list)
-    edited: bool = False               # taken from the hand-edited new series (--resume)
-    proof: str = ""                    # merged / placed: what the structural check found
-    lines_key: tuple = ()              # the written hunk's lines, to compare runs (--resume)
-    via: str = ""                      # edited: the method a fresh run gives these same lines
+    edited: bool = False  # taken from the hand-edited new series (--resume)
+    proof: str = ""  # merged / placed: what the structural check found
+    lines_key: tuple = ()  # the written hunk's lines, to compare runs (--resume)
+    via: str = ""  # edited: the method a fresh run gives these same lines
 
     @property
     def relocated(self) -> bool:
@@ -58,8 +59,7 @@ class HunkOutcome:
     def how(self) -> str:
         """The step that placed it, in one word: exact | merge3 | structural | by hand |
         refused."""
-        return {"merged+checked": "merge3", "needs attention": "refused"}.get(self.method,
-                                                                           self.method)
+        return {"merged+checked": "merge3", "needs attention": "refused"}.get(self.method, self.method)
 
     def describe(self) -> str:
         if self.status == "needs-attention":
@@ -75,8 +75,10 @@ class HunkOutcome:
             text = "as edited, " + text
         if self.trimmed:
             lead, trail = self.trimmed
-            text += (f" (context trimmed: {lead} leading, {trail} trailing line(s) dropped to "
-                     "find a unique match, then refilled from the new file)")
+            text += (
+                f" (context trimmed: {lead} leading, {trail} trailing line(s) dropped to "
+                "find a unique match, then refilled from the new file)"
+            )
         return text
 
 
@@ -84,7 +86,7 @@ class HunkOutcome:
 class PatchOutcome:
     name: str
     hunks: list[HunkOutcome] = field(default_factory=list)
-    identical: bool = False            # the written bytes equal the old patch's
+    identical: bool = False  # the written bytes equal the old patch's
 
     @property
     def needs_attention(self) -> bool:
@@ -95,7 +97,7 @@ class PatchOutcome:
 class RebaseResult:
     series_dir: Path
     out_dir: Path
-    old: str                           # label of the old pin, e.g. "sglang 0.5.9"
+    old: str  # label of the old pin, e.g. "sglang 0.5.9"
     new: Source
     old_detail: str
     context_trim: bool
@@ -129,10 +131,13 @@ class RebaseResult:
         placed = sum(1 for h in hunks if h.status == "placed")
         trimmed = sum(1 for h in hunks if h.trimmed)
         warn = sum(len(h.warnings) for h in hunks)
-        text = (f"{self.series_dir.name} -> {self.new.label}: {len(hunks)} hunks, {moved} moved, "
-                f"{same} unchanged, " + (f"{merged} merged+checked, " if merged else "")
-                + (f"{placed} placed by structure, " if placed else "")
-                + f"{len(self.attention)} need attention")
+        text = (
+            f"{self.series_dir.name} -> {self.new.label}: {len(hunks)} hunks, {moved} moved, "
+            f"{same} unchanged, "
+            + (f"{merged} merged+checked, " if merged else "")
+            + (f"{placed} placed by structure, " if placed else "")
+            + f"{len(self.attention)} need attention"
+        )
         if trimmed:
             text += f", {trimmed} placed after trimming context"
         if warn:

@@ -52,8 +52,8 @@ def outer_context(hunk: Hunk) -> tuple[int, int]:
 
 @dataclass
 class Candidate:
-    line: int          # 1-based line of the new text where the block would start
-    matching: int      # lines of the block equal there
+    line: int  # 1-based line of the new text where the block would start
+    matching: int  # lines of the block equal there
     of: int
 
     def __str__(self) -> str:
@@ -65,18 +65,37 @@ class Candidate:
 @dataclass
 class Placement:
     """Where one hunk goes in the new text, or why it could not be placed."""
+
     hunk: Hunk
-    index: int | None = None               # 0-based start of the (possibly refilled) block
-    lines: list[DiffLine] | None = None    # the hunk's lines to write; None: not placed
-    trimmed: tuple[int, int] | None = None # (leading, trailing) context lines dropped to match
+    index: int | None = None  # 0-based start of the (possibly refilled) block
+    lines: list[DiffLine] | None = None  # the hunk's lines to write; None: not placed
+    trimmed: tuple[int, int] | None = None  # (leading, trailing) context lines dropped to match
     reason: str = ""
     candidates: list[Candidate] = field(default_factory=list)
-    merged: str = ""                       # set when a checked 3-way merge placed it (merge3)
-    structural: str = ""                   # set when placed by structure (structural.py)
+    merged: str = ""  # set when a checked 3-way merge placed it (merge3)
+    structural: str = ""  # set when placed by structure (structural.py)
 
     @property
     def ok(self) -> bool:
         return self.lines is not None
+
+    @property
+    def body(self) -> list[DiffLine]:
+        """``lines`` of a placed hunk."""
+        assert self.lines is not None, "a placed hunk"
+        return self.lines
+
+    @property
+    def start(self) -> int:
+        """``index`` of a placed hunk."""
+        assert self.index is not None, "a placed hunk"
+        return self.index
+
+    @property
+    def end(self) -> int:
+        """The 0-based index just past the text lines a placed hunk covers."""
+        assert self.index is not None and self.lines is not None, "a placed hunk"
+        return self.index + sum(1 for ln in self.lines if ln.tag != "+")
 
 
 def best_partial_matches(lines: list[Line], block: list[Line], limit: int = 3) -> list[Candidate]:
@@ -103,46 +122,49 @@ def _trim(lines: list[Line], hunk: Hunk, not_before: int) -> Placement | None:
     lead, trail = outer_context(hunk)
     block = block_of(hunk)
     for total in range(1, lead + trail + 1):
-        found: dict[int, tuple[int, int, int]] = {}   # change point -> (a, b, block start)
+        found: dict[int, tuple[int, int, int]] = {}  # change point -> (a, b, block start)
         for a in range(0, min(lead, total) + 1):
             b = total - a
             if b > trail:
                 continue
-            part = block[a:len(block) - b]
+            part = block[a : len(block) - b]
             if not part:
                 continue
             hits = _exact(lines, part)
             if len(hits) == 1:
                 found.setdefault(hits[0] + (lead - a), (a, b, hits[0]))
         if len(found) > 1:
-            return Placement(hunk, reason=(
-                f"with {total} context line(s) trimmed the block matches at several places "
-                f"({', '.join(str(p + 1) for p in sorted(found))})"))
+            return Placement(
+                hunk,
+                reason=(
+                    f"with {total} context line(s) trimmed the block matches at several places "
+                    f"({', '.join(str(p + 1) for p in sorted(found))})"
+                ),
+            )
         if found:
-            (a, b, start), = found.values()
+            ((a, b, start),) = found.values()
             return _refill(lines, hunk, a, b, start, not_before)
     return None
 
 
-def _refill(lines: list[Line], hunk: Hunk, a: int, b: int, start: int,
-            not_before: int) -> Placement:
+def _refill(lines: list[Line], hunk: Hunk, a: int, b: int, start: int, not_before: int) -> Placement:
     """Put back the ``a`` leading / ``b`` trailing dropped context lines from the new text."""
     block_len = len(hunk.source) - a - b
     a_new = min(a, start - not_before)
     b_new = min(b, len(lines) - (start + block_len))
     if a_new < 0:
-        return Placement(hunk, reason=f"its trimmed block (line {start + 1}) overlaps the "
-                         "previous hunk")
+        return Placement(hunk, reason=f"its trimmed block (line {start + 1}) overlaps the previous hunk")
     body = list(hunk.lines)
-    head = [DiffLine(" ", text, eol, 0) for text, eol in lines[start - a_new:start]]
+    head = [DiffLine(" ", text, eol, 0) for text, eol in lines[start - a_new : start]]
     end = start + block_len
-    tail = [DiffLine(" ", text, eol, 0) for text, eol in lines[end:end + b_new]]
-    body = head + body[a:len(body) - b] + tail
+    tail = [DiffLine(" ", text, eol, 0) for text, eol in lines[end : end + b_new]]
+    body = head + body[a : len(body) - b] + tail
     return Placement(hunk, index=start - a_new, lines=body, trimmed=(a, b))
 
 
-def place_hunk(lines: list[Line], hunk: Hunk, *, not_before: int = 0,
-               context_trim: bool = False) -> Placement:
+def place_hunk(
+    lines: list[Line], hunk: Hunk, *, not_before: int = 0, context_trim: bool = False
+) -> Placement:
     """Find ``hunk``'s block in ``lines``; ``not_before``: end of the previous hunk (0-based)."""
     block = block_of(hunk)
     if not block:
@@ -150,13 +172,20 @@ def place_hunk(lines: list[Line], hunk: Hunk, *, not_before: int = 0,
     hits = _exact(lines, block)
     if len(hits) == 1:
         if hits[0] < not_before:
-            return Placement(hunk, reason=(
-                f"its only match (line {hits[0] + 1}) is before the end of the previous hunk "
-                f"(line {not_before}); the order of the code changed"))
+            return Placement(
+                hunk,
+                reason=(
+                    f"its only match (line {hits[0] + 1}) is before the end of the previous hunk "
+                    f"(line {not_before}); the order of the code changed"
+                ),
+            )
         return Placement(hunk, index=hits[0], lines=list(hunk.lines))
     if hits:
-        return Placement(hunk, reason=f"its {len(block)} lines occur {len(hits)} times",
-                         candidates=[Candidate(h + 1, len(block), len(block)) for h in hits])
+        return Placement(
+            hunk,
+            reason=f"its {len(block)} lines occur {len(hits)} times",
+            candidates=[Candidate(h + 1, len(block), len(block)) for h in hits],
+        )
     partial = best_partial_matches(lines, block)
     if context_trim:
         trimmed = _trim(lines, hunk, not_before)
@@ -164,19 +193,21 @@ def place_hunk(lines: list[Line], hunk: Hunk, *, not_before: int = 0,
             if not trimmed.ok:
                 trimmed.candidates = partial
             return trimmed
-    return Placement(hunk, reason=f"its {len(block)} lines (context and removed) occur nowhere",
-                     candidates=partial)
+    return Placement(
+        hunk, reason=f"its {len(block)} lines (context and removed) occur nowhere", candidates=partial
+    )
 
 
-def place_file(lines: list[Line], hunks: list[Hunk], *, context_trim: bool = False,
-               old_lines: list[Line] | None = None) -> list[Placement]:
+def place_file(
+    lines: list[Line], hunks: list[Hunk], *, context_trim: bool = False, old_lines: list[Line] | None = None
+) -> list[Placement]:
     """Place every hunk of one file diff, in order (each after the previous placed one)."""
     out = []
     not_before = 0
     for hunk in hunks:
         p = place_hunk(lines, hunk, not_before=not_before, context_trim=context_trim)
         if p.ok:
-            not_before = p.index + sum(1 for ln in p.lines if ln.tag != "+")
+            not_before = p.end
         out.append(p)
     return out
 
@@ -186,12 +217,11 @@ def apply_placements(lines: list[Line], placements: list[Placement]) -> list[Lin
     result: list[Line] = []
     cursor = 0
     for p in placements:
-        if not p.ok:
+        if p.lines is None:
             continue
-        src = [ln for ln in p.lines if ln.tag != "+"]
-        result += lines[cursor:p.index]
+        result += lines[cursor : p.start]
         result += [(ln.text, ln.eol) for ln in p.lines if ln.tag != "-"]
-        cursor = p.index + len(src)
+        cursor = p.end
     return result + lines[cursor:]
 
 
@@ -200,7 +230,7 @@ def place_at_own_numbers(lines: list[Line], hunks: list[Hunk]) -> list[Placement
     out = []
     for h in hunks:
         index = h.src_begin - 1
-        if index < 0 or block_of(h) != lines[index:index + len(h.source)]:
+        if index < 0 or block_of(h) != lines[index : index + len(h.source)]:
             return None
         out.append(Placement(h, index=index, lines=list(h.lines)))
     return out
@@ -217,7 +247,7 @@ def apply_at_own_numbers(lines: list[Line], hunks: list[Hunk]) -> list[Line]:
 def map_line(old: list[Line], new: list[Line], index: int) -> int:
     """Where 0-based ``index`` of ``old`` lands in ``new`` (start of a replaced region)."""
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
         if i1 <= index < i2 or (i1 == i2 == index):
             return j1 + (index - i1) if tag == "equal" else j1
     return len(new)
@@ -227,8 +257,16 @@ def _text(line: Line) -> str:
     return line[0].decode("utf-8", "replace")
 
 
-def diff_around(old: list[Line], new: list[Line], lo: int, hi: int, *, labels: tuple[str, str],
-                margin: int = 8, context: int = 3) -> str:
+def diff_around(
+    old: list[Line],
+    new: list[Line],
+    lo: int,
+    hi: int,
+    *,
+    labels: tuple[str, str],
+    margin: int = 8,
+    context: int = 3,
+) -> str:
     """Unified diff of ``old`` -> ``new``, only the groups touching old lines [lo-margin, hi+margin)."""
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
     out = []

@@ -29,7 +29,7 @@ def _change(h: Hunk) -> tuple:
 
 @dataclass
 class HunkChange:
-    status: str              # same | moved | edited | added | removed
+    status: str  # same | moved | edited | added | removed
     old: Hunk | None
     new: Hunk | None
     notes: list[str] = field(default_factory=list)
@@ -41,15 +41,16 @@ class HunkChange:
 
 def pair_hunks(old: list[Hunk], new: list[Hunk]) -> list[HunkChange]:
     """Pair the hunks of one file by their change lines; the rest in order."""
-    matcher = difflib.SequenceMatcher(None, [_change(h) for h in old], [_change(h) for h in new],
-                                      autojunk=False)
+    matcher = difflib.SequenceMatcher(
+        None, [_change(h) for h in old], [_change(h) for h in new], autojunk=False
+    )
     out: list[HunkChange] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for _tag, i1, i2, j1, j2 in matcher.get_opcodes():
         pairs = list(zip(old[i1:i2], new[j1:j2]))
         for a, b in pairs:
             out.append(_compare(a, b))
-        out += [HunkChange("removed", a, None) for a in old[i1 + len(pairs):i2]]
-        out += [HunkChange("added", None, b) for b in new[j1 + len(pairs):j2]]
+        out += [HunkChange("removed", a, None) for a in old[i1 + len(pairs) : i2]]
+        out += [HunkChange("added", None, b) for b in new[j1 + len(pairs) : j2]]
     return out
 
 
@@ -79,12 +80,14 @@ def _pin_lines(a: Series, b: Series) -> list[str]:
     for path in list(a.pin.files) + [p for p in b.pin.files if p not in a.pin.files]:
         fa, fb = a.pin.files.get(path), b.pin.files.get(path)
         if fa is None:
+            assert fb is not None  # the path comes from one of the two pins
             out.append(f"  + {path}: {fb.lines} lines, sha256 {fb.sha256[:12]}")
         elif fb is None:
             out.append(f"  - {path} (no longer pinned)")
         elif fa != fb:
-            out.append(f"  {path}: {fa.lines} -> {fb.lines} lines, sha256 {fa.sha256[:12]} -> "
-                       f"{fb.sha256[:12]}")
+            out.append(
+                f"  {path}: {fa.lines} -> {fb.lines} lines, sha256 {fa.sha256[:12]} -> {fb.sha256[:12]}"
+            )
     return out or ["  unchanged"]
 
 
@@ -100,9 +103,12 @@ def _order_lines(a: list[str], b: list[str]) -> list[str]:
 
 def _hunk_line(n: int, c: HunkChange) -> str:
     if c.status == "added":
+        assert c.new is not None
         return f"    hunk {n}: added {c.new.header}"
     if c.status == "removed":
+        assert c.old is not None
         return f"    hunk {n}: removed {c.old.header}"
+    assert c.old is not None and c.new is not None  # same, moved, edited: both sides
     moved = f"moved by {c.shift:+d} lines" if c.shift else "in place"
     if c.status == "same":
         return f"    hunk {n}: {c.old.header} unchanged"
@@ -112,8 +118,11 @@ def _hunk_line(n: int, c: HunkChange) -> str:
 
 
 def _patch_lines(pa: Patch | None, pb: Patch | None, raw_same: bool) -> list[str]:
-    name = (pb or pa).name
+    either = pb or pa
+    assert either is not None  # a patch of at least one side
+    name = either.name
     if pa is None:
+        assert pb is not None
         return [f"{name}: added ({sum(len(f.hunks) for f in pb.files)} hunks)"]
     if pb is None:
         return [f"{name}: removed"]
@@ -122,9 +131,11 @@ def _patch_lines(pa: Patch | None, pb: Patch | None, raw_same: bool) -> list[str
     out = [f"{name}:"]
     if pa.header != pb.header:
         out.append("  header changed:")
-        out += ["    " + ln for ln in difflib.unified_diff(
-            pa.header.splitlines(), pb.header.splitlines(), lineterm="", n=0)
-            if not ln.startswith(("---", "+++", "@@"))]
+        out += [
+            "    " + ln
+            for ln in difflib.unified_diff(pa.header.splitlines(), pb.header.splitlines(), lineterm="", n=0)
+            if not ln.startswith(("---", "+++", "@@"))
+        ]
     fa, fb = _files(pa), _files(pb)
     for path in list(fa) + [p for p in fb if p not in fa]:
         a, b = fa.get(path), fb.get(path)
@@ -135,16 +146,19 @@ def _patch_lines(pa: Patch | None, pb: Patch | None, raw_same: bool) -> list[str
         if all(c.status == "same" for c in changes) and a.kind == b.kind:
             out.append(f"  {path}: unchanged")
             continue
-        counts = {}
+        counts: dict[str, int] = {}
         for c in changes:
             counts[c.status] = counts.get(c.status, 0) + 1
         out.append(f"  {path}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
         for n, c in enumerate(changes, 1):
             out.append(_hunk_line(n, c))
             if c.status == "edited":
-                out += ["      " + ln for ln in difflib.unified_diff(
-                    _body(c.old), _body(c.new), lineterm="", n=1)
-                    if not ln.startswith(("---", "+++"))]
+                assert c.old is not None and c.new is not None
+                out += [
+                    "      " + ln
+                    for ln in difflib.unified_diff(_body(c.old), _body(c.new), lineterm="", n=1)
+                    if not ln.startswith(("---", "+++"))
+                ]
     return out
 
 
@@ -169,11 +183,15 @@ def series_diff(from_dir: str, to_dir: str) -> str:
                 if fb is not None:
                     for c in pair_hunks(fa.hunks, fb.hunks):
                         totals[c.status] = totals.get(c.status, 0) + 1
-    out += ["", "hunks in changed patches: " + (", ".join(
-        f"{v} {k}" for k, v in sorted(totals.items())) or "none")]
+    out += [
+        "",
+        "hunks in changed patches: " + (", ".join(f"{v} {k}" for k, v in sorted(totals.items())) or "none"),
+    ]
     if totals.get("edited"):
-        out += ["(an edited hunk's body is shown as a diff of diff lines: the first column says "
-                "from -> to, the second is the hunk's own ' ', '-' or '+')"]
+        out += [
+            "(an edited hunk's body is shown as a diff of diff lines: the first column says "
+            "from -> to, the second is the hunk's own ' ', '-' or '+')"
+        ]
     return "\n".join(out) + "\n"
 
 

@@ -20,8 +20,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit.author import authoring, timerplace, upstream
-from patchkit.author import sglang_releases as rel
+from patchkit import upstream
+from patchkit.author import authoring, sglang_releases as rel, timerplace
 from patchkit.cli import main_boundary
 from patchkit.errors import InvalidInput, PatchkitError
 from patchkit.locations import series_root
@@ -29,9 +29,21 @@ from patchkit.locations import series_root
 PATCHES = series_root()
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
 # The phases of the 0.5.9 series (and both cycle kinds): what every release should time.
-EXPECTED = ("cycle:decode", "cycle:prefill", "draft_preprocess", "draft_forward", "draft_step",
-            "build_tree", "verify_prepare", "target_verify", "accept",
-            "draft_extend_after_decode", "draft_extend_forward", "target_extend", "draft_extend")
+EXPECTED = (
+    "cycle:decode",
+    "cycle:prefill",
+    "draft_preprocess",
+    "draft_forward",
+    "draft_step",
+    "build_tree",
+    "verify_prepare",
+    "target_verify",
+    "accept",
+    "draft_extend_after_decode",
+    "draft_extend_forward",
+    "target_extend",
+    "draft_extend",
+)
 
 
 def release_files(version: str, paths: list[str]) -> dict[str, str]:
@@ -56,7 +68,7 @@ MAX_EXTRA_REFS = 3
 def _newer_series(release: rel.Release, family: tuple[str, ...]) -> list[str]:
     """Series folders of newer releases that pin a file of ``family``, nearest first."""
     out = []
-    for r in reversed(rel.RELEASES[:rel.RELEASES.index(release)]):
+    for r in reversed(rel.RELEASES[: rel.RELEASES.index(release)]):
         if r.series in out or rel.owner(r) is not r or not (PATCHES / r.series / "pin.toml").is_file():
             continue
         pinned = [Path(f).name for f in upstream.read_pin(PATCHES / r.series / "pin.toml").files]
@@ -68,6 +80,8 @@ def _newer_series(release: rel.Release, family: tuple[str, ...]) -> list[str]:
 def load_reference(series: str, only: tuple[str, ...]) -> Reference:
     sdir = PATCHES / series
     pin = upstream.read_pin(sdir / "pin.toml")
+    if pin.version is None:
+        raise PatchkitError(f"{series}: its pin.toml has no version, so no wheel to read it from")
     paths = list(pin.files)
     pristine = release_files(pin.version, paths)
     names = authoring.read_series_names(sdir)
@@ -93,9 +107,9 @@ class Generated:
     placed_by_tool: int = 0
     placed_by_hand: int = 0
     missing: list[str] = field(default_factory=list)
-    phases: dict[str, list[str]] = field(default_factory=dict)   # file name -> phases
+    phases: dict[str, list[str]] = field(default_factory=dict)  # file name -> phases
     absent: list[str] = field(default_factory=list)
-    adjusted_by_hand: int = 0   # placed by the tool, text adjusted by a rename rule
+    adjusted_by_hand: int = 0  # placed by the tool, text adjusted by a rename rule
 
 
 def _phases_of(text: str) -> list[str]:
@@ -109,8 +123,7 @@ def _phases_of(text: str) -> list[str]:
     return out
 
 
-
-def _generated(release, result, final_texts: dict) -> "Generated":
+def _generated(release, result, final_texts: dict) -> Generated:
     """What a generation run placed, by whom, and which phases the final files hold."""
     gen = Generated(release.version, release.series)
     gen.placed_by_tool = sum(1 for p in result.placements if p.how.startswith("tool"))
@@ -120,11 +133,13 @@ def _generated(release, result, final_texts: dict) -> "Generated":
     gen.phases = {Path(p).name: _phases_of(t) for p, t in final_texts.items()}
     return gen
 
+
 def generate(release: rel.Release, out_dir: Path | None = None) -> Generated:
     out_dir = Path(out_dir or PATCHES / release.series)
     pristine = release_files(release.version, list(release.files))
     targets = {p: timerplace.Target(p, t) for p, t in pristine.items()}
-    refs, result, done = [], timerplace.Result(), set()
+    refs: list[Reference] = []
+    result, done = timerplace.Result(), set()
     for n, rule in enumerate(release.hand):
         result.placements.append(timerplace._place_hand(rule, targets, 10_000 + n))
 
@@ -154,18 +169,28 @@ V1_FAMILY = ("eagle_worker.py",)
 V2_FAMILY = ("eagle_worker_v2.py", "eagle_worker_common.py")
 
 
-def _place_family(release: rel.Release, targets: dict, family: tuple[str, ...], first: str,
-                  refs: list, result: timerplace.Result) -> set:
+def _place_family(
+    release: rel.Release,
+    targets: dict,
+    family: tuple[str, ...],
+    first: str,
+    refs: list,
+    result: timerplace.Result,
+) -> set:
     """Place the lines of one worker family from ``first`` (then up to MAX_EXTRA_REFS newer
     series, for phases the first could not give) into ``targets``; returns the identities placed."""
     chain = [first] + [s for s in _newer_series(release, family) if s != first][:MAX_EXTRA_REFS]
-    family_done = {i for rule in release.hand if Path(rule.path).name in family
-                   for i in rule.identity}
+    family_done = {i for rule in release.hand if Path(rule.path).name in family for i in rule.identity}
     for k, series in enumerate(chain):
         ref = load_reference(series, family)
-        part = timerplace.place(ref.anchors, targets, {p: p for p in targets},
-                                aliases={**rel.MOVED_FUNCTIONS, **release.aliases},
-                                skip_identities=family_done, renames=release.renames)
+        part = timerplace.place(
+            ref.anchors,
+            targets,
+            {p: p for p in targets},
+            aliases={**rel.MOVED_FUNCTIONS, **release.aliases},
+            skip_identities=family_done,
+            renames=release.renames,
+        )
         if k == 0:
             refs.append(ref)
             result.missing += part.missing
@@ -174,7 +199,7 @@ def _place_family(release: rel.Release, targets: dict, family: tuple[str, ...], 
             refs.append(ref)
             for p in part.placements:
                 p.how += f" [anchors of {series}]"
-        got = {i for p in part.placements for i in p.anchor.identity}
+        got = {i for p in part.placements for i in timerplace._anchor(p).identity}
         family_done |= got
         result.placements += part.placements
         if k == 0:
@@ -190,15 +215,22 @@ def _drop_open_phases(pristine: dict[str, str], result: timerplace.Result) -> No
         state = _all_inserted(pristine, result.placements)
         bad = set()
         for path, text in state.items():
-            for fn, line, names in timerplace.open_at_returns(text):
+            for fn, _line, names in timerplace.open_at_returns(text):
                 for p in result.placements:
-                    if p.path == path and p.anchor is not None and p.group.split(":")[0].endswith(fn) \
-                            and any(n == "cycle" and p.group.endswith(":cycle") or
-                                    p.group.endswith(":" + n) for n in names):
+                    if (
+                        p.path == path
+                        and p.anchor is not None
+                        and p.group.split(":")[0].endswith(fn)
+                        and any(
+                            (n == "cycle" and p.group.endswith(":cycle")) or p.group.endswith(":" + n)
+                            for n in names
+                        )
+                    ):
                         bad.add(p.group)
         if not bad:
             return
         for p in [p for p in result.placements if p.group in bad]:
+            assert p.anchor is not None, "only placements with an anchor are marked bad above"
             result.placements.remove(p)
             result.missing.append((p.anchor, "a return would leave the phase open"))
 
@@ -226,20 +258,29 @@ def _header(release: rel.Release, refs: list[Reference], name: str) -> str:
     """A "Generated by" line, then per worker family the patch header of the hand-made series
     its reference chain starts from (headers are not carried along the chain)."""
     parts = []
-    chains = (("v1", "eagle_worker.py", release.v1_ref),
-              ("v2", "eagle_worker_v2.py / eagle_worker_common.py", release.v2_ref))
+    chains = (
+        ("v1", "eagle_worker.py", release.v1_ref),
+        ("v2", "eagle_worker_v2.py / eagle_worker_common.py", release.v2_ref),
+    )
     for family, files, first in chains:
         if not first:
             continue
         root = _root(first, family)
-        text = authoring.split_header(authoring.read_text(PATCHES / root / name))[0] \
-            if (PATCHES / root / name).is_file() else ""
+        text = (
+            authoring.split_header(authoring.read_text(PATCHES / root / name))[0]
+            if (PATCHES / root / name).is_file()
+            else ""
+        )
         if text.strip():
-            parts.append(f"{files}: as described for {root} (function names there may differ; "
-                         f"this release's are in README.md):\n{text.strip()}\n")
-    lead = (f"Generated by patchkit.author.seriesgen for sglang {release.version}: the timer lines of "
-            f"{', '.join(dict.fromkeys(r.series for r in refs))} placed by function and anchor "
-            "statement.\n\n")
+            parts.append(
+                f"{files}: as described for {root} (function names there may differ; "
+                f"this release's are in README.md):\n{text.strip()}\n"
+            )
+    lead = (
+        f"Generated by patchkit.author.seriesgen for sglang {release.version}: the timer lines of "
+        f"{', '.join(dict.fromkeys(r.series for r in refs))} placed by function and anchor "
+        "statement.\n\n"
+    )
     return lead + "\n".join(parts) + "\n"
 
 
@@ -251,26 +292,36 @@ def _write(release, out_dir: Path, refs, kept, pristine, result) -> None:
         authoring.write_text(out_dir / name, text)
     (out_dir / "series").write_text(
         f"# SGLang v{release.version} EAGLE worker phase timing (quilt order; generated by "
-        "patchkit.author.seriesgen)\n" + "".join(n + "\n" for n in [RUNTIME_PATCH] + [n for n, _ in kept]))
+        "patchkit.author.seriesgen)\n" + "".join(n + "\n" for n in [RUNTIME_PATCH] + [n for n, _ in kept])
+    )
     # The runtime patch: the reference's header, the body from patchkit/timing (patch.gen-runtime).
     shutil.copyfile(PATCHES / refs[0].series / RUNTIME_PATCH, out_dir / RUNTIME_PATCH)
     authoring.regenerate_runtime_patches(out_dir)
     touched = sorted({p.path for p in result.placements})
     sharing = [r.version for r in rel.RELEASES if r.series == release.series and r is not release]
-    pin = upstream.PinData("sglang", release.version, None, "python/", [
-        upstream.PinFile(p, upstream.sha256_bytes(pristine[p].encode()),
-                         upstream.count_lines(pristine[p].encode())) for p in touched],
-        sorted(sharing, key=rel.version_key))
+    pin = upstream.PinData(
+        "sglang",
+        release.version,
+        None,
+        "python/",
+        {
+            p: upstream.PinFile(
+                p, upstream.sha256_bytes(pristine[p].encode()), upstream.count_lines(pristine[p].encode())
+            )
+            for p in touched
+        },
+        tuple(sorted(sharing, key=rel.version_key)),
+    )
     (out_dir / "pin.toml").write_text(upstream.format_pin(pin))
     # The stack must apply exactly onto the pristine files (the engine's own check runs in tests).
     stack_states = [dict(pristine)]
     for name in authoring.read_series_names(out_dir):
-        stack_states.append(authoring.apply_patch(stack_states[-1],
-                                                  authoring.read_text(out_dir / name), name))
+        stack_states.append(
+            authoring.apply_patch(stack_states[-1], authoring.read_text(out_dir / name), name)
+        )
 
 
-FAMILIES = {"eagle_worker.py": V1_FAMILY,
-            "eagle_worker_v2.py (+ eagle_worker_common.py)": V2_FAMILY}
+FAMILIES = {"eagle_worker.py": V1_FAMILY, "eagle_worker_v2.py (+ eagle_worker_common.py)": V2_FAMILY}
 
 
 def _write_readme(release, out_dir: Path, refs, result, gen: Generated) -> None:
@@ -278,44 +329,65 @@ def _write_readme(release, out_dir: Path, refs, result, gen: Generated) -> None:
     (out_dir / "README.md").write_text("\n".join(lines) + "\n")
 
 
-def _readme_lines(release, refs, result, gen: Generated, families: dict, appended=None,
-                  base=None) -> list[str]:
+def _readme_lines(
+    release, refs, result, gen: Generated, families: dict, appended=None, base=None
+) -> list[str]:
     made_from = ", ".join(dict.fromkeys(f"`{r.series}` (sglang {r.version})" for r in refs))
-    how = ("Every timer line was placed by function (qualified name) and the statement next to it "
-           "(compared by `ast.unparse`), never by line number; a phase is placed whole or not at all.")
+    how = (
+        "Every timer line was placed by function (qualified name) and the statement next to it "
+        "(compared by `ast.unparse`), never by line number; a phase is placed whole or not at all."
+    )
     sub = "##"
     if appended is None:
-        lines = [f"# sglang-v{release.version}: EAGLE worker phase timing (generated)", "",
-                 f"Made by `python -m patchkit.author.seriesgen {release.version}` from the files of the "
-                 f"pinned sglang {release.version} wheel. Reference series: " + made_from + ".",
-                 how, ""]
+        lines = [
+            f"# sglang-v{release.version}: EAGLE worker phase timing (generated)",
+            "",
+            f"Made by `python -m patchkit.author.seriesgen {release.version}` from the files of the "
+            f"pinned sglang {release.version} wheel. Reference series: " + made_from + ".",
+            how,
+            "",
+        ]
         sharing = [r for r in rel.RELEASES if r.series == release.series and r is not release]
         if sharing:
-            lines += ["Also serves " + ", ".join(f"{r.version} ({r.note})" for r in sharing)
-                      + "; their versions are in pin.toml's `also_versions`.", ""]
+            lines += [
+                "Also serves "
+                + ", ".join(f"{r.version} ({r.note})" for r in sharing)
+                + "; their versions are in pin.toml's `also_versions`.",
+                "",
+            ]
     else:
         sub = "###"
         span = f"{appended[0][:4]}-{appended[-1][:4]}" if appended else "none"
-        lines = [f"## EAGLEWorkerV2: patches {span} (appended by patchkit.author.seriesgen)", "",
-                 f"`{base[0]}` … `{base[-1]}` are the hand-made series (byte for byte as before; "
-                 "they time EAGLEWorker, `eagle_worker.py`, the default worker of this release). "
-                 f"This release also ships `eagle_worker_v2.py` (EAGLEWorkerV2: `SGLANG_ENABLE_SPEC_V2` "
-                 "defaults to off here; with it on, or where server_args turns it on itself, and the "
-                 "overlap scheduler with `--speculative-eagle-topk 1`, the server runs this worker). "
-                 f"`python -m patchkit.author.seriesgen {release.version}` placed its timer lines from the "
-                 f"pinned sglang {release.version} wheel's file (reference series: {made_from}) and "
-                 f"appended them as {', '.join(f'`{n}`' for n in appended)}, with the phase names "
-                 "of 0002-0007 (and the same patch names as sglang-v0.5.12's 0008-0013); pin.toml "
-                 "gained the file's sha256 and `wc -l`. " + how, "",
-                 "As in sglang-v0.5.12, a v2 decode cycle ends with `tokens=batch_output.accept_lens` "
-                 "(committed tokens per request, a device tensor) instead of v1's `accepted` host "
-                 "list, and its batch size is the length of `model_worker_batch.seq_lens`.", ""]
+        lines = [
+            f"## EAGLEWorkerV2: patches {span} (appended by patchkit.author.seriesgen)",
+            "",
+            f"`{base[0]}` … `{base[-1]}` are the hand-made series (byte for byte as before; "
+            "they time EAGLEWorker, `eagle_worker.py`, the default worker of this release). "
+            f"This release also ships `eagle_worker_v2.py` (EAGLEWorkerV2: `SGLANG_ENABLE_SPEC_V2` "
+            "defaults to off here; with it on, or where server_args turns it on itself, and the "
+            "overlap scheduler with `--speculative-eagle-topk 1`, the server runs this worker). "
+            f"`python -m patchkit.author.seriesgen {release.version}` placed its timer lines from the "
+            f"pinned sglang {release.version} wheel's file (reference series: {made_from}) and "
+            f"appended them as {', '.join(f'`{n}`' for n in appended)}, with the phase names "
+            "of 0002-0007 (and the same patch names as sglang-v0.5.12's 0008-0013); pin.toml "
+            "gained the file's sha256 and `wc -l`. " + how,
+            "",
+            "As in sglang-v0.5.12, a v2 decode cycle ends with `tokens=batch_output.accept_lens` "
+            "(committed tokens per request, a device tensor) instead of v1's `accepted` host "
+            "list, and its batch size is the length of `model_worker_batch.seq_lens`.",
+            "",
+        ]
     lines += [f"{sub} Phases per file", "", "| file | phases timed |", "|---|---|"]
     for name, phases in gen.phases.items():
         lines.append(f"| {name} | {', '.join(phases) or '(none)'} |")
-    lines += ["", f"{sub} Placement: {gen.placed_by_tool} lines by the tool "
-              f"({gen.adjusted_by_hand} of them with text adjusted by hand), {gen.placed_by_hand} by hand",
-              "", "| patch | file | line | how |", "|---|---|---|---|"]
+    lines += [
+        "",
+        f"{sub} Placement: {gen.placed_by_tool} lines by the tool "
+        f"({gen.adjusted_by_hand} of them with text adjusted by hand), {gen.placed_by_hand} by hand",
+        "",
+        "| patch | file | line | how |",
+        "|---|---|---|---|",
+    ]
     for p in sorted(result.placements, key=lambda p: (p.patch, p.path, p.line, p.order)):
         lines.append(f"| {p.patch} | {Path(p.path).name} | `{p.text.strip()}` | {p.how} |")
     lines += ["", f"{sub} Phases absent in this release", ""]
@@ -323,18 +395,32 @@ def _readme_lines(release, refs, result, gen: Generated, families: dict, appende
     for label, names in families.items():
         if not any(Path(f).name in names for f in release.files):
             continue
-        present = {i for p in result.placements if Path(p.path).name in names
-                   and p.anchor is not None for i in getattr(p.anchor, "identity", ())}
+        present = {
+            i
+            for p in result.placements
+            if Path(p.path).name in names and p.anchor is not None
+            for i in getattr(p.anchor, "identity", ())
+        }
         absent = [x for x in EXPECTED if x not in present]
         gen.absent += [f"{names[0]}:{x}" for x in absent]
         if not absent:
             lines.append(f"- {label}: none, every phase of the 0.5.9 series is timed.")
         for phase in absent:
-            whys = [f"`{a.text}` in `{a.function}`: {why}" for a, why in result.missing
-                    if phase in a.identity and Path(a.path).name in names]
-            lines.append(f"- {label}: **{phase}**: " + ("; ".join(whys[:2]) if whys else
-                         "the nearest references (" + ", ".join(r.series for r in refs)
-                         + ") have no line for it that fits this release's code"))
+            whys = [
+                f"`{a.text}` in `{a.function}`: {why}"
+                for a, why in result.missing
+                if phase in a.identity and Path(a.path).name in names
+            ]
+            lines.append(
+                f"- {label}: **{phase}**: "
+                + (
+                    "; ".join(whys[:2])
+                    if whys
+                    else "the nearest references ("
+                    + ", ".join(r.series for r in refs)
+                    + ") have no line for it that fits this release's code"
+                )
+            )
     if result.skipped:
         lines += ["", f"{sub} Reference lines with no counterpart here (left out on purpose)", ""]
         for a, why in result.skipped:
@@ -352,8 +438,10 @@ def _readme_lines(release, refs, result, gen: Generated, families: dict, appende
 
 # ----------------------------------------------------------------------------- appending v2
 
-APPEND_MARK = ("<!-- v2 patches appended by patchkit.author.seriesgen: everything below is rewritten "
-               "by `python -m patchkit.author.seriesgen VERSION` -->")
+APPEND_MARK = (
+    "<!-- v2 patches appended by patchkit.author.seriesgen: everything below is rewritten "
+    "by `python -m patchkit.author.seriesgen VERSION` -->"
+)
 APPEND_COMMENT = "# appended by patchkit.author.seriesgen: EAGLEWorkerV2 (eagle_worker_v2.py, spec v2)"
 
 
@@ -387,17 +475,23 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
     from the shipped folder (without what an earlier run appended), so a rerun is byte-identical
     and ``out_dir`` gets the whole folder."""
     sdir = PATCHES / release.series
+    if release.v2_ref is None:
+        raise InvalidInput(f"{release.version}: appending v2 lines needs the release's v2_ref series")
     out_dir = Path(out_dir or sdir)
     series_lines = (sdir / "series").read_text().splitlines(keepends=True)
-    base_lines = [ln for ln in series_lines if ln.rstrip("\n") != APPEND_COMMENT
-                  and not _is_appended(ln.split("#", 1)[0].strip())]
+    base_lines = [
+        ln
+        for ln in series_lines
+        if ln.rstrip("\n") != APPEND_COMMENT and not _is_appended(ln.split("#", 1)[0].strip())
+    ]
     base_names = [n for n in authoring.read_series_names(sdir) if not _is_appended(n)]
     pin = upstream.read_pin(sdir / "pin.toml")
     pin.files = {p: f for p, f in pin.files.items() if Path(p).name not in V2_FAMILY}
     v2_paths = [p for p in release.files if Path(p).name in V2_FAMILY]
     pristine = release_files(release.version, v2_paths)
     targets = {p: timerplace.Target(p, t) for p, t in pristine.items()}
-    refs, result = [], timerplace.Result()
+    refs: list[Reference] = []
+    result = timerplace.Result()
     for n, rule in enumerate(release.hand):
         result.placements.append(timerplace._place_hand(rule, targets, 10_000 + n))
     _place_family(release, targets, V2_FAMILY, release.v2_ref, refs, result)
@@ -420,17 +514,24 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
     if out_dir != sdir:
         for name in base_names:
             shutil.copyfile(sdir / name, out_dir / name)
-    for old in out_dir.glob("*.patch"):
-        if _is_appended(old.name):
-            old.unlink()
+    for stale in out_dir.glob("*.patch"):
+        if _is_appended(stale.name):
+            stale.unlink()
     for name, text in kept:
         authoring.write_text(out_dir / name, text)
-    (out_dir / "series").write_text("".join(base_lines) + APPEND_COMMENT + "\n"
-                                    + "".join(n + "\n" for n, _ in kept))
+    (out_dir / "series").write_text(
+        "".join(base_lines) + APPEND_COMMENT + "\n" + "".join(n + "\n" for n, _ in kept)
+    )
     touched = sorted({p.path for p in result.placements})
-    pin.files.update((p, upstream.PinFile(p, upstream.sha256_bytes(pristine[p].encode()),
-                                          upstream.count_lines(pristine[p].encode())))
-                     for p in touched)
+    pin.files.update(
+        (
+            p,
+            upstream.PinFile(
+                p, upstream.sha256_bytes(pristine[p].encode()), upstream.count_lines(pristine[p].encode())
+            ),
+        )
+        for p in touched
+    )
     (out_dir / "pin.toml").write_text(upstream.format_pin(pin))
     # The hand-made part byte for byte, then the whole stack applies onto the release's files.
     for name in base_names:
@@ -442,43 +543,72 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
 
     gen = _generated(release, result, states[-1])
     doc = _doc_name(sdir)
-    old = (sdir / doc).read_text() if (sdir / doc).is_file() else \
-        f"# sglang-v{release.version}: EAGLE worker phase timing\n"
-    section = _readme_lines(release, refs, result, gen, {"eagle_worker_v2.py": V2_FAMILY},
-                            appended=[n for n, _ in kept], base=base_names)
-    (out_dir / doc).write_text(old.split(APPEND_MARK, 1)[0].rstrip("\n") + "\n\n" + APPEND_MARK
-                               + "\n\n" + "\n".join(section) + "\n")
+    old = (
+        (sdir / doc).read_text()
+        if (sdir / doc).is_file()
+        else f"# sglang-v{release.version}: EAGLE worker phase timing\n"
+    )
+    section = _readme_lines(
+        release,
+        refs,
+        result,
+        gen,
+        {"eagle_worker_v2.py": V2_FAMILY},
+        appended=[n for n, _ in kept],
+        base=base_names,
+    )
+    (out_dir / doc).write_text(
+        old.split(APPEND_MARK, 1)[0].rstrip("\n") + "\n\n" + APPEND_MARK + "\n\n" + "\n".join(section) + "\n"
+    )
     return gen
 
 
 def _appended_header(release: rel.Release, refs: list[Reference], name: str) -> str:
-    """"Generated by", then the header of the hand-made two-worker series' patch of that name
+    """ "Generated by", then the header of the hand-made two-worker series' patch of that name
     (sglang-v0.5.12: what the phases of EAGLEWorkerV2 mean)."""
-    lead = (f"Generated by patchkit.author.seriesgen for sglang {release.version} (appended to the "
-            f"hand-made series): the EAGLEWorkerV2 timer lines of "
-            f"{', '.join(dict.fromkeys(r.series for r in refs))} placed by function and anchor "
-            "statement. In this release EAGLEWorkerV2 is not the default worker (SGLANG_ENABLE_SPEC_V2 "
-            "defaults to off); the phases and attributes are those of the v2 worker below.\n\n")
-    root = next((r.series for r in rel.RELEASES if not r.generated and not r.append_v2
-                 and rel.owner(r) is r and (PATCHES / r.series / name).is_file()), None)
+    lead = (
+        f"Generated by patchkit.author.seriesgen for sglang {release.version} (appended to the "
+        f"hand-made series): the EAGLEWorkerV2 timer lines of "
+        f"{', '.join(dict.fromkeys(r.series for r in refs))} placed by function and anchor "
+        "statement. In this release EAGLEWorkerV2 is not the default worker (SGLANG_ENABLE_SPEC_V2 "
+        "defaults to off); the phases and attributes are those of the v2 worker below.\n\n"
+    )
+    root = next(
+        (
+            r.series
+            for r in rel.RELEASES
+            if not r.generated
+            and not r.append_v2
+            and rel.owner(r) is r
+            and (PATCHES / r.series / name).is_file()
+        ),
+        None,
+    )
     if root is None:
         return lead
     text = authoring.split_header(authoring.read_text(PATCHES / root / name))[0]
-    return (lead + f"eagle_worker_v2.py: as described for {root} (function names there may "
-            f"differ; this release's are in {_doc_name(PATCHES / release.series)}):\n"
-            + text.strip() + "\n\n")
+    return (
+        lead + f"eagle_worker_v2.py: as described for {root} (function names there may "
+        f"differ; this release's are in {_doc_name(PATCHES / release.series)}):\n" + text.strip() + "\n\n"
+    )
 
 
 @main_boundary("seriesgen")
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m patchkit.author.seriesgen", description=__doc__.splitlines()[0])
-    ap.add_argument("versions", nargs="*", help="releases to generate (default with --all: every generated one)")
-    ap.add_argument("--all", action="store_true",
-                    help="every release marked generated or append_v2, newest first")
+    ap = argparse.ArgumentParser(
+        prog="python -m patchkit.author.seriesgen", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument(
+        "versions", nargs="*", help="releases to generate (default with --all: every generated one)"
+    )
+    ap.add_argument(
+        "--all", action="store_true", help="every release marked generated or append_v2, newest first"
+    )
     args = ap.parse_args(argv)
     table = rel.by_version()
-    wanted = [r for r in rel.RELEASES if (r.generated or r.append_v2) and rel.owner(r) is r] \
-        if args.all else []
+    wanted = (
+        [r for r in rel.RELEASES if (r.generated or r.append_v2) and rel.owner(r) is r] if args.all else []
+    )
     for v in args.versions:
         if v not in table:
             raise InvalidInput(f"{v} is not in patchkit.author.sglang_releases")
@@ -492,11 +622,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         try:
             gen = append_v2(r) if r.append_v2 else generate(r)
-        except PatchkitError as e:      # the boundary prints it, with the release named
+        except PatchkitError as e:  # the boundary prints it, with the release named
             raise PatchkitError(f"{r.version}: {e.message}", e.exit_code) from e
-        print(f"{r.version}: {gen.series}: {gen.placed_by_tool} by tool ({gen.adjusted_by_hand} "
-              f"adjusted), {gen.placed_by_hand} by hand, "
-              f"{len(gen.missing)} reference lines not placed; absent: {', '.join(gen.absent) or 'none'}")
+        print(
+            f"{r.version}: {gen.series}: {gen.placed_by_tool} by tool ({gen.adjusted_by_hand} "
+            f"adjusted), {gen.placed_by_hand} by hand, "
+            f"{len(gen.missing)} reference lines not placed; absent: {', '.join(gen.absent) or 'none'}"
+        )
     return 0
 
 

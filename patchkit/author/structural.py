@@ -44,8 +44,11 @@ def _timer_line(text: bytes) -> bool:
 def eligible(hunk: Hunk) -> bool:
     """Only added lines (no removed ones), every one a timer statement."""
     added = [ln for ln in hunk.lines if ln.tag == "+"]
-    return bool(added) and all(ln.tag != "-" for ln in hunk.lines) and all(
-        ln.eol and _timer_line(ln.text) for ln in added)
+    return (
+        bool(added)
+        and all(ln.tag != "-" for ln in hunk.lines)
+        and all(ln.eol and _timer_line(ln.text) for ln in added)
+    )
 
 
 def _added_numbers(hunks: list[Hunk]) -> list[list[int]]:
@@ -69,7 +72,7 @@ def _added_numbers(hunks: list[Hunk]) -> list[list[int]]:
 def _text(lines: list[Line]) -> str | None:
     data = join_lines(lines)
     if b"\r" in data or b"\x0c" in data:
-        return None              # str.splitlines would number lines unlike the patch does
+        return None  # str.splitlines would number lines unlike the patch does
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -80,7 +83,9 @@ def _kind(stmt: ast.stmt) -> tuple[str, str]:
     """(call, phase), a cycle_begin's phase being its kind (decode / prefill)."""
     call, phase = timerplace.timer_kind(stmt)
     if call == "cycle_begin":
-        phase = next((ast.unparse(k.value) for k in stmt.value.keywords if k.arg == "kind"), "")
+        phase = next(
+            (ast.unparse(k.value) for k in timerplace._call_of(stmt).keywords if k.arg == "kind"), ""
+        )
     return call, phase
 
 
@@ -117,8 +122,7 @@ def order_problem(old_text: str, new_text: str, aliases: dict[str, str]) -> str:
             return f"`{fn}` would get a timer call its old counterpart does not make ({shown})"
         for old in olds:
             if not _subsequence([c for c in calls if c in old], old):
-                return (f"the timer lines of `{fn}` would run in another order than before "
-                        f"({shown})")
+                return f"the timer lines of `{fn}` would run in another order than before ({shown})"
     return ""
 
 
@@ -151,15 +155,19 @@ def _block_end(target, line: int, anchor) -> int:
     if not (same or ending):
         return line
     site = same[0] if len(same) == 1 else max(ending, key=lambda s: s.stmt.lineno)
-    rest = [s for s in site.block[site.index + 1:] if not timerplace.is_timer_stmt(s)]
-    if not rest or any(isinstance(s, (ast.Return, ast.Raise, ast.Continue, ast.Break))
-                       for s in rest):
+    rest = [s for s in site.block[site.index + 1 :] if not timerplace.is_timer_stmt(s)]
+    if not rest or any(isinstance(s, (ast.Return, ast.Raise, ast.Continue, ast.Break)) for s in rest):
         return line
     return rest[-1].end_lineno
 
 
-def place_unplaced(old: list[Line], new: list[Line], placements: list[Placement], path: str,
-                   aliases: dict[str, str] | None = None) -> None:
+def place_unplaced(
+    old: list[Line],
+    new: list[Line],
+    placements: list[Placement],
+    path: str,
+    aliases: dict[str, str] | None = None,
+) -> None:
     """Place, by structure, the unplaced hunks of one file diff that only add timer lines.
 
     ``old``: the old file as the patch saw it; ``new``: the new file with the earlier rebased
@@ -176,8 +184,10 @@ def place_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
 
     hunks = [p.hunk for p in placements]
     own = [Placement(h, index=h.src_begin - 1, lines=list(h.lines)) for h in hunks]
-    if any([(ln.text, ln.eol) for ln in h.source] != old[o.index:o.index + len(h.source)]
-           for h, o in zip(hunks, own)):
+    if any(
+        [(ln.text, ln.eol) for ln in h.source] != old[o.start : o.start + len(h.source)]
+        for h, o in zip(hunks, own)
+    ):
         return refuse(todo, "the patch does not apply to the old file at its own line numbers")
     old_text = _text(apply_placements(old, own))
     new_text = _text(new)
@@ -192,16 +202,15 @@ def place_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
     numbers = _added_numbers(hunks)
     wanted: dict[int, list[timerplace.Anchor]] = {}
     for i in todo:
-        mine = [by_line.get(n) for n in numbers[i]]
-        if any(a is None for a in mine):
+        mine = [a for n in numbers[i] if (a := by_line.get(n)) is not None]
+        if len(mine) != len(numbers[i]):
             refuse([i], "an added line is not a timer statement inside a function")
             continue
         wanted[i] = mine
     if not wanted:
         return
     body = [a for i in sorted(wanted) for a in wanted[i] if a.call != "import"]
-    result = timerplace.place(body, {path: target}, {path: path}, aliases=aliases,
-                              prefer=prefer_side)
+    result = timerplace.place(body, {path: target}, {path: path}, aliases=aliases, prefer=prefer_side)
     spot = {id(p.anchor): p for p in result.placements}
     why_not = {id(a): why for a, why in result.missing}
     for a, why in result.skipped:
@@ -226,8 +235,10 @@ def place_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
                 break
             at = _block_end(target, p.line, a)
             lines.append((at, p.text.rstrip("\n").encode()))
-            hows.append(f"`{a.text}` {p.how.removeprefix('tool: ')}"
-                        + (" (then to the end of its block, as before)" if at != p.line else ""))
+            hows.append(
+                f"`{a.text}` {p.how.removeprefix('tool: ')}"
+                + (" (then to the end of its block, as before)" if at != p.line else "")
+            )
         if len(lines) != len(mine):
             a = mine[len(lines)]
             refuse([i], f"`{a.text}`: " + why_not.get(id(a), "no single place for it"))
@@ -266,28 +277,34 @@ def _fit(new: list[Line], placements: list[Placement], found: dict, refuse) -> N
     for i, p in enumerate(placements):
         if i not in found:
             if p.ok:
-                prev_end = p.index + sum(1 for ln in p.lines if ln.tag != "+")
+                prev_end = p.end
             continue
         lines, how = found[i]
         lo, hi = lines[0][0], lines[-1][0]
-        later = [q.index if q.ok else found[j][0][0][0] for j, q in enumerate(placements)
-                 if j > i and (q.ok or j in found)]
+        later = [
+            q.start if q.ok else found[j][0][0][0]
+            for j, q in enumerate(placements)
+            if j > i and (q.ok or j in found)
+        ]
         nxt = min(later) if later else len(new)
         if lo < prev_end or hi > nxt:
-            refuse([i], f"its place (line {lo + 1}) is not between the hunks before and after "
-                        "it; the order of the code changed")
+            refuse(
+                [i],
+                f"its place (line {lo + 1}) is not between the hunks before and after "
+                "it; the order of the code changed",
+            )
             continue
         lead, trail = min(CONTEXT, lo - prev_end), min(CONTEXT, nxt - hi)
         if lead + trail == 0:
             refuse([i], "no context line is left between it and its neighbouring hunks")
             continue
-        body = [DiffLine(" ", t, e, 0) for t, e in new[lo - lead:lo]]
+        body = [DiffLine(" ", t, e, 0) for t, e in new[lo - lead : lo]]
         cursor = lo
         for at, text in lines:
             body += [DiffLine(" ", t, e, 0) for t, e in new[cursor:at]]
             body.append(DiffLine("+", text, True, 0))
             cursor = at
-        body += [DiffLine(" ", t, e, 0) for t, e in new[hi:hi + trail]]
+        body += [DiffLine(" ", t, e, 0) for t, e in new[hi : hi + trail]]
         p.index, p.lines, p.structural = lo - lead, body, how
         prev_end = p.index + sum(1 for ln in body if ln.tag != "+")
 

@@ -37,25 +37,38 @@ SPAN_MIN_SHARE = 0.34
 
 # ----------------------------------------------------------------------------- what a timer line is
 
+
 def is_timer_stmt(stmt: ast.stmt) -> bool:
     if isinstance(stmt, ast.ImportFrom):
         return [(a.name, a.asname) for a in stmt.names] == [(TIMER_MODULE, TIMER_ALIAS)]
-    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-            and isinstance(stmt.value.func, ast.Attribute)
-            and isinstance(stmt.value.func.value, ast.Name)
-            and stmt.value.func.value.id == TIMER_ALIAS)
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and isinstance(stmt.value.func.value, ast.Name)
+        and stmt.value.func.value.id == TIMER_ALIAS
+    )
 
 
 def timer_kind(stmt: ast.stmt) -> tuple[str, str]:
     """(call, phase) of a timer statement: ("begin", "draft_forward"), ("cycle_end", "")..."""
     if isinstance(stmt, ast.ImportFrom):
         return "import", ""
-    call = stmt.value
-    label = call.args[0].value if call.args and isinstance(call.args[0], ast.Constant) else ""
+    call = _call_of(stmt)
+    assert isinstance(call.func, ast.Attribute), "a timer statement (is_timer_stmt)"
+    first = call.args[0] if call.args else None
+    label = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
     return call.func.attr, label
 
 
+def _call_of(stmt: ast.stmt) -> ast.Call:
+    """The call of an expression statement that is one call (a timer line)."""
+    assert isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call), "a call statement"
+    return stmt.value
+
+
 # ----------------------------------------------------------------------------- statement keys
+
 
 def _header(stmt: ast.stmt) -> str:
     """A compound statement's header (its body left out); a simple statement's whole text."""
@@ -77,15 +90,21 @@ def _header(stmt: ast.stmt) -> str:
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
-    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-            and isinstance(stmt.value.value, str))
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
 
 
 def _tail(stmt: ast.stmt) -> str:
     """Loosest of all: assignment targets and the last part of the called name
     (``target_worker.forward_batch_generation`` = ``self.target_worker.forward_batch_generation``)."""
-    value = getattr(stmt, "value", None) if isinstance(
-        stmt, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Return)) else None
+    value = (
+        getattr(stmt, "value", None)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Return))
+        else None
+    )
     name = _called(value).rsplit(".", 1)[-1]
     if not name:
         return ""
@@ -120,24 +139,28 @@ def _shape(stmt: ast.stmt) -> str:
 
 def _callname(stmt: ast.stmt) -> str:
     """The loosest key: just the called name of an assignment, expression or return."""
-    value = getattr(stmt, "value", None) if isinstance(
-        stmt, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Return)) else None
+    value = (
+        getattr(stmt, "value", None)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Return))
+        else None
+    )
     name = _called(value)
     return f"call {name}" if name else ""
 
 
 # ----------------------------------------------------------------------------- walking a module
 
+
 @dataclass
 class Site:
     """One statement of a function body, with where it sits."""
 
     stmt: ast.stmt
-    function: str          # qualified name, e.g. "EAGLEWorker.draft"
-    parent: str            # header of the enclosing compound statement ("" at function level)
-    block: list            # the statement list it belongs to
-    index: int             # its index in that list
-    params: tuple = ()     # the function's parameter names (self/cls left out)
+    function: str  # qualified name, e.g. "EAGLEWorker.draft"
+    parent: str  # header of the enclosing compound statement ("" at function level)
+    block: list  # the statement list it belongs to
+    index: int  # its index in that list
+    params: tuple = ()  # the function's parameter names (self/cls left out)
 
     # The keys below name the function's parameters by position (``_arg0_``), so that a
     # parameter renamed between releases (``batch`` -> ``model_worker_batch``) still matches.
@@ -189,7 +212,7 @@ def rename_params(text: str, old: tuple, new: tuple) -> str:
     return _name_re(tuple(mapping)).sub(lambda m: mapping[m.group(1)], text)
 
 
-def _params(fn: ast.AST) -> tuple:
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> tuple:
     args = fn.args
     names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
     return tuple(n for n in names if n not in ("self", "cls"))
@@ -213,8 +236,9 @@ def _sites(tree: ast.Module):
             for name in ("body", "orelse", "finalbody"):
                 sub = getattr(stmt, name, None)
                 if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
-                    yield from walk_block(sub, qual, header + ("" if name == "body" else f" [{name}]"),
-                                          params)
+                    yield from walk_block(
+                        sub, qual, header + ("" if name == "body" else f" [{name}]"), params
+                    )
             for handler in getattr(stmt, "handlers", []) or []:
                 yield from walk_block(handler.body, qual, header + " [except]", params)
 
@@ -224,9 +248,14 @@ def _sites(tree: ast.Module):
 def _is_class_scope(qual: str, tree: ast.Module) -> bool:
     node: ast.AST = tree
     for part in qual.split("."):
-        found = next((n for n in getattr(node, "body", [])
-                      if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                      and n.name == part), None)
+        found = next(
+            (
+                n
+                for n in getattr(node, "body", [])
+                if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == part
+            ),
+            None,
+        )
         if found is None:
             return False
         node = found
@@ -246,40 +275,41 @@ def _top_import_anchor(tree: ast.Module) -> ast.stmt | None:
 
 # ----------------------------------------------------------------------------- learning anchors
 
+
 @dataclass
 class Probe:
     """One way to find the spot: the statement ``side`` of which the line goes."""
 
-    side: str              # "before" (the line precedes it) or "after"
-    key: str               # _header of that statement
+    side: str  # "before" (the line precedes it) or "after"
+    key: str  # _header of that statement
     shape: str
     callname: str
     tail: str
-    parent: str            # header of the block it is in
-    ordinal: int           # among the function's statements with the same key
-    equals: int            # how many such statements the reference function has
+    parent: str  # header of the block it is in
+    ordinal: int  # among the function's statements with the same key
+    equals: int  # how many such statements the reference function has
 
 
 @dataclass
 class Anchor:
     """Where one timer line sits in the reference."""
 
-    path: str              # reference file (checkout path)
-    text: str              # the statement, stripped (e.g. '_pt.begin("draft_forward")')
-    call: str              # begin / end / cycle_begin / note / import ...
+    path: str  # reference file (checkout path)
+    text: str  # the statement, stripped (e.g. '_pt.begin("draft_forward")')
+    call: str  # begin / end / cycle_begin / note / import ...
     phase: str
-    patch: str             # the reference patch that adds it
-    function: str = ""     # "" for the module-level import
-    probes: list = field(default_factory=list)   # next statement first, then the previous one
-    first_in: str = ""     # the line opens the block with this header (when it does)
-    last_in: str = ""      # FUNCTION_END when the line closes the function body
-    params: tuple = ()     # the reference function's parameters (renamed positionally)
-    spot: str = ""         # where it sits in the reference (lines at one spot stay together)
+    patch: str  # the reference patch that adds it
+    function: str = ""  # "" for the module-level import
+    probes: list = field(default_factory=list)  # next statement first, then the previous one
+    first_in: str = ""  # the line opens the block with this header (when it does)
+    last_in: str = ""  # FUNCTION_END when the line closes the function body
+    params: tuple = ()  # the reference function's parameters (renamed positionally)
+    spot: str = ""  # where it sits in the reference (lines at one spot stay together)
     span: frozenset = frozenset()  # names the reference phase calls between its begin and end
-    group: str = ""        # lines placed together or not at all
-    identity: tuple = ()   # what the group times, whatever function it is in: a phase name,
-                           # or ("cycle:decode", "cycle:prefill"); a release never gets one twice
-    line: int = 0          # its 1-based line in the reference file
+    group: str = ""  # lines placed together or not at all
+    identity: tuple = ()  # what the group times, whatever function it is in: a phase name,
+    # or ("cycle:decode", "cycle:prefill"); a release never gets one twice
+    line: int = 0  # its 1-based line in the reference file
 
     @property
     def key(self) -> str:
@@ -318,9 +348,17 @@ def learn(path: str, patched: str, origins: list[str]) -> list[Anchor]:
     anchors: list[Anchor] = []
     for stmt in tree.body:
         if is_timer_stmt(stmt):
-            anchors.append(Anchor(path, lines[stmt.lineno - 1].strip(), "import", "",
-                                  origins[stmt.lineno - 1], group=f"{path}:import",
-                                  line=stmt.lineno))
+            anchors.append(
+                Anchor(
+                    path,
+                    lines[stmt.lineno - 1].strip(),
+                    "import",
+                    "",
+                    origins[stmt.lineno - 1],
+                    group=f"{path}:import",
+                    line=stmt.lineno,
+                )
+            )
     all_sites = list(_sites(tree))
     by_stmt = {id(s.stmt): s for s in all_sites}
     for site in all_sites:
@@ -328,26 +366,41 @@ def learn(path: str, patched: str, origins: list[str]) -> list[Anchor]:
             continue
         call, phase = timer_kind(site.stmt)
         block = site.block
-        after = [s for s in block[site.index + 1:] if not is_timer_stmt(s)]
-        before = [s for s in block[:site.index] if not is_timer_stmt(s) and not _is_docstring(s)]
+        after = [s for s in block[site.index + 1 :] if not is_timer_stmt(s)]
+        before = [s for s in block[: site.index] if not is_timer_stmt(s) and not _is_docstring(s)]
         probes = []
-        for stmt, side in ((after[0] if after else None, "before"),
-                           (before[-1] if before else None, "after")):
-            if stmt is None:
+        for probe_at, side in (
+            (after[0] if after else None, "before"),
+            (before[-1] if before else None, "after"),
+        ):
+            if probe_at is None:
                 continue
-            ref = by_stmt[id(stmt)]
-            same = [s for s in all_sites if s.function == site.function
-                    and not is_timer_stmt(s.stmt) and s.key == ref.key]
-            ordinal = next(i for i, s in enumerate(same) if s.stmt is stmt)
-            probes.append(Probe(side, ref.key, ref.shape, ref.callname, ref.tail, ref.where,
-                                ordinal, len(same)))
-        anchors.append(Anchor(path, lines[site.stmt.lineno - 1].strip(), call, phase,
-                              origins[site.stmt.lineno - 1], site.function, probes,
-                              (site.where or FUNCTION_START) if not before else "",
-                              FUNCTION_END if not after and not site.parent else "",
-                              params=site.params,
-                              spot=f"{site.function}@{(after[0] if after else before[-1]).lineno}",
-                              line=site.stmt.lineno))
+            ref = by_stmt[id(probe_at)]
+            same = [
+                s
+                for s in all_sites
+                if s.function == site.function and not is_timer_stmt(s.stmt) and s.key == ref.key
+            ]
+            ordinal = next(i for i, s in enumerate(same) if s.stmt is probe_at)
+            probes.append(
+                Probe(side, ref.key, ref.shape, ref.callname, ref.tail, ref.where, ordinal, len(same))
+            )
+        anchors.append(
+            Anchor(
+                path,
+                lines[site.stmt.lineno - 1].strip(),
+                call,
+                phase,
+                origins[site.stmt.lineno - 1],
+                site.function,
+                probes,
+                (site.where or FUNCTION_START) if not before else "",
+                FUNCTION_END if not after and not site.parent else "",
+                params=site.params,
+                spot=f"{site.function}@{(after[0] if after else before[-1]).lineno}",
+                line=site.stmt.lineno,
+            )
+        )
     _assign_groups(anchors)
     _learn_spans(anchors, all_sites, tree)
     return anchors
@@ -360,14 +413,16 @@ def _called_names(stmts) -> frozenset:
         if is_timer_stmt(stmt):
             continue
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Attribute)
-                                                   and isinstance(node.func.value, ast.Name)
-                                                   and node.func.value.id == TIMER_ALIAS):
+            if isinstance(node, ast.Call) and not (
+                isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == TIMER_ALIAS
+            ):
                 names.add(ast.unparse(node.func).rsplit(".", 1)[-1])
     return frozenset(names)
 
 
-def _span_sites(sites, function: str, first: int, last: int) -> list:
+def _span_sites(sites, function: str | None, first: int, last: int) -> list:
     """Statements of ``function`` that start on lines first..last (1-based, inclusive)."""
     return [s.stmt for s in sites if s.function == function and first <= s.stmt.lineno <= last]
 
@@ -397,8 +452,11 @@ def _assign_groups(anchors: list[Anchor]) -> None:
         elif a.call.startswith("cycle"):
             a.group = f"{a.function}:cycle"
         else:
-            a.group = previous.group if previous is not None and previous.function == a.function \
+            a.group = (
+                previous.group
+                if previous is not None and previous.function == a.function
                 else f"{a.function}:{a.call}"
+            )
         previous = a
     kinds: dict[str, set[str]] = {}
     for a in anchors:
@@ -415,6 +473,7 @@ def _assign_groups(anchors: list[Anchor]) -> None:
 
 # ----------------------------------------------------------------------------- placing
 
+
 @dataclass
 class HandRule:
     """A placement made by a person: in ``function`` of ``path``, the line goes ``side`` the one
@@ -427,7 +486,7 @@ class HandRule:
     text: str
     patch: str
     why: str = ""
-    nth: int | None = None   # which of several such statements (0-based), when there are several
+    nth: int | None = None  # which of several such statements (0-based), when there are several
 
     @property
     def identity(self) -> tuple:
@@ -441,21 +500,28 @@ class HandRule:
 @dataclass
 class Placement:
     path: str
-    line: int              # 0-based index of the line it goes before, in the pristine file
-    order: int             # ties at one line keep this order
-    text: str              # the full line, indentation included, with newline
+    line: int  # 0-based index of the line it goes before, in the pristine file
+    order: int  # ties at one line keep this order
+    text: str  # the full line, indentation included, with newline
     patch: str
-    how: str               # "tool: <match>" or "hand: <why>"
+    how: str  # "tool: <match>" or "hand: <why>"
     group: str
     anchor: Anchor | HandRule | None = None
-    alternatives: list = field(default_factory=list)   # other (line, text, how) the probes found
+    alternatives: list = field(default_factory=list)  # other (line, text, how) the probes found
+
+
+def _anchor(p: Placement) -> Anchor:
+    """The anchor of a placement the tool made (hand rules and the import are placed apart)."""
+    assert isinstance(p.anchor, Anchor), "a placement made from an anchor"
+    return p.anchor
 
 
 @dataclass
 class Result:
     placements: list[Placement] = field(default_factory=list)
-    missing: list[tuple[Anchor, str]] = field(default_factory=list)   # (anchor, why)
-    skipped: list[tuple[Anchor, str]] = field(default_factory=list)   # not applicable here
+    # (anchor, why); a hand rule's line can be dropped too (seriesgen's open-phase check)
+    missing: list[tuple[Anchor | HandRule, str]] = field(default_factory=list)
+    skipped: list[tuple[Anchor, str]] = field(default_factory=list)  # not applicable here
 
 
 def _indent_of(source_lines: list[str], stmt: ast.stmt) -> str:
@@ -505,8 +571,9 @@ class Target:
             # Attributes the file reads or writes, and keyword names it passes (a dataclass such
             # as GenerationBatchResult(accept_lens=...) then has that attribute).
             self._attrs = {n.attr for n in ast.walk(self.tree) if isinstance(n, ast.Attribute)}
-            self._attrs |= {k.arg for n in ast.walk(self.tree) if isinstance(n, ast.Call)
-                            for k in n.keywords if k.arg}
+            self._attrs |= {
+                k.arg for n in ast.walk(self.tree) if isinstance(n, ast.Call) for k in n.keywords if k.arg
+            }
             self._fn_names: dict[str, set[str]] = {}
         if qual not in self._fn_names:
             names: set[str] = set()
@@ -520,16 +587,22 @@ class Target:
         return self._fn_names[qual], self._attrs
 
     def insertion(self, stmt: ast.stmt, side: str) -> tuple[int, str]:
+        assert stmt.end_lineno is not None, "a parsed statement"
         line = stmt.lineno - 1 if side == "before" else stmt.end_lineno
         return line, _indent_of(self.lines, stmt)
 
 
 def _find_def(tree: ast.Module, qual: str):
-    node: ast.AST = tree
+    node: ast.AST | None = tree
     for part in qual.split("."):
-        node = next((n for n in getattr(node, "body", [])
-                     if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                     and n.name == part), None)
+        node = next(
+            (
+                n
+                for n in getattr(node, "body", [])
+                if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == part
+            ),
+            None,
+        )
         if node is None:
             return None
     return node
@@ -539,7 +612,7 @@ def unknown_references(text: str, target: Target, function: str) -> list[str]:
     """Names and attributes the timer line's arguments use that this release does not have."""
     import builtins
 
-    call = ast.parse(text).body[0].value
+    call = _call_of(ast.parse(text).body[0])
     names, attrs = target.known_names(function)
     missing = []
     for arg in list(call.args) + [k.value for k in call.keywords]:
@@ -561,8 +634,9 @@ def _branch_gone(a: Anchor, target: Target, function: str) -> bool:
     if probe.side != "before" or not probe.key.startswith("return") or not probe.parent:
         return False
     header = probe.parent.split(" [", 1)[0]
-    return not any(s.key == header or s.where.split(" [", 1)[0] == header
-                   for s in target.sites if s.function == function)
+    return not any(
+        s.key == header or s.where.split(" [", 1)[0] == header for s in target.sites if s.function == function
+    )
 
 
 def open_at_returns(text: str) -> list[tuple[str, int, list[str]]]:
@@ -585,14 +659,14 @@ def open_at_returns(text: str) -> list[tuple[str, int, list[str]]]:
                         elif call in ("end", "cycle_end") and name in opened:
                             opened.remove(name)
             if opened:
-                out.append((fn.name, getattr(ret, "lineno", fn.end_lineno), opened))
+                out.append((fn.name, ret.lineno if ret is not None else fn.end_lineno or fn.lineno, opened))
     return out
 
 
 def _exits(fn):
     """(the enclosing blocks with the index of the statement on the path, the exit) for each
     return in ``fn`` (nested functions excluded) and for falling off its end."""
-    found = []
+    found: list[tuple[list, ast.Return | None]] = []
 
     def walk(block, trail):
         for i, stmt in enumerate(block):
@@ -625,7 +699,8 @@ def _always_exits(block) -> bool:
         return _always_exits(last.body)
     if isinstance(last, ast.Try):
         return _always_exits(last.finalbody) or (
-            _always_exits(last.body) and all(_always_exits(h.body) for h in last.handlers))
+            _always_exits(last.body) and all(_always_exits(h.body) for h in last.handlers)
+        )
     return False
 
 
@@ -634,24 +709,33 @@ def _unproven_uses(text: str, renamed: list[str], target: Target) -> list[str]:
     renamed parameter may have another type (ScheduleBatch -> ModelWorkerBatch)."""
     if not renamed:
         return []
-    seen = {ast.unparse(n) for n in ast.walk(target.tree)
-            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
-    call = ast.parse(text).body[0].value
+    seen = {
+        ast.unparse(n)
+        for n in ast.walk(target.tree)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+    }
+    call = _call_of(ast.parse(text).body[0])
     out = []
     for arg in list(call.args) + [k.value for k in call.keywords]:
         for node in ast.walk(arg):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id in renamed and ast.unparse(node) not in seen):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in renamed
+                and ast.unparse(node) not in seen
+            ):
                 out.append(ast.unparse(node))
     return out
 
 
 def _probe(target: Target, function: str, probe: Probe) -> tuple[list[Site], str]:
     in_fn = [s for s in target.sites if s.function == function]
-    for how, pick in (("same statement", lambda s: s.key == probe.key),
-                      ("same shape", lambda s: bool(probe.shape) and s.shape == probe.shape),
-                      ("same call", lambda s: bool(probe.callname) and s.callname == probe.callname),
-                      ("same targets and method", lambda s: bool(probe.tail) and s.tail == probe.tail)):
+    for how, pick in (
+        ("same statement", lambda s: s.key == probe.key),
+        ("same shape", lambda s: bool(probe.shape) and s.shape == probe.shape),
+        ("same call", lambda s: bool(probe.callname) and s.callname == probe.callname),
+        ("same targets and method", lambda s: bool(probe.tail) and s.tail == probe.tail),
+    ):
         found = [s for s in in_fn if pick(s)]
         if len(found) <= 1:
             if found:
@@ -671,16 +755,18 @@ def _group_problem(items: list[Placement], targets: dict[str, Target], aliases) 
     lines = [p.line for p in sorted(items, key=lambda p: p.order)]
     if lines != sorted(lines):
         return "its lines would be out of the reference's order here"
-    ref = next((p.anchor.span for p in items if getattr(p.anchor, "span", None)), frozenset())
+    ref = next((p.anchor.span for p in items if isinstance(p.anchor, Anchor) and p.anchor.span), frozenset())
     if not ref or len(items) < 2:
         return ""
     target = targets[items[0].path]
-    fn = target.resolve_function(items[0].anchor.function, aliases)
+    fn = target.resolve_function(_anchor(items[0]).function, aliases)
     here = _called_names(_span_sites(target.sites, fn, min(lines) + 1, max(lines)))
     kept = {r for r in ref if r in here or any(_similar(r, h) for h in here)}
     if len(kept) < SPAN_MIN_KEPT * len(ref) or len(kept) < SPAN_MIN_SHARE * len(here):
-        return (f"what it would cover here differs from the reference: calls "
-                f"{sorted(ref - kept)[:4]} missing, {sorted(here - ref)[:4]} added")
+        return (
+            f"what it would cover here differs from the reference: calls "
+            f"{sorted(ref - kept)[:4]} missing, {sorted(here - ref)[:4]} added"
+        )
     return ""
 
 
@@ -724,14 +810,18 @@ def _spots(target: Target, function: str, anchor: Anchor) -> tuple[list[tuple[in
 
     for probe in anchor.probes:
         found, how = _probe(target, function, probe)
-        if len(found) == 1 and probe.side == "after" and isinstance(
-                found[0].stmt, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+        if (
+            len(found) == 1
+            and probe.side == "after"
+            and isinstance(found[0].stmt, (ast.Return, ast.Raise, ast.Continue, ast.Break))
+        ):
             reasons.append(f"after `{_short(found[0].stmt)}`: would never run")
         elif len(found) == 1:
             add(found[0].stmt, probe.side, f"{how} ({probe.side} `{_short(found[0].stmt)}` in {function})")
         else:
-            reasons.append(f"{probe.side} `{probe.key[:50]}`: "
-                           + (how if not found else f"{len(found)} candidates"))
+            reasons.append(
+                f"{probe.side} `{probe.key[:50]}`: " + (how if not found else f"{len(found)} candidates")
+            )
     if anchor.last_in == FUNCTION_END:
         body = [s for s in target.sites if s.function == function and s.parent == ""]
         if body and not isinstance(body[-1].stmt, (ast.Return, ast.Raise)):
@@ -746,8 +836,9 @@ def _spots(target: Target, function: str, anchor: Anchor) -> tuple[list[tuple[in
         else:
             reasons.append(f"{function} has no body")
     elif anchor.first_in:
-        blocks = [s for s in target.sites if s.function == function and s.where == anchor.first_in
-                  and s.index == 0]
+        blocks = [
+            s for s in target.sites if s.function == function and s.where == anchor.first_in and s.index == 0
+        ]
         if len(blocks) == 1:
             add(blocks[0].stmt, "before", f"first in the block `{anchor.first_in[:50]}` ({function})")
         else:
@@ -763,10 +854,17 @@ def _locate(target: Target, function: str, anchor: Anchor) -> tuple[tuple[int, s
     return None, why
 
 
-def place(anchors: list[Anchor], targets: dict[str, Target], file_map: dict[str, str],
-          aliases: dict[str, str] | None = None, hand: list[HandRule] | None = None,
-          skip_groups: set[str] | None = None, skip_identities: set[str] | None = None,
-          renames: dict[str, str] | None = None, prefer=None) -> Result:
+def place(
+    anchors: list[Anchor],
+    targets: dict[str, Target],
+    file_map: dict[str, str],
+    aliases: dict[str, str] | None = None,
+    hand: list[HandRule] | None = None,
+    skip_groups: set[str] | None = None,
+    skip_identities: set[str] | None = None,
+    renames: dict[str, str] | None = None,
+    prefer=None,
+) -> Result:
     """Placements of ``anchors`` into ``targets`` (new path -> Target).
 
     ``file_map``: reference path -> new path (a function not found there is looked up by name in
@@ -815,15 +913,24 @@ def place(anchors: list[Anchor], targets: dict[str, Target], file_map: dict[str,
             if spot is not None and unknown:
                 why = f"in {fn}: the line uses {', '.join(unknown)}, which this release does not have"
             elif spot is not None:
-                placed = Placement(path, spot[0], order, spot[1] + text + "\n", a.patch,
-                                   "tool: " + how, a.group, a,
-                                   [(ln, ind + text + "\n", "tool: " + h) for ln, ind, h in spots[1:]])
+                placed = Placement(
+                    path,
+                    spot[0],
+                    order,
+                    spot[1] + text + "\n",
+                    a.patch,
+                    "tool: " + how,
+                    a.group,
+                    a,
+                    [(ln, ind + text + "\n", "tool: " + h) for ln, ind, h in spots[1:]],
+                )
             else:
                 why = f"in {fn}: {how}"
                 if _branch_gone(a, target, fn):
                     why = "not applicable"
-                    result.skipped.append((a, f"the reference's `return` in `{a.probes[0].parent}` "
-                                              f"has no counterpart in {fn}"))
+                    result.skipped.append(
+                        (a, f"the reference's `return` in `{a.probes[0].parent}` has no counterpart in {fn}")
+                    )
             break
         if why == "not applicable":
             continue
@@ -837,12 +944,14 @@ def place(anchors: list[Anchor], targets: dict[str, Target], file_map: dict[str,
     by_line: dict[tuple[str, int], set[str]] = {}
     for items in pending.values():
         for p in items:
-            by_line.setdefault((p.path, p.line), set()).add(p.anchor.spot)
+            by_line.setdefault((p.path, p.line), set()).add(_anchor(p).spot)
     for items in pending.values():
         for p in items:
             if len(by_line[(p.path, p.line)]) > 1 and p.group not in failed:
-                failed[p.group] = (f"line {p.line + 1} of {p.path.rsplit('/', 1)[-1]} was matched "
-                                   "for two different reference spots")
+                failed[p.group] = (
+                    f"line {p.line + 1} of {p.path.rsplit('/', 1)[-1]} was matched "
+                    "for two different reference spots"
+                )
     # Each phase must keep the reference's order (begin before end) and still cover what it
     # covered there; when the first choice of spots fails, the other spots the probes found
     # are tried (a few combinations at most).
@@ -855,7 +964,9 @@ def place(anchors: list[Anchor], targets: dict[str, Target], file_map: dict[str,
     for group, items in pending.items():
         if group in failed:
             for p in items:
-                result.missing.append((p.anchor, f"its phase's other lines were not placed ({failed[group]})"))
+                result.missing.append(
+                    (_anchor(p), f"its phase's other lines were not placed ({failed[group]})")
+                )
             continue
         result.placements += items
     for n, rule in enumerate(hand or []):
@@ -872,20 +983,33 @@ def _place_hand(rule: HandRule, targets: dict[str, Target], order: int) -> Place
     target = targets.get(rule.path)
     if target is None:
         raise InvalidInput(f"hand rule for {rule.path}: not a file of this release")
-    found = [s for s in target.sites if s.function == rule.function
-             and ast.unparse(s.stmt).startswith(rule.anchor)]
+    found = [
+        s for s in target.sites if s.function == rule.function and ast.unparse(s.stmt).startswith(rule.anchor)
+    ]
     if rule.nth is not None and len(found) > rule.nth:
         found = [found[rule.nth]]
     if len(found) != 1:
-        raise InvalidInput(f"hand rule {rule.text!r} in {rule.function}: {len(found)} statements "
-                           f"start with {rule.anchor!r} (need exactly one, or nth)")
+        raise InvalidInput(
+            f"hand rule {rule.text!r} in {rule.function}: {len(found)} statements "
+            f"start with {rule.anchor!r} (need exactly one, or nth)"
+        )
     unknown = unknown_references(rule.text, target, rule.function)
     if unknown:
-        raise InvalidInput(f"hand rule {rule.text!r} in {rule.function}: uses {', '.join(unknown)}, "
-                           "which this release does not have")
+        raise InvalidInput(
+            f"hand rule {rule.text!r} in {rule.function}: uses {', '.join(unknown)}, "
+            "which this release does not have"
+        )
     line, indent = target.insertion(found[0].stmt, rule.side)
-    return Placement(rule.path, line, order, indent + rule.text + "\n", rule.patch,
-                     f"hand: {rule.why}" if rule.why else "hand", f"hand:{rule.function}", rule)
+    return Placement(
+        rule.path,
+        line,
+        order,
+        indent + rule.text + "\n",
+        rule.patch,
+        f"hand: {rule.why}" if rule.why else "hand",
+        f"hand:{rule.function}",
+        rule,
+    )
 
 
 def add_imports(import_text: str, result: Result, targets: dict[str, Target]) -> None:
@@ -898,10 +1022,17 @@ def add_imports(import_text: str, result: Result, targets: dict[str, Target]) ->
         if anchor is None:
             raise InvalidInput(f"{path}: no module-level import to put the timer import after")
         line, indent = targets[path].insertion(anchor, "after")
-        result.placements.append(Placement(path, line, -1, indent + import_text + "\n",
-                                           min(p.patch for p in items),
-                                           "tool: after the last module-level import",
-                                           f"{path}:import"))
+        result.placements.append(
+            Placement(
+                path,
+                line,
+                -1,
+                indent + import_text + "\n",
+                min(p.patch for p in items),
+                "tool: after the last module-level import",
+                f"{path}:import",
+            )
+        )
 
 
 _RANK = {"end": 0, "note": 1, "cycle_end": 2, "cycle_begin": 3, "begin": 4}
@@ -914,8 +1045,9 @@ def _rank(text: str) -> int:
     return _RANK.get(call, -1)
 
 
-def render_states(pristine: dict[str, str], placements: list[Placement],
-                  patch_names: list[str]) -> list[dict[str, str]]:
+def render_states(
+    pristine: dict[str, str], placements: list[Placement], patch_names: list[str]
+) -> list[dict[str, str]]:
     """states[k]: the files with the lines of the first k patches inserted."""
     states = [dict(pristine)]
     for k in range(1, len(patch_names) + 1):
@@ -923,11 +1055,13 @@ def render_states(pristine: dict[str, str], placements: list[Placement],
         out = {}
         for path, text in pristine.items():
             lines = text.splitlines(keepends=True)
-            mine = sorted((p for p in placements if p.path == path and p.patch in keep),
-                          key=lambda p: (p.line, _rank(p.text), p.order))
+            mine = sorted(
+                (p for p in placements if p.path == path and p.patch in keep),
+                key=lambda p: (p.line, _rank(p.text), p.order),
+            )
             pieces, cursor = [], 0
             for p in mine:
-                pieces += lines[cursor:p.line] + [p.text]
+                pieces += lines[cursor : p.line] + [p.text]
                 cursor = p.line
             pieces += lines[cursor:]
             out[path] = "".join(pieces)
@@ -944,5 +1078,18 @@ def patch_texts(states: list[dict[str, str]], headers: list[str]) -> list[str]:
     return texts
 
 
-__all__ = ["Anchor", "HandRule", "Placement", "Result", "Target", "apply_patch", "is_timer_stmt",
-           "learn", "patch_texts", "place", "render_states", "split_header", "timer_kind"]
+__all__ = [
+    "Anchor",
+    "HandRule",
+    "Placement",
+    "Result",
+    "Target",
+    "apply_patch",
+    "is_timer_stmt",
+    "learn",
+    "patch_texts",
+    "place",
+    "render_states",
+    "split_header",
+    "timer_kind",
+]

@@ -22,12 +22,12 @@ class ProtocolError(Refused):
 class Flag(StrEnum):
     """The target program's one-line answers without fields (target.sh ``pk_out``)."""
 
-    FILES_OK = "files ok"                         # the bulk check found every file as pinned
-    RETRY_SINGLE = "retry single"                 # redo with one sed per file
+    FILES_OK = "files ok"  # the bulk check found every file as pinned
+    RETRY_SINGLE = "retry single"  # redo with one sed per file
     ALREADY_APPLIED = "already applied"
     JOURNAL_KEPT = "journal-kept"
-    RECOVERED = "recovered interrupted"           # an interrupted operation was rolled back
-    ROLLED_BACK = "rolled back"                   # a failed commit rolled itself back
+    RECOVERED = "recovered interrupted"  # an interrupted operation was rolled back
+    ROLLED_BACK = "rolled back"  # a failed commit rolled itself back
     STAGED_OK = "staged ok"
     STAGE_VERIFIED = "stage verified"
     UNSTAGED = "unstaged"
@@ -39,15 +39,15 @@ class Flag(StrEnum):
 class Manifest(NamedTuple):
     """``@pk manifest STATE SERIES DIGEST COUNT``: the patchkit state a target carries."""
 
-    state: str                    # applied | applying | reverting | ...
+    state: str  # applied | applying | reverting | ...
     series: str
     digest: str
-    count: int                    # files recorded
+    file_count: int  # files recorded (not `count`, which would shadow tuple.count)
 
 
 @dataclass
 class TargetFile:
-    state: str                    # present | missing | exists
+    state: str  # present | missing | exists
     wc: int | None = None
     sha: str | None = None
     prex: str | None = None
@@ -56,7 +56,7 @@ class TargetFile:
 @dataclass
 class ManifestFile:
     kind: str
-    state: str                    # original | applied | modified | missing | absent
+    state: str  # original | applied | modified | missing | absent
     sha: str | None
     orig_sha: str | None
     path: str
@@ -64,10 +64,10 @@ class ManifestFile:
 
 @dataclass
 class LockInfo:
-    state: str                    # dead | held | foreign | noowner
-    reason: str                   # pid-gone | zombie | pid-reused | rebooted | other-host | ... | -
-    age: int                      # seconds since the owner took it
-    owner: dict[str, str]         # pid, host, user, op, time, start, boot, ns, machine (as recorded)
+    state: str  # dead | held | foreign | noowner
+    reason: str  # pid-gone | zombie | pid-reused | rebooted | other-host | ... | -
+    age: int  # seconds since the owner took it
+    owner: dict[str, str]  # pid, host, user, op, time, start, boot, ns, machine (as recorded)
 
     @property
     def owner_text(self) -> str:
@@ -91,16 +91,16 @@ class Answer:
     staged: dict[int, tuple[int, str, bool]] = field(default_factory=dict)
     manifest: Manifest | None = None
     mfiles: dict[int, ManifestFile] = field(default_factory=dict)
-    lock: LockInfo | None = None                  # a lock that refused us (or, for status, any)
-    takeover: LockInfo | None = None              # a dead owner's lock this operation took over
+    lock: LockInfo | None = None  # a lock that refused us (or, for status, any)
+    takeover: LockInfo | None = None  # a dead owner's lock this operation took over
     journal: list[str] = field(default_factory=list)
     wrote: list[int] = field(default_factory=list)
     restored: list[tuple[int, str]] = field(default_factory=list)
     trashed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    bytecode: list[str] = field(default_factory=list)             # revert: .pyc files it removed
+    bytecode: list[str] = field(default_factory=list)  # revert: .pyc files it removed
     leftovers: list[tuple[str, str]] = field(default_factory=list)  # status: (what, path) left behind
-    commit_failed: str | None = None              # where a commit failed (then rolled back)
+    commit_failed: str | None = None  # where a commit failed (then rolled back)
 
 
 def _int(s: str) -> int | None:
@@ -148,8 +148,9 @@ def parse_answer(stdout: bytes) -> Answer:
         elif word == "file":
             k = int(parts[0])
             if parts[1] == "present":
-                ans.files[k] = TargetFile("present", _int(parts[2]), parts[3],
-                                          None if parts[4] == "-" else parts[4])
+                ans.files[k] = TargetFile(
+                    "present", _int(parts[2]), parts[3], None if parts[4] == "-" else parts[4]
+                )
             else:
                 ans.files[k] = TargetFile(parts[1])
         elif word == "staged" and parts[0] != "ok":
@@ -158,8 +159,13 @@ def parse_answer(stdout: bytes) -> Answer:
             ans.manifest = Manifest(parts[0], parts[1], parts[2], int(parts[3]))
         elif word == "mfile":
             idx = int(parts[0])
-            ans.mfiles[idx] = ManifestFile(parts[1], parts[2], None if parts[3] == "-" else parts[3],
-                                           None if parts[4] == "-" else parts[4], " ".join(parts[5:]))
+            ans.mfiles[idx] = ManifestFile(
+                parts[1],
+                parts[2],
+                None if parts[3] == "-" else parts[3],
+                None if parts[4] == "-" else parts[4],
+                " ".join(parts[5:]),
+            )
         elif word == "lock":
             ans.lock = _lock_info(parts[0], parts[1], parts[2], parts[3:])
         elif word == "takeover":
@@ -174,17 +180,19 @@ def parse_answer(stdout: bytes) -> Answer:
             ans.warnings.append(rest)
         elif word == "bytecode":
             ans.bytecode.append(rest)
-        elif word == "leftover" and line != Flag.LEFTOVER_STAGE:    # that one is a Flag
+        elif word == "leftover" and line != Flag.LEFTOVER_STAGE:  # that one is a Flag
             ans.leftovers.append((parts[0], " ".join(parts[1:])))
         elif word == "trashed":
             ans.trashed.append(" ".join(parts[1:]))
         elif line.startswith("commit failed in "):
-            ans.commit_failed = line[len("commit failed in "):]
+            ans.commit_failed = line[len("commit failed in ") :]
         elif line in Flag.__members__.values():
             ans.flags.add(Flag(line))
         else:
             shown = raw.decode("utf-8", "backslashreplace")
-            raise ProtocolError(f"the target program printed an unknown line: {shown!r} (this "
-                                "patchkit and the program it sent disagree); what it did is not "
-                                "known here: see patch.status")
+            raise ProtocolError(
+                f"the target program printed an unknown line: {shown!r} (this "
+                "patchkit and the program it sent disagree); what it did is not "
+                "known here: see patch.status"
+            )
     return ans

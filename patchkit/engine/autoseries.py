@@ -18,8 +18,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit.errors import InvalidInput, Refused
 from patchkit.engine.series import Pin, parse_pin
+from patchkit.errors import InvalidInput, Refused
 from patchkit.locations import series_root
 from patchkit.transport import parse_target
 
@@ -40,7 +40,7 @@ class Seen:
     label: str
     versions: list[str]
     hashes: dict[str, str]
-    manifest: tuple[str, str] | None = None   # (series name, digest) patchkit left on the target
+    manifest: tuple[str, str] | None = None  # (series name, digest) patchkit left on the target
 
 
 def candidates(root: Path = SHIPPED) -> list[Candidate]:
@@ -54,7 +54,7 @@ def candidates(root: Path = SHIPPED) -> list[Candidate]:
 
 def _spellings(path: str, prefix: str | None) -> list[str]:
     if prefix and path.startswith(prefix):
-        return [path, path[len(prefix):]]
+        return [path, path[len(prefix) :]]
     return [path]
 
 
@@ -109,16 +109,19 @@ def read_target(spec, cands: list[Candidate], **target_options) -> Seen:
         raise Refused(f"{transport.label}: no sha256 tool (sha256sum or shasum)")
     if result.returncode != 0:
         tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-2:]
-        raise Refused(f"{transport.label}: reading the target failed (exit {result.returncode})"
-                      + (": " + " | ".join(tail) if tail else ""))
+        raise Refused(
+            f"{transport.label}: reading the target failed (exit {result.returncode})"
+            + (": " + " | ".join(tail) if tail else "")
+        )
     versions = [ln[5:] for ln in out if ln.startswith("dist ")]
     hashes = {}
     for ln in out:
         if ln.startswith("file "):
             _, sha, path = ln.split(" ", 2)
             hashes[path] = sha
-    manifest = next((tuple(ln.split()[1:3]) for ln in out
-                     if ln.startswith("manifest ") and len(ln.split()) >= 3), None)
+    manifest = next(
+        (tuple(ln.split()[1:3]) for ln in out if ln.startswith("manifest ") and len(ln.split()) >= 3), None
+    )
     return Seen(transport.label, versions, hashes, manifest)
 
 
@@ -163,10 +166,14 @@ def _from_manifest(seen: Seen, cands: list[Candidate]) -> Candidate | None:
         if c.directory.name == name:
             if load_series(str(c.directory)).digest == digest:
                 return c
-            raise Refused(f"{seen.label}: --series auto: the target carries series {name} "
-                          f"{digest[:12]}, not the shipped {name}; pass that series folder")
-    raise Refused(f"{seen.label}: --series auto: the target carries series {name} {digest[:12]}, "
-                  "which is not shipped here; pass that series folder")
+            raise Refused(
+                f"{seen.label}: --series auto: the target carries series {name} "
+                f"{digest[:12]}, not the shipped {name}; pass that series folder"
+            )
+    raise Refused(
+        f"{seen.label}: --series auto: the target carries series {name} {digest[:12]}, "
+        "which is not shipped here; pass that series folder"
+    )
 
 
 def choose(seen: Seen, cands: list[Candidate]) -> Candidate:
@@ -181,21 +188,25 @@ def choose(seen: Seen, cands: list[Candidate]) -> Candidate:
         matching.sort(key=lambda c: -len(c.pin.files))
         if len(matching[0].pin.files) > len(matching[1].pin.files):
             return matching[0]
-        raise Refused(f"{seen.label}: --series auto: {', '.join(c.directory.name for c in matching)} "
-                      "all match; pass --series")
+        raise Refused(
+            f"{seen.label}: --series auto: {', '.join(c.directory.name for c in matching)} "
+            "all match; pass --series"
+        )
     ranked = sorted(cands, key=lambda c: (_version_distance(c, seen.versions), len(_differences(c, seen))))
     best = ranked[0]
     what = "; ".join(_differences(best, seen))
     found = f"installed version {', '.join(seen.versions)}" if seen.versions else "no dist-info"
-    raise Refused(f"{seen.label}: --series auto: no shipped series is pinned to this text ({found}); "
-                  f"closest: {best.directory.name} (sglang {best.pin.version}): {what}")
+    raise Refused(
+        f"{seen.label}: --series auto: no shipped series is pinned to this text ({found}); "
+        f"closest: {best.directory.name} (sglang {best.pin.version}): {what}"
+    )
 
 
 def _choose_each(targets: list, root: Path, target_options: dict) -> list[tuple[Seen, Candidate]]:
     from patchkit.transport.k8s import expand_targets
 
     cands = candidates(root)
-    targets = expand_targets(targets, **target_options)    # k8s:NS/SELECTOR:ROOT: every pod
+    targets = expand_targets(targets, **target_options)  # k8s:NS/SELECTOR:ROOT: every pod
     out = []
     for spec in targets:
         seen = read_target(spec, cands, **target_options)
@@ -203,8 +214,7 @@ def _choose_each(targets: list, root: Path, target_options: dict) -> list[tuple[
     return out
 
 
-def resolve_per_host(targets: list, root: Path = SHIPPED,
-                     **target_options) -> tuple[list[str], str]:
+def resolve_per_host(targets: list, root: Path = SHIPPED, **target_options) -> tuple[list[str], str]:
     """(one series folder per target, in their order; the sentence saying what was chosen).
 
     A mixed fleet (hosts mid-upgrade) gets each host's own series; a host no shipped series
@@ -214,8 +224,7 @@ def resolve_per_host(targets: list, root: Path = SHIPPED,
     dirs = [str(c.directory) for _, c in chosen]
     if len(set(dirs)) == 1:
         return dirs, _said(chosen)
-    per = ", ".join(f"{seen.label}: {c.directory.name} (sglang {c.pin.version})"
-                    for seen, c in chosen)
+    per = ", ".join(f"{seen.label}: {c.directory.name} (sglang {c.pin.version})" for seen, c in chosen)
     return dirs, f"--series auto: a series per host: {per}"
 
 
@@ -234,7 +243,8 @@ def _said(chosen: list[tuple[Seen, Candidate]]) -> str:
     c = chosen[0][1]
     files = ", ".join(Path(f).name for f in c.pin.files)
     if any(s.manifest for s in seen_all):
-        return (f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): "
-                "the series patchkit applied to the target")
-    return (f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): "
-            f"{files} match its pin exactly")
+        return (
+            f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): "
+            "the series patchkit applied to the target"
+        )
+    return f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): {files} match its pin exactly"

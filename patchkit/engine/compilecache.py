@@ -14,6 +14,7 @@ The precise per-hunk plans are not stored: a drift report, the one place that ne
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -21,16 +22,25 @@ import tempfile
 from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from patchkit.engine.plan import FilePlan
 from patchkit.engine.series import Pin, PinnedFile, Series, SeriesFiles, load_series, read_series
 from patchkit.engine.targetprog import Compiled, compile_series
 from patchkit.locations import cache_base
 
-FORMAT = 2                     # 2: every field of the pin is kept (also_versions was lost)
-KEEP = 32                      # entries kept; older ones are removed when a new one is written
-_SOURCES = ("engine/diffparse.py", "engine/series.py", "engine/plan.py", "engine/render.py",
-            "engine/targetprog.py", "paths.py", "errors.py", "engine/compilecache.py")
+FORMAT = 2  # 2: every field of the pin is kept (also_versions was lost)
+KEEP = 32  # entries kept; older ones are removed when a new one is written
+_SOURCES = (
+    "engine/diffparse.py",
+    "engine/series.py",
+    "engine/plan.py",
+    "engine/render.py",
+    "engine/targetprog.py",
+    "paths.py",
+    "errors.py",
+    "engine/compilecache.py",
+)
 
 
 def enabled() -> bool:
@@ -47,14 +57,15 @@ def cache_dir() -> Path:
 def code_version() -> str:
     """Hash of the modules whose output is cached (and of unidiff's version)."""
     h = hashlib.sha256(str(FORMAT).encode())
-    here = os.path.dirname(os.path.dirname(__file__))      # patchkit/
+    here = os.path.dirname(os.path.dirname(__file__))  # patchkit/
     for name in _SOURCES:
         with open(os.path.join(here, name), "rb") as fh:
             h.update(name.encode() + b"\0" + fh.read())
     try:
         from importlib.metadata import version
+
         h.update(version("unidiff").encode())
-    except Exception:       # noqa: BLE001 - no metadata: the module hashes above still key it
+    except Exception:  # no metadata: the module hashes above still key it
         pass
     return h.hexdigest()
 
@@ -67,13 +78,13 @@ def compiled_series(series: str | Series, full: bool = True) -> Compiled:
     """`compile_series` for a folder (or a loaded Series), through the cache when enabled."""
     if not enabled():
         return compile_series(series if isinstance(series, Series) else load_series(series), full=full)
-    files = series if isinstance(series, Series) else read_series(series)
+    files: Series | SeriesFiles = series if isinstance(series, Series) else read_series(series)
     k = key(files.digest, files.name, full)
     path = cache_dir() / f"{k}.json"
     hit = _load(path, files)
     if hit is not None:
         return hit
-    loaded = series if isinstance(series, Series) else load_series(files)
+    loaded = files if isinstance(files, Series) else load_series(files)
     compiled = compile_series(loaded, full=full)
     _store(path, compiled)
     return compiled
@@ -88,15 +99,25 @@ def _pin_json(pin: Pin) -> dict:
 
 
 def _pin_from_json(data: dict) -> Pin:
-    scalars = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "files"}
+    scalars: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "files"
+    }
     return Pin(files={f[0]: PinnedFile(f[0], f[1], f[2]) for f in data["files"]}, **scalars)
 
 
 def _store(path: Path, c: Compiled) -> None:
-    data = {"format": FORMAT, "pin": _pin_json(c.series.pin), "name": c.series.name,
-            "digest": c.series.digest, "full": c.full, "common": c.common,
-            "stage_funcs": c.stage_funcs, "multi": c.multi, "single": c.single,
-            "plans": [[p.path, p.kind, p.executable] for p in c.plans]}
+    data = {
+        "format": FORMAT,
+        "pin": _pin_json(c.series.pin),
+        "name": c.series.name,
+        "digest": c.series.digest,
+        "full": c.full,
+        "common": c.common,
+        "stage_funcs": c.stage_funcs,
+        "multi": c.multi,
+        "single": c.single,
+        "plans": [[p.path, p.kind, p.executable] for p in c.plans],
+    }
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
@@ -111,10 +132,8 @@ def _store(path: Path, c: Compiled) -> None:
 def _prune(directory: Path) -> None:
     entries = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[KEEP:]:
-        try:
+        with contextlib.suppress(OSError):
             old.unlink()
-        except OSError:
-            pass
 
 
 def _load(path: Path, files: SeriesFiles | Series) -> Compiled | None:
@@ -125,17 +144,27 @@ def _load(path: Path, files: SeriesFiles | Series) -> Compiled | None:
             return None
         pin = _pin_from_json(data["pin"])
         pinned = pin.files
-        series = Series(directory=files.directory, name=data["name"], pin=pin, patches=[],
-                        digest=data["digest"])
-        plans = [FilePlan(path=path_, kind=kind, pinned=pinned.get(path_), executable=ex)
-                 for path_, kind, ex in data["plans"]]
+        series = Series(
+            directory=files.directory, name=data["name"], pin=pin, patches=[], digest=data["digest"]
+        )
+        plans = [
+            FilePlan(path=path_, kind=kind, pinned=pinned.get(path_), executable=ex)
+            for path_, kind, ex in data["plans"]
+        ]
         directory = files.directory
         full = data["full"]
-        return Compiled(series=series, plans=plans, common=data["common"],
-                        stage_funcs=data["stage_funcs"], multi=data["multi"], single=data["single"],
-                        full=full, detail=lambda: compile_series(load_series(directory), full=True).plans)
+        return Compiled(
+            series=series,
+            plans=plans,
+            common=data["common"],
+            stage_funcs=data["stage_funcs"],
+            multi=data["multi"],
+            single=data["single"],
+            full=full,
+            detail=lambda: compile_series(load_series(directory), full=True).plans,
+        )
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
 
 
-__all__ = ["compiled_series", "cache_dir", "enabled", "key"]
+__all__ = ["cache_dir", "compiled_series", "enabled", "key"]

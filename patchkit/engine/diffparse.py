@@ -19,9 +19,14 @@ from patchkit.paths import path_problem
 
 DEV_NULL = "/dev/null"
 _UNSUPPORTED_HEADERS = (
-    ("rename from", "rename"), ("rename to", "rename"), ("copy from", "copy"),
-    ("copy to", "copy"), ("similarity index", "rename/copy"), ("old mode", "mode change"),
-    ("new mode", "mode change"), ("GIT binary patch", "binary"),
+    ("rename from", "rename"),
+    ("rename to", "rename"),
+    ("copy from", "copy"),
+    ("copy to", "copy"),
+    ("similarity index", "rename/copy"),
+    ("old mode", "mode change"),
+    ("new mode", "mode change"),
+    ("GIT binary patch", "binary"),
 )
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -31,9 +36,9 @@ def encode(text: str) -> bytes:
 
 
 class DiffLine(NamedTuple):
-    tag: str          # ' ' context, '-' removed, '+' added
-    text: bytes       # the line without its "\n" (a CR of a CRLF file stays)
-    eol: bool         # False when followed by "\ No newline at end of file"
+    tag: str  # ' ' context, '-' removed, '+' added
+    text: bytes  # the line without its "\n" (a CR of a CRLF file stays)
+    eol: bool  # False when followed by "\ No newline at end of file"
     diff_line_no: int
 
 
@@ -71,7 +76,7 @@ class Hunk:
 @dataclass
 class FileDiff:
     path: str
-    kind: str                 # 'modify' | 'create' | 'delete'
+    kind: str  # 'modify' | 'create' | 'delete'
     hunks: list[Hunk]
     patch_name: str
     diff_line_no: int
@@ -81,8 +86,11 @@ class FileDiff:
         parts = [f"{self.patch_name}", f"file {self.path}"]
         if hunk is not None:
             parts.append(f"hunk '{hunk.header}'")
-        lineno = line.diff_line_no if line is not None else (
-            hunk.diff_line_no if hunk is not None else self.diff_line_no)
+        lineno = (
+            line.diff_line_no
+            if line is not None
+            else (hunk.diff_line_no if hunk is not None else self.diff_line_no)
+        )
         parts.append(f"diff line {lineno}")
         return ", ".join(parts)
 
@@ -101,8 +109,17 @@ def _unquote_git_path(name: str) -> str:
     body = encode(name[1:-1])
     out = bytearray()
     i = 0
-    simple = {ord("n"): 10, ord("t"): 9, ord('"'): 34, ord("\\"): 92, ord("a"): 7,
-              ord("b"): 8, ord("f"): 12, ord("r"): 13, ord("v"): 11}
+    simple = {
+        ord("n"): 10,
+        ord("t"): 9,
+        ord('"'): 34,
+        ord("\\"): 92,
+        ord("a"): 7,
+        ord("b"): 8,
+        ord("f"): 12,
+        ord("r"): 13,
+        ord("v"): 11,
+    }
     while i < len(body):
         c = body[i]
         if c == 92 and i + 1 < len(body):
@@ -112,7 +129,7 @@ def _unquote_git_path(name: str) -> str:
                 i += 2
                 continue
             if 48 <= nxt <= 55 and i + 3 < len(body) + 1:
-                out.append(int(body[i + 1:i + 4], 8) & 0xFF)
+                out.append(int(body[i + 1 : i + 4], 8) & 0xFF)
                 i += 4
                 continue
         out.append(c)
@@ -128,7 +145,7 @@ def _side_path(name: str | None, prefix: str, where: str) -> str | None:
         return None
     if not name.startswith(prefix):
         raise InvalidInput(f"{where}: path {name!r} lacks the git-style '{prefix}' prefix")
-    path = name[len(prefix):]
+    path = name[len(prefix) :]
     problem = path_problem(path)
     if problem:
         raise InvalidInput(f"{where}: unsafe path {path!r}: {problem}")
@@ -153,14 +170,13 @@ def parse_patch(name: str, data: bytes) -> Patch:
         raise InvalidInput(f"{name}: contains NUL bytes (binary patches are not supported)")
     text = data.decode("utf-8", "surrogateescape")
     lines = split_lines(text)
-    _check_hunk_counts(name, lines)     # before unidiff, which blames the next hunk's header
+    _check_hunk_counts(name, lines)  # before unidiff, which blames the next hunk's header
     try:
         patchset = PatchSet(lines)
     except UnidiffParseError as e:
         lineno = _guess_error_line(lines, str(e))
         raise InvalidInput(f"{name}: malformed diff near line {lineno}: {e}") from e
-    header_end = next((i for i, ln in enumerate(lines)
-                       if ln.startswith(("diff --git ", "--- "))), len(lines))
+    header_end = next((i for i, ln in enumerate(lines) if ln.startswith(("diff --git ", "--- "))), len(lines))
     header = "".join(lines[:header_end])
     _check_hunk_bodies(name, lines)
     files = [_convert_file(name, pf, lines) for pf in patchset]
@@ -205,8 +221,11 @@ def _check_hunk_counts(name: str, lines: list[str]) -> None:
         while i < len(lines) and (old < want_old or new < want_new):
             ln = lines[i]
             if ln.startswith(("@@ ", "diff --git ")) or (
-                    ln.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
-                    and old + 1 > want_old):
+                ln.startswith("--- ")
+                and i + 1 < len(lines)
+                and lines[i + 1].startswith("+++ ")
+                and old + 1 > want_old
+            ):
                 break
             tag = ln[:1]
             if tag in (" ", "\n") or ln == "":
@@ -219,22 +238,41 @@ def _check_hunk_counts(name: str, lines: list[str]) -> None:
                 break
             i += 1
         if old < want_old or new < want_new:
-            raise InvalidInput(f"{name}: diff line {header_no}: hunk header {header!r} counts "
-                               f"{want_old} old and {want_new} new lines, but its body has "
-                               f"{old} and {new}")
+            raise InvalidInput(
+                f"{name}: diff line {header_no}: hunk header {header!r} counts "
+                f"{want_old} old and {want_new} new lines, but its body has "
+                f"{old} and {new}"
+            )
 
 
-_AFTER_HUNK = ("diff --git ", "--- ", "+++ ", "index ", "new file mode ", "deleted file mode ",
-               "old mode ", "new mode ", "similarity index ", "dissimilarity index ",
-               "rename from ", "rename to ", "copy from ", "copy to ", "Binary files ",
-               "GIT binary patch", "\\ ", "@@ ")
+_AFTER_HUNK = (
+    "diff --git ",
+    "--- ",
+    "+++ ",
+    "index ",
+    "new file mode ",
+    "deleted file mode ",
+    "old mode ",
+    "new mode ",
+    "similarity index ",
+    "dissimilarity index ",
+    "rename from ",
+    "rename to ",
+    "copy from ",
+    "copy to ",
+    "Binary files ",
+    "GIT binary patch",
+    "\\ ",
+    "@@ ",
+)
 
 
 def _check_trailing_text(name: str, lines: list[str], patchset) -> None:
     """Text after the first hunk that is neither a hunk line nor a diff header is refused: a
     patch with bytes appended (a bad paste, a concatenation) must not apply silently."""
-    consumed = {ln.diff_line_no for pf in patchset for h in pf for ln in h
-                if getattr(ln, "diff_line_no", None)}
+    consumed = {
+        ln.diff_line_no for pf in patchset for h in pf for ln in h if getattr(ln, "diff_line_no", None)
+    }
     first = next((i for i, ln in enumerate(lines) if ln.startswith("@@ ")), None)
     if first is None:
         return
@@ -242,32 +280,37 @@ def _check_trailing_text(name: str, lines: list[str], patchset) -> None:
         ln, no = lines[i], i + 1
         if no in consumed or not ln.strip() or ln.startswith(_AFTER_HUNK):
             continue
-        if ln in ("-- \n", "-- ") and not any(x.startswith("@@ ") for x in lines[i + 1:]):
-            return     # git format-patch's signature ("-- " then the git version) ends the patch
+        if ln in ("-- \n", "-- ") and not any(x.startswith("@@ ") for x in lines[i + 1 :]):
+            return  # git format-patch's signature ("-- " then the git version) ends the patch
         shown = ln.rstrip("\n")
-        raise InvalidInput(f"{name}: diff line {no}: {shown[:60]!r} after a hunk is not part of "
-                           "a diff (text appended to the patch?)")
+        raise InvalidInput(
+            f"{name}: diff line {no}: {shown[:60]!r} after a hunk is not part of "
+            "a diff (text appended to the patch?)"
+        )
 
 
 def _check_stray_lines(name: str, lines: list[str], patchset) -> None:
     """A body line that no hunk consumed means a header count is too small: refuse, don't skip."""
-    consumed = {ln.diff_line_no for pf in patchset for h in pf for ln in h
-                if getattr(ln, "diff_line_no", None)}
+    consumed = {
+        ln.diff_line_no for pf in patchset for h in pf for ln in h if getattr(ln, "diff_line_no", None)
+    }
     first = next((i for i, ln in enumerate(lines) if ln.startswith(("diff --git ", "--- "))), None)
     if first is None:
         return
     for i in range(first, len(lines)):
         ln, no = lines[i], i + 1
-        if no in consumed or not ln[:1] in (" ", "+", "-"):
+        if no in consumed or ln[:1] not in (" ", "+", "-"):
             continue
-        if ln in ("-- \n", "-- ") and not any(x.startswith("@@ ") for x in lines[i + 1:]):
-            break      # git format-patch's signature ("-- " then the git version) ends the patch
+        if ln in ("-- \n", "-- ") and not any(x.startswith("@@ ") for x in lines[i + 1 :]):
+            break  # git format-patch's signature ("-- " then the git version) ends the patch
         if ln.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
             continue
         if ln.startswith("+++ ") and i > 0 and lines[i - 1].startswith("--- "):
             continue
-        raise InvalidInput(f"{name}: diff line {no}: {ln.rstrip()!r} is outside every hunk "
-                           "(a hunk header's line count is too small?)")
+        raise InvalidInput(
+            f"{name}: diff line {no}: {ln.rstrip()!r} is outside every hunk "
+            "(a hunk header's line count is too small?)"
+        )
 
 
 def _convert_file(patch_name: str, pf, lines: list[str]) -> FileDiff:
@@ -289,12 +332,20 @@ def _convert_file(patch_name: str, pf, lines: list[str]) -> FileDiff:
     created = any(raw.startswith("new file mode") for raw in info)
     kind = "create" if src is None or created else "delete" if tgt is None else "modify"
     path = tgt if kind == "create" else src
+    if path is None:  # 'new file mode' with a /dev/null target
+        raise InvalidInput(f"{where}: a new file whose target side is /dev/null")
     mode = getattr(pf, "target_mode", None) if kind != "delete" else None
     if mode not in (None, "100644", "100755"):
         raise InvalidInput(f"{where}: {path}: file mode {mode} (symlink or submodule) is not supported")
     hunks = [_convert_hunk(patch_name, path, h) for h in pf]
-    fd = FileDiff(path=path, kind=kind, hunks=hunks, patch_name=patch_name, diff_line_no=lineno,
-                  executable=(kind == "create" and mode == "100755"))
+    fd = FileDiff(
+        path=path,
+        kind=kind,
+        hunks=hunks,
+        patch_name=patch_name,
+        diff_line_no=lineno,
+        executable=(kind == "create" and mode == "100755"),
+    )
     if not hunks and kind == "modify":
         raise InvalidInput(f"{where}: {path}: no hunks (mode-only or empty diffs are not supported)")
     _check_hunk_order(fd)
@@ -308,8 +359,9 @@ def _convert_hunk(patch_name: str, path: str, h) -> Hunk:
     for ln in h:
         if ln.line_type == "\\":
             if not out:
-                raise InvalidInput(f"{patch_name}, {path}, hunk '{header}': "
-                                   "'No newline' marker with no line before it")
+                raise InvalidInput(
+                    f"{patch_name}, {path}, hunk '{header}': 'No newline' marker with no line before it"
+                )
             prev = out[-1]
             out[-1] = DiffLine(prev.tag, prev.text, False, prev.diff_line_no)
             continue
@@ -321,8 +373,9 @@ def _convert_hunk(patch_name: str, path: str, h) -> Hunk:
         if first_no is None:
             first_no = ln.diff_line_no
         out.append(DiffLine(ln.line_type, value.encode("utf-8", "surrogateescape"), True, ln.diff_line_no))
-    hunk = Hunk(h.source_start, h.source_length, h.target_start, h.target_length, header,
-                (first_no or 1) - 1, out)
+    hunk = Hunk(
+        h.source_start, h.source_length, h.target_start, h.target_length, header, (first_no or 1) - 1, out
+    )
     where = f"{patch_name}, file {path}, hunk '{header}' (diff line {hunk.diff_line_no})"
     if h.source_length == 0 and h.target_length == 0:
         raise InvalidInput(f"{where}: empty hunk")
@@ -331,8 +384,10 @@ def _convert_hunk(patch_name: str, path: str, h) -> Hunk:
     for side in (hunk.source, hunk.target):
         for ln in side[:-1]:
             if not ln.eol:
-                raise InvalidInput(f"{where}, diff line {ln.diff_line_no}: 'No newline at end "
-                                   "of file' marker on a line that is not the last of its side")
+                raise InvalidInput(
+                    f"{where}, diff line {ln.diff_line_no}: 'No newline at end "
+                    "of file' marker on a line that is not the last of its side"
+                )
     return hunk
 
 
@@ -342,13 +397,17 @@ def _check_hunk_order(fd: FileDiff) -> None:
     prev: Hunk | None = None
     for h in fd.hunks:
         if prev is not None and h.src_begin < prev.src_end:
-            raise InvalidInput(f"{fd.where(h)}: overlaps or precedes the previous hunk "
-                               f"'{prev.header}' (hunks must be ascending and disjoint)")
+            raise InvalidInput(
+                f"{fd.where(h)}: overlaps or precedes the previous hunk "
+                f"'{prev.header}' (hunks must be ascending and disjoint)"
+            )
         expected_tgt = h.src_begin + delta
         got_tgt = h.tgt_start if h.tgt_len else h.tgt_start + 1
         if fd.kind == "modify" and got_tgt != expected_tgt:
-            raise InvalidInput(f"{fd.where(h)}: target start {h.tgt_start} does not match the "
-                               f"source position (expected {expected_tgt - (0 if h.tgt_len else 1)})")
+            raise InvalidInput(
+                f"{fd.where(h)}: target start {h.tgt_start} does not match the "
+                f"source position (expected {expected_tgt - (0 if h.tgt_len else 1)})"
+            )
         delta += h.tgt_len - h.src_len
         prev = h
     if fd.kind == "create" and any(h.src_len for h in fd.hunks):

@@ -6,25 +6,28 @@ failure path). Also the exact-match search that `patch.rebase` relocates hunks w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from patchkit.engine.plan import FilePlan, HunkRef
 
+T = TypeVar("T")
 
-def find_block(lines: list[bytes], block: list[bytes]) -> list[int]:
+
+def find_block(lines: Sequence[T], block: Sequence[T]) -> list[int]:
     """1-based start positions where `block` occurs exactly in `lines`."""
     if not block:
         return []
     first, n = block[0], len(block)
-    return [i + 1 for i in range(len(lines) - n + 1)
-            if lines[i] == first and lines[i:i + n] == block]
+    return [i + 1 for i in range(len(lines) - n + 1) if lines[i] == first and lines[i : i + n] == block]
 
 
 @dataclass
 class HunkDrift:
     patch: str
     header: str
-    status: str               # in-place | moved | changed | ambiguous
+    status: str  # in-place | moved | changed | ambiguous
     detail: str
 
     def __str__(self) -> str:
@@ -46,16 +49,22 @@ def explain_hunk(ref: HunkRef, lines: list[bytes]) -> HunkDrift:
         hits = find_block(lines, expected)
         if len(hits) == 1:
             delta = hits[0] - numbers[0]
-            return HunkDrift(ref.patch, ref.header, "moved",
-                             f"its {len(numbers)} lines now start at line {hits[0]} ({delta:+d} lines)")
+            return HunkDrift(
+                ref.patch,
+                ref.header,
+                "moved",
+                f"its {len(numbers)} lines now start at line {hits[0]} ({delta:+d} lines)",
+            )
         if len(hits) > 1:
-            return HunkDrift(ref.patch, ref.header, "ambiguous",
-                             f"its lines occur at lines {', '.join(map(str, hits))}")
+            return HunkDrift(
+                ref.patch, ref.header, "ambiguous", f"its lines occur at lines {', '.join(map(str, hits))}"
+            )
     n, want = mismatches[0]
     found = _show(lines[n - 1]) if n <= len(lines) else "end of file"
     more = f" (and {len(mismatches) - 1} more lines differ)" if len(mismatches) > 1 else ""
-    return HunkDrift(ref.patch, ref.header, "changed",
-                     f"line {n}: expected {_show(want)}, found {found}{more}")
+    return HunkDrift(
+        ref.patch, ref.header, "changed", f"line {n}: expected {_show(want)}, found {found}{more}"
+    )
 
 
 def explain_file(plan: FilePlan, lines: list[bytes]) -> list[HunkDrift]:

@@ -17,8 +17,8 @@ import hashlib
 from dataclasses import dataclass, field
 
 from patchkit.engine.diffparse import FileDiff, Hunk
-from patchkit.errors import InvalidInput
 from patchkit.engine.series import PinnedFile, Series
+from patchkit.errors import InvalidInput
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
@@ -38,37 +38,41 @@ def is_phantom(it) -> bool:
 
 @dataclass(slots=True)
 class Item:
-    orig: int | None          # original line number, or None for a line the series adds
-    text: bytes | None        # known content (None: an original line no hunk mentions)
-    eol: bool = True          # ends with "\n"
-    phantom: bool = False     # the possible unterminated last line of a pinned file
+    orig: int | None  # original line number, or None for a line the series adds
+    text: bytes | None  # known content (None: an original line no hunk mentions)
+    eol: bool = True  # ends with "\n"
+    phantom: bool = False  # the possible unterminated last line of a pinned file
 
 
 @dataclass
 class HunkRef:
     """Where one hunk expects original lines; used for precise drift reports."""
+
     patch: str
     header: str
-    lines: list[tuple[int, bytes]]          # (original line number, expected text)
+    lines: list[tuple[int, bytes]]  # (original line number, expected text)
 
 
 @dataclass
 class FilePlan:
     path: str
-    kind: str                                # 'modify' | 'create' | 'delete'
+    kind: str  # 'modify' | 'create' | 'delete'
     pinned: PinnedFile | None
-    final: list = field(default_factory=list)   # Items, and ints for untouched original lines
+    final: list = field(default_factory=list)  # Items, and ints for untouched original lines
     expected: dict[int, tuple[bytes, bool]] = field(default_factory=dict)
     hunk_refs: list[HunkRef] = field(default_factory=list)
-    orig_known: int = 0                      # original lines known to exist (phantom excluded)
-    executable: bool = False                 # created with mode 100755
-    phantom_open: bool = False               # a possible unterminated line is still unresolved
-    removed: list[int] = field(default_factory=list)   # original lines a hunk took out
+    orig_known: int = 0  # original lines known to exist (phantom excluded)
+    executable: bool = False  # created with mode 100755
+    phantom_open: bool = False  # a possible unterminated line is still unresolved
+    removed: list[int] = field(default_factory=list)  # original lines a hunk took out
 
     @property
     def kept(self) -> set[int]:
-        return {it if type(it) is int else it.orig for it in self.final
-                if type(it) is int or (it.orig is not None and not it.phantom)}
+        return {
+            it if type(it) is int else it.orig
+            for it in self.final
+            if type(it) is int or (it.orig is not None and not it.phantom)
+        }
 
     @property
     def deleted(self) -> list[int]:
@@ -167,11 +171,13 @@ def _apply_file_diff(plan: FilePlan, fd: FileDiff) -> None:
 
 def _apply_hunk(plan: FilePlan, fd: FileDiff, hunk: Hunk) -> None:
     state = plan.final
-    begin = hunk.src_begin - 1          # 0-based index of the first source line
+    begin = hunk.src_begin - 1  # 0-based index of the first source line
     source = hunk.source
     if begin < 0 or begin + len(source) > len(state):
-        raise InvalidInput(f"{fd.where(hunk)}: reaches past the end of {fd.path} "
-                           f"({_real_len(state)} lines at this point of the series)")
+        raise InvalidInput(
+            f"{fd.where(hunk)}: reaches past the end of {fd.path} "
+            f"({_real_len(state)} lines at this point of the series)"
+        )
     ref = HunkRef(fd.patch_name, hunk.header, [])
     for offset, line in enumerate(source):
         item = state[begin + offset]
@@ -180,7 +186,7 @@ def _apply_hunk(plan: FilePlan, fd: FileDiff, hunk: Hunk) -> None:
         _match_source_line(plan, fd, hunk, line, item, ref)
     # Build the replacement: context lines keep their identity, added lines are new items.
     replacement: list[Item] = []
-    src_iter = iter(state[begin:begin + len(source)])
+    src_iter = iter(state[begin : begin + len(source)])
     for line in hunk.lines:
         if line.tag == "+":
             replacement.append(Item(None, line.text, line.eol))
@@ -190,15 +196,17 @@ def _apply_hunk(plan: FilePlan, fd: FileDiff, hunk: Hunk) -> None:
                 replacement.append(item)
             elif item.orig is not None:
                 plan.removed.append(item.orig)
-    state[begin:begin + len(source)] = replacement
+    state[begin : begin + len(source)] = replacement
     if replacement and not replacement[-1].eol:
         # The new text ends the file here: whatever follows can only be an unresolved phantom.
-        tail = state[begin + len(replacement):]
+        tail = state[begin + len(replacement) :]
         if any(not is_phantom(it) for it in tail):
-            raise InvalidInput(f"{fd.where(hunk)}: marks a line as the last of the file "
-                               "('No newline at end of file') but lines follow it")
+            raise InvalidInput(
+                f"{fd.where(hunk)}: marks a line as the last of the file "
+                "('No newline at end of file') but lines follow it"
+            )
         if tail:
-            del state[begin + len(replacement):]
+            del state[begin + len(replacement) :]
             plan.phantom_open = False
     if ref.lines:
         plan.hunk_refs.append(ref)
@@ -207,25 +215,33 @@ def _apply_hunk(plan: FilePlan, fd: FileDiff, hunk: Hunk) -> None:
 def _match_source_line(plan, fd, hunk, line, item: Item, ref: HunkRef) -> None:
     if item.orig is None:
         if item.text != line.text or item.eol != line.eol:
-            raise InvalidInput(f"{fd.where(hunk, line)}: expects {line.text!r} but an earlier patch of the series "
-                               f"left {item.text!r} there")
+            raise InvalidInput(
+                f"{fd.where(hunk, line)}: expects {line.text!r} but an earlier patch of the series "
+                f"left {item.text!r} there"
+            )
         return
     if item.phantom:
         if line.eol:
-            raise InvalidInput(f"{fd.where(hunk, line)}: reaches past the end of {plan.path} (pin.toml says "
-                               f"{plan.pinned.lines} lines; line {item.orig} could only be an "
-                               "unterminated last line, but the diff gives it a newline)")
+            raise InvalidInput(
+                f"{fd.where(hunk, line)}: reaches past the end of {plan.path} (pin.toml says "
+                f"{plan.pinned.lines} lines; line {item.orig} could only be an "
+                "unterminated last line, but the diff gives it a newline)"
+            )
         item.phantom = False
         item.text = line.text
         plan.phantom_open = False
         plan.orig_known = item.orig
     elif not line.eol:
-        raise InvalidInput(f"{fd.where(hunk, line)}: marks original line {item.orig} as having no final newline, "
-                           f"but pin.toml says the file has {plan.pinned.lines} newline-terminated lines")
+        raise InvalidInput(
+            f"{fd.where(hunk, line)}: marks original line {item.orig} as having no final newline, "
+            f"but pin.toml says the file has {plan.pinned.lines} newline-terminated lines"
+        )
     known = plan.expected.get(item.orig)
     if known is not None and known != (line.text, line.eol):
-        raise InvalidInput(f"{fd.where(hunk, line)}: patches of the series disagree about original line "
-                           f"{item.orig}: {known[0]!r} vs {line.text!r}")
+        raise InvalidInput(
+            f"{fd.where(hunk, line)}: patches of the series disagree about original line "
+            f"{item.orig}: {known[0]!r} vs {line.text!r}"
+        )
     plan.expected[item.orig] = (line.text, line.eol)
     item.text = line.text
     ref.lines.append((item.orig, line.text))
@@ -236,18 +252,22 @@ def _real_len(state: list[Item]) -> int:
 
 
 def _finish(plan: FilePlan) -> None:
-    items = [it for it in plan.final if type(it) is not int]   # untouched lines are fine as they are
+    items = [it for it in plan.final if type(it) is not int]  # untouched lines are fine as they are
     for it in items[:-1]:
         if it.phantom:
-            raise InvalidInput(f"{plan.path}: lines are added after the pinned file's possible "
-                               "unterminated last line; the diff must show that line")
+            raise InvalidInput(
+                f"{plan.path}: lines are added after the pinned file's possible "
+                "unterminated last line; the diff must show that line"
+            )
     if items and plan.final[-1] is not items[-1] and not items[-1].eol and not items[-1].phantom:
-        raise InvalidInput(f"{plan.path}: a line without a final newline is followed by "
-                           "other lines in the result")
+        raise InvalidInput(
+            f"{plan.path}: a line without a final newline is followed by other lines in the result"
+        )
     for it in items[:-1]:
         if not it.eol and not it.phantom:
-            raise InvalidInput(f"{plan.path}: a line without a final newline is followed by "
-                               "other lines in the result")
+            raise InvalidInput(
+                f"{plan.path}: a line without a final newline is followed by other lines in the result"
+            )
     # Original lines must stay in ascending order (patches cannot reorder).
     last = 0
     for it in plan.final:

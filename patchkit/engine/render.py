@@ -60,7 +60,13 @@ def lines_digest(lines: list[tuple[int, bytes, bool]]) -> str:
     return h.hexdigest()
 
 
-def split_tail(plan: FilePlan) -> tuple[list[Item], list[Item]]:
+def _known(it: int | Item) -> bytes:
+    """The content of a line the series adds or a hunk mentions (always known)."""
+    assert not isinstance(it, int) and it.text is not None, "a line with known content"
+    return it.text
+
+
+def split_tail(plan: FilePlan) -> tuple[list[int | Item], list[Item]]:
     """Body (edited by sed) and tail (new lines after the last original line, printed by printf)."""
     final = plan.final
     cut = len(final)
@@ -71,8 +77,8 @@ def split_tail(plan: FilePlan) -> tuple[list[Item], list[Item]]:
 
 @dataclass
 class StageEdit:
-    edits: list[tuple[int, int, str]]   # (first line, last line, sed command without address)
-    tail: list[Item]                    # lines appended with printf after sed
+    edits: list[tuple[int, int, str]]  # (first line, last line, sed command without address)
+    tail: list[Item]  # lines appended with printf after sed
 
     def shifted(self, offset: int) -> list[str]:
         return [f"{addr(a, b, offset)}{cmd}" for a, b, cmd in self.edits]
@@ -87,13 +93,13 @@ def stage_edit(plan: FilePlan) -> StageEdit:
     deleted = set(plan.deleted)
     deleted_sorted = sorted(deleted)
     cmds: list[tuple[int, int, str]] = []
-    appends: list[tuple[int, int, str]] = []   # `s/$/…/` must run before `s/^/…/` on one line
+    appends: list[tuple[int, int, str]] = []  # `s/$/…/` must run before `s/^/…/` on one line
     prepends: list[tuple[int, int, str]] = []
     i = 0
     prev_kept: int | None = None
     while i < len(body):
         it = body[i]
-        if type(it) is int:
+        if isinstance(it, int):
             prev_kept = it
             i += 1
             continue
@@ -104,8 +110,9 @@ def stage_edit(plan: FilePlan) -> StageEdit:
         j = i
         while j < len(body) and is_new(body[j]):
             j += 1
-        group = [g.text for g in body[i:j]]
-        nxt = orig_no(body[j])             # body ends with an original line, so this exists
+        group = [_known(g) for g in body[i:j]]
+        nxt = orig_no(body[j])  # body ends with an original line, so this exists
+        assert nxt is not None
         lo = bisect.bisect_right(deleted_sorted, prev_kept or 0)
         hi = bisect.bisect_left(deleted_sorted, nxt)
         gap = deleted_sorted[lo:hi]
@@ -130,10 +137,10 @@ def printf_lines(items: list[Item]) -> str:
     parts = []
     full = [it for it in items if it.eol]
     if full:
-        words = " ".join(shq(text(it.text)) for it in full)
+        words = " ".join(shq(text(_known(it))) for it in full)
         parts.append(f"printf '%s\\n' {words}")
     if not items[-1].eol:
-        parts.append(f"printf '%s' {shq(text(items[-1].text))}")
+        parts.append(f"printf '%s' {shq(text(_known(items[-1])))}")
     return "; ".join(parts)
 
 
@@ -168,7 +175,7 @@ def dispatch(items: list[tuple[int, int, str]], prefix: str, fanout: int = 16) -
             out.append("d")
             return
         size = -(-len(chunk) // fanout)
-        groups = [chunk[i:i + size] for i in range(0, len(chunk), size)]
+        groups = [chunk[i : i + size] for i in range(0, len(chunk), size)]
         labels = []
         for g in groups:
             counter[0] += 1

@@ -37,7 +37,7 @@ def read_series_file(path: str) -> list[str]:
             opts = line.split()[1:]
             if opts and opts != ["-p1"]:
                 raise InvalidInput(f"{path}:{lineno}: unsupported patch options {opts} (git-style -p1 only)")
-            if path_problem(name) or "/" in name and name.startswith("."):
+            if path_problem(name) or ("/" in name and name.startswith(".")):
                 raise InvalidInput(f"{path}:{lineno}: bad patch name {name!r}")
             names.append(name)
     return names
@@ -46,6 +46,7 @@ def read_series_file(path: str) -> list[str]:
 @dataclass
 class SeriesFiles:
     """The bytes of a series folder and its digest, read and checked but not parsed."""
+
     directory: str
     pin_path: str
     series_path: str
@@ -94,8 +95,7 @@ def load_series(directory: str | SeriesFiles) -> Series:
     files = directory if isinstance(directory, SeriesFiles) else read_series(directory)
     pin = parse_pin(files.pin_bytes.decode("utf-8", "replace"), files.pin_path)
     patches = [parse_patch(name, data) for name, data in files.patches]
-    series = Series(directory=files.directory, name=files.name, pin=pin,
-                    patches=patches, digest=files.digest)
+    series = Series(directory=files.directory, name=files.name, pin=pin, patches=patches, digest=files.digest)
     check_series_against_pin(series)
     return series
 
@@ -106,11 +106,14 @@ def check_series_against_pin(series: Series) -> None:
     for fd in series.file_diffs:
         if fd.kind == "create":
             if fd.path in series.pin.files:
-                raise InvalidInput(f"{fd.where()}: creates {fd.path}, which is pinned "
-                                   "(only absent files may be created)")
+                raise InvalidInput(
+                    f"{fd.where()}: creates {fd.path}, which is pinned (only absent files may be created)"
+                )
             if fd.path in created:
                 raise InvalidInput(f"{fd.where()}: creates {fd.path} a second time")
             created.add(fd.path)
         elif fd.path not in series.pin.files and fd.path not in created:
-            raise InvalidInput(f"{fd.where()}: modifies {fd.path}, which is not listed in pin.toml "
-                               "(add it with its sha256 and lines)")
+            raise InvalidInput(
+                f"{fd.where()}: modifies {fd.path}, which is not listed in pin.toml "
+                "(add it with its sha256 and lines)"
+            )

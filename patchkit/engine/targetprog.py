@@ -10,19 +10,27 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable
 
+from patchkit.engine.plan import FilePlan, plan_series
+from patchkit.engine.render import (
+    dispatch,
+    extraction_script,
+    lines_digest,
+    post_ranges,
+    pre_ranges,
+    printf_lines,
+    shq,
+    stage_edit,
+)
+from patchkit.engine.series import Series
 from patchkit.errors import InvalidInput
 from patchkit.paths import strip_prefix
-from patchkit.engine.plan import FilePlan, plan_series
-from patchkit.engine.render import (dispatch, extraction_script, lines_digest, post_ranges, pre_ranges, printf_lines, shq,
-                     stage_edit)
-from patchkit.engine.series import Series
 
 OPS = ("check", "verify", "apply", "commit", "unstage", "revert", "status", "unlock")
-CHUNK = 200          # files per sed process: each holds one `w` output per file open
+CHUNK = 200  # files per sed process: each holds one `w` output per file open
 _ROOT_OK = re.compile(r"^/[^\0\n]*$")
 
 
@@ -42,13 +50,14 @@ class Compiled:
     (`$=` disagrees), writes nothing and asks for *single*: one sed per file. Such files are rare
     (none of sglang 0.5.9's 1,404 Python files), so the common case ships only the multi scripts.
     """
+
     series: Series
     plans: list[FilePlan]
     common: str
-    stage_funcs: str = ""              # printf functions writing new text (apply/verify only)
+    stage_funcs: str = ""  # printf functions writing new text (apply/verify only)
     multi: dict[str, str] = field(default_factory=dict)
     single: dict[str, str] = field(default_factory=dict)
-    full: bool = True                  # False: file table only (check/status/revert/unlock)
+    full: bool = True  # False: file table only (check/status/revert/unlock)
     detail: Callable[[], list[FilePlan]] | None = field(default=None, repr=False)
 
     def detailed_plan(self, k: int) -> FilePlan:
@@ -60,11 +69,9 @@ class Compiled:
 
     def data(self, single: bool = False, scripts_needed: bool = True) -> str:
         scripts = (self.single if single else self.multi) if scripts_needed else {}
-        out = [self.common, self.stage_funcs if scripts_needed else "",
-               f"PK_SINGLE={1 if single else 0}\n"]
+        out = [self.common, self.stage_funcs if scripts_needed else "", f"PK_SINGLE={1 if single else 0}\n"]
         out += [f"printf '%s\\n' {shq(body)} > \"$PK_T/s/{name}\"\n" for name, body in scripts.items()]
         return "".join(out)
-
 
 
 def file_table(series: Series) -> list[FilePlan]:
@@ -77,8 +84,9 @@ def file_table(series: Series) -> list[FilePlan]:
     for fd in series.file_diffs:
         plan = table.get(fd.path)
         if plan is None:
-            table[fd.path] = FilePlan(path=fd.path, kind=fd.kind, pinned=series.pin.files.get(fd.path),
-                                      executable=fd.executable)
+            table[fd.path] = FilePlan(
+                path=fd.path, kind=fd.kind, pinned=series.pin.files.get(fd.path), executable=fd.executable
+            )
         elif fd.kind == "delete":
             plan.kind = "delete"
     return list(table.values())
@@ -89,24 +97,26 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
     plans = plan_series(series) if full else file_table(series)
     dirs: dict[str, int] = {}
     slots = state_slots(plans)
-    digests = [["", ""] for _ in plans]          # hunk lines before / after, as the target hashes them
+    digests = [["", ""] for _ in plans]  # hunk lines before / after, as the target hashes them
     lines: list[str] = []
-    table: list[str] = []                        # per-file data, defined only when an op needs it
+    table: list[str] = []  # per-file data, defined only when an op needs it
     multi: dict[str, str] = {}
     single: dict[str, str] = {}
     prefix = series.pin.package_prefix
     edits = {}
     funcs: list[str] = []
-    starts: list[str] = []                       # stage-dir: each staged file, empty or created
-    tails: dict[int, list[str]] = {}             # chunk -> appends of the new last lines
+    starts: list[str] = []  # stage-dir: each staged file, empty or created
+    tails: dict[int, list[str]] = {}  # chunk -> appends of the new last lines
     for k, plan in enumerate(plans, 1):
         gd = dirs.setdefault(posixpath.dirname(plan.path), len(dirs) + 1)
         d = slots[k - 1]
         pinned = plan.pinned
         sha = pinned.sha256 if pinned else "-"
         nlines = pinned.lines if pinned else 0
-        table.append(f"pk_file {k} {plan.kind} {shq(plan.path)} {shq(strip_prefix(plan.path, prefix))} "
-                     f"{sha} {nlines} {d} {gd}")
+        table.append(
+            f"pk_file {k} {plan.kind} {shq(plan.path)} {shq(strip_prefix(plan.path, prefix))} "
+            f"{sha} {nlines} {d} {gd}"
+        )
         if not full:
             continue
         pre_x = digests[k - 1][0] = lines_digest(plan.expected_pre_lines())
@@ -123,11 +133,12 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
             if edit.tail:
                 funcs.append(f"pk_tail_{k}() {{ {printf_lines(edit.tail)}; }}")
                 tails.setdefault((k - 1) // CHUNK + 1, []).append(
-                    f"pk_tail_{k} >> \"$1\"/{shq(f'{d}/{base}')} || return 1")
-            starts.append(f": > \"$1\"/{shq(f'{d}/{base}')} || return 1")
+                    f'pk_tail_{k} >> "$1"/{shq(f"{d}/{base}")} || return 1'
+                )
+            starts.append(f': > "$1"/{shq(f"{d}/{base}")} || return 1')
         if plan.kind == "create":
             funcs.append(f"pk_create_{k}() {{ {printf_lines(plan.final)}; }}")
-            starts.append(f"pk_create_{k} > \"$1\"/{shq(f'{d}/{posixpath.basename(plan.path)}')} || return 1")
+            starts.append(f'pk_create_{k} > "$1"/{shq(f"{d}/{posixpath.basename(plan.path)}")} || return 1')
     by_slot: dict[tuple[str, int], list[int]] = {}
     by_dir: dict[tuple[str, int], list[int]] = {}
     for k, plan in enumerate(plans, 1):
@@ -153,29 +164,44 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
     # (dash looks variables up in a small hash table; thousands of them slow every lookup).
     lines.insert(0, "pk_table() {\n" + "\n".join(table or [":"]) + "\n}")
     funcs.append("pk_stage_start() {\n" + "\n".join(starts + [":"]) + "\n}")
-    funcs += [f"pk_stage_tails_{c}() {{\n" + "\n".join(tails.get(c, []) + [":"]) + "\n}"
-              for c in range(1, len(chunks) + 1)]
-    return Compiled(series=series, plans=plans, common="\n".join(lines) + "\n",
-                    stage_funcs="".join(f + "\n" for f in funcs), multi=multi, single=single,
-                    full=full)
+    funcs += [
+        f"pk_stage_tails_{c}() {{\n" + "\n".join(tails.get(c, []) + [":"]) + "\n}"
+        for c in range(1, len(chunks) + 1)
+    ]
+    return Compiled(
+        series=series,
+        plans=plans,
+        common="\n".join(lines) + "\n",
+        stage_funcs="".join(f + "\n" for f in funcs),
+        multi=multi,
+        single=single,
+        full=full,
+    )
 
 
 def _expected_columns(plans: list[FilePlan], digests: list[list[str]], full: bool) -> list[str]:
     """What the first column of `wc -l` and of the sha256 tool must read, file after file, when
     every file is as pinned (originals) or as planned (staged results): PK_W_* for the bulk checks."""
+
     def column(values: list, total: bool) -> str:
         if total and len(values) > 1:
             values = values + [sum(values)]
         return shq("".join(f"{v}\n" for v in values))
 
     orig = [k for k, p in enumerate(plans) if p.kind != "create"]
-    out = [f"PK_W_WC={column([plans[k].pinned.lines for k in orig], True)}",
-           f"PK_W_SHA={column([plans[k].pinned.sha256 for k in orig], False)}"]
+    pinned = [plans[k].pinned for k in orig]
+    assert all(f is not None for f in pinned), "every file the series does not create is pinned"
+    out = [
+        f"PK_W_WC={column([f.lines for f in pinned if f is not None], True)}",
+        f"PK_W_SHA={column([f.sha256 for f in pinned if f is not None], False)}",
+    ]
     if full:
         staged = [k for k, p in enumerate(plans) if p.kind != "delete"]
-        out += [f"PK_W_PREX={column([digests[k][0] for k in orig], False)}",
-                f"PK_W_SWC={column([plans[k].post_wc for k in staged], True)}",
-                f"PK_W_POSTX={column([digests[k][1] for k in staged], False)}"]
+        out += [
+            f"PK_W_PREX={column([digests[k][0] for k in orig], False)}",
+            f"PK_W_SWC={column([plans[k].post_wc for k in staged], True)}",
+            f"PK_W_POSTX={column([digests[k][1] for k in staged], False)}",
+        ]
     return out
 
 
@@ -229,9 +255,17 @@ def _chunk_stage(plans, members, slots, edits):
     return dispatch(items, "g") + blocks
 
 
-def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto",
-                  force: bool = False, phase: str = "all", single: bool = False,
-                  keep_journal: bool = False) -> bytes:
+def build_program(
+    compiled: Compiled,
+    op: str,
+    root: str,
+    *,
+    layout: str = "auto",
+    force: bool = False,
+    phase: str = "all",
+    single: bool = False,
+    keep_journal: bool = False,
+) -> bytes:
     if op not in OPS:
         raise ValueError(op)
     if op in ("verify", "apply") and not compiled.full:
@@ -253,9 +287,15 @@ def build_program(compiled: Compiled, op: str, root: str, *, layout: str = "auto
     ]
     # One brace group: sh parses it whole before running any of it, so a program cut short in
     # transit (client killed while sending) is a syntax error that runs nothing.
-    program = ("\n".join(head) + "\n{\n" + library() + "\npk_init\n" + compiled.data(single, op in ("verify", "apply"))
-               + f"pk_run_{op}\n}}\n")
+    program = (
+        "\n".join(head)
+        + "\n{\n"
+        + library()
+        + "\npk_init\n"
+        + compiled.data(single, op in ("verify", "apply"))
+        + f"pk_run_{op}\n}}\n"
+    )
     return program.encode("utf-8", "surrogateescape")
 
 
-__all__ = ["Compiled", "compile_series", "build_program", "file_table", "OPS"]
+__all__ = ["OPS", "Compiled", "build_program", "compile_series", "file_table"]

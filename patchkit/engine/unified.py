@@ -26,7 +26,7 @@ def series_unified_diff(series_dir: str, *, installed: bool = False, reverse: bo
         start = text.find("diff --git ")
         if start < 0:
             start = text.find("--- ")
-        body = [_respell(line, prefix) for line in text[max(start, 0):].splitlines()]
+        body = [_respell(line, prefix) for line in text[max(start, 0) :].splitlines()]
         sections.append(body)
     if reverse:
         sections = [_reverse(body) for body in reversed(sections)]
@@ -37,11 +37,11 @@ def _respell(line: str, prefix: str | None) -> str:
     if not prefix:
         return line
     if line.startswith("diff --git a/"):
-        a, _, b = line[len("diff --git a/"):].partition(" b/")
+        a, _, b = line[len("diff --git a/") :].partition(" b/")
         return f"diff --git a/{strip_prefix(a, prefix)} b/{strip_prefix(b, prefix)}"
     for head in ("--- a/", "+++ b/"):
         if line.startswith(head):
-            return head + strip_prefix(line[len(head):], prefix)
+            return head + strip_prefix(line[len(head) :], prefix)
     return line
 
 
@@ -52,7 +52,7 @@ def _reverse(body: list[str]) -> list[str]:
     while i < len(body):
         line = body[i]
         in_hunk = left_old > 0 or left_new > 0
-        if in_hunk:          # a body line: counted, so a '--- ' line of text is never a header
+        if in_hunk:  # a body line: counted, so a '--- ' line of text is never a header
             if line.startswith(("-", " ")) or line == "":
                 left_old -= 1
             if line.startswith(("+", " ")) or line == "":
@@ -70,9 +70,9 @@ def _reverse(body: list[str]) -> list[str]:
             out.append(f"@@ -{m.group(2)} +{m.group(1)} @@{m.group(3)}")
             left_old, left_new = _count(m.group(1)), _count(m.group(2))
         elif line.startswith("new file mode"):
-            out.append("deleted file mode" + line[len("new file mode"):])
+            out.append("deleted file mode" + line[len("new file mode") :])
         elif line.startswith("deleted file mode"):
-            out.append("new file mode" + line[len("deleted file mode"):])
+            out.append("new file mode" + line[len("deleted file mode") :])
         else:
             out.append(line)
         i += 1

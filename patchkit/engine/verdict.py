@@ -22,17 +22,17 @@ class HostState(StrEnum):
     """What a host is in after an operation (``HostResult.state``)."""
 
     UNKNOWN = "unknown"
-    PRISTINE = "pristine"          # the pinned text, no patchkit state
+    PRISTINE = "pristine"  # the pinned text, no patchkit state
     APPLIED = "applied"
-    STAGED = "staged"              # a fleet's first phase: staged, not committed
-    PARTIAL = "partial"            # some files applied (an interrupted operation, a failed rollback)
-    MODIFIED = "modified"          # changed after apply
-    DRIFTED = "drifted"            # not the pinned text
+    STAGED = "staged"  # a fleet's first phase: staged, not committed
+    PARTIAL = "partial"  # some files applied (an interrupted operation, a failed rollback)
+    MODIFIED = "modified"  # changed after apply
+    DRIFTED = "drifted"  # not the pinned text
     LOCKED = "locked"
     REFUSED = "refused"
-    OK = "ok"                      # unlock and other operations without a file state
-    UNREACHABLE = "unreachable"    # the transport failed
-    ERROR = "error"                # invalid input found on the way
+    OK = "ok"  # unlock and other operations without a file state
+    UNREACHABLE = "unreachable"  # the transport failed
+    ERROR = "error"  # invalid input found on the way
 
 
 @dataclass
@@ -40,14 +40,14 @@ class FileReport:
     path: str
     state: str
     detail: str = ""
-    hunks: list[str] = field(default_factory=list)   # drift: one explanation per hunk, in line order
+    hunks: list[str] = field(default_factory=list)  # drift: one explanation per hunk, in line order
 
 
 @dataclass
 class HostResult:
     target: str
     op: str
-    state: str                        # a HostState
+    state: str  # a HostState
     exit_code: int
     files: list[FileReport] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
@@ -55,10 +55,10 @@ class HostResult:
     elapsed: float = 0.0
     bytes_sent: int = 0
     layout: str | None = None
-    lock: dict | None = None          # the lock that refused the operation (status: any lock seen)
-    took_over: dict | None = None     # the dead owner's lock this operation took over
-    journal: list[dict] = field(default_factory=list)   # revert: the journal it took off the target
-    series: str = ""                  # the series this host was given (its own on a mixed fleet)
+    lock: dict | None = None  # the lock that refused the operation (status: any lock seen)
+    took_over: dict | None = None  # the dead owner's lock this operation took over
+    journal: list[dict] = field(default_factory=list)  # revert: the journal it took off the target
+    series: str = ""  # the series this host was given (its own on a mixed fleet)
     digest: str = ""
 
     @property
@@ -68,12 +68,11 @@ class HostResult:
 
 def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> HostResult:
     plans = compiled.plans
-    if Flag.FILES_OK in ans.flags:       # the bulk check found every file as pinned
+    if Flag.FILES_OK in ans.flags:  # the bulk check found every file as pinned
         for k, plan in enumerate(plans, 1):
             if plan.kind != "create" and plan.pinned:
                 ans.files.setdefault(k, TargetFile("present", plan.pinned.lines, plan.pinned.sha256))
-    host = HostResult(target=label, op=op, state=HostState.UNKNOWN, exit_code=EXIT_OK,
-                      layout=ans.layout)
+    host = HostResult(target=label, op=op, state=HostState.UNKNOWN, exit_code=EXIT_OK, layout=ans.layout)
     for code, msg in ans.errors:
         host.messages.append(msg)
         host.exit_code = max(host.exit_code, code if code in (1, 2) else EXIT_REFUSED)
@@ -88,9 +87,12 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
         found = ", ".join(v for v, d in ans.dists if d)
         where = ", ".join(d for _, d in ans.dists if d)
         # the useful fact first: it explains every drifted file below it
-        host.messages.insert(0, (f"installed {pin.name} {found}, pinned {' or '.join(pin.versions)}: "
-                                 f"try --series auto ({where})") if found else
-                             f"no {pin.name} dist-info found; pinned {' or '.join(pin.versions)}")
+        host.messages.insert(
+            0,
+            (f"installed {pin.name} {found}, pinned {' or '.join(pin.versions)}: try --series auto ({where})")
+            if found
+            else f"no {pin.name} dist-info found; pinned {' or '.join(pin.versions)}",
+        )
     if ans.takeover:
         host.took_over = _lock_json(ans.takeover)
         host.messages.append(_takeover_message(ans.takeover))
@@ -107,13 +109,15 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
         return host
     if op == "status":
         if rc == 0:
-            host.exit_code = EXIT_OK     # problems found are the answer, not a failure
+            host.exit_code = EXIT_OK  # problems found are the answer, not a failure
         _status(compiled, ans, host)
         return host
     if ans.manifest is not None and op in ("check", "verify"):
         mstate, mseries, mdigest, _ = ans.manifest
-        host.messages.append(f"the target carries patchkit state ({mstate}, series {mseries} "
-                             f"{mdigest[:12]}); see patch.status, then revert")
+        host.messages.append(
+            f"the target carries patchkit state ({mstate}, series {mseries} "
+            f"{mdigest[:12]}); see patch.status, then revert"
+        )
     prefix = compiled.series.pin.package_prefix if ans.layout == "installed" else None
     restored = {idx for idx, _ in ans.restored}
     if ans.mfiles and op in ("revert", "apply"):
@@ -134,7 +138,7 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
             if plan.pinned and tf.wc != plan.pinned.lines:
                 problems.append(f"wc -l {tf.wc}, pinned {plan.pinned.lines}")
             if plan.pinned and tf.sha != plan.pinned.sha256:
-                problems.append(f"sha256 {tf.sha[:12]}…, pinned {plan.pinned.sha256[:12]}…")
+                problems.append(f"sha256 {(tf.sha or '?')[:12]}…, pinned {plan.pinned.sha256[:12]}…")
             if problems:
                 fr.state, fr.detail = "drifted", "; ".join(problems)
             if k in ans.dumps:
@@ -146,26 +150,28 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
                     fr.detail = "; ".join(filter(None, [fr.detail] + fr.hunks))
         if fr.state != "ok" or op in ("check", "verify"):
             host.files.append(fr)
-    for k, (wc, sha, ok) in sorted(ans.staged.items()):
+    for k, (wc, _sha, ok) in sorted(ans.staged.items()):
         if not ok:
             shown = strip_prefix(plans[k - 1].path, prefix)
-            host.files.append(FileReport(shown, "bad-result",
-                                         f"sed produced an unexpected result (wc -l {wc})"))
+            host.files.append(
+                FileReport(shown, "bad-result", f"sed produced an unexpected result (wc -l {wc})")
+            )
             host.messages.append(f"{shown}: the staged result failed its check; nothing written")
     host.written = [strip_prefix(plans[k - 1].path, prefix) for k in ans.wrote]
-    for idx, what in ans.restored:
-        mf = ans.mfiles.get(idx)
-        host.written.append(mf.path if mf else f"#{idx}")
+    for idx, _what in ans.restored:
+        back = ans.mfiles.get(idx)
+        host.written.append(back.path if back else f"#{idx}")
     if Flag.RECOVERED in ans.flags:
         host.messages.append("an interrupted operation was rolled back before applying")
     for t in ans.trashed:
         host.messages.append(f"modified file kept as {t}")
     if ans.bytecode:
-        host.messages.append("removed the bytecode compiled from the patched files: "
-                             + ", ".join(ans.bytecode))
+        host.messages.append(
+            "removed the bytecode compiled from the patched files: " + ", ".join(ans.bytecode)
+        )
     if host.exit_code != EXIT_OK:
         if Flag.ROLLED_BACK in ans.flags:
-            host.state = HostState.PRISTINE          # the commit failed and rolled itself back
+            host.state = HostState.PRISTINE  # the commit failed and rolled itself back
         elif any(f.state == "modified" for f in host.files):
             host.state = HostState.MODIFIED
         elif any(f.state in ("drifted", "missing", "exists") for f in host.files):
@@ -187,12 +193,19 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
     return host
 
 
-_DEATH = {"pid-gone": "its process is gone", "zombie": "its process is a zombie",
-          "pid-reused": "its pid now belongs to another process", "rebooted": "the host rebooted since"}
-_UNKNOWN = {"other-host": "it was taken on another host", "other-machine": "another machine of that name",
-            "other-boot": "a boot of this host name that patchkit cannot tie to this machine",
-            "other-pid-namespace": "another pid namespace (container)",
-            "taking-over": "that operation is taking over a dead lock right now"}
+_DEATH = {
+    "pid-gone": "its process is gone",
+    "zombie": "its process is a zombie",
+    "pid-reused": "its pid now belongs to another process",
+    "rebooted": "the host rebooted since",
+}
+_UNKNOWN = {
+    "other-host": "it was taken on another host",
+    "other-machine": "another machine of that name",
+    "other-boot": "a boot of this host name that patchkit cannot tie to this machine",
+    "other-pid-namespace": "another pid namespace (container)",
+    "taking-over": "that operation is taking over a dead lock right now",
+}
 
 
 def _lock_json(lock) -> dict:
@@ -200,23 +213,29 @@ def _lock_json(lock) -> dict:
 
 
 def _takeover_message(lock) -> str:
-    return (f"took over the lock of a dead operation ({lock.owner_text}, {lock.age} s old): "
-            f"{_DEATH.get(lock.reason, lock.reason)}")
+    return (
+        f"took over the lock of a dead operation ({lock.owner_text}, {lock.age} s old): "
+        f"{_DEATH.get(lock.reason, lock.reason)}"
+    )
 
 
 def _lock_message(lock, label: str) -> str:
     owner, age = lock.owner_text, lock.age
-    if lock.state == "dead":      # status only: operations take such a lock over
-        return (f"lock of a dead operation {owner} ({age} s ago; {_DEATH.get(lock.reason, lock.reason)}); "
-                "the next apply or revert takes it over")
+    if lock.state == "dead":  # status only: operations take such a lock over
+        return (
+            f"lock of a dead operation {owner} ({age} s ago; {_DEATH.get(lock.reason, lock.reason)}); "
+            "the next apply or revert takes it over"
+        )
     if lock.state == "held":
         return f"locked by {owner} ({age} s ago; that process is alive): wait for it to finish"
     unlock = f"invoke patch.unlock --target {label!r}"
     if lock.state == "noowner":
         return f"locked, no owner recorded; if no patchkit operation runs there: {unlock}"
     why = _UNKNOWN.get(lock.reason, lock.reason)
-    return (f"locked by {owner} ({age} s ago; {why}: patchkit cannot tell whether it is alive); "
-            f"once you know it is gone: {unlock}")
+    return (
+        f"locked by {owner} ({age} s ago; {why}: patchkit cannot tell whether it is alive); "
+        f"once you know it is gone: {unlock}"
+    )
 
 
 def _journal_entry(line: str) -> dict:
@@ -227,8 +246,10 @@ def _journal_entry(line: str) -> dict:
     return {"time": when, "op": parts[1], "event": parts[2], "series": parts[3], "detail": parts[4]}
 
 
-_LEFTOVER = {"trash": "files a forced revert moved aside; delete it once you have looked",
-             "bytecode": "bytecode of a file the series creates; delete it"}
+_LEFTOVER = {
+    "trash": "files a forced revert moved aside; delete it once you have looked",
+    "bytecode": "bytecode of a file the series creates; delete it",
+}
 
 
 def _status(compiled: Compiled, ans: Answer, host: HostResult) -> None:
@@ -237,12 +258,14 @@ def _status(compiled: Compiled, ans: Answer, host: HostResult) -> None:
         host.messages.append(f"left behind: {path} ({_LEFTOVER.get(what, what)})")
     if ans.manifest is not None:
         states = []
-        for i, mf in sorted(ans.mfiles.items()):
+        for _i, mf in sorted(ans.mfiles.items()):
             host.files.append(FileReport(mf.path, mf.state))
             states.append(mf.state)
         mstate, mseries, mdigest, _ = ans.manifest
         if mdigest != compiled.series.digest:
-            host.messages.append(f"carries series {mseries} version {mdigest[:12]}, not {compiled.series.digest[:12]}")
+            host.messages.append(
+                f"carries series {mseries} version {mdigest[:12]}, not {compiled.series.digest[:12]}"
+            )
         if any(s in ("modified", "missing") for s in states):
             host.state = HostState.MODIFIED
         elif all(s == "applied" for s in states):
@@ -265,8 +288,7 @@ def _status(compiled: Compiled, ans: Answer, host: HostResult) -> None:
             host.files.append(FileReport(path, tf.state))
         elif plan.pinned and (tf.sha != plan.pinned.sha256 or tf.wc != plan.pinned.lines):
             drift = True
-            host.files.append(FileReport(path, "drifted", f"sha256 {tf.sha[:12]}…, wc -l {tf.wc}"))
+            host.files.append(FileReport(path, "drifted", f"sha256 {(tf.sha or '?')[:12]}…, wc -l {tf.wc}"))
         else:
             host.files.append(FileReport(path, "pristine"))
-    host.state = HostState.DRIFTED if drift or (ans.errors and not ans.files) \
-        else HostState.PRISTINE
+    host.state = HostState.DRIFTED if drift or (ans.errors and not ans.files) else HostState.PRISTINE

@@ -17,24 +17,39 @@ Importing this package is cheap: torch and transformers are imported by the subp
 
 from __future__ import annotations
 
-__all__ = ["run_default", "run_sweep", "parse_matrix", "ProfileOutcome", "SweepOutcome",
-           "ProfileError", "ensure_site", "SIZE_NAMES", "run_remote", "RemoteConfig"]
+__all__ = [
+    "SIZE_NAMES",
+    "ProfileError",
+    "ProfileOutcome",
+    "RemoteConfig",
+    "SweepOutcome",
+    "ensure_site",
+    "parse_matrix",
+    "run_default",
+    "run_remote",
+    "run_sweep",
+]
 
 
 def __getattr__(name):
     if name in ("run_default", "ProfileOutcome"):
         from patchkit.profile import default
+
         return getattr(default, name)
     if name in ("run_sweep", "parse_matrix", "SweepOutcome"):
         from patchkit.profile import sweep
+
         return getattr(sweep, name)
     if name in ("ProfileError", "ensure_site"):
         from patchkit.profile import site
+
         return getattr(site, name)
     if name in ("run_remote", "RemoteConfig"):
         from patchkit.profile import remote
+
         return getattr(remote, name)
     if name == "SIZE_NAMES":
         from patchkit.profile.workload import SIZE_NAMES
+
         return SIZE_NAMES
     raise AttributeError(f"module 'patchkit.profile' has no attribute {name!r}")

@@ -19,15 +19,20 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", default="default", help="default | ci | cpu | gpu")
     p.add_argument("--site", default=None, help="installed tree to patch (default .work/tf-site)")
     p.add_argument("--series", default=None, help="series folder (default the transformers one)")
-    p.add_argument("--timer", default=None, help="events | sync | host | off (default: events "
-                                                 "on CUDA, host otherwise)")
+    p.add_argument(
+        "--timer", default=None, help="events | sync | host | off (default: events on CUDA, host otherwise)"
+    )
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=None, help="seconds for the workload")
     p.add_argument("--wheelhouse", default=None, help="folder of wheels instead of the index")
     p.add_argument("--no-chart", action="store_true", help="skip phases.png")
-    p.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
-                   help="warm up before the measured pass (default on)")
+    p.add_argument(
+        "--warmup",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="warm up before the measured pass (default on)",
+    )
 
 
 def _paths(args) -> dict:
@@ -46,14 +51,17 @@ def main(argv=None) -> int:
     run = sub.add_parser("run", help="one profile run of the embedded default")
     _common(run)
     run.add_argument("--num-assistant-tokens", type=int, default=4)
-    run.add_argument("--confidence", type=float, default=0.0,
-                     help="assistant_confidence_threshold")
+    run.add_argument("--confidence", type=float, default=0.0, help="assistant_confidence_threshold")
     sweep = sub.add_parser("sweep", help="one profile run per matrix point, plus the baseline")
     _common(sweep)
-    sweep.add_argument("--matrix", default="num_assistant_tokens=2,4,8",
-                       help="e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4'")
-    sweep.add_argument("--repeat", type=int, default=None,
-                       help="measured passes per point, rotated (default 3)")
+    sweep.add_argument(
+        "--matrix",
+        default="num_assistant_tokens=2,4,8",
+        help="e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4'",
+    )
+    sweep.add_argument(
+        "--repeat", type=int, default=None, help="measured passes per point, rotated (default 3)"
+    )
     args = parser.parse_args(argv)
     # the same checks as the invoke tasks (argparse took the types, not the ranges)
     seconds(args.timeout, "timeout")
@@ -61,14 +69,26 @@ def main(argv=None) -> int:
     if args.cmd == "run":
         positive_int(args.num_assistant_tokens, "num_assistant_tokens")
         number(args.confidence, "confidence", low=0, high=1)
-    common = dict(size=args.size, timer_mode=args.timer, device=args.device, seed=args.seed,
-                  timeout=args.timeout, wheelhouse=args.wheelhouse, chart=not args.no_chart,
-                  warmup=args.warmup, **_paths(args))
+    common = dict(
+        size=args.size,
+        timer_mode=args.timer,
+        device=args.device,
+        seed=args.seed,
+        timeout=args.timeout,
+        wheelhouse=args.wheelhouse,
+        chart=not args.no_chart,
+        warmup=args.warmup,
+        **_paths(args),
+    )
     if args.cmd == "run":
         from patchkit.profile.default import run_default
 
-        run_default(args.out, num_assistant_tokens=args.num_assistant_tokens,
-                    assistant_confidence_threshold=args.confidence, **common)
+        run_default(
+            args.out,
+            num_assistant_tokens=args.num_assistant_tokens,
+            assistant_confidence_threshold=args.confidence,
+            **common,
+        )
     else:
         from patchkit.profile.sweep import run_sweep
 

@@ -21,16 +21,24 @@ from dataclasses import dataclass, field
 _METRIC_LINE = re.compile(
     r"^\s*(?P<label>[A-Za-z][^:=\n]*?)\s*[:=]\s*"
     r"(?P<value>[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:[eE][-+]?\d+)?)"
-    r"\s*(?P<unit>[A-Za-z/%]*(?:/s)?)\s*$")
+    r"\s*(?P<unit>[A-Za-z/%]*(?:/s)?)\s*$"
+)
 _RESULT_BANNER = re.compile(r"=+\s*(serving )?benchmark result\s*=+", re.I)
 
 # Label patterns (normalised: lower case, single spaces) for the numbers the report uses.
 # The first pattern that matches a label wins; "peak"/"total"/"input" throughputs are other
 # numbers and must not be taken for the output throughput.
-OUTPUT_THROUGHPUT = (r"output token throughput\b.*", r"output throughput\b.*",
-                     r"output tokens? per second\b.*", r"(?:decode|generation) throughput\b.*")
-ACCEPT_LENGTH = (r"(?:mean |average |avg )?accept(?:ed)? length\b.*",
-                 r"(?:mean |average )?acceptance length\b.*", r"accept len\b.*")
+OUTPUT_THROUGHPUT = (
+    r"output token throughput\b.*",
+    r"output throughput\b.*",
+    r"output tokens? per second\b.*",
+    r"(?:decode|generation) throughput\b.*",
+)
+ACCEPT_LENGTH = (
+    r"(?:mean |average |avg )?accept(?:ed)? length\b.*",
+    r"(?:mean |average )?acceptance length\b.*",
+    r"accept len\b.*",
+)
 REQUEST_THROUGHPUT = (r"request throughput\b.*",)
 DURATION = (r"benchmark duration\b.*", r"duration\b.*")
 COMPLETED = (r"successful requests\b.*", r"completed requests\b.*")
@@ -42,8 +50,8 @@ def normalise_label(label: str) -> str:
 
 @dataclass
 class BenchOutput:
-    metrics: dict = field(default_factory=dict)   # normalised label -> last value
-    result_blocks: int = 0                        # "Serving Benchmark Result" banners seen
+    metrics: dict = field(default_factory=dict)  # normalised label -> last value
+    result_blocks: int = 0  # "Serving Benchmark Result" banners seen
     tokens_per_s: float | None = None
     accept_length: float | None = None
     request_throughput: float | None = None
@@ -51,10 +59,15 @@ class BenchOutput:
     completed: float | None = None
 
     def to_dict(self) -> dict:
-        return {"tokens_per_s": self.tokens_per_s, "accept_length": self.accept_length,
-                "request_throughput": self.request_throughput, "duration_s": self.duration_s,
-                "completed": self.completed, "result_blocks": self.result_blocks,
-                "metrics": dict(self.metrics)}
+        return {
+            "tokens_per_s": self.tokens_per_s,
+            "accept_length": self.accept_length,
+            "request_throughput": self.request_throughput,
+            "duration_s": self.duration_s,
+            "completed": self.completed,
+            "result_blocks": self.result_blocks,
+            "metrics": dict(self.metrics),
+        }
 
 
 def _pick(metrics: dict, patterns) -> float | None:

@@ -49,7 +49,7 @@ class FetchSettings:
 @dataclass
 class Collected:
     out: Path
-    files: list[Path] = field(default_factory=list)     # the timing files written into out
+    files: list[Path] = field(default_factory=list)  # the timing files written into out
     window: Path | None = None
     per_target: list[tuple[str, str, int]] = field(default_factory=list)  # (label, folder, files)
 
@@ -68,16 +68,16 @@ def source_folder(transport, folder: str | None) -> str:
     return posixpath.normpath(posixpath.join(transport.root, folder))
 
 
-def collect(transports: list, out, folder: str | None = None,
-            settings: FetchSettings | None = None) -> Collected:
+def collect(
+    transports: list, out, folder: str | None = None, settings: FetchSettings | None = None
+) -> Collected:
     """Fetch the timing files of every target into ``out`` (created; must hold no timing yet)."""
     settings = settings or FetchSettings()
     if settings.max_fetch_mb <= 0:
         raise InvalidInput(f"--max-mb must be positive, not {settings.max_fetch_mb:g}")
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.glob("*.jsonl"))):
-        raise InvalidInput(f"{out} already holds timing files (or is not a folder): give a new "
-                           "--out folder")
+        raise InvalidInput(f"{out} already holds timing files (or is not a folder): give a new --out folder")
     result = Collected(out)
     staging = Path(tempfile.mkdtemp(prefix="patchkit-collect-"))
     try:
@@ -91,18 +91,20 @@ def collect(transports: list, out, folder: str | None = None,
             fetched.append((index, files, timing))
         if not any(timing for _, _, timing in fetched):
             places = ", ".join(f"{label}:{where}" for label, where, _ in result.per_target)
-            raise ProfileError(f"no timing files (*.jsonl) in {places}; was the server started "
-                               "with PATCHKIT_TIMER_DIR set to that folder, and the series applied?")
+            raise ProfileError(
+                f"no timing files (*.jsonl) in {places}; was the server started "
+                "with PATCHKIT_TIMER_DIR set to that folder, and the series applied?"
+            )
         out.mkdir(parents=True, exist_ok=True)
         for index, files, timing in fetched:
             for path in timing:
                 dest = out / path.name
-                if dest.exists():       # the same rank and pid on two nodes: keep both
+                if dest.exists():  # the same rank and pid on two nodes: keep both
                     dest = out / f"{path.stem}.node{index}.jsonl"
                 shutil.copyfile(path, dest)
                 result.files.append(dest)
             window = next((p for p in files if p.name == WINDOW_FILE), None)
-            if window is not None and result.window is None:   # the head node's (first target)
+            if window is not None and result.window is None:  # the head node's (first target)
                 result.window = out / WINDOW_FILE
                 shutil.copyfile(window, result.window)
     finally:
@@ -129,11 +131,13 @@ def report(timing_dir, out, bench_file=None, chart: bool = True):
             meta["tokens_per_s"] = bench.tokens_per_s
         if bench.accept_length is not None:
             meta["accept_length"] = bench.accept_length
-        facts = [f"{bench.completed:g} requests" if bench.completed is not None else None,
-                 f"{bench.duration_s:g} s" if bench.duration_s is not None else None]
+        facts = [
+            f"{bench.completed:g} requests" if bench.completed is not None else None,
+            f"{bench.duration_s:g} s" if bench.duration_s is not None else None,
+        ]
         meta["benchmark"] = (", ".join(f for f in facts if f) or "no result lines found") + (
-            "" if bench.tokens_per_s is not None else
-            f"; no output throughput line in {bench_file}")
+            "" if bench.tokens_per_s is not None else f"; no output throughput line in {bench_file}"
+        )
     if chart:
         try:
             import matplotlib  # noqa: F401

@@ -39,7 +39,7 @@ class ProfileOutcome:
 
 def new_run_dir(out_root) -> Path:
     """``<out_root>/<YYYYmmdd-HHMMSS>`` (a suffix when two runs start in the same second)."""
-    root = Path(out_root).absolute()   # the workload runs with the run dir as its cwd
+    root = Path(out_root).absolute()  # the workload runs with the run dir as its cwd
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(100):
         candidate = root / (stamp if n == 0 else f"{stamp}-{n}")
@@ -54,8 +54,7 @@ def new_run_dir(out_root) -> Path:
 DEVICES = ("auto", "cpu", "cuda")
 
 
-def check_args(size: str, timer_mode: str | None, num_assistant_tokens=None,
-               device: str = "auto") -> None:
+def check_args(size: str, timer_mode: str | None, num_assistant_tokens=None, device: str = "auto") -> None:
     if device not in DEVICES:
         raise InvalidInput(f"--device {device!r}: choose auto, cpu or cuda")
     if size not in SIZE_NAMES:
@@ -69,11 +68,13 @@ def check_args(size: str, timer_mode: str | None, num_assistant_tokens=None,
 def describe_workload(result: dict, point: dict) -> str:
     m = result["model"]
     params = point["params"]
-    return (f"random Llama {m['layers']}x{m['hidden']} (vocab {m['vocab']}) target, "
-            f"{m['draft_layers']}-layer shared draft, {m['dtype']} on {result['device']}; "
-            f"{point['prompts']} prompts x {m['new_tokens']} new tokens, greedy; "
-            f"num_assistant_tokens {params.get('num_assistant_tokens')}, "
-            f"confidence threshold {params.get('assistant_confidence_threshold')}")
+    return (
+        f"random Llama {m['layers']}x{m['hidden']} (vocab {m['vocab']}) target, "
+        f"{m['draft_layers']}-layer shared draft, {m['dtype']} on {result['device']}; "
+        f"{point['prompts']} prompts x {m['new_tokens']} new tokens, greedy; "
+        f"num_assistant_tokens {params.get('num_assistant_tokens')}, "
+        f"confidence threshold {params.get('assistant_confidence_threshold')}"
+    )
 
 
 def report_meta(result: dict, point: dict, elapsed_s: float | None = None) -> dict:
@@ -83,14 +84,16 @@ def report_meta(result: dict, point: dict, elapsed_s: float | None = None) -> di
         "baseline_tokens_per_s": point["baseline"]["tokens_per_s"],
         "accept_length": point["accept_length"],
         "workload": describe_workload(result, point),
-        "identical outputs (greedy, with vs without assistant)":
-            f"{point['identical_outputs']}/{point['prompts']} prompts",
+        "identical outputs (greedy, with vs without assistant)": f"{point['identical_outputs']}/{point['prompts']} prompts",
         "upstream": f"transformers {result['transformers']}, torch {result['torch']}",
     }
     if "warmup" in result:
-        meta["warm-up"] = ("the first prompt, plain and assisted, before the measured pass "
-                           "(its cycles lie outside the measured window)" if result["warmup"]
-                           else "off (--no-warmup)")
+        meta["warm-up"] = (
+            "the first prompt, plain and assisted, before the measured pass "
+            "(its cycles lie outside the measured window)"
+            if result["warmup"]
+            else "off (--no-warmup)"
+        )
     if elapsed_s is not None:
         meta["profile run wall time"] = f"{elapsed_s:.1f} s"
     return meta
@@ -104,8 +107,13 @@ def write_pass_window(measured: dict, source: str, timing_dir=None):
     span = measured.get("window_ns")
     if not span:
         return None
-    return write_window(timing_dir or measured["timing_dir"], span[0], span[1],
-                        warmup=measured.get("warmup_ns"), source=source)
+    return write_window(
+        timing_dir or measured["timing_dir"],
+        span[0],
+        span[1],
+        warmup=measured.get("warmup_ns"),
+        source=source,
+    )
 
 
 def progress_log(stream):
@@ -114,6 +122,7 @@ def progress_log(stream):
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr if out is sys.stdout else out, flush=True)
+
     return out, log
 
 
@@ -153,25 +162,31 @@ def run_default(
     series_dir, site = Path(series_dir), Path(site)
     run_dir = new_run_dir(out_root)
     ensure_site(series_dir, site, wheelhouse=wheelhouse, log=log)
-    point = {"label": f"k={num_assistant_tokens}", "num_assistant_tokens": int(num_assistant_tokens),
-             "assistant_confidence_threshold": float(assistant_confidence_threshold),
-             "schedule": "constant", "timing_dir": str((run_dir / "timing").resolve())}
-    spec = {"size": size, "seed": seed, "device": device, "points": [point],
-            "warmup": bool(warmup)}
+    point = {
+        "label": f"k={num_assistant_tokens}",
+        "num_assistant_tokens": int(num_assistant_tokens),
+        "assistant_confidence_threshold": float(assistant_confidence_threshold),
+        "schedule": "constant",
+        "timing_dir": str((run_dir / "timing").resolve()),
+    }
+    spec = {"size": size, "seed": seed, "device": device, "points": [point], "warmup": bool(warmup)}
     if timer_sample is not None:
         spec["timer_sample"] = timer_sample
     with patched(series_dir, site, log=log):
-        result = (workload or run_workload)(site, spec, run_dir, timer_mode=timer_mode,
-                                            timeout=timeout, progress=ProgressLine())
+        result = (workload or run_workload)(
+            site, spec, run_dir, timer_mode=timer_mode, timeout=timeout, progress=ProgressLine()
+        )
     from patchkit.report import build_report, render_table  # after the revert: tree is pristine
 
     measured = result["points"][0]
     write_pass_window(measured, "profile.run")
-    summary = build_report(measured["timing_dir"], run_dir,
-                           meta=report_meta(result, measured, time.monotonic() - start),
-                           chart=chart)
+    summary = build_report(
+        measured["timing_dir"],
+        run_dir,
+        meta=report_meta(result, measured, time.monotonic() - start),
+        chart=chart,
+    )
     table = render_table(summary)
     print(table, file=out)
     print(f"report: {run_dir}/ ({', '.join(sorted(summary.files.values()))})", file=out)
-    return ProfileOutcome(run_dir, summary, table, result, time.monotonic() - start,
-                          dict(summary.files))
+    return ProfileOutcome(run_dir, summary, table, result, time.monotonic() - start, dict(summary.files))

@@ -23,8 +23,11 @@ def describe(event: dict) -> str:
         return f"{what}, {where}"
     if stage == "build":
         return f"building the {event.get('size')} models on {event.get('device')}"
-    return {"import": "importing torch and transformers", "warmup": "warming up",
-            "done": "workload done"}.get(stage, stage)
+    return {
+        "import": "importing torch and transformers",
+        "warmup": "warming up",
+        "done": "workload done",
+    }.get(stage, stage)
 
 
 class ProgressLine:

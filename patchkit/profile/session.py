@@ -9,6 +9,7 @@ revert never races a process still importing from the tree.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import subprocess
@@ -27,10 +28,8 @@ WORKLOAD_MODULE = "patchkit.profile.workload"
 def _reader(stream, events: queue.Queue) -> None:
     for line in stream:
         if line.startswith(PROGRESS_PREFIX):
-            try:
-                events.put(json.loads(line[len(PROGRESS_PREFIX):]))
-            except json.JSONDecodeError:
-                pass
+            with contextlib.suppress(json.JSONDecodeError):
+                events.put(json.loads(line[len(PROGRESS_PREFIX) :]))
     events.put(None)
 
 
@@ -53,23 +52,43 @@ def _log_tail(path: Path, lines: int = 12) -> str:
     return "\n".join(text[-lines:])
 
 
-def run_workload(site: Path, spec: dict, run_dir: Path, *, timer_mode: str | None = None,
-                 timeout: float | None = None, progress: ProgressLine | None = None,
-                 python: str | None = None) -> dict:
+def run_workload(
+    site: Path,
+    spec: dict,
+    run_dir: Path,
+    *,
+    timer_mode: str | None = None,
+    timeout: float | None = None,
+    progress: ProgressLine | None = None,
+    python: str | None = None,
+) -> dict:
     """Run the workload once for ``spec`` (see workload.py); returns its result document."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_path, result_path = run_dir / "workload-spec.json", run_dir / "workload.json"
     log_path = run_dir / "workload.log"
     spec_path.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
-    argv = [python or sys.executable, "-m", WORKLOAD_MODULE, "--spec", str(spec_path),
-            "--result", str(result_path)]
+    argv = [
+        python or sys.executable,
+        "-m",
+        WORKLOAD_MODULE,
+        "--spec",
+        str(spec_path),
+        "--result",
+        str(result_path),
+    ]
     progress = progress or ProgressLine()
     events: queue.Queue = queue.Queue()
     deadline = time.monotonic() + timeout if timeout else None
     with open(log_path, "w", encoding="utf-8") as log:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True,
-                                env=workload_env(site, timer_mode), cwd=str(run_dir))
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=workload_env(site, timer_mode),
+            cwd=str(run_dir),
+        )
         thread = threading.Thread(target=_reader, args=(proc.stdout, events), daemon=True)
         thread.start()
         try:
@@ -86,22 +105,26 @@ def run_workload(site: Path, spec: dict, run_dir: Path, *, timer_mode: str | Non
                 else:
                     progress.update()
                 if deadline and time.monotonic() > deadline:
-                    raise ProfileError(f"the workload ran past its {timeout:.0f} s limit; "
-                                       f"stopped it (log: {log_path})")
+                    raise ProfileError(
+                        f"the workload ran past its {timeout:.0f} s limit; stopped it (log: {log_path})"
+                    )
             proc.wait()
         finally:
             _stop(proc)
             thread.join(1.0)
             progress.close()
     if proc.returncode != 0:
-        raise ProfileError(f"the workload failed (exit {proc.returncode}); last lines of "
-                           f"{log_path}:\n{_log_tail(log_path)}")
+        raise ProfileError(
+            f"the workload failed (exit {proc.returncode}); last lines of {log_path}:\n{_log_tail(log_path)}"
+        )
     try:
         result = json.loads(result_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ProfileError(f"the workload wrote no readable result ({result_path}: {exc})") from exc
     where = Path(result.get("transformers_file", "")).resolve()
     if Path(site).resolve() not in where.parents:
-        raise ProfileError(f"the workload imported transformers from {where}, not from the "
-                           f"patched tree {site}; is something else first on sys.path?")
+        raise ProfileError(
+            f"the workload imported transformers from {where}, not from the "
+            f"patched tree {site}; is something else first on sys.path?"
+        )
     return result

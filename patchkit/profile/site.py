@@ -23,7 +23,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from patchkit.errors import PatchkitError, Refused, Terminated  # noqa: F401  (Terminated: re-exported)
+from patchkit.errors import PatchkitError, Refused, Terminated
 from patchkit.locations import import_root, series_root, work_base
 from patchkit.upstream import fetch_wheel, read_pin
 
@@ -49,8 +49,11 @@ def _describe(result) -> str:
     host = _host(result)
     parts = [f"{result.op}: {host.state} (exit {result.exit_code})"]
     parts += host.messages
-    parts += [f"{f.path}: {f.state}{' - ' + f.detail if f.detail else ''}"
-              for f in host.files if f.state not in ("ok", "pristine", "applied", "original")]
+    parts += [
+        f"{f.path}: {f.state}{' - ' + f.detail if f.detail else ''}"
+        for f in host.files
+        if f.state not in ("ok", "pristine", "applied", "original")
+    ]
     return "; ".join(parts)
 
 
@@ -63,9 +66,20 @@ def site_state(series_dir: Path, site: Path) -> str:
 def _install(wheel: Path, site: Path) -> None:
     site.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=site.name + ".install-", dir=site.parent))
-    argv = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
-            "--disable-pip-version-check", "--no-compile", "--quiet", "--target", str(staging),
-            str(wheel)]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-index",
+        "--disable-pip-version-check",
+        "--no-compile",
+        "--quiet",
+        "--target",
+        str(staging),
+        str(wheel),
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
@@ -74,8 +88,9 @@ def _install(wheel: Path, site: Path) -> None:
     os.replace(staging, site)
 
 
-def ensure_site(series_dir: Path = DEFAULT_SERIES, site: Path = DEFAULT_SITE, *,
-                wheelhouse=None, log=print) -> Path:
+def ensure_site(
+    series_dir: Path = DEFAULT_SERIES, site: Path = DEFAULT_SITE, *, wheelhouse=None, log=print
+) -> Path:
     """A pristine installed tree of the pinned distribution at ``site``; returns it.
 
     An existing site is reused when patch.status says pristine; when a killed run left it
@@ -97,17 +112,16 @@ def ensure_site(series_dir: Path = DEFAULT_SERIES, site: Path = DEFAULT_SITE, *,
                 log(f"profile: {site} was left {state} by an interrupted run; reverted it")
                 return site
         if site.resolve() != DEFAULT_SITE.resolve():
-            raise ProfileError(f"{site}: patch.status says {state}; restore it, or use another "
-                               "--site (the default .work/tf-site is reinstalled automatically)")
+            raise ProfileError(
+                f"{site}: patch.status says {state}; restore it, or use another "
+                "--site (the default .work/tf-site is reinstalled automatically)"
+            )
         log(f"profile: {site} is {state}; reinstalling it")
         shutil.rmtree(site)
     wheel = fetch_wheel(pin.name, pin.version, wheelhouse=wheelhouse)
-    log(f"profile: installing {wheel.path.name} ({wheel.trust}, sha256 {wheel.sha256[:12]}…) "
-        f"into {site}")
+    log(f"profile: installing {wheel.path.name} ({wheel.trust}, sha256 {wheel.sha256[:12]}…) into {site}")
     _install(wheel.path, site)
     return site
-
-
 
 
 def _raise_terminated(signum, frame):
@@ -162,12 +176,11 @@ def patched(series_dir: Path, site: Path, *, log=print):
     applied = ops.apply(series, target, opts)
     if applied.exit_code != 0:
         raise ProfileError(f"{site}: {_describe(applied)}", applied.exit_code)
-    log(f"profile: applied {Path(series_dir).name} to {site} "
-        f"({len(_host(applied).written)} files written)")
+    log(f"profile: applied {Path(series_dir).name} to {site} ({len(_host(applied).written)} files written)")
     failure = None
     try:
         yield applied
-    except BaseException as exc:  # noqa: B036 -- reverted below, then re-raised as is
+    except BaseException as exc:
         failure = exc
         raise
     finally:
@@ -178,7 +191,8 @@ def patched(series_dir: Path, site: Path, *, log=print):
             error = ProfileError(
                 f"{site}: revert after the profile run failed, the tree is {state}: "
                 f"{_describe(reverted)}; run: invoke patch.status --series {series} "
-                f"--target {site}")
+                f"--target {site}"
+            )
             raise error from failure
         log(f"profile: reverted {site}; patch.status: pristine")
 
@@ -200,5 +214,13 @@ def workload_env(site: Path, timer_mode: str | None) -> dict:
     return env
 
 
-__all__ = ["DEFAULT_SERIES", "DEFAULT_SITE", "ProfileError", "ensure_site", "patched",
-           "site_state", "workload_env", "PatchkitError"]
+__all__ = [
+    "DEFAULT_SERIES",
+    "DEFAULT_SITE",
+    "PatchkitError",
+    "ProfileError",
+    "ensure_site",
+    "patched",
+    "site_state",
+    "workload_env",
+]

@@ -34,8 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.errors import InvalidInput
-from patchkit.profile.default import (check_args, new_run_dir, progress_log, report_meta,
-                                      write_pass_window)
+from patchkit.profile.default import check_args, new_run_dir, progress_log, report_meta, write_pass_window
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
@@ -47,14 +46,18 @@ KEYS = {
     "assistant_confidence_threshold": ("conf", float),
     "schedule": ("schedule", str),
 }
-ALIASES = {"k": "num_assistant_tokens", "num_assistant_tokens": "num_assistant_tokens",
-           "conf": "assistant_confidence_threshold",
-           "assistant_confidence_threshold": "assistant_confidence_threshold",
-           "schedule": "schedule", "num_assistant_tokens_schedule": "schedule"}
+ALIASES = {
+    "k": "num_assistant_tokens",
+    "num_assistant_tokens": "num_assistant_tokens",
+    "conf": "assistant_confidence_threshold",
+    "assistant_confidence_threshold": "assistant_confidence_threshold",
+    "schedule": "schedule",
+    "num_assistant_tokens_schedule": "schedule",
+}
 SCHEDULES = ("constant", "heuristic", "heuristic_transient")
 DEFAULT_MATRIX = {"num_assistant_tokens": [2, 4, 8]}
 SWEEP_SCHEMA = "patchkit.sweep/1"
-DEFAULT_REPEAT = 3   # passes in one warm process: less spread than server starts (remote: 5)
+DEFAULT_REPEAT = 3  # passes in one warm process: less spread than server starts (remote: 5)
 
 
 @dataclass
@@ -76,8 +79,7 @@ def parse_matrix(text: str) -> dict[str, list]:
         key, sep, values = part.partition("=")
         key = ALIASES.get(key.strip())
         if not sep or key is None:
-            raise InvalidInput(f"--matrix: {part!r} is not KEY=V1,V2,... with KEY one of "
-                               f"{', '.join(KEYS)}")
+            raise InvalidInput(f"--matrix: {part!r} is not KEY=V1,V2,... with KEY one of {', '.join(KEYS)}")
         _, kind = KEYS[key]
         try:
             matrix[key] = [kind(v.strip()) for v in values.split(",") if v.strip()]
@@ -112,11 +114,12 @@ def expand(matrix: dict[str, list]) -> list[dict]:
     keys = list(matrix)
     points = []
     for combo in itertools.product(*(matrix[k] for k in keys)):
-        params = {"num_assistant_tokens": 4, "assistant_confidence_threshold": 0.0,
-                  "schedule": "constant"}
+        params = {"num_assistant_tokens": 4, "assistant_confidence_threshold": 0.0, "schedule": "constant"}
         params.update(dict(zip(keys, combo)))
-        label = " ".join(f"{KEYS[k][0]}={v:g}" if isinstance(v, float) else f"{KEYS[k][0]}={v}"
-                         for k, v in zip(keys, combo))
+        label = " ".join(
+            f"{KEYS[k][0]}={v:g}" if isinstance(v, float) else f"{KEYS[k][0]}={v}"
+            for k, v in zip(keys, combo)
+        )
         points.append({"label": label, **params})
     return points
 
@@ -130,12 +133,16 @@ def _row(point: dict, summary) -> dict:
     spec, base = point["assisted"]["tokens_per_s"], point["baseline"]["tokens_per_s"]
     basis_dist = summary.cycle["dev_ms"] if summary.basis == "device" else summary.cycle["host_ms"]
     return {
-        "label": point["label"], "params": point["params"],
-        "tokens_per_s": spec, "baseline_tokens_per_s": base,
+        "label": point["label"],
+        "params": point["params"],
+        "tokens_per_s": spec,
+        "baseline_tokens_per_s": base,
         "ratio": spec / base if spec and base else None,
         "accept_length": point["accept_length"],
-        "verify_share": _share(summary, "verify"), "draft_share": _share(summary, "draft"),
-        "cycle_ms": basis_dist["mean"] if basis_dist else None, "basis": summary.basis,
+        "verify_share": _share(summary, "verify"),
+        "draft_share": _share(summary, "draft"),
+        "cycle_ms": basis_dist["mean"] if basis_dist else None,
+        "basis": summary.basis,
         "identical_outputs": f"{point['identical_outputs']}/{point['prompts']}",
         "report": _relative(point["report_dir"]),
     }
@@ -144,15 +151,26 @@ def _row(point: dict, summary) -> dict:
 def _relative(report_dir) -> str:
     """``points/NN-label`` or ``points/NN-label/repR``: the folder below the run directory."""
     parts = Path(report_dir).parts
-    return "/".join(parts[len(parts) - 1 - parts[::-1].index("points"):])
+    return "/".join(parts[len(parts) - 1 - parts[::-1].index("points") :])
 
 
 def _fmt(value, spec: str, suffix: str = "") -> str:
     return "-" if value is None else format(value, spec) + suffix
 
 
-COLUMNS = ("point", "tok/s", "95% CI", "vs baseline", "ratio 95% CI", "n", "accept len",
-           "verify %", "draft %", "cycle ms", "identical")
+COLUMNS = (
+    "point",
+    "tok/s",
+    "95% CI",
+    "vs baseline",
+    "ratio 95% CI",
+    "n",
+    "accept len",
+    "verify %",
+    "draft %",
+    "cycle ms",
+    "identical",
+)
 
 
 def _ci(ci, spec: str) -> str:
@@ -161,33 +179,47 @@ def _ci(ci, spec: str) -> str:
 
 def _cells(row: dict) -> tuple:
     reps = row.get("repeats") or []
-    return (row["label"], _fmt(row["tokens_per_s"], ".1f"), _ci(row.get("tokens_per_s_ci"), ".1f"),
-            _fmt(row.get("ratio"), ".2f", "x"), _ci(row.get("ratio_ci"), ".2f"),
-            str(len(reps)) if reps else "-",
-            _fmt(row.get("accept_length"), ".2f"), _fmt(row.get("verify_share"), ".1f", "%"),
-            _fmt(row.get("draft_share"), ".1f", "%"), _fmt(row.get("cycle_ms"), ".2f"),
-            row.get("identical_outputs", "-"))
+    return (
+        row["label"],
+        _fmt(row["tokens_per_s"], ".1f"),
+        _ci(row.get("tokens_per_s_ci"), ".1f"),
+        _fmt(row.get("ratio"), ".2f", "x"),
+        _ci(row.get("ratio_ci"), ".2f"),
+        str(len(reps)) if reps else "-",
+        _fmt(row.get("accept_length"), ".2f"),
+        _fmt(row.get("verify_share"), ".1f", "%"),
+        _fmt(row.get("draft_share"), ".1f", "%"),
+        _fmt(row.get("cycle_ms"), ".2f"),
+        row.get("identical_outputs", "-"),
+    )
 
 
-def format_table(columns, body: list[tuple], marks: list[bool], headline: str,
-                 markdown: bool = False, title: str = "profile sweep") -> list[str]:
+def format_table(
+    columns,
+    body: list[tuple],
+    marks: list[bool],
+    headline: str,
+    markdown: bool = False,
+    title: str = "profile sweep",
+) -> list[str]:
     """Rows of cells as an aligned text table (marked rows start with ``*``) or as markdown
     (marked rows in bold); shared by the local and the remote sweep."""
     if markdown:
-        lines = [f"# {title}\n\n{headline}\n",
-                 "| " + " | ".join(columns) + " |",
-                 "|" + "|".join(["---"] + ["---:"] * (len(columns) - 1)) + "|"]
+        lines = [
+            f"# {title}\n\n{headline}\n",
+            "| " + " | ".join(columns) + " |",
+            "|" + "|".join(["---"] + ["---:"] * (len(columns) - 1)) + "|",
+        ]
         for cells, mark in zip(body, marks):
-            cells = [f"**{c}**" if mark else c for c in cells]
-            lines.append("| " + " | ".join(cells) + " |")
+            shown = [f"**{c}**" if mark else c for c in cells]
+            lines.append("| " + " | ".join(shown) + " |")
         return lines
     labels = [("* " if m else "  ") + c[0] for c, m in zip(body, marks)]
     body = [(lab,) + tuple(c[1:]) for lab, c in zip(labels, body)]
     head = ("  " + columns[0],) + tuple(columns[1:])
     widths = [max(len(r[i]) for r in body + [head]) for i in range(len(head))]
     fmt = "  ".join(["{:<%d}" % widths[0]] + ["{:>%d}" % w for w in widths[1:]])
-    return [headline, fmt.format(*head), "  ".join("-" * w for w in widths)] + [
-        fmt.format(*r) for r in body]
+    return [headline, fmt.format(*head), "  ".join("-" * w for w in widths)] + [fmt.format(*r) for r in body]
 
 
 def point_dir_name(index: int, label: str) -> str:
@@ -196,33 +228,52 @@ def point_dir_name(index: int, label: str) -> str:
     return f"{index + 1:02d}-{slug}"
 
 
-def render(rows: list[dict], baseline: dict, best: dict | None, headline: str,
-           markdown: bool = False, verdict: dict | None = None) -> str:
+def render(
+    rows: list[dict],
+    baseline: dict,
+    best: dict | None,
+    headline: str,
+    markdown: bool = False,
+    verdict: dict | None = None,
+) -> str:
     """The table; ``best`` is marked unless ``verdict`` (when given) is not significant."""
     mark = None if verdict is not None and not verdict.get("significant") else best
-    base_row = {"label": "baseline (no assistant)", "tokens_per_s": baseline["tokens_per_s"],
-                "ratio": 1.0, "tokens_per_s_ci": baseline.get("tokens_per_s_ci"),
-                "repeats": baseline.get("repeats")}
+    base_row = {
+        "label": "baseline (no assistant)",
+        "tokens_per_s": baseline["tokens_per_s"],
+        "ratio": 1.0,
+        "tokens_per_s_ci": baseline.get("tokens_per_s_ci"),
+        "repeats": baseline.get("repeats"),
+    }
     body = [_cells(base_row)] + [_cells(r) for r in rows]
     marks = [False] + [mark is not None and r is mark for r in rows]
     lines = format_table(COLUMNS, body, marks, headline, markdown)
     lines.append("")
     if best is not None:
         what = "best" if mark is not None else "top (not a verdict)"
-        lines.append(f"{what}: {best['label']} -- {best['ratio']:.2f}x its baseline, "
-                     f"{best['tokens_per_s']:.1f} tok/s, accepted length "
-                     f"{_fmt(best['accept_length'], '.2f')}")
+        lines.append(
+            f"{what}: {best['label']} -- {best['ratio']:.2f}x its baseline, "
+            f"{best['tokens_per_s']:.1f} tok/s, accepted length "
+            f"{_fmt(best['accept_length'], '.2f')}"
+        )
     if verdict is not None:
         lines.append(describe(verdict) + " (on the ratios to the interleaved baselines)")
         cost = verdict.get("cost") or {}
         if cost:
-            lines.append(f"verdict cost: {cost['runs']} measured pass(es) in one workload "
-                         f"process ({cost['repeat']} repetition(s)), {cost['minutes']:.1f} min")
+            lines.append(
+                f"verdict cost: {cost['runs']} measured pass(es) in one workload "
+                f"process ({cost['repeat']} repetition(s)), {cost['minutes']:.1f} min"
+            )
     basis = rows[0]["basis"] if rows else "host"
-    lines.append(f"shares and cycle times: {basis} time; ratio: to the baseline runs "
-                 "interleaved with that point's (same prompts, same load)"
-                 + ("; row values: the repetition with the median ratio, 95% CI: t on logs"
-                    if any(len(r.get("repeats") or []) > 1 for r in rows) else ""))
+    lines.append(
+        f"shares and cycle times: {basis} time; ratio: to the baseline runs "
+        "interleaved with that point's (same prompts, same load)"
+        + (
+            "; row values: the repetition with the median ratio, 95% CI: t on logs"
+            if any(len(r.get("repeats") or []) > 1 for r in rows)
+            else ""
+        )
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -255,8 +306,7 @@ def run_sweep(
             repeat = 0
         if repeat < 1:
             raise InvalidInput("--repeat must be a whole number of at least 1")
-    matrix = parse_matrix(matrix) if isinstance(matrix, str) else validate_matrix(
-        matrix or DEFAULT_MATRIX)
+    matrix = parse_matrix(matrix) if isinstance(matrix, str) else validate_matrix(matrix or DEFAULT_MATRIX)
     out, log = progress_log(stream)
     start = time.monotonic()
     series_dir, site = Path(series_dir), Path(site)
@@ -269,29 +319,45 @@ def run_sweep(
     for rep, idx in rotation(list(range(len(points))), repeat):
         report_dir = Path(points[idx]["report_dir"])
         report_dir = report_dir if rep == 0 else report_dir / f"rep{rep + 1}"
-        plan.append({"point": idx, "rep": rep, "report_dir": str(report_dir),
-                     "timing_dir": str(report_dir / "timing")})
+        plan.append(
+            {
+                "point": idx,
+                "rep": rep,
+                "report_dir": str(report_dir),
+                "timing_dir": str(report_dir / "timing"),
+            }
+        )
     ensure_site(series_dir, site, wheelhouse=wheelhouse, log=log)
-    spec = {"size": size, "seed": seed, "device": device, "warmup": bool(warmup),
-            "points": [{k: v for k, v in p.items() if k != "report_dir"} for p in points],
-            "passes": [{k: v for k, v in p.items() if k != "report_dir"} for p in plan]}
-    log(f"profile: sweep of {len(points)} points x {repeat} repetition(s), rotated: "
-        f"{', '.join(p['label'] for p in points)}")
+    spec = {
+        "size": size,
+        "seed": seed,
+        "device": device,
+        "warmup": bool(warmup),
+        "points": [{k: v for k, v in p.items() if k != "report_dir"} for p in points],
+        "passes": [{k: v for k, v in p.items() if k != "report_dir"} for p in plan],
+    }
+    log(
+        f"profile: sweep of {len(points)} points x {repeat} repetition(s), rotated: "
+        f"{', '.join(p['label'] for p in points)}"
+    )
     with patched(series_dir, site, log=log):
-        result = (workload or run_workload)(site, spec, run_dir, timer_mode=timer_mode,
-                                            timeout=timeout, progress=ProgressLine())
+        result = (workload or run_workload)(
+            site, spec, run_dir, timer_mode=timer_mode, timeout=timeout, progress=ProgressLine()
+        )
     from patchkit.report import build_report
 
-    passes = result.get("passes") or [dict(p, rep=0, index=i)
-                                      for i, p in enumerate(result["points"])]
+    passes = result.get("passes") or [dict(p, rep=0, index=i) for i, p in enumerate(result["points"])]
     by_point: dict[int, list] = {}
     for step, measured in zip(plan, passes):
         report_dir = step["report_dir"]
         measured["report_dir"] = report_dir
         write_pass_window(measured, "profile.sweep")
-        summary = build_report(measured["timing_dir"], report_dir,
-                               meta=report_meta(result, measured),
-                               chart=chart and step["rep"] == 0)
+        summary = build_report(
+            measured["timing_dir"],
+            report_dir,
+            meta=report_meta(result, measured),
+            chart=chart and step["rep"] == 0,
+        )
         by_point.setdefault(step["point"], []).append(_row(measured, summary))
     rows = [_fold(by_point[i], run_dir) for i in sorted(by_point)]
     base_reps = []
@@ -302,36 +368,72 @@ def run_sweep(
         base_reps.append(tok / sec if sec else None)
     tokens = sum(p["baseline"]["tokens"] for p in passes)
     seconds = sum(p["baseline"]["seconds"] for p in passes)
-    baseline = {"tokens": tokens, "seconds": seconds,
-                "tokens_per_s": tokens / seconds if seconds else None, **summarize(base_reps)}
-    verdict = decide({r["label"]: [x for x in r["ratios"] if x is not None]
-                      for r in rows if any(x is not None for x in r["ratios"])})
-    verdict["cost"] = {"runs": len(passes), "server_starts": 0, "workload_starts": 1,
-                       "repeat": repeat, "warmup": bool(warmup),
-                       "minutes": (time.monotonic() - start) / 60}
+    baseline = {
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds if seconds else None,
+        **summarize(base_reps),
+    }
+    verdict = decide(
+        {
+            r["label"]: [x for x in r["ratios"] if x is not None]
+            for r in rows
+            if any(x is not None for x in r["ratios"])
+        }
+    )
+    verdict["cost"] = {
+        "runs": len(passes),
+        "server_starts": 0,
+        "workload_starts": 1,
+        "repeat": repeat,
+        "warmup": bool(warmup),
+        "minutes": (time.monotonic() - start) / 60,
+    }
     ranked = [r for r in rows if r["ratio"] is not None]
     best = next((r for r in ranked if r["label"] == verdict["top"]), None) or (
-        max(ranked, key=lambda r: r["ratio"]) if ranked else None)
+        max(ranked, key=lambda r: r["ratio"]) if ranked else None
+    )
     m = result["model"]
-    headline = (f"sweep: {len(rows)} points + baseline x {repeat} repetition(s) on "
-                f"{result['device']}; random Llama "
-                f"{m['layers']}x{m['hidden']} target, {m['draft_layers']}-layer shared draft, "
-                f"{m['dtype']}, {m['prompts']} prompts x {m['new_tokens']} new tokens, greedy")
+    headline = (
+        f"sweep: {len(rows)} points + baseline x {repeat} repetition(s) on "
+        f"{result['device']}; random Llama "
+        f"{m['layers']}x{m['hidden']} target, {m['draft_layers']}-layer shared draft, "
+        f"{m['dtype']}, {m['prompts']} prompts x {m['new_tokens']} new tokens, greedy"
+    )
     table = render(rows, baseline, best, headline, verdict=verdict)
-    (run_dir / "sweep.md").write_text(render(rows, baseline, best, headline, markdown=True,
-                                             verdict=verdict), encoding="utf-8")
+    (run_dir / "sweep.md").write_text(
+        render(rows, baseline, best, headline, markdown=True, verdict=verdict), encoding="utf-8"
+    )
     (run_dir / "sweep.txt").write_text(table, encoding="utf-8")
     elapsed = time.monotonic() - start
-    doc = {"schema": SWEEP_SCHEMA, "matrix": matrix, "baseline": baseline, "rows": rows,
-           "best": best["label"] if best else None, "device": result["device"],
-           "model": result["model"], "size": result["size"], "wall_s": elapsed,
-           "repeat": repeat, "warmup": bool(warmup), "verdict": verdict,
-           "order": [{"rep": p["rep"] + 1, "label": points[p["point"]]["label"]} for p in plan]}
+    doc = {
+        "schema": SWEEP_SCHEMA,
+        "matrix": matrix,
+        "baseline": baseline,
+        "rows": rows,
+        "best": best["label"] if best else None,
+        "device": result["device"],
+        "model": result["model"],
+        "size": result["size"],
+        "wall_s": elapsed,
+        "repeat": repeat,
+        "warmup": bool(warmup),
+        "verdict": verdict,
+        "order": [{"rep": p["rep"] + 1, "label": points[p["point"]]["label"]} for p in plan],
+    }
     (run_dir / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     print(table, file=out)
     print(f"sweep: {run_dir}/ (sweep.json, sweep.md, points/*/)", file=out)
-    return SweepOutcome(run_dir, rows, baseline, best, table, result, elapsed,
-                        {"json": "sweep.json", "markdown": "sweep.md", "table": "sweep.txt"})
+    return SweepOutcome(
+        run_dir,
+        rows,
+        baseline,
+        best,
+        table,
+        result,
+        elapsed,
+        {"json": "sweep.json", "markdown": "sweep.md", "table": "sweep.txt"},
+    )
 
 
 def _fold(runs: list[dict], run_dir: Path) -> dict:

@@ -48,11 +48,14 @@ from typing import Any
 DEFAULT_REPEAT = 5
 DEFAULT_ALPHA = 0.05
 CONFIDENCE = 0.95
-METHOD = ("one-sided Welch t on log tok/s, top point against every other point at "
-          "alpha/k (Bonferroni over the k points)")
+METHOD = (
+    "one-sided Welch t on log tok/s, top point against every other point at "
+    "alpha/k (Bonferroni over the k points)"
+)
 
 
 # ---- the Student-t distribution -----------------------------------------------------------------
+
 
 def _betacf(a: float, b: float, x: float) -> float:
     """Continued fraction of the incomplete beta function (modified Lentz)."""
@@ -87,8 +90,7 @@ def betainc(a: float, b: float, x: float) -> float:
         return 0.0
     if x >= 1.0:
         return 1.0
-    ln_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                + a * math.log(x) + b * math.log1p(-x))
+    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
     front = math.exp(ln_front)
     if x < (a + 1.0) / (a + b + 2.0):
         return front * _betacf(a, b, x) / a
@@ -125,6 +127,7 @@ def t_ppf(p: float, df: float) -> float:
 
 # ---- one point, two points ----------------------------------------------------------------------
 
+
 def _logs(values) -> list[float]:
     return [math.log(v) for v in values if v is not None and v > 0]
 
@@ -151,8 +154,9 @@ def welch(a, b) -> dict | None:
     if se == 0.0:  # every repetition gave the same number on both sides
         t = 0.0 if diff == 0.0 else math.copysign(math.inf, diff)
         return {"diff": diff, "se": 0.0, "df": float(len(la) + len(lb) - 2), "t": t}
-    df = (va + vb) ** 2 / ((va * va / (len(la) - 1) if va else 0.0)
-                           + (vb * vb / (len(lb) - 1) if vb else 0.0))
+    df = (va + vb) ** 2 / (
+        (va * va / (len(la) - 1) if va else 0.0) + (vb * vb / (len(lb) - 1) if vb else 0.0)
+    )
     return {"diff": diff, "se": se, "df": df, "t": diff / se}
 
 
@@ -174,11 +178,15 @@ def ratio_interval(a, b, confidence: float = CONFIDENCE) -> list[float] | None:
 def summarize(values) -> dict:
     """A row's repetition fields: tokens_per_s_median, tokens_per_s_ci, repeats."""
     kept = [v for v in values if v is not None]
-    return {"tokens_per_s_median": statistics.median(kept) if kept else None,
-            "tokens_per_s_ci": interval(kept), "repeats": list(values)}
+    return {
+        "tokens_per_s_median": statistics.median(kept) if kept else None,
+        "tokens_per_s_ci": interval(kept),
+        "repeats": list(values),
+    }
 
 
 # ---- the verdict --------------------------------------------------------------------------------
+
 
 def decide(samples: dict, alpha: float = DEFAULT_ALPHA) -> dict:
     """The verdict over ``{label: [tok/s per repetition]}`` (see the module docstring).
@@ -189,9 +197,16 @@ def decide(samples: dict, alpha: float = DEFAULT_ALPHA) -> dict:
     measured = {label: _logs(v) for label, v in samples.items()}
     measured = {label: v for label, v in measured.items() if v}
     p_values: dict[str, float | None] = {}
-    doc: dict[str, Any] = {"best": None, "significant": False, "indistinguishable": [],
-                           "method": METHOD, "alpha": alpha, "top": None, "p_values": p_values,
-                           "note": None}
+    doc: dict[str, Any] = {
+        "best": None,
+        "significant": False,
+        "indistinguishable": [],
+        "method": METHOD,
+        "alpha": alpha,
+        "top": None,
+        "p_values": p_values,
+        "note": None,
+    }
     if not measured:
         doc["note"] = "no point was measured"
         return doc
@@ -199,16 +214,14 @@ def decide(samples: dict, alpha: float = DEFAULT_ALPHA) -> dict:
     doc["top"] = top
     k = len(measured)
     if k == 1:  # no runner-up: nothing is decided (the ratio to a baseline has its interval)
-        doc.update(indistinguishable=[top],
-                   note="one point measured: nothing to compare it with")
+        doc.update(indistinguishable=[top], note="one point measured: nothing to compare it with")
         return doc
     level = alpha / k
     others = [label for label in measured if label != top]
     values = {label: [math.exp(x) for x in logs] for label, logs in measured.items()}
     for label in others:
         p_values[label] = p_greater(values[top], values[label])
-    beaten = [label for label in others
-              if (p := p_values[label]) is not None and p < level]
+    beaten = [label for label in others if (p := p_values[label]) is not None and p < level]
     doc["indistinguishable"] = [top] + [label for label in others if label not in beaten]
     if len(beaten) == len(others):
         doc.update(best=top, significant=True)
@@ -240,9 +253,11 @@ def describe(verdict: dict) -> str:
     """One line for sweep.txt/sweep.md."""
     if verdict.get("significant") and verdict.get("best") is not None:
         worst_p = max((p for p in verdict["p_values"].values() if p is not None), default=0.0)
-        return (f"verdict: best {verdict['best']} -- faster than every other point "
-                f"(one-sided p <= {worst_p:.2g} < alpha/k = "
-                f"{verdict['alpha'] / max(1, len(verdict['p_values']) + 1):.3g})")
+        return (
+            f"verdict: best {verdict['best']} -- faster than every other point "
+            f"(one-sided p <= {worst_p:.2g} < alpha/k = "
+            f"{verdict['alpha'] / max(1, len(verdict['p_values']) + 1):.3g})"
+        )
     names = ", ".join(verdict.get("indistinguishable") or []) or "-"
     extra = f"; {verdict['note']}" if verdict.get("note") else ""
     return f"verdict: no significant best; indistinguishable from the top: {names}{extra}"

@@ -46,6 +46,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 PROGRESS_PREFIX = "@@progress "
@@ -72,19 +73,56 @@ class ModelSize:
 
 SIZES: dict[str, ModelSize] = {
     # seconds on a 2-core CPU; for the tests
-    "ci": ModelSize(hidden=256, layers=4, intermediate=688, heads=4, kv_heads=4, vocab=1024,
-                    draft_layers=2, later_scale=0.05, prompts=2, prompt_len=12, new_tokens=24,
-                    dtype="float32"),
+    "ci": ModelSize(
+        hidden=256,
+        layers=4,
+        intermediate=688,
+        heads=4,
+        kv_heads=4,
+        vocab=1024,
+        draft_layers=2,
+        later_scale=0.05,
+        prompts=2,
+        prompt_len=12,
+        new_tokens=24,
+        dtype="float32",
+    ),
     # the CPU default: memory-bound enough that verifying k tokens costs about one forward
-    "cpu": ModelSize(hidden=1024, layers=16, intermediate=2816, heads=16, kv_heads=16,
-                     vocab=4096, draft_layers=2, later_scale=0.02, prompts=3, prompt_len=24,
-                     new_tokens=48, dtype="float32"),
+    "cpu": ModelSize(
+        hidden=1024,
+        layers=16,
+        intermediate=2816,
+        heads=16,
+        kv_heads=16,
+        vocab=4096,
+        draft_layers=2,
+        later_scale=0.02,
+        prompts=3,
+        prompt_len=24,
+        new_tokens=48,
+        dtype="float32",
+    ),
     # the GPU default (as in issue 5: a 16-layer, 2048-wide random Llama in bf16)
-    "gpu": ModelSize(hidden=2048, layers=16, intermediate=5632, heads=32, kv_heads=8,
-                     vocab=32000, draft_layers=2, later_scale=0.02, prompts=8, prompt_len=64,
-                     new_tokens=128, dtype="bfloat16"),
+    "gpu": ModelSize(
+        hidden=2048,
+        layers=16,
+        intermediate=5632,
+        heads=32,
+        kv_heads=8,
+        vocab=32000,
+        draft_layers=2,
+        later_scale=0.02,
+        prompts=8,
+        prompt_len=64,
+        new_tokens=128,
+        dtype="bfloat16",
+    ),
 }
 SIZE_NAMES = ("default", *SIZES)  # "default": gpu where CUDA is available, else cpu
+
+
+def _no_device_sync() -> None:
+    """On the CPU every operation has finished when it returns: nothing to wait for."""
 
 
 def resolve_size(name: str, cuda: bool) -> str:
@@ -102,6 +140,7 @@ def progress(**fields) -> None:
 
 # ----------------------------------------------------------------------------- models
 
+
 def build_models(size: ModelSize, device: str, seed: int):
     """(target, draft): a random Llama and a draft made of its first layers (shared modules)."""
     import torch
@@ -110,11 +149,17 @@ def build_models(size: ModelSize, device: str, seed: int):
 
     dtype = getattr(torch, size.dtype)
     cfg = LlamaConfig(
-        vocab_size=size.vocab, hidden_size=size.hidden, intermediate_size=size.intermediate,
-        num_hidden_layers=size.layers, num_attention_heads=size.heads,
+        vocab_size=size.vocab,
+        hidden_size=size.hidden,
+        intermediate_size=size.intermediate,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
         num_key_value_heads=size.kv_heads,
         max_position_embeddings=max(512, 2 * (size.prompt_len + size.new_tokens)),
-        bos_token_id=None, eos_token_id=None, pad_token_id=0, tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=0,
+        tie_word_embeddings=False,
     )
     draft_cfg = LlamaConfig(**{**cfg.to_dict(), "num_hidden_layers": size.draft_layers})
     torch.manual_seed(seed)
@@ -122,7 +167,7 @@ def build_models(size: ModelSize, device: str, seed: int):
         target = LlamaForCausalLM(cfg)
         draft = LlamaForCausalLM(draft_cfg)
     with torch.no_grad():
-        for layer in target.model.layers[size.draft_layers:]:
+        for layer in target.model.layers[size.draft_layers :]:
             layer.self_attn.o_proj.weight.mul_(size.later_scale)
             layer.mlp.down_proj.weight.mul_(size.later_scale)
         # the final norm gives unit-RMS states, so a logit's std is the row norm of lm_head
@@ -141,8 +186,10 @@ def make_prompts(size: ModelSize, device: str, seed: int):
     import torch
 
     gen = torch.Generator().manual_seed(seed + 1)
-    return [torch.randint(1, size.vocab, (1, size.prompt_len), generator=gen).to(device)
-            for _ in range(size.prompts)]
+    return [
+        torch.randint(1, size.vocab, (1, size.prompt_len), generator=gen).to(device)
+        for _ in range(size.prompts)
+    ]
 
 
 class ForwardCounter:
@@ -157,6 +204,7 @@ class ForwardCounter:
 
 
 # ----------------------------------------------------------------------------- runs
+
 
 def _configure_assistant(draft, point: dict) -> None:
     gc = draft.generation_config
@@ -180,15 +228,24 @@ def apply_timer_spec(spec: dict) -> None:
         os.environ["PATCHKIT_TIMER_SAMPLE"] = str(int(spec["timer_sample"]))
 
 
-def run_point(pt, target, draft, prompts, size: ModelSize, point: dict, index: int,
-              total: int, sync, warmup: bool = False) -> dict:
+def run_point(
+    pt,
+    target,
+    draft,
+    prompts,
+    size: ModelSize,
+    point: dict,
+    index: int,
+    total: int,
+    sync,
+    warmup: bool = False,
+) -> dict:
     """Baseline and assisted generation of every prompt, interleaved; timing into point dir
     (``point["timing_dir"]``); with ``warmup`` the first prompt once before, both modes."""
     import torch
 
     _configure_assistant(draft, point)
-    kw = dict(max_new_tokens=size.new_tokens, min_new_tokens=size.new_tokens, do_sample=False,
-              pad_token_id=0)
+    kw = dict(max_new_tokens=size.new_tokens, min_new_tokens=size.new_tokens, do_sample=False, pad_token_id=0)
     counter = ForwardCounter(target)
     base_s = spec_s = 0.0
     base_tokens = spec_tokens = forwards = identical = 0
@@ -208,16 +265,29 @@ def run_point(pt, target, draft, prompts, size: ModelSize, point: dict, index: i
             sync()
             start_ns = time.time_ns()
             for i, prompt in enumerate(prompts):
-                progress(stage="baseline", point=index, points=total, prompt=i,
-                         prompts=len(prompts), label=point.get("label"))
-                out_b, dt = _timed(lambda: target.generate(prompt, **kw), sync)
+                progress(
+                    stage="baseline",
+                    point=index,
+                    points=total,
+                    prompt=i,
+                    prompts=len(prompts),
+                    label=point.get("label"),
+                )
+                out_b, dt = _timed(lambda prompt=prompt: target.generate(prompt, **kw), sync)
                 base_s += dt
                 base_tokens += out_b.shape[1] - prompt.shape[1]
-                progress(stage="assisted", point=index, points=total, prompt=i,
-                         prompts=len(prompts), label=point.get("label"))
+                progress(
+                    stage="assisted",
+                    point=index,
+                    points=total,
+                    prompt=i,
+                    prompts=len(prompts),
+                    label=point.get("label"),
+                )
                 before = counter.calls
-                out_a, dt = _timed(lambda: target.generate(prompt, assistant_model=draft, **kw),
-                                   sync)
+                out_a, dt = _timed(
+                    lambda prompt=prompt: target.generate(prompt, assistant_model=draft, **kw), sync
+                )
                 spec_s += dt
                 spec_tokens += out_a.shape[1] - prompt.shape[1]
                 forwards += counter.calls - before
@@ -232,11 +302,17 @@ def run_point(pt, target, draft, prompts, size: ModelSize, point: dict, index: i
         "params": {k: v for k, v in point.items() if k not in ("timing_dir", "label")},
         "timing_dir": point["timing_dir"],
         "timer_mode": mode,
-        "baseline": {"tokens": base_tokens, "seconds": base_s,
-                     "tokens_per_s": base_tokens / base_s if base_s else None},
-        "assisted": {"tokens": spec_tokens, "seconds": spec_s,
-                     "tokens_per_s": spec_tokens / spec_s if spec_s else None,
-                     "target_forwards": forwards},
+        "baseline": {
+            "tokens": base_tokens,
+            "seconds": base_s,
+            "tokens_per_s": base_tokens / base_s if base_s else None,
+        },
+        "assisted": {
+            "tokens": spec_tokens,
+            "seconds": spec_s,
+            "tokens_per_s": spec_tokens / spec_s if spec_s else None,
+            "target_forwards": forwards,
+        },
         "accept_length": spec_tokens / forwards if forwards else None,
         "identical_outputs": identical,
         "prompts": len(prompts),
@@ -262,8 +338,7 @@ def run(spec: dict) -> dict:
     transformers.logging.set_verbosity_error()
     wanted = spec.get("device", "auto")
     if wanted == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device 'cuda' was asked for, but torch {torch.__version__} "
-                           "sees no CUDA device")
+        raise RuntimeError(f"device 'cuda' was asked for, but torch {torch.__version__} sees no CUDA device")
     cuda = torch.cuda.is_available() and wanted != "cpu"
     device = "cuda" if cuda else "cpu"
     size_name = resolve_size(spec.get("size", "default"), cuda)
@@ -272,7 +347,7 @@ def run(spec: dict) -> dict:
         size = ModelSize(**{**asdict(size), "dtype": "float32"})
     seed = int(spec.get("seed", 0))
     apply_timer_spec(spec)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync: Callable[[], object] = torch.cuda.synchronize if cuda else _no_device_sync
     progress(stage="build", size=size_name, device=device)
     pt.configure(mode="off")  # model building is not profiled
     target, draft = build_models(size, device, seed)
@@ -286,12 +361,22 @@ def run(spec: dict) -> dict:
         point = dict(spec["points"][index])
         if step.get("timing_dir"):
             point["timing_dir"] = step["timing_dir"]
-        result = run_point(pt, target, draft, prompts, size, point, index, len(spec["points"]),
-                           sync, warmup=warmup and index not in warmed)
+        result = run_point(
+            pt,
+            target,
+            draft,
+            prompts,
+            size,
+            point,
+            index,
+            len(spec["points"]),
+            sync,
+            warmup=warmup and index not in warmed,
+        )
         warmed.add(index)
         result.update(index=index, rep=int(step.get("rep", 0)))
         passes.append(result)
-    first = {}
+    first: dict[int, dict] = {}
     for result in passes:  # each point's first pass, in point order
         first.setdefault(result["index"], result)
     points = [first[i] for i in sorted(first)]

@@ -23,15 +23,29 @@ from patchkit.report.summarize import Summary, select, summarize
 from patchkit.report.table import render_table
 from patchkit.report.trace import build_trace
 
-__all__ = ["build_report", "render_table", "load_timing_dir", "summarize", "select",
-           "build_trace", "Summary", "ProcessTiming", "OUTPUT_FILES"]
+__all__ = [
+    "OUTPUT_FILES",
+    "ProcessTiming",
+    "Summary",
+    "build_report",
+    "build_trace",
+    "load_timing_dir",
+    "render_table",
+    "select",
+    "summarize",
+]
 
-OUTPUT_FILES = {"table": "table.txt", "trace": "trace.json", "chart": "phases.png",
-                "summary": "summary.json"}
+OUTPUT_FILES = {"table": "table.txt", "trace": "trace.json", "chart": "phases.png", "summary": "summary.json"}
 
 
-def build_report(timing_dir, out_dir, meta: dict | None = None, chart: bool = True,
-                 baseline: dict | None = None, window=None) -> Summary:
+def build_report(
+    timing_dir,
+    out_dir,
+    meta: dict | None = None,
+    chart: bool = True,
+    baseline: dict | None = None,
+    window=None,
+) -> Summary:
     """Read every rank's JSON-lines files in `timing_dir`; write the four outputs to `out_dir`.
 
     `baseline`: a run without speculation measured beside this one, kept as summary.json's
@@ -53,8 +67,7 @@ def build_report(timing_dir, out_dir, meta: dict | None = None, chart: bool = Tr
     if chart:
         from patchkit.report.chart import write_chart
 
-        write_chart(selection.procs, summary, out / OUTPUT_FILES["chart"],
-                    stalls=selection.stall_sets)
+        write_chart(selection.procs, summary, out / OUTPUT_FILES["chart"], stalls=selection.stall_sets)
         files["chart"] = OUTPUT_FILES["chart"]
     table = render_table(summary)
     (out / OUTPUT_FILES["table"]).write_text(table, encoding="utf-8")
@@ -62,5 +75,6 @@ def build_report(timing_dir, out_dir, meta: dict | None = None, chart: bool = Tr
     files["summary"] = OUTPUT_FILES["summary"]
     summary.files = files
     (out / OUTPUT_FILES["summary"]).write_text(
-        json.dumps(summary.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        json.dumps(summary.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
     return summary

@@ -12,7 +12,7 @@ labelled bar (a phase of 0.3% stays readable).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from patchkit.report.kinds import cycle_kind
@@ -21,9 +21,21 @@ from patchkit.report.load import ProcessTiming
 MAX_BINS = 200
 
 
-def _top_level_per_cycle(proc: ProcessTiming, basis: str, names: list[str], kind=None,
-                         others: list | None = None, stalls: set | None = None,
-                         stalled: list | None = None):
+def _palette(plt, name: str) -> list[tuple[float, float, float, float]]:
+    """The colours of one of matplotlib's qualitative colour maps (tab10: 10 of them), in order."""
+    cmap = plt.get_cmap(name)
+    return [cmap(i) for i in range(cmap.N)]
+
+
+def _top_level_per_cycle(
+    proc: ProcessTiming,
+    basis: str,
+    names: list[str],
+    kind=None,
+    others: list | None = None,
+    stalls: set | None = None,
+    stalled: list | None = None,
+):
     """For each steady cycle of `kind` (in order): its time and the time of each top-level
     phase, in ms. Cycles of other kinds append, to `others`, the row index they came before;
     stall cycles (indices in `stalls`) likewise to `stalled`."""
@@ -34,7 +46,7 @@ def _top_level_per_cycle(proc: ProcessTiming, basis: str, names: list[str], kind
         if r.get("depth") == 0 and r.get("cycle") is not None and r.get(field) is not None:
             slot = by_cycle.setdefault(r["cycle"], {})
             slot[r["name"]] = slot.get(r["name"], 0.0) + r[field] / 1e6
-    rows = []
+    rows: list[tuple[float, list[float]]] = []
     for c in sorted(proc.cycles, key=lambda c: c["cycle"]):
         if kind is not None and cycle_kind(c) != kind:
             if others is not None:
@@ -57,7 +69,7 @@ def _binned(rows, bins):
     size = len(rows) / bins
     out = []
     for b in range(bins):
-        chunk = rows[int(b * size): int((b + 1) * size)] or rows[-1:]
+        chunk = rows[int(b * size) : int((b + 1) * size)] or rows[-1:]
         total = sum(r[0] for r in chunk) / len(chunk)
         parts = [sum(r[1][i] for r in chunk) / len(chunk) for i in range(len(chunk[0][1]))]
         out.append((total, parts))
@@ -87,12 +99,12 @@ def chart_title(summary, procs: list[ProcessTiming]) -> str:
     sampling = getattr(summary, "sampling", None)
     if sampling and sampling.get("every"):
         mode += f", 1 cycle in {sampling['every']} timed"
-    walls: list[int] = [w for w in ((p.header.get("clock") or {}).get("wall_t0_ns")
-                                    for p in procs) if isinstance(w, int)]
+    walls: list[int] = [
+        w for w in ((p.header.get("clock") or {}).get("wall_t0_ns") for p in procs) if isinstance(w, int)
+    ]
     date = None
     if walls:
-        date = datetime.fromtimestamp(min(walls) / 1e9, tz=timezone.utc).strftime(
-            "%Y-%m-%d %H:%M UTC")
+        date = datetime.fromtimestamp(min(walls) / 1e9, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [str(model) if model else None, f"worker {worker}" if worker else None, mode, date]
     return " | ".join(p for p in parts if p)
 
@@ -111,9 +123,8 @@ def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None)
     names = [e["name"] for e in phases if e["depth"] == 0 and e["per_cycle"]]
     names = list(dict.fromkeys(names))
     share_of = {e["name"]: e["share_of_cycle"] for e in phases if e["depth"] == 0}
-    colors = plt.get_cmap("tab10").colors
-    fig, (ax_run, ax_share) = plt.subplots(1, 2, figsize=(14, 5.5),
-                                           gridspec_kw={"width_ratios": [3, 1.3]})
+    colors = _palette(plt, "tab10")
+    fig, (ax_run, ax_share) = plt.subplots(1, 2, figsize=(14, 5.5), gridspec_kw={"width_ratios": [3, 1.3]})
     lead = procs[0]
     others: list[int] = []
     stalled: list[int] = []
@@ -125,8 +136,7 @@ def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None)
         vals = [r[1][i] for r in rows]
         share = share_of.get(name)
         label = name if share is None else f"{name} ({share:.1f}%)"
-        ax_run.bar(xs, vals, bottom=bottom, width=1.0, color=colors[i % len(colors)],
-                   label=label)
+        ax_run.bar(xs, vals, bottom=bottom, width=1.0, color=colors[i % len(colors)], label=label)
         bottom = [b + v for b, v in zip(bottom, vals)]
     rest = [max(r[0] - b, 0.0) for r, b in zip(rows, bottom)]
     ax_run.bar(xs, rest, bottom=bottom, width=1.0, color="#dddddd", label="untimed")
@@ -134,24 +144,36 @@ def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None)
     top = max((r[0] for r in rows), default=1.0)
     scale = len(rows) / max(len(all_rows), 1)
     for marks, marker, color, label in (
-            (others, "v", "black",
-             f"{', '.join(k for k in summary.cycle_kinds if k != kind)} cycles "
-             f"({len(others)}, marked, not stacked)"),
-            (stalled, "x", "#d62728", f"stalls ({len(stalled)}, marked, not stacked)")):
+        (
+            others,
+            "v",
+            "black",
+            f"{', '.join(k for k in summary.cycle_kinds if k != kind)} cycles "
+            f"({len(others)}, marked, not stacked)",
+        ),
+        (stalled, "x", "#d62728", f"stalls ({len(stalled)}, marked, not stacked)"),
+    ):
         if marks and rows:
             xs_mark = [min(i * scale, len(rows) - 1) - 0.5 for i in marks]
-            ax_run.plot(xs_mark, [top * 1.04] * len(xs_mark), marker, color=color,
-                        markersize=5, linestyle="none", label=label)
+            ax_run.plot(
+                xs_mark,
+                [top * 1.04] * len(xs_mark),
+                marker,
+                color=color,
+                markersize=5,
+                linestyle="none",
+                label=label,
+            )
     what = f"{kind} cycle" if kind else "cycle"
     ax_run.set_title(f"rank {lead.rank}: top-level phases per steady-state {what}", fontsize=10)
     if binned:
-        ax_run.set_xlabel(f"cycle bin (1 bar = mean of {len(all_rows) / len(rows):.1f} cycles, "
-                          f"{len(all_rows)} cycles)")
+        ax_run.set_xlabel(
+            f"cycle bin (1 bar = mean of {len(all_rows) / len(rows):.1f} cycles, {len(all_rows)} cycles)"
+        )
     else:
         ax_run.set_xlabel(f"cycle (1 bar = 1 cycle, {len(all_rows)} cycles)")
     ax_run.set_ylabel(f"{basis} time (ms)")
-    ax_run.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=3,
-                  frameon=False)
+    ax_run.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=3, frameon=False)
 
     # shares per phase and process as horizontal bars, each labelled: a phase of 0.3% is
     # still a named bar with its number
@@ -167,26 +189,33 @@ def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None)
     for j, (plabel, shares) in enumerate(procs_shares):
         values = shares + [max(100.0 - sum(shares), 0.0)]
         ys = [i + (j - (len(procs_shares) - 1) / 2) * height for i in range(len(labels))]
-        bars = ax_share.barh(ys, values, height=height * 0.95,
-                             color=[colors[i % len(colors)] for i in range(len(names))]
-                             + ["#bbbbbb"], edgecolor="black", linewidth=0.3)
+        bars = ax_share.barh(
+            ys,
+            values,
+            height=height * 0.95,
+            color=[colors[i % len(colors)] for i in range(len(names))] + ["#bbbbbb"],
+            edgecolor="black",
+            linewidth=0.3,
+        )
         for bar, value in zip(bars, values):
-            ax_share.text(bar.get_width() + 1, bar.get_y() + bar.get_height() / 2,
-                          f"{value:.1f}%" + (f" {plabel}" if len(procs_shares) > 1 else ""),
-                          va="center", fontsize=7)
+            ax_share.text(
+                bar.get_width() + 1,
+                bar.get_y() + bar.get_height() / 2,
+                f"{value:.1f}%" + (f" {plabel}" if len(procs_shares) > 1 else ""),
+                va="center",
+                fontsize=7,
+            )
     ax_share.set_yticks(range(len(labels)), labels, fontsize=8)
     ax_share.invert_yaxis()
     ax_share.set_xlim(0, 125)
     ax_share.set_xlabel(f"share of the {kind or ''} cycle ({basis} time, %)".replace("  ", " "))
-    ax_share.set_title("share per phase" + (" and process" if len(procs_shares) > 1 else ""),
-                       fontsize=10)
+    ax_share.set_title("share per phase" + (" and process" if len(procs_shares) > 1 else ""), fontsize=10)
     fig.suptitle(chart_title(summary, procs), fontsize=11)
     fig.tight_layout()
     return fig
 
 
-def write_chart(procs: list[ProcessTiming], summary, path: Path,
-                stalls: list[set] | None = None) -> Path:
+def write_chart(procs: list[ProcessTiming], summary, path: Path, stalls: list[set] | None = None) -> Path:
     import matplotlib.pyplot as plt
 
     fig = figure(procs, summary, stalls)
@@ -195,9 +224,15 @@ def write_chart(procs: list[ProcessTiming], summary, path: Path,
     return path
 
 
-def write_sweep_chart(rows: list[dict], path: Path, *, baseline_tokens_per_s=None,
-                      best_label: str | None = None, title: str = "sweep",
-                      baseline_ci=None) -> Path:
+def write_sweep_chart(
+    rows: list[dict],
+    path: Path,
+    *,
+    baseline_tokens_per_s=None,
+    best_label: str | None = None,
+    title: str = "sweep",
+    baseline_ci=None,
+) -> Path:
     """Two panels per sweep point: tokens/s (best point marked, the baseline as a dashed line)
     and the top-level phases' shares of the cycle (rows: label, tokens_per_s, phase_shares,
     error)."""
@@ -208,31 +243,43 @@ def write_sweep_chart(rows: list[dict], path: Path, *, baseline_tokens_per_s=Non
 
     labels = [r["label"].replace(" ", "\n") for r in rows]
     xs = list(range(len(rows)))
-    colors = plt.get_cmap("tab20").colors
-    fig, (ax_tps, ax_share) = plt.subplots(2, 1, figsize=(max(7, 1.3 * len(rows) + 3), 8),
-                                           sharex=True)
+    colors = _palette(plt, "tab20")
+    fig, (ax_tps, ax_share) = plt.subplots(2, 1, figsize=(max(7, 1.3 * len(rows) + 3), 8), sharex=True)
     values = [r.get("tokens_per_s") or 0.0 for r in rows]
     bar_colors = ["#d62728" if r["label"] == best_label else "#1f77b4" for r in rows]
     ax_tps.bar(xs, values, color=bar_colors)
-    cis = [r.get("tokens_per_s_ci") for r in rows]   # repeated sweeps: 95% intervals
+    cis = [r.get("tokens_per_s_ci") for r in rows]  # repeated sweeps: 95% intervals
     if any(cis):
         low = [v - ci[0] if ci else 0.0 for v, ci in zip(values, cis)]
         high = [ci[1] - v if ci else 0.0 for v, ci in zip(values, cis)]
-        ax_tps.errorbar(xs, values, yerr=[low, high], fmt="none", ecolor="black", capsize=4,
-                        linewidth=1)
+        ax_tps.errorbar(xs, values, yerr=[low, high], fmt="none", ecolor="black", capsize=4, linewidth=1)
     for x, row, value in zip(xs, rows, values):
         if row.get("error"):
             ax_tps.text(x, 0, "failed", ha="center", va="bottom", fontsize=8, rotation=90)
         elif row["label"] == best_label:
             top = max(value, (row.get("tokens_per_s_ci") or [0, 0])[1])  # above its interval
-            ax_tps.annotate("best", (x, top), ha="center", va="bottom", fontsize=9,
-                            color="#d62728", xytext=(0, 2), textcoords="offset points")
+            ax_tps.annotate(
+                "best",
+                (x, top),
+                ha="center",
+                va="bottom",
+                fontsize=9,
+                color="#d62728",
+                xytext=(0, 2),
+                textcoords="offset points",
+            )
     if baseline_tokens_per_s:
-        ax_tps.axhline(baseline_tokens_per_s, color="black", linestyle="--", linewidth=1,
-                       label=f"baseline (no speculation) {baseline_tokens_per_s:.1f} tok/s")
+        ax_tps.axhline(
+            baseline_tokens_per_s,
+            color="black",
+            linestyle="--",
+            linewidth=1,
+            label=f"baseline (no speculation) {baseline_tokens_per_s:.1f} tok/s",
+        )
         if baseline_ci:  # repeated sweeps: the baseline's 95% interval as a band
-            ax_tps.axhspan(baseline_ci[0], baseline_ci[1], color="black", alpha=0.08,
-                           label="baseline 95% interval")
+            ax_tps.axhspan(
+                baseline_ci[0], baseline_ci[1], color="black", alpha=0.08, label="baseline 95% interval"
+            )
         ax_tps.legend(fontsize=8, loc="best")
     ax_tps.set_ylabel("output tokens/s")
     ax_tps.set_title(title)
@@ -244,8 +291,13 @@ def write_sweep_chart(rows: list[dict], path: Path, *, baseline_tokens_per_s=Non
         ax_share.bar(xs, vals, bottom=bottom, color=colors[i % len(colors)], label=name)
         bottom = [b + v for b, v in zip(bottom, vals)]
     timed = [bool(r.get("phase_shares")) for r in rows]
-    ax_share.bar(xs, [max(100.0 - b, 0.0) if t else 0.0 for b, t in zip(bottom, timed)],
-                 bottom=bottom, color="#dddddd", label="untimed")
+    ax_share.bar(
+        xs,
+        [max(100.0 - b, 0.0) if t else 0.0 for b, t in zip(bottom, timed)],
+        bottom=bottom,
+        color="#dddddd",
+        label="untimed",
+    )
     ax_share.set_ylim(0, 100)
     ax_share.set_ylabel("share of cycle (%)")
     ax_share.set_xticks(xs, labels, fontsize=8)

@@ -105,8 +105,15 @@ def load_file(path: Path) -> ProcessTiming:
                     proc.repeated += 1
                     continue
             else:
-                key = (cyc, rec.get("name"), rec.get("depth"), rec.get("t0"), rec.get("t1"),
-                       rec.get("dev_off_ns"), rec.get("dev_ns"))
+                key = (
+                    cyc,
+                    rec.get("name"),
+                    rec.get("depth"),
+                    rec.get("t0"),
+                    rec.get("t1"),
+                    rec.get("dev_off_ns"),
+                    rec.get("dev_ns"),
+                )
                 if key in seen:
                     proc.repeated += 1
                     continue

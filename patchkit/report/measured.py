@@ -33,13 +33,16 @@ class WindowCounts:
 def _wall(proc: ProcessTiming):
     clock = proc.header.get("clock") or {}
     if clock.get("wall_t0_ns") is None or clock.get("host_t0_ns") is None:
-        raise InvalidInput(f"{proc.path}: the header has no clock pair (wall_t0_ns, "
-                           f"host_t0_ns) to place its cycles in the measured window")
+        raise InvalidInput(
+            f"{proc.path}: the header has no clock pair (wall_t0_ns, "
+            f"host_t0_ns) to place its cycles in the measured window"
+        )
     return proc.wall_ns
 
 
-def restrict(procs: list[ProcessTiming], window: Window | None
-             ) -> tuple[list[ProcessTiming], list[WindowCounts]]:
+def restrict(
+    procs: list[ProcessTiming], window: Window | None
+) -> tuple[list[ProcessTiming], list[WindowCounts]]:
     """Each process reduced to the cycles (and their phases) inside `window`, and per process
     how many cycles were before, inside and after it. Without a window: unchanged."""
     if window is None:
@@ -94,15 +97,23 @@ def sampling(procs: list[ProcessTiming]) -> dict | None:
     """summary.json `sampling`: {"every", "method", "seed", "timed_cycles", "cycles"}, or None
     when no process sampled. Counts are over the cycles kept (the measured window), off
     blocks of PATCHKIT_TIMER_AB excluded from both."""
-    info = next((p.header["sampling"] for p in procs
-                 if isinstance(p.header.get("sampling"), dict)
-                 and (p.header["sampling"].get("every") or 0) > 1), None)
+    info = next(
+        (
+            p.header["sampling"]
+            for p in procs
+            if isinstance(p.header.get("sampling"), dict) and (p.header["sampling"].get("every") or 0) > 1
+        ),
+        None,
+    )
     untimed = any(c.get("timed") is False for p in procs for c in p.cycles)
     if info is None and not untimed:
         return None
     info = info or {}
     cycles = [c for p in procs for c in p.cycles if c.get("ab") != "off"]
-    return {"every": info.get("every"), "method": info.get("method"),
-            "seed": info.get("seed"),
-            "timed_cycles": sum(1 for c in cycles if c.get("timed") is not False),
-            "cycles": len(cycles)}
+    return {
+        "every": info.get("every"),
+        "method": info.get("method"),
+        "seed": info.get("seed"),
+        "timed_cycles": sum(1 for c in cycles if c.get("timed") is not False),
+        "cycles": len(cycles),
+    }

@@ -11,6 +11,8 @@ the report describes first (decode when there is one).
 
 from __future__ import annotations
 
+import itertools
+
 from patchkit.report.kinds import cycle_kind
 from patchkit.report.stats import percentile
 
@@ -20,7 +22,7 @@ BASIS = "cycle period (host start to next cycle's start)"
 def _block_periods(proc, n: int, kind: str | None) -> dict[int, tuple[str, list[int]]]:
     cycles = sorted(proc.cycles, key=lambda c: c["cycle"])
     blocks: dict[int, tuple[str, list[int]]] = {}
-    for a, b in zip(cycles, cycles[1:]):
+    for a, b in itertools.pairwise(cycles):
         if b["cycle"] != a["cycle"] + 1 or a["cycle"] // n != b["cycle"] // n:
             continue
         if kind is not None and cycle_kind(a) != kind:
@@ -28,6 +30,13 @@ def _block_periods(proc, n: int, kind: str | None) -> dict[int, tuple[str, list[
         label = a.get("ab") or "events"
         blocks.setdefault(a["cycle"] // n, (label, []))[1].append(b["t0"] - a["t0"])
     return blocks
+
+
+def _median(values: list[int]) -> float:
+    """The median of a non-empty list."""
+    got = percentile(values, 50)
+    assert got is not None, "a non-empty list"
+    return got
 
 
 def paired_overhead(procs, kind: str | None) -> dict | None:
@@ -45,21 +54,22 @@ def paired_overhead(procs, kind: str | None) -> dict | None:
         blocks = _block_periods(proc, n, kind)
         for index, (label, periods) in sorted(blocks.items()):
             following = blocks.get(index + 1)
-            if label != "events" or not following or following[0] != "off" or not periods \
-                    or not following[1]:
+            if label != "events" or not following or following[0] != "off" or not periods or not following[1]:
                 continue
-            timed, off = percentile(periods, 50), percentile(following[1], 50)
+            timed, off = _median(periods), _median(following[1])
             if off > 0:
                 pcts.append(100.0 * (timed - off) / off)
                 timed_all += periods
                 off_all += following[1]
     return {
         "ab_cycles": sorted(sizes)[0] if len(sizes) == 1 else sorted(sizes),
-        "kind": kind, "basis": BASIS, "pairs": len(pcts),
+        "kind": kind,
+        "basis": BASIS,
+        "pairs": len(pcts),
         "median_pct": percentile(pcts, 50),
         "iqr_pct": [percentile(pcts, 25), percentile(pcts, 75)] if pcts else None,
         "mean_pct": sum(pcts) / len(pcts) if pcts else None,
-        "timed_period_ms": percentile(timed_all, 50) / 1e6 if timed_all else None,
-        "off_period_ms": percentile(off_all, 50) / 1e6 if off_all else None,
+        "timed_period_ms": _median(timed_all) / 1e6 if timed_all else None,
+        "off_period_ms": _median(off_all) / 1e6 if off_all else None,
         "off_cycles": sum(1 for p in ab_procs for c in p.cycles if c.get("ab") == "off"),
     }

@@ -22,10 +22,17 @@ def _row(name, parent, depth, per_rank: dict[int, list[int]]) -> dict | None:
     skew = means[slow] - means[fast]
     mean = sum(means.values()) / len(means)
     pct = 100.0 * skew / mean if mean > 0 else None
-    return {"name": name, "parent": parent, "depth": depth,
-            "per_rank_mean_ms": {str(r): means[r] for r in sorted(means)},
-            "skew_ms": skew, "skew_pct": pct, "slowest_rank": slow, "fastest_rank": fast,
-            "flagged": pct is not None and pct > SKEW_FLAG_PCT}
+    return {
+        "name": name,
+        "parent": parent,
+        "depth": depth,
+        "per_rank_mean_ms": {str(r): means[r] for r in sorted(means)},
+        "skew_ms": skew,
+        "skew_pct": pct,
+        "slowest_rank": slow,
+        "fastest_rank": fast,
+        "flagged": pct is not None and pct > SKEW_FLAG_PCT,
+    }
 
 
 def rank_skew(procs, kind: str | None, basis: str) -> dict | None:
@@ -37,11 +44,10 @@ def rank_skew(procs, kind: str | None, basis: str) -> dict | None:
     phase_times: dict[tuple, dict[int, list[int]]] = {}
     order: list[tuple] = []
     for proc in procs:
-        chosen = {c["cycle"] for c in proc.timed_cycles
-                  if kind is None or cycle_kind(c) == kind}
+        chosen = {c["cycle"] for c in proc.timed_cycles if kind is None or cycle_kind(c) == kind}
         cycle_times.setdefault(proc.rank, []).extend(
-            c[field] for c in proc.timed_cycles
-            if c["cycle"] in chosen and c.get(field) is not None)
+            c[field] for c in proc.timed_cycles if c["cycle"] in chosen and c.get(field) is not None
+        )
         for r in proc.phases:
             if r.get("cycle") not in chosen or r.get(field) is None:
                 continue
@@ -50,10 +56,14 @@ def rank_skew(procs, kind: str | None, basis: str) -> dict | None:
                 phase_times[key] = {}
                 order.append(key)
             phase_times[key].setdefault(proc.rank, []).append(r[field])
-    rows = [_row("cycle", None, -1, cycle_times)]
-    rows += [_row(name, parent, depth, phase_times[(name, parent, depth)])
-             for name, parent, depth in order]
-    rows = [r for r in rows if r is not None]
-    return {"kind": kind, "basis": basis, "threshold_pct": SKEW_FLAG_PCT,
-            "ranks": sorted({p.rank for p in procs}), "phases": rows,
-            "flagged": [r["name"] for r in rows if r["flagged"]]}
+    found = [_row("cycle", None, -1, cycle_times)]
+    found += [_row(name, parent, depth, phase_times[(name, parent, depth)]) for name, parent, depth in order]
+    rows = [r for r in found if r is not None]
+    return {
+        "kind": kind,
+        "basis": basis,
+        "threshold_pct": SKEW_FLAG_PCT,
+        "ranks": sorted({p.rank for p in procs}),
+        "phases": rows,
+        "flagged": [r["name"] for r in rows if r["flagged"]],
+    }

@@ -48,8 +48,7 @@ def _median(values: list) -> float | None:
 
 
 def rule_text(factor: float = STALL_FACTOR, floor_ms: float = STALL_FLOOR_MS) -> str:
-    return (f"cycle > {factor:g}x the median cycle of its kind and > median + {floor_ms:g} ms "
-            f"(per process)")
+    return f"cycle > {factor:g}x the median cycle of its kind and > median + {floor_ms:g} ms (per process)"
 
 
 def _measure(cycle: dict, basis: str) -> tuple[str, int | None]:
@@ -62,9 +61,13 @@ def _is_timed(cycle: dict) -> bool:
     return cycle.get("timed") is not False
 
 
-def find_stalls(procs: list[ProcessTiming], basis: str, first_sets: list[set[int]],
-                factor: float = STALL_FACTOR, floor_ms: float = STALL_FLOOR_MS
-                ) -> tuple[dict, list[set[int]]]:
+def find_stalls(
+    procs: list[ProcessTiming],
+    basis: str,
+    first_sets: list[set[int]],
+    factor: float = STALL_FACTOR,
+    floor_ms: float = STALL_FLOOR_MS,
+) -> tuple[dict, list[set[int]]]:
     """(summary.json `stalls`: per kind {count, total_ms, share_of_kind_time, by_phase,
     cycles, ...}; per process the set of its stall cycles' indices)."""
     floor_ns = floor_ms * 1e6
@@ -112,15 +115,20 @@ def find_stalls(procs: list[ProcessTiming], basis: str, first_sets: list[set[int
             else:
                 parts = {UNSAMPLED: value}
             main = max(parts, key=lambda name: parts[name])
-            found.setdefault(kind, []).append({
-                "cycle": c["cycle"], "rank": proc.rank, "pid": proc.header.get("pid"),
-                "batch_size": (c.get("attrs") or {}).get("batch_size"),
-                "ms": value / 1e6, "phase": main,
-                "first_at_batch_size": c["cycle"] in first,
-                "times_median": value / m if m else None,
-                "measure": "device" if field == "dev_ns" else "host",
-                "by_phase": {name: ns / 1e6 for name, ns in parts.items() if ns},
-            })
+            found.setdefault(kind, []).append(
+                {
+                    "cycle": c["cycle"],
+                    "rank": proc.rank,
+                    "pid": proc.header.get("pid"),
+                    "batch_size": (c.get("attrs") or {}).get("batch_size"),
+                    "ms": value / 1e6,
+                    "phase": main,
+                    "first_at_batch_size": c["cycle"] in first,
+                    "times_median": value / m if m else None,
+                    "measure": "device" if field == "dev_ns" else "host",
+                    "by_phase": {name: ns / 1e6 for name, ns in parts.items() if ns},
+                }
+            )
     kinds = ordered_kinds(set(kind_total) | set(found))
     out = {}
     for kind in kinds:
@@ -135,13 +143,16 @@ def find_stalls(procs: list[ProcessTiming], basis: str, first_sets: list[set[int
             mains[s["phase"]] = mains.get(s["phase"], 0) + 1
         ms_of_kind = kind_total.get(kind, 0.0)
         out[kind] = {
-            "count": len(cycles), "total_ms": total,
+            "count": len(cycles),
+            "total_ms": total,
             "share_of_kind_time": 100.0 * total / ms_of_kind if ms_of_kind else None,
             "by_phase": dict(sorted(by_phase.items(), key=lambda kv: -kv[1])),
             "main_phase_counts": dict(sorted(mains.items(), key=lambda kv: -kv[1])),
             "cycles": [{k: v for k, v in s.items() if k != "by_phase"} for s in cycles],
             "first_at_batch_size": sum(1 for s in cycles if s["first_at_batch_size"]),
             "median_ms": _median(medians.get(kind, [])),
-            "rule": rule_text(factor, floor_ms), "factor": factor, "floor_ms": floor_ms,
+            "rule": rule_text(factor, floor_ms),
+            "factor": factor,
+            "floor_ms": floor_ms,
         }
     return out, per_proc

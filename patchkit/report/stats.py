@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 
-def percentile(values: list[float], q: float) -> float | None:
+
+def percentile(values: Sequence[float], q: float) -> float | None:
     """Linear-interpolated percentile (q in 0..100), as numpy's default."""
     if not values:
         return None

@@ -29,10 +29,10 @@ beside it). A per-cycle p99 is given only over at least P99_MIN_N cycles (else n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind, ordered_kinds
-
 from patchkit.report.load import ProcessTiming
 from patchkit.report.stats import percentile
 
@@ -45,16 +45,22 @@ META_BASELINE_RUNS = "baseline_tokens_per_s_runs"
 P99_MIN_N = 100  # fewer values than this: no p99 (it would be about the maximum)
 
 
-def distribution(values_ns: list[int], gate_p99: bool = False) -> dict | None:
+def distribution(values_ns: Sequence[int | None], gate_p99: bool = False) -> dict | None:
     """mean/p50/p99/total/min/max in milliseconds, or None when there are no values.
     `gate_p99`: p99 is null below P99_MIN_N values."""
     vals = [v / 1e6 for v in values_ns if v is not None]
     if not vals:
         return None
     p99 = percentile(vals, 99) if not gate_p99 or len(vals) >= P99_MIN_N else None
-    return {"mean": sum(vals) / len(vals), "p50": percentile(vals, 50),
-            "p99": p99, "min": min(vals), "max": max(vals),
-            "total": sum(vals), "n": len(vals)}
+    return {
+        "mean": sum(vals) / len(vals),
+        "p50": percentile(vals, 50),
+        "p99": p99,
+        "min": min(vals),
+        "max": max(vals),
+        "total": sum(vals),
+        "n": len(vals),
+    }
 
 
 @dataclass
@@ -99,8 +105,7 @@ class Summary:
 
     def phase(self, name: str, parent: str | None = None, kind: str | None = None) -> dict | None:
         """The first phase entry called `name` (optionally under `parent`, of one kind)."""
-        entries = self.phases if kind is None else \
-            (self.cycle_kinds.get(kind) or {}).get("phases", [])
+        entries = self.phases if kind is None else (self.cycle_kinds.get(kind) or {}).get("phases", [])
         for entry in entries:
             if entry["name"] == name and (parent is None or entry["parent"] == parent):
                 return entry
@@ -162,17 +167,26 @@ def _decode_cycle(cycle_kinds: dict, basis: str) -> dict:
     sweep row reads; the full breakdown is cycle_kinds["decode"]). Cycles without a kind
     count as decode when no cycle says decode (series that predate cycle kinds)."""
     decode = cycle_kinds.get(KIND_PRIMARY) or cycle_kinds.get(NO_KIND) or {}
-    shares = {e["name"]: e["share_of_cycle"] for e in decode.get("phases", [])
-              if not e.get("depth") and e.get("share_of_cycle") is not None}
-    return {"count": decode.get("cycles", 0), "basis": basis, "phase_shares": shares,
-            "top_level_share": decode.get("top_level_share"),
-            "timed_cycles": decode.get("timed_cycles", 0),
-            "steady_cycles": decode.get("steady_cycles", 0)}
+    shares = {
+        e["name"]: e["share_of_cycle"]
+        for e in decode.get("phases", [])
+        if not e.get("depth") and e.get("share_of_cycle") is not None
+    }
+    return {
+        "count": decode.get("cycles", 0),
+        "basis": basis,
+        "phase_shares": shares,
+        "top_level_share": decode.get("top_level_share"),
+        "timed_cycles": decode.get("timed_cycles", 0),
+        "steady_cycles": decode.get("steady_cycles", 0),
+    }
 
 
 def _decode_stats(cycles: list[dict]) -> dict:
     """Batch size and accepted length from cycle attrs (see the runtime's docstring)."""
-    reqs = tokens = drafts = 0
+    reqs: float = 0
+    tokens: float = 0
+    drafts: float = 0
     batch_sizes = []
     for c in cycles:
         attrs = c.get("attrs") or {}
@@ -191,6 +205,7 @@ def _decode_stats(cycles: list[dict]) -> dict:
                 tokens += tok
                 drafts += tok - n
             continue
+        n_req: float | None
         if isinstance(acc, list):
             n_req = len(acc)
             acc = sum(acc)
@@ -213,8 +228,9 @@ def _decode_stats(cycles: list[dict]) -> dict:
     }
 
 
-def _per_cycle(groups: list[tuple[list[dict], dict]], keys: list[tuple], field: str,
-               only_with: str | None = None) -> dict[tuple, list[int] | None]:
+def _per_cycle(
+    groups: list[tuple[list[dict], dict]], keys: list[tuple], field: str, only_with: str | None = None
+) -> dict[tuple, list[int] | None]:
     """Per phase key: its `field` time summed within each cycle, one value per cycle of the
     groups (0 where the cycle did not run it); cycles without `only_with` are left out. None
     for a phase that has no value of `field` at all (host time of captured steps)."""
@@ -239,8 +255,14 @@ def _per_cycle(groups: list[tuple[list[dict], dict]], keys: list[tuple], field: 
     return {k: (sums[k] if has[k] else None) for k in keys}
 
 
-def _breakdown(procs: list[ProcessTiming], timed: list[dict], steady: list[dict], n_all: int,
-               basis: str, outside: dict[tuple, int]) -> dict:
+def _breakdown(
+    procs: list[ProcessTiming],
+    timed: list[dict],
+    steady: list[dict],
+    n_all: int,
+    basis: str,
+    outside: dict[tuple, int],
+) -> dict:
     """Cycle statistics and phase entries. Per process, `timed`: {cycle index: cycle record}
     of the timed cycles described (counts), `steady`: the subset without stalls (statistics
     and shares); `n_all`: every cycle described, timed or not."""
@@ -249,10 +271,8 @@ def _breakdown(procs: list[ProcessTiming], timed: list[dict], steady: list[dict]
     cycles = [c for sel in steady for c in sel.values()]
     total = sum(c[bfield] for c in cycles if c.get(bfield) is not None)
     total_host = sum(c.get("host_ns") or 0 for c in cycles)
-    tgroups = [([r for r in p.phases if r.get("cycle") in sel], sel)
-               for p, sel in zip(procs, timed)]
-    groups = [([r for r in phases if r["cycle"] in sel], sel)
-              for (phases, _), sel in zip(tgroups, steady)]
+    tgroups = [([r for r in p.phases if r.get("cycle") in sel], sel) for p, sel in zip(procs, timed)]
+    groups = [([r for r in phases if r["cycle"] in sel], sel) for (phases, _), sel in zip(tgroups, steady)]
     keys = _ordered_keys(tgroups)
     counts = {k: 0 for k in keys}
     for phases, _ in tgroups:
@@ -272,27 +292,40 @@ def _breakdown(procs: list[ProcessTiming], timed: list[dict], steady: list[dict]
         depth, parent, name = key
         basis_sum = sum(r.get(bfield) or 0 for r, ok in pairs if ok)
         host_sum = sum(r.get("host_ns") or 0 for r in recs)
-        entries.append({
-            "name": name, "parent": parent, "depth": depth, "count": counts[key],
-            "steady_count": len(recs),
-            "per_cycle": counts[key] / len(tcycles) if tcycles else None,
-            "graph": any(r.get("graph") for r in recs),
-            "captured": any(r.get("captured") for r in recs),
-            "outside_cycles": outside.get(key, 0),
-            "host_ms": distribution([r.get("host_ns") for r in recs]),
-            "dev_ms": distribution([r.get("dev_ns") for r in recs]),
-            "per_cycle_host_ms": distribution(per_host[key] or [], gate_p99=True),
-            "per_cycle_dev_ms": distribution(per_dev[key] or [], gate_p99=True),
-            "share_of_cycle": 100.0 * basis_sum / total if total else None,
-            "host_share_of_cycle": 100.0 * host_sum / total_host if total_host else None,
-        })
-    top = [e["share_of_cycle"] for e in entries
-           if e["depth"] == 0 and e["share_of_cycle"] is not None]
-    return {"cycles": n_all, "timed_cycles": len(tcycles), "steady_cycles": len(cycles),
-            "cycle": {"count": n_all, "timed": len(tcycles), "steady": len(cycles),
-                      "host_ms": distribution([c.get("host_ns") for c in cycles]),
-                      "dev_ms": distribution([c.get("dev_ns") for c in cycles])},
-            "phases": entries, "top_level_share": sum(top) if top else None}
+        entries.append(
+            {
+                "name": name,
+                "parent": parent,
+                "depth": depth,
+                "count": counts[key],
+                "steady_count": len(recs),
+                "per_cycle": counts[key] / len(tcycles) if tcycles else None,
+                "graph": any(r.get("graph") for r in recs),
+                "captured": any(r.get("captured") for r in recs),
+                "outside_cycles": outside.get(key, 0),
+                "host_ms": distribution([r.get("host_ns") for r in recs]),
+                "dev_ms": distribution([r.get("dev_ns") for r in recs]),
+                "per_cycle_host_ms": distribution(per_host[key] or [], gate_p99=True),
+                "per_cycle_dev_ms": distribution(per_dev[key] or [], gate_p99=True),
+                "share_of_cycle": 100.0 * basis_sum / total if total else None,
+                "host_share_of_cycle": 100.0 * host_sum / total_host if total_host else None,
+            }
+        )
+    top = [e["share_of_cycle"] for e in entries if e["depth"] == 0 and e["share_of_cycle"] is not None]
+    return {
+        "cycles": n_all,
+        "timed_cycles": len(tcycles),
+        "steady_cycles": len(cycles),
+        "cycle": {
+            "count": n_all,
+            "timed": len(tcycles),
+            "steady": len(cycles),
+            "host_ms": distribution([c.get("host_ns") for c in cycles]),
+            "dev_ms": distribution([c.get("dev_ns") for c in cycles]),
+        },
+        "phases": entries,
+        "top_level_share": sum(top) if top else None,
+    }
 
 
 def _runs(meta: dict, key: str) -> list[float]:
@@ -323,12 +356,17 @@ def _throughput(meta: dict, decode: dict, cycles: list[dict]) -> dict:
         "tokens_per_s_in_cycles": timed,
     }
     if runs:
-        out.update(tokens_per_s_runs=runs, tokens_per_s_median=percentile(runs, 50),
-                   tokens_per_s_range=[min(runs), max(runs)])
+        out.update(
+            tokens_per_s_runs=runs,
+            tokens_per_s_median=percentile(runs, 50),
+            tokens_per_s_range=[min(runs), max(runs)],
+        )
     if base_runs:
-        out.update(baseline_tokens_per_s_runs=base_runs,
-                   baseline_tokens_per_s_median=percentile(base_runs, 50),
-                   baseline_tokens_per_s_range=[min(base_runs), max(base_runs)])
+        out.update(
+            baseline_tokens_per_s_runs=base_runs,
+            baseline_tokens_per_s_median=percentile(base_runs, 50),
+            baseline_tokens_per_s_range=[min(base_runs), max(base_runs)],
+        )
     return out
 
 
@@ -352,8 +390,13 @@ class Selection:
     stall_sets: list[set[int]]
 
 
-def select(procs: list[ProcessTiming], timing_dir, window=None,
-           stall_factor: float | None = None, stall_floor_ms: float | None = None) -> Selection:
+def select(
+    procs: list[ProcessTiming],
+    timing_dir,
+    window=None,
+    stall_factor: float | None = None,
+    stall_floor_ms: float | None = None,
+) -> Selection:
     """The Selection of `procs`; `window` None reads ``window.json`` from `timing_dir`."""
     from patchkit.report import measured, stalls as stall_mod
     from patchkit.report.window import read_window
@@ -364,16 +407,24 @@ def select(procs: list[ProcessTiming], timing_dir, window=None,
     kept, counts = measured.restrict(procs, window)
     basis = _choose_basis(kept)
     stalls, stall_sets = stall_mod.find_stalls(
-        kept, basis, firsts,
+        kept,
+        basis,
+        firsts,
         factor=stall_mod.STALL_FACTOR if stall_factor is None else stall_factor,
-        floor_ms=stall_mod.STALL_FLOOR_MS if stall_floor_ms is None else stall_floor_ms)
+        floor_ms=stall_mod.STALL_FLOOR_MS if stall_floor_ms is None else stall_floor_ms,
+    )
     return Selection(kept, list(procs), window, counts, basis, stalls, stall_sets)
 
 
-def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = None,
-              window=None, stall_factor: float | None = None,
-              stall_floor_ms: float | None = None, selection: Selection | None = None
-              ) -> Summary:
+def summarize(
+    procs: list[ProcessTiming],
+    timing_dir: str,
+    meta: dict | None = None,
+    window=None,
+    stall_factor: float | None = None,
+    stall_floor_ms: float | None = None,
+    selection: Selection | None = None,
+) -> Summary:
     """The Summary of `procs` (as loaded from `timing_dir`).
 
     `window`: a patchkit.report.window.Window; None reads ``window.json`` from `timing_dir`
@@ -387,13 +438,17 @@ def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = N
     meta = dict(meta or {})
     sel = selection or select(procs, timing_dir, window, stall_factor, stall_floor_ms)
     all_procs, procs, window = sel.full, sel.procs, sel.window
-    win_counts, basis, stalls, stall_sets = sel.window_counts, sel.basis, sel.stalls, \
-        sel.stall_sets
+    win_counts, basis, stalls, stall_sets = sel.window_counts, sel.basis, sel.stalls, sel.stall_sets
     modes = sorted({p.mode for p in procs})
     mode = modes[0] if len(modes) == 1 else "mixed"
-    steady_procs = [replace(p, cycles=[c for c in p.cycles if c["cycle"] not in st],
-                            phases=[r for r in p.phases if r.get("cycle") not in st])
-                    for p, st in zip(procs, stall_sets)]
+    steady_procs = [
+        replace(
+            p,
+            cycles=[c for c in p.cycles if c["cycle"] not in st],
+            phases=[r for r in p.phases if r.get("cycle") not in st],
+        )
+        for p, st in zip(procs, stall_sets)
+    ]
     outside_by_key: dict[tuple, int] = {}
     outside: dict[str, int] = {}
     for p in procs:
@@ -417,41 +472,72 @@ def summarize(procs: list[ProcessTiming], timing_dir: str, meta: dict | None = N
     # tensor-parallel ranks all see the same batch: count tokens on the lowest rank only;
     # every cycle with attrs counts (untimed sampled cycles too), off blocks carry none
     first_rank = min(p.rank for p in procs)
-    lead_cycles = [c for p in procs if p.rank == first_rank for c in p.cycles
-                   if c.get("ab") != "off" and (not kinds or cycle_kind(c) == primary)]
+    lead_cycles = [
+        c
+        for p in procs
+        if p.rank == first_rank
+        for c in p.cycles
+        if c.get("ab") != "off" and (not kinds or cycle_kind(c) == primary)
+    ]
     decode = _decode_stats(lead_cycles)
     if meta.get(META_ACCEPT) is not None:
         decode["accept_length_reported"] = meta[META_ACCEPT]
     ranks = []
     for p, full, n, st in zip(procs, all_procs, win_counts, stall_sets):
-        ranks.append({
-            "rank": p.rank, "pid": p.header.get("pid"), "host": p.header.get("host"),
-            "mode": p.mode, "requested_mode": p.header.get("requested_mode"),
-            "rank_source": p.header.get("rank_source"),
-            "file": p.path.name, "cycles": len(p.timed_cycles), "phases": len(p.phases),
-            "cycles_in_file": len(full.cycles), "warmup_cycles": n.before,
-            "after_window_cycles": n.after, "stall_cycles": len(st),
-            "cycle_host_ms": distribution([c.get("host_ns") for c in p.timed_cycles
-                                           if c["cycle"] not in st]),
-            "cycle_dev_ms": distribution([c.get("dev_ns") for c in p.timed_cycles
-                                          if c["cycle"] not in st]),
-            "stats": p.stats, "truncated_lines": p.truncated_lines,
-            "unresolved": p.unresolved, "repeated": p.repeated,
-            "ended_cleanly": p.stats is not None,
-            "cuda_device": p.header.get("cuda_device"), "torch": p.header.get("torch"),
-        })
-    lost = sum(p.truncated_lines + p.orphan_dev + ((p.stats or {}).get("dropped_pending") or 0)
-               for p in procs)
-    return Summary(timing_dir=str(timing_dir), mode=mode, basis=basis, ranks=ranks,
-                   cycle=overall["cycle"], phases=overall["phases"],
-                   top_level_share=overall["top_level_share"], decode=decode,
-                   meta=meta, throughput=_throughput(meta, decode, lead_cycles),
-                   cycle_kinds=cycle_kinds, outside_cycles=outside,
-                   unresolved=sum(p.unresolved for p in procs), lost_records=lost,
-                   overhead=paired_overhead(procs, primary),
-                   rank_skew=rank_skew(steady_procs, primary if kinds else None, basis),
-                   decode_cycle=_decode_cycle(cycle_kinds, basis),
-                   window=None if window is None else window.to_dict(),
-                   warmup_cycles=sum(n.before for n in win_counts),
-                   after_window_cycles=sum(n.after for n in win_counts),
-                   stalls=stalls, sampling=measured.sampling(procs))
+        ranks.append(
+            {
+                "rank": p.rank,
+                "pid": p.header.get("pid"),
+                "host": p.header.get("host"),
+                "mode": p.mode,
+                "requested_mode": p.header.get("requested_mode"),
+                "rank_source": p.header.get("rank_source"),
+                "file": p.path.name,
+                "cycles": len(p.timed_cycles),
+                "phases": len(p.phases),
+                "cycles_in_file": len(full.cycles),
+                "warmup_cycles": n.before,
+                "after_window_cycles": n.after,
+                "stall_cycles": len(st),
+                "cycle_host_ms": distribution(
+                    [c.get("host_ns") for c in p.timed_cycles if c["cycle"] not in st]
+                ),
+                "cycle_dev_ms": distribution(
+                    [c.get("dev_ns") for c in p.timed_cycles if c["cycle"] not in st]
+                ),
+                "stats": p.stats,
+                "truncated_lines": p.truncated_lines,
+                "unresolved": p.unresolved,
+                "repeated": p.repeated,
+                "ended_cleanly": p.stats is not None,
+                "cuda_device": p.header.get("cuda_device"),
+                "torch": p.header.get("torch"),
+            }
+        )
+    lost = sum(
+        p.truncated_lines + p.orphan_dev + ((p.stats or {}).get("dropped_pending") or 0) for p in procs
+    )
+    return Summary(
+        timing_dir=str(timing_dir),
+        mode=mode,
+        basis=basis,
+        ranks=ranks,
+        cycle=overall["cycle"],
+        phases=overall["phases"],
+        top_level_share=overall["top_level_share"],
+        decode=decode,
+        meta=meta,
+        throughput=_throughput(meta, decode, lead_cycles),
+        cycle_kinds=cycle_kinds,
+        outside_cycles=outside,
+        unresolved=sum(p.unresolved for p in procs),
+        lost_records=lost,
+        overhead=paired_overhead(procs, primary),
+        rank_skew=rank_skew(steady_procs, primary if kinds else None, basis),
+        decode_cycle=_decode_cycle(cycle_kinds, basis),
+        window=None if window is None else window.to_dict(),
+        warmup_cycles=sum(n.before for n in win_counts),
+        after_window_cycles=sum(n.after for n in win_counts),
+        stalls=stalls,
+        sampling=measured.sampling(procs),
+    )

@@ -30,15 +30,24 @@ def _num(value, fmt="{:.1f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-HEAD = ("phase", "count", "dev mean", "dev p50", "dev p99",
-        "host mean", "host p50", "host p99", "share")
+HEAD = ("phase", "count", "dev mean", "dev p50", "dev p99", "host mean", "host p50", "host p99", "share")
 
 
 def _rows(label: str, cycle: dict, phases: list[dict]) -> list[tuple]:
     dev, host = _gated(cycle["dev_ms"]), _gated(cycle["host_ms"])
-    rows = [(label, str(cycle["count"]), _ms(dev, "mean"), _ms(dev, "p50"), _ms(dev, "p99"),
-             _ms(host, "mean"), _ms(host, "p50"), _ms(host, "p99"),
-             "100.0%" if cycle["count"] else "-")]
+    rows = [
+        (
+            label,
+            str(cycle["count"]),
+            _ms(dev, "mean"),
+            _ms(dev, "p50"),
+            _ms(dev, "p99"),
+            _ms(host, "mean"),
+            _ms(host, "p50"),
+            _ms(host, "p99"),
+            "100.0%" if cycle["count"] else "-",
+        )
+    ]
     for e in phases:
         name = "  " * (e["depth"] + 1) + e["name"]
         if e["graph"]:
@@ -47,9 +56,19 @@ def _rows(label: str, cycle: dict, phases: list[dict]) -> list[tuple]:
             name += " [in graph]"
         dev = e.get("per_cycle_dev_ms")
         host = e.get("per_cycle_host_ms")
-        rows.append((name, str(e["count"]), _ms(dev, "mean"), _ms(dev, "p50"), _ms(dev, "p99"),
-                     _ms(host, "mean"), _ms(host, "p50"), _ms(host, "p99"),
-                     _pct(e["share_of_cycle"])))
+        rows.append(
+            (
+                name,
+                str(e["count"]),
+                _ms(dev, "mean"),
+                _ms(dev, "p50"),
+                _ms(dev, "p99"),
+                _ms(host, "mean"),
+                _ms(host, "p50"),
+                _ms(host, "p99"),
+                _pct(e["share_of_cycle"]),
+            )
+        )
     return rows
 
 
@@ -90,18 +109,20 @@ def stall_line(kind: str, st: dict | None) -> str:
         return f"no stalls in {cycles} ({rule})"
     kind = "cycle" if kind == NO_KIND else kind
     main = st["main_phase_counts"]
-    where = ", ".join(name if len(main) == 1 else f"{name} ({count})"
-                      for name, count in main.items())
-    line = (f"{n} stall{'s' if n != 1 else ''}, {_duration(st['total_ms'])} "
-            f"({_pct(st['share_of_kind_time'])} of {kind} time), in {where}")
+    where = ", ".join(name if len(main) == 1 else f"{name} ({count})" for name, count in main.items())
+    line = (
+        f"{n} stall{'s' if n != 1 else ''}, {_duration(st['total_ms'])} "
+        f"({_pct(st['share_of_kind_time'])} of {kind} time), in {where}"
+    )
     firsts = [c["batch_size"] for c in st["cycles"] if c["first_at_batch_size"]]
     others = [c for c in st["cycles"] if not c["first_at_batch_size"]]
     if firsts:
         line += f", first cycle at batch size{'s' if len(firsts) != 1 else ''} {_listed(firsts)}"
     if others:
         sizes = [c["batch_size"] for c in others if c["batch_size"] is not None]
-        line += (f"; {len(others)} not the first at {'their' if len(others) != 1 else 'its'} "
-                 f"batch size" + (f" ({_listed(sizes)})" if sizes else ""))
+        line += f"; {len(others)} not the first at {'their' if len(others) != 1 else 'its'} batch size" + (
+            f" ({_listed(sizes)})" if sizes else ""
+        )
     return line + f"; not in the shares ({rule})"
 
 
@@ -110,48 +131,69 @@ def _window_line(summary: Summary) -> str:
     if win is None:
         return "measured window: none (no window.json); every cycle is in the report"
     source = f" from {win['source']}" if win.get("source") else ""
-    line = (f"measured window{source}: {summary.cycle['count']} cycles inside; "
-            f"{summary.warmup_cycles} warm-up cycles before it and "
-            f"{summary.after_window_cycles} after it left out")
+    line = (
+        f"measured window{source}: {summary.cycle['count']} cycles inside; "
+        f"{summary.warmup_cycles} warm-up cycles before it and "
+        f"{summary.after_window_cycles} after it left out"
+    )
     if not summary.cycle["count"] and summary.warmup_cycles + summary.after_window_cycles:
-        line += ("\nnote: no cycle started inside the measured window: was it recorded on "
-                 "another host than the timed processes (their clocks place the cycles)?")
+        line += (
+            "\nnote: no cycle started inside the measured window: was it recorded on "
+            "another host than the timed processes (their clocks place the cycles)?"
+        )
     return line
 
 
 def _sampling_line(sampling: dict) -> str:
-    how = ", ".join(str(x) for x in (sampling.get("method"),
-                                     None if sampling.get("seed") is None
-                                     else f"seed {sampling['seed']}") if x)
+    how = ", ".join(
+        str(x)
+        for x in (
+            sampling.get("method"),
+            None if sampling.get("seed") is None else f"seed {sampling['seed']}",
+        )
+        if x
+    )
     every = sampling.get("every")
-    head = f"sampled timing (1 cycle in {every}" + (f", {how}" if how else "") + ")" \
-        if every else "sampled timing"
-    return (f"{head}: {sampling['timed_cycles']} of {sampling['cycles']} cycles timed; shares "
-            f"and phase statistics from the timed cycles, counts are calls timed")
+    head = (
+        f"sampled timing (1 cycle in {every}" + (f", {how}" if how else "") + ")"
+        if every
+        else "sampled timing"
+    )
+    return (
+        f"{head}: {sampling['timed_cycles']} of {sampling['cycles']} cycles timed; shares "
+        f"and phase statistics from the timed cycles, counts are calls timed"
+    )
 
 
 def _skew_lines(skew: dict) -> list[str]:
     on = f" of {skew['kind']} cycles" if skew.get("kind") else ""
-    lines = [f"rank skew{on} ({skew['basis']} time, mean per call in ms; "
-             f"! = spread > {skew['threshold_pct']:.0f}% of the mean):"]
+    lines = [
+        f"rank skew{on} ({skew['basis']} time, mean per call in ms; "
+        f"! = spread > {skew['threshold_pct']:.0f}% of the mean):"
+    ]
     for row in skew["phases"]:
         per_rank = " ".join(f"r{r} {v:.3f}" for r, v in row["per_rank_mean_ms"].items())
         mark = "!" if row["flagged"] else " "
         name = "  " * (row["depth"] + 1) + row["name"]
-        lines.append(f" {mark} {name}: {per_rank}; spread {row['skew_ms']:.3f} "
-                     f"({_pct(row['skew_pct'])}), slowest r{row['slowest_rank']}")
+        lines.append(
+            f" {mark} {name}: {per_rank}; spread {row['skew_ms']:.3f} "
+            f"({_pct(row['skew_pct'])}), slowest r{row['slowest_rank']}"
+        )
     return lines
 
 
 def _overhead_line(ov: dict) -> str:
     if not ov["pairs"]:
-        return (f"timer overhead (PATCHKIT_TIMER_AB={ov['ab_cycles']}): no complete pair of "
-                f"timed and off blocks")
+        return (
+            f"timer overhead (PATCHKIT_TIMER_AB={ov['ab_cycles']}): no complete pair of timed and off blocks"
+        )
     lo, hi = ov["iqr_pct"]
-    return (f"timer overhead (PATCHKIT_TIMER_AB={ov['ab_cycles']}, {ov['pairs']} block pairs, "
-            f"{ov['kind'] or 'all'} cycles): median {ov['median_pct']:+.2f}% of the cycle "
-            f"period (IQR {lo:+.2f}% .. {hi:+.2f}%; {ov['timed_period_ms']:.3f} ms timed vs "
-            f"{ov['off_period_ms']:.3f} ms off)")
+    return (
+        f"timer overhead (PATCHKIT_TIMER_AB={ov['ab_cycles']}, {ov['pairs']} block pairs, "
+        f"{ov['kind'] or 'all'} cycles): median {ov['median_pct']:+.2f}% of the cycle "
+        f"period (IQR {lo:+.2f}% .. {hi:+.2f}%; {ov['timed_period_ms']:.3f} ms timed vs "
+        f"{ov['off_period_ms']:.3f} ms off)"
+    )
 
 
 def render_table(summary: Summary) -> str:
@@ -168,23 +210,36 @@ def render_table(summary: Summary) -> str:
     kinds = summary.cycle_kinds
     stalls = summary.stalls or {}
     if len(kinds) > 1:
-        sections = [(f"{kind} ({part['cycles']} cycles; shares of {kind} cycle time)",
-                     _rows(f"{kind} cycle", part["cycle"], part["phases"]),
-                     [stall_line(kind, stalls.get(kind))])
-                    for kind, part in kinds.items()]
+        sections: list[tuple[str | None, list[tuple], list[str]]] = [
+            (
+                f"{kind} ({part['cycles']} cycles; shares of {kind} cycle time)",
+                _rows(f"{kind} cycle", part["cycle"], part["phases"]),
+                [stall_line(kind, stalls.get(kind))],
+            )
+            for kind, part in kinds.items()
+        ]
     else:
         kind = next(iter(kinds), None)
         label = "cycle" if kind is None or kind == "unspecified" else f"{kind} cycle"
-        sections = [(None, _rows(label, summary.cycle, summary.phases),
-                     [stall_line(kind, stalls.get(kind))] if kind else [])]
+        sections = [
+            (
+                None,
+                _rows(label, summary.cycle, summary.phases),
+                [stall_line(kind, stalls.get(kind))] if kind else [],
+            )
+        ]
     lines.extend(_grid(sections))
     steady = summary.cycle.get("steady", summary.cycle["count"])
-    lines.append(f"times: ms per cycle over the steady-state cycles ({steady}: timed, not "
-                 f"stalls), a phase's calls summed within each cycle, all phases over the same "
-                 f"cycles")
-    lines.append(f"share = mean phase / mean cycle (the share uses the mean; p50 is the "
-                 f"median); count = calls timed (cycle row: every cycle); p99 only over "
-                 f">= {P99_MIN_N} cycles")
+    lines.append(
+        f"times: ms per cycle over the steady-state cycles ({steady}: timed, not "
+        f"stalls), a phase's calls summed within each cycle, all phases over the same "
+        f"cycles"
+    )
+    lines.append(
+        f"share = mean phase / mean cycle (the share uses the mean; p50 is the "
+        f"median); count = calls timed (cycle row: every cycle); p99 only over "
+        f">= {P99_MIN_N} cycles"
+    )
     lines.append(_window_line(summary))
     if summary.sampling:
         lines.append(_sampling_line(summary.sampling))
@@ -195,18 +250,24 @@ def render_table(summary: Summary) -> str:
     if len(kinds) > 1:
         for kind, part in kinds.items():
             if part["top_level_share"] is not None:
-                lines.append(f"top-level phases cover {part['top_level_share']:.1f}% of the "
-                             f"{kind} cycle ({summary.basis} time)")
+                lines.append(
+                    f"top-level phases cover {part['top_level_share']:.1f}% of the "
+                    f"{kind} cycle ({summary.basis} time)"
+                )
     elif summary.top_level_share is not None:
-        lines.append(f"top-level phases cover {summary.top_level_share:.1f}% of the cycle "
-                     f"({summary.basis} time)")
+        lines.append(
+            f"top-level phases cover {summary.top_level_share:.1f}% of the cycle ({summary.basis} time)"
+        )
     dc = summary.decode_cycle
     if dc and dc["top_level_share"] is not None and dc["count"] < summary.cycle["count"]:
-        lines.append(f"decode cycles only ({dc['count']}): top-level phases cover "
-                     f"{dc['top_level_share']:.1f}% ({dc['basis']} time)")
+        lines.append(
+            f"decode cycles only ({dc['count']}): top-level phases cover "
+            f"{dc['top_level_share']:.1f}% ({dc['basis']} time)"
+        )
     if n_ranks > 1:
-        per_rank = ", ".join(f"r{r['rank']} {_ms(r['cycle_dev_ms'] or r['cycle_host_ms'], 'mean')}"
-                             for r in summary.ranks)
+        per_rank = ", ".join(
+            f"r{r['rank']} {_ms(r['cycle_dev_ms'] or r['cycle_host_ms'], 'mean')}" for r in summary.ranks
+        )
         lines.append(f"mean cycle per rank (ms): {per_rank}")
     if summary.rank_skew:
         lines.extend(_skew_lines(summary.rank_skew))
@@ -214,8 +275,10 @@ def render_table(summary: Summary) -> str:
         lines.append(_overhead_line(summary.overhead))
     tp = summary.throughput
     if tp["tokens_per_s"] is not None or tp["baseline_tokens_per_s"] is not None:
-        line = (f"tokens/s with speculation: {_num(tp['tokens_per_s'])}, "
-                f"without: {_num(tp['baseline_tokens_per_s'])}")
+        line = (
+            f"tokens/s with speculation: {_num(tp['tokens_per_s'])}, "
+            f"without: {_num(tp['baseline_tokens_per_s'])}"
+        )
         if tp["speedup"] is not None:
             line += f", speedup {tp['speedup']:.2f}x"
         lines.append(line)
@@ -223,8 +286,10 @@ def render_table(summary: Summary) -> str:
         runs = tp.get(f"{prefix}tokens_per_s_runs")
         if runs:
             lo, hi = tp[f"{prefix}tokens_per_s_range"]
-            lines.append(f"tokens/s {label} over {len(runs)} run(s): median "
-                         f"{tp[f'{prefix}tokens_per_s_median']:.1f}, range {lo:.1f} .. {hi:.1f}")
+            lines.append(
+                f"tokens/s {label} over {len(runs)} run(s): median "
+                f"{tp[f'{prefix}tokens_per_s_median']:.1f}, range {lo:.1f} .. {hi:.1f}"
+            )
     if summary.baseline and summary.baseline.get("error"):
         lines.append(f"baseline (no speculation): failed: {summary.baseline['error']}")
     dec = summary.decode
@@ -236,24 +301,37 @@ def render_table(summary: Summary) -> str:
         lines.append(line)
     if dec["batch_size_mean"] is not None:
         lines.append(f"mean batch size: {dec['batch_size_mean']:.2f}")
-    known = {"tokens_per_s", "baseline_tokens_per_s", "accept_length", "tokens_per_s_runs",
-             "baseline_tokens_per_s_runs"}
+    known = {
+        "tokens_per_s",
+        "baseline_tokens_per_s",
+        "accept_length",
+        "tokens_per_s_runs",
+        "baseline_tokens_per_s_runs",
+    }
     for key, value in summary.meta.items():
         if key not in known:
             lines.append(f"{key}: {value}")
     if summary.unresolved:
-        lines.append(f"note: {summary.unresolved} cycle(s) without device times (the process "
-                     f"ended before the GPU reached them); not in the device shares")
+        lines.append(
+            f"note: {summary.unresolved} cycle(s) without device times (the process "
+            f"ended before the GPU reached them); not in the device shares"
+        )
     if summary.lost_records:
-        lines.append(f"note: {summary.lost_records} record(s) lost (cut lines, dropped "
-                     f"device records)")
-    dropped = [r for r in summary.ranks if r["stats"] and (r["stats"].get("dropped_pending")
-                                                          or r["stats"].get("abandoned"))]
+        lines.append(f"note: {summary.lost_records} record(s) lost (cut lines, dropped device records)")
+    dropped = [
+        r
+        for r in summary.ranks
+        if r["stats"] and (r["stats"].get("dropped_pending") or r["stats"].get("abandoned"))
+    ]
     for r in dropped:
-        lines.append(f"note: rank {r['rank']} pid {r['pid']}: abandoned {r['stats']['abandoned']}, "
-                     f"dropped {r['stats']['dropped_pending']} records")
+        lines.append(
+            f"note: rank {r['rank']} pid {r['pid']}: abandoned {r['stats']['abandoned']}, "
+            f"dropped {r['stats']['dropped_pending']} records"
+        )
     unclean = [r for r in summary.ranks if not r["ended_cleanly"]]
     for r in unclean:
-        lines.append(f"note: rank {r['rank']} pid {r['pid']} ended without its exit record "
-                     f"(killed?); its completed cycles are all here")
+        lines.append(
+            f"note: rank {r['rank']} pid {r['pid']} ended without its exit record "
+            f"(killed?); its completed cycles are all here"
+        )
     return "\n".join(lines) + "\n"

@@ -53,8 +53,16 @@ def _gpu_cycle_starts(proc: ProcessTiming, wall) -> dict[int, int]:
 
 
 def _span(name, cat, pid, tid, start_ns, dur_ns, origin_ns, args):
-    return {"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid,
-            "ts": (start_ns - origin_ns) / 1000.0, "dur": max(dur_ns, 0) / 1000.0, "args": args}
+    return {
+        "name": name,
+        "cat": cat,
+        "ph": "X",
+        "pid": pid,
+        "tid": tid,
+        "ts": (start_ns - origin_ns) / 1000.0,
+        "dur": max(dur_ns, 0) / 1000.0,
+        "args": args,
+    }
 
 
 def _meta(name, pid, tid, value):
@@ -106,15 +114,22 @@ def build_trace(procs: list[ProcessTiming], stalls: list[set[int]] | None = None
         suffix = "" if lane == 0 else f" pid {proc.header.get('pid')}"
         if lane == 0:
             label = f"rank {proc.rank} (pid {proc.header.get('pid')}, {proc.header.get('host')})"
-            events += [_meta("process_name", pid, None, label),
-                       _meta("process_sort_index", pid, None, ranks.index(pid))]
-        events += [_meta("thread_name", pid, cpu_tid, "CPU (host)" + suffix),
-                   _meta("thread_sort_index", pid, cpu_tid, 2 * lane)]
-        has_gpu = any(c.get("dev_ns") is not None for c in proc.cycles) or \
-            any(r.get("dev_ns") is not None for r in proc.phases)
+            events += [
+                _meta("process_name", pid, None, label),
+                _meta("process_sort_index", pid, None, ranks.index(pid)),
+            ]
+        events += [
+            _meta("thread_name", pid, cpu_tid, "CPU (host)" + suffix),
+            _meta("thread_sort_index", pid, cpu_tid, 2 * lane),
+        ]
+        has_gpu = any(c.get("dev_ns") is not None for c in proc.cycles) or any(
+            r.get("dev_ns") is not None for r in proc.phases
+        )
         if has_gpu:
-            events += [_meta("thread_name", pid, gpu_tid, f"GPU ({proc.mode})" + suffix),
-                       _meta("thread_sort_index", pid, gpu_tid, 2 * lane + 1)]
+            events += [
+                _meta("thread_name", pid, gpu_tid, f"GPU ({proc.mode})" + suffix),
+                _meta("thread_sort_index", pid, gpu_tid, 2 * lane + 1),
+            ]
         gpu_start = _gpu_cycle_starts(proc, wall)
         for c in proc.cycles:
             args = {"cycle": c["cycle"], **(c.get("attrs") or {})}
@@ -132,26 +147,44 @@ def build_trace(procs: list[ProcessTiming], stalls: list[set[int]] | None = None
             if c["cycle"] in stall_set:
                 name += " STALL"
                 args["stall"] = True
-                events.append({"name": "stall", "cat": "stall", "ph": "i", "s": "t", "pid": pid,
-                               "tid": cpu_tid, "ts": (wall(c["t0"]) - origin) / 1000.0,
-                               "args": {"cycle": c["cycle"], "host_ms": c["host_ns"] / 1e6,
-                                        "batch_size": (c.get("attrs") or {}).get("batch_size")}})
-            events.append(_span(name, "cycle", pid, cpu_tid, wall(c["t0"]), c["host_ns"],
-                                origin, args))
+                events.append(
+                    {
+                        "name": "stall",
+                        "cat": "stall",
+                        "ph": "i",
+                        "s": "t",
+                        "pid": pid,
+                        "tid": cpu_tid,
+                        "ts": (wall(c["t0"]) - origin) / 1000.0,
+                        "args": {
+                            "cycle": c["cycle"],
+                            "host_ms": c["host_ns"] / 1e6,
+                            "batch_size": (c.get("attrs") or {}).get("batch_size"),
+                        },
+                    }
+                )
+            events.append(_span(name, "cycle", pid, cpu_tid, wall(c["t0"]), c["host_ns"], origin, args))
             if c["cycle"] in gpu_start:
-                events.append(_span(name, "cycle", pid, gpu_tid, gpu_start[c["cycle"]],
-                                    c["dev_ns"], origin, args))
+                events.append(
+                    _span(name, "cycle", pid, gpu_tid, gpu_start[c["cycle"]], c["dev_ns"], origin, args)
+                )
         for r in proc.phases:
-            args = {"cycle": r.get("cycle"), "depth": r.get("depth"), "parent": r.get("parent"),
-                    "graph": r.get("graph", False), "captured": r.get("captured", False),
-                    **(r.get("attrs") or {})}
+            args = {
+                "cycle": r.get("cycle"),
+                "depth": r.get("depth"),
+                "parent": r.get("parent"),
+                "graph": r.get("graph", False),
+                "captured": r.get("captured", False),
+                **(r.get("attrs") or {}),
+            }
             if r.get("host_ns") is not None:
                 args["host_ms"] = r["host_ns"] / 1e6
             if r.get("dev_ns") is not None:
                 args["dev_ms"] = r["dev_ns"] / 1e6
             if r.get("t0") is not None:
-                events.append(_span(r["name"], "phase", pid, cpu_tid, wall(r["t0"]),
-                                    r["host_ns"], origin, args))
+                events.append(
+                    _span(r["name"], "phase", pid, cpu_tid, wall(r["t0"]), r["host_ns"], origin, args)
+                )
             if r.get("dev_ns") is None:
                 continue
             cyc = r.get("cycle")
@@ -162,12 +195,19 @@ def build_trace(procs: list[ProcessTiming], stalls: list[set[int]] | None = None
                 args["gpu_position"] = "host start (no device anchor)"
             else:
                 continue
-            events.append(_span(r["name"], "phase", pid, gpu_tid, start, r["dev_ns"], origin,
-                                args))
+            events.append(_span(r["name"], "phase", pid, gpu_tid, start, r["dev_ns"], origin, args))
     # Viewers nest "X" events by containment; sorting by (ts, -dur) keeps parents first.
-    spans = sorted((e for e in events if e["ph"] in ("X", "i")),
-                   key=lambda e: (e["pid"], e["tid"], e["ts"], -e.get("dur", 0.0)))
+    spans = sorted(
+        (e for e in events if e["ph"] in ("X", "i")),
+        key=lambda e: (e["pid"], e["tid"], e["ts"], -e.get("dur", 0.0)),
+    )
     metas = [e for e in events if e["ph"] == "M"]
-    return {"traceEvents": metas + spans, "displayTimeUnit": "ms",
-            "otherData": {"source": "patchkit phase timer", "clock_alignment": alignment,
-                          "gpu_lane": "device offsets; aligned no earlier than host start"}}
+    return {
+        "traceEvents": metas + spans,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "source": "patchkit phase timer",
+            "clock_alignment": alignment,
+            "gpu_lane": "device offsets; aligned no earlier than host start",
+        },
+    }

@@ -38,22 +38,30 @@ class Window:
         return self.start_unix_ns <= wall_ns <= self.end_unix_ns
 
     def to_dict(self) -> dict:
-        return {"schema": WINDOW_SCHEMA,
-                "measured": {"start_unix_ns": self.start_unix_ns, "end_unix_ns": self.end_unix_ns},
-                "warmup": None if self.warmup is None else
-                {"start_unix_ns": self.warmup[0], "end_unix_ns": self.warmup[1]},
-                "source": self.source}
+        return {
+            "schema": WINDOW_SCHEMA,
+            "measured": {"start_unix_ns": self.start_unix_ns, "end_unix_ns": self.end_unix_ns},
+            "warmup": None
+            if self.warmup is None
+            else {"start_unix_ns": self.warmup[0], "end_unix_ns": self.warmup[1]},
+            "source": self.source,
+        }
 
 
-def write_window(timing_dir, start_unix_ns: int, end_unix_ns: int,
-                 warmup: tuple[int, int] | None = None, source: str = "") -> Path:
+def write_window(
+    timing_dir, start_unix_ns: int, end_unix_ns: int, warmup: tuple[int, int] | None = None, source: str = ""
+) -> Path:
     """Write ``window.json`` into `timing_dir` (created if missing); returns its path."""
     if end_unix_ns < start_unix_ns:
         raise InvalidInput(f"measured window ends before it starts ({start_unix_ns} > {end_unix_ns})")
     path = Path(timing_dir) / WINDOW_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    win = Window(int(start_unix_ns), int(end_unix_ns),
-                 None if warmup is None else (int(warmup[0]), int(warmup[1])), source)
+    win = Window(
+        int(start_unix_ns),
+        int(end_unix_ns),
+        None if warmup is None else (int(warmup[0]), int(warmup[1])),
+        source,
+    )
     path.write_text(json.dumps(win.to_dict(), indent=2) + "\n", encoding="utf-8")
     return path
 
@@ -69,8 +77,11 @@ def read_window(timing_dir) -> Window | None:
             raise InvalidInput(f"{path}: schema {data.get('schema')!r}, expected {WINDOW_SCHEMA!r}")
         m = data["measured"]
         w = data.get("warmup")
-        return Window(int(m["start_unix_ns"]), int(m["end_unix_ns"]),
-                      None if not w else (int(w["start_unix_ns"]), int(w["end_unix_ns"])),
-                      str(data.get("source") or ""))
+        return Window(
+            int(m["start_unix_ns"]),
+            int(m["end_unix_ns"]),
+            None if not w else (int(w["start_unix_ns"]), int(w["end_unix_ns"])),
+            str(data.get("source") or ""),
+        )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InvalidInput(f"{path}: not a measured window ({exc})") from None

@@ -88,10 +88,10 @@ A KeyboardInterrupt (or any BaseException that is not an Exception) raised insid
 timer call propagates to the program; what was not yet written is written at exit (atexit,
 and in a multiprocessing child also multiprocessing's exit finalizers, since such a child
 leaves through os._exit).
-No signal handlers are installed. Off-block cycles of PATCHKIT_TIMER_AB are written when
-their block ends (at most N of them are lost to a SIGKILL). Untimed cycles of
-PATCHKIT_TIMER_SAMPLE are written with the next timed cycle, or once 64 wait, or after
-PATCHKIT_TIMER_FLUSH_S (a SIGKILL loses those since the last timed cycle).
+No signal handlers are installed. Off-block cycles of PATCHKIT_TIMER_AB and untimed cycles
+of PATCHKIT_TIMER_SAMPLE are written at their cycle_end too (one os.write each), so a
+SIGKILL loses none of them either: on the H200, batching them lost up to 13 of ~370 cycles
+when SGLang killed its scheduler.
 
 While a CUDA graph is being captured nothing is recorded (unless the experimental option
 above is on, and then only graph-side events); the capture check is made at cycle_begin,
@@ -282,10 +282,13 @@ def _plain(value):
 
 # phase record fields (a list while buffered; written as a JSON object)
 _NAME, _CYCLE, _DEPTH, _PARENT, _T0, _T1, _DEV, _OFF, _GRAPH, _CAPTURED, _ATTRS = range(11)
-_PHASE_FORMAT = ('{"kind":"phase","name":%s,"cycle":%s,"depth":%d,"parent":%s,"t0":%s,"t1":%s,'
-                 '"host_ns":%s,"dev_ns":%s,"dev_off_ns":%s,"graph":%s,"captured":%s%s}\n')
-_CYCLE_FORMAT = ('{"kind":"cycle","cycle":%d,"t0":%d,"t1":%d,"host_ns":%d,"dev_ns":%s,'
-                 '"dev_gap_ns":%s%s,"attrs":%s}\n')
+_PHASE_FORMAT = (
+    '{"kind":"phase","name":%s,"cycle":%s,"depth":%d,"parent":%s,"t0":%s,"t1":%s,'
+    '"host_ns":%s,"dev_ns":%s,"dev_off_ns":%s,"graph":%s,"captured":%s%s}\n'
+)
+_CYCLE_FORMAT = (
+    '{"kind":"cycle","cycle":%d,"t0":%d,"t1":%d,"host_ns":%d,"dev_ns":%s,"dev_gap_ns":%s%s,"attrs":%s}\n'
+)
 _JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
@@ -309,33 +312,51 @@ def _phase_line(rec, names):
     t0, t1, dev, off = rec[_T0], rec[_T1], rec[_DEV], rec[_OFF]
     name, parent = names.get(rec[_NAME]), names.get(rec[_PARENT])
     return _PHASE_FORMAT % (
-        name or _quoted(names, rec[_NAME]), "null" if rec[_CYCLE] is None else rec[_CYCLE],
-        rec[_DEPTH], parent or _quoted(names, rec[_PARENT]), "null" if t0 is None else t0, "null" if t1 is None else t1,
-        "null" if t0 is None else t1 - t0, "null" if dev is None else dev,
-        "null" if off is None else off, "true" if rec[_GRAPH] else "false",
+        name or _quoted(names, rec[_NAME]),
+        "null" if rec[_CYCLE] is None else rec[_CYCLE],
+        rec[_DEPTH],
+        parent or _quoted(names, rec[_PARENT]),
+        "null" if t0 is None else t0,
+        "null" if t1 is None else t1,
+        "null" if t0 is None else t1 - t0,
+        "null" if dev is None else dev,
+        "null" if off is None else off,
+        "true" if rec[_GRAPH] else "false",
         "true" if rec[_CAPTURED] else "false",
-        "" if rec[_ATTRS] is None else ',"attrs":' + _JSON_ENCODER.encode(rec[_ATTRS]))
+        "" if rec[_ATTRS] is None else ',"attrs":' + _JSON_ENCODER.encode(rec[_ATTRS]),
+    )
 
 
-_IN_CYCLE_FORMAT = ('{"kind":"phase","name":%s,"cycle":%d,"depth":%d,"parent":%s,"t0":%d,'
-                    '"t1":%d,"host_ns":%d,"dev_ns":%s,"dev_off_ns":%s,"graph":%s,'
-                    '"captured":false%s}\n')
+_IN_CYCLE_FORMAT = (
+    '{"kind":"phase","name":%s,"cycle":%d,"depth":%d,"parent":%s,"t0":%d,'
+    '"t1":%d,"host_ns":%d,"dev_ns":%s,"dev_off_ns":%s,"graph":%s,'
+    '"captured":false%s}\n'
+)
 
 
 def _cycle_phase_line(rec, names):
     """_phase_line for a record timed on the host inside a cycle (the common case)."""
     name, cycle, depth, parent, t0, t1, dev, off, graph, _, attrs = rec
     return _IN_CYCLE_FORMAT % (
-        names.get(name) or _quoted(names, name), cycle, depth,
-        names.get(parent) or _quoted(names, parent), t0, t1, t1 - t0,
-        "null" if dev is None else dev, "null" if off is None else off,
+        names.get(name) or _quoted(names, name),
+        cycle,
+        depth,
+        names.get(parent) or _quoted(names, parent),
+        t0,
+        t1,
+        t1 - t0,
+        "null" if dev is None else dev,
+        "null" if off is None else off,
         "true" if graph else "false",
-        "" if attrs is None else ',"attrs":' + _JSON_ENCODER.encode(attrs))
+        "" if attrs is None else ',"attrs":' + _JSON_ENCODER.encode(attrs),
+    )
 
 
-_SHAPE_FORMAT = ('{"kind":"phase","name":%s,"cycle":%%d,"depth":%d,"parent":%s,"t0":%%d,'
-                 '"t1":%%d,"host_ns":%%d,"dev_ns":null,"dev_off_ns":null,"graph":%s,'
-                 '"captured":false%%s}\n')
+_SHAPE_FORMAT = (
+    '{"kind":"phase","name":%s,"cycle":%%d,"depth":%d,"parent":%s,"t0":%%d,'
+    '"t1":%%d,"host_ns":%%d,"dev_ns":null,"dev_off_ns":null,"graph":%s,'
+    '"captured":false%%s}\n'
+)
 
 
 def _host_phase_lines(recs, names, shapes):
@@ -347,23 +368,37 @@ def _host_phase_lines(recs, names, shapes):
     if fmt is None:
         if len(shapes) > 256:
             shapes.clear()
-        fmt = shapes[shape] = "".join([_SHAPE_FORMAT % (  # a "%" in a name stays literal
-            (names.get(name) or _quoted(names, name)).replace("%", "%%"), depth,
-            (names.get(parent) or _quoted(names, parent)).replace("%", "%%"),
-            "true" if graph else "false") for name, depth, parent, graph in shape])
+        fmt = shapes[shape] = "".join(
+            [
+                _SHAPE_FORMAT
+                % (  # a "%" in a name stays literal
+                    (names.get(name) or _quoted(names, name)).replace("%", "%%"),
+                    depth,
+                    (names.get(parent) or _quoted(names, parent)).replace("%", "%%"),
+                    "true" if graph else "false",
+                )
+                for name, depth, parent, graph in shape
+            ]
+        )
     values = []
     encode = _JSON_ENCODER.encode
     for rec in recs:
         t0, t1, attrs = rec[_T0], rec[_T1], rec[_ATTRS]
-        values += (rec[_CYCLE], t0, t1, t1 - t0,
-                   "" if attrs is None else ',"attrs":' + encode(attrs))
+        values += (rec[_CYCLE], t0, t1, t1 - t0, "" if attrs is None else ',"attrs":' + encode(attrs))
     return fmt % tuple(values)
 
 
 def _cycle_line(index, t0, t1, dev, gap, ab, attrs):
-    return _CYCLE_FORMAT % (index, t0, t1, t1 - t0, _opt(dev), _opt(gap),
-                            "" if ab is None else ',"ab":"%s"' % ab,
-                            _attrs_json(attrs) if attrs else "{}")
+    return _CYCLE_FORMAT % (
+        index,
+        t0,
+        t1,
+        t1 - t0,
+        _opt(dev),
+        _opt(gap),
+        "" if ab is None else ',"ab":"%s"' % ab,
+        _attrs_json(attrs) if attrs else "{}",
+    )
 
 
 _ATTR_TEXT = {}  # attr name or string value -> its JSON text (bounded: see _attrs_json)
@@ -408,8 +443,13 @@ def _untimed_attrs(attrs):
             break
     else:
         return _attrs_json(attrs)
-    return _attrs_json({k: v if type(v) in scalars else _plain(v) for k, v in attrs.items()
-                        if type(v) in scalars or not _is_cuda_tensor(v)})
+    return _attrs_json(
+        {
+            k: v if type(v) in scalars else _plain(v)
+            for k, v in attrs.items()
+            if type(v) in scalars or not _is_cuda_tensor(v)
+        }
+    )
 
 
 _DEV_PHASES = {}  # number of phases in a cycle -> the template of its dev record's list
@@ -426,8 +466,21 @@ def _is_cuda_tensor(value):
 class _Timer:
     """All state of one process's timer; the module functions are its bound methods."""
 
-    def __init__(self, mode, requested, directory, graph_steps, batch, flush_s, ab=0,
-                 nvtx=False, event_api=None, share_ns=1000, sample=1, seed=None):
+    def __init__(
+        self,
+        mode,
+        requested,
+        directory,
+        graph_steps,
+        batch,
+        flush_s,
+        ab=0,
+        nvtx=False,
+        event_api=None,
+        share_ns=1000,
+        sample=1,
+        seed=None,
+    ):
         self.mode = mode
         self.share_ns = share_ns
         self.last_t = _NEVER
@@ -471,8 +524,15 @@ class _Timer:
         self.rank = self.world = None
         self.rank_source = None
         self.rank_final = False
-        self.counts = dict(records=0, skipped_capturing=0, unmatched_end=0, abandoned=0,
-                           stale_steps=0, dropped_pending=0, writes=0)
+        self.counts = dict(
+            records=0,
+            skipped_capturing=0,
+            unmatched_end=0,
+            abandoned=0,
+            stale_steps=0,
+            dropped_pending=0,
+            writes=0,
+        )
         self.torch = _torch_if_loaded(import_it=mode in ("events", "sync"))
         self.capturing = self._capture_probe()
         self.graph_steps = False
@@ -511,8 +571,9 @@ class _Timer:
     def _capture_probe(self):
         torch = self.torch or sys.modules.get("torch")
         # the C function itself when exposed: the Python wrapper costs as much again
-        probe = getattr(getattr(torch, "_C", None), "_cuda_isCurrentStreamCapturing", None) \
-            or getattr(getattr(torch, "cuda", None), "is_current_stream_capturing", None)
+        probe = getattr(getattr(torch, "_C", None), "_cuda_isCurrentStreamCapturing", None) or getattr(
+            getattr(torch, "cuda", None), "is_current_stream_capturing", None
+        )
         if probe is None:
             return lambda: False
         try:
@@ -544,12 +605,22 @@ class _Timer:
         if self.fd is None:
             return
         if self.rank != old:
-            new_path = os.path.join(self.directory, "%s.rank%d.pid%d.jsonl"
-                                    % (FILE_PREFIX, self.rank, self.pid))
+            new_path = os.path.join(
+                self.directory, "%s.rank%d.pid%d.jsonl" % (FILE_PREFIX, self.rank, self.pid)
+            )
             os.rename(self.path, new_path)  # the open descriptor follows the file
             self.path = new_path
-        self.out.append(_json_line({"kind": "rank", "rank": self.rank, "world_size": self.world,
-                                    "rank_source": self.rank_source, "t": _perf()}))
+        self.out.append(
+            _json_line(
+                {
+                    "kind": "rank",
+                    "rank": self.rank,
+                    "world_size": self.world,
+                    "rank_source": self.rank_source,
+                    "t": _perf(),
+                }
+            )
+        )
 
     def _event_factory(self, api):
         """torch.Event records on the current stream inside C++; torch.cuda.Event.record()
@@ -653,9 +724,19 @@ class _Timer:
                 self.pop()
             _, t0, dev0, attrs, graph = stack.pop()
             # a phase record is a list (cheap to build and to format; see _phase_line)
-            rec = [name, cycle[0] if cycle else None, len(stack),
-                   stack[-1][0] if stack else None, t0, t1, None, None, graph, False,
-                   _plain_attrs(attrs) if attrs else None]
+            rec = [
+                name,
+                cycle[0] if cycle else None,
+                len(stack),
+                stack[-1][0] if stack else None,
+                t0,
+                t1,
+                None,
+                None,
+                graph,
+                False,
+                _plain_attrs(attrs) if attrs else None,
+            ]
             mode = self.mode
             if mode == "events":
                 steps = None
@@ -764,12 +845,12 @@ class _Timer:
                 out.extend([_cycle_phase_line(rec, names) for rec in recs])
             elif recs:
                 out.append(_host_phase_lines(recs, names, self.shapes))
-            out.append(_cycle_line(index, t0, t1, dev, gap, "events" if self.ab else None,
-                                   merged))
+            out.append(_cycle_line(index, t0, t1, dev, gap, "events" if self.ab else None, merged))
             self.out_records += len(recs) + 1
             if mode == "events":
-                self.pending.append((index, dev0, marks[dev1], self.prev_cycle_dev, dev1,
-                                     marks, self.cyc_evs, recs, later))
+                self.pending.append(
+                    (index, dev0, marks[dev1], self.prev_cycle_dev, dev1, marks, self.cyc_evs, recs, later)
+                )
                 self.cap_closed = True  # an uncaptured unit ran: the next capture is a new one
                 self._resolve()
                 if len(self.pending) - self.head > _MAX_PENDING:
@@ -788,8 +869,9 @@ class _Timer:
             if self.cycle is not None:
                 self.cycle[3].update(attrs)
             elif attrs and not self.capturing():
-                self.buf.append({"kind": "note", "t": _perf(),
-                                 "attrs": {k: _plain(v) for k, v in attrs.items()}})
+                self.buf.append(
+                    {"kind": "note", "t": _perf(), "attrs": {k: _plain(v) for k, v in attrs.items()}}
+                )
         except Exception as exc:
             _fail("note()", exc)
 
@@ -806,8 +888,9 @@ class _Timer:
                 ev.record()
                 marks.append(ev)
                 self.last_t = _perf()
-            self.stack.append([name, t0, len(marks) - 1, attrs,
-                               bool(attrs.pop("graph", False)) if attrs else False])
+            self.stack.append(
+                [name, t0, len(marks) - 1, attrs, bool(attrs.pop("graph", False)) if attrs else False]
+            )
         except Exception as exc:
             _fail("begin(%r)" % (name,), exc)
 
@@ -825,17 +908,30 @@ class _Timer:
                 marks.append(ev)
                 self.last_t = _perf()
             _, t0, i0, attrs, graph = stack.pop()
-            self.cyc_recs.append([name, self.cycle_no, len(stack),
-                                  stack[-1][0] if stack else None, t0, t1, None, None, graph,
-                                  False, _plain_attrs(attrs) if attrs else None])
+            self.cyc_recs.append(
+                [
+                    name,
+                    self.cycle_no,
+                    len(stack),
+                    stack[-1][0] if stack else None,
+                    t0,
+                    t1,
+                    None,
+                    None,
+                    graph,
+                    False,
+                    _plain_attrs(attrs) if attrs else None,
+                ]
+            )
             self.cyc_evs.append((i0, len(marks) - 1, None))
         except Exception as exc:
             _fail("end(%r)" % (name,), exc)
 
     def _host_begin(self, name, **attrs):
         try:
-            self.stack.append([name, _perf(), None, attrs,
-                               bool(attrs.pop("graph", False)) if attrs else False])
+            self.stack.append(
+                [name, _perf(), None, attrs, bool(attrs.pop("graph", False)) if attrs else False]
+            )
         except Exception as exc:
             _fail("begin(%r)" % (name,), exc)
 
@@ -846,9 +942,21 @@ class _Timer:
             if not stack or stack[-1][0] != name:
                 return self.end(name)
             _, t0, _, attrs, graph = stack.pop()
-            self.cyc_recs.append([name, self.cycle_no, len(stack),
-                                  stack[-1][0] if stack else None, t0, t1, None, None, graph,
-                                  False, _plain_attrs(attrs) if attrs else None])
+            self.cyc_recs.append(
+                [
+                    name,
+                    self.cycle_no,
+                    len(stack),
+                    stack[-1][0] if stack else None,
+                    t0,
+                    t1,
+                    None,
+                    None,
+                    graph,
+                    False,
+                    _plain_attrs(attrs) if attrs else None,
+                ]
+            )
         except Exception as exc:
             _fail("end(%r)" % (name,), exc)
 
@@ -933,17 +1041,27 @@ class _Timer:
                 self._profiler_close()
             if attrs:
                 merged.update(attrs)
-            self.out.append(_CYCLE_FORMAT % (
-                index, t0, t1, t1 - t0, "null", "null",
-                ',"ab":"events","timed":false' if self.ab else ',"timed":false',
-                _untimed_attrs(merged) if merged else "{}"))
+            self.out.append(
+                _CYCLE_FORMAT
+                % (
+                    index,
+                    t0,
+                    t1,
+                    t1 - t0,
+                    "null",
+                    "null",
+                    ',"ab":"events","timed":false' if self.ab else ',"timed":false',
+                    _untimed_attrs(merged) if merged else "{}",
+                )
+            )
             self.out_records += 1
             self.cap_closed = True
-            waiting = self.untimed_waiting = self.untimed_waiting + 1
             if not self.rank_final and (index & 15 == 0 or self.fd is None):
                 self._check_rank()
-            if waiting >= 64 or t1 - self.last_flush >= self.flush_ns:
-                self._write()
+            # one write per cycle, as for a timed cycle: SGLang stops its scheduler with SIGKILL,
+            # and a cycle held back for a later write would be lost with it (~2 us of a write
+            # is the price of record counts that equal the engine's decode count)
+            self._write()
         except Exception as exc:
             _fail("cycle_end()", exc)
 
@@ -978,6 +1096,9 @@ class _Timer:
             if opened is not None:
                 self.off_done.append((opened, _perf()))
                 self.off_open = None
+                # written at once (one os.write, as a timed cycle is): a SIGKILL loses none
+                self._take_off_cycles()
+                self._write()
         except Exception as exc:
             _fail("cycle_end()", exc)
 
@@ -1001,8 +1122,11 @@ class _Timer:
 
     def _take_off_cycles(self):
         for (index, t0, kind), t1 in self.off_done:
-            self.out.append(_cycle_line(index, t0, t1, None, None, "off",
-                                        None if kind is None else {"kind": _plain(kind)}))
+            self.out.append(
+                _cycle_line(
+                    index, t0, t1, None, None, "off", None if kind is None else {"kind": _plain(kind)}
+                )
+            )
         self.out_records += len(self.off_done)
         self.off_done = []
 
@@ -1098,8 +1222,10 @@ class _Timer:
         tail = ""
         if later:
             tail = ',"attrs":' + _JSON_ENCODER.encode({k: _plain(v) for k, v in later.items()})
-        self.out.append('{"kind":"dev","cycle":%d,"dev_ns":%d,"dev_gap_ns":%s,"phases":[%s]%s}\n'
-                        % (index, ns[end], _opt(gap), phases, tail))
+        self.out.append(
+            '{"kind":"dev","cycle":%d,"dev_ns":%d,"dev_gap_ns":%s,"phases":[%s]%s}\n'
+            % (index, ns[end], _opt(gap), phases, tail)
+        )
         self.out_records += 1
         pool = self.pool
         pool += marks
@@ -1117,8 +1243,21 @@ class _Timer:
                 self.counts["stale_steps"] += 1  # overwritten by a later replay
                 continue
             base = rec[_OFF]
-            self.buf.append([name, rec[_CYCLE], rec[_DEPTH] + 1 + depth, rec[_NAME], None, None,
-                             dur, None if base is None else base + off, False, True, None])
+            self.buf.append(
+                [
+                    name,
+                    rec[_CYCLE],
+                    rec[_DEPTH] + 1 + depth,
+                    rec[_NAME],
+                    None,
+                    None,
+                    dur,
+                    None if base is None else base + off,
+                    False,
+                    True,
+                    None,
+                ]
+            )
 
     def header(self):
         torch = self.torch or sys.modules.get("torch")
@@ -1132,32 +1271,56 @@ class _Timer:
             impl = time.get_clock_info("perf_counter").implementation
         except Exception:
             impl = None
-        return {"kind": "header", "schema": SCHEMA, "mode": self.mode,
-                "requested_mode": self.requested, "rank": self.rank,
-                "rank_source": self.rank_source, "world_size": self.world, "pid": self.pid,
-                "host": socket.gethostname(), "python": sys.version.split()[0],
-                "torch": getattr(torch, "__version__", None), "cuda_device": device,
-                "graph_steps": self.graph_steps, "ab_cycles": self.ab,
-                "nvtx": self.push is not None, "event_api": self.event_api,
-                "share_ns": self.share_ns if self.mode == "events" else None,
-                **({"sampling": {"every": self.sample, "method": "bernoulli", "seed": self.seed,
-                                 "seed_source": self.seed_source}} if self.sample > 1 else {}),
-                "clock": {"host": "time.perf_counter_ns", "host_impl": impl,
-                          "host_t0_ns": self.host_t0, "wall_t0_ns": self.wall_t0,
-                          "boot_id": _boot_id(),
-                          "device": {"events": "cuda event elapsed_time (float ms, ~0.5 us)",
-                                     "sync": "torch.cuda.synchronize + perf_counter_ns"}
-                          .get(self.mode)},
-                "argv": list(sys.argv[:8])}
+        return {
+            "kind": "header",
+            "schema": SCHEMA,
+            "mode": self.mode,
+            "requested_mode": self.requested,
+            "rank": self.rank,
+            "rank_source": self.rank_source,
+            "world_size": self.world,
+            "pid": self.pid,
+            "host": socket.gethostname(),
+            "python": sys.version.split()[0],
+            "torch": getattr(torch, "__version__", None),
+            "cuda_device": device,
+            "graph_steps": self.graph_steps,
+            "ab_cycles": self.ab,
+            "nvtx": self.push is not None,
+            "event_api": self.event_api,
+            "share_ns": self.share_ns if self.mode == "events" else None,
+            **(
+                {
+                    "sampling": {
+                        "every": self.sample,
+                        "method": "bernoulli",
+                        "seed": self.seed,
+                        "seed_source": self.seed_source,
+                    }
+                }
+                if self.sample > 1
+                else {}
+            ),
+            "clock": {
+                "host": "time.perf_counter_ns",
+                "host_impl": impl,
+                "host_t0_ns": self.host_t0,
+                "wall_t0_ns": self.wall_t0,
+                "boot_id": _boot_id(),
+                "device": {
+                    "events": "cuda event elapsed_time (float ms, ~0.5 us)",
+                    "sync": "torch.cuda.synchronize + perf_counter_ns",
+                }.get(self.mode),
+            },
+            "argv": list(sys.argv[:8]),
+        }
 
     def _open(self):
         if not self.rank_final:
             self._refresh_rank()
         os.makedirs(self.directory, exist_ok=True)
-        path = os.path.join(self.directory, "%s.rank%d.pid%d.jsonl"
-                            % (FILE_PREFIX, self.rank, self.pid))
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0),
-                     0o644)
+        path = os.path.join(self.directory, "%s.rank%d.pid%d.jsonl" % (FILE_PREFIX, self.rank, self.pid))
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         self.path, self.fd = path, fd
         self.out.insert(0, _json_line(self.header()))
 
@@ -1165,8 +1328,9 @@ class _Timer:
         """One write of everything waiting: at most one per cycle."""
         if self.buf:
             names = self.quoted
-            self.out.extend(_phase_line(rec, names) if type(rec) is list else _json_line(rec)
-                            for rec in self.buf)
+            self.out.extend(
+                _phase_line(rec, names) if type(rec) is list else _json_line(rec) for rec in self.buf
+            )
             self.out_records += len(self.buf)
             self.buf = []
         self.last_flush = _perf()
@@ -1182,7 +1346,7 @@ class _Timer:
         data = "".join(self.out).encode("utf-8")
         view, fd = memoryview(data), self.fd
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         # nothing below can lose a record: a KeyboardInterrupt here repeats it at most
         # (the report drops repeated records)
         self.out = []
@@ -1235,8 +1399,10 @@ def _fail(where, exc):
     try:
         if not _failed:
             path = getattr(_timer, "path", None) or getattr(_timer, "directory", "?")
-            _warn("%s failed (%s: %s; timing files: %s); timing is off for pid %d"
-                  % (where, type(exc).__name__, exc, path, os.getpid()))
+            _warn(
+                "%s failed (%s: %s; timing files: %s); timing is off for pid %d"
+                % (where, type(exc).__name__, exc, path, os.getpid())
+            )
         _failed = True
         _bind(None)
         fd = getattr(_timer, "fd", None)
@@ -1291,8 +1457,19 @@ def _sample_seed(seed=None):
         return (os.getpid() * 1000003 + time.time_ns()) % (1 << 32), "pid+time"
 
 
-def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=None, ab=None,
-              nvtx=None, event_api=None, share_ns=None, sample=None, seed=None):
+def configure(
+    mode=None,
+    directory=None,
+    graph_steps=None,
+    batch=None,
+    flush_s=None,
+    ab=None,
+    nvtx=None,
+    event_api=None,
+    share_ns=None,
+    sample=None,
+    seed=None,
+):
     """(Re)start timing in this process; returns the mode in effect.
 
     Arguments left as None come from the environment (ab: PATCHKIT_TIMER_AB, nvtx:
@@ -1335,11 +1512,20 @@ def configure(mode=None, directory=None, graph_steps=None, batch=None, flush_s=N
             share_ns = _env_int("PATCHKIT_TIMER_SHARE_NS", 1000, minimum=0)
         if sample is None:
             sample = _sample_every()
-        _timer = _Timer(effective, requested, os.path.abspath(directory), graph_steps,
-                        batch or _env_int("PATCHKIT_TIMER_BATCH", 512), flush_s, ab=ab,
-                        nvtx=nvtx, event_api=event_api, share_ns=share_ns,
-                        sample=int(sample),
-                        seed=_sample_seed(seed) if int(sample) > 1 else None)
+        _timer = _Timer(
+            effective,
+            requested,
+            os.path.abspath(directory),
+            graph_steps,
+            batch or _env_int("PATCHKIT_TIMER_BATCH", 512),
+            flush_s,
+            ab=ab,
+            nvtx=nvtx,
+            event_api=event_api,
+            share_ns=share_ns,
+            sample=int(sample),
+            seed=_sample_seed(seed) if int(sample) > 1 else None,
+        )
         _failed = False
         _bind(_timer)
         _at_process_exit()
@@ -1356,8 +1542,7 @@ def _at_process_exit():
     mp_util = sys.modules.get("multiprocessing.util")
     process = sys.modules.get("multiprocessing.process")
     try:
-        if mp_util is not None and process is not None \
-                and process.current_process().name != "MainProcess":
+        if mp_util is not None and process is not None and process.current_process().name != "MainProcess":
             mp_util.Finalize(None, shutdown, exitpriority=100)
     except Exception:
         pass
@@ -1391,8 +1576,13 @@ def shutdown():
     if timer is None or timer.pid != os.getpid():
         return
     try:
-        if timer.fd is not None or timer.out or timer.buf or timer.head < len(timer.pending) \
-                or timer.cycle_no >= 0:
+        if (
+            timer.fd is not None
+            or timer.out
+            or timer.buf
+            or timer.head < len(timer.pending)
+            or timer.cycle_no >= 0
+        ):
             timer.flush(final=True)
     except Exception as exc:
         _fail("writing at exit", exc)

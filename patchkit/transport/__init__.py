@@ -39,8 +39,7 @@ class Transport:
         argv = self.argv()
         start = time.monotonic()
         try:
-            proc = subprocess.run(argv, input=script, capture_output=True, timeout=timeout,
-                                  env=self.env)
+            proc = subprocess.run(argv, input=script, capture_output=True, timeout=timeout, env=self.env)
         except FileNotFoundError as e:
             raise TransportError(f"{self.label}: cannot start {argv[0]!r}: {e.strerror}") from e
         except subprocess.TimeoutExpired as e:
@@ -68,8 +67,14 @@ def _bad_chars(text: str) -> bool:
     return any(ch in text for ch in ("\0", "\n", "\r"))
 
 
-def parse_target(spec: str, *, cwd: str | None = None, container: str | None = None,
-                 exec_prefix: str | None = None, **options) -> Transport:
+def parse_target(
+    spec: str,
+    *,
+    cwd: str | None = None,
+    container: str | None = None,
+    exec_prefix: str | None = None,
+    **options,
+) -> Transport:
     """Turn a --target string into a Transport.
 
     Local directories may be relative to `cwd` (where invoke runs). Remote forms
@@ -91,10 +96,10 @@ def parse_target(spec: str, *, cwd: str | None = None, container: str | None = N
 def _parse_remote(spec: str, **kw) -> Transport | None:
     """Hook for SSH / container transports; returns None for a plain local path."""
     try:
-        from patchkit.transport import remote  # noqa: F401  (added by the remote-targets work)
+        from patchkit.transport import remote  # (added by the remote-targets work)
     except ImportError:
         if spec.startswith(("ssh://", "docker://")):
-            raise InvalidInput(f"target {spec!r}: remote targets are not available in this build")
+            raise InvalidInput(f"target {spec!r}: remote targets are not available in this build") from None
         return None
     return remote.parse_remote_target(spec, **kw)
 
@@ -106,6 +111,8 @@ def _one_pod(spec: str, **kw) -> Transport:
 
     pods = expand_targets([spec], **kw)
     if len(pods) != 1:
-        raise InvalidInput(f"target {spec!r}: the selector matched {len(pods)} running pods; "
-                           "here one target is needed (narrow the selector)")
+        raise InvalidInput(
+            f"target {spec!r}: the selector matched {len(pods)} running pods; "
+            "here one target is needed (narrow the selector)"
+        )
     return pods[0]

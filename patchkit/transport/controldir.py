@@ -35,9 +35,11 @@ def user_control_dir() -> str:
     path = os.environ.get(ENV_VAR) or _default_dir()
     path = os.path.abspath(os.path.expanduser(path))
     if len(path) + 1 + 40 + _TEMP_SUFFIX > SOCKET_PATH_MAX:
-        raise InvalidInput(f"SSH control directory {path!r} is too long for unix socket paths "
-                           f"(at most {SOCKET_PATH_MAX - 41 - _TEMP_SUFFIX} characters); set "
-                           f"{ENV_VAR} to a shorter directory or use --ssh-persist 0")
+        raise InvalidInput(
+            f"SSH control directory {path!r} is too long for unix socket paths "
+            f"(at most {SOCKET_PATH_MAX - 41 - _TEMP_SUFFIX} characters); set "
+            f"{ENV_VAR} to a shorter directory or use --ssh-persist 0"
+        )
     ensure_private_dir(path)
     return path
 
@@ -49,8 +51,12 @@ def _default_dir() -> str:
             st = os.stat(runtime)
         except OSError:
             st = None
-        if st is not None and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() \
-                and not st.st_mode & 0o077:
+        if (
+            st is not None
+            and stat.S_ISDIR(st.st_mode)
+            and st.st_uid == os.getuid()
+            and not st.st_mode & 0o077
+        ):
             return os.path.join(runtime, "patchkit-ssh")
     return f"/tmp/patchkit-ssh-{os.getuid()}"
 
@@ -62,21 +68,27 @@ def ensure_private_dir(path: str) -> None:
     except FileExistsError:
         pass
     except OSError as e:
-        raise InvalidInput(f"cannot create the SSH control directory {path!r}: {e.strerror}; "
-                           f"set {ENV_VAR} elsewhere or use --ssh-persist 0") from e
+        raise InvalidInput(
+            f"cannot create the SSH control directory {path!r}: {e.strerror}; "
+            f"set {ENV_VAR} elsewhere or use --ssh-persist 0"
+        ) from e
     # Open without following a symlink and check what was opened: no window between the check
     # and the repair in which the name could be swapped.
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as e:
-        raise InvalidInput(f"SSH control directory {path!r} is not a plain directory "
-                           f"({e.strerror}); remove it, set {ENV_VAR} or use --ssh-persist 0") from e
+        raise InvalidInput(
+            f"SSH control directory {path!r} is not a plain directory "
+            f"({e.strerror}); remove it, set {ENV_VAR} or use --ssh-persist 0"
+        ) from e
     try:
         st = os.fstat(fd)
         if st.st_uid != os.getuid():
-            raise InvalidInput(f"SSH control directory {path!r} belongs to uid {st.st_uid}, not "
-                               f"to you (uid {os.getuid()}): refusing to use its sockets; remove "
-                               f"it, set {ENV_VAR} or use --ssh-persist 0")
+            raise InvalidInput(
+                f"SSH control directory {path!r} belongs to uid {st.st_uid}, not "
+                f"to you (uid {os.getuid()}): refusing to use its sockets; remove "
+                f"it, set {ENV_VAR} or use --ssh-persist 0"
+            )
         if stat.S_IMODE(st.st_mode) != 0o700:
             os.fchmod(fd, 0o700)
             _remove_foreign_entries(fd)
@@ -90,7 +102,7 @@ def _remove_foreign_entries(dir_fd: int) -> None:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             if st.st_uid != os.getuid() or not stat.S_ISSOCK(st.st_mode):
                 if stat.S_ISDIR(st.st_mode):
-                    continue    # not ours to judge; ssh never makes directories here
+                    continue  # not ours to judge; ssh never makes directories here
                 os.unlink(name, dir_fd=dir_fd)
         except FileNotFoundError:
             pass
@@ -99,8 +111,7 @@ def _remove_foreign_entries(dir_fd: int) -> None:
 def master_pid(check_argv: list[str]) -> int | None:
     """Run an `ssh … -O check` argv; the master's pid when one answers, else None."""
     try:
-        proc = subprocess.run(check_argv, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=10)
+        proc = subprocess.run(check_argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     m = _MASTER_RUNNING.search(proc.stderr + proc.stdout)
@@ -122,9 +133,22 @@ def stop_masters(control_dir: str, ssh_program: str = "ssh") -> int:
         try:
             if not stat.S_ISSOCK(os.lstat(sock).st_mode):
                 continue
-            proc = subprocess.run([ssh_program, "-o", "BatchMode=yes", "-o", f"ControlPath={sock}",
-                                   "-O", "exit", "--", "patchkit-master"],
-                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+            proc = subprocess.run(
+                [
+                    ssh_program,
+                    "-o",
+                    "BatchMode=yes",
+                    "-o",
+                    f"ControlPath={sock}",
+                    "-O",
+                    "exit",
+                    "--",
+                    "patchkit-master",
+                ],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=10,
+            )
         except (OSError, subprocess.TimeoutExpired):
             continue
         stopped += proc.returncode == 0

@@ -26,12 +26,16 @@ class ExecTransport(Transport):
     def run(self, script: bytes, timeout: float | None = None) -> RunResult:
         result = super().run(script, timeout if timeout is not None else self.timeout)
         if result.returncode < 0:
-            raise TransportError(f"{self.label}: {self.prefix[0]!r} was killed by signal "
-                                 f"{-result.returncode} before the answer was complete")
+            raise TransportError(
+                f"{self.label}: {self.prefix[0]!r} was killed by signal "
+                f"{-result.returncode} before the answer was complete"
+            )
         if result.returncode in (126, 127) and not result.stdout:
-            raise TransportError(f"{self.label}: {shlex.join(self.argv())!r} could not start "
-                                 f"the shell (exit {result.returncode}): "
-                                 f"{_last_line(result.stderr) or 'no message'}")
+            raise TransportError(
+                f"{self.label}: {shlex.join(self.argv())!r} could not start "
+                f"the shell (exit {result.returncode}): "
+                f"{_last_line(result.stderr) or 'no message'}"
+            )
         return result
 
 

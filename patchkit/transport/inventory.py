@@ -30,6 +30,7 @@ import fnmatch
 import os
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from patchkit.errors import InvalidInput
@@ -93,15 +94,16 @@ class Inventory:
 
     def add_child(self, parent: str, child: str, line: int) -> None:
         if child == "all":
-            raise InventoryError(self.path, line, f"group {parent!r}: 'all' contains every "
-                                 "group and cannot be a child")
+            raise InventoryError(
+                self.path, line, f"group {parent!r}: 'all' contains every group and cannot be a child"
+            )
         self.group(child, line)
         children = self.group(parent, line).children
         if child not in children:
             children.append(child)
             self.edges[(parent, child)] = line
 
-    def finish(self) -> "Inventory":
+    def finish(self) -> Inventory:
         """Add `all` / `ungrouped` as Ansible does, and refuse cycles."""
         top = self.group("all", 0)
         for name, group in self.groups.items():
@@ -110,8 +112,7 @@ class Inventory:
         for name in self.groups:
             if name != "all" and name not in parents and name not in top.children:
                 top.children.append(name)
-        grouped = {h for name, g in self.groups.items() if name not in ("all", "ungrouped")
-                   for h in g.hosts}
+        grouped = {h for name, g in self.groups.items() if name not in ("all", "ungrouped") for h in g.hosts}
         ungrouped = self.group("ungrouped", 0)
         for name in self.hosts:
             if name not in grouped and name not in ungrouped.hosts:
@@ -122,9 +123,11 @@ class Inventory:
 
     def _check_cycle(self, name: str, group: Group, path: list[str]) -> None:
         if name in path:
-            raise InventoryError(self.path, self.edges.get((path[-1], name), group.line),
-                                 "group cycle: "
-                                 + " -> ".join(path[path.index(name):] + [name]))
+            raise InventoryError(
+                self.path,
+                self.edges.get((path[-1], name), group.line),
+                "group cycle: " + " -> ".join(path[path.index(name) :] + [name]),
+            )
         for child in group.children:
             self._check_cycle(child, self.groups[child], path + [name])
 
@@ -145,6 +148,7 @@ class Inventory:
             depth[name] = max(depth.get(name, -1), level)
             for child in self.groups[name].children:
                 walk(child, level + 1)
+
         walk("all", 0)
         if self._members is None:
             self._members = {g: self.group_hosts(g) for g in self.groups}
@@ -171,7 +175,7 @@ class Inventory:
             else:
                 union |= self._match(term, pattern)
         if not any(not t.startswith(("&", "!")) for t in terms):
-            union = set(self.hosts)          # "!gpu3" alone means all but gpu3
+            union = set(self.hosts)  # "!gpu3" alone means all but gpu3
         for hosts in narrow:
             union &= hosts
         chosen = [h for h in self.hosts if h in union and h not in exclude]
@@ -191,8 +195,8 @@ class Inventory:
             try:
                 rx = re.compile(term[1:])
             except re.error as e:
-                raise InvalidInput(f"--limit {pattern!r}: bad regular expression {term!r}: {e}")
-            test = rx.search
+                raise InvalidInput(f"--limit {pattern!r}: bad regular expression {term!r}: {e}") from e
+            test: Callable[[str], object] | None = rx.search
         elif any(ch in term for ch in "*?["):
             test = lambda name: fnmatch.fnmatchcase(name, term)  # noqa: E731
         else:
@@ -203,12 +207,15 @@ class Inventory:
                     found |= self.group_hosts(name)
             found |= {h for h in self.hosts if test(h)}
         if not found:
-            raise InvalidInput(f"{self.path}: --limit {pattern!r}: {term!r} is no host or group "
-                               f"of this inventory (groups: {', '.join(sorted(self.groups))})")
+            raise InvalidInput(
+                f"{self.path}: --limit {pattern!r}: {term!r} is no host or group "
+                f"of this inventory (groups: {', '.join(sorted(self.groups))})"
+            )
         return found
 
 
 # ---- loading ------------------------------------------------------------------------------------
+
 
 def load_inventory(path: str) -> Inventory:
     try:
@@ -219,12 +226,9 @@ def load_inventory(path: str) -> Inventory:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
+        line = data[: e.start].count(b"\n") + 1
         raise InventoryError(path, line, "not UTF-8 text") from e
-    if path.lower().endswith(_YAML_SUFFIXES):
-        inventory = _load_yaml(path, text)
-    else:
-        inventory = _load_ini(path, text)
+    inventory = _load_yaml(path, text) if path.lower().endswith(_YAML_SUFFIXES) else _load_ini(path, text)
     inventory.finish()
     if not inventory.hosts:
         raise InventoryError(path, None, "the inventory lists no hosts")
@@ -252,9 +256,11 @@ def _vars_files(folder: str, name: str) -> list[str]:
         if os.path.isfile(candidate):
             found.append(candidate)
         elif suffix == "" and os.path.isdir(candidate):
-            found += [os.path.join(candidate, f) for f in sorted(os.listdir(candidate))
-                      if os.path.isfile(os.path.join(candidate, f))
-                      and (f.endswith(_YAML_SUFFIXES) or "." not in f)]
+            found += [
+                os.path.join(candidate, f)
+                for f in sorted(os.listdir(candidate))
+                if os.path.isfile(os.path.join(candidate, f)) and (f.endswith(_YAML_SUFFIXES) or "." not in f)
+            ]
     return found
 
 
@@ -267,8 +273,10 @@ def _yaml_vars(path: str) -> dict:
     root, loader = _compose(path, text)
     if root is None or _is_null(root):
         return {}
-    return {var: (loader.construct_document(node), (path, _line(node)))
-            for var, node in _mapping(path, root, "a variables file")}
+    return {
+        var: (loader.construct_document(node), (path, _line(node)))
+        for var, node in _mapping(path, root, "a variables file")
+    }
 
 
 def _literal(value: str):
@@ -293,8 +301,12 @@ def _load_ini(path: str, text: str) -> Inventory:
                 raise InventoryError(path, number, f"bad section header {line!r}")
             group, kind = m.group(1), m.group(2) if m.group(2) is not None else "hosts"
             if kind not in ("hosts", "vars", "children"):
-                raise InventoryError(path, number, f"unknown section kind {kind!r} in {line!r} "
-                                     "(use [group], [group:vars] or [group:children])")
+                raise InventoryError(
+                    path,
+                    number,
+                    f"unknown section kind {kind!r} in {line!r} "
+                    "(use [group], [group:vars] or [group:children])",
+                )
             if kind == "vars":
                 var_sections.append((group, number))
             else:
@@ -304,27 +316,25 @@ def _load_ini(path: str, text: str) -> Inventory:
         if kind == "vars":
             key, eq, value = line.partition("=")
             if not eq or not key.strip():
-                raise InventoryError(path, number, f"expected key=value in [{group}:vars], "
-                                     f"found {line!r}")
+                raise InventoryError(path, number, f"expected key=value in [{group}:vars], found {line!r}")
             inv.group(group, number).vars[key.strip()] = (_literal(value.strip()), number)
         elif kind == "children":
             words = line.split("#", 1)[0].split()
             if len(words) != 1 or not _NAME.match(words[0]):
-                raise InventoryError(path, number, "expected one group name in "
-                                     f"[{group}:children], found {line!r}")
+                raise InventoryError(
+                    path, number, f"expected one group name in [{group}:children], found {line!r}"
+                )
             inv.add_child(group, words[0], number)
             defined.add(words[0])
         else:
             _ini_host_line(inv, path, number, line, group, seen_section=group != "ungrouped")
     for group, number in var_sections:
         if group not in defined:
-            raise InventoryError(path, number, f"[{group}:vars] for a group that is never "
-                                 "defined")
+            raise InventoryError(path, number, f"[{group}:vars] for a group that is never defined")
     return inv
 
 
-def _ini_host_line(inv: Inventory, path: str, number: int, line: str, group: str,
-                   seen_section: bool) -> None:
+def _ini_host_line(inv: Inventory, path: str, number: int, line: str, group: str, seen_section: bool) -> None:
     try:
         words = shlex.split(line, comments=True)
     except ValueError as e:
@@ -335,8 +345,7 @@ def _ini_host_line(inv: Inventory, path: str, number: int, line: str, group: str
     for word in words[1:]:
         key, eq, value = word.partition("=")
         if not eq or not key:
-            raise InventoryError(path, number, f"expected key=value after the host name, found "
-                                 f"{word!r}")
+            raise InventoryError(path, number, f"expected key=value after the host name, found {word!r}")
         variables[key] = (_literal(value), number)
     if spec.endswith(":"):
         hint = "" if seen_section else " (is this a YAML inventory? name it .yml)"
@@ -356,15 +365,14 @@ def expand_hosts(pattern: str, path: str, line: int) -> list[str]:
         if not _NAME.match(pattern):
             raise InventoryError(path, line, f"bad host name {pattern!r}")
         return [pattern]
-    head, tail = pattern[:m.start()], pattern[m.end():]
+    head, tail = pattern[: m.start()], pattern[m.end() :]
     begin, end, step = m.group(1) or "0", m.group(2), int(m.group(3) or 1)
     if begin.isdigit() != end.isdigit() or step < 1:
         raise InventoryError(path, line, f"bad host range {m.group(0)!r} in {pattern!r}")
     if begin.isdigit():
         width = len(begin) if begin.startswith("0") and len(begin) > 1 else 0
         if width and len(end) != width:
-            raise InventoryError(path, line, f"host range {m.group(0)!r}: begin and end need "
-                                 "the same width")
+            raise InventoryError(path, line, f"host range {m.group(0)!r}: begin and end need the same width")
         values = [str(i).zfill(width) for i in range(int(begin), int(end) + 1, step)]
     else:
         values = [chr(i) for i in range(ord(begin), ord(end) + 1, step)]
@@ -378,14 +386,16 @@ def _compose(path: str, text: str):
     try:
         import yaml
     except ImportError as e:
-        raise InvalidInput(f"{path}: YAML inventories and group_vars/ need PyYAML: "
-                           "pip install 'patchkit[inventory]'") from e
+        raise InvalidInput(
+            f"{path}: YAML inventories and group_vars/ need PyYAML: pip install 'patchkit[inventory]'"
+        ) from e
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        raise InventoryError(path, mark.line + 1 if mark else None,
-                             f"not valid YAML: {getattr(e, 'problem', None) or e}") from e
+        raise InventoryError(
+            path, mark.line + 1 if mark else None, f"not valid YAML: {getattr(e, 'problem', None) or e}"
+        ) from e
     return root, yaml.SafeLoader("")
 
 
@@ -411,6 +421,7 @@ def _is_null(node) -> bool:
 def _mapping(path: str, node, what: str):
     """(name, value node) pairs of a YAML mapping whose keys are plain names."""
     import yaml
+
     if not isinstance(node, yaml.MappingNode):
         kind = "a list" if isinstance(node, yaml.SequenceNode) else f"{node.value!r}"
         raise InventoryError(path, _line(node), f"{what} must be a mapping, found {kind}")
@@ -428,9 +439,11 @@ def _yaml_group(inv: Inventory, path: str, name: str, node, value) -> None:
         return
     for key, child in _mapping(path, node, f"group {name!r}"):
         if key not in _GROUP_KEYS:
-            raise InventoryError(path, _line(child) if not _is_null(child) else _line(node),
-                                 f"group {name!r}: unknown key {key!r} "
-                                 f"(a group has {', '.join(_GROUP_KEYS)})")
+            raise InventoryError(
+                path,
+                _line(child) if not _is_null(child) else _line(node),
+                f"group {name!r}: unknown key {key!r} (a group has {', '.join(_GROUP_KEYS)})",
+            )
         if _is_null(child):
             continue
         if key == "hosts":
@@ -452,8 +465,11 @@ def _yaml_group(inv: Inventory, path: str, name: str, node, value) -> None:
 
 # ---- hosts as targets ---------------------------------------------------------------------------
 
-_ALIASES = {"ansible_ssh_host": "ansible_host", "ansible_ssh_port": "ansible_port",
-            "ansible_ssh_user": "ansible_user"}
+_ALIASES = {
+    "ansible_ssh_host": "ansible_host",
+    "ansible_ssh_port": "ansible_port",
+    "ansible_ssh_user": "ansible_user",
+}
 _FLAG_OPTIONS = {"-J": "ProxyJump", "-i": "IdentityFile", "-p": "Port", "-l": "User"}
 _BARE_FLAGS = {"-4": "AddressFamily=inet", "-6": "AddressFamily=inet6", "-C": "Compression=yes"}
 
@@ -461,6 +477,7 @@ _BARE_FLAGS = {"-4": "AddressFamily=inet", "-6": "AddressFamily=inet6", "-C": "C
 @dataclass
 class HostTarget:
     """One inventory host resolved to what a transport needs; `line` is where it is defined."""
+
     name: str
     line: int
     connection: str
@@ -469,7 +486,7 @@ class HostTarget:
     user: str | None = None
     port: int | None = None
     ssh_options: tuple[str, ...] = ()
-    k8s: str | None = None            # patchkit_k8s: NAMESPACE/SELECTOR (root: patchkit_root)
+    k8s: str | None = None  # patchkit_k8s: NAMESPACE/SELECTOR (root: patchkit_root)
     k8s_options: dict = field(default_factory=dict)
 
 
@@ -484,27 +501,41 @@ def resolve_host(inv: Inventory, name: str, root: str | None = None) -> HostTarg
         if val is None:
             return None, at
         if isinstance(val, (dict, list, tuple, bool)) or (isinstance(val, str) and "{{" in val):
-            raise InventoryError(inv.path, at, f"host {name!r}: {key} = {val!r} is not a plain "
-                                 "value (templates are not supported)")
+            raise InventoryError(
+                inv.path,
+                at,
+                f"host {name!r}: {key} = {val!r} is not a plain value (templates are not supported)",
+            )
         return str(val), at
 
     k8s, _ = text("patchkit_k8s")
     connection, at = text("ansible_connection")
     connection = "k8s" if k8s else connection or "ssh"
     if connection not in ("ssh", "smart", "paramiko", "local", "k8s"):
-        raise InventoryError(inv.path, at, f"host {name!r}: ansible_connection={connection} is "
-                             "not supported (ssh or local)")
+        raise InventoryError(
+            inv.path, at, f"host {name!r}: ansible_connection={connection} is not supported (ssh or local)"
+        )
     target_root, at = (root, line) if root else text("patchkit_root")
     if not target_root:
-        raise InventoryError(inv.path, line, f"host {name!r} has no patchkit_root variable; set "
-                             "one (host, group or all) or give --root")
+        raise InventoryError(
+            inv.path,
+            line,
+            f"host {name!r} has no patchkit_root variable; set one (host, group or all) or give --root",
+        )
     if not target_root.startswith("/"):
-        raise InventoryError(inv.path, at, f"host {name!r}: patchkit_root {target_root!r} must "
-                             "be an absolute path")
+        raise InventoryError(
+            inv.path, at, f"host {name!r}: patchkit_root {target_root!r} must be an absolute path"
+        )
     if k8s:
-        k8s_options = {key: val for key, var in (("k8s_container", "patchkit_k8s_container"),
-                                                 ("kube_context", "patchkit_kube_context"))
-                       for val in [text(var)[0]] if val}
+        k8s_options = {
+            key: val
+            for key, var in (
+                ("k8s_container", "patchkit_k8s_container"),
+                ("kube_context", "patchkit_kube_context"),
+            )
+            for val in [text(var)[0]]
+            if val
+        }
         return HostTarget(name, line, "k8s", "", target_root, k8s=k8s, k8s_options=k8s_options)
     address = text("ansible_host")[0] or name
     user = text("ansible_user")[0]
@@ -515,15 +546,23 @@ def resolve_host(inv: Inventory, name: str, root: str | None = None) -> HostTarg
             raise InventoryError(inv.path, at, f"host {name!r}: bad ansible_port {port_text!r}")
         port = int(port_text)
     options: list[str] = []
-    key, at = text("ansible_ssh_private_key_file")
-    if key:
-        options.append(f"IdentityFile={os.path.expanduser(key)}")
+    key_file, at = text("ansible_ssh_private_key_file")
+    if key_file:
+        options.append(f"IdentityFile={os.path.expanduser(key_file)}")
     for var in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
         args, at = text(var)
         if args:
             options += _ssh_args_as_options(inv.path, at, name, var, args)
-    return HostTarget(name, line, "local" if connection == "local" else "ssh", address,
-                      target_root, user, port, tuple(options))
+    return HostTarget(
+        name,
+        line,
+        "local" if connection == "local" else "ssh",
+        address,
+        target_root,
+        user,
+        port,
+        tuple(options),
+    )
 
 
 def _ssh_args_as_options(path: str, line: int, host: str, var: str, args: str) -> list[str]:
@@ -548,37 +587,49 @@ def _ssh_args_as_options(path: str, line: int, host: str, var: str, args: str) -
                 if not sep:
                     key, _, rest = value.partition(" ")
                 if not key or not rest.strip():
-                    raise InventoryError(path, line, f"host {host!r}: {var}: -o {value!r} is "
-                                         "not Key=Value")
+                    raise InventoryError(path, line, f"host {host!r}: {var}: -o {value!r} is not Key=Value")
                 out.append(f"{key}={rest.strip()}")
             else:
                 out.append(f"{_FLAG_OPTIONS[flag]}={value}")
         else:
-            raise InventoryError(path, line, f"host {host!r}: {var}: {word!r} is not supported "
-                                 "(use -o Key=Value, -J, -i, -p, -l, -4, -6 or -C)")
+            raise InventoryError(
+                path,
+                line,
+                f"host {host!r}: {var}: {word!r} is not supported "
+                "(use -o Key=Value, -J, -i, -p, -l, -4, -6 or -C)",
+            )
         i += 1
     return out
 
 
-def host_transport(inv: Inventory, host: HostTarget, *, cwd: str | None = None,
-                   container: str | None = None, exec_prefix: str | None = None,
-                   **options) -> Transport:
+def host_transport(
+    inv: Inventory,
+    host: HostTarget,
+    *,
+    cwd: str | None = None,
+    container: str | None = None,
+    exec_prefix: str | None = None,
+    **options,
+) -> Transport:
     """A Transport for one resolved host; site ssh_options come after the host's own."""
     label = f"{host.name}:{host.root}"
     try:
         if host.connection == "local":
-            transport = parse_target(host.root, cwd=cwd, container=container,
-                                     exec_prefix=exec_prefix, **options)
+            transport = parse_target(
+                host.root, cwd=cwd, container=container, exec_prefix=exec_prefix, **options
+            )
         else:
             shown = f"[{host.address}]" if ":" in host.address else host.address
-            spec = (f"ssh://{host.user + '@' if host.user else ''}{shown}"
-                    f"{':' + str(host.port) if host.port else ''}{host.root}")
+            spec = (
+                f"ssh://{host.user + '@' if host.user else ''}{shown}"
+                f"{':' + str(host.port) if host.port else ''}{host.root}"
+            )
             options = dict(options)
             site = options.get("ssh_options") or ()
             options["ssh_options"] = list(host.ssh_options) + (
-                [site] if isinstance(site, str) else list(site))
-            transport = parse_target(spec, cwd=cwd, container=container,
-                                     exec_prefix=exec_prefix, **options)
+                [site] if isinstance(site, str) else list(site)
+            )
+            transport = parse_target(spec, cwd=cwd, container=container, exec_prefix=exec_prefix, **options)
     except InvalidInput as e:
         raise InventoryError(inv.path, host.line, f"host {host.name!r}: {e.message}") from e
     via = transport.label.partition(" via ")[2]
@@ -586,8 +637,9 @@ def host_transport(inv: Inventory, host: HostTarget, *, cwd: str | None = None,
     return transport
 
 
-def inventory_transports(path: str, limit: str | None = None, root: str | None = None,
-                         **options) -> list[Transport]:
+def inventory_transports(
+    path: str, limit: str | None = None, root: str | None = None, **options
+) -> list[Transport]:
     """The hosts of `path` chosen by `limit`, as Transports (the caller closes them)."""
     inv = load_inventory(path)
     hosts = [resolve_host(inv, name, root) for name in inv.select(limit)]
@@ -605,15 +657,24 @@ def inventory_transports(path: str, limit: str | None = None, root: str | None =
     return transports
 
 
-def _k8s_transports(inv: Inventory, host: HostTarget, *, cwd: str | None = None,
-                    container: str | None = None, exec_prefix: str | None = None,
-                    **options) -> list[Transport]:
+def _k8s_transports(
+    inv: Inventory,
+    host: HostTarget,
+    *,
+    cwd: str | None = None,
+    container: str | None = None,
+    exec_prefix: str | None = None,
+    **options,
+) -> list[Transport]:
     """The running pods of a host with `patchkit_k8s`, rows named `HOST/POD:ROOT`."""
     from patchkit.transport.k8s import parse_k8s, pod_transports
 
     if container is not None or exec_prefix is not None:
-        raise InventoryError(inv.path, host.line, f"host {host.name!r}: patchkit_k8s hosts take "
-                             "--k8s-container, not --container or --exec")
+        raise InventoryError(
+            inv.path,
+            host.line,
+            f"host {host.name!r}: patchkit_k8s hosts take --k8s-container, not --container or --exec",
+        )
     try:
         selection = parse_k8s(f"k8s:{host.k8s}:{host.root}")
     except InvalidInput as e:

@@ -40,7 +40,8 @@ _VALUE = rf"(?:{_NAME})?"
 _TERM = re.compile(
     rf"(?:!\s*(?P<absent>{_KEY})"
     rf"|(?P<key>{_KEY})\s*(?:(?P<op>==|!=|=)\s*(?P<value>{_VALUE})"
-    rf"|\s+(?P<setop>in|notin)\s*\(\s*(?P<values>{_VALUE}(?:\s*,\s*{_VALUE})*)\s*\))?)\Z")
+    rf"|\s+(?P<setop>in|notin)\s*\(\s*(?P<values>{_VALUE}(?:\s*,\s*{_VALUE})*)\s*\))?)\Z"
+)
 # kubeconfig context names: GKE (gke_p_z_c), EKS ARNs (arn:aws:eks:…:cluster/name), user@cluster
 _CONTEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/+-]{0,252}\Z")
 _PROGRAM = re.compile(r"[A-Za-z0-9_./+-]+\Z")
@@ -62,20 +63,25 @@ def parse_k8s(spec: str) -> K8sSelection:
     """`k8s:NAMESPACE/SELECTOR:ROOT`, every part checked (InvalidInput, exit 2)."""
     from patchkit.transport.remote import check_root
 
-    rest = spec[len(PREFIX):]
+    rest = spec[len(PREFIX) :]
     namespace, slash, rest = rest.partition("/")
     selector, colon, root = rest.partition(":")
     if not slash or not colon or not root.startswith("/"):
-        raise InvalidInput(f"target {spec!r}: write k8s:NAMESPACE/SELECTOR:/abs/path, e.g. "
-                           "k8s:serving/app=sglang,role=worker:/opt/venv/lib/python3.12/site-packages")
-    return K8sSelection(spec, check_namespace(namespace, spec), check_selector(selector, spec),
-                        check_root(root, spec))
+        raise InvalidInput(
+            f"target {spec!r}: write k8s:NAMESPACE/SELECTOR:/abs/path, e.g. "
+            "k8s:serving/app=sglang,role=worker:/opt/venv/lib/python3.12/site-packages"
+        )
+    return K8sSelection(
+        spec, check_namespace(namespace, spec), check_selector(selector, spec), check_root(root, spec)
+    )
 
 
 def check_namespace(name: str, spec: str) -> str:
     if not isinstance(name, str) or not _LABEL.match(name):
-        raise InvalidInput(f"target {spec!r}: bad namespace {name!r} (a Kubernetes name: "
-                           "lowercase letters, digits and '-', at most 63)")
+        raise InvalidInput(
+            f"target {spec!r}: bad namespace {name!r} (a Kubernetes name: "
+            "lowercase letters, digits and '-', at most 63)"
+        )
     return name
 
 
@@ -86,8 +92,10 @@ def check_selector(selector: str, spec: str) -> str:
     for term in _split_terms(selector, spec):
         m = _TERM.match(term)
         if not m:
-            raise InvalidInput(f"target {spec!r}: bad label selector term {term!r} (key=value, "
-                               "key==value, key!=value, key, !key, key in (a,b), key notin (a,b))")
+            raise InvalidInput(
+                f"target {spec!r}: bad label selector term {term!r} (key=value, "
+                "key==value, key!=value, key, !key, key in (a,b), key notin (a,b))"
+            )
     return selector.strip()
 
 
@@ -112,49 +120,68 @@ def _split_terms(selector: str, spec: str) -> list[str]:
 
 def check_container(name, spec: str) -> str:
     if not isinstance(name, str) or not _LABEL.match(name):
-        raise InvalidInput(f"target {spec!r}: bad --k8s-container {name!r} (a Kubernetes name: "
-                           "lowercase letters, digits and '-', at most 63)")
+        raise InvalidInput(
+            f"target {spec!r}: bad --k8s-container {name!r} (a Kubernetes name: "
+            "lowercase letters, digits and '-', at most 63)"
+        )
     return name
 
 
 def check_context(name, spec: str) -> str:
     if not isinstance(name, str) or not _CONTEXT.match(name):
-        raise InvalidInput(f"target {spec!r}: bad --kube-context {name!r} (letters, digits and "
-                           "'_.:@/+-', starting with a letter or digit)")
+        raise InvalidInput(
+            f"target {spec!r}: bad --kube-context {name!r} (letters, digits and "
+            "'_.:@/+-', starting with a letter or digit)"
+        )
     return name
 
 
 def check_kubectl(program, spec: str) -> str:
     if not isinstance(program, str) or not _PROGRAM.match(program) or program.startswith("-"):
-        raise InvalidInput(f"target {spec!r}: bad kubectl program {program!r} (a name or a path "
-                           "of letters, digits and '_./+-')")
+        raise InvalidInput(
+            f"target {spec!r}: bad kubectl program {program!r} (a name or a path "
+            "of letters, digits and '_./+-')"
+        )
     return program
 
 
 # ---- listing and expanding ------------------------------------------------------------------
 
-def running_pods(sel: K8sSelection, *, kubectl: str = "kubectl", container: str | None = None,
-                 context: str | None = None, timeout: float | None = None) -> list[str]:
+
+def running_pods(
+    sel: K8sSelection,
+    *,
+    kubectl: str = "kubectl",
+    container: str | None = None,
+    context: str | None = None,
+    timeout: float | None = None,
+) -> list[str]:
     """Names of the selected pods that run with their containers (or `container`) ready."""
     argv = [kubectl, "get", "pods", "-n", sel.namespace, "-l", sel.selector, "-o", "json"]
     if context:
         argv += ["--context", context]
     where = f"{sel.spec}"
     try:
-        proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL,
-                              timeout=timeout or LIST_TIMEOUT)
+        proc = subprocess.run(
+            argv, capture_output=True, stdin=subprocess.DEVNULL, timeout=timeout or LIST_TIMEOUT
+        )
     except FileNotFoundError as e:
-        raise TransportError(f"{where}: cannot start {kubectl!r} to list the pods: {e.strerror} "
-                             "(install kubectl, or give --kubectl / patchkit.kubectl)") from e
+        raise TransportError(
+            f"{where}: cannot start {kubectl!r} to list the pods: {e.strerror} "
+            "(install kubectl, or give --kubectl / patchkit.kubectl)"
+        ) from e
     except PermissionError as e:
         raise TransportError(f"{where}: cannot start {kubectl!r}: {e.strerror}") from e
     except subprocess.TimeoutExpired as e:
-        raise TransportError(f"{where}: kubectl get pods gave no answer within "
-                             f"{timeout or LIST_TIMEOUT:g} s") from e
+        raise TransportError(
+            f"{where}: kubectl get pods gave no answer within {timeout or LIST_TIMEOUT:g} s"
+        ) from e
     if proc.returncode != 0:
         tail = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-        raise TransportError(f"{where}: kubectl get pods failed (exit {proc.returncode})"
-                             + (f": {' | '.join(tail[-2:])}" if tail else ""))
+        raise TransportError(
+            f"{where}: kubectl get pods failed (exit {proc.returncode})"
+            + (f": {' | '.join(tail[-2:])}" if tail else "")
+        )
     try:
         items = json.loads(proc.stdout.decode("utf-8", "replace")).get("items")
         if not isinstance(items, list):
@@ -170,8 +197,10 @@ def running_pods(sel: K8sSelection, *, kubectl: str = "kubectl", container: str 
         phase = status.get("phase", "?")
         statuses = {c.get("name"): bool(c.get("ready")) for c in status.get("containerStatuses") or []}
         if container is not None and container not in statuses and phase == "Running":
-            raise Refused(f"{where}: pod {name} has no container {container!r} "
-                          f"(it has: {', '.join(map(str, statuses)) or 'none'})")
+            raise Refused(
+                f"{where}: pod {name} has no container {container!r} "
+                f"(it has: {', '.join(map(str, statuses)) or 'none'})"
+            )
         if meta.get("deletionTimestamp"):
             skipped.append(f"{name} (terminating)")
         elif phase != "Running":
@@ -182,8 +211,10 @@ def running_pods(sel: K8sSelection, *, kubectl: str = "kubectl", container: str 
             ready.append(name)
     if not ready:
         seen = f"; it matched only pods not running and ready: {', '.join(skipped)}" if skipped else ""
-        raise Refused(f"{where}: the selector {sel.selector!r} matched no running pod in "
-                      f"namespace {sel.namespace}{seen}; nothing done")
+        raise Refused(
+            f"{where}: the selector {sel.selector!r} matched no running pod in "
+            f"namespace {sel.namespace}{seen}; nothing done"
+        )
     return ready
 
 
@@ -202,8 +233,7 @@ def pod_transports(sel: K8sSelection, *, label: str | None = None, **options) ->
     if options.get("remote_shell"):
         shell = tuple(_split_exec_prefix(options["remote_shell"], sel.spec, "remote_shell"))
     out: list[Transport] = []
-    for pod in running_pods(sel, kubectl=kubectl, container=container, context=context,
-                            timeout=timeout):
+    for pod in running_pods(sel, kubectl=kubectl, container=container, context=context, timeout=timeout):
         prefix = [kubectl, "exec", "-i", pod]
         if container:
             prefix += ["-c", container]
@@ -211,13 +241,17 @@ def pod_transports(sel: K8sSelection, *, label: str | None = None, **options) ->
             prefix += ["--context", context]
         prefix += ["-n", sel.namespace, "--"]
         name = f"{label}/{pod}" if label else f"pod {sel.namespace}/{pod}"
-        out.append(ExecTransport(label=f"{name}:{sel.root}", root=sel.root, prefix=tuple(prefix),
-                                 shell=shell, timeout=timeout))
+        out.append(
+            ExecTransport(
+                label=f"{name}:{sel.root}", root=sel.root, prefix=tuple(prefix), shell=shell, timeout=timeout
+            )
+        )
     return out
 
 
-def expand_targets(targets, *, container: str | None = None, exec_prefix: str | None = None,
-                   **options) -> list:
+def expand_targets(
+    targets, *, container: str | None = None, exec_prefix: str | None = None, **options
+) -> list:
     """`targets` with every `k8s:` spec replaced by its pods' Transports (others unchanged)."""
     out: list = []
     for spec in targets:
@@ -225,7 +259,8 @@ def expand_targets(targets, *, container: str | None = None, exec_prefix: str | 
             out.append(spec)
             continue
         if container is not None or exec_prefix is not None:
-            raise InvalidInput(f"target {spec!r}: k8s: targets take --k8s-container, not "
-                               "--container or --exec")
+            raise InvalidInput(
+                f"target {spec!r}: k8s: targets take --k8s-container, not --container or --exec"
+            )
         out += pod_transports(parse_k8s(spec), **options)
     return out

@@ -50,13 +50,26 @@ _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
 _CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _SSH_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9]*=[^\0\r\n]*\Z")
 
-_OPTION_NAMES = ("ssh_config", "ssh_options", "connect_timeout", "timeout", "reuse",
-                 "control_persist", "shared_master", "remote_shell", "ssh_program",
-                 "container_engine", "kubectl", "k8s_container", "kube_context")
+_OPTION_NAMES = (
+    "ssh_config",
+    "ssh_options",
+    "connect_timeout",
+    "timeout",
+    "reuse",
+    "control_persist",
+    "shared_master",
+    "remote_shell",
+    "ssh_program",
+    "container_engine",
+    "kubectl",
+    "k8s_container",
+    "kube_context",
+)
 
 
-def parse_remote_target(spec: str, *, container: str | None = None,
-                        exec_prefix: str | None = None, **options) -> Transport | None:
+def parse_remote_target(
+    spec: str, *, container: str | None = None, exec_prefix: str | None = None, **options
+) -> Transport | None:
     """Return a Transport for a remote/container spec, or None for a plain local directory."""
     opts = _check_options(options)
     if container is not None and exec_prefix is not None:
@@ -67,8 +80,9 @@ def parse_remote_target(spec: str, *, container: str | None = None,
 
     if spec.startswith("docker://"):
         if container is not None or prefix is not None:
-            raise InvalidInput(f"target {spec!r}: docker:// already names the container; "
-                               "drop --container/--exec")
+            raise InvalidInput(
+                f"target {spec!r}: docker:// already names the container; drop --container/--exec"
+            )
         name, root = _split_docker_url(spec)
         return _exec_transport(spec, root, _container_prefix(name, opts), opts)
 
@@ -78,10 +92,16 @@ def parse_remote_target(spec: str, *, container: str | None = None,
         if container is not None:
             prefix = _container_prefix(container, opts)
         from patchkit.transport.ssh import SshTransport
-        transport = SshTransport(label=_ssh_label(user, host, port, root, prefix), root=root,
-                                 host=host, user=user, port=port,
-                                 remote_prefix=tuple(prefix or ()),
-                                 **_ssh_kwargs(opts, spec))
+
+        transport = SshTransport(
+            label=_ssh_label(user, host, port, root, prefix),
+            root=root,
+            host=host,
+            user=user,
+            port=port,
+            remote_prefix=tuple(prefix or ()),
+            **_ssh_kwargs(opts, spec),
+        )
         return transport
 
     if container is not None or prefix is not None:
@@ -89,20 +109,23 @@ def parse_remote_target(spec: str, *, container: str | None = None,
         root = check_root(spec, spec)
         if container is not None:
             prefix = _container_prefix(container, opts)
+        assert prefix is not None  # --exec given, or set from --container just above
         return _exec_transport(spec, root, prefix, opts)
     return None
 
 
 # ---- spec parsing ---------------------------------------------------------------------------
 
+
 def _parse_ssh_spec(spec: str) -> tuple[str | None, str, int | None, str] | None:
     """(user, host, port, root) for ssh:// and scp-like specs; None for anything local."""
     if spec.startswith("ssh://"):
-        rest = spec[len("ssh://"):]
+        rest = spec[len("ssh://") :]
         authority, slash, path = rest.partition("/")
         if not slash:
-            raise InvalidInput(f"target {spec!r}: ssh:// needs an absolute path after the host, "
-                               "e.g. ssh://gpu1/opt/sglang")
+            raise InvalidInput(
+                f"target {spec!r}: ssh:// needs an absolute path after the host, e.g. ssh://gpu1/opt/sglang"
+            )
         user, hostport = _split_user(authority, spec)
         host, port = _split_host_port(hostport, spec)
         return user, host, port, check_root("/" + path, spec)
@@ -113,12 +136,14 @@ def _parse_ssh_spec(spec: str) -> tuple[str | None, str, int | None, str] | None
     colon = spec.find("]:") + 1 if "[" in head else spec.find(":")
     if colon <= 0 or "/" in spec[:colon]:
         return None
-    authority, path = spec[:colon], spec[colon + 1:]
+    authority, path = spec[:colon], spec[colon + 1 :]
     user, host = _split_user(authority, spec)
     host = check_host(host, spec)
     if not path.startswith("/"):
-        raise InvalidInput(f"target {spec!r}: the remote path must be absolute (host:/abs/path); "
-                           "for a local directory whose name has a colon write ./" + spec)
+        raise InvalidInput(
+            f"target {spec!r}: the remote path must be absolute (host:/abs/path); "
+            "for a local directory whose name has a colon write ./" + spec
+        )
     return user, host, None, check_root(path, spec)
 
 
@@ -127,15 +152,16 @@ def _split_user(authority: str, spec: str) -> tuple[str | None, str]:
         return None, authority
     user, _, host = authority.rpartition("@")
     if not _USER.match(user):
-        raise InvalidInput(f"target {spec!r}: bad user name {user!r} "
-                           "(letters, digits, '_', '.', '-'; not starting with '-')")
+        raise InvalidInput(
+            f"target {spec!r}: bad user name {user!r} (letters, digits, '_', '.', '-'; not starting with '-')"
+        )
     return user, host
 
 
 def _split_host_port(hostport: str, spec: str) -> tuple[str, int | None]:
     if hostport.startswith("["):
         end = hostport.find("]")
-        host, tail = hostport[:end + 1], hostport[end + 1:]
+        host, tail = hostport[: end + 1], hostport[end + 1 :]
         if end < 0 or (tail and not tail.startswith(":")):
             raise InvalidInput(f"target {spec!r}: bad bracketed IPv6 host {hostport!r}")
         port_text = tail[1:] if tail else None
@@ -146,15 +172,18 @@ def _split_host_port(hostport: str, spec: str) -> tuple[str, int | None]:
 
 
 def _split_docker_url(spec: str) -> tuple[str, str]:
-    rest = spec[len("docker://"):]
+    rest = spec[len("docker://") :]
     name, slash, path = rest.partition("/")
     if not slash:
-        raise InvalidInput(f"target {spec!r}: docker:// needs an absolute path after the "
-                           "container, e.g. docker://sglang/sgl-workspace/sglang")
+        raise InvalidInput(
+            f"target {spec!r}: docker:// needs an absolute path after the "
+            "container, e.g. docker://sglang/sgl-workspace/sglang"
+        )
     return check_container(name, spec), check_root("/" + path, spec)
 
 
 # ---- validation -----------------------------------------------------------------------------
+
 
 def check_host(host: str, spec: str) -> str:
     """Host names, IPv4/IPv6 literals and ssh_config aliases; refuse anything shell-like."""
@@ -162,8 +191,10 @@ def check_host(host: str, spec: str) -> str:
     if m:
         return m.group(1)
     if not _HOST.match(host):
-        raise InvalidInput(f"target {spec!r}: bad host {host!r} (letters, digits, '_', '.', '-', "
-                           "or [IPv6]; no leading '-', spaces, quotes or shell characters)")
+        raise InvalidInput(
+            f"target {spec!r}: bad host {host!r} (letters, digits, '_', '.', '-', "
+            "or [IPv6]; no leading '-', spaces, quotes or shell characters)"
+        )
     return host
 
 
@@ -187,8 +218,10 @@ def check_root(path: str, spec: str) -> str:
 
 def check_container(name: str, spec: str) -> str:
     if not isinstance(name, str) or not _CONTAINER.match(name):
-        raise InvalidInput(f"target {spec!r}: bad container name {name!r} "
-                           "(letters, digits, '_', '.', '-'; starting with a letter or digit)")
+        raise InvalidInput(
+            f"target {spec!r}: bad container name {name!r} "
+            "(letters, digits, '_', '.', '-'; starting with a letter or digit)"
+        )
     return name
 
 
@@ -202,8 +235,7 @@ def _split_exec_prefix(prefix: str, spec: str, what: str = "--exec prefix") -> l
     if not words:
         raise InvalidInput(f"target {spec!r}: {what} is empty")
     if words[0].startswith("-"):
-        raise InvalidInput(f"target {spec!r}: {what} must start with a program, "
-                           f"not the option {words[0]!r}")
+        raise InvalidInput(f"target {spec!r}: {what} must start with a program, not the option {words[0]!r}")
     return words
 
 
@@ -211,8 +243,9 @@ def _check_options(options: dict) -> dict:
     given = {k: v for k, v in options.items() if v is not None}
     unknown = sorted(set(given) - set(_OPTION_NAMES))
     if unknown:
-        raise InvalidInput(f"unknown transport option(s): {', '.join(unknown)} "
-                           f"(known: {', '.join(_OPTION_NAMES)})")
+        raise InvalidInput(
+            f"unknown transport option(s): {', '.join(unknown)} (known: {', '.join(_OPTION_NAMES)})"
+        )
     return given
 
 
@@ -229,6 +262,7 @@ def check_ssh_options(values, spec: str) -> tuple[str, ...]:
 
 # ---- building transports --------------------------------------------------------------------
 
+
 def _container_prefix(name: str, opts: dict) -> list[str]:
     engine = opts.get("container_engine", "docker")
     if not isinstance(engine, str) or not _CONTAINER.match(engine):
@@ -238,13 +272,19 @@ def _container_prefix(name: str, opts: dict) -> list[str]:
 
 def _exec_transport(spec: str, root: str, prefix: list[str], opts: dict) -> Transport:
     from patchkit.transport.execprefix import ExecTransport
+
     # SSH-only options (ssh_config, connect_timeout, ...) are ignored here, so that one set of
     # site options (invoke.yaml) can serve a mixed list of targets.
-    shell = ("sh", "-s")
+    shell: tuple[str, ...] = ("sh", "-s")
     if "remote_shell" in opts:
         shell = tuple(_split_exec_prefix(opts["remote_shell"], spec, "remote_shell"))
-    return ExecTransport(label=spec, root=root, prefix=tuple(prefix), shell=shell,
-                         timeout=_positive(opts.get("timeout"), "timeout", spec))
+    return ExecTransport(
+        label=spec,
+        root=root,
+        prefix=tuple(prefix),
+        shell=shell,
+        timeout=_positive(opts.get("timeout"), "timeout", spec),
+    )
 
 
 def _ssh_kwargs(opts: dict, spec: str) -> dict:
@@ -261,8 +301,7 @@ def _ssh_kwargs(opts: dict, spec: str) -> dict:
             kw[name] = bool(opts[name])
     if "remote_shell" in opts:
         shell = opts["remote_shell"]
-        if not isinstance(shell, str) or not shell.strip() or any(
-                ch in shell for ch in ("\0", "\n", "\r")):
+        if not isinstance(shell, str) or not shell.strip() or any(ch in shell for ch in ("\0", "\n", "\r")):
             raise InvalidInput(f"target {spec!r}: bad remote_shell {shell!r}")
         kw["remote_shell"] = shell
     if "ssh_program" in opts:
@@ -278,8 +317,7 @@ def _positive(value, name: str, spec: str) -> float | None:
     except (TypeError, ValueError):
         number = -1.0
     if not number > 0:
-        raise InvalidInput(f"target {spec!r}: {name} must be a positive number of seconds, "
-                           f"not {value!r}")
+        raise InvalidInput(f"target {spec!r}: {name} must be a positive number of seconds, not {value!r}")
     return number
 
 
@@ -293,7 +331,6 @@ def _ssh_label(user, host, port, root, prefix) -> str:
     return label
 
 
-
 def ssh_persist_options(seconds) -> dict:
     """Transport options for `ssh_persist` (invoke.yaml / --ssh-persist): N > 0 seconds keeps a
     shared ControlMaster for the next command; 0 keeps one per command, closed at its end."""
@@ -302,8 +339,7 @@ def ssh_persist_options(seconds) -> dict:
     except (TypeError, ValueError):
         number = -1.0
     if not number >= 0 or number != number or number == float("inf"):
-        raise InvalidInput(f"ssh_persist must be a number of seconds >= 0 (0: off), "
-                           f"not {seconds!r}")
+        raise InvalidInput(f"ssh_persist must be a number of seconds >= 0 (0: off), not {seconds!r}")
     if number == 0:
         return {"shared_master": False}
     return {"shared_master": True, "control_persist": max(1.0, number)}

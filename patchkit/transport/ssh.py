@@ -21,6 +21,7 @@ the host and says why (the target program must therefore never exit 255 itself).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import shlex
@@ -30,12 +31,11 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from patchkit.errors import InvalidInput, TransportError
-from patchkit.transport import RunResult, Transport
-from patchkit.transport import controldir
+from patchkit.transport import RunResult, Transport, controldir
 
 # Unix socket paths are limited to ~108 bytes; %C expands to 40 hex characters.
 _SOCKET_PATH_MAX = 100
@@ -69,11 +69,12 @@ class SshTransport(Transport):
     bytes_received: int = field(default=0, init=False)
     _control_dir: str | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _finalizer: object = field(default=None, init=False, repr=False)
+    _finalizer: weakref.finalize | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.ssh_config is not None and (not os.path.exists(self.ssh_config)
-                                            or os.path.isdir(self.ssh_config)):
+        if self.ssh_config is not None and (
+            not os.path.exists(self.ssh_config) or os.path.isdir(self.ssh_config)
+        ):
             raise InvalidInput(f"{self.label}: ssh_config file {self.ssh_config!r} not found")
 
     # ---- argv ---------------------------------------------------------------------------------
@@ -97,15 +98,19 @@ class SshTransport(Transport):
 
     def ssh_args(self) -> list[str]:
         """Everything before `-- HOST`: options only, identical for runs and `-O exit`."""
-        args = [self.ssh_program, "-T", "-x", "-a", "-o", "BatchMode=yes",
-                "-o", "ClearAllForwardings=yes"]
+        args = [self.ssh_program, "-T", "-x", "-a", "-o", "BatchMode=yes", "-o", "ClearAllForwardings=yes"]
         if self.connect_timeout is not None:
             args += ["-o", f"ConnectTimeout={max(1, round(self.connect_timeout))}"]
         args += self._where_args()
         if self.reuse:
-            args += ["-o", "ControlMaster=auto",
-                     "-o", f"ControlPath={self._ensure_control_dir()}/%C",
-                     "-o", f"ControlPersist={max(1, round(self.control_persist))}"]
+            args += [
+                "-o",
+                "ControlMaster=auto",
+                "-o",
+                f"ControlPath={self._ensure_control_dir()}/%C",
+                "-o",
+                f"ControlPersist={max(1, round(self.control_persist))}",
+            ]
         if self.reuse and self.shared_master:
             # A kept master may outlive its host (powered off, wedged): probe it while idle, so
             # that a later command fails within ~3 intervals instead of waiting on a dead TCP
@@ -124,11 +129,18 @@ class SshTransport(Transport):
         argv = self.argv()
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=self.env, bufsize=0)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                bufsize=0,
+            )
         except FileNotFoundError as e:
-            raise TransportError(f"{self.where}: cannot start the OpenSSH client "
-                                 f"{self.ssh_program!r}: {e.strerror}") from e
+            raise TransportError(
+                f"{self.where}: cannot start the OpenSSH client {self.ssh_program!r}: {e.strerror}"
+            ) from e
         with proc:
             if self.on_start is not None:
                 self.on_start(proc)
@@ -141,22 +153,28 @@ class SshTransport(Transport):
             if not stderr.strip():
                 # ssh explains its own connection failures on stderr. Silence means the remote
                 # shell ended without an exit status (killed by a signal): sshd reports none.
-                raise TransportError(f"{self.where}: the remote program ended without an exit "
-                                     "status (killed by a signal?)"
-                                     + ("; it had started to answer" if stdout else ""))
+                raise TransportError(
+                    f"{self.where}: the remote program ended without an exit "
+                    "status (killed by a signal?)" + ("; it had started to answer" if stdout else "")
+                )
             raise TransportError(describe_ssh_failure(self.where, stderr, self.connect_timeout))
         if code < 0:
-            raise TransportError(f"{self.where}: the ssh client was killed by signal {-code} "
-                                 "before the answer was complete; the remote program may "
-                                 "still be running")
+            raise TransportError(
+                f"{self.where}: the ssh client was killed by signal {-code} "
+                "before the answer was complete; the remote program may "
+                "still be running"
+            )
         if code in (126, 127) and not stdout:
-            raise TransportError(f"{self.where}: the remote command {self.remote_command()!r} "
-                                 f"could not be started (exit {code}): "
-                                 f"{_last_line(stderr) or 'no message'}")
+            raise TransportError(
+                f"{self.where}: the remote command {self.remote_command()!r} "
+                f"could not be started (exit {code}): "
+                f"{_last_line(stderr) or 'no message'}"
+            )
         return RunResult(code, stdout, stderr, time.monotonic() - start)
 
-    def _communicate(self, proc: subprocess.Popen, script: bytes, timeout: float | None,
-                     start: float) -> tuple[bytes, bytes]:
+    def _communicate(
+        self, proc: subprocess.Popen, script: bytes, timeout: float | None, start: float
+    ) -> tuple[bytes, bytes]:
         """Send the program, collect the answer; watch the ssh client, not only the pipes.
 
         A mux client hands its stdin/stdout/stderr to the control master, so when the client
@@ -164,6 +182,7 @@ class SshTransport(Transport):
         remote program ends: EOF alone would make us wait for it. (Popen.communicate cannot be
         resumed with pending input after a timeout, hence this small selector loop.)
         """
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None, "pipes"
         out, err = bytearray(), bytearray()
         view, offset = memoryview(script), 0
         with selectors.DefaultSelector() as selector:
@@ -179,7 +198,7 @@ class SshTransport(Transport):
                 for key, _ in selector.select(_POLL_S):
                     if key.fileobj is proc.stdin:
                         try:
-                            offset += os.write(key.fd, view[offset:offset + _CHUNK])
+                            offset += os.write(key.fd, view[offset : offset + _CHUNK])
                         except BlockingIOError:
                             continue
                         except BrokenPipeError:
@@ -199,14 +218,18 @@ class SshTransport(Transport):
                 if timeout is not None and time.monotonic() - start >= timeout:
                     proc.kill()
                     proc.wait()
-                    raise TransportError(f"{self.where}: no answer within {timeout:g} s "
-                                         "(overall timeout); the remote program may still "
-                                         "be running")
+                    raise TransportError(
+                        f"{self.where}: no answer within {timeout:g} s "
+                        "(overall timeout); the remote program may still "
+                        "be running"
+                    )
                 code = proc.poll()
                 if code is not None and code < 0:
-                    raise TransportError(f"{self.where}: the ssh client was killed by signal "
-                                         f"{-code} before the answer was complete; the remote "
-                                         "program may still be running")
+                    raise TransportError(
+                        f"{self.where}: the ssh client was killed by signal "
+                        f"{-code} before the answer was complete; the remote "
+                        "program may still be running"
+                    )
         proc.wait()
         return bytes(out), bytes(err)
 
@@ -235,9 +258,9 @@ class SshTransport(Transport):
         try:
             return self.master_pid() if self.shared_master else None
         except InvalidInput:
-            return None         # an unusable control directory: the run itself reports it
+            return None  # an unusable control directory: the run itself reports it
 
-    def connection_notes(self, before: int | None) -> list[str]:
+    def connection_notes(self, before: object) -> list[str]:
         if not (self.reuse and self.shared_master):
             return []
         try:
@@ -247,15 +270,17 @@ class SshTransport(Transport):
         if now is None:
             return ["ssh master: none alive now (the next command opens a new connection)"]
         how = "reused by this command" if before == now else "opened by this command"
-        return [f"ssh master alive (pid {now}, {how}): commands to this host within "
-                f"{self.control_persist:g} s of the last one share its connection"]
+        return [
+            f"ssh master alive (pid {now}, {how}): commands to this host within "
+            f"{self.control_persist:g} s of the last one share its connection"
+        ]
 
     # ---- control directory --------------------------------------------------------------------
 
     def _ensure_control_dir(self) -> str:
         with self._lock:
             if self._control_dir is None and self.shared_master:
-                self._control_dir = controldir.user_control_dir()   # no finalizer: ControlPersist ends it
+                self._control_dir = controldir.user_control_dir()  # no finalizer: ControlPersist ends it
             if self._control_dir is None:
                 path = tempfile.mkdtemp(prefix="pk-ssh-")  # mode 0700, owned by us
                 if len(path) + 42 > _SOCKET_PATH_MAX:
@@ -263,8 +288,7 @@ class SshTransport(Transport):
                     path = tempfile.mkdtemp(prefix="pk-ssh-", dir="/tmp")
                 self._control_dir = path
                 # Interpreter exit or garbage collection without close(): still clean up.
-                self._finalizer = weakref.finalize(self, _stop_master,
-                                                   self._exit_argv(path), path)
+                self._finalizer = weakref.finalize(self, _stop_master, self._exit_argv(path), path)
             return self._control_dir
 
     def _exit_argv(self, control_dir: str) -> list[str]:
@@ -294,14 +318,13 @@ def _stop_master(exit_argv: list[str], control_dir: str) -> None:
     except OSError:
         has_socket = False
     if has_socket:
-        try:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             subprocess.run(exit_argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
     shutil.rmtree(control_dir, ignore_errors=True)
 
 
 # ---- error messages -----------------------------------------------------------------------------
+
 
 def _last_line(stderr: bytes) -> str:
     lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
@@ -314,11 +337,12 @@ def describe_ssh_failure(where: str, stderr: bytes, connect_timeout: float | Non
     low = text.lower()
     detail = _last_line(stderr) or "no message from ssh"
     if "permission denied" in low:
-        return (f"{where}: SSH permission denied ({detail}); BatchMode: no password prompt — "
-                "load the key into the agent or set IdentityFile in ssh_config")
+        return (
+            f"{where}: SSH permission denied ({detail}); BatchMode: no password prompt — "
+            "load the key into the agent or set IdentityFile in ssh_config"
+        )
     if "host key verification failed" in low or "remote host identification has changed" in low:
-        return (f"{where}: SSH host key verification failed; check known_hosts for this host "
-                f"({detail})")
+        return f"{where}: SSH host key verification failed; check known_hosts for this host ({detail})"
     if "could not resolve hostname" in low:
         return f"{where}: unknown host (not in DNS or ssh_config): {detail}"
     if "timed out" in low:

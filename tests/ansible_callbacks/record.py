@@ -19,8 +19,12 @@ class CallbackModule(CallbackBase):
         data = getattr(result, "_result", None)
         if data is None:
             data = getattr(result, "result", {})
-        line = {"task": result._task.get_name(), "host": result._host.get_name(),
-                "status": status, "result": data}
+        line = {
+            "task": result._task.get_name(),
+            "host": result._host.get_name(),
+            "status": status,
+            "result": data,
+        }
         with open(os.environ["PK_ANSIBLE_RECORD"], "a") as fh:
             fh.write(json.dumps(line, default=str) + "\n")
 

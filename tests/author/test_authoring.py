@@ -12,7 +12,6 @@ from hypothesis import given, settings, strategies as st
 
 from patchkit.author import authoring, upstream
 from patchkit.errors import InvalidInput
-
 from upstream_fixtures import git
 
 BASE = "".join(f"line {i}\n" for i in range(1, 41))
@@ -27,14 +26,18 @@ def _git_apply(tree: Path, patch_text: str, *extra: str) -> subprocess.Completed
 
 # ----------------------------------------------------------------------------- diff text
 
-@pytest.mark.parametrize("old,new", [
-    (BASE, BASE.replace("line 5\n", "line 5\nadded\n")),
-    (BASE, BASE.replace("line 1\n", "") + "tail\n"),
-    ("a\nb\nc", "a\nb\nc\n"),                       # gains a final newline
-    ("a\nb\nc\n", "a\nB\nc"),                       # loses it
-    ("x\r\ny\n", "x\r\nz\r\ny\n"),                  # \r stays inside its line
-    ("only\n", "first\nonly\n"),
-])
+
+@pytest.mark.parametrize(
+    "old,new",
+    [
+        (BASE, BASE.replace("line 5\n", "line 5\nadded\n")),
+        (BASE, BASE.replace("line 1\n", "") + "tail\n"),
+        ("a\nb\nc", "a\nb\nc\n"),  # gains a final newline
+        ("a\nb\nc\n", "a\nB\nc"),  # loses it
+        ("x\r\ny\n", "x\r\nz\r\ny\n"),  # \r stays inside its line
+        ("only\n", "first\nonly\n"),
+    ],
+)
 def test_file_diff_applies_with_git_and_with_the_exact_applier(tmp_path, old, new):
     text = authoring.file_diff(PATH, old, new)
     assert text.startswith(f"diff --git a/{PATH} b/{PATH}\n--- a/{PATH}\n+++ b/{PATH}\n@@ ")
@@ -60,12 +63,13 @@ def test_hunk_header_ranges_follow_the_unified_convention():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(["a\n", "b\n", "\n", "    x = 1\n", "c"]), max_size=30),
-       st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["ins\n", "a\n", "\n"])), max_size=6),
-       st.lists(st.integers(0, 30), max_size=4))
+@given(
+    st.lists(st.sampled_from(["a\n", "b\n", "\n", "    x = 1\n", "c"]), max_size=30),
+    st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["ins\n", "a\n", "\n"])), max_size=6),
+    st.lists(st.integers(0, 30), max_size=4),
+)
 def test_diff_then_apply_round_trips(lines, inserts, deletes):
-    lines = [ln if ln.endswith("\n") or i == len(lines) - 1 else ln + "\n"
-             for i, ln in enumerate(lines)]
+    lines = [ln if ln.endswith("\n") or i == len(lines) - 1 else ln + "\n" for i, ln in enumerate(lines)]
     old = "".join(lines)
     new_lines = list(lines)
     for pos, text in inserts:
@@ -73,8 +77,9 @@ def test_diff_then_apply_round_trips(lines, inserts, deletes):
     for pos in deletes:
         if new_lines:
             del new_lines[min(pos, len(new_lines) - 1)]
-    fixed = [ln if ln.endswith("\n") or i == len(new_lines) - 1 else ln + "\n"
-             for i, ln in enumerate(new_lines)]
+    fixed = [
+        ln if ln.endswith("\n") or i == len(new_lines) - 1 else ln + "\n" for i, ln in enumerate(new_lines)
+    ]
     new = "".join(fixed)
     text = authoring.file_diff(PATH, old, new)
     if old == new:
@@ -86,9 +91,11 @@ def test_diff_then_apply_round_trips(lines, inserts, deletes):
 def test_new_file_patch_matches_git(tmp_path):
     body = "a = 1\r\nb = 2\n# no newline"
     text = authoring.new_file_patch("python/pkg/new.py", body)
-    assert text.startswith("diff --git a/python/pkg/new.py b/python/pkg/new.py\n"
-                           "new file mode 100644\n--- /dev/null\n+++ b/python/pkg/new.py\n"
-                           "@@ -0,0 +1,3 @@\n")
+    assert text.startswith(
+        "diff --git a/python/pkg/new.py b/python/pkg/new.py\n"
+        "new file mode 100644\n--- /dev/null\n+++ b/python/pkg/new.py\n"
+        "@@ -0,0 +1,3 @@\n"
+    )
     assert text.endswith("+# no newline\n\\ No newline at end of file\n")
     tree = tmp_path / "t"
     tree.mkdir()
@@ -117,6 +124,7 @@ def test_split_header():
 
 # ----------------------------------------------------------------------------- the stack
 
+
 @pytest.fixture
 def series(tmp_path):
     """A one-file pinned series with no patches, its pristine tree and a work copy."""
@@ -124,8 +132,9 @@ def series(tmp_path):
     (pristine / "python/pkg").mkdir(parents=True)
     (pristine / PATH).write_text(BASE)
     sdir = tmp_path / "series"
-    upstream.pin_from_tree(pristine, [PATH], "pkg", "1.0", package_prefix="python/",
-                           pin_path=sdir / "pin.toml")
+    upstream.pin_from_tree(
+        pristine, [PATH], "pkg", "1.0", package_prefix="python/", pin_path=sdir / "pin.toml"
+    )
     return sdir, pristine
 
 
@@ -152,8 +161,7 @@ def test_new_patches_stack_with_quilt_semantics(series, tmp_path):
     work = _work(sdir, pristine, tmp_path)
     _edit(work, PATH, "line 30\n", "line 30\nsecond = 1\n")
     (work / "python/pkg/extra.py").write_text("extra = True\n")
-    p2 = authoring.new_patch(sdir, "0002-second.patch", work, pristine,
-                             new_files=["python/pkg/extra.py"])
+    p2 = authoring.new_patch(sdir, "0002-second.patch", work, pristine, new_files=["python/pkg/extra.py"])
     text2 = p2.read_text()
     # Patch 2 counts the two lines patch 1 inserted above it: pristine line 30 is now 32.
     assert "@@ -30,6 +30,7 @@" in text2
@@ -219,7 +227,7 @@ def test_refresh_of_a_lower_patch_checks_the_patches_above(series, tmp_path):
     before = (sdir / "0001.patch").read_bytes()
     work = _work(sdir, pristine, tmp_path, upto="0001.patch")
     _edit(work, PATH, "line 2\n", "line 2\nmore()\n")
-    with pytest.raises(authoring.AuthoringError, match="would break 0002.patch"):
+    with pytest.raises(authoring.AuthoringError, match=r"would break 0002\.patch"):
         authoring.refresh(sdir, work, pristine, patch="0001.patch")
     assert (sdir / "0001.patch").read_bytes() == before
 
@@ -231,7 +239,7 @@ def test_new_patch_refusals(series, tmp_path):
         authoring.new_patch(sdir, "0001.patch", work, pristine)
     with pytest.raises(InvalidInput):
         authoring.new_patch(sdir, "../evil.patch", work, pristine)
-    with pytest.raises(authoring.AuthoringError, match="new file python/pkg/none.py"):
+    with pytest.raises(authoring.AuthoringError, match=r"new file python/pkg/none\.py"):
         authoring.new_patch(sdir, "0001.patch", work, pristine, new_files=["python/pkg/none.py"])
     _edit(work, PATH, "line 1\n", "line 1\nx()\n")
     authoring.new_patch(sdir, "0001.patch", work, pristine)
@@ -243,7 +251,7 @@ def test_new_patch_refusals(series, tmp_path):
 
 
 def test_installed_layout_trees_and_series_comments(series, tmp_path):
-    sdir, pristine = series
+    sdir, _pristine = series
     (sdir / "series").write_text("# my timers\n\n")
     site = tmp_path / "site"
     (site / "pkg").mkdir(parents=True)
@@ -267,8 +275,7 @@ def test_regenerate_new_file_patch_keeps_header(tmp_path):
     assert (sdir / "0001.patch").read_text() == text
     assert authoring.regenerate_new_file_patch(sdir, "0001.patch", "pkg/rt.py", src)[1] is False
     src.write_text("def begin(name):\n    return None\n")
-    _, changed = authoring.regenerate_new_file_patch(sdir, "0001.patch", "pkg/rt.py", src,
-                                                     write=False)
+    _, changed = authoring.regenerate_new_file_patch(sdir, "0001.patch", "pkg/rt.py", src, write=False)
     assert changed and "return None" not in (sdir / "0001.patch").read_text()
 
 
@@ -278,7 +285,8 @@ def test_regenerate_runtime_patches_finds_the_runtime_patch(tmp_path):
     src = tmp_path / "phase_timer.py"
     src.write_text("def begin(name):\n    pass\n")
     (sdir / "0001-rt.patch").write_text(
-        "Adds the runtime.\n\n" + authoring.new_file_patch("pkg/phase_timer.py", src.read_text()))
+        "Adds the runtime.\n\n" + authoring.new_file_patch("pkg/phase_timer.py", src.read_text())
+    )
     (sdir / "series").write_text("0001-rt.patch\n")
     assert authoring.regenerate_runtime_patches(sdir, src, write=False) == [("0001-rt.patch", False)]
     src.write_text("def begin(name, **attrs):\n    pass\n")

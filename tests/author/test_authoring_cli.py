@@ -6,11 +6,12 @@ import shutil
 
 from patchkit import ops
 from support.cli import invoke as support_invoke
-from upstream_fixtures import EAGLE_WORKER, REPO, SERIES_059, default_wheelhouse
+from upstream_fixtures import EAGLE_WORKER, SERIES_059, default_wheelhouse
 
 
 def invoke(*args):
     import os
+
     env = dict(os.environ)
     if default_wheelhouse():
         env["PATCHKIT_WHEELHOUSE"] = default_wheelhouse()
@@ -28,8 +29,16 @@ def test_edit_new_refresh_roundtrip(tmp_path, sglang_059_installed):
     anchor = "    def forward_batch_generation("
     assert anchor in text
     worker.write_text(text.replace(anchor, "    # my own note\n" + anchor, 1))
-    proc = invoke("patch.new", "0008-my-note.patch", "--edited", str(edit), "--series", str(series),
-                  "--header", "A user's own line.")
+    proc = invoke(
+        "patch.new",
+        "0008-my-note.patch",
+        "--edited",
+        str(edit),
+        "--series",
+        str(series),
+        "--header",
+        "A user's own line.",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (series / "series").read_text().split()[-1] == "0008-my-note.patch"
     patch = (series / "0008-my-note.patch").read_text()

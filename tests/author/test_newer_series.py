@@ -15,13 +15,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from patchkit.author import authoring, rebase as rb, upstream
-from patchkit import ops
-from patchkit.engine.diffparse import parse_patch
-
 from ast_support import is_inserted, strip_inserted
-from upstream_fixtures import (REPO, SERIES_059, V2_APPENDED, default_wheelhouse, sglang_checkout,
-                               sglang_installed, v1_part, without_also_versions)
+from patchkit import ops
+from patchkit.author import authoring, rebase as rb, upstream
+from patchkit.engine.diffparse import parse_patch
+from upstream_fixtures import (
+    REPO,
+    SERIES_059,
+    V2_APPENDED,
+    default_wheelhouse,
+    sglang_checkout,
+    sglang_installed,
+    v1_part,
+    without_also_versions,
+)
 
 WH = default_wheelhouse()
 SPEC = "python/sglang/srt/speculative/"
@@ -37,9 +44,19 @@ REBASED = ["0.5.10", "0.5.12"]
 # 0.5.10 appended by patchkit.author.seriesgen (tests/test_seriesgen.py checks those).
 AUTHORED = {"0.5.12": V2_APPENDED, "0.5.10": V2_APPENDED}
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
-PHASES = {"draft_preprocess", "draft_forward", "draft_step", "build_tree", "verify_prepare",
-          "target_verify", "accept", "draft_extend_after_decode", "draft_extend_forward",
-          "target_extend", "draft_extend"}
+PHASES = {
+    "draft_preprocess",
+    "draft_forward",
+    "draft_step",
+    "build_tree",
+    "verify_prepare",
+    "target_verify",
+    "accept",
+    "draft_extend_after_decode",
+    "draft_extend_forward",
+    "target_extend",
+    "draft_extend",
+}
 
 
 def series_dir(version: str) -> Path:
@@ -51,8 +68,7 @@ def wheel_paths(version: str) -> list[str]:
 
 
 def pristine(version: str) -> Path:
-    return upstream.pypi_tree("sglang", version, wheel_paths(version), layout="checkout",
-                              wheelhouse=WH)
+    return upstream.pypi_tree("sglang", version, wheel_paths(version), layout="checkout", wheelhouse=WH)
 
 
 def added_lines(version: str) -> list[str]:
@@ -68,6 +84,7 @@ def final_state(version: str) -> dict[str, str]:
 
 
 # ----------------------------------------------------------------------------- on the releases
+
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_verify_accepts_the_series_in_both_layouts(version, tmp_path):
@@ -114,15 +131,16 @@ def test_refresh_reproduces_every_patch_byte_for_byte(version, tmp_path):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_runtime_patch_is_the_current_runtime_and_the_pin_is_the_release(version):
     assert authoring.regenerate_runtime_patches(series_dir(version), write=False) == [
-        (RUNTIME_PATCH, False)], "run `invoke patch.gen-runtime` for this series"
+        (RUNTIME_PATCH, False)
+    ], "run `invoke patch.gen-runtime` for this series"
     pin = upstream.read_pin(series_dir(version) / "pin.toml")
-    fresh = upstream.pin_from_tree(pristine(version), FILES[version], "sglang", version, None,
-                                   "python/")
+    fresh = upstream.pin_from_tree(pristine(version), FILES[version], "sglang", version, None, "python/")
     fresh.also_versions = pin.also_versions  # releases sharing the files (checked in test_series_matrix)
     assert upstream.format_pin(fresh) == upstream.format_pin(pin)
 
 
 # ----------------------------------------------------------------------------- the calls
+
 
 def _own_nodes(func: ast.AST):
     """Every node inside ``func`` that belongs to it (nested defs, classes and lambdas excluded)."""
@@ -168,17 +186,22 @@ def test_phases_close_in_their_function_before_every_return(version):
             phases |= begun
             for ret in _returns(func) + [func.end_lineno + 1]:
                 before = [(kind, label) for line, kind, label in calls if line < ret]
-                still_open = ({lb for k, lb in before if k == "begin"}
-                              - {lb for k, lb in before if k == "end"})
+                still_open = {lb for k, lb in before if k == "begin"} - {lb for k, lb in before if k == "end"}
                 assert not still_open, (func.name, ret, still_open)
                 kinds = [k for k, _ in before]
                 if "cycle_begin" in kinds:
                     assert "cycle_end" in kinds, (func.name, ret)
     assert phases == PHASES, phases ^ PHASES
     if version == "0.5.23":
-        assert functions >= {"forward_batch_generation", "_forward_prefill_batch", "draft",
-                             "draft_forward", "run_eagle_verify", "_draft_extend_for_decode",
-                             "_draft_extend_for_prefill"}
+        assert functions >= {
+            "forward_batch_generation",
+            "_forward_prefill_batch",
+            "draft",
+            "draft_forward",
+            "run_eagle_verify",
+            "_draft_extend_for_decode",
+            "_draft_extend_for_prefill",
+        }
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -192,8 +215,12 @@ def test_inserted_lines_use_only_names_the_release_has(version):
             continue
         call = tree.body[0].value
         used = {n.id for n in ast.walk(call) if isinstance(n, ast.Name)} - {"_pt", "sum"}
-        used |= {n.attr for arg in [*call.args, *(k.value for k in call.keywords)]
-                 for n in ast.walk(arg) if isinstance(n, ast.Attribute)}
+        used |= {
+            n.attr
+            for arg in [*call.args, *(k.value for k in call.keywords)]
+            for n in ast.walk(arg)
+            if isinstance(n, ast.Attribute)
+        }
         assert used <= names, (line, used - names)
 
 
@@ -201,16 +228,21 @@ def test_inserted_lines_use_only_names_the_release_has(version):
 def test_inserted_calls_run_against_the_real_runtime(version, tmp_path):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(f"pt_{version.replace('.', '_')}",
-                                                  authoring.runtime_source())
+    spec = importlib.util.spec_from_file_location(
+        f"pt_{version.replace('.', '_')}", authoring.runtime_source()
+    )
     pt = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pt)
     assert pt.configure(mode="host", directory=str(tmp_path)) == "host"
     env = {
-        "_pt": pt, "i": 1, "can_cuda_graph": False, "can_run_cuda_graph": True,
+        "_pt": pt,
+        "i": 1,
+        "can_cuda_graph": False,
+        "can_run_cuda_graph": True,
         "batch": SimpleNamespace(batch_size=lambda: 3),
-        "verify_output": SimpleNamespace(accept_length_per_req_cpu=[1, 2, 0],
-                                         num_correct_drafts_per_req_cpu=[1, 2, 0]),
+        "verify_output": SimpleNamespace(
+            accept_length_per_req_cpu=[1, 2, 0], num_correct_drafts_per_req_cpu=[1, 2, 0]
+        ),
         "batch_output": SimpleNamespace(accept_lens=[2, 3, 1]),
         "model_worker_batch": SimpleNamespace(seq_lens=_Lens([7, 8, 9])),
     }
@@ -240,6 +272,7 @@ class _Lens(list):
 
 # ----------------------------------------------------------------------------- made by rebase
 
+
 @pytest.fixture
 def source_v1(tmp_path) -> Path:
     """What 0.5.10's and 0.5.12's 0001-0007 were rebased from: 0.5.9's eagle_worker.py part."""
@@ -253,11 +286,16 @@ def rebased_part(version: str, dest: Path) -> Path:
     authored = AUTHORED.get(version, [])
     for name in authored:
         (dest / name).unlink()
-    (dest / "series").write_text("".join(
-        ln for ln in (dest / "series").read_text().splitlines(keepends=True)
-        if ln.strip() not in authored))
-    touched = {f.path for n in authoring.read_series_names(dest)
-               for f in parse_patch(n, (dest / n).read_bytes()).files}
+    (dest / "series").write_text(
+        "".join(
+            ln for ln in (dest / "series").read_text().splitlines(keepends=True) if ln.strip() not in authored
+        )
+    )
+    touched = {
+        f.path
+        for n in authoring.read_series_names(dest)
+        for f in parse_patch(n, (dest / n).read_bytes()).files
+    }
     pin = upstream.read_pin(dest / "pin.toml")
     pin.files = {p: f for p, f in pin.files.items() if p in touched}
     (dest / "pin.toml").write_text(upstream.format_pin(pin))
@@ -265,8 +303,9 @@ def rebased_part(version: str, dest: Path) -> Path:
 
 
 def _flagged(report: str) -> set[tuple[str, int]]:
-    return {(m.group(1), int(m.group(2)))
-            for m in re.finditer(r"^### (\S+\.patch), hunk (\d+) ", report, re.M)}
+    return {
+        (m.group(1), int(m.group(2))) for m in re.finditer(r"^### (\S+\.patch), hunk (\d+) ", report, re.M)
+    }
 
 
 def _without_runtime_rows(text: str) -> str:
@@ -277,9 +316,8 @@ def _without_runtime_rows(text: str) -> str:
 def test_rebase_reports_exactly_the_hunks_fixed_by_hand(version, tmp_path, source_v1):
     # these series were made by exact match and the checked merge (structural=False), then
     # the hunks left over fixed by hand
-    fresh = rb.rebase(source_v1, version, out_dir=tmp_path / "new", wheelhouse=WH,
-                      structural=False)
-    assert fresh.exit_code == (1 if fresh.attention else 0)   # 0.5.10: the merge places all
+    fresh = rb.rebase(source_v1, version, out_dir=tmp_path / "new", wheelhouse=WH, structural=False)
+    assert fresh.exit_code == (1 if fresh.attention else 0)  # 0.5.10: the merge places all
     shipped = (series_dir(version) / "REBASE.md").read_text()
     generated, sep, hand = shipped.partition("\n## Hand fixes\n")
     assert sep, "REBASE.md must say what was fixed by hand"
@@ -296,8 +334,7 @@ def test_shipped_series_is_rebase_output_plus_the_hand_fixed_patches(version, tm
     fresh = rb.rebase(source_v1, version, out_dir=out, wheelhouse=WH, structural=False)
     for patch in {h.patch for h in fresh.attention}:
         shutil.copyfile(series_dir(version) / patch, out / patch)
-    resumed = rb.rebase(source_v1, version, out_dir=out, wheelhouse=WH, resume=True,
-                        structural=False)
+    resumed = rb.rebase(source_v1, version, out_dir=out, wheelhouse=WH, resume=True, structural=False)
     assert resumed.exit_code == 0
     made = rebased_part(version, tmp_path / "shipped")
     names = authoring.read_series_names(made)
@@ -311,14 +348,16 @@ def test_shipped_series_is_a_fixed_point_of_resume(version, tmp_path, source_v1)
     out = rebased_part(version, tmp_path / "copy")
     names = authoring.read_series_names(out)
     # resume writes the old series' comment line into `series`; the names are what must hold
-    before = {p.name: without_also_versions(p) for p in out.iterdir() if p.name not in ("REBASE.md", "series")}
+    before = {
+        p.name: without_also_versions(p) for p in out.iterdir() if p.name not in ("REBASE.md", "series")
+    }
     again = rb.rebase(source_v1, version, out_dir=out, wheelhouse=WH, resume=True)
     assert again.exit_code == 0
     assert {h.status for h in again.hunks} == {"unchanged", "carried"}
     assert authoring.read_series_names(out) == names
-    assert {p.name: without_also_versions(p) for p in out.iterdir()
-            if p.name not in ("REBASE.md", "series")} == before
-
+    assert {
+        p.name: without_also_versions(p) for p in out.iterdir() if p.name not in ("REBASE.md", "series")
+    } == before
 
 
 def test_0512_counts_accepted_drafts_under_their_new_name():
@@ -335,8 +374,13 @@ def test_0523_has_no_v1_worker_so_rebase_cannot_carry_the_series(tmp_path):
     worker = [h for h in result.hunks if h.path.endswith("/eagle_worker.py")]
     assert result.exit_code == 1 and worker and not any(h.relocated for h in worker)
     readme = (series_dir("0.5.23") / "README.md").read_text()
-    for needle in ("EAGLEWorkerV2", "create_worker", "SGLANG_ENABLE_SPEC_V2",
-                   "--disable-overlap-schedule", "--enable-multi-layer-eagle"):
+    for needle in (
+        "EAGLEWorkerV2",
+        "create_worker",
+        "SGLANG_ENABLE_SPEC_V2",
+        "--disable-overlap-schedule",
+        "--enable-multi-layer-eagle",
+    ):
         assert needle in readme, needle
     for name in authoring.read_series_names(series_dir("0.5.23")):
         header, _ = authoring.split_header((series_dir("0.5.23") / name).read_text())
@@ -394,22 +438,36 @@ def test_0512_v2_has_every_phase_balanced_in_its_function():
                 assert kinds.count("begin") >= 1 and kinds.count("end") == 1, (func.name, name)
                 phases.add(name)
     assert phases == PHASES, phases ^ PHASES
-    by_func = {f.name: [(k, lb) for _, k, lb in _calls(f)] for f in ast.walk(ast.parse(text))
-               if isinstance(f, ast.FunctionDef) and _calls(f)}
+    by_func = {
+        f.name: [(k, lb) for _, k, lb in _calls(f)]
+        for f in ast.walk(ast.parse(text))
+        if isinstance(f, ast.FunctionDef) and _calls(f)
+    }
     cycle = by_func["forward_batch_generation"]
     assert [k for k, _ in cycle if k.startswith("cycle")] == [
-        "cycle_begin", "cycle_end", "cycle_begin", "cycle_end"]  # prefill, then decode branch
+        "cycle_begin",
+        "cycle_end",
+        "cycle_begin",
+        "cycle_end",
+    ]  # prefill, then decode branch
     assert ("begin", "target_extend") in cycle
-    assert set(by_func) == {"forward_batch_generation", "draft", "draft_forward", "verify",
-                            "_draft_extend_for_decode", "_draft_extend_for_prefill"}
+    assert set(by_func) == {
+        "forward_batch_generation",
+        "draft",
+        "draft_forward",
+        "verify",
+        "_draft_extend_for_decode",
+        "_draft_extend_for_prefill",
+    }
 
 
 def test_0512_v2_decode_cycle_wraps_the_whole_decode_branch():
     """cycle_begin is the decode branch's first statement and cycle_end sits right before its
     return: everything EAGLEWorkerV2 does for a decode batch is inside the cycle."""
     tree = ast.parse(final_state("0.5.12")[V2_0512])
-    func = next(f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
-                and f.name == "forward_batch_generation")
+    func = next(
+        f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "forward_batch_generation"
+    )
     branch = func.body[0]
     assert isinstance(branch, ast.If)
     decode, prefill = branch.orelse, branch.body
@@ -417,5 +475,6 @@ def test_0512_v2_decode_cycle_wraps_the_whole_decode_branch():
     assert isinstance(decode[-1], ast.Return)
     assert is_inserted(decode[-2]) and decode[-2].value.func.attr == "cycle_end"
     assert is_inserted(prefill[0]) and prefill[0].value.func.attr == "cycle_begin"
-    assert {kw.arg: ast.literal_eval(kw.value) for kw in decode[0].value.keywords
-            if kw.arg == "kind"} == {"kind": "decode"}
+    assert {kw.arg: ast.literal_eval(kw.value) for kw in decode[0].value.keywords if kw.arg == "kind"} == {
+        "kind": "decode"
+    }

@@ -12,11 +12,17 @@ from patchkit import ops
 from patchkit.author import rebase as rb, relocate, upstream
 from patchkit.engine.diffparse import parse_patch
 from patchkit.errors import InvalidInput, PatchkitError
-
 from support.cli import invoke
 from upstream_fixtures import (
-    EAGLE_WORKER, PHASE_TIMER, SERIES_059, V2_APPENDED, default_wheelhouse, git, sglang_checkout,
-    sglang_files, v1_part,
+    EAGLE_WORKER,
+    PHASE_TIMER,
+    SERIES_059,
+    V2_APPENDED,
+    default_wheelhouse,
+    git,
+    sglang_checkout,
+    sglang_files,
+    v1_part,
 )
 
 WH = default_wheelhouse()
@@ -24,8 +30,12 @@ WH = default_wheelhouse()
 # without the EAGLEWorkerV2 patches seriesgen appended (upstream_fixtures.v1_part).
 V1_PATCHES = sorted(p.name for p in SERIES_059.glob("*.patch") if p.name not in V2_APPENDED)
 SERIES_FILES = ["series", "pin.toml"] + V1_PATCHES
-FLAGGED_0510 = {("0002-cycle.patch", 2), ("0002-cycle.patch", 4), ("0005-verify.patch", 4),
-                ("0006-draft-extend-after-decode.patch", 4)}     # by exact match alone
+FLAGGED_0510 = {
+    ("0002-cycle.patch", 2),
+    ("0002-cycle.patch", 4),
+    ("0005-verify.patch", 4),
+    ("0006-draft-extend-after-decode.patch", 4),
+}  # by exact match alone
 
 
 def folder_digest(folder: Path) -> dict[str, str]:
@@ -60,6 +70,7 @@ def series_copy(tmp_path) -> Path:
 
 # ----------------------------------------------------------------------------- a local clone
 
+
 def _old_block(patch: str, number: int) -> list[str]:
     parsed = parse_patch(patch, (SERIES_059 / patch).read_bytes())
     hunk = parsed.files[0].hunks[number - 1]
@@ -84,12 +95,12 @@ def clone(tmp_path_factory) -> dict:
     git(repo, "config", "user.name", "t")
     commits = {}
 
-    def commit(tag: str, content: str | None, extra: dict[str, str] = {}) -> None:
+    def commit(tag: str, content: str | None, extra: dict[str, str] | None = None) -> None:
         if content is None:
             git(repo, "rm", "-q", EAGLE_WORKER)
         else:
             target.write_text(content)
-        for rel, data in extra.items():
+        for rel, data in (extra or {}).items():
             (repo / rel).write_text(data)
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", tag)
@@ -119,6 +130,7 @@ def checkout_tree(clone: dict, tag: str, dest: Path) -> Path:
 
 # ----------------------------------------------------------------------------- PyPI releases
 
+
 def test_same_release_is_a_noop_with_identical_bytes(series_copy, tmp_path):
     before = folder_digest(series_copy)
     result = rb.rebase(series_copy, "0.5.9", wheelhouse=WH)
@@ -145,21 +157,26 @@ def test_rebase_onto_0510_relocates_what_it_can_and_marks_the_rest(series_copy, 
     assert result.out_dir == out and result.written
     assert folder_digest(series_copy) == before, "the old series must not be written"
     # relocated hunks: new numbers, same lines; the runtime patch is carried byte for byte
-    assert (out / "0001-phase-timer-runtime.patch").read_bytes() == \
-        (SERIES_059 / "0001-phase-timer-runtime.patch").read_bytes()
+    assert (out / "0001-phase-timer-runtime.patch").read_bytes() == (
+        SERIES_059 / "0001-phase-timer-runtime.patch"
+    ).read_bytes()
     assert hunk_of(result, "0002-cycle.patch", 1).delta == 1
     assert hunk_of(result, "0007-prefill.patch", 3).delta == 16
     assert (out / "0004-draft-steps.patch").read_text().count("@@") == 4
     pin = upstream.read_pin(out / "pin.toml")
-    assert (pin.version, pin.commit, [*pin.files.values()][0].lines) == ("0.5.10", None, 1052)
+    assert (pin.version, pin.commit, next(iter(pin.files.values())).lines) == ("0.5.10", None, 1052)
     # the report: hunk by hunk, with the upstream change around each flagged hunk
     report = (out / "REBASE.md").read_text()
-    assert "| 0002-cycle.patch | eagle_worker.py | 1 | `@@ -66,6 +66,7 @@` | " \
-           "`@@ -67,6 +67,7 @@` | exact | moved by +1 lines |" in report
+    assert (
+        "| 0002-cycle.patch | eagle_worker.py | 1 | `@@ -66,6 +66,7 @@` | "
+        "`@@ -67,6 +67,7 @@` | exact | moved by +1 lines |" in report
+    )
     assert "three-way merge: off" in report
     assert "### 0006-draft-extend-after-decode.patch, hunk 4 `@@ -996,6 +999,7 @@`" in report
-    assert "-        if self.enable_nan_detection:\n-            detect_nan(logits_output)\n" \
-           "+        maybe_detect_nan(" in report
+    assert (
+        "-        if self.enable_nan_detection:\n-            detect_nan(logits_output)\n"
+        "+        maybe_detect_nan(" in report
+    )
     assert "Candidates (line numbers" in report
     # flagged patches carry the marker; verify refuses the folder until they are edited
     for name in ("0002-cycle.patch", "0005-verify.patch", "0006-draft-extend-after-decode.patch"):
@@ -182,15 +199,16 @@ def test_rebase_onto_0510_with_the_merge_needs_no_person(series_copy, tmp_path):
     assert set(merged) == FLAGGED_0510
     assert "upstream rewrote" in merged[("0002-cycle.patch", 2)].proof
     assert "upstream rewrote" not in merged[("0005-verify.patch", 4)].proof
-    assert hunk_of(result, "0007-prefill.patch", 3).delta == 19   # + 3 merged lines before it
+    assert hunk_of(result, "0007-prefill.patch", 3).delta == 19  # + 3 merged lines before it
     report = (out / "REBASE.md").read_text()
-    assert "| 0005-verify.patch | eagle_worker.py | 4 | `@@ -759,6 +764,7 @@` | " \
-           "`@@ -773,6 +778,7 @@` | merge3 | merged+checked, moved by +14 lines" in report
-    assert ("how the hunks moved: 23 exact, 4 merge3, 0 structural, 0 by hand, 0 refused"
-            in report)
+    assert (
+        "| 0005-verify.patch | eagle_worker.py | 4 | `@@ -759,6 +764,7 @@` | "
+        "`@@ -773,6 +778,7 @@` | merge3 | merged+checked, moved by +14 lines" in report
+    )
+    assert "how the hunks moved: 23 exact, 4 merge3, 0 structural, 0 by hand, 0 refused" in report
     shipped = v1_part(SERIES_059.parent / "sglang-v0.5.10", tmp_path / "shipped")
     pin = upstream.read_pin(shipped / "pin.toml")
-    pin.also_versions = []   # 0.5.10.post1 shares the folder (recorded by hand, issue 10)
+    pin.also_versions = []  # 0.5.10.post1 shares the folder (recorded by hand, issue 10)
     (shipped / "pin.toml").write_text(upstream.format_pin(pin))
     for name in V1_PATCHES + ["pin.toml", "series"]:
         assert (out / name).read_bytes() == (shipped / name).read_bytes(), name
@@ -201,12 +219,12 @@ def test_rebase_onto_0510_with_the_merge_needs_no_person(series_copy, tmp_path):
 
 
 def test_rebase_onto_0512_with_and_without_context_trim(series_copy, tmp_path):
-    plain = rb.rebase(series_copy, "0.5.12", out_dir=tmp_path / "plain", wheelhouse=WH,
-                      merge=False)
+    plain = rb.rebase(series_copy, "0.5.12", out_dir=tmp_path / "plain", wheelhouse=WH, merge=False)
     assert plain.exit_code == 1 and len(plain.attention) == 16
     assert not any(h.trimmed for h in plain.hunks)
-    trimmed = rb.rebase(series_copy, "0.5.12", out_dir=tmp_path / "trim", wheelhouse=WH,
-                        context_trim=True, merge=False)
+    trimmed = rb.rebase(
+        series_copy, "0.5.12", out_dir=tmp_path / "trim", wheelhouse=WH, context_trim=True, merge=False
+    )
     assert trimmed.exit_code == 1 and len(trimmed.attention) == 4
     assert attention(trimmed) < attention(plain)
     placed = [h for h in trimmed.hunks if h.trimmed]
@@ -240,6 +258,7 @@ def test_existing_out_dir_is_refused(series_copy, tmp_path):
 
 # ----------------------------------------------------------------------------- a git clone
 
+
 def test_clone_tag_moves_every_hunk_and_pins_the_commit(series_copy, clone, tmp_path):
     result = rb.rebase(series_copy, "v0.5.9.shift", upstream_clone=clone["repo"])
     assert result.exit_code == 0 and not result.attention
@@ -262,8 +281,9 @@ def test_clone_tag_moves_every_hunk_and_pins_the_commit(series_copy, clone, tmp_
 
 
 def test_induced_ambiguity_is_reported_not_guessed(series_copy, clone, tmp_path):
-    result = rb.rebase(series_copy, "dup", upstream_clone=clone["repo"],
-                       out_dir=tmp_path / "dup", context_trim=True)
+    result = rb.rebase(
+        series_copy, "dup", upstream_clone=clone["repo"], out_dir=tmp_path / "dup", context_trim=True
+    )
     assert result.exit_code == 1
     assert attention(result) == {("0005-verify.patch", 1)}
     hunk = hunk_of(result, "0005-verify.patch", 1)
@@ -282,8 +302,7 @@ def test_induced_ambiguity_is_reported_not_guessed(series_copy, clone, tmp_path)
 
 def test_deleted_anchor_then_context_trim_then_resume(series_copy, clone, tmp_path):
     out = tmp_path / "gone"
-    result = rb.rebase(series_copy, "gone", upstream_clone=clone["repo"], out_dir=out,
-                       merge=False)
+    result = rb.rebase(series_copy, "gone", upstream_clone=clone["repo"], out_dir=out, merge=False)
     assert result.exit_code == 1
     assert attention(result) == {("0005-verify.patch", 2)}
     hunk = hunk_of(result, "0005-verify.patch", 2)
@@ -295,8 +314,14 @@ def test_deleted_anchor_then_context_trim_then_resume(series_copy, clone, tmp_pa
     assert code in (1, 2) and "patchkit rebase" in text
 
     # --context-trim: the block without its trailing context is unique: placed, refilled, said
-    trim = rb.rebase(series_copy, "gone", upstream_clone=clone["repo"],
-                     out_dir=tmp_path / "trim", context_trim=True, merge=False)
+    trim = rb.rebase(
+        series_copy,
+        "gone",
+        upstream_clone=clone["repo"],
+        out_dir=tmp_path / "trim",
+        context_trim=True,
+        merge=False,
+    )
     assert trim.exit_code == 0
     placed = hunk_of(trim, "0005-verify.patch", 2)
     assert placed.trimmed is not None and placed.trimmed[0] == 0 and placed.status == "moved"
@@ -310,22 +335,22 @@ def test_deleted_anchor_then_context_trim_then_resume(series_copy, clone, tmp_pa
     text = path.read_text()
     assert text.count("\n         # Forward\n") == 1
     text = text.replace(" " + rb.MARKER + "\n", "").replace("\n         # Forward\n", "\n")
-    text = text.replace("             ).cpu()\n \n+        _pt.end", "             ).cpu()\n\n+        _pt.end")
+    text = text.replace(
+        "             ).cpu()\n \n+        _pt.end", "             ).cpu()\n\n+        _pt.end"
+    )
     path.write_text(text)
-    resumed = rb.rebase(series_copy, "gone", upstream_clone=clone["repo"], out_dir=out,
-                        resume=True)
+    resumed = rb.rebase(series_copy, "gone", upstream_clone=clone["repo"], out_dir=out, resume=True)
     assert resumed.exit_code == 0, [h.describe() for h in resumed.attention]
     assert {h.patch for h in resumed.hunks if h.edited} >= {"0005-verify.patch"}
     fixed = path.read_text()
     assert not fixed.startswith(rb.NOTE_FIRST) and rb.MARKER not in fixed
     report = (out / "REBASE.md").read_text()
     assert "## Resume" in report
-    first_run = report.split("## Resume")[0]          # its top says what holds now
+    first_run = report.split("## Resume")[0]  # its top says what holds now
     assert "**Now, after --resume:**" in first_run and "exit code 0 (see the Resume" in first_run
     assert "\n- result:" not in first_run and "- result of the first run:" in first_run
     assert ops.verify(str(out), [str(tree)]).exit_code == 0
-    again = rb.rebase(series_copy, "gone", upstream_clone=clone["repo"], out_dir=out,
-                      resume=True)
+    again = rb.rebase(series_copy, "gone", upstream_clone=clone["repo"], out_dir=out, resume=True)
     assert {h.status for h in again.hunks} == {"unchanged", "carried"}
 
 
@@ -336,7 +361,9 @@ def test_file_gone_and_created_file_taken(series_copy, clone, tmp_path):
     assert len(worker) == 26 and not any(h.relocated for h in worker)
     assert all("is not in sglang nofile" in h.reason for h in worker)
     pin = upstream.read_pin(tmp_path / "a" / "pin.toml")
-    assert [*pin.files.values()][0].lines == 1032, "an entry for a file the release lacks is kept as it was"
+    assert next(iter(pin.files.values())).lines == 1032, (
+        "an entry for a file the release lacks is kept as it was"
+    )
 
     taken = rb.rebase(series_copy, "timer", upstream_clone=clone["repo"], out_dir=tmp_path / "b")
     assert taken.exit_code == 1
@@ -345,6 +372,7 @@ def test_file_gone_and_created_file_taken(series_copy, clone, tmp_path):
 
 
 # ----------------------------------------------------------------------------- small pieces
+
 
 def _hunk(text: str):
     return parse_patch("t.patch", text.encode()).files[0].hunks[0]
@@ -367,31 +395,53 @@ def test_trim_refuses_when_trimmed_blocks_point_at_different_places():
 
 
 def test_recount_fixes_counts_and_target_starts():
-    text = ("diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -5,9 +5,9 @@ def f():\n a\n+b\n c\n"
-            "@@ -20,1 +20,1 @@\n x\n+y\n")
+    text = (
+        "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -5,9 +5,9 @@ def f():\n a\n+b\n c\n"
+        "@@ -20,1 +20,1 @@\n x\n+y\n"
+    )
     fixed = rb.recount(text)
     assert "@@ -5,2 +5,3 @@ def f():\n" in fixed and "@@ -20,1 +21,2 @@\n" in fixed
     parse_patch("f.patch", fixed.encode())
 
 
 def test_tasks_patch_rebase_and_patch_diff(series_copy, tmp_path):
-    import subprocess
-    import sys
-
-    from upstream_fixtures import REPO
-
     out = tmp_path / "cli"
-    run = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",
-                 str(out), "--no-merge", *(["--wheelhouse", WH] if WH else []))
+    run = invoke(
+        "patch.rebase",
+        "--series",
+        str(series_copy),
+        "--onto",
+        "0.5.10",
+        "--out",
+        str(out),
+        "--no-merge",
+        *(["--wheelhouse", WH] if WH else []),
+    )
     assert run.returncode == 1, run.stderr
     assert "4 need attention" in run.stdout and run.stdout.count("needs attention: ") == 4
-    merged = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",
-                    str(tmp_path / "merged"), *(["--wheelhouse", WH] if WH else []))
+    merged = invoke(
+        "patch.rebase",
+        "--series",
+        str(series_copy),
+        "--onto",
+        "0.5.10",
+        "--out",
+        str(tmp_path / "merged"),
+        *(["--wheelhouse", WH] if WH else []),
+    )
     assert merged.returncode == 0, merged.stderr
     assert "4 merged+checked, 0 need attention" in merged.stdout
     assert f"report: {out / 'REBASE.md'}" in run.stdout
-    again = invoke("patch.rebase", "--series", str(series_copy), "--onto", "0.5.10", "--out",
-                   str(out), *(["--wheelhouse", WH] if WH else []))
+    again = invoke(
+        "patch.rebase",
+        "--series",
+        str(series_copy),
+        "--onto",
+        "0.5.10",
+        "--out",
+        str(out),
+        *(["--wheelhouse", WH] if WH else []),
+    )
     assert again.returncode == 2 and "already exists" in again.stderr
     assert invoke("patch.rebase", "--series", str(series_copy)).returncode == 2
     diff = invoke("patch.diff", "--from", str(series_copy), "--to", str(out))
@@ -402,22 +452,26 @@ def test_a_marked_hunk_between_close_neighbours_keeps_the_patch_well_formed(tmp_
     from engine_support import make_series, write_tree
 
     old = "".join(f"l{n:02}\n" for n in range(1, 25))
-    patch = ("diff --git a/pkg/data.txt b/pkg/data.txt\n--- a/pkg/data.txt\n+++ b/pkg/data.txt\n"
-             "@@ -1,6 +1,7 @@\n l01\n l02\n l03\n+X1\n l04\n l05\n l06\n"
-             "@@ -7,6 +8,7 @@\n l07\n l08\n l09\n+X2\n l10\n l11\n l12\n"
-             "@@ -13,6 +15,7 @@\n l13\n l14\n l15\n+X3\n l16\n l17\n l18\n")
-    series = make_series(tmp_path / "s", {"pkg/data.txt": old.encode()},
-                         [("0001.patch", patch.encode())])
-    cases = {"changed": old.replace("l09\n", "L09\n"),                  # 6 lines of room
-             "deleted": old.replace("".join(f"l{n:02}\n" for n in range(7, 13)), "")}  # none
+    patch = (
+        "diff --git a/pkg/data.txt b/pkg/data.txt\n--- a/pkg/data.txt\n+++ b/pkg/data.txt\n"
+        "@@ -1,6 +1,7 @@\n l01\n l02\n l03\n+X1\n l04\n l05\n l06\n"
+        "@@ -7,6 +8,7 @@\n l07\n l08\n l09\n+X2\n l10\n l11\n l12\n"
+        "@@ -13,6 +15,7 @@\n l13\n l14\n l15\n+X3\n l16\n l17\n l18\n"
+    )
+    series = make_series(tmp_path / "s", {"pkg/data.txt": old.encode()}, [("0001.patch", patch.encode())])
+    cases = {
+        "changed": old.replace("l09\n", "L09\n"),  # 6 lines of room
+        "deleted": old.replace("".join(f"l{n:02}\n" for n in range(7, 13)), ""),
+    }  # none
     for name, new in cases.items():
         write_tree(tmp_path / name / "old", {"pkg/data.txt": old.encode()})
         write_tree(tmp_path / name / "new", {"pkg/data.txt": new.encode()})
         out = tmp_path / name / "out"
-        result = rb.rebase(series, "2", old_tree=tmp_path / name / "old",
-                           new_tree=tmp_path / name / "new", out_dir=out)
+        result = rb.rebase(
+            series, "2", old_tree=tmp_path / name / "old", new_tree=tmp_path / name / "new", out_dir=out
+        )
         assert attention(result) == {("0001.patch", 2)}, name
-        written = parse_patch("0001.patch", (out / "0001.patch").read_bytes())   # well-formed
-        assert [len(h.source) for h in written.files[0].hunks][1] == 1   # marker line only
+        written = parse_patch("0001.patch", (out / "0001.patch").read_bytes())  # well-formed
+        assert [len(h.source) for h in written.files[0].hunks][1] == 1  # marker line only
         code, text = refusal(out, tmp_path / name / "new")
         assert code == 1 and "patchkit rebase" in text, name

@@ -29,9 +29,13 @@ WH = default_wheelhouse()
 PATCHES = SERIES_059.parent
 
 # (series, onto, exact, merge3, structural, refused), hunks of files the release lacks left out
-PAIRS = [("0.5.9", "0.5.12", 23, 13, 10, 2), ("0.5.12", "0.5.9", 23, 14, 10, 2),
-         ("0.5.1", "0.5.12", 3, 6, 10, 4), ("0.5.23", "0.5.20", 9, 6, 6, 5),
-         ("0.5.20", "0.5.23", 10, 4, 6, 6)]
+PAIRS = [
+    ("0.5.9", "0.5.12", 23, 13, 10, 2),
+    ("0.5.12", "0.5.9", 23, 14, 10, 2),
+    ("0.5.1", "0.5.12", 3, 6, 10, 4),
+    ("0.5.23", "0.5.20", 9, 6, 6, 5),
+    ("0.5.20", "0.5.23", 10, 4, 6, 6),
+]
 
 
 def _files(version: str, paths) -> dict[str, bytes | None]:
@@ -81,15 +85,15 @@ def placed_functions(series_dir, files: dict[str, bytes | None]) -> dict:
                 p = own_placement(h)
                 placed.append(p)
                 after = join_lines(apply_placements(state[fd.path], [p]))
-                out[(patch.name, fd.path, number)] = [function_at(after, n)
-                                                      for n in changed_lines(p)[1]]
+                out[(patch.name, fd.path, number)] = [function_at(after, n) for n in changed_lines(p)[1]]
             state[fd.path] = apply_placements(state[fd.path], placed)
     return out
 
 
 @pytest.mark.parametrize("series_ver,onto,n_exact,n_merge3,n_structural,n_refused", PAIRS)
 def test_long_jump_places_timer_lines_in_the_function_they_timed(
-        series_ver, onto, n_exact, n_merge3, n_structural, n_refused, tmp_path):
+    series_ver, onto, n_exact, n_merge3, n_structural, n_refused, tmp_path
+):
     series = PATCHES / f"sglang-v{series_ver}"
     paths = list(upstream.read_pin(series / "pin.toml").files)
     new_files, old_files = _files(onto, paths), _files(series_ver, paths)
@@ -98,8 +102,12 @@ def test_long_jump_places_timer_lines_in_the_function_they_timed(
     result = rb.rebase(series, onto, out_dir=out, wheelhouse=WH)
     hunks = [h for h in result.hunks if h.status != "carried" and h.path not in absent]
     hows = [h.how for h in hunks]
-    assert (hows.count("exact"), hows.count("merge3"), hows.count("structural"),
-            hows.count("refused")) == (n_exact, n_merge3, n_structural, n_refused)
+    assert (hows.count("exact"), hows.count("merge3"), hows.count("structural"), hows.count("refused")) == (
+        n_exact,
+        n_merge3,
+        n_structural,
+        n_refused,
+    )
     # without the structural step those hunks stay for a person (and a few more: a placed hunk
     # gives a later patch its context)
     plain = rb.rebase(series, onto, write=False, wheelhouse=WH, structural=False)
@@ -135,8 +143,11 @@ def without_marked_hunks(text: str) -> str:
     while i < len(lines):
         if lines[i].startswith("@@ "):
             j = i + 1
-            while j < len(lines) and lines[j][:1] in (" ", "-", "+", "\\") and not \
-                    lines[j].startswith(("--- a/", "+++ b/")):
+            while (
+                j < len(lines)
+                and lines[j][:1] in (" ", "-", "+", "\\")
+                and not lines[j].startswith(("--- a/", "+++ b/"))
+            ):
                 j += 1
             if not any(rb.MARKER in ln for ln in lines[i:j]):
                 out += lines[i:j]
@@ -163,8 +174,7 @@ def test_the_rebased_long_jump_applies_on_the_release(tmp_path):
     paths = list(upstream.read_pin(keep / "pin.toml").files)
     files = _files("0.5.12", paths)
     tree = tmp_path / "tree"
-    upstream.build_checkout_tree({upstream.installed_path(p, "python/"): d
-                                  for p, d in files.items()}, tree)
+    upstream.build_checkout_tree({upstream.installed_path(p, "python/"): d for p, d in files.items()}, tree)
     before = {p: (tree / p).read_bytes() for p in paths}
     applied = ops.apply(str(keep), [str(tree)])
     assert applied.exit_code == 0, applied.to_json()

@@ -14,11 +14,11 @@ import shutil
 import pytest
 
 from engine_support import git_diff, make_series, write_tree
-from patchkit.author import merge3, rebase as rb, upstream
 from patchkit import ops
-from patchkit.errors import PatchkitError
+from patchkit.author import merge3, rebase as rb, upstream
 from patchkit.author.pystructure import spots
 from patchkit.engine.series import load_series
+from patchkit.errors import PatchkitError
 from rebase_oracle import hand_disagreements, misplaced
 from upstream_fixtures import SERIES_059, default_wheelhouse, sglang_checkout, v1_part
 
@@ -38,7 +38,7 @@ OLD = b"def prefill(batch):\n" + BODY + b"\n\ndef decode(batch):\n" + BODY
 # upstream swapped the two functions; their bodies are identical
 SWAPPED = b"def decode(batch):\n" + BODY + b"\n\ndef prefill(batch):\n" + BODY
 
-ASYNC_OLD = b'''import asyncio
+ASYNC_OLD = b"""import asyncio
 
 
 async def fetch(client):
@@ -49,12 +49,14 @@ async def fetch(client):
     body = response.read()
     client.log("done")
     return body
-'''
-ASYNC_PATCHED = ASYNC_OLD.replace(b'    client.log("sent")\n',
-                                  b'    client.log("sent")\n    await client.flush()\n')
+"""
+ASYNC_PATCHED = ASYNC_OLD.replace(
+    b'    client.log("sent")\n', b'    client.log("sent")\n    await client.flush()\n'
+)
 # upstream made fetch synchronous: a line away from the hunk, so git merges cleanly
 SYNC_NEW = ASYNC_OLD.replace(b"async def fetch", b"def fetch").replace(
-    b"await client.send(request)", b"client.send_sync(request)")
+    b"await client.send(request)", b"client.send_sync(request)"
+)
 
 
 def _patched_decode_only() -> bytes:
@@ -95,12 +97,12 @@ def test_git_alone_would_put_the_line_in_the_wrong_function_rebase_refuses(tmp_p
     patched = _patched_decode_only()
     assert function_of(patched, b"_pt.end") == "decode"
     merged, conflicts = merge3.merge_file(patched, OLD, SWAPPED)
-    assert conflicts == 0 and function_of(merged, b"_pt.end") == "prefill", \
+    assert conflicts == 0 and function_of(merged, b"_pt.end") == "prefill", (
         "the premise: git's clean merge moves the line into prefill()"
+    )
     series = small_series(tmp_path, OLD, patched)
     old, new = trees(tmp_path, OLD, SWAPPED)
-    result = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out",
-                       structural=False)
+    result = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out", structural=False)
     assert result.exit_code == 1 and len(result.attention) == 1
     hunk = result.attention[0]
     assert hunk.method == "needs attention"
@@ -120,8 +122,10 @@ def test_git_alone_would_put_the_line_in_the_wrong_function_rebase_refuses(tmp_p
     assert placed.exit_code == 0 and hunk.how == "structural"
     assert ops.apply(str(tmp_path / "out2"), [str(new)]).exit_code == 0
     assert function_of((new / MOD).read_bytes(), b"_pt.end") == "decode"
-    assert b"    out = batch.run()\n    _pt.end('run')\n    batch.record(out)" in \
-        (new / MOD).read_bytes().split(b"def prefill")[0]
+    assert (
+        b"    out = batch.run()\n    _pt.end('run')\n    batch.record(out)"
+        in (new / MOD).read_bytes().split(b"def prefill")[0]
+    )
 
 
 def test_a_merge_that_does_not_compile_is_refused(tmp_path):
@@ -157,7 +161,8 @@ def test_a_clean_structural_merge_is_accepted_and_verifies(tmp_path):
     applied = ops.apply(str(tmp_path / "out"), [str(new)])
     assert applied.exit_code == 0
     assert (new / MOD).read_bytes() == new_text.replace(
-        b'    client.log("sent")\n', b'    client.log("sent")\n    await client.flush()\n')
+        b'    client.log("sent")\n', b'    client.log("sent")\n    await client.flush()\n'
+    )
     exact_only = rb.rebase(series, "2", new_tree=new, old_tree=old, write=False, merge=False)
     assert exact_only.exit_code == 1
 
@@ -173,19 +178,27 @@ def _release_files(version: str, paths) -> dict[str, bytes]:
 # (series, onto, exact, merged+checked, needs attention), hunks creating files left out; the
 # eagle_worker.py part of each series (0001-0007: 0.5.10's and 0.5.12's made by rebase from
 # 0.5.9's), without the EAGLEWorkerV2 patches 0008-0013 (upstream_fixtures.v1_part)
-PAIRS = [("0.5.9", "0.5.10", 22, 4, 0), ("0.5.10", "0.5.9", 22, 4, 0),
-         ("0.5.9", "0.5.12", 10, 9, 7), ("0.5.12", "0.5.10", 12, 7, 7)]
+PAIRS = [
+    ("0.5.9", "0.5.10", 22, 4, 0),
+    ("0.5.10", "0.5.9", 22, 4, 0),
+    ("0.5.9", "0.5.12", 10, 9, 7),
+    ("0.5.12", "0.5.10", 12, 7, 7),
+]
 
 
 @pytest.mark.parametrize("series_ver,onto,n_exact,n_merged,n_attention", PAIRS)
 def test_real_release_pairs_relocate_more_and_misplace_nothing(
-        series_ver, onto, n_exact, n_merged, n_attention, tmp_path):
+    series_ver, onto, n_exact, n_merged, n_attention, tmp_path
+):
     series = v1_part(SERIES_059.parent / f"sglang-v{series_ver}", tmp_path / "old")
     out = tmp_path / "out"
     result = rb.rebase(series, onto, out_dir=out, wheelhouse=WH, structural=False)
     methods = [h.method for h in result.hunks if h.status != "carried"]
-    assert (methods.count("exact"), methods.count("merged+checked"),
-            methods.count("needs attention")) == (n_exact, n_merged, n_attention)
+    assert (methods.count("exact"), methods.count("merged+checked"), methods.count("needs attention")) == (
+        n_exact,
+        n_merged,
+        n_attention,
+    )
     exact = rb.rebase(series, onto, write=False, wheelhouse=WH, merge=False)
     assert len(exact.attention) == n_attention + n_merged
     paths = list(upstream.read_pin(series / "pin.toml").files)
@@ -193,8 +206,9 @@ def test_real_release_pairs_relocate_more_and_misplace_nothing(
     # the hand-made series of the release (shipped, pinned to the same text) has every
     # relocated line exactly where rebase put it
     hand = v1_part(SERIES_059.parent / f"sglang-v{onto}", tmp_path / "hand")
-    assert [f.sha256 for f in upstream.read_pin(hand / "pin.toml").files.values()] == \
-        [upstream.sha256_bytes(new_files[p]) for p in paths]
+    assert [f.sha256 for f in upstream.read_pin(hand / "pin.toml").files.values()] == [
+        upstream.sha256_bytes(new_files[p]) for p in paths
+    ]
     assert hand_disagreements(out, hand, new_files) == []
     # the text oracle flags only lines whose neighbouring statement upstream rewrote
     flagged = misplaced(series, _release_files(series_ver, paths), out, new_files)
@@ -222,22 +236,25 @@ def test_the_hand_series_oracle_sees_a_line_moved_by_one(tmp_path):
     (moved / "0005-verify.patch").write_text(rb.recount(text.replace(old, new)))
     got = hand_disagreements(moved, SERIES_059.parent / "sglang-v0.5.10", files)
     assert [(p, n) for p, n, _ in got] == [("0005-verify.patch", 1)]
-    assert hand_disagreements(SERIES_059.parent / "sglang-v0.5.10",
-                              SERIES_059.parent / "sglang-v0.5.10", files) == []
+    assert (
+        hand_disagreements(SERIES_059.parent / "sglang-v0.5.10", SERIES_059.parent / "sglang-v0.5.10", files)
+        == []
+    )
 
 
-RUN_OLD = b'''def run(batch):
+RUN_OLD = b"""def run(batch):
     prepare(batch)
     out = forward(batch)
     finish(out)
     return out
-'''
+"""
 RUN_PATCHED = RUN_OLD.replace(b"    out = forward", b"    _pt.begin('fwd')\n    out = forward")
 
 
 def test_conflict_on_a_rewritten_neighbour_is_placed_before_the_rewrite(tmp_path):
-    rewritten = RUN_OLD.replace(b"    out = forward(batch)\n",
-                                b"    out, extra = forward(\n        batch, mode=2\n    )\n")
+    rewritten = RUN_OLD.replace(
+        b"    out = forward(batch)\n", b"    out, extra = forward(\n        batch, mode=2\n    )\n"
+    )
     assert merge3.merge_file(RUN_PATCHED, RUN_OLD, rewritten)[1] == 1
     series = small_series(tmp_path, RUN_OLD, RUN_PATCHED)
     old, new = trees(tmp_path, RUN_OLD, rewritten)
@@ -247,7 +264,8 @@ def test_conflict_on_a_rewritten_neighbour_is_placed_before_the_rewrite(tmp_path
     assert hunk.method == "merged+checked" and "upstream rewrote" in hunk.proof
     assert ops.apply(str(tmp_path / "out"), [str(new)]).exit_code == 0
     assert (new / MOD).read_bytes() == rewritten.replace(
-        b"    out, extra", b"    _pt.begin('fwd')\n    out, extra")
+        b"    out, extra", b"    _pt.begin('fwd')\n    out, extra"
+    )
 
 
 def test_conflict_on_an_inserted_statement_is_left_for_a_person(tmp_path):
@@ -256,8 +274,7 @@ def test_conflict_on_an_inserted_statement_is_left_for_a_person(tmp_path):
     assert merge3.merge_file(RUN_PATCHED, RUN_OLD, inserted)[1] == 1
     series = small_series(tmp_path, RUN_OLD, RUN_PATCHED)
     old, new = trees(tmp_path, RUN_OLD, inserted)
-    result = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out",
-                       structural=False)
+    result = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out", structural=False)
     assert result.exit_code == 1
     assert "no place in it keeps" in result.attention[0].reason
     assert verify_code(tmp_path / "out", new) in (1, 2)
@@ -266,22 +283,25 @@ def test_conflict_on_an_inserted_statement_is_left_for_a_person(tmp_path):
     assert [h.how for h in placed.hunks] == ["structural"]
     assert ops.apply(str(tmp_path / "out2"), [str(new)]).exit_code == 0
     assert (new / MOD).read_bytes() == inserted.replace(
-        b"    out = forward", b"    _pt.begin('fwd')\n    out = forward")
+        b"    out = forward", b"    _pt.begin('fwd')\n    out = forward"
+    )
 
 
 def test_a_hunk_of_two_runs_is_merged_run_by_run(tmp_path):
-    old = b'''def run(batch):
+    old = b"""def run(batch):
     prepare(batch)
     out = forward(batch)
     check(out)
     finish(out)
     return out
-'''
+"""
     patched = old.replace(b"    out = forward", b"    _pt.begin('fwd')\n    out = forward").replace(
-        b"    finish(out)", b"    _pt.end('fwd')\n    finish(out)")
+        b"    finish(out)", b"    _pt.end('fwd')\n    finish(out)"
+    )
     # upstream rewrote the statement after the first run: the whole hunk conflicts
-    new_text = old.replace(b"    out = forward(batch)\n",
-                           b"    out, extra = forward(\n        batch, mode=2\n    )\n")
+    new_text = old.replace(
+        b"    out = forward(batch)\n", b"    out, extra = forward(\n        batch, mode=2\n    )\n"
+    )
     series = small_series(tmp_path, old, patched)
     assert len(load_series(str(series)).patches[0].files[0].hunks) == 1
     old_dir, new = trees(tmp_path, old, new_text)
@@ -291,5 +311,5 @@ def test_a_hunk_of_two_runs_is_merged_run_by_run(tmp_path):
     assert hunk.method == "merged+checked" and hunk.proof.startswith("run by run: ")
     assert ops.apply(str(tmp_path / "out"), [str(new)]).exit_code == 0
     assert (new / MOD).read_bytes() == new_text.replace(
-        b"    out, extra", b"    _pt.begin('fwd')\n    out, extra").replace(
-        b"    finish(out)", b"    _pt.end('fwd')\n    finish(out)")
+        b"    out, extra", b"    _pt.begin('fwd')\n    out, extra"
+    ).replace(b"    finish(out)", b"    _pt.end('fwd')\n    finish(out)")

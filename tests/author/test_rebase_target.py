@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-
 from patchkit import ops
 from patchkit.author import rebase as rb, upstream
-from patchkit.engine.series import load_series
 from patchkit.author.targetread import target_source
+from patchkit.engine.series import load_series
 from support.cli import invoke as support_invoke
-from upstream_fixtures import (EAGLE_WORKER, REPO, SERIES_059, git, sglang_checkout,
-                               sglang_installed, v1_part)
+from upstream_fixtures import EAGLE_WORKER, SERIES_059, git, sglang_checkout, sglang_installed, v1_part
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
@@ -73,8 +71,10 @@ def test_onto_target_over_ssh_reads_once_writes_nothing_and_verifies(sshd, tmp_p
     assert [(h.patch, h.number) for h in merged] == [("0002-cycle.patch", 2)]
     pin = upstream.read_pin(out / "pin.toml")
     assert pin.commit == head and pin.version is None
-    assert ([*pin.files.values()][0].sha256, [*pin.files.values()][0].lines) == (
-        hashlib.sha256(edited).hexdigest(), edited.count(b"\n"))
+    assert (next(iter(pin.files.values())).sha256, next(iter(pin.files.values())).lines) == (
+        hashlib.sha256(edited).hexdigest(),
+        edited.count(b"\n"),
+    )
     assert "| merge3 |" in (out / "REBASE.md").read_text()
     assert snapshot(root) == before, "the target must be byte-identical, .git included"
 
@@ -98,11 +98,11 @@ def test_onto_target_cli_and_bad_input(sshd, tmp_path):
     run = invoke("--onto-target", target, "--out", str(tmp_path / "out"), *cfg)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 merged+checked, 0 need attention" in run.stdout
-    assert invoke("--onto-target", target, *cfg).returncode == 2          # no --out
-    assert invoke("--onto-target", target, "--onto", "0.5.10", "--out",
-                  str(tmp_path / "x")).returncode == 2                     # both
-    gone = invoke("--onto-target", sshd.url(str(tmp_path / "nowhere")), "--out",
-                  str(tmp_path / "y"), *cfg)
+    assert invoke("--onto-target", target, *cfg).returncode == 2  # no --out
+    assert (
+        invoke("--onto-target", target, "--onto", "0.5.10", "--out", str(tmp_path / "x")).returncode == 2
+    )  # both
+    gone = invoke("--onto-target", sshd.url(str(tmp_path / "nowhere")), "--out", str(tmp_path / "y"), *cfg)
     assert gone.returncode == 1 and "does not exist" in gone.stderr
     assert not (tmp_path / "y").exists()
     assert snapshot(root) == before
@@ -131,9 +131,11 @@ def test_read_is_byte_exact_under_busybox_and_an_exec_prefix(busybox_transport, 
     old = b"def f():\n    a = 1\n    b = 2\n\tc = '\\\\n'  \r\n    return a" + ending
     new = old.replace(b"a = 1", b"a = 10")
     patched = old.replace(b"    b = 2\n", b"    b = 2\n    _pt.end('x')\n")
-    series = make_series(tmp_path / "series", {"pkg/mod.py": old},
-                         [("0001.patch", git_diff({"pkg/mod.py": old}, {"pkg/mod.py": patched},
-                                                  tmp_path / "d"))])
+    series = make_series(
+        tmp_path / "series",
+        {"pkg/mod.py": old},
+        [("0001.patch", git_diff({"pkg/mod.py": old}, {"pkg/mod.py": patched}, tmp_path / "d"))],
+    )
     write_tree(Path(busybox_transport.root), {"pkg/mod.py": new})
     before = snapshot(Path(busybox_transport.root))
     loaded = load_series(str(series))

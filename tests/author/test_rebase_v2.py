@@ -18,8 +18,7 @@ WH = default_wheelhouse()
 PATCHES = SERIES_059.parent
 
 # (series, onto, exact, merged+checked, needs attention) over the v2 hunks only
-PAIRS = [("0.5.9", "0.5.10", 18, 3, 1), ("0.5.10", "0.5.9", 18, 3, 1),
-         ("0.5.10", "0.5.11", 20, 2, 0)]
+PAIRS = [("0.5.9", "0.5.10", 18, 3, 1), ("0.5.10", "0.5.9", 18, 3, 1), ("0.5.10", "0.5.11", 20, 2, 0)]
 
 
 def _release_files(version: str, paths) -> dict[str, bytes]:
@@ -30,20 +29,25 @@ def _release_files(version: str, paths) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("series_ver,onto,n_exact,n_merged,n_attention", PAIRS)
-def test_rebased_v2_lines_agree_with_the_generated_series(series_ver, onto, n_exact, n_merged,
-                                                          n_attention, tmp_path):
+def test_rebased_v2_lines_agree_with_the_generated_series(
+    series_ver, onto, n_exact, n_merged, n_attention, tmp_path
+):
     series = PATCHES / f"sglang-v{series_ver}"
     out = tmp_path / "out"
     result = rb.rebase(series, onto, out_dir=out, wheelhouse=WH, structural=False)
     v2 = [h for h in result.hunks if h.patch in V2_APPENDED]
     assert v2 and all(h.path.endswith("/eagle_worker_v2.py") for h in v2)
     methods = [h.method for h in v2]
-    assert (methods.count("exact"), methods.count("merged+checked"),
-            methods.count("needs attention")) == (n_exact, n_merged, n_attention)
+    assert (methods.count("exact"), methods.count("merged+checked"), methods.count("needs attention")) == (
+        n_exact,
+        n_merged,
+        n_attention,
+    )
     paths = list(upstream.read_pin(series / "pin.toml").files)
     files = _release_files(onto, paths)
     shipped = PATCHES / f"sglang-v{onto}"
-    assert [f.sha256 for f in upstream.read_pin(shipped / "pin.toml").files.values()] == \
-        [upstream.sha256_bytes(files[p]) for p in paths]
+    assert [f.sha256 for f in upstream.read_pin(shipped / "pin.toml").files.values()] == [
+        upstream.sha256_bytes(files[p]) for p in paths
+    ]
     disagree = hand_disagreements(out, shipped, files)
     assert [d for d in disagree if d[0] in V2_APPENDED] == []

@@ -10,17 +10,16 @@ by AST once the timer lines are removed, no timer line after a return, revert by
 from __future__ import annotations
 
 import ast
+import itertools
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from patchkit.author import authoring, timerplace, upstream
-from patchkit.engine import autoseries
-from patchkit import ops
-from patchkit.author import sglang_releases as rel
-
 from ast_support import is_inserted, strip_inserted, timer_calls_by_function
+from patchkit import ops
+from patchkit.author import authoring, sglang_releases as rel, timerplace, upstream
+from patchkit.engine import autoseries
 
 REPO = Path(__file__).resolve().parents[2]
 PATCHES = REPO / "patches"
@@ -53,8 +52,12 @@ def trees(tmp_path_factory):
                 "files": files,
                 "checkout": upstream.build_checkout_tree(short, base / "checkout")[0],
                 "installed": upstream.build_installed_tree(
-                    short, base / "installed", name="sglang", version=version,
-                    dist_info=upstream.wheel_dist_info(wheel)),
+                    short,
+                    base / "installed",
+                    name="sglang",
+                    version=version,
+                    dist_info=upstream.wheel_dist_info(wheel),
+                ),
             }
         return made[version]
 
@@ -86,8 +89,13 @@ def test_a_release_shares_a_series_only_with_byte_identical_worker_files(version
 
 def test_inserted_calls_are_the_runtime_api():
     """Every inserted line calls a public function of the runtime with its known keywords."""
-    allowed = {"begin": {"graph", "step"}, "end": set(), "cycle_begin": {"kind", "batch_size"},
-               "cycle_end": {"accepted", "tokens"}, "note": {"verify_graph"}}
+    allowed = {
+        "begin": {"graph", "step"},
+        "end": set(),
+        "cycle_begin": {"kind", "batch_size"},
+        "cycle_end": {"accepted", "tokens"},
+        "note": {"verify_graph"},
+    }
     seen = set()
     for folder in rel.series_folders():
         for name in authoring.read_series_names(PATCHES / folder)[1:]:
@@ -108,8 +116,9 @@ def test_inserted_calls_are_the_runtime_api():
 @pytest.mark.parametrize("folder", sorted(p.parent.name for p in PATCHES.glob("*/series")))
 def test_runtime_patch_is_generated_from_patchkit_timing(folder):
     results = authoring.regenerate_runtime_patches(PATCHES / folder, write=False)
-    assert results and not any(changed for _, changed in results), \
+    assert results and not any(changed for _, changed in results), (
         f"run `invoke patch.gen-runtime --series patches/{folder}`"
+    )
 
 
 @pytest.mark.parametrize("version", RELEASES)
@@ -190,7 +199,7 @@ def _no_timer_after_a_return(tree: ast.AST, where: str) -> None:
             block = getattr(node, field, None)
             if not isinstance(block, list):
                 continue
-            for a, b in zip(block, block[1:]):
+            for a, b in itertools.pairwise(block):
                 if isinstance(a, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
                     assert not is_inserted(b), f"{where}: timer line after line {a.lineno} never runs"
 
@@ -215,8 +224,7 @@ def test_series_auto_picks_the_release_and_refuses_a_drifted_copy(version, trees
 def test_every_worker_file_of_every_release_is_timed():
     """Issue 10 item 1: no release ships an EAGLE worker file its series does not pin (e.g. the
     eagle_worker_v2.py of 0.5.9 / 0.5.10 / 0.5.10.post1, appended as 0008-0013)."""
-    untimed = [(r.version, Path(p).name) for r in rel.RELEASES for p in r.files
-               if "not timed" == _cell(r, p)]
+    untimed = [(r.version, Path(p).name) for r in rel.RELEASES for p in r.files if _cell(r, p) == "not timed"]
     assert not untimed, untimed
     shipped = {r.version: set(_worker_files(r.version)) for r in rel.RELEASES}
     assert {v: set(rel.by_version()[v].files) for v in shipped} == shipped
@@ -236,8 +244,7 @@ def test_print_the_coverage_table(capsys):
 
 def coverage_table() -> str:
     names = [Path(p).name for p in rel.WORKER_FILES]
-    rows = ["| release | series | " + " | ".join(names) + " |",
-            "|---|---|" + "---|" * len(names)]
+    rows = ["| release | series | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
     for r in rel.RELEASES:
         sdir = PATCHES / r.series
         pin = upstream.read_pin(sdir / "pin.toml")
@@ -266,7 +273,7 @@ def _final_phases(sdir: Path) -> dict[str, list[str]]:
                 current = Path(line[6:]).name
             elif line.startswith("+") and current:
                 stmt = line[1:].strip()
-                if stmt.startswith("_pt.begin(\""):
+                if stmt.startswith('_pt.begin("'):
                     phase = stmt.split('"')[1]
                 elif stmt.startswith("_pt.cycle_begin("):
                     phase = "cycle:" + stmt.split('kind="')[1].split('"')[0]

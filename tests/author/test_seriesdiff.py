@@ -6,7 +6,6 @@ import shutil
 
 from patchkit.author import seriesdiff
 from patchkit.engine.diffparse import parse_patch
-
 from upstream_fixtures import REPO, SERIES_059
 
 SERIES_0510 = REPO / "patches" / "sglang-v0.5.10"
@@ -22,11 +21,13 @@ def test_diff_059_to_0510_shows_pin_moves_and_edited_context():
     # moved hunks: old and new header, the shift
     assert "    hunk 1: @@ -66,6 +66,7 @@ -> @@ -67,6 +67,7 @@, moved by +1 lines\n" in text
     # the hand-fixed hunks: context changed, with the body diff
-    assert ("    hunk 4: @@ -759,6 +764,7 @@ -> @@ -773,6 +778,7 @@, moved by +14 lines, "
-            "context changed:\n") in text
+    assert (
+        "    hunk 4: @@ -759,6 +764,7 @@ -> @@ -773,6 +778,7 @@, moved by +14 lines, context changed:\n"
+    ) in text
     assert "      -             detect_nan(logits_output)\n" in text
-    assert ('      +         maybe_detect_nan(logits_output.next_token_logits, '
-            '"verify: target model logits")\n') in text
+    assert (
+        '      +         maybe_detect_nan(logits_output.next_token_logits, "verify: target model logits")\n'
+    ) in text
     # exactly the four hunks fixed by hand are "edited"; the other 22 only moved (the runtime
     # patch is left out: it follows patchkit/timing/phase_timer.py, series by series)
     worker = text.split("\n0002-cycle.patch:\n", 1)[1]
@@ -47,13 +48,18 @@ def test_identical_series_and_small_edits(tmp_path):
     shutil.copytree(SERIES_059, edited)
     # change an inserted line, drop a patch, add one, and reorder nothing else
     p = edited / "0004-draft-steps.patch"
-    p.write_text(p.read_text().replace('_pt.begin("draft_step", step=i)',
-                                       '_pt.begin("draft_step", step=i, eager=True)'))
-    (edited / "series").write_text((edited / "series").read_text()
-                                   .replace("0007-prefill.patch\n", "0008-extra.patch\n"))
+    p.write_text(
+        p.read_text().replace(
+            '_pt.begin("draft_step", step=i)', '_pt.begin("draft_step", step=i, eager=True)'
+        )
+    )
+    (edited / "series").write_text(
+        (edited / "series").read_text().replace("0007-prefill.patch\n", "0008-extra.patch\n")
+    )
     (edited / "0008-extra.patch").write_text(
         "Extra.\n\ndiff --git a/python/sglang/extra.py b/python/sglang/extra.py\n"
-        "new file mode 100644\n--- /dev/null\n+++ b/python/sglang/extra.py\n@@ -0,0 +1 @@\n+x = 1\n")
+        "new file mode 100644\n--- /dev/null\n+++ b/python/sglang/extra.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    )
     text = seriesdiff.series_diff(SERIES_059, edited)
     assert "  -0007-prefill.patch\n" in text and "  +0008-extra.patch\n" in text
     assert "0007-prefill.patch: removed\n" in text and "0008-extra.patch: added (1 hunks)\n" in text

@@ -3,11 +3,9 @@ references and hand rules (so a reviewer reads the rules, not 28 folders of diff
 
 from __future__ import annotations
 
-
 import pytest
 
-from patchkit.author import seriesgen
-from patchkit.author import sglang_releases as rel
+from patchkit.author import seriesgen, sglang_releases as rel
 
 GENERATED = [r for r in rel.RELEASES if r.generated and rel.owner(r) is r]
 
@@ -79,6 +77,7 @@ def test_appending_twice_changes_nothing(tmp_path):
     seriesgen.append_v2(release, first)
     doc = (first / "REBASE.md").read_text()
     assert doc.count(seriesgen.APPEND_MARK) == 1
-    assert doc.startswith((seriesgen.PATCHES / release.series / "REBASE.md").read_text()
-                          .split(seriesgen.APPEND_MARK)[0])
+    assert doc.startswith(
+        (seriesgen.PATCHES / release.series / "REBASE.md").read_text().split(seriesgen.APPEND_MARK)[0]
+    )
     assert (first / "series").read_text().count(seriesgen.APPEND_COMMENT) == 1

@@ -16,9 +16,16 @@ import pytest
 
 from ast_support import strip_inserted, timer_calls_by_function
 from patchkit.author import authoring, upstream
-
-from upstream_fixtures import (COMMIT_059, EAGLE_WORKER, EAGLE_WORKER_V2, PHASE_TIMER, REPO,
-                               SERIES_059, V2_APPENDED, git)
+from upstream_fixtures import (
+    COMMIT_059,
+    EAGLE_WORKER,
+    EAGLE_WORKER_V2,
+    PHASE_TIMER,
+    REPO,
+    SERIES_059,
+    V2_APPENDED,
+    git,
+)
 
 RUNTIME_SOURCE = REPO / "patchkit" / "timing" / "phase_timer.py"
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
@@ -51,19 +58,23 @@ def added_lines() -> list[str]:
 
 # ----------------------------------------------------------------------------- the files
 
+
 def test_pin_is_what_upstream_pin_writes_for_the_real_file(sglang_059_pristine):
-    pin = upstream.pin_from_tree(sglang_059_pristine, [EAGLE_WORKER, EAGLE_WORKER_V2], "sglang",
-                                 "0.5.9", COMMIT_059, "python/")
+    pin = upstream.pin_from_tree(
+        sglang_059_pristine, [EAGLE_WORKER, EAGLE_WORKER_V2], "sglang", "0.5.9", COMMIT_059, "python/"
+    )
     assert upstream.format_pin(pin) == (SERIES_059 / "pin.toml").read_text()
     assert [f.lines for f in pin.files.values()] == [1032, 878]
 
 
 def test_runtime_patch_is_generated_from_the_current_runtime_source():
-    text, changed = authoring.regenerate_new_file_patch(
-        SERIES_059, RUNTIME_PATCH, PHASE_TIMER, RUNTIME_SOURCE, write=False)
+    _text, changed = authoring.regenerate_new_file_patch(
+        SERIES_059, RUNTIME_PATCH, PHASE_TIMER, RUNTIME_SOURCE, write=False
+    )
     assert not changed, (
         f"{RUNTIME_PATCH} is stale: run `invoke patch.gen-runtime` (authoring."
-        "regenerate_new_file_patch) after changing patchkit/timing/phase_timer.py")
+        "regenerate_new_file_patch) after changing patchkit/timing/phase_timer.py"
+    )
     assert authoring.regenerate_runtime_patches(SERIES_059, write=False) == [(RUNTIME_PATCH, False)]
 
 
@@ -76,16 +87,14 @@ def test_series_order_headers_and_insert_only_patches():
         assert len(header.strip()) > 40, f"{name}: needs a header saying what it times"
         assert body.startswith("diff --git a/python/sglang/srt/speculative/")
         if name != RUNTIME_PATCH:
-            removed = [ln for ln in body.splitlines()
-                       if ln.startswith("-") and not ln.startswith("---")]
+            removed = [ln for ln in body.splitlines() if ln.startswith("-") and not ln.startswith("---")]
             assert removed == [], f"{name} removes or changes upstream lines"
     assert names[7:] == V2_APPENDED
     for name in names[1:]:
-        touched = {ln[6:] for ln in (SERIES_059 / name).read_text().splitlines()
-                   if ln.startswith("+++ b/")}
+        touched = {ln[6:] for ln in (SERIES_059 / name).read_text().splitlines() if ln.startswith("+++ b/")}
         assert touched == {EAGLE_WORKER_V2 if name in V2_APPENDED else EAGLE_WORKER}, name
     added = added_lines()
-    assert added.count(IMPORT_LINE) == 2   # once in each worker file
+    assert added.count(IMPORT_LINE) == 2  # once in each worker file
     for line in added:
         assert line == IMPORT_LINE or line.lstrip().startswith("_pt."), line
         assert len(ast.parse(line.strip()).body) == 1, line  # one statement per line
@@ -100,8 +109,7 @@ def test_series_applies_to_checkout_with_zero_offset_and_compiles(sglang_checkou
     assert (tree / PHASE_TIMER).read_bytes() == RUNTIME_SOURCE.read_bytes()
 
 
-def test_patched_file_differs_from_the_original_only_by_inserted_statements(
-        sglang_059_checkout):
+def test_patched_file_differs_from_the_original_only_by_inserted_statements(sglang_059_checkout):
     tmp = sglang_059_checkout
     originals = {p: (tmp / p).read_text() for p in (EAGLE_WORKER, EAGLE_WORKER_V2)}
     git(tmp, "init", "-q")
@@ -145,13 +153,28 @@ def test_series_does_not_apply_exactly_to_0510(sglang_0510_checkout):
 
 # ----------------------------------------------------------------------------- the calls
 
+
 def test_every_phase_that_begins_ends_in_the_same_function(sglang_059_pristine):
     state = authoring.load_stack(SERIES_059, sglang_059_pristine).states[-1]
-    functions = {EAGLE_WORKER: {"forward_batch_generation", "draft", "draft_forward", "verify",
-                                "forward_draft_extend_after_decode", "forward_target_extend",
-                                "forward_draft_extend"},
-                 EAGLE_WORKER_V2: {"forward_batch_generation", "draft", "draft_forward", "verify",
-                                   "_draft_extend_for_decode", "_draft_extend_for_prefill"}}
+    functions = {
+        EAGLE_WORKER: {
+            "forward_batch_generation",
+            "draft",
+            "draft_forward",
+            "verify",
+            "forward_draft_extend_after_decode",
+            "forward_target_extend",
+            "forward_draft_extend",
+        },
+        EAGLE_WORKER_V2: {
+            "forward_batch_generation",
+            "draft",
+            "draft_forward",
+            "verify",
+            "_draft_extend_for_decode",
+            "_draft_extend_for_prefill",
+        },
+    }
     for path, wanted in functions.items():
         calls = timer_calls_by_function(state[path])
         phases = set()
@@ -162,9 +185,17 @@ def test_every_phase_that_begins_ends_in_the_same_function(sglang_059_pristine):
             kinds = [kind for kind, _ in seq]
             assert kinds.count("cycle_begin") == kinds.count("cycle_end"), func
             phases |= begun
-        assert phases >= {"draft_preprocess", "draft_forward", "draft_step", "build_tree",
-                          "target_verify", "accept", "draft_extend_after_decode",
-                          "target_extend", "draft_extend"}, path
+        assert phases >= {
+            "draft_preprocess",
+            "draft_forward",
+            "draft_step",
+            "build_tree",
+            "target_verify",
+            "accept",
+            "draft_extend_after_decode",
+            "target_extend",
+            "draft_extend",
+        }, path
         assert set(calls) >= wanted, path
 
 
@@ -177,7 +208,10 @@ def test_inserted_calls_run_against_the_real_runtime(tmp_path, monkeypatch):
     spec.loader.exec_module(pt)
     assert pt.configure(mode="host", directory=str(tmp_path)) == "host"
     env = {
-        "_pt": pt, "i": 0, "can_cuda_graph": True, "can_run_cuda_graph": False,
+        "_pt": pt,
+        "i": 0,
+        "can_cuda_graph": True,
+        "can_run_cuda_graph": False,
         "batch": SimpleNamespace(batch_size=lambda: 4),
         "verify_output": SimpleNamespace(accept_length_per_req_cpu=[1, 0, 3, 2]),
         "model_worker_batch": SimpleNamespace(seq_lens=SimpleNamespace(shape=(4,))),  # v2
@@ -190,14 +224,15 @@ def test_inserted_calls_run_against_the_real_runtime(tmp_path, monkeypatch):
     pt.shutdown()
     records = [json.loads(line) for f in tmp_path.glob("*.jsonl") for line in f.open()]
     cycles = [r for r in records if r["kind"] == "cycle"]
-    assert any(r["attrs"].get("accepted") == 6 and r["attrs"].get("batch_size") == 4
-               for r in cycles)
-    assert any(r["attrs"].get("tokens") == [2, 1, 4, 3] and r["attrs"].get("batch_size") == 4
-               for r in cycles)   # EAGLEWorkerV2's decode cycle
+    assert any(r["attrs"].get("accepted") == 6 and r["attrs"].get("batch_size") == 4 for r in cycles)
+    assert any(
+        r["attrs"].get("tokens") == [2, 1, 4, 3] and r["attrs"].get("batch_size") == 4 for r in cycles
+    )  # EAGLEWorkerV2's decode cycle
     assert {r["name"] for r in records if r["kind"] == "phase"} >= {"draft_preprocess", "accept"}
 
 
 # ----------------------------------------------------------------------------- authoring
+
 
 def test_refresh_reproduces_every_patch_byte_for_byte(tmp_path, sglang_059_pristine):
     sdir = tmp_path / "series"
@@ -218,12 +253,18 @@ def test_user_timer_patch_goes_on_top_of_the_series(tmp_path, sglang_059_pristin
     anchor = "            self._mamba_verify_update(\n"
     assert text.count(anchor) == 1
     text = text.replace(anchor, '            _pt.begin("mamba_update")\n' + anchor)
-    text = text.replace("        if batch.return_logprob:\n            add_output_logprobs",
-                        '        _pt.end("mamba_update")\n'
-                        "        if batch.return_logprob:\n            add_output_logprobs")
+    text = text.replace(
+        "        if batch.return_logprob:\n            add_output_logprobs",
+        '        _pt.end("mamba_update")\n        if batch.return_logprob:\n            add_output_logprobs',
+    )
     path.write_text(text)
-    patch = authoring.new_patch(sdir, "0100-mamba.patch", work, sglang_059_pristine,
-                                header="Times the mamba state update after verify.\n\n")
+    patch = authoring.new_patch(
+        sdir,
+        "0100-mamba.patch",
+        work,
+        sglang_059_pristine,
+        header="Times the mamba state update after verify.\n\n",
+    )
     assert authoring.read_series_names(sdir)[-1] == "0100-mamba.patch"
     tree = tmp_path / "ck"
     shutil.copytree(sglang_059_pristine, tree)

@@ -12,7 +12,7 @@ from patchkit.author.structural import eligible, order_problem
 from patchkit.engine.diffparse import parse_patch
 
 MOD = "pkg/worker.py"
-OLD = b'''def helper():
+OLD = b"""def helper():
     return 1
 
 
@@ -21,15 +21,17 @@ def run(batch):
     out = forward(batch, mode=1)
     finish(out)
     return out
-'''
+"""
 PATCHED = OLD.replace(b"    out = forward", b"    _pt.begin('fwd')\n    out = forward").replace(
-    b"    finish(out)\n", b"    _pt.end('fwd')\n    finish(out)\n")
+    b"    finish(out)\n", b"    _pt.end('fwd')\n    finish(out)\n"
+)
 # upstream put a new statement on each side of the timed call and re-wrapped the call: the
 # hunk's context occurs nowhere, and git's merge conflicts where a person has to choose (before
 # or after the new statements); the timed statement itself is the same code
-NEW = OLD.replace(b"    out = forward(batch, mode=1)\n",
-                  b"    log(batch)\n    out = forward(\n        batch,\n        mode=1,\n    )\n"
-                  b"    check(out)\n")
+NEW = OLD.replace(
+    b"    out = forward(batch, mode=1)\n",
+    b"    log(batch)\n    out = forward(\n        batch,\n        mode=1,\n    )\n    check(out)\n",
+)
 
 
 def setup(tmp_path, old: bytes, patched: bytes, new: bytes):
@@ -45,8 +47,9 @@ def test_a_line_whose_neighbours_upstream_rewrote_is_placed_by_structure(tmp_pat
     series, old, new = setup(tmp_path, OLD, PATCHED, NEW)
     plain = rb.rebase(series, "2", new_tree=new, old_tree=old, write=False, merge=False)
     assert plain.exit_code == 1 and plain.attention
-    result = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out",
-                       merge=False, structural=True)
+    result = rb.rebase(
+        series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out", merge=False, structural=True
+    )
     assert result.exit_code == 0, [h.reason for h in result.attention]
     assert [h.how for h in result.hunks] == ["structural"]
     placed = [h for h in result.hunks if h.how == "structural"]
@@ -55,18 +58,21 @@ def test_a_line_whose_neighbours_upstream_rewrote_is_placed_by_structure(tmp_pat
     assert ops.apply(str(tmp_path / "out"), [str(new)]).exit_code == 0
     # the begin keeps to the statement it preceded, the end to the one it followed
     assert (new / MOD).read_bytes() == NEW.replace(
-        b"    out = forward(\n", b"    _pt.begin('fwd')\n    out = forward(\n").replace(
-        b"    check(out)\n", b"    _pt.end('fwd')\n    check(out)\n")
+        b"    out = forward(\n", b"    _pt.begin('fwd')\n    out = forward(\n"
+    ).replace(b"    check(out)\n", b"    _pt.end('fwd')\n    check(out)\n")
 
 
 def test_two_equal_candidates_are_refused_with_the_reason(tmp_path):
     # upstream now runs the timed call in two branches: nothing tells which one it was
-    twice = OLD.replace(b"    prepare(batch)\n    out = forward(batch, mode=1)\n",
-                        b"    if batch:\n        prepare(batch)\n        out = forward(batch, mode=1)\n"
-                        b"    else:\n        prepare(batch)\n        out = forward(batch, mode=1)\n")
+    twice = OLD.replace(
+        b"    prepare(batch)\n    out = forward(batch, mode=1)\n",
+        b"    if batch:\n        prepare(batch)\n        out = forward(batch, mode=1)\n"
+        b"    else:\n        prepare(batch)\n        out = forward(batch, mode=1)\n",
+    )
     series, old, new = setup(tmp_path, OLD, PATCHED, twice)
-    result = rb.rebase(series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out",
-                       merge=False, structural=True)
+    result = rb.rebase(
+        series, "2", new_tree=new, old_tree=old, out_dir=tmp_path / "out", merge=False, structural=True
+    )
     assert result.exit_code == 1
     reasons = " ".join(h.reason for h in result.attention)
     assert "structural placement:" in reasons and "2 candidates" in reasons
@@ -85,10 +91,14 @@ def test_only_hunks_that_add_timer_lines_are_eligible():
 
 
 def test_the_order_check_sees_a_phase_that_would_open_before_the_one_it_followed():
-    old = ("def run():\n    _pt.begin('a')\n    x()\n    _pt.end('a')\n    _pt.begin('b')\n"
-           "    y()\n    _pt.end('b')\n")
-    swapped = ("def run():\n    _pt.begin('a')\n    x()\n    _pt.begin('b')\n    _pt.end('a')\n"
-               "    y()\n    _pt.end('b')\n")
+    old = (
+        "def run():\n    _pt.begin('a')\n    x()\n    _pt.end('a')\n    _pt.begin('b')\n"
+        "    y()\n    _pt.end('b')\n"
+    )
+    swapped = (
+        "def run():\n    _pt.begin('a')\n    x()\n    _pt.begin('b')\n    _pt.end('a')\n"
+        "    y()\n    _pt.end('b')\n"
+    )
     assert order_problem(old, old, {}) == ""
     assert "another order" in order_problem(old, swapped, {})
     elsewhere = old.replace("def run", "def other")

@@ -12,9 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from ast_support import strip_inserted, timer_calls_by_function
-from patchkit.author import authoring, upstream
 from patchkit import ops
-
+from patchkit.author import authoring, upstream
 from upstream_fixtures import REPO, default_wheelhouse, git
 
 SERIES = REPO / "patches" / "transformers-v5.17.0"
@@ -30,8 +29,14 @@ WHEEL = "transformers-5.17.0-py3-none-any.whl"
 @pytest.fixture(scope="module")
 def pristine() -> Path:
     """The cached installed-layout tree of the two pinned files (read it, do not write to it)."""
-    return upstream.pypi_tree("transformers", "5.17.0", [UTILS, CANDIDATES], layout="installed",
-                              package_prefix="", wheelhouse=default_wheelhouse())
+    return upstream.pypi_tree(
+        "transformers",
+        "5.17.0",
+        [UTILS, CANDIDATES],
+        layout="installed",
+        package_prefix="",
+        wheelhouse=default_wheelhouse(),
+    )
 
 
 @pytest.fixture
@@ -54,9 +59,8 @@ def added_lines(path: str | None = None) -> list[str]:
         for line in body.splitlines():
             if line.startswith("+++ b/"):
                 current = line[6:]
-            elif line.startswith("+") and not line.startswith("+++"):
-                if path is None or current == path:
-                    lines.append(line[1:])
+            elif line.startswith("+") and not line.startswith("+++") and (path is None or current == path):
+                lines.append(line[1:])
     return lines
 
 
@@ -66,6 +70,7 @@ def patched_state(pristine: Path) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- pin and form
 
+
 def test_pin_is_the_wheel_files_hash_and_line_count(pristine):
     wheel = upstream.fetch_wheel("transformers", "5.17.0", wheelhouse=default_wheelhouse())
     assert wheel.path.name == WHEEL and wheel.trust == "pinned"
@@ -73,7 +78,7 @@ def test_pin_is_the_wheel_files_hash_and_line_count(pristine):
     pin = upstream.pin_from_tree(pristine, [UTILS, CANDIDATES], "transformers", "5.17.0")
     assert upstream.format_pin(pin) == (SERIES / "pin.toml").read_text()
     data = upstream.read_wheel_files(wheel.path, [UTILS])[UTILS]
-    assert [*pin.files.values()][0].lines == upstream.count_lines(data) == 4250
+    assert next(iter(pin.files.values())).lines == upstream.count_lines(data) == 4250
     assert pin.package_prefix is None and pin.commit is None
 
 
@@ -81,7 +86,8 @@ def test_runtime_patch_is_generated_from_the_current_runtime_source():
     results = authoring.regenerate_runtime_patches(SERIES, write=False)
     assert results == [(RUNTIME_PATCH, False)], (
         f"{SERIES.name}/{RUNTIME_PATCH} is stale: run `invoke patch.gen-runtime --series "
-        f"{SERIES.relative_to(REPO)}` after changing patchkit/timing/phase_timer.py")
+        f"{SERIES.relative_to(REPO)}` after changing patchkit/timing/phase_timer.py"
+    )
     assert authoring.created_paths((SERIES / RUNTIME_PATCH).read_text()) == [PHASE_TIMER]
 
 
@@ -109,6 +115,7 @@ def test_patches_only_insert_single_statements_with_headers():
 
 # ----------------------------------------------------------------------------- the patched files
 
+
 def test_patched_files_compile_and_ast_equal_the_originals(pristine, tmp_path):
     state = patched_state(pristine)
     assert state[PHASE_TIMER] == RUNTIME_SOURCE.read_text()
@@ -135,16 +142,27 @@ def test_phases_balance_within_their_functions(pristine):
     seq = utils["_assisted_decoding"]
     assert seq[0] == ("cycle_begin", "") and seq[-1] == ("cycle_end", "")
     phases = [label for kind, label in seq if kind == "begin"]
-    assert phases == ["draft", "verify", "verify_forward", "accept", "kv_crop",
-                      "update_strategy", "bookkeeping"]
+    assert phases == [
+        "draft",
+        "verify",
+        "verify_forward",
+        "accept",
+        "kv_crop",
+        "update_strategy",
+        "bookkeeping",
+    ]
     assert sorted(phases) == sorted(label for kind, label in seq if kind == "end")
     depth = 0
     for kind, _ in seq[1:-1]:  # properly nested: never below zero, back to zero at the end
         depth += 1 if kind == "begin" else -1
         assert depth >= 0
     assert depth == 0
-    assert cands["get_candidates"] == [("begin", "draft_cache"), ("end", "draft_cache"),
-                                       ("begin", "draft_generate"), ("end", "draft_generate")]
+    assert cands["get_candidates"] == [
+        ("begin", "draft_cache"),
+        ("end", "draft_cache"),
+        ("begin", "draft_generate"),
+        ("end", "draft_generate"),
+    ]
 
 
 def test_inserted_calls_use_only_host_values(pristine):
@@ -153,8 +171,10 @@ def test_inserted_calls_use_only_host_values(pristine):
         for bad in (".item(", ".tolist(", ".cpu(", "int(", "float(", "synchronize"):
             assert bad not in line, line
     ends = [ln.strip() for ln in added_lines(UTILS) if "cycle_end" in ln]
-    assert ends == ["_pt.cycle_end(accepted=valid_tokens.shape[1] - 1, "
-                    "tokens=valid_tokens.shape[1], drafted=candidate_length)"]
+    assert ends == [
+        "_pt.cycle_end(accepted=valid_tokens.shape[1] - 1, "
+        "tokens=valid_tokens.shape[1], drafted=candidate_length)"
+    ]
 
 
 def test_inserted_calls_run_against_the_real_runtime(tmp_path):
@@ -164,22 +184,33 @@ def test_inserted_calls_run_against_the_real_runtime(tmp_path):
     pt = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pt)
     assert pt.configure(mode="host", directory=str(tmp_path)) == "host"
-    env = {"_pt": pt, "batch_size": 1, "is_first_iteration": False, "candidate_length": 4,
-           "valid_tokens": SimpleNamespace(shape=(1, 3))}
+    env = {
+        "_pt": pt,
+        "batch_size": 1,
+        "is_first_iteration": False,
+        "candidate_length": 4,
+        "valid_tokens": SimpleNamespace(shape=(1, 3)),
+    }
     for stmt in [ln.strip() for ln in added_lines(UTILS) if ln != IMPORT_LINE]:
         exec(compile(stmt, "<inserted>", "exec"), {"__builtins__": __builtins__}, dict(env))
     assert pt.current_mode() == "host"
     pt.shutdown()
     records = [json.loads(line) for f in tmp_path.glob("*.jsonl") for line in f.open()]
     (cycle,) = [r for r in records if r["kind"] == "cycle"]
-    assert cycle["attrs"] == {"batch_size": 1, "prefill": False, "accepted": 2, "tokens": 3,
-                              "drafted": 4}
+    assert cycle["attrs"] == {"batch_size": 1, "prefill": False, "accepted": 2, "tokens": 3, "drafted": 4}
     assert {r["name"] for r in records if r["kind"] == "phase"} == {
-        "draft", "verify", "verify_forward", "accept", "kv_crop", "update_strategy",
-        "bookkeeping"}
+        "draft",
+        "verify",
+        "verify_forward",
+        "accept",
+        "kv_crop",
+        "update_strategy",
+        "bookkeeping",
+    }
 
 
 # ----------------------------------------------------------------------------- through the engine
+
 
 def test_git_apply_lands_every_hunk_at_zero_offset(site):
     git(site, "init", "-q")
@@ -210,8 +241,11 @@ def test_engine_refuses_a_tree_with_another_version(site):
     meta = next(site.glob("transformers-*.dist-info")) / "METADATA"
     meta.write_text(meta.read_text().replace("Version: 5.17.0", "Version: 5.18.0"))
     text = (site / UTILS).read_text()
-    (site / UTILS).write_text(text.replace("        cache.activate_past_recording()\n",
-                                           "        cache.activate_past_recording()\n\n", 1))
+    (site / UTILS).write_text(
+        text.replace(
+            "        cache.activate_past_recording()\n", "        cache.activate_past_recording()\n\n", 1
+        )
+    )
     result = ops.verify(str(SERIES), [str(site)], ops.Options(layout="installed"))
     assert result.exit_code == 1
     text = " ".join(result.hosts[0].messages + [f.detail for f in result.hosts[0].files])
@@ -223,7 +257,6 @@ def test_refresh_reproduces_every_patch_byte_for_byte(tmp_path, pristine):
     shutil.copytree(SERIES, copy)
     before = {p.name: p.read_bytes() for p in copy.iterdir()}
     for name in names()[1:]:
-        work = authoring.prepare_edit_tree(copy, pristine, tmp_path / name, upto=name,
-                                           layout="installed")
+        work = authoring.prepare_edit_tree(copy, pristine, tmp_path / name, upto=name, layout="installed")
         assert authoring.refresh(copy, work, pristine, patch=name)[1] is False
     assert {p.name: p.read_bytes() for p in copy.iterdir()} == before

@@ -12,7 +12,6 @@ import pytest
 
 from patchkit.author import upstream
 from patchkit.errors import EXIT_INVALID, EXIT_REFUSED, InvalidInput
-
 from upstream_fixtures import EAGLE_WORKER_WHEEL, default_wheelhouse, git
 
 SHA_059 = "2123c44d0d1b2941f13ef31ba19458d45191d060acac18523aace08dc3f5f4df"
@@ -35,15 +34,20 @@ def _make_wheel(directory: Path, dist: str, version: str, payload: bytes) -> Pat
     path = directory / f"{dist}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(f"{dist}/mod.py", payload)
-        zf.writestr(f"{dist}-{version}.dist-info/METADATA",
-                    f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-        zf.writestr(f"{dist}-{version}.dist-info/WHEEL",
-                    "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(
+            f"{dist}-{version}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n",
+        )
+        zf.writestr(
+            f"{dist}-{version}.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
         zf.writestr(f"{dist}-{version}.dist-info/RECORD", "")
     return path
 
 
 # ----------------------------------------------------------------------------- wheels
+
 
 def test_fetch_real_wheel_checks_pin_and_then_works_offline(cache, monkeypatch):
     fetched = upstream.fetch_wheel("sglang", "0.5.9", wheelhouse=default_wheelhouse())
@@ -103,13 +107,14 @@ def test_bad_name_or_version_is_invalid_input(cache, name, version):
 
 def test_read_wheel_files_names_a_missing_file(cache):
     fetched = upstream.fetch_wheel("sglang", "0.5.9", wheelhouse=default_wheelhouse())
-    with pytest.raises(upstream.UpstreamError, match="no file sglang/nope.py"):
+    with pytest.raises(upstream.UpstreamError, match=r"no file sglang/nope\.py"):
         upstream.read_wheel_files(fetched.path, ["sglang/nope.py"])
     with pytest.raises(InvalidInput):
         upstream.read_wheel_files(fetched.path, ["../etc/passwd"])
 
 
 # ----------------------------------------------------------------------------- trees
+
 
 def test_installed_and_checkout_layouts(cache):
     wh = default_wheelhouse()
@@ -125,14 +130,14 @@ def test_installed_and_checkout_layouts(cache):
 
 
 def test_checkout_tree_as_git_repo_returns_its_head(tmp_path):
-    tree, commit = upstream.build_checkout_tree({"pkg/a.py": b"a = 1\n"}, tmp_path / "ck",
-                                                git_repo=True)
+    tree, commit = upstream.build_checkout_tree({"pkg/a.py": b"a = 1\n"}, tmp_path / "ck", git_repo=True)
     assert git(tree, "rev-parse", "HEAD").stdout.strip() == commit
     assert git(tree, "status", "--porcelain").stdout == ""
     assert (tree / "python/pkg/a.py").read_bytes() == b"a = 1\n"
 
 
 # ----------------------------------------------------------------------------- git clones
+
 
 @pytest.fixture
 def clone(tmp_path):
@@ -177,7 +182,7 @@ def test_git_errors_name_the_clone_and_rev(clone, tmp_path):
     repo, _ = clone
     with pytest.raises(upstream.UpstreamError, match="no commit named 'v9'"):
         upstream.resolve_git_rev(repo, "v9")
-    with pytest.raises(upstream.UpstreamError, match="no file src/zz.py"):
+    with pytest.raises(upstream.UpstreamError, match=r"no file src/zz\.py"):
         upstream.read_git_files(repo, "v1", ["src/zz.py"])
     with pytest.raises(upstream.UpstreamError, match="not a git repository"):
         upstream.resolve_git_rev(tmp_path / "nowhere", "HEAD")
@@ -185,17 +190,23 @@ def test_git_errors_name_the_clone_and_rev(clone, tmp_path):
 
 # ----------------------------------------------------------------------------- pin.toml
 
+
 def test_pin_from_tree_hashes_and_counts_like_wc(tmp_path):
     tree = tmp_path / "tree"
     (tree / "python/pkg").mkdir(parents=True)
     (tree / "python/pkg/a.py").write_bytes(b"one\ntwo\nthree")  # no final newline
     (tree / "python/pkg/b.py").write_bytes(b"x\r\ny\n")
     pin_path = tmp_path / "series" / "pin.toml"
-    pin = upstream.pin_from_tree(tree, ["python/pkg/a.py", "python/pkg/b.py"], "pkg", "1.0",
-                                 "a" * 40, "python/", pin_path=pin_path)
+    pin = upstream.pin_from_tree(
+        tree, ["python/pkg/a.py", "python/pkg/b.py"], "pkg", "1.0", "a" * 40, "python/", pin_path=pin_path
+    )
     raw = tomllib.loads(pin_path.read_text())
-    assert raw["upstream"] == {"name": "pkg", "version": "1.0", "commit": "a" * 40,
-                               "package_prefix": "python/"}
+    assert raw["upstream"] == {
+        "name": "pkg",
+        "version": "1.0",
+        "commit": "a" * 40,
+        "package_prefix": "python/",
+    }
     for entry in raw["file"]:
         data = (tree / entry["path"]).read_bytes()
         wc = subprocess.run(["wc", "-l"], input=data, capture_output=True, check=True)
@@ -210,24 +221,30 @@ def test_pin_update_keeps_order_repins_and_reads_installed_layout(tmp_path):
     (tree / "pkg/a.py").write_text("a\n")
     (tree / "pkg/b.py").write_text("b\n")
     pin_path = tmp_path / "pin.toml"
-    upstream.pin_from_tree(tree, ["python/pkg/a.py", "python/pkg/b.py"], "pkg", "1.0",
-                           package_prefix="python/", pin_path=pin_path)
+    upstream.pin_from_tree(
+        tree,
+        ["python/pkg/a.py", "python/pkg/b.py"],
+        "pkg",
+        "1.0",
+        package_prefix="python/",
+        pin_path=pin_path,
+    )
     first = pin_path.read_bytes()
     (tree / "pkg/a.py").write_text("a\na2\n")
-    pin = upstream.pin_from_tree(tree, None, "pkg", "1.1", package_prefix="python/",
-                                 pin_path=pin_path)
+    pin = upstream.pin_from_tree(tree, None, "pkg", "1.1", package_prefix="python/", pin_path=pin_path)
     assert [(f.path, f.lines) for f in pin.files.values()] == [("python/pkg/a.py", 2), ("python/pkg/b.py", 1)]
     assert upstream.read_pin(pin_path).version == "1.1"
     (tree / "pkg/a.py").write_text("a\n")
-    upstream.pin_from_tree(tree, ["python/pkg/a.py"], "pkg", "1.0", package_prefix="python/",
-                           pin_path=pin_path)
+    upstream.pin_from_tree(
+        tree, ["python/pkg/a.py"], "pkg", "1.0", package_prefix="python/", pin_path=pin_path
+    )
     assert pin_path.read_bytes() == first  # stable format: same inputs, same bytes
 
 
 def test_pin_errors(tmp_path):
     with pytest.raises(InvalidInput, match="40 lowercase hex"):
         upstream.pin_from_tree(tmp_path, ["x"], "pkg", commit="abc")
-    with pytest.raises(upstream.UpstreamError, match="no file 'python/x.py'"):
+    with pytest.raises(upstream.UpstreamError, match=r"no file 'python/x\.py'"):
         upstream.pin_from_tree(tmp_path, ["python/x.py"], "pkg", package_prefix="python/")
     with pytest.raises(InvalidInput, match="no existing pin"):
         upstream.pin_from_tree(tmp_path, None, "pkg", pin_path=tmp_path / "pin.toml")
@@ -237,19 +254,29 @@ def test_pin_errors(tmp_path):
 
 # ----------------------------------------------------------------------------- task entry points
 
+
 def test_fetch_tree_defaults_from_a_series_pin(cache, tmp_path):
     from upstream_fixtures import SERIES_059
 
-    tree, commit = upstream.fetch_tree(series_dir=SERIES_059, wheelhouse=default_wheelhouse(),
-                                       dest=tmp_path / "t")
+    tree, commit = upstream.fetch_tree(
+        series_dir=SERIES_059, wheelhouse=default_wheelhouse(), dest=tmp_path / "t"
+    )
     assert commit is None
     pin = upstream.read_pin(SERIES_059 / "pin.toml")
     for entry in pin.files.values():
         data = (tree / entry.path).read_bytes()
         assert upstream.sha256_bytes(data) == entry.sha256
-    inst, _ = upstream.fetch_tree("sglang", "0.5.9", [[*pin.files.values()][0].path], layout="installed",
-                                  package_prefix="python/", dest=tmp_path / "i")
-    assert (inst / EAGLE_WORKER_WHEEL).read_bytes() == (tree / [*pin.files.values()][0].path).read_bytes()
+    inst, _ = upstream.fetch_tree(
+        "sglang",
+        "0.5.9",
+        [next(iter(pin.files.values())).path],
+        layout="installed",
+        package_prefix="python/",
+        dest=tmp_path / "i",
+    )
+    assert (inst / EAGLE_WORKER_WHEEL).read_bytes() == (
+        tree / next(iter(pin.files.values())).path
+    ).read_bytes()
     with pytest.raises(InvalidInput, match="needs a name, a version and paths"):
         upstream.fetch_tree("sglang", None, ["x"])
 
@@ -257,8 +284,7 @@ def test_fetch_tree_defaults_from_a_series_pin(cache, tmp_path):
 def test_fetch_tree_from_clone_and_pin_series(clone, tmp_path):
     repo, shas = clone
     sdir = tmp_path / "series"
-    tree, commit = upstream.fetch_tree(paths=["src/m.py"], clone=repo, rev="v1",
-                                       dest=tmp_path / "t1")
+    tree, commit = upstream.fetch_tree(paths=["src/m.py"], clone=repo, rev="v1", dest=tmp_path / "t1")
     assert commit == shas[1]
     upstream.pin_series(sdir, tree, ["src/m.py"], name="demo", commit=commit)
     assert upstream.read_pin(sdir / "pin.toml").commit == shas[1]
@@ -267,24 +293,32 @@ def test_fetch_tree_from_clone_and_pin_series(clone, tmp_path):
     assert commit2 == shas[1] and (again / "src/m.py").read_text() == "version = 1\n"
     # Same files: version/commit kept. Changed files: the new upstream must be named.
     assert upstream.pin_series(sdir, again).commit == shas[1]
-    newer, commit3 = upstream.fetch_tree(series_dir=sdir, clone=repo, rev="main",
-                                         dest=tmp_path / "t3")
-    with pytest.raises(InvalidInput, match="src/m.py changed"):
+    newer, commit3 = upstream.fetch_tree(series_dir=sdir, clone=repo, rev="main", dest=tmp_path / "t3")
+    with pytest.raises(InvalidInput, match=r"src/m\.py changed"):
         upstream.pin_series(sdir, newer)
     pin = upstream.pin_series(sdir, newer, commit=commit3)
     assert pin.commit == shas[2] and pin.name == "demo"
-    assert [*pin.files.values()][0].sha256 == upstream.sha256_bytes(b"version = 2\n")
+    assert next(iter(pin.files.values())).sha256 == upstream.sha256_bytes(b"version = 2\n")
 
 
 def test_pip_is_asked_for_the_pinned_build_whatever_python_runs_it():
     """From 0.5.11 sglang ships per-interpreter wheels only; the cp311 one is pinned, so pip must
     fetch exactly that build on any interpreter (else the pin refuses what it got)."""
-    assert upstream.pinned_wheel_name("sglang", "0.5.23") == \
-        "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl"
+    assert (
+        upstream.pinned_wheel_name("sglang", "0.5.23")
+        == "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl"
+    )
     assert upstream._tag_options("sglang", "0.5.23") == [
-        "--python-version", "311", "--implementation", "cp", "--abi", "cp311",
-        "--platform", "manylinux_2_34_x86_64"]
-    assert upstream._tag_options("sglang", "0.5.9") == []          # py3-none-any
-    assert upstream._tag_options("sglang", "9.9.9") == []          # not pinned: pip's own choice
+        "--python-version",
+        "311",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp311",
+        "--platform",
+        "manylinux_2_34_x86_64",
+    ]
+    assert upstream._tag_options("sglang", "0.5.9") == []  # py3-none-any
+    assert upstream._tag_options("sglang", "9.9.9") == []  # not pinned: pip's own choice
     sglang = [w for w in upstream.KNOWN_WHEELS if w.startswith("sglang-")]
     assert len(sglang) == len({w.split("-")[1] for w in sglang}) == 42

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.engine import autoseries
 from patchkit import ops
 from patchkit.author import upstream
+from patchkit.engine import autoseries
 from patchkit.errors import Refused
 from support.cli import invoke
 
@@ -26,8 +26,13 @@ def _files(version: str, paths) -> dict[str, bytes]:
 
 def installed(version: str, dest: Path, paths=(V2, COMMON)) -> Path:
     wheel = upstream.fetch_wheel("sglang", version).path
-    return upstream.build_installed_tree(_files(version, paths), dest, name="sglang",
-                                         version=version, dist_info=upstream.wheel_dist_info(wheel))
+    return upstream.build_installed_tree(
+        _files(version, paths),
+        dest,
+        name="sglang",
+        version=version,
+        dist_info=upstream.wheel_dist_info(wheel),
+    )
 
 
 def test_picks_the_series_for_an_installed_tree_and_says_so(tmp_path):
@@ -41,7 +46,7 @@ def test_a_post_release_sharing_files_gets_the_shared_series(tmp_path):
     tree = installed("0.5.4.post3", tmp_path / "site", paths=(V1, V2))
     chosen, _ = autoseries.resolve([str(tree)])
     assert Path(chosen).name == "sglang-v0.5.5"
-    assert ops.verify(chosen, [str(tree)]).exit_code == 0   # also_versions lets the version pass
+    assert ops.verify(chosen, [str(tree)]).exit_code == 0  # also_versions lets the version pass
 
 
 def test_checkout_layout_in_a_git_repo(tmp_path):
@@ -127,12 +132,12 @@ def test_a_target_carrying_another_version_of_a_series_is_refused(tmp_path):
 
 
 def test_profile_tasks_resolve_auto_against_the_site(tmp_path, capsys):
-    import tasks
     from invoke import Config, Context
+
+    import tasks
 
     site = installed("0.5.19", tmp_path / "site")
     ctx = Context(Config(overrides={"patchkit": {"profile": {}}}))
-    _, kw = tasks._profile_kwargs(ctx, None, None, str(site), "auto", None, None, None, None,
-                                  None, False)
+    _, kw = tasks._profile_kwargs(ctx, None, None, str(site), "auto", None, None, None, None, None, False)
     assert Path(kw["series_dir"]).name == "sglang-v0.5.19"
     assert "chose sglang-v0.5.19" in capsys.readouterr().err

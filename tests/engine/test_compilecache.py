@@ -33,14 +33,15 @@ def series(tmp_path):
 def test_hit_builds_the_same_program(cache, series, op):
     full = op in ("apply", "verify")
     fresh = compile_series(load_series(str(series)), full=full)
-    first = compilecache.compiled_series(str(series), full=full)      # miss: compiles, stores
+    first = compilecache.compiled_series(str(series), full=full)  # miss: compiles, stores
     assert len(list(cache.glob("*.json"))) == 1
-    second = compilecache.compiled_series(str(series), full=full)     # hit: read back
-    assert second.series.patches == []                                # really from the cache
+    second = compilecache.compiled_series(str(series), full=full)  # hit: read back
+    assert second.series.patches == []  # really from the cache
     for c in (first, second):
         assert build_program(c, op, "/t") == build_program(fresh, op, "/t")
-        assert [(p.path, p.kind, p.pinned) for p in c.plans] == \
-            [(p.path, p.kind, p.pinned) for p in fresh.plans]
+        assert [(p.path, p.kind, p.pinned) for p in c.plans] == [
+            (p.path, p.kind, p.pinned) for p in fresh.plans
+        ]
 
 
 def test_any_change_misses(cache, series):
@@ -69,7 +70,7 @@ def test_off_switch(cache, series, monkeypatch):
 
 
 def test_drift_report_from_a_cached_compile(cache, series, tmp_path):
-    compilecache.compiled_series(str(series))                 # the apply below is a cache hit
+    compilecache.compiled_series(str(series))  # the apply below is a cache hit
     root = tmp_path / "t"
     write_tree(root, {**BEFORE, "pkg/a.py": BEFORE["pkg/a.py"].replace(b"a7\n", b"a7 changed\n")})
     res = ops.apply(str(series), [str(root)])
@@ -86,7 +87,9 @@ def test_bytes_that_are_not_utf8_survive_the_cache(cache, tmp_path):
     compilecache.compiled_series(str(series))
     hit = compilecache.compiled_series(str(series))
     assert hit.series.patches == []
-    assert build_program(hit, "apply", "/t") == build_program(compile_series(load_series(str(series))), "apply", "/t")
+    assert build_program(hit, "apply", "/t") == build_program(
+        compile_series(load_series(str(series))), "apply", "/t"
+    )
     root = tmp_path / "t"
     write_tree(root, before)
     assert ops.apply(str(series), [str(root)]).exit_code == 0
@@ -100,8 +103,9 @@ def test_a_cached_pin_keeps_every_field(cache, tmp_path):
     make_series(folder, BEFORE, [("1.patch", git_diff(BEFORE, AFTER, tmp_path))])
     pin = folder / "pin.toml"
     text = pin.read_text()
-    pin.write_text(text.replace("[upstream]\n", "[upstream]\nversion = \"1.0\"\n"
-                                "also_versions = [\"1.0.post1\"]\n", 1))
+    pin.write_text(
+        text.replace("[upstream]\n", '[upstream]\nversion = "1.0"\nalso_versions = ["1.0.post1"]\n', 1)
+    )
     fresh = compile_series(load_series(str(folder)), full=True)
     compilecache.compiled_series(str(folder), full=True)
     cached = compilecache.compiled_series(str(folder), full=True)

@@ -40,9 +40,11 @@ def make_shims(bindir: Path, counter: Path, at: int, pidfile: Path) -> None:
     bindir.mkdir(parents=True, exist_ok=True)
     for tool in TOOLS:
         real = shutil.which(tool)
-        script = (f"#!/bin/sh\nread n < '{counter}'; n=$((n+1)); echo $n > '{counter}'\n"
-                  f"if [ \"$n\" -eq {at} ]; then read p < '{pidfile}'; kill -9 $p $PPID 2>/dev/null; "
-                  f"kill -9 $$; fi\nexec '{real}' \"$@\"\n")
+        script = (
+            f"#!/bin/sh\nread n < '{counter}'; n=$((n+1)); echo $n > '{counter}'\n"
+            f"if [ \"$n\" -eq {at} ]; then read p < '{pidfile}'; kill -9 $p $PPID 2>/dev/null; "
+            f"kill -9 $$; fi\nexec '{real}' \"$@\"\n"
+        )
         (bindir / tool).write_text(script)
         (bindir / tool).chmod(0o755)
 
@@ -88,7 +90,7 @@ def assert_status_truthful(series, root: Path, states: dict[str, str]) -> str:
     if all(s == "original" for s in states.values()):
         assert host.state == "pristine", host
     elif all(s == "patched" for s in states.values()):
-        assert host.state in ("applied", "partial"), host   # committed, manifest maybe not final
+        assert host.state in ("applied", "partial"), host  # committed, manifest maybe not final
     else:
         assert host.state == "partial", host
     return host.state

@@ -17,8 +17,10 @@ from support.cli import invoke
 
 REPO = Path(__file__).resolve().parents[2]
 ORIG = b"".join(b"line %d\n" % i for i in range(1, 21))
-GOOD = (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
-        b"@@ -4,3 +4,4 @@\n line 4\n line 5\n+inserted\n line 6\n")
+GOOD = (
+    b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+    b"@@ -4,3 +4,4 @@\n line 4\n line 5\n+inserted\n line 6\n"
+)
 
 
 @pytest.fixture
@@ -33,8 +35,9 @@ def snapshot(root: Path) -> dict:
 
 
 def series_with(tmp_path, patch: bytes, pinned=None, name="s") -> Path:
-    return make_series(tmp_path / name, pinned if pinned is not None else {"pkg/m.py": ORIG},
-                       [("0001.patch", patch)])
+    return make_series(
+        tmp_path / name, pinned if pinned is not None else {"pkg/m.py": ORIG}, [("0001.patch", patch)]
+    )
 
 
 BAD_PATCHES = {
@@ -43,29 +46,51 @@ BAD_PATCHES = {
     "bad-hunk-header": (GOOD.replace(b"@@ -4,3 +4,4 @@", b"@@ -4,3 +4 4 @@"), "line"),
     "garbage-in-hunk": (GOOD.replace(b" line 5\n", b"?line 5\n"), "0001.patch"),
     "no-diff": (b"just some text\n", "no file diffs"),
-    "absolute-path": (GOOD.replace(b"a/pkg/m.py", b"a//etc/passwd").replace(b"b/pkg/m.py", b"b//etc/passwd"),
-                      "unsafe path"),
+    "absolute-path": (
+        GOOD.replace(b"a/pkg/m.py", b"a//etc/passwd").replace(b"b/pkg/m.py", b"b//etc/passwd"),
+        "unsafe path",
+    ),
     "dotdot": (GOOD.replace(b"/pkg/m.py", b"/pkg/../../m.py"), "'..'"),
     "into-git": (GOOD.replace(b"/pkg/m.py", b"/.git/config"), ".git"),
-    "no-prefix": (GOOD.replace(b"--- a/pkg/m.py", b"--- pkg/m.py").replace(b"+++ b/pkg/m.py", b"+++ pkg/m.py")
-                  .replace(b"diff --git a/pkg/m.py b/pkg/m.py\n", b""), "prefix"),
-    "binary": (b"diff --git a/pkg/m.py b/pkg/m.py\nindex 1..2 100644\nBinary files a/pkg/m.py and b/pkg/m.py differ\n",
-               "not supported"),
-    "git-binary": (b"diff --git a/pkg/m.py b/pkg/m.py\nindex 1..2 100644\nGIT binary patch\nliteral 0\nHcmV?d00001\n\n",
-                   "not supported"),
-    "rename": (b"diff --git a/pkg/m.py b/pkg/n.py\nsimilarity index 100%\nrename from pkg/m.py\nrename to pkg/n.py\n",
-               "not supported"),
-    "copy": (b"diff --git a/pkg/m.py b/pkg/n.py\nsimilarity index 100%\ncopy from pkg/m.py\ncopy to pkg/n.py\n",
-             "not supported"),
-    "symlink": (b"diff --git a/pkg/l b/pkg/l\nnew file mode 120000\nindex 0000000..1111111\n--- /dev/null\n"
-                b"+++ b/pkg/l\n@@ -0,0 +1 @@\n+target\n\\ No newline at end of file\n", "not supported"),
+    "no-prefix": (
+        GOOD.replace(b"--- a/pkg/m.py", b"--- pkg/m.py")
+        .replace(b"+++ b/pkg/m.py", b"+++ pkg/m.py")
+        .replace(b"diff --git a/pkg/m.py b/pkg/m.py\n", b""),
+        "prefix",
+    ),
+    "binary": (
+        b"diff --git a/pkg/m.py b/pkg/m.py\nindex 1..2 100644\nBinary files a/pkg/m.py and b/pkg/m.py differ\n",
+        "not supported",
+    ),
+    "git-binary": (
+        b"diff --git a/pkg/m.py b/pkg/m.py\nindex 1..2 100644\nGIT binary patch\nliteral 0\nHcmV?d00001\n\n",
+        "not supported",
+    ),
+    "rename": (
+        b"diff --git a/pkg/m.py b/pkg/n.py\nsimilarity index 100%\nrename from pkg/m.py\nrename to pkg/n.py\n",
+        "not supported",
+    ),
+    "copy": (
+        b"diff --git a/pkg/m.py b/pkg/n.py\nsimilarity index 100%\ncopy from pkg/m.py\ncopy to pkg/n.py\n",
+        "not supported",
+    ),
+    "symlink": (
+        b"diff --git a/pkg/l b/pkg/l\nnew file mode 120000\nindex 0000000..1111111\n--- /dev/null\n"
+        b"+++ b/pkg/l\n@@ -0,0 +1 @@\n+target\n\\ No newline at end of file\n",
+        "not supported",
+    ),
     "mode-only": (b"diff --git a/pkg/m.py b/pkg/m.py\nold mode 100644\nnew mode 100755\n", "not supported"),
     "overlap": (GOOD + b"@@ -5,2 +6,3 @@\n line 5\n+again\n line 6\n", "overlaps"),
-    "descending": (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
-                   b"@@ -10,1 +10,2 @@\n line 10\n+x\n@@ -2,1 +3,2 @@\n line 2\n+y\n", "overlaps or precedes"),
+    "descending": (
+        b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+        b"@@ -10,1 +10,2 @@\n line 10\n+x\n@@ -2,1 +3,2 @@\n line 2\n+y\n",
+        "overlaps or precedes",
+    ),
     "unpinned": (GOOD.replace(b"pkg/m.py", b"pkg/other.py"), "not listed in pin.toml"),
-    "create-pinned": (b"diff --git a/pkg/m.py b/pkg/m.py\nnew file mode 100644\n--- /dev/null\n+++ b/pkg/m.py\n@@ -0,0 +1 @@\n+x\n",
-                      "only absent files may be created"),
+    "create-pinned": (
+        b"diff --git a/pkg/m.py b/pkg/m.py\nnew file mode 100644\n--- /dev/null\n+++ b/pkg/m.py\n@@ -0,0 +1 @@\n+x\n",
+        "only absent files may be created",
+    ),
     "beyond-eof": (GOOD.replace(b"@@ -4,3 +4,4 @@", b"@@ -19,3 +19,4 @@"), "past the end"),
     "nul": (GOOD.replace(b"inserted", b"ins\0erted"), "NUL"),
     "wrong-target-start": (GOOD.replace(b"@@ -4,3 +4,4 @@", b"@@ -4,3 +9,4 @@"), "target start"),
@@ -89,12 +114,24 @@ def test_bad_patch_is_exit_2_and_target_untouched(tmp_path, target, case):
 BAD_PINS = {
     "not-toml": ("[upstream\nname=1", "not valid TOML"),
     "no-upstream": ('[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines=20\n', "missing [upstream]"),
-    "short-sha": ('[upstream]\nname="x"\n[[file]]\npath="pkg/m.py"\nsha256="abc"\nlines=20\n', "64 lowercase hex"),
-    "bad-lines": ('[upstream]\nname="x"\n[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines="20"\n', "non-negative integer"),
-    "bad-commit": ('[upstream]\nname="x"\ncommit="HEAD"\n[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines=20\n', "40 lowercase hex"),
+    "short-sha": (
+        '[upstream]\nname="x"\n[[file]]\npath="pkg/m.py"\nsha256="abc"\nlines=20\n',
+        "64 lowercase hex",
+    ),
+    "bad-lines": (
+        '[upstream]\nname="x"\n[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines="20"\n',
+        "non-negative integer",
+    ),
+    "bad-commit": (
+        '[upstream]\nname="x"\ncommit="HEAD"\n[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines=20\n',
+        "40 lowercase hex",
+    ),
     "bad-path": ('[upstream]\nname="x"\n[[file]]\npath="../m.py"\nsha256="%s"\nlines=20\n', "unsafe path"),
-    "twice": ('[upstream]\nname="x"\n[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines=20\n'
-              '[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines=20\n', "pinned twice"),
+    "twice": (
+        '[upstream]\nname="x"\n[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines=20\n'
+        '[[file]]\npath="pkg/m.py"\nsha256="%s"\nlines=20\n',
+        "pinned twice",
+    ),
 }
 
 
@@ -161,10 +198,11 @@ def test_moved_lines_are_reported_as_moved(tmp_path, target):
 def test_dry_run_and_show_script_write_nothing(tmp_path, target):
     series = series_with(tmp_path, GOOD)
     before = snapshot(target)
-    proc = invoke("patch.apply", "--series", str(series), "--target", str(target), "--dry-run",
-                  "--show-script")
+    proc = invoke(
+        "patch.apply", "--series", str(series), "--target", str(target), "--dry-run", "--show-script"
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "5s/$/\\\ninserted/" in proc.stdout         # the exact sed edit is shown
+    assert "5s/$/\\\ninserted/" in proc.stdout  # the exact sed edit is shown
     assert "pk_run_verify" in proc.stdout
     assert snapshot(target) == before and not (target / ".patchkit").exists()
 
@@ -217,7 +255,9 @@ def test_lock_blocks_a_second_operation(tmp_path, target):
     state.mkdir()
     # an older patchkit's lock directory, its owner alive (pid 1 always is)
     (state / "lock").mkdir()
-    (state / "lock" / "owner").write_text(f"pid=1 host={os.uname().nodename} user=someone op=apply time=9999999999\n")
+    (state / "lock" / "owner").write_text(
+        f"pid=1 host={os.uname().nodename} user=someone op=apply time=9999999999\n"
+    )
     before = snapshot(target)
     proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
     assert proc.returncode == 1 and "locked by pid=1" in proc.stdout and "alive" in proc.stdout
@@ -225,8 +265,9 @@ def test_lock_blocks_a_second_operation(tmp_path, target):
     # a lock taken on another host: whether its owner lives is unknowable here
     (state / "lock" / "owner").unlink()
     (state / "lock").rmdir()
-    (state / "lock").write_text("pid=999999 host=elsewhere-gpu7 user=x op=revert time=1 start=5 "
-                                "boot=b ns=4026531836 machine=m\n")
+    (state / "lock").write_text(
+        "pid=999999 host=elsewhere-gpu7 user=x op=revert time=1 start=5 boot=b ns=4026531836 machine=m\n"
+    )
     before = snapshot(target)
     proc = invoke("patch.apply", "--series", str(series), "--target", str(target), "--json")
     assert proc.returncode == 1, proc.stdout
@@ -237,7 +278,7 @@ def test_lock_blocks_a_second_operation(tmp_path, target):
     assert "pid=999999 host=elsewhere-gpu7" in note and "op=revert" in note and "patch.unlock" in note
     assert snapshot(target) == before
     assert invoke("patch.unlock", "--series", str(series), "--target", str(target)).returncode == 0
-    assert not state.exists()                       # unlock leaves no empty state folder either
+    assert not state.exists()  # unlock leaves no empty state folder either
     assert invoke("patch.apply", "--series", str(series), "--target", str(target)).returncode == 0
 
 
@@ -260,10 +301,13 @@ def test_read_only_target_is_refused_cleanly(tmp_path, target):
         if ro.returncode != 0:
             pytest.skip("cannot make a read-only mount here")
         series = series_with(tmp_path, GOOD)
-        script = (f"mount --bind {target} {target} && mount -o remount,ro,bind {target} && "
-                  f"{sys.executable} -m invoke patch.apply --series {series} --target {target}")
-        proc = subprocess.run(["unshare", "-m", "--", "sh", "-c", script], cwd=REPO,
-                              capture_output=True, text=True)
+        script = (
+            f"mount --bind {target} {target} && mount -o remount,ro,bind {target} && "
+            f"{sys.executable} -m invoke patch.apply --series {series} --target {target}"
+        )
+        proc = subprocess.run(
+            ["unshare", "-m", "--", "sh", "-c", script], cwd=REPO, capture_output=True, text=True
+        )
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "read-only" in proc.stdout or "Read-only" in proc.stdout
     else:
@@ -279,18 +323,21 @@ def test_checkout_commit_is_checked(tmp_path, target):
     subprocess.run(["git", "init", "-q"], cwd=target, check=True)
     subprocess.run(["git", "add", "-A"], cwd=target, check=True)
     subprocess.run(["git", "commit", "-qm", "base"], cwd=target, check=True)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=target, capture_output=True,
-                          text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=target, capture_output=True, text=True
+    ).stdout.strip()
     series = series_with(tmp_path, GOOD)
     pin = (series / "pin.toml").read_text()
-    (series / "pin.toml").write_text(pin.replace('name = "demo"\n', f'name = "demo"\ncommit = "{"0" * 40}"\n'))
+    (series / "pin.toml").write_text(
+        pin.replace('name = "demo"\n', f'name = "demo"\ncommit = "{"0" * 40}"\n')
+    )
     proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
     assert proc.returncode == 1 and head in proc.stdout
     (series / "pin.toml").write_text(pin.replace('name = "demo"\n', f'name = "demo"\ncommit = "{head}"\n'))
     proc = invoke("patch.apply", "--series", str(series), "--target", str(target))
     assert proc.returncode == 0, proc.stdout
     status = subprocess.run(["git", "status", "--porcelain"], cwd=target, capture_output=True, text=True)
-    assert ".patchkit" not in status.stdout          # excluded via .git/info/exclude
+    assert ".patchkit" not in status.stdout  # excluded via .git/info/exclude
     assert status.stdout.strip() == "M pkg/m.py"
 
 
@@ -299,21 +346,28 @@ def test_disk_full_is_refused_and_leaves_nothing(tmp_path):
     probe = subprocess.run(["unshare", "-m", "--", "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip("cannot create a mount namespace here")
-    big = b"".join(b"line %d %s\n" % (i, b"x" * 60) for i in range(1, 401))   # ~28 KB
-    patch = (b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
-             b"@@ -4,3 +4,4 @@\n" + b"".join(b" line %d %s\n" % (i, b"x" * 60) for i in (4, 5))
-             + b"+inserted\n" + b" line 6 %s\n" % (b"x" * 60))
+    big = b"".join(b"line %d %s\n" % (i, b"x" * 60) for i in range(1, 401))  # ~28 KB
+    patch = (
+        b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+        b"@@ -4,3 +4,4 @@\n"
+        + b"".join(b" line %d %s\n" % (i, b"x" * 60) for i in (4, 5))
+        + b"+inserted\n"
+        + b" line 6 %s\n" % (b"x" * 60)
+    )
     series = series_with(tmp_path, patch, pinned={"pkg/m.py": big})
     mnt = tmp_path / "small"
     mnt.mkdir()
-    script = (f"mount -t tmpfs -o size=48k tmpfs {mnt} && mkdir -p {mnt}/pkg && "
-              f"cp {tmp_path}/orig.py {mnt}/pkg/m.py && "
-              f"{sys.executable} -m invoke patch.apply --series {series} --target {mnt}; rc=$?; "
-              f"cmp {tmp_path}/orig.py {mnt}/pkg/m.py && echo SAME; "
-              f"ls -A {mnt}/.patchkit 2>/dev/null | tr '\\n' ' '; echo; exit $rc")
+    script = (
+        f"mount -t tmpfs -o size=48k tmpfs {mnt} && mkdir -p {mnt}/pkg && "
+        f"cp {tmp_path}/orig.py {mnt}/pkg/m.py && "
+        f"{sys.executable} -m invoke patch.apply --series {series} --target {mnt}; rc=$?; "
+        f"cmp {tmp_path}/orig.py {mnt}/pkg/m.py && echo SAME; "
+        f"ls -A {mnt}/.patchkit 2>/dev/null | tr '\\n' ' '; echo; exit $rc"
+    )
     (tmp_path / "orig.py").write_bytes(big)
-    proc = subprocess.run(["unshare", "-m", "--", "sh", "-c", script], cwd=REPO,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["unshare", "-m", "--", "sh", "-c", script], cwd=REPO, capture_output=True, text=True
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert "disk full" in out, out
@@ -323,9 +377,23 @@ def test_disk_full_is_refused_and_leaves_nothing(tmp_path):
 
 def test_relative_series_and_target_are_taken_from_where_invoke_runs(tmp_path, target):
     series = series_with(tmp_path, GOOD)
-    proc = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), "patch.apply",
-                           "--series", series.name, "--target", target.name], cwd=tmp_path,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "-r",
+            str(REPO),
+            "patch.apply",
+            "--series",
+            series.name,
+            "--target",
+            target.name,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "wrote: pkg/m.py" in proc.stdout
     assert (target / "pkg/m.py").read_bytes() != ORIG
@@ -338,9 +406,12 @@ def test_verify_fails_when_apply_could_not_write(tmp_path):
     root = tmp_path / "target"
     write_tree(root, {"pkg/m.py": ORIG})
     series = series_with(tmp_path, GOOD)
-    script = (f"mount --bind {root}/pkg {root}/pkg && mount -o remount,ro,bind {root}/pkg && "
-              f"{sys.executable} -m invoke patch.verify --series {series} --target {root}")
-    proc = subprocess.run(["unshare", "-m", "--", "sh", "-c", script], cwd=REPO,
-                          capture_output=True, text=True)
-    assert proc.returncode == 1, proc.stdout + proc.stderr     # a CI gate must not pass
+    script = (
+        f"mount --bind {root}/pkg {root}/pkg && mount -o remount,ro,bind {root}/pkg && "
+        f"{sys.executable} -m invoke patch.verify --series {series} --target {root}"
+    )
+    proc = subprocess.run(
+        ["unshare", "-m", "--", "sh", "-c", script], cwd=REPO, capture_output=True, text=True
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # a CI gate must not pass
     assert "apply would fail" in proc.stdout and "not writable" in proc.stdout

@@ -31,8 +31,8 @@ import pytest
 from engine_support import busybox_local, git, git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import LocalTransport
-from test_engine_crash import AFTER, BEFORE, TOOLS, killer_transport
 from support.cli import invoke
+from test_engine_crash import AFTER, BEFORE, TOOLS, killer_transport
 
 REPO = Path(__file__).resolve().parents[2]
 KILL_TOOLS = TOOLS + ["ls", "rmdir"]
@@ -83,6 +83,7 @@ def snapshot(root: Path) -> dict:
 
 # ---- identity facts, as the target program records them ----------------------------------------
 
+
 def _first_line(path: str) -> str:
     try:
         with open(path) as fh:
@@ -109,9 +110,17 @@ def lock_line(pid: int, **over) -> str:
     machine = _first_line("/etc/machine-id")
     if machine == "-":
         machine = _first_line("/var/lib/dbus/machine-id")
-    facts = dict(pid=str(pid), host=os.uname().nodename, user="someone", op="apply",
-                 time=str(int(time.time()) - 7), start=proc_start(pid) if proc_state(pid) != "gone" else "1",
-                 boot=_first_line("/proc/sys/kernel/random/boot_id"), ns=ns, machine=machine)
+    facts = dict(
+        pid=str(pid),
+        host=os.uname().nodename,
+        user="someone",
+        op="apply",
+        time=str(int(time.time()) - 7),
+        start=proc_start(pid) if proc_state(pid) != "gone" else "1",
+        boot=_first_line("/proc/sys/kernel/random/boot_id"),
+        ns=ns,
+        machine=machine,
+    )
     facts.update(over)
     return " ".join(f"{k}={v}" for k, v in facts.items()) + "\n"
 
@@ -143,6 +152,7 @@ def plant_lock(root: Path, line: str) -> None:
 
 # ---- whose lock may be taken over --------------------------------------------------------------
 
+
 def test_live_owner_is_refused_naming_it(series, tmp_path, shell_target):
     root = tmp_path / "t"
     fresh(root)
@@ -160,7 +170,7 @@ def test_live_owner_is_refused_naming_it(series, tmp_path, shell_target):
     assert host.lock["state"] == "held" and host.took_over is None
     note = " ".join(host.messages)
     assert f"pid={live.pid}" in note and f"host={os.uname().nodename}" in note and "op=apply" in note
-    assert 7 <= host.lock["age_s"] < 120 and f"({host.lock['age_s']} s ago" in note, note   # its age
+    assert 7 <= host.lock["age_s"] < 120 and f"({host.lock['age_s']} s ago" in note, note  # its age
     assert snapshot(root) == before
     assert any(m.startswith("locked by") for m in status.messages), status.messages
 
@@ -173,20 +183,20 @@ def test_dead_owner_is_taken_over_and_journaled(series, tmp_path, shell_target, 
     if case == "pid-gone":
         line = lock_line(gone_pid())
     elif case == "zombie":
-        keep = subprocess.Popen(["true"])       # never reaped until the end: a zombie
+        keep = subprocess.Popen(["true"])  # never reaped until the end: a zombie
         deadline = time.monotonic() + WAIT_S
         while proc_state(keep.pid) != "Z":
             assert time.monotonic() < deadline
             time.sleep(0.01)
         line = lock_line(keep.pid, start=proc_start(keep.pid))
     elif case == "pid-reused":
-        keep = subprocess.Popen(["sleep", "60"])   # alive, but not the process that took the lock
+        keep = subprocess.Popen(["sleep", "60"])  # alive, but not the process that took the lock
         line = lock_line(keep.pid, start=str(int(proc_start(keep.pid)) - 1))
     elif case == "rebooted":
         if _first_line("/etc/machine-id") == "-" and _first_line("/var/lib/dbus/machine-id") == "-":
             pytest.skip("no machine id here: a reboot cannot be told from another machine")
         line = lock_line(1, boot="00000000-0000-0000-0000-000000000000")  # pid 1 lives, but in this boot
-    else:                                       # an older patchkit's lock directory
+    else:  # an older patchkit's lock directory
         line = f"pid={gone_pid()} host={os.uname().nodename} user=x op=apply time=1\n"
     try:
         if case == "legacy-dir":
@@ -212,19 +222,27 @@ def test_dead_owner_is_taken_over_and_journaled(series, tmp_path, shell_target, 
     assert f" apply took-over-lock series reason={host.took_over['reason']} {line.strip()}" in journal
     assert not (root / ".patchkit" / "lock").exists()
     assert sorted(p.name for p in (root / ".patchkit").iterdir()) == ["journal", "manifest", "mkdirs", "orig"]
-    res = ops.revert(series, [shell_target(root)])      # the takeover is in the answer's journal
+    res = ops.revert(series, [shell_target(root)])  # the takeover is in the answer's journal
     assert res.exit_code == 0 and not (root / ".patchkit").exists()
-    assert [j["event"] for j in res.hosts[0].journal] == ["took-over-lock", "staged", "committing",
-                                                          "applied", "reverted"]
+    assert [j["event"] for j in res.hosts[0].journal] == [
+        "took-over-lock",
+        "staged",
+        "committing",
+        "applied",
+        "reverted",
+    ]
 
 
 @pytest.mark.parametrize("case", ["other-pid-namespace", "other-machine", "other-host"])
 def test_owner_that_cannot_be_judged_is_refused(series, tmp_path, shell_target, case):
     root = tmp_path / "t"
     fresh(root)
-    over = {"other-pid-namespace": dict(ns="1"), "other-machine": dict(machine="f" * 32),
-            "other-host": dict(host="gpu-elsewhere")}[case]
-    plant_lock(root, lock_line(gone_pid(), **over))     # its pid is gone *here*: that proves nothing
+    over = {
+        "other-pid-namespace": dict(ns="1"),
+        "other-machine": dict(machine="f" * 32),
+        "other-host": dict(host="gpu-elsewhere"),
+    }[case]
+    plant_lock(root, lock_line(gone_pid(), **over))  # its pid is gone *here*: that proves nothing
     before = snapshot(root)
     res = ops.revert(series, [shell_target(root)])
     host = res.hosts[0]
@@ -238,7 +256,7 @@ def test_a_taker_that_died_in_the_act_is_no_obstacle(series, tmp_path, shell_tar
     fresh(root)
     plant_lock(root, lock_line(gone_pid()))
     (root / ".patchkit" / "lock.break").write_text(lock_line(gone_pid(), op="revert"))
-    (root / ".patchkit" / f"lock.{gone_pid()}").write_text(lock_line(gone_pid()))   # killed while locking
+    (root / ".patchkit" / f"lock.{gone_pid()}").write_text(lock_line(gone_pid()))  # killed while locking
     res = ops.apply(series, [shell_target(root)])
     assert res.exit_code == 0, res.to_json()
     assert sorted(p.name for p in (root / ".patchkit").iterdir()) == ["journal", "manifest", "mkdirs", "orig"]
@@ -263,8 +281,9 @@ def test_concurrent_takers_one_wins(series, tmp_path):
         plant_lock(root, lock_line(gone_pid()))
         results = [None] * 6
 
-        def run(i):
+        def run(i, results=results):
             results[i] = ops.apply(series, [str(root)])
+
         threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
         for t in threads:
             t.start()
@@ -280,17 +299,23 @@ def test_concurrent_takers_one_wins(series, tmp_path):
 
 # ---- no trace ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("exclude", ["template", "no-final-newline", "no-file", "no-info-dir"])
 def test_revert_leaves_no_trace_git_included(series, tmp_path, exclude):
     root = checkout(tmp_path / "t", exclude)
     before = snapshot(root)
     proc = invoke("patch.apply", "--series", series, "--target", str(root))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=root,
-                            capture_output=True, text=True, env=dict(os.environ, GIT_OPTIONAL_LOCKS="0"))
-    assert ".patchkit" not in status.stdout, status.stdout       # hidden while applied
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, GIT_OPTIONAL_LOCKS="0"),
+    )
+    assert ".patchkit" not in status.stdout, status.stdout  # hidden while applied
     exclude_now = (root / ".git/info/exclude").read_bytes()
-    assert exclude_now.split(b"\n")[-2:] == [b"/.patchkit/", b""], exclude_now   # a line of its own
+    assert exclude_now.split(b"\n")[-2:] == [b"/.patchkit/", b""], exclude_now  # a line of its own
     proc = invoke("patch.revert", "--series", series, "--target", str(root), "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     host = json.loads(proc.stdout)["hosts"][0]
@@ -309,10 +334,10 @@ def test_keep_journal_keeps_it_and_a_later_revert_takes_it(series, tmp_path):
     assert "kept on the target" in proc.stdout
     assert read_tree(root, BEFORE.keys()) == BEFORE
     assert sorted(p.name for p in (root / ".patchkit").iterdir()) == ["exclude", "exclude.orig", "journal"]
-    assert (root / ".git/info/exclude").read_bytes().endswith(b"/.patchkit/\n")   # still hidden
+    assert (root / ".git/info/exclude").read_bytes().endswith(b"/.patchkit/\n")  # still hidden
     events = [ln.split()[2] for ln in (root / ".patchkit/journal").read_text().splitlines()]
     assert events == ["staged", "committing", "applied", "reverted"]
-    proc = invoke("patch.revert", "--series", series, "--target", str(root))     # nothing to revert
+    proc = invoke("patch.revert", "--series", series, "--target", str(root))  # nothing to revert
     assert proc.returncode == 0 and "nothing to revert" in proc.stdout and "journal:" in proc.stdout
     assert snapshot(root) == before
     # kept, then applied again: the next plain revert answers with both rounds, leaves nothing
@@ -377,6 +402,7 @@ def test_exclude_edited_while_applied_loses_only_our_line(series, tmp_path):
 
 # ---- SIGKILL of the whole invoke process group -------------------------------------------------
 
+
 class Killer:
     """Shims first on the target's PATH: at the Nth external command, SIGKILL the invoke process
     group (and, with kill_shell, the target shell itself: a remote one is not in that group)."""
@@ -397,7 +423,8 @@ class Killer:
                 f'if [ "$n" -eq "$at" ]; then echo $PPID > {q(self.shellpid)}; read g < {q(self.pgid)}; '
                 f"kill -9 -$g 2>/dev/null; [ -f {q(self.kill_shell)} ] && kill -9 $PPID 2>/dev/null; "
                 "kill -9 $$; fi\n"
-                f'exec {q(real)} "$@"\n')
+                f'exec {q(real)} "$@"\n'
+            )
             (self.bindir / tool).chmod(0o755)
 
     def run(self, args: list[str], at: int, env=None, kill_shell=False) -> subprocess.Popen:
@@ -408,10 +435,18 @@ class Killer:
             self.kill_shell.write_text("")
         else:
             self.kill_shell.unlink(missing_ok=True)
-        line = (f"echo $$ > {shlex.quote(str(self.pgid))}; exec {shlex.quote(sys.executable)} -m invoke "
-                + shlex.join(args))
-        proc = subprocess.Popen(["sh", "-c", line], cwd=REPO, env=env, start_new_session=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = (
+            f"echo $$ > {shlex.quote(str(self.pgid))}; exec {shlex.quote(sys.executable)} -m invoke "
+            + shlex.join(args)
+        )
+        proc = subprocess.Popen(
+            ["sh", "-c", line],
+            cwd=REPO,
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         proc.communicate(timeout=120)
         return proc
 
@@ -431,8 +466,15 @@ def spread(total: int, count: int = 7) -> list[int]:
     return sorted({1, total} | {1 + (total - 1) * k // (count - 1) for k in range(1, count - 1)})
 
 
-def kill_and_recover(series, root: Path, killer: Killer, killed_args: list[str], plain: list[str],
-                     env=None, kill_shell=lambda n: False) -> list[tuple]:
+def kill_and_recover(
+    series,
+    root: Path,
+    killer: Killer,
+    killed_args: list[str],
+    plain: list[str],
+    env=None,
+    kill_shell=lambda n: False,
+) -> list[tuple]:
     checkout(root)
     proc = killer.run(["patch.apply", "--series", series, *killed_args], at=10**6, env=env)
     assert proc.returncode == 0, proc.stdout
@@ -441,8 +483,9 @@ def kill_and_recover(series, root: Path, killer: Killer, killed_args: list[str],
     outcomes = []
     for n, at in enumerate(spread(total)):
         pristine = snapshot(checkout(root))
-        proc = killer.run(["patch.apply", "--series", series, *killed_args], at=at, env=env,
-                          kill_shell=kill_shell(n))
+        proc = killer.run(
+            ["patch.apply", "--series", series, *killed_args], at=at, env=env, kill_shell=kill_shell(n)
+        )
         assert proc.returncode == -signal.SIGKILL, (at, proc.returncode)
         killer.wait_shell_gone()
         locked = (root / ".patchkit" / "lock").exists()
@@ -458,23 +501,23 @@ def kill_and_recover(series, root: Path, killer: Killer, killed_args: list[str],
         assert snapshot(root) == pristine, (at, op)
         outcomes.append((at, op, locked and host["took_over"]["reason"]))
     print("killed at command (n, then, lock taken over):", outcomes)
-    assert sum(1 for o in outcomes if o[2]) >= 3, outcomes      # most instants hold the lock
+    assert sum(1 for o in outcomes if o[2]) >= 3, outcomes  # most instants hold the lock
     return outcomes
 
 
 def _plain_opts(plain: list[str]) -> ops.Options:
     given = dict(zip(plain[::2], plain[1::2]))
     cfg = given.get("--ssh-config")
-    return ops.Options(exec_prefix=given.get("--exec"),
-                       transport_options={"ssh_config": cfg} if cfg else {})
+    return ops.Options(exec_prefix=given.get("--exec"), transport_options={"ssh_config": cfg} if cfg else {})
 
 
 def test_sigkill_of_invoke_at_spread_instants_local(series, tmp_path):
     root = tmp_path / "t"
     killer = Killer(tmp_path / "k")
     env = dict(os.environ, PATH=f"{killer.bindir}:{os.environ['PATH']}")
-    outcomes = kill_and_recover(series, root, killer, ["--target", str(root)],
-                                ["--target", str(root)], env=env)
+    outcomes = kill_and_recover(
+        series, root, killer, ["--target", str(root)], ["--target", str(root)], env=env
+    )
     assert {o[2] for o in outcomes if o[2]} <= {"zombie", "pid-gone"}
 
 
@@ -482,9 +525,14 @@ def test_sigkill_of_invoke_at_spread_instants_busybox(series, tmp_path, busybox_
     root = tmp_path / "t"
     killer = Killer(tmp_path / "k", real_dir=busybox_bin)
     shell = f"env PATH={killer.bindir}:{busybox_bin} {busybox_bin / 'busybox'}"
-    plain = f"env PATH={busybox_bin} {busybox_bin / 'busybox'}"    # recovery under BusyBox too
-    kill_and_recover(series, root, killer, ["--target", str(root), "--exec", shell],
-                     ["--target", str(root), "--exec", plain])
+    plain = f"env PATH={busybox_bin} {busybox_bin / 'busybox'}"  # recovery under BusyBox too
+    kill_and_recover(
+        series,
+        root,
+        killer,
+        ["--target", str(root), "--exec", shell],
+        ["--target", str(root), "--exec", plain],
+    )
 
 
 def test_sigkill_over_ssh_at_spread_instants(series, tmp_path, sshd):
@@ -495,5 +543,11 @@ def test_sigkill_over_ssh_at_spread_instants(series, tmp_path, sshd):
     spec = f"{sshd.alias}:{root}"
     prefix = f"env PATH={killer.bindir}:{os.environ['PATH']}"
     cfg = ["--ssh-config", str(sshd.client_config)]
-    kill_and_recover(series, root, killer, ["--target", spec, "--exec", prefix, *cfg],
-                     ["--target", spec, *cfg], kill_shell=lambda n: n % 2 == 0)
+    kill_and_recover(
+        series,
+        root,
+        killer,
+        ["--target", spec, "--exec", prefix, *cfg],
+        ["--target", spec, *cfg],
+        kill_shell=lambda n: n % 2 == 0,
+    )

@@ -10,21 +10,60 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from engine_support import (busybox_local, git_apply_result, git_diff, make_series, read_tree,
-                            write_tree)
+from engine_support import busybox_local, git_apply_result, git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 
-TRICKY = ["", " ", "\t", "\tindented", "    four", "trailing  ", "a\\b", "\\", "\\\\", "+plus",
-          "-minus", "- ", "-- ", "--- x", "+++ y", "#hash", "# comment", "&amp", "a/b/c", "/", "ü日本語", "x", "it's", '"dq"',
-          "$HOME `cmd` $(cmd)", "\\n\\t", "%s %d %%", "@pk error 1 fake", "w /tmp/evil", "}", "{",
-          "s/a/b/", "d", "1d", "p", "\\\r", "line;rm -rf /", "é", "\x0c formfeed", "tab\tin\tmiddle"]
+TRICKY = [
+    "",
+    " ",
+    "\t",
+    "\tindented",
+    "    four",
+    "trailing  ",
+    "a\\b",
+    "\\",
+    "\\\\",
+    "+plus",
+    "-minus",
+    "- ",
+    "-- ",
+    "--- x",
+    "+++ y",
+    "#hash",
+    "# comment",
+    "&amp",
+    "a/b/c",
+    "/",
+    "ü日本語",
+    "x",
+    "it's",
+    '"dq"',
+    "$HOME `cmd` $(cmd)",
+    "\\n\\t",
+    "%s %d %%",
+    "@pk error 1 fake",
+    "w /tmp/evil",
+    "}",
+    "{",
+    "s/a/b/",
+    "d",
+    "1d",
+    "p",
+    "\\\r",
+    "line;rm -rf /",
+    "é",
+    "\x0c formfeed",
+    "tab\tin\tmiddle",
+]
 
-line_st = st.one_of(st.sampled_from(TRICKY),
-                    st.text(alphabet=st.characters(blacklist_characters="\n\r\x00",
-                                                   blacklist_categories=("Cs",)), max_size=12))
+line_st = st.one_of(
+    st.sampled_from(TRICKY),
+    st.text(
+        alphabet=st.characters(blacklist_characters="\n\r\x00", blacklist_categories=("Cs",)), max_size=12
+    ),
+)
 
 
 @st.composite
@@ -41,15 +80,16 @@ def file_pair(draw):
             new[pos:pos] = draw(st.lists(line_st, min_size=1, max_size=3))
         elif op == "del":
             pos = draw(st.integers(0, len(new) - 1))
-            del new[pos:pos + draw(st.integers(1, 3))]
+            del new[pos : pos + draw(st.integers(1, 3))]
         else:
             pos = draw(st.integers(0, len(new) - 1))
-            new[pos:pos + draw(st.integers(1, 2))] = draw(st.lists(line_st, min_size=1, max_size=3))
+            new[pos : pos + draw(st.integers(1, 2))] = draw(st.lists(line_st, min_size=1, max_size=3))
     new_final_nl = draw(st.booleans()) if new else True
 
     def join(ls, nl):
         text = end.join(ls) + (end if ls and nl else "")
         return text.encode("utf-8", "surrogatepass")
+
     return join(lines, final_nl), join(new, new_final_nl)
 
 
@@ -80,8 +120,10 @@ def roundtrip(work: Path, before: dict, after: dict, context: int, busybox_bin: 
                 if expected[path] != after[path]:
                     # the quirk exactly: git's result is ours with one newline taken out
                     data = after[path]
-                    assert any(data[i] == 0x0A and data[:i] + data[i + 1:] == expected[path]
-                               for i in range(len(data))), (label, path, patch)
+                    assert any(
+                        data[i] == 0x0A and data[:i] + data[i + 1 :] == expected[path]
+                        for i in range(len(data))
+                    ), (label, path, patch)
         st_ = ops.status(str(series), [busybox_local(bb, root) if bb else str(root)])
         assert st_.hosts[0].state == "applied"
         res = ops.revert(str(series), [busybox_local(bb, root) if bb else str(root)])
@@ -91,8 +133,7 @@ def roundtrip(work: Path, before: dict, after: dict, context: int, busybox_bin: 
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(pair=file_pair(), pair2=file_pair(), context=st.sampled_from([0, 1, 3]),
-       create=st.booleans())
+@given(pair=file_pair(), pair2=file_pair(), context=st.sampled_from([0, 1, 3]), create=st.booleans())
 def test_matches_git_apply(tmp_path_factory, busybox_bin, pair, pair2, context, create):
     work = tmp_path_factory.mktemp("prop")
     (a0, a1), (b0, b1) = pair, pair2
@@ -146,16 +187,29 @@ def test_git_header_only_diffs_and_modes(tmp_path, busybox_bin):
     file without a final newline and a path with spaces (git ends its +++ line with a tab)."""
     import os
     import stat
-    before = {"keep.py": b"k\n", "empty.txt": b"", "new empty": None, "run.sh": None,
-              "my dir/my file.py": None}
-    after = {"keep.py": b"k\nk2\n", "empty.txt": None, "new empty": b"",
-             "run.sh": b"#!/bin/sh\necho hi", "my dir/my file.py": b"x\ny\n"}
+
+    before = {
+        "keep.py": b"k\n",
+        "empty.txt": b"",
+        "new empty": None,
+        "run.sh": None,
+        "my dir/my file.py": None,
+    }
+    after = {
+        "keep.py": b"k\nk2\n",
+        "empty.txt": None,
+        "new empty": b"",
+        "run.sh": b"#!/bin/sh\necho hi",
+        "my dir/my file.py": b"x\ny\n",
+    }
     work = tmp_path / "w"
     repo = work / "diffrepo"
     patch = git_diff(before, after, work)
     # git_diff's repo does not mark run.sh executable; make the diff say 100755 like git would
-    patch = patch.replace(b"diff --git a/run.sh b/run.sh\nnew file mode 100644",
-                          b"diff --git a/run.sh b/run.sh\nnew file mode 100755")
+    patch = patch.replace(
+        b"diff --git a/run.sh b/run.sh\nnew file mode 100644",
+        b"diff --git a/run.sh b/run.sh\nnew file mode 100755",
+    )
     assert b"new file mode 100755" in patch and b"b/my dir/my file.py\t" in patch
     pinned = {k: v for k, v in before.items() if v is not None}
     series = make_series(work / "series", pinned, [("0001.patch", patch)])
@@ -179,6 +233,7 @@ def test_files_with_many_edits(tmp_path, busybox_bin, seed, context):
     """A file with about a hundred edited places (inserts, deletions, replacements, at the first
     and after the last line) next to a small one, in one chunk, under GNU and BusyBox sed."""
     import random
+
     rnd = random.Random(seed)
     lines = [b"line %d %s" % (i, rnd.choice([b"", b"\\", b"&", b"/x/", b"\t"])) for i in range(1, 401)]
     new: list[bytes] = []
@@ -187,9 +242,9 @@ def test_files_with_many_edits(tmp_path, busybox_bin, seed, context):
         if i == 0 and seed % 2:
             new.append(b"before first")
         if op < 0.08:
-            continue                                      # deleted
+            continue  # deleted
         if op < 0.16:
-            new.append(ln + b" changed")                  # replaced
+            new.append(ln + b" changed")  # replaced
         else:
             new.append(ln)
         if 0.16 <= op < 0.24:
@@ -205,6 +260,7 @@ def test_modified_files_keep_their_modes(tmp_path, busybox_bin):
     """A patched file keeps its original's mode (executable, group-writable, read-only), and
     revert brings back the original file itself: same inode, mode and mtime."""
     import os
+
     names = {"bin/run.sh": 0o755, "lib/shared.py": 0o664, "lib/ro.py": 0o444, "a/x/run.sh": 0o700}
     before = {n: b"l1\nl2\nl3\n" for n in names}
     after = {n: b"l1\nL2\nl3\n" for n in names}
@@ -227,13 +283,17 @@ def test_modified_files_keep_their_modes(tmp_path, busybox_bin):
         assert read_tree(root, before.keys()) == before
         for n in names:
             st = os.stat(root / n)
-            assert (st.st_ino, st.st_mode, st.st_mtime_ns) == \
-                (orig[n].st_ino, orig[n].st_mode, orig[n].st_mtime_ns), (label, n)
+            assert (st.st_ino, st.st_mode, st.st_mtime_ns) == (
+                orig[n].st_ino,
+                orig[n].st_mode,
+                orig[n].st_mtime_ns,
+            ), (label, n)
 
 
 def test_git_format_patch_files_apply(tmp_path):
     """`git format-patch` output: mail headers, diffstat, and the "-- " signature at the end."""
     from engine_support import git
+
     repo = tmp_path / "repo"
     repo.mkdir()
     before = b"".join(b"%d\n" % i for i in range(1, 11))

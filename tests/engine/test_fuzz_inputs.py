@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine_support import make_series, read_tree, write_tree
 from patchkit import ops
-from patchkit.errors import InvalidInput
 from patchkit.engine.plan import plan_series
 from patchkit.engine.series import load_series
 from patchkit.engine.targetprog import compile_series
+from patchkit.errors import InvalidInput
 
 ORIG = b"".join(b"line %d\n" % i for i in range(1, 31))
-GOOD = (b"diff --git a/m.py b/m.py\nindex 1111111..2222222 100644\n--- a/m.py\n+++ b/m.py\n"
-        b"@@ -4,3 +4,4 @@ def f():\n line 4\n line 5\n+inserted\n line 6\n"
-        b"@@ -20,3 +21,2 @@\n line 20\n-line 21\n line 22\n"
-        b"diff --git a/new.py b/new.py\nnew file mode 100644\nindex 0000000..3333333\n"
-        b"--- /dev/null\n+++ b/new.py\n@@ -0,0 +1,2 @@\n+a\n+b\n\\ No newline at end of file\n")
+GOOD = (
+    b"diff --git a/m.py b/m.py\nindex 1111111..2222222 100644\n--- a/m.py\n+++ b/m.py\n"
+    b"@@ -4,3 +4,4 @@ def f():\n line 4\n line 5\n+inserted\n line 6\n"
+    b"@@ -20,3 +21,2 @@\n line 20\n-line 21\n line 22\n"
+    b"diff --git a/new.py b/new.py\nnew file mode 100644\nindex 0000000..3333333\n"
+    b"--- /dev/null\n+++ b/new.py\n@@ -0,0 +1,2 @@\n+a\n+b\n\\ No newline at end of file\n"
+)
 
-mutation = st.tuples(st.sampled_from(["drop", "dup", "swap", "byte", "insert"]),
-                     st.integers(0, 10_000), st.integers(0, 255))
+mutation = st.tuples(
+    st.sampled_from(["drop", "dup", "swap", "byte", "insert"]), st.integers(0, 10_000), st.integers(0, 255)
+)
 
 
 def mutate(data: bytes, edits) -> bytes:
@@ -36,7 +38,7 @@ def mutate(data: bytes, edits) -> bytes:
             lines[i], lines[j] = lines[j], lines[i]
         elif kind == "byte" and lines[i]:
             k = byte % len(lines[i])
-            lines[i] = lines[i][:k] + bytes([byte]) + lines[i][k + 1:]
+            lines[i] = lines[i][:k] + bytes([byte]) + lines[i][k + 1 :]
         elif kind == "insert":
             lines.insert(i, bytes([byte]) * (byte % 4))
     return b"\n".join(lines)

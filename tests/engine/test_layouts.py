@@ -15,8 +15,11 @@ WHEEL_WORKER = "sglang/srt/speculative/eagle_worker.py"
 
 
 def snapshot(root: Path) -> dict:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and ".patchkit" not in p.parts}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".patchkit" not in p.parts
+    }
 
 
 def test_installed_layout_apply_revert(sglang_059_installed):
@@ -26,14 +29,17 @@ def test_installed_layout_apply_revert(sglang_059_installed):
     assert res.exit_code == 0, res.to_json()
     host = res.hosts[0]
     assert host.layout == "installed"
-    assert set(host.written) == {WHEEL_WORKER, "sglang/srt/speculative/eagle_worker_v2.py",
-                                 "sglang/srt/speculative/phase_timer.py"}
-    compile((root / WHEEL_WORKER).read_bytes(), WHEEL_WORKER, "exec")   # no .pyc left behind
+    assert set(host.written) == {
+        WHEEL_WORKER,
+        "sglang/srt/speculative/eagle_worker_v2.py",
+        "sglang/srt/speculative/phase_timer.py",
+    }
+    compile((root / WHEEL_WORKER).read_bytes(), WHEEL_WORKER, "exec")  # no .pyc left behind
     assert b"_pt.cycle_begin" in (root / WHEEL_WORKER).read_bytes()
     assert ops.status(str(SERIES_059), [str(root)]).hosts[0].state == "applied"
     assert ops.revert(str(SERIES_059), [str(root)]).exit_code == 0
     assert snapshot(root) == before
-    assert not (root / ".patchkit").exists()           # no trace (issue 11)
+    assert not (root / ".patchkit").exists()  # no trace (issue 11)
 
 
 def test_installed_layout_verify_and_check_show_target_paths(sglang_059_installed):
@@ -72,12 +78,15 @@ def test_checkout_layout_with_pinned_commit(tmp_path):
     assert res.exit_code == 0, res.to_json()
     assert res.hosts[0].layout == "checkout"
     assert (root / PHASE_TIMER).exists()
-    git_status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True,
-                                text=True).stdout
+    git_status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True
+    ).stdout
     assert ".patchkit" not in git_status
     assert ops.revert(str(series), [str(root)]).exit_code == 0
-    assert subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True,
-                          text=True).stdout == ""
+    assert (
+        subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+        == ""
+    )
 
 
 def test_0510_is_refused_naming_each_hunk(sglang_0510_checkout):
@@ -88,8 +97,9 @@ def test_0510_is_refused_naming_each_hunk(sglang_0510_checkout):
     (report,) = [f for f in res.hosts[0].files if f.path == EAGLE_WORKER]
     assert report.state == "drifted"
     assert "wc -l 1052, pinned 1032" in report.detail
-    hunks = re.findall(r"(000\d-[a-z-]+\.patch @@ -\d+,\d+ \+\d+,\d+ @@): (moved|changed|ambiguous)",
-                       report.detail)
+    hunks = re.findall(
+        r"(000\d-[a-z-]+\.patch @@ -\d+,\d+ \+\d+,\d+ @@): (moved|changed|ambiguous)", report.detail
+    )
     assert len(hunks) >= 10, report.detail
     assert {kind for _, kind in hunks} >= {"moved", "changed"}
     assert ops.apply(str(SERIES_059), [str(root)]).exit_code == 1

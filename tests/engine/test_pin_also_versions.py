@@ -9,8 +9,8 @@ import pytest
 
 from patchkit import ops
 from patchkit.author import upstream
-from patchkit.errors import InvalidInput
 from patchkit.engine.series import parse_pin
+from patchkit.errors import InvalidInput
 
 REPO = Path(__file__).resolve().parents[2]
 SERIES = REPO / "patches" / "sglang-v0.5.5"
@@ -35,12 +35,12 @@ def test_other_versions_are_refused_and_named(version, tmp_path):
     before = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()}
     result = ops.apply(str(SERIES), [str(tree)])
     assert result.exit_code == 1
-    if " " not in version:   # a Version line of two words is refused on the target itself
+    if " " not in version:  # a Version line of two words is refused on the target itself
         assert any("pinned 0.5.5 or 0.5.4.post3" in m for m in result.hosts[0].messages)
     assert {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before
 
 
-@pytest.mark.parametrize("value", ['"0.5.4.post3"', '[1]', '["a b"]', '[""]'])
+@pytest.mark.parametrize("value", ['"0.5.4.post3"', "[1]", '["a b"]', '[""]'])
 def test_malformed_also_versions_are_invalid_input(value):
     text = f'[upstream]\nname = "sglang"\nversion = "0.5.5"\nalso_versions = {value}\n'
     with pytest.raises(InvalidInput) as e:

@@ -9,10 +9,10 @@ import pytest
 from engine_support import git_apply_result, git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.engine.diffparse import parse_patch
-from patchkit.errors import InvalidInput
 from patchkit.engine.plan import is_new, plan_series
 from patchkit.engine.render import dispatch, rhs, stage_edit
 from patchkit.engine.series import load_series
+from patchkit.errors import InvalidInput
 
 BASE = b"".join(b"l%d\n" % i for i in range(1, 11))
 
@@ -46,7 +46,7 @@ def test_later_patch_must_match_what_earlier_patch_inserted(tmp_path):
 
 def test_patches_disagreeing_about_an_original_line(tmp_path):
     step1 = BASE.replace(b"l2\n", b"l2\nX\n")
-    p1 = git_diff({"f": BASE}, {"f": step1}, tmp_path / "1")        # context says line 4 is 'l4'
+    p1 = git_diff({"f": BASE}, {"f": step1}, tmp_path / "1")  # context says line 4 is 'l4'
     other = step1.replace(b"l4\n", b"four\n")
     p2 = git_diff({"f": other}, {"f": other.replace(b"four\n", b"four\nY\n")}, tmp_path / "2")
     series = make_series(tmp_path / "s", {"f": BASE}, [("01.patch", p1), ("02.patch", p2)])
@@ -67,7 +67,7 @@ def test_stage_edit_is_line_addressed(tmp_path):
     assert "1s/^/first\\\n/" in cmds
     assert "5s/.*/five/" in cmds
     assert "10d" in cmds
-    assert all(c[0].isdigit() for c in cmds)       # never a pattern address
+    assert all(c[0].isdigit() for c in cmds)  # never a pattern address
 
 
 def test_dispatch_tree_reaches_every_range_and_stays_small():
@@ -100,15 +100,17 @@ def test_dispatch_tree_reaches_every_range_and_stays_small():
                     at += 1
             worst = max(worst, tests)
     assert worst <= 16 * 3, worst
-    assert len(lines) < 3 * len(items)          # linear in the items (labels and jumps)
+    assert len(lines) < 3 * len(items)  # linear in the items (labels and jumps)
 
 
 def test_git_quoted_paths_and_crlf_lines_are_exact():
-    patch = (b'diff --git "a/dir/sp ace\\tx.py" "b/dir/sp ace\\tx.py"\n'
-             b'--- "a/dir/sp ace\\tx.py"\n+++ "b/dir/sp ace\\tx.py"\n'
-             b"@@ -1,2 +1,2 @@\n a\r\n-b\r\n+c\r\n")
+    patch = (
+        b'diff --git "a/dir/sp ace\\tx.py" "b/dir/sp ace\\tx.py"\n'
+        b'--- "a/dir/sp ace\\tx.py"\n+++ "b/dir/sp ace\\tx.py"\n'
+        b"@@ -1,2 +1,2 @@\n a\r\n-b\r\n+c\r\n"
+    )
     with pytest.raises(InvalidInput, match="control character"):
-        parse_patch("q.patch", patch)          # a tab in a path is refused, after unquoting
+        parse_patch("q.patch", patch)  # a tab in a path is refused, after unquoting
     ok = patch.replace(b"\\t", b"_")
     fd = parse_patch("q.patch", ok).files[0]
     assert fd.path == "dir/sp ace_x.py"
@@ -118,8 +120,13 @@ def test_git_quoted_paths_and_crlf_lines_are_exact():
 def test_real_upstream_files_both_ways(tmp_path):
     """sglang 0.5.9 <-> 0.5.10 speculative/*.py from the real wheels, applied both ways."""
     from upstream_fixtures import sglang_files
-    names = ["sglang/srt/speculative/eagle_worker.py", "sglang/srt/speculative/eagle_info.py",
-             "sglang/srt/speculative/spec_info.py", "sglang/srt/speculative/eagle_utils.py"]
+
+    names = [
+        "sglang/srt/speculative/eagle_worker.py",
+        "sglang/srt/speculative/eagle_info.py",
+        "sglang/srt/speculative/spec_info.py",
+        "sglang/srt/speculative/eagle_utils.py",
+    ]
     old, new = sglang_files("0.5.9", names), sglang_files("0.5.10", names)
     for a, b, label in ((old, new, "forward"), (new, old, "backward")):
         patch = git_diff(a, b, tmp_path / label)

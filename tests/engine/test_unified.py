@@ -30,7 +30,7 @@ def test_forward_and_reverse_diff_reproduce_apply_and_revert(tmp_path, layout):
     work = tmp_path / "work"
     shutil.copytree(pristine, work)
     forward = series_unified_diff(str(SERIES_059), installed=layout == "installed")
-    assert "phase_timer" in forward and not forward.startswith("Times")   # headers left out
+    assert "phase_timer" in forward and not forward.startswith("Times")  # headers left out
     subprocess.run(["git", "apply", "-"], cwd=work, input=forward.encode(), check=True)
     assert tree(work) == tree(applied)
     backward = series_unified_diff(str(SERIES_059), installed=layout == "installed", reverse=True)

@@ -9,13 +9,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def invoke(*args: str, cwd: str | Path = REPO, env: dict | None = None,
-           timeout: float = 300) -> subprocess.CompletedProcess:
+def invoke(
+    *args: str, cwd: str | Path = REPO, env: dict | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """Run ``invoke ARGS`` (this interpreter's) with ``cwd`` (the repository: its tasks.py),
     stdin closed, output captured as text, killed after ``timeout`` seconds."""
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )
 
 
 __all__ = ["REPO", "invoke"]

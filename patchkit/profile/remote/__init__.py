@@ -20,4 +20,4 @@ from patchkit.profile.remote.config import RemoteConfig
 from patchkit.profile.remote.run import RemoteOutcome, run_remote
 from patchkit.profile.remote.sweep import run_remote_sweep
 
-__all__ = ["RemoteConfig", "RemoteOutcome", "run_remote", "run_remote_sweep", "parse_bench_output"]
+__all__ = ["RemoteConfig", "RemoteOutcome", "parse_bench_output", "run_remote", "run_remote_sweep"]

@@ -22,9 +22,11 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m patchkit.profile.remote")
     parser.add_argument("--config", required=True, help=".json, .toml or .yaml file")
-    parser.add_argument("--section", default=None,
-                        help="dotted key of the settings in that file, e.g. "
-                             "patchkit.profile.remote for an invoke.yaml")
+    parser.add_argument(
+        "--section",
+        default=None,
+        help="dotted key of the settings in that file, e.g. patchkit.profile.remote for an invoke.yaml",
+    )
     parser.add_argument("--out", default=None, help="reports go to OUT/<timestamp>/")
     args = parser.parse_args(argv)
     cfg = RemoteConfig.from_file(args.config, section=args.section)

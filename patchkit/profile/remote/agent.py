@@ -43,6 +43,10 @@ import sys
 import tarfile
 import tempfile
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the agent runs on Python 3.8+: annotations stay strings
+    from collections.abc import Callable
 
 MARKER = ".patchkit-profile-run"
 ALLOWED_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2", "KILL")
@@ -85,6 +89,7 @@ def tail_bytes(path, limit):
 
 # ---- process groups ------------------------------------------------------------------------------
 
+
 def group_members(pgid):
     """Pids of live (not zombie) processes in process group `pgid`."""
     if not os.path.isdir("/proc/self"):
@@ -115,6 +120,7 @@ def exit_status(status):
 
 
 # ---- start ------------------------------------------------------------------------------------
+
 
 def _become_subreaper():
     try:
@@ -232,6 +238,7 @@ def cmd_start(directory, name, cwd, env_json, command):
 
 # ---- poll / stop --------------------------------------------------------------------------------
 
+
 def probe(url, timeout):
     import urllib.request
 
@@ -240,8 +247,9 @@ def probe(url, timeout):
         with opener.open(url, timeout=timeout) as resp:
             return "ok" if resp.status == 200 else "HTTP %d" % resp.status
     except Exception as exc:  # refused, timeout, HTTP error: all mean "not healthy yet"
-        if getattr(exc, "code", None) is not None:
-            return "HTTP %s %s" % (exc.code, getattr(exc, "reason", ""))
+        code = getattr(exc, "code", None)
+        if code is not None:
+            return "HTTP %s %s" % (code, getattr(exc, "reason", ""))
         reason = getattr(exc, "reason", None) or exc
         return "%s: %s" % (type(exc).__name__, reason)
 
@@ -250,24 +258,27 @@ def job_state(directory, name):
     pgid_text = read_text(job_path(directory, name, "pgid"))
     pgid = int(pgid_text) if pgid_text and pgid_text.isdigit() else None
     code = read_text(job_path(directory, name, "exit"))
-    return {"name": name, "pgid": pgid,
-            "exit": int(code) if code not in (None, "") else None,
-            "done": os.path.exists(job_path(directory, name, "done")),
-            "alive": group_members(pgid) if pgid else []}
+    return {
+        "name": name,
+        "pgid": pgid,
+        "exit": int(code) if code not in (None, "") else None,
+        "done": os.path.exists(job_path(directory, name, "done")),
+        "alive": group_members(pgid) if pgid else [],
+    }
 
 
 def cmd_poll(directory, name, url, timeout, tail):
     state = job_state(directory, name)
     if url and state["exit"] is None:
         state["health"] = probe(url, float(timeout))
-    state["tail"] = tail_bytes(job_path(directory, name, "log"), int(tail)).decode(
-        "utf-8", "replace")
+    state["tail"] = tail_bytes(job_path(directory, name, "log"), int(tail)).decode("utf-8", "replace")
     answer(state)
 
 
 def stop_job(directory, name, grace, signals):
     state = job_state(directory, name)
-    pgid, sent = state["pgid"], []
+    pgid = state["pgid"]
+    sent: list[str] = []
     if pgid is None:
         state.update(sent=sent, left=[])
         return state
@@ -296,11 +307,12 @@ def cmd_stop(directory, grace, signals, *names):
         if sig not in ALLOWED_SIGNALS:
             fail("unknown stop signal %r" % sig)
     if not names:
-        names = sorted(f[:-len(".pgid")] for f in os.listdir(directory) if f.endswith(".pgid"))
+        names = tuple(sorted(f[: -len(".pgid")] for f in os.listdir(directory) if f.endswith(".pgid")))
     answer({"jobs": [stop_job(directory, n, float(grace), signals) for n in names]})
 
 
 # ---- files ------------------------------------------------------------------------------------
+
 
 def cmd_mkrun(base):
     os.makedirs(base, exist_ok=True)
@@ -322,8 +334,7 @@ def cmd_fetch(directory, max_bytes):
                 files.append(path)
                 total += os.path.getsize(path)
     if total > int(max_bytes):
-        fail("%s holds %d bytes of files, more than the limit of %s bytes"
-             % (directory, total, max_bytes))
+        fail("%s holds %d bytes of files, more than the limit of %s bytes" % (directory, total, max_bytes))
     out = sys.stdout.buffer
     with tarfile.open(fileobj=out, mode="w|") as tar:
         for path in files:
@@ -350,8 +361,12 @@ def cmd_window(directory, measured, warmup, source):
         fail("%s: job %s has no recorded start and end" % (directory, measured))
     if span["end_unix_ns"] < span["start_unix_ns"]:
         fail("%s: job %s ends before it starts (clock stepped back?)" % (directory, measured))
-    doc = {"schema": WINDOW_SCHEMA, "measured": span,
-           "warmup": _wall(directory, warmup) if warmup else None, "source": source}
+    doc = {
+        "schema": WINDOW_SCHEMA,
+        "measured": span,
+        "warmup": _wall(directory, warmup) if warmup else None,
+        "source": source,
+    }
     path = os.path.join(directory, "timing", "window.json")
     if not os.path.isdir(os.path.dirname(path)):
         os.makedirs(os.path.dirname(path))
@@ -393,9 +408,17 @@ def cmd_cleanup(directory):
     answer({"removed": directory})
 
 
-COMMANDS = {"mkrun": cmd_mkrun, "start": cmd_start, "poll": cmd_poll, "stop": cmd_stop,
-            "fetch": cmd_fetch, "window": cmd_window, "tail": cmd_tail, "grep": cmd_grep,
-            "cleanup": cmd_cleanup}
+COMMANDS: "dict[str, Callable[..., None]]" = {
+    "mkrun": cmd_mkrun,
+    "start": cmd_start,
+    "poll": cmd_poll,
+    "stop": cmd_stop,
+    "fetch": cmd_fetch,
+    "window": cmd_window,
+    "tail": cmd_tail,
+    "grep": cmd_grep,
+    "cleanup": cmd_cleanup,
+}
 
 
 def main(argv):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_root
-from patchkit.profile.remote.server_args import ENV_NAME, RESERVED_ENV  # noqa: F401  (re-exported)
+from patchkit.profile.remote.server_args import ENV_NAME, RESERVED_ENV
 
 DEFAULT_SERIES = series_root() / "sglang-v0.5.9"
 STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
@@ -28,55 +28,57 @@ TIMER_MODES = ("events", "sync", "host", "off")
 class RemoteConfig:
     """Every knob of profile.remote; see invoke.yaml's documented ``profile.remote`` block."""
 
-    targets: list = field(default_factory=list)    # SGLang install roots, first = head node
-    server_command: str = ""                       # sh -c on every target, detached
-    bench_command: str = ""                        # sh -c on the first target
+    targets: list = field(default_factory=list)  # SGLang install roots, first = head node
+    server_command: str = ""  # sh -c on every target, detached
+    bench_command: str = ""  # sh -c on the first target
     series: str = str(DEFAULT_SERIES)
-    layout: str = "auto"                           # auto | checkout | installed
-    env: dict = field(default_factory=dict)        # server environment, e.g. NCCL_PROTO=LL
+    layout: str = "auto"  # auto | checkout | installed
+    env: dict = field(default_factory=dict)  # server environment, e.g. NCCL_PROTO=LL
     bench_env: dict = field(default_factory=dict)  # benchmark environment
-    python: str = "python3"                        # on the targets: runs the job-control agent
-    port: int = 30000                              # server port (SGLang's default)
-    health_url: str | None = None                  # default http://127.0.0.1:{port}/health
-    health_on: str = "first"                       # first | all (multi-node: HTTP on the head)
-    health_timeout_s: float = 900.0                # model loading takes minutes
+    python: str = "python3"  # on the targets: runs the job-control agent
+    port: int = 30000  # server port (SGLang's default)
+    health_url: str | None = None  # default http://127.0.0.1:{port}/health
+    health_on: str = "first"  # first | all (multi-node: HTTP on the head)
+    health_timeout_s: float = 900.0  # model loading takes minutes
     bench_timeout_s: float = 3600.0
     poll_s: float = 1.0
     stop_signals: list = field(default_factory=lambda: ["INT", "TERM"])  # then KILL
-    stop_grace_s: float = 20.0                     # per signal
-    timer: str | None = None                       # PATCHKIT_TIMER on the server
-    timer_flush_s: float = 1.0                     # PATCHKIT_TIMER_FLUSH_S on the server
-    timer_sample: int = 8                          # PATCHKIT_TIMER_SAMPLE: time ~1 cycle in N
-    timer_seed: int | None = None                  # PATCHKIT_TIMER_SEED (None: one per run)
-    remote_dir: str = "/tmp/patchkit-profile"      # a fresh run directory is made inside
+    stop_grace_s: float = 20.0  # per signal
+    timer: str | None = None  # PATCHKIT_TIMER on the server
+    timer_flush_s: float = 1.0  # PATCHKIT_TIMER_FLUSH_S on the server
+    timer_sample: int = 16  # PATCHKIT_TIMER_SAMPLE: time ~1 cycle in N (README §7: why 16)
+    timer_seed: int | None = None  # PATCHKIT_TIMER_SEED (None: one per run)
+    remote_dir: str = "/tmp/patchkit-profile"  # a fresh run directory is made inside
     keep_remote_dir: bool = False
-    max_fetch_mb: float = 1024.0                   # timing files fetched per target, at most
-    step_timeout_s: float = 120.0                  # one small remote program, connect included
+    max_fetch_mb: float = 1024.0  # timing files fetched per target, at most
+    step_timeout_s: float = 120.0  # one small remote program, connect included
     out: str = "profile-out"
     chart: bool = True
-    jobs: int = 8                                  # hosts in parallel for verify/apply/revert
+    jobs: int = 8  # hosts in parallel for verify/apply/revert
     ssh_config: str | None = None
     ssh_options: list = field(default_factory=list)
     connect_timeout: float | None = None
-    baseline: bool = False                         # also serve without --speculative-*, unpatched
-    matrix: dict | str | None = None               # sweep: "speculative-num-steps=1,2;env:X=a,b"
-    warmup: bool = True                            # a warm-up benchmark pass before the measured
-    warmup_command: str | None = None              # the warm-up's command (default: bench_command)
-    repeat: int | None = None                      # sweep: server starts per point (default 5)
+    baseline: bool = False  # also serve without --speculative-*, unpatched
+    matrix: dict | str | None = None  # sweep: "speculative-num-steps=1,2;env:X=a,b"
+    warmup: bool = True  # a warm-up benchmark pass before the measured
+    warmup_command: str | None = None  # the warm-up's command (default: bench_command)
+    repeat: int | None = None  # sweep: server starts per point (default 5)
 
     # ---- construction ----------------------------------------------------------------------
 
     @classmethod
-    def from_mapping(cls, mapping: dict | None, *, cwd: str | Path | None = None,
-                     extra_env=None) -> "RemoteConfig":
+    def from_mapping(
+        cls, mapping: dict | None, *, cwd: str | Path | None = None, extra_env=None
+    ) -> RemoteConfig:
         """Checked settings; ``extra_env`` (NAME=VALUE strings, e.g. from the command line)
         is merged over ``env``. Relative paths are taken from ``cwd``."""
         mapping = {k: v for k, v in dict(mapping or {}).items() if v is not None}
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(mapping) - known)
         if unknown:
-            raise InvalidInput(f"profile.remote: unknown setting(s) {', '.join(unknown)} "
-                               f"(known: {', '.join(sorted(known))})")
+            raise InvalidInput(
+                f"profile.remote: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+            )
         cfg = cls(**mapping)
         cfg._check(Path(cwd) if cwd else Path.cwd())
         if extra_env:
@@ -84,7 +86,7 @@ class RemoteConfig:
         return cfg
 
     @classmethod
-    def from_file(cls, path: str | Path, *, section: str | None = None) -> "RemoteConfig":
+    def from_file(cls, path: str | Path, *, section: str | None = None) -> RemoteConfig:
         """JSON, TOML or YAML (needs PyYAML); ``section`` picks a dotted sub-table."""
         path = Path(path)
         try:
@@ -96,15 +98,17 @@ class RemoteConfig:
                 data = json.loads(text)
             elif path.suffix == ".toml":
                 import tomllib
+
                 data = tomllib.loads(text)
             elif path.suffix in (".yaml", ".yml"):
                 import yaml
+
                 data = yaml.safe_load(text)
             else:
                 raise InvalidInput(f"{path}: use a .json, .toml or .yaml file")
         except (ValueError, ImportError) as exc:  # JSON/TOML/YAML errors are ValueErrors
             raise InvalidInput(f"{path}: cannot parse the configuration: {exc}") from exc
-        for key in (section.split(".") if section else []):
+        for key in section.split(".") if section else []:
             data = (data or {}).get(key) if isinstance(data, dict) else None
         if not isinstance(data, dict):
             raise InvalidInput(f"{path}: no mapping{' at ' + section if section else ''}")
@@ -117,8 +121,10 @@ class RemoteConfig:
             self.targets = [self.targets]
         self.targets = [str(t) for t in self.targets]
         if not self.targets:
-            raise InvalidInput("profile.remote: no targets (the SGLang install roots, "
-                               "e.g. ssh://gpu1/opt/venv/lib/python3.11/site-packages)")
+            raise InvalidInput(
+                "profile.remote: no targets (the SGLang install roots, "
+                "e.g. ssh://gpu1/opt/venv/lib/python3.11/site-packages)"
+            )
         self.server_command = _command(self.server_command, "server_command")
         self.bench_command = _command(self.bench_command, "bench_command")
         self.series = str((cwd / Path(self.series).expanduser()).resolve())
@@ -138,16 +144,25 @@ class RemoteConfig:
             raise InvalidInput(f"profile.remote: health_url {self.health_url!r} is not an http(s) URL")
         if self.health_on not in ("first", "all"):
             raise InvalidInput(f"profile.remote: health_on {self.health_on!r}: first or all")
-        for name in ("health_timeout_s", "bench_timeout_s", "poll_s", "stop_grace_s",
-                     "timer_flush_s", "max_fetch_mb", "step_timeout_s"):
+        for name in (
+            "health_timeout_s",
+            "bench_timeout_s",
+            "poll_s",
+            "stop_grace_s",
+            "timer_flush_s",
+            "max_fetch_mb",
+            "step_timeout_s",
+        ):
             setattr(self, name, _positive(getattr(self, name), name))
         if isinstance(self.stop_signals, str):
             self.stop_signals = [s for s in re.split(r"[,\s]+", self.stop_signals) if s]
         self.stop_signals = [str(s).upper().removeprefix("SIG") for s in self.stop_signals]
         bad = [s for s in self.stop_signals if s not in STOP_SIGNALS]
         if bad:
-            raise InvalidInput(f"profile.remote: stop_signals {bad}: choose from "
-                               f"{', '.join(STOP_SIGNALS)} (KILL always comes last)")
+            raise InvalidInput(
+                f"profile.remote: stop_signals {bad}: choose from "
+                f"{', '.join(STOP_SIGNALS)} (KILL always comes last)"
+            )
         if self.timer is not None and self.timer not in TIMER_MODES:
             raise InvalidInput(f"profile.remote: timer {self.timer!r}: {', '.join(TIMER_MODES)}")
         self.timer_sample = _int(self.timer_sample, "timer_sample", 1, 1 << 30)
@@ -156,10 +171,8 @@ class RemoteConfig:
 
             self.timer_seed = secrets.randbelow(1 << 32)
         self.timer_seed = _int(self.timer_seed, "timer_seed", 0, (1 << 63) - 1)
-        if not str(self.remote_dir).startswith("/") or any(
-                ch in str(self.remote_dir) for ch in "\0\n\r"):
-            raise InvalidInput(f"profile.remote: remote_dir {self.remote_dir!r} must be an "
-                               "absolute path")
+        if not str(self.remote_dir).startswith("/") or any(ch in str(self.remote_dir) for ch in "\0\n\r"):
+            raise InvalidInput(f"profile.remote: remote_dir {self.remote_dir!r} must be an absolute path")
         self.jobs = _int(self.jobs, "jobs", 1, 1024)
         self.keep_remote_dir, self.chart = bool(self.keep_remote_dir), bool(self.chart)
         if isinstance(self.ssh_options, str):
@@ -171,9 +184,7 @@ class RemoteConfig:
         if self.repeat is not None:
             self.repeat = _int(self.repeat, "repeat", 1, 1000)
         if self.matrix is not None and self.matrix != "":
-            from patchkit.profile.remote.server_args import parse_server_matrix
-
-            from patchkit.profile.remote.server_args import expand_server_matrix
+            from patchkit.profile.remote.server_args import expand_server_matrix, parse_server_matrix
 
             self.matrix = parse_server_matrix(self.matrix)
             expand_server_matrix(self.matrix, self.server_command, self.env)  # shell syntax
@@ -183,9 +194,11 @@ class RemoteConfig:
             from patchkit.profile.remote.server_args import drop_speculative
 
             if not drop_speculative(self.server_command)[1]:
-                raise InvalidInput("profile.remote --baseline: the server command has no "
-                                   "--speculative-* option to drop, so the baseline would be "
-                                   "the same server")
+                raise InvalidInput(
+                    "profile.remote --baseline: the server command has no "
+                    "--speculative-* option to drop, so the baseline would be "
+                    "the same server"
+                )
         if self.ssh_config:
             self.ssh_config = str(Path(self.ssh_config).expanduser())
 
@@ -207,8 +220,11 @@ class RemoteConfig:
         return shlex.split(self.python)
 
     def transport_options(self) -> dict:
-        opts = {"ssh_config": self.ssh_config, "connect_timeout": self.connect_timeout,
-                "ssh_options": list(self.ssh_options) or None}
+        opts = {
+            "ssh_config": self.ssh_config,
+            "connect_timeout": self.connect_timeout,
+            "ssh_options": list(self.ssh_options) or None,
+        }
         return {k: v for k, v in opts.items() if v is not None}
 
     def to_dict(self) -> dict:

@@ -49,7 +49,7 @@ class RemoteHost:
         self.transport = transport
         self.cfg = cfg
         self.run_dir: str | None = None
-        self.jobs: dict[str, dict] = {}   # name -> last known state (pgid, exit, ...)
+        self.jobs: dict[str, dict] = {}  # name -> last known state (pgid, exit, ...)
 
     @property
     def label(self) -> str:
@@ -77,16 +77,18 @@ class RemoteHost:
             raise ProfileError(f"{self.label}: {step}: {exc.message}") from exc
         if result.returncode != 0:
             detail = last_lines(result.stderr.decode("utf-8", "replace"), 5) or "no message"
-            raise ProfileError(f"{self.label}: {step} failed on the target "
-                               f"(exit {result.returncode}): {detail}")
+            raise ProfileError(
+                f"{self.label}: {step} failed on the target (exit {result.returncode}): {detail}"
+            )
         if raw:
             return result.stdout
         lines = [ln for ln in result.stdout.decode("utf-8", "replace").splitlines() if ln.strip()]
         try:
             return json.loads(lines[-1])
         except (IndexError, json.JSONDecodeError) as exc:
-            raise ProfileError(f"{self.label}: {step}: unreadable answer from the agent: "
-                               f"{result.stdout[-200:]!r}") from exc
+            raise ProfileError(
+                f"{self.label}: {step}: unreadable answer from the agent: {result.stdout[-200:]!r}"
+            ) from exc
 
     def make_run_dir(self) -> str:
         self.run_dir = self.agent("mkrun", self.cfg.remote_dir)["dir"]
@@ -94,8 +96,9 @@ class RemoteHost:
 
     def start(self, name: str, command: str, env: dict) -> dict:
         self.jobs[name] = {"name": name, "pgid": None, "command": command}
-        answer = self.agent("start", self.run_dir, name, self.run_dir,
-                            json.dumps(env, sort_keys=True), command)
+        answer = self.agent(
+            "start", self.run_dir, name, self.run_dir, json.dumps(env, sort_keys=True), command
+        )
         self.jobs[name].update(pgid=answer["pgid"], monitor=answer["monitor"])
         return self.jobs[name]
 
@@ -103,19 +106,31 @@ class RemoteHost:
         probe_timeout = min(5.0, max(1.0, self.cfg.poll_s * 2))
         state = self.agent("poll", self.run_dir, name, url, probe_timeout, tail)
         self.jobs.setdefault(name, {"name": name}).update(
-            {k: v for k, v in state.items() if k in ("pgid", "exit", "done")})
+            {k: v for k, v in state.items() if k in ("pgid", "exit", "done")}
+        )
         return state
 
     def stop(self, *names: str) -> list[dict]:
         """INT/TERM/... then KILL to each job's process group (all jobs when no names)."""
         grace = self.cfg.stop_grace_s
         per_job = grace * len(self.cfg.stop_signals) + 10  # the agent's KILL wait and reaping
-        answer = self.agent("stop", self.run_dir, grace, ",".join(self.cfg.stop_signals),
-                            *names, timeout=per_job * (len(names) or 2) + self.cfg.step_timeout_s)
+        answer = self.agent(
+            "stop",
+            self.run_dir,
+            grace,
+            ",".join(self.cfg.stop_signals),
+            *names,
+            timeout=per_job * (len(names) or 2) + self.cfg.step_timeout_s,
+        )
         for job in answer["jobs"]:
             known = self.jobs.setdefault(job["name"], {"name": job["name"]})
-            known.update(pgid=job["pgid"], exit=job["exit"], done=job["done"], left=job["left"],
-                         sent=known.get("sent", []) + job["sent"])  # every stop, in order
+            known.update(
+                pgid=job["pgid"],
+                exit=job["exit"],
+                done=job["done"],
+                left=job["left"],
+                sent=known.get("sent", []) + job["sent"],
+            )  # every stop, in order
         return answer["jobs"]
 
     def tail(self, name: str, limit: int) -> bytes:
@@ -123,23 +138,28 @@ class RemoteHost:
 
     def grep(self, name: str, needles, max_lines: int = 20) -> str:
         """The first lines of the run directory's file ``name`` holding any of ``needles``."""
-        return self.agent("grep", self.path(name), max_lines, *needles,
-                          raw=True).decode("utf-8", "replace")
+        return self.agent("grep", self.path(name), max_lines, *needles, raw=True).decode("utf-8", "replace")
 
     def fetch_timing(self, dest: Path, source: str | None = None) -> list[Path]:
         """The run directory's timing/ (or the folder ``source``) as a tar stream, unpacked
         into ``dest``."""
         limit = int(self.cfg.max_fetch_mb * 1024 * 1024)
-        data = self.agent("fetch", source or self.path("timing"), limit, raw=True,
-                          timeout=self.cfg.step_timeout_s + limit / 1e6)
+        data = self.agent(
+            "fetch",
+            source or self.path("timing"),
+            limit,
+            raw=True,
+            timeout=self.cfg.step_timeout_s + limit / 1e6,
+        )
         dest.mkdir(parents=True, exist_ok=True)
         try:
             with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
                 members = [m for m in tar.getmembers() if m.isfile()]
                 tar.extractall(dest, members=members, filter="data")
         except (tarfile.TarError, OSError) as exc:
-            raise ProfileError(f"{self.label}: the timing files could not be unpacked "
-                               f"into {dest}: {exc}") from exc
+            raise ProfileError(
+                f"{self.label}: the timing files could not be unpacked into {dest}: {exc}"
+            ) from exc
         return sorted(p for p in dest.rglob("*") if p.is_file())
 
     def cleanup(self) -> None:

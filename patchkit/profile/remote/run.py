@@ -70,12 +70,11 @@ from patchkit.profile.progress import ProgressLine
 from patchkit.profile.remote.config import RemoteConfig
 from patchkit.profile.remote.host import RemoteHost, last_lines
 from patchkit.profile.remote.server_args import drop_speculative
+from patchkit.profile.remote.worker_log import NEEDLES as WORKER_NEEDLES, no_cycles_message, which_worker
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
-from patchkit.profile.remote.worker_log import NEEDLES as WORKER_NEEDLES
-from patchkit.profile.remote.worker_log import no_cycles_message, which_worker
 from patchkit.report.window import WINDOW_FILE
 
-__all__ = ["RemoteConfig", "RemoteOutcome", "run_remote", "parse_bench_output"]
+__all__ = ["RemoteConfig", "RemoteOutcome", "parse_bench_output", "run_remote"]
 
 BENCH_LOG_MAX = 16 * 1024 * 1024
 SERVER_LOG_MAX = 1024 * 1024
@@ -85,7 +84,7 @@ _OK_FILE_STATES = ("ok", "pristine", "applied", "original")
 @dataclass
 class RemoteOutcome:
     run_dir: Path
-    summary: object          # patchkit.report.Summary
+    summary: object  # patchkit.report.Summary
     table: str
     bench: BenchOutput
     hosts: list
@@ -101,18 +100,31 @@ def describe_failures(result) -> str:
             continue
         detail = list(host.messages) + [
             f"{f.path}: {f.state}{' - ' + f.detail if f.detail else ''}"
-            for f in host.files if f.state not in _OK_FILE_STATES]
-        parts.append(f"{host.target}: {host.state} (exit {host.exit_code})"
-                     + (": " + "; ".join(detail) if detail else ""))
+            for f in host.files
+            if f.state not in _OK_FILE_STATES
+        ]
+        parts.append(
+            f"{host.target}: {host.state} (exit {host.exit_code})"
+            + (": " + "; ".join(detail) if detail else "")
+        )
     return "; ".join(parts)
 
 
 class RemoteRun:
     """One profile run over ``hosts``; ``execute()`` is the whole flow."""
 
-    def __init__(self, cfg: RemoteConfig, run_dir: Path, progress: ProgressLine, transports, *,
-                 server_command: str | None = None, env: dict | None = None,
-                 apply: bool = True, timed: bool = True):
+    def __init__(
+        self,
+        cfg: RemoteConfig,
+        run_dir: Path,
+        progress: ProgressLine,
+        transports,
+        *,
+        server_command: str | None = None,
+        env: dict | None = None,
+        apply: bool = True,
+        timed: bool = True,
+    ):
         """``server_command``/``env`` override the settings' (a sweep point, the baseline);
         ``apply=False``: the series is not verified, applied or reverted by this run (a sweep
         brackets its points itself, the baseline runs unpatched); ``timed=False``: no timing
@@ -127,9 +139,9 @@ class RemoteRun:
         self.applied = False
         self.bench_text = ""
         self.notes: list[str] = []
-        self.worker_lines: dict[int, str] = {}   # host index -> its log's "Spec v1/v2" lines
-        self.partial_timing: Path | None = None   # interrupted: the timing fetched by cleanup
-        self.window: dict | None = None            # what window.json holds (head target)
+        self.worker_lines: dict[int, str] = {}  # host index -> its log's "Spec v1/v2" lines
+        self.partial_timing: Path | None = None  # interrupted: the timing fetched by cleanup
+        self.window: dict | None = None  # what window.json holds (head target)
 
     # ---- helpers --------------------------------------------------------------------------------
 
@@ -139,17 +151,20 @@ class RemoteRun:
     def ops(self, name: str):
         from patchkit import ops
 
-        opts = ops.Options(layout=self.cfg.layout, jobs=self.cfg.jobs,
-                           timeout=self.cfg.step_timeout_s)
+        opts = ops.Options(layout=self.cfg.layout, jobs=self.cfg.jobs, timeout=self.cfg.step_timeout_s)
         return getattr(ops, name)(self.cfg.series, [h.transport for h in self.hosts], opts)
 
     def server_env(self, host: RemoteHost) -> dict:
         env = dict(self.env)
-        env.update(PATCHKIT_TIMER_DIR=host.path("timing"),
-                   PATCHKIT_TIMER_FLUSH_S=f"{self.cfg.timer_flush_s:g}",
-                   PATCHKIT_TARGET_ROOT=host.root, PATCHKIT_RUN_DIR=host.run_dir,
-                   PATCHKIT_NODE_RANK=str(host.index), PATCHKIT_NNODES=str(len(self.hosts)),
-                   PATCHKIT_SERVER_PORT=str(self.cfg.port))
+        env.update(
+            PATCHKIT_TIMER_DIR=host.path("timing"),
+            PATCHKIT_TIMER_FLUSH_S=f"{self.cfg.timer_flush_s:g}",
+            PATCHKIT_TARGET_ROOT=host.root,
+            PATCHKIT_RUN_DIR=host.run_dir,
+            PATCHKIT_NODE_RANK=str(host.index),
+            PATCHKIT_NNODES=str(len(self.hosts)),
+            PATCHKIT_SERVER_PORT=str(self.cfg.port),
+        )
         if self.cfg.timer:
             env["PATCHKIT_TIMER"] = self.cfg.timer
         # sampled timing; an env setting (--env, a matrix's env:PATCHKIT_TIMER_SAMPLE) wins
@@ -159,8 +174,11 @@ class RemoteRun:
 
     def bench_env(self, host: RemoteHost) -> dict:
         env = dict(self.cfg.bench_env)
-        env.update(PATCHKIT_TARGET_ROOT=host.root, PATCHKIT_RUN_DIR=host.run_dir,
-                   PATCHKIT_SERVER_PORT=str(self.cfg.port))
+        env.update(
+            PATCHKIT_TARGET_ROOT=host.root,
+            PATCHKIT_RUN_DIR=host.run_dir,
+            PATCHKIT_SERVER_PORT=str(self.cfg.port),
+        )
         return env
 
     def log_name(self, host: RemoteHost) -> str:
@@ -183,23 +201,27 @@ class RemoteRun:
             raise ProfileError(
                 "patch.verify: every target must be pristine before a profile run (a state "
                 "found applied may be someone else's, and is not reverted here): "
-                + describe_failures(verified), verified.exit_code or 1)
+                + describe_failures(verified),
+                verified.exit_code or 1,
+            )
         self.progress.update("applying the series on every target")
         self.applied = True  # from here on, revert in the cleanup (apply may be half done)
         applied = self.ops("apply")
         if applied.exit_code != 0:
             raise ProfileError("patch.apply: " + describe_failures(applied), applied.exit_code)
         written = sum(len(h.written) for h in applied.hosts)
-        self.log(f"applied {Path(self.cfg.series).name} to {len(self.hosts)} target(s) "
-                 f"({written} files written)")
+        self.log(
+            f"applied {Path(self.cfg.series).name} to {len(self.hosts)} target(s) ({written} files written)"
+        )
 
     def start_servers(self) -> None:
         for host in self.hosts:
             self.progress.update(f"starting the server on {host.where}")
             host.make_run_dir()
             job = host.start("server", self.server_command, self.server_env(host))
-            self.log(f"server started on {host.where} (process group {job['pgid']}, "
-                     f"run directory {host.run_dir})")
+            self.log(
+                f"server started on {host.where} (process group {job['pgid']}, run directory {host.run_dir})"
+            )
 
     def check_servers(self, during: str) -> None:
         for host in self.hosts:
@@ -207,7 +229,8 @@ class RemoteRun:
             if state["exit"] is not None or not state["alive"]:
                 raise ProfileError(
                     f"{host.label}: the server exited (exit {state['exit']}) {during}; last "
-                    f"lines of {self.log_name(host)}:\n{last_lines(state['tail'])}")
+                    f"lines of {self.log_name(host)}:\n{last_lines(state['tail'])}"
+                )
 
     def wait_healthy(self) -> None:
         url = self.cfg.url
@@ -222,7 +245,8 @@ class RemoteRun:
                     raise ProfileError(
                         f"{host.label}: the server exited (exit {state['exit']}) before "
                         f"{url} answered; last lines of {self.log_name(host)}:\n"
-                        f"{last_lines(state['tail'])}")
+                        f"{last_lines(state['tail'])}"
+                    )
                 if host in pending:
                     last[host.index] = state.get("health") or "?"
                     if state.get("health") == "ok":
@@ -235,7 +259,8 @@ class RemoteRun:
                 raise ProfileError(
                     f"{host.label}: the server did not answer {url} with 200 within "
                     f"{self.cfg.health_timeout_s:g} s (last probe: {last[host.index]}); "
-                    f"last lines of {self.log_name(host)}:\n{self.server_log_tail(host)}")
+                    f"last lines of {self.log_name(host)}:\n{self.server_log_tail(host)}"
+                )
             self.progress.update(f"waiting for {url} on {pending[0].where}")
             time.sleep(self.cfg.poll_s)
 
@@ -251,8 +276,10 @@ class RemoteRun:
                 break
             self.check_servers(f"during the {what}")
             if time.monotonic() - start > self.cfg.bench_timeout_s:
-                raise ProfileError(f"{head.label}: the {what} ran past bench_timeout_s "
-                                   f"({self.cfg.bench_timeout_s:g} s); stopped it")
+                raise ProfileError(
+                    f"{head.label}: the {what} ran past bench_timeout_s "
+                    f"({self.cfg.bench_timeout_s:g} s); stopped it"
+                )
             text = f"{what} running on {head.where}"
             line = last_lines(state["tail"], 1)
             if self.progress.live and line:
@@ -269,9 +296,11 @@ class RemoteRun:
         state, text = self._run_job("warmup", command, "warm-up benchmark")
         (self.run_dir / "warmup.log").write_text(text, encoding="utf-8")
         if state["exit"] != 0:
-            raise ProfileError(f"{self.hosts[0].label}: the warm-up benchmark failed (exit "
-                               f"{state['exit']}); last lines of {self.run_dir / 'warmup.log'}:"
-                               f"\n{last_lines(text)}")
+            raise ProfileError(
+                f"{self.hosts[0].label}: the warm-up benchmark failed (exit "
+                f"{state['exit']}); last lines of {self.run_dir / 'warmup.log'}:"
+                f"\n{last_lines(text)}"
+            )
         self.log(f"warm-up benchmark done in {state['elapsed_s']:.1f} s")
 
     def run_bench(self) -> BenchOutput:
@@ -279,20 +308,25 @@ class RemoteRun:
         state, self.bench_text = self._run_job("bench", self.cfg.bench_command, "benchmark")
         (self.run_dir / "benchmark.log").write_text(self.bench_text, encoding="utf-8")
         if state["exit"] != 0:
-            raise ProfileError(f"{head.label}: the benchmark failed (exit {state['exit']}); "
-                               f"last lines of {self.run_dir / 'benchmark.log'}:\n"
-                               f"{last_lines(self.bench_text)}")
+            raise ProfileError(
+                f"{head.label}: the benchmark failed (exit {state['exit']}); "
+                f"last lines of {self.run_dir / 'benchmark.log'}:\n"
+                f"{last_lines(self.bench_text)}"
+            )
         parsed = parse_bench_output(self.bench_text)
-        self.log(f"benchmark done in {state['elapsed_s']:.1f} s: output throughput "
-                 f"{parsed.tokens_per_s} tok/s, accept length {parsed.accept_length}")
+        self.log(
+            f"benchmark done in {state['elapsed_s']:.1f} s: output throughput "
+            f"{parsed.tokens_per_s} tok/s, accept length {parsed.accept_length}"
+        )
         return parsed
 
     def write_window(self) -> dict:
         """window.json in the head target's timing folder: the measured benchmark's wall-clock
         start and end (and the warm-up's), taken by the agent on that host; fetched with the
         timing files."""
-        self.window = self.hosts[0].agent("window", self.hosts[0].run_dir, "bench",
-                                          "warmup" if self.cfg.warmup else "", "profile.remote")
+        self.window = self.hosts[0].agent(
+            "window", self.hosts[0].run_dir, "bench", "warmup" if self.cfg.warmup else "", "profile.remote"
+        )
         return self.window
 
     def stop_servers(self) -> None:
@@ -300,8 +334,10 @@ class RemoteRun:
             self.progress.update(f"stopping the server on {host.where}")
             for job in host.stop("server"):
                 if job["left"]:
-                    raise ProfileError(f"{host.label}: server process group {job['pgid']} "
-                                       f"still has processes {job['left']} after KILL")
+                    raise ProfileError(
+                        f"{host.label}: server process group {job['pgid']} "
+                        f"still has processes {job['left']} after KILL"
+                    )
                 how = ", ".join(job["sent"]) or "it had already exited"
                 self.log(f"server on {host.where} stopped ({how}; exit {job['exit']})")
 
@@ -326,13 +362,16 @@ class RemoteRun:
                 count += 1
             self.log(f"fetched {len(files)} timing file(s) from {host.where}")
         if not count:
-            raise ProfileError(self.no_cycles("no timing files were written on any target (" +
-                                              ", ".join(f"{h.where}:{h.path('timing')}"
-                                                        for h in self.hosts) + ")"))
+            raise ProfileError(
+                self.no_cycles(
+                    "no timing files were written on any target ("
+                    + ", ".join(f"{h.where}:{h.path('timing')}" for h in self.hosts)
+                    + ")"
+                )
+            )
         cycles = count_cycles(timing)
         if not cycles:
-            raise ProfileError(self.no_cycles(f"its {count} timing file(s) hold no cycle "
-                                              f"({timing})"))
+            raise ProfileError(self.no_cycles(f"its {count} timing file(s) hold no cycle ({timing})"))
         return timing
 
     def read_worker_lines(self, host: RemoteHost) -> str:
@@ -367,8 +406,10 @@ class RemoteRun:
             try:
                 for job in host.stop():
                     if job["left"]:
-                        problems.append(f"{host.label}: job {job['name']} (process group "
-                                        f"{job['pgid']}) still has processes {job['left']}")
+                        problems.append(
+                            f"{host.label}: job {job['name']} (process group "
+                            f"{job['pgid']}) still has processes {job['left']}"
+                        )
             except PatchkitError as exc:
                 problems.append(f"stopping the jobs: {exc.message}")
             try:
@@ -379,7 +420,7 @@ class RemoteRun:
                 pass
             self.read_worker_lines(host)
         if interrupted and self.timed and any(h.run_dir for h in self.hosts):
-            try:        # what the servers wrote until the interrupt: a partial report
+            try:  # what the servers wrote until the interrupt: a partial report
                 self.partial_timing = self.fetch_timing()
             except (PatchkitError, OSError) as exc:
                 self.notes.append(f"no partial report: {getattr(exc, 'message', exc)}")
@@ -409,22 +450,36 @@ class RemoteRun:
             problems.append(f"revert: {exc.message}")
         else:
             if reverted.exit_code != 0 or any(h.state != "pristine" for h in status.hosts):
-                problems.append("revert after the profile run failed: "
-                                + describe_failures(reverted) + "; patch.status: "
-                                + describe_failures(status))
+                problems.append(
+                    "revert after the profile run failed: "
+                    + describe_failures(reverted)
+                    + "; patch.status: "
+                    + describe_failures(status)
+                )
             else:
                 self.applied = False
                 self.log(f"reverted {len(self.hosts)} target(s); patch.status: pristine")
         return problems
 
     def record(self) -> dict:
-        doc = {"config": self.cfg.to_dict(), "notes": self.notes, "hosts": [
-            {"index": h.index, "target": h.label, "root": h.root, "remote_run_dir": h.run_dir,
-             "kept": self.cfg.keep_remote_dir, "jobs": h.jobs,
-             "server_command": self.server_command, "worker": which_worker(
-                 self.worker_lines.get(h.index, "")).describe()} for h in self.hosts]}
-        (self.run_dir / "remote.json").write_text(json.dumps(doc, indent=2) + "\n",
-                                                  encoding="utf-8")
+        doc = {
+            "config": self.cfg.to_dict(),
+            "notes": self.notes,
+            "hosts": [
+                {
+                    "index": h.index,
+                    "target": h.label,
+                    "root": h.root,
+                    "remote_run_dir": h.run_dir,
+                    "kept": self.cfg.keep_remote_dir,
+                    "jobs": h.jobs,
+                    "server_command": self.server_command,
+                    "worker": which_worker(self.worker_lines.get(h.index, "")).describe(),
+                }
+                for h in self.hosts
+            ],
+        }
+        (self.run_dir / "remote.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         return doc
 
     # ---- the flow ----------------------------------------------------------------------------
@@ -443,7 +498,7 @@ class RemoteRun:
             self.stop_servers()
             timing = self.fetch_timing() if self.timed else None
             return bench, timing
-        except BaseException as exc:  # noqa: B036 -- cleaned up below, then re-raised
+        except BaseException as exc:
             failure = exc
             raise
         finally:
@@ -455,8 +510,7 @@ class RemoteRun:
                 # still an interrupt (exit 130), but the boundary says what was not cleaned up
                 raise type(failure)("cleanup incomplete: " + "; ".join(problems)) from None
             if problems:
-                error = ProfileError("; ".join(problems)
-                                     + (f" (after: {failure})" if failure else ""))
+                error = ProfileError("; ".join(problems) + (f" (after: {failure})" if failure else ""))
                 raise error from failure
 
 
@@ -471,24 +525,37 @@ def count_cycles(timing_dir: Path) -> int:
         return 0
 
 
-def report_meta(cfg: RemoteConfig, bench: BenchOutput, hosts, elapsed_s: float, *,
-                server_command: str | None = None, env: dict | None = None) -> dict:
-    meta = {}
+def report_meta(
+    cfg: RemoteConfig,
+    bench: BenchOutput,
+    hosts,
+    elapsed_s: float,
+    *,
+    server_command: str | None = None,
+    env: dict | None = None,
+) -> dict:
+    meta: dict[str, float | str] = {}
     if bench.tokens_per_s is not None:
         meta["tokens_per_s"] = bench.tokens_per_s
     if bench.accept_length is not None:
         meta["accept_length"] = bench.accept_length
-    facts = [f"{bench.completed:g} requests" if bench.completed is not None else None,
-             f"{bench.duration_s:g} s" if bench.duration_s is not None else None,
-             f"{bench.request_throughput:g} req/s" if bench.request_throughput is not None
-             else None]
+    facts = [
+        f"{bench.completed:g} requests" if bench.completed is not None else None,
+        f"{bench.duration_s:g} s" if bench.duration_s is not None else None,
+        f"{bench.request_throughput:g} req/s" if bench.request_throughput is not None else None,
+    ]
     meta["benchmark"] = (", ".join(f for f in facts if f) or "no result lines found") + (
-        "" if bench.tokens_per_s is not None else
-        "; no 'Output token throughput' line in its output (see benchmark.log)")
+        ""
+        if bench.tokens_per_s is not None
+        else "; no 'Output token throughput' line in its output (see benchmark.log)"
+    )
     meta["benchmark command"] = cfg.bench_command
-    meta["warm-up"] = (f"{'the benchmark' if not cfg.warmup_command else cfg.warmup_command} "
-                       "once before the measured pass, same server (window.json)"
-                       if cfg.warmup else "off (--no-warmup)")
+    meta["warm-up"] = (
+        f"{'the benchmark' if not cfg.warmup_command else cfg.warmup_command} "
+        "once before the measured pass, same server (window.json)"
+        if cfg.warmup
+        else "off (--no-warmup)"
+    )
     meta["server command"] = server_command or cfg.server_command
     env = cfg.env if env is None else env
     if env:
@@ -499,29 +566,40 @@ def report_meta(cfg: RemoteConfig, bench: BenchOutput, hosts, elapsed_s: float, 
     return meta
 
 
-def run_baseline(cfg: RemoteConfig, run_dir: Path, progress: ProgressLine, transports,
-                 spec_tokens_per_s, *, sub: str = "baseline") -> dict:
+def run_baseline(
+    cfg: RemoteConfig,
+    run_dir: Path,
+    progress: ProgressLine,
+    transports,
+    spec_tokens_per_s,
+    *,
+    sub: str = "baseline",
+) -> dict:
     """The same server without its --speculative-* options, unpatched, with the same benchmark;
     ``baseline/`` (``sub``) in the run directory holds its logs. Returns summary.json's
     "baseline"."""
     command, removed = drop_speculative(cfg.server_command)
-    doc = {"tokens_per_s": None, "spec_tokens_per_s": spec_tokens_per_s, "ratio": None,
-           "accept_length": None, "server_command": command, "dropped": removed,
-           "report": sub, "error": None}
+    doc = {
+        "tokens_per_s": None,
+        "spec_tokens_per_s": spec_tokens_per_s,
+        "ratio": None,
+        "accept_length": None,
+        "server_command": command,
+        "dropped": removed,
+        "report": sub,
+        "error": None,
+    }
     base_dir = run_dir / sub
     base_dir.mkdir(parents=True, exist_ok=True)
-    run = RemoteRun(cfg, base_dir, progress, transports, server_command=command, apply=False,
-                    timed=False)
-    run.log(f"baseline: the server without {len(removed)} --speculative-* option(s), "
-            "series not applied")
+    run = RemoteRun(cfg, base_dir, progress, transports, server_command=command, apply=False, timed=False)
+    run.log(f"baseline: the server without {len(removed)} --speculative-* option(s), series not applied")
     try:
         bench, _ = run.execute()
     except ProfileError as exc:
         doc["error"] = exc.message
         run.log(f"baseline failed: {exc.message}")
         return doc
-    (base_dir / "benchmark.json").write_text(json.dumps(bench.to_dict(), indent=2) + "\n",
-                                             encoding="utf-8")
+    (base_dir / "benchmark.json").write_text(json.dumps(bench.to_dict(), indent=2) + "\n", encoding="utf-8")
     doc["tokens_per_s"], doc["accept_length"] = bench.tokens_per_s, bench.accept_length
     if bench.tokens_per_s and spec_tokens_per_s:
         doc["ratio"] = spec_tokens_per_s / bench.tokens_per_s
@@ -539,16 +617,18 @@ def baseline_meta(baseline: dict | None) -> dict:
     return meta
 
 
-def run_remote(cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None = None,
-               transports=None) -> RemoteOutcome:
+def run_remote(
+    cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None = None, transports=None
+) -> RemoteOutcome:
     """The remote profile run (module docstring); raises ProfileError/InvalidInput.
     With ``cfg.baseline`` the unpatched, non-speculative server is measured after it."""
     from patchkit.transport import parse_target
 
     out = stream or sys.stdout
     start = time.monotonic()
-    transports = transports or [parse_target(spec, **cfg.transport_options())
-                                for spec in cfg.targets]  # bad specs: refused before anything
+    transports = transports or [
+        parse_target(spec, **cfg.transport_options()) for spec in cfg.targets
+    ]  # bad specs: refused before anything
     run_dir = new_run_dir(cfg.out)
     progress = progress or ProgressLine(prefix="profile")
     with sigterm_interrupts():
@@ -563,8 +643,7 @@ def run_remote(cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None 
         baseline = None
         if cfg.baseline:  # after the revert: the tree is pristine again
             baseline = run_baseline(cfg, run_dir, progress, transports, bench.tokens_per_s)
-    (run_dir / "benchmark.json").write_text(json.dumps(bench.to_dict(), indent=2) + "\n",
-                                            encoding="utf-8")
+    (run_dir / "benchmark.json").write_text(json.dumps(bench.to_dict(), indent=2) + "\n", encoding="utf-8")
     from patchkit.report import build_report, render_table  # after the revert
 
     meta = report_meta(cfg, bench, run.hosts, time.monotonic() - start)
@@ -576,20 +655,21 @@ def run_remote(cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None 
     print(f"report: {run_dir}/ ({', '.join(sorted(summary.files.values()))})", file=out)
     hosts = json.loads((run_dir / "remote.json").read_text(encoding="utf-8"))["hosts"]
     if baseline and baseline["error"]:
-        raise ProfileError(f"the baseline run failed: {baseline['error']} (the speculative run's "
-                           f"report is in {run_dir}/)")
-    return RemoteOutcome(run_dir, summary, table, bench, hosts, time.monotonic() - start,
-                         dict(summary.files))
+        raise ProfileError(
+            f"the baseline run failed: {baseline['error']} (the speculative run's report is in {run_dir}/)"
+        )
+    return RemoteOutcome(run_dir, summary, table, bench, hosts, time.monotonic() - start, dict(summary.files))
 
 
-def partial_report(cfg: RemoteConfig, run: "RemoteRun", out, elapsed_s: float) -> None:
+def partial_report(cfg: RemoteConfig, run: RemoteRun, out, elapsed_s: float) -> None:
     """The report of an interrupted run, from the timing fetched before the revert; its
     summary says ``partial`` (the benchmark did not finish: no throughput figures)."""
     from patchkit.report import build_report, render_table
 
     meta = report_meta(cfg, BenchOutput(), run.hosts, elapsed_s)
-    meta["partial"] = ("interrupted before the benchmark finished: only the cycles timed "
-                       "until then; no benchmark figures")
+    meta["partial"] = (
+        "interrupted before the benchmark finished: only the cycles timed until then; no benchmark figures"
+    )
     meta["speculative worker (server log)"] = run.worker
     try:
         summary = build_report(run.partial_timing, run.run_dir, chart=cfg.chart, meta=meta)
@@ -597,6 +677,4 @@ def partial_report(cfg: RemoteConfig, run: "RemoteRun", out, elapsed_s: float) -
         print(f"no partial report: {exc.message}", file=out)
         return
     print(render_table(summary), file=out)
-    print(f"partial report: {run.run_dir}/ ({', '.join(sorted(summary.files.values()))})",
-          file=out)
-
+    print(f"partial report: {run.run_dir}/ ({', '.join(sorted(summary.files.values()))})", file=out)

@@ -30,8 +30,14 @@ CONTROL = frozenset({";", "&", "&&", "|", "||", "|&", ";;", "(", ")", "\n"})
 OPTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # set by the profile run itself: neither env: settings nor env: matrix keys may name them
-RESERVED_ENV = ("PATCHKIT_TIMER_DIR", "PATCHKIT_TARGET_ROOT", "PATCHKIT_RUN_DIR",
-                "PATCHKIT_NODE_RANK", "PATCHKIT_NNODES", "PATCHKIT_SERVER_PORT")
+RESERVED_ENV = (
+    "PATCHKIT_TIMER_DIR",
+    "PATCHKIT_TARGET_ROOT",
+    "PATCHKIT_RUN_DIR",
+    "PATCHKIT_NODE_RANK",
+    "PATCHKIT_NNODES",
+    "PATCHKIT_SERVER_PORT",
+)
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,7 @@ class Word:
     start: int
     end: int
     text: str
-    value: str | None   # the literal value, None when the word has an expansion
+    value: str | None  # the literal value, None when the word has an expansion
 
     @property
     def is_control(self) -> bool:
@@ -105,30 +111,30 @@ def split_words(cmd: str) -> list[Word]:
             i = n if end < 0 else end
             continue
         if ch in ";&|()\n":
-            op = cmd[i:i + 2] if cmd[i:i + 2] in CONTROL else ch
+            op = cmd[i : i + 2] if cmd[i : i + 2] in CONTROL else ch
             words.append(Word(i, i + len(op), op, op))
             i += len(op)
             continue
         start, value, literal = i, [], True
         while i < n:
             ch = cmd[i]
-            if ch in " \t\n" or (ch in ";|()" ) or (ch == "&" and cmd[i - 1:i] not in "<>"):
+            if ch in " \t\n" or (ch in ";|()") or (ch == "&" and cmd[i - 1 : i] not in "<>"):
                 break
             if ch == "\\":
                 if cmd.startswith("\\\n", i):
                     i += 2
                     continue
-                value.append(cmd[i + 1:i + 2])
+                value.append(cmd[i + 1 : i + 2])
                 i += 2
             elif ch == "'":
                 end = cmd.find("'", i + 1)
                 if end < 0:
                     raise InvalidInput(f"server command: unterminated single quote in {cmd!r}")
-                value.append(cmd[i + 1:end])
+                value.append(cmd[i + 1 : end])
                 i = end + 1
             elif ch == '"':
                 end = _skip_double(cmd, i + 1)
-                inner = cmd[i + 1:end - 1]
+                inner = cmd[i + 1 : end - 1]
                 if "$" in inner or "`" in inner:
                     literal = False
                 value.append(re.sub(r'\\([$`"\\\n])', r"\1", inner))
@@ -202,7 +208,7 @@ def set_option(cmd: str, name: str, value: str) -> str:
     flag = "--" + check_option_name(name, "server option")
     quoted = shlex.quote(str(value))
     words = split_words(cmd)
-    edits: list[tuple[int, int, str]] = []   # (start, end, replacement)
+    edits: list[tuple[int, int, str]] = []  # (start, end, replacement)
     for idx, word in enumerate(words):
         if word.value == flag:
             if _takes_value(words, idx):
@@ -215,7 +221,7 @@ def set_option(cmd: str, name: str, value: str) -> str:
     if not edits:
         at = _end_of_first_command(cmd, words)
         head, rest = cmd[:at].rstrip(), cmd[at:]
-        gap = cmd[len(head):at] or (" " if rest else "")
+        gap = cmd[len(head) : at] or (" " if rest else "")
         return f"{head} {flag} {quoted}{gap}{rest}"
     out, pos = [], 0
     for start, end, text in edits:
@@ -247,21 +253,25 @@ def parse_server_matrix(text) -> dict[str, list[str]]:
     ``--KEY VALUE`` in the server command) or ``env:NAME`` (the server's environment).
     A mapping ``{key: [values]}`` (e.g. from invoke.yaml) is checked the same way."""
     if isinstance(text, dict):
-        parts = [(str(k), [str(v) for v in (vs if isinstance(vs, (list, tuple)) else [vs])])
-                 for k, vs in text.items()]
+        parts = [
+            (str(k), [str(v) for v in (vs if isinstance(vs, (list, tuple)) else [vs])])
+            for k, vs in text.items()
+        ]
     else:
         parts = []
         for part in filter(None, (p.strip() for p in re.split(r"[;\n]", str(text or "")))):
             key, sep, values = part.partition("=")
             if not sep:
-                raise InvalidInput(f"--matrix: {part!r} is not KEY=V1,V2,... (KEY a server "
-                                   "option such as speculative-num-steps, or env:NAME)")
+                raise InvalidInput(
+                    f"--matrix: {part!r} is not KEY=V1,V2,... (KEY a server "
+                    "option such as speculative-num-steps, or env:NAME)"
+                )
             parts.append((key, values.split(",")))
     matrix: dict[str, list[str]] = {}
     for key, values in parts:
         key = key.strip()
         if key.startswith(ENV_PREFIX):
-            name = key[len(ENV_PREFIX):].strip()
+            name = key[len(ENV_PREFIX) :].strip()
             if not ENV_NAME.match(name):
                 raise InvalidInput(f"--matrix: {key!r}: {name!r} is not an environment name")
             if name in RESERVED_ENV:
@@ -278,8 +288,7 @@ def parse_server_matrix(text) -> dict[str, list[str]]:
             raise InvalidInput(f"--matrix: {key} is given twice")
         matrix[key] = values
     if not matrix:
-        raise InvalidInput("--matrix: empty; e.g. 'speculative-num-steps=1,2,3;"
-                           "env:NCCL_PROTO=LL,Simple'")
+        raise InvalidInput("--matrix: empty; e.g. 'speculative-num-steps=1,2,3;env:NCCL_PROTO=LL,Simple'")
     return matrix
 
 
@@ -287,13 +296,14 @@ def point_label(params: dict[str, str]) -> str:
     """``num-steps=2 num-draft-tokens=4 NCCL_PROTO=LL`` (the speculative- prefix left out)."""
     short = []
     for key, value in params.items():
-        name = key[len(ENV_PREFIX):] if key.startswith(ENV_PREFIX) else key
+        name = key[len(ENV_PREFIX) :] if key.startswith(ENV_PREFIX) else key
         short.append(f"{name.removeprefix('speculative-')}={value}")
     return " ".join(short)
 
 
-def expand_server_matrix(matrix: dict[str, list[str]], server_command: str,
-                         env: dict[str, str]) -> list[dict]:
+def expand_server_matrix(
+    matrix: dict[str, list[str]], server_command: str, env: dict[str, str]
+) -> list[dict]:
     """Every point of the matrix (cartesian product, first key slowest): its label, params,
     server command and server environment (``env`` with the point's env: keys over it)."""
     import itertools
@@ -305,9 +315,10 @@ def expand_server_matrix(matrix: dict[str, list[str]], server_command: str,
         command, point_env = server_command, dict(env)
         for key, value in params.items():
             if key.startswith(ENV_PREFIX):
-                point_env[key[len(ENV_PREFIX):]] = value
+                point_env[key[len(ENV_PREFIX) :]] = value
             else:
                 command = set_option(command, key, value)
-        points.append({"label": point_label(params), "params": params,
-                       "server_command": command, "env": point_env})
+        points.append(
+            {"label": point_label(params), "params": params, "server_command": command, "env": point_env}
+        )
     return points

@@ -29,29 +29,28 @@ _LINES = (
 )
 # substrings of every line above: what the remote agent greps a server log of any size for
 NEEDLES = ("Spec v1", "Spec v2", "spec v2 is off")
-CLASSES = {"v1": "EAGLEWorker", "v2": "EAGLEWorkerV2",
-           "multi-layer v2": "MultiLayerEagleWorkerV2"}
+CLASSES = {"v1": "EAGLEWorker", "v2": "EAGLEWorkerV2", "multi-layer v2": "MultiLayerEagleWorkerV2"}
 
 
 @dataclass(frozen=True)
 class WorkerGuess:
-    worker: str | None     # "v1", "v2", "multi-layer v2", or None: the log does not say
-    line: str | None       # the log line that says so
-    file: str | None       # the worker's file under sglang/srt/speculative/
+    worker: str | None  # "v1", "v2", "multi-layer v2", or None: the log does not say
+    line: str | None  # the log line that says so
+    file: str | None  # the worker's file under sglang/srt/speculative/
 
     @property
     def known(self) -> bool:
         return self.worker is not None
 
     def describe(self) -> str:
-        if not self.known:
+        if self.worker is None:
             return "unknown"
         return f"spec {self.worker} ({CLASSES[self.worker]}{', ' + self.file if self.file else ''})"
 
 
 def which_worker(log_text: str) -> WorkerGuess:
     """The worker named by the last "Spec v1/v2" line of ``log_text`` (unknown if none)."""
-    best = (-1, None)
+    best: tuple[int, WorkerGuess | None] = (-1, None)
     for pattern, worker, file in _LINES:
         for match in pattern.finditer(log_text or ""):
             if match.start() > best[0]:
@@ -69,8 +68,7 @@ def timed_files(series_dir) -> list[str]:
         return []
 
 
-def no_cycles_message(found: str, logs: list[tuple[str, str]], series_dir,
-                      server_command: str) -> str:
+def no_cycles_message(found: str, logs: list[tuple[str, str]], series_dir, server_command: str) -> str:
     """The error when the server ran but the timing has no cycle: which worker ran (from the
     server logs, ``[(where, text)]``), whether the series times it, what to do."""
     series = Path(series_dir).name
@@ -79,28 +77,44 @@ def no_cycles_message(found: str, logs: list[tuple[str, str]], series_dir,
     known = [(where, g) for where, g in guesses if g.known]
     head = f"the server ran, but {found}. "
     if "--speculative-algorithm" not in server_command and not known:
-        return head + ("Which worker ran: none that is speculative (the server command has no "
-                       "--speculative-algorithm), so nothing calls the timed code.")
+        return head + (
+            "Which worker ran: none that is speculative (the server command has no "
+            "--speculative-algorithm), so nothing calls the timed code."
+        )
     if not known:
         return head + (
             "Which worker ran: unknown (no 'Spec v1'/'Spec v2' line in "
-            + (", ".join(where for where, _ in logs) or "the server log") + "). "
+            + (", ".join(where for where, _ in logs) or "the server log")
+            + "). "
             f"Series {series} patches {', '.join(files) or 'nothing'}; check that the server "
             "imports the patched package from the target root (PYTHONPATH, which python) and "
-            "that its speculative worker is one the series times.")
+            "that its speculative worker is one the series times."
+        )
     where, guess = known[0]
-    said = f"Which worker ran: {guess.describe()}, as {where} says: \"{guess.line}\". "
+    said = f'Which worker ran: {guess.describe()}, as {where} says: "{guess.line}". '
     if guess.file is None:
-        return head + said + f"No series times that worker (series {series} patches " \
-            f"{', '.join(files)})."
+        return head + said + f"No series times that worker (series {series} patches {', '.join(files)})."
     if guess.file not in files:
-        other = "v1 (SGLANG_ENABLE_SPEC_V2=0 or --disable-overlap-schedule)" \
-            if guess.worker == "v2" else "v2 (overlap scheduling on, --speculative-eagle-topk 1)"
-        return head + said + (
-            f"Series {series} does not time it: it patches {', '.join(files) or 'nothing'}. "
-            f"Use a series that patches {guess.file} (e.g. patches/sglang-v0.5.12 times both "
-            f"workers), or make SGLang run {other}.")
-    return head + said + (
-        f"Series {series} times it ({guess.file}), so the server most likely imported another "
-        "copy of sglang than the patched target root (PYTHONPATH, which python, an editable "
-        "install elsewhere).")
+        other = (
+            "v1 (SGLANG_ENABLE_SPEC_V2=0 or --disable-overlap-schedule)"
+            if guess.worker == "v2"
+            else "v2 (overlap scheduling on, --speculative-eagle-topk 1)"
+        )
+        return (
+            head
+            + said
+            + (
+                f"Series {series} does not time it: it patches {', '.join(files) or 'nothing'}. "
+                f"Use a series that patches {guess.file} (e.g. patches/sglang-v0.5.12 times both "
+                f"workers), or make SGLang run {other}."
+            )
+        )
+    return (
+        head
+        + said
+        + (
+            f"Series {series} times it ({guess.file}), so the server most likely imported another "
+            "copy of sglang than the patched target root (PYTHONPATH, which python, an editable "
+            "install elsewhere)."
+        )
+    )

@@ -15,12 +15,11 @@ from ansible.plugins.action import ActionBase
 ARGUMENT_SPEC = {
     "series": {"type": "str", "required": True},
     "root": {"type": "str", "required": True},
-    "state": {"type": "str", "default": "verified",
-              "choices": ["verified", "staged", "applied", "reverted"]},
+    "state": {"type": "str", "default": "verified", "choices": ["verified", "staged", "applied", "reverted"]},
     "layout": {"type": "str", "default": "auto", "choices": ["auto", "checkout", "installed"]},
     "force": {"type": "bool", "default": False},
 }
-STAGED_FACT = "patchkit_staged"       # {root: series digest} for hosts a `staged` task staged
+STAGED_FACT = "patchkit_staged"  # {root: series digest} for hosts a `staged` task staged
 
 
 class ActionModule(ActionBase):
@@ -33,15 +32,17 @@ class ActionModule(ActionBase):
         try:
             import patchkit  # noqa: F401
         except ImportError as e:
-            raise AnsibleActionFail("patchkit.tools.series needs patchkit on the controller "
-                                    "(pip install 'patchkit[ansible]' into the Python that runs "
-                                    f"Ansible): {e}")
+            raise AnsibleActionFail(
+                "patchkit.tools.series needs patchkit on the controller "
+                "(pip install 'patchkit[ansible]' into the Python that runs "
+                f"Ansible): {e}"
+            ) from e
         from patchkit.errors import PatchkitError
+
         try:
             result.update(self._work(args, task_vars or {}))
         except PatchkitError as e:
-            result.update(failed=True, changed=False, msg=f"patchkit: {e.message}",
-                          exit_code=e.exit_code)
+            result.update(failed=True, changed=False, msg=f"patchkit: {e.message}", exit_code=e.exit_code)
         return result
 
     # -- the operation ------------------------------------------------------------------------------
@@ -68,7 +69,8 @@ class ActionModule(ActionBase):
         elif state == "reverted" and check:
             h = run_on(compiled, transport, "status", opts)
             changed = h.state in ("applied", "partial", "modified") or any(
-                "saved state" in m for m in h.messages)
+                "saved state" in m for m in h.messages
+            )
             if h.state in ("modified", "drifted") and not args["force"]:
                 h.exit_code = max(h.exit_code, 1)
                 h.messages.append(f"revert would be refused: the target is {h.state}")
@@ -82,24 +84,34 @@ class ActionModule(ActionBase):
             h = run_on(compiled, transport, "commit" if staged else "apply", opts)
             changed = h.ok and bool(h.written)
             if staged:
-                facts = {STAGED_FACT: {k: v for k, v in (task_vars.get(STAGED_FACT) or {}).items()
-                                       if k != root}}
+                facts = {
+                    STAGED_FACT: {k: v for k, v in (task_vars.get(STAGED_FACT) or {}).items() if k != root}
+                }
         else:
             h = run_on(compiled, transport, "revert", opts)
             changed = h.ok and not any(m.startswith("nothing to revert") for m in h.messages)
             if staged:
-                facts = {STAGED_FACT: {k: v for k, v in (task_vars.get(STAGED_FACT) or {}).items()
-                                       if k != root}}
-        if h.ok and not h.files:      # staged, already applied: every file in the host's state
+                facts = {
+                    STAGED_FACT: {k: v for k, v in (task_vars.get(STAGED_FACT) or {}).items() if k != root}
+                }
+        if h.ok and not h.files:  # staged, already applied: every file in the host's state
             from patchkit.paths import strip_prefix
+
             prefix = compiled.series.pin.package_prefix if h.layout == "installed" else None
             h.files = [FileReport(strip_prefix(p.path, prefix), h.state) for p in compiled.plans]
         out = {
-            "changed": changed, "failed": not h.ok, "state": h.state, "exit_code": h.exit_code,
-            "series": compiled.series.name, "series_dir": series_dir, "digest": digest,
-            "layout": h.layout, "root": root,
+            "changed": changed,
+            "failed": not h.ok,
+            "state": h.state,
+            "exit_code": h.exit_code,
+            "series": compiled.series.name,
+            "series_dir": series_dir,
+            "digest": digest,
+            "layout": h.layout,
+            "root": root,
             "files": [{"path": f.path, "state": f.state, "detail": f.detail} for f in h.files],
-            "written": h.written, "messages": h.messages,
+            "written": h.written,
+            "messages": h.messages,
         }
         if h.journal:
             out["journal"] = h.journal
@@ -107,23 +119,30 @@ class ActionModule(ActionBase):
             out["messages"] = [chose] + out["messages"]
         if facts is not None:
             out["ansible_facts"] = facts
-        verb = {"verified": "verified", "staged": "staged", "applied": "applied",
-                "reverted": "reverted"}[state]
+        verb = {"verified": "verified", "staged": "staged", "applied": "applied", "reverted": "reverted"}[
+            state
+        ]
         if not h.ok:
             out["msg"] = f"{h.state}: " + ("; ".join(h.messages) or "refused")
         elif check:
             out["msg"] = f"would be {verb}" if changed else f"nothing to do ({h.state})"
         else:
-            out["msg"] = (f"{verb} ({len(h.written)} files written)" if changed
-                          else f"nothing to do ({h.state})")
+            out["msg"] = (
+                f"{verb} ({len(h.written)} files written)" if changed else f"nothing to do ({h.state})"
+            )
         if changed and self._task.diff and state in ("staged", "applied", "reverted"):
             from patchkit.engine.unified import series_unified_diff
+
             prefix = compiled.series.pin.package_prefix
             # revert reads the paths from the target's manifest and detects no layout: its paths say
-            installed = (h.layout == "installed" if h.layout else
-                         bool(prefix) and any(not f.path.startswith(prefix) for f in h.files))
-            out["diff"] = {"prepared": series_unified_diff(
-                series_dir, installed=installed, reverse=state == "reverted")}
+            installed = (
+                h.layout == "installed"
+                if h.layout
+                else bool(prefix) and any(not f.path.startswith(prefix) for f in h.files)
+            )
+            out["diff"] = {
+                "prepared": series_unified_diff(series_dir, installed=installed, reverse=state == "reverted")
+            }
         return out
 
     def _series_dir(self, series: str, transport, task_vars) -> tuple[str, str]:
@@ -135,11 +154,16 @@ class ActionModule(ActionBase):
             cands = autoseries.candidates()
             seen = autoseries.read_target(transport, cands)
             chosen = autoseries.choose(seen, cands)
-            return (str(chosen.directory),
-                    f"series auto: chose {chosen.directory.name} (sglang {chosen.pin.version})")
+            return (
+                str(chosen.directory),
+                f"series auto: chose {chosen.directory.name} (sglang {chosen.pin.version})",
+            )
         expanded = os.path.expanduser(series)
-        places = [expanded] if os.path.isabs(expanded) else [
-            os.path.join(self._loader.get_basedir(), expanded), os.path.abspath(expanded)]
+        places = (
+            [expanded]
+            if os.path.isabs(expanded)
+            else [os.path.join(self._loader.get_basedir(), expanded), os.path.abspath(expanded)]
+        )
         for place in places:
             if os.path.isfile(os.path.join(place, "pin.toml")):
                 return os.path.abspath(place), ""
@@ -147,8 +171,10 @@ class ActionModule(ActionBase):
             for cand in autoseries.candidates():
                 if cand.directory.name == series:
                     return str(cand.directory), ""
-        raise InvalidInput(f"series {series!r}: not a series folder (pin.toml, series, patches) "
-                           "nor the name of a shipped series; or give 'auto'")
+        raise InvalidInput(
+            f"series {series!r}: not a series folder (pin.toml, series, patches) "
+            "nor the name of a shipped series; or give 'auto'"
+        )
 
 
 def _ConnectionTransport(label: str, root: str, action: ActionBase):
@@ -162,7 +188,8 @@ def _ConnectionTransport(label: str, root: str, action: ActionBase):
         def run(self, script: bytes, timeout: float | None = None) -> RunResult:
             start = time.monotonic()
             res = action._low_level_execute_command(
-                "sh -s", in_data=script, sudoable=True, encoding_errors="surrogateescape")
+                "sh -s", in_data=script, sudoable=True, encoding_errors="surrogateescape"
+            )
             out = (res.get("stdout") or "").encode("utf-8", "surrogateescape")
             err = (res.get("stderr") or "").encode("utf-8", "surrogateescape")
             return RunResult(res.get("rc", 1), out, err, time.monotonic() - start)

@@ -126,5 +126,13 @@ journal:
 
 if __name__ == "__main__":
     import json
-    print(json.dumps({"failed": True, "msg": "patchkit.tools.series runs as an action plugin on "
-                                             "the controller; install the patchkit.tools collection"}))
+
+    print(
+        json.dumps(
+            {
+                "failed": True,
+                "msg": "patchkit.tools.series runs as an action plugin on "
+                "the controller; install the patchkit.tools collection",
+            }
+        )
+    )
