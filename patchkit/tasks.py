@@ -6,6 +6,7 @@ and maps expected failures to the contract's exit codes (0 done, 1 refused, 2 in
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from typing import Any
@@ -62,175 +63,77 @@ def _cfg(c, key, default=None):
     return config_value(c.config, key, default)
 
 
-# check, verify, apply, revert, status, unlock: the options are checked and merged with invoke.yaml
-# once (patchkit.settings.PatchSettings); patchkit.taskrun.run_patch_task runs the operation.
-COMMON: dict[str, Any] = dict(iterable=["target"], help=TARGET_HELP)
+# check, verify, apply, revert, status, unlock take the same target options; invoke reads a task's
+# options from its signature, so the six signatures are built here from one list. The options are
+# checked and merged with invoke.yaml once (patchkit.settings.PatchSettings), and
+# patchkit.taskrun.run_patch_task runs the operation.
+TARGET_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("series", None),
+    ("target", None),
+    ("json", False),
+    ("layout", None),
+    ("container", None),
+    ("exec_", None),
+    ("ssh_config", None),
+    ("timeout", None),
+    ("jobs", None),
+    ("ssh_persist", None),
+    ("inventory", None),
+    ("limit", None),
+    ("root", None),
+    ("k8s_container", None),
+    ("kube_context", None),
+    ("kubectl", None),
+)
 
 
-@task(auto_shortflags=False, **COMMON)
-def check(
-    c,
-    series=None,
-    target=None,
-    json=False,
-    layout=None,
-    container=None,
-    exec_=None,
-    ssh_config=None,
-    timeout=None,
-    jobs=None,
-    ssh_persist=None,
-    inventory=None,
-    limit=None,
-    root=None,
-    k8s_container=None,
-    kube_context=None,
-    kubectl=None,
-):
-    """Pin only: commit/version, sha256 and wc -l of every pinned file."""
-    run_patch_task(c, "check", locals())
+def _patch_task(op: str, doc: str, extra: tuple[tuple[str, Any], ...] = (), help_extra=None):
+    """The ``patch.<op>`` task: TARGET_OPTIONS (+ ``extra``) as its options, ``doc`` as its help."""
+    options = TARGET_OPTIONS + extra
+
+    def body(c, **given):
+        run_patch_task(c, op, {**dict(options), **given})
+
+    body.__name__ = body.__qualname__ = op
+    body.__doc__ = doc
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter("c", kind)] + [inspect.Parameter(n, kind, default=d) for n, d in options]
+    setattr(body, "__signature__", inspect.Signature(params))  # noqa: B010  (mypy: no such attribute)
+    return task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, **(help_extra or {})))(
+        body
+    )
 
 
-@task(auto_shortflags=False, **COMMON)
-def verify(
-    c,
-    series=None,
-    target=None,
-    json=False,
-    layout=None,
-    container=None,
-    exec_=None,
-    ssh_config=None,
-    timeout=None,
-    jobs=None,
-    ssh_persist=None,
-    inventory=None,
-    limit=None,
-    root=None,
-    k8s_container=None,
-    kube_context=None,
-    kubectl=None,
-):
-    """Dry run: pin, every hunk's lines at their numbers, sed result checked; writes nothing."""
-    run_patch_task(c, "verify", locals())
-
-
-@task(
-    auto_shortflags=False,
-    iterable=["target"],
-    help=dict(
-        TARGET_HELP,
+check = _patch_task("check", "Pin only: commit/version, sha256 and wc -l of every pinned file.")
+verify = _patch_task(
+    "verify", "Dry run: pin, every hunk's lines at their numbers, sed result checked; writes nothing."
+)
+apply = _patch_task(
+    "apply",
+    "Apply the series (all files, all hosts, or nothing); idempotent.",
+    extra=(("dry_run", False), ("show_script", False)),
+    help_extra=dict(
         dry_run="verify only: stage into a temporary "
         "directory on the target, check the result, write nothing under the root",
         show_script="print the exact shell program (sed scripts included) sent to each target",
     ),
 )
-def apply(
-    c,
-    series=None,
-    target=None,
-    json=False,
-    layout=None,
-    container=None,
-    exec_=None,
-    ssh_config=None,
-    timeout=None,
-    jobs=None,
-    dry_run=False,
-    show_script=False,
-    ssh_persist=None,
-    inventory=None,
-    limit=None,
-    root=None,
-    k8s_container=None,
-    kube_context=None,
-    kubectl=None,
-):
-    """Apply the series (all files, all hosts, or nothing); idempotent."""
-    run_patch_task(c, "apply", locals())
-
-
-@task(
-    auto_shortflags=False,
-    iterable=["target"],
-    help=dict(
-        TARGET_HELP,
+revert = _patch_task(
+    "revert",
+    "Restore the byte-identical originals saved by apply; leave no patchkit trace.",
+    extra=(("force", False), ("keep_journal", False)),
+    help_extra=dict(
         force="discard files modified after apply (they are kept in .patchkit/trash) instead of refusing",
         keep_journal="keep the operation journal on the target in .patchkit/journal (default: it is "
         "printed in the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml)",
     ),
 )
-def revert(
-    c,
-    series=None,
-    target=None,
-    json=False,
-    layout=None,
-    container=None,
-    exec_=None,
-    ssh_config=None,
-    timeout=None,
-    jobs=None,
-    force=False,
-    keep_journal=False,
-    ssh_persist=None,
-    inventory=None,
-    limit=None,
-    root=None,
-    k8s_container=None,
-    kube_context=None,
-    kubectl=None,
-):
-    """Restore the byte-identical originals saved by apply; leave no patchkit trace."""
-    run_patch_task(c, "revert", locals())
-
-
-@task(auto_shortflags=False, **COMMON)
-def status(
-    c,
-    series=None,
-    target=None,
-    json=False,
-    layout=None,
-    container=None,
-    exec_=None,
-    ssh_config=None,
-    timeout=None,
-    jobs=None,
-    ssh_persist=None,
-    inventory=None,
-    limit=None,
-    root=None,
-    k8s_container=None,
-    kube_context=None,
-    kubectl=None,
-):
-    """Say what each target is: pristine | applied | partial | modified | drifted (and locks)."""
-    run_patch_task(c, "status", locals())
-
-
-@task(auto_shortflags=False, **COMMON)
-def unlock(
-    c,
-    series=None,
-    target=None,
-    json=False,
-    layout=None,
-    container=None,
-    exec_=None,
-    ssh_config=None,
-    timeout=None,
-    jobs=None,
-    ssh_persist=None,
-    inventory=None,
-    limit=None,
-    root=None,
-    k8s_container=None,
-    kube_context=None,
-    kubectl=None,
-):
-    """Remove a lock by hand (one patchkit cannot prove dead: another host; reports who held it)."""
-    run_patch_task(c, "unlock", locals())
+status = _patch_task(
+    "status", "Say what each target is: pristine | applied | partial | modified | drifted (and locks)."
+)
+unlock = _patch_task(
+    "unlock", "Remove a lock by hand (one patchkit cannot prove dead: another host; reports who held it)."
+)
 
 
 def _abspath(p):
