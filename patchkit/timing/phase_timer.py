@@ -510,7 +510,6 @@ class _Timer:
         self.sample = sample if mode != "off" else 1
         self.seed, self.seed_source = seed if seed is not None else (None, None)
         self.untimed = None  # open untimed cycle of PATCHKIT_TIMER_SAMPLE: [index, t0, attrs]
-        self.untimed_waiting = 0  # untimed cycles formatted, not yet written
         if self.sample > 1:
             import random
 
@@ -1350,7 +1349,6 @@ class _Timer:
         # nothing below can lose a record: a KeyboardInterrupt here repeats it at most
         # (the report drops repeated records)
         self.out = []
-        self.untimed_waiting = 0
         self.counts["records"] += self.out_records
         self.out_records = 0
         self.counts["writes"] += 1
