@@ -52,6 +52,8 @@ lint: setup
 	$(BIN)/ruff check
 	$(BIN)/ruff format --check
 	$(BIN)/mypy patchkit
+	@# every shipped series carries its own copy of the timing runtime: all must match patchkit/timing/
+	$(BIN)/invoke patch.gen-runtime --all --check > /dev/null
 
 # Rewrites the tree: the formatter, then ruff's safe fixes (review the diff before committing).
 format: setup

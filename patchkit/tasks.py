@@ -245,19 +245,28 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
     help={
         "series": "series folder (default: patchkit.series in invoke.yaml)",
         "check": "only check: exit 1 when a runtime patch differs from patchkit/timing/phase_timer.py",
+        "all": "every shipped series (each carries its own copy of the runtime) instead of --series",
     },
 )
-def gen_runtime(c, series=None, check=False):
+def gen_runtime(c, series=None, check=False, all_=False):
     """Regenerate the series' phase_timer.py new-file patch from patchkit/timing/."""
     from pathlib import Path
 
     from patchkit.author import authoring
+    from patchkit.locations import series_root, shipped_names
 
-    series = _series(c, series)
-    results = authoring.regenerate_runtime_patches(Path(series), write=not check)
-    for name, changed in results:
-        print(f"{name}: {'differs' if changed and check else 'rewritten' if changed else 'up to date'}")
-    if check and any(changed for _, changed in results):
+    if all_ and series:
+        raise InvalidInput("patch.gen-runtime: --all or --series, not both")
+    folders = [series_root() / n for n in shipped_names()] if all_ else [Path(_series(c, series))]
+    differs = False
+    for folder in folders:
+        for name, changed in authoring.regenerate_runtime_patches(folder, write=not check):
+            where = f"{folder.name}/" if all_ else ""
+            print(
+                f"{where}{name}: {'differs' if changed and check else 'rewritten' if changed else 'up to date'}"
+            )
+            differs |= changed
+    if check and differs:
         raise SystemExit(1)
 
 

@@ -39,6 +39,7 @@ FLAGS = {
     "baseline",
     "check",
     "warmup",
+    "all_",
 }
 
 
@@ -411,3 +412,14 @@ def test_python_m_profile_checks_the_same(argv, option, capsys, tmp_path):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and option in err
     assert not (tmp_path / "site").exists()
+
+
+def test_gen_runtime_all_checks_every_shipped_series_and_refuses_series_with_it():
+    from patchkit.locations import shipped_names
+
+    rc, out, err = run_cli("patch.gen-runtime", "--all", "--check")
+    assert rc == 0, err
+    checked = {line.split("/", 1)[0] for line in out.splitlines()}
+    assert checked == set(shipped_names()) and len(checked) > 20
+    rc, out, err = run_cli("patch.gen-runtime", "--all", "--series", "patches/sglang-v0.5.9")
+    assert rc == 2 and "--all or --series" in err and len(err.strip().splitlines()) == 1
