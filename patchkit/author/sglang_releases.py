@@ -209,26 +209,7 @@ def _eager_draft_extend(worker: str, runner: str) -> list[HandRule]:
 # ("Batch 2") before it returns, and the prefill draft is EAGLEWorkerV2.forward_draft_extend.
 _V = "EAGLEWorkerV2.verify"
 _WHY_INLINE = "the draft extend runs inside verify in this release"
-V2_053 = V2_CYCLES_DECODE_FIRST[:2] + [
-    HandRule(
-        V2,
-        _FBG2,
-        "model_worker_batch.capture_hidden_mode = CaptureHiddenMode.FULL",
-        "before",
-        '_pt.cycle_begin(kind="prefill", batch_size=model_worker_batch.seq_lens.shape[0])',
-        "0002-cycle.patch",
-        _WHY_ORDER,
-    ),
-    HandRule(
-        V2,
-        _FBG2,
-        "return batch_output",
-        "before",
-        "_pt.cycle_end()",
-        "0002-cycle.patch",
-        "the prefill branch's return",
-        nth=1,
-    ),
+V2_053 = V2_CYCLES_DECODE_FIRST[:4] + [
     HandRule(
         V2,
         _V,
