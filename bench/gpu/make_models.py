@@ -89,10 +89,11 @@ def build(agree: float, target_layers: int = 8, draft_layers: int = 2):
     return target.to(torch.bfloat16), draft.to(torch.bfloat16)
 
 
-def tokenizer() -> PreTrainedTokenizerFast:
-    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
-    vocab.update({f"w{i}": i for i in range(SPECIAL, VOCAB)})
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+def tokenizer(vocab: int = VOCAB) -> PreTrainedTokenizerFast:
+    """A WordLevel tokenizer of `vocab` words: w3 ... (the ids themselves), <unk>, <s>, </s>."""
+    words = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    words.update({f"w{i}": i for i in range(SPECIAL, vocab)})
+    tok = Tokenizer(models.WordLevel(vocab=words, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
     return PreTrainedTokenizerFast(

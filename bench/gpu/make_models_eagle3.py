@@ -238,22 +238,10 @@ def check(
 
 
 def tokenizer(vocab: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    """make_models.py's WordLevel tokenizer (this folder is on sys.path when run as a script)."""
+    from make_models import tokenizer as word_level
 
-    words = {"<unk>": 0, "<s>": 1, "</s>": 2}
-    words.update({f"w{i}": i for i in range(SPECIAL, vocab)})
-    tok = Tokenizer(models.WordLevel(vocab=words, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token="<s>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        pad_token="<unk>",
-        model_max_length=4096,
-    )
+    return word_level(vocab)
 
 
 def save(folder: str, tensors: dict, cfg: dict, tok) -> int:
