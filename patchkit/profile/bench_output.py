@@ -69,6 +69,24 @@ class BenchOutput:
             "metrics": dict(self.metrics),
         }
 
+    def report_meta(self, where: str) -> dict[str, float | str]:
+        """The report's benchmark keys: tokens_per_s and accept_length where found, and a
+        ``benchmark`` line of facts (``where``: the output's name, for the "no throughput" note)."""
+        meta: dict[str, float | str] = {}
+        if self.tokens_per_s is not None:
+            meta["tokens_per_s"] = self.tokens_per_s
+        if self.accept_length is not None:
+            meta["accept_length"] = self.accept_length
+        facts = [
+            f"{self.completed:g} requests" if self.completed is not None else None,
+            f"{self.duration_s:g} s" if self.duration_s is not None else None,
+            f"{self.request_throughput:g} req/s" if self.request_throughput is not None else None,
+        ]
+        meta["benchmark"] = (", ".join(f for f in facts if f) or "no result lines found") + (
+            "" if self.tokens_per_s is not None else f"; no 'Output token throughput' line in {where}"
+        )
+        return meta
+
 
 def _pick(metrics: dict, patterns) -> float | None:
     for pattern in patterns:

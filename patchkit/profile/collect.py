@@ -126,18 +126,7 @@ def report(timing_dir, out, bench_file=None, chart: bool = True):
             text = Path(bench_file).read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             raise InvalidInput(f"--bench {bench_file}: {exc.strerror}") from exc
-        bench = parse_bench_output(text)
-        if bench.tokens_per_s is not None:
-            meta["tokens_per_s"] = bench.tokens_per_s
-        if bench.accept_length is not None:
-            meta["accept_length"] = bench.accept_length
-        facts = [
-            f"{bench.completed:g} requests" if bench.completed is not None else None,
-            f"{bench.duration_s:g} s" if bench.duration_s is not None else None,
-        ]
-        meta["benchmark"] = (", ".join(f for f in facts if f) or "no result lines found") + (
-            "" if bench.tokens_per_s is not None else f"; no output throughput line in {bench_file}"
-        )
+        meta.update(parse_bench_output(text).report_meta(bench_file))
     if chart:
         try:
             import matplotlib  # noqa: F401

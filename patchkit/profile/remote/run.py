@@ -534,21 +534,7 @@ def report_meta(
     server_command: str | None = None,
     env: dict | None = None,
 ) -> dict:
-    meta: dict[str, float | str] = {}
-    if bench.tokens_per_s is not None:
-        meta["tokens_per_s"] = bench.tokens_per_s
-    if bench.accept_length is not None:
-        meta["accept_length"] = bench.accept_length
-    facts = [
-        f"{bench.completed:g} requests" if bench.completed is not None else None,
-        f"{bench.duration_s:g} s" if bench.duration_s is not None else None,
-        f"{bench.request_throughput:g} req/s" if bench.request_throughput is not None else None,
-    ]
-    meta["benchmark"] = (", ".join(f for f in facts if f) or "no result lines found") + (
-        ""
-        if bench.tokens_per_s is not None
-        else "; no 'Output token throughput' line in its output (see benchmark.log)"
-    )
+    meta = bench.report_meta("its output (see benchmark.log)")
     meta["benchmark command"] = cfg.bench_command
     meta["warm-up"] = (
         f"{'the benchmark' if not cfg.warmup_command else cfg.warmup_command} "
