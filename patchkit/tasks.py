@@ -16,7 +16,6 @@ from invoke import Collection
 from patchkit.cli import task
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_path
-from patchkit.ops import options_from
 from patchkit.settings import (
     PATCHKIT_DEFAULTS,
     PatchSettings,
@@ -581,6 +580,7 @@ def patch_rebase(
 ):
     """Rebase a series onto another release (exact, then checked 3-way merge); exit 1 if a hunk needs attention."""
     from patchkit.author.rebase import rebase
+    from patchkit.ops import options_from  # the fleet layer: imported when a task needs it
 
     # the target options are checked whether or not --onto-target uses them
     opts = options_from(
@@ -834,6 +834,8 @@ def profile_collect(
         raise InvalidInput("profile.collect needs --target T (repeatable) and --out DIR")
     remote = (_cfg(c, "profile", {}) or {}).get("remote") or {}
     where = "patchkit.profile.remote."
+    from patchkit.ops import options_from  # the fleet layer: imported when a task needs it
+
     # the target options are checked and merged with invoke.yaml as for the patch.* tasks
     opts = options_from(
         PatchSettings.from_invoke(
