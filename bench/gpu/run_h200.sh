@@ -31,7 +31,10 @@
 #            at sample 8
 #   ovh      A/B overhead: v1 at --sample 1 and 8 (ovh_v1), v2 at --sample 1 (ovh_v2)
 #   tp2      (two GPUs) --tp 2: every rank timed, rank skew, NCCL_PROTO x NCCL_ALGO sweep
+#   diag     where the timer's cost goes: v1 and v2, every cycle timed, A/B, bench/gpu/diag/
+#   trace    /start_profile on a patched v2 server: phase ranges in SGLang's trace (trace_nvtx: NVTX on)
 #   cudatests  pytest of the runtime and report (their CUDA-only tests run here)
+#   pack     $OUT/runs.tgz of the raw folders only (no collect)
 #   collect  bench/gpu/collect.py: $OUT/sglang_gpu.{json,md} + charts from everything under $WORK
 #   cache    $OUT/jitcache.tgz (copy to .carry-jit/ to skip kernel compilation next time)
 # Everything lands in $OUT (the device tool brings it back); raw run folders in $OUT/runs.tgz.
@@ -223,6 +226,42 @@ stage_ovh() {
   return $rc
 }
 
+# Where the timer's per-cycle cost goes (issue 19): a tiny server per worker, every cycle timed,
+# A/B blocks, bench/gpu/diag/sitecustomize.py measuring in the scheduler the timer's own host
+# time, the thread's CPU time and garbage collection per cycle; diag_report.py pairs the blocks.
+diag_one() {  # NAME WORKER-ARGS...
+  local name=$1; shift
+  rm -rf "${WORK:?}/$name.d"
+  PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=$(( SRV_S + 30 )) profile "$name" "$@" \
+    --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} --sample "${DIAG_SAMPLE:-1}" \
+    --env "PYTHONPATH=$ROOT/bench/gpu/diag:$SITE:$ROOT" --env "PK_DIAG_DIR=$WORK/$name.d" || return 1
+  python3 "$ROOT/bench/gpu/diag_report.py" "$WORK/$name.d" "$WORK/$name" --json "$WORK/$name/diag.json" 2>&1 | tee -a "$LOG"
+}
+stage_diag() {
+  local rc=0
+  diag_one diag_v1 --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
+  diag_one diag_v2 --server "$SERVER $SPEC" || rc=1
+  return $rc
+}
+# SGLang's own profiler on a patched v2 server (issue 19.3): /start_profile for TRACE_STEPS
+# forward steps while the benchmark runs; trace_load.py says which phase ranges the trace
+# names and what each decode cycle calls. trace: the runtime's record_function ranges, SGLang's
+# stack and shapes off, sampling 4 (timed and untimed cycles side by side); trace_nvtx: what a
+# user tried, PATCHKIT_TIMER_NVTX=1 and /start_profile's defaults (stack and shapes on).
+trace_one() {  # NAME STACK-FLAG ARGS...
+  local name=$1 stack=$2; shift 2
+  rm -rf "${WORK:?}/$name.prof"
+  PBENCH="python3 $ROOT/bench/gpu/trace_load.py --port $PORT --out $WORK/$name.prof --steps ${TRACE_STEPS:-80} $stack -- timeout ${TRACE_BENCH_S:-150} $BENCH_CTL" \
+    PWARMUP=$WARMUP_CTL PMIN=$(( SRV_S + 60 )) profile "$name" --server "$SERVER $SPEC" \
+    --env PATCHKIT_TIMER=events "$@"
+  local rc=$?
+  ls -la "$WORK/$name.prof" 2>&1 | tee -a "$LOG"
+  cut -c1-3000 "$WORK/$name.prof/trace_summary.json" 2>&1 | tee -a "$LOG"
+  return $rc
+}
+stage_trace() { trace_one trace "" --sample "${TRACE_SAMPLE:-4}"; }
+stage_trace_nvtx() { trace_one trace_nvtx --stack --env PATCHKIT_TIMER_NVTX=1 --sample "${TRACE_SAMPLE:-4}"; }
+
 stage_cudatests() {  # the runtime's CUDA-only tests (CI has no GPU; they skip there)
   (cd "$ROOT" && run timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_timing_runtime.py tests/test_report.py) \
     && tail -n 3 "$LOG" > "$WORK/cuda_tests.txt"
@@ -242,6 +281,15 @@ stage_timer() {
 stage_collect() {
   run python3 "$ROOT/bench/gpu/collect.py" "$WORK" "$OUT"
   tar -C "$WORK" --exclude='trace.json' -czf "$OUT/runs.tgz" . 2>&1 | tee -a "$LOG"
+}
+
+stage_pack() {  # the raw run folders without collect (Kineto traces left out; one small one kept)
+  tar -C "$WORK" --exclude='trace.json' --exclude='*.pt.trace.json*' --exclude='*.trace.json.gz' \
+      -czf "$OUT/runs.tgz" . 2>&1 | tee -a "$LOG"
+  local t
+  t=$(ls -S "$WORK"/trace.prof/*.trace.json.gz 2>/dev/null | tail -n 1)
+  if [ -n "$t" ] && [ "$(stat -c %s "$t")" -lt 15000000 ]; then cp "$t" "$OUT/trace.json.gz"; fi
+  ls -la "$OUT" | tee -a "$LOG"
 }
 
 stage_cache() {

@@ -23,7 +23,7 @@ fi
 export PATH=$(dirname "$PY"):$PATH        # python3 in run_h200.sh: the checkout's venv
 ST=$ROOT/tests/standin_server.py
 export SITE=$CHECK/site WORK=$CHECK/work OUT=$CHECK/out BUDGET=${BUDGET:-3000} SRV_S=${SRV_S:-5}
-export H_SERVER="PYTHONPATH=\"\$PATCHKIT_TARGET_ROOT\" exec python3 $ST serve --port \"\$PATCHKIT_SERVER_PORT\""
+export H_SERVER=${H_SERVER:-"PYTHONPATH=\"\$PATCHKIT_TARGET_ROOT\" exec python3 $ST serve --port \"\$PATCHKIT_SERVER_PORT\""}
 export H_SERVER8B=$H_SERVER
 export H_SPEC="--speculative-algorithm STANDALONE --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
 export H_SPEC_E3="--speculative-algorithm EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
