@@ -48,8 +48,9 @@ def load(diag_dir, timing_dir):
     for r in rows:
         index, kind = int(r[0]), r[1]
         wall, self_ns, cpu, gc_ns, g0, g1, g2 = (int(x) for x in r[2:9])
+        by = json.loads(r[9]) if len(r) > 9 else {}
         out.append(dict(index=index, kind=kind, wall=wall, self=self_ns, cpu=cpu, gc=gc_ns,
-                        gcs=(g0, g1, g2), cycle_kind=kinds.get(index)))
+                        gcs=(g0, g1, g2), cycle_kind=kinds.get(index), by=by))
     return out
 
 
@@ -62,7 +63,7 @@ def report(rows, ab):
             period = r["wall"] - prev["wall"]
             b = blocks.setdefault(r["index"] // ab, {"timed": r["kind"] != "O", "rows": []})
             b["rows"].append(dict(period=period, self=r["self"], cpu=r["cpu"], gc=r["gc"],
-                                  gcn=sum(r["gcs"]), g2=r["gcs"][2], kind=r["kind"]))
+                                  gcn=sum(r["gcs"]), g2=r["gcs"][2], kind=r["kind"], by=r["by"]))
         prev = r
     pairs = []
     for b, blk in sorted(blocks.items()):
@@ -86,6 +87,20 @@ def report(rows, ab):
                         timed=statistics.median(a[key] for a, _ in pairs),
                         off=statistics.median(b[key] for _, b in pairs))
     res["timed_cycles_per_block"] = statistics.median(a["timed"] for a, _ in pairs)
+    # the timer's own time per cycle by function (mean over the decode cycles of each state)
+    by = {}
+    for blk in blocks.values():
+        for x in blk["rows"]:
+            state = x["kind"]
+            tally = by.setdefault(state, {"n": 0})
+            tally["n"] += 1
+            for k, v in x["by"].items():
+                tally[k] = tally.get(k, 0) + v
+    res["by_function_us"] = {
+        state: {k: round(v / t["n"] / 1000.0, 2) for k, v in sorted(t.items(), key=lambda kv: -kv[1])
+                if k != "n"} | {"cycles": t["n"]}
+        for state, t in by.items()
+    }
     return res
 
 
@@ -115,6 +130,10 @@ def main(argv=None):
         r = res[key]
         print("  %-24s %s  %s   %s  (%s .. %s)" % (label, us(r["timed"]), us(r["off"]), us(r["median"]),
                                                    us(r["q1"]), us(r["q3"])))
+    for state, fns in sorted(res.get("by_function_us", {}).items()):
+        print("  %s cycles (%d), us per cycle by function: %s" % (
+            {"T": "timed", "U": "untimed", "O": "off"}.get(state, state), fns.get("cycles", 0),
+            ", ".join("%s %.1f" % (k, v) for k, v in fns.items() if k != "cycles")))
     print("  gc collections per cycle: timed %.3f, off %.3f (gen2: %.4f vs %.4f)"
           % (res["gcn"]["timed"], res["gcn"]["off"], res["g2"]["timed"], res["g2"]["off"]))
     return 0

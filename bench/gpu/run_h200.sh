@@ -234,8 +234,17 @@ diag_one() {  # NAME WORKER-ARGS...
   rm -rf "${WORK:?}/$name.d"
   PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=$(( SRV_S + 30 )) profile "$name" "$@" \
     --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} --sample "${DIAG_SAMPLE:-1}" \
-    --env "PYTHONPATH=$ROOT/bench/gpu/diag:$SITE:$ROOT" --env "PK_DIAG_DIR=$WORK/$name.d" || return 1
+    --env "PYTHONPATH=$ROOT/bench/gpu/diag:$SITE:$ROOT" --env "PK_DIAG_DIR=$WORK/$name.d" \
+    --env "PK_DIAG_SCOPE=${DIAG_SCOPE:-top}" || return 1
   python3 "$ROOT/bench/gpu/diag_report.py" "$WORK/$name.d" "$WORK/$name" --json "$WORK/$name/diag.json" 2>&1 | tee -a "$LOG"
+}
+# v2 only, twice: the API functions monitored (an unbiased pairing, the cost by API function),
+# then every function of the runtime (what cycle_end's cost is made of)
+stage_diagv2() {
+  local rc=0
+  diag_one diag_v2top --server "$SERVER $SPEC" || rc=1
+  DIAG_SCOPE=all diag_one diag_v2all --server "$SERVER $SPEC" || rc=1
+  return $rc
 }
 stage_diag() {
   local rc=0
@@ -251,7 +260,7 @@ stage_diag() {
 trace_one() {  # NAME STACK-FLAG ARGS...
   local name=$1 stack=$2; shift 2
   rm -rf "${WORK:?}/$name.prof"
-  PBENCH="python3 $ROOT/bench/gpu/trace_load.py --port $PORT --out $WORK/$name.prof --steps ${TRACE_STEPS:-80} $stack -- timeout ${TRACE_BENCH_S:-150} $BENCH_CTL" \
+  PBENCH="python3 $ROOT/bench/gpu/trace_load.py --port $PORT --out $WORK/$name.prof --steps ${TRACE_STEPS:-80} --wait ${TRACE_WAIT:-90} $stack -- timeout ${TRACE_BENCH_S:-150} $BENCH_CTL" \
     PWARMUP=$WARMUP_CTL PMIN=$(( SRV_S + 60 )) profile "$name" --server "$SERVER $SPEC" \
     --env PATCHKIT_TIMER=events "$@"
   local rc=$?
@@ -260,6 +269,7 @@ trace_one() {  # NAME STACK-FLAG ARGS...
   return $rc
 }
 stage_trace() { trace_one trace "" --sample "${TRACE_SAMPLE:-4}"; }
+stage_trace_stack() { trace_one trace_stack --stack --sample "${TRACE_SAMPLE:-4}"; }  # no NVTX
 stage_trace_nvtx() { trace_one trace_nvtx --stack --env PATCHKIT_TIMER_NVTX=1 --sample "${TRACE_SAMPLE:-4}"; }
 
 stage_cudatests() {  # the runtime's CUDA-only tests (CI has no GPU; they skip there)

@@ -3,13 +3,19 @@ timer's per-cycle cost go?  Put this folder first on PYTHONPATH of a patched SGL
 set PK_DIAG_DIR; in the process that imports the phase timer (SGLang's scheduler) it records,
 per cycle end (one line each, written at once):
 
-    index kind(T timed | U untimed | O off-block) wall_ns self_ns cpu_ns gc_ns gc0 gc1 gc2
+    index kind(T timed | U untimed | O off-block) wall_ns self_ns cpu_ns gc_ns gc0 gc1 gc2 {name: ns}
 
 self_ns: host time spent inside the timer's own functions since the previous cycle end
 (sys.monitoring PY_START/PY_RETURN on the timer module's code objects only, so the rest of
 the program runs unmonitored; the callbacks' own cost is counted in self_ns too);
 cpu_ns: the thread's CPU time over the same span (wall minus cpu = time spent waiting);
 gc_ns / gcN: time in and number of garbage collections by generation (gc.callbacks).
+PK_DIAG_SCOPE=top (default) monitors only the functions the instrumented code calls (begin, end,
+cycle_begin, cycle_end, note and the variants they are rebound to), so that timed and off cycles
+pay the same monitoring cost per call, and the dict splits self_ns by those functions;
+PK_DIAG_SCOPE=all monitors every function of the module (the callbacks then cost more in timed
+cycles, which call more of them) and the dict also holds the time of each function called
+directly from those (">name").
 Paired by A/B block with the timing file's cycle records, bench/gpu/diag_report.py says how
 much of a timed cycle's extra period is the timer's own host time, garbage collection, or
 neither.  Not part of patchkit: a measuring aid for the harness.  Python >= 3.12.
@@ -18,6 +24,7 @@ neither.  Not part of patchkit: a measuring aid for the harness.  Python >= 3.12
 import gc
 import importlib.abc
 import importlib.machinery
+import json
 import os
 import sys
 import time
@@ -41,6 +48,10 @@ def _chain_original():
 
 class _Monitor:
     ENDS = {"cycle_end": "T", "_untimed_end": "U", "off_cycle_end": "O"}
+    TOP = {"begin", "end", "cycle_begin", "cycle_end", "note", "_event_begin", "_event_end",
+           "_host_begin", "_host_end", "_untimed_end", "off_cycle_begin", "off_cycle_end", "_noop",
+           "_profiled_begin", "_profiled_end", "_lazy_begin", "_lazy_end", "_lazy_cycle_begin",
+           "_lazy_cycle_end", "_lazy_note", "update"}
 
     def __init__(self, module):
         self.mod = module
@@ -50,12 +61,15 @@ class _Monitor:
         self.gc_ns = 0
         self.gc_t0 = 0
         self.gcn = [0, 0, 0]
+        self.by = {}
+        self.stack = []
+        self.scope = os.environ.get("PK_DIAG_SCOPE", "top")
         self.last_cpu = time.thread_time_ns()
         os.makedirs(_OUT, exist_ok=True)
         self.fd = os.open(
             os.path.join(_OUT, "diag.pid%d.txt" % os.getpid()), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
         )
-        os.write(self.fd, b"# index kind wall_ns self_ns cpu_ns gc_ns gc0 gc1 gc2\n")
+        os.write(self.fd, b"# index kind wall_ns self_ns cpu_ns gc_ns gc0 gc1 gc2 by\n")
 
     def gc_cb(self, phase, info):
         if phase == "start":
@@ -67,29 +81,36 @@ class _Monitor:
                 self.gcn[g] += 1
 
     def start(self, code, offset):
-        if self.depth == 0:
-            self.t_enter = time.perf_counter_ns()
+        if self.depth < 2:
+            self.stack.append(time.perf_counter_ns())
         self.depth += 1
 
     def leave(self, code, offset, value):
         self.depth -= 1
-        if self.depth > 0:
+        if self.depth > 1:
             return
         if self.depth < 0:
             self.depth = 0
             return
         now = time.perf_counter_ns()
-        self.self_ns += now - self.t_enter
+        t = self.stack.pop() if self.stack else now
+        key = code.co_name if self.depth == 0 else ">" + code.co_name
+        self.by[key] = self.by.get(key, 0) + now - t
+        if self.depth == 1:
+            return
+        self.self_ns += now - t
         kind = self.ENDS.get(code.co_name)
         if kind is None:
             return
         timer = getattr(self.mod, "_timer", None)
         index = -1 if timer is None else timer.cycle_no
         cpu = time.thread_time_ns()
-        line = "%d %s %d %d %d %d %d %d %d\n" % (
-            index, kind, now, self.self_ns, cpu - self.last_cpu, self.gc_ns, *self.gcn
+        line = "%d %s %d %d %d %d %d %d %d %s\n" % (
+            index, kind, now, self.self_ns, cpu - self.last_cpu, self.gc_ns, *self.gcn,
+            json.dumps(self.by, separators=(",", ":"))
         )
         self.last_cpu = cpu
+        self.by = {}
         self.self_ns = self.gc_ns = 0
         self.gcn = [0, 0, 0]
         os.write(self.fd, line.encode())
@@ -102,6 +123,8 @@ class _Monitor:
         mon.register_callback(tool, ev.PY_START, self.start)
         mon.register_callback(tool, ev.PY_RETURN, self.leave)
         codes = _code_objects(self.mod)
+        if self.scope != "all":
+            codes = [c for c in codes if c.co_name in self.TOP]
         mine = {id(c) for c in codes}
         leave = self.leave
 
@@ -116,7 +139,7 @@ class _Monitor:
             mon.set_local_events(tool, code, ev.PY_START | ev.PY_RETURN)
             n += 1
         gc.callbacks.append(self.gc_cb)
-        sys.stderr.write("patchkit diag: monitoring %d code objects of %s\n" % (n, self.mod.__name__))
+        sys.stderr.write("patchkit diag: monitoring %d code objects of %s (%s)\n" % (n, self.mod.__name__, self.scope))
 
 
 def _code_objects(module):
