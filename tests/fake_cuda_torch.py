@@ -5,7 +5,9 @@ elapsed_time), torch.cuda.is_available / is_initialized / synchronize / get_devi
 torch.cuda.is_current_stream_capturing and torch.cuda.nvtx. Here an event "completes"
 LAG_NS after it was recorded (a GPU running behind the host), its timestamp is the host
 clock at record time, RECORD_SLEEP_NS makes each record() cost that much host time, and
-every NVTX call is appended to NVTX_CALLS, RECORDS[0] counts record() calls.
+every NVTX call is appended to NVTX_CALLS, RECORDS[0] counts record() calls; STREAM_LAG[0]
+sets the lag of events recorded while it is set (a second stream further behind) and
+ELAPSED_ERRORS[0] counts elapsed_time() calls that raised.
 `CAPTURING[0] = True` pretends a CUDA graph is being captured. Tests write this file as torch.py into a folder put first on sys.path.
 """
 
@@ -18,12 +20,15 @@ RECORD_SLEEP_NS = 0
 NVTX_CALLS = []
 RECORDS = [0]
 CAPTURING = [False]
+STREAM_LAG = [None]  # set: events recorded now complete this many ns later (another stream)
+ELAPSED_ERRORS = [0]  # elapsed_time() calls that raised (an event not complete yet)
 _perf = time.perf_counter_ns
 
 
 class Event:
     def __init__(self, device=None, enable_timing=False, **kwargs):
         self.t = None
+        self.lag = LAG_NS
 
     def record(self, stream=None):
         RECORDS[0] += 1
@@ -32,9 +37,10 @@ class Event:
             while _perf() < end:
                 pass
         self.t = _perf()
+        self.lag = LAG_NS if STREAM_LAG[0] is None else STREAM_LAG[0]
 
     def query(self):
-        return self.t is None or _perf() >= self.t + LAG_NS
+        return self.t is None or _perf() >= self.t + self.lag
 
     def synchronize(self):
         while not self.query():
@@ -42,6 +48,7 @@ class Event:
 
     def elapsed_time(self, other):
         if not (self.query() and other.query()):
+            ELAPSED_ERRORS[0] += 1
             raise RuntimeError("CUDA error: device not ready")
         return (other.t - self.t) / 1e6
 

@@ -847,8 +847,12 @@ class _Timer:
             out.append(_cycle_line(index, t0, t1, dev, gap, "events" if self.ab else None, merged))
             self.out_records += len(recs) + 1
             if mode == "events":
+                # the latest mark before the end event: on another stream than the end event
+                # (SGLang's v2 worker times its phases on its forward stream, the cycle on the
+                # scheduler's), it may still be pending when the end event is done
+                probe = marks[-2] if len(marks) > 1 else None
                 self.pending.append(
-                    (index, dev0, marks[dev1], self.prev_cycle_dev, dev1, marks, self.cyc_evs, recs, later)
+                    (index, dev0, marks[dev1], self.prev_cycle_dev, dev1, marks, self.cyc_evs, recs, later, probe)
                 )
                 self.cap_closed = True  # an uncaptured unit ran: the next capture is a new one
                 self._resolve()
@@ -1167,10 +1171,15 @@ class _Timer:
                 self.head += 1
                 continue
             dev1 = item[2]
+            probe = item[-1] if len(item) == 10 else None
             if block_all or block_one:
                 dev1.synchronize()
+                if probe is not None:
+                    probe.synchronize()
                 block_one = False
-            elif not dev1.query():
+            elif not dev1.query() or (probe is not None and not probe.query()):
+                # (both asked first: reading a pending event's time raises, and a raised
+                # error costs far more than two queries)
                 break
             if len(item) == 4:
                 self._resolve_outside(*item)
@@ -1189,7 +1198,7 @@ class _Timer:
             self._resolve_steps(rec, dev0, steps)
         self.pool += (dev0, dev1)  # outside cycles events are never shared
 
-    def _resolve_cycle(self, index, dev0, end_ev, prev, end, marks, evs, recs, later):
+    def _resolve_cycle(self, index, dev0, end_ev, prev, end, marks, evs, recs, later, probe=None):
         """Device times of one cycle, each mark read once (relative to the cycle's start
         event dev0); False when an event (on another stream) is not done yet."""
         since = dev0.elapsed_time
