@@ -356,13 +356,42 @@ print("SAME")
     ids=["sampled", "ab", "ab+sampled"],
 )
 def test_sigkill_loses_no_untimed_or_off_cycle(runtime_dir, tmp_path, env):
-    """SGLang ends its scheduler with SIGKILL: every completed cycle, untimed (sampling) or in an
-    A/B off block, must already be on disk (on the H200, batching them lost 2-13 records)."""
+    """SGLang ends its scheduler with SIGKILL once it is idle: every completed cycle, untimed
+    (sampling) or in an A/B off block, must be on disk by then (on the H200, batching them
+    with no idle flusher lost 2-13 records), while those cycles cost no write of their own."""
     out = tmp_path / "out"
-    body = loop(53) + "\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    body = (
+        loop(53)
+        + "\nimport os, signal, time\n"
+        + "time.sleep(0.3)  # idle: the flusher's 50 ms pass\n"
+        + "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     res = run_script(runtime_dir, body, env=env, out_dir=out)
     assert res.returncode == -9, (res.returncode, res.stderr)
     recs = one_file(out)
     cycles = sorted(r["cycle"] for r in recs if r["kind"] == "cycle")
     assert cycles == list(range(53))  # 53: inside an off block of 20, not at a block's end
     assert not any(r["kind"] == "stats" for r in recs)  # it really died without its exit record
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"PATCHKIT_TIMER_SAMPLE": "8"}, {"PATCHKIT_TIMER_AB": "20"}],
+    ids=["sampled", "ab"],
+)
+def test_untimed_and_off_cycles_cost_no_write_of_their_own(runtime_dir, tmp_path, env):
+    """Their lines go out with the next timed cycle's write (or the idle flusher's): far fewer
+    writes than cycles, every cycle on disk at exit, in cycle order."""
+    out = tmp_path / "out"
+    res = run_script(runtime_dir, loop(400), env=env, out_dir=out)
+    assert res.returncode == 0, res.stderr
+    recs = one_file(out)
+    cycles = [r["cycle"] for r in recs if r["kind"] == "cycle"]
+    assert cycles == list(range(400))
+    stats = recs[-1]
+    timed = sum(
+        1 for r in recs if r["kind"] == "cycle" and r.get("timed") is not False and r.get("ab") != "off"
+    )
+    assert stats["kind"] == "stats" and stats["records"] == len(recs) - 2
+    # one write per timed cycle (at most) plus the flusher's and the last: not one per cycle
+    assert stats["writes"] <= timed + 10 < 400, (stats["writes"], timed)

@@ -15,7 +15,6 @@ import os
 import statistics
 import sys
 
-
 DECODE = ("decode", None)  # a cycle without a kind counts as decode (as in the report)
 
 
@@ -49,8 +48,19 @@ def load(diag_dir, timing_dir):
         index, kind = int(r[0]), r[1]
         wall, self_ns, cpu, gc_ns, g0, g1, g2 = (int(x) for x in r[2:9])
         by = json.loads(r[9]) if len(r) > 9 else {}
-        out.append(dict(index=index, kind=kind, wall=wall, self=self_ns, cpu=cpu, gc=gc_ns,
-                        gcs=(g0, g1, g2), cycle_kind=kinds.get(index), by=by))
+        out.append(
+            dict(
+                index=index,
+                kind=kind,
+                wall=wall,
+                self=self_ns,
+                cpu=cpu,
+                gc=gc_ns,
+                gcs=(g0, g1, g2),
+                cycle_kind=kinds.get(index),
+                by=by,
+            )
+        )
     return out
 
 
@@ -58,34 +68,60 @@ def report(rows, ab):
     blocks = {}
     prev = None
     for r in rows:
-        if prev is not None and r["index"] == prev["index"] + 1 and r["cycle_kind"] in DECODE \
-                and prev["cycle_kind"] in DECODE:
+        if (
+            prev is not None
+            and r["index"] == prev["index"] + 1
+            and r["cycle_kind"] in DECODE
+            and prev["cycle_kind"] in DECODE
+        ):
             period = r["wall"] - prev["wall"]
             b = blocks.setdefault(r["index"] // ab, {"timed": r["kind"] != "O", "rows": []})
-            b["rows"].append(dict(period=period, self=r["self"], cpu=r["cpu"], gc=r["gc"],
-                                  gcn=sum(r["gcs"]), g2=r["gcs"][2], kind=r["kind"], by=r["by"]))
+            b["rows"].append(
+                dict(
+                    period=period,
+                    self=r["self"],
+                    cpu=r["cpu"],
+                    gc=r["gc"],
+                    gcn=sum(r["gcs"]),
+                    g2=r["gcs"][2],
+                    kind=r["kind"],
+                    by=r["by"],
+                )
+            )
         prev = r
     pairs = []
     for b, blk in sorted(blocks.items()):
         nxt = blocks.get(b + 1)
-        if not blk["timed"] or nxt is None or nxt["timed"] or len(blk["rows"]) < ab // 2 \
-                or len(nxt["rows"]) < ab // 2:
+        if (
+            not blk["timed"]
+            or nxt is None
+            or nxt["timed"]
+            or len(blk["rows"]) < ab // 2
+            or len(nxt["rows"]) < ab // 2
+        ):
             continue
+
         def agg(rs):
             per = statistics.median(x["period"] for x in rs)
-            return dict(period=per, **{k: statistics.fmean(x[k] for x in rs)
-                                       for k in ("self", "cpu", "gc", "gcn", "g2")},
-                        wait=per - statistics.fmean(x["cpu"] for x in rs),
-                        timed=sum(1 for x in rs if x["kind"] == "T"), n=len(rs))
+            return dict(
+                period=per,
+                **{k: statistics.fmean(x[k] for x in rs) for k in ("self", "cpu", "gc", "gcn", "g2")},
+                wait=per - statistics.fmean(x["cpu"] for x in rs),
+                timed=sum(1 for x in rs if x["kind"] == "T"),
+                n=len(rs),
+            )
+
         pairs.append((agg(blk["rows"]), agg(nxt["rows"])))
     if not pairs:
         return {"pairs": 0}
     res = {"pairs": len(pairs)}
     for key in ("period", "self", "cpu", "wait", "gc", "gcn", "g2"):
         d = [a[key] - b[key] for a, b in pairs]
-        res[key] = dict(zip(("q1", "median", "q3"), _quartiles(d)),
-                        timed=statistics.median(a[key] for a, _ in pairs),
-                        off=statistics.median(b[key] for _, b in pairs))
+        res[key] = dict(
+            zip(("q1", "median", "q3"), _quartiles(d)),
+            timed=statistics.median(a[key] for a, _ in pairs),
+            off=statistics.median(b[key] for _, b in pairs),
+        )
     res["timed_cycles_per_block"] = statistics.median(a["timed"] for a, _ in pairs)
     # the timer's own time per cycle by function (mean over the decode cycles of each state)
     by = {}
@@ -97,8 +133,10 @@ def report(rows, ab):
             for k, v in x["by"].items():
                 tally[k] = tally.get(k, 0) + v
     res["by_function_us"] = {
-        state: {k: round(v / t["n"] / 1000.0, 2) for k, v in sorted(t.items(), key=lambda kv: -kv[1])
-                if k != "n"} | {"cycles": t["n"]}
+        state: {
+            k: round(v / t["n"] / 1000.0, 2) for k, v in sorted(t.items(), key=lambda kv: -kv[1]) if k != "n"
+        }
+        | {"cycles": t["n"]}
         for state, t in by.items()
     }
     return res
@@ -121,21 +159,37 @@ def main(argv=None):
         print("diag: no A/B pairs (%d cycle lines)" % len(rows))
         return 1
     us = lambda v: "%8.1f" % (v / 1000.0)  # noqa: E731
-    print("diag: %d A/B pairs, %d cycle lines, timed cycles per timed block %.0f"
-          % (res["pairs"], len(rows), res["timed_cycles_per_block"]))
+    print(
+        "diag: %d A/B pairs, %d cycle lines, timed cycles per timed block %.0f"
+        % (res["pairs"], len(rows), res["timed_cycles_per_block"])
+    )
     print("  per decode cycle, us   timed-block  off-block   paired delta (median, IQR)")
-    names = {"period": "cycle period (median)", "self": "timer's own host time", "cpu": "thread CPU time",
-             "wait": "not on CPU (period-cpu)", "gc": "garbage collection"}
+    names = {
+        "period": "cycle period (median)",
+        "self": "timer's own host time",
+        "cpu": "thread CPU time",
+        "wait": "not on CPU (period-cpu)",
+        "gc": "garbage collection",
+    }
     for key, label in names.items():
         r = res[key]
-        print("  %-24s %s  %s   %s  (%s .. %s)" % (label, us(r["timed"]), us(r["off"]), us(r["median"]),
-                                                   us(r["q1"]), us(r["q3"])))
+        print(
+            "  %-24s %s  %s   %s  (%s .. %s)"
+            % (label, us(r["timed"]), us(r["off"]), us(r["median"]), us(r["q1"]), us(r["q3"]))
+        )
     for state, fns in sorted(res.get("by_function_us", {}).items()):
-        print("  %s cycles (%d), us per cycle by function: %s" % (
-            {"T": "timed", "U": "untimed", "O": "off"}.get(state, state), fns.get("cycles", 0),
-            ", ".join("%s %.1f" % (k, v) for k, v in fns.items() if k != "cycles")))
-    print("  gc collections per cycle: timed %.3f, off %.3f (gen2: %.4f vs %.4f)"
-          % (res["gcn"]["timed"], res["gcn"]["off"], res["g2"]["timed"], res["g2"]["off"]))
+        print(
+            "  %s cycles (%d), us per cycle by function: %s"
+            % (
+                {"T": "timed", "U": "untimed", "O": "off"}.get(state, state),
+                fns.get("cycles", 0),
+                ", ".join("%s %.1f" % (k, v) for k, v in fns.items() if k != "cycles"),
+            )
+        )
+    print(
+        "  gc collections per cycle: timed %.3f, off %.3f (gen2: %.4f vs %.4f)"
+        % (res["gcn"]["timed"], res["gcn"]["off"], res["g2"]["timed"], res["g2"]["off"])
+    )
     return 0
 
 

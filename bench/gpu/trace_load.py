@@ -26,8 +26,11 @@ PHASES = ("target_verify", "draft_forward", "verify_prepare", "accept", "draft_e
 
 def _post(port, path, body, timeout):
     req = urllib.request.Request(
-        "http://127.0.0.1:%d%s" % (port, path), data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"}, method="POST")
+        "http://127.0.0.1:%d%s" % (port, path),
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return resp.status, resp.read().decode(errors="replace")[:200]
 
@@ -48,34 +51,42 @@ def summarise(trace):
     for e in events:
         if e.get("cat") == "gpu_user_annotation":
             gpu_ann[e["name"]] = gpu_ann.get(e["name"], 0) + 1
-    runtime = sorted((e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")),
-                     key=lambda e: e["ts"])
-    kernels = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
-                     key=lambda e: e["ts"])
+    runtime = sorted(
+        (e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")), key=lambda e: e["ts"]
+    )
+    kernels = sorted(
+        (e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")), key=lambda e: e["ts"]
+    )
     cycles = sorted((e for e in ann if e["name"] == "cycle decode"), key=lambda e: e["ts"])
     rows = []
     import bisect
+
     rts = [e["ts"] for e in runtime]
     kts = [e["ts"] for e in kernels]
     for c in cycles:
         t0, t1 = c["ts"], c["ts"] + c["dur"]
         calls = {}
-        for e in runtime[bisect.bisect_left(rts, t0):bisect.bisect_right(rts, t1)]:
+        for e in runtime[bisect.bisect_left(rts, t0) : bisect.bisect_right(rts, t1)]:
             if e.get("tid") != c.get("tid"):
                 continue
             n, d = calls.get(e["name"], (0, 0.0))
             calls[e["name"]] = (n + 1, d + e["dur"])
-        busy = sum(min(k["ts"] + k["dur"], t1) - max(k["ts"], t0)
-                   for k in kernels[bisect.bisect_left(kts, t0 - 50000):bisect.bisect_right(kts, t1)]
-                   if k["ts"] + k["dur"] > t0)
+        busy = sum(
+            min(k["ts"] + k["dur"], t1) - max(k["ts"], t0)
+            for k in kernels[bisect.bisect_left(kts, t0 - 50000) : bisect.bisect_right(kts, t1)]
+            if k["ts"] + k["dur"] > t0
+        )
         rows.append(dict(dur=c["dur"], calls=calls, busy=busy, rec=calls.get("cudaEventRecord", (0, 0))[0]))
     groups = {}
     for r in rows:
         groups.setdefault(r["rec"], []).append(r)
-    out = {"annotations": dict(sorted(names.items(), key=lambda kv: -kv[1])[:40]),
-           "gpu_annotations": dict(sorted(gpu_ann.items(), key=lambda kv: -kv[1])[:20]),
-           "phases_present": {p: names.get(p, 0) for p in PHASES},
-           "decode_cycles": len(rows), "by_event_records": {}}
+    out = {
+        "annotations": dict(sorted(names.items(), key=lambda kv: -kv[1])[:40]),
+        "gpu_annotations": dict(sorted(gpu_ann.items(), key=lambda kv: -kv[1])[:20]),
+        "phases_present": {p: names.get(p, 0) for p in PHASES},
+        "decode_cycles": len(rows),
+        "by_event_records": {},
+    }
     for rec, rs in sorted(groups.items()):
         api = {}
         for r in rs:
@@ -87,8 +98,10 @@ def summarise(trace):
             "cycles": len(rs),
             "cycle_us_median": statistics.median(r["dur"] for r in rs),
             "gpu_busy_us_median": statistics.median(r["busy"] for r in rs),
-            "api_per_cycle": {k: [round(v[0] / len(rs), 2), round(v[1] / len(rs), 1)]
-                              for k, v in sorted(api.items(), key=lambda kv: -kv[1][1])[:14]},
+            "api_per_cycle": {
+                k: [round(v[0] / len(rs), 2), round(v[1] / len(rs), 1)]
+                for k, v in sorted(api.items(), key=lambda kv: -kv[1][1])[:14]
+            },
         }
     return out
 
@@ -103,7 +116,7 @@ def main(argv=None):
     ap.add_argument("--stack", action="store_true", help="SGLang's default with_stack/record_shapes")
     ap.add_argument("--wait", type=float, default=90)
     a = ap.parse_args(argv[:cut])
-    bench = argv[cut + 1:]
+    bench = argv[cut + 1 :]
     os.makedirs(a.out, exist_ok=True)
     body = {"output_dir": a.out, "num_steps": a.steps, "activities": ["CPU", "GPU"]}
     if not a.stack:
@@ -135,12 +148,23 @@ def main(argv=None):
             summary["error"] = "%s: %r" % (os.path.basename(f), exc)
     with open(os.path.join(a.out, "trace_summary.json"), "w") as fh:
         json.dump(summary, fh, indent=1)
-    print("TRACE files=%s decode_cycles=%s phases=%s" % (
-        summary["files"], summary.get("decode_cycles"), summary.get("phases_present")), flush=True)
+    print(
+        "TRACE files=%s decode_cycles=%s phases=%s"
+        % (summary["files"], summary.get("decode_cycles"), summary.get("phases_present")),
+        flush=True,
+    )
     for rec, g in summary.get("by_event_records", {}).items():
-        print("TRACE records=%s cycles=%d cycle_us=%.0f gpu_busy_us=%.0f api=%s" % (
-            rec, g["cycles"], g["cycle_us_median"], g["gpu_busy_us_median"],
-            json.dumps(dict(list(g["api_per_cycle"].items())[:8]))), flush=True)
+        print(
+            "TRACE records=%s cycles=%d cycle_us=%.0f gpu_busy_us=%.0f api=%s"
+            % (
+                rec,
+                g["cycles"],
+                g["cycle_us_median"],
+                g["gpu_busy_us_median"],
+                json.dumps(dict(list(g["api_per_cycle"].items())[:8])),
+            ),
+            flush=True,
+        )
     return rc
 
 

@@ -71,6 +71,9 @@ Environment
                         Default 1000; 0 records an event at every call.
   PATCHKIT_TIMER_BATCH  records outside cycles buffered before a write (default 512)
   PATCHKIT_TIMER_FLUSH_S  seconds between writes of those records at the latest (default 5)
+  PATCHKIT_TIMER_IDLE_FLUSH_MS  untimed and off-block cycles are written with the next
+                        write; a background thread writes them after this many ms
+                        without one (default 50; see Durability)
   PATCHKIT_TIMER_GRAPH_STEPS=1  experimental: phases that run while a CUDA graph is being
                         captured record torch.cuda.Event(external=True) pairs into the graph;
                         a replay phase begin(name, graph=True[, graph_key=K]) then reports the
@@ -89,9 +92,12 @@ timer call propagates to the program; what was not yet written is written at exi
 and in a multiprocessing child also multiprocessing's exit finalizers, since such a child
 leaves through os._exit).
 No signal handlers are installed. Off-block cycles of PATCHKIT_TIMER_AB and untimed cycles
-of PATCHKIT_TIMER_SAMPLE are written at their cycle_end too (one os.write each), so a
-SIGKILL loses none of them either: on the H200, batching them lost up to 13 of ~370 cycles
-when SGLang killed its scheduler.
+of PATCHKIT_TIMER_SAMPLE wait for the next write (a timed cycle's, or one every
+PATCHKIT_TIMER_BATCH lines) instead of a system call each: on the H200 a write cost ~15 us of
+a cold scheduler's time, half an untimed cycle's cost. A daemon thread (started at the first
+such cycle) writes them once no write came for PATCHKIT_TIMER_IDLE_FLUSH_MS (default 50 ms),
+so a SIGKILL after the engine went idle, as SGLang's shutdown is, loses none of them; one
+that lands while cycles still run can lose the untimed or off cycles since the last write.
 
 While a CUDA graph is being captured nothing is recorded (unless the experimental option
 above is on, and then only graph-side events); the capture check is made at cycle_begin,
@@ -143,6 +149,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 
 SCHEMA = "patchkit.timing/1"
@@ -497,6 +504,10 @@ class _Timer:
         self.buf = []  # records outside cycles, resolved, not yet written
         self.out = []  # JSON text waiting for the next write (in order)
         self.out_records = 0
+        self.lock = threading.Lock()  # one writer at a time: this thread or the idle flusher
+        self.last_write = self.host_t0
+        self.flusher = None  # the idle flusher thread, started at the first deferred write
+        self.idle_s = _env_int("PATCHKIT_TIMER_IDLE_FLUSH_MS", 50) / 1000.0
         self.pending = []  # FIFO of unresolved device work; head index below
         self.head = 0
         self.stack = []  # open phases: [name, t0, dev_start, attrs, graph]
@@ -852,7 +863,18 @@ class _Timer:
                 # scheduler's), it may still be pending when the end event is done
                 probe = marks[-2] if len(marks) > 1 else None
                 self.pending.append(
-                    (index, dev0, marks[dev1], self.prev_cycle_dev, dev1, marks, self.cyc_evs, recs, later, probe)
+                    (
+                        index,
+                        dev0,
+                        marks[dev1],
+                        self.prev_cycle_dev,
+                        dev1,
+                        marks,
+                        self.cyc_evs,
+                        recs,
+                        later,
+                        probe,
+                    )
                 )
                 self.cap_closed = True  # an uncaptured unit ran: the next capture is a new one
                 self._resolve()
@@ -1061,10 +1083,7 @@ class _Timer:
             self.cap_closed = True
             if not self.rank_final and (index & 15 == 0 or self.fd is None):
                 self._check_rank()
-            # one write per cycle, as for a timed cycle: SGLang stops its scheduler with SIGKILL,
-            # and a cycle held back for a later write would be lost with it (~2 us of a write
-            # is the price of record counts that equal the engine's decode count)
-            self._write()
+            self._deferred_write()
         except Exception as exc:
             _fail("cycle_end()", exc)
 
@@ -1099,9 +1118,8 @@ class _Timer:
             if opened is not None:
                 self.off_done.append((opened, _perf()))
                 self.off_open = None
-                # written at once (one os.write, as a timed cycle is): a SIGKILL loses none
                 self._take_off_cycles()
-                self._write()
+                self._deferred_write()
         except Exception as exc:
             _fail("cycle_end()", exc)
 
@@ -1351,16 +1369,56 @@ class _Timer:
             return
         if self.fd is None:
             self._open()
-        data = "".join(self.out).encode("utf-8")
-        view, fd = memoryview(data), self.fd
-        while view:
-            view = view[os.write(fd, view) :]
-        # nothing below can lose a record: a KeyboardInterrupt here repeats it at most
-        # (the report drops repeated records)
-        self.out = []
+        self._write_out()
         self.counts["records"] += self.out_records
         self.out_records = 0
-        self.counts["writes"] += 1
+
+    def _write_out(self):
+        """Write the lines waiting in self.out: the first n, then delete those n (lines this
+        thread or another appends meanwhile stay for the next write), under the lock."""
+        with self.lock:
+            out = self.out
+            n = len(out)
+            if not n or self.fd is None:
+                return
+            data = "".join(out[:n]).encode("utf-8")
+            view, fd = memoryview(data), self.fd
+            while view:
+                view = view[os.write(fd, view) :]
+            # nothing below can lose a record: a KeyboardInterrupt here repeats it at most
+            # (the report drops repeated records)
+            del out[:n]
+            self.last_write = _perf()
+            self.counts["writes"] += 1
+
+    def _deferred_write(self):
+        """An untimed or off-block cycle's line waits for the next write (a timed cycle's, at
+        most one in PATCHKIT_TIMER_SAMPLE on average) instead of costing a system call of its
+        own; the idle flusher thread writes it once no write came for PATCHKIT_TIMER_IDLE_FLUSH_MS
+        (default 50), so that a SIGKILL after the engine went idle loses nothing."""
+        if self.flusher is None or self.fd is None:
+            self._write()
+            if self.fd is not None and self.flusher is None:
+                self._start_flusher()
+        elif len(self.out) >= self.batch:
+            self._write()
+
+    def _start_flusher(self):
+        pid = os.getpid()
+
+        def loop():
+            idle_ns = int(self.idle_s * 1e9)
+            while _timer is self and os.getpid() == pid:
+                time.sleep(self.idle_s)
+                try:
+                    if self.out and _perf() - self.last_write >= idle_ns:
+                        self._write_out()
+                except Exception:  # never raise in the host program's threads
+                    return
+
+        thread = threading.Thread(target=loop, name="patchkit-timer-flush", daemon=True)
+        self.flusher = thread
+        thread.start()
 
     def flush(self, final=False):
         if final and self.mode == "events":
@@ -1379,8 +1437,9 @@ class _Timer:
             self._take_off_cycles()
         self._write(final=final)
         if final and self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+            with self.lock:  # (the idle flusher never writes to a closed descriptor)
+                os.close(self.fd)
+                self.fd = None
 
 
 # -- module state and binding --------------------------------------------------------------
@@ -1412,9 +1471,13 @@ def _fail(where, exc):
             )
         _failed = True
         _bind(None)
-        fd = getattr(_timer, "fd", None)
-        _timer = None
+        timer, _timer = _timer, None
+        fd = getattr(timer, "fd", None)
         if fd is not None:
+            lock = getattr(timer, "lock", None)
+            if lock is not None and lock.acquire(timeout=1.0):
+                timer.fd = None
+                lock.release()
             os.close(fd)
     except Exception:
         pass

@@ -47,11 +47,34 @@ def _chain_original():
 
 
 class _Monitor:
-    ENDS = {"cycle_end": "T", "_untimed_end": "U", "off_cycle_end": "O"}
-    TOP = {"begin", "end", "cycle_begin", "cycle_end", "note", "_event_begin", "_event_end",
-           "_host_begin", "_host_end", "_untimed_end", "off_cycle_begin", "off_cycle_end", "_noop",
-           "_profiled_begin", "_profiled_end", "_lazy_begin", "_lazy_end", "_lazy_cycle_begin",
-           "_lazy_cycle_end", "_lazy_note", "update"}
+    ENDS = {  # noqa: RUF012 - read-only tables
+        "cycle_end": "T",
+        "_untimed_end": "U",
+        "off_cycle_end": "O",
+    }
+    TOP = {  # noqa: RUF012
+        "begin",
+        "end",
+        "cycle_begin",
+        "cycle_end",
+        "note",
+        "_event_begin",
+        "_event_end",
+        "_host_begin",
+        "_host_end",
+        "_untimed_end",
+        "off_cycle_begin",
+        "off_cycle_end",
+        "_noop",
+        "_profiled_begin",
+        "_profiled_end",
+        "_lazy_begin",
+        "_lazy_end",
+        "_lazy_cycle_begin",
+        "_lazy_cycle_end",
+        "_lazy_note",
+        "update",
+    }
 
     def __init__(self, module):
         self.mod = module
@@ -106,8 +129,14 @@ class _Monitor:
         index = -1 if timer is None else timer.cycle_no
         cpu = time.thread_time_ns()
         line = "%d %s %d %d %d %d %d %d %d %s\n" % (
-            index, kind, now, self.self_ns, cpu - self.last_cpu, self.gc_ns, *self.gcn,
-            json.dumps(self.by, separators=(",", ":"))
+            index,
+            kind,
+            now,
+            self.self_ns,
+            cpu - self.last_cpu,
+            self.gc_ns,
+            *self.gcn,
+            json.dumps(self.by, separators=(",", ":")),
         )
         self.last_cpu = cpu
         self.by = {}
@@ -139,7 +168,9 @@ class _Monitor:
             mon.set_local_events(tool, code, ev.PY_START | ev.PY_RETURN)
             n += 1
         gc.callbacks.append(self.gc_cb)
-        sys.stderr.write("patchkit diag: monitoring %d code objects of %s (%s)\n" % (n, self.mod.__name__, self.scope))
+        sys.stderr.write(
+            "patchkit diag: monitoring %d code objects of %s (%s)\n" % (n, self.mod.__name__, self.scope)
+        )
 
 
 def _code_objects(module):
