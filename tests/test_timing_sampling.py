@@ -5,6 +5,7 @@ series inserts it (helpers from test_timing_runtime). The events mode runs throu
 CUDA stand-in of tests/fake_cuda_torch.py (no GPU here).
 """
 
+import json
 import math
 
 import pytest
@@ -395,3 +396,50 @@ def test_untimed_and_off_cycles_cost_no_write_of_their_own(runtime_dir, tmp_path
     assert stats["kind"] == "stats" and stats["records"] == len(recs) - 2
     # one write per timed cycle (at most) plus the flusher's and the last: not one per cycle
     assert stats["writes"] <= timed + 10 < 400, (stats["writes"], timed)
+
+
+def test_ab_b_sample_puts_full_and_sampled_blocks_side_by_side(runtime_dir, tmp_path):
+    """PATCHKIT_TIMER_AB_B=sample: first blocks time every cycle ("events"), second blocks are
+    sampled ("sampled", about 1 in N timed); bench/gpu/shares_ab.py compares their shares."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "out"
+    body = """
+import time
+import phase_timer as _pt
+for i in range(600):
+    _pt.cycle_begin(kind="decode", batch_size=4)
+    _pt.begin("long"); time.sleep(0.0006); _pt.end("long")
+    _pt.begin("short"); time.sleep(0.0002); _pt.end("short")
+    _pt.cycle_end()
+"""
+    env = {"PATCHKIT_TIMER_AB": "10", "PATCHKIT_TIMER_SAMPLE": "4", "PATCHKIT_TIMER_AB_B": "sample"}
+    res = run_script(runtime_dir, body, env=env, out_dir=out)
+    assert res.returncode == 0, res.stderr
+    recs = one_file(out)
+    assert recs[0]["ab_b"] == "sample" and recs[0]["ab_cycles"] == 10
+    cycles = {r["cycle"]: r for r in recs if r["kind"] == "cycle"}
+    assert sorted(cycles) == list(range(600))
+    first = [c for i, c in cycles.items() if i // 10 % 2 == 0]
+    second = [c for i, c in cycles.items() if i // 10 % 2 == 1]
+    assert all(c["ab"] == "events" and "timed" not in c for c in first)
+    assert all(c["ab"] == "sampled" for c in second)
+    timed_second = [c for c in second if c.get("timed") is not False]
+    assert binomial_ok(len(timed_second), 300, 0.25), len(timed_second)
+    phase_cycles = {r["cycle"] for r in recs if r["kind"] == "phase"}
+    assert phase_cycles == {c["cycle"] for c in first} | {c["cycle"] for c in timed_second}
+    tool = Path(__file__).resolve().parents[1] / "bench" / "gpu" / "shares_ab.py"
+    report = tmp_path / "shares.json"
+    run = subprocess.run(
+        [sys.executable, str(tool), str(out), "--json", str(report)], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    doc = json.loads(report.read_text())
+    assert doc["full_cycles"] == 240 and 30 < doc["sampled_timed_cycles"] < 110  # 2 of 10 left out
+    by = {r["phase"]: r for r in doc["phases"]}
+    assert by["long"]["full"] > 60 and by["short"]["full"] > 15
+    # the same work in both kinds of block: shares agree within a few points here
+    assert doc["max_abs_diff_pp"] < 5, doc
+    assert by["long"]["ci95_pp"][0] <= by["long"]["diff_pp"] <= by["long"]["ci95_pp"][1]

@@ -33,6 +33,8 @@
 #   tp2      (two GPUs) --tp 2: every rank timed, rank skew, NCCL_PROTO x NCCL_ALGO sweep
 #   diag     where the timer's cost goes: v1 and v2, every cycle timed, A/B, bench/gpu/diag/
 #   trace    /start_profile on a patched v2 server: phase ranges in SGLang's trace (trace_nvtx: NVTX on)
+#   ovh16    the default sampling's paired overhead, v2 and v1 (ovh1: every cycle timed)
+#   shares   full and sampled timing side by side in one v2 server (PATCHKIT_TIMER_AB_B=sample)
 #   cudatests  pytest of the runtime and report (their CUDA-only tests run here)
 #   pack     $OUT/runs.tgz of the raw folders only (no collect)
 #   collect  bench/gpu/collect.py: $OUT/sglang_gpu.{json,md} + charts from everything under $WORK
@@ -271,6 +273,36 @@ trace_one() {  # NAME STACK-FLAG ARGS...
 stage_trace() { trace_one trace "" --sample "${TRACE_SAMPLE:-4}"; }
 stage_trace_stack() { trace_one trace_stack --stack --sample "${TRACE_SAMPLE:-4}"; }  # no NVTX
 stage_trace_nvtx() { trace_one trace_nvtx --stack --env PATCHKIT_TIMER_NVTX=1 --sample "${TRACE_SAMPLE:-4}"; }
+
+# Issue 19's goals on the tiny harness at batch 32, each paired inside one server (A/B blocks of
+# $AB cycles): the default sampling (1 in 16) in v2 and v1 (ovh16), every cycle timed in v2 and
+# v1 (ovh1), and full against sampled timing side by side (shares: PATCHKIT_TIMER_AB_B=sample,
+# blocks of $SHARES_AB, compared by bench/gpu/shares_ab.py)
+ovh_one() {  # NAME SAMPLE WORKER-ARGS...
+  local name=$1 sample=$2; shift 2
+  if [ "$(left)" -lt $(( SRV_S + 40 )) ]; then say "$name: skipped, only $(left)s left"; return 1; fi
+  PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile "$name" "$@" --env PATCHKIT_TIMER=events \
+    --env PATCHKIT_TIMER_AB=${AB:-20} --sample "$sample"
+}
+stage_ovh16() {
+  local rc=0
+  ovh_one ovh16_v2 16 --server "$SERVER $SPEC" || rc=1
+  ovh_one ovh16_v1 16 --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
+  return $rc
+}
+stage_ovh1() {
+  local rc=0
+  ovh_one ovh1_v2 1 --server "$SERVER $SPEC" || rc=1
+  ovh_one ovh1_v1 1 --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
+  return $rc
+}
+stage_shares() {
+  if [ "$(left)" -lt $(( SRV_S + 40 )) ]; then say "shares: skipped, only $(left)s left"; return 1; fi
+  AB=${SHARES_AB:-40} PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile shares --server "$SERVER $SPEC" \
+    --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${SHARES_AB:-40} --env PATCHKIT_TIMER_AB_B=sample \
+    --sample "${SHARES_SAMPLE:-16}" || return 1
+  python3 "$ROOT/bench/gpu/shares_ab.py" "$WORK/shares" --json "$WORK/shares/shares_ab.json" 2>&1 | tee -a "$LOG"
+}
 
 stage_cudatests() {  # the runtime's CUDA-only tests (CI has no GPU; they skip there)
   (cd "$ROOT" && run timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_timing_runtime.py tests/test_report.py) \

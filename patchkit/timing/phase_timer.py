@@ -54,6 +54,11 @@ Environment
                         Default 1 (every cycle timed). With PATCHKIT_TIMER_AB the timed
                         blocks are sampled and the off blocks stay off, so the A/B pairs
                         measure the cost of sampled timing.
+  PATCHKIT_TIMER_AB_B=sample  with PATCHKIT_TIMER_AB and PATCHKIT_TIMER_SAMPLE: the second
+                        blocks are sampled instead of off, the first ones time every
+                        cycle: full and sampled timing side by side in one process, to
+                        compare their phase shares (cycles of the second blocks carry
+                        "ab": "sampled"). Default off.
   PATCHKIT_TIMER_SEED   the seed of that sequence (a whole number). Default: drawn from the
                         parent process's pid and start time, so that the ranks one server
                         starts share it and time the same cycle indices, and each run
@@ -127,7 +132,7 @@ Record schema (one JSON object per line; "kind" says which):
           graph (replay of a CUDA graph), captured (a step timed inside a graph), attrs {}
   cycle   cycle, t0, t1, host_ns, dev_ns, dev_gap_ns (device time from the previous cycle's
           start to this one's), attrs {kind, batch_size, accepted, tokens, ... as passed},
-          ab ("events" | "off", only with PATCHKIT_TIMER_AB: "events" = timed in the
+          ab ("events" | "off" | "sampled", only with PATCHKIT_TIMER_AB: "events" = timed in the
           chosen mode; off cycles carry only attrs.kind and host times), timed (false
           for a cycle PATCHKIT_TIMER_SAMPLE left untimed: host times and attrs, no phase
           records, no dev record; attrs that are CUDA tensors are left out)
@@ -487,6 +492,7 @@ class _Timer:
         share_ns=1000,
         sample=1,
         seed=None,
+        ab_b="off",
     ):
         self.mode = mode
         self.share_ns = share_ns
@@ -497,6 +503,9 @@ class _Timer:
         self.batch = batch
         self.flush_ns = int(flush_s * 1e9)
         self.ab = ab if mode != "off" else 0
+        # PATCHKIT_TIMER_AB_B=sample: the second blocks sampled (not off), the first full
+        self.ab_sampled = bool(self.ab) and sample > 1 and ab_b == "sample"
+        self.cycle_b = False  # the open timed cycle is in a sampled second block
         self.pid = os.getpid()
         self.host_t0 = _perf()
         self.wall_t0 = time.time_ns()
@@ -778,9 +787,12 @@ class _Timer:
             if self.capturing():
                 self.counts["skipped_capturing"] += 1
                 return
+            second = False
             if self.ab and (self.cycle_no + 1) // self.ab % 2:
-                self._ab_switch(on=False)
-                return self.off_cycle_begin(**attrs)
+                if not self.ab_sampled:
+                    self._ab_switch(on=False)
+                    return self.off_cycle_begin(**attrs)
+                second = True
             t0 = _perf()
             if self.untimed is not None:
                 self._abandon_untimed()
@@ -789,8 +801,9 @@ class _Timer:
             if self.cycle is not None:
                 self._abandon_cycle()
             self.cycle_no += 1
-            if self.sample > 1 and self.draw() >= self.p_timed:
+            if self.sample > 1 and (second or not self.ab_sampled) and self.draw() >= self.p_timed:
                 return self._untimed_begin(t0, attrs)
+            self.cycle_b = second
             if self.push is not None:
                 self.push("cycle %s" % attrs.get("kind", ""))
             self.cycle = [self.cycle_no, t0, self._mark(t0), attrs]
@@ -855,7 +868,8 @@ class _Timer:
                 out.extend([_cycle_phase_line(rec, names) for rec in recs])
             elif recs:
                 out.append(_host_phase_lines(recs, names, self.shapes))
-            out.append(_cycle_line(index, t0, t1, dev, gap, "events" if self.ab else None, merged))
+            ab = ("sampled" if self.cycle_b else "events") if self.ab else None
+            out.append(_cycle_line(index, t0, t1, dev, gap, ab, merged))
             self.out_records += len(recs) + 1
             if mode == "events":
                 # the latest mark before the end event: on another stream than the end event
@@ -1075,7 +1089,9 @@ class _Timer:
                     t1 - t0,
                     "null",
                     "null",
-                    ',"ab":"events","timed":false' if self.ab else ',"timed":false',
+                    (',"ab":"sampled","timed":false' if self.ab_sampled else ',"ab":"events","timed":false')
+                    if self.ab
+                    else ',"timed":false',
                     _untimed_attrs(merged) if merged else "{}",
                 )
             )
@@ -1312,6 +1328,7 @@ class _Timer:
             "cuda_device": device,
             "graph_steps": self.graph_steps,
             "ab_cycles": self.ab,
+            **({"ab_b": "sample"} if self.ab_sampled else {}),
             "nvtx": self.push is not None,
             "event_api": self.event_api,
             "share_ns": self.share_ns if self.mode == "events" else None,
@@ -1595,6 +1612,7 @@ def configure(
             share_ns=share_ns,
             sample=int(sample),
             seed=_sample_seed(seed) if int(sample) > 1 else None,
+            ab_b=os.environ.get("PATCHKIT_TIMER_AB_B", "off").strip().lower(),
         )
         _failed = False
         _bind(_timer)

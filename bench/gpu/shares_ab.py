@@ -1,0 +1,133 @@
+"""Full against sampled timing inside one server: PATCHKIT_TIMER_AB=N with PATCHKIT_TIMER_AB_B=sample
+alternates blocks of N cycles where every cycle is timed ("ab": "events") and blocks sampled at
+1/PATCHKIT_TIMER_SAMPLE ("ab": "sampled").  This compares the top-level phase shares of the
+decode cycle (the report's definition: mean phase time over mean cycle time, device time where
+the run has it) between the full blocks' cycles and the sampled blocks' timed cycles, with a
+bootstrap interval of each difference (resampling cycles).  The first SKIP cycles of each block
+are left out (a cycle next to the other kind of block may feel its neighbour), and so are
+stalls (the report's rule).
+
+    python bench/gpu/shares_ab.py TIMING_DIR|PROFILE_OUT_DIR [--skip 2] [--json OUT]
+"""
+
+import argparse
+import json
+import random
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from patchkit.report import load_timing_dir
+
+
+def _cycle_time(c, basis):
+    return c.get("dev_ns") if basis == "dev" else c.get("host_ns")
+
+
+def timing_folder(path):
+    """A timing folder, or a profile.remote --out folder (its newest run's timing/)."""
+    root = Path(path)
+    if any(root.glob("phase-timing*.jsonl")):
+        return root
+    runs = sorted(root.glob("*/timing"))
+    return runs[-1] if runs else root
+
+
+def collect(timing_dir, skip):
+    procs = load_timing_dir(timing_folder(timing_dir))
+    groups = {"events": [], "sampled": []}
+    ab = 0
+    for proc in procs:
+        ab = max(ab, int((proc.header or {}).get("ab_cycles") or 0))
+        basis = "dev" if proc.mode in ("events", "sync") else "host"
+        tops = {}
+        for p in proc.phases:
+            if p.get("cycle") is not None and p.get("depth") == 0:
+                t = p.get("dev_ns") if basis == "dev" else p.get("host_ns")
+                if t is not None:
+                    tops.setdefault(p["cycle"], {}).setdefault(p["name"], 0)
+                    tops[p["cycle"]][p["name"]] += t
+        for c in proc.timed_cycles:
+            kind = (c.get("attrs") or {}).get("kind", "decode")
+            t = _cycle_time(c, basis)
+            if kind != "decode" or c.get("ab") not in groups or t is None or not t:
+                continue
+            if ab and c["cycle"] % ab < skip:
+                continue
+            groups[c["ab"]].append((t, tops.get(c["cycle"], {})))
+    for key, rows in groups.items():  # the report's stall rule, per group
+        if rows:
+            med = statistics.median(t for t, _ in rows)
+            groups[key] = [r for r in rows if not (r[0] > 4 * med and r[0] > med + 10_000_000)]
+    return groups, ab
+
+
+def shares(rows, names):
+    total = sum(t for t, _ in rows)
+    return {n: 100.0 * sum(ph.get(n, 0) for _, ph in rows) / total for n in names}
+
+
+def compare(groups, reps=1000, seed=1):
+    full, samp = groups["events"], groups["sampled"]
+    names = sorted({n for _, ph in full + samp for n in ph})
+    a, b = shares(full, names), shares(samp, names)
+    rng = random.Random(seed)
+    boots = {n: [] for n in names}
+    for _ in range(reps):
+        fa = [rng.choice(full) for _ in full]
+        fb = [rng.choice(samp) for _ in samp]
+        sa, sb = shares(fa, names), shares(fb, names)
+        for n in names:
+            boots[n].append(sb[n] - sa[n])
+    rows = []
+    for n in names:
+        d = sorted(boots[n])
+        rows.append(
+            {
+                "phase": n,
+                "full": round(a[n], 2),
+                "sampled": round(b[n], 2),
+                "diff_pp": round(b[n] - a[n], 2),
+                "ci95_pp": [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)],
+            }
+        )
+    return {
+        "full_cycles": len(full),
+        "sampled_timed_cycles": len(samp),
+        "phases": rows,
+        "max_abs_diff_pp": max((abs(r["diff_pp"]) for r in rows), default=None),
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("timing_dir")
+    ap.add_argument("--skip", type=int, default=2)
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    groups, ab = collect(a.timing_dir, a.skip)
+    if not groups["events"] or not groups["sampled"]:
+        print("shares_ab: no full or no sampled timed decode cycles (PATCHKIT_TIMER_AB_B=sample?)")
+        return 1
+    res = compare(groups)
+    res["ab_cycles"], res["skip"] = ab, a.skip
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1))
+    print(
+        "shares_ab: %d full cycles, %d sampled timed cycles (blocks of %d, first %d of each left out)"
+        % (res["full_cycles"], res["sampled_timed_cycles"], ab, a.skip)
+    )
+    print("  %-30s %8s %8s %8s  %s" % ("top-level phase", "full %", "sampled", "diff pp", "95% bootstrap"))
+    for r in res["phases"]:
+        print(
+            "  %-30s %8.2f %8.2f %+8.2f  [%+.2f, %+.2f]"
+            % (r["phase"], r["full"], r["sampled"], r["diff_pp"], *r["ci95_pp"])
+        )
+    print("  largest difference: %.2f pp" % res["max_abs_diff_pp"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
