@@ -277,7 +277,10 @@ def main():
         "  empty us: cycle_begin + cycle_end with no phase (start mark, attrs, formatting, "
         "resolution, the write)"
     )
-    print("  writes/cycle: os.write calls per cycle (every cycle, timed or not, is written at its cycle_end)")
+    print(
+        "  writes/cycle: os.write calls per cycle (a timed cycle is written at its cycle_end; untimed and"
+        " off-block cycles go with the next write, or the idle flusher's)"
+    )
     print("  sampled, per cycle (us) against full timing of the same mode:")
     for kind in ("host", "events*"):
         full = min(cycle_ns[kind])

@@ -1,0 +1,238 @@
+"""The timer-cost figures of issue 19 as one page: bench/results/sglang_gpu_timer_cost.{md,json}.
+
+    python bench/gpu/timer_cost.py bench/results/timer_cost_h200 [--out bench/results/sglang_gpu_timer_cost]
+
+Reads what bench/gpu/run_h200.sh's stages left per run (copied into callN/RUN/: summary.json,
+table.txt, diag.json, shares_ab.json, trace_summary.json, timing_records.json,
+sglang_decode_batches.txt; callN/run.log).  Every figure printed is read from those files.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+WORKER = {"v1": "v1 (EAGLEWorker, no overlap)", "v2": "v2 (EAGLEWorkerV2, overlap)"}
+ORDER = ["ovh16_v2", "ovh16_v1", "ovh1_v2", "ovh1_v1", "diag_v1", "diag_v2", "diag_v2top", "diag_v2all", "shares"]
+
+
+def _load(path):
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def runs(root):
+    out = []
+    for call in sorted(root.glob("call*")):
+        for run in sorted(call.iterdir()):
+            if run.is_dir():
+                out.append((call.name, run.name, run))
+    return out
+
+
+def worker_of(name):
+    return "v1" if name.endswith("v1") else "v2"
+
+
+def overhead_rows(root):
+    rows = []
+    for call, name, run in runs(root):
+        s = _load(run / "summary.json")
+        if not s or not (s.get("overhead") or {}).get("pairs"):
+            continue
+        ov, samp = s["overhead"], s.get("sampling") or {}
+        every = samp.get("every", 1)
+        rows.append(
+            {
+                "call": call,
+                "run": name,
+                "worker": worker_of(name),
+                "sample": every,
+                "monitor": name.startswith("diag"),
+                "tokens_per_s": (s.get("throughput") or {}).get("tokens_per_s"),
+                "median_pct": round(ov["median_pct"], 2),
+                "iqr_pct": [round(x, 2) for x in ov["iqr_pct"]],
+                "pairs": ov["pairs"],
+                "timed_period_ms": ov["timed_period_ms"],
+                "off_period_ms": ov["off_period_ms"],
+                "timed_cycles": samp.get("timed_cycles"),
+                "window_cycles": samp.get("cycles"),
+            }
+        )
+    rows.sort(key=lambda r: (r["monitor"], -r["sample"], r["worker"] != "v2", r["call"]))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("root")
+    ap.add_argument("--out", default="bench/results/sglang_gpu_timer_cost")
+    a = ap.parse_args(argv)
+    root = Path(a.root)
+    doc = {"source": str(root), "overhead": overhead_rows(root), "diag": {}, "records": [], "traces": {}}
+    for call, name, run in runs(root):
+        d = _load(run / "diag.json")
+        if d:
+            doc["diag"]["%s/%s" % (call, name)] = d
+        rec = _load(run / "timing_records.json")
+        batches = run / "sglang_decode_batches.txt"
+        if rec and batches.is_file():
+            doc["records"].append(
+                dict(run="%s/%s" % (call, name), sglang_decode_batches=int(batches.read_text()), **rec)
+            )
+        t = _load(run / "trace_summary.json")
+        if t:
+            doc["traces"]["%s/%s" % (call, name)] = t
+        sh = _load(run / "shares_ab.json")
+        if sh:
+            doc["shares"] = dict(run="%s/%s" % (call, name), **sh)
+    md = ["# The timer's cost on the H200 (issue 19)", ""]
+    md += [
+        "Real SGLang 0.5.12 on one H200, the harness's tiny models (`bench/gpu/make_models.py`: host-bound",
+        "cycles of 3-6 ms), STANDALONE speculation with 3 steps, 128 requests x 512 output tokens, 32 at a",
+        "time (batch 32), a warm-up pass before the measured window. Each server alternates blocks of 20",
+        "decode cycles timed and off (`PATCHKIT_TIMER_AB=20`): the figure is the median over the pairs of",
+        "blocks of the timed block's median cycle period against the next off block's, IQR over the pairs.",
+        "One server per row; servers differ from each other by more than the figures below (tok/s column), so",
+        "every comparison here is inside one server. Rerun: `bash bench/gpu/run_h200.sh setup models ovh16",
+        "shares ovh1 pack` (and `diag`, `diagv2`, `trace`, `trace_stack`, `trace_nvtx`); then this script.",
+        "",
+        "## Paired overhead by worker and sampling",
+        "",
+        "| worker | sample | server | tok/s | overhead, median | IQR | pairs | timed / off period ms | timed cycles in window |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["overhead"]:
+        md.append(
+            "| %s | %s | %s/%s%s | %s | %+.2f %% | %+.2f .. %+.2f %% | %d | %.3f / %.3f | %s of %s |"
+            % (
+                r["worker"],
+                "1 in %d" % r["sample"] if r["sample"] > 1 else "every cycle",
+                r["call"],
+                r["run"],
+                " (diag monitor on)" if r["monitor"] else "",
+                "%.0f" % r["tokens_per_s"] if r["tokens_per_s"] else "-",
+                r["median_pct"],
+                r["iqr_pct"][0],
+                r["iqr_pct"][1],
+                r["pairs"],
+                r["timed_period_ms"],
+                r["off_period_ms"],
+                r["timed_cycles"] if r["timed_cycles"] is not None else "all",
+                r["window_cycles"] if r["window_cycles"] is not None else "-",
+            )
+        )
+    md += [
+        "",
+        "The off blocks still record each cycle's host start and end (that is how their period is known), so",
+        "these pairs measure what timing adds on top of recording cycles; what recording a cycle costs is in the",
+        "next table (the off cycles' own time).",
+        "",
+        "## Where a timed cycle's cost goes (`bench/gpu/diag/`, in the scheduler process)",
+        "",
+        "Per decode cycle, paired by block like the overhead: the cycle period, the time spent inside the",
+        "timer's own functions (sys.monitoring on the runtime's code objects only), the scheduler thread's CPU",
+        "time, and garbage collection. `top`: only the functions SGLang calls are monitored (the same number",
+        "of monitored calls in timed and off cycles); `all`: every function of the runtime (the monitor's own",
+        "cost then inflates timed cycles more). Times in microseconds.",
+        "",
+        "| server | scope | period delta (IQR) | timer's own time, timed / off | CPU time delta | off-CPU delta | GC |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, d in doc["diag"].items():
+        if not d.get("pairs"):
+            continue
+        scope = "all" if (key.endswith("all") or key.startswith("call1")) else "top"
+
+        def us(v):
+            return "%.0f" % (v / 1000.0)
+
+        md.append(
+            "| %s | %s | %s (%s .. %s) | %s / %s | %s | %s | %s |"
+            % (
+                key,
+                scope,
+                us(d["period"]["median"]),
+                us(d["period"]["q1"]),
+                us(d["period"]["q3"]),
+                us(d["self"]["timed"]),
+                us(d["self"]["off"]),
+                us(d["cpu"]["median"]),
+                us(d["wait"]["median"]),
+                us(d["gc"]["median"]),
+            )
+        )
+    for key, d in doc["diag"].items():
+        for state, fns in sorted((d.get("by_function_us") or {}).items()):
+            md.append("")
+            md.append(
+                "%s, %s cycles (%d): %s"
+                % (
+                    key,
+                    {"T": "timed", "O": "off", "U": "untimed"}.get(state, state),
+                    fns.get("cycles", 0),
+                    ", ".join("%s %.1f us" % (k, v) for k, v in fns.items() if k != "cycles"),
+                )
+            )
+    sh = doc.get("shares")
+    if sh:
+        md += [
+            "",
+            "## Full against sampled timing in one server (`PATCHKIT_TIMER_AB_B=sample`, `bench/gpu/shares_ab.py`)",
+            "",
+            "Blocks of %d cycles alternate every cycle timed and 1 in 16 timed; top-level shares of the decode"
+            % sh["ab_cycles"],
+            "cycle's device time from %d full cycles against %d sampled timed cycles (the first %d cycles of each"
+            % (sh["full_cycles"], sh["sampled_timed_cycles"], sh["skip"]),
+            "block left out), 95 %% bootstrap interval of each difference. Server: %s." % sh["run"],
+            "",
+            "| phase | full % | sampled % | difference pp | 95 % interval |",
+            "|---|---|---|---|---|",
+        ]
+        for r in sh["phases"]:
+            md.append(
+                "| %s | %.2f | %.2f | %+.2f | %+.2f .. %+.2f |"
+                % (r["phase"], r["full"], r["sampled"], r["diff_pp"], r["ci95_pp"][0], r["ci95_pp"][1])
+            )
+        md.append("")
+        md.append("Largest difference: %.2f percentage points." % sh["max_abs_diff_pp"])
+    md += ["", "## Records against SGLang's own decode count", ""]
+    md += ["| server | SGLang decode batches | decode cycle records | timed | contiguous | exit record |", "|---|---|---|---|---|---|"]
+    for r in doc["records"]:
+        md.append(
+            "| %s | %d | %d | %d | %s | %s |"
+            % (r["run"], r["sglang_decode_batches"], r["decode_cycles"], r["timed_cycles"], r["contiguous"], r["exit_stats"])
+        )
+    md += ["", "## SGLang's own profiler (`/start_profile`) on a patched v2 server", ""]
+    for key, t in doc["traces"].items():
+        req = t.get("request", {})
+        stack = "stack and shapes off" if req.get("with_stack") is False else "SGLang's defaults (stack and shapes on)"
+        if t.get("phases_present"):
+            md.append(
+                "- %s (%s, %d steps): trace written, %d decode cycles; phase ranges: %s."
+                % (
+                    key,
+                    stack,
+                    req.get("num_steps", 0),
+                    t.get("decode_cycles") or 0,
+                    ", ".join("%s %d" % kv for kv in t["phases_present"].items()),
+                )
+            )
+        else:
+            md.append(
+                "- %s (%s, %d steps): the benchmark stopped answering (exit %s) while SGLang wrote the trace; %s"
+                % (
+                    key,
+                    stack,
+                    req.get("num_steps", 0),
+                    t.get("bench_rc"),
+                    t.get("error") or "no trace file",
+                )
+            )
+    Path(a.out + ".json").write_text(json.dumps(doc, indent=1) + "\n")
+    Path(a.out + ".md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
