@@ -9,11 +9,23 @@ sglang_decode_batches.txt; callN/run.log).  Every figure printed is read from th
 
 import argparse
 import json
+import random
+import statistics
 import sys
 from pathlib import Path
 
 WORKER = {"v1": "v1 (EAGLEWorker, no overlap)", "v2": "v2 (EAGLEWorkerV2, overlap)"}
-ORDER = ["ovh16_v2", "ovh16_v1", "ovh1_v2", "ovh1_v1", "diag_v1", "diag_v2", "diag_v2top", "diag_v2all", "shares"]
+ORDER = [
+    "ovh16_v2",
+    "ovh16_v1",
+    "ovh1_v2",
+    "ovh1_v1",
+    "diag_v1",
+    "diag_v2",
+    "diag_v2top",
+    "diag_v2all",
+    "shares",
+]
 
 
 def _load(path):
@@ -62,13 +74,55 @@ def overhead_rows(root):
     return rows
 
 
+def pooled(root):
+    """Every pair of every server of one worker and sampling (ab_pairs.json: the whole run, the
+    warm-up pass included), with 95 % bootstrap intervals of the median and the mean."""
+    groups = {}
+    for call, name, run in runs(root):
+        doc = _load(run / "ab_pairs.json")
+        s = _load(run / "summary.json")
+        if not doc or not s or name.startswith("diag"):
+            continue
+        every = (s.get("sampling") or {}).get("every", 1)
+        key = (worker_of(name), every)
+        g = groups.setdefault(key, {"servers": [], "pairs": []})
+        g["servers"].append("%s/%s" % (call, name))
+        g["pairs"] += doc["pairs_pct"]
+    rng = random.Random(1)
+    out = []
+    for (worker, every), g in sorted(groups.items(), key=lambda kv: (-kv[0][1], kv[0][0] != "v2")):
+        ps = g["pairs"]
+        meds = sorted(statistics.median([rng.choice(ps) for _ in ps]) for _ in range(2000))
+        means = sorted(statistics.fmean([rng.choice(ps) for _ in ps]) for _ in range(2000))
+        out.append(
+            {
+                "worker": worker,
+                "sample": every,
+                "servers": g["servers"],
+                "pairs": len(ps),
+                "median_pct": round(statistics.median(ps), 2),
+                "median_ci95": [round(meds[50], 2), round(meds[1949], 2)],
+                "mean_pct": round(statistics.fmean(ps), 2),
+                "mean_ci95": [round(means[50], 2), round(means[1949], 2)],
+            }
+        )
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("root")
     ap.add_argument("--out", default="bench/results/sglang_gpu_timer_cost")
     a = ap.parse_args(argv)
     root = Path(a.root)
-    doc = {"source": str(root), "overhead": overhead_rows(root), "diag": {}, "records": [], "traces": {}}
+    doc = {
+        "source": str(root),
+        "overhead": overhead_rows(root),
+        "pooled": pooled(root),
+        "diag": {},
+        "records": [],
+        "traces": {},
+    }
     for call, name, run in runs(root):
         d = _load(run / "diag.json")
         if d:
@@ -118,7 +172,31 @@ def main(argv=None):
                 r["timed_period_ms"],
                 r["off_period_ms"],
                 r["timed_cycles"] if r["timed_cycles"] is not None else "all",
-                r["window_cycles"] if r["window_cycles"] is not None else "-",
+                r["window_cycles"] if r["window_cycles"] is not None else "the window",
+            )
+        )
+    md += [
+        "",
+        "Pooled over every server of a row kind and over the whole run (warm-up pass and measured window,",
+        "the same load), 95 % bootstrap intervals:",
+        "",
+        "| worker | sample | servers | pairs | median | 95 % interval | mean | 95 % interval |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["pooled"]:
+        md.append(
+            "| %s | %s | %d | %d | %+.2f %% | %+.2f .. %+.2f | %+.2f %% | %+.2f .. %+.2f |"
+            % (
+                r["worker"],
+                "1 in %d" % r["sample"] if r["sample"] > 1 else "every cycle",
+                len(r["servers"]),
+                r["pairs"],
+                r["median_pct"],
+                r["median_ci95"][0],
+                r["median_ci95"][1],
+                r["mean_pct"],
+                r["mean_ci95"][0],
+                r["mean_ci95"][1],
             )
         )
     md += [
@@ -196,16 +274,30 @@ def main(argv=None):
         md.append("")
         md.append("Largest difference: %.2f percentage points." % sh["max_abs_diff_pp"])
     md += ["", "## Records against SGLang's own decode count", ""]
-    md += ["| server | SGLang decode batches | decode cycle records | timed | contiguous | exit record |", "|---|---|---|---|---|---|"]
+    md += [
+        "| server | SGLang decode batches | decode cycle records | timed | contiguous | exit record |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in doc["records"]:
         md.append(
             "| %s | %d | %d | %d | %s | %s |"
-            % (r["run"], r["sglang_decode_batches"], r["decode_cycles"], r["timed_cycles"], r["contiguous"], r["exit_stats"])
+            % (
+                r["run"],
+                r["sglang_decode_batches"],
+                r["decode_cycles"],
+                r["timed_cycles"],
+                r["contiguous"],
+                r["exit_stats"],
+            )
         )
     md += ["", "## SGLang's own profiler (`/start_profile`) on a patched v2 server", ""]
     for key, t in doc["traces"].items():
         req = t.get("request", {})
-        stack = "stack and shapes off" if req.get("with_stack") is False else "SGLang's defaults (stack and shapes on)"
+        stack = (
+            "stack and shapes off"
+            if req.get("with_stack") is False
+            else "SGLang's defaults (stack and shapes on)"
+        )
         if t.get("phases_present"):
             md.append(
                 "- %s (%s, %d steps): trace written, %d decode cycles; phase ranges: %s."
