@@ -443,3 +443,38 @@ for i in range(600):
     # the same work in both kinds of block: shares agree within a few points here
     assert doc["max_abs_diff_pp"] < 5, doc
     assert by["long"]["ci95_pp"][0] <= by["long"]["diff_pp"] <= by["long"]["ci95_pp"][1]
+
+
+def test_flusher_in_a_forked_child_and_its_parent(runtime_dir, tmp_path):
+    """The idle flusher is per process: a child forked after the parent's started gets its own
+    file and its own flusher; both SIGKILLed once idle, both files hold every cycle."""
+    out = tmp_path / "out"
+    body = (
+        loop(30)
+        + """
+import os, signal, time
+pid = os.fork()
+if pid == 0:
+"""
+        + "\n".join("    " + line for line in loop(25).strip().splitlines())
+        + """
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGKILL)
+os.waitpid(pid, 0)
+for i in range(12):
+    _pt.cycle_begin(kind="decode", batch_size=4)
+    _pt.cycle_end()
+time.sleep(0.3)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    )
+    res = run_script(runtime_dir, body, env={"PATCHKIT_TIMER_SAMPLE": "8"}, out_dir=out)
+    assert res.returncode == -9, (res.returncode, res.stderr)
+    files = read_records(out)
+    assert len(files) == 2
+    counts = sorted(sum(1 for r in recs if r["kind"] == "cycle") for recs in files.values())
+    assert counts == [25, 42]  # the child's 25; the parent's 30 + 12
+    for recs in files.values():
+        cycles = [r["cycle"] for r in recs if r["kind"] == "cycle"]
+        assert cycles == list(range(len(cycles)))
+        assert not any(r["kind"] == "stats" for r in recs)
