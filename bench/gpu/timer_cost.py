@@ -41,6 +41,10 @@ def runs(root):
     return out
 
 
+def sampling_label(every):
+    return "1 in %d" % every if every > 1 else "every cycle"
+
+
 def worker_of(name):
     return "v1" if name.endswith("v1") else "v2"
 
@@ -160,7 +164,7 @@ def main(argv=None):
             "| %s | %s | %s/%s%s | %s | %+.2f %% | %+.2f .. %+.2f %% | %d | %.3f / %.3f | %s of %s |"
             % (
                 r["worker"],
-                "1 in %d" % r["sample"] if r["sample"] > 1 else "every cycle",
+                sampling_label(r["sample"]),
                 r["call"],
                 r["run"],
                 " (diag monitor on)" if r["monitor"] else "",
@@ -188,7 +192,7 @@ def main(argv=None):
             "| %s | %s | %d | %d | %+.2f %% | %+.2f .. %+.2f | %+.2f %% | %+.2f .. %+.2f |"
             % (
                 r["worker"],
-                "1 in %d" % r["sample"] if r["sample"] > 1 else "every cycle",
+                sampling_label(r["sample"]),
                 len(r["servers"]),
                 r["pairs"],
                 r["median_pct"],
