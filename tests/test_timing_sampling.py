@@ -478,3 +478,26 @@ os.kill(os.getpid(), signal.SIGKILL)
         cycles = [r["cycle"] for r in recs if r["kind"] == "cycle"]
         assert cycles == list(range(len(cycles)))
         assert not any(r["kind"] == "stats" for r in recs)
+
+
+def test_untimed_line_formatted_later_keeps_the_values_of_its_cycle_end(runtime_dir, tmp_path):
+    """An untimed cycle's line is formatted at the next write, but from a copy taken at its
+    cycle_end: a list the program changes afterwards is written as it was."""
+    res = run_script(
+        runtime_dir,
+        """
+import phase_timer as _pt
+_pt.configure(sample=1000000, seed=1)
+shared = [1, 2]
+_pt.cycle_begin(kind="decode", ids=shared, batch_size=2)
+_pt.cycle_end()
+shared.append(3)
+_pt.cycle_begin(kind="decode", ids=shared, batch_size=3)
+_pt.cycle_end()
+""",
+        out_dir=tmp_path / "out",
+    )
+    assert res.returncode == 0, res.stderr
+    cycles = [r for r in one_file(tmp_path / "out") if r["kind"] == "cycle"]
+    assert [c["attrs"]["ids"] for c in cycles] == [[1, 2], [1, 2, 3]]
+    assert all(c["timed"] is False for c in cycles)

@@ -447,21 +447,20 @@ def _attrs_json(attrs):
 
 
 def _untimed_attrs(attrs):
-    """The attrs of an untimed cycle as JSON; values that are CUDA tensors are left out
-    (reading one would wait for the GPU, and an untimed cycle records no event)."""
+    """The attrs of an untimed cycle, to be formatted later: values that are CUDA tensors are
+    left out (reading them would wait for the GPU, and an untimed cycle records no event),
+    other non-scalars made plain now (the caller may change them after cycle_end)."""
     scalars = _SCALARS
     for v in attrs.values():
         if type(v) not in scalars:
             break
     else:
-        return _attrs_json(attrs)
-    return _attrs_json(
-        {
-            k: v if type(v) in scalars else _plain(v)
-            for k, v in attrs.items()
-            if type(v) in scalars or not _is_cuda_tensor(v)
-        }
-    )
+        return attrs
+    return {
+        k: v if type(v) in scalars else _plain(v)
+        for k, v in attrs.items()
+        if type(v) in scalars or not _is_cuda_tensor(v)
+    }
 
 
 _DEV_PHASES = {}  # number of phases in a cycle -> the template of its dev record's list
@@ -506,6 +505,12 @@ class _Timer:
         # PATCHKIT_TIMER_AB_B=sample: the second blocks sampled (not off), the first full
         self.ab_sampled = bool(self.ab) and sample > 1 and ab_b == "sample"
         self.cycle_b = False  # the open timed cycle is in a sampled second block
+        # the "ab"/"timed" fields of an untimed cycle's line
+        self.untimed_ab = (
+            (',"ab":"sampled","timed":false' if self.ab_sampled else ',"ab":"events","timed":false')
+            if self.ab
+            else ',"timed":false'
+        )
         self.pid = os.getpid()
         self.host_t0 = _perf()
         self.wall_t0 = time.time_ns()
@@ -526,7 +531,6 @@ class _Timer:
         self.cycle_no = -1
         self.prev_cycle_dev = None
         self.off_open = None  # A/B off block: (index, t0, kind) of the open cycle
-        self.off_done = []
         self.sample = sample if mode != "off" else 1
         self.seed, self.seed_source = seed if seed is not None else (None, None)
         self.untimed = None  # open untimed cycle of PATCHKIT_TIMER_SAMPLE: [index, t0, attrs]
@@ -1080,21 +1084,8 @@ class _Timer:
                 self._profiler_close()
             if attrs:
                 merged.update(attrs)
-            self.out.append(
-                _CYCLE_FORMAT
-                % (
-                    index,
-                    t0,
-                    t1,
-                    t1 - t0,
-                    "null",
-                    "null",
-                    (',"ab":"sampled","timed":false' if self.ab_sampled else ',"ab":"events","timed":false')
-                    if self.ab
-                    else ',"timed":false',
-                    _untimed_attrs(merged) if merged else "{}",
-                )
-            )
+            # formatted by the write (_deferred_line); what must not wait is left out now
+            self.out.append((index, t0, t1, _untimed_attrs(merged) if merged else None))
             self.out_records += 1
             self.cap_closed = True
             if not self.rank_final and (index & 15 == 0 or self.fd is None):
@@ -1132,9 +1123,9 @@ class _Timer:
         try:
             opened = self.off_open
             if opened is not None:
-                self.off_done.append((opened, _perf()))
+                self.out.append((opened, _perf()))  # formatted by the write (_deferred_line)
                 self.off_open = None
-                self._take_off_cycles()
+                self.out_records += 1
                 self._deferred_write()
         except Exception as exc:
             _fail("cycle_end()", exc)
@@ -1144,7 +1135,6 @@ class _Timer:
             if self.off_open is not None:
                 self.counts["abandoned"] += 1
                 self.off_open = None
-            self._take_off_cycles()
             self.prev_cycle_dev = None  # the gap over an off block means nothing
             _bind(self)
         else:
@@ -1157,15 +1147,27 @@ class _Timer:
             g["begin"] = g["end"] = g["note"] = _noop
             g["cycle_begin"], g["cycle_end"] = self.off_cycle_begin, self.off_cycle_end
 
-    def _take_off_cycles(self):
-        for (index, t0, kind), t1 in self.off_done:
-            self.out.append(
-                _cycle_line(
-                    index, t0, t1, None, None, "off", None if kind is None else {"kind": _plain(kind)}
-                )
+    def _deferred_line(self, item):
+        """The line of an off-block cycle ((index, t0, kind), t1) or of an untimed cycle
+        (index, t0, t1, attrs): formatted by the write, several in a row, not at each
+        cycle_end (in a busy engine each cycle_end finds the formatting code out of the
+        caches: formatting a line there cost about as much as the rest of the cycle's calls)."""
+        if len(item) == 2:
+            (index, t0, kind), t1 = item
+            return _cycle_line(
+                index, t0, t1, None, None, "off", None if kind is None else {"kind": _plain(kind)}
             )
-        self.out_records += len(self.off_done)
-        self.off_done = []
+        index, t0, t1, attrs = item
+        return _CYCLE_FORMAT % (
+            index,
+            t0,
+            t1,
+            t1 - t0,
+            "null",
+            "null",
+            self.untimed_ab,
+            _attrs_json(attrs) if attrs else "{}",
+        )
 
     # -- experimental: steps inside a captured CUDA graph ---------------------------------
     def _capture_begin(self, name, attrs):
@@ -1398,7 +1400,8 @@ class _Timer:
             n = len(out)
             if not n or self.fd is None:
                 return
-            data = "".join(out[:n]).encode("utf-8")
+            line = self._deferred_line
+            data = "".join([x if x.__class__ is str else line(x) for x in out[:n]]).encode("utf-8")
             view, fd = memoryview(data), self.fd
             while view:
                 view = view[os.write(fd, view) :]
@@ -1451,7 +1454,6 @@ class _Timer:
             if self.off_open is not None:
                 self.off_open = None
                 self.counts["abandoned"] += 1
-            self._take_off_cycles()
         self._write(final=final)
         if final and self.fd is not None:
             with self.lock:  # (the idle flusher never writes to a closed descriptor)
