@@ -294,14 +294,20 @@ def main(argv=None):
                 r["exit_stats"],
             )
         )
+    md += [
+        "",
+        "A server the harness stopped while SGLang hung (the trace runs) can differ by the batch in",
+        "flight when it was killed.",
+    ]
     md += ["", "## SGLang's own profiler (`/start_profile`) on a patched v2 server", ""]
     for key, t in doc["traces"].items():
         req = t.get("request", {})
         stack = (
             "stack and shapes off"
             if req.get("with_stack") is False
-            else "SGLang's defaults (stack and shapes on)"
+            else "SGLang's defaults: stack and shapes on"
         )
+        stack += ", patchkit's NVTX on" if req.get("nvtx") else ", NVTX off"
         if t.get("phases_present"):
             md.append(
                 "- %s (%s, %d steps): trace written, %d decode cycles; phase ranges: %s."
