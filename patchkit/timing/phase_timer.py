@@ -85,9 +85,10 @@ Environment
                         captured steps as child phases (flag "captured"). Needs a torch whose
                         Event takes external=.
 
-Durability: each cycle_end writes that cycle (its phases and the cycle record) with one
-os.write on an O_APPEND file before it returns, so a completed cycle survives any kill of
-the process (SIGKILL included; the data is in the kernel's page cache). In events mode
+Durability: each timed cycle's cycle_end writes that cycle (its phases and the cycle record)
+with one os.write on an O_APPEND file before it returns, so a completed timed cycle survives
+any kill of the process (SIGKILL included; the data is in the kernel's page cache); untimed
+and off-block cycles: see below. In events mode
 the device times are not known yet: the cycle is written with dev_ns null and a "dev"
 record keyed by the cycle index follows, in the same write as a later cycle, once the
 GPU has passed the cycle's end event; the report merges the two. Records outside cycles
@@ -99,7 +100,8 @@ leaves through os._exit).
 No signal handlers are installed. Off-block cycles of PATCHKIT_TIMER_AB and untimed cycles
 of PATCHKIT_TIMER_SAMPLE wait for the next write (a timed cycle's, or one every
 PATCHKIT_TIMER_BATCH lines) instead of a system call each: on the H200 a write cost ~15 us of
-a cold scheduler's time, half an untimed cycle's cost. A daemon thread (started at the first
+a cold scheduler's time, half an untimed cycle's cost. Their lines are formatted by that
+write too, from values taken at cycle_end (CUDA tensors left out, other non-scalars copied). A daemon thread (started at the first
 such cycle) writes them once no write came for PATCHKIT_TIMER_IDLE_FLUSH_MS (default 50 ms),
 so a SIGKILL after the engine went idle, as SGLang's shutdown is, loses none of them; one
 that lands while cycles still run can lose the untimed or off cycles since the last write.
