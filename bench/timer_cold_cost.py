@@ -77,50 +77,33 @@ def make_scrub(n_funcs, n_objects, per_gap, seed=7):
     return scrub
 
 
+# SGLang v2's decode cycle: (API function, args, kwargs), in call order
+STEPS = (
+    [("cycle_begin", (), {"kind": "decode", "batch_size": 32})]
+    + [step for name in PHASES for step in (("begin", (name,), {}), ("end", (name,), {}))]
+    + [
+        ("begin", ("draft_extend_after_decode",), {}),
+        ("begin", ("draft_extend_forward",), {"graph": True}),
+        ("end", ("draft_extend_forward",), {}),
+        ("end", ("draft_extend_after_decode",), {}),
+        ("note", (), {"verify_graph": True}),
+        ("cycle_end", (), {"tokens": 3}),
+    ]
+)
+CALLS = len(STEPS)
+
+
 def cycle(pt, gap):
-    """One SGLang-v2-shaped cycle; returns the ns spent inside timer calls."""
+    """One SGLang-v2-shaped cycle, `gap` run after every call; returns the ns spent inside
+    timer calls (each looked up on the module at its call: the runtime rebinds them)."""
     spent = 0
-    t = _perf()
-    pt.cycle_begin(kind="decode", batch_size=32)
-    spent += _perf() - t
-    for name in PHASES:
-        gap()
+    for name, args, kwargs in STEPS:
+        fn = getattr(pt, name)
         t = _perf()
-        pt.begin(name)
+        fn(*args, **kwargs)
         spent += _perf() - t
         gap()
-        t = _perf()
-        pt.end(name)
-        spent += _perf() - t
-    gap()
-    t = _perf()
-    pt.begin("draft_extend_after_decode")
-    spent += _perf() - t
-    gap()
-    t = _perf()
-    pt.begin("draft_extend_forward", graph=True)
-    spent += _perf() - t
-    gap()
-    t = _perf()
-    pt.end("draft_extend_forward")
-    spent += _perf() - t
-    gap()
-    t = _perf()
-    pt.end("draft_extend_after_decode")
-    spent += _perf() - t
-    gap()
-    t = _perf()
-    pt.note(verify_graph=True)
-    spent += _perf() - t
-    gap()
-    t = _perf()
-    pt.cycle_end(tokens=3)
-    spent += _perf() - t
-    gap()
     return spent
-
-
-CALLS = 2 + 2 * len(PHASES) + 4 + 1  # cycle_begin/end, the phases, the nested pair, note
 
 
 def configure(pt, mode, directory):
