@@ -99,19 +99,7 @@ def options_from(settings) -> Options:
 def run_program(
     compiled: Compiled, transport: Transport, op: str, opts: Options, phase: str = "all"
 ) -> tuple[Answer, int, float, int]:
-    program = build_program(
-        compiled,
-        op,
-        transport.root,
-        layout=opts.layout,
-        force=opts.force,
-        phase=phase,
-        keep_journal=opts.keep_journal,
-    )
-    result = transport.run(program, timeout=opts.timeout)
-    answer = parse_answer(result.stdout)
-    if "retry single" in answer.flags:
-        # A pinned file ends without a newline that no hunk shows: redo with one sed per file.
+    def run_once(single: bool):
         program = build_program(
             compiled,
             op,
@@ -119,11 +107,16 @@ def run_program(
             layout=opts.layout,
             force=opts.force,
             phase=phase,
-            single=True,
+            single=single,
             keep_journal=opts.keep_journal,
         )
         result = transport.run(program, timeout=opts.timeout)
-        answer = parse_answer(result.stdout)
+        return result, parse_answer(result.stdout), len(program)
+
+    result, answer, size = run_once(single=False)
+    if "retry single" in answer.flags:
+        # A pinned file ends without a newline that no hunk shows: redo with one sed per file.
+        result, answer, size = run_once(single=True)
     rc = result.returncode
     # exit 1 is the program's own "refused" only when it answered; a wrapper that failed before
     # the program ran (no such container, pod not found: exit 1) answers nothing but stderr
@@ -135,7 +128,7 @@ def run_program(
                 f"the target program failed (exit {rc})" + (f": {' | '.join(tail)}" if tail else ""),
             )
         )
-    return answer, rc, result.elapsed, len(program)
+    return answer, rc, result.elapsed, size
 
 
 def run_on(
