@@ -33,21 +33,14 @@ def _num(value, fmt="{:.1f}") -> str:
 HEAD = ("phase", "count", "dev mean", "dev p50", "dev p99", "host mean", "host p50", "host p99", "share")
 
 
+def _time_columns(dev, host) -> tuple:
+    """mean, p50 and p99 of the device time, then of the host time."""
+    return tuple(_ms(stats, key) for stats in (dev, host) for key in ("mean", "p50", "p99"))
+
+
 def _rows(label: str, cycle: dict, phases: list[dict]) -> list[tuple]:
     dev, host = _gated(cycle["dev_ms"]), _gated(cycle["host_ms"])
-    rows = [
-        (
-            label,
-            str(cycle["count"]),
-            _ms(dev, "mean"),
-            _ms(dev, "p50"),
-            _ms(dev, "p99"),
-            _ms(host, "mean"),
-            _ms(host, "p50"),
-            _ms(host, "p99"),
-            "100.0%" if cycle["count"] else "-",
-        )
-    ]
+    rows = [(label, str(cycle["count"]), *_time_columns(dev, host), "100.0%" if cycle["count"] else "-")]
     for e in phases:
         name = "  " * (e["depth"] + 1) + e["name"]
         if e["graph"]:
@@ -60,12 +53,7 @@ def _rows(label: str, cycle: dict, phases: list[dict]) -> list[tuple]:
             (
                 name,
                 str(e["count"]),
-                _ms(dev, "mean"),
-                _ms(dev, "p50"),
-                _ms(dev, "p99"),
-                _ms(host, "mean"),
-                _ms(host, "p50"),
-                _ms(host, "p99"),
+                *_time_columns(dev, host),
                 _pct(e["share_of_cycle"]),
             )
         )
