@@ -751,19 +751,28 @@ def render_e3(doc: dict) -> list[str]:
                     f"| {fmt((old.get('shares') or {}).get(p['name']) if top else None, '{:.1f} %')} "
                     f"| {fmt((old.get('median_ms') or {}).get(p['name']) if top else None, '{:.3f}')} |"
                 )
-        ov = r.get("overhead")
-        if ov:
-            iqr = ov.get("iqr_pct") or [None, None]
-            out += [
-                "",
-                f"Timer overhead, paired inside this server (PATCHKIT_TIMER_AB="
-                f"{ov.get('ab_cycles')}): median {fmt(ov.get('median_pct'), '{:+.2f}')} % of the "
-                f"cycle period (IQR {fmt(iqr[0], '{:+.2f}')} .. {fmt(iqr[1], '{:+.2f}')} %, "
-                f"{ov.get('pairs')} pairs).",
-            ]
+        if r.get("overhead"):
+            out += ["", overhead_sentence(r["overhead"])]
         if r.get("chart"):
             out += ["", f"![phases, {r['label']}]({r['chart']})"]
     return out
+
+
+def overhead_sentence(ov: dict) -> str:
+    """A run's paired in-server timer overhead (summary.json `overhead`) in one sentence."""
+    iqr = ov.get("iqr_pct") or [None, None]
+    periods = ""
+    if ov.get("timed_period_ms") is not None:
+        periods = (
+            f"; {fmt(ov.get('timed_period_ms'), '{:.3f}')} ms timed vs "
+            f"{fmt(ov.get('off_period_ms'), '{:.3f}')} ms off"
+        )
+    return (
+        f"Timer overhead, paired inside this server (PATCHKIT_TIMER_AB="
+        f"{ov.get('ab_cycles')}): median {fmt(ov.get('median_pct'), '{:+.2f}')} % of the "
+        f"cycle period (IQR {fmt(iqr[0], '{:+.2f}')} .. {fmt(iqr[1], '{:+.2f}')} %, "
+        f"{ov.get('pairs')} pairs{periods})."
+    )
 
 
 def verdict_lines(info: dict) -> list[str]:
@@ -955,17 +964,8 @@ def render_md(doc: dict) -> str:
                 "Outside any cycle (CUDA-graph warm-up and capture passes): "
                 + ", ".join(f"{k} x{v}" for k, v in sorted(r["outside_cycles"].items()))
             )
-        ov = r.get("overhead")
-        if ov:
-            iqr = ov.get("iqr_pct") or [None, None]
-            out += [
-                "",
-                f"Timer overhead, paired inside this server (PATCHKIT_TIMER_AB="
-                f"{ov.get('ab_cycles')}): median {fmt(ov.get('median_pct'), '{:+.2f}')} % of the "
-                f"cycle period (IQR {fmt(iqr[0], '{:+.2f}')} .. {fmt(iqr[1], '{:+.2f}')} %, "
-                f"{ov.get('pairs')} pairs; {fmt(ov.get('timed_period_ms'), '{:.3f}')} ms timed vs "
-                f"{fmt(ov.get('off_period_ms'), '{:.3f}')} ms off).",
-            ]
+        if r.get("overhead"):
+            out += ["", overhead_sentence(r["overhead"])]
         if r.get("chart"):
             out += ["", f"![phases, {r['worker']}]({r['chart']})"]
     out += render_e3(doc)
