@@ -140,6 +140,18 @@ def _null_stdio(log_fd=None):
     os.closerange(3, 256)  # the ssh session's pipes must not stay open in a detached job
 
 
+def _read_all(fd):
+    """Everything a pipe carries until its writers close it; the descriptor is closed."""
+    data = b""
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(fd)
+    return data
+
+
 def _exec_job(command, cwd, env, log_path, report_fd):
     try:
         os.setpgid(0, 0)
@@ -177,13 +189,7 @@ def _monitor(directory, name, command, cwd, env, to_launcher):
     os.close(write_fd)
     with open(job_path(directory, name, "pgid"), "w") as fh:
         fh.write("%d\n" % job)
-    problem = b""
-    while True:
-        chunk = os.read(read_fd, 4096)
-        if not chunk:
-            break
-        problem += chunk
-    os.close(read_fd)
+    problem = _read_all(read_fd)
     if problem:
         os.write(to_launcher, json.dumps({"error": problem.decode("utf-8", "replace")}).encode())
     else:
@@ -224,12 +230,7 @@ def cmd_start(directory, name, cwd, env_json, command):
             finally:
                 os._exit(1)
     os.close(write_fd)
-    data = b""
-    while True:
-        chunk = os.read(read_fd, 65536)
-        if not chunk:
-            break
-        data += chunk
+    data = _read_all(read_fd)
     result = json.loads(data.decode() or '{"error": "the monitor died before answering"}')
     if "error" in result:
         fail("could not start %s (%s): %s" % (name, command, result["error"]))
