@@ -5,7 +5,7 @@ decode cycle (the report's definition: mean phase time over mean cycle time, dev
 the run has it) between the full blocks' cycles and the sampled blocks' timed cycles, with a
 bootstrap interval of each difference (resampling cycles).  The first SKIP cycles of each block
 are left out (a cycle next to the other kind of block may feel its neighbour), and so are
-stalls (the report's rule).
+stalls (the report's own rule, patchkit.report.stalls).
 
     python bench/gpu/shares_ab.py TIMING_DIR|PROFILE_OUT_DIR [--skip 2] [--json OUT]
 """
@@ -13,17 +13,13 @@ stalls (the report's rule).
 import argparse
 import json
 import random
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from patchkit.report import load_timing_dir
-
-
-def _cycle_time(c, basis):
-    return c.get("dev_ns") if basis == "dev" else c.get("host_ns")
+from patchkit.report.stalls import find_stalls
 
 
 def timing_folder(path):
@@ -39,28 +35,26 @@ def collect(timing_dir, skip):
     procs = load_timing_dir(timing_folder(timing_dir))
     groups = {"events": [], "sampled": []}
     ab = 0
-    for proc in procs:
+    basis = "device" if all(p.mode in ("events", "sync") for p in procs) else "host"
+    field = "dev_ns" if basis == "device" else "host_ns"
+    _, stalls = find_stalls(procs, basis, [set() for _ in procs])  # the report's own rule
+    for proc, stalled in zip(procs, stalls):
         ab = max(ab, int((proc.header or {}).get("ab_cycles") or 0))
-        basis = "dev" if proc.mode in ("events", "sync") else "host"
         tops = {}
         for p in proc.phases:
             if p.get("cycle") is not None and p.get("depth") == 0:
-                t = p.get("dev_ns") if basis == "dev" else p.get("host_ns")
+                t = p.get(field)
                 if t is not None:
                     tops.setdefault(p["cycle"], {}).setdefault(p["name"], 0)
                     tops[p["cycle"]][p["name"]] += t
         for c in proc.timed_cycles:
             kind = (c.get("attrs") or {}).get("kind", "decode")
-            t = _cycle_time(c, basis)
+            t = c.get(field)
             if kind != "decode" or c.get("ab") not in groups or t is None or not t:
                 continue
-            if ab and c["cycle"] % ab < skip:
+            if (ab and c["cycle"] % ab < skip) or c["cycle"] in stalled:
                 continue
             groups[c["ab"]].append((t, tops.get(c["cycle"], {})))
-    for key, rows in groups.items():  # the report's stall rule, per group
-        if rows:
-            med = statistics.median(t for t, _ in rows)
-            groups[key] = [r for r in rows if not (r[0] > 4 * med and r[0] > med + 10_000_000)]
     return groups, ab
 
 
