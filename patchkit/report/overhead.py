@@ -69,6 +69,7 @@ def paired_overhead(procs, kind: str | None) -> dict | None:
         "median_pct": percentile(pcts, 50),
         "iqr_pct": [percentile(pcts, 25), percentile(pcts, 75)] if pcts else None,
         "mean_pct": sum(pcts) / len(pcts) if pcts else None,
+        "pairs_pct": [round(p, 3) for p in pcts],  # each pair, in cycle order: pool runs with these
         "timed_period_ms": _median(timed_all) / 1e6 if timed_all else None,
         "off_period_ms": _median(off_all) / 1e6 if off_all else None,
         "off_cycles": sum(1 for p in ab_procs for c in p.cycles if c.get("ab") == "off"),
