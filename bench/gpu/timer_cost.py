@@ -4,7 +4,8 @@
 
 Reads what bench/gpu/run_h200.sh's stages left per run (copied into callN/RUN/: summary.json,
 table.txt, diag.json, shares_ab.json, trace_summary.json, timing_records.json,
-sglang_decode_batches.txt; callN/run.log).  Every figure printed is read from those files.
+sglang_decode_batches.txt, ab_pairs.json from bench/gpu/ab_pairs.py; callN/run.log).
+Every figure printed is read from those files.
 """
 
 import argparse
