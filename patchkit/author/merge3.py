@@ -38,7 +38,14 @@ import tempfile
 from dataclasses import dataclass
 
 from patchkit.author.pystructure import compile_problem, spots
-from patchkit.author.relocate import Line, Placement, apply_placements, join_lines, split_lines
+from patchkit.author.relocate import (
+    Line,
+    Placement,
+    apply_placements,
+    join_lines,
+    next_start,
+    split_lines,
+)
 from patchkit.engine.diffparse import DiffLine, Hunk
 from patchkit.errors import Refused
 
@@ -470,12 +477,7 @@ def merge_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
                 prev_end = p.end
             continue
         m = found[i]
-        later = [
-            q.start if q.ok else found[j].lo
-            for j, q in enumerate(placements)
-            if j > i and (q.ok or j in found)
-        ]
-        nxt = min(later) if later else len(new)
+        nxt = next_start(placements, i, found, lambda f: f.lo, len(new))
         if m.lo < prev_end or m.hi > nxt:
             p.reason = (
                 f"{p.reason}; 3-way merge: its merged place (line {m.lo + 1}) is not "

@@ -98,6 +98,17 @@ class Placement:
         return self.index + sum(1 for ln in self.lines if ln.tag != "+")
 
 
+def next_start(placements: list[Placement], i: int, pending: dict, start_of, total: int) -> int:
+    """The first line taken by a hunk after hunk i: a placed one's start, or for a hunk about to
+    be placed (its key in `pending`) start_of(pending[j]); `total` when none follows."""
+    later = [
+        q.start if q.ok else start_of(pending[j])
+        for j, q in enumerate(placements)
+        if j > i and (q.ok or j in pending)
+    ]
+    return min(later) if later else total
+
+
 def best_partial_matches(lines: list[Line], block: list[Line], limit: int = 3) -> list[Candidate]:
     """Starts where at least half of the block lines up with the text, best first."""
     n = len(block)

@@ -27,7 +27,7 @@ import ast
 
 from patchkit.author import timerplace
 from patchkit.author.pystructure import compile_problem
-from patchkit.author.relocate import Line, Placement, apply_placements, join_lines
+from patchkit.author.relocate import Line, Placement, apply_placements, join_lines, next_start
 from patchkit.engine.diffparse import DiffLine, Hunk
 
 CONTEXT = 3
@@ -281,12 +281,7 @@ def _fit(new: list[Line], placements: list[Placement], found: dict, refuse) -> N
             continue
         lines, how = found[i]
         lo, hi = lines[0][0], lines[-1][0]
-        later = [
-            q.start if q.ok else found[j][0][0][0]
-            for j, q in enumerate(placements)
-            if j > i and (q.ok or j in found)
-        ]
-        nxt = min(later) if later else len(new)
+        nxt = next_start(placements, i, found, lambda f: f[0][0][0], len(new))
         if lo < prev_end or hi > nxt:
             refuse(
                 [i],
@@ -306,7 +301,7 @@ def _fit(new: list[Line], placements: list[Placement], found: dict, refuse) -> N
             cursor = at
         body += [DiffLine(" ", t, e, 0) for t, e in new[hi : hi + trail]]
         p.index, p.lines, p.structural = lo - lead, body, how
-        prev_end = p.index + sum(1 for ln in body if ln.tag != "+")
+        prev_end = p.end
 
 
 __all__ = ["eligible", "order_problem", "place_unplaced", "prefer_side", "timer_sequences"]
