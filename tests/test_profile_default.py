@@ -25,6 +25,7 @@ pytest.importorskip("huggingface_hub", reason="transformers' dependencies: the p
 from patchkit import ops
 from patchkit.profile import ensure_site, run_default
 from patchkit.profile.site import DEFAULT_SERIES, site_state
+from support.cli import invoke
 from upstream_fixtures import REPO, default_wheelhouse
 
 PHASE_TIMER = "transformers/generation/phase_timer.py"
@@ -294,24 +295,17 @@ def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
 
 def test_cli_with_a_relative_out_dir(site, tmp_path):
     """As users type it: `invoke profile.run` from another folder, output folder relative to it."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "invoke",
-            "-r",
-            str(REPO),
-            "profile.run",
-            "--size",
-            "ci",
-            "--site",
-            str(site),
-            "--out",
-            "rel-out",
-        ],
+    proc = invoke(
+        "-r",
+        str(REPO),
+        "profile.run",
+        "--size",
+        "ci",
+        "--site",
+        str(site),
+        "--out",
+        "rel-out",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

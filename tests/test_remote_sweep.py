@@ -25,6 +25,7 @@ from patchkit.profile.remote.server_args import (
     split_words,
 )
 from patchkit.profile.remote.sweep import render_sweep, run_remote_sweep
+from support.cli import invoke
 from test_profile_remote import (
     REPO,
     assert_cleaned,
@@ -278,26 +279,19 @@ def test_sweep_with_baseline_through_invoke(tmp_path, sshd, tree):
     )
     config = tmp_path / "site.yaml"
     config.write_text(json.dumps({"patchkit": {"profile": {"remote": given}}}))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "invoke",
-            "-r",
-            str(REPO),
-            "-f",
-            str(config),
-            "profile.remote",
-            "--baseline",
-            "--matrix",
-            "speculative-num-steps=2,0,3;env:NCCL_PROTO=LL,Simple",
-            "--repeat",
-            "1",
-            "--no-warmup",
-        ],
+    proc = invoke(
+        "-r",
+        str(REPO),
+        "-f",
+        str(config),
+        "profile.remote",
+        "--baseline",
+        "--matrix",
+        "speculative-num-steps=2,0,3;env:NCCL_PROTO=LL,Simple",
+        "--repeat",
+        "1",
+        "--no-warmup",
         cwd=str(tmp_path),
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr + proc.stdout

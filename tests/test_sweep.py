@@ -18,6 +18,7 @@ from patchkit.errors import InvalidInput
 from patchkit.profile import ensure_site, parse_matrix, run_sweep
 from patchkit.profile.site import DEFAULT_SERIES
 from patchkit.profile.sweep import expand, render
+from support.cli import invoke
 from upstream_fixtures import default_wheelhouse
 
 
@@ -215,32 +216,23 @@ def test_repeated_sweep_rotates_warms_up_and_gives_a_verdict(site, tmp_path):
 
 def test_cli_repeat_and_no_warmup_reach_the_sweep(tmp_path):
     """invoke profile.sweep passes --repeat through (a bad one: exit 2, nothing made)."""
-    import subprocess
-    import sys
 
     from upstream_fixtures import REPO
 
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "invoke",
-            "-r",
-            str(REPO),
-            "profile.sweep",
-            "--repeat",
-            "0",
-            "--no-warmup",
-            "--size",
-            "ci",
-            "--site",
-            str(tmp_path / "no-site"),
-            "--out",
-            str(tmp_path / "out"),
-        ],
+    proc = invoke(
+        "-r",
+        str(REPO),
+        "profile.sweep",
+        "--repeat",
+        "0",
+        "--no-warmup",
+        "--size",
+        "ci",
+        "--site",
+        str(tmp_path / "no-site"),
+        "--out",
+        str(tmp_path / "out"),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert proc.returncode == 2 and "--repeat '0': a whole number" in proc.stderr

@@ -377,22 +377,15 @@ def test_disk_full_is_refused_and_leaves_nothing(tmp_path):
 
 def test_relative_series_and_target_are_taken_from_where_invoke_runs(tmp_path, target):
     series = series_with(tmp_path, GOOD)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "invoke",
-            "-r",
-            str(REPO),
-            "patch.apply",
-            "--series",
-            series.name,
-            "--target",
-            target.name,
-        ],
+    proc = invoke(
+        "-r",
+        str(REPO),
+        "patch.apply",
+        "--series",
+        series.name,
+        "--target",
+        target.name,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "wrote: pkg/m.py" in proc.stdout
