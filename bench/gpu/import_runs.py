@@ -1,0 +1,110 @@
+"""Copy the small files of the H200 timer-cost runs into bench/results/timer_cost_h200/callN/.
+
+    python bench/gpu/import_runs.py WORK_OR_RUNS_TGZ bench/results/timer_cost_h200/callN [--log run.log]
+
+WORK_OR_RUNS_TGZ is run_h200.sh's $WORK folder or the runs.tgz its `pack` stage wrote. For every
+run folder NAME/STAMP/ that has a summary.json it writes callN/NAME/: summary.json, table.txt
+and what the stage added (diag.json, shares_ab.json, the trace's trace_summary.json), plus
+  timing_records.json      decode/prefill cycle records, timed cycles (dev records), whether the
+                           cycle numbers run without a gap and whether the exit stats line is there
+  sglang_decode_batches.txt  SGLang's own "Decode batch" log lines of the server (node0)
+  ab_pairs.json            every A/B pair of the run (bench/gpu/ab_pairs.py)
+bench/gpu/timer_cost.py then builds the page from callN/.
+"""
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+SMALL = ("summary.json", "table.txt", "diag.json", "shares_ab.json")
+
+
+def timing_records(run):
+    cycles, timed, stats, kinds = [], 0, False, {}
+    for path in sorted(run.glob("timing/phase-timing.*.jsonl")):
+        with path.open() as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line of a SIGKILLed process
+                kind = rec.get("kind")
+                if kind == "cycle":
+                    cycles.append(rec["cycle"])
+                    k = (rec.get("attrs") or {}).get("kind")
+                    kinds[k] = kinds.get(k, 0) + 1
+                elif kind == "dev":
+                    timed += 1
+                elif kind == "stats":
+                    stats = True
+    ordered = sorted(cycles)
+    return {
+        "decode_cycles": kinds.get("decode", 0),
+        "prefill_cycles": kinds.get("prefill", 0),
+        "timed_cycles": timed,
+        "contiguous": bool(ordered) and ordered == list(range(ordered[0], ordered[0] + len(ordered))),
+        "exit_stats": stats,
+    }
+
+
+def decode_batches(run):
+    log = run / "node0" / "server.log"
+    if not log.is_file():
+        return None
+    with log.open(errors="replace") as f:
+        return sum(1 for line in f if "Decode batch" in line)
+
+
+def import_run(run, dest):
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in SMALL:
+        if (run / name).is_file():
+            shutil.copy2(run / name, dest / name)
+    prof = run.parent.parent / (run.parent.name + ".prof") / "trace_summary.json"
+    if prof.is_file():
+        shutil.copy2(prof, dest / "trace_summary.json")
+    (dest / "timing_records.json").write_text(json.dumps(timing_records(run)) + "\n")
+    n = decode_batches(run)
+    if n is not None:
+        (dest / "sglang_decode_batches.txt").write_text("%d\n" % n)
+    here = Path(__file__).resolve().parent
+    rc = subprocess.call(
+        [sys.executable, str(here / "ab_pairs.py"), str(run), str(dest / "ab_pairs.json")],
+        stdout=subprocess.DEVNULL,
+    )
+    if rc:
+        (dest / "ab_pairs.json").unlink(missing_ok=True)  # no A/B blocks in that run
+    return dest
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("source", type=Path, help="$WORK of run_h200.sh or its runs.tgz")
+    ap.add_argument("dest", type=Path, help="bench/results/timer_cost_h200/callN")
+    ap.add_argument("--log", type=Path, help="the call's run.log, copied as callN/run.log")
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = a.source
+        if a.source.is_file():
+            with tarfile.open(a.source) as tar:
+                tar.extractall(tmp, filter="data")
+            root = Path(tmp)
+        runs = sorted(p.parent for p in root.glob("*/*/summary.json"))
+        if not runs:
+            print("import_runs: no NAME/STAMP/summary.json under %s" % a.source, file=sys.stderr)
+            return 1
+        for run in runs:
+            out = import_run(run, a.dest / run.parent.name)
+            print("%s -> %s" % (run.relative_to(root), out))
+    if a.log:
+        shutil.copy2(a.log, a.dest / "run.log")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
