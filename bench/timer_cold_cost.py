@@ -12,6 +12,7 @@ a token count) runs hot (no scrub) and cold, rounds interleaved, per mode:
   ab-off       an off block of PATCHKIT_TIMER_AB (cycle host times only)
   events*      events mode with a stand-in event class (the Python side of events mode)
   events*/16   PATCHKIT_TIMER_SAMPLE=16
+  events*+rb8  (--modes) timed cycles resolved and written 8 at a time (PATCHKIT_TIMER_RESOLVE_BATCH)
 With --baseline REV (a git revision or a file) the same modes also run through that runtime,
 interleaved with this one ("mode (before)" rows).
 The CUDA driver's own cold cost (event record, elapsed_time) is not in it: a GPU host measures
@@ -108,6 +109,11 @@ def cycle(pt, gap):
 
 def configure(pt, mode, directory):
     pt.shutdown()
+    mode, _, batch = mode.partition("+rb")  # events*+rb8: PATCHKIT_TIMER_RESOLVE_BATCH=8
+    if batch:
+        os.environ["PATCHKIT_TIMER_RESOLVE_BATCH"] = batch
+    else:
+        os.environ.pop("PATCHKIT_TIMER_RESOLVE_BATCH", None)
     if mode == "off":
         pt.configure(mode="off", directory=directory)
     elif mode == "ab-off":
@@ -126,12 +132,17 @@ def main(argv=None):
     ap.add_argument("--funcs", type=int, default=4000)
     ap.add_argument("--objects", type=int, default=200_000)
     ap.add_argument("--baseline", default=None, help="also run this revision's (or file's) runtime")
+    ap.add_argument(
+        "--modes",
+        default="off,ab-off,events*,events*/16",
+        help="comma-separated; events*+rbN also resolves timed cycles N at a time (PATCHKIT_TIMER_RESOLVE_BATCH)",
+    )
     a = ap.parse_args(argv)
     install_stand_in_torch()
     os.environ.pop("PATCHKIT_TIMER", None)
     runtimes = {"": load_runtime(RUNTIME, "phase_timer_cold")}
     scrub = make_scrub(a.funcs, a.objects, a.scrub)
-    base_modes = ["off", "ab-off", "events*", "events*/16"]
+    base_modes = a.modes.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         if a.baseline:
             before = baseline_runtime(a.baseline, Path(tmp))
@@ -165,7 +176,7 @@ def main(argv=None):
     print(
         "  mode                   hot us/cycle  cold us/cycle  cold/hot  cold ns/call  cold minus off, us/cycle"
     )
-    off_cold = statistics.median(res[("off", "", "cold")])
+    off_cold = statistics.median(res[("off", "", "cold")]) if "off" in base_modes else 0
     for m, tag in sorted(modes, key=lambda mt: (base_modes.index(mt[0]), mt[1])):
         hot, cold = statistics.median(res[(m, tag, "hot")]), statistics.median(res[(m, tag, "cold")])
         print(

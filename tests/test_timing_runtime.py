@@ -851,3 +851,52 @@ print("SAME")
     )
     assert res.returncode == 0, res.stderr
     assert "SAME" in res.stdout
+
+
+def test_resolve_batch_reads_and_writes_timed_cycles_n_at_a_time(runtime_dir, fake_torch, tmp_path):
+    """PATCHKIT_TIMER_RESOLVE_BATCH=4: device times are read, and lines written, at every 4th
+    timed cycle; in between a cycle's lines wait (the idle flusher writes them after
+    PATCHKIT_TIMER_IDLE_FLUSH_MS); at exit every cycle has its dev record."""
+    out = tmp_path / "out"
+    res = run_script(
+        runtime_dir,
+        with_fake_torch(
+            fake_torch,
+            """
+import glob, json, os, time
+import phase_timer as _pt
+_pt.configure()
+seen = []
+for i in range(10):
+    _pt.cycle_begin(kind="decode")
+    _pt.begin("verify"); time.sleep(0.001); _pt.end("verify")
+    _pt.cycle_end()
+    path = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
+    recs = [json.loads(l) for l in open(path[0])] if path else []
+    seen.append(([r["cycle"] for r in recs if r["kind"] == "cycle"],
+                 [r["cycle"] for r in recs if r["kind"] == "dev"], _pt._timer.counts["writes"]))
+time.sleep(0.8)  # the idle flusher writes what waits (host lines; reading events is this thread's)
+(path,) = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
+idle = [json.loads(l) for l in open(path)]
+print("SEEN", json.dumps(seen))
+print("IDLE", json.dumps([r["cycle"] for r in idle if r["kind"] == "cycle"]))
+""",
+            LAG_NS=0,
+        ),
+        env={"PATCHKIT_TIMER_RESOLVE_BATCH": "4", "PATCHKIT_TIMER_IDLE_FLUSH_MS": "200"},
+        out_dir=out,
+    )
+    assert res.returncode == 0, res.stderr
+    seen = json.loads(res.stdout.split("SEEN")[1].split("IDLE")[0])
+    # cycle 0 is written at once (the first write opens the file and starts the flusher);
+    # after that the GPU is never behind here, so every 4th cycle reads and writes all
+    for i, (cycles, devs, _writes) in enumerate(seen):
+        if (i + 1) % 4 == 0:
+            assert cycles == list(range(i + 1)) and devs == list(range(i + 1)), (i, cycles, devs)
+        elif i > 0:
+            assert len(devs) <= i - (i + 1) % 4 + 1 and i not in devs, (i, devs)
+    assert seen[-1][2] <= 4  # writes: the first cycle's, cycles 3 and 7, not one per cycle
+    assert json.loads(res.stdout.split("IDLE")[1]) == list(range(10))
+    (recs,) = read_records(out).values()
+    assert sorted(r["cycle"] for r in recs if r["kind"] == "dev") == list(range(10))
+    assert sorted(r["cycle"] for r in recs if r["kind"] == "cycle") == list(range(10))

@@ -1,6 +1,6 @@
 """Copy the small files of the H200 timer-cost runs into bench/results/timer_cost_h200/callN/.
 
-    python bench/gpu/import_runs.py WORK_OR_RUNS_TGZ bench/results/timer_cost_h200/callN [--log run.log]
+    python bench/gpu/import_runs.py WORK_OR_RUNS_TGZ bench/results/timer_cost_h200/callN [--log run.log] [--runtime REV]
 
 WORK_OR_RUNS_TGZ is run_h200.sh's $WORK folder or the runs.tgz its `pack` stage wrote. For every
 run folder NAME/STAMP/ that has a summary.json it writes callN/NAME/: summary.json, table.txt
@@ -87,6 +87,9 @@ def main(argv=None):
     ap.add_argument("source", type=Path, help="$WORK of run_h200.sh or its runs.tgz")
     ap.add_argument("dest", type=Path, help="bench/results/timer_cost_h200/callN")
     ap.add_argument("--log", type=Path, help="the call's run.log, copied as callN/run.log")
+    ap.add_argument(
+        "--runtime", help="the timer runtime the call measured (a commit), kept in callN/runtime.txt"
+    )
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         root = a.source
@@ -98,11 +101,22 @@ def main(argv=None):
         if not runs:
             print("import_runs: no NAME/STAMP/summary.json under %s" % a.source, file=sys.stderr)
             return 1
+        stamps = {}
         for run in runs:
-            out = import_run(run, a.dest / run.parent.name)
+            stamps.setdefault(run.parent.name, []).append(run)
+        for run in runs:
+            # a stage that ran twice in one call: NAME-STAMP for each
+            name = (
+                run.parent.name
+                if len(stamps[run.parent.name]) == 1
+                else "%s-%s" % (run.parent.name, run.name)
+            )
+            out = import_run(run, a.dest / name)
             print("%s -> %s" % (run.relative_to(root), out))
     if a.log:
         shutil.copy2(a.log, a.dest / "run.log")
+    if a.runtime:
+        (a.dest / "runtime.txt").write_text(a.runtime + "\n")
     return 0
 
 

@@ -33,7 +33,9 @@
 #   tp2      (two GPUs) --tp 2: every rank timed, rank skew, NCCL_PROTO x NCCL_ALGO sweep
 #   diag     where the timer's cost goes: v1 and v2, every cycle timed, A/B, bench/gpu/diag/
 #   trace    /start_profile on a patched v2 server: phase ranges in SGLang's trace (trace_nvtx: NVTX on)
-#   ovh16    the default sampling's paired overhead, v2 and v1 (ovh1: every cycle timed)
+#   ovh16    the default sampling's paired overhead, v2 and v1 (ovh1: every cycle timed; ovh16b:
+#            one more v2 server at 1 in 16; ovh32: v2 and v1 at 1 in 32; ovh1rb: v2, every cycle,
+#            PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8})
 #   shares   full and sampled timing side by side in one v2 server (PATCHKIT_TIMER_AB_B=sample)
 #   cudatests  pytest of the runtime and report (their CUDA-only tests run here)
 #   pack     $OUT/runs.tgz of the raw folders only (no collect)
@@ -295,6 +297,17 @@ stage_ovh1() {
   ovh_one ovh1_v2 1 --server "$SERVER $SPEC" || rc=1
   ovh_one ovh1_v1 1 --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
   return $rc
+}
+stage_ovh16b() { ovh_one ovh16b_v2 16 --server "$SERVER $SPEC"; }  # one more v2 server at the default
+stage_ovh32() {
+  local rc=0
+  ovh_one ovh32_v2 32 --server "$SERVER $SPEC" || rc=1
+  ovh_one ovh32_v1 32 --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
+  return $rc
+}
+# every cycle timed, device times read and written RESOLVE_BATCH (8) timed cycles at a time
+stage_ovh1rb() {
+  ovh_one ovh1rb_v2 1 --server "$SERVER $SPEC" --env PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8}
 }
 stage_shares() {
   if [ "$(left)" -lt $(( SRV_S + 40 )) ]; then say "shares: skipped, only $(left)s left"; return 1; fi

@@ -35,11 +35,29 @@ def _load(path):
 
 def runs(root):
     out = []
-    for call in sorted(root.glob("call*")):
+    for call in sorted(root.glob("call*"), key=lambda p: int(p.name[4:]) if p.name[4:].isdigit() else 0):
         for run in sorted(call.iterdir()):
             if run.is_dir():
                 out.append((call.name, run.name, run))
     return out
+
+
+def runtime_of(run):
+    """The runtime a call measured: callN/runtime.txt (its first line), written at import."""
+    f = run.parent / "runtime.txt"
+    return f.read_text().splitlines()[0].strip() if f.is_file() else "?"
+
+
+def variant_of(summary):
+    """The runtime knobs a server ran with beyond the mode and the A/B blocks, e.g.
+    PATCHKIT_TIMER_RESOLVE_BATCH=8 ('' for the defaults)."""
+    env = ((summary or {}).get("meta") or {}).get("server environment") or ""
+    knobs = [
+        kv
+        for kv in env.split()
+        if kv.startswith("PATCHKIT_TIMER_") and not kv.startswith("PATCHKIT_TIMER_AB=")
+    ]
+    return " ".join(knobs)
 
 
 def sampling_label(every):
@@ -47,7 +65,7 @@ def sampling_label(every):
 
 
 def worker_of(name):
-    return "v1" if name.endswith("v1") else "v2"
+    return "v1" if name.endswith("v1") or "_v1-" in name else "v2"
 
 
 def overhead_rows(root):
@@ -62,6 +80,8 @@ def overhead_rows(root):
             {
                 "call": call,
                 "run": name,
+                "runtime": runtime_of(run),
+                "variant": variant_of(s),
                 "worker": worker_of(name),
                 "sample": every,
                 "monitor": name.startswith("diag"),
@@ -75,7 +95,7 @@ def overhead_rows(root):
                 "window_cycles": samp.get("cycles"),
             }
         )
-    rows.sort(key=lambda r: (r["monitor"], -r["sample"], r["worker"] != "v2", r["call"]))
+    rows.sort(key=lambda r: (r["monitor"], -r["sample"], r["worker"] != "v2", r["variant"], r["call"]))
     return rows
 
 
@@ -89,20 +109,27 @@ def pooled(root):
         if not doc or not s or name.startswith("diag"):
             continue
         every = (s.get("sampling") or {}).get("every", 1)
-        key = (worker_of(name), every)
+        key = (runtime_of(run), worker_of(name), every, variant_of(s))
         g = groups.setdefault(key, {"servers": [], "pairs": []})
         g["servers"].append("%s/%s" % (call, name))
         g["pairs"] += doc["pairs_pct"]
     rng = random.Random(1)
     out = []
-    for (worker, every), g in sorted(groups.items(), key=lambda kv: (-kv[0][1], kv[0][0] != "v2")):
+    order = {}
+    for _call, _name, run in runs(root):
+        order.setdefault(runtime_of(run), len(order))
+    for (runtime, worker, every, variant), g in sorted(
+        groups.items(), key=lambda kv: (-kv[0][2], kv[0][1] != "v2", kv[0][3], order[kv[0][0]])
+    ):
         ps = g["pairs"]
         meds = sorted(statistics.median([rng.choice(ps) for _ in ps]) for _ in range(2000))
         means = sorted(statistics.fmean([rng.choice(ps) for _ in ps]) for _ in range(2000))
         out.append(
             {
+                "runtime": runtime,
                 "worker": worker,
                 "sample": every,
+                "variant": variant,
                 "servers": g["servers"],
                 "pairs": len(ps),
                 "median_pct": round(statistics.median(ps), 2),
@@ -143,7 +170,9 @@ def main(argv=None):
             doc["traces"]["%s/%s" % (call, name)] = t
         sh = _load(run / "shares_ab.json")
         if sh:
-            doc["shares"] = dict(run="%s/%s" % (call, name), **sh)
+            doc.setdefault("shares", []).append(
+                dict(run="%s/%s" % (call, name), runtime=runtime_of(run), **sh)
+            )
     md = ["# The timer's cost on the H200 (issue 19)", ""]
     md += [
         "Real SGLang 0.5.12 on one H200, the harness's tiny models (`bench/gpu/make_models.py`: host-bound",
@@ -153,19 +182,24 @@ def main(argv=None):
         "blocks of the timed block's median cycle period against the next off block's, IQR over the pairs.",
         "One server per row; servers differ from each other by more than the figures below (tok/s column), so",
         "every comparison here is inside one server. Rerun: `bash bench/gpu/run_h200.sh setup models ovh16",
-        "shares ovh1 pack` (and `diag`, `diagv2`, `trace`, `trace_stack`, `trace_nvtx`); then this script.",
+        "shares ovh1 pack` (and `diag`, `diagv2`, `trace`, `trace_stack`, `trace_nvtx`), then",
+        "`bench/gpu/import_runs.py runs.tgz bench/results/timer_cost_h200/callN --runtime REV`, then this script.",
+        "runtime: the timer runtime a call measured (callN/runtime.txt); knobs: the server's PATCHKIT_TIMER_*",
+        "settings beyond the mode and the A/B blocks.",
         "",
         "## Paired overhead by worker and sampling",
         "",
-        "| worker | sample | server | tok/s | overhead, median | IQR | pairs | timed / off period ms | timed cycles in window |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| worker | sample | runtime | knobs | server | tok/s | overhead, median | IQR | pairs | timed / off period ms | timed cycles in window |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["overhead"]:
         md.append(
-            "| %s | %s | %s/%s%s | %s | %+.2f %% | %+.2f .. %+.2f %% | %d | %.3f / %.3f | %s of %s |"
+            "| %s | %s | %s | %s | %s/%s%s | %s | %+.2f %% | %+.2f .. %+.2f %% | %d | %.3f / %.3f | %s of %s |"
             % (
                 r["worker"],
                 sampling_label(r["sample"]),
+                r["runtime"],
+                r["variant"] or "-",
                 r["call"],
                 r["run"],
                 " (diag monitor on)" if r["monitor"] else "",
@@ -185,15 +219,17 @@ def main(argv=None):
         "Pooled over every server of a row kind and over the whole run (warm-up pass and measured window,",
         "the same load), 95 % bootstrap intervals:",
         "",
-        "| worker | sample | servers | pairs | median | 95 % interval | mean | 95 % interval |",
-        "|---|---|---|---|---|---|---|---|",
+        "| worker | sample | runtime | knobs | servers | pairs | median | 95 % interval | mean | 95 % interval |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["pooled"]:
         md.append(
-            "| %s | %s | %d | %d | %+.2f %% | %+.2f .. %+.2f | %+.2f %% | %+.2f .. %+.2f |"
+            "| %s | %s | %s | %s | %d | %d | %+.2f %% | %+.2f .. %+.2f | %+.2f %% | %+.2f .. %+.2f |"
             % (
                 r["worker"],
                 sampling_label(r["sample"]),
+                r["runtime"],
+                r["variant"] or "-",
                 len(r["servers"]),
                 r["pairs"],
                 r["median_pct"],
@@ -256,17 +292,17 @@ def main(argv=None):
                     ", ".join("%s %.1f us" % (k, v) for k, v in fns.items() if k != "cycles"),
                 )
             )
-    sh = doc.get("shares")
-    if sh:
+    for sh in doc.get("shares", []):
         md += [
             "",
             "## Full against sampled timing in one server (`PATCHKIT_TIMER_AB_B=sample`, `bench/gpu/shares_ab.py`)",
             "",
-            "Blocks of %d cycles alternate every cycle timed and 1 in 16 timed; top-level shares of the decode"
-            % sh["ab_cycles"],
-            "cycle's device time from %d full cycles against %d sampled timed cycles (the first %d cycles of each"
-            % (sh["full_cycles"], sh["sampled_timed_cycles"], sh["skip"]),
-            "block left out), 95 %% bootstrap interval of each difference. Server: %s." % sh["run"],
+            "Server %s (runtime %s). Blocks of %d cycles alternate every cycle timed and 1 in 16 timed;"
+            % (sh["run"], sh["runtime"], sh["ab_cycles"]),
+            "top-level shares of the decode cycle's device time from %d full cycles against %d sampled timed"
+            % (sh["full_cycles"], sh["sampled_timed_cycles"]),
+            "cycles (the first %d cycles of each block left out), 95 %% bootstrap interval of each difference."
+            % sh["skip"],
             "",
             "| phase | full % | sampled % | difference pp | 95 % interval |",
             "|---|---|---|---|---|",

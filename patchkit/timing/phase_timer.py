@@ -79,6 +79,11 @@ Environment
   PATCHKIT_TIMER_IDLE_FLUSH_MS  untimed and off-block cycles are written with the next
                         write; a background thread writes them after this many ms
                         without one (default 50; see Durability)
+  PATCHKIT_TIMER_RESOLVE_BATCH  events mode: read the device times of timed cycles (and
+                        write their lines) at every Nth timed cycle instead of at each one
+                        (default 1); in between, a cycle's lines wait like an untimed one's,
+                        and a SIGKILL can lose the device times of up to N-1 cycles (their
+                        host times stay). An experiment: on the H200 see README section 6.
   PATCHKIT_TIMER_GRAPH_STEPS=1  experimental: phases that run while a CUDA graph is being
                         captured record torch.cuda.Event(external=True) pairs into the graph;
                         a replay phase begin(name, graph=True[, graph_key=K]) then reports the
@@ -524,6 +529,9 @@ class _Timer:
         self.last_write = self.host_t0
         self.flusher = None  # the idle flusher thread, started at the first deferred write
         self.idle_s = _env_int("PATCHKIT_TIMER_IDLE_FLUSH_MS", 50) / 1000.0
+        # events mode: timed cycles resolved (and written) together, every Nth timed cycle
+        self.resolve_every = _env_int("PATCHKIT_TIMER_RESOLVE_BATCH", 1)
+        self.since_resolve = 0
         self.pending = []  # FIFO of unresolved device work; head index below
         self.head = 0
         self.stack = []  # open phases: [name, t0, dev_start, attrs, graph]
@@ -846,6 +854,7 @@ class _Timer:
                 merged.update(attrs)
             mode = self.mode
             later = None
+            wait = False
             if mode == "events":
                 scalars = _SCALARS
                 for key, value in merged.items():
@@ -897,15 +906,23 @@ class _Timer:
                     )
                 )
                 self.cap_closed = True  # an uncaptured unit ran: the next capture is a new one
-                self._resolve()
-                if len(self.pending) - self.head > _MAX_PENDING:
-                    self._resolve(block_one=True)
+                self.since_resolve += 1
+                if self.since_resolve >= self.resolve_every:
+                    self.since_resolve = 0
+                    self._resolve()
+                    if len(self.pending) - self.head > _MAX_PENDING:
+                        self._resolve(block_one=True)
+                else:
+                    wait = True  # this cycle's lines wait for the batch (or the idle flusher)
             self.cyc_recs, self.cyc_evs = [], []
             self.prev_cycle_dev = dev0
             self.cycle = None
             if not self.rank_final and (index & 15 == 0 or self.fd is None):
                 self._check_rank()
-            self._write()
+            if wait:
+                self._deferred_write()
+            else:
+                self._write()
         except Exception as exc:
             _fail("cycle_end()", exc)
 
