@@ -97,3 +97,37 @@ def test_cleanup_problems_after_an_interrupt_stay_an_interrupt(tmp_path, monkeyp
     with pytest.raises(KeyboardInterrupt) as info:
         run.execute()
     assert "cleanup incomplete: stopping the jobs" in str(info.value)
+
+
+def test_interrupt_after_the_benchmark_keeps_its_figures_and_no_double_timing(tmp_path, tree, monkeypatch):  # noqa: F811
+    """Seen on the H200: the harness's time limit sent SIGINT while profile.remote read the
+    timing it had just fetched. The partial report said "interrupted before the benchmark
+    finished ... no benchmark figures" although the benchmark had finished, and the fetch the
+    cleanup repeated kept both copies of each file (every cycle counted twice)."""
+    from patchkit.profile.remote import RemoteConfig, run as run_mod, run_remote
+
+    real = run_mod.count_cycles
+    calls = []
+
+    def interrupted_once(timing_dir):
+        calls.append(timing_dir)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(timing_dir)
+
+    monkeypatch.setattr(run_mod, "count_cycles", interrupted_once)
+    cfg = RemoteConfig.from_mapping(settings(tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None))
+    with pytest.raises(KeyboardInterrupt):
+        run_remote(cfg, stream=open(os.devnull, "w"))
+    assert len(calls) == 2  # the interrupted read, then the cleanup's fetch
+    run_dir = only_run_dir(tmp_path)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    partial = summary["meta"]["partial"]
+    assert "after the benchmark finished" in partial and "no benchmark figures" not in partial
+    assert summary["meta"]["tokens_per_s"] > 0
+    assert json.loads((run_dir / "benchmark.json").read_text())["tokens_per_s"] > 0
+    assert sorted(p.name for p in (run_dir / "timing").glob("*.jsonl")) == sorted(
+        p.name for p in (run_dir / "node0" / "timing").glob("*.jsonl")
+    )
+    assert summary["cycle"]["count"] == 48  # each cycle once, as in an uninterrupted run
+    assert_cleaned(tmp_path, tree)

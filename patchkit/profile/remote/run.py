@@ -141,6 +141,7 @@ class RemoteRun:
         self.notes: list[str] = []
         self.worker_lines: dict[int, str] = {}  # host index -> its log's "Spec v1/v2" lines
         self.partial_timing: Path | None = None  # interrupted: the timing fetched by cleanup
+        self.bench: BenchOutput | None = None  # the benchmark's output, once it finished
         self.window: dict | None = None  # what window.json holds (head target)
 
     # ---- helpers --------------------------------------------------------------------------------
@@ -344,6 +345,8 @@ class RemoteRun:
     def fetch_timing(self) -> Path:
         timing = self.run_dir / "timing"
         timing.mkdir(exist_ok=True)
+        for old in timing.glob("*.jsonl"):  # an earlier fetch of this run (cut by an interrupt)
+            old.unlink()
         count = 0
         for host in self.hosts:
             self.progress.update(f"fetching timing files from {host.where}")
@@ -493,7 +496,7 @@ class RemoteRun:
             self.wait_healthy()
             if self.cfg.warmup:
                 self.run_warmup()
-            bench = self.run_bench()
+            bench = self.bench = self.run_bench()
             self.write_window()
             self.stop_servers()
             timing = self.fetch_timing() if self.timed else None
@@ -649,13 +652,23 @@ def run_remote(
 
 def partial_report(cfg: RemoteConfig, run: RemoteRun, out, elapsed_s: float) -> None:
     """The report of an interrupted run, from the timing fetched before the revert; its
-    summary says ``partial`` (the benchmark did not finish: no throughput figures)."""
+    summary says ``partial``: the benchmark did not finish (no throughput figures), or it did
+    and the interrupt came after it (its figures kept: the report is whole)."""
     from patchkit.report import build_report, render_table
 
-    meta = report_meta(cfg, BenchOutput(), run.hosts, elapsed_s)
-    meta["partial"] = (
-        "interrupted before the benchmark finished: only the cycles timed until then; no benchmark figures"
-    )
+    meta = report_meta(cfg, run.bench or BenchOutput(), run.hosts, elapsed_s)
+    if run.bench is not None:
+        meta["partial"] = (
+            "interrupted after the benchmark finished (while the timing was fetched or the targets "
+            "cleaned up): the benchmark's figures and the timing of its cycles are complete"
+        )
+        (run.run_dir / "benchmark.json").write_text(
+            json.dumps(run.bench.to_dict(), indent=2) + "\n", encoding="utf-8"
+        )
+    else:
+        meta["partial"] = (
+            "interrupted before the benchmark finished: only the cycles timed until then; no benchmark figures"
+        )
     meta["speculative worker (server log)"] = run.worker
     try:
         summary = build_report(run.partial_timing, run.run_dir, chart=cfg.chart, meta=meta)
