@@ -62,9 +62,11 @@ def decode_batches(run):
 
 def import_run(run, dest):
     dest.mkdir(parents=True, exist_ok=True)
-    for name in SMALL:
-        if (run / name).is_file():
-            shutil.copy2(run / name, dest / name)
+    for name in SMALL:  # diag.json and shares_ab.json are the stage's, next to the run folders
+        for where in (run, run.parent):
+            if (where / name).is_file():
+                shutil.copy2(where / name, dest / name)
+                break
     prof = run.parent.parent / (run.parent.name + ".prof") / "trace_summary.json"
     if prof.is_file():
         shutil.copy2(prof, dest / "trace_summary.json")

@@ -60,6 +60,11 @@ def variant_of(summary):
     return " ".join(knobs)
 
 
+def partial(summary):
+    """A run profile.remote reported as partial (interrupted): left out of every table."""
+    return ((summary or {}).get("meta") or {}).get("partial")
+
+
 def sampling_label(every):
     return "1 in %d" % every if every > 1 else "every cycle"
 
@@ -72,7 +77,7 @@ def overhead_rows(root):
     rows = []
     for call, name, run in runs(root):
         s = _load(run / "summary.json")
-        if not s or not (s.get("overhead") or {}).get("pairs"):
+        if not s or not (s.get("overhead") or {}).get("pairs") or partial(s):
             continue
         ov, samp = s["overhead"], s.get("sampling") or {}
         every = samp.get("every", 1)
@@ -106,7 +111,7 @@ def pooled(root):
     for call, name, run in runs(root):
         doc = _load(run / "ab_pairs.json")
         s = _load(run / "summary.json")
-        if not doc or not s or name.startswith("diag"):
+        if not doc or not s or name.startswith("diag") or partial(s):
             continue
         every = (s.get("sampling") or {}).get("every", 1)
         key = (runtime_of(run), worker_of(name), every, variant_of(s))
@@ -151,6 +156,11 @@ def main(argv=None):
         "source": str(root),
         "overhead": overhead_rows(root),
         "pooled": pooled(root),
+        "left_out": [
+            {"run": "%s/%s" % (call, name), "partial": partial(_load(run / "summary.json"))}
+            for call, name, run in runs(root)
+            if partial(_load(run / "summary.json"))
+        ],
         "diag": {},
         "records": [],
         "traces": {},
@@ -240,6 +250,8 @@ def main(argv=None):
                 r["mean_ci95"][1],
             )
         )
+    for r in doc["left_out"]:
+        md += ["", "Left out: %s, which profile.remote reported as partial (%s)." % (r["run"], r["partial"])]
     md += [
         "",
         "The off blocks still record each cycle's host start and end (that is how their period is known), so",
