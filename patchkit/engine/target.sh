@@ -579,6 +579,23 @@ pk_lock_sweep() {  # drop our identity file, and those (and a takeover token) of
   done
   # shellcheck disable=SC2086
   rm -f "$_own" $_dead
+  pk_tmp_sweep
+}
+
+# A locking operation's temporary directory names its owner (the lock's identity line), so a
+# later one can remove it when that owner is provably dead: SIGKILL skips the EXIT trap that
+# removes it. Directories without an owner file (an operation that takes no lock, or one killed
+# before it locked) are left alone, as are those of live, unknown or other-host owners.
+pk_tmp_sweep() {
+  printf '%s\n' "$PK_LOCKLINE" > "$PK_T/owner" 2>/dev/null || return 0
+  set +f; set -- "${TMPDIR:-/tmp}"/patchkit.??????/owner; set -f
+  for _f in "$@"; do
+    [ "$_f" != "$PK_T/owner" ] && [ -f "$_f" ] || continue
+    _fl=; { read -r _fl < "$_f"; } 2>/dev/null
+    [ -n "$_fl" ] || continue
+    pk_lock_judge "$_fl"; [ "$_lstate" = dead ] && rm -rf "${_f%/owner}" 2>/dev/null
+  done
+  :
 }
 
 pk_lock_release() {  # only our own lock; then .patchkit itself when nothing is left in it

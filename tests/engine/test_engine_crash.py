@@ -145,3 +145,38 @@ def test_kill_during_revert_at_every_command(series, tmp_path):
         assert res.exit_code == 0, (at, res.to_json())
         assert read_tree(root, BEFORE.keys()) == BEFORE, at
         assert not (root / ".patchkit").exists(), at
+
+
+def test_a_killed_operations_temporary_directory_is_removed_by_the_next(series, tmp_path, monkeypatch):
+    """SIGKILL skips the EXIT trap that removes the target program's ${TMPDIR:-/tmp}/patchkit.XXXXXX:
+    every killed apply left one behind. The next locking operation removes those whose owner is
+    provably dead, and only those: a live owner's, another host's and an ownerless one stay."""
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    root = tmp_path / "t"
+    fresh(root)
+    total = count_commands(series, root, tmp_path, "apply")
+    assert ops.revert(str(series), [str(root)]).exit_code == 0
+    assert list(tmp.iterdir()) == []
+    t, _ = killer_transport(root, tmp_path, total - 2)
+    assert ops.apply(str(series), [t]).exit_code != 0
+    (left,) = tmp.iterdir()
+    owner = (left / "owner").read_text().split()
+    assert owner[0].startswith("pid=")
+    # a live owner (this test's process, with its start time), another host, no owner at all
+    stat = Path(f"/proc/{os.getpid()}/stat").read_text()
+    start = stat.rsplit(") ", 1)[1].split()[19]
+    live = [
+        f"pid={os.getpid()}" if w.startswith("pid=") else f"start={start}" if w.startswith("start=") else w
+        for w in owner
+    ]
+    other = ["host=elsewhere" if w.startswith("host=") else w for w in owner]
+    for name, line in (("patchkit.LIVE01", live), ("patchkit.OTHER1", other), ("patchkit.NOOWN1", None)):
+        (tmp / name).mkdir()
+        if line:
+            (tmp / name / "owner").write_text(" ".join(line) + "\n")
+    res = ops.revert(str(series), [str(root)])
+    assert res.exit_code == 0, res.to_json()
+    assert read_tree(root, BEFORE.keys()) == BEFORE
+    assert sorted(p.name for p in tmp.iterdir()) == ["patchkit.LIVE01", "patchkit.NOOWN1", "patchkit.OTHER1"]
