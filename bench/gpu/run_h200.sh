@@ -286,25 +286,16 @@ ovh_one() {  # NAME SAMPLE WORKER-ARGS...
   PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile "$name" "$@" --env PATCHKIT_TIMER=events \
     --env PATCHKIT_TIMER_AB=${AB:-20} --sample "$sample"
 }
-stage_ovh16() {
+ovh_both() {  # PREFIX SAMPLE: the v2 server, then the v1 one
   local rc=0
-  ovh_one ovh16_v2 16 --server "$SERVER $SPEC" || rc=1
-  ovh_one ovh16_v1 16 --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
+  ovh_one "${1}_v2" "$2" --server "$SERVER $SPEC" || rc=1
+  ovh_one "${1}_v1" "$2" --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
   return $rc
 }
-stage_ovh1() {
-  local rc=0
-  ovh_one ovh1_v2 1 --server "$SERVER $SPEC" || rc=1
-  ovh_one ovh1_v1 1 --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
-  return $rc
-}
+stage_ovh16() { ovh_both ovh16 16; }
+stage_ovh1() { ovh_both ovh1 1; }
 stage_ovh16b() { ovh_one ovh16b_v2 16 --server "$SERVER $SPEC"; }  # one more v2 server at the default
-stage_ovh32() {
-  local rc=0
-  ovh_one ovh32_v2 32 --server "$SERVER $SPEC" || rc=1
-  ovh_one ovh32_v1 32 --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
-  return $rc
-}
+stage_ovh32() { ovh_both ovh32 32; }
 # every cycle timed, device times read and written RESOLVE_BATCH (8) timed cycles at a time
 stage_ovh1rb() {
   ovh_one ovh1rb_v2 1 --server "$SERVER $SPEC" --env PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8}
