@@ -1,6 +1,7 @@
 """Copy the small files of the H200 timer-cost runs into bench/results/timer_cost_h200/callN/.
 
     python bench/gpu/import_runs.py WORK_OR_RUNS_TGZ bench/results/timer_cost_h200/callN [--log run.log] [--runtime REV]
+        [--since YYYYMMDD-HHMMSS]
 
 WORK_OR_RUNS_TGZ is run_h200.sh's $WORK folder or the runs.tgz its `pack` stage wrote. For every
 run folder NAME/STAMP/ that has a summary.json it writes callN/NAME/: summary.json, table.txt
@@ -92,6 +93,11 @@ def main(argv=None):
     ap.add_argument(
         "--runtime", help="the timer runtime the call measured (a commit), kept in callN/runtime.txt"
     )
+    ap.add_argument(
+        "--since",
+        metavar="YYYYMMDD-HHMMSS",
+        help="only run folders stamped at or after this (a warm machine's $WORK keeps earlier calls' runs)",
+    )
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         root = a.source
@@ -100,6 +106,10 @@ def main(argv=None):
                 tar.extractall(tmp, filter="data")
             root = Path(tmp)
         runs = sorted(p.parent for p in root.glob("*/*/summary.json"))
+        if a.since:
+            for run in [r for r in runs if r.name < a.since]:
+                print("%s: before --since %s, left out" % (run.relative_to(root), a.since))
+            runs = [r for r in runs if r.name >= a.since]
         if not runs:
             print("import_runs: no NAME/STAMP/summary.json under %s" % a.source, file=sys.stderr)
             return 1
