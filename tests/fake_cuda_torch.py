@@ -7,7 +7,8 @@ LAG_NS after it was recorded (a GPU running behind the host), its timestamp is t
 clock at record time, RECORD_SLEEP_NS makes each record() cost that much host time, and
 every NVTX call is appended to NVTX_CALLS, RECORDS[0] counts record() calls; STREAM_LAG[0]
 sets the lag of events recorded while it is set (a second stream further behind) and
-ELAPSED_ERRORS[0] counts elapsed_time() calls that raised.
+ELAPSED_ERRORS[0] counts elapsed_time() calls that raised; current_device() is 3 and
+SET_DEVICE lists (thread name, device) of every set_device() call.
 `CAPTURING[0] = True` pretends a CUDA graph is being captured. Tests write this file as torch.py into a folder put first on sys.path.
 """
 
@@ -64,8 +65,19 @@ class _Nvtx:
 
 
 __version__ = "0.0-fake"
+SET_DEVICE = []  # (thread name, device) of every torch.cuda.set_device call
+
+
+def _set_device(device):
+    import threading
+
+    SET_DEVICE.append((threading.current_thread().name, device))
+
+
 cuda = types.SimpleNamespace(
     Event=Event,
+    current_device=lambda: 3,
+    set_device=_set_device,
     is_available=lambda: True,
     is_initialized=lambda: True,
     synchronize=lambda: None,

@@ -82,8 +82,10 @@ Environment
   PATCHKIT_TIMER_RESOLVE_BATCH  events mode: read the device times of timed cycles (and
                         write their lines) at every Nth timed cycle instead of at each one
                         (default 1); in between, a cycle's lines wait like an untimed one's,
-                        and a SIGKILL can lose the device times of up to N-1 cycles (their
-                        host times stay). An experiment: on the H200 see README section 6.
+                        and the idle flusher also reads the waiting cycles' finished events
+                        (on the process's CUDA device) once no write came for
+                        PATCHKIT_TIMER_IDLE_FLUSH_MS. A SIGKILL while cycles run can lose
+                        the lines of up to N-1 timed cycles. Opt-in; H200 figures: README 6.
   PATCHKIT_TIMER_GRAPH_STEPS=1  experimental: phases that run while a CUDA graph is being
                         captured record torch.cuda.Event(external=True) pairs into the graph;
                         a replay phase begin(name, graph=True[, graph_key=K]) then reports the
@@ -529,9 +531,13 @@ class _Timer:
         self.last_write = self.host_t0
         self.flusher = None  # the idle flusher thread, started at the first deferred write
         self.idle_s = _env_int("PATCHKIT_TIMER_IDLE_FLUSH_MS", 50) / 1000.0
-        # events mode: timed cycles resolved (and written) together, every Nth timed cycle
+        # events mode: timed cycles resolved (and written) together, every Nth timed cycle;
+        # then the idle flusher reads finished events too, so resolution takes a lock
         self.resolve_every = _env_int("PATCHKIT_TIMER_RESOLVE_BATCH", 1)
         self.since_resolve = 0
+        self.rlock = threading.Lock()
+        if self.resolve_every > 1:
+            self._resolve = self._resolve_shared
         self.pending = []  # FIFO of unresolved device work; head index below
         self.head = 0
         self.stack = []  # open phases: [name, t0, dev_start, attrs, graph]
@@ -1219,7 +1225,14 @@ class _Timer:
         if len(self.buf) >= self.batch or now - self.last_flush >= self.flush_ns:
             self._write()
 
-    def _resolve(self, block_one=False, block_all=False):
+    def _resolve_shared(self, block_one=False, block_all=False, cycles_only=False):
+        with self.rlock:
+            self._resolve_one_thread(block_one, block_all, cycles_only)
+
+    def _resolve(self, block_one=False, block_all=False, cycles_only=False):
+        """Device times of what is done, in order (see _resolve_cycle). With
+        PATCHKIT_TIMER_RESOLVE_BATCH the idle flusher calls it too (cycles_only: it stops at
+        a record outside cycles, whose list this thread owns), under self.rlock."""
         pending = self.pending
         while self.head < len(pending):
             item = pending[self.head]
@@ -1240,6 +1253,8 @@ class _Timer:
                 # error costs far more than two queries)
                 break
             if len(item) == 4:
+                if cycles_only:
+                    break
                 self._resolve_outside(*item)
             elif not self._resolve_cycle(*item):
                 break  # an event on another stream is not done yet: try again later
@@ -1248,6 +1263,8 @@ class _Timer:
         if self.head > 1024 and self.head * 2 > len(pending):
             del pending[: self.head]
             self.head = 0
+
+    _resolve_one_thread = _resolve
 
     def _resolve_outside(self, rec, dev0, dev1, steps):
         rec[_DEV] = _ms_to_ns(dev0.elapsed_time(dev1))
@@ -1447,13 +1464,35 @@ class _Timer:
 
     def _start_flusher(self):
         pid = os.getpid()
+        # with PATCHKIT_TIMER_RESOLVE_BATCH cycles wait unresolved: the flusher reads finished
+        # events too, on this thread's CUDA device (a CUDA call on a thread with no device set
+        # would open a context on device 0 for every rank)
+        device = None
+        if self.resolve_every > 1 and self.mode == "events":
+            try:
+                device = self.torch.cuda.current_device()
+            except Exception:
+                device = None
 
         def loop():
             idle_ns = int(self.idle_s * 1e9)
+            resolving = False
+            if device is not None:
+                try:
+                    self.torch.cuda.set_device(device)
+                    resolving = True
+                except Exception:
+                    pass
             while _timer is self and os.getpid() == pid:
                 time.sleep(self.idle_s)
                 try:
-                    if self.out and _perf() - self.last_write >= idle_ns:
+                    if _perf() - self.last_write < idle_ns:
+                        continue
+                    if resolving and self.head < len(self.pending):
+                        # (counts["records"] may miss the few records counted here while
+                        # the host program's thread writes: a statistic, not a record)
+                        self._resolve(cycles_only=True)
+                    if self.out:
                         self._write_out()
                 except Exception:  # never raise in the host program's threads
                     return
@@ -1464,12 +1503,13 @@ class _Timer:
 
     def flush(self, final=False):
         if final and self.mode == "events":
-            try:
-                self._resolve(block_all=True)
-            except Exception as exc:  # CUDA may already be torn down at exit
-                _warn("could not collect the last CUDA events (%r)" % (exc,))
-            self.counts["dropped_pending"] += len(self.pending) - self.head
-            self.pending, self.head = [], 0
+            with self.rlock:  # (the idle flusher resolves too with PATCHKIT_TIMER_RESOLVE_BATCH)
+                try:
+                    self._resolve_one_thread(block_all=True)
+                except Exception as exc:  # CUDA may already be torn down at exit
+                    _warn("could not collect the last CUDA events (%r)" % (exc,))
+                self.counts["dropped_pending"] += len(self.pending) - self.head
+                self.pending, self.head = [], 0
         if final:
             if self.untimed is not None:
                 self._abandon_untimed()
