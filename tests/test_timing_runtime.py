@@ -870,7 +870,9 @@ seen = []
 for i in range(10):
     _pt.cycle_begin(kind="decode")
     _pt.begin("verify"); time.sleep(0.001); _pt.end("verify")
-    _pt.cycle_end()
+    tokens = [i, i]
+    _pt.cycle_end(tokens=tokens)
+    tokens.append(99)  # after cycle_end: a waiting cycle's line keeps what cycle_end saw
     path = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
     recs = [json.loads(l) for l in open(path[0])] if path else []
     seen.append(([r["cycle"] for r in recs if r["kind"] == "cycle"],
@@ -900,6 +902,11 @@ print("IDLE", json.dumps([r["cycle"] for r in idle if r["kind"] == "cycle"]))
     (recs,) = read_records(out).values()
     assert sorted(r["cycle"] for r in recs if r["kind"] == "dev") == list(range(10))
     assert sorted(r["cycle"] for r in recs if r["kind"] == "cycle") == list(range(10))
+    for r in recs:
+        if r["kind"] == "cycle":
+            assert r["attrs"] == {"kind": "decode", "tokens": [r["cycle"]] * 2}, r
+    verify = sorted(r["cycle"] for r in recs if r["kind"] == "phase")
+    assert verify == list(range(10))  # each waiting cycle's phase line written once
 
 
 def test_resolve_batch_idle_flusher_reads_the_waiting_cycles_on_the_ranks_device(
