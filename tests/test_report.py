@@ -559,3 +559,29 @@ def test_decode_cycle_shares_leave_prefill_cycles_out(tmp_path):
     assert f"decode cycles only (6): top-level phases cover {dc['top_level_share']:.1f}%" in render_table(
         summary
     )
+
+
+def test_a_copied_timing_file_is_read_once_and_named(timing_dir, tmp_path):
+    """Two files with one process's header (an interrupted fetch that ran again kept both:
+    seen on the H200, where the report then counted every cycle twice, as "2 processes")."""
+    from patchkit.report import render_table
+
+    copy = tmp_path / "timing"
+    shutil.copytree(timing_dir, copy)
+    rank0 = sorted(copy.glob("phase-timing.rank0.*.jsonl"))[0]
+    twin = rank0.with_name(rank0.stem + ".node0.jsonl")
+    shutil.copyfile(rank0, twin)
+    plain = build_report(timing_dir, tmp_path / "plain")
+    summary = build_report(copy, tmp_path / "out")
+    assert len(summary.ranks) == len(plain.ranks) == 2
+    assert summary.cycle["count"] == plain.cycle["count"] > 0
+    (r0,) = [r for r in summary.ranks if r["rank"] == 0]
+    assert r0["duplicate_files"] == [twin.name] and r0["file"] == rank0.name
+    assert f"note: {twin.name}: a copy of {rank0.name}" in render_table(summary)
+    # another process's file with the same rank and pid (another node) is not a copy
+    other = copy / "phase-timing.rank0.pid1.node1.jsonl"
+    lines = rank0.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["host"] = "another-node"
+    other.write_text("\n".join([json.dumps(header)] + lines[1:]) + "\n")
+    assert len(build_report(copy, tmp_path / "out2").ranks) == 3

@@ -33,6 +33,7 @@ class ProcessTiming:
     truncated_lines: int = 0
     repeated: int = 0
     orphan_dev: int = 0  # dev records whose cycle record is not in the file
+    duplicates: list[str] = field(default_factory=list)  # copies of this file, read once
 
     @property
     def timed_cycles(self) -> list[dict]:
@@ -169,6 +170,38 @@ def load_timing_dir(timing_dir) -> list[ProcessTiming]:
     files = sorted(root.glob(FILE_GLOB))
     if not files:
         raise InvalidInput(f"{root}: no timing files ({FILE_GLOB})")
-    procs = [load_file(p) for p in files]
+    procs = _drop_copies([load_file(p) for p in files])
     procs.sort(key=lambda p: (p.rank, int(p.header.get("pid") or 0)))
     return procs
+
+
+def _identity(proc: ProcessTiming):
+    """What only one process can have written: host, boot, pid and the clock readings taken
+    when its timer started (None when the header lacks any of them)."""
+    h, clock = proc.header, proc.header.get("clock") or {}
+    key = (
+        h.get("host"),
+        clock.get("boot_id"),
+        h.get("pid"),
+        clock.get("host_t0_ns"),
+        clock.get("wall_t0_ns"),
+    )
+    return None if any(v is None for v in key) else key
+
+
+def _drop_copies(procs: list[ProcessTiming]) -> list[ProcessTiming]:
+    """Two files with one process's header are copies of one file (an interrupted fetch that
+    ran again kept both, a hand copy): read the longer one once, name the others on it."""
+    by_key: dict = {}
+    kept = []
+    for proc in procs:
+        key = _identity(proc)
+        if key is None:
+            kept.append(proc)
+            continue
+        by_key.setdefault(key, []).append(proc)
+    for group in by_key.values():
+        group.sort(key=lambda p: (-(len(p.cycles) + len(p.phases)), p.path.name))
+        group[0].duplicates = [p.path.name for p in group[1:]]
+        kept.append(group[0])
+    return kept

@@ -509,6 +509,7 @@ def summarize(
                 "truncated_lines": p.truncated_lines,
                 "unresolved": p.unresolved,
                 "repeated": p.repeated,
+                "duplicate_files": p.duplicates,
                 "ended_cleanly": p.stats is not None,
                 "cuda_device": p.header.get("cuda_device"),
                 "torch": p.header.get("torch"),

@@ -306,6 +306,12 @@ def render_table(summary: Summary) -> str:
         )
     if summary.lost_records:
         lines.append(f"note: {summary.lost_records} record(s) lost (cut lines, dropped device records)")
+    for r in summary.ranks:
+        if r.get("duplicate_files"):
+            lines.append(
+                f"note: {', '.join(r['duplicate_files'])}: a copy of {r['file']} "
+                "(the same process's header), read once"
+            )
     dropped = [
         r
         for r in summary.ranks
