@@ -96,9 +96,13 @@ def main(argv=None):
     ap.add_argument(
         "--since",
         metavar="YYYYMMDD-HHMMSS",
-        help="only run folders stamped at or after this (a warm machine's $WORK keeps earlier calls' runs)",
+        help="only run folders stamped at or after this (a warm machine's $WORK keeps earlier calls' runs); "
+        "default: call_start.txt next to the runs.tgz, which run_h200.sh writes",
     )
     a = ap.parse_args(argv)
+    start = a.source.parent / "call_start.txt" if a.source.is_file() else a.source / "call_start.txt"
+    if a.since is None and start.is_file():
+        a.since = start.read_text().strip()
     with tempfile.TemporaryDirectory() as tmp:
         root = a.source
         if a.source.is_file():

@@ -50,6 +50,9 @@ M8=${MODELS8B:-/tmp/patchkit-models-8b}
 SITE=${SITE:-/tmp/site}
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/run.log; T0=$(date +%s); BUDGET=${BUDGET:-580}
+# this call's start, in the run folders' stamp format: $WORK on a warm machine still holds
+# earlier calls' runs, which bench/gpu/import_runs.py leaves out by it
+date +%Y%m%d-%H%M%S > "$OUT/call_start.txt"
 say() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$LOG"; }
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 run() { say "\$ $*"; "$@" 2>&1 | tee -a "$LOG"; local rc=${PIPESTATUS[0]}; say "rc=$rc"; return "$rc"; }
