@@ -1491,7 +1491,10 @@ class _Timer:
                     if resolving and self.head < len(self.pending):
                         # (counts["records"] may miss the few records counted here while
                         # the host program's thread writes: a statistic, not a record)
-                        self._resolve(cycles_only=True)
+                        try:
+                            self._resolve(cycles_only=True)
+                        except Exception:  # the lines still go out; the exit flush reads
+                            resolving = False
                     if self.out:
                         self._write_out()
                 except Exception:  # never raise in the host program's threads
