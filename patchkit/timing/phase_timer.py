@@ -85,7 +85,9 @@ Environment
                         and the idle flusher also reads the waiting cycles' finished events
                         (on the process's CUDA device) once no write came for
                         PATCHKIT_TIMER_IDLE_FLUSH_MS. A SIGKILL while cycles run can lose
-                        the lines of up to N-1 timed cycles. Opt-in; H200 figures: README 6.
+                        the lines of up to N-1 timed cycles. Not with CUDA graphs captured
+                        after decoding began (another thread's event query invalidates a
+                        global-mode capture). Opt-in; H200 figures: README 6.
   PATCHKIT_TIMER_GRAPH_STEPS=1  experimental: phases that run while a CUDA graph is being
                         captured record torch.cuda.Event(external=True) pairs into the graph;
                         a replay phase begin(name, graph=True[, graph_key=K]) then reports the
