@@ -13,8 +13,10 @@ what it cannot find is None.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # "Label words (unit):   1,234.56" -- label starts with a letter, no ':' inside; the value may
 # carry thousands separators, a sign, an exponent, and a trailing unit or '%'.
@@ -68,6 +70,12 @@ class BenchOutput:
             "result_blocks": self.result_blocks,
             "metrics": dict(self.metrics),
         }
+
+    def write(self, directory: Path) -> None:
+        """benchmark.json in a run (or point) directory."""
+        (directory / "benchmark.json").write_text(
+            json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8"
+        )
 
     def report_meta(self, where: str) -> dict[str, float | str]:
         """The report's benchmark keys: tokens_per_s and accept_length where found, and a

@@ -588,7 +588,7 @@ def run_baseline(
         doc["error"] = exc.message
         run.log(f"baseline failed: {exc.message}")
         return doc
-    (base_dir / "benchmark.json").write_text(json.dumps(bench.to_dict(), indent=2) + "\n", encoding="utf-8")
+    bench.write(base_dir)
     doc["tokens_per_s"], doc["accept_length"] = bench.tokens_per_s, bench.accept_length
     if bench.tokens_per_s and spec_tokens_per_s:
         doc["ratio"] = spec_tokens_per_s / bench.tokens_per_s
@@ -632,7 +632,7 @@ def run_remote(
         baseline = None
         if cfg.baseline:  # after the revert: the tree is pristine again
             baseline = run_baseline(cfg, run_dir, progress, transports, bench.tokens_per_s)
-    (run_dir / "benchmark.json").write_text(json.dumps(bench.to_dict(), indent=2) + "\n", encoding="utf-8")
+    bench.write(run_dir)
     from patchkit.report import build_report, render_table  # after the revert
 
     meta = report_meta(cfg, bench, run.hosts, time.monotonic() - start)
@@ -662,9 +662,7 @@ def partial_report(cfg: RemoteConfig, run: RemoteRun, out, elapsed_s: float) -> 
             "interrupted after the benchmark finished (while the timing was fetched or the targets "
             "cleaned up): the benchmark's figures and the timing of its cycles are complete"
         )
-        (run.run_dir / "benchmark.json").write_text(
-            json.dumps(run.bench.to_dict(), indent=2) + "\n", encoding="utf-8"
-        )
+        run.bench.write(run.run_dir)
     else:
         meta["partial"] = (
             "interrupted before the benchmark finished: only the cycles timed until then; no benchmark figures"

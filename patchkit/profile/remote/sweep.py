@@ -132,7 +132,7 @@ def _measure(
         bench, timing = run.execute()
     finally:
         row["worker"] = run.worker
-    (point_dir / "benchmark.json").write_text(json.dumps(bench.to_dict(), indent=2) + "\n", encoding="utf-8")
+    bench.write(point_dir)
     meta = report_meta(
         cfg,
         bench,
