@@ -14,13 +14,18 @@ bench/gpu/timer_cost.py then builds the page from callN/.
 """
 
 import argparse
+import contextlib
+import io
 import json
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import ab_pairs  # bench/gpu/ab_pairs.py: the report's own pairing
 
 SMALL = ("summary.json", "table.txt", "diag.json", "shares_ab.json")
 
@@ -75,11 +80,8 @@ def import_run(run, dest):
     n = decode_batches(run)
     if n is not None:
         (dest / "sglang_decode_batches.txt").write_text("%d\n" % n)
-    here = Path(__file__).resolve().parent
-    rc = subprocess.call(
-        [sys.executable, str(here / "ab_pairs.py"), str(run), str(dest / "ab_pairs.json")],
-        stdout=subprocess.DEVNULL,
-    )
+    with contextlib.redirect_stdout(io.StringIO()):
+        rc = ab_pairs.main([str(run), str(dest / "ab_pairs.json")])
     if rc:
         (dest / "ab_pairs.json").unlink(missing_ok=True)  # no A/B blocks in that run
     return dest

@@ -9,6 +9,7 @@ Every figure printed is read from those files.
 """
 
 import argparse
+import functools
 import json
 import random
 import statistics
@@ -29,6 +30,7 @@ ORDER = [
 ]
 
 
+@functools.cache  # each run's files are read by several tables
 def _load(path):
     return json.loads(path.read_text()) if path.is_file() else None
 
