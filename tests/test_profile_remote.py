@@ -26,7 +26,7 @@ from patchkit.errors import InvalidInput, PatchkitError
 from patchkit.profile.bench_output import parse_bench_output
 from patchkit.profile.remote import RemoteConfig, run_remote
 from sshd_support import free_port
-from support.cli import invoke
+from support.cli import invoke_with_config
 from upstream_fixtures import SERIES_059, sglang_installed, v1_part
 
 REPO = Path(__file__).resolve().parents[1]
@@ -501,32 +501,12 @@ def test_invoke_task_reads_the_profile_remote_block(tmp_path, sshd, tree, target
     del given["env"]
     config = tmp_path / "site.yaml"
     config.write_text(json.dumps({"patchkit": {"profile": {"remote": given}}}))  # JSON is YAML
-    proc = invoke(
-        "-r",
-        str(REPO),
-        "-f",
-        str(config),
-        "profile.remote",
-        "--env",
-        "NCCL_ALGO=Tree",
-        cwd=str(tmp_path),
-        timeout=120,
-    )
+    proc = invoke_with_config(config, "profile.remote", "--env", "NCCL_ALGO=Tree", timeout=120)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "server environment: NCCL_ALGO=Tree" in proc.stdout
     assert "mean accepted length: 3.00" in proc.stdout
     assert_cleaned(tmp_path, tree)
-    bad = invoke(
-        "-r",
-        str(REPO),
-        "-f",
-        str(config),
-        "profile.remote",
-        "--env",
-        "NOT-A-NAME=1",
-        cwd=str(tmp_path),
-        timeout=60,
-    )
+    bad = invoke_with_config(config, "profile.remote", "--env", "NOT-A-NAME=1", timeout=60)
     assert bad.returncode == 2 and "not an environment name" in bad.stderr
 
 

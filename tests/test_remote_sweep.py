@@ -25,7 +25,7 @@ from patchkit.profile.remote.server_args import (
     split_words,
 )
 from patchkit.profile.remote.sweep import render_sweep, run_remote_sweep
-from support.cli import invoke
+from support.cli import invoke_with_config
 from test_profile_remote import (
     REPO,
     assert_cleaned,
@@ -279,11 +279,8 @@ def test_sweep_with_baseline_through_invoke(tmp_path, sshd, tree):
     )
     config = tmp_path / "site.yaml"
     config.write_text(json.dumps({"patchkit": {"profile": {"remote": given}}}))
-    proc = invoke(
-        "-r",
-        str(REPO),
-        "-f",
-        str(config),
+    proc = invoke_with_config(
+        config,
         "profile.remote",
         "--baseline",
         "--matrix",
@@ -291,8 +288,6 @@ def test_sweep_with_baseline_through_invoke(tmp_path, sshd, tree):
         "--repeat",
         "1",
         "--no-warmup",
-        cwd=str(tmp_path),
-        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     run_dir = only_run_dir(tmp_path)

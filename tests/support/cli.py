@@ -25,4 +25,9 @@ def invoke(
     )
 
 
-__all__ = ["REPO", "invoke"]
+def invoke_with_config(config: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``invoke -r REPO -f CONFIG ARGS`` run in the config's folder (a test's own settings)."""
+    return invoke("-r", str(REPO), "-f", str(config), *args, cwd=config.parent, timeout=timeout)
+
+
+__all__ = ["REPO", "invoke", "invoke_with_config"]
