@@ -6,7 +6,8 @@
 WORK_OR_RUNS_TGZ is run_h200.sh's $WORK folder or the runs.tgz its `pack` stage wrote. For every
 run folder NAME/STAMP/ that has a summary.json it writes callN/NAME/: summary.json, table.txt
 and what the stage added (diag.json, shares_ab.json, the trace's trace_summary.json), plus
-  timing_records.json      decode/prefill cycle records, timed cycles (dev records), whether the
+  timing_records.json      decode/prefill cycle records, timed cycles (dev records) and timed cycle
+                           records (each should have its dev record), whether the
                            cycle numbers run without a gap and whether the exit stats line is there
   sglang_decode_batches.txt  SGLang's own "Decode batch" log lines of the server (node0)
   ab_pairs.json            every A/B pair of the run (bench/gpu/ab_pairs.py)
@@ -31,7 +32,7 @@ SMALL = ("summary.json", "table.txt", "diag.json", "shares_ab.json")
 
 
 def timing_records(run):
-    cycles, timed, stats, kinds = [], 0, False, {}
+    cycles, timed, stats, kinds, timed_records = [], 0, False, {}, 0
     for path in sorted(run.glob("timing/phase-timing.*.jsonl")):
         with path.open() as f:
             for line in f:
@@ -44,6 +45,8 @@ def timing_records(run):
                     cycles.append(rec["cycle"])
                     k = (rec.get("attrs") or {}).get("kind")
                     kinds[k] = kinds.get(k, 0) + 1
+                    if rec.get("ab") != "off" and rec.get("timed", True):
+                        timed_records += 1
                 elif kind == "dev":
                     timed += 1
                 elif kind == "stats":
@@ -53,6 +56,7 @@ def timing_records(run):
         "decode_cycles": kinds.get("decode", 0),
         "prefill_cycles": kinds.get("prefill", 0),
         "timed_cycles": timed,
+        "timed_cycle_records": timed_records,
         "contiguous": bool(ordered) and ordered == list(range(ordered[0], ordered[0] + len(ordered))),
         "exit_stats": stats,
     }

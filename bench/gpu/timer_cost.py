@@ -330,17 +330,18 @@ def main(argv=None):
         md.append("Largest difference: %.2f percentage points." % sh["max_abs_diff_pp"])
     md += ["", "## Records against SGLang's own decode count", ""]
     md += [
-        "| server | SGLang decode batches | decode cycle records | timed | contiguous | exit record |",
-        "|---|---|---|---|---|---|",
+        "| server | SGLang decode batches | decode cycle records | dev records | timed cycle records | contiguous | exit record |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in doc["records"]:
         md.append(
-            "| %s | %d | %d | %d | %s | %s |"
+            "| %s | %d | %d | %d | %s | %s | %s |"
             % (
                 r["run"],
                 r["sglang_decode_batches"],
                 r["decode_cycles"],
                 r["timed_cycles"],
+                r.get("timed_cycle_records", "-"),
                 r["contiguous"],
                 r["exit_stats"],
             )
@@ -348,7 +349,10 @@ def main(argv=None):
     md += [
         "",
         "A server the harness stopped while SGLang hung (the trace runs) can differ by the batch in",
-        "flight when it was killed.",
+        "flight when it was killed. dev records: cycles whose device times were read (events mode);",
+        "timed cycle records: cycles timed in the chosen mode (prefill included; not counted before",
+        "call 9, '-'): the two are equal when no device time was lost, also when SGLang's SIGKILL ended",
+        "the server (exit record False).",
     ]
     md += ["", "## SGLang's own profiler (`/start_profile`) on a patched v2 server", ""]
     for key, t in doc["traces"].items():
