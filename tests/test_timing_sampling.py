@@ -443,6 +443,53 @@ for i in range(600):
     # the same work in both kinds of block: shares agree within a few points here
     assert doc["max_abs_diff_pp"] < 5, doc
     assert by["long"]["ci95_pp"][0] <= by["long"]["diff_pp"] <= by["long"]["ci95_pp"][1]
+    # the per-cycle figures are kept, and pooling this server with itself gives its own difference
+    shares_ab = _shares_ab_module()
+    assert len(doc["cycles"]["events"]) == 240 and doc["cycles"]["names"] == ["long", "short"]
+    groups = shares_ab.groups_of(doc["cycles"])
+    pooled = shares_ab.pooled([groups, groups], reps=200)
+    assert pooled["servers"] == 2 and pooled["sampled_timed_cycles"] == 2 * doc["sampled_timed_cycles"]
+    pooled_by = {r["phase"]: r for r in pooled["phases"]}
+    assert abs(pooled_by["long"]["diff_pp"] - by["long"]["diff_pp"]) <= 0.011
+
+
+def _shares_ab_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "gpu" / "shares_ab.py"
+    spec = importlib.util.spec_from_file_location("shares_ab", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_pooled_shares_find_a_real_difference_and_weigh_servers_by_sampled_cycles():
+    """shares_ab.pooled: a server whose sampled cycles spend 10 points more in one phase shows
+    as +10 points with an interval away from zero; a server without the difference pulls the
+    pooled figure down by its weight (its sampled timed cycles)."""
+    import random
+
+    shares_ab = _shares_ab_module()
+    rng = random.Random(7)
+
+    def server(n_full, n_sampled, sampled_a_share):
+        def rows(n, share):
+            out = []
+            for _ in range(n):
+                t = 1000 + rng.randint(-50, 50)
+                out.append((t, {"a": t * share, "b": t * (1 - share)}))
+            return out
+
+        return {"events": rows(n_full, 0.40), "sampled": rows(n_sampled, sampled_a_share)}
+
+    shifted = server(300, 60, 0.50)
+    res = shares_ab.pooled([shifted], reps=300)
+    a = {r["phase"]: r for r in res["phases"]}["a"]
+    assert abs(a["diff_pp"] - 10) < 0.5 and a["ci95_pp"][0] > 5, a
+    same = server(300, 180, 0.40)  # three times the weight, no difference
+    both = {r["phase"]: r for r in shares_ab.pooled([shifted, same], reps=300)["phases"]}["a"]
+    assert abs(both["diff_pp"] - 2.5) < 0.5, both  # (60 x 10 + 180 x 0) / 240
 
 
 def test_flusher_in_a_forked_child_and_its_parent(runtime_dir, tmp_path):

@@ -8,6 +8,10 @@ are left out (a cycle next to the other kind of block may feel its neighbour), a
 stalls (the report's own rule, patchkit.report.stalls).
 
     python bench/gpu/shares_ab.py TIMING_DIR|PROFILE_OUT_DIR [--skip 2] [--json OUT]
+
+The JSON keeps the per-cycle figures too ("cycles"), so that bench/gpu/timer_cost.py can pool
+several servers (pooled(): each server's difference weighted by its sampled timed cycles, a
+bootstrap inside each server).
 """
 
 import argparse
@@ -95,6 +99,74 @@ def compare(groups, reps=1000, seed=1):
     }
 
 
+def cycles_doc(groups):
+    """The per-cycle figures behind a comparison, compact (for pooling servers later):
+    phase names once, then per group [cycle time, time of each named phase, ...] rows."""
+    names = sorted({n for rows in groups.values() for _, ph in rows for n in ph})
+    return {
+        "names": names,
+        **{g: [[t] + [ph.get(n, 0) for n in names] for t, ph in rows] for g, rows in groups.items()},
+    }
+
+
+def groups_of(doc):
+    """The groups again from cycles_doc's form."""
+    names = doc["names"]
+    return {g: [(row[0], dict(zip(names, row[1:]))) for row in doc[g]] for g in ("events", "sampled")}
+
+
+def pooled(servers, reps=1000, seed=1):
+    """Full against sampled shares over several servers: each server's difference (sampled
+    minus full, as compare()), averaged with the server's sampled timed cycles as weights (they
+    carry nearly all of the variance); a bootstrap that resamples cycles inside each server and
+    group gives the interval. servers: a list of groups (events/sampled rows) per server."""
+    names = sorted({n for g in servers for rows in g.values() for _, ph in rows for n in ph})
+    weights = [len(g["sampled"]) for g in servers]
+    total = float(sum(weights))
+
+    def diff(samples):
+        out = dict.fromkeys(names, 0.0)
+        for (full, samp), w in zip(samples, weights):
+            a, b = shares(full, names), shares(samp, names)
+            for n in names:
+                out[n] += w / total * (b[n] - a[n])
+        return out
+
+    point = diff([(g["events"], g["sampled"]) for g in servers])
+    rng = random.Random(seed)
+    boots = {n: [] for n in names}
+    for _ in range(reps):
+        d = diff(
+            [
+                (
+                    [rng.choice(g["events"]) for _ in g["events"]],
+                    [rng.choice(g["sampled"]) for _ in g["sampled"]],
+                )
+                for g in servers
+            ]
+        )
+        for n in names:
+            boots[n].append(d[n])
+    rows = []
+    for n in names:
+        b = sorted(boots[n])
+        rows.append(
+            {
+                "phase": n,
+                "diff_pp": round(point[n], 2) + 0.0,  # (no -0.0)
+                "ci95_pp": [round(b[int(0.025 * reps)], 2), round(b[int(0.975 * reps) - 1], 2)],
+            }
+        )
+    return {
+        "servers": len(servers),
+        "full_cycles": sum(len(g["events"]) for g in servers),
+        "sampled_timed_cycles": int(total),
+        "phases": rows,
+        "max_abs_diff_pp": max((abs(r["diff_pp"]) for r in rows), default=None),
+        "max_abs_ci95_pp": max((max(abs(x) for x in r["ci95_pp"]) for r in rows), default=None),
+    }
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("timing_dir")
@@ -107,6 +179,7 @@ def main(argv=None):
         return 1
     res = compare(groups)
     res["ab_cycles"], res["skip"] = ab, a.skip
+    res["cycles"] = cycles_doc(groups)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     print(

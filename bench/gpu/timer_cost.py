@@ -16,6 +16,10 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import shares_ab  # bench/gpu/shares_ab.py: the pooled comparison of full and sampled shares
+
 WORKER = {"v1": "v1 (EAGLEWorker, no overlap)", "v2": "v2 (EAGLEWorkerV2, overlap)"}
 ORDER = [
     "ovh16_v2",
@@ -167,6 +171,7 @@ def main(argv=None):
         "records": [],
         "traces": {},
     }
+    per_cycle = {}  # runtime -> [(run, shares_ab's per-cycle figures)]
     for call, name, run in runs(root):
         d = _load(run / "diag.json")
         if d:
@@ -182,9 +187,17 @@ def main(argv=None):
             doc["traces"]["%s/%s" % (call, name)] = t
         sh = _load(run / "shares_ab.json")
         if sh:
+            sh = dict(sh)
+            cycles = sh.pop("cycles", None)
+            if cycles:
+                per_cycle.setdefault(runtime_of(run), []).append(("%s/%s" % (call, name), cycles))
             doc.setdefault("shares", []).append(
                 dict(run="%s/%s" % (call, name), runtime=runtime_of(run), **sh)
             )
+    for runtime, servers in sorted(per_cycle.items()):
+        res = shares_ab.pooled([shares_ab.groups_of(c) for _, c in servers])
+        res.update(runtime=runtime, runs=[r for r, _ in servers])
+        doc.setdefault("shares_pooled", []).append(res)
     md = ["# The timer's cost on the H200 (issue 19)", ""]
     md += [
         "Real SGLang 0.5.12 on one H200, the harness's tiny models (`bench/gpu/make_models.py`: host-bound",
@@ -328,6 +341,28 @@ def main(argv=None):
             )
         md.append("")
         md.append("Largest difference: %.2f percentage points." % sh["max_abs_diff_pp"])
+    for sp in doc.get("shares_pooled", []):
+        md += [
+            "",
+            "## Full against sampled timing, pooled over servers (runtime %s)" % sp["runtime"],
+            "",
+            "Servers %s: each server's difference (sampled minus full) weighted by its sampled timed"
+            % ", ".join(sp["runs"]),
+            "cycles (%d of them, against %d full cycles); the 95 %% interval from a bootstrap that resamples"
+            % (sp["sampled_timed_cycles"], sp["full_cycles"]),
+            "cycles inside each server and block kind (`shares_ab.pooled`). Servers whose per-cycle figures",
+            "were not kept (before call 5) are not in it.",
+            "",
+            "| phase | difference pp | 95 % interval |",
+            "|---|---|---|",
+        ]
+        for r in sp["phases"]:
+            md.append("| %s | %+.2f | %+.2f .. %+.2f |" % (r["phase"], r["diff_pp"], *r["ci95_pp"]))
+        md += [
+            "",
+            "Largest difference: %.2f points; the widest interval reaches %.2f points from zero."
+            % (sp["max_abs_diff_pp"], sp["max_abs_ci95_pp"]),
+        ]
     md += ["", "## Records against SGLang's own decode count", ""]
     md += [
         "| server | SGLang decode batches | decode cycle records | dev records | timed cycle records | contiguous | exit record |",
