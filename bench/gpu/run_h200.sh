@@ -36,7 +36,9 @@
 #   ovh16    the default sampling's paired overhead, v2 and v1 (ovh1: every cycle timed; ovh16b:
 #            one more v2 server at 1 in 16; ovh32: v2 and v1 at 1 in 32; ovh1rb: v2, every cycle,
 #            PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8})
-#   shares   full and sampled timing side by side in one v2 server (PATCHKIT_TIMER_AB_B=sample)
+#   shares   full and sampled timing side by side in one v2 server (PATCHKIT_TIMER_AB_B=sample;
+#            sharesb: one more such server). CONTROL_PROMPTS=512 (all stages of the call) gives
+#            each server about 4x the cycles for ~25 s more (bench_serving's own start dominates)
 #   cudatests  pytest of the runtime and report (their CUDA-only tests run here)
 #   pack     $OUT/runs.tgz of the raw folders only (no collect)
 #   collect  bench/gpu/collect.py: $OUT/sglang_gpu.{json,md} + charts from everything under $WORK
@@ -303,13 +305,16 @@ stage_ovh32() { ovh_both ovh32 32; }
 stage_ovh1rb() {
   ovh_one ovh1rb_v2 1 --server "$SERVER $SPEC" --env PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8}
 }
-stage_shares() {
-  if [ "$(left)" -lt $(( SRV_S + 40 )) ]; then say "shares: skipped, only $(left)s left"; return 1; fi
-  AB=${SHARES_AB:-40} PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile shares --server "$SERVER $SPEC" \
+shares_one() {  # NAME
+  local name=$1
+  if [ "$(left)" -lt $(( SRV_S + 40 )) ]; then say "$name: skipped, only $(left)s left"; return 1; fi
+  AB=${SHARES_AB:-40} PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile "$name" --server "$SERVER $SPEC" \
     --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${SHARES_AB:-40} --env PATCHKIT_TIMER_AB_B=sample \
     --sample "${SHARES_SAMPLE:-16}" || return 1
-  python3 "$ROOT/bench/gpu/shares_ab.py" "$WORK/shares" --json "$WORK/shares/shares_ab.json" 2>&1 | tee -a "$LOG"
+  python3 "$ROOT/bench/gpu/shares_ab.py" "$WORK/$name" --json "$WORK/$name/shares_ab.json" 2>&1 | tee -a "$LOG"
 }
+stage_shares() { shares_one shares; }
+stage_sharesb() { shares_one sharesb; }  # one more such server in the same call
 
 stage_cudatests() {  # the runtime's CUDA-only tests (CI has no GPU; they skip there)
   (cd "$ROOT" && run timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_timing_runtime.py tests/test_report.py) \

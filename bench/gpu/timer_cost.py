@@ -66,6 +66,15 @@ def variant_of(summary):
     return " ".join(knobs)
 
 
+def requests_of(summary):
+    """The benchmark's request count (--num-prompts of its command), or None."""
+    cmd = (((summary or {}).get("meta") or {}).get("benchmark command") or "").split()
+    for i, word in enumerate(cmd[:-1]):
+        if word == "--num-prompts" and cmd[i + 1].isdigit():
+            return int(cmd[i + 1])
+    return None
+
+
 def partial(summary):
     """A run profile.remote reported as partial (interrupted): left out of every table."""
     return ((summary or {}).get("meta") or {}).get("partial")
@@ -97,6 +106,7 @@ def overhead_rows(root):
                 "sample": every,
                 "monitor": name.startswith("diag"),
                 "tokens_per_s": (s.get("throughput") or {}).get("tokens_per_s"),
+                "requests": requests_of(s),
                 "median_pct": round(ov["median_pct"], 2),
                 "iqr_pct": [round(x, 2) for x in ov["iqr_pct"]],
                 "pairs": ov["pairs"],
@@ -201,7 +211,8 @@ def main(argv=None):
     md = ["# The timer's cost on the H200 (issue 19)", ""]
     md += [
         "Real SGLang 0.5.12 on one H200, the harness's tiny models (`bench/gpu/make_models.py`: host-bound",
-        "cycles of 3-6 ms), STANDALONE speculation with 3 steps, 128 requests x 512 output tokens, 32 at a",
+        "cycles of 3-6 ms), STANDALONE speculation with 3 steps, 128 requests x 512 output tokens (more where",
+        "the server column says so: the same load, longer), 32 at a",
         "time (batch 32), a warm-up pass before the measured window. Each server alternates blocks of 20",
         "decode cycles timed and off (`PATCHKIT_TIMER_AB=20`): the figure is the median over the pairs of",
         "blocks of the timed block's median cycle period against the next off block's, IQR over the pairs.",
@@ -227,7 +238,8 @@ def main(argv=None):
                 r["variant"] or "-",
                 r["call"],
                 r["run"],
-                " (diag monitor on)" if r["monitor"] else "",
+                (" (diag monitor on)" if r["monitor"] else "")
+                + (" (%d requests)" % r["requests"] if r["requests"] not in (None, 128) else ""),
                 "%.0f" % r["tokens_per_s"] if r["tokens_per_s"] else "-",
                 r["median_pct"],
                 r["iqr_pct"][0],
