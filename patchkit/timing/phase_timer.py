@@ -81,13 +81,10 @@ Environment
                         without one (default 50; see Durability)
   PATCHKIT_TIMER_RESOLVE_BATCH  events mode: read the device times of timed cycles (and
                         write their lines) at every Nth timed cycle instead of at each one
-                        (default 1); in between, a cycle's lines wait like an untimed one's,
-                        and the idle flusher also reads the waiting cycles' finished events
-                        (on the process's CUDA device) once no write came for
-                        PATCHKIT_TIMER_IDLE_FLUSH_MS. A SIGKILL while cycles run can lose
-                        the lines of up to N-1 timed cycles. Not with CUDA graphs captured
-                        after decoding began (another thread's event query invalidates a
-                        global-mode capture). Opt-in; H200 figures: README 6.
+                        (default 1); in between, a cycle's lines wait like an untimed one's
+                        (the idle flusher reads and writes them, see Durability). A SIGKILL
+                        while cycles run can lose the lines of up to N-1 timed cycles.
+                        Opt-in; H200 figures: README 6.
   PATCHKIT_TIMER_GRAPH_STEPS=1  experimental: phases that run while a CUDA graph is being
                         captured record torch.cuda.Event(external=True) pairs into the graph;
                         a replay phase begin(name, graph=True[, graph_key=K]) then reports the
@@ -100,7 +97,15 @@ any kill of the process (SIGKILL included; the data is in the kernel's page cach
 and off-block cycles: see below. In events mode
 the device times are not known yet: the cycle is written with dev_ns null and a "dev"
 record keyed by the cycle index follows, in the same write as a later cycle, once the
-GPU has passed the cycle's end event; the report merges the two. Records outside cycles
+GPU has passed the cycle's end event; the report merges the two. When the engine goes idle
+with such a record still unread (the last timed cycle: its events are rarely done at its own
+cycle_end), the idle flusher thread (below) reads it once no write came for
+PATCHKIT_TIMER_IDLE_FLUSH_MS, on the process's CUDA device, in CUDA's relaxed stream-capture
+mode (set through the driver, libcuda.so.1), so that its queries can neither fail nor
+invalidate a graph another thread is capturing; where that mode cannot be set it reads only
+with PATCHKIT_TIMER_RESOLVE_BATCH (and then not with graphs captured after decoding began).
+So a SIGKILL after the engine went idle, as SGLang's shutdown is, loses no device time.
+Records outside cycles
 (warm-up) are written with the next cycle or when PATCHKIT_TIMER_BATCH/_FLUSH_S say so.
 A KeyboardInterrupt (or any BaseException that is not an Exception) raised inside a
 timer call propagates to the program; what was not yet written is written at exit (atexit,
@@ -111,7 +116,7 @@ of PATCHKIT_TIMER_SAMPLE wait for the next write (a timed cycle's, or one every
 PATCHKIT_TIMER_BATCH lines) instead of a system call each: on the H200 a write cost ~15 us of
 a cold scheduler's time, half an untimed cycle's cost. Their lines are formatted by that
 write too, from values taken at cycle_end (CUDA tensors left out, other non-scalars copied). A daemon thread (started at the first
-such cycle) writes them once no write came for PATCHKIT_TIMER_IDLE_FLUSH_MS (default 50 ms),
+such cycle, or at the first timed cycle in events mode) writes them once no write came for PATCHKIT_TIMER_IDLE_FLUSH_MS (default 50 ms),
 so a SIGKILL after the engine went idle, as SGLang's shutdown is, loses none of them; one
 that lands while cycles still run can lose the untimed or off cycles since the last write.
 
@@ -534,11 +539,12 @@ class _Timer:
         self.flusher = None  # the idle flusher thread, started at the first deferred write
         self.idle_s = _env_int("PATCHKIT_TIMER_IDLE_FLUSH_MS", 50) / 1000.0
         # events mode: timed cycles resolved (and written) together, every Nth timed cycle;
-        # then the idle flusher reads finished events too, so resolution takes a lock
+        # the idle flusher reads finished events too (the last timed cycles' device times
+        # would be lost to a SIGKILL after the engine went idle), so resolution takes a lock
         self.resolve_every = _env_int("PATCHKIT_TIMER_RESOLVE_BATCH", 1)
         self.since_resolve = 0
         self.rlock = threading.Lock()
-        if self.resolve_every > 1:
+        if mode == "events":
             self._resolve = self._resolve_shared
         self.pending = []  # FIFO of unresolved device work; head index below
         self.head = 0
@@ -931,6 +937,8 @@ class _Timer:
                 self._deferred_write()
             else:
                 self._write()
+                if self.flusher is None and mode == "events" and self.fd is not None:
+                    self._start_flusher()  # this cycle's device times may be read only later
         except Exception as exc:
             _fail("cycle_end()", exc)
 
@@ -1466,11 +1474,13 @@ class _Timer:
 
     def _start_flusher(self):
         pid = os.getpid()
-        # with PATCHKIT_TIMER_RESOLVE_BATCH cycles wait unresolved: the flusher reads finished
-        # events too, on this thread's CUDA device (a CUDA call on a thread with no device set
-        # would open a context on device 0 for every rank)
+        # events mode: the flusher reads finished events too (a cycle's events are often not
+        # done at its cycle_end, and with PATCHKIT_TIMER_RESOLVE_BATCH cycles wait on purpose),
+        # on this thread's CUDA device (a CUDA call on a thread with no device set would open
+        # a context on device 0 for every rank)
         device = None
-        if self.resolve_every > 1 and self.mode == "events":
+        # (not with graph steps: their records go to self.buf, which only this thread writes)
+        if self.mode == "events" and not self.graph_steps:
             try:
                 device = self.torch.cuda.current_device()
             except Exception:
@@ -1482,7 +1492,9 @@ class _Timer:
             if device is not None:
                 try:
                     self.torch.cuda.set_device(device)
-                    resolving = True
+                    # its queries must not touch a graph another thread captures: relaxed
+                    # mode; where that cannot be set, only the opt-in batch reads here
+                    resolving = _relax_capture_mode() or self.resolve_every > 1
                 except Exception:
                     pass
             while _timer is self and os.getpid() == pid:
@@ -1544,6 +1556,21 @@ def _bind_lazy():
     g = globals()
     for name in _API:
         g[name] = g["_lazy_" + name]
+
+
+def _relax_capture_mode():
+    """Put the calling thread in CUDA's relaxed stream-capture mode (the driver's
+    cuThreadExchangeStreamCaptureMode): an event query from a thread in the default (global)
+    mode while another thread captures a CUDA graph in global mode (torch's default) fails and
+    invalidates that capture; from a relaxed thread it is allowed and harmless (PyTorch's NCCL
+    watchdog does the same for its queries). True when it was set."""
+    try:
+        import ctypes
+
+        mode = ctypes.c_int(2)  # CU_STREAM_CAPTURE_MODE_RELAXED
+        return ctypes.CDLL("libcuda.so.1").cuThreadExchangeStreamCaptureMode(ctypes.byref(mode)) == 0
+    except Exception:
+        return False
 
 
 def _fail(where, exc):
