@@ -103,9 +103,9 @@ cycle_end), the idle flusher thread (below) reads it once no write came for
 PATCHKIT_TIMER_IDLE_FLUSH_MS, on the process's CUDA device, in CUDA's relaxed stream-capture
 mode (set through the driver, libcuda.so.1), so that its queries can neither fail nor
 invalidate a graph another thread is capturing; where that mode cannot be set it reads only
-with PATCHKIT_TIMER_RESOLVE_BATCH (and then not with graphs captured after decoding began).
-So a SIGKILL after the engine went idle, as SGLang's shutdown is, loses no device time.
-Records outside cycles
+with PATCHKIT_TIMER_RESOLVE_BATCH (and then not with graphs captured after decoding began),
+and never with PATCHKIT_TIMER_GRAPH_STEPS. So a SIGKILL after the engine went idle, as
+SGLang's shutdown is, loses no device time. Records outside cycles
 (warm-up) are written with the next cycle or when PATCHKIT_TIMER_BATCH/_FLUSH_S say so.
 A KeyboardInterrupt (or any BaseException that is not an Exception) raised inside a
 timer call propagates to the program; what was not yet written is written at exit (atexit,
@@ -115,10 +115,11 @@ No signal handlers are installed. Off-block cycles of PATCHKIT_TIMER_AB and unti
 of PATCHKIT_TIMER_SAMPLE wait for the next write (a timed cycle's, or one every
 PATCHKIT_TIMER_BATCH lines) instead of a system call each: on the H200 a write cost ~15 us of
 a cold scheduler's time, half an untimed cycle's cost. Their lines are formatted by that
-write too, from values taken at cycle_end (CUDA tensors left out, other non-scalars copied). A daemon thread (started at the first
-such cycle, or at the first timed cycle in events mode) writes them once no write came for PATCHKIT_TIMER_IDLE_FLUSH_MS (default 50 ms),
-so a SIGKILL after the engine went idle, as SGLang's shutdown is, loses none of them; one
-that lands while cycles still run can lose the untimed or off cycles since the last write.
+write too, from values taken at cycle_end (CUDA tensors left out, other non-scalars copied).
+A daemon thread (started at the first such cycle, or at the first timed cycle in events
+mode) writes them once no write came for PATCHKIT_TIMER_IDLE_FLUSH_MS (default 50 ms), so a
+SIGKILL after the engine went idle, as SGLang's shutdown is, loses none of them; one that
+lands while cycles still run can lose the untimed or off cycles since the last write.
 
 While a CUDA graph is being captured nothing is recorded (unless the experimental option
 above is on, and then only graph-side events); the capture check is made at cycle_begin,
@@ -536,7 +537,7 @@ class _Timer:
         self.out_records = 0
         self.lock = threading.Lock()  # one writer at a time: this thread or the idle flusher
         self.last_write = self.host_t0
-        self.flusher = None  # the idle flusher thread, started at the first deferred write
+        self.flusher = None  # the idle flusher thread: first deferred write or timed cycle
         self.idle_s = _env_int("PATCHKIT_TIMER_IDLE_FLUSH_MS", 50) / 1000.0
         # events mode: timed cycles resolved (and written) together, every Nth timed cycle;
         # the idle flusher reads finished events too (the last timed cycles' device times
