@@ -10,6 +10,7 @@ same cycle (SGLang's v2 shape: cycle_begin, 8 phases one of them nested, note, c
 a token count) runs hot (no scrub) and cold, rounds interleaved, per mode:
   off          PATCHKIT_TIMER=off (the clock reads around a no-op: the measuring floor)
   ab-off       an off block of PATCHKIT_TIMER_AB (cycle host times only)
+  ab-bare      an off block with PATCHKIT_TIMER_AB_B=bare (cycle starts only)
   events*      events mode with a stand-in event class (the Python side of events mode)
   events*/16   PATCHKIT_TIMER_SAMPLE=16
   events*+rb8  (--modes) timed cycles resolved and written 8 at a time (PATCHKIT_TIMER_RESOLVE_BATCH)
@@ -114,9 +115,13 @@ def configure(pt, mode, directory):
         os.environ["PATCHKIT_TIMER_RESOLVE_BATCH"] = batch
     else:
         os.environ.pop("PATCHKIT_TIMER_RESOLVE_BATCH", None)
+    if mode == "ab-bare":
+        os.environ["PATCHKIT_TIMER_AB_B"] = "bare"
+    else:
+        os.environ.pop("PATCHKIT_TIMER_AB_B", None)
     if mode == "off":
         pt.configure(mode="off", directory=directory)
-    elif mode == "ab-off":
+    elif mode in ("ab-off", "ab-bare"):
         ab_off_block(pt, Path(directory))
     elif mode.startswith("events*/"):
         pt.configure(mode="events", directory=directory, sample=int(mode.split("/")[1]), seed=1)
@@ -134,7 +139,7 @@ def main(argv=None):
     ap.add_argument("--baseline", default=None, help="also run this revision's (or file's) runtime")
     ap.add_argument(
         "--modes",
-        default="off,ab-off,events*,events*/16",
+        default="off,ab-bare,ab-off,events*,events*/16",
         help="comma-separated; events*+rbN also resolves timed cycles N at a time (PATCHKIT_TIMER_RESOLVE_BATCH)",
     )
     a = ap.parse_args(argv)
@@ -174,20 +179,26 @@ def main(argv=None):
         "  time inside the timer calls per cycle, median over rounds (the clock reads around each call included)"
     )
     print(
-        "  mode                   hot us/cycle  cold us/cycle  cold/hot  cold ns/call  cold minus off, us/cycle"
+        "  mode                   hot us/cycle  cold us/cycle  cold/hot  cold ns/call"
+        "  cold minus off, us/cycle: median of the rounds' differences [IQR]"
     )
-    off_cold = statistics.median(res[("off", "", "cold")]) if "off" in base_modes else 0
+    off_rounds = res[("off", "", "cold")] if "off" in base_modes else None
     for m, tag in sorted(modes, key=lambda mt: (base_modes.index(mt[0]), mt[1])):
         hot, cold = statistics.median(res[(m, tag, "hot")]), statistics.median(res[(m, tag, "cold")])
+        paired = ""
+        if off_rounds:  # each round ran every mode once, interleaved: difference per round
+            diffs = sorted((c - o) / 1e3 for c, o in zip(res[(m, tag, "cold")], off_rounds))
+            q = statistics.quantiles(diffs, n=4) if len(diffs) > 1 else [diffs[0]] * 3
+            paired = "%8.2f [%.2f .. %.2f]" % (statistics.median(diffs), q[0], q[2])
         print(
-            "  %-21s %12.2f %14.2f %9.2f %13.0f %12.2f"
+            "  %-21s %12.2f %14.2f %9.2f %13.0f  %s"
             % (
                 m + tag,
                 hot / 1e3,
                 cold / 1e3,
                 cold / hot if hot else float("nan"),
                 cold / CALLS,
-                (cold - off_cold) / 1e3,
+                paired,
             )
         )
     return 0

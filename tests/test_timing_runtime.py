@@ -637,6 +637,55 @@ for i in range(40):
     )
 
 
+def test_ab_b_bare_off_blocks_record_cycle_starts_only(runtime_dir, fake_torch, tmp_path):
+    """PATCHKIT_TIMER_AB_B=bare: the off blocks' cycle_end is the no-op and their cycles are
+    written with their start and kind only (t1 = t0), every cycle still recorded; the sampled
+    blocks are as usual; the report pairs them and says the off blocks were bare."""
+    from patchkit.report import build_report
+
+    out = tmp_path / "out"
+    res = run_script(
+        runtime_dir,
+        with_fake_torch(
+            fake_torch,
+            """
+import time
+import phase_timer as _pt
+for i in range(48):
+    _pt.cycle_begin(kind="decode" if i % 12 else "prefill", batch_size=1)
+    for name in ("a", "b"):
+        _pt.begin(name); time.sleep(0.0005); _pt.end(name)
+    _pt.note(accepted=2)
+    _pt.cycle_end(tokens=3)
+print("END", _pt.cycle_end.__name__, _pt.cycle_begin.__name__)
+""",
+            LAG_NS=100_000,
+            RECORD_SLEEP_NS=300_000,
+        ),
+        env={"PATCHKIT_TIMER_AB": "4", "PATCHKIT_TIMER_AB_B": "bare", "PATCHKIT_TIMER_SAMPLE": "2"},
+        out_dir=out,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "END _noop _bare_cycle_begin" in res.stdout  # the run ended inside an off block
+    (recs,) = read_records(out).values()
+    assert recs[0]["ab_b"] == "bare" and recs[0]["ab_cycles"] == 4
+    cycles = {r["cycle"]: r for r in recs if r["kind"] == "cycle"}
+    assert sorted(cycles) == list(range(48))
+    for i, c in cycles.items():
+        kind = "decode" if i % 12 else "prefill"
+        if i // 4 % 2:
+            assert c["ab"] == "off" and c["t1"] == c["t0"] and c["attrs"] == {"kind": kind}, c
+        else:
+            assert c["ab"] == "events" and c["t1"] > c["t0"] and c["attrs"]["kind"] == kind, c
+    timed = {i for i, c in cycles.items() if c["ab"] == "events" and c.get("timed") is not False}
+    assert 0 < len(timed) < 24  # the timed blocks are sampled
+    assert {r["cycle"] for r in recs if r["kind"] == "phase"} == timed
+    summary = build_report(out, tmp_path / "report")
+    ov = summary.overhead
+    assert ov["off_blocks"] == "bare" and ov["pairs"] == 6 and ov["off_cycles"] == 24, ov
+    assert "off blocks bare" in (tmp_path / "report" / "table.txt").read_text()
+
+
 def test_nvtx_ranges_in_order_and_never_while_capturing(runtime_dir, fake_torch, tmp_path):
     body = """
 import phase_timer as _pt

@@ -35,7 +35,8 @@
 #   trace    /start_profile on a patched v2 server: phase ranges in SGLang's trace (trace_nvtx: NVTX on)
 #   ovh16    the default sampling's paired overhead, v2 and v1 (ovh1: every cycle timed; ovh16b:
 #            one more v2 server at 1 in 16; ovh32: v2 and v1 at 1 in 32; ovh1rb: v2, every cycle,
-#            PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8})
+#            PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8}; ovh16bare: v2 and v1 at 1 in 16
+#            against bare off blocks, PATCHKIT_TIMER_AB_B=bare)
 #   shares   full and sampled timing side by side in one v2 server (PATCHKIT_TIMER_AB_B=sample;
 #            sharesb: one more such server). CONTROL_PROMPTS=512 (all stages of the call) gives
 #            each server about 4x the cycles for ~25 s more (bench_serving's own start dominates)
@@ -301,6 +302,13 @@ stage_ovh16() { ovh_both ovh16 16; }
 stage_ovh1() { ovh_both ovh1 1; }
 stage_ovh16b() { ovh_one ovh16b_v2 16 --server "$SERVER $SPEC"; }  # one more v2 server at the default
 stage_ovh32() { ovh_both ovh32 32; }
+# the same pairs against bare off blocks (PATCHKIT_TIMER_AB_B=bare: cycle starts only), so that
+# recording a cycle counts too: the default's whole cost but for its no-op call sites
+stage_ovh16bare() {
+  ovh_one ovh16bare_v2 16 --server "$SERVER $SPEC" --env PATCHKIT_TIMER_AB_B=bare || return 1
+  ovh_one ovh16bare_v1 16 --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 \
+    --env PATCHKIT_TIMER_AB_B=bare
+}
 # every cycle timed, device times read and written RESOLVE_BATCH (8) timed cycles at a time
 stage_ovh1rb() {
   ovh_one ovh1rb_v2 1 --server "$SERVER $SPEC" --env PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8}

@@ -6,7 +6,9 @@ the next cycle's start, so it holds everything the timer adds (the per-cycle wri
 resolution of device times too). Within one process, each timed block is paired with the
 off block right after it: overhead = (median period timed - median period off) / median
 period off, in percent. Periods are taken only between cycles of one block, of the kind
-the report describes first (decode when there is one).
+the report describes first (decode when there is one). With PATCHKIT_TIMER_AB_B=bare the off
+blocks record only each cycle's start (`off_blocks`: "bare"), so the pairs also hold what
+recording a cycle costs.
 """
 
 from __future__ import annotations
@@ -73,4 +75,6 @@ def paired_overhead(procs, kind: str | None) -> dict | None:
         "timed_period_ms": _median(timed_all) / 1e6 if timed_all else None,
         "off_period_ms": _median(off_all) / 1e6 if off_all else None,
         "off_cycles": sum(1 for p in ab_procs for c in p.cycles if c.get("ab") == "off"),
+        # PATCHKIT_TIMER_AB_B=bare: the off blocks recorded cycle starts only
+        "off_blocks": "bare" if all(p.header.get("ab_b") == "bare" for p in ab_procs) else "off",
     }

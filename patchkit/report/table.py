@@ -181,6 +181,11 @@ def _overhead_line(ov: dict) -> str:
         f"{ov['kind'] or 'all'} cycles): median {ov['median_pct']:+.2f}% of the cycle "
         f"period (IQR {lo:+.2f}% .. {hi:+.2f}%; {ov['timed_period_ms']:.3f} ms timed vs "
         f"{ov['off_period_ms']:.3f} ms off)"
+        + (
+            "; off blocks bare: cycle starts only, so recording a cycle counts too"
+            if ov.get("off_blocks") == "bare"
+            else ""
+        )
     )
 
 

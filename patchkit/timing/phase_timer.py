@@ -54,6 +54,10 @@ Environment
                         Default 1 (every cycle timed). With PATCHKIT_TIMER_AB the timed
                         blocks are sampled and the off blocks stay off, so the A/B pairs
                         measure the cost of sampled timing.
+  PATCHKIT_TIMER_AB_B=bare  with PATCHKIT_TIMER_AB: the off blocks record only each cycle's
+                        start and kind (cycle_end and the capture probe are no-ops there; the
+                        line is an off cycle with t1 = t0), so the pairs also measure what
+                        recording a cycle costs. Not while a CUDA graph is captured.
   PATCHKIT_TIMER_AB_B=sample  with PATCHKIT_TIMER_AB and PATCHKIT_TIMER_SAMPLE: the second
                         blocks are sampled instead of off, the first ones time every
                         cycle: full and sampled timing side by side in one process, to
@@ -139,8 +143,8 @@ timing turns itself off.
 
 Record schema (one JSON object per line; "kind" says which):
   header  first line of each file: schema, mode, requested_mode, rank, rank_source,
-          world_size, pid, host, python, torch, cuda_device, graph_steps, ab_cycles, nvtx,
-          event_api, share_ns, sampling {every, method: "bernoulli", seed, seed_source}
+          world_size, pid, host, python, torch, cuda_device, graph_steps, ab_cycles,
+          ab_b ("sample" | "bare", only with PATCHKIT_TIMER_AB_B), nvtx, event_api, share_ns, sampling {every, method: "bernoulli", seed, seed_source}
           (only with PATCHKIT_TIMER_SAMPLE > 1),
           clock {host, host_impl, host_t0_ns, wall_t0_ns, boot_id, device}, argv
   phase   name, cycle (index or null), depth (0 = top level), parent (name or null),
@@ -521,6 +525,8 @@ class _Timer:
         self.ab = ab if mode != "off" else 0
         # PATCHKIT_TIMER_AB_B=sample: the second blocks sampled (not off), the first full
         self.ab_sampled = bool(self.ab) and sample > 1 and ab_b == "sample"
+        # PATCHKIT_TIMER_AB_B=bare: off blocks record only each cycle's start
+        self.ab_bare = bool(self.ab) and ab_b == "bare"
         self.cycle_b = False  # the open timed cycle is in a sampled second block
         # the "ab"/"timed" fields of an untimed cycle's line
         self.untimed_ab = (
@@ -820,7 +826,7 @@ class _Timer:
             if self.ab and (self.cycle_no + 1) // self.ab % 2:
                 if not self.ab_sampled:
                     self._ab_switch(on=False)
-                    return self.off_cycle_begin(**attrs)
+                    return globals()["cycle_begin"](**attrs)  # the off block's (or bare one's)
                 second = True
             t0 = _perf()
             if self.untimed is not None:
@@ -1169,6 +1175,24 @@ class _Timer:
         except Exception as exc:
             _fail("cycle_end()", exc)
 
+    def _bare_cycle_begin(self, **attrs):
+        """PATCHKIT_TIMER_AB_B=bare: an off block's cycle records its start and kind only (its
+        cycle_end is the no-op; no capture probe), so that the pairs measure what recording a
+        cycle costs too. Written as an off cycle whose end is its start (t1 = t0)."""
+        try:
+            if _NO_FORK_HOOK and os.getpid() != self.pid:
+                return _after_fork_call("cycle_begin", attrs)
+            index = self.cycle_no + 1
+            if not index // self.ab % 2:
+                self._ab_switch(on=True)
+                return self.cycle_begin(**attrs)
+            self.cycle_no = index
+            t0 = _perf()
+            self.out.append(((index, t0, attrs.get("kind")), t0))  # formatted by the write
+            self.out_records += 1
+        except Exception as exc:
+            _fail("cycle_begin()", exc)
+
     def _ab_switch(self, on):
         if on:
             if self.off_open is not None:
@@ -1184,7 +1208,10 @@ class _Timer:
                 self._abandon_cycle()
             g = globals()
             g["begin"] = g["end"] = g["note"] = _noop
-            g["cycle_begin"], g["cycle_end"] = self.off_cycle_begin, self.off_cycle_end
+            if self.ab_bare:
+                g["cycle_begin"], g["cycle_end"] = self._bare_cycle_begin, _noop
+            else:
+                g["cycle_begin"], g["cycle_end"] = self.off_cycle_begin, self.off_cycle_end
 
     def _deferred_line(self, item):
         """The line of an off-block cycle ((index, t0, kind), t1) or of an untimed cycle
@@ -1380,7 +1407,7 @@ class _Timer:
             "cuda_device": device,
             "graph_steps": self.graph_steps,
             "ab_cycles": self.ab,
-            **({"ab_b": "sample"} if self.ab_sampled else {}),
+            **({"ab_b": "sample"} if self.ab_sampled else {"ab_b": "bare"} if self.ab_bare else {}),
             "nvtx": self.push is not None,
             "event_api": self.event_api,
             "share_ns": self.share_ns if self.mode == "events" else None,
