@@ -88,13 +88,29 @@ def worker_of(name):
     return "v1" if name.endswith("v1") or "_v1-" in name else "v2"
 
 
+PAIRINGS = {
+    True: "both sides",  # each timed block against the mean of the off blocks around it
+    False: "next only",  # the earlier pairing: against the off block after it (reads drift)
+}
+
+
+def fresh_pairs(run):
+    """The run's ab_pairs.json when it was written with the report's present pairing (it has
+    "pairing"), else None (calls whose raw runs were not kept: only the earlier pairing)."""
+    doc = _load(run / "ab_pairs.json")
+    return doc if doc and doc.get("pairing") and doc.get("pairs") else None
+
+
 def overhead_rows(root):
     rows = []
     for call, name, run in runs(root):
         s = _load(run / "summary.json")
-        if not s or not (s.get("overhead") or {}).get("pairs") or partial(s):
+        if not s or partial(s):
             continue
-        ov, samp = s["overhead"], s.get("sampling") or {}
+        fresh = fresh_pairs(run)
+        if not fresh and not (s.get("overhead") or {}).get("pairs"):
+            continue
+        ov, samp = fresh or s["overhead"], s.get("sampling") or {}
         every = samp.get("every", 1)
         rows.append(
             {
@@ -102,6 +118,8 @@ def overhead_rows(root):
                 "run": name,
                 "runtime": runtime_of(run),
                 "variant": variant_of(s),
+                "pairing": PAIRINGS[fresh is not None],
+                "span": "whole run" if fresh else "measured window",
                 "worker": worker_of(name),
                 "sample": every,
                 "monitor": name.startswith("diag"),
@@ -116,7 +134,9 @@ def overhead_rows(root):
                 "window_cycles": samp.get("cycles"),
             }
         )
-    rows.sort(key=lambda r: (r["monitor"], -r["sample"], r["worker"] != "v2", r["variant"], r["call"]))
+    rows.sort(
+        key=lambda r: (r["monitor"], -r["sample"], r["worker"] != "v2", r["variant"], r["pairing"], r["call"])
+    )
     return rows
 
 
@@ -130,7 +150,7 @@ def pooled(root):
         if not doc or not s or name.startswith("diag") or partial(s):
             continue
         every = (s.get("sampling") or {}).get("every", 1)
-        key = (runtime_of(run), worker_of(name), every, variant_of(s))
+        key = (runtime_of(run), worker_of(name), every, variant_of(s), PAIRINGS[fresh_pairs(run) is not None])
         g = groups.setdefault(key, {"servers": [], "pairs": []})
         g["servers"].append("%s/%s" % (call, name))
         g["pairs"] += doc["pairs_pct"]
@@ -139,8 +159,8 @@ def pooled(root):
     order = {}
     for _call, _name, run in runs(root):
         order.setdefault(runtime_of(run), len(order))
-    for (runtime, worker, every, variant), g in sorted(
-        groups.items(), key=lambda kv: (-kv[0][2], kv[0][1] != "v2", kv[0][3], order[kv[0][0]])
+    for (runtime, worker, every, variant, pairing), g in sorted(
+        groups.items(), key=lambda kv: (-kv[0][2], kv[0][1] != "v2", kv[0][3], kv[0][4], order[kv[0][0]])
     ):
         ps = g["pairs"]
         meds = sorted(statistics.median([rng.choice(ps) for _ in ps]) for _ in range(2000))
@@ -151,6 +171,7 @@ def pooled(root):
                 "worker": worker,
                 "sample": every,
                 "variant": variant,
+                "pairing": pairing,
                 "servers": g["servers"],
                 "pairs": len(ps),
                 "median_pct": round(statistics.median(ps), 2),
@@ -214,8 +235,12 @@ def main(argv=None):
         "cycles of 3-6 ms), STANDALONE speculation with 3 steps, 128 requests x 512 output tokens (more where",
         "the server column says so: the same load, longer), 32 at a",
         "time (batch 32), a warm-up pass before the measured window. Each server alternates blocks of 20",
-        "decode cycles timed and off (`PATCHKIT_TIMER_AB=20`): the figure is the median over the pairs of",
-        "blocks of the timed block's median cycle period against the next off block's, IQR over the pairs.",
+        "decode cycles timed and off (`PATCHKIT_TIMER_AB=20`): the figure is the median over the timed",
+        "blocks of the timed block's median cycle period against the mean of the off blocks on both sides",
+        "(pairing 'both sides', the report's own since 2026-12-01; over the whole run), IQR over them.",
+        "'next only' rows are the earlier pairing (against the off block after it, over the measured",
+        "window), kept where the raw runs were not: the decode cycle slows down as sequences grow, and",
+        "that pairing read the drift as overhead (v1: -1.57 % next only, +0.36 % both sides, the same run).",
         "One server per row; servers differ from each other by more than the figures below (tok/s column), so",
         "every comparison here is inside one server. Rerun: `bash bench/gpu/run_h200.sh setup models ovh16",
         "shares ovh1 pack` (and `diag`, `diagv2`, `trace`, `trace_stack`, `trace_nvtx`), then",
@@ -225,17 +250,18 @@ def main(argv=None):
         "",
         "## Paired overhead by worker and sampling",
         "",
-        "| worker | sample | runtime | knobs | server | tok/s | overhead, median | IQR | pairs | timed / off period ms | timed cycles in window |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| worker | sample | runtime | knobs | pairing | server | tok/s | overhead, median | IQR | pairs | timed / off period ms | timed cycles in window |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["overhead"]:
         md.append(
-            "| %s | %s | %s | %s | %s/%s%s | %s | %+.2f %% | %+.2f .. %+.2f %% | %d | %.3f / %.3f | %s of %s |"
+            "| %s | %s | %s | %s | %s | %s/%s%s | %s | %+.2f %% | %+.2f .. %+.2f %% | %d | %.3f / %.3f | %s of %s |"
             % (
                 r["worker"],
                 sampling_label(r["sample"]),
                 r["runtime"],
                 r["variant"] or "-",
+                r["pairing"],
                 r["call"],
                 r["run"],
                 (" (diag monitor on)" if r["monitor"] else "")
@@ -256,17 +282,18 @@ def main(argv=None):
         "Pooled over every server of a row kind and over the whole run (warm-up pass and measured window,",
         "the same load), 95 % bootstrap intervals:",
         "",
-        "| worker | sample | runtime | knobs | servers | pairs | median | 95 % interval | mean | 95 % interval |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| worker | sample | runtime | knobs | pairing | servers | pairs | median | 95 % interval | mean | 95 % interval |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in doc["pooled"]:
         md.append(
-            "| %s | %s | %s | %s | %d | %d | %+.2f %% | %+.2f .. %+.2f | %+.2f %% | %+.2f .. %+.2f |"
+            "| %s | %s | %s | %s | %s | %d | %d | %+.2f %% | %+.2f .. %+.2f | %+.2f %% | %+.2f .. %+.2f |"
             % (
                 r["worker"],
                 sampling_label(r["sample"]),
                 r["runtime"],
                 r["variant"] or "-",
+                r["pairing"],
                 len(r["servers"]),
                 r["pairs"],
                 r["median_pct"],

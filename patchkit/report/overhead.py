@@ -3,12 +3,17 @@
 The runtime alternates blocks of N cycles timed (ab "events") and untimed but for each
 cycle's host start and end (ab "off"). A cycle's period is the host time from its start to
 the next cycle's start, so it holds everything the timer adds (the per-cycle write and the
-resolution of device times too). Within one process, each timed block is paired with the
-off block right after it: overhead = (median period timed - median period off) / median
-period off, in percent. Periods are taken only between cycles of one block, of the kind
-the report describes first (decode when there is one). With PATCHKIT_TIMER_AB_B=bare the off
-blocks record only each cycle's start (`off_blocks`: "bare"), so the pairs also hold what
-recording a cycle costs.
+resolution of device times too). Within one process, each timed block is compared with the
+mean of the two off blocks around it: overhead = (median period timed - mean of the two off
+blocks' median periods) / that mean, in percent. Both neighbours, not only the next one: the
+period drifts during a run (a decode cycle slows as the sequences grow), and a timed block
+against the block after it alone reads that drift as overhead, negative while cycles slow
+down (v1 on the H200: -1.57 % against the next off block, +2.17 % against the one before, the
+same run); the mean of both sides cancels a steady drift. Periods are taken only between
+cycles of one block, of the kind the report describes first (decode when there is one). With
+PATCHKIT_TIMER_AB_B=bare the off blocks record only each cycle's start (`off_blocks`:
+"bare"), so the pairs also hold what recording a cycle costs. `blocks` keeps every block's
+median period, so that other estimators can be computed from summary.json.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from patchkit.report.kinds import cycle_kind
 from patchkit.report.stats import percentile
 
 BASIS = "cycle period (host start to next cycle's start)"
+PAIRING = "each timed block against the mean of the off blocks before and after it"
 
 
 def _block_periods(proc, n: int, kind: str | None) -> dict[int, tuple[str, list[int]]]:
@@ -50,23 +56,28 @@ def paired_overhead(procs, kind: str | None) -> dict | None:
     timed_all: list[int] = []
     off_all: list[int] = []
     sizes = set()
+    medians: list[list] = []
     for proc in ab_procs:
         n = int(proc.header["ab_cycles"])
         sizes.add(n)
         blocks = _block_periods(proc, n, kind)
-        for index, (label, periods) in sorted(blocks.items()):
-            following = blocks.get(index + 1)
-            if label != "events" or not following or following[0] != "off" or not periods or not following[1]:
+        med = {i: (label, _median(periods)) for i, (label, periods) in blocks.items() if periods}
+        pid = proc.header.get("pid")
+        medians += [[proc.rank, pid, i, label, round(m)] for i, (label, m) in sorted(med.items())]
+        for index, (label, timed) in sorted(med.items()):
+            before, after = med.get(index - 1), med.get(index + 1)
+            if label != "events" or not before or not after or before[0] != "off" or after[0] != "off":
                 continue
-            timed, off = _median(periods), _median(following[1])
+            off = (before[1] + after[1]) / 2
             if off > 0:
                 pcts.append(100.0 * (timed - off) / off)
-                timed_all += periods
-                off_all += following[1]
+                timed_all += blocks[index][1]
+                off_all += blocks[index - 1][1] + blocks[index + 1][1]
     return {
         "ab_cycles": sorted(sizes)[0] if len(sizes) == 1 else sorted(sizes),
         "kind": kind,
         "basis": BASIS,
+        "pairing": PAIRING,
         "pairs": len(pcts),
         "median_pct": percentile(pcts, 50),
         "iqr_pct": [percentile(pcts, 25), percentile(pcts, 75)] if pcts else None,
@@ -77,4 +88,5 @@ def paired_overhead(procs, kind: str | None) -> dict | None:
         "off_cycles": sum(1 for p in ab_procs for c in p.cycles if c.get("ab") == "off"),
         # PATCHKIT_TIMER_AB_B=bare: the off blocks recorded cycle starts only
         "off_blocks": "bare" if all(p.header.get("ab_b") == "bare" for p in ab_procs) else "off",
+        "blocks": medians,  # [rank, pid, block index, "events" | "off", median period ns]
     }

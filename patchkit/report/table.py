@@ -177,7 +177,8 @@ def _overhead_line(ov: dict) -> str:
         )
     lo, hi = ov["iqr_pct"]
     return (
-        f"timer overhead (PATCHKIT_TIMER_AB={ov['ab_cycles']}, {ov['pairs']} block pairs, "
+        f"timer overhead (PATCHKIT_TIMER_AB={ov['ab_cycles']}, {ov['pairs']} timed blocks against "
+        "the off blocks on both sides, "
         f"{ov['kind'] or 'all'} cycles): median {ov['median_pct']:+.2f}% of the cycle "
         f"period (IQR {lo:+.2f}% .. {hi:+.2f}%; {ov['timed_period_ms']:.3f} ms timed vs "
         f"{ov['off_period_ms']:.3f} ms off)"
