@@ -118,7 +118,7 @@ def overhead_rows(root):
                 "run": name,
                 "runtime": runtime_of(run),
                 "variant": variant_of(s),
-                "pairing": PAIRINGS[fresh is not None],
+                "pairing": PAIRINGS[bool(ov.get("pairing"))],
                 "span": "whole run" if fresh else "measured window",
                 "worker": worker_of(name),
                 "sample": every,
@@ -150,7 +150,7 @@ def pooled(root):
         if not doc or not s or name.startswith("diag") or partial(s):
             continue
         every = (s.get("sampling") or {}).get("every", 1)
-        key = (runtime_of(run), worker_of(name), every, variant_of(s), PAIRINGS[fresh_pairs(run) is not None])
+        key = (runtime_of(run), worker_of(name), every, variant_of(s), PAIRINGS[bool(doc.get("pairing"))])
         g = groups.setdefault(key, {"servers": [], "pairs": []})
         g["servers"].append("%s/%s" % (call, name))
         g["pairs"] += doc["pairs_pct"]
@@ -237,7 +237,8 @@ def main(argv=None):
         "time (batch 32), a warm-up pass before the measured window. Each server alternates blocks of 20",
         "decode cycles timed and off (`PATCHKIT_TIMER_AB=20`): the figure is the median over the timed",
         "blocks of the timed block's median cycle period against the mean of the off blocks on both sides",
-        "(pairing 'both sides', the report's own since 2026-12-01; over the whole run), IQR over them.",
+        "(pairing 'both sides', the report's own since 2026-12-01; over the whole run from ab_pairs.json,",
+        "else over summary.json's measured window), IQR over them.",
         "'next only' rows are the earlier pairing (against the off block after it, over the measured",
         "window), kept where the raw runs were not: the decode cycle slows down as sequences grow, and",
         "that pairing read the drift as overhead (v1: -1.57 % next only, +0.36 % both sides, the same run).",
