@@ -1059,24 +1059,28 @@ def test_idle_flusher_without_relaxed_capture_mode_reads_nothing_by_default(
     assert sorted(r["cycle"] for r in recs if r["kind"] == "cycle") == list(range(6))
 
 
-def test_relax_capture_mode_is_false_without_a_cuda_driver(runtime_dir, tmp_path):
+def test_relax_capture_mode_is_true_only_with_an_initialised_cuda_driver(runtime_dir, tmp_path):
+    """No driver (this CPU): False, never an exception. With one (the H200's cudatests
+    stage): False before the driver is initialised (cuInit, which torch does first), True
+    after."""
     res = run_script(
         runtime_dir,
         """
 import ctypes
 import phase_timer as _pt
 try:
-    ctypes.CDLL("libcuda.so.1")
-    driver = True
+    cuda = ctypes.CDLL("libcuda.so.1")
 except OSError:
-    driver = False
-print("RELAX", _pt._relax_capture_mode(), driver)
+    cuda = None
+before = _pt._relax_capture_mode()
+after = cuda is not None and cuda.cuInit(0) == 0 and _pt._relax_capture_mode()
+print("RELAX", cuda is not None, before, after)
 """,
         out_dir=tmp_path / "out",
     )
     assert res.returncode == 0, res.stderr
-    relaxed, driver = res.stdout.split("RELAX")[1].split()
-    assert relaxed == driver  # no driver: False, never an exception
+    driver, before, after = res.stdout.split("RELAX")[1].split()
+    assert before == "False" and after == driver, res.stdout
 
 
 @needs_cuda
