@@ -9,13 +9,17 @@ and what the stage added (diag.json, shares_ab.json, the trace's trace_summary.j
   timing_records.json      decode/prefill cycle records, timed cycles (dev records) and timed cycle
                            records (each should have its dev record), whether the
                            cycle numbers run without a gap and whether the exit stats line is there
-  sglang_decode_batches.txt  SGLang's own "Decode batch" log lines of the server (node0)
+  sglang_decode_batches.txt  SGLang's own "Decode batch" log lines of the server (node0); when
+                           profile.remote kept only the log's last MiB, the lines from its first
+                           whole second, and timing_records.json then says from when
+                           (server_log_from) and how many decode cycle records started since
   ab_pairs.json            every A/B pair of the run (bench/gpu/ab_pairs.py)
 bench/gpu/timer_cost.py then builds the page from callN/.
 """
 
 import argparse
 import contextlib
+import datetime
 import io
 import json
 import shutil
@@ -26,13 +30,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import ab_pairs  # bench/gpu/ab_pairs.py: the report's own pairing
+import ab_pairs  # bench/gpu/ab_pairs.py: the report's own pairing (puts the repository on sys.path)
+
+from patchkit.profile.remote.run import SERVER_LOG_MAX  # the server log's tail profile.remote keeps
 
 SMALL = ("summary.json", "table.txt", "diag.json", "shares_ab.json")
 
 
-def timing_records(run):
+def timing_records(run, since_wall_s=None):
+    """since_wall_s: also count the decode cycle records that started at or after this wall
+    clock second (the part of the run a cut server log still covers)."""
     cycles, timed, stats, kinds, timed_records = [], 0, False, {}, 0
+    since, clock = 0, None
     for path in sorted(run.glob("timing/phase-timing.*.jsonl")):
         with path.open() as f:
             for line in f:
@@ -41,18 +50,23 @@ def timing_records(run):
                 except ValueError:
                     continue  # a torn last line of a SIGKILLed process
                 kind = rec.get("kind")
-                if kind == "cycle":
+                if kind == "header":
+                    clock = rec.get("clock") or {}
+                elif kind == "cycle":
                     cycles.append(rec["cycle"])
                     k = (rec.get("attrs") or {}).get("kind")
                     kinds[k] = kinds.get(k, 0) + 1
                     if rec.get("ab") != "off" and rec.get("timed", True):
                         timed_records += 1
+                    if since_wall_s is not None and k == "decode" and clock:
+                        wall = (rec["t0"] - clock["host_t0_ns"] + clock["wall_t0_ns"]) / 1e9
+                        since += wall >= since_wall_s
                 elif kind == "dev":
                     timed += 1
                 elif kind == "stats":
                     stats = True
     ordered = sorted(cycles)
-    return {
+    out = {
         "decode_cycles": kinds.get("decode", 0),
         "prefill_cycles": kinds.get("prefill", 0),
         "timed_cycles": timed,
@@ -60,14 +74,31 @@ def timing_records(run):
         "contiguous": bool(ordered) and ordered == list(range(ordered[0], ordered[0] + len(ordered))),
         "exit_stats": stats,
     }
+    if since_wall_s is not None:
+        out["server_log_from"] = datetime.datetime.fromtimestamp(since_wall_s, datetime.UTC).strftime(
+            "%H:%M:%S"
+        )
+        out["decode_cycles_in_log"] = since
+    return out
 
 
 def decode_batches(run):
+    """SGLang's "Decode batch" lines in the server log, and None, or when profile.remote kept
+    only the log's last SERVER_LOG_MAX bytes (a long run), the lines from the first whole
+    second the kept part covers and that second (UTC epoch seconds; SGLang's log stamps are
+    the server's local time, UTC on the harness's machine)."""
     log = run / "node0" / "server.log"
     if not log.is_file():
-        return None
+        return None, None
     with log.open(errors="replace") as f:
-        return sum(1 for line in f if "Decode batch" in line)
+        text = f.read().splitlines()
+    stamps = [line[1:20] for line in text if "Decode batch" in line and line.startswith("[")]
+    if log.stat().st_size < SERVER_LOG_MAX or not stamps:
+        return len(stamps), None
+    first = datetime.datetime.strptime(stamps[0], "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.UTC)
+    since = first.timestamp() + 1  # the first logged second may be cut in its middle
+    keep = [st for st in stamps if st > stamps[0]]
+    return len(keep), since
 
 
 def import_run(run, dest):
@@ -80,8 +111,8 @@ def import_run(run, dest):
     prof = run.parent.parent / (run.parent.name + ".prof") / "trace_summary.json"
     if prof.is_file():
         shutil.copy2(prof, dest / "trace_summary.json")
-    (dest / "timing_records.json").write_text(json.dumps(timing_records(run)) + "\n")
-    n = decode_batches(run)
+    n, since = decode_batches(run)
+    (dest / "timing_records.json").write_text(json.dumps(timing_records(run, since)) + "\n")
     if n is not None:
         (dest / "sglang_decode_batches.txt").write_text("%d\n" % n)
     with contextlib.redirect_stdout(io.StringIO()):

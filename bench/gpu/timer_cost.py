@@ -408,13 +408,16 @@ def main(argv=None):
         "| server | SGLang decode batches | decode cycle records | dev records | timed cycle records | contiguous | exit record |",
         "|---|---|---|---|---|---|---|",
     ]
+    cut = [r for r in doc["records"] if r.get("server_log_from")]
     for r in doc["records"]:
         md.append(
-            "| %s | %d | %d | %d | %s | %s | %s |"
+            "| %s | %d | %s | %d | %s | %s | %s |"
             % (
                 r["run"],
                 r["sglang_decode_batches"],
-                r["decode_cycles"],
+                "%d of %d *" % (r["decode_cycles_in_log"], r["decode_cycles"])
+                if r.get("server_log_from")
+                else "%d" % r["decode_cycles"],
                 r["timed_cycles"],
                 r.get("timed_cycle_records", "-"),
                 r["contiguous"],
@@ -429,6 +432,14 @@ def main(argv=None):
         "call 9, '-'): the two are equal when no device time was lost, also when SGLang's SIGKILL ended",
         "the server (exit record False).",
     ]
+    if cut:
+        md += [
+            "",
+            "\\* profile.remote keeps the last MiB of a server log, and these longer runs' logs were cut: both",
+            "columns count from the first whole second the kept log covers (%s), the records by their start,"
+            % ", ".join("%s from %s" % (r["run"], r["server_log_from"]) for r in cut),
+            "the log by its stamp (a cycle that starts in the second before and is logged after can differ by 1-2).",
+        ]
     md += ["", "## SGLang's own profiler (`/start_profile`) on a patched v2 server", ""]
     for key, t in doc["traces"].items():
         req = t.get("request", {})
