@@ -551,8 +551,6 @@ class _Timer:
         self.resolve_every = _env_int("PATCHKIT_TIMER_RESOLVE_BATCH", 1)
         self.since_resolve = 0
         self.rlock = threading.Lock()
-        if mode == "events":
-            self._resolve = self._resolve_shared
         self.pending = []  # FIFO of unresolved device work; head index below
         self.head = 0
         self.stack = []  # open phases: [name, t0, dev_start, attrs, graph]
@@ -1263,14 +1261,14 @@ class _Timer:
         if len(self.buf) >= self.batch or now - self.last_flush >= self.flush_ns:
             self._write()
 
-    def _resolve_shared(self, block_one=False, block_all=False, cycles_only=False):
-        with self.rlock:
-            self._resolve_one_thread(block_one, block_all, cycles_only)
-
     def _resolve(self, block_one=False, block_all=False, cycles_only=False):
-        """Device times of what is done, in order (see _resolve_cycle). With
-        PATCHKIT_TIMER_RESOLVE_BATCH the idle flusher calls it too (cycles_only: it stops at
-        a record outside cycles, whose list this thread owns), under self.rlock."""
+        """Device times of what is done, in order, under self.rlock: the idle flusher resolves
+        too (cycles_only: it stops at a record outside cycles, whose list this thread owns)."""
+        with self.rlock:
+            self._resolve_locked(block_one, block_all, cycles_only)
+
+    def _resolve_locked(self, block_one=False, block_all=False, cycles_only=False):
+        """_resolve's work (see _resolve_cycle); the caller holds self.rlock."""
         pending = self.pending
         while self.head < len(pending):
             item = pending[self.head]
@@ -1301,8 +1299,6 @@ class _Timer:
         if self.head > 1024 and self.head * 2 > len(pending):
             del pending[: self.head]
             self.head = 0
-
-    _resolve_one_thread = _resolve
 
     def _resolve_outside(self, rec, dev0, dev1, steps):
         rec[_DEV] = _ms_to_ns(dev0.elapsed_time(dev1))
@@ -1548,9 +1544,9 @@ class _Timer:
 
     def flush(self, final=False):
         if final and self.mode == "events":
-            with self.rlock:  # (the idle flusher resolves too with PATCHKIT_TIMER_RESOLVE_BATCH)
+            with self.rlock:  # (the idle flusher resolves too; nothing pending once closed)
                 try:
-                    self._resolve_one_thread(block_all=True)
+                    self._resolve_locked(block_all=True)
                 except Exception as exc:  # CUDA may already be torn down at exit
                     _warn("could not collect the last CUDA events (%r)" % (exc,))
                 self.counts["dropped_pending"] += len(self.pending) - self.head
