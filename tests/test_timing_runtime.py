@@ -687,6 +687,40 @@ print("END", _pt.cycle_end.__name__, _pt.cycle_begin.__name__)
     assert "off blocks bare" in (tmp_path / "report" / "table.txt").read_text()
 
 
+def test_ab_b_bare_long_off_block_writes_in_batches(runtime_dir, fake_torch, tmp_path):
+    """A bare off block longer than PATCHKIT_TIMER_BATCH does not hold its lines until it
+    ends: they go out every PATCHKIT_TIMER_BATCH lines (memory stays bounded)."""
+    out = tmp_path / "out"
+    res = run_script(
+        runtime_dir,
+        with_fake_torch(
+            fake_torch,
+            """
+import glob, os
+import phase_timer as _pt
+_pt.configure(mode="events", ab=1 << 20)
+_pt._timer.cycle_no = (1 << 20) - 1  # the next cycle opens a (long) off block
+for i in range(40):
+    _pt.cycle_begin(kind="decode")
+    _pt.cycle_end()
+(path,) = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
+print("WAITING", len(_pt._timer.out), "WRITTEN", sum('"ab":"off"' in l for l in open(path)))
+""",
+            LAG_NS=0,
+        ),
+        env={
+            "PATCHKIT_TIMER_AB_B": "bare",
+            "PATCHKIT_TIMER_BATCH": "8",
+            "PATCHKIT_TIMER_IDLE_FLUSH_MS": "60000",
+        },
+        out_dir=out,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "WAITING" in res.stdout, res.stdout
+    waiting, written = int(res.stdout.split()[1]), int(res.stdout.split()[3])
+    assert waiting < 8 and written >= 32, res.stdout
+
+
 def test_nvtx_ranges_in_order_and_never_while_capturing(runtime_dir, fake_torch, tmp_path):
     body = """
 import phase_timer as _pt

@@ -1186,8 +1186,11 @@ class _Timer:
                 return self.cycle_begin(**attrs)
             self.cycle_no = index
             t0 = _perf()
-            self.out.append(((index, t0, attrs.get("kind")), t0))  # formatted by the write
+            out = self.out
+            out.append(((index, t0, attrs.get("kind")), t0))  # formatted by the write
             self.out_records += 1
+            if len(out) >= self.batch:  # a long bare block: its lines still go out in batches
+                self._write()
         except Exception as exc:
             _fail("cycle_begin()", exc)
 
