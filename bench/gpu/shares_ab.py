@@ -68,29 +68,17 @@ def shares(rows, names):
 
 
 def compare(groups, reps=1000, seed=1):
+    """Full against sampled shares in one server: each share, and the difference with its
+    bootstrap interval (pooled() over this one server)."""
     full, samp = groups["events"], groups["sampled"]
     names = sorted({n for _, ph in full + samp for n in ph})
     a, b = shares(full, names), shares(samp, names)
-    rng = random.Random(seed)
-    boots = {n: [] for n in names}
-    for _ in range(reps):
-        fa = [rng.choice(full) for _ in full]
-        fb = [rng.choice(samp) for _ in samp]
-        sa, sb = shares(fa, names), shares(fb, names)
-        for n in names:
-            boots[n].append(sb[n] - sa[n])
-    rows = []
-    for n in names:
-        d = sorted(boots[n])
-        rows.append(
-            {
-                "phase": n,
-                "full": round(a[n], 2),
-                "sampled": round(b[n], 2),
-                "diff_pp": round(b[n] - a[n], 2),
-                "ci95_pp": [round(d[int(0.025 * reps)], 2), round(d[int(0.975 * reps) - 1], 2)],
-            }
-        )
+    diffs = {r["phase"]: r for r in pooled([groups], reps, seed)["phases"]}
+    rows = [
+        {"phase": n, "full": round(a[n], 2), "sampled": round(b[n], 2)}
+        | {k: v for k, v in diffs[n].items() if k != "phase"}
+        for n in names
+    ]
     return {
         "full_cycles": len(full),
         "sampled_timed_cycles": len(samp),
