@@ -37,6 +37,7 @@
 #            one more v2 server at 1 in 16; ovh32: v2 and v1 at 1 in 32; ovh1rb: v2, every cycle,
 #            PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8}; ovh16bare: v2 and v1 at 1 in 16
 #            against bare off blocks, PATCHKIT_TIMER_AB_B=bare)
+#   e3ovh    every cycle timed on the 8B EAGLE-3 pair (verify-bound), A/B blocks: v2, v1, v2 again
 #   shares   full and sampled timing side by side in one v2 server (PATCHKIT_TIMER_AB_B=sample;
 #            sharesb: one more such server). CONTROL_PROMPTS=512 (all stages of the call) gives
 #            each server about 4x the cycles for ~25 s more (bench_serving's own start dominates)
@@ -312,6 +313,23 @@ stage_ovh16bare() {
 # every cycle timed, device times read and written RESOLVE_BATCH (8) timed cycles at a time
 stage_ovh1rb() {
   ovh_one ovh1rb_v2 1 --server "$SERVER $SPEC" --env PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8}
+}
+# the verify-bound regime (issue 19's full-timing goal): the 8B EAGLE-3 pair, every cycle timed,
+# A/B blocks in each server, a warm-up pass of the same load (warmup.py on /generate), v2 then v1
+# then (time allowing) one more v2 server; E3_PROMPTS (768 here) sets the load, ~1,400 cycles
+WARMUP8B=${H_WARMUP:-"python3 $ROOT/bench/gpu/warmup.py --port $PORT --prompts ${E3_OVH_PROMPTS:-768} --concurrency 32 --input-len 128 --output-len ${E3_OUT_LEN:-256} || $BENCH8B"}
+e3ovh_one() {  # NAME WORKER-ARGS...
+  local name=$1; shift
+  if [ "$(left)" -lt "${E3_MIN:-150}" ]; then say "$name: skipped, only $(left)s left"; return 1; fi
+  PBENCH=${BENCH8B/--num-prompts ${E3_PROMPTS:-128}/--num-prompts ${E3_OVH_PROMPTS:-768}} PWARMUP=$WARMUP8B PMIN=0 \
+    profile "$name" "$@" --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} --sample 1
+}
+stage_e3ovh() {
+  local rc=0
+  e3ovh_one e3ovh1_v2 --server "$SERVER8B $SPEC_E3" || rc=1
+  e3ovh_one e3ovh1_v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
+  e3ovh_one e3ovh1b_v2 --server "$SERVER8B $SPEC_E3" || rc=1
+  return $rc
 }
 shares_one() {  # NAME
   local name=$1

@@ -84,6 +84,12 @@ def sampling_label(every):
     return "1 in %d" % every if every > 1 else "every cycle"
 
 
+def model_of(summary):
+    """'8B EAGLE-3' for the verify-bound pair (bench/gpu/make_models_eagle3.py), else 'tiny'."""
+    cmd = ((summary or {}).get("meta") or {}).get("server command") or ""
+    return "8B EAGLE-3" if "models-8b" in cmd or "EAGLE3" in cmd else "tiny"
+
+
 def worker_of(name):
     return "v1" if name.endswith("v1") or "_v1-" in name else "v2"
 
@@ -121,6 +127,7 @@ def overhead_rows(root):
                 "pairing": PAIRINGS[bool(ov.get("pairing"))],
                 "span": "whole run" if fresh else "measured window",
                 "worker": worker_of(name),
+                "model": model_of(s),
                 "sample": every,
                 "monitor": name.startswith("diag"),
                 "tokens_per_s": (s.get("throughput") or {}).get("tokens_per_s"),
@@ -135,7 +142,7 @@ def overhead_rows(root):
             }
         )
     rows.sort(
-        key=lambda r: (r["monitor"], -r["sample"], r["worker"] != "v2", r["variant"], r["pairing"], r["call"])
+        key=lambda r: (r["monitor"], r["model"] != "tiny", -r["sample"], r["worker"] != "v2", r["variant"], r["pairing"], r["call"])
     )
     return rows
 
@@ -150,7 +157,14 @@ def pooled(root):
         if not doc or not s or name.startswith("diag") or partial(s):
             continue
         every = (s.get("sampling") or {}).get("every", 1)
-        key = (runtime_of(run), worker_of(name), every, variant_of(s), PAIRINGS[bool(doc.get("pairing"))])
+        key = (
+            runtime_of(run),
+            worker_of(name),
+            every,
+            variant_of(s),
+            PAIRINGS[bool(doc.get("pairing"))],
+            model_of(s),
+        )
         g = groups.setdefault(key, {"servers": [], "pairs": []})
         g["servers"].append("%s/%s" % (call, name))
         g["pairs"] += doc["pairs_pct"]
@@ -159,8 +173,9 @@ def pooled(root):
     order = {}
     for _call, _name, run in runs(root):
         order.setdefault(runtime_of(run), len(order))
-    for (runtime, worker, every, variant, pairing), g in sorted(
-        groups.items(), key=lambda kv: (-kv[0][2], kv[0][1] != "v2", kv[0][3], kv[0][4], order[kv[0][0]])
+    for (runtime, worker, every, variant, pairing, model), g in sorted(
+        groups.items(),
+        key=lambda kv: (kv[0][5] != "tiny", -kv[0][2], kv[0][1] != "v2", kv[0][3], kv[0][4], order[kv[0][0]]),
     ):
         ps = g["pairs"]
         meds = sorted(statistics.median([rng.choice(ps) for _ in ps]) for _ in range(2000))
@@ -169,6 +184,7 @@ def pooled(root):
             {
                 "runtime": runtime,
                 "worker": worker,
+                "model": model,
                 "sample": every,
                 "variant": variant,
                 "pairing": pairing,
@@ -232,7 +248,8 @@ def main(argv=None):
     md = ["# The timer's cost on the H200 (issue 19)", ""]
     md += [
         "Real SGLang 0.5.12 on one H200, the harness's tiny models (`bench/gpu/make_models.py`: host-bound",
-        "cycles of 3-6 ms), STANDALONE speculation with 3 steps, 128 requests x 512 output tokens (more where",
+        "cycles of 3-6 ms; rows marked 8B EAGLE-3: the verify-bound pair of `bench/gpu/make_models_eagle3.py`,",
+        "EAGLE3 with 3 steps, 13 ms cycles, 256 output tokens, stage `e3ovh`), STANDALONE speculation with 3 steps, 128 requests x 512 output tokens (more where",
         "the server column says so: the same load, longer), 32 at a",
         "time (batch 32), a warm-up pass before the measured window. Each server alternates blocks of 20",
         "decode cycles timed and off (`PATCHKIT_TIMER_AB=20`): the figure is the median over the timed",
@@ -258,7 +275,7 @@ def main(argv=None):
         md.append(
             "| %s | %s | %s | %s | %s | %s/%s%s | %s | %+.2f %% | %+.2f .. %+.2f %% | %d | %.3f / %.3f | %s of %s |"
             % (
-                r["worker"],
+                r["worker"] + ("" if r["model"] == "tiny" else " (%s)" % r["model"]),
                 sampling_label(r["sample"]),
                 r["runtime"],
                 r["variant"] or "-",
@@ -290,7 +307,7 @@ def main(argv=None):
         md.append(
             "| %s | %s | %s | %s | %s | %d | %d | %+.2f %% | %+.2f .. %+.2f | %+.2f %% | %+.2f .. %+.2f |"
             % (
-                r["worker"],
+                r["worker"] + ("" if r["model"] == "tiny" else " (%s)" % r["model"]),
                 sampling_label(r["sample"]),
                 r["runtime"],
                 r["variant"] or "-",
