@@ -331,6 +331,20 @@ stage_e3ovh() {
   e3ovh_one e3ovh1b_v2 --server "$SERVER8B $SPEC_E3" || rc=1
   return $rc
 }
+stage_e3ovhb() {  # one more v1 server, then one more v2 server
+  local rc=0
+  e3ovh_one e3ovh1b_v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
+  e3ovh_one e3ovh1b_v2 --server "$SERVER8B $SPEC_E3" || rc=1
+  return $rc
+}
+stage_e3ovhrb() {  # v1, every cycle timed, device times read RESOLVE_BATCH (16) cycles at a time, twice
+  local rc=0
+  e3ovh_one e3ovh1rb_v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" --env SGLANG_ENABLE_SPEC_V2=0 \
+    --env PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-16} || rc=1
+  e3ovh_one e3ovh1rbb_v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" --env SGLANG_ENABLE_SPEC_V2=0 \
+    --env PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-16} || rc=1
+  return $rc
+}
 shares_one() {  # NAME
   local name=$1
   if [ "$(left)" -lt $(( SRV_S + 40 )) ]; then say "$name: skipped, only $(left)s left"; return 1; fi
