@@ -534,9 +534,11 @@ def test_completed_cycles_survive_a_kill(runtime_dir, fake_torch, tmp_path, sig,
             assert proc.stats["dropped_pending"] == 0
         else:
             assert proc.stats is None
-            # the GPU runs 1.5 ms behind: only the last cycles can still lack device time
+            # the GPU runs 1.5 ms behind, and every cycle timed reads device times 16 timed
+            # cycles at a time (the default resolve batch): only the last cycles can still
+            # lack device time, never their records
             assert lacking == indices[len(indices) - len(lacking) :]
-            assert len(lacking) <= 6
+            assert len(lacking) <= 6 + 15
             assert all(
                 p["dev_ns"] is not None
                 for p in proc.phases
@@ -937,10 +939,12 @@ print("SAME")
     assert "SAME" in res.stdout
 
 
-def test_resolve_batch_reads_and_writes_timed_cycles_n_at_a_time(runtime_dir, fake_torch, tmp_path):
-    """PATCHKIT_TIMER_RESOLVE_BATCH=4: device times are read, and lines written, at every 4th
-    timed cycle; in between a cycle's lines wait (the idle flusher writes them after
-    PATCHKIT_TIMER_IDLE_FLUSH_MS); at exit every cycle has its dev record."""
+def test_resolve_batch_reads_device_times_n_at_a_time_and_writes_every_cycle(
+    runtime_dir, fake_torch, tmp_path
+):
+    """PATCHKIT_TIMER_RESOLVE_BATCH=4: device times are read at every 4th timed cycle, four in
+    a row; each cycle's own lines (phases, cycle record) are still on disk when its cycle_end
+    returns, one write per cycle; at exit every cycle has its dev record."""
     out = tmp_path / "out"
     res = run_script(
         runtime_dir,
@@ -961,11 +965,11 @@ for i in range(10):
     recs = [json.loads(l) for l in open(path[0])] if path else []
     seen.append(([r["cycle"] for r in recs if r["kind"] == "cycle"],
                  [r["cycle"] for r in recs if r["kind"] == "dev"], _pt._timer.counts["writes"]))
-time.sleep(0.8)  # the idle flusher writes what waits (host lines; reading events is this thread's)
+time.sleep(0.8)  # idle: the flusher reads the waiting device times (a batch the user set)
 (path,) = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
 idle = [json.loads(l) for l in open(path)]
 print("SEEN", json.dumps(seen))
-print("IDLE", json.dumps([r["cycle"] for r in idle if r["kind"] == "cycle"]))
+print("IDLE", json.dumps([r["cycle"] for r in idle if r["kind"] == "dev"]))
 """,
             LAG_NS=0,
         ),
@@ -974,14 +978,15 @@ print("IDLE", json.dumps([r["cycle"] for r in idle if r["kind"] == "cycle"]))
     )
     assert res.returncode == 0, res.stderr
     seen = json.loads(res.stdout.split("SEEN")[1].split("IDLE")[0])
-    # cycle 0 is written at once (the first write opens the file and starts the flusher);
-    # after that the GPU is never behind here, so every 4th cycle reads and writes all
-    for i, (cycles, devs, _writes) in enumerate(seen):
+    # the GPU is never behind here, so every 4th cycle reads all device times; the others
+    # read none, and every cycle's record is written before its cycle_end returns
+    for i, (cycles, devs, writes) in enumerate(seen):
+        assert cycles == list(range(i + 1)), (i, cycles)
+        assert writes == i + 1  # one write per timed cycle
         if (i + 1) % 4 == 0:
-            assert cycles == list(range(i + 1)) and devs == list(range(i + 1)), (i, cycles, devs)
-        elif i > 0:
-            assert len(devs) <= i - (i + 1) % 4 + 1 and i not in devs, (i, devs)
-    assert seen[-1][2] <= 4  # writes: the first cycle's, cycles 3 and 7, not one per cycle
+            assert devs == list(range(i + 1)), (i, devs)
+        else:
+            assert devs == list(range(i - (i + 1) % 4 + 1)), (i, devs)
     assert json.loads(res.stdout.split("IDLE")[1]) == list(range(10))
     (recs,) = read_records(out).values()
     assert sorted(r["cycle"] for r in recs if r["kind"] == "dev") == list(range(10))
@@ -991,6 +996,54 @@ print("IDLE", json.dumps([r["cycle"] for r in idle if r["kind"] == "cycle"]))
             assert r["attrs"] == {"kind": "decode", "tokens": [r["cycle"]] * 2}, r
     verify = sorted(r["cycle"] for r in recs if r["kind"] == "phase")
     assert verify == list(range(10))  # each waiting cycle's phase line written once
+
+
+@pytest.mark.parametrize(
+    "env, batch",
+    [
+        ({}, 16),  # every cycle timed: the default batch
+        ({"PATCHKIT_TIMER_SAMPLE": "16"}, 1),  # sampled: one timed cycle in 16 is few enough
+        ({"PATCHKIT_TIMER_RESOLVE_BATCH": "1"}, 1),  # the user's setting wins
+        ({"PATCHKIT_TIMER_RESOLVE_BATCH": "5", "PATCHKIT_TIMER_SAMPLE": "4"}, 5),
+        ({"PATCHKIT_TIMER_RESOLVE_BATCH": "many"}, 16),  # not a number: the default
+    ],
+)
+def test_full_timing_reads_device_times_in_batches_by_default(runtime_dir, fake_torch, tmp_path, env, batch):
+    """Every cycle timed, events mode: device times are read 16 timed cycles at a time unless
+    PATCHKIT_TIMER_RESOLVE_BATCH says otherwise (the header says which); sampled runs read at
+    each timed cycle. Every cycle's record is on disk at its cycle_end either way, and the
+    exit flush reads every device time."""
+    out = tmp_path / "out"
+    res = run_script(
+        runtime_dir,
+        with_fake_torch(
+            fake_torch,
+            """
+import glob, json, os
+import phase_timer as _pt
+_pt.configure()
+on_disk = []
+for i in range(40):
+    _pt.cycle_begin(kind="decode")
+    _pt.begin("verify"); _pt.end("verify")
+    _pt.cycle_end()
+    (path,) = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
+    on_disk.append(any(json.loads(l).get("cycle") == i for l in open(path) if '"kind":"cycle"' in l))
+print("ONDISK", json.dumps(on_disk))
+""",
+            LAG_NS=0,
+        ),
+        env=dict(env, PATCHKIT_TIMER_SEED="1"),
+        out_dir=out,
+    )
+    assert res.returncode == 0, res.stderr
+    (recs,) = read_records(out).values()
+    assert recs[0]["kind"] == "header" and recs[0]["resolve_batch"] == batch
+    timed = [r["cycle"] for r in recs if r["kind"] == "cycle" and r.get("timed", True)]
+    assert len(timed) == 40 if "PATCHKIT_TIMER_SAMPLE" not in env else 0 < len(timed) < 40
+    on_disk = json.loads(res.stdout.split("ONDISK")[1])
+    assert all(on_disk[i] for i in timed)  # each timed cycle: on disk when cycle_end returned
+    assert sorted(r["cycle"] for r in recs if r["kind"] == "dev") == timed
 
 
 IDLE_KILL = """

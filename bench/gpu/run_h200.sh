@@ -38,6 +38,8 @@
 #            PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8}; ovh16bare: v2 and v1 at 1 in 16
 #            against bare off blocks, PATCHKIT_TIMER_AB_B=bare)
 #   e3ovh    every cycle timed on the 8B EAGLE-3 pair (verify-bound), A/B blocks: v2, v1, v2 again
+#            (e3ovhb: one more v1 and v2 server; e3ovhrb: two v1 servers with
+#            PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-16}); E3_OVH_PROMPTS requests (768)
 #   shares   full and sampled timing side by side in one v2 server (PATCHKIT_TIMER_AB_B=sample;
 #            sharesb: one more such server). CONTROL_PROMPTS=512 (all stages of the call) gives
 #            each server about 4x the cycles for ~25 s more (bench_serving's own start dominates)

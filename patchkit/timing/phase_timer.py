@@ -83,12 +83,14 @@ Environment
   PATCHKIT_TIMER_IDLE_FLUSH_MS  untimed and off-block cycles are written with the next
                         write; a background thread writes them after this many ms
                         without one (default 50; see Durability)
-  PATCHKIT_TIMER_RESOLVE_BATCH  events mode: read the device times of timed cycles (and
-                        write their lines) at every Nth timed cycle instead of at each one
-                        (default 1); in between, a cycle's lines wait like an untimed one's
-                        (the idle flusher reads and writes them, see Durability). A SIGKILL
-                        while cycles run can lose the lines of up to N-1 timed cycles.
-                        Opt-in; H200 figures: README 6.
+  PATCHKIT_TIMER_RESOLVE_BATCH  events mode: read the device times of timed cycles at
+                        every Nth timed cycle, several in a row, instead of at each one.
+                        Default 16 when every cycle is timed (PATCHKIT_TIMER_SAMPLE 1, no
+                        graph steps), else 1. A timed cycle's host lines are still written
+                        at its cycle_end; its "dev" record follows with the batch's write
+                        (or the idle flusher's, see Durability), so a SIGKILL while cycles
+                        run can lose the device times of up to N-1 timed cycles, never
+                        their records. H200 figures: README 6.
   PATCHKIT_TIMER_GRAPH_STEPS=1  experimental: phases that run while a CUDA graph is being
                         captured record torch.cuda.Event(external=True) pairs into the graph;
                         a replay phase begin(name, graph=True[, graph_key=K]) then reports the
@@ -101,13 +103,14 @@ any kill of the process (SIGKILL included; the data is in the kernel's page cach
 and off-block cycles: see below. In events mode
 the device times are not known yet: the cycle is written with dev_ns null and a "dev"
 record keyed by the cycle index follows, in the same write as a later cycle, once the
-GPU has passed the cycle's end event; the report merges the two. When the engine goes idle
-with such a record still unread (the last timed cycle: its events are rarely done at its own
-cycle_end), the idle flusher thread (below) reads it once no write came for
+GPU has passed the cycle's end event and the resolve batch (PATCHKIT_TIMER_RESOLVE_BATCH;
+16 timed cycles when every cycle is timed) is due; the report merges the two. When the
+engine goes idle with such records still unread (the last timed cycles), the idle flusher thread (below) reads it once no write came for
 PATCHKIT_TIMER_IDLE_FLUSH_MS, on the process's CUDA device, in CUDA's relaxed stream-capture
 mode (set through the driver, libcuda.so.1), so that its queries can neither fail nor
 invalidate a graph another thread is capturing; where that mode cannot be set it reads only
-with PATCHKIT_TIMER_RESOLVE_BATCH (and then not with graphs captured after decoding began),
+with a PATCHKIT_TIMER_RESOLVE_BATCH set by the user (and then not with graphs captured after
+decoding began),
 and never with PATCHKIT_TIMER_GRAPH_STEPS. So a SIGKILL after the engine went idle, as
 SGLang's shutdown is, loses no device time. Records outside cycles
 (warm-up) are written with the next cycle or when PATCHKIT_TIMER_BATCH/_FLUSH_S say so.
@@ -186,6 +189,10 @@ EVENT_APIS = ("torch.Event", "torch.cuda.Event")
 _perf = time.perf_counter_ns
 _NEVER = -(1 << 62)
 _MAX_PENDING = 1 << 12  # beyond this many unresolved cycles, wait for the oldest
+# events mode, every cycle timed: device times read this many timed cycles at a time unless
+# PATCHKIT_TIMER_RESOLVE_BATCH says otherwise (the H200's verify-bound v1 server: +2.37 %
+# reading at each cycle, +0.92 % 16 at a time; README 6)
+_FULL_RESOLVE_BATCH = 16
 _TRUE = ("1", "true", "yes", "on")
 # with os.register_at_fork (bottom of this file) a forked child rebinds the module functions
 # itself; only without it does cycle_begin compare pids
@@ -548,6 +555,8 @@ class _Timer:
         # events mode: timed cycles resolved (and written) together, every Nth timed cycle;
         # the idle flusher reads finished events too (the last timed cycles' device times
         # would be lost to a SIGKILL after the engine went idle), so resolution takes a lock
+        # (the default is set below, once the mode and sampling are known)
+        self.resolve_explicit = os.environ.get("PATCHKIT_TIMER_RESOLVE_BATCH", "").strip().isdigit()
         self.resolve_every = _env_int("PATCHKIT_TIMER_RESOLVE_BATCH", 1)
         self.since_resolve = 0
         self.rlock = threading.Lock()
@@ -600,6 +609,8 @@ class _Timer:
                 self.graph_steps = True
             self.new_event = self._event_factory(event_api)
             self._mark = self._event_mark
+            if not self.resolve_explicit and self.sample == 1 and not self.graph_steps:
+                self.resolve_every = _FULL_RESOLVE_BATCH
         elif mode == "sync":
             self.sync = self.torch.cuda.synchronize
             self._mark = self._sync_mark
@@ -873,7 +884,6 @@ class _Timer:
                 merged.update(attrs)
             mode = self.mode
             later = None
-            wait = False
             if mode == "events":
                 scalars = _SCALARS
                 for key, value in merged.items():
@@ -931,19 +941,16 @@ class _Timer:
                     self._resolve()
                     if len(self.pending) - self.head > _MAX_PENDING:
                         self._resolve(block_one=True)
-                else:
-                    wait = True  # this cycle's lines wait for the batch (or the idle flusher)
+                # else: this cycle's device times wait for the batch (or the idle
+                # flusher); its host lines go out now like any timed cycle's
             self.cyc_recs, self.cyc_evs = [], []
             self.prev_cycle_dev = dev0
             self.cycle = None
             if not self.rank_final and (index & 15 == 0 or self.fd is None):
                 self._check_rank()
-            if wait:
-                self._deferred_write()
-            else:
-                self._write()
-                if self.flusher is None and mode == "events" and self.fd is not None:
-                    self._start_flusher()  # this cycle's device times may be read only later
+            self._write()
+            if self.flusher is None and mode == "events" and self.fd is not None:
+                self._start_flusher()  # this cycle's device times may be read only later
         except Exception as exc:
             _fail("cycle_end()", exc)
 
@@ -1410,6 +1417,7 @@ class _Timer:
             "nvtx": self.push is not None,
             "event_api": self.event_api,
             "share_ns": self.share_ns if self.mode == "events" else None,
+            "resolve_batch": self.resolve_every if self.mode == "events" else None,
             **(
                 {
                     "sampling": {
@@ -1502,7 +1510,7 @@ class _Timer:
     def _start_flusher(self):
         pid = os.getpid()
         # events mode: the flusher reads finished events too (a cycle's events are often not
-        # done at its cycle_end, and with PATCHKIT_TIMER_RESOLVE_BATCH cycles wait on purpose),
+        # done at its cycle_end, and with a resolve batch cycles wait on purpose),
         # on this thread's CUDA device (a CUDA call on a thread with no device set would open
         # a context on device 0 for every rank)
         device = None
@@ -1520,8 +1528,8 @@ class _Timer:
                 try:
                     self.torch.cuda.set_device(device)
                     # its queries must not touch a graph another thread captures: relaxed
-                    # mode; where that cannot be set, only the opt-in batch reads here
-                    resolving = _relax_capture_mode() or self.resolve_every > 1
+                    # mode; where that cannot be set, only a batch the user asked for reads here
+                    resolving = _relax_capture_mode() or (self.resolve_explicit and self.resolve_every > 1)
                 except Exception:
                     pass
             while _timer is self and os.getpid() == pid:
