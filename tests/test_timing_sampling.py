@@ -454,15 +454,20 @@ for i in range(600):
     assert abs(pooled_by["long"]["diff_pp"] - by["long"]["diff_pp"]) <= 0.011
 
 
-def _shares_ab_module():
+def _bench_gpu_module(name):
+    """bench/gpu/NAME.py, loaded from its file (bench/gpu is no package)."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "gpu" / "shares_ab.py"
-    spec = importlib.util.spec_from_file_location("shares_ab", path)
+    path = Path(__file__).resolve().parents[1] / "bench" / "gpu" / ("%s.py" % name)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _shares_ab_module():
+    return _bench_gpu_module("shares_ab")
 
 
 def test_pooled_shares_find_a_real_difference_and_weigh_servers_by_sampled_cycles():
@@ -549,3 +554,42 @@ _pt.cycle_end()
     cycles = [r for r in one_file(tmp_path / "out") if r["kind"] == "cycle"]
     assert [c["attrs"]["ids"] for c in cycles] == [[1, 2], [1, 2, 3]]
     assert all(c["timed"] is False for c in cycles)
+
+
+def test_timer_cost_pools_the_verify_bound_pair_apart_from_the_tiny_models(tmp_path):
+    """bench/gpu/timer_cost.py: servers of the 8B EAGLE-3 pair (its model path in the server
+    command) and of the tiny models are pooled apart, even with the same worker and sampling,
+    and the markdown names the 8B rows."""
+    import statistics
+    from pathlib import Path
+
+    timer_cost = _bench_gpu_module("timer_cost")
+    root = tmp_path / "h200"
+    for name, model, pairs in (
+        ("ovh1_v1", "/tmp/patchkit-models/target", [6.0, 7.0, 8.0]),
+        ("e3ovh1_v1", "/tmp/patchkit-models-8b/target", [0.5, 1.0, 1.5]),
+    ):
+        run = root / "call1" / name
+        run.mkdir(parents=True)
+        meta = {
+            "server command": "python3 -m sglang.launch_server --model-path %s" % model,
+            "server environment": "PATCHKIT_TIMER=events PATCHKIT_TIMER_AB=20",
+        }
+        overhead = {
+            "pairing": "both sides",
+            "pairs": 3,
+            "median_pct": statistics.median(pairs),
+            "iqr_pct": [min(pairs), max(pairs)],
+            "timed_period_ms": 5.0,
+            "off_period_ms": 4.8,
+        }
+        (run / "summary.json").write_text(json.dumps({"meta": meta, "overhead": overhead}))
+        (run / "ab_pairs.json").write_text(json.dumps(dict(overhead, pairs_pct=pairs)))
+    (root / "call1" / "runtime.txt").write_text("r1\n")
+    pooled = {r["model"]: r for r in timer_cost.pooled(root)}
+    assert set(pooled) == {"tiny", "8B EAGLE-3"}
+    assert pooled["tiny"]["median_pct"] == 7.0 and pooled["8B EAGLE-3"]["median_pct"] == 1.0
+    assert pooled["tiny"]["servers"] == ["call1/ovh1_v1"]
+    out = tmp_path / "md"
+    assert timer_cost.main([str(root), "--out", str(out)]) in (0, None)
+    assert "| v1 (8B EAGLE-3) | every cycle |" in Path(str(out) + ".md").read_text()

@@ -142,7 +142,15 @@ def overhead_rows(root):
             }
         )
     rows.sort(
-        key=lambda r: (r["monitor"], r["model"] != "tiny", -r["sample"], r["worker"] != "v2", r["variant"], r["pairing"], r["call"])
+        key=lambda r: (
+            r["monitor"],
+            r["model"] != "tiny",
+            -r["sample"],
+            r["worker"] != "v2",
+            r["variant"],
+            r["pairing"],
+            r["call"],
+        )
     )
     return rows
 
