@@ -939,45 +939,51 @@ print("SAME")
     assert "SAME" in res.stdout
 
 
+# CYCLES cycles of one phase; after each cycle_end, what the file holds (cycle and dev record
+# indices, the timer's write count); then IDLE_S seconds idle and the dev records on disk then
+BATCH_LOOP = """
+import glob, json, os, time
+import phase_timer as _pt
+_pt.configure()
+seen = []
+for i in range(CYCLES):
+    _pt.cycle_begin(kind="decode")
+    _pt.begin("verify"); time.sleep(0.001); _pt.end("verify")
+    tokens = [i, i]
+    _pt.cycle_end(tokens=tokens)
+    tokens.append(99)  # after cycle_end: the cycle's line keeps what cycle_end saw
+    path = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
+    recs = [json.loads(l) for l in open(path[0])] if path else []
+    seen.append(([r["cycle"] for r in recs if r["kind"] == "cycle"],
+                 [r["cycle"] for r in recs if r["kind"] == "dev"], _pt._timer.counts["writes"]))
+time.sleep(IDLE_S)
+(path,) = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
+print("SEEN", json.dumps(seen))
+print("IDLE", json.dumps([json.loads(l)["cycle"] for l in open(path) if '"kind":"dev"' in l]))
+"""
+
+
+def _batch_loop(runtime_dir, fake_torch, out, cycles, idle_s, env):
+    """BATCH_LOOP in a fresh interpreter: (what each cycle_end left on disk, the dev records
+    after the idle time, every record at exit)."""
+    body = BATCH_LOOP.replace("CYCLES", str(cycles)).replace("IDLE_S", str(idle_s))
+    res = run_script(runtime_dir, with_fake_torch(fake_torch, body, LAG_NS=0), env=env, out_dir=out)
+    assert res.returncode == 0, res.stderr
+    seen = json.loads(res.stdout.split("SEEN")[1].split("IDLE")[0])
+    (recs,) = read_records(out).values()
+    return seen, json.loads(res.stdout.split("IDLE")[1]), recs
+
+
 def test_resolve_batch_reads_device_times_n_at_a_time_and_writes_every_cycle(
     runtime_dir, fake_torch, tmp_path
 ):
     """PATCHKIT_TIMER_RESOLVE_BATCH=4: device times are read at every 4th timed cycle, four in
     a row; each cycle's own lines (phases, cycle record) are still on disk when its cycle_end
-    returns, one write per cycle; at exit every cycle has its dev record."""
+    returns, one write per cycle; once idle, the flusher reads the waiting ones (a batch the
+    user set); at exit every cycle has its dev record."""
     out = tmp_path / "out"
-    res = run_script(
-        runtime_dir,
-        with_fake_torch(
-            fake_torch,
-            """
-import glob, json, os, time
-import phase_timer as _pt
-_pt.configure()
-seen = []
-for i in range(10):
-    _pt.cycle_begin(kind="decode")
-    _pt.begin("verify"); time.sleep(0.001); _pt.end("verify")
-    tokens = [i, i]
-    _pt.cycle_end(tokens=tokens)
-    tokens.append(99)  # after cycle_end: a waiting cycle's line keeps what cycle_end saw
-    path = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
-    recs = [json.loads(l) for l in open(path[0])] if path else []
-    seen.append(([r["cycle"] for r in recs if r["kind"] == "cycle"],
-                 [r["cycle"] for r in recs if r["kind"] == "dev"], _pt._timer.counts["writes"]))
-time.sleep(0.8)  # idle: the flusher reads the waiting device times (a batch the user set)
-(path,) = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
-idle = [json.loads(l) for l in open(path)]
-print("SEEN", json.dumps(seen))
-print("IDLE", json.dumps([r["cycle"] for r in idle if r["kind"] == "dev"]))
-""",
-            LAG_NS=0,
-        ),
-        env={"PATCHKIT_TIMER_RESOLVE_BATCH": "4", "PATCHKIT_TIMER_IDLE_FLUSH_MS": "200"},
-        out_dir=out,
-    )
-    assert res.returncode == 0, res.stderr
-    seen = json.loads(res.stdout.split("SEEN")[1].split("IDLE")[0])
+    env = {"PATCHKIT_TIMER_RESOLVE_BATCH": "4", "PATCHKIT_TIMER_IDLE_FLUSH_MS": "200"}
+    seen, idle, recs = _batch_loop(runtime_dir, fake_torch, out, 10, 0.8, env)
     # the GPU is never behind here, so every 4th cycle reads all device times; the others
     # read none, and every cycle's record is written before its cycle_end returns
     for i, (cycles, devs, writes) in enumerate(seen):
@@ -987,15 +993,14 @@ print("IDLE", json.dumps([r["cycle"] for r in idle if r["kind"] == "dev"]))
             assert devs == list(range(i + 1)), (i, devs)
         else:
             assert devs == list(range(i - (i + 1) % 4 + 1)), (i, devs)
-    assert json.loads(res.stdout.split("IDLE")[1]) == list(range(10))
-    (recs,) = read_records(out).values()
+    assert idle == list(range(10))
     assert sorted(r["cycle"] for r in recs if r["kind"] == "dev") == list(range(10))
     assert sorted(r["cycle"] for r in recs if r["kind"] == "cycle") == list(range(10))
     for r in recs:
         if r["kind"] == "cycle":
             assert r["attrs"] == {"kind": "decode", "tokens": [r["cycle"]] * 2}, r
     verify = sorted(r["cycle"] for r in recs if r["kind"] == "phase")
-    assert verify == list(range(10))  # each waiting cycle's phase line written once
+    assert verify == list(range(10))  # each cycle's phase line written once
 
 
 @pytest.mark.parametrize(
@@ -1011,38 +1016,19 @@ print("IDLE", json.dumps([r["cycle"] for r in idle if r["kind"] == "dev"]))
 def test_full_timing_reads_device_times_in_batches_by_default(runtime_dir, fake_torch, tmp_path, env, batch):
     """Every cycle timed, events mode: device times are read 16 timed cycles at a time unless
     PATCHKIT_TIMER_RESOLVE_BATCH says otherwise (the header says which); sampled runs read at
-    each timed cycle. Every cycle's record is on disk at its cycle_end either way, and the
-    exit flush reads every device time."""
-    out = tmp_path / "out"
-    res = run_script(
-        runtime_dir,
-        with_fake_torch(
-            fake_torch,
-            """
-import glob, json, os
-import phase_timer as _pt
-_pt.configure()
-on_disk = []
-for i in range(40):
-    _pt.cycle_begin(kind="decode")
-    _pt.begin("verify"); _pt.end("verify")
-    _pt.cycle_end()
-    (path,) = glob.glob(os.path.join(os.environ["PATCHKIT_TIMER_DIR"], "*.jsonl"))
-    on_disk.append(any(json.loads(l).get("cycle") == i for l in open(path) if '"kind":"cycle"' in l))
-print("ONDISK", json.dumps(on_disk))
-""",
-            LAG_NS=0,
-        ),
-        env=dict(env, PATCHKIT_TIMER_SEED="1"),
-        out_dir=out,
+    each timed cycle. Every timed cycle's record is on disk at its cycle_end either way, and
+    the exit flush reads every device time."""
+    seen, _, recs = _batch_loop(
+        runtime_dir, fake_torch, tmp_path / "out", 40, 0, dict(env, PATCHKIT_TIMER_SEED="1")
     )
-    assert res.returncode == 0, res.stderr
-    (recs,) = read_records(out).values()
     assert recs[0]["kind"] == "header" and recs[0]["resolve_batch"] == batch
     timed = [r["cycle"] for r in recs if r["kind"] == "cycle" and r.get("timed", True)]
     assert len(timed) == 40 if "PATCHKIT_TIMER_SAMPLE" not in env else 0 < len(timed) < 40
-    on_disk = json.loads(res.stdout.split("ONDISK")[1])
-    assert all(on_disk[i] for i in timed)  # each timed cycle: on disk when cycle_end returned
+    assert all(i in seen[i][0] for i in timed)  # each timed cycle: on disk when cycle_end returned
+    if batch > 1:  # device times only at every batch-th timed cycle (the GPU is never behind)
+        assert [len(seen[i][1]) for i in timed[: 2 * batch]] == [
+            batch * ((k + 1) // batch) for k in range(2 * batch)
+        ]
     assert sorted(r["cycle"] for r in recs if r["kind"] == "dev") == timed
 
 
