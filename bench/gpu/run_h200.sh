@@ -312,13 +312,15 @@ stage_ovh16bare() {
   ovh_one ovh16bare_v1 16 --server "$SERVER --disable-overlap-schedule $SPEC" --env SGLANG_ENABLE_SPEC_V2=0 \
     --env PATCHKIT_TIMER_AB_B=bare
 }
-# every cycle timed, device times read and written RESOLVE_BATCH (8) timed cycles at a time
+# every cycle timed, device times read RESOLVE_BATCH (8) timed cycles at a time
 stage_ovh1rb() {
   ovh_one ovh1rb_v2 1 --server "$SERVER $SPEC" --env PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8}
 }
 # the verify-bound regime (issue 19's full-timing goal): the 8B EAGLE-3 pair, every cycle timed,
-# A/B blocks in each server, a warm-up pass of the same load (warmup.py on /generate), v2 then v1
-# then (time allowing) one more v2 server; E3_PROMPTS (768 here) sets the load, ~1,400 cycles
+# A/B blocks in each server, a warm-up pass of the same load (warmup.py on /generate);
+# E3_OVH_PROMPTS (768) requests, ~1,400 cycles. Since 74348a2 every cycle timed reads device
+# times 16 at a time by default (calls 12-13 ran before it: one read per cycle);
+# `RESOLVE_BATCH=1 ... e3ovhrb` gives that back
 WARMUP8B=${H_WARMUP:-"python3 $ROOT/bench/gpu/warmup.py --port $PORT --prompts ${E3_OVH_PROMPTS:-768} --concurrency 32 --input-len 128 --output-len ${E3_OUT_LEN:-256} || $BENCH8B"}
 e3ovh_one() {  # NAME WORKER-ARGS...
   local name=$1; shift
@@ -326,25 +328,15 @@ e3ovh_one() {  # NAME WORKER-ARGS...
   PBENCH=${BENCH8B/--num-prompts ${E3_PROMPTS:-128}/--num-prompts ${E3_OVH_PROMPTS:-768}} PWARMUP=$WARMUP8B PMIN=0 \
     profile "$name" "$@" --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} --sample 1
 }
-stage_e3ovh() {
-  local rc=0
-  e3ovh_one e3ovh1_v2 --server "$SERVER8B $SPEC_E3" || rc=1
-  e3ovh_one e3ovh1_v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
-  e3ovh_one e3ovh1b_v2 --server "$SERVER8B $SPEC_E3" || rc=1
-  return $rc
-}
-stage_e3ovhb() {  # one more v1 server, then one more v2 server
-  local rc=0
-  e3ovh_one e3ovh1b_v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" --env SGLANG_ENABLE_SPEC_V2=0 || rc=1
-  e3ovh_one e3ovh1b_v2 --server "$SERVER8B $SPEC_E3" || rc=1
-  return $rc
-}
-stage_e3ovhrb() {  # v1, every cycle timed, device times read RESOLVE_BATCH (16) cycles at a time, twice
-  local rc=0
-  e3ovh_one e3ovh1rb_v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" --env SGLANG_ENABLE_SPEC_V2=0 \
-    --env PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-16} || rc=1
-  e3ovh_one e3ovh1rbb_v1 --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" --env SGLANG_ENABLE_SPEC_V2=0 \
-    --env PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-16} || rc=1
+e3ovh_v2() { local name=$1; shift; e3ovh_one "$name" --server "$SERVER8B $SPEC_E3" "$@"; }  # NAME [ARGS...]
+e3ovh_v1() { local name=$1; shift; e3ovh_one "$name" --server "$SERVER8B --disable-overlap-schedule $SPEC_E3" \
+               --env SGLANG_ENABLE_SPEC_V2=0 "$@"; }
+stage_e3ovh() { local rc=0; e3ovh_v2 e3ovh1_v2 || rc=1; e3ovh_v1 e3ovh1_v1 || rc=1; e3ovh_v2 e3ovh1b_v2 || rc=1; return $rc; }
+stage_e3ovhb() { local rc=0; e3ovh_v1 e3ovh1b_v1 || rc=1; e3ovh_v2 e3ovh1b_v2 || rc=1; return $rc; }  # one more of each
+stage_e3ovhrb() {  # two v1 servers reading device times RESOLVE_BATCH (16) timed cycles at a time
+  local rc=0 rb=(--env PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-16})
+  e3ovh_v1 e3ovh1rb_v1 "${rb[@]}" || rc=1
+  e3ovh_v1 e3ovh1rbb_v1 "${rb[@]}" || rc=1
   return $rc
 }
 shares_one() {  # NAME
