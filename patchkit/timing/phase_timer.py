@@ -85,8 +85,8 @@ Environment
                         without one (default 50; see Durability)
   PATCHKIT_TIMER_RESOLVE_BATCH  events mode: read the device times of timed cycles at
                         every Nth timed cycle, several in a row, instead of at each one.
-                        Default 16 when every cycle is timed (PATCHKIT_TIMER_SAMPLE 1, no
-                        graph steps), else 1. A timed cycle's host lines are still written
+                        Default (unset, 0 or not a number): 16 when every cycle is timed
+                        (PATCHKIT_TIMER_SAMPLE 1, no graph steps), else 1. A timed cycle's host lines are still written
                         at its cycle_end; its "dev" record follows with the batch's write
                         (or the idle flusher's, see Durability), so a SIGKILL while cycles
                         run can lose the device times of up to N-1 timed cycles, never
@@ -100,19 +100,18 @@ Environment
 Durability: each timed cycle's cycle_end writes that cycle (its phases and the cycle record)
 with one os.write on an O_APPEND file before it returns, so a completed timed cycle survives
 any kill of the process (SIGKILL included; the data is in the kernel's page cache); untimed
-and off-block cycles: see below. In events mode
-the device times are not known yet: the cycle is written with dev_ns null and a "dev"
-record keyed by the cycle index follows, in the same write as a later cycle, once the
-GPU has passed the cycle's end event and the resolve batch (PATCHKIT_TIMER_RESOLVE_BATCH;
-16 timed cycles when every cycle is timed) is due; the report merges the two. When the
-engine goes idle with such records still unread (the last timed cycles), the idle flusher thread (below) reads it once no write came for
+and off-block cycles: see below. In events mode the device times are not known yet: the
+cycle is written with dev_ns null and a "dev" record keyed by the cycle index follows, in
+the same write as a later cycle, once the GPU has passed the cycle's end event and the
+resolve batch (PATCHKIT_TIMER_RESOLVE_BATCH; 16 timed cycles when every cycle is timed) is
+due; the report merges the two. When the engine goes idle with such records still unread
+(the last timed cycles), the idle flusher thread (below) reads them once no write came for
 PATCHKIT_TIMER_IDLE_FLUSH_MS, on the process's CUDA device, in CUDA's relaxed stream-capture
 mode (set through the driver, libcuda.so.1), so that its queries can neither fail nor
 invalidate a graph another thread is capturing; where that mode cannot be set it reads only
 with a PATCHKIT_TIMER_RESOLVE_BATCH set by the user (and then not with graphs captured after
-decoding began),
-and never with PATCHKIT_TIMER_GRAPH_STEPS. So a SIGKILL after the engine went idle, as
-SGLang's shutdown is, loses no device time. Records outside cycles
+decoding began), and never with PATCHKIT_TIMER_GRAPH_STEPS. So a SIGKILL after the engine
+went idle, as SGLang's shutdown is, loses no device time. Records outside cycles
 (warm-up) are written with the next cycle or when PATCHKIT_TIMER_BATCH/_FLUSH_S say so.
 A KeyboardInterrupt (or any BaseException that is not an Exception) raised inside a
 timer call propagates to the program; what was not yet written is written at exit (atexit,
@@ -147,8 +146,9 @@ timing turns itself off.
 Record schema (one JSON object per line; "kind" says which):
   header  first line of each file: schema, mode, requested_mode, rank, rank_source,
           world_size, pid, host, python, torch, cuda_device, graph_steps, ab_cycles,
-          ab_b ("sample" | "bare", only with PATCHKIT_TIMER_AB_B), nvtx, event_api, share_ns, sampling {every, method: "bernoulli", seed, seed_source}
-          (only with PATCHKIT_TIMER_SAMPLE > 1),
+          ab_b ("sample" | "bare", only with PATCHKIT_TIMER_AB_B), nvtx, event_api, share_ns,
+          resolve_batch (events mode), sampling {every, method: "bernoulli", seed,
+          seed_source} (only with PATCHKIT_TIMER_SAMPLE > 1),
           clock {host, host_impl, host_t0_ns, wall_t0_ns, boot_id, device}, argv
   phase   name, cycle (index or null), depth (0 = top level), parent (name or null),
           t0, t1, host_ns (perf_counter_ns; null for captured steps), dev_ns (device time
@@ -552,12 +552,13 @@ class _Timer:
         self.last_write = self.host_t0
         self.flusher = None  # the idle flusher thread: first deferred write or timed cycle
         self.idle_s = _env_int("PATCHKIT_TIMER_IDLE_FLUSH_MS", 50) / 1000.0
-        # events mode: timed cycles resolved (and written) together, every Nth timed cycle;
-        # the idle flusher reads finished events too (the last timed cycles' device times
-        # would be lost to a SIGKILL after the engine went idle), so resolution takes a lock
-        # (the default is set below, once the mode and sampling are known)
-        self.resolve_explicit = os.environ.get("PATCHKIT_TIMER_RESOLVE_BATCH", "").strip().isdigit()
-        self.resolve_every = _env_int("PATCHKIT_TIMER_RESOLVE_BATCH", 1)
+        # events mode: timed cycles' device times read together, every Nth timed cycle; the
+        # idle flusher reads finished events too (the last timed cycles' device times would be
+        # lost to a SIGKILL after the engine went idle), so resolution takes a lock.
+        # resolve_set: PATCHKIT_TIMER_RESOLVE_BATCH as the user set it (0: not set, or not a
+        # number); without it the default is set below, once the mode and sampling are known
+        self.resolve_set = _env_int("PATCHKIT_TIMER_RESOLVE_BATCH", 0, minimum=0)
+        self.resolve_every = self.resolve_set or 1
         self.since_resolve = 0
         self.rlock = threading.Lock()
         self.pending = []  # FIFO of unresolved device work; head index below
@@ -609,7 +610,7 @@ class _Timer:
                 self.graph_steps = True
             self.new_event = self._event_factory(event_api)
             self._mark = self._event_mark
-            if not self.resolve_explicit and self.sample == 1 and not self.graph_steps:
+            if not self.resolve_set and self.sample == 1 and not self.graph_steps:
                 self.resolve_every = _FULL_RESOLVE_BATCH
         elif mode == "sync":
             self.sync = self.torch.cuda.synchronize
@@ -1529,7 +1530,7 @@ class _Timer:
                     self.torch.cuda.set_device(device)
                     # its queries must not touch a graph another thread captures: relaxed
                     # mode; where that cannot be set, only a batch the user asked for reads here
-                    resolving = _relax_capture_mode() or (self.resolve_explicit and self.resolve_every > 1)
+                    resolving = _relax_capture_mode() or self.resolve_set > 1
                 except Exception:
                     pass
             while _timer is self and os.getpid() == pid:
