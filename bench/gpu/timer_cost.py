@@ -90,6 +90,11 @@ def model_of(summary):
     return "8B EAGLE-3" if "models-8b" in cmd or "EAGLE3" in cmd else "tiny"
 
 
+def worker_label(row):
+    """A table row's worker, with the model where it is not the tiny one: 'v1 (8B EAGLE-3)'."""
+    return row["worker"] + ("" if row["model"] == "tiny" else " (%s)" % row["model"])
+
+
 def worker_of(name):
     return "v1" if name.endswith("v1") or "_v1-" in name else "v2"
 
@@ -283,7 +288,7 @@ def main(argv=None):
         md.append(
             "| %s | %s | %s | %s | %s | %s/%s%s | %s | %+.2f %% | %+.2f .. %+.2f %% | %d | %.3f / %.3f | %s of %s |"
             % (
-                r["worker"] + ("" if r["model"] == "tiny" else " (%s)" % r["model"]),
+                worker_label(r),
                 sampling_label(r["sample"]),
                 r["runtime"],
                 r["variant"] or "-",
@@ -315,7 +320,7 @@ def main(argv=None):
         md.append(
             "| %s | %s | %s | %s | %s | %d | %d | %+.2f %% | %+.2f .. %+.2f | %+.2f %% | %+.2f .. %+.2f |"
             % (
-                r["worker"] + ("" if r["model"] == "tiny" else " (%s)" % r["model"]),
+                worker_label(r),
                 sampling_label(r["sample"]),
                 r["runtime"],
                 r["variant"] or "-",
