@@ -412,10 +412,11 @@ import time
 import phase_timer as _pt
 for i in range(600):
     _pt.cycle_begin(kind="decode", batch_size=4)
-    _pt.begin("long"); time.sleep(0.0006); _pt.end("long")
+    _pt.begin("long"); time.sleep(0.03 if i == 102 else 0.0006); _pt.end("long")
     _pt.begin("short"); time.sleep(0.0002); _pt.end("short")
     _pt.cycle_end()
 """
+    # cycle 102 (a full block's third cycle) is a stall: shares_ab leaves it out and says so
     env = {"PATCHKIT_TIMER_AB": "10", "PATCHKIT_TIMER_SAMPLE": "4", "PATCHKIT_TIMER_AB_B": "sample"}
     res = run_script(runtime_dir, body, env=env, out_dir=out)
     assert res.returncode == 0, res.stderr
@@ -438,7 +439,20 @@ for i in range(600):
     )
     assert run.returncode == 0, run.stdout + run.stderr
     doc = json.loads(report.read_text())
-    assert doc["full_cycles"] == 240 and 30 < doc["sampled_timed_cycles"] < 110  # 2 of 10 left out
+    # 2 of each 10 left out, and the stalls (cycle 102, and any cycle a loaded machine slept
+    # through for over 10 ms): the counts add up to the cycles kept
+    left = doc["stalls_left_out"]
+    times = sorted(c["host_ns"] for c in cycles.values())
+    median = (times[299] + times[300]) / 2  # the stall rule: > 4x the median and > median + 10 ms
+    slow = {
+        i
+        for i, c in cycles.items()
+        if i % 10 >= 2 and c["host_ns"] > max(4 * median, median + 10e6) and c.get("timed") is not False
+    }
+    assert 102 in slow and left["events"] + left["sampled"] == len(slow), (left, sorted(slow))
+    assert doc["full_cycles"] + left["events"] == 240
+    assert 30 < doc["sampled_timed_cycles"] < 110
+    assert "stalls left out: %d full" % left["events"] in run.stdout
     by = {r["phase"]: r for r in doc["phases"]}
     assert by["long"]["full"] > 60 and by["short"]["full"] > 15
     # the same work in both kinds of block: shares agree within a few points here
@@ -446,7 +460,7 @@ for i in range(600):
     assert by["long"]["ci95_pp"][0] <= by["long"]["diff_pp"] <= by["long"]["ci95_pp"][1]
     # the per-cycle figures are kept, and pooling this server with itself gives its own difference
     shares_ab = _shares_ab_module()
-    assert len(doc["cycles"]["events"]) == 240 and doc["cycles"]["names"] == ["long", "short"]
+    assert len(doc["cycles"]["events"]) == doc["full_cycles"] and doc["cycles"]["names"] == ["long", "short"]
     groups = shares_ab.groups_of(doc["cycles"])
     pooled = shares_ab.pooled([groups, groups], reps=200)
     assert pooled["servers"] == 2 and pooled["sampled_timed_cycles"] == 2 * doc["sampled_timed_cycles"]

@@ -38,6 +38,7 @@ def timing_folder(path):
 def collect(timing_dir, skip):
     procs = load_timing_dir(timing_folder(timing_dir))
     groups = {"events": [], "sampled": []}
+    left_out = {"events": 0, "sampled": 0}  # stalls, per group
     ab = 0
     basis = "device" if all(p.mode in ("events", "sync") for p in procs) else "host"
     field = "dev_ns" if basis == "device" else "host_ns"
@@ -56,10 +57,13 @@ def collect(timing_dir, skip):
             t = c.get(field)
             if kind != "decode" or c.get("ab") not in groups or t is None or not t:
                 continue
-            if (ab and c["cycle"] % ab < skip) or c["cycle"] in stalled:
+            if ab and c["cycle"] % ab < skip:
+                continue
+            if c["cycle"] in stalled:
+                left_out[c["ab"]] += 1
                 continue
             groups[c["ab"]].append((t, tops.get(c["cycle"], {})))
-    return groups, ab
+    return groups, ab, left_out
 
 
 def shares(rows, names):
@@ -161,18 +165,20 @@ def main(argv=None):
     ap.add_argument("--skip", type=int, default=2)
     ap.add_argument("--json")
     a = ap.parse_args(argv)
-    groups, ab = collect(a.timing_dir, a.skip)
+    groups, ab, left_out = collect(a.timing_dir, a.skip)
     if not groups["events"] or not groups["sampled"]:
         print("shares_ab: no full or no sampled timed decode cycles (PATCHKIT_TIMER_AB_B=sample?)")
         return 1
     res = compare(groups)
     res["ab_cycles"], res["skip"] = ab, a.skip
+    res["stalls_left_out"] = left_out
     res["cycles"] = cycles_doc(groups)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     print(
-        "shares_ab: %d full cycles, %d sampled timed cycles (blocks of %d, first %d of each left out)"
-        % (res["full_cycles"], res["sampled_timed_cycles"], ab, a.skip)
+        "shares_ab: %d full cycles, %d sampled timed cycles (blocks of %d, first %d of each left out;"
+        " stalls left out: %d full, %d sampled)"
+        % (res["full_cycles"], res["sampled_timed_cycles"], ab, a.skip, left_out["events"], left_out["sampled"])
     )
     print("  %-30s %8s %8s %8s  %s" % ("top-level phase", "full %", "sampled", "diff pp", "95% bootstrap"))
     for r in res["phases"]:
