@@ -178,7 +178,14 @@ def main(argv=None):
     print(
         "shares_ab: %d full cycles, %d sampled timed cycles (blocks of %d, first %d of each left out;"
         " stalls left out: %d full, %d sampled)"
-        % (res["full_cycles"], res["sampled_timed_cycles"], ab, a.skip, left_out["events"], left_out["sampled"])
+        % (
+            res["full_cycles"],
+            res["sampled_timed_cycles"],
+            ab,
+            a.skip,
+            left_out["events"],
+            left_out["sampled"],
+        )
     )
     print("  %-30s %8s %8s %8s  %s" % ("top-level phase", "full %", "sampled", "diff pp", "95% bootstrap"))
     for r in res["phases"]:
