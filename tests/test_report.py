@@ -532,7 +532,7 @@ _pt.begin("target_extend")
 time.sleep(0.02)
 _pt.end("target_extend")
 _pt.cycle_end()
-for i in range(6):
+for i in range(12):
     _pt.cycle_begin(kind="decode", batch_size=2)
     _pt.begin("draft_forward")
     time.sleep(0.002)
@@ -552,11 +552,12 @@ def test_decode_cycle_shares_leave_prefill_cycles_out(tmp_path):
     )
     summary = build_report(tmp_path / "t", tmp_path / "r", chart=False)
     dc = summary.decode_cycle
-    assert summary.cycle["count"] == 7 and dc["count"] == 6 and dc["basis"] == "host"
+    assert summary.cycle["count"] == 13 and dc["count"] == 12 and dc["basis"] == "host"
     assert set(dc["phase_shares"]) == {"draft_forward"}
-    assert 35 < dc["top_level_share"] < 65  # the glue is half of each decode cycle
-    assert summary.top_level_share > dc["top_level_share"] + 10  # the prefill cycle dilutes
-    assert f"decode cycles only (6): top-level phases cover {dc['top_level_share']:.1f}%" in render_table(
+    # the glue is half of each decode cycle (wide bounds: a loaded machine oversleeps)
+    assert 30 < dc["top_level_share"] < 70
+    assert summary.top_level_share > dc["top_level_share"] + 5  # the prefill cycle dilutes
+    assert f"decode cycles only (12): top-level phases cover {dc['top_level_share']:.1f}%" in render_table(
         summary
     )
 
