@@ -86,11 +86,12 @@ Environment
   PATCHKIT_TIMER_RESOLVE_BATCH  events mode: read the device times of timed cycles at
                         every Nth timed cycle, several in a row, instead of at each one.
                         Default (unset, 0 or not a number): 16 when every cycle is timed
-                        (PATCHKIT_TIMER_SAMPLE 1, no graph steps), else 1. A timed cycle's host lines are still written
-                        at its cycle_end; its "dev" record follows with the batch's write
-                        (or the idle flusher's, see Durability), so a SIGKILL while cycles
-                        run can lose the device times of up to N-1 timed cycles, never
-                        their records. H200 figures: README 6.
+                        (PATCHKIT_TIMER_SAMPLE 1, no graph steps), else 1. A timed cycle's
+                        host lines are still written at its cycle_end; its "dev" record
+                        follows with the batch's write (or the idle flusher's, see
+                        Durability), so a SIGKILL while cycles run can lose the device
+                        times of up to N-1 timed cycles, never their records. H200
+                        figures: README 6.
   PATCHKIT_TIMER_GRAPH_STEPS=1  experimental: phases that run while a CUDA graph is being
                         captured record torch.cuda.Event(external=True) pairs into the graph;
                         a replay phase begin(name, graph=True[, graph_key=K]) then reports the
