@@ -44,6 +44,8 @@
 #            sharesb: one more such server). CONTROL_PROMPTS=512 (all stages of the call) gives
 #            each server about 4x the cycles for ~25 s more (bench_serving's own start dominates)
 #   cudatests  pytest of the runtime and report (their CUDA-only tests run here)
+#   recfloor bench/gpu/record_floor.py: an event record through torch and through ctypes
+#            (cuEventRecord), ns per call, into $OUT/record_floor.txt
 #   pack     $OUT/runs.tgz of the raw folders only (no collect)
 #   collect  bench/gpu/collect.py: $OUT/sglang_gpu.{json,md} + charts from everything under $WORK
 #   cache    $OUT/jitcache.tgz (copy to .carry-jit/ to skip kernel compilation next time)
@@ -364,6 +366,10 @@ stage_tp2() { profile tp2 --server "$SERVER $SPEC --tp 2" --env PATCHKIT_TIMER=e
 stage_timer() {
   [ -f "$ROOT/bench/gpu_timer_bench.py" ] || return 0
   (cd "$ROOT" && timeout 150 python3 bench/gpu_timer_bench.py --out "$WORK/timer" 2>&1 | tee "$WORK/timer_bench.txt" | tee -a "$LOG")
+}
+
+stage_recfloor() {  # what an event record can cost from Python at best (bench/gpu/record_floor.py)
+  (cd "$ROOT" && run timeout 120 python3 bench/gpu/record_floor.py --out "$OUT/record_floor.txt")
 }
 
 stage_collect() {
