@@ -407,13 +407,22 @@ def test_ab_b_sample_puts_full_and_sampled_blocks_side_by_side(runtime_dir, tmp_
     from pathlib import Path
 
     out = tmp_path / "out"
+    # the phases spin rather than sleep: a sleep overshoots by a wake-up latency added to every
+    # phase alike, and it differed between the two kinds of block on a CI run (6 points of
+    # share); spinning makes the work itself the phases' length. Cycles of 4 ms, not 0.8: on a
+    # machine whose cores are all taken, preemptions of a few ms land in one phase or the other,
+    # and the longer the cycles the more of them average out in ~60 sampled cycles
     body = """
 import time
 import phase_timer as _pt
+def spin(s):
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        pass
 for i in range(600):
     _pt.cycle_begin(kind="decode", batch_size=4)
-    _pt.begin("long"); time.sleep(0.03 if i == 102 else 0.0006); _pt.end("long")
-    _pt.begin("short"); time.sleep(0.0002); _pt.end("short")
+    _pt.begin("long"); spin(0.06 if i == 102 else 0.003); _pt.end("long")
+    _pt.begin("short"); spin(0.001); _pt.end("short")
     _pt.cycle_end()
 """
     # cycle 102 (a full block's third cycle) is a stall: shares_ab leaves it out and says so
@@ -454,9 +463,17 @@ for i in range(600):
     assert 30 < doc["sampled_timed_cycles"] < 110
     assert "stalls left out: %d full" % left["events"] in run.stdout
     by = {r["phase"]: r for r in doc["phases"]}
-    assert by["long"]["full"] > 60 and by["short"]["full"] > 15
-    # the same work in both kinds of block: shares agree within a few points here
-    assert doc["max_abs_diff_pp"] < 5, doc
+    # 3x the work, the larger share (75 % unloaded; on this 2-core machine with both cores taken
+    # by busy loops, preemptions landing in one phase or the other gave 62 to 87 %)
+    assert by["long"]["full"] > by["short"]["full"] > 5, by
+    # the same work in both kinds of block: the shares agree (within 0.2 points on this machine
+    # idle, 6 runs), or else within their own spread. With both cores taken by busy loops a
+    # preempted phase in one of ~60 sampled cycles moves a share by points: 7.6 once in 8 runs
+    # with an interval that missed 0, hence 10 points; a sampled share read from the wrong
+    # cycles would be off by tens of points
+    for row in doc["phases"]:
+        lo, hi = row["ci95_pp"]
+        assert abs(row["diff_pp"]) < 10 or lo <= 0 <= hi, doc
     assert by["long"]["ci95_pp"][0] <= by["long"]["diff_pp"] <= by["long"]["ci95_pp"][1]
     # the per-cycle figures are kept, and pooling this server with itself gives its own difference
     shares_ab = _shares_ab_module()
