@@ -40,6 +40,11 @@ def main():
         print(line, flush=True)
         lines.append(line)
 
+    def save():
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write("\n".join(lines) + "\n")
+
     torch.cuda.init()
     dev = torch.cuda.current_device()
     cuda = ctypes.CDLL("libcuda.so.1")
@@ -104,9 +109,7 @@ def main():
     )
     for name, vals in got.items():
         say(f"   {name:48} {statistics.median(vals):7.0f} [{min(vals):.0f}..{max(vals):.0f}]")
-    if args.out:  # the figures first: the check below must not lose them
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    save()  # the figures first: the check below must not lose them
     # the ctypes path gives a correct timing: the same sleep kernel between two events recorded
     # through the driver and between two recorded by torch, both read through the driver
     # (torch's own elapsed_time() refuses events it did not record itself)
@@ -140,9 +143,7 @@ def main():
         f"   check: one sleep kernel timed by ctypes-recorded events {elapsed(a, b):.3f} ms, "
         f"the same kernel by torch-recorded ones {elapsed(c, d):.3f} ms"
     )
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    save()
 
 
 if __name__ == "__main__":
