@@ -102,7 +102,8 @@ def _fast_subset_guard(request, monkeypatch):
     def refuse(marker):
         def stop(*args, **kwargs):
             pytest.fail(
-                f"{request.node.nodeid} needs the `{marker}` marker (tests/conftest.py MODULE_MARKS)",
+                f"{request.node.nodeid} needs the `{marker}` marker (@pytest.mark.{marker} on the test, "
+                "or its module in tests/conftest.py MODULE_MARKS)",
                 pytrace=False,
             )
 

@@ -110,6 +110,7 @@ def test_json_is_always_one_document(tree, series, tmp_path, case):
 # -- 2b/7c. the default series on another release: the useful fact first, one line per hunk -------
 
 
+@pytest.mark.wheels  # sglang_installed reads the 0.5.10 wheel
 def test_wrong_release_says_installed_and_pinned_first(tmp_path):
     from upstream_fixtures import sglang_installed
 

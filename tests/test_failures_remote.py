@@ -99,6 +99,7 @@ def test_cleanup_problems_after_an_interrupt_stay_an_interrupt(tmp_path, monkeyp
     assert "cleanup incomplete: stopping the jobs" in str(info.value)
 
 
+@pytest.mark.wheels  # the tree fixture is sglang 0.5.9 installed from its wheel
 def test_interrupt_after_the_benchmark_keeps_its_figures_and_no_double_timing(tmp_path, tree, monkeypatch):  # noqa: F811
     """Seen on the H200: the harness's time limit sent SIGINT while profile.remote read the
     timing it had just fetched. The partial report said "interrupted before the benchmark
