@@ -50,13 +50,15 @@ PROFILE_KEYS = {
     "out",
     "site",
     "series",
-    "series_dir",
+    "series_dir",  # the old name of series (PROFILE_RENAMED)
     "matrix",
     "remote",
     "warmup",
     "repeat",
     "sample",
 }
+# patchkit.profile keys read under their new name, with a line asking to rename them
+PROFILE_RENAMED = {"series_dir": "series"}
 LAYOUTS = ("auto", "checkout", "installed")
 
 
@@ -111,6 +113,12 @@ def check_config(config) -> list[str]:
                 unknown = sorted(set(value) - PROFILE_KEYS)
                 if unknown:
                     raise InvalidInput(f"{where}: unknown setting patchkit.profile.{unknown[0]}")
+                for old, new in PROFILE_RENAMED.items():
+                    if old in value:
+                        notes.append(
+                            f"patchkit: {where}: patchkit.profile.{old} is the old name of "
+                            f"patchkit.profile.{new}; read as patchkit.profile.{new} (rename it)"
+                        )
     return notes
 
 

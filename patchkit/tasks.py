@@ -7,8 +7,10 @@ and maps expected failures to the contract's exit codes (0 done, 1 refused, 2 in
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from invoke import Collection
@@ -18,6 +20,7 @@ from patchkit.errors import InvalidInput
 from patchkit.locations import series_path
 from patchkit.settings import (
     PATCHKIT_DEFAULTS,
+    PROFILE_RENAMED,
     PatchSettings,
     choice,
     config_value,
@@ -392,9 +395,15 @@ PROFILE_HELP = {
 
 
 def _profile_cfg(c, key, value, default=None):
+    """The option, else ``patchkit.profile.<key>`` (or its old name, PROFILE_RENAMED), else
+    ``default``."""
     if value is not None:
         return value
     node = _cfg(c, "profile", {}) or {}
+    if node.get(key) is None:
+        for old, new in PROFILE_RENAMED.items():
+            if new == key and node.get(old) is not None:
+                return node[old]
     return node.get(key, default)
 
 
@@ -409,7 +418,8 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
         chart=not no_chart,
     )
     for key, value in (("site", site), ("series_dir", series)):
-        value = text(_profile_cfg(c, key, value), "site" if key == "site" else "series")
+        # patchkit.profile.series (documented in invoke.yaml) feeds run_default's series_dir
+        value = text(_profile_cfg(c, key.split("_")[0], value), key.split("_")[0])
         if value and value != "auto" and os.path.isfile(os.path.expanduser(value)):
             raise InvalidInput(f"--{key.split('_')[0]} {value!r}: a folder, not a file")
         if value == "auto" and key == "series_dir":
@@ -913,6 +923,40 @@ def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
     print(f"report: {_abspath(out)} ({', '.join(sorted(summary.files.values()))})")
 
 
+@task(
+    name="predict",
+    auto_shortflags=False,
+    prog="profile",
+    positional=["run"],
+    help={
+        "run": "a run folder of profile.remote or profile.run (its timing/ and summary.json)",
+        "out": "where to write predict.json (default: the run folder)",
+        "bootstrap": "bootstrap resamples for the intervals (default 400; 0: none)",
+    },
+)
+def profile_predict(c, run=None, out=None, bootstrap=400):
+    """What-if: the tokens/s of num-steps 1..N, predicted from one run profiled at N."""
+    from patchkit.report.predict import predict_run, render
+
+    if not run:
+        raise InvalidInput("profile.predict needs a run folder: invoke profile.predict RUN")
+    try:
+        resamples = int(bootstrap)
+    except ValueError:
+        raise InvalidInput(f"--bootstrap {bootstrap!r}: a whole number of resamples") from None
+    if resamples < 0:
+        raise InvalidInput(f"--bootstrap {resamples}: not negative")
+    pred = predict_run(_abspath(run), bootstrap=resamples)
+    target = Path(_abspath(out)) if out else Path(_abspath(run)) / "predict.json"
+    if target.is_dir():
+        target = target / "predict.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(pred, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    sys.stdout.write(render(pred))
+    print(f"prediction: {target}")
+
+
 profile.add_task(profile_collect, "collect")
 profile.add_task(profile_report, "report")
+profile.add_task(profile_predict, "predict")
 # ----------------------------------------------------------------------------- end of profile.collect, profile.report
