@@ -490,8 +490,10 @@ def profile_run(
     warmup=True,
 ):
     """Profile the embedded default: apply, run assisted generation, revert, report."""
+    from patchkit.extras import require
     from patchkit.profile.default import run_default
 
+    require("profile", "profile.run")  # before --out is made and the site is touched
     sample = _sample_arg("profile.run", _profile_cfg(c, "sample", sample))
     warmup = _warmup(c, warmup)  # checked before --out is made
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse, no_chart)
@@ -531,8 +533,10 @@ def profile_sweep(
     repeat=None,
 ):
     """One profile run per matrix point plus the baseline; table with the best point marked."""
+    from patchkit.extras import require
     from patchkit.profile.sweep import run_sweep
 
+    require("profile", "profile.sweep")  # before --out is made and the site is touched
     repeat, warmup = _repeat(c, repeat), _warmup(c, warmup)  # checked before --out is made
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse, no_chart)
     matrix = _profile_cfg(c, "matrix", matrix, "num_assistant_tokens=2,4,8")
@@ -779,6 +783,10 @@ def profile_remote(
         text(given[key], option)  # given but empty: refused, not left to a default
     if repeat is not None:
         settings["repeat"] = positive_int(repeat, "repeat")
+    if settings.get("chart", True):  # phases.png; before --out is made and a target is touched
+        from patchkit.extras import require
+
+        require("report", "profile.remote", instead="or give --no-chart")
     if out is not None:
         settings["out"] = output_dir(out, "out")
     if settings.get("series") and settings["series"] != "auto":

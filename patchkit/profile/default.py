@@ -155,6 +155,10 @@ def run_default(
     bracket around it -- apply before, revert and the pristine check after -- stays.
     """
     check_args(size, timer_mode, num_assistant_tokens, device)
+    if workload is None:  # the real workload imports torch & co. in this interpreter
+        from patchkit.extras import require
+
+        require("profile", "profile.run")
     if timer_sample is not None and (type(timer_sample) is not int or timer_sample < 1):
         raise InvalidInput(f"--sample {timer_sample!r}: a whole number >= 1")
     out, log = progress_log(stream)

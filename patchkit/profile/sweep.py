@@ -298,6 +298,10 @@ def run_sweep(
     """Sweep the matrix (default: num_assistant_tokens 2, 4, 8) on the default target,
     ``repeat`` passes per point (default 3) in rotated order."""
     check_args(size, timer_mode, device=device)
+    if workload is None:  # the real workload imports torch & co. in this interpreter
+        from patchkit.extras import require
+
+        require("profile", "profile.sweep")
     repeat = DEFAULT_REPEAT if repeat is None else repeat
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         try:

@@ -615,6 +615,10 @@ def run_remote(
 
     out = stream or sys.stdout
     start = time.monotonic()
+    if cfg.chart:  # phases.png: said before a target is touched, not after the run
+        from patchkit.extras import require
+
+        require("report", "profile.remote", instead="or give --no-chart")
     transports = transports or [
         parse_target(spec, **cfg.transport_options()) for spec in cfg.targets
     ]  # bad specs: refused before anything

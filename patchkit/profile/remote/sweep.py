@@ -404,6 +404,10 @@ def run_remote_sweep(
 
     out = stream or sys.stdout
     start = time.monotonic()
+    if cfg.chart:  # phases.png and sweep.png: said before a target is touched
+        from patchkit.extras import require
+
+        require("report", "profile.remote", instead="or give --no-chart")
     assert isinstance(cfg.matrix, dict), "RemoteConfig parsed --matrix (callers check it is given)"
     points = expand_server_matrix(cfg.matrix, cfg.server_command, cfg.env)
     transports = transports or [parse_target(spec, **cfg.transport_options()) for spec in cfg.targets]
