@@ -105,7 +105,7 @@ TUPLE_RETURNS = [
         _FBSG,
         "return (logits_output, verify_output.verified_id",
         "before",
-        "_pt.cycle_end(accepted=sum(verify_output.accept_length_per_req_cpu))",
+        "_pt.cycle_end(accepted=sum(verify_output.accept_length_per_req_cpu), accepted_per_req=verify_output.accept_length_per_req_cpu)",
         "0002-cycle.patch",
         _WHY_TUPLE,
     ),

@@ -93,7 +93,7 @@ def test_inserted_calls_are_the_runtime_api():
         "begin": {"graph", "step"},
         "end": set(),
         "cycle_begin": {"kind", "batch_size"},
-        "cycle_end": {"accepted", "tokens"},
+        "cycle_end": {"accepted", "accepted_per_req", "tokens"},
         "note": {"verify_graph"},
     }
     seen = set()

@@ -1,0 +1,474 @@
+"""What-if: from one profiled run at num-steps N, the tokens/s of num-steps 1..N.
+
+One profiled run measures, per decode cycle: its period (host start to the next cycle's
+start), its batch size, every request's accepted draft tokens, and (timed cycles) the time of
+each phase. With topk 1 the draft is a chain, and greedy verification accepts its longest
+matching prefix, so a request that accepted ``a`` of N drafts would have accepted
+``min(a, n)`` of n: the tokens of a cycle at n steps follow from the records exactly.
+The cycle's cost at n steps is modelled from the same records:
+
+    period(n) = period(N) - (N - n) * (step + (verify_slope + extend_slope) * batch_size)
+
+- ``step``: one draft forward, the draft loop's time over its forwards (SGLang's EAGLE draft
+  loop runs num_steps - 1 forwards, its first token coming from the previous draft extend;
+  transformers' assistant runs one per drafted token), per batch size seen;
+- ``verify_slope``: what one more token per request costs the target's verify forward,
+  fitted (least squares) over the timed cycles' verify times against batch_size x tokens
+  per request: cycles at other batch sizes run the same graph over other token counts. When
+  the batch size hardly varies the slope is not measured: it is then taken as 0 (verify cost
+  independent of the draft length, the memory-bound case) and the prediction names it;
+- ``extend_slope``: the same for SGLang's draft extend after decode (it runs over
+  num_steps + 1 tokens per request).
+
+Decode tokens/s at n = sum of tokens(n) / sum of period(n) over the decode cycles; the
+benchmark's tokens/s is scaled by that ratio on its decode share (prefill and idle time
+unchanged). The interval: a bootstrap over blocks of consecutive cycles (the batch's make-up
+drifts through a run, so neighbouring cycles are not independent), the slope refitted in
+each resample. Assumptions the model cannot check are listed in ``assumptions``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from itertools import pairwise
+
+from patchkit.report.acceptance import request_accepts
+
+SCHEMA = "patchkit.predict/1"
+BOOTSTRAP = 400
+BLOCKS = 200
+SEED = 20261202
+# (draft loop phase, forwards in it at n steps = n - offset, verify phase, extend phase)
+ENGINES = {
+    "sglang": ("draft_forward", 1, "target_verify", "draft_extend_after_decode"),
+    "transformers": ("draft_generate", 0, "verify_forward", None),
+}
+MIN_SLOPE_SPREAD = 0.05  # the tokens per verify must vary by 5 % (relative sd) to fit a slope
+
+
+@dataclass
+class CycleRow:
+    """One decode cycle as the model sees it."""
+
+    index: int
+    period_ns: int
+    batch_size: int
+    accepted: list[int]
+    drafted: list[int] | None
+    phases: dict[str, int]  # phase name -> time (ns) in this cycle; empty when untimed
+
+
+def engine_of(phase_names: set[str]) -> str | None:
+    for name, (_, _, verify, _) in ENGINES.items():
+        if verify in phase_names:
+            return name
+    return None
+
+
+def cycle_rows(cycles: list[dict], phases: list[dict], basis: str) -> list[CycleRow]:
+    """The decode cycles of one process with a period and per-request acceptance."""
+    field = "dev_ns" if basis == "device" else "host_ns"
+    per_cycle: dict[int, dict[str, int]] = {}
+    for rec in phases:
+        value = rec.get(field)
+        cyc = rec.get("cycle")
+        if value is None or cyc is None or rec.get("captured"):
+            continue
+        slot = per_cycle.setdefault(cyc, {})
+        slot[rec["name"]] = slot.get(rec["name"], 0) + value
+    ordered = sorted(cycles, key=lambda c: c["cycle"])
+    rows = []
+    for cur, nxt in pairwise(ordered):
+        attrs = cur.get("attrs") or {}
+        if attrs.get("kind", "decode") != "decode" or attrs.get("prefill"):
+            continue
+        if nxt["cycle"] != cur["cycle"] + 1 or cur.get("ab") == "off":
+            continue
+        got = request_accepts(attrs)
+        if got is None or not got[0]:
+            continue
+        bs = attrs.get("batch_size")
+        rows.append(
+            CycleRow(
+                index=cur["cycle"],
+                period_ns=nxt["t0"] - cur["t0"],
+                batch_size=bs if isinstance(bs, int) and bs > 0 else len(got[0]),
+                accepted=got[0],
+                drafted=got[1],
+                phases=per_cycle.get(cur["cycle"], {}) if cur.get("timed") is not False else {},
+            )
+        )
+    return rows
+
+
+class _Agg:
+    """Sums over a set of decode cycles: everything the costs and the prediction need, so
+    that a bootstrap resample is a sum of block aggregates (not a pass over cycles)."""
+
+    def __init__(self, ns: list[int]):
+        self.ns = ns
+        self.rows = 0
+        self.req_steps = 0
+        self.period = 0.0
+        self.tokens = dict.fromkeys(ns, 0.0)
+        self.cut: dict[tuple[int, int], float] = {}  # (batch size, n) -> draft forwards removed
+        self.fewer_bs = dict.fromkeys(ns, 0.0)  # n -> sum of (tokens per request removed) x bs
+        self.step_sum: dict[int, float] = {}
+        self.step_n: dict[int, int] = {}
+        self.verify = [0.0] * 5  # n, sum x, sum y, sum xx, sum xy
+        self.extend = [0.0] * 5
+
+    def add(self, other: _Agg) -> None:
+        self.rows += other.rows
+        self.req_steps += other.req_steps
+        self.period += other.period
+        for n in self.ns:
+            self.tokens[n] += other.tokens[n]
+            self.fewer_bs[n] += other.fewer_bs[n]
+        for key, v in other.cut.items():
+            self.cut[key] = self.cut.get(key, 0.0) + v
+        for bs, v in other.step_sum.items():
+            self.step_sum[bs] = self.step_sum.get(bs, 0.0) + v
+            self.step_n[bs] = self.step_n.get(bs, 0) + other.step_n[bs]
+        for i in range(5):
+            self.verify[i] += other.verify[i]
+            self.extend[i] += other.extend[i]
+
+
+def _slope(sums: list[float]) -> float | None:
+    """Least-squares slope of y on x from (n, sx, sy, sxx, sxy); None when x hardly varies."""
+    n, sx, sy, sxx, sxy = sums
+    if n < 3:
+        return None
+    mx, my = sx / n, sy / n
+    var = sxx / n - mx * mx
+    if mx <= 0 or var <= 0 or var**0.5 / mx < MIN_SLOPE_SPREAD:
+        return None
+    return max(0.0, (sxy / n - mx * my) / var)
+
+
+class _Model:
+    """The engine's phase roles and num-steps; aggregates cycles and predicts from sums."""
+
+    def __init__(self, engine: str, num_steps: int):
+        self.engine, self.N = engine, num_steps
+        self.loop, self.offset, self.verify, self.extend = ENGINES[engine]
+        self.ns = list(range(1, num_steps + 1))
+
+    def forwards(self, n: int) -> int:
+        return max(0, n - self.offset)
+
+    def aggregate(self, rows: list[CycleRow]) -> _Agg:
+        agg = _Agg(self.ns)
+        for r in rows:
+            drafted = max(r.drafted) if r.drafted else self.N
+            agg.rows += 1
+            agg.req_steps += len(r.accepted)
+            agg.period += r.period_ns
+            for n in self.ns:
+                agg.tokens[n] += sum(min(a, n) + 1 for a in r.accepted)
+                key = (r.batch_size, n)
+                agg.cut[key] = agg.cut.get(key, 0.0) + self.forwards(drafted) - self.forwards(min(n, drafted))
+                agg.fewer_bs[n] += max(0, drafted - n) * r.batch_size
+            if not r.phases:
+                continue
+            loops = self.forwards(drafted)
+            if self.loop in r.phases and loops > 0:
+                agg.step_sum[r.batch_size] = agg.step_sum.get(r.batch_size, 0.0) + r.phases[self.loop] / loops
+                agg.step_n[r.batch_size] = agg.step_n.get(r.batch_size, 0) + 1
+            x = r.batch_size * (drafted + 1)
+            for name, sums in ((self.verify, agg.verify), (self.extend, agg.extend)):
+                if name and name in r.phases:
+                    y = r.phases[name]
+                    sums[0] += 1
+                    sums[1] += x
+                    sums[2] += y
+                    sums[3] += x * x
+                    sums[4] += x * y
+        return agg
+
+    def costs(self, agg: _Agg) -> dict:
+        """step_ns per batch size (and overall), verify and extend slopes (ns per token)."""
+        total_n = sum(agg.step_n.values())
+        return {
+            "step_ns": {bs: agg.step_sum[bs] / agg.step_n[bs] for bs in agg.step_sum},
+            "step_ns_all": sum(agg.step_sum.values()) / total_n if total_n else None,
+            "step_samples": total_n,
+            "verify_slope": _slope(agg.verify),
+            "verify_points": int(agg.verify[0]),
+            "extend_slope": _slope(agg.extend) if self.extend else None,
+            "verify_mean_ns": agg.verify[2] / agg.verify[0] if agg.verify[0] else None,
+        }
+
+    def sums(self, agg: _Agg, costs: dict) -> dict[int, tuple[float, float]]:
+        """n -> (tokens, time ns) at n steps, over the aggregated cycles."""
+        step_all = costs["step_ns_all"] or 0.0
+        slope = (costs["verify_slope"] or 0.0) + (costs["extend_slope"] or 0.0)
+        out = {}
+        for n in self.ns:
+            time = agg.period - slope * agg.fewer_bs[n]
+            for (bs, m), cut in agg.cut.items():
+                if m == n and cut:
+                    time -= cut * costs["step_ns"].get(bs, step_all)
+            out[n] = (agg.tokens[n], max(time, 1.0))
+        return out
+
+
+def predict(
+    rows: list[CycleRow],
+    engine: str,
+    num_steps: int,
+    measured_tokens_per_s: float | None = None,
+    decode_share: float | None = None,
+    bootstrap: int = BOOTSTRAP,
+    seed: int = SEED,
+) -> dict:
+    """predict.json's content (see the module docstring)."""
+    model = _Model(engine, num_steps)
+    ns = model.ns
+    k = min(BLOCKS, len(rows))
+    blocks = [model.aggregate(rows[i * len(rows) // k : (i + 1) * len(rows) // k]) for i in range(k)]
+    whole = _Agg(ns)
+    for b in blocks:
+        whole.add(b)
+    costs = model.costs(whole)
+    base = model.sums(whole, costs)
+    rate = {n: base[n][0] / base[n][1] * 1e9 for n in ns}
+    share = decode_share if decode_share is not None and 0 < decode_share <= 1 else 1.0
+
+    def e2e(ratio: float) -> float | None:
+        if measured_tokens_per_s is None:
+            return None
+        return measured_tokens_per_s / ((1 - share) + share / ratio)
+
+    # bootstrap over blocks of consecutive cycles
+    rng = random.Random(seed)
+    draws: dict[int, list[float]] = {n: [] for n in ns}
+    for _ in range(bootstrap if k >= 2 else 0):
+        sample = _Agg(ns)
+        for b in rng.choices(blocks, k=k):
+            sample.add(b)
+        s = model.sums(sample, model.costs(sample))
+        r_n = s[num_steps][0] / s[num_steps][1]
+        for n in ns:
+            draws[n].append((s[n][0] / s[n][1]) / r_n)
+
+    def interval(values: list[float]) -> list[float] | None:
+        if len(values) < 20:
+            return None
+        v = sorted(values)
+        return [v[int(0.025 * (len(v) - 1))], v[int(0.975 * (len(v) - 1))]]
+
+    points: list[dict] = []
+    for n in ns:
+        ratio = rate[n] / rate[num_steps]
+        ci = interval(draws[n])
+        tps = e2e(ratio)
+        points.append(
+            {
+                "num_steps": n,
+                "topk": 1,
+                "num_draft_tokens": n + 1,
+                "profiled": n == num_steps,
+                "decode_tokens_per_s": rate[n],
+                "ratio_to_profiled": ratio,
+                "ratio_ci95": ci,
+                "tokens_per_s": tps,
+                "tokens_per_s_ci95": [e2e(ci[0]), e2e(ci[1])] if ci and tps is not None else None,
+                "accept_length": base[n][0] / whole.req_steps,
+            }
+        )
+    best = max(points, key=lambda p: rate[int(p["num_steps"])])
+    # by batch size: the best n where the batch size was seen in enough cycles
+    by_bs = []
+    groups: dict[int, list[CycleRow]] = {}
+    for r in rows:
+        groups.setdefault(r.batch_size, []).append(r)
+    for bs, part in sorted(groups.items()):
+        if len(part) < 20:
+            continue
+        s = model.sums(model.aggregate(part), costs)
+        rates = {n: s[n][0] / s[n][1] * 1e9 for n in ns}
+        top = max(ns, key=lambda n: rates[n])
+        by_bs.append(
+            {
+                "batch_size": bs,
+                "cycles": len(part),
+                "best_num_steps": top,
+                "ratio_to_profiled": {str(n): rates[n] / rates[num_steps] for n in ns},
+            }
+        )
+    assumptions = [
+        "topk 1 and greedy verification: a request that accepted a of N drafts accepts min(a, n) of n",
+        "the draft loop's forwards cost the same each ("
+        + (
+            "num_steps - 1 forwards: the first draft token comes from the previous draft extend"
+            if model.offset
+            else "one forward per drafted token"
+        )
+        + ")",
+        "batch sizes and the cycle's other work (scheduling, sampling, verify's fixed part) stay as profiled",
+    ]
+    if costs["verify_slope"] is None:
+        assumptions.append(
+            "verify cost does not depend on the draft tokens per request (not measured: the batch "
+            "size hardly varied); if it grows with them, fewer steps predict too low"
+        )
+    else:
+        assumptions.append(
+            "verify cost grows linearly with batch_size x tokens per request (slope fitted over batch sizes)"
+        )
+    if decode_share is not None:
+        assumptions.append(
+            f"the benchmark's time outside decode cycles ({(1 - share) * 100:.1f} %) does not change"
+        )
+    return {
+        "schema": SCHEMA,
+        "engine": engine,
+        "profiled": {
+            "num_steps": num_steps,
+            "topk": 1,
+            "num_draft_tokens": num_steps + 1,
+            "tokens_per_s": measured_tokens_per_s,
+        },
+        "cycles": len(rows),
+        "timed_cycles": sum(1 for r in rows if r.phases),
+        "decode_share": decode_share,
+        "costs": {
+            "draft_step_ms": None if costs["step_ns_all"] is None else costs["step_ns_all"] / 1e6,
+            "draft_step_ms_by_batch_size": {str(bs): v / 1e6 for bs, v in sorted(costs["step_ns"].items())},
+            "verify_ms_mean": None if costs["verify_mean_ns"] is None else costs["verify_mean_ns"] / 1e6,
+            "verify_us_per_token": None if costs["verify_slope"] is None else costs["verify_slope"] / 1e3,
+            "extend_us_per_token": None if costs["extend_slope"] is None else costs["extend_slope"] / 1e3,
+            "verify_slope": "fitted over batch sizes"
+            if costs["verify_slope"] is not None
+            else "not measured: taken as 0",
+        },
+        "points": points,
+        "best": {
+            "num_steps": best["num_steps"],
+            "tokens_per_s": best["tokens_per_s"],
+            "ratio_to_profiled": best["ratio_to_profiled"],
+        },
+        "by_batch_size": by_bs,
+        "assumptions": assumptions,
+        "bootstrap": {
+            "resamples": bootstrap,
+            "blocks": k,
+            "seed": seed,
+            "unit": "blocks of consecutive decode cycles",
+        },
+    }
+
+
+def render(pred: dict) -> str:
+    """The terminal table of a prediction."""
+    prof = pred["profiled"]
+    lines = [
+        f"what-if from one run at num-steps {prof['num_steps']} (topk 1, {prof['num_draft_tokens']} draft tokens), "
+        f"{pred['engine']}: {pred['cycles']} decode cycles, {pred['timed_cycles']} timed",
+        f"{'num-steps':>9}  {'accept len':>10}  {'decode tok/s':>12}  {'x profiled':>10}  {'95 % interval':>15}  {'tok/s':>9}",
+    ]
+    for p in pred["points"]:
+        ci = p["ratio_ci95"]
+        tps = "-" if p["tokens_per_s"] is None else f"{p['tokens_per_s']:.1f}"
+        lines.append(
+            f"{p['num_steps']:>9}  {p['accept_length']:>10.3f}  {p['decode_tokens_per_s']:>12.1f}  "
+            f"{p['ratio_to_profiled']:>10.3f}  {(f'{ci[0]:.3f}..{ci[1]:.3f}' if ci else '-'):>15}  "
+            f"{tps:>9}" + ("  (profiled)" if p["profiled"] else "")
+        )
+    best = pred["best"]
+    lines.append(
+        f"predicted best: num-steps {best['num_steps']} ({best['ratio_to_profiled']:.3f} x the profiled point)"
+    )
+    for b in pred["by_batch_size"][-6:]:
+        lines.append(
+            f"  batch size {b['batch_size']} ({b['cycles']} cycles): best num-steps {b['best_num_steps']}"
+        )
+    c = pred["costs"]
+    if c["draft_step_ms"] is not None:
+        slope = (
+            f"{c['verify_us_per_token']:.2f} us per token"
+            if c["verify_us_per_token"] is not None
+            else c["verify_slope"]
+        )
+        lines.append(
+            f"costs: draft step {c['draft_step_ms']:.3f} ms; verify {c['verify_ms_mean']:.3f} ms mean, slope {slope}"
+        )
+    lines.append("assumptions:")
+    lines.extend(f"  - {a}" for a in pred["assumptions"])
+    return "\n".join(lines) + "\n"
+
+
+def predict_run(run_dir, bootstrap: int = BOOTSTRAP) -> dict:
+    """predict() on a run folder: ``profile.remote``'s or ``profile.run``'s output (its
+    ``timing/`` and ``summary.json``), or a bare folder of timing files."""
+    import json
+    from pathlib import Path
+
+    from patchkit.errors import InvalidInput
+    from patchkit.report.acceptance import spec_from_argv
+    from patchkit.report.load import FILE_GLOB, load_timing_dir
+    from patchkit.report.summarize import select
+
+    run = Path(run_dir)
+    timing = run
+    for cand in (run / "timing", *sorted(run.glob("node*/timing"))):
+        if cand.is_dir() and any(cand.glob(FILE_GLOB)):
+            timing = cand
+            break
+    if not any(timing.glob(FILE_GLOB)):
+        raise InvalidInput(
+            f"{run}: no timing files (phase-timing.rank*.jsonl) here or in its timing/: "
+            "give the folder profile.run or profile.remote wrote"
+        )
+    meta: dict = {}
+    for cand in (run / "summary.json", timing.parent / "summary.json"):
+        if cand.is_file():
+            try:
+                meta = json.loads(cand.read_text(encoding="utf-8")).get("meta") or {}
+            except (OSError, ValueError):
+                meta = {}
+            break
+    procs = load_timing_dir(timing)
+    sel = select(procs, str(timing))
+    lead_rank = min(p.rank for p in sel.procs)
+    lead = next(p for p in sel.procs if p.rank == lead_rank)
+    names = {r["name"] for r in lead.phases}
+    engine = engine_of(names)
+    if engine is None:
+        raise InvalidInput(
+            f"{timing}: no verify phase in the records (target_verify or verify_forward): nothing to model"
+        )
+    rows = cycle_rows(lead.cycles, lead.phases, sel.basis)
+    if len(rows) < 10:
+        raise InvalidInput(
+            f"{timing}: {len(rows)} decode cycles with per-request acceptance; at least 10 are needed "
+            "(records of a series before acceptance was recorded have none: re-apply the current series)"
+        )
+    spec = spec_from_argv(lead.header.get("argv"))
+    command = meta.get("server command") or meta.get("server_command")
+    if not spec.get("num_steps") and isinstance(command, str):
+        spec = spec_from_argv(command)
+    num_steps = spec.get("num_steps")
+    if engine == "transformers" or not isinstance(num_steps, int):
+        num_steps = max(max(r.drafted) if r.drafted else max(r.accepted) for r in rows)
+    if spec.get("topk", 1) != 1:
+        raise InvalidInput(
+            f"{run}: profiled with topk {spec['topk']}; the what-if model needs topk 1 (a chain of drafts)"
+        )
+    ordered = sorted(lead.cycles, key=lambda c: c["cycle"])
+    span = ordered[-1]["t1"] - ordered[0]["t0"] if len(ordered) > 1 else 0
+    decode_ns = sum(
+        nxt["t0"] - cur["t0"]
+        for cur, nxt in pairwise(ordered)
+        if (cur.get("attrs") or {}).get("kind", "decode") == "decode"
+        and not (cur.get("attrs") or {}).get("prefill")
+    )
+    share = min(1.0, decode_ns / span) if span > 0 else None
+    tps = meta.get("tokens_per_s")
+    pred = predict(rows, engine, num_steps, tps if isinstance(tps, (int, float)) else None, share, bootstrap)
+    pred["run"] = str(run)
+    pred["spec"] = spec
+    return pred
