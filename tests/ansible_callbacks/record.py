@@ -8,6 +8,17 @@ import os
 
 from ansible.plugins.callback import CallbackBase
 
+PLAIN = (dict, list, str, int, float, bool, type(None))
+
+
+def unplain(value, where="result") -> list[str]:
+    """Where ``value`` holds something other than the exact JSON types, with its type."""
+    if type(value) is dict:
+        return [p for k, v in value.items() for p in unplain(v, f"{where}.{k}")]
+    if type(value) is list:
+        return [p for i, v in enumerate(value) for p in unplain(v, f"{where}[{i}]")]
+    return [] if type(value) in PLAIN else [f"{where}: {type(value).__name__}"]
+
 
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
@@ -24,6 +35,7 @@ class CallbackModule(CallbackBase):
             "host": result._host.get_name(),
             "status": status,
             "result": data,
+            "unplain": unplain(data),
         }
         with open(os.environ["PK_ANSIBLE_RECORD"], "a") as fh:
             fh.write(json.dumps(line, default=str) + "\n")

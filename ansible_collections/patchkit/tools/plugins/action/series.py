@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import enum
 import os
 
 from ansible.errors import AnsibleActionFail
@@ -20,6 +21,22 @@ ARGUMENT_SPEC = {
     "force": {"type": "bool", "default": False},
 }
 STAGED_FACT = "patchkit_staged"  # {root: series digest} for hosts a `staged` task staged
+
+
+def plain(value):
+    """``value`` with only the types Ansible stores as they are (dict, list, str, int, float,
+    bool, None): patchkit's states are StrEnums, which a registered result would carry, and
+    Ansible warns "Type 'HostState' is unsupported in variable storage" when a play reads them."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return plain(value.value)
+    for kind in (bool, int, float, str):  # exact types, also for subclasses
+        if isinstance(value, kind):
+            return kind(value)
+    return None if value is None else str(value)
 
 
 class ActionModule(ActionBase):
@@ -40,7 +57,7 @@ class ActionModule(ActionBase):
         from patchkit.errors import PatchkitError
 
         try:
-            result.update(self._work(args, task_vars or {}))
+            result.update(plain(self._work(args, task_vars or {})))
         except PatchkitError as e:
             result.update(failed=True, changed=False, msg=f"patchkit: {e.message}", exit_code=e.exit_code)
         return result
