@@ -92,7 +92,7 @@ def test_outputs_written(report):
     assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES.values())
     assert (out / "phases.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     data = json.loads((out / "summary.json").read_text())
-    # the keys of patchkit.report/1, plus those issue 9, 12, 18 and 19 added
+    # the keys of patchkit.report/1, plus those issue 9, 12, 18, 19 and 29 added
     assert {
         "schema",
         "mode",
@@ -119,6 +119,8 @@ def test_outputs_written(report):
         "after_window_cycles",
         "stalls",
         "sampling",
+        "top_level_share_ci95",
+        "share_ci",
     } == set(data)
     assert data["window"] is None and data["warmup_cycles"] == 0 and data["sampling"] is None
     assert data["baseline"] is None  # only profile.remote --baseline measures one
@@ -131,6 +133,9 @@ def test_outputs_written(report):
         "host_ms",
         "dev_ms",
         "share_of_cycle",
+        "share_ci95",
+        "host_share_ci95",
+        "timed_cycles",
     }
     table = (out / "table.txt").read_text()
     assert table == render_table(summary)

@@ -199,7 +199,9 @@ def test_chart_names_the_run_and_keeps_the_bars_clear(tmp_path):
         assert share < 1.0
         names = [t.get_text() for t in ax_share.get_yticklabels()]
         assert "bookkeeping" in names
-        assert f"{share:.1f}%" in [t.get_text() for t in ax_share.texts]
+        # labelled with its 95% interval, over the same cycles as the table's (issue 29)
+        lo, hi = summary.phase("bookkeeping")["share_ci95"]
+        assert f"{share:.1f}% [{lo:.1f}\u2013{hi:.1f}]" in [t.get_text() for t in ax_share.texts]
     finally:
         plt.close(fig)
     # without a model in meta, the workload names it; one bar per cycle says so

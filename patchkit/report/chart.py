@@ -7,7 +7,8 @@ ticks along the top, so that a few long cycles neither dominate the bars nor ent
 shares. Cycles that sampled timing left untimed are not drawn. The title names the run
 (model, worker, timer mode, date), the x axis says how many cycles one bar stands for, the
 legend sits below the bars, and a second panel gives every top-level phase's share as a
-labelled bar (a phase of 0.3% stays readable).
+labelled bar (a phase of 0.3% stays readable), with its 95 % interval as a whisker and in the
+label (a bootstrap over that process's cycles, as the table's: patchkit.report.bootstrap).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from patchkit.report.bootstrap import DASH, ratio_intervals
 from patchkit.report.kinds import cycle_kind
 from patchkit.report.load import ProcessTiming
 
@@ -61,6 +63,16 @@ def _top_level_per_cycle(
         parts = by_cycle.get(c["cycle"], {})
         rows.append((c[field] / 1e6, [parts.get(n, 0.0) for n in names]))
     return rows
+
+
+def _share_intervals(rows: list[tuple[float, list[float]]], n_names: int) -> list:
+    """The 95 % intervals of each top-level phase's share and of the untimed rest, over the
+    cycles of `rows` (whole cycles resampled, as the table's intervals are)."""
+    units = [[*parts, sum(parts), total] for total, parts in rows]
+    found = ratio_intervals(units, [(i, n_names + 1) for i in range(n_names + 1)])
+    top = found[n_names]
+    rest = None if top is None else (max(100.0 - top[1], 0.0), max(100.0 - top[0], 0.0))
+    return found[:n_names] + [rest]
 
 
 def _binned(rows, bins):
@@ -183,11 +195,18 @@ def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None)
         total = sum(r[0] for r in rrows)
         if total > 0:
             shares = [100.0 * sum(r[1][i] for r in rrows) / total for i in range(len(names))]
-            procs_shares.append((f"r{proc.rank} pid {proc.header.get('pid')}", shares))
+            intervals = _share_intervals(rrows, len(names))
+            procs_shares.append((f"r{proc.rank} pid {proc.header.get('pid')}", shares, intervals))
     labels = names + ["untimed"]
     height = 0.8 / max(len(procs_shares), 1)
-    for j, (plabel, shares) in enumerate(procs_shares):
+    for j, (plabel, shares, intervals) in enumerate(procs_shares):
         values = shares + [max(100.0 - sum(shares), 0.0)]
+        # whiskers: the interval around the bar's end (a percentile interval can sit a little
+        # to one side of the share: clipped at the share)
+        xerr = [
+            [max(v - ci[0], 0.0) if ci else 0.0 for v, ci in zip(values, intervals)],
+            [max(ci[1] - v, 0.0) if ci else 0.0 for v, ci in zip(values, intervals)],
+        ]
         ys = [i + (j - (len(procs_shares) - 1) / 2) * height for i in range(len(labels))]
         bars = ax_share.barh(
             ys,
@@ -196,19 +215,25 @@ def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None)
             color=[colors[i % len(colors)] for i in range(len(names))] + ["#bbbbbb"],
             edgecolor="black",
             linewidth=0.3,
+            xerr=xerr,
+            error_kw={"elinewidth": 0.8, "capsize": 2, "ecolor": "black"},
         )
-        for bar, value in zip(bars, values):
+        for bar, value, ci in zip(bars, values, intervals):
             ax_share.text(
-                bar.get_width() + 1,
+                max(bar.get_width(), ci[1] if ci else 0.0) + 1,
                 bar.get_y() + bar.get_height() / 2,
-                f"{value:.1f}%" + (f" {plabel}" if len(procs_shares) > 1 else ""),
+                f"{value:.1f}%"
+                + (f" [{ci[0]:.1f}{DASH}{ci[1]:.1f}]" if ci else "")
+                + (f" {plabel}" if len(procs_shares) > 1 else ""),
                 va="center",
                 fontsize=7,
             )
     ax_share.set_yticks(range(len(labels)), labels, fontsize=8)
     ax_share.invert_yaxis()
-    ax_share.set_xlim(0, 125)
-    ax_share.set_xlabel(f"share of the {kind or ''} cycle ({basis} time, %)".replace("  ", " "))
+    ax_share.set_xlim(0, 140)
+    ax_share.set_xlabel(
+        f"share of the {kind or ''} cycle ({basis} time, %; whisker, [ ]: 95% interval)".replace("  ", " ")
+    )
     ax_share.set_title("share per phase" + (" and process" if len(procs_shares) > 1 else ""), fontsize=10)
     fig.suptitle(chart_title(summary, procs), fontsize=11)
     fig.tight_layout()

@@ -25,6 +25,14 @@ statistics sum a phase's calls within each cycle and take every phase of a kind 
 cycles (zero where a cycle did not run it), so a child can never exceed its parent, and
 share_of_cycle = mean per cycle / mean cycle: the share uses the mean (the median is shown
 beside it). A per-cycle p99 is given only over at least P99_MIN_N cycles (else null).
+
+Every share has its 95 % interval (`share_ci95`, `host_share_ci95`, `top_level_share_ci95`:
+[low, high] in percent of the cycle, like the share): a percentile bootstrap over the
+steady-state cycles (patchkit.report.bootstrap), whole cycles resampled, each resample's share
+recomputed as the report computes it (sum of the phase over sum of the cycle). `share_ci` says
+how: method, resamples, seed, the number of cycles (`timed_cycles`), the widest interval and,
+when it is wider than +-2 points, about how many timed cycles would read every share to
+within 2 points.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
+from patchkit.report import bootstrap
 from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind, ordered_kinds
 from patchkit.report.load import ProcessTiming
 from patchkit.report.stats import percentile
@@ -43,6 +52,7 @@ META_ACCEPT = "accept_length"
 META_RUNS = "tokens_per_s_runs"  # repeated measurements of tokens_per_s (a list)
 META_BASELINE_RUNS = "baseline_tokens_per_s_runs"
 P99_MIN_N = 100  # fewer values than this: no p99 (it would be about the maximum)
+CI_TARGET_POINTS = 2.0  # a share read to within this many points (interval half-width)
 
 
 def distribution(values_ns: Sequence[int | None], gate_p99: bool = False) -> dict | None:
@@ -99,6 +109,10 @@ class Summary:
     stalls: dict = field(default_factory=dict)
     # sampled timing: {every, method, seed, timed_cycles, cycles}, or None
     sampling: dict | None = None
+    # the 95 % interval of top_level_share ([low, high], %), and how every share's interval
+    # was made (the `share_ci` of _breakdown); the phases carry share_ci95, host_share_ci95
+    top_level_share_ci95: list[float] | None = None
+    share_ci: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -167,18 +181,17 @@ def _decode_cycle(cycle_kinds: dict, basis: str) -> dict:
     sweep row reads; the full breakdown is cycle_kinds["decode"]). Cycles without a kind
     count as decode when no cycle says decode (series that predate cycle kinds)."""
     decode = cycle_kinds.get(KIND_PRIMARY) or cycle_kinds.get(NO_KIND) or {}
-    shares = {
-        e["name"]: e["share_of_cycle"]
-        for e in decode.get("phases", [])
-        if not e.get("depth") and e.get("share_of_cycle") is not None
-    }
+    top = [e for e in decode.get("phases", []) if not e.get("depth") and e.get("share_of_cycle") is not None]
     return {
         "count": decode.get("cycles", 0),
         "basis": basis,
-        "phase_shares": shares,
+        "phase_shares": {e["name"]: e["share_of_cycle"] for e in top},
         "top_level_share": decode.get("top_level_share"),
         "timed_cycles": decode.get("timed_cycles", 0),
         "steady_cycles": decode.get("steady_cycles", 0),
+        # 95 % intervals ([low, high], % like the shares; None below two cycles)
+        "phase_shares_ci95": {e["name"]: e.get("share_ci95") for e in top},
+        "top_level_share_ci95": decode.get("top_level_share_ci95"),
     }
 
 
@@ -255,6 +268,85 @@ def _per_cycle(
     return {k: (sums[k] if has[k] else None) for k in keys}
 
 
+def _share_intervals(groups: list[tuple[list[dict], dict]], keys: list[tuple], bfield: str) -> dict:
+    """95 % intervals of every share of the cycle, by a percentile bootstrap over cycles.
+
+    The unit resampled is a whole cycle, not a phase record: the phases of one cycle move
+    together (a large batch lengthens verify and draft alike, a long cycle is long in every
+    phase it runs, and a phase's calls within a cycle share its batch), so records resampled
+    on their own would treat correlated values as independent, break the pairing of each
+    phase with its own cycle's time in the ratio, and give intervals too narrow. For the same
+    reason the ranks' records of one cycle index (tensor-parallel ranks run the same batch in
+    lockstep) form one unit; processes whose indices do not line up only make units larger,
+    which keeps the interval valid. Each resample recomputes what the report computes: the
+    sum of a phase's time over the sum of the cycles' time (device basis: over the cycles
+    with device times; host share: over every steady cycle)."""
+    k = len(keys)
+    col = {key: j for j, key in enumerate(keys)}
+    host_basis = bfield == "host_ns"
+    width = k + 2 if host_basis else 2 * k + 3
+    units: dict[int, list[int]] = {}
+    with_basis: set[int] = set()
+    for phases, sel in groups:
+        for index, cycle in sel.items():
+            row = units.setdefault(index, [0] * width)
+            if cycle.get(bfield) is not None:
+                row[k + 1] += cycle[bfield]
+                with_basis.add(index)
+            if not host_basis:
+                row[2 * k + 2] += cycle.get("host_ns") or 0
+        for rec in phases:
+            cycle, row, j = sel[rec["cycle"]], units[rec["cycle"]], col[_phase_key(rec)]
+            if cycle.get(bfield) is not None:
+                value = rec.get(bfield) or 0
+                row[j] += value
+                if not rec.get("depth"):
+                    row[k] += value
+            if not host_basis:
+                row[k + 2 + j] += rec.get("host_ns") or 0
+    pairs = [(j, k + 1) for j in range(k + 1)]
+    if not host_basis:
+        pairs += [(k + 2 + j, 2 * k + 2) for j in range(k)]
+    found = bootstrap.ratio_intervals(list(units.values()), pairs)
+    listed = [None if ci is None else [ci[0], ci[1]] for ci in found]
+    share = dict(zip(keys, listed[:k]))
+    return {
+        "share": share,
+        "host_share": share if host_basis else dict(zip(keys, listed[k + 1 :])),
+        "top": listed[k],
+        "timed_cycles": len(with_basis),
+        "host_timed_cycles": len(units),
+    }
+
+
+def _ci_summary(found: dict, entries: list[dict], top_ci: list | None) -> dict:
+    """`share_ci`: how the intervals were made, the widest one on the report's basis, and
+    when that is wider than +-2 points about how many timed cycles would narrow it to 2."""
+    widest = None
+    shown = [(e["name"], e["parent"], e.get("share_ci95")) for e in entries]
+    for name, parent, ci in shown + [("top-level phases", None, top_ci)]:
+        hw = bootstrap.half_width(ci)
+        if hw is not None and (widest is None or hw > widest["half_width"]):
+            widest = {"name": name, "parent": parent, "half_width": hw}
+    n = found["timed_cycles"]
+    too_wide = widest is not None and widest["half_width"] > CI_TARGET_POINTS
+    return {
+        "method": "percentile bootstrap over timed cycles (whole cycles resampled)",
+        "level": bootstrap.LEVEL,
+        "resamples": bootstrap.RESAMPLES,
+        "seed": bootstrap.SEED,
+        "timed_cycles": n,
+        "host_timed_cycles": found["host_timed_cycles"],
+        "widest": widest,
+        "target_points": CI_TARGET_POINTS,
+        "cycles_for_target": (
+            bootstrap.cycles_needed(n, widest["half_width"], CI_TARGET_POINTS)
+            if too_wide and widest
+            else None
+        ),
+    }
+
+
 def _breakdown(
     procs: list[ProcessTiming],
     timed: list[dict],
@@ -262,10 +354,13 @@ def _breakdown(
     n_all: int,
     basis: str,
     outside: dict[tuple, int],
+    cache: dict | None = None,
 ) -> dict:
     """Cycle statistics and phase entries. Per process, `timed`: {cycle index: cycle record}
     of the timed cycles described (counts), `steady`: the subset without stalls (statistics
-    and shares); `n_all`: every cycle described, timed or not."""
+    and shares); `n_all`: every cycle described, timed or not. `cache`: share intervals
+    already bootstrapped, by cycles and phases (the overall breakdown and that of the only
+    kind describe the same cycles)."""
     bfield = _basis_field(basis)
     tcycles = [c for sel in timed for c in sel.values()]
     cycles = [c for sel in steady for c in sel.values()]
@@ -285,6 +380,12 @@ def _breakdown(
             buckets[_phase_key(rec)].append((rec, in_share))
     per_dev = _per_cycle(groups, keys, "dev_ns", only_with="dev_ns")
     per_host = _per_cycle(groups, keys, "host_ns")
+    cache_key = (bfield, tuple(keys), tuple(tuple(sel) for sel in steady))
+    found = None if cache is None else cache.get(cache_key)
+    if found is None:
+        found = _share_intervals(groups, keys, bfield)
+        if cache is not None:
+            cache[cache_key] = found
     entries = []
     for key in keys:
         pairs = buckets[key]
@@ -309,9 +410,13 @@ def _breakdown(
                 "per_cycle_dev_ms": distribution(per_dev[key] or [], gate_p99=True),
                 "share_of_cycle": 100.0 * basis_sum / total if total else None,
                 "host_share_of_cycle": 100.0 * host_sum / total_host if total_host else None,
+                "share_ci95": found["share"][key] if total else None,
+                "host_share_ci95": found["host_share"][key] if total_host else None,
+                "timed_cycles": found["timed_cycles"],
             }
         )
     top = [e["share_of_cycle"] for e in entries if e["depth"] == 0 and e["share_of_cycle"] is not None]
+    top_ci = found["top"] if top else None
     return {
         "cycles": n_all,
         "timed_cycles": len(tcycles),
@@ -325,6 +430,8 @@ def _breakdown(
         },
         "phases": entries,
         "top_level_share": sum(top) if top else None,
+        "top_level_share_ci95": top_ci,
+        "share_ci": _ci_summary(found, entries, top_ci),
     }
 
 
@@ -460,14 +567,15 @@ def summarize(
     steady = [{i: c for i, c in sel.items() if i not in st} for sel, st in zip(timed, stall_sets)]
     # every cycle described, timed or not (off blocks of PATCHKIT_TIMER_AB serve `overhead`)
     every = [c for p in procs for c in p.cycles if c.get("ab") != "off"]
-    overall = _breakdown(procs, timed, steady, len(every), basis, outside_by_key)
+    intervals: dict = {}
+    overall = _breakdown(procs, timed, steady, len(every), basis, outside_by_key, intervals)
     kinds = ordered_kinds({cycle_kind(c) for c in every})
     cycle_kinds = {}
     for kind in kinds:
         tsel = [{i: c for i, c in s.items() if cycle_kind(c) == kind} for s in timed]
         ssel = [{i: c for i, c in s.items() if cycle_kind(c) == kind} for s in steady]
         n_all = sum(1 for c in every if cycle_kind(c) == kind)
-        cycle_kinds[kind] = _breakdown(procs, tsel, ssel, n_all, basis, outside_by_key)
+        cycle_kinds[kind] = _breakdown(procs, tsel, ssel, n_all, basis, outside_by_key, intervals)
     primary = kinds[0] if kinds else KIND_PRIMARY
     # tensor-parallel ranks all see the same batch: count tokens on the lowest rank only;
     # every cycle with attrs counts (untimed sampled cycles too), off blocks carry none
@@ -526,6 +634,8 @@ def summarize(
         cycle=overall["cycle"],
         phases=overall["phases"],
         top_level_share=overall["top_level_share"],
+        top_level_share_ci95=overall["top_level_share_ci95"],
+        share_ci=overall["share_ci"],
         decode=decode,
         meta=meta,
         throughput=_throughput(meta, decode, lead_cycles),

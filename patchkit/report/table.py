@@ -1,7 +1,13 @@
-"""The terminal table: one line per phase (nested by indentation), then summary lines."""
+"""The terminal table: one line per phase (nested by indentation), then summary lines.
+
+Each share is followed by its 95 % interval (low and high in brackets, joined by an en dash;
+percent of the cycle: a bootstrap over timed cycles, see patchkit.report.summarize), and a note
+under the table says when there are too few timed cycles to read every share to within 2
+points."""
 
 from __future__ import annotations
 
+from patchkit.report.bootstrap import DASH, LEVEL, RESAMPLES, SEED
 from patchkit.report.kinds import NO_KIND
 from patchkit.report.summarize import P99_MIN_N, Summary
 
@@ -26,11 +32,27 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}%"
 
 
+def _ci(interval) -> str:
+    """A share's interval, in the share's format (one decimal, percent of the cycle)."""
+    return "-" if interval is None else f"[{interval[0]:.1f}{DASH}{interval[1]:.1f}]"
+
+
 def _num(value, fmt="{:.1f}") -> str:
     return "-" if value is None else fmt.format(value)
 
 
-HEAD = ("phase", "count", "dev mean", "dev p50", "dev p99", "host mean", "host p50", "host p99", "share")
+HEAD = (
+    "phase",
+    "count",
+    "dev mean",
+    "dev p50",
+    "dev p99",
+    "host mean",
+    "host p50",
+    "host p99",
+    "share",
+    "95% interval",
+)
 
 
 def _time_columns(dev, host) -> tuple:
@@ -40,7 +62,7 @@ def _time_columns(dev, host) -> tuple:
 
 def _rows(label: str, cycle: dict, phases: list[dict]) -> list[tuple]:
     dev, host = _gated(cycle["dev_ms"]), _gated(cycle["host_ms"])
-    rows = [(label, str(cycle["count"]), *_time_columns(dev, host), "100.0%" if cycle["count"] else "-")]
+    rows = [(label, str(cycle["count"]), *_time_columns(dev, host), "100.0%" if cycle["count"] else "-", "")]
     for e in phases:
         name = "  " * (e["depth"] + 1) + e["name"]
         if e["graph"]:
@@ -55,6 +77,7 @@ def _rows(label: str, cycle: dict, phases: list[dict]) -> list[tuple]:
                 str(e["count"]),
                 *_time_columns(dev, host),
                 _pct(e["share_of_cycle"]),
+                _ci(e.get("share_ci95")),
             )
         )
     return rows
@@ -112,6 +135,23 @@ def stall_line(kind: str, st: dict | None) -> str:
             f" ({_listed(sizes)})" if sizes else ""
         )
     return line + f"; not in the shares ({rule})"
+
+
+def ci_note(share_ci: dict | None, on: str = "") -> str | None:
+    """The note when some share's interval is wider than +-2 points: how many timed cycles
+    there were and about how many would read every share to within 2 points."""
+    if not share_ci or not share_ci.get("cycles_for_target"):
+        return None
+    widest = share_ci["widest"]
+    name = widest["name"] if widest["name"] == "top-level phases" else f"{widest['name']}'s"
+    need = share_ci["cycles_for_target"]
+    need = int(float(f"{need:.2g}")) if need >= 100 else need  # "about": two figures
+    return (
+        f"note: {share_ci['timed_cycles']} timed{on} cycles are too few to read every share to "
+        f"within {share_ci['target_points']:.0f} points (widest interval: {name}, "
+        f"±{widest['half_width']:.1f}); about {need} would be (the half-width shrinks as "
+        f"1/sqrt(cycles))"
+    )
 
 
 def _window_line(summary: Summary) -> str:
@@ -208,7 +248,8 @@ def render_table(summary: Summary) -> str:
             (
                 f"{kind} ({part['cycles']} cycles; shares of {kind} cycle time)",
                 _rows(f"{kind} cycle", part["cycle"], part["phases"]),
-                [stall_line(kind, stalls.get(kind))],
+                [stall_line(kind, stalls.get(kind))]
+                + [n for n in [ci_note(part.get("share_ci"), f" {kind}")] if n],
             )
             for kind, part in kinds.items()
         ]
@@ -219,7 +260,8 @@ def render_table(summary: Summary) -> str:
             (
                 None,
                 _rows(label, summary.cycle, summary.phases),
-                [stall_line(kind, stalls.get(kind))] if kind else [],
+                ([stall_line(kind, stalls.get(kind))] if kind else [])
+                + [n for n in [ci_note(summary.share_ci)] if n],
             )
         ]
     lines.extend(_grid(sections))
@@ -234,6 +276,10 @@ def render_table(summary: Summary) -> str:
         f"median); count = calls timed (cycle row: every cycle); p99 only over "
         f">= {P99_MIN_N} cycles"
     )
+    lines.append(
+        f"[low{DASH}high] = the share's {LEVEL:.0f}% interval: a bootstrap over the timed cycles "
+        f"(whole cycles resampled, {RESAMPLES} times, seed {SEED})"
+    )
     lines.append(_window_line(summary))
     if summary.sampling:
         lines.append(_sampling_line(summary.sampling))
@@ -245,18 +291,20 @@ def render_table(summary: Summary) -> str:
         for kind, part in kinds.items():
             if part["top_level_share"] is not None:
                 lines.append(
-                    f"top-level phases cover {part['top_level_share']:.1f}% of the "
+                    f"top-level phases cover {part['top_level_share']:.1f}% "
+                    f"{_ci(part.get('top_level_share_ci95'))} of the "
                     f"{kind} cycle ({summary.basis} time)"
                 )
     elif summary.top_level_share is not None:
         lines.append(
-            f"top-level phases cover {summary.top_level_share:.1f}% of the cycle ({summary.basis} time)"
+            f"top-level phases cover {summary.top_level_share:.1f}% {_ci(summary.top_level_share_ci95)} "
+            f"of the cycle ({summary.basis} time)"
         )
     dc = summary.decode_cycle
     if dc and dc["top_level_share"] is not None and dc["count"] < summary.cycle["count"]:
         lines.append(
             f"decode cycles only ({dc['count']}): top-level phases cover "
-            f"{dc['top_level_share']:.1f}% ({dc['basis']} time)"
+            f"{dc['top_level_share']:.1f}% {_ci(dc.get('top_level_share_ci95'))} ({dc['basis']} time)"
         )
     if n_ranks > 1:
         per_rank = ", ".join(
