@@ -114,7 +114,7 @@ def run_cycles(pt, first: int, count: int, steps: int = 3) -> list[int]:
         pt.begin("draft_extend_after_decode")
         time.sleep(0.0003)
         pt.end("draft_extend_after_decode")
-        pt.cycle_end(accepted=n)
+        pt.cycle_end(accepted=n, accepted_per_req=[n])
         accepted.append(n)
     return accepted
 
