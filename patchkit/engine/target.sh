@@ -521,7 +521,11 @@ pk_lock() {
   pk_state_safe
   if [ ! -d .patchkit ]; then
     # another operation may make it at the same instant: then its lock decides, below
-    mkdir .patchkit 2>"$PK_T/err" || [ -d .patchkit ] || pk_die 1 "cannot create $PK_ROOT/.patchkit: $(sed -n '1p' "$PK_T/err") (read-only or permission denied?)"
+    # the first write of an operation: a root we may not write to is said as README promises
+    mkdir .patchkit 2>"$PK_T/err" || [ -d .patchkit ] || {
+      [ -w . ] || pk_die 1 "cannot write to $PK_ROOT (read-only file system or permission denied); nothing changed"
+      pk_die 1 "cannot create $PK_ROOT/.patchkit: $(sed -n '1p' "$PK_T/err"); nothing changed"
+    }
   fi
   pk_lock_facts
   PK_LOCKTMP=.patchkit/lock.$$
