@@ -51,9 +51,38 @@ Environment
                         choice). A cycle not drawn is still recorded as a cycle (host start
                         and end, attrs, "timed": false) but times no phase: until its
                         cycle_end, begin/end are no-ops and note() only adds to its attrs.
-                        Default 1 (every cycle timed). With PATCHKIT_TIMER_AB the timed
+                        Set (1 or 0: every cycle timed), it fixes the rate; unset, the
+                        budget below sets it. With PATCHKIT_TIMER_AB the timed
                         blocks are sampled and the off blocks stay off, so the A/B pairs
                         measure the cost of sampled timing.
+  PATCHKIT_TIMER_BUDGET=P  (used only while PATCHKIT_TIMER_SAMPLE is not set) the percent of
+                        the cycle period the timer may spend on its own host time; default 1.
+                        Cycles are drawn as above with a probability p the runtime sets: it
+                        measures its host time per timed cycle (cycle_begin and cycle_end in
+                        every timed cycle, their resolve batch and write included; begin,
+                        end and note in one calibration cycle per window, per phase record)
+                        and the cycle period (mean host start-to-start over the window, at
+                        most twice the previous window's: idle is not a period), and every
+                        64 cycle indices (a decision needs 4 timed cycles measured, else the
+                        window runs on) sets p = 2**-k, k = 0..6, the highest such level <=
+                        P% * period / cost (lowered at once; raised only where the budget
+                        allows 25 % more). It starts at 1, so the first 64 cycles are all
+                        timed; at least about 1 cycle in 64 stays timed whatever the cost.
+                        At 1 %: 15 ms cycles that cost up to 150 us are all timed; 4 ms
+                        ones that cost 400-600 us 1 in 16. Ranks: the same seeded draw
+                        per cycle index, levels that change only at the same indices and
+                        are powers of 2, so ranks whose costs are alike time the same
+                        cycles, and where two ranks' levels differ, every cycle the rank
+                        with the lower rate times is timed by the other too (timed when the
+                        index's draw < p). Each change of p (and every 16th decision) writes
+                        a "sampling" record; the stats record gives the last. 0 times no
+                        cycle (every cycle still recorded, untimed); a value that is not a
+                        percent >= 0 warns and uses 1. With PATCHKIT_TIMER_AB the timed
+                        blocks follow the budget (a decision at the first of their cycles
+                        past a boundary). Only the host program's thread is
+                        counted (not the idle flusher), and host time, not what the GPU
+                        hides: where the GPU runs behind the host (SGLang's v2 worker on a
+                        verify-bound model) the cycle period grows by less than this.
   PATCHKIT_TIMER_AB_B=bare  with PATCHKIT_TIMER_AB: the off blocks record only each cycle's
                         start and kind (cycle_end and the capture probe are no-ops there; the
                         line is an off cycle with t1 = t0), so the pairs also measure what
@@ -85,8 +114,10 @@ Environment
                         without one (default 50; see Durability)
   PATCHKIT_TIMER_RESOLVE_BATCH  events mode: read the device times of timed cycles at
                         every Nth timed cycle, several in a row, instead of at each one.
-                        Default (unset, 0 or not a number): 16 when every cycle is timed
-                        (PATCHKIT_TIMER_SAMPLE 1, no graph steps), else 1. A timed cycle's
+                        Default (unset, 0 or not a number; not with graph steps): about
+                        every 16 cycle indices, so 16 when every cycle is timed, 16p when a
+                        cycle is timed with probability p (PATCHKIT_TIMER_SAMPLE 1/p, or the
+                        budget's p, following it), at least 1. A timed cycle's
                         host lines are still written at its cycle_end; its "dev" record
                         follows with the batch's write (or the idle flusher's, see
                         Durability), so a SIGKILL while cycles run can lose the device
@@ -148,8 +179,11 @@ Record schema (one JSON object per line; "kind" says which):
   header  first line of each file: schema, mode, requested_mode, rank, rank_source,
           world_size, pid, host, python, torch, cuda_device, graph_steps, ab_cycles,
           ab_b ("sample" | "bare", only with PATCHKIT_TIMER_AB_B), nvtx, event_api, share_ns,
-          resolve_batch (events mode), sampling {every, method: "bernoulli", seed,
-          seed_source} (only with PATCHKIT_TIMER_SAMPLE > 1),
+          resolve_batch (events mode; the first one under a budget), sampling {every,
+          method: "bernoulli", seed, seed_source} (with PATCHKIT_TIMER_SAMPLE > 1; under a
+          budget every is null and it adds p (the starting rate), budget_pct, controller
+          {method: "host-cost", window, min_timed, levels: "2^-k", p_min, raise_margin,
+          idle_cap}),
           clock {host, host_impl, host_t0_ns, wall_t0_ns, boot_id, device}, argv
   phase   name, cycle (index or null), depth (0 = top level), parent (name or null),
           t0, t1, host_ns (perf_counter_ns; null for captured steps), dev_ns (device time
@@ -165,9 +199,15 @@ Record schema (one JSON object per line; "kind" says which):
           the cycle's phase records in the order they were written, attrs {} (values that
           were CUDA tensors at cycle_end, read once the GPU reached them)
   rank    rank, world_size, rank_source: the rank became known after the header
+  sampling  under a budget, when p changes and at every 16th decision: cycle (the first
+          index drawn at p), p, prev_p, cost_ns (host ns per timed cycle), period_ns,
+          per_phase_ns, timed and cycles (of the window measured), budget_pct, t,
+          resolve_batch (events mode). A cycle's p is that of the last such record with
+          cycle <= its index, else the header's; a timed cycle stands for 1/p cycles.
   note    t, attrs - a note() made outside any cycle
   stats   written at exit: records, skipped_capturing, unmatched_end, abandoned,
-          stale_steps, dropped_pending, writes
+          stale_steps, dropped_pending, writes; under a budget also sampling {p,
+          budget_pct, cost_ns, period_ns, per_phase_ns, decisions, changes}
 Times are integers in nanoseconds; t0/t1 are perf_counter_ns of this process (the header's
 clock pairs host_t0_ns with wall_t0_ns so that files of several processes can be aligned;
 on one Linux host perf_counter_ns is the shared CLOCK_MONOTONIC, named by host_impl and
@@ -194,6 +234,16 @@ _MAX_PENDING = 1 << 12  # beyond this many unresolved cycles, wait for the oldes
 # PATCHKIT_TIMER_RESOLVE_BATCH says otherwise (the H200's verify-bound v1 server: +2.37 %
 # reading at each cycle, +0.92 % 16 at a time; README 6)
 _FULL_RESOLVE_BATCH = 16
+# PATCHKIT_TIMER_BUDGET: the timed probability follows the timer's own cost (see _control)
+_BUDGET_DEFAULT = 1.0  # percent of the cycle period
+_BUDGET_WINDOW = 64  # decisions at cycle indices that are multiples of this (as on every rank)
+_BUDGET_MIN_TIMED = 4  # timed cycles measured before a decision (else the window runs on)
+_BUDGET_MAX_LEVEL = 6  # p = 2**-k, k = 0..6: at least about one cycle in 64 timed
+_BUDGET_RAISE = 1.25  # a higher rate only where the budget allows 25 % more than it costs
+_BUDGET_IDLE = 2.0  # a window's period counts at most twice the last one (engine idle)
+_BUDGET_CALIBRATE_FROM = 8  # the first cycles are cold outliers: calibrate from this index
+_BUDGET_RECORD_EVERY = 16  # a "sampling" record at a change, else every 16th decision
+_NEVER_CYCLE = 1 << 62
 _TRUE = ("1", "true", "yes", "on")
 # with os.register_at_fork (bottom of this file) a forked child rebinds the module functions
 # itself; only without it does cycle_begin compare pids
@@ -521,6 +571,7 @@ class _Timer:
         sample=1,
         seed=None,
         ab_b="off",
+        budget=None,
     ):
         self.mode = mode
         self.share_ns = share_ns
@@ -572,13 +623,36 @@ class _Timer:
         self.prev_cycle_dev = None
         self.off_open = None  # A/B off block: (index, t0, kind) of the open cycle
         self.sample = sample if mode != "off" else 1
+        # PATCHKIT_TIMER_BUDGET (percent) when no sample fixes the rate, else None
+        self.budget = budget if mode != "off" and self.sample == 1 else None
         self.seed, self.seed_source = seed if seed is not None else (None, None)
         self.untimed = None  # open untimed cycle of PATCHKIT_TIMER_SAMPLE: [index, t0, attrs]
-        if self.sample > 1:
+        # one seeded draw per cycle index whenever the rate is not fixed at 1 (so that every
+        # rank draws the same number for the same index, whatever rate each one has)
+        self.sampled = self.sample > 1 or self.budget is not None
+        self.p_timed = 1.0 / self.sample
+        if self.sampled:
             import random
 
             self.draw = random.Random(self.seed).random
-            self.p_timed = 1.0 / self.sample
+        # host time the runtime spends in timed cycles (every mode; the budget reads it):
+        # cycle_begin and cycle_end measured in each timed cycle, begin/end/note in one
+        # calibration cycle per window (per phase), summed over the window
+        self.acc_spent = self.acc_timed = self.acc_phases = 0
+        self.cal_acc = [0]  # ns inside begin/end/note of the open calibration cycle
+        self.cal_on = False
+        self.per_phase = None  # ns of begin/end/note per phase record (calibrated)
+        self.cost_est = self.period_est = None  # ns per timed cycle; ns start to start
+        self.level = 0  # p_timed = 2**-level under a budget
+        self.ctl_t0 = None  # the controller's window: host start and index of its first cycle
+        self.ctl_cycle = 0
+        self.decisions = self.p_changes = 0
+        self.next_eval = self.cal_at = _NEVER_CYCLE
+        if self.budget is not None:
+            self.p_timed = 1.0 if self.budget > 0 else 0.0
+            if self.budget > 0:
+                self.next_eval, self.cal_at = 0, _BUDGET_CALIBRATE_FROM
+        self.p_start = self.p_timed
         self.pool = []
         self.quoted = {None: "null"}  # phase name -> its JSON string
         self.shapes = {}  # a cycle's phase layout -> the format of its phase lines
@@ -611,8 +685,7 @@ class _Timer:
                 self.graph_steps = True
             self.new_event = self._event_factory(event_api)
             self._mark = self._event_mark
-            if not self.resolve_set and self.sample == 1 and not self.graph_steps:
-                self.resolve_every = _FULL_RESOLVE_BATCH
+            self._set_resolve_default()
         elif mode == "sync":
             self.sync = self.torch.cuda.synchronize
             self._mark = self._sync_mark
@@ -749,6 +822,10 @@ class _Timer:
             g = globals()
             g["begin"], g["end"] = self.general
             self.rebound = False
+        if self.cal_on:  # its calls measured nothing usable
+            self.cal_on = False
+            globals()["note"] = self.note
+            self.cal_at = self.cycle_no + 1
 
     # -- public API ----------------------------------------------------------------------
     def begin(self, name, **attrs):
@@ -847,7 +924,9 @@ class _Timer:
             if self.cycle is not None:
                 self._abandon_cycle()
             self.cycle_no += 1
-            if self.sample > 1 and (second or not self.ab_sampled) and self.draw() >= self.p_timed:
+            if self.cycle_no >= self.next_eval:  # a budget's decision, every 64 cycle indices
+                self._control(t0)
+            if self.sampled and (second or not self.ab_sampled) and self.draw() >= self.p_timed:
                 return self._untimed_begin(t0, attrs)
             self.cycle_b = second
             if self.push is not None:
@@ -863,11 +942,15 @@ class _Timer:
                 g = globals()
                 g["begin"], g["end"] = pair
                 self.rebound = True
+            if self.cycle_no >= self.cal_at:
+                self._calibrate_open()
+            self.acc_spent += _perf() - t0
         except Exception as exc:
             _fail("cycle_begin()", exc)
 
     def cycle_end(self, **attrs):
         try:
+            te = _perf()
             cycle = self.cycle
             if cycle is None:  # (the capture probe only here: no capture inside a cycle)
                 if not self.capturing():
@@ -877,6 +960,8 @@ class _Timer:
                 g = globals()
                 g["begin"], g["end"] = self.general
                 self.rebound = False
+            if self.cal_on:
+                self._calibrate_close(len(self.cyc_recs))
             if self.rf_stack is not None:
                 self._profiler_close()
             if self.stack:
@@ -953,6 +1038,9 @@ class _Timer:
             self._write()
             if self.flusher is None and mode == "events" and self.fd is not None:
                 self._start_flusher()  # this cycle's device times may be read only later
+            self.acc_spent += _perf() - te
+            self.acc_timed += 1
+            self.acc_phases += len(recs)
         except Exception as exc:
             _fail("cycle_end()", exc)
 
@@ -1107,6 +1195,124 @@ class _Timer:
                     return
         except Exception as exc:
             _fail("end(%r)" % (name,), exc)
+
+    # -- PATCHKIT_TIMER_BUDGET: the timed probability the timer's own cost allows ---------
+    def _set_resolve_default(self):
+        """Events mode without PATCHKIT_TIMER_RESOLVE_BATCH (nor graph steps): device times
+        read about every 16 cycle indices, so 16 timed cycles at a time when every cycle is
+        timed, 16p at rate p (at least 1: at 1 in 16 or fewer, at each timed cycle)."""
+        if self.mode == "events" and not self.resolve_set and not self.graph_steps:
+            self.resolve_every = max(1, int(_FULL_RESOLVE_BATCH * self.p_timed + 1e-9))
+
+    def _calibrate_open(self):
+        """The first timed cycle of a window: begin/end/note (whatever cycle_begin bound)
+        wrapped so that the host time inside them is summed, until this cycle's cycle_end."""
+        self.cal_at = _NEVER_CYCLE
+        self.cal_on = True
+        acc = self.cal_acc
+        acc[0] = 0
+        g = globals()
+        inner_begin, inner_end, inner_note = g["begin"], g["end"], g["note"]
+
+        def begin(name, **attrs):
+            t = _perf()
+            inner_begin(name, **attrs)
+            acc[0] += _perf() - t
+
+        def end(name):
+            t = _perf()
+            inner_end(name)
+            acc[0] += _perf() - t
+
+        def note(**attrs):
+            t = _perf()
+            inner_note(**attrs)
+            acc[0] += _perf() - t
+
+        g["begin"], g["end"], g["note"] = begin, end, note
+        self.rebound = True  # cycle_end binds the general begin/end back
+
+    def _calibrate_close(self, phases):
+        self.cal_on = False
+        globals()["note"] = self.note
+        if phases:
+            x = self.cal_acc[0] / phases
+            self.per_phase = x if self.per_phase is None else (self.per_phase + x) / 2.0
+
+    def _control(self, now):
+        """A budget's decision, at the first cycle whose index reaches a multiple of
+        _BUDGET_WINDOW (every rank decides at the same indices), before that cycle's draw.
+
+        cost: the runtime's host time per timed cycle over the window (cycle_begin and
+        cycle_end of every timed cycle, the resolve batch and the write included, plus the
+        window's phase records times the calibrated begin/end/note time per phase); period:
+        the mean host start-to-start of the window's cycles, at most _BUDGET_IDLE times the
+        last one (an idle engine is not a long cycle). p* = budget * period / cost; the
+        rate in effect is 2**-k: lowered at once to the highest level <= p*, raised only to
+        a level <= p* / _BUDGET_RAISE (no flapping at a level's edge). With fewer than
+        _BUDGET_MIN_TIMED timed cycles measured the window runs on to the next boundary."""
+        index = self.cycle_no
+        self.next_eval = (index // _BUDGET_WINDOW + 1) * _BUDGET_WINDOW
+        if self.ctl_t0 is None:  # the first cycle opens the first window
+            self.ctl_t0, self.ctl_cycle = now, index
+            self.acc_spent = self.acc_timed = self.acc_phases = 0
+            return
+        if self.acc_timed < _BUDGET_MIN_TIMED or (self.acc_phases and self.per_phase is None):
+            return
+        period = (now - self.ctl_t0) / float(index - self.ctl_cycle)
+        if self.period_est is not None:
+            period = min(period, _BUDGET_IDLE * self.period_est)
+        cost = (self.acc_spent + self.acc_phases * (self.per_phase or 0.0)) / self.acc_timed
+        self.cost_est = cost if self.cost_est is None else (self.cost_est + cost) / 2.0
+        self.period_est = period
+        want = self.budget / 100.0 * period / self.cost_est if self.cost_est > 0 else 1.0
+        old = self.level
+        new = _level(want)
+        if new <= old:  # the budget allows as much or more: raise only with room to spare
+            new = min(old, _level(want / _BUDGET_RAISE))
+        self.level = new
+        self.p_timed = 1.0 / (1 << new)
+        self._set_resolve_default()
+        self.decisions += 1
+        if new != old:
+            self.p_changes += 1
+        if new != old or self.decisions == 1 or self.decisions % _BUDGET_RECORD_EVERY == 0:
+            rec = {
+                "kind": "sampling",
+                "cycle": index,
+                "p": self.p_timed,
+                "prev_p": 1.0 / (1 << old),
+                "cost_ns": int(self.cost_est),
+                "period_ns": int(period),
+                "per_phase_ns": None if self.per_phase is None else int(self.per_phase),
+                "timed": self.acc_timed,
+                "cycles": index - self.ctl_cycle,
+                "budget_pct": self.budget,
+                "t": now,
+            }
+            if self.mode == "events":
+                rec["resolve_batch"] = self.resolve_every
+            self.out.append(_json_line(rec))
+            self.out_records += 1
+        self.ctl_t0, self.ctl_cycle = now, index
+        self.acc_spent = self.acc_timed = self.acc_phases = 0
+        self.cal_at = index  # calibrate the window's first timed cycle
+
+    def _budget_info(self):
+        """The stats record's "sampling": the rate in effect and the last measurements (before
+        the first decision: the cost over the timed cycles so far, no period)."""
+        cost, period = self.cost_est, self.period_est
+        if cost is None and self.acc_timed:
+            cost = (self.acc_spent + self.acc_phases * (self.per_phase or 0.0)) / self.acc_timed
+        return {
+            "p": self.p_timed,
+            "budget_pct": self.budget,
+            "cost_ns": None if cost is None else int(cost),
+            "period_ns": None if period is None else int(period),
+            "per_phase_ns": None if self.per_phase is None else int(self.per_phase),
+            "decisions": self.decisions,
+            "changes": self.p_changes,
+        }
 
     # -- PATCHKIT_TIMER_SAMPLE: cycles recorded with host times and attrs only -----------
     def _untimed_begin(self, t0, attrs):
@@ -1420,18 +1626,7 @@ class _Timer:
             "event_api": self.event_api,
             "share_ns": self.share_ns if self.mode == "events" else None,
             "resolve_batch": self.resolve_every if self.mode == "events" else None,
-            **(
-                {
-                    "sampling": {
-                        "every": self.sample,
-                        "method": "bernoulli",
-                        "seed": self.seed,
-                        "seed_source": self.seed_source,
-                    }
-                }
-                if self.sample > 1
-                else {}
-            ),
+            **({"sampling": self._sampling_header()} if self.sampled else {}),
             "clock": {
                 "host": "time.perf_counter_ns",
                 "host_impl": impl,
@@ -1445,6 +1640,29 @@ class _Timer:
             },
             "argv": list(sys.argv[:8]),
         }
+
+    def _sampling_header(self):
+        info = {
+            "every": self.sample if self.budget is None else None,
+            "method": "bernoulli",
+            "seed": self.seed,
+            "seed_source": self.seed_source,
+        }
+        if self.budget is not None:
+            info.update(
+                p=self.p_start,
+                budget_pct=self.budget,
+                controller={
+                    "method": "host-cost",
+                    "window": _BUDGET_WINDOW,
+                    "min_timed": _BUDGET_MIN_TIMED,
+                    "levels": "2^-k",
+                    "p_min": 1.0 / (1 << _BUDGET_MAX_LEVEL),
+                    "raise_margin": _BUDGET_RAISE,
+                    "idle_cap": _BUDGET_IDLE,
+                },
+            )
+        return info
 
     def _open(self):
         if not self.rank_final:
@@ -1469,7 +1687,8 @@ class _Timer:
             self.counts["records"] += self.out_records
             self.out_records = 0
             self.counts["writes"] += 1
-            self.out.append(_json_line(dict(kind="stats", t=_perf(), **self.counts)))
+            extra = {"sampling": self._budget_info()} if self.budget is not None else {}
+            self.out.append(_json_line(dict(kind="stats", t=_perf(), **self.counts, **extra)))
         if not self.out:
             return
         if self.fd is None:
@@ -1648,13 +1867,41 @@ def _choose_mode(requested):
 
 
 def _sample_every():
+    """PATCHKIT_TIMER_SAMPLE as a fixed rate (1: every cycle), or None when it is not set
+    (then PATCHKIT_TIMER_BUDGET decides)."""
     raw = os.environ.get("PATCHKIT_TIMER_SAMPLE", "").strip()
-    if raw in ("", "0", "1"):
+    if raw == "":
+        return None
+    if raw in ("0", "1"):
         return 1
     if raw.isdigit():
         return int(raw)
     _warn("PATCHKIT_TIMER_SAMPLE=%r is not a whole number >= 1; timing every cycle" % raw)
     return 1
+
+
+def _budget_pct():
+    """PATCHKIT_TIMER_BUDGET: a percent >= 0 ("1", "0.5", "2%"); default 1 (also, with a
+    warning, for anything else). 0 times no cycle."""
+    raw = os.environ.get("PATCHKIT_TIMER_BUDGET", "").strip()
+    if raw == "":
+        return _BUDGET_DEFAULT
+    try:
+        value = float(raw[:-1] if raw.endswith("%") else raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < float("inf"):  # (also false for nan)
+        _warn("PATCHKIT_TIMER_BUDGET=%r is not a percent >= 0; using %g" % (raw, _BUDGET_DEFAULT))
+        return _BUDGET_DEFAULT
+    return value
+
+
+def _level(p):
+    """The smallest k with 2**-k <= p, within 0.._BUDGET_MAX_LEVEL."""
+    k = 0
+    while k < _BUDGET_MAX_LEVEL and p < 1.0 / (1 << k):
+        k += 1
+    return k
 
 
 def _sample_seed(seed=None):
@@ -1689,12 +1936,14 @@ def configure(
     share_ns=None,
     sample=None,
     seed=None,
+    budget=None,
 ):
     """(Re)start timing in this process; returns the mode in effect.
 
     Arguments left as None come from the environment (ab: PATCHKIT_TIMER_AB, nvtx:
     PATCHKIT_TIMER_NVTX, share_ns: PATCHKIT_TIMER_SHARE_NS, sample: PATCHKIT_TIMER_SAMPLE,
-    seed: PATCHKIT_TIMER_SEED). event_api "torch.Event" or
+    seed: PATCHKIT_TIMER_SEED, budget: PATCHKIT_TIMER_BUDGET). A sample (argument or
+    environment) fixes the rate; without one the budget (a percent) sets it. event_api "torch.Event" or
     "torch.cuda.Event" picks the event class in events mode (default: torch.Event where
     torch has it). Pending records of the
     previous configuration are written first. Mainly for benches and tests: instrumented
@@ -1709,6 +1958,8 @@ def configure(
         raise ValueError("event_api must be one of %s, not %r" % (EVENT_APIS, event_api))
     if sample is not None and (type(sample) is not int or sample < 1):
         raise ValueError("sample must be a whole number >= 1, not %r" % (sample,))
+    if budget is not None and (type(budget) not in (int, float) or not 0.0 <= budget < float("inf")):
+        raise ValueError("budget must be a percent >= 0, not %r" % (budget,))
     if requested == "off":
         _timer = None
         _bind(None)
@@ -1732,6 +1983,11 @@ def configure(
             share_ns = _env_int("PATCHKIT_TIMER_SHARE_NS", 1000, minimum=0)
         if sample is None:
             sample = _sample_every()
+        if sample is None:  # no fixed rate: the budget sets it
+            budget = float(_budget_pct() if budget is None else budget)
+            sample = 1
+        else:
+            budget = None
         _timer = _Timer(
             effective,
             requested,
@@ -1744,8 +2000,9 @@ def configure(
             event_api=event_api,
             share_ns=share_ns,
             sample=int(sample),
-            seed=_sample_seed(seed) if int(sample) > 1 else None,
+            seed=_sample_seed(seed) if int(sample) > 1 or budget is not None else None,
             ab_b=os.environ.get("PATCHKIT_TIMER_AB_B", "off").strip().lower(),
+            budget=budget,
         )
         _failed = False
         _bind(_timer)

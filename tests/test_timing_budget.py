@@ -1,0 +1,377 @@
+"""Timing that spends a budget (PATCHKIT_TIMER_BUDGET): the timed probability follows the
+runtime's own host cost per timed cycle and the cycle period.
+
+Each scenario runs the runtime in a fresh interpreter (helpers from test_timing_runtime) on
+a fake clock: the runtime's perf_counter_ns is replaced by a counter that only the script's
+"work" advances, and the timer's write (called once at each timed cycle's end) advances it
+by COST ns, so that the cost the runtime measures per timed cycle is COST and the period
+is the work plus that cost: no sleeps, the same numbers on every machine.
+"""
+
+import json
+import math
+
+import pytest
+
+from test_timing_runtime import fake_torch, read_records, run_script, with_fake_torch  # noqa: F401
+
+FAKE_CLOCK = """
+import json
+import phase_timer as _pt
+clock = [1_000_000_000]
+_pt._perf = lambda: clock[0]
+cost = [0]
+
+def costly(timer):
+    write = timer._write
+    def _write(final=False):
+        clock[0] += cost[0]
+        return write(final)
+    timer._write = _write
+
+def cycle(work_ns, kind="decode"):
+    _pt.cycle_begin(kind=kind, batch_size=8)
+    _pt.begin("draft"); clock[0] += work_ns // 4; _pt.end("draft")
+    _pt.begin("verify"); clock[0] += work_ns // 2; _pt.end("verify")
+    _pt.note(accepted=3)
+    _pt.cycle_end(tokens=11)
+    clock[0] += work_ns - work_ns // 4 - work_ns // 2
+"""
+
+
+def fake_run(runtime_dir, out, body, env=None, configure="_pt.configure()"):
+    script = FAKE_CLOCK + configure + "\ncostly(_pt._timer)\n" + body + "\n_pt.shutdown()\n"
+    res = run_script(runtime_dir, script, env={"PATCHKIT_TIMER_SEED": "17", **(env or {})}, out_dir=out)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def one_file(out):
+    (recs,) = read_records(out).values()
+    return recs
+
+
+def timed_flags(recs):
+    cycles = sorted((r for r in recs if r["kind"] == "cycle"), key=lambda r: r["cycle"])
+    return [r.get("timed") is not False for r in cycles]
+
+
+def binomial_ok(k, n, p, sds=5.0):
+    return abs(k - n * p) <= sds * math.sqrt(n * p * (1 - p))
+
+
+def test_long_cycles_are_all_timed(runtime_dir, tmp_path):
+    """15 ms cycles that cost the timer 120 us each: 1 % of the period (150 us) covers it."""
+    out = tmp_path / "out"
+    fake_run(runtime_dir, out, "cost[0] = 120_000\nfor i in range(1000):\n    cycle(15_000_000)")
+    recs = one_file(out)
+    header = recs[0]
+    assert header["sampling"]["every"] is None and header["sampling"]["budget_pct"] == 1.0
+    assert header["sampling"]["p"] == 1.0 and header["sampling"]["controller"]["method"] == "host-cost"
+    assert header["sampling"]["seed"] == 17
+    flags = timed_flags(recs)
+    assert len(flags) == 1000 and all(flags)
+    samplings = [r for r in recs if r["kind"] == "sampling"]
+    # the first decision is written (p unchanged), then every 16th: decisions at 64, 128, ...
+    assert [s["cycle"] for s in samplings] == [64, 1024][: len(samplings)] and samplings
+    first = samplings[0]
+    assert first["p"] == first["prev_p"] == 1.0
+    assert first["cost_ns"] == 120_000
+    assert first["period_ns"] == pytest.approx(15_120_000, rel=0.01)
+    assert first["timed"] == 64 and first["cycles"] == 64
+    stats = recs[-1]
+    assert stats["kind"] == "stats" and stats["sampling"]["p"] == 1.0
+    assert stats["sampling"]["decisions"] == 15 and stats["sampling"]["changes"] == 0
+    assert stats["sampling"]["cost_ns"] == 120_000
+
+
+def test_costly_short_cycles_time_about_one_in_16(runtime_dir, tmp_path):
+    """4 ms cycles that cost 500 us per timed cycle: 1 % of 4.5 ms is 45 us, p* = 0.09, the
+    level below it 1/16; at 1/16 the period is 4.03 ms, p* 0.081: it stays there."""
+    out = tmp_path / "out"
+    fake_run(runtime_dir, out, "cost[0] = 500_000\nfor i in range(4000):\n    cycle(4_000_000)")
+    recs = one_file(out)
+    flags = timed_flags(recs)
+    assert len(flags) == 4000 and all(flags[:64])  # the first window times every cycle
+    samplings = [r for r in recs if r["kind"] == "sampling"]
+    assert samplings[0]["cycle"] == 64 and samplings[0]["p"] == 1 / 16 and samplings[0]["prev_p"] == 1.0
+    assert all(s["p"] == 1 / 16 for s in samplings)
+    rest = flags[64:]
+    assert binomial_ok(sum(rest), len(rest), 1 / 16), sum(rest)
+    assert 1 / 20 <= sum(rest) / len(rest) <= 1 / 12.5
+    stats = recs[-1]["sampling"]
+    assert stats["p"] == 1 / 16 and stats["changes"] == 1 and stats["cost_ns"] == 500_000
+    assert stats["period_ns"] == pytest.approx(4_000_000 + 500_000 / 16, rel=0.05)
+    # every cycle still recorded; phases only in timed ones
+    timed = {i for i, f in enumerate(flags) if f}
+    assert {r["cycle"] for r in recs if r["kind"] == "phase"} == timed
+
+
+def test_rate_rises_again_when_the_cost_drops_and_changes_only_at_boundaries(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    body = """
+cost[0] = 500_000
+for i in range(2000):
+    cycle(4_000_000)
+cost[0] = 20_000
+for i in range(2000):
+    cycle(4_000_000)
+"""
+    fake_run(runtime_dir, out, body)
+    recs = one_file(out)
+    samplings = [r for r in recs if r["kind"] == "sampling"]
+    changes = [s for s in samplings if s["p"] != s["prev_p"]]
+    # down at once; back up as the cost's running mean (halved each decision) comes down
+    assert changes[0]["p"] == 1 / 16 and changes[0]["cycle"] == 64
+    rises = [s["p"] for s in changes[1:]]
+    assert rises == sorted(rises) and rises[-1] == 1.0 and len(rises) <= 4
+    assert all(s["cycle"] % 64 == 0 for s in samplings)
+    assert changes[1]["cycle"] > 2000 and changes[-1]["cycle"] < 2000 + 64 * 16
+    flags = timed_flags(recs)
+    assert all(flags[changes[-1]["cycle"] :])
+    assert recs[-1]["sampling"]["changes"] == len(changes)
+
+
+def test_an_idle_gap_is_not_a_long_cycle(runtime_dir, tmp_path):
+    """A 30 s pause between two cycles (no request) would make that window's mean period
+    huge: it counts at most twice the last period, so the rate rises one level at most."""
+    out = tmp_path / "out"
+    body = """
+cost[0] = 500_000
+for i in range(1500):
+    cycle(4_000_000)
+clock[0] += 30_000_000_000
+for i in range(1500):
+    cycle(4_000_000)
+"""
+    fake_run(runtime_dir, out, body)
+    recs = one_file(out)
+    samplings = [r for r in recs if r["kind"] == "sampling"]
+    assert max(s["p"] for s in samplings if s["cycle"] > 64) <= 1 / 8
+    assert samplings[-1]["p"] == 1 / 16 or recs[-1]["sampling"]["p"] == 1 / 16
+
+
+def test_explicit_sample_fixes_the_rate(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    fake_run(
+        runtime_dir,
+        out,
+        "cost[0] = 2_000_000\nfor i in range(1000):\n    cycle(4_000_000)",
+        env={"PATCHKIT_TIMER_SAMPLE": "4", "PATCHKIT_TIMER_BUDGET": "1"},
+    )
+    recs = one_file(out)
+    assert recs[0]["sampling"] == {
+        "every": 4,
+        "method": "bernoulli",
+        "seed": 17,
+        "seed_source": "env:PATCHKIT_TIMER_SEED",
+    }
+    assert not any(r["kind"] == "sampling" for r in recs)
+    assert "sampling" not in recs[-1]
+    flags = timed_flags(recs)
+    assert binomial_ok(sum(flags), 1000, 0.25)
+    # SAMPLE=1 (and 0): every cycle, whatever it costs, and no sampling in the header
+    out1 = tmp_path / "one"
+    fake_run(
+        runtime_dir,
+        out1,
+        "cost[0] = 2_000_000\nfor i in range(300):\n    cycle(4_000_000)",
+        env={"PATCHKIT_TIMER_SAMPLE": "1"},
+    )
+    recs = one_file(out1)
+    assert "sampling" not in recs[0] and all(timed_flags(recs))
+    # configure(sample=...) fixes it too
+    out2 = tmp_path / "arg"
+    fake_run(
+        runtime_dir,
+        out2,
+        "cost[0] = 2_000_000\nfor i in range(300):\n    cycle(4_000_000)",
+        configure="_pt.configure(sample=1)",
+    )
+    assert all(timed_flags(one_file(out2)))
+
+
+@pytest.mark.parametrize(
+    "raw, pct, warned",
+    [
+        ("abc", 1.0, True),
+        ("-2", 1.0, True),
+        ("nan", 1.0, True),
+        ("inf", 1.0, True),
+        ("2.5", 2.5, False),
+        ("2.5%", 2.5, False),
+        (" 0.25 ", 0.25, False),
+        ("", 1.0, False),
+    ],
+)
+def test_budget_values(runtime_dir, tmp_path, raw, pct, warned):
+    out = tmp_path / "out"
+    res = fake_run(
+        runtime_dir,
+        out,
+        "cost[0] = 1000\nfor i in range(10):\n    cycle(4_000_000)",
+        env={"PATCHKIT_TIMER_BUDGET": raw},
+    )
+    header = one_file(out)[0]
+    assert header["sampling"]["budget_pct"] == pct
+    message = "PATCHKIT_TIMER_BUDGET=%r is not a percent >= 0; using 1" % raw.strip()
+    assert (message in res.stderr) == warned, res.stderr
+    if not warned:
+        assert res.stderr == ""
+
+
+def test_zero_budget_times_no_cycle(runtime_dir, tmp_path):
+    """0 % for timing: every cycle is still recorded (host start and end, attrs), none timed."""
+    out = tmp_path / "out"
+    res = fake_run(
+        runtime_dir,
+        out,
+        "cost[0] = 1000\nfor i in range(200):\n    cycle(4_000_000)",
+        env={"PATCHKIT_TIMER_BUDGET": "0"},
+    )
+    assert res.stderr == ""
+    recs = one_file(out)
+    assert recs[0]["sampling"]["budget_pct"] == 0.0 and recs[0]["sampling"]["p"] == 0.0
+    cycles = [r for r in recs if r["kind"] == "cycle"]
+    assert len(cycles) == 200 and all(c["timed"] is False for c in cycles)
+    assert cycles[5]["attrs"] == {"kind": "decode", "batch_size": 8, "accepted": 3, "tokens": 11}
+    assert not any(r["kind"] in ("phase", "sampling") for r in recs)
+    assert recs[-1]["sampling"]["p"] == 0.0 and recs[-1]["sampling"]["decisions"] == 0
+
+
+def test_configure_budget_argument(runtime_dir, tmp_path):
+    out = tmp_path / "out"
+    res = fake_run(
+        runtime_dir,
+        out,
+        """
+cost[0] = 500_000
+for i in range(400):
+    cycle(4_000_000)
+for bad in (-1, "2", float("nan")):
+    try:
+        _pt.configure(budget=bad)
+    except ValueError as exc:
+        print("REFUSED", exc)
+""",
+        # 10 %: 4.5 ms * 10 % / 500 us = 0.9 -> 1/2
+        configure="_pt.configure(budget=10)",
+    )
+    assert res.stdout.count("REFUSED budget must be a percent >= 0") == 3
+    recs = one_file(out)
+    assert recs[0]["sampling"]["budget_pct"] == 10.0
+    assert next(r["p"] for r in recs if r["kind"] == "sampling") == 0.5
+
+
+def test_ranks_with_one_seed_time_nested_sets(runtime_dir, tmp_path):
+    """Two ranks, one seed: with the same costs they time the same cycles; with different
+    costs (1/16 against 1/4) every cycle the costlier rank times is timed by the other."""
+    sets = {}
+    for name, cost in (("a", 500_000), ("b", 500_000), ("c", 120_000)):
+        out = tmp_path / name
+        fake_run(runtime_dir, out, "cost[0] = %d\nfor i in range(3000):\n    cycle(4_000_000)" % cost)
+        recs = one_file(out)
+        sets[name] = {i for i, f in enumerate(timed_flags(recs)) if f}
+        sets[name + "_p"] = recs[-1]["sampling"]["p"]
+    assert sets["a_p"] == 1 / 16 and sets["c_p"] == 1 / 4
+    assert sets["a"] == sets["b"]
+    assert sets["a"] < sets["c"]
+
+
+def test_resolve_batch_follows_the_rate(runtime_dir, fake_torch, tmp_path):  # noqa: F811
+    """Events mode: device times read 16 timed cycles at a time while every cycle is timed,
+    16p at rate p (1 at 1/16), and every timed cycle gets its device times."""
+    out = tmp_path / "out"
+    body = with_fake_torch(
+        fake_torch,
+        FAKE_CLOCK
+        + """
+_pt.configure(mode="events")
+costly(_pt._timer)
+seen = []
+cost[0] = 500_000
+for i in range(1000):
+    cycle(4_000_000)
+    seen.append(_pt._timer.resolve_every)
+print("RESOLVE", json.dumps(sorted(set(seen))), seen[10], seen[-1])
+_pt.shutdown()
+""",
+        LAG_NS=0,
+    )
+    res = run_script(runtime_dir, body, env={"PATCHKIT_TIMER_SEED": "17"}, out_dir=out)
+    assert res.returncode == 0, res.stderr
+    assert "RESOLVE [1, 16] 16 1" in res.stdout
+    recs = one_file(out)
+    assert recs[0]["resolve_batch"] == 16
+    samplings = [r for r in recs if r["kind"] == "sampling"]
+    assert samplings[0]["resolve_batch"] == 1 and samplings[0]["p"] == 1 / 16
+    timed = sorted(r["cycle"] for r in recs if r["kind"] == "cycle" and r.get("timed") is not False)
+    assert sorted(r["cycle"] for r in recs if r["kind"] == "dev") == timed
+
+
+def test_controller_arithmetic(runtime_dir, tmp_path):
+    """The levels and the margin for raising the rate, as functions of p*."""
+    res = run_script(
+        runtime_dir,
+        """
+import json
+import phase_timer as pt
+levels = {x: pt._level(x) for x in (5.0, 1.0, 0.99, 0.5, 0.3, 0.13, 0.125, 0.1, 0.0625, 0.05, 0.001, 0.0)}
+print(json.dumps({str(k): v for k, v in levels.items()}))
+""",
+        out_dir=tmp_path / "out",
+    )
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    assert got == {
+        "5.0": 0,
+        "1.0": 0,
+        "0.99": 1,
+        "0.5": 1,
+        "0.3": 2,
+        "0.13": 3,
+        "0.125": 3,
+        "0.1": 4,
+        "0.0625": 4,
+        "0.05": 5,
+        "0.001": 6,
+        "0.0": 6,
+    }
+
+
+def test_hysteresis_keeps_a_level_at_its_edge(runtime_dir, tmp_path):
+    """p* just above 1/8 after sitting at 1/16 (cost 300 us, 4 ms cycles: p* 0.134): the
+    rate rises only where the budget allows 25 % more than the higher level (0.156)."""
+    out = tmp_path / "out"
+    body = """
+cost[0] = 600_000
+for i in range(1000):
+    cycle(4_000_000)
+cost[0] = 300_000   # p* = 0.01 * 4.02 ms / 300 us = 0.134: above 1/8, not 1.25 x 1/8
+for i in range(2000):
+    cycle(4_000_000)
+"""
+    fake_run(runtime_dir, out, body)
+    recs = one_file(out)
+    changes = [(s["cycle"], s["p"]) for s in recs if s["kind"] == "sampling" and s["p"] != s["prev_p"]]
+    assert [p for _, p in changes] == [1 / 16], changes
+
+
+def test_ab_blocks_follow_the_budget(runtime_dir, tmp_path):
+    """With PATCHKIT_TIMER_AB the timed blocks are budgeted, the off blocks stay off."""
+    out = tmp_path / "out"
+    fake_run(
+        runtime_dir,
+        out,
+        "cost[0] = 500_000\nfor i in range(2000):\n    cycle(4_000_000)",
+        env={"PATCHKIT_TIMER_AB": "20"},
+    )
+    recs = one_file(out)
+    cycles = {r["cycle"]: r for r in recs if r["kind"] == "cycle"}
+    assert sorted(cycles) == list(range(2000))
+    off = [c for i, c in cycles.items() if i // 20 % 2 == 1]
+    assert all(c["ab"] == "off" for c in off)
+    on = [c for i, c in cycles.items() if i // 20 % 2 == 0 and i >= 128]
+    timed = sum(1 for c in on if c.get("timed") is not False)
+    assert 0 < timed < len(on) / 4
+    assert any(r["kind"] == "sampling" and r["p"] < 1 for r in recs)
