@@ -174,6 +174,27 @@ def test_injected_workload_failure_reverts_and_propagates(site, tmp_path):
     assert_pristine(site)
 
 
+@pytest.mark.parametrize("flow", ["run", "sweep"])
+def test_an_interrupted_run_is_marked_partial_and_says_so(site, tmp_path, flow):
+    """Issue 28.6: an interrupted profile.run (sweep) left a partial profile-out/<ts>/ beside the
+    complete ones, and the message did not say so."""
+    from patchkit.profile import run_sweep
+
+    def interrupted(site_, spec, run_dir, **kw):
+        (Path(run_dir) / "workload.log").write_text("half a run\n")
+        raise KeyboardInterrupt
+
+    out = tmp_path / "out"
+    (out / "20000101-000000").mkdir(parents=True)  # a complete run beside it
+    run = run_default if flow == "run" else run_sweep
+    with pytest.raises(KeyboardInterrupt) as info:
+        run(out, size="ci", site=site, workload=interrupted, stream=io.StringIO())
+    (partial,) = [p for p in out.iterdir() if p.name != "20000101-000000"]
+    assert partial.name.endswith(".partial") and (partial / "workload.log").read_text() == "half a run\n"
+    assert str(info.value) == f"the tree was reverted; the incomplete run's files are in {partial}"
+    assert_pristine(site)
+
+
 def test_real_workload_failure_reverts_and_exits_1(site, tmp_path):
     """The child fails for real (CUDA asked for on a CPU-only torch): exit 1, log tail, pristine."""
     import torch
@@ -291,6 +312,9 @@ def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
     assert _workload_children(str(out)) == []
     run_dirs = list(out.iterdir())
     assert len(run_dirs) == 1 and not (run_dirs[0] / "summary.json").exists()
+    # issue 28.6: marked incomplete, and the message says where it is
+    assert run_dirs[0].name.endswith(".partial"), run_dirs
+    assert f"the incomplete run's files are in {run_dirs[0]}" in err
 
 
 def test_cli_with_a_relative_out_dir(site, tmp_path):

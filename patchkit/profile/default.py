@@ -12,6 +12,7 @@ timing/ (the runtime's JSON-lines), workload.json / workload.log / workload-spec
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from dataclasses import dataclass, field
@@ -43,12 +44,51 @@ def new_run_dir(out_root) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(100):
         candidate = root / (stamp if n == 0 else f"{stamp}-{n}")
+        if candidate.with_name(candidate.name + PARTIAL_SUFFIX).exists():
+            continue  # an interrupted run of that second
         try:
             candidate.mkdir(parents=True)
+            _MADE.append(candidate)
             return candidate
         except FileExistsError:
             continue
     raise InvalidInput(f"{root}: could not make a fresh run directory for {stamp}")
+
+
+# An interrupted profile.run / profile.sweep leaves what it wrote so far (timing files, logs) in
+# <out>/<timestamp>.partial, so it is never taken for a complete run beside the others.
+PARTIAL_SUFFIX = ".partial"
+_MADE: list[Path] = []  # the run directories new_run_dir made, in order (marks_partial reads them)
+
+
+def marks_partial(fn):
+    """Decorator: when ``fn`` is interrupted (Ctrl-C, SIGTERM), the run directories it made are
+    renamed ``<timestamp>.partial`` and the interrupt's message says where they are."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        first = len(_MADE)
+        try:
+            return fn(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            made = [d for d in _MADE[first:] if d.is_dir()]
+            if not made:
+                raise
+            moved = []
+            for run_dir in made:
+                partial = run_dir.with_name(run_dir.name + PARTIAL_SUFFIX)
+                try:
+                    run_dir.rename(partial)
+                except OSError:  # kept under its own name, marked inside
+                    (run_dir / "INCOMPLETE").write_text("interrupted: this run did not finish\n")
+                    partial = run_dir
+                moved.append(str(partial))
+            said = str(exc.args[0]) if exc.args and exc.args[0] else "the tree was reverted"
+            raise type(exc)(f"{said}; the incomplete run's files are in {', '.join(moved)}") from None
+        finally:
+            del _MADE[first:]
+
+    return wrapper
 
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -126,6 +166,7 @@ def progress_log(stream):
     return out, log
 
 
+@marks_partial
 def run_default(
     out_root="profile-out",
     size: str = "default",

@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.errors import InvalidInput
-from patchkit.profile.default import check_args, new_run_dir, progress_log, report_meta, write_pass_window
+from patchkit.profile.default import (
+    check_args,
+    marks_partial,
+    new_run_dir,
+    progress_log,
+    report_meta,
+    write_pass_window,
+)
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
@@ -277,6 +284,7 @@ def render(
     return "\n".join(lines) + "\n"
 
 
+@marks_partial
 def run_sweep(
     out_root="profile-out",
     size: str = "default",
