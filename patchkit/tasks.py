@@ -913,7 +913,8 @@ def profile_collect(
     auto_shortflags=False,
     prog="profile",
     help={
-        "timing": "a folder of timing files (*.jsonl, e.g. from profile.collect)",
+        "timing": "a folder of timing files (*.jsonl, e.g. from profile.collect), or a run folder "
+        "of profile.run / profile.remote (OUT/<timestamp>: its timing/ is read)",
         "out": "folder for table.txt, trace.json, phases.png and summary.json",
         "bench": "a benchmark's text output (e.g. sglang.bench_serving's), for tok/s and accept length",
         "no_chart": "skip phases.png",
@@ -926,7 +927,8 @@ def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
 
     if not timing or not out:
         raise InvalidInput("profile.report needs --timing DIR and --out DIR")
-    summary = report(_abspath(timing), _abspath(out), _abspath(bench), chart=not no_chart)
+    say = lambda line: print(line, file=sys.stderr)  # noqa: E731
+    summary = report(_abspath(timing), _abspath(out), _abspath(bench), chart=not no_chart, say=say)
     print(render_table(summary))
     print(f"report: {_abspath(out)} ({', '.join(sorted(summary.files.values()))})")
 

@@ -112,14 +112,39 @@ def collect(
     return result
 
 
-def report(timing_dir, out, bench_file=None, chart: bool = True):
-    """build_report over ``timing_dir``; tokens/s and accept length from ``bench_file``."""
+def timing_folder(given, say=None) -> Path:
+    """The folder of timing files ``--timing`` names: the folder itself, or the ``timing/`` of a
+    run folder (profile.run's or profile.remote's ``OUT/<timestamp>``), said through ``say``.
+    Neither: InvalidInput naming the folders below it that hold timing files, if any."""
+    from patchkit.report.load import FILE_GLOB
+
+    given = Path(given)
+    if not given.is_dir():
+        raise InvalidInput(f"--timing {given}: no such folder")
+    if any(given.glob(FILE_GLOB)):
+        return given
+    inner = given / "timing"
+    if inner.is_dir() and any(inner.glob(FILE_GLOB)):
+        if say:
+            say(f"profile: --timing {given} is a run folder: reading its timing/ ({inner})")
+        return inner
+    found = sorted({p.parent for depth in ("*/", "*/*/", "*/*/*/") for p in given.glob(depth + FILE_GLOB)})
+    hint = ""
+    if found:
+        shown = ", ".join(str(p) for p in found[:3]) + (
+            f" and {len(found) - 3} more" if len(found) > 3 else ""
+        )
+        hint = f"; below it: {shown} (give one of them as --timing)"
+    raise InvalidInput(f"--timing {given}: no timing files ({FILE_GLOB}) in it or in its timing/{hint}")
+
+
+def report(timing_dir, out, bench_file=None, chart: bool = True, say=None):
+    """build_report over ``timing_dir`` (a run folder: its timing/, timing_folder); tokens/s and
+    accept length from ``bench_file``."""
     from patchkit.profile.bench_output import parse_bench_output
     from patchkit.report import build_report
 
-    timing_dir = Path(timing_dir)
-    if not timing_dir.is_dir():
-        raise InvalidInput(f"--timing {timing_dir}: no such folder")
+    timing_dir = timing_folder(timing_dir, say)
     meta: dict = {}
     if bench_file:
         try:
