@@ -10,6 +10,7 @@ is the work plus that cost: no sleeps, the same numbers on every machine.
 
 import json
 import math
+import random
 
 import pytest
 
@@ -375,3 +376,169 @@ def test_ab_blocks_follow_the_budget(runtime_dir, tmp_path):
     timed = sum(1 for c in on if c.get("timed") is not False)
     assert 0 < timed < len(on) / 4
     assert any(r["kind"] == "sampling" and r["p"] < 1 for r in recs)
+
+
+# -- the report -------------------------------------------------------------------------
+
+
+def test_report_says_budget_fraction_and_cost(runtime_dir, tmp_path):
+    from patchkit.report import build_report, render_table
+
+    out = tmp_path / "out"
+    fake_run(runtime_dir, out, "cost[0] = 500_000\nfor i in range(3000):\n    cycle(4_000_000)")
+    recs = one_file(out)
+    n_timed = sum(timed_flags(recs))
+    summary = build_report(out, tmp_path / "report", chart=False)
+    data = json.loads((tmp_path / "report" / "summary.json").read_text())
+    sampling = data["sampling"]
+    assert sampling["every"] is None and sampling["seed"] == 17
+    assert sampling["timed_cycles"] == n_timed and sampling["cycles"] == 3000
+    budget = sampling["budget"]
+    assert set(budget) == {
+        "pct",
+        "controller",
+        "timed_fraction",
+        "p_min",
+        "p_max",
+        "p_final",
+        "changes",
+        "cost_us",
+        "period_ms",
+        "period_source",
+        "spent_pct",
+        "weighted",
+        "by_rank",
+    }
+    assert budget["pct"] == 1.0 and budget["controller"] == "host-cost"
+    assert budget["timed_fraction"] == pytest.approx(n_timed / 3000)
+    assert budget["p_min"] == 1 / 16 and budget["p_max"] == 1.0 and budget["p_final"] == 1 / 16
+    assert budget["changes"] == 1 and budget["weighted"] is True
+    assert budget["cost_us"] == pytest.approx(500.0)
+    assert budget["period_ms"] == pytest.approx(4.03, abs=0.02) and budget["period_source"] == "runtime"
+    assert budget["spent_pct"] == pytest.approx(100 * n_timed / 3000 * 0.5 / 4.03, rel=0.02)
+    assert budget["by_rank"][0]["rank"] == 0 and budget["by_rank"][0]["p_final"] == 1 / 16
+    line = next(ln for ln in render_table(summary).splitlines() if ln.startswith("timing budget"))
+    assert line.startswith(
+        f"timing budget 1% of the cycle period (host-cost, bernoulli, seed 17): {n_timed} of 3000 "
+        f"cycles timed ({100 * n_timed / 3000:.1f}%, p 1/16..1, 1 change); timer 500 µs per timed "
+        f"cycle, cycle period {budget['period_ms']:.2f} ms: ~{budget['spent_pct']:.2f}% of the period "
+        f"spent; shares weigh each timed cycle by 1/p"
+    ), line
+    # every cycle timed (long cycles): no weighting, the same figures as ever
+    out2 = tmp_path / "long"
+    fake_run(runtime_dir, out2, "cost[0] = 100_000\nfor i in range(300):\n    cycle(15_000_000)")
+    summary = build_report(out2, tmp_path / "report2", chart=False)
+    budget = summary.sampling["budget"]
+    assert budget["timed_fraction"] == 1.0 and budget["p_min"] == budget["p_max"] == 1.0
+    assert budget["weighted"] is False and budget["changes"] == 0
+    assert "(100.0%, p 1, 0 changes)" in render_table(summary)
+
+
+def test_report_before_any_decision(runtime_dir, tmp_path):
+    """A run of fewer than 64 cycles: the cost measured so far (stats), the period from the
+    cycle records."""
+    from patchkit.report import build_report
+
+    out = tmp_path / "out"
+    fake_run(runtime_dir, out, "cost[0] = 200_000\nfor i in range(30):\n    cycle(4_000_000)")
+    summary = build_report(out, tmp_path / "report", chart=False)
+    budget = summary.sampling["budget"]
+    assert budget["cost_us"] == pytest.approx(200.0, rel=0.05)
+    assert budget["period_source"] == "cycles" and budget["period_ms"] == pytest.approx(4.2, rel=0.01)
+    assert budget["timed_fraction"] == 1.0
+
+
+def _synthetic(tmp_path, n_long=600, n_short=3000, p_short=1 / 16, seed=4):
+    """A budgeted run on record: n_long 15 ms cycles (verify 80 % of them) timed at p 1,
+    then n_short 4 ms cycles (verify 40 %) timed at p_short (a "sampling" record at the
+    switch). Returns (folder, the verify share over every cycle, the unweighted share over
+    the timed ones)."""
+    rng = random.Random(seed)
+    draw = random.Random(seed + 1)
+    header = {
+        "kind": "header",
+        "schema": "patchkit.timing/1",
+        "mode": "host",
+        "rank": 0,
+        "pid": 3,
+        "host": "h",
+        "clock": {"host_t0_ns": 0, "wall_t0_ns": 10**18},
+        "sampling": {"every": None, "method": "bernoulli", "seed": 1, "p": 1.0, "budget_pct": 1.0},
+    }
+    recs = [header]
+    t = 0
+    all_verify = all_cycle = timed_verify = timed_cycle = 0
+    for i in range(n_long + n_short):
+        long = i < n_long
+        if i == n_long:
+            recs.append({"kind": "sampling", "cycle": i, "p": p_short, "prev_p": 1.0, "cost_ns": 1})
+        length = int(rng.gauss(15e6 if long else 4e6, 3e5))
+        verify = int(length * (0.8 if long else 0.4) * rng.uniform(0.95, 1.05))
+        all_verify += verify
+        all_cycle += length
+        cycle = {"kind": "cycle", "cycle": i, "t0": t, "t1": t + length, "host_ns": length, "attrs": {}}
+        if long or draw.random() < p_short:
+            timed_verify += verify
+            timed_cycle += length
+            recs.append(
+                {
+                    "kind": "phase",
+                    "name": "verify",
+                    "cycle": i,
+                    "depth": 0,
+                    "parent": None,
+                    "t0": t,
+                    "t1": t + verify,
+                    "host_ns": verify,
+                    "graph": False,
+                    "captured": False,
+                }
+            )
+            recs.append(cycle)
+        else:
+            recs.append(dict(cycle, timed=False))
+        t += length + 1000
+    folder = tmp_path / "timing"
+    folder.mkdir()
+    (folder / "phase-timing.rank0.pid3.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return folder, 100.0 * all_verify / all_cycle, 100.0 * timed_verify / timed_cycle
+
+
+def test_shares_weigh_timed_cycles_by_one_over_p(tmp_path):
+    """p varies with the cycle's kind of work (long cycles at 1, short ones at 1/16): the
+    timed cycles over-represent the long ones 16-fold, and their plain share of verify is
+    far from the run's; weighted by 1/p it is the run's, its interval covers it, and the
+    mean cycle is the run's mean cycle."""
+    from patchkit.report import build_report
+
+    folder, truth, plain = _synthetic(tmp_path)
+    summary = build_report(folder, tmp_path / "report", chart=False)
+    verify = summary.phase("verify")
+    assert abs(plain - truth) > 10  # it matters: 70 % of the cycle time sampled is long cycles
+    assert verify["share_of_cycle"] == pytest.approx(truth, abs=1.0)
+    lo, hi = verify["share_ci95"]
+    assert lo <= truth <= hi
+    assert summary.top_level_share == pytest.approx(truth, abs=1.0)
+    # share = weighted mean phase / weighted mean cycle, as the table says
+    assert verify["share_of_cycle"] == pytest.approx(
+        100 * verify["per_cycle_host_ms"]["mean"] / summary.cycle["host_ms"]["mean"], rel=1e-9
+    )
+    mean_cycle = (600 * 15.0 + 3000 * 4.0) / 3600
+    assert summary.cycle["host_ms"]["mean"] == pytest.approx(mean_cycle, rel=0.03)
+    assert verify["per_cycle"] == pytest.approx(1.0)
+    assert summary.sampling["budget"]["weighted"] is True
+    assert summary.sampling["budget"]["p_min"] == 1 / 16
+
+
+def test_one_rate_throughout_changes_nothing(tmp_path):
+    """Every timed cycle drawn at one p: the report is the plain one (no weights)."""
+    from patchkit.report import build_report
+    from patchkit.report.load import load_timing_dir
+    from patchkit.report.measured import cycle_weights
+
+    folder, _, plain = _synthetic(tmp_path, n_long=0, n_short=2000, p_short=1 / 8)
+    procs = load_timing_dir(folder)
+    assert cycle_weights(procs, [{c["cycle"]: c for c in p.timed_cycles} for p in procs]) is None
+    summary = build_report(folder, tmp_path / "report", chart=False)
+    assert summary.phase("verify")["share_of_cycle"] == pytest.approx(plain, rel=1e-12)
+    assert summary.sampling["budget"]["weighted"] is False

@@ -111,6 +111,9 @@ def chart_title(summary, procs: list[ProcessTiming]) -> str:
     sampling = getattr(summary, "sampling", None)
     if sampling and sampling.get("every"):
         mode += f", 1 cycle in {sampling['every']} timed"
+    elif sampling and sampling.get("budget") and sampling["budget"].get("timed_fraction") is not None:
+        budget = sampling["budget"]
+        mode += f", budget {budget['pct']:g}%: {100 * budget['timed_fraction']:.0f}% of cycles timed"
     walls: list[int] = [
         w for w in ((p.header.get("clock") or {}).get("wall_t0_ns") for p in procs) if isinstance(w, int)
     ]

@@ -6,6 +6,8 @@ written). A cycle whose "dev" record never came (the process was killed first) k
 dev_ns null and is counted in `ProcessTiming.unresolved`. A "rank" record (the rank became
 known after the header) overrides the header's rank. A record repeated by a write that a
 KeyboardInterrupt cut short after the data reached the file is dropped (`repeated`).
+"sampling" records (PATCHKIT_TIMER_BUDGET: the timed probability from a cycle index on) are
+kept in order in `ProcessTiming.sampling_changes`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class ProcessTiming:
     repeated: int = 0
     orphan_dev: int = 0  # dev records whose cycle record is not in the file
     duplicates: list[str] = field(default_factory=list)  # copies of this file, read once
+    sampling_changes: list[dict] = field(default_factory=list)  # "sampling" records
 
     @property
     def timed_cycles(self) -> list[dict]:
@@ -138,6 +141,8 @@ def load_file(path: Path) -> ProcessTiming:
                 proc.header[k] = rec.get(k)
         elif kind == "stats":
             proc.stats = rec
+        elif kind == "sampling":
+            proc.sampling_changes.append(rec)
         elif kind == "header":
             if rec == header:  # the first write repeated (see the module docstring)
                 proc.repeated += 1

@@ -12,10 +12,21 @@ Sampled timing (``PATCHKIT_TIMER_SAMPLE=N``): the runtime times the phases of ab
 cycle in N and writes the others as cycle records with ``"timed": false`` (host start and
 end, attrs, no phases). Those cycles count as cycles (so record counts still equal the
 engine's decode count) but shares and phase statistics come from the timed ones.
+
+Timing that spends a budget (``PATCHKIT_TIMER_BUDGET``, the runtime's default when no
+sample is set): the probability p a cycle was timed with changes over the run (the header's
+starting p, then each "sampling" record's p from its cycle index on; ``timed_probability``).
+A timed cycle drawn at p stands for 1/p cycles, so where p varies over the cycles described
+the report weights each timed cycle by 1/p (``cycle_weights``): shares (sums of phase time
+over sums of cycle time, and their bootstrap intervals), the means and the calls per cycle.
+Where every cycle described was drawn at one p, the weights are equal and change nothing
+(no weighting is done). Percentiles, counts and the per-rank figures stay unweighted.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from patchkit.errors import InvalidInput
@@ -93,27 +104,172 @@ def first_at_batch_size(proc: ProcessTiming) -> set[int]:
     return first
 
 
+def _header_sampling(proc: ProcessTiming) -> dict:
+    info = proc.header.get("sampling")
+    return info if isinstance(info, dict) else {}
+
+
+def _is_budgeted(proc: ProcessTiming) -> bool:
+    return _header_sampling(proc).get("budget_pct") is not None
+
+
+def _number(value) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if ok else None
+
+
+def timed_probability(proc: ProcessTiming) -> Callable[[int], float]:
+    """The probability each cycle index of `proc` was timed with: 1/N under a fixed
+    PATCHKIT_TIMER_SAMPLE=N, under a budget the header's starting p and then each "sampling"
+    record's p from its cycle on, 1 without sampling."""
+    info = _header_sampling(proc)
+    every = _number(info.get("every"))
+    if every and every > 1:
+        return lambda index: 1.0 / every
+    start = _number(info.get("p"))
+    start = 1.0 if start is None else start
+    changes = sorted(
+        (r["cycle"], float(r["p"]))
+        for r in proc.sampling_changes
+        if isinstance(r.get("cycle"), int) and _number(r.get("p"))
+    )
+    if not changes:
+        return lambda index: start
+    starts = [c for c, _ in changes]
+    rates = [q for _, q in changes]
+
+    def at(index: int) -> float:
+        k = bisect_right(starts, index) - 1
+        return rates[k] if k >= 0 else start
+
+    return at
+
+
+def cycle_weights(procs: list[ProcessTiming], timed: list[dict]) -> list[dict[int, float]] | None:
+    """Per process, {cycle index: 1/p} for its cycles in `timed` (per process {index: cycle}),
+    or None when they were all drawn at one p (equal weights change no ratio and no mean)."""
+    weights = []
+    seen: set[float] = set()
+    for proc, sel in zip(procs, timed):
+        at = timed_probability(proc)
+        w = {}
+        for index in sel:
+            p = at(index)
+            seen.add(p)
+            w[index] = 1.0 / p if p > 0 else 1.0
+        weights.append(w)
+    return weights if len(seen) > 1 else None
+
+
 def sampling(procs: list[ProcessTiming]) -> dict | None:
     """summary.json `sampling`: {"every", "method", "seed", "timed_cycles", "cycles"}, or None
-    when no process sampled. Counts are over the cycles kept (the measured window), off
-    blocks of PATCHKIT_TIMER_AB excluded from both."""
+    when no process sampled; under a budget also "budget" (see _budget). Counts are over the
+    cycles kept (the measured window), off blocks of PATCHKIT_TIMER_AB excluded from both."""
     info = next(
-        (
-            p.header["sampling"]
-            for p in procs
-            if isinstance(p.header.get("sampling"), dict) and (p.header["sampling"].get("every") or 0) > 1
-        ),
+        (_header_sampling(p) for p in procs if (_number(_header_sampling(p).get("every")) or 0) > 1),
         None,
     )
+    budgeted = [p for p in procs if _is_budgeted(p)]
+    if info is None and budgeted:
+        info = _header_sampling(budgeted[0])
     untimed = any(c.get("timed") is False for p in procs for c in p.cycles)
     if info is None and not untimed:
         return None
     info = info or {}
     cycles = [c for p in procs for c in p.cycles if c.get("ab") != "off"]
-    return {
+    n_timed = sum(1 for c in cycles if c.get("timed") is not False)
+    out = {
         "every": info.get("every"),
         "method": info.get("method"),
         "seed": info.get("seed"),
-        "timed_cycles": sum(1 for c in cycles if c.get("timed") is not False),
+        "timed_cycles": n_timed,
         "cycles": len(cycles),
+    }
+    if budgeted:
+        out["budget"] = _budget(procs, budgeted, n_timed, len(cycles))
+    return out
+
+
+def _median(values: list[float]) -> float | None:
+    from patchkit.report.stats import percentile
+
+    return percentile(values, 50) if values else None
+
+
+def _cycles_period_ns(proc: ProcessTiming) -> float | None:
+    """The median host start-to-start of consecutive cycle indices (no runtime figure yet)."""
+    by_index = {c["cycle"]: c["t0"] for c in proc.cycles if isinstance(c.get("t0"), int)}
+    gaps = [by_index[i + 1] - t for i, t in by_index.items() if i + 1 in by_index]
+    return _median([float(g) for g in gaps])
+
+
+def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: int, cycles: int) -> dict:
+    """summary.json `sampling.budget` (PATCHKIT_TIMER_BUDGET): `pct` (the budget, % of the
+    cycle period), `controller` (its method), `timed_fraction` (timed cycles / cycles
+    described), `p_min` / `p_max` (the rates the described cycles were drawn at), `p_final`
+    (the lowest rank's last rate), `changes` (changes of p, all ranks), `cost_us` (the
+    runtime's host time per timed cycle, median over ranks: their last figure), `period_ms`
+    (the cycle period it saw, median over ranks; from the cycle records' start-to-start when
+    no decision was made yet: `period_source` "runtime" | "cycles"), `spent_pct` (about what
+    timing spent: timed_fraction * cost / period, in % of the period), `weighted` (whether
+    shares weight each timed cycle by 1/p: p varied over the described cycles) and
+    `by_rank` ([{rank, pid, p_final, changes, cost_us, period_ms}])."""
+    info = _header_sampling(budgeted[0])
+    rates: set[float] = set()
+    timed_rates: set[float] = set()
+    for proc in procs:
+        at = timed_probability(proc)
+        for c in proc.cycles:
+            if c.get("ab") != "off" and isinstance(c.get("cycle"), int):
+                rates.add(at(c["cycle"]))
+                if c.get("timed") is not False:
+                    timed_rates.add(at(c["cycle"]))
+    rows = []
+    source = "runtime"
+    for proc in budgeted:
+        last = (proc.stats or {}).get("sampling") or {}
+        recs = proc.sampling_changes
+        final = _number(last.get("p"))
+        if final is None:
+            final = _number(recs[-1].get("p")) if recs else _number(_header_sampling(proc).get("p"))
+        cost = _number(last.get("cost_ns"))
+        period = _number(last.get("period_ns"))
+        if recs:
+            cost = _number(recs[-1].get("cost_ns")) if cost is None else cost
+            period = _number(recs[-1].get("period_ns")) if period is None else period
+        if period is None:
+            period, source = _cycles_period_ns(proc), "cycles"
+        changes = last.get("changes")
+        if not isinstance(changes, int):
+            changes = sum(1 for r in recs if r.get("p") != r.get("prev_p"))
+        rows.append(
+            {
+                "rank": proc.rank,
+                "pid": proc.header.get("pid"),
+                "p_final": final,
+                "changes": changes,
+                "cost_us": None if cost is None else cost / 1e3,
+                "period_ms": None if period is None else period / 1e6,
+            }
+        )
+    cost_us = _median([r["cost_us"] for r in rows if r["cost_us"] is not None])
+    period_ms = _median([r["period_ms"] for r in rows if r["period_ms"] is not None])
+    fraction = timed / cycles if cycles else None
+    spent = None
+    if fraction is not None and cost_us is not None and period_ms:
+        spent = 100.0 * fraction * cost_us / (period_ms * 1e3)
+    return {
+        "pct": info.get("budget_pct"),
+        "controller": (info.get("controller") or {}).get("method"),
+        "timed_fraction": fraction,
+        "p_min": min(rates) if rates else None,
+        "p_max": max(rates) if rates else None,
+        "p_final": rows[0]["p_final"],
+        "changes": sum(r["changes"] for r in rows),
+        "cost_us": cost_us,
+        "period_ms": period_ms,
+        "period_source": source,
+        "spent_pct": spent,
+        "weighted": len(timed_rates) > 1,
+        "by_rank": rows,
     }

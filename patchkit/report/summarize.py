@@ -25,6 +25,8 @@ statistics sum a phase's calls within each cycle and take every phase of a kind 
 cycles (zero where a cycle did not run it), so a child can never exceed its parent, and
 share_of_cycle = mean per cycle / mean cycle: the share uses the mean (the median is shown
 beside it). A per-cycle p99 is given only over at least P99_MIN_N cycles (else null).
+Where the timed cycles were drawn at varying probabilities (a budget, PATCHKIT_TIMER_BUDGET)
+each weighs 1/p in the sums and means (patchkit.report.measured.cycle_weights).
 
 Every share has its 95 % interval (`share_ci95`, `host_share_ci95`, `top_level_share_ci95`:
 [low, high] in percent of the cycle, like the share): a percentile bootstrap over the
@@ -55,15 +57,23 @@ P99_MIN_N = 100  # fewer values than this: no p99 (it would be about the maximum
 CI_TARGET_POINTS = 2.0  # a share read to within this many points (interval half-width)
 
 
-def distribution(values_ns: Sequence[int | None], gate_p99: bool = False) -> dict | None:
+def distribution(
+    values_ns: Sequence[int | None], gate_p99: bool = False, weights: Sequence[float] | None = None
+) -> dict | None:
     """mean/p50/p99/total/min/max in milliseconds, or None when there are no values.
-    `gate_p99`: p99 is null below P99_MIN_N values."""
+    `gate_p99`: p99 is null below P99_MIN_N values. `weights` (one per value; a timed cycle
+    drawn at probability p weighs 1/p, patchkit.report.measured): the mean is weighted, the
+    rest is not."""
     vals = [v / 1e6 for v in values_ns if v is not None]
     if not vals:
         return None
     p99 = percentile(vals, 99) if not gate_p99 or len(vals) >= P99_MIN_N else None
+    mean = sum(vals) / len(vals)
+    if weights is not None:
+        pairs = [(v / 1e6, w) for v, w in zip(values_ns, weights) if v is not None]
+        mean = sum(v * w for v, w in pairs) / sum(w for _, w in pairs)
     return {
-        "mean": sum(vals) / len(vals),
+        "mean": mean,
         "p50": percentile(vals, 50),
         "p99": p99,
         "min": min(vals),
@@ -107,7 +117,8 @@ class Summary:
     after_window_cycles: int = 0
     # per kind of cycle: {count, total_ms, share_of_kind_time, by_phase, cycles, rule, ...}
     stalls: dict = field(default_factory=dict)
-    # sampled timing: {every, method, seed, timed_cycles, cycles}, or None
+    # sampled timing: {every, method, seed, timed_cycles, cycles}, or None; under a budget
+    # (PATCHKIT_TIMER_BUDGET) also `budget` (patchkit.report.measured._budget)
     sampling: dict | None = None
     # the 95 % interval of top_level_share ([low, high], %), and how every share's interval
     # was made (the `share_ci` of _breakdown); the phases carry share_ci95, host_share_ci95
@@ -268,7 +279,21 @@ def _per_cycle(
     return {k: (sums[k] if has[k] else None) for k in keys}
 
 
-def _share_intervals(groups: list[tuple[list[dict], dict]], keys: list[tuple], bfield: str) -> dict:
+def _weight_list(groups: list[tuple[list[dict], dict]], weights: list[dict] | None, only_with=None):
+    """The weight of each cycle in _per_cycle's order (None without weights)."""
+    if weights is None:
+        return None
+    return [
+        w[index]
+        for (_, sel), w in zip(groups, weights)
+        for index, cycle in sel.items()
+        if only_with is None or cycle.get(only_with) is not None
+    ]
+
+
+def _share_intervals(
+    groups: list[tuple[list[dict], dict]], keys: list[tuple], bfield: str, weights: list[dict] | None = None
+) -> dict:
     """95 % intervals of every share of the cycle, by a percentile bootstrap over cycles.
 
     The unit resampled is a whole cycle, not a phase record: the phases of one cycle move
@@ -280,30 +305,34 @@ def _share_intervals(groups: list[tuple[list[dict], dict]], keys: list[tuple], b
     lockstep) form one unit; processes whose indices do not line up only make units larger,
     which keeps the interval valid. Each resample recomputes what the report computes: the
     sum of a phase's time over the sum of the cycles' time (device basis: over the cycles
-    with device times; host share: over every steady cycle)."""
+    with device times; host share: over every steady cycle), each cycle's times weighted by
+    `weights` (per process {index: 1/p}) when p varied."""
     k = len(keys)
     col = {key: j for j, key in enumerate(keys)}
     host_basis = bfield == "host_ns"
     width = k + 2 if host_basis else 2 * k + 3
     units: dict[int, list[int]] = {}
     with_basis: set[int] = set()
-    for phases, sel in groups:
+    for pi, (phases, sel) in enumerate(groups):
+        wsel = None if weights is None else weights[pi]
         for index, cycle in sel.items():
+            w = 1 if wsel is None else wsel[index]
             row = units.setdefault(index, [0] * width)
             if cycle.get(bfield) is not None:
-                row[k + 1] += cycle[bfield]
+                row[k + 1] += w * cycle[bfield]
                 with_basis.add(index)
             if not host_basis:
-                row[2 * k + 2] += cycle.get("host_ns") or 0
+                row[2 * k + 2] += w * (cycle.get("host_ns") or 0)
         for rec in phases:
             cycle, row, j = sel[rec["cycle"]], units[rec["cycle"]], col[_phase_key(rec)]
+            w = 1 if wsel is None else wsel[rec["cycle"]]
             if cycle.get(bfield) is not None:
-                value = rec.get(bfield) or 0
+                value = w * (rec.get(bfield) or 0)
                 row[j] += value
                 if not rec.get("depth"):
                     row[k] += value
             if not host_basis:
-                row[k + 2 + j] += rec.get("host_ns") or 0
+                row[k + 2 + j] += w * (rec.get("host_ns") or 0)
     pairs = [(j, k + 1) for j in range(k + 1)]
     if not host_basis:
         pairs += [(k + 2 + j, 2 * k + 2) for j in range(k)]
@@ -355,44 +384,62 @@ def _breakdown(
     basis: str,
     outside: dict[tuple, int],
     cache: dict | None = None,
+    weights: list[dict] | None = None,
 ) -> dict:
     """Cycle statistics and phase entries. Per process, `timed`: {cycle index: cycle record}
     of the timed cycles described (counts), `steady`: the subset without stalls (statistics
     and shares); `n_all`: every cycle described, timed or not. `cache`: share intervals
     already bootstrapped, by cycles and phases (the overall breakdown and that of the only
-    kind describe the same cycles)."""
+    kind describe the same cycles). `weights`: per process {cycle index: 1/p} when the timed
+    cycles were drawn at varying p (patchkit.report.measured): shares, their intervals, means
+    and calls per cycle weigh each timed cycle by it; None: every cycle counts once."""
     bfield = _basis_field(basis)
     tcycles = [c for sel in timed for c in sel.values()]
     cycles = [c for sel in steady for c in sel.values()]
-    total = sum(c[bfield] for c in cycles if c.get(bfield) is not None)
-    total_host = sum(c.get("host_ns") or 0 for c in cycles)
+    ws = [{i: 1 for i in sel} for sel in timed] if weights is None else weights
+    cw = None if weights is None else [ws[pi][i] for pi, sel in enumerate(steady) for i in sel]
+    total = sum(
+        ws[pi][i] * c[bfield]
+        for pi, sel in enumerate(steady)
+        for i, c in sel.items()
+        if c.get(bfield) is not None
+    )
+    total_host = sum(
+        ws[pi][i] * (c.get("host_ns") or 0) for pi, sel in enumerate(steady) for i, c in sel.items()
+    )
     tgroups = [([r for r in p.phases if r.get("cycle") in sel], sel) for p, sel in zip(procs, timed)]
     groups = [([r for r in phases if r["cycle"] in sel], sel) for (phases, _), sel in zip(tgroups, steady)]
     keys = _ordered_keys(tgroups)
     counts = {k: 0 for k in keys}
-    for phases, _ in tgroups:
+    wcounts: dict[tuple, float] = {k: 0 for k in keys}
+    for pi, (phases, _) in enumerate(tgroups):
         for rec in phases:
             counts[_phase_key(rec)] += 1
-    buckets: dict[tuple, list[tuple[dict, bool]]] = {k: [] for k in keys}
-    for phases, sel in groups:
+            wcounts[_phase_key(rec)] += ws[pi][rec["cycle"]]
+    wtimed = sum(ws[pi][i] for pi, sel in enumerate(timed) for i in sel)
+    buckets: dict[tuple, list[tuple[dict, bool, float]]] = {k: [] for k in keys}
+    for pi, (phases, sel) in enumerate(groups):
         for rec in phases:
             in_share = sel[rec["cycle"]].get(bfield) is not None
-            buckets[_phase_key(rec)].append((rec, in_share))
+            buckets[_phase_key(rec)].append((rec, in_share, ws[pi][rec["cycle"]]))
     per_dev = _per_cycle(groups, keys, "dev_ns", only_with="dev_ns")
     per_host = _per_cycle(groups, keys, "host_ns")
-    cache_key = (bfield, tuple(keys), tuple(tuple(sel) for sel in steady))
+    w_dev = _weight_list(groups, weights, only_with="dev_ns")
+    w_host = _weight_list(groups, weights)
+    cache_key = (bfield, tuple(keys), tuple(tuple(sel) for sel in steady), weights is None)
     found = None if cache is None else cache.get(cache_key)
     if found is None:
-        found = _share_intervals(groups, keys, bfield)
+        found = _share_intervals(groups, keys, bfield, weights)
         if cache is not None:
             cache[cache_key] = found
     entries = []
     for key in keys:
         pairs = buckets[key]
-        recs = [r for r, _ in pairs]
+        recs = [r for r, _, _ in pairs]
+        rw = None if weights is None else [w for _, _, w in pairs]
         depth, parent, name = key
-        basis_sum = sum(r.get(bfield) or 0 for r, ok in pairs if ok)
-        host_sum = sum(r.get("host_ns") or 0 for r in recs)
+        basis_sum = sum(w * (r.get(bfield) or 0) for r, ok, w in pairs if ok)
+        host_sum = sum(w * (r.get("host_ns") or 0) for r, _, w in pairs)
         entries.append(
             {
                 "name": name,
@@ -400,14 +447,14 @@ def _breakdown(
                 "depth": depth,
                 "count": counts[key],
                 "steady_count": len(recs),
-                "per_cycle": counts[key] / len(tcycles) if tcycles else None,
+                "per_cycle": (counts[key] if weights is None else wcounts[key]) / wtimed if tcycles else None,
                 "graph": any(r.get("graph") for r in recs),
                 "captured": any(r.get("captured") for r in recs),
                 "outside_cycles": outside.get(key, 0),
-                "host_ms": distribution([r.get("host_ns") for r in recs]),
-                "dev_ms": distribution([r.get("dev_ns") for r in recs]),
-                "per_cycle_host_ms": distribution(per_host[key] or [], gate_p99=True),
-                "per_cycle_dev_ms": distribution(per_dev[key] or [], gate_p99=True),
+                "host_ms": distribution([r.get("host_ns") for r in recs], weights=rw),
+                "dev_ms": distribution([r.get("dev_ns") for r in recs], weights=rw),
+                "per_cycle_host_ms": distribution(per_host[key] or [], gate_p99=True, weights=w_host),
+                "per_cycle_dev_ms": distribution(per_dev[key] or [], gate_p99=True, weights=w_dev),
                 "share_of_cycle": 100.0 * basis_sum / total if total else None,
                 "host_share_of_cycle": 100.0 * host_sum / total_host if total_host else None,
                 "share_ci95": found["share"][key] if total else None,
@@ -425,8 +472,8 @@ def _breakdown(
             "count": n_all,
             "timed": len(tcycles),
             "steady": len(cycles),
-            "host_ms": distribution([c.get("host_ns") for c in cycles]),
-            "dev_ms": distribution([c.get("dev_ns") for c in cycles]),
+            "host_ms": distribution([c.get("host_ns") for c in cycles], weights=cw),
+            "dev_ms": distribution([c.get("dev_ns") for c in cycles], weights=cw),
         },
         "phases": entries,
         "top_level_share": sum(top) if top else None,
@@ -568,14 +615,16 @@ def summarize(
     # every cycle described, timed or not (off blocks of PATCHKIT_TIMER_AB serve `overhead`)
     every = [c for p in procs for c in p.cycles if c.get("ab") != "off"]
     intervals: dict = {}
-    overall = _breakdown(procs, timed, steady, len(every), basis, outside_by_key, intervals)
+    # a timed cycle drawn at p stands for 1/p cycles: weights where p varied (a budget)
+    weights = measured.cycle_weights(procs, timed)
+    overall = _breakdown(procs, timed, steady, len(every), basis, outside_by_key, intervals, weights)
     kinds = ordered_kinds({cycle_kind(c) for c in every})
     cycle_kinds = {}
     for kind in kinds:
         tsel = [{i: c for i, c in s.items() if cycle_kind(c) == kind} for s in timed]
         ssel = [{i: c for i, c in s.items() if cycle_kind(c) == kind} for s in steady]
         n_all = sum(1 for c in every if cycle_kind(c) == kind)
-        cycle_kinds[kind] = _breakdown(procs, tsel, ssel, n_all, basis, outside_by_key, intervals)
+        cycle_kinds[kind] = _breakdown(procs, tsel, ssel, n_all, basis, outside_by_key, intervals, weights)
     primary = kinds[0] if kinds else KIND_PRIMARY
     # tensor-parallel ranks all see the same batch: count tokens on the lowest rank only;
     # every cycle with attrs counts (untimed sampled cycles too), off blocks carry none

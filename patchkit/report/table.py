@@ -172,7 +172,56 @@ def _window_line(summary: Summary) -> str:
     return line
 
 
+def _rate(p: float | None) -> str:
+    """A timed probability as "1/16" where it is one over a whole number, else "0.3"."""
+    if p is None:
+        return "?"
+    if p > 0 and abs(1 / p - round(1 / p)) < 1e-9:
+        return "1" if round(1 / p) == 1 else f"1/{round(1 / p)}"
+    return f"{p:g}"
+
+
+def _budget_line(sampling: dict, budget: dict) -> str:
+    """PATCHKIT_TIMER_BUDGET: the budget, the timed fraction and rates, the measured cost."""
+    how = ", ".join(
+        str(x)
+        for x in (
+            budget.get("controller"),
+            sampling.get("method"),
+            None if sampling.get("seed") is None else f"seed {sampling['seed']}",
+        )
+        if x
+    )
+    frac = budget.get("timed_fraction")
+    lo, hi = budget.get("p_min"), budget.get("p_max")
+    rates = f"p {_rate(lo)}" if lo == hi else f"p {_rate(lo)}..{_rate(hi)}"
+    changes = budget.get("changes") or 0
+    line = (
+        f"timing budget {budget.get('pct'):g}% of the cycle period ({how}): "
+        f"{sampling['timed_cycles']} of {sampling['cycles']} cycles timed"
+        + (
+            ""
+            if frac is None
+            else f" ({100 * frac:.1f}%, {rates}, {changes} change{'s' if changes != 1 else ''})"
+        )
+    )
+    cost, period, spent = budget.get("cost_us"), budget.get("period_ms"), budget.get("spent_pct")
+    if cost is None:
+        line += "; timer cost not measured yet"
+    else:
+        line += f"; timer {cost:.0f} µs per timed cycle"
+        if period:
+            line += f", cycle period {period:.2f} ms"
+        if spent is not None:
+            line += f": ~{spent:.2f}% of the period spent"
+    if budget.get("weighted"):
+        line += "; shares weigh each timed cycle by 1/p"
+    return line
+
+
 def _sampling_line(sampling: dict) -> str:
+    if sampling.get("budget"):
+        return _budget_line(sampling, sampling["budget"])
     how = ", ".join(
         str(x)
         for x in (
