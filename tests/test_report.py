@@ -122,7 +122,9 @@ def test_outputs_written(report):
         "top_level_share_ci95",
         "share_ci",
     } == set(data)
-    assert data["window"] is None and data["warmup_cycles"] == 0 and data["sampling"] is None
+    assert data["window"] is None and data["warmup_cycles"] == 0
+    # the runtime's default, a 1 % budget: 12 cycles per rank, before its first decision, all timed
+    assert data["sampling"]["budget"]["pct"] == 1.0 and data["sampling"]["timed_cycles"] == 24
     assert data["baseline"] is None  # only profile.remote --baseline measures one
     assert data["schema"] == "patchkit.report/1"
     assert data["phases"][0].keys() >= {
