@@ -144,14 +144,16 @@ def report(timing_dir, out, bench_file=None, chart: bool = True, say=None):
     from patchkit.profile.bench_output import parse_bench_output
     from patchkit.report import build_report
 
-    timing_dir = timing_folder(timing_dir, say)
+    if not Path(timing_dir).is_dir():
+        raise InvalidInput(f"--timing {timing_dir}: no such folder")
     meta: dict = {}
-    if bench_file:
+    if bench_file:  # checked before the timing folder's content, as every option is
         try:
             text = Path(bench_file).read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             raise InvalidInput(f"--bench {bench_file}: {exc.strerror}") from exc
         meta.update(parse_bench_output(text).report_meta(bench_file))
+    timing_dir = timing_folder(timing_dir, say)
     if chart:
         try:
             import matplotlib  # noqa: F401
