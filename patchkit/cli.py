@@ -115,6 +115,10 @@ def task(*args, prog: str = "patchkit", interrupted: str = "", **kwargs):
             with exit_boundary(
                 prog, interrupted=interrupted, json_op=label if kw.get("json") is True else None
             ):
+                if a and hasattr(a[0], "config"):  # every task: config files checked first
+                    from patchkit.settings import say_notes
+
+                    say_notes(a[0].config)
                 refuse_empty(kw)
                 return body(*a, **kw)
 
@@ -141,24 +145,89 @@ def refuse_empty(given: dict) -> None:
 # -- the patch.* tasks with a target (check, verify, apply, revert, status, unlock) ----------------
 
 
+def did_you_mean(word: str, candidates) -> str:
+    """ " (did you mean X?)" for the closest candidate (difflib), or ""."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def program_class():
     """An ``invoke.Program`` whose command-line parse errors (an unknown option such as
     ``--jobz``, a missing value) exit 2, invalid input, as the contract says; invoke's own
-    Program exits 1 for them. For an installed ``patchkit`` command built on invoke."""
+    Program exits 1 for them. An unknown option or task name gets a did-you-mean from the
+    task's options (or the task names). For an installed ``patchkit`` command built on invoke."""
+    import re
+
     from invoke import Exit, Program
     from invoke.exceptions import ParseError
 
     class PatchkitProgram(Program):
+        def _parse_error(self, exc: ParseError) -> Exit:
+            message = one_line(str(exc))
+            unknown = re.fullmatch(r"No idea what '(.+)' is!", message)
+            if unknown:
+                token = unknown.group(1)
+                if token.startswith("-"):
+                    context = getattr(exc, "context", None) or self.initial_context
+                    flags = [*context.flags, *context.inverse_flags]
+                    if context is not self.initial_context:
+                        flags += [*self.initial_context.flags]
+                    message += did_you_mean(token.split("=")[0], flags)
+                else:
+                    collection = getattr(self, "collection", None) or self.namespace
+                    message += did_you_mean(token, collection.task_names if collection else ())
+            return Exit(f"patchkit: {message}", EXIT_INVALID)
+
         def parse_core(self, argv):
             try:
                 super().parse_core(argv)
             except ParseError as exc:
-                raise Exit(f"patchkit: {one_line(str(exc))}", EXIT_INVALID) from None
+                raise self._parse_error(exc) from None
 
         def parse_tasks(self):
             try:
                 super().parse_tasks()
             except ParseError as exc:
-                raise Exit(f"patchkit: {one_line(str(exc))}", EXIT_INVALID) from None
+                raise self._parse_error(exc) from None
 
     return PatchkitProgram
+
+
+def argument_parser(**kwargs):
+    """An ``argparse.ArgumentParser`` for patchkit's ``python -m`` entry points whose
+    "unrecognized arguments" error says which option was probably meant (exit 2, as argparse)."""
+    import argparse
+
+    class SuggestingParser(argparse.ArgumentParser):
+        def error(self, message):
+            if message.startswith("unrecognized arguments: "):
+                import difflib
+
+                options = sorted(set(_option_strings(self)))
+                meant = []
+                for token in message.split(": ", 1)[1].split():
+                    close = difflib.get_close_matches(token.split("=")[0], options, n=1, cutoff=0.6)
+                    if token.startswith("-") and close:
+                        meant.append((close[0], token))
+                if len(meant) == 1:
+                    message += f" (did you mean {meant[0][0]}?)"
+                elif meant:
+                    message += f" (did you mean {', '.join(f'{m} for {t}' for m, t in meant)}?)"
+            super().error(message)
+
+    return SuggestingParser(**kwargs)
+
+
+def _option_strings(parser) -> list[str]:
+    """Every option string of ``parser`` and of its subcommands' parsers."""
+    import argparse
+
+    found = []
+    for action in parser._actions:
+        found += action.option_strings
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _option_strings(sub)
+    return found

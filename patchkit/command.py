@@ -44,6 +44,7 @@ class PatchkitConfig(Config):
     """invoke's Config with patchkit's file names (``patchkit.yaml``) and places."""
 
     prefix = "patchkit"
+    PROJECT_NAMES = PROJECT_FILES  # the project file names, in order (patchkit.settings.config_places)
     # invoke's Config says `env_prefix = None` (typed None) and reads a string from subclasses
     env_prefix = "INVOKE"  # type: ignore[assignment]  # INVOKE_PATCHKIT_JOBS=4 works alike for `invoke` and `patchkit`
 

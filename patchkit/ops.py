@@ -157,7 +157,7 @@ def run_on(
 def _prepare(series: Series | str | PerHostSeries, targets: list[str], opts: Options, full: bool = True):
     """(one Compiled per target, one Transport per target)."""
     if not targets:
-        raise PatchkitError("no --target given (and none in invoke.yaml)", EXIT_INVALID)
+        raise PatchkitError("no --target given (and none configured)", EXIT_INVALID)
     # k8s:NS/SELECTOR:ROOT becomes one target per running pod before any fleet logic
     targets = expand_targets(
         targets, container=opts.container, exec_prefix=opts.exec_prefix, **opts.transport_options

@@ -81,9 +81,83 @@ def config_layers(config) -> list[tuple[str, dict]]:
     return layers
 
 
+def config_files(config) -> list[str]:
+    """The config files invoke read, lowest precedence first (files without a patchkit section
+    included)."""
+    read = []
+    for name in ("system", "user", "project", "runtime"):
+        path = getattr(config, f"_{name}_path", None)
+        # invoke counts a missing *.py config as found (it loads it as empty): existing files only
+        if getattr(config, f"_{name}_found", None) and path and os.path.isfile(path):
+            read.append(str(path))
+    return read
+
+
+def config_places(config) -> list[str]:
+    """The config files invoke looks for (YAML spelling), whether they exist or not."""
+    midfix = getattr(config, "file_prefix", None) or getattr(config, "prefix", None) or "invoke"
+    places = []
+    for name in ("system", "user", "project"):
+        prefix = getattr(config, f"_{name}_prefix", None)
+        if prefix is None:
+            continue
+        names = getattr(config, "PROJECT_NAMES", None) if name == "project" else None
+        for base in names or (midfix,):
+            places.append(f"{prefix}{base}.yaml")
+    return places
+
+
+def config_where(config) -> str:
+    """Where a setting would have come from, for "no patchkit.series in …" messages: the files
+    read, or the places looked at when none was found."""
+    read = config_files(config)
+    if read:
+        return ", ".join(read)
+    places = config_places(config)
+    return "any config file (none found" + (f"; looked for {', '.join(places)}" if places else "") + ")"
+
+
+# the top-level sections a config file may hold besides patchkit: invoke's own (Config.global_defaults)
+INVOKE_SECTIONS = ("run", "runners", "sudo", "tasks", "timeouts")
+
+
+def did_you_mean(word: str, known, prefix: str = "") -> str:
+    """ " (did you mean X?)" for the closest of ``known``, or ""."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {prefix}{close[0]}?" if close else ""
+
+
+def check_sections(config) -> None:
+    """Refuse a top-level section that is neither patchkit nor one of invoke's own (a misspelled
+    ``patchkt:`` would otherwise leave every setting under it unread), naming section and file.
+    invoke's per-user and system files (~/.invoke.yaml, /etc/invoke.yaml) serve every invoke
+    project: there only a near miss of ``patchkit`` is refused."""
+    import difflib
+
+    known = ("patchkit", *INVOKE_SECTIONS)
+    for name in ("system", "user", "project", "runtime"):
+        data = getattr(config, f"_{name}", None)
+        path = str(getattr(config, f"_{name}_path", None) or name)
+        if not isinstance(data, dict):
+            continue
+        shared = name in ("system", "user") and os.path.basename(path).lstrip(".").startswith("invoke.")
+        for key in data:
+            if key in known:
+                continue
+            near = difflib.get_close_matches(str(key), ["patchkit"], n=1, cutoff=0.6)
+            if shared and not near:
+                continue
+            raise InvalidInput(
+                f"{path}: unknown section {key} (known: {', '.join(known)})" + did_you_mean(str(key), known)
+            )
+
+
 def check_config(config) -> list[str]:
-    """Refuse unknown ``patchkit.*`` keys (InvalidInput naming key and file); return notes for
-    deprecated names (printed once by the caller)."""
+    """Refuse unknown top-level sections and ``patchkit.*`` keys (InvalidInput naming key and
+    file); return notes for deprecated names (printed once by the caller)."""
+    check_sections(config)
     notes = []
     for where, node in config_layers(config):
         if not isinstance(node, dict):
@@ -103,16 +177,20 @@ def check_config(config) -> list[str]:
                             f"of patchkit.{new}; read as patchkit.{new} (rename it)"
                         )
             elif key not in PATCHKIT_DEFAULTS and key not in OTHER_KEYS:
+                known = sorted(set(PATCHKIT_DEFAULTS) | OTHER_KEYS)
                 raise InvalidInput(
-                    f"{where}: unknown setting patchkit.{key} (known: "
-                    f"{', '.join(sorted(set(PATCHKIT_DEFAULTS) | OTHER_KEYS))})"
+                    f"{where}: unknown setting patchkit.{key} (known: {', '.join(known)})"
+                    + did_you_mean(str(key), known, "patchkit.")
                 )
             elif key == "profile" and value is not None:
                 if not isinstance(value, dict):
                     raise InvalidInput(f"{where}: patchkit.profile must be a mapping")
                 unknown = sorted(set(value) - PROFILE_KEYS)
                 if unknown:
-                    raise InvalidInput(f"{where}: unknown setting patchkit.profile.{unknown[0]}")
+                    raise InvalidInput(
+                        f"{where}: unknown setting patchkit.profile.{unknown[0]}"
+                        + did_you_mean(str(unknown[0]), sorted(PROFILE_KEYS), "patchkit.profile.")
+                    )
                 for old, new in PROFILE_RENAMED.items():
                     if old in value:
                         notes.append(
@@ -312,6 +390,7 @@ class PatchSettings:
     json: bool = False
     cwd: str = ""
     series_where: str = ""
+    config_where: str = "invoke.yaml"  # the config files read (config_where), for messages
 
     @classmethod
     def from_invoke(cls, c, op: str, given: dict, *, notes=None) -> PatchSettings:
@@ -366,6 +445,7 @@ class PatchSettings:
             json=bool(given.get("json")),
             cwd=cwd,
             series_where=series_where,
+            config_where=config_where(config),
         )
         if settings.show_script and settings.json:
             raise InvalidInput(

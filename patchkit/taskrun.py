@@ -50,7 +50,7 @@ def resolve_targets(settings, opts) -> tuple:
     from patchkit.transport.k8s import expand_targets
 
     if not settings.series:
-        raise InvalidInput("no --series given and no patchkit.series in invoke.yaml")
+        raise InvalidInput(f"no --series given and no patchkit.series in {settings.config_where}")
     series = settings.series if settings.series == "auto" else series_path(settings.series, opts.cwd)
     targets: list = list(settings.targets)
     try:
@@ -66,7 +66,10 @@ def resolve_targets(settings, opts) -> tuple:
                 **opts.transport_options,
             )
         if not targets:
-            raise InvalidInput("no --target or --inventory given and none in invoke.yaml")
+            raise InvalidInput(
+                "no --target or --inventory given and no patchkit.targets or patchkit.inventory "
+                f"in {settings.config_where}"
+            )
         # k8s:NS/SELECTOR:ROOT -> a Transport per running pod (kubectl get pods, here)
         targets = expand_targets(
             targets, container=opts.container, exec_prefix=opts.exec_prefix, **opts.transport_options

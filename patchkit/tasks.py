@@ -36,10 +36,10 @@ from patchkit.taskrun import auto_series as _auto_series, run_patch_task
 TARGET_HELP = {
     "series": "series folder (pin.toml + series + patches), a shipped series' name (e.g. "
     "sglang-v0.5.9), or 'auto': the shipped series pinned to exactly the target's "
-    "files (per host on a fleet); default: patchkit.series in invoke.yaml",
+    "files (per host on a fleet); default: patchkit.series in invoke.yaml (patchkit.yaml when installed)",
     "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path, docker://C/path or "
     "k8s:NAMESPACE/SELECTOR:/path (every running pod the label selector matches); "
-    "repeat for a fleet (default: patchkit.targets in invoke.yaml)",
+    "repeat for a fleet (default: patchkit.targets in invoke.yaml / patchkit.yaml)",
     "json": "print the outcome as JSON (stable keys) instead of a table",
     "layout": "auto (default), checkout (paths as in the patches) or installed (drop package_prefix)",
     "container": "run inside this container on the target (docker exec -i NAME), e.g. with ssh://",
@@ -127,7 +127,7 @@ revert = _patch_task(
     help_extra=dict(
         force="discard files modified after apply (they are kept in .patchkit/trash) instead of refusing",
         keep_journal="keep the operation journal on the target in .patchkit/journal (default: it is "
-        "printed in the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml)",
+        "printed in the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml / patchkit.yaml)",
     ),
 )
 status = _patch_task(
@@ -166,7 +166,7 @@ def _pristine(series, pristine):
 
 
 AUTHOR_HELP = {
-    "series": "series folder (default: patchkit.series in invoke.yaml)",
+    "series": "series folder (default: patchkit.series in invoke.yaml / patchkit.yaml)",
     "edited": "a copy of the pinned tree with your edits (make one with patch.edit)",
     "pristine": "pristine pinned tree (default: fetched from the pin, by version, into .cache/)",
 }
@@ -245,7 +245,7 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
     name="gen-runtime",
     auto_shortflags=False,
     help={
-        "series": "series folder (default: patchkit.series in invoke.yaml)",
+        "series": "series folder (default: patchkit.series in invoke.yaml / patchkit.yaml)",
         "check": "only check: exit 1 when a runtime patch differs from patchkit/timing/phase_timer.py",
         "all": "every shipped series (each carries its own copy of the runtime) instead of --series",
     },
@@ -557,7 +557,7 @@ profile.add_task(profile_sweep, "sweep")
     name="rebase",
     auto_shortflags=False,
     help={
-        "series": "the series to carry over (never written); default: patchkit.series in invoke.yaml",
+        "series": "the series to carry over (never written); default: patchkit.series in invoke.yaml (patchkit.yaml when installed)",
         "onto": "a PyPI version (e.g. 0.5.10), or with --upstream a tag, branch or commit",
         "upstream": "a local git clone of the upstream project to read --onto from",
         "out": "the new series folder (default: patches/<name>-v<version> beside --series)",

@@ -146,10 +146,9 @@ def _empty_value(tmp, tree, series):
 
 
 def _parse_error(tmp, tree, series):
-    return Made(
-        _run("patch.apply", "--series", series, "--target", tree, "--jobz", "3")
-        + _patchkit(["patch.apply", "--series", series, "--target", tree, "--jobz", "3"], tmp)
-    )
+    out = _patchkit(["patch.apply", "--series", series, "--target", tree, "--jobz", "3"], tmp)
+    prose = "a name in the prose"
+    return Made(out, not_made={"invoke": prose, "patchkit.cli.program_class()": prose})
 
 
 def _config_value(tmp, tree, series):
@@ -166,11 +165,25 @@ def _unknown_key(tmp, tree, series):
     return Made(out, {"/srv/invoke.yaml": str(config)})
 
 
-def _no_series_no_target(tmp, tree, series):
+def _unknown_section(tmp, tree, series):
+    (tmp / "patchkit.yaml").write_text("patchkt:\n  series: x\n")
+    out = _patchkit(["patch.apply", "--series", series, "--target", tree], tmp)
+    prose = "a file named in the prose"
     return Made(
-        _patchkit(["patch.apply", "--target", tree], tmp)
-        + _patchkit(["patch.apply", "--series", series], tmp)
+        out,
+        {"/srv/patchkit.yaml": str(tmp / "patchkit.yaml")},
+        {"~/.invoke.yaml": prose, "/etc/invoke.yaml": prose},
     )
+
+
+def _no_series_no_target(tmp, tree, series):
+    (tmp / "patchkit.yaml").write_text("patchkit:\n  jobs: 2\n")
+    out = _patchkit(["patch.apply", "--target", tree], tmp) + _patchkit(
+        ["patch.apply", "--series", series], tmp
+    )
+    (tmp / "patchkit.yaml").unlink()
+    out += _patchkit(["patch.apply", "--target", tree], tmp)
+    return Made(out, {"/srv/patchkit.yaml": str(tmp / "patchkit.yaml")})
 
 
 def _missing_folder_or_file(tmp, tree, series):
@@ -326,6 +339,8 @@ MAKE: dict[str, Callable[..., Made]] = {
     "an empty value, for any option of any task": _empty_value,
     "the same from a config file": _config_value,
     "a `patchkit.*` key patchkit does not know": _unknown_key,
+    "a top-level section that is neither `patchkit` nor invoke's own (`run`, `tasks`, …)": _unknown_section,
+    "invoke cannot parse the command line (`--jobz`)": _parse_error,
     "no series / no target": _no_series_no_target,
     "a missing folder or file option": _missing_folder_or_file,
     "series folder": _series_folder,
@@ -348,7 +363,6 @@ MAKE: dict[str, Callable[..., Made]] = {
     "a fleet host failed": _fleet,
 }
 UNTRIGGERED = {
-    "invoke cannot parse the command line (`--jobz`)": "prose (tests/test_bad_options.py runs it)",
     "other malformed patches": "prose: the rows above and §1 (tests/engine/test_diffparse*.py)",
     "another release installed": "needs a real sglang wheel "
     "(test_failures.py::test_wrong_release_says_installed_and_pinned_first, marked wheels)",

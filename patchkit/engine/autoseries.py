@@ -247,4 +247,5 @@ def _said(chosen: list[tuple[Seen, Candidate]]) -> str:
             f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): "
             "the series patchkit applied to the target"
         )
-    return f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): {files} match its pin exactly"
+    verb = "matches" if len(c.pin.files) == 1 else "match"
+    return f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): {files} {verb} its pin exactly"

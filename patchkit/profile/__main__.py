@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from patchkit.cli import main_boundary
+from patchkit.cli import argument_parser, main_boundary
 from patchkit.settings import number, positive_int, seconds
 
 
@@ -46,7 +46,7 @@ def _paths(args) -> dict:
 
 @main_boundary("profile", interrupted="the tree was reverted")
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m patchkit.profile")
+    parser = argument_parser(prog="python -m patchkit.profile")
     sub = parser.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="one profile run of the embedded default")
     _common(run)

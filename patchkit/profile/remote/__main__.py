@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from patchkit.cli import main_boundary
+from patchkit.cli import argument_parser, main_boundary
 from patchkit.profile.remote.config import RemoteConfig
 from patchkit.profile.remote.run import run_remote
 from patchkit.profile.remote.sweep import run_remote_sweep
@@ -18,9 +18,7 @@ from patchkit.profile.remote.sweep import run_remote_sweep
 @main_boundary("profile", interrupted="servers stopped, targets reverted")
 def main(argv=None) -> int:
     """``python -m patchkit.profile.remote --config FILE [--section patchkit.profile.remote]``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m patchkit.profile.remote")
+    parser = argument_parser(prog="python -m patchkit.profile.remote")
     parser.add_argument("--config", required=True, help=".json, .toml or .yaml file")
     parser.add_argument(
         "--section",
