@@ -223,9 +223,14 @@ def _timed(fn, sync):
 
 
 def apply_timer_spec(spec: dict) -> None:
-    """--sample N (the spec's timer_sample): PATCHKIT_TIMER_SAMPLE for each pt.configure()."""
+    """--sample N (the spec's timer_sample): PATCHKIT_TIMER_SAMPLE for each pt.configure().
+    Without it the environment's PATCHKIT_TIMER_SAMPLE or PATCHKIT_TIMER_BUDGET, else every
+    cycle (PATCHKIT_TIMER_SAMPLE=1: profile.run's default, its few cycles all timed, rather than
+    the runtime's budget, which would sample them where a CPU model's cycles are short)."""
     if spec.get("timer_sample"):
         os.environ["PATCHKIT_TIMER_SAMPLE"] = str(int(spec["timer_sample"]))
+    elif not any(os.environ.get(k, "").strip() for k in ("PATCHKIT_TIMER_SAMPLE", "PATCHKIT_TIMER_BUDGET")):
+        os.environ["PATCHKIT_TIMER_SAMPLE"] = "1"
 
 
 def run_point(
