@@ -151,7 +151,7 @@ def test_too_few_cycles_note(tmp_path):
     (note,) = [line for line in table.splitlines() if "too few" in line]
     assert note.startswith("note: 18 timed cycles are too few to read every share to within 2 points")
     assert f"±{widest:.1f}" in note and "1/sqrt(cycles)" in note
-    shown = int(re.search(r"about (\d+) would be", note).group(1))
+    shown = int(re.search(r"about (\d+) would do", note).group(1))
     assert abs(shown - need) <= 0.05 * need  # two significant figures
     # about that many cycles of the same kind do read every share to within about 2 points
     enough = _report(tmp_path, "enough", need, seed=5)

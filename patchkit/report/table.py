@@ -149,7 +149,7 @@ def ci_note(share_ci: dict | None, on: str = "") -> str | None:
     return (
         f"note: {share_ci['timed_cycles']} timed{on} cycles are too few to read every share to "
         f"within {share_ci['target_points']:.0f} points (widest interval: {name}, "
-        f"±{widest['half_width']:.1f}); about {need} would be (the half-width shrinks as "
+        f"±{widest['half_width']:.1f}); about {need} would do (the half-width shrinks as "
         f"1/sqrt(cycles))"
     )
 
