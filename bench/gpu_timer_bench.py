@@ -194,7 +194,7 @@ def main():
         f"Event(external=) supported: {ext}"
     )
     w = Workload()
-    pt.configure(mode="events", directory=str(work / "capture"))
+    pt.configure(mode="events", directory=str(work / "capture"), sample=1)
     w.capture()  # timer calls inside the capture must be skipped, the warm-up ones recorded
     pt.shutdown()
     cap = load(work / "capture")
@@ -308,6 +308,8 @@ def main():
         labels = list(variants)
         for label in labels[rnd % len(labels) :] + labels[: rnd % len(labels)]:
             kwargs, fn = variants[label]
+            # sample=1 unless the variant samples: every cycle timed, not the runtime's budget
+            kwargs = {"sample": 1, **kwargs}
             pt.configure(directory=str(work / f"empty-{rnd}-{labels.index(label)}"), **kwargs)
             for _ in range(200):
                 fn()
@@ -348,7 +350,7 @@ def main():
     # 2d. the runtime's own A/B switch on the workload's cycle
     ab_dir = work / "ab"
     ab_n = max(args.cycles, 2)
-    pt.configure(mode="events", directory=str(ab_dir), ab=ab_n)
+    pt.configure(mode="events", directory=str(ab_dir), ab=ab_n, sample=1)
     run_cycles(w, 2 * ab_n * args.blocks)
     pt.shutdown()
     from patchkit.report import build_report as _build
@@ -432,7 +434,7 @@ def main():
 
     # 3. profiled events run: same cycles seen by both
     prof_dir = work / "events-profiled"
-    pt.configure(mode="events", directory=str(prof_dir))
+    pt.configure(mode="events", directory=str(prof_dir), sample=1)
     w.profiling = True
     n_prof = 30
     from torch.profiler import ProfilerActivity, profile
@@ -525,7 +527,7 @@ def main():
     say()
     if ext:
         gs_dir = work / "graph-steps"
-        pt.configure(mode="events", directory=str(gs_dir), graph_steps=True)
+        pt.configure(mode="events", directory=str(gs_dir), graph_steps=True, sample=1)
         w.capture()  # the capture now records external events between the draft steps
         for _ in range(30):
             w.cycle()

@@ -125,8 +125,8 @@ def configure(pt, mode, directory):
         ab_off_block(pt, Path(directory))
     elif mode.startswith("events*/"):
         pt.configure(mode="events", directory=directory, sample=int(mode.split("/")[1]), seed=1)
-    else:
-        pt.configure(mode="events", directory=directory)
+    else:  # every cycle timed (sample=1: not the runtime's budget)
+        pt.configure(mode="events", directory=directory, sample=1)
 
 
 def main(argv=None):

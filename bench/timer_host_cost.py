@@ -112,7 +112,7 @@ def baseline_runtime(rev: str, work: Path):
 def ab_off_block(pt, directory: Path):
     """An events timer with PATCHKIT_TIMER_AB, placed at the start of a (long) off block."""
     block = 1 << 30
-    pt.configure(mode="events", directory=str(directory), ab=block)
+    pt.configure(mode="events", directory=str(directory), ab=block, sample=1)
     pt._timer.cycle_no = block - 1
 
 
@@ -192,10 +192,13 @@ def main():
     setups = {
         "off": lambda: pt.configure(mode="off"),
         "ab-off": lambda: ab_off_block(pt, work / "ab"),
-        "host": lambda: pt.configure(mode="host", directory=str(work / "host")),
-        "sync*": lambda: pt.configure(mode="sync", directory=str(work / "sync")),
-        "events*": lambda: pt.configure(mode="events", directory=str(work / "events")),
-        "events*+nvtx": lambda: pt.configure(mode="events", directory=str(work / "nvtx"), nvtx=True),
+        # sample=1: every cycle timed (without it the runtime's budget would sample them)
+        "host": lambda: pt.configure(mode="host", directory=str(work / "host"), sample=1),
+        "sync*": lambda: pt.configure(mode="sync", directory=str(work / "sync"), sample=1),
+        "events*": lambda: pt.configure(mode="events", directory=str(work / "events"), sample=1),
+        "events*+nvtx": lambda: pt.configure(
+            mode="events", directory=str(work / "nvtx"), nvtx=True, sample=1
+        ),
     }
     for n in SAMPLES:
         setups[f"host/{n}"] = lambda n=n: pt.configure(
