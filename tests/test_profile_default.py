@@ -157,7 +157,7 @@ def test_warmup_runs_before_the_measured_pass_and_window_json_is_written(site, t
     assert warm > 0 and warm + inside == sum(
         len(p.cycles) for p in load_timing_dir(outcome.run_dir / "timing")
     )
-    assert "warm-up" in json.loads((outcome.run_dir / "summary.json").read_text())["meta"]
+    assert json.loads((outcome.run_dir / "summary.json").read_text())["meta"]["warmup"] is True
 
 
 def test_injected_workload_failure_reverts_and_propagates(site, tmp_path):

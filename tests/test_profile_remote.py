@@ -548,7 +548,7 @@ def test_baseline_serves_without_speculative_options_on_the_reverted_tree(tmp_pa
         f"{base['tokens_per_s']:.1f}, speedup {base['ratio']:.2f}x"
     )
     assert line in (outcome.run_dir / "table.txt").read_text() and line in out.read_text()
-    assert summary["meta"]["speculative worker (server log)"].startswith("spec v2 (EAGLEWorkerV2")
+    assert summary["meta"]["worker"].startswith("spec v2 (EAGLEWorkerV2")
     assert_cleaned(tmp_path, tree)
 
 
@@ -631,7 +631,7 @@ def test_v1_chosen_by_environment_is_timed(tmp_path, sshd, tree, target):
     )
     outcome = run_remote(cfg, stream=open(os.devnull, "w"))
     assert outcome.summary.cycle["count"] == 48
-    assert outcome.summary.meta["speculative worker (server log)"] == "spec v1 (EAGLEWorker, eagle_worker.py)"
+    assert outcome.summary.meta["worker"] == "spec v1 (EAGLEWorker, eagle_worker.py)"
     assert_cleaned(tmp_path, tree)
 
 

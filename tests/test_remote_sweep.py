@@ -324,7 +324,7 @@ def test_sweep_with_baseline_through_invoke(tmp_path, sshd, tree):
         assert set(row["phase_shares"]) == {"draft", "verify", "draft_extend_after_decode"}
         assert 90 < row["top_level_share"] <= 100.5
         report = json.loads((run_dir / row["report"] / "summary.json").read_text())
-        assert report["meta"]["sweep point"] == row["label"] and report["cycle"]["count"] == 24
+        assert report["meta"]["sweep_point"] == row["label"] and report["cycle"]["count"] == 24
     best = max((r for r in rows if r["ok"]), key=lambda r: r["tokens_per_s"])
     assert doc["best"] == best["label"] and base["spec_tokens_per_s"] == best["tokens_per_s"]
     assert base["ratio"] == pytest.approx(best["tokens_per_s"] / base["tokens_per_s"])

@@ -118,24 +118,24 @@ def describe_workload(result: dict, point: dict) -> str:
 
 
 def report_meta(result: dict, point: dict, elapsed_s: float | None = None) -> dict:
-    """The report's meta: throughput with/without speculation, accepted length, context."""
+    """The report's meta: throughput with/without speculation, accepted length, context.
+    snake_case keys and plain values (numbers where they are numbers); the table says them in
+    words (patchkit.report.table.meta_lines)."""
     meta = {
         "tokens_per_s": point["assisted"]["tokens_per_s"],
         "baseline_tokens_per_s": point["baseline"]["tokens_per_s"],
         "accept_length": point["accept_length"],
         "workload": describe_workload(result, point),
-        "identical outputs (greedy, with vs without assistant)": f"{point['identical_outputs']}/{point['prompts']} prompts",
-        "upstream": f"transformers {result['transformers']}, torch {result['torch']}",
+        # prompts whose greedy output was the same with and without the assistant, of prompts
+        "identical_outputs": point["identical_outputs"],
+        "prompts": point["prompts"],
+        "transformers_version": result["transformers"],
+        "torch_version": result["torch"],
     }
-    if "warmup" in result:
-        meta["warm-up"] = (
-            "the first prompt, plain and assisted, before the measured pass "
-            "(its cycles lie outside the measured window)"
-            if result["warmup"]
-            else "off (--no-warmup)"
-        )
+    if "warmup" in result:  # the first prompt, plain and assisted, before the measured pass
+        meta["warmup"] = bool(result["warmup"])
     if elapsed_s is not None:
-        meta["profile run wall time"] = f"{elapsed_s:.1f} s"
+        meta["wall_time_s"] = round(elapsed_s, 1)
     return meta
 
 

@@ -8,9 +8,9 @@
 `meta` keys with a meaning: tokens_per_s, baseline_tokens_per_s (measured by the caller),
 tokens_per_s_runs, baseline_tokens_per_s_runs (repeated measurements: median and range are
 printed), accept_length (as reported by a benchmark; else it is derived from the cycles'
-attrs), model, worker (the chart's title; else taken from "server command" and
-"speculative worker (server log)"); any other key is printed as a line and kept in
-summary.json.
+attrs), model, worker (the chart's title; else taken from server_command), all snake_case;
+any other key is printed as a line (patchkit.report.table.meta_lines says it in words) and kept
+in summary.json. summary.json's ``units`` names the unit of every number by key name.
 """
 
 from __future__ import annotations

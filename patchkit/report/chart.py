@@ -103,7 +103,7 @@ def chart_title(summary, procs: list[ProcessTiming]) -> str:
     """The run in one line: model, worker, timer mode and date (what meta and the headers
     say; parts that are not known are left out)."""
     meta = summary.meta or {}
-    model = meta.get("model") or _model_from_command(meta.get("server command"))
+    model = meta.get("model") or _model_from_command(meta.get("server_command") or meta.get("server command"))
     if not model and meta.get("workload"):
         model = str(meta["workload"]).split(";")[0]
     worker = meta.get("worker") or meta.get("speculative worker (server log)")

@@ -55,6 +55,20 @@ META_RUNS = "tokens_per_s_runs"  # repeated measurements of tokens_per_s (a list
 META_BASELINE_RUNS = "baseline_tokens_per_s_runs"
 P99_MIN_N = 100  # fewer values than this: no p99 (it would be about the maximum)
 CI_TARGET_POINTS = 2.0  # a share read to within this many points (interval half-width)
+# summary.json's `units`: the unit of every number, by key name, wherever the key appears
+UNITS = {
+    "share_of_cycle": "% of the cycle's time on `basis` (device or host)",
+    "host_share_of_cycle": "% of the cycle's host time",
+    "phase_shares": "% of the cycle's time on `basis`, per top-level phase (decode_cycle)",
+    "top_level_share": "% of the cycle's time that the top-level phases cover",
+    "share_of_kind_time": "% of that kind of cycle's time",
+    "*_ci95": "[low, high]: the 95 % interval, in the unit of the value it bounds",
+    "*_ms": "milliseconds (mean, p50, p99, min, max, total; n: a count)",
+    "tokens_per_s": "output tokens per second",
+    "accept_length": "tokens per request per verify step (accepted drafts + 1)",
+    "wall_time_s": "seconds",
+    "count, cycles, *_cycles": "cycles",
+}
 
 
 def distribution(
@@ -124,6 +138,8 @@ class Summary:
     # was made (the `share_ci` of _breakdown); the phases carry share_ci95, host_share_ci95
     top_level_share_ci95: list[float] | None = None
     share_ci: dict | None = None
+    # the unit of every number, by key name (UNITS): shares are percentages, times milliseconds
+    units: dict = field(default_factory=lambda: dict(UNITS))
 
     def to_dict(self) -> dict:
         return asdict(self)

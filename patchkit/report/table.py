@@ -279,6 +279,72 @@ def _overhead_line(ov: dict) -> str:
     )
 
 
+# why a run has no device times, by timer mode (PATCHKIT_TIMER)
+MODE_WHY = {
+    "host": "host time only, as on a machine without a CUDA device or with PATCHKIT_TIMER=host",
+    "off": "the timer was off",
+}
+
+
+def _no_device_times(summary: Summary) -> bool:
+    kinds = list(summary.cycle_kinds.values()) or [{"cycle": summary.cycle, "phases": summary.phases}]
+    return all(
+        part["cycle"].get("dev_ms") is None and all(e.get("dev_ms") is None for e in part["phases"])
+        for part in kinds
+    )
+
+
+# meta keys shown by other lines of the table
+META_SHOWN = {
+    "tokens_per_s",
+    "baseline_tokens_per_s",
+    "accept_length",
+    "tokens_per_s_runs",
+    "baseline_tokens_per_s_runs",
+}
+# summary.json's meta keys are snake_case (machine-friendly); the table says them in words
+META_LABELS = {
+    "workload": "workload",
+    "benchmark": "benchmark",
+    "benchmark_command": "benchmark command",
+    "server_command": "server command",
+    "baseline_server_command": "baseline server command",
+    "server_environment": "server environment",
+    "worker": "speculative worker (server log)",
+    "sweep_point": "sweep point",
+    "targets": "targets",
+    "series": "series",
+    "partial": "partial",
+}
+
+
+def meta_lines(meta: dict) -> list[str]:
+    """The report's meta as lines ``label: value`` (META_LABELS; a few keys fold into one
+    line); keys other lines show (META_SHOWN) are left out."""
+    lines = []
+    for key, value in meta.items():
+        if key in META_SHOWN or key in ("prompts", "torch_version", "warmup_command"):
+            continue
+        if key == "identical_outputs":
+            of = f"/{meta['prompts']} prompts" if meta.get("prompts") is not None else " prompts"
+            lines.append(f"identical outputs (greedy, with vs without assistant): {value}{of}")
+        elif key == "transformers_version":
+            torch = f", torch {meta['torch_version']}" if meta.get("torch_version") else ""
+            lines.append(f"upstream: transformers {value}{torch}")
+        elif key == "warmup" and isinstance(value, bool):
+            what = f" ({meta['warmup_command']})" if meta.get("warmup_command") else ""
+            lines.append(
+                f"warm-up: on{what}, before the measured pass (its cycles lie outside the measured window)"
+                if value
+                else "warm-up: off (--no-warmup)"
+            )
+        elif key == "wall_time_s" and isinstance(value, (int, float)):
+            lines.append(f"profile run wall time: {value:.1f} s")
+        else:
+            lines.append(f"{META_LABELS.get(key, key.replace('_', ' '))}: {value}")
+    return lines
+
+
 def render_table(summary: Summary) -> str:
     """The report as text (times in ms; share = % of the cycle's time on `summary.basis`).
 
@@ -330,6 +396,11 @@ def render_table(summary: Summary) -> str:
         f"(whole cycles resampled, {RESAMPLES} times, seed {SEED})"
     )
     lines.append(_window_line(summary))
+    if _no_device_times(summary):
+        lines.append(
+            f"dev = device (CUDA) time: none in this run, so the dev columns show - (mode "
+            f"{summary.mode}: {MODE_WHY.get(summary.mode, 'no device records')})"
+        )
     if summary.sampling:
         lines.append(_sampling_line(summary.sampling))
     lines.append("")
@@ -392,16 +463,7 @@ def render_table(summary: Summary) -> str:
         lines.append(line)
     if dec["batch_size_mean"] is not None:
         lines.append(f"mean batch size: {dec['batch_size_mean']:.2f}")
-    known = {
-        "tokens_per_s",
-        "baseline_tokens_per_s",
-        "accept_length",
-        "tokens_per_s_runs",
-        "baseline_tokens_per_s_runs",
-    }
-    for key, value in summary.meta.items():
-        if key not in known:
-            lines.append(f"{key}: {value}")
+    lines.extend(meta_lines(summary.meta))
     if summary.unresolved:
         lines.append(
             f"note: {summary.unresolved} cycle(s) without device times (the process "

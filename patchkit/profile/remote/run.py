@@ -538,20 +538,18 @@ def report_meta(
     env: dict | None = None,
 ) -> dict:
     meta = bench.report_meta("its output (see benchmark.log)")
-    meta["benchmark command"] = cfg.bench_command
-    meta["warm-up"] = (
-        f"{'the benchmark' if not cfg.warmup_command else cfg.warmup_command} "
-        "once before the measured pass, same server (window.json)"
-        if cfg.warmup
-        else "off (--no-warmup)"
-    )
-    meta["server command"] = server_command or cfg.server_command
+    meta["benchmark_command"] = cfg.bench_command
+    # the benchmark (or warmup_command) once before the measured pass, same server (window.json)
+    meta["warmup"] = bool(cfg.warmup)
+    if cfg.warmup:
+        meta["warmup_command"] = cfg.warmup_command or "the benchmark once, same server"
+    meta["server_command"] = server_command or cfg.server_command
     env = cfg.env if env is None else env
     if env:
-        meta["server environment"] = " ".join(f"{k}={v}" for k, v in env.items())
+        meta["server_environment"] = " ".join(f"{k}={v}" for k, v in env.items())
     meta["targets"] = ", ".join(h.label for h in hosts)
     meta["series"] = Path(cfg.series).name
-    meta["profile run wall time"] = f"{elapsed_s:.1f} s"
+    meta["wall_time_s"] = round(elapsed_s, 1)
     return meta
 
 
@@ -600,7 +598,7 @@ def run_baseline(
 def baseline_meta(baseline: dict | None) -> dict:
     if not baseline:
         return {}
-    meta = {"baseline server command": baseline["server_command"]}
+    meta = {"baseline_server_command": baseline["server_command"]}
     if baseline.get("tokens_per_s") is not None:
         meta["baseline_tokens_per_s"] = baseline["tokens_per_s"]
     return meta
@@ -640,7 +638,7 @@ def run_remote(
     from patchkit.report import build_report, render_table  # after the revert
 
     meta = report_meta(cfg, bench, run.hosts, time.monotonic() - start)
-    meta["speculative worker (server log)"] = run.worker
+    meta["worker"] = run.worker  # the speculative worker, from the server log
     meta.update(baseline_meta(baseline))
     summary = build_report(timing, run_dir, chart=cfg.chart, meta=meta, baseline=baseline)
     table = render_table(summary)
@@ -671,7 +669,7 @@ def partial_report(cfg: RemoteConfig, run: RemoteRun, out, elapsed_s: float) -> 
         meta["partial"] = (
             "interrupted before the benchmark finished: only the cycles timed until then; no benchmark figures"
         )
-    meta["speculative worker (server log)"] = run.worker
+    meta["worker"] = run.worker
     try:
         summary = build_report(run.partial_timing, run.run_dir, chart=cfg.chart, meta=meta)
     except PatchkitError as exc:

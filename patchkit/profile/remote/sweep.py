@@ -141,8 +141,8 @@ def _measure(
         server_command=point["server_command"],
         env=point["env"],
     )
-    meta["sweep point"] = point["label"]
-    meta["speculative worker (server log)"] = row["worker"]
+    meta["sweep_point"] = point["label"]
+    meta["worker"] = row["worker"]
     summary = build_report(timing, point_dir, meta=meta, chart=cfg.chart)
     dist = summary.cycle["dev_ms"] if summary.basis == "device" else summary.cycle["host_ms"]
     decode_cycle = summary.decode_cycle
