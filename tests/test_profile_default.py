@@ -195,6 +195,18 @@ def test_an_interrupted_run_is_marked_partial_and_says_so(site, tmp_path, flow):
     assert_pristine(site)
 
 
+@pytest.mark.parametrize("flow", ["run", "sweep"])
+def test_a_bad_series_leaves_no_run_folder(tmp_path, flow):
+    """The series is read before OUT/<timestamp> is made: a bad one left an empty run folder."""
+    from patchkit.errors import PatchkitError
+    from patchkit.profile import run_sweep
+
+    run = run_default if flow == "run" else run_sweep
+    with pytest.raises(PatchkitError):
+        run(tmp_path / "out", size="ci", series_dir=tmp_path / "no-series", site=tmp_path / "site")
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
 def test_real_workload_failure_reverts_and_exits_1(site, tmp_path):
     """The child fails for real (CUDA asked for on a CPU-only torch): exit 1, log tail, pristine."""
     import torch

@@ -205,8 +205,8 @@ def run_default(
     out, log = progress_log(stream)
     start = time.monotonic()
     series_dir, site = Path(series_dir), Path(site)
+    ensure_site(series_dir, site, wheelhouse=wheelhouse, log=log)  # a bad series: no run dir made
     run_dir = new_run_dir(out_root)
-    ensure_site(series_dir, site, wheelhouse=wheelhouse, log=log)
     point = {
         "label": f"k={num_assistant_tokens}",
         "num_assistant_tokens": int(num_assistant_tokens),

@@ -322,6 +322,7 @@ def run_sweep(
     out, log = progress_log(stream)
     start = time.monotonic()
     series_dir, site = Path(series_dir), Path(site)
+    ensure_site(series_dir, site, wheelhouse=wheelhouse, log=log)  # a bad series: no run dir made
     run_dir = new_run_dir(out_root)
     points = expand(matrix)
     for idx, point in enumerate(points):
@@ -339,7 +340,6 @@ def run_sweep(
                 "timing_dir": str(report_dir / "timing"),
             }
         )
-    ensure_site(series_dir, site, wheelhouse=wheelhouse, log=log)
     spec = {
         "size": size,
         "seed": seed,
