@@ -942,21 +942,29 @@ def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
         "run": "a run folder of profile.remote or profile.run (its timing/ and summary.json)",
         "out": "where to write predict.json (default: the run folder)",
         "bootstrap": "bootstrap resamples for the intervals (default 400; 0: none)",
+        "verify_us_per_token": "what one more draft token per request adds to verify, in us per token of "
+        "the batch, measured elsewhere (default 0: verify cost independent of the draft length)",
     },
 )
-def profile_predict(c, run=None, out=None, bootstrap=400):
+def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=None):
     """What-if: the tokens/s of num-steps 1..N, predicted from one run profiled at N."""
     from patchkit.report.predict import predict_run, render
 
     if not run:
         raise InvalidInput("profile.predict needs a run folder: invoke profile.predict RUN")
     try:
-        resamples = int(bootstrap)
+        resamples = 400 if bootstrap is None else int(bootstrap)
     except ValueError:
         raise InvalidInput(f"--bootstrap {bootstrap!r}: a whole number of resamples") from None
     if resamples < 0:
         raise InvalidInput(f"--bootstrap {resamples}: not negative")
-    pred = predict_run(_abspath(run), bootstrap=resamples)
+    try:
+        slope = 0.0 if verify_us_per_token is None else float(verify_us_per_token)
+    except ValueError:
+        raise InvalidInput(f"--verify-us-per-token {verify_us_per_token!r}: a number of microseconds") from None
+    if not slope >= 0 or slope == float("inf"):
+        raise InvalidInput(f"--verify-us-per-token {verify_us_per_token}: a finite number, not negative")
+    pred = predict_run(_abspath(run), bootstrap=resamples, verify_us_per_token=slope)
     target = Path(_abspath(out)) if out else Path(_abspath(run)) / "predict.json"
     if target.is_dir():
         target = target / "predict.json"

@@ -393,6 +393,7 @@ stage_e3pred() {
   cp "$d/predict.json" "$OUT/predict_$PRED.json" 2>/dev/null
   cp "$d/table.txt" "$OUT/pred_${PRED}_table.txt" 2>/dev/null
   cp "$d/summary.json" "$OUT/pred_${PRED}_summary.json" 2>/dev/null
+  tar -C "$d" -czf "$OUT/pred_${PRED}_run.tgz" --exclude=trace.json timing summary.json 2>&1 | tee -a "$LOG"
 }
 stage_e3meas() {  # one folder per call (meas_$PRED_$PRED_TAG): points measured in this call
   local name="meas_${PRED}_${PRED_TAG:-1}"

@@ -7,24 +7,25 @@ matching prefix, so a request that accepted ``a`` of N drafts would have accepte
 ``min(a, n)`` of n: the tokens of a cycle at n steps follow from the records exactly.
 The cycle's cost at n steps is modelled from the same records:
 
-    period(n) = period(N) - (N - n) * (step + (verify_slope + extend_slope) * batch_size)
+    period(n) = period(N) - (rounds(N) - rounds(n)) * step - (N - n) * slope * batch_size
 
-- ``step``: one draft forward, the draft loop's time over its forwards (SGLang's EAGLE draft
-  loop runs num_steps - 1 forwards, its first token coming from the previous draft extend;
-  transformers' assistant runs one per drafted token), per batch size seen;
-- ``verify_slope``: what one more token per request costs the target's verify forward,
-  fitted (least squares) over the timed cycles' verify times against batch_size x tokens
-  per request: cycles at other batch sizes run the same graph over other token counts. When
-  the batch size hardly varies the slope is not measured: it is then taken as 0 (verify cost
-  independent of the draft length, the memory-bound case) and the prediction names it;
-- ``extend_slope``: the same for SGLang's draft extend after decode (it runs over
-  num_steps + 1 tokens per request).
+- ``step``: one round of the draft loop, the loop's measured time over its rounds (SGLang's
+  EAGLE loop: n rounds of top-k selection with n - 1 draft forwards between them, measured on
+  the H200 to cost about n equal rounds; transformers' assistant: one forward per drafted
+  token), per batch size seen;
+- ``slope``: what one more draft token per request adds to the target's verify and the draft
+  extend, per token of the batch. It cannot be read from one run: the verify graph runs at
+  one token count per request. A fit over the batch sizes a run passes through (reported as
+  ``verify_us_per_token_fitted``) mixes in everything else that changes with the batch (on
+  the H200 it gave 34 us per token where servers at num-steps 1 and 3 differed by about
+  3 us), so by default the slope is 0 (verify cost independent of the draft length, the
+  memory-bound case) and ``--verify-us-per-token`` sets a value measured elsewhere. With 0,
+  fewer steps are predicted slightly too slow when verify does grow with the draft.
 
 Decode tokens/s at n = sum of tokens(n) / sum of period(n) over the decode cycles; the
 benchmark's tokens/s is scaled by that ratio on its decode share (prefill and idle time
 unchanged). The interval: a bootstrap over blocks of consecutive cycles (the batch's make-up
-drifts through a run, so neighbouring cycles are not independent), the slope refitted in
-each resample. Assumptions the model cannot check are listed in ``assumptions``.
+drifts through a run, so neighbouring cycles are not independent). Assumptions the model cannot check are listed in ``assumptions``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ BLOCKS = 200
 SEED = 20261202
 # (draft loop phase, forwards in it at n steps = n - offset, verify phase, extend phase)
 ENGINES = {
-    "sglang": ("draft_forward", 1, "target_verify", "draft_extend_after_decode"),
+    # SGLang's draft loop: n rounds of top-k selection and n - 1 draft forwards; on the H200
+    # (8B EAGLE-3 pair, v2) its time was 0.36, 0.68, 1.14, 1.44, 1.78 ms at n = 1..5: about
+    # proportional to n, so it is modelled as n equal rounds
+    "sglang": ("draft_forward", 0, "target_verify", "draft_extend_after_decode"),
     "transformers": ("draft_generate", 0, "verify_forward", None),
 }
 MIN_SLOPE_SPREAD = 0.05  # the tokens per verify must vary by 5 % (relative sd) to fit a slope
@@ -151,8 +155,8 @@ def _slope(sums: list[float]) -> float | None:
 class _Model:
     """The engine's phase roles and num-steps; aggregates cycles and predicts from sums."""
 
-    def __init__(self, engine: str, num_steps: int):
-        self.engine, self.N = engine, num_steps
+    def __init__(self, engine: str, num_steps: int, slope_ns: float = 0.0):
+        self.engine, self.N, self.slope_ns = engine, num_steps, slope_ns
         self.loop, self.offset, self.verify, self.extend = ENGINES[engine]
         self.ns = list(range(1, num_steps + 1))
 
@@ -204,7 +208,7 @@ class _Model:
     def sums(self, agg: _Agg, costs: dict) -> dict[int, tuple[float, float]]:
         """n -> (tokens, time ns) at n steps, over the aggregated cycles."""
         step_all = costs["step_ns_all"] or 0.0
-        slope = (costs["verify_slope"] or 0.0) + (costs["extend_slope"] or 0.0)
+        slope = self.slope_ns
         out = {}
         for n in self.ns:
             time = agg.period - slope * agg.fewer_bs[n]
@@ -223,9 +227,12 @@ def predict(
     decode_share: float | None = None,
     bootstrap: int = BOOTSTRAP,
     seed: int = SEED,
+    verify_us_per_token: float = 0.0,
 ) -> dict:
-    """predict.json's content (see the module docstring)."""
-    model = _Model(engine, num_steps)
+    """predict.json's content (see the module docstring). `verify_us_per_token`: what one
+    more draft token per request adds to verify and draft extend (us per token of the
+    batch); 0 by default (see the module docstring for why it is not fitted)."""
+    model = _Model(engine, num_steps, verify_us_per_token * 1e3)
     ns = model.ns
     k = min(BLOCKS, len(rows))
     blocks = [model.aggregate(rows[i * len(rows) // k : (i + 1) * len(rows) // k]) for i in range(k)]
@@ -301,24 +308,21 @@ def predict(
         )
     assumptions = [
         "topk 1 and greedy verification: a request that accepted a of N drafts accepts min(a, n) of n",
-        "the draft loop's forwards cost the same each ("
+        "the draft loop's rounds cost the same each ("
         + (
             "num_steps - 1 forwards: the first draft token comes from the previous draft extend"
             if model.offset
-            else "one forward per drafted token"
+            else "n rounds at num-steps n"
         )
         + ")",
         "batch sizes and the cycle's other work (scheduling, sampling, verify's fixed part) stay as profiled",
+        (
+            f"verify and draft extend grow by {verify_us_per_token:g} us per draft token of the batch (given)"
+            if verify_us_per_token
+            else "verify and draft extend cost the same at every num-steps (not measurable from one run; "
+            "if they grow with the draft, fewer steps are predicted slightly too slow)"
+        ),
     ]
-    if costs["verify_slope"] is None:
-        assumptions.append(
-            "verify cost does not depend on the draft tokens per request (not measured: the batch "
-            "size hardly varied); if it grows with them, fewer steps predict too low"
-        )
-    else:
-        assumptions.append(
-            "verify cost grows linearly with batch_size x tokens per request (slope fitted over batch sizes)"
-        )
     if decode_share is not None:
         assumptions.append(
             f"the benchmark's time outside decode cycles ({(1 - share) * 100:.1f} %) does not change"
@@ -339,11 +343,9 @@ def predict(
             "draft_step_ms": None if costs["step_ns_all"] is None else costs["step_ns_all"] / 1e6,
             "draft_step_ms_by_batch_size": {str(bs): v / 1e6 for bs, v in sorted(costs["step_ns"].items())},
             "verify_ms_mean": None if costs["verify_mean_ns"] is None else costs["verify_mean_ns"] / 1e6,
-            "verify_us_per_token": None if costs["verify_slope"] is None else costs["verify_slope"] / 1e3,
-            "extend_us_per_token": None if costs["extend_slope"] is None else costs["extend_slope"] / 1e3,
-            "verify_slope": "fitted over batch sizes"
-            if costs["verify_slope"] is not None
-            else "not measured: taken as 0",
+            "verify_us_per_token": verify_us_per_token,
+            "verify_us_per_token_fitted": None if costs["verify_slope"] is None else costs["verify_slope"] / 1e3,
+            "extend_us_per_token_fitted": None if costs["extend_slope"] is None else costs["extend_slope"] / 1e3,
         },
         "points": points,
         "best": {
@@ -388,20 +390,18 @@ def render(pred: dict) -> str:
         )
     c = pred["costs"]
     if c["draft_step_ms"] is not None:
-        slope = (
-            f"{c['verify_us_per_token']:.2f} us per token"
-            if c["verify_us_per_token"] is not None
-            else c["verify_slope"]
-        )
+        fitted = c["verify_us_per_token_fitted"]
         lines.append(
-            f"costs: draft step {c['draft_step_ms']:.3f} ms; verify {c['verify_ms_mean']:.3f} ms mean, slope {slope}"
+            f"costs: draft round {c['draft_step_ms']:.3f} ms; verify {c['verify_ms_mean']:.3f} ms mean; "
+            f"slope {c['verify_us_per_token']:g} us per draft token"
+            + (f" (a fit over batch sizes says {fitted:.1f}: not used)" if fitted is not None else "")
         )
     lines.append("assumptions:")
     lines.extend(f"  - {a}" for a in pred["assumptions"])
     return "\n".join(lines) + "\n"
 
 
-def predict_run(run_dir, bootstrap: int = BOOTSTRAP) -> dict:
+def predict_run(run_dir, bootstrap: int = BOOTSTRAP, verify_us_per_token: float = 0.0) -> dict:
     """predict() on a run folder: ``profile.remote``'s or ``profile.run``'s output (its
     ``timing/`` and ``summary.json``), or a bare folder of timing files."""
     import json
@@ -468,7 +468,15 @@ def predict_run(run_dir, bootstrap: int = BOOTSTRAP) -> dict:
     )
     share = min(1.0, decode_ns / span) if span > 0 else None
     tps = meta.get("tokens_per_s")
-    pred = predict(rows, engine, num_steps, tps if isinstance(tps, (int, float)) else None, share, bootstrap)
+    pred = predict(
+        rows,
+        engine,
+        num_steps,
+        tps if isinstance(tps, (int, float)) else None,
+        share,
+        bootstrap,
+        verify_us_per_token=verify_us_per_token,
+    )
     pred["run"] = str(run)
     pred["spec"] = spec
     return pred
