@@ -122,6 +122,7 @@ def test_outputs_written(report):
         "top_level_share_ci95",
         "share_ci",
         "units",  # issue 28
+        "acceptance",  # issue 29: accept lengths (None: these cycles carry none)
     } == set(data)
     assert data["window"] is None and data["warmup_cycles"] == 0
     # the runtime's default, a 1 % budget: 12 cycles per rank, before its first decision, all timed

@@ -140,6 +140,8 @@ class Summary:
     share_ci: dict | None = None
     # the unit of every number, by key name (UNITS): shares are percentages, times milliseconds
     units: dict = field(default_factory=lambda: dict(UNITS))
+    # accept lengths of the decode cycles (patchkit.report.acceptance), or None
+    acceptance: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -220,6 +222,22 @@ def _decode_cycle(cycle_kinds: dict, basis: str) -> dict:
         "phase_shares_ci95": {e["name"]: e.get("share_ci95") for e in top},
         "top_level_share_ci95": decode.get("top_level_share_ci95"),
     }
+
+
+def acceptance_of(cycles: list[dict], lead: list[ProcessTiming], meta: dict) -> dict | None:
+    """The acceptance section: the spec flags from the server command (meta) or the lead
+    rank's argv (a TP rank started by multiprocessing's spawn keeps its parent's argv)."""
+    from patchkit.report.acceptance import acceptance, spec_from_argv
+
+    spec = {}
+    for p in lead:
+        spec = spec_from_argv(p.header.get("argv"))
+        if spec:
+            break
+    command = meta.get("server command") or meta.get("server_command")
+    if isinstance(command, str):
+        spec = {**spec_from_argv(command), **spec} if spec else spec_from_argv(command)
+    return acceptance(cycles, spec)
 
 
 def _decode_stats(cycles: list[dict]) -> dict:
@@ -653,6 +671,7 @@ def summarize(
         if c.get("ab") != "off" and (not kinds or cycle_kind(c) == primary)
     ]
     decode = _decode_stats(lead_cycles)
+    accept = acceptance_of(lead_cycles, [p for p in procs if p.rank == first_rank], meta)
     if meta.get(META_ACCEPT) is not None:
         decode["accept_length_reported"] = meta[META_ACCEPT]
     ranks = []
@@ -716,4 +735,5 @@ def summarize(
         after_window_cycles=sum(n.after for n in win_counts),
         stalls=stalls,
         sampling=measured.sampling(procs),
+        acceptance=accept,
     )
