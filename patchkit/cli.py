@@ -103,9 +103,10 @@ def main_boundary(prog: str, *, interrupted: str = ""):
     return wrap
 
 
-def task(*args, prog: str = "patchkit", interrupted: str = "", **kwargs):
+def task(*args, prog: str = "patchkit", interrupted: str = "", before=None, **kwargs):
     """invoke's ``@task`` with the body inside ``exit_boundary``: every task maps its failures
-    the same way (``interrupted``: what the task cleaned up, said after "interrupted;")."""
+    the same way (``interrupted``: what the task cleaned up, said after "interrupted;").
+    ``before(c)``: run first, inside the boundary (patchkit.tasks checks the config files)."""
     from invoke import task as invoke_task
 
     def decorate(body):
@@ -115,10 +116,8 @@ def task(*args, prog: str = "patchkit", interrupted: str = "", **kwargs):
             with exit_boundary(
                 prog, interrupted=interrupted, json_op=label if kw.get("json") is True else None
             ):
-                if a and hasattr(a[0], "config"):  # every task: config files checked first
-                    from patchkit.settings import say_notes
-
-                    say_notes(a[0].config)
+                if before is not None and a:
+                    before(a[0])
                 refuse_empty(kw)
                 return body(*a, **kw)
 

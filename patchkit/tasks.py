@@ -15,7 +15,7 @@ from typing import Any
 
 from invoke import Collection
 
-from patchkit.cli import task
+from patchkit.cli import task as bounded_task
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_path
 from patchkit.settings import (
@@ -28,6 +28,7 @@ from patchkit.settings import (
     number,
     output_dir,
     positive_int,
+    say_notes,
     seconds,
     text,
 )
@@ -63,6 +64,17 @@ TARGET_HELP = {
 
 def _cfg(c, key, default=None):
     return config_value(c.config, key, default)
+
+
+def _config_checked(c) -> None:
+    """Before every task: unknown sections and settings in any config file are refused."""
+    if hasattr(c, "config"):
+        say_notes(c.config)
+
+
+def task(*args, **kwargs):
+    """patchkit.cli.task, each task checking the config files first (_config_checked)."""
+    return bounded_task(*args, before=_config_checked, **kwargs)
 
 
 # check, verify, apply, revert, status, unlock take the same target options; invoke reads a task's
@@ -961,7 +973,9 @@ def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=N
     try:
         slope = 0.0 if verify_us_per_token is None else float(verify_us_per_token)
     except ValueError:
-        raise InvalidInput(f"--verify-us-per-token {verify_us_per_token!r}: a number of microseconds") from None
+        raise InvalidInput(
+            f"--verify-us-per-token {verify_us_per_token!r}: a number of microseconds"
+        ) from None
     if not slope >= 0 or slope == float("inf"):
         raise InvalidInput(f"--verify-us-per-token {verify_us_per_token}: a finite number, not negative")
     pred = predict_run(_abspath(run), bootstrap=resamples, verify_us_per_token=slope)

@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
         "patchkit.paths",
         "patchkit.locations",  # pure path rules; where series and caches are;
         "patchkit.cli",
+        "patchkit.extras",  # which optional extras are installed (find_spec)
     ),  # the exit-code boundary (errors -> codes)
     ("patchkit.pin", "patchkit.timing"),  # the pin.toml model; the runtime file
     ("patchkit.upstream",),  # pinned wheels, git blobs, version keys
