@@ -739,6 +739,10 @@ patch.add_task(patch_diff, "diff")
         "on; --no-warmup: off); the report keeps the measured window's cycles only",
         "repeat": "with --matrix: server starts per point, the baseline included, in rotated order "
         "(default 5); the verdict names a best point only when it is significantly faster",
+        "from_prediction": "a run folder (or predict.json) of profile.predict: sweep only the --top most "
+        "promising predicted num-steps values plus the profiled one (replaces --matrix's "
+        "speculative-num-steps axis; other axes kept)",
+        "top": "with --from-prediction: how many of the best predicted points to measure (default 2)",
     },
 )
 def profile_remote(
@@ -756,6 +760,8 @@ def profile_remote(
     sample=None,
     warmup=True,
     repeat=None,
+    from_prediction=None,
+    top=None,
 ):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
     from patchkit.profile.remote import RemoteConfig, run_remote
@@ -785,6 +791,19 @@ def profile_remote(
         "warmup": None if warmup else False,
         "repeat": repeat,
     }
+    if from_prediction is not None or top is not None:
+        from patchkit.report.predict import load_prediction, matrix_with_steps, promising
+
+        if not from_prediction:
+            raise InvalidInput(
+                "--top needs --from-prediction RUN (a profile.predict run folder or predict.json)"
+            )
+        pred = load_prediction(_abspath(text(from_prediction, "from-prediction")))
+        steps = promising(pred, positive_int(top if top is not None else 2, "top"))
+        given["matrix"] = matrix_with_steps(matrix, steps)
+        print(
+            f"--from-prediction: num-steps {', '.join(map(str, steps))} (the predicted best and the profiled point)"
+        )
     settings.update({k: v for k, v in given.items() if v is not None})
     for key, option in (
         ("series", "series"),

@@ -266,3 +266,59 @@ def test_profile_predict_refuses_a_folder_without_timing(tmp_path):
         text=True,
     )
     assert proc.returncode == 2 and "no timing files" in proc.stderr
+
+
+def test_from_prediction_keeps_the_top_points_and_the_profiled_one(tmp_path):
+    from patchkit.report.predict import load_prediction, matrix_with_steps, promising
+
+    run = write_run(tmp_path / "run", 5, [0.8, 0.5, 0.25, 0.1, 0.05], cycles=400)
+    doc = predict_run(run, bootstrap=0)
+    (run / "predict.json").write_text(json.dumps(doc))
+    pred = load_prediction(run)
+    ranked = sorted(doc["points"], key=lambda p: -p["decode_tokens_per_s"])
+    steps = promising(pred, 2)
+    assert steps == sorted({ranked[0]["num_steps"], ranked[1]["num_steps"], 5})
+    assert matrix_with_steps("speculative-num-steps=1,2,3,4,5;env:NCCL_PROTO=LL", [2, 5]) == (
+        "speculative-num-steps=2,5;env:NCCL_PROTO=LL"
+    )
+    assert matrix_with_steps(None, [1, 5]) == "speculative-num-steps=1,5"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--top", "2"], "--top needs --from-prediction"),
+        (["--from-prediction", "{missing}"], "run profile.predict RUN first"),
+        (["--from-prediction", "{run}", "--top", "0"], "top"),
+    ],
+)
+def test_from_prediction_bad_inputs_stop_before_any_target(tmp_path, args, message):
+    run = write_run(tmp_path / "run", 3, [0.9, 0.7, 0.5], cycles=60)
+    (run / "predict.json").write_text(json.dumps(predict_run(run, bootstrap=0)))
+    target = tmp_path / "tree"
+    target.mkdir()
+    args = [a.format(run=run, missing=tmp_path / "nothing") for a in args]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "profile.remote",
+            "--target",
+            str(target),
+            "--series",
+            "sglang-v0.5.12",
+            "--server",
+            "true",
+            "--bench",
+            "true",
+            "--no-chart",
+            *args,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert list(target.iterdir()) == []

@@ -56,9 +56,7 @@ def compare(pred: dict, sweep: dict) -> dict:
     meas_best = max(have, key=lambda r: r["measured_median"])["num_steps"] if have else None
     best_row = next((r for r in have if r["num_steps"] == meas_best), None)
     pb_row = next((r for r in have if r["num_steps"] == pred_best), None)
-    overlap = bool(
-        best_row and pb_row and pb_row["measured_range"][1] >= best_row["measured_range"][0]
-    )
+    overlap = bool(best_row and pb_row and pb_row["measured_range"][1] >= best_row["measured_range"][0])
     return {
         "rows": rows,
         "within_5pct": all(abs(r["error"]) <= 0.05 for r in have if r["error"] is not None),
@@ -91,7 +89,9 @@ def render(name: str, pred: dict, cmp: dict) -> str:
     lines += [
         "",
         f"every prediction within 5 % of the measured median: {cmp['within_5pct']} "
-        f"(largest error {cmp['max_abs_error'] * 100:.1f} %)" if cmp["max_abs_error"] is not None else "no measured points",
+        f"(largest error {cmp['max_abs_error'] * 100:.1f} %)"
+        if cmp["max_abs_error"] is not None
+        else "no measured points",
         f"predicted best num-steps {cmp['predicted_best']}, measured best {cmp['measured_best']}: "
         + ("agree (same point or within its measured range)" if cmp["best_agrees"] else "DISAGREE"),
         "",

@@ -344,8 +344,12 @@ def predict(
             "draft_step_ms_by_batch_size": {str(bs): v / 1e6 for bs, v in sorted(costs["step_ns"].items())},
             "verify_ms_mean": None if costs["verify_mean_ns"] is None else costs["verify_mean_ns"] / 1e6,
             "verify_us_per_token": verify_us_per_token,
-            "verify_us_per_token_fitted": None if costs["verify_slope"] is None else costs["verify_slope"] / 1e3,
-            "extend_us_per_token_fitted": None if costs["extend_slope"] is None else costs["extend_slope"] / 1e3,
+            "verify_us_per_token_fitted": None
+            if costs["verify_slope"] is None
+            else costs["verify_slope"] / 1e3,
+            "extend_us_per_token_fitted": None
+            if costs["extend_slope"] is None
+            else costs["extend_slope"] / 1e3,
         },
         "points": points,
         "best": {
@@ -480,3 +484,45 @@ def predict_run(run_dir, bootstrap: int = BOOTSTRAP, verify_us_per_token: float 
     pred["run"] = str(run)
     pred["spec"] = spec
     return pred
+
+
+def load_prediction(path) -> dict:
+    """predict.json, given as the file or the run folder holding it."""
+    import json
+    from pathlib import Path
+
+    from patchkit.errors import InvalidInput
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "predict.json"
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidInput(
+            f"--from-prediction {path}: cannot read {p} ({exc.strerror}); run profile.predict RUN first"
+        ) from None
+    except ValueError as exc:
+        raise InvalidInput(f"--from-prediction {path}: {p} is not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not doc.get("points"):
+        raise InvalidInput(f"--from-prediction {path}: {p} is not a {SCHEMA} prediction")
+    return doc
+
+
+def promising(pred: dict, top: int) -> list[int]:
+    """The num-steps values worth measuring: the `top` best predicted, plus the profiled one,
+    in ascending order."""
+    ranked = sorted(pred["points"], key=lambda p: -p["decode_tokens_per_s"])
+    keep = {int(p["num_steps"]) for p in ranked[:top]}
+    keep.add(int(pred["profiled"]["num_steps"]))
+    return sorted(keep)
+
+
+def matrix_with_steps(matrix: str | None, steps: list[int]) -> str:
+    """A profile.remote --matrix with its speculative-num-steps axis replaced by `steps`."""
+    axes = [
+        a.strip()
+        for a in (matrix or "").replace("\n", ";").split(";")
+        if a.strip() and a.split("=", 1)[0].strip().replace("_", "-").lstrip("-") != "speculative-num-steps"
+    ]
+    return ";".join([f"speculative-num-steps={','.join(str(s) for s in steps)}", *axes])
