@@ -362,7 +362,9 @@ def test_shipped_series_is_a_fixed_point_of_resume(version, tmp_path, source_v1)
 
 def test_0512_counts_accepted_drafts_under_their_new_name():
     lines = [ln.strip() for ln in added_lines("0.5.12") if "cycle_end(accepted" in ln]
-    assert lines == ["_pt.cycle_end(accepted=sum(verify_output.num_correct_drafts_per_req_cpu), accepted_per_req=verify_output.num_correct_drafts_per_req_cpu)"]
+    assert lines == [
+        "_pt.cycle_end(accepted=sum(verify_output.num_correct_drafts_per_req_cpu), accepted_per_req=verify_output.num_correct_drafts_per_req_cpu)"
+    ]
 
 
 def test_0523_has_no_v1_worker_so_rebase_cannot_carry_the_series(tmp_path):
