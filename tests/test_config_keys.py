@@ -78,9 +78,21 @@ def test_the_walk_finds_the_documented_keys():
 def test_documented_keys_are_the_accepted_keys():
     """What invoke.yaml documents is what patchkit.settings accepts, and the reverse (old names
     aside: they are read, not documented)."""
-    assert _under("patchkit") == set(PATCHKIT_DEFAULTS) | OTHER_KEYS
-    assert _under("patchkit", "profile") == PROFILE_KEYS - set(PROFILE_RENAMED)
-    assert _under("patchkit", "profile", "remote") == {f.name for f in fields(RemoteConfig)}
+    for where, documented, accepted in (
+        ("patchkit", _under("patchkit"), set(PATCHKIT_DEFAULTS) | OTHER_KEYS),
+        ("patchkit.profile", _under("patchkit", "profile"), PROFILE_KEYS - set(PROFILE_RENAMED)),
+        (
+            "patchkit.profile.remote",
+            _under("patchkit", "profile", "remote"),
+            {f.name for f in fields(RemoteConfig)},
+        ),
+    ):
+        assert not accepted - documented, (
+            f"accepted but not documented in invoke.yaml's {where}: {sorted(accepted - documented)}"
+        )
+        assert not documented - accepted, (
+            f"documented in invoke.yaml's {where} but not accepted: {sorted(documented - accepted)}"
+        )
 
 
 # -- the patch.* keys: each one set alone must reach the settings object the tasks run with -----------
