@@ -143,6 +143,8 @@ REMOTE_OPTIONS = {
     "matrix": [("zz", 2, "zz"), ("", 2, "--matrix")],
     "sample": [("0", 2, "--sample"), ("x", 2, "--sample")],
     "repeat": REPEAT_BAD,
+    "from_prediction": [("{tmp}/no-run", 2, "profile.predict RUN first"), ("", 2, "--from-prediction")],
+    "top": [("0", 2, "--top"), ("x", 2, "--top")],
 }
 COLLECT_OPTIONS = {
     "target": [("", 2, "--target"), ("docker://c", 2, "docker://")],
