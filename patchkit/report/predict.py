@@ -155,8 +155,8 @@ def _slope(sums: list[float]) -> float | None:
 class _Model:
     """The engine's phase roles and num-steps; aggregates cycles and predicts from sums."""
 
-    def __init__(self, engine: str, num_steps: int, slope_ns: float = 0.0):
-        self.engine, self.N, self.slope_ns = engine, num_steps, slope_ns
+    def __init__(self, engine: str, num_steps: int, slope_ns: float | None = None, fixed_batch: bool = False):
+        self.engine, self.N, self.slope_ns, self.fixed_batch = engine, num_steps, slope_ns, fixed_batch
         self.loop, self.offset, self.verify, self.extend = ENGINES[engine]
         self.ns = list(range(1, num_steps + 1))
 
@@ -205,10 +205,19 @@ class _Model:
             "verify_mean_ns": agg.verify[2] / agg.verify[0] if agg.verify[0] else None,
         }
 
+    def slope(self, costs: dict) -> float:
+        """ns per draft token of the batch: the given value, or (auto) the fitted one where
+        one batch size ran throughout (then only the draft length moved the verify's tokens)."""
+        if self.slope_ns is not None:
+            return self.slope_ns
+        if self.fixed_batch and costs["verify_slope"] is not None:
+            return costs["verify_slope"] + (costs["extend_slope"] or 0.0)
+        return 0.0
+
     def sums(self, agg: _Agg, costs: dict) -> dict[int, tuple[float, float]]:
         """n -> (tokens, time ns) at n steps, over the aggregated cycles."""
         step_all = costs["step_ns_all"] or 0.0
-        slope = self.slope_ns
+        slope = self.slope(costs)
         out = {}
         for n in self.ns:
             time = agg.period - slope * agg.fewer_bs[n]
@@ -227,12 +236,15 @@ def predict(
     decode_share: float | None = None,
     bootstrap: int = BOOTSTRAP,
     seed: int = SEED,
-    verify_us_per_token: float = 0.0,
+    verify_us_per_token: float | None = None,
 ) -> dict:
     """predict.json's content (see the module docstring). `verify_us_per_token`: what one
     more draft token per request adds to verify and draft extend (us per token of the
     batch); 0 by default (see the module docstring for why it is not fitted)."""
-    model = _Model(engine, num_steps, verify_us_per_token * 1e3)
+    fixed_batch = len({r.batch_size for r in rows}) == 1
+    model = _Model(
+        engine, num_steps, None if verify_us_per_token is None else verify_us_per_token * 1e3, fixed_batch
+    )
     ns = model.ns
     k = min(BLOCKS, len(rows))
     blocks = [model.aggregate(rows[i * len(rows) // k : (i + 1) * len(rows) // k]) for i in range(k)]
@@ -316,12 +328,7 @@ def predict(
         )
         + ")",
         "batch sizes and the cycle's other work (scheduling, sampling, verify's fixed part) stay as profiled",
-        (
-            f"verify and draft extend grow by {verify_us_per_token:g} us per draft token of the batch (given)"
-            if verify_us_per_token
-            else "verify and draft extend cost the same at every num-steps (not measurable from one run; "
-            "if they grow with the draft, fewer steps are predicted slightly too slow)"
-        ),
+        _slope_assumption(verify_us_per_token, model.slope(costs), fixed_batch),
     ]
     if decode_share is not None:
         assumptions.append(
@@ -343,7 +350,14 @@ def predict(
             "draft_step_ms": None if costs["step_ns_all"] is None else costs["step_ns_all"] / 1e6,
             "draft_step_ms_by_batch_size": {str(bs): v / 1e6 for bs, v in sorted(costs["step_ns"].items())},
             "verify_ms_mean": None if costs["verify_mean_ns"] is None else costs["verify_mean_ns"] / 1e6,
-            "verify_us_per_token": verify_us_per_token,
+            "verify_us_per_token": model.slope(costs) / 1e3,
+            "verify_slope_source": "given"
+            if verify_us_per_token is not None
+            else (
+                "fitted over the draft lengths at one batch size"
+                if fixed_batch and costs["verify_slope"] is not None
+                else "0: not measurable from this run"
+            ),
             "verify_us_per_token_fitted": None
             if costs["verify_slope"] is None
             else costs["verify_slope"] / 1e3,
@@ -366,6 +380,25 @@ def predict(
             "unit": "blocks of consecutive decode cycles",
         },
     }
+
+
+def _slope_assumption(given: float | None, used_ns: float, fixed_batch: bool) -> str:
+    if given is not None:
+        return f"verify and draft extend grow by {given:g} us per draft token of the batch (given)"
+    if used_ns:
+        return (
+            f"verify grows by {used_ns / 1e3:.1f} us per draft token, fitted over the cycles' draft lengths "
+            "at the one batch size of the run"
+        )
+    return (
+        "verify and draft extend cost the same at every num-steps (not measurable from this run"
+        + (
+            ""
+            if fixed_batch
+            else ": its batch sizes varied, and a fit over them mixes in everything else that moves with the batch"
+        )
+        + "; if they grow with the draft, fewer steps are predicted slightly too slow)"
+    )
 
 
 def render(pred: dict) -> str:
@@ -397,15 +430,19 @@ def render(pred: dict) -> str:
         fitted = c["verify_us_per_token_fitted"]
         lines.append(
             f"costs: draft round {c['draft_step_ms']:.3f} ms; verify {c['verify_ms_mean']:.3f} ms mean; "
-            f"slope {c['verify_us_per_token']:g} us per draft token"
-            + (f" (a fit over batch sizes says {fitted:.1f}: not used)" if fitted is not None else "")
+            f"slope {c['verify_us_per_token']:.2f} us per draft token ({c['verify_slope_source']})"
+            + (
+                f"; a fit over batch sizes says {fitted:.1f}: not used"
+                if fitted is not None and c["verify_slope_source"].startswith("0")
+                else ""
+            )
         )
     lines.append("assumptions:")
     lines.extend(f"  - {a}" for a in pred["assumptions"])
     return "\n".join(lines) + "\n"
 
 
-def predict_run(run_dir, bootstrap: int = BOOTSTRAP, verify_us_per_token: float = 0.0) -> dict:
+def predict_run(run_dir, bootstrap: int = BOOTSTRAP, verify_us_per_token: float | None = None) -> dict:
     """predict() on a run folder: ``profile.remote``'s or ``profile.run``'s output (its
     ``timing/`` and ``summary.json``), or a bare folder of timing files."""
     import json
