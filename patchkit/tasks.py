@@ -974,7 +974,7 @@ def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
         "out": "where to write predict.json (default: the run folder)",
         "bootstrap": "bootstrap resamples for the intervals (default 400; 0: none)",
         "verify_us_per_token": "what one more draft token per request adds to verify, in us per token of "
-        "the batch, measured elsewhere (default 0: verify cost independent of the draft length)",
+        "the batch, measured elsewhere (default: fitted where the run kept one batch size, else 0)",
     },
 )
 def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=None):
@@ -990,12 +990,12 @@ def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=N
     if resamples < 0:
         raise InvalidInput(f"--bootstrap {resamples}: not negative")
     try:
-        slope = 0.0 if verify_us_per_token is None else float(verify_us_per_token)
+        slope = None if verify_us_per_token is None else float(verify_us_per_token)
     except ValueError:
         raise InvalidInput(
             f"--verify-us-per-token {verify_us_per_token!r}: a number of microseconds"
         ) from None
-    if not slope >= 0 or slope == float("inf"):
+    if slope is not None and (not slope >= 0 or slope == float("inf")):
         raise InvalidInput(f"--verify-us-per-token {verify_us_per_token}: a finite number, not negative")
     pred = predict_run(_abspath(run), bootstrap=resamples, verify_us_per_token=slope)
     target = Path(_abspath(out)) if out else Path(_abspath(run)) / "predict.json"
