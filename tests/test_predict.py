@@ -182,10 +182,13 @@ def test_report_has_the_acceptance_section(tmp_path, v2):
     assert 0.85 < acc["position_rate"][0]["rate"] < 0.95
     table = (tmp_path / "out" / "table.txt").read_text()
     assert "accept length     pooled over verify steps" in table and "accepted at k" in table
+    doc = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert doc["acceptance"]["request_steps"] == acc["request_steps"]
+    # the report mentions the predicted best (profile.predict gives the intervals)
     assert (
-        json.loads((tmp_path / "out" / "summary.json").read_text())["acceptance"]["request_steps"]
-        == acc["request_steps"]
+        doc["prediction"]["profiled_num_steps"] == 5 and doc["prediction"]["ratio_by_num_steps"]["5"] == 1.0
     )
+    assert f"what-if: num-steps {doc['prediction']['best_num_steps']} predicted best" in table
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,24 @@ __all__ = [
 OUTPUT_FILES = {"table": "table.txt", "trace": "trace.json", "chart": "phases.png", "summary": "summary.json"}
 
 
+def prediction_headline(selection, meta: dict, where: str) -> dict | None:
+    """summary.json's ``prediction``: the what-if's best num-steps and ratios (no bootstrap),
+    or None where the records cannot carry one (no per-request acceptance, topk > 1, ...)."""
+    from patchkit.errors import InvalidInput
+    from patchkit.report.predict import predict_selection
+
+    try:
+        pred = predict_selection(selection, meta, where, bootstrap=0)
+    except (InvalidInput, ValueError, ZeroDivisionError):
+        return None
+    return {
+        "profiled_num_steps": pred["profiled"]["num_steps"],
+        "best_num_steps": pred["best"]["num_steps"],
+        "ratio_by_num_steps": {str(p["num_steps"]): p["ratio_to_profiled"] for p in pred["points"]},
+        "engine": pred["engine"],
+    }
+
+
 def build_report(
     timing_dir,
     out_dir,
@@ -58,6 +76,7 @@ def build_report(
     selection = select(procs, str(timing_dir), window)
     summary = summarize(procs, str(timing_dir), meta, selection=selection)
     summary.baseline = baseline
+    summary.prediction = prediction_headline(selection, summary.meta, str(timing_dir))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {}

@@ -227,3 +227,15 @@ def acceptance_lines(acc: dict | None) -> list[str]:
         seq = " -> ".join(f"{b['pooled']:.2f}" for b in acc["over_run"])
         lines.append(f"  over the run      {seq} (drift {acc['drift']:+.2f} tokens)")
     return lines
+
+
+def prediction_lines(pred: dict | None) -> list[str]:
+    """The table's what-if line (summary.json ``prediction``)."""
+    if not pred or len(pred["ratio_by_num_steps"]) < 2:
+        return []
+    ratios = " ".join(f"{n}:{r:.2f}" for n, r in pred["ratio_by_num_steps"].items())
+    best = pred["best_num_steps"]
+    return [
+        f"what-if: num-steps {best} predicted best, {pred['ratio_by_num_steps'][str(best)]:.2f}x this run's "
+        f"decode tokens/s (num-steps {ratios}); intervals and assumptions: invoke profile.predict RUN"
+    ]

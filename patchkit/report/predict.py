@@ -449,7 +449,6 @@ def predict_run(run_dir, bootstrap: int = BOOTSTRAP, verify_us_per_token: float 
     from pathlib import Path
 
     from patchkit.errors import InvalidInput
-    from patchkit.report.acceptance import spec_from_argv
     from patchkit.report.load import FILE_GLOB, load_timing_dir
     from patchkit.report.summarize import select
 
@@ -473,19 +472,33 @@ def predict_run(run_dir, bootstrap: int = BOOTSTRAP, verify_us_per_token: float 
                 meta = {}
             break
     procs = load_timing_dir(timing)
-    sel = select(procs, str(timing))
+    pred = predict_selection(select(procs, str(timing)), meta, str(timing), bootstrap, verify_us_per_token)
+    pred["run"] = str(run)
+    return pred
+
+
+def predict_selection(
+    sel, meta: dict, where: str, bootstrap: int = BOOTSTRAP, verify_us_per_token: float | None = None
+) -> dict:
+    """predict() on a report's Selection (patchkit.report.summarize.select) and its meta;
+    InvalidInput when the records cannot carry a prediction (`where` names them)."""
+    from patchkit.errors import InvalidInput
+    from patchkit.report.acceptance import spec_from_argv
+
+    if not sel.procs:
+        raise InvalidInput(f"{where}: no process's records inside the measured window")
     lead_rank = min(p.rank for p in sel.procs)
     lead = next(p for p in sel.procs if p.rank == lead_rank)
     names = {r["name"] for r in lead.phases}
     engine = engine_of(names)
     if engine is None:
         raise InvalidInput(
-            f"{timing}: no verify phase in the records (target_verify or verify_forward): nothing to model"
+            f"{where}: no verify phase in the records (target_verify or verify_forward): nothing to model"
         )
     rows = cycle_rows(lead.cycles, lead.phases, sel.basis)
     if len(rows) < 10:
         raise InvalidInput(
-            f"{timing}: {len(rows)} decode cycles with per-request acceptance; at least 10 are needed "
+            f"{where}: {len(rows)} decode cycles with per-request acceptance; at least 10 are needed "
             "(records of a series before acceptance was recorded have none: re-apply the current series)"
         )
     spec = spec_from_argv(lead.header.get("argv"))
@@ -497,7 +510,7 @@ def predict_run(run_dir, bootstrap: int = BOOTSTRAP, verify_us_per_token: float 
         num_steps = max(max(r.drafted) if r.drafted else max(r.accepted) for r in rows)
     if spec.get("topk", 1) != 1:
         raise InvalidInput(
-            f"{run}: profiled with topk {spec['topk']}; the what-if model needs topk 1 (a chain of drafts)"
+            f"{where}: profiled with topk {spec['topk']}; the what-if model needs topk 1 (a chain of drafts)"
         )
     ordered = sorted(lead.cycles, key=lambda c: c["cycle"])
     span = ordered[-1]["t1"] - ordered[0]["t0"] if len(ordered) > 1 else 0
@@ -518,7 +531,6 @@ def predict_run(run_dir, bootstrap: int = BOOTSTRAP, verify_us_per_token: float 
         bootstrap,
         verify_us_per_token=verify_us_per_token,
     )
-    pred["run"] = str(run)
     pred["spec"] = spec
     return pred
 

@@ -142,6 +142,9 @@ class Summary:
     units: dict = field(default_factory=lambda: dict(UNITS))
     # accept lengths of the decode cycles (patchkit.report.acceptance), or None
     acceptance: dict | None = None
+    # the what-if's headline (patchkit.report.predict, no intervals: profile.predict gives
+    # them): profiled_num_steps, best_num_steps, ratio_by_num_steps {n: x this run}, or None
+    prediction: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

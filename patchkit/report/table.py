@@ -7,7 +7,7 @@ points."""
 
 from __future__ import annotations
 
-from patchkit.report.acceptance import acceptance_lines
+from patchkit.report.acceptance import acceptance_lines, prediction_lines
 from patchkit.report.bootstrap import DASH, LEVEL, RESAMPLES, SEED
 from patchkit.report.kinds import NO_KIND
 from patchkit.report.summarize import P99_MIN_N, Summary
@@ -465,6 +465,7 @@ def render_table(summary: Summary) -> str:
     if dec["batch_size_mean"] is not None:
         lines.append(f"mean batch size: {dec['batch_size_mean']:.2f}")
     lines.extend(acceptance_lines(summary.acceptance))
+    lines.extend(prediction_lines(summary.prediction))
     lines.extend(meta_lines(summary.meta))
     if summary.unresolved:
         lines.append(
