@@ -32,8 +32,9 @@ $(STAMP): pyproject.toml
 test: setup
 	$(BIN)/python -m pytest -q
 
-# The fast subset: no sshd, no wheels, nothing slow (markers in pyproject.toml, applied in
-# tests/conftest.py); an unmarked test that would need one of them fails here.
+# The fast subset: no sshd, no wheels, nothing slow (markers in pyproject.toml, carried by the
+# tests themselves and by tests/conftest.py's shared fixtures); an unmarked test that would need
+# one of them fails here.
 test-fast: setup
 	PATCHKIT_TEST_FAST=1 $(BIN)/python -m pytest -q -m "not sshd and not wheels and not slow"
 

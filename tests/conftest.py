@@ -23,51 +23,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytest_plugins = ["upstream_fixtures", "sshd_support"]  # shared fixtures, one instance each
 
 
-# Markers (registered in pyproject.toml): the modules that need a real sshd, real wheels or a lot
-# of time, by file name (or file::test), and the shared fixtures that bring an sshd or a wheel tree, whatever
-# module uses them. `make test-fast` runs -m "not sshd and not wheels and not slow" with
-# PATCHKIT_TEST_FAST=1, under which an unmarked test that fetches a wheel or starts an sshd
-# fails, so the table cannot silently fall behind.
-MODULE_MARKS = {
-    "test_authoring_cli.py": ("wheels",),
-    "test_newer_series.py": ("wheels", "slow"),
-    "test_rebase.py": ("wheels",),
-    "test_rebase_merge.py": ("wheels", "slow"),
-    "test_rebase_target.py": ("sshd", "wheels"),
-    "test_rebase_v2.py": ("wheels",),
-    "test_rebase_long.py": ("wheels", "slow"),
-    "test_series_matrix.py": ("wheels", "slow"),
-    "test_seriesgen.py": ("wheels", "slow"),
-    "test_sglang_series.py": ("wheels",),
-    "test_transformers_series.py": ("wheels",),
-    "test_upstream.py": ("wheels",),
-    "test_autoseries.py": ("sshd", "wheels"),
-    "test_engine_recovery.py": ("sshd",),
-    "test_layouts.py": ("wheels",),
-    "test_pin_also_versions.py": ("wheels",),
-    "test_plan_render.py::test_real_upstream_files_both_ways": ("wheels",),
-    "test_fleet.py": ("sshd", "wheels"),
-    "test_inventory.py": ("sshd", "wheels"),
-    "test_ops_ssh.py": ("sshd", "wheels"),
-    "test_profile_remote.py": ("sshd", "wheels"),
-    "test_remote_sweep.py": ("sshd", "wheels"),
-    "test_ssh_faults.py": ("sshd", "slow"),
-    "test_transport_ssh.py": ("sshd", "wheels"),
-    "test_engine_crash.py": ("slow",),
-    "test_fuzz_inputs.py": ("slow",),
-    "test_fleet_series.py": ("sshd", "wheels"),
-    "test_profile_collect.py": ("sshd",),
-    "test_k8s_targets.py": ("wheels",),
-    "test_ansible_collection.py": ("sshd", "wheels"),
-    "test_installed_command.py": ("wheels",),
-    "test_profile_sample.py::test_remote_default_samples_with_one_seed_for_every_rank": ("wheels",),
-    "test_profile_sample.py::test_remote_env_setting_wins_over_the_default": ("wheels",),
-    "test_profile_sample.py::test_remote_bad_sampling_settings": ("wheels",),
-    "test_unified.py::test_forward_and_reverse_diff_reproduce_apply_and_revert": ("wheels",),
-    "test_engine_roundtrip.py::test_matches_git_apply": ("slow",),
-    "test_profile_default.py::test_default_run_end_to_end": ("slow",),
-    "test_profile_default.py::test_cli_with_a_relative_out_dir": ("slow",),
-}
+# Markers (registered in pyproject.toml): a test module that needs a real sshd, real wheels or a
+# lot of time says so itself (`pytestmark = [...]` at its top, or @pytest.mark on the one test).
+# The marks below follow the shared fixtures that bring an sshd or a wheel tree, and are right
+# here: whatever module uses such a fixture gets its mark without repeating it. `make test-fast`
+# runs -m "not sshd and not wheels and not slow" with PATCHKIT_TEST_FAST=1, under which an
+# unmarked test that fetches a wheel or starts an sshd fails, so no mark can silently be missing.
 FIXTURE_MARKS = {
     "sshd": "sshd",
     "sshd_keys": "sshd",
@@ -83,9 +44,7 @@ FIXTURE_MARKS = {
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        marks = set(MODULE_MARKS.get(item.path.name, ()))
-        marks |= set(MODULE_MARKS.get(f"{item.path.name}::{item.originalname}", ()))
-        marks |= {FIXTURE_MARKS[f] for f in item.fixturenames if f in FIXTURE_MARKS}
+        marks = {FIXTURE_MARKS[f] for f in item.fixturenames if f in FIXTURE_MARKS}
         for mark in sorted(marks):
             item.add_marker(mark)
 
@@ -103,7 +62,7 @@ def _fast_subset_guard(request, monkeypatch):
         def stop(*args, **kwargs):
             pytest.fail(
                 f"{request.node.nodeid} needs the `{marker}` marker (@pytest.mark.{marker} on the test, "
-                "or its module in tests/conftest.py MODULE_MARKS)",
+                "or `pytestmark` at the top of its module)",
                 pytrace=False,
             )
 

@@ -26,6 +26,8 @@ import pytest
 from sshd_support import start_fleet
 from upstream_fixtures import SERIES_059, sglang_installed
 
+pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
+
 pytest.importorskip("ansible", reason="ansible-core not installed (pip install 'patchkit[ansible]')")
 
 REPO = Path(__file__).resolve().parents[1]

@@ -25,6 +25,8 @@ from patchkit.transport import LocalTransport, parse_target
 from support.cli import invoke as support_invoke
 from upstream_fixtures import sglang_installed
 
+pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
+
 REPO = Path(__file__).resolve().parents[1]
 FILES = (
     "sglang/srt/speculative/eagle_worker.py",

@@ -21,6 +21,8 @@ import pytest
 from engine_support import read_tree
 from upstream_fixtures import sglang_installed
 
+pytestmark = [pytest.mark.wheels]
+
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
 TIMER = "sglang/srt/speculative/phase_timer.py"

@@ -16,6 +16,8 @@ from patchkit.transport.ssh import SshTransport
 from support.cli import invoke
 from upstream_fixtures import SERIES_059, sglang_installed
 
+pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
+
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
 

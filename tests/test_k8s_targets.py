@@ -25,6 +25,8 @@ from patchkit.transport.k8s import check_context, parse_k8s
 from support.cli import invoke as support_invoke
 from upstream_fixtures import sglang_installed
 
+pytestmark = [pytest.mark.wheels]
+
 REPO = Path(__file__).resolve().parents[1]
 NS = "serving"
 SELECTOR = "app=sglang,role=worker"

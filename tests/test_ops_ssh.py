@@ -27,6 +27,8 @@ from support.cli import invoke
 from test_engine_crash import AFTER as MULTI_AFTER, BEFORE as MULTI_BEFORE
 from upstream_fixtures import SERIES_059, sglang_installed
 
+pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
+
 REPO = Path(__file__).resolve().parents[1]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
 WORKER_V2 = "sglang/srt/speculative/eagle_worker_v2.py"  # 0.5.9's 0008-0013

@@ -22,6 +22,8 @@ from patchkit.report.window import read_window, write_window
 from patchkit.timing import RUNTIME_PATH
 from support.cli import invoke as support_invoke
 
+pytestmark = [pytest.mark.sshd]
+
 REPO = Path(__file__).resolve().parents[1]
 
 WORKLOAD = """

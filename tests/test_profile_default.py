@@ -55,6 +55,7 @@ def test_site_is_a_real_installed_layout(site):
     assert_pristine(site)
 
 
+@pytest.mark.slow
 def test_default_run_end_to_end(site, tmp_path):
     out = io.StringIO()
     outcome = run_default(
@@ -329,6 +330,7 @@ def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
     assert f"the incomplete run's files are in {run_dirs[0]}" in err
 
 
+@pytest.mark.slow
 def test_cli_with_a_relative_out_dir(site, tmp_path):
     """As users type it: `invoke profile.run` from another folder, output folder relative to it."""
     proc = invoke(

@@ -29,6 +29,8 @@ from sshd_support import free_port
 from support.cli import invoke_with_config
 from upstream_fixtures import SERIES_059, sglang_installed, v1_part
 
+pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
+
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = Path(__file__).with_name("standin_server.py")
 PY, ST = shlex.quote(sys.executable), shlex.quote(str(STANDIN))

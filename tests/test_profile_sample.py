@@ -24,6 +24,7 @@ def records(run_dir):
     return [[json.loads(line) for line in f.read_text().splitlines()] for f in files]
 
 
+@pytest.mark.wheels
 def test_remote_default_samples_with_one_seed_for_every_rank(tmp_path, tree):  # noqa: F811
     given = settings(tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None)
     del given["timer_sample"]  # the default
@@ -52,6 +53,7 @@ def test_remote_default_samples_with_one_seed_for_every_rank(tmp_path, tree):  #
     assert_cleaned(tmp_path, tree)
 
 
+@pytest.mark.wheels
 def test_remote_env_setting_wins_over_the_default(tmp_path, tree):  # noqa: F811
     given = settings(
         tmp_path,
@@ -71,6 +73,7 @@ def test_remote_env_setting_wins_over_the_default(tmp_path, tree):  # noqa: F811
         assert not any(r.get("timed") is False for r in recs)
 
 
+@pytest.mark.wheels
 @pytest.mark.parametrize(
     "change, words",
     [

@@ -38,6 +38,8 @@ from test_profile_remote import (
 )
 from upstream_fixtures import sglang_installed
 
+pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
+
 
 def argv_of(command: str, env: dict | None = None) -> list[str]:
     """What a real sh passes to the program: the command run with printf as the program."""

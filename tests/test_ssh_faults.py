@@ -32,6 +32,8 @@ from patchkit.transport import parse_target
 from sshd_support import silent_port_times_out
 from test_engine_crash import AFTER, BEFORE, TOOLS, assert_each_file_whole
 
+pytestmark = [pytest.mark.sshd, pytest.mark.slow]
+
 SLOW_S = 0.01  # added to every external command when the client is to be killed
 WAIT_S = 20.0  # bound on waiting for an orphaned remote program
 

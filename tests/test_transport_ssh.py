@@ -20,6 +20,8 @@ from patchkit.transport.ssh import SshTransport
 from sshd_support import free_port, make_client_config, make_keys, silent_port_times_out
 from support.cli import invoke
 
+pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
+
 
 def ssh_target(server, root, **options) -> SshTransport:
     options.setdefault("ssh_config", str(server.client_config))

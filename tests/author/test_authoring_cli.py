@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from patchkit import ops
 from support.cli import invoke as support_invoke
 from upstream_fixtures import EAGLE_WORKER, SERIES_059, default_wheelhouse
+
+pytestmark = [pytest.mark.wheels]
 
 
 def invoke(*args):

@@ -30,6 +30,8 @@ from upstream_fixtures import (
     without_also_versions,
 )
 
+pytestmark = [pytest.mark.wheels, pytest.mark.slow]
+
 WH = default_wheelhouse()
 SPEC = "python/sglang/srt/speculative/"
 FILES = {

@@ -25,6 +25,8 @@ from upstream_fixtures import (
     v1_part,
 )
 
+pytestmark = [pytest.mark.wheels]
+
 WH = default_wheelhouse()
 # What these tests relocate: 0.5.9's hand-made eagle_worker.py series (0001-0007, 27 hunks),
 # without the EAGLEWorkerV2 patches seriesgen appended (upstream_fixtures.v1_part).

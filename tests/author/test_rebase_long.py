@@ -25,6 +25,8 @@ from patchkit.author.sglang_releases import rebase_aliases
 from rebase_oracle import _patches
 from upstream_fixtures import SERIES_059, default_wheelhouse
 
+pytestmark = [pytest.mark.wheels, pytest.mark.slow]
+
 WH = default_wheelhouse()
 PATCHES = SERIES_059.parent
 

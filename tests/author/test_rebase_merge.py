@@ -22,6 +22,8 @@ from patchkit.errors import PatchkitError
 from rebase_oracle import hand_disagreements, misplaced
 from upstream_fixtures import SERIES_059, default_wheelhouse, sglang_checkout, v1_part
 
+pytestmark = [pytest.mark.wheels, pytest.mark.slow]
+
 WH = default_wheelhouse()
 MOD = "pkg/worker.py"
 

@@ -17,6 +17,8 @@ from patchkit.engine.series import load_series
 from support.cli import invoke as support_invoke
 from upstream_fixtures import EAGLE_WORKER, SERIES_059, git, sglang_checkout, sglang_installed, v1_part
 
+pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
+
 
 def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
     """Every file under root (.git included): mode and bytes; directories by mode."""

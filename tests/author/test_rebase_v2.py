@@ -14,6 +14,8 @@ from patchkit.author import rebase as rb, upstream
 from rebase_oracle import hand_disagreements
 from upstream_fixtures import SERIES_059, V2_APPENDED, default_wheelhouse
 
+pytestmark = [pytest.mark.wheels]
+
 WH = default_wheelhouse()
 PATCHES = SERIES_059.parent
 

@@ -21,6 +21,8 @@ from patchkit import ops
 from patchkit.author import authoring, sglang_releases as rel, timerplace, upstream
 from patchkit.engine import autoseries
 
+pytestmark = [pytest.mark.wheels, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[2]
 PATCHES = REPO / "patches"
 # Shares a series another helper owns; its pin gains also_versions when that work is merged.

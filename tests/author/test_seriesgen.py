@@ -7,6 +7,8 @@ import pytest
 
 from patchkit.author import seriesgen, sglang_releases as rel
 
+pytestmark = [pytest.mark.wheels, pytest.mark.slow]
+
 GENERATED = [r for r in rel.RELEASES if r.generated and rel.owner(r) is r]
 
 

@@ -27,6 +27,8 @@ from upstream_fixtures import (
     git,
 )
 
+pytestmark = [pytest.mark.wheels]
+
 RUNTIME_SOURCE = REPO / "patchkit" / "timing" / "phase_timer.py"
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
 IMPORT_LINE = "from sglang.srt.speculative import phase_timer as _pt"

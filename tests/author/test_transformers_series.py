@@ -16,6 +16,8 @@ from patchkit import ops
 from patchkit.author import authoring, upstream
 from upstream_fixtures import REPO, default_wheelhouse, git
 
+pytestmark = [pytest.mark.wheels]
+
 SERIES = REPO / "patches" / "transformers-v5.17.0"
 UTILS = "transformers/generation/utils.py"
 CANDIDATES = "transformers/generation/candidate_generator.py"

@@ -14,6 +14,8 @@ from patchkit.author import upstream
 from patchkit.errors import EXIT_INVALID, EXIT_REFUSED, InvalidInput
 from upstream_fixtures import EAGLE_WORKER_WHEEL, default_wheelhouse, git
 
+pytestmark = [pytest.mark.wheels]
+
 SHA_059 = "2123c44d0d1b2941f13ef31ba19458d45191d060acac18523aace08dc3f5f4df"
 
 

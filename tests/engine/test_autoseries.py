@@ -13,6 +13,8 @@ from patchkit.engine import autoseries
 from patchkit.errors import Refused
 from support.cli import invoke
 
+pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
+
 REPO = Path(__file__).resolve().parents[2]
 V2 = "sglang/srt/speculative/eagle_worker_v2.py"
 COMMON = "sglang/srt/speculative/eagle_worker_common.py"

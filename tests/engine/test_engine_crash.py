@@ -18,6 +18,8 @@ from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import LocalTransport
 
+pytestmark = [pytest.mark.slow]
+
 TOOLS = ["mv", "cp", "ln", "sed", "rm", "mkdir", "wc", "sha256sum", "mktemp", "date", "uname", "chmod"]
 
 BEFORE = {

@@ -34,6 +34,8 @@ from patchkit.transport import LocalTransport
 from support.cli import invoke
 from test_engine_crash import AFTER, BEFORE, TOOLS, killer_transport
 
+pytestmark = [pytest.mark.sshd]
+
 REPO = Path(__file__).resolve().parents[2]
 KILL_TOOLS = TOOLS + ["ls", "rmdir"]
 WAIT_S = 20.0

@@ -172,6 +172,7 @@ def roundtrip(work: Path, before: dict, after: dict, context: int, busybox_bin: 
         shutil.rmtree(work / "series", ignore_errors=False) if label == shells[-1][0] else None
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pair=file_pair(), pair2=file_pair(), context=st.sampled_from([0, 1, 3]), create=st.booleans())
 # the case a CI run drew, where git's result was not ours with a newline taken out

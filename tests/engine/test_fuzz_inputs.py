@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine_support import make_series, read_tree, write_tree
@@ -10,6 +11,8 @@ from patchkit.engine.plan import plan_series
 from patchkit.engine.series import load_series
 from patchkit.engine.targetprog import compile_series
 from patchkit.errors import InvalidInput
+
+pytestmark = [pytest.mark.slow]
 
 ORIG = b"".join(b"line %d\n" % i for i in range(1, 31))
 GOOD = (

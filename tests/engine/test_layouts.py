@@ -7,9 +7,13 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from patchkit import ops
 from patchkit.output import render_text
 from upstream_fixtures import EAGLE_WORKER, PHASE_TIMER, SERIES_059, sglang_checkout
+
+pytestmark = [pytest.mark.wheels]
 
 WHEEL_WORKER = "sglang/srt/speculative/eagle_worker.py"
 

@@ -12,6 +12,8 @@ from patchkit.author import upstream
 from patchkit.engine.series import parse_pin
 from patchkit.errors import InvalidInput
 
+pytestmark = [pytest.mark.wheels]
+
 REPO = Path(__file__).resolve().parents[2]
 SERIES = REPO / "patches" / "sglang-v0.5.5"
 FILES = ("sglang/srt/speculative/eagle_worker.py", "sglang/srt/speculative/eagle_worker_v2.py")

@@ -117,6 +117,7 @@ def test_git_quoted_paths_and_crlf_lines_are_exact():
     assert [ln.text for ln in fd.hunks[0].lines] == [b"a\r", b"b\r", b"c\r"]
 
 
+@pytest.mark.wheels
 def test_real_upstream_files_both_ways(tmp_path):
     """sglang 0.5.9 <-> 0.5.10 speculative/*.py from the real wheels, applied both ways."""
     from upstream_fixtures import sglang_files

@@ -19,6 +19,7 @@ def tree(root):
     return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.wheels
 @pytest.mark.parametrize("layout", ["installed", "checkout"])
 def test_forward_and_reverse_diff_reproduce_apply_and_revert(tmp_path, layout):
     make = sglang_installed if layout == "installed" else (lambda v, d: sglang_checkout(v, d)[0])
