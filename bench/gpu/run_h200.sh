@@ -380,14 +380,16 @@ stage_collect() {
 # Issue 29's proof: profile once at num-steps $E3_STEPS (set E3_STEPS=5) on the 8B EAGLE-3 pair
 # (v2, every cycle timed: acceptance comes with the device times), predict num-steps 1..N with
 # profile.predict, then measure points with the same server and benchmark. PRED (a name: one
-# per acceptance profile, e.g. a08 / a05 with MODELS8B and E3_AGREE to match), PRED_POINTS
+# per acceptance profile, e.g. a08 / a05 with MODELS8B and E3_AGREE to match), PRED_ARGS
+# (profile.remote options of the profiled run; default --sample 1: every cycle timed; e.g.
+# "--env PATCHKIT_TIMER_SAMPLE= --env PATCHKIT_TIMER_AB=20": the runtime's budget, A/B blocks), PRED_POINTS
 # (speculative-num-steps values to measure, e.g. 1,2,3), PRED_REPEAT (1), PRED_PROMPTS (256).
 PRED=${PRED:-a08}
 BENCH_PRED=${H_BENCH:-"python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len ${E3_OUT_LEN:-256} --random-range-ratio 1 --num-prompts ${PRED_PROMPTS:-256} --max-concurrency 32 --tokenizer $M8/target --model $M8/target --disable-tqdm"}
 WARMUP_PRED=${H_WARMUP:-"python3 $ROOT/bench/gpu/warmup.py --port $PORT --prompts 64 --concurrency 32 --input-len 128 --output-len ${E3_OUT_LEN:-256} || $BENCH_PRED"}
 stage_e3pred() {
   PBENCH=$BENCH_PRED PWARMUP=$WARMUP_PRED PMIN=${E3_MIN:-140} profile "pred_$PRED" --server "$SERVER8B $SPEC_E3" \
-    --env PATCHKIT_TIMER=events --sample 1 || return 1
+    --env PATCHKIT_TIMER=events ${PRED_ARGS:---sample 1} || return 1
   local d; d=$(ls -d "$WORK/pred_$PRED"/2*/ | tail -n 1)
   (cd "$ROOT" && run python3 -m invoke profile.predict "$d")
   cp "$d/predict.json" "$OUT/predict_$PRED.json" 2>/dev/null
