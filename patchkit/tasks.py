@@ -743,6 +743,13 @@ patch.add_task(patch_diff, "diff")
         "promising predicted num-steps values plus the profiled one (replaces --matrix's "
         "speculative-num-steps axis; other axes kept)",
         "top": "with --from-prediction: how many of the best predicted points to measure (default 2)",
+        "budget": "with --matrix: MINUTES for the sweep: rounds of every live point until the verdict "
+        "is decided or the next round would not fit; clear losers are dropped (--repeat: rounds "
+        "at most, default 20)",
+        "until": "with --matrix: 'decided': rounds until the verdict is decided (--repeat rounds at most, "
+        "default 20; with --budget, whichever comes first)",
+        "gpus": "with --matrix: GPUs of each target, e.g. 0,1,2,3: one server per GPU at once "
+        "(CUDA_VISIBLE_DEVICES, port + index), every GPU runs every point over the rounds",
     },
 )
 def profile_remote(
@@ -762,6 +769,9 @@ def profile_remote(
     repeat=None,
     from_prediction=None,
     top=None,
+    budget=None,
+    until=None,
+    gpus=None,
 ):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
     from patchkit.profile.remote import RemoteConfig, run_remote
@@ -790,6 +800,9 @@ def profile_remote(
         "timer_sample": _sample_arg("profile.remote", sample),
         "warmup": None if warmup else False,
         "repeat": repeat,
+        "budget_minutes": budget,
+        "until": until,
+        "gpus": gpus,
     }
     if from_prediction is not None or top is not None:
         from patchkit.report.predict import load_prediction, matrix_with_steps, promising
@@ -814,6 +827,19 @@ def profile_remote(
         text(given[key], option)  # given but empty: refused, not left to a default
     if repeat is not None:
         settings["repeat"] = positive_int(repeat, "repeat")
+    if budget is not None:  # checked here so that the message names the option
+        minutes = number(budget, "budget", low=0)
+        if not minutes > 0:
+            raise InvalidInput(f"--budget {budget!r}: a number of minutes, more than 0")
+        settings["budget_minutes"] = minutes
+    if until is not None:
+        from patchkit.profile.remote.config import UNTIL
+
+        settings["until"] = choice(until, "until", UNTIL)
+    if gpus is not None:
+        from patchkit.profile.remote.config import parse_gpus
+
+        settings["gpus"] = parse_gpus(gpus, "--gpus")
     if settings.get("chart", True):  # phases.png; before --out is made and a target is touched
         from patchkit.extras import require
 

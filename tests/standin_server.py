@@ -5,7 +5,8 @@
                                    [--speculative-algorithm A] [--speculative-num-steps N]
                                    [--speculative-eagle-topk K] [--disable-overlap-schedule]
                                    [--timed-workers v1,v2] [any other --speculative-* ...]
-                                   [--tok-s R] [--order-file F]
+                                   [--tok-s R] [--order-file F] [--gpu-factor ID=F ...]
+                                   [--fail-on-gpu ID] [--verify-scale F]
     python standin_server.py bench --port P [--also-port P2] [--requests N] [--cycles C] [--fail]
                                    [--delay S] [--started-file F] [--noise CV --seed-file F]
 
@@ -42,6 +43,12 @@ and the benchmark then reports R x exp(N(0, CV)) as its output token throughput 
 its own wall-clock rate (--noise CV, default 0). The noise is seeded: --seed-file F holds a
 counter that every benchmark run increments and seeds with, so a test's numbers are the same
 on every run. --order-file F: the server appends "R PID" to F when it starts (the run order).
+
+GPUs (profile.remote --gpus): the server logs CUDA_VISIBLE_DEVICES with its other env lines;
+--gpu-factor ID=F (repeatable) multiplies the answered --tok-s by F when CUDA_VISIBLE_DEVICES
+is ID (a faster or slower GPU); --fail-on-gpu ID makes the server exit 1 before listening when
+it is ID (a broken GPU). --verify-scale F stretches target_verify's sleep by F (a point whose
+verify phase is slower; default 1).
 """
 
 from __future__ import annotations
@@ -89,6 +96,9 @@ def run_plain(count: int) -> list[int]:
     return [0] * count
 
 
+VERIFY_SCALE = [1.0]  # --verify-scale
+
+
 def run_cycles(pt, first: int, count: int, steps: int = 3) -> list[int]:
     if pt is None:
         return run_plain(count)
@@ -106,7 +116,7 @@ def run_cycles(pt, first: int, count: int, steps: int = 3) -> list[int]:
         pt.end("draft")
         pt.begin("verify")
         pt.begin("target_verify")
-        time.sleep(0.0008)
+        time.sleep(0.0008 * VERIFY_SCALE[0])
         pt.end("target_verify")
         pt.begin("accept")
         pt.end("accept")
@@ -161,7 +171,7 @@ def serve(args, passed: list[str]) -> None:
     os.environ["PATCHKIT_TIMER_RANK"] = str(2 * node)
     print(f"stand-in server: speculative options: {' '.join(passed) or 'none'}", flush=True)
     for name in sorted(os.environ):
-        if name.startswith(("PATCHKIT_", "NCCL_", "PK_", "SGLANG_")):
+        if name.startswith(("PATCHKIT_", "NCCL_", "PK_", "SGLANG_", "CUDA_")):
             print(f"stand-in server: env {name}={os.environ[name]}", flush=True)
     if args.order_file:
         with open(args.order_file, "a") as fh:
@@ -169,6 +179,14 @@ def serve(args, passed: list[str]) -> None:
     if args.speculative_num_steps < 1:
         print("ValueError: speculative_num_steps must be at least 1", flush=True)
         sys.exit(1)
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if args.fail_on_gpu is not None and gpu == args.fail_on_gpu:
+        print(f"RuntimeError: CUDA error: uncorrectable ECC error on GPU {gpu}", flush=True)
+        sys.exit(1)
+    for spec in args.gpu_factor:
+        name, _, factor = spec.partition("=")
+        if gpu == name:
+            args.tok_s *= float(factor)
     if args.plain_fails and args.speculative_algorithm is None:
         print("stand-in server: plain server refused to start (--plain-fails)", flush=True)
         sys.exit(1)
@@ -329,6 +347,8 @@ def main(argv=None) -> None:
     s.add_argument("--log-noise-kb", type=int, default=0)
     s.add_argument("--tok-s", type=float, default=0.0)
     s.add_argument("--order-file", default=None)
+    s.add_argument("--gpu-factor", action="append", default=[])
+    s.add_argument("--fail-on-gpu", default=None)
     w = sub.add_parser("worker")
     for p in (s, w):
         p.add_argument("--speculative-algorithm", default=None)
@@ -336,6 +356,7 @@ def main(argv=None) -> None:
         p.add_argument("--speculative-eagle-topk", type=int, default=1)
         p.add_argument("--disable-overlap-schedule", action="store_true")
         p.add_argument("--timed-workers", default="v1,v2")
+        p.add_argument("--verify-scale", type=float, default=1.0)
     b = sub.add_parser("bench")
     b.add_argument("--port", type=int, required=True)
     b.add_argument("--also-port", type=int, action="append", default=[])
@@ -350,6 +371,8 @@ def main(argv=None) -> None:
     args, unknown = parser.parse_known_args(argv)
     if unknown and args.cmd == "bench":
         parser.error(f"unknown options {unknown}")
+    if args.cmd in ("serve", "worker"):
+        VERIFY_SCALE[0] = args.verify_scale
     if args.cmd == "serve":
         serve(args, _spec_options(argv[1:]))
     elif args.cmd == "worker":
@@ -360,7 +383,7 @@ def main(argv=None) -> None:
 
 def _spec_options(argv: list[str]) -> list[str]:
     """The options rank 1 needs to choose the same worker (and, logged, what was passed)."""
-    keep, out = ("--speculative-", "--disable-overlap-schedule", "--timed-workers"), []
+    keep, out = ("--speculative-", "--disable-overlap-schedule", "--timed-workers", "--verify-scale"), []
     for i, arg in enumerate(argv):
         if arg.startswith(keep) or (i and argv[i - 1].startswith(keep) and not arg.startswith("-")):
             out.append(arg)

@@ -145,6 +145,9 @@ REMOTE_OPTIONS = {
     "repeat": REPEAT_BAD,
     "from_prediction": [("{tmp}/no-run", 2, "profile.predict RUN first"), ("", 2, "--from-prediction")],
     "top": [("0", 2, "--top"), ("x", 2, "--top")],
+    "budget": [("0", 2, "--budget"), ("-3", 2, "--budget"), ("soon", 2, "--budget"), ("", 2, "--budget")],
+    "until": [("forever", 2, "--until"), ("", 2, "--until")],
+    "gpus": [("0,0", 2, "--gpus"), ("a;b", 2, "--gpus"), ("", 2, "--gpus"), ("0,,1", 2, "--gpus")],
 }
 COLLECT_OPTIONS = {
     "target": [("", 2, "--target"), ("docker://c", 2, "docker://")],

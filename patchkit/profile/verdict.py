@@ -261,3 +261,73 @@ def describe(verdict: dict) -> str:
     names = ", ".join(verdict.get("indistinguishable") or []) or "-"
     extra = f"; {verdict['note']}" if verdict.get("note") else ""
     return f"verdict: no significant best; indistinguishable from the top: {names}{extra}"
+
+
+# ---- the per-phase companion ----------------------------------------------------------------------
+
+CYCLE = "(cycle)"  # the whole decode cycle, beside its phases
+
+
+def phase_comparison(phase_ms: dict, leader: str, alpha: float = DEFAULT_ALPHA) -> dict | None:
+    """Which phases differ between ``leader`` and each other point.
+
+    ``phase_ms``: label -> one {phase: ms per decode cycle} per successful run (``CYCLE`` for
+    the whole cycle). For every other point and every phase both sides timed: the medians, the
+    ratio of geometric means point / leader and its Welch interval (``ratio_interval`` on log
+    ms) at confidence 1 - alpha/m, m the phases compared for that point (Bonferroni: the
+    chance that any phase of a point is called different when none is stays below alpha), and
+    ``differs`` when the interval leaves 1 out. None when the leader has no runs."""
+    base = phase_ms.get(leader) or []
+    if not base:
+        return None
+    points: dict[str, dict] = {}
+    for label, runs in phase_ms.items():
+        if label == leader or not runs:
+            continue
+        names = [
+            n
+            for n in dict.fromkeys(n for r in base for n in r)
+            if any(r.get(n) for r in runs) and any(r.get(n) for r in base)
+        ]
+        confidence = 1.0 - alpha / max(1, len(names))
+        phases = {}
+        for name in names:
+            ours = [r[name] for r in runs if r.get(name)]
+            theirs = [r[name] for r in base if r.get(name)]
+            ci = ratio_interval(ours, theirs, confidence)
+            ratio = math.exp(statistics.fmean(_logs(ours)) - statistics.fmean(_logs(theirs)))
+            phases[name] = {
+                "ms": statistics.median(ours),
+                "leader_ms": statistics.median(theirs),
+                "ratio": ratio,
+                "ratio_ci": ci,
+                "confidence": confidence,
+                "differs": bool(ci and (ci[0] > 1.0 or ci[1] < 1.0)),
+                "runs": [len(ours), len(theirs)],
+            }
+        points[label] = phases
+    return {"leader": leader, "alpha": alpha, "points": points}
+
+
+def describe_phases(comparison: dict | None, limit: int = 4) -> list[str]:
+    """A line per compared point: the phases that differ from the leader's (largest change
+    first, at most ``limit``), with their ratios and intervals."""
+    if not comparison:
+        return []
+    lines = []
+    for label, phases in comparison["points"].items():
+        differ = sorted(
+            (n for n, d in phases.items() if d["differs"]), key=lambda n: -abs(math.log(phases[n]["ratio"]))
+        )
+        same = [n for n, d in phases.items() if d["ratio_ci"] and not d["differs"]]
+        shown = [
+            f"{n} {phases[n]['ms']:.3g} vs {phases[n]['leader_ms']:.3g} ms "
+            f"({phases[n]['ratio']:.3f}x [{phases[n]['ratio_ci'][0]:.3f}, {phases[n]['ratio_ci'][1]:.3f}])"
+            for n in differ[:limit]
+        ]
+        more = f" +{len(differ) - limit} more" if len(differ) > limit else ""
+        what = ("differ: " + "; ".join(shown) + more) if shown else "no phase differs"
+        if not any(d["ratio_ci"] for d in phases.values()):
+            what = "fewer than 2 timed runs a side: no interval"
+        lines.append(f"  {label}: {what}" + (f" (same: {len(same)} phase(s))" if shown and same else ""))
+    return lines

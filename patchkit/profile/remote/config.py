@@ -22,6 +22,9 @@ from patchkit.profile.remote.server_args import ENV_NAME, RESERVED_ENV
 DEFAULT_SERIES = series_root() / "sglang-v0.5.9"
 STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
 TIMER_MODES = ("events", "sync", "host", "off")
+UNTIL = ("decided",)
+MAX_ROUNDS = 20  # a sequential sweep's rounds at most unless repeat says
+GPU_ID = re.compile(r"(\d{1,4}|(GPU|MIG)-[A-Za-z0-9/-]{1,120})\Z")
 
 
 @dataclass
@@ -62,7 +65,13 @@ class RemoteConfig:
     matrix: dict | str | None = None  # sweep: "speculative-num-steps=1,2;env:X=a,b"
     warmup: bool = True  # a warm-up benchmark pass before the measured
     warmup_command: str | None = None  # the warm-up's command (default: bench_command)
-    repeat: int | None = None  # sweep: server starts per point (default 5)
+    repeat: int | None = None  # sweep: server starts per point (default 5; 20 rounds at most
+    # with budget_minutes/until)
+    budget_minutes: float | None = None  # sweep: rounds until decided or out of minutes
+    until: str | None = None  # sweep: "decided": rounds until the verdict is decided
+    gpus: list | str | None = None  # sweep: "0,1,2,3": one server per GPU at once (blocks)
+    spread_cache: str | None = None  # the measured spread per target and command ("off": none)
+    sweep_seed: int | None = None  # the GPUs' randomized block design (None: one per sweep)
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -183,11 +192,16 @@ class RemoteConfig:
             self.warmup_command = _command(self.warmup_command, "warmup_command")
         if self.repeat is not None:
             self.repeat = _int(self.repeat, "repeat", 1, 1000)
+        self._check_sequential()
         if self.matrix is not None and self.matrix != "":
             from patchkit.profile.remote.server_args import expand_server_matrix, parse_server_matrix
 
             self.matrix = parse_server_matrix(self.matrix)
             expand_server_matrix(self.matrix, self.server_command, self.env)  # shell syntax
+            if self.gpus is not None and "env:CUDA_VISIBLE_DEVICES" in self.matrix:
+                raise InvalidInput(
+                    "profile.remote: gpus sets CUDA_VISIBLE_DEVICES per server; the matrix names it too"
+                )
         else:
             self.matrix = None
         if self.baseline:
@@ -202,6 +216,47 @@ class RemoteConfig:
         if self.ssh_config:
             self.ssh_config = str(Path(self.ssh_config).expanduser())
 
+    def _check_sequential(self) -> None:
+        """budget_minutes, until, gpus, spread_cache, sweep_seed (a sweep's; issue 31)."""
+        if self.budget_minutes is not None:
+            self.budget_minutes = _positive(self.budget_minutes, "budget_minutes")
+        if self.until is not None:
+            self.until = str(self.until).strip().lower()
+            if self.until not in UNTIL:
+                raise InvalidInput(f"profile.remote: until {self.until!r}: {' or '.join(UNTIL)}")
+        self.gpus = parse_gpus(self.gpus)
+        if self.gpus is not None:
+            taken = [k for k in self.env if k == "CUDA_VISIBLE_DEVICES"]
+            if taken:
+                raise InvalidInput(
+                    "profile.remote: gpus sets CUDA_VISIBLE_DEVICES per server; env names it too"
+                )
+            if self.baseline:
+                raise InvalidInput(
+                    "profile.remote: gpus and baseline together: the baseline serves the reverted "
+                    "tree while the other GPUs serve the patched one; sweep the baseline apart"
+                )
+            if self.health_url is not None and len(self.gpus) > 1:
+                from urllib.parse import urlsplit
+
+                try:
+                    port = urlsplit(str(self.health_url)).port
+                except ValueError:
+                    port = None
+                if port != self.port:
+                    raise InvalidInput(
+                        f"profile.remote: with gpus the health_url must name port {self.port} "
+                        "(each GPU's server is probed on port + its index)"
+                    )
+        if (self.budget_minutes, self.until, self.gpus) != (None, None, None) and not self.matrix:
+            raise InvalidInput("profile.remote: budget_minutes, until and gpus are for a sweep (--matrix)")
+        if self.spread_cache is not None:
+            self.spread_cache = str(self.spread_cache)
+            if not self.spread_cache.strip() or "\0" in self.spread_cache:
+                raise InvalidInput(f"profile.remote: spread_cache {self.spread_cache!r}: a file or off")
+        if self.sweep_seed is not None:
+            self.sweep_seed = _int(self.sweep_seed, "sweep_seed", 0, (1 << 63) - 1)
+
     # ---- derived -------------------------------------------------------------------------------
 
     @property
@@ -214,6 +269,17 @@ class RemoteConfig:
         from patchkit.profile.verdict import DEFAULT_REPEAT
 
         return self.repeat if self.repeat is not None else DEFAULT_REPEAT
+
+    @property
+    def sequential(self) -> bool:
+        """Rounds until decided (or the budget is spent): budget_minutes or until given."""
+        return self.budget_minutes is not None or self.until is not None
+
+    @property
+    def rounds(self) -> int:
+        """The sweep's rounds at most: ``repeat``; its default is 5 for a fixed sweep and
+        MAX_ROUNDS for a sequential one."""
+        return self.repeat if self.repeat is not None else (MAX_ROUNDS if self.sequential else self.repeats)
 
     @property
     def python_argv(self) -> list[str]:
@@ -264,6 +330,25 @@ def _env(value, name: str) -> dict:
             raise InvalidInput(f"profile.remote: {name}: the value of {key} contains NUL")
         out[str(key)] = str(val)
     return out
+
+
+def parse_gpus(value, name: str = "profile.remote: gpus") -> list[str] | None:
+    """``"0,1,2,3"`` (or a list) -> ["0", "1", "2", "3"]: CUDA_VISIBLE_DEVICES values, one
+    per server (indices or GPU-/MIG- UUIDs), none twice; None when not given. ``name``: the
+    setting or option the messages name."""
+    if value is None:
+        return None
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    gpus = [str(g).strip() for g in items]
+    if not gpus or not all(gpus):
+        raise InvalidInput(f"{name} {value!r}: a comma-separated list such as 0,1,2,3")
+    bad = [g for g in gpus if not GPU_ID.match(g)]
+    if bad:
+        raise InvalidInput(f"{name} {', '.join(map(repr, bad))}: GPU indices (0,1,...) or GPU-/MIG- UUIDs")
+    twice = sorted({g for g in gpus if gpus.count(g) > 1})
+    if twice:
+        raise InvalidInput(f"{name}: {', '.join(twice)} given twice")
+    return gpus
 
 
 def _bool(value, name: str) -> bool:

@@ -59,6 +59,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,11 +144,18 @@ class RemoteRun:
         self.partial_timing: Path | None = None  # interrupted: the timing fetched by cleanup
         self.bench: BenchOutput | None = None  # the benchmark's output, once it finished
         self.window: dict | None = None  # what window.json holds (head target)
+        # set by a sweep that runs several of these at once (--gpus): an Event whose setting
+        # stops this run at its next poll, as Ctrl-C would (the signal reaches the main thread only)
+        self.cancel: threading.Event | None = None
 
     # ---- helpers --------------------------------------------------------------------------------
 
     def log(self, message: str) -> None:
         self.progress.close(final=message)
+
+    def check_cancel(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise KeyboardInterrupt("the sweep was interrupted")
 
     def ops(self, name: str):
         from patchkit import ops
@@ -240,6 +248,7 @@ class RemoteRun:
         start = time.monotonic()
         last: dict[int, str] = {}
         while True:
+            self.check_cancel()
             for host in self.hosts:
                 state = host.poll("server", url if host in pending else "")
                 if state["exit"] is not None or not state["alive"]:
@@ -272,6 +281,7 @@ class RemoteRun:
         head.start(name, command, self.bench_env(head))
         start = time.monotonic()
         while True:
+            self.check_cancel()
             state = head.poll(name, tail=512)
             if state["exit"] is not None:
                 break

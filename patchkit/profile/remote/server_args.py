@@ -194,6 +194,52 @@ def drop_speculative(cmd: str) -> tuple[str, list[str]]:
     return _cut(cmd, words, drop), removed
 
 
+def drop_options(cmd: str, names) -> str:
+    """``cmd`` without the options ``--NAME`` (and their values) for each of ``names``."""
+    flags = {"--" + check_option_name(n, "server option") for n in names}
+    words = split_words(cmd)
+    drop: set[int] = set()
+    for idx, word in enumerate(words):
+        text = word.value or ""
+        if idx in drop or not (text in flags or text.split("=", 1)[0] in flags):
+            continue
+        drop.add(idx)
+        if text in flags and _takes_value(words, idx):
+            drop.add(idx + 1)
+    return _cut(cmd, words, drop)
+
+
+def shift_port(cmd: str, index: int, default: int | None = None) -> str:
+    """One server per GPU: every literal ``--port N`` (``--port=N``) of ``cmd`` becomes
+    ``N + index``; a port given by an expansion (``"$PATCHKIT_SERVER_PORT"``) is left to it;
+    without ``--port``, ``default`` (when given) is added as ``--port default``."""
+    words = split_words(cmd)
+    edits: list[tuple[int, int, str]] = []
+    found = False
+    for idx, word in enumerate(words):
+        text = word.value or ""
+        if text == "--port" and _takes_value(words, idx):
+            found = True
+            nxt = words[idx + 1]
+            if nxt.value is not None and nxt.value.isdigit():
+                edits.append((nxt.start, nxt.end, str(int(nxt.value) + index)))
+        elif text.startswith("--port="):
+            found = True
+            value = text.split("=", 1)[1]
+            if value.isdigit():
+                edits.append((word.start, word.end, f"--port={int(value) + index}"))
+        elif word.value is None and word.text.startswith(("--port", "'--port", '"--port')):
+            found = True  # written with an expansion: its own business
+    if not found:
+        return set_option(cmd, "port", str(default)) if default is not None else cmd
+    out, pos = [], 0
+    for start, end, text in edits:
+        out += [cmd[pos:start], text]
+        pos = end
+    out.append(cmd[pos:])
+    return "".join(out)
+
+
 def check_option_name(name: str, where: str) -> str:
     name = name.strip()
     name = name[2:] if name.startswith("--") else name

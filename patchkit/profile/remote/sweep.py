@@ -29,13 +29,53 @@ best, significant, indistinguishable, method, alpha, plus p_values and ``cost``:
 and minutes) and ``order`` (the runs as they ran). sweep.json, sweep.md, sweep.txt and sweep.png
 go to the run directory; an interrupted sweep still writes sweep.json/md/txt with the runs
 done (``interrupted``: true).
+
+Rounds (issue 31). A repetition is a *round*: every live point once, in rotated order (the
+rotation above over the live points). With ``budget_minutes`` (``--budget``) or ``until``
+(``--until decided``) the sweep is *sequential*: after each round
+patchkit.profile.sequential.decide_sequential judges the runs so far (an anytime-valid
+confidence sequence, so stopping as soon as it is decided keeps its error rate); a point it
+drops (shown slower than the leader) is not run again, nor is a point whose every run failed,
+twice or more (it leaves the decision too); the sweep stops when decided, or before a round
+that would not fit the budget (the estimate: the measured wall time of each point's runs,
+per GPU the sum of its queue, the longest queue, plus the last round's time beyond its runs;
+the first round always runs), or after ``repeat`` rounds (default 20 then). Without them the
+sweep runs ``repeat`` rounds as before and decides with verdict.decide. sweep.json gains
+``rounds`` (per round: points run, their tok/s and errors, the decision's to_dict, minutes so
+far, wall_s; the GPU of each point), ``dropped`` (label -> {round, reason}), ``stopped``
+("decided", "budget", "max rounds", "interrupted"), ``decision`` (the last, over every run),
+``plan`` (undecided: per contender, the more runs that would resolve a 5 % difference at the
+spread measured -- the decision's plan, or for a fixed sweep sequential.plan_runs -- and
+their minutes from the measured run times), ``spread`` (measured: the pooled sd of log tok/s
+between one point's starts, the blocks' effects taken out; sequential sweeps also the
+cache's entry read as ``prior`` -- planning only -- and the one written, see spread.py),
+and ``phase_verdict`` (verdict.phase_comparison: per phase of the decode cycle, nested
+phases included, its ms per cycle in each run, cycle time x share, and the Welch interval of
+each point's ratio to the best or top point). A sequential sweep's ``verdict`` is the
+decision's in the old keys (best, significant, indistinguishable = the contenders, top,
+method, cost with rounds) with ``sequential``: true.
+
+GPUs (``gpus``, ``--gpus 0,1``; blocks.py): one server per GPU at once, each with its own
+CUDA_VISIBLE_DEVICES and port; in each round the points are spread over the GPUs by a seeded
+randomized Latin square (``seed`` in sweep.json), and points on one GPU run in the round's
+order; a round ends when every GPU is done. Every run records its ``block`` ("gpu0", ...);
+the decision pairs by block (decide_sequential's ``blocks``), also for a fixed sweep, and
+sweep.json gains ``blocks`` and ``block_effects`` (sequential.block_effects, log tok/s). A
+server failing on one GPU is that run's error; the sweep goes on. Ctrl-C or SIGTERM stops
+every GPU's run at its next poll (RemoteRun.cancel) before the revert. Several targets stay
+one fleet serving together (every GPU's runs use all of them), so the blocks are GPUs only.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import secrets
+import statistics
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,12 +83,24 @@ from typing import Any
 from patchkit.errors import PatchkitError
 from patchkit.profile.default import new_run_dir
 from patchkit.profile.progress import ProgressLine
+from patchkit.profile.remote.blocks import Block, assign, make_blocks
 from patchkit.profile.remote.config import RemoteConfig
 from patchkit.profile.remote.run import RemoteRun, report_meta, run_baseline
 from patchkit.profile.remote.server_args import expand_server_matrix
+from patchkit.profile.remote.spread import cache_key, cache_path, measured_spread, read_spread, update_spread
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
 from patchkit.profile.sweep import _fmt, format_table, point_dir_name
-from patchkit.profile.verdict import decide, describe, ratio_interval, rotation, summarize, title_line
+from patchkit.profile.verdict import (
+    CYCLE,
+    DEFAULT_ALPHA,
+    decide,
+    describe,
+    describe_phases,
+    phase_comparison,
+    ratio_interval,
+    summarize,
+    title_line,
+)
 
 SCHEMA = "patchkit.remote-sweep/1"
 
@@ -66,6 +118,7 @@ class RemoteSweepOutcome:
 
 
 BASELINE = "baseline"
+PLAN_DIFFERENCE = 0.05  # the difference a plan of more runs is for
 MEASURED_KEYS = (
     "ok",
     "error",
@@ -114,35 +167,36 @@ def rep_dir(base: str, rep: int) -> str:
 
 
 def _measure(
-    cfg: RemoteConfig, point: dict, row: dict, point_dir: Path, progress, transports, sweep_start: float
+    cfg: RemoteConfig,
+    point: dict,
+    row: dict,
+    point_dir: Path,
+    progress,
+    transports,
+    sweep_start: float,
+    block: Block | None = None,
+    cancel: threading.Event | None = None,
 ) -> None:
-    """One run of a point: serve, benchmark, fetch, report; fills ``row`` (raises on failure)."""
+    """One run of a point: serve, benchmark, fetch, report; fills ``row`` (raises on failure).
+    ``block``: the GPU it runs on (its port, CUDA_VISIBLE_DEVICES, settings, transports)."""
     from patchkit.report import build_report
 
-    run = RemoteRun(
-        cfg,
-        point_dir,
-        progress,
-        transports,
-        server_command=point["server_command"],
-        env=point["env"],
-        apply=False,
-    )
+    command = block.server_command(point["server_command"]) if block else point["server_command"]
+    env = block.env(point["env"]) if block else point["env"]
+    if block is not None:
+        cfg, transports = block.cfg, block.transports
+    run = RemoteRun(cfg, point_dir, progress, transports, server_command=command, env=env, apply=False)
+    run.cancel = cancel
     try:
         bench, timing = run.execute()
     finally:
         row["worker"] = run.worker
     bench.write(point_dir)
-    meta = report_meta(
-        cfg,
-        bench,
-        run.hosts,
-        time.monotonic() - sweep_start,
-        server_command=point["server_command"],
-        env=point["env"],
-    )
+    meta = report_meta(cfg, bench, run.hosts, time.monotonic() - sweep_start, server_command=command, env=env)
     meta["sweep_point"] = point["label"]
     meta["worker"] = row["worker"]
+    if block is not None and block.name:
+        meta["sweep_block"] = f"{block.name} (CUDA_VISIBLE_DEVICES={block.gpu}, port {cfg.port})"
     summary = build_report(timing, point_dir, meta=meta, chart=cfg.chart)
     dist = summary.cycle["dev_ms"] if summary.basis == "device" else summary.cycle["host_ms"]
     decode_cycle = summary.decode_cycle
@@ -158,9 +212,29 @@ def _measure(
         basis=summary.basis,
         cycle_ms=dist["mean"] if dist else None,
         phase_shares=decode_cycle["phase_shares"],
+        phase_ms=phase_ms(summary, dist["mean"] if dist else None),
     )
     if bench.tokens_per_s is None:
         row.update(ok=False, error=f"no output token throughput in {point_dir / 'benchmark.log'}")
+
+
+def phase_ms(summary, cycle_ms: float | None) -> dict:
+    """{phase: ms per decode cycle} for every phase of the decode cycles, nested ones
+    included (the cycle's mean time on the report's basis x the phase's share / 100), and
+    verdict.CYCLE: the decode cycle's own mean."""
+    from patchkit.report.summarize import KIND_PRIMARY, NO_KIND
+
+    decode = summary.cycle_kinds.get(KIND_PRIMARY) or summary.cycle_kinds.get(NO_KIND) or {}
+    dist = (decode.get("cycle") or {}).get("dev_ms" if summary.basis == "device" else "host_ms")
+    mean = dist["mean"] if dist else cycle_ms
+    if not mean:
+        return {}
+    out = {CYCLE: mean}
+    for entry in decode.get("phases", []):
+        share = entry.get("share_of_cycle")
+        if share is not None and entry["name"] not in out:
+            out[entry["name"]] = mean * share / 100.0
+    return out
 
 
 def short_error(error: str | None) -> str:
@@ -193,8 +267,10 @@ def render_sweep(
     headline: str,
     markdown: bool = False,
     verdict: dict | None = None,
+    extra: dict | None = None,
 ) -> str:
-    """The sweep table. ``best`` is marked only when ``verdict`` (when given) is significant."""
+    """The sweep table. ``best`` is marked only when ``verdict`` (when given) is significant.
+    ``extra``: sweep.json's rounds, dropped, stopped, plan, block_effects, phase_verdict."""
     names = _phase_names(rows)
     columns = [
         "point",
@@ -254,14 +330,16 @@ def render_sweep(
             f"accept length {_fmt(best['accept_length'], '.2f')}"
         )
     if verdict is not None:
-        lines.append(describe(verdict))
+        lines.append(describe_sequential(verdict) if verdict.get("sequential") else describe(verdict))
         cost = verdict.get("cost") or {}
         if cost:
+            what = f"{cost['rounds']} round(s)" if "rounds" in cost else f"{cost['repeat']} repetition(s)"
             lines.append(
                 f"verdict cost: {cost['server_starts']} server start(s) "
                 f"({cost['runs']} run(s) x {cost['targets']} target(s), "
-                f"{cost['repeat']} repetition(s)), {cost['minutes']:.1f} min"
+                f"{what}), {cost['minutes']:.1f} min"
             )
+    lines += extra_lines(extra or {}, verdict)
     if baseline and baseline.get("error"):
         lines.append(f"baseline failed: {baseline['error']}")
     failed = [r for r in rows if not r["ok"]]
@@ -282,6 +360,75 @@ def render_sweep(
     return "\n".join(lines) + "\n"
 
 
+def describe_sequential(verdict: dict) -> str:
+    """The sequential decision in one line (sweep.txt/sweep.md)."""
+    cost = verdict.get("cost") or {}
+    after = f" after {cost['rounds']} round(s)" if cost.get("rounds") else ""
+    if verdict.get("significant") and verdict.get("best") is not None:
+        return (
+            f"verdict: best {verdict['best']} -- decided{after} (anytime-valid confidence sequences, "
+            f"alpha {verdict['alpha']:g}; the method in sweep.json decision.method)"
+        )
+    names = ", ".join(verdict.get("indistinguishable") or []) or "-"
+    note = f"; {verdict['note']}" if verdict.get("note") else ""
+    return f"verdict: undecided{after}; contenders: {names}{note}"
+
+
+def _pct(x: float) -> str:
+    return f"{(math.exp(x) - 1) * 100:+.1f} %"
+
+
+def extra_lines(extra: dict, verdict: dict | None) -> list[str]:
+    """Rounds, drops, the plan, block effects and the per-phase companion, a few lines each."""
+    lines = []
+    if extra.get("stopped") and extra.get("rounds") is not None and (verdict or {}).get("sequential"):
+        budget = extra.get("budget_minutes")
+        lines.append(
+            f"rounds: {len(extra['rounds'])} of at most {extra.get('max_rounds')}"
+            + (f", budget {budget:g} min" if budget is not None else "")
+            + f"; stopped: {extra['stopped']}"
+        )
+    for label, why in (extra.get("dropped") or {}).items():
+        lines.append(f"dropped after round {why['round']}: {label} -- {why['reason']}")
+    plan = extra.get("plan")
+    if plan and plan.get("points"):
+        head = f"to resolve a {plan['difference'] * 100:g} % difference at the spread measured"
+        spreads = [e.get("spread") for e in plan["points"].values() if e.get("spread")]
+        if spreads:
+            head += f" ({max(spreads) * 100:.1f} % between starts)"
+        if plan.get("test") != "sequential":
+            head += ", by a sweep with --until decided"
+        parts = []
+        for label, entry in plan["points"].items():
+            more, minutes = entry.get("more_runs"), entry.get("minutes")
+            if more is None:
+                parts.append(f"{label}: cannot say (no spread measured yet)")
+            else:
+                parts.append(
+                    f"{label}: {more} more run(s)" + (f", ~{minutes:.1f} min" if minutes is not None else "")
+                )
+        lines.append(head + ": " + "; ".join(parts))
+        if plan.get("server_minutes") is not None and plan.get("blocks", 1) > 1:
+            lines.append(
+                f"  together ~{plan['server_minutes']:.1f} server-minutes, "
+                f"~{plan['wall_minutes']:.1f} min on {plan['blocks']} GPUs"
+            )
+    effects = extra.get("block_effects")
+    if effects:
+        lines.append(
+            "block effects (tok/s against the blocks' mean, paired out of the verdict): "
+            + ", ".join(f"{b} {_pct(e)}" for b, e in effects.items())
+        )
+    phases = extra.get("phase_verdict")
+    if phases and phases.get("points"):
+        lines.append(
+            f"phases against {phases['leader']} (ms per decode cycle; ratio and its Welch interval "
+            f"on log ms, Bonferroni over a point's phases at {phases['alpha']:g}):"
+        )
+        lines += describe_phases(phases)
+    return lines
+
+
 def _write(
     run_dir: Path,
     cfg: RemoteConfig,
@@ -294,18 +441,30 @@ def _write(
     chart: bool,
     verdict: dict | None = None,
     order: list | None = None,
+    extra: dict | None = None,
 ) -> tuple[str, dict]:
     ok = [r for r in rows if r["ok"]]
+    extra = extra or {}
+    if cfg.sequential:
+        how = (
+            f"{len(extra.get('rounds') or [])} round(s) until decided (at most {cfg.rounds}"
+            + (f", budget {cfg.budget_minutes:g} min" if cfg.budget_minutes is not None else "")
+            + f"; stopped: {extra.get('stopped') or '-'})"
+        )
+    else:
+        how = f"{cfg.repeats} repetition(s)"
+    gpus = f"; GPUs {','.join(cfg.gpus)} at once" if cfg.gpus and len(cfg.gpus) > 1 else ""
     headline = (
         f"sweep: {len(rows)} point(s), {len(ok)} measured"
-        f"{', baseline' if baseline else ''}, {cfg.repeats} repetition(s) in rotated "
-        f"order; series {Path(cfg.series).name}; targets {', '.join(cfg.targets)}"
+        f"{', baseline' if baseline else ''}, {how} in rotated "
+        f"order{gpus}; series {Path(cfg.series).name}; targets {', '.join(cfg.targets)}"
         + ("; INTERRUPTED" if interrupted else "")
     )
-    table = render_sweep(rows, baseline, best, headline, verdict=verdict)
+    table = render_sweep(rows, baseline, best, headline, verdict=verdict, extra=extra)
     (run_dir / "sweep.txt").write_text(table, encoding="utf-8")
     (run_dir / "sweep.md").write_text(
-        render_sweep(rows, baseline, best, headline, markdown=True, verdict=verdict), encoding="utf-8"
+        render_sweep(rows, baseline, best, headline, markdown=True, verdict=verdict, extra=extra),
+        encoding="utf-8",
     )
     files = {"json": "sweep.json", "markdown": "sweep.md", "table": "sweep.txt"}
     significant = bool(verdict and verdict.get("significant"))
@@ -341,6 +500,7 @@ def _write(
         "verdict": verdict,
         "order": order or [],
     }
+    doc.update(extra)
     (run_dir / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     return table, files
 
@@ -382,17 +542,283 @@ def _fold_point(row: dict) -> None:
         row["error"] = "; ".join(errors) or last["error"]
 
 
-def _run_point(cfg, point, row, rep, run_dir, progress, transports, start, bracket) -> None:
+def _run_point(
+    cfg, point, row, rep, run_dir, progress, transports, start, bracket, block=None, cancel=None
+) -> dict:
     run: dict[str, Any] = {k: None for k in MEASURED_KEYS}
-    run.update(ok=False, phase_shares={}, rep=rep + 1, report=rep_dir(row["reports_base"], rep))
+    run.update(ok=False, phase_shares={}, phase_ms={}, rep=rep + 1, report=rep_dir(row["reports_base"], rep))
+    run["block"] = block.name if block is not None else None
     row["runs"].append(run)
     point_dir = run_dir / run["report"]
     point_dir.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
     try:
-        _measure(cfg, point, run, point_dir, progress, transports, start)
+        _measure(cfg, point, run, point_dir, progress, transports, start, block, cancel)
     except PatchkitError as exc:
         run["error"] = exc.message
-        bracket.log(f"point {point['label']} (repetition {rep + 1}) failed: {exc.message}")
+        where = f" on {block.name}" if block is not None and block.name else ""
+        bracket.log(f"point {point['label']} (round {rep + 1}{where}) failed: {exc.message}")
+    finally:
+        run["wall_s"] = time.monotonic() - began
+    return run
+
+
+class _Rounds:
+    """The sweep's rounds: who runs where and when, what the decision says after each round
+    (sequential sweeps), what was dropped and why the sweep stopped."""
+
+    def __init__(self, cfg, points, rows, blocks, run_dir, progress, start, bracket):
+        self.cfg, self.points, self.rows, self.blocks = cfg, points, rows, blocks
+        self.run_dir, self.progress, self.start, self.bracket = run_dir, progress, start, bracket
+        self.base_runs: list[dict] = []
+        self.order: list[dict] = []
+        self.rounds: list[dict] = []
+        self.dropped: dict[str, dict] = {}
+        self.decision = None
+        self.stopped: str | None = None
+        self.prior: dict | None = None
+        self.seed = cfg.sweep_seed if cfg.sweep_seed is not None else secrets.randbelow(1 << 32)
+        self.cancel = threading.Event()
+        self.live = list(range(len(points)))
+        self.failed_out: set[str] = set()  # failed every run, twice or more: out of the decision
+        self.runs_started = 0
+
+    # ---- what a round costs -------------------------------------------------------------------
+
+    def _estimate_s(self, label: str) -> float | None:
+        """Seconds a run of ``label`` takes: its own runs' mean, else every run's."""
+        walls: dict[str, list[float]] = {r["label"]: [] for r in self.rows}
+        walls[BASELINE] = []
+        for row in self.rows:
+            walls[row["label"]] += [r["wall_s"] for r in row["runs"] if r.get("wall_s") is not None]
+        walls[BASELINE] += [r["wall_s"] for r in self.base_runs if r.get("wall_s") is not None]
+        everything = [w for ws in walls.values() for w in ws]
+        own = walls.get(label) or everything
+        return statistics.fmean(own) if own else None
+
+    def round_estimate_s(self, rnd: int, entries: list) -> float | None:
+        """The next round's wall time: per block, the sum of its runs' estimates; the longest."""
+        where = self._where(rnd, [e for e in entries if e != BASELINE])
+        per_block: dict[int, float] = {}
+        for entry in entries:
+            label = BASELINE if entry == BASELINE else self.points[entry]["label"]
+            est = self._estimate_s(label)
+            if est is None:
+                return None
+            b = 0 if entry == BASELINE else where[entry]
+            per_block[b] = per_block.get(b, 0.0) + est
+        return (max(per_block.values()) if per_block else 0.0) + self._overhead_s()
+
+    def _overhead_s(self) -> float:
+        """What the last round took beyond its runs (revert and apply around the baseline,
+        waiting for the slowest GPU's queue): its wall time less its longest queue of runs."""
+        last = next((r for r in reversed(self.rounds) if r.get("wall_s") is not None), None)
+        if last is None:
+            return 0.0
+        queues: dict[str | None, float] = {}
+        for row in self.rows:
+            for run in row["runs"]:
+                if run["rep"] == last["round"] and run.get("wall_s") is not None:
+                    queues[run.get("block")] = queues.get(run.get("block"), 0.0) + run["wall_s"]
+        for doc in self.base_runs:
+            if doc["report"] == rep_dir(BASELINE, last["round"] - 1) and doc.get("wall_s") is not None:
+                queues[None] = queues.get(None, 0.0) + doc["wall_s"]
+        return max(0.0, last["wall_s"] - max(queues.values(), default=0.0))
+
+    def _where(self, rnd: int, entries: list[int]) -> dict[int, int]:
+        return assign(entries, rnd, len(self.blocks), self.seed)
+
+    # ---- the rounds ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        cfg = self.cfg
+        budget_s = cfg.budget_minutes * 60 if cfg.budget_minutes is not None else None
+        for rnd in range(cfg.rounds):
+            entries: list = list(self.live) + ([BASELINE] if cfg.baseline else [])
+            if not self.live:
+                self.stopped = "max rounds"
+                return
+            if rnd and budget_s is not None:
+                est = self.round_estimate_s(rnd, entries)
+                spent = time.monotonic() - self.start
+                if est is not None and spent + est > budget_s:
+                    self.bracket.log(
+                        f"stopping before round {rnd + 1}: it would take ~{est / 60:.1f} min, "
+                        f"{max(0.0, budget_s - spent) / 60:.1f} min of the budget left"
+                    )
+                    self.stopped = "budget"
+                    return
+            ordered = [entries[(rnd + i) % len(entries)] for i in range(len(entries))]  # rotation()
+            record: dict[str, Any] = {"round": rnd + 1, "points": [], "tokens_per_s": {}, "errors": {}}
+            self.rounds.append(record)  # an interrupted round is kept as far as it went
+            self._round(rnd, ordered, record)
+            if cfg.sequential or len(self.blocks) > 1:
+                self.decide_now(record, rnd)
+            if cfg.sequential and self.decision is not None and self.decision.status == "decided":
+                self.stopped = "decided"
+                return
+        self.stopped = "max rounds"
+
+    def _round(self, rnd: int, ordered: list, record: dict) -> None:
+        cfg = self.cfg
+        total = f"/{cfg.rounds}" if not cfg.sequential else f", at most {cfg.rounds}"
+        began = time.monotonic()
+        if len(self.blocks) > 1:
+            record["blocks"] = {}
+        if len(self.blocks) == 1:
+            for entry in ordered:
+                label = BASELINE if entry == BASELINE else self.points[entry]["label"]
+                self.runs_started += 1
+                self.order.append({"rep": rnd + 1, "label": label})
+                if cfg.sequential:
+                    self.bracket.log(
+                        f"run {self.runs_started} (round {rnd + 1}, at most {cfg.rounds}): {label}"
+                    )
+                else:
+                    runs = len(ordered) * cfg.rounds
+                    self.bracket.log(
+                        f"run {self.runs_started}/{runs} (repetition {rnd + 1}/{cfg.rounds}): {label}"
+                    )
+                if entry == BASELINE:
+                    run = self._baseline(rnd)
+                    record["points"].append(label)
+                    record["tokens_per_s"][label] = run["tokens_per_s"]
+                    if run["error"]:
+                        record["errors"][label] = run["error"]
+                    continue
+                if not self.bracket.applied:
+                    self.bracket.verify_and_apply()
+                self._point(rnd, entry, self.blocks[0], record)
+        else:
+            if not self.bracket.applied:
+                self.bracket.verify_and_apply()
+            self._parallel(rnd, ordered, record, total)
+        record["minutes"] = (time.monotonic() - self.start) / 60
+        record["wall_s"] = time.monotonic() - began
+
+    def _point(self, rnd: int, entry: int, block: Block, record: dict, progress=None) -> None:
+        point, row = self.points[entry], self.rows[entry]
+        run = _run_point(
+            self.cfg,
+            point,
+            row,
+            rnd,
+            self.run_dir,
+            progress or self.progress,
+            block.transports,
+            self.start,
+            self.bracket,
+            block,
+            self.cancel,
+        )
+        record["points"].append(point["label"])
+        record["tokens_per_s"][point["label"]] = run["tokens_per_s"] if run["ok"] else None
+        if run["error"]:
+            record["errors"][point["label"]] = run["error"]
+        if "blocks" in record:
+            record["blocks"][point["label"]] = block.name
+
+    def _baseline(self, rnd: int) -> dict:
+        problems = self.bracket.revert_series()
+        if problems:
+            raise ProfileError("; ".join(problems))
+        began = time.monotonic()
+        doc = run_baseline(
+            self.cfg, self.run_dir, self.progress, self.blocks[0].transports, None, sub=rep_dir(BASELINE, rnd)
+        )
+        doc["wall_s"] = time.monotonic() - began
+        self.base_runs.append(doc)
+        return doc
+
+    def _parallel(self, rnd: int, ordered: list, record: dict, total: str) -> None:
+        """Every GPU runs its share of the round at the same time, each in the round's order."""
+        where = self._where(rnd, ordered)
+        queues: dict[int, list[int]] = {b: [] for b in range(len(self.blocks))}
+        for entry in ordered:
+            queues[where[entry]].append(entry)
+        stream = self.progress.stream
+
+        def work(b: int, entries: list[int]) -> None:
+            block = self.blocks[b]
+            progress = ProgressLine(stream=stream, prefix=f"profile {block.name}")
+            progress.live = False  # several lines at once: each stage its own line
+            for entry in entries:
+                if self.cancel.is_set():
+                    return
+                label = self.points[entry]["label"]
+                self.runs_started += 1
+                self.order.append({"rep": rnd + 1, "label": label, "block": block.name})
+                progress.close(
+                    final=f"round {rnd + 1}{total}: {label} on {block.name} (CUDA_VISIBLE_DEVICES={block.gpu}, port {block.cfg.port})"
+                )
+                self._point(rnd, entry, block, record, progress)
+
+        pool = ThreadPoolExecutor(max_workers=len(self.blocks), thread_name_prefix="patchkit-gpu")
+        futures = [pool.submit(work, b, q) for b, q in queues.items() if q]
+        try:
+            while not all(f.done() for f in futures):
+                wait(futures, timeout=0.5)
+        except BaseException:
+            self.cancel.set()  # every GPU's run stops at its next poll and cleans up
+            with _sigint_deferred():
+                pool.shutdown(wait=True)
+            raise
+        pool.shutdown(wait=True)
+        for future in futures:
+            if future.exception() is not None:
+                raise future.exception()  # type: ignore[misc]
+
+    # ---- the decision -------------------------------------------------------------------------
+
+    def samples(self) -> tuple[dict, dict | None]:
+        """label -> tok/s per run, one a round (None where it failed), and label -> block per
+        run (None for a sweep of one block): every point that ran, except those left out for
+        failing every run."""
+        runs, blocks = {}, {}
+        for row in self.rows:
+            if not row["runs"] or row["label"] in self.failed_out:
+                continue
+            runs[row["label"]] = [r["tokens_per_s"] if r["ok"] else None for r in row["runs"]]
+            blocks[row["label"]] = [r.get("block") for r in row["runs"]]
+        return runs, (blocks if len(self.blocks) > 1 else None)
+
+    def decide(self):
+        from patchkit.profile.sequential import decide_sequential
+
+        runs, blocks = self.samples()
+        prior = self.prior["spread"] if self.prior else None
+        return decide_sequential(
+            runs, blocks=blocks, alpha=DEFAULT_ALPHA, difference=PLAN_DIFFERENCE, prior_spread=prior
+        )
+
+    def decide_now(self, record: dict, rnd: int) -> None:
+        """After a round: points that failed every run (twice or more) leave the sweep and the
+        decision; then the decision, and the points it drops (sequential sweeps only)."""
+        reasons: dict[str, str] = {}
+        if self.cfg.sequential:
+            for row in self.rows:
+                runs = row["runs"]
+                failing = len(runs) >= 2 and not any(r["ok"] for r in runs)
+                if failing and row["label"] not in self.dropped:
+                    reasons[row["label"]] = (
+                        f"failed every run ({len(runs)}): {short_error(runs[-1]['error'])}"
+                    )
+                    self.failed_out.add(row["label"])
+        self.decision = self.decide() if self.samples()[0] else None
+        record["decision"] = self.decision.to_dict() if self.decision is not None else None
+        newly = []
+        if self.cfg.sequential:
+            if self.decision is not None:
+                reasons.update(self.decision.dropped)
+            for label, reason in reasons.items():
+                if label in self.dropped:
+                    continue
+                self.dropped[label] = {"round": rnd + 1, "reason": reason}
+                newly.append(label)
+            self.live = [i for i in self.live if self.points[i]["label"] not in self.dropped]
+            for label in newly:
+                self.bracket.log(f"dropped {label} after round {rnd + 1}: {self.dropped[label]['reason']}")
+        record["dropped"] = newly
 
 
 def run_remote_sweep(
@@ -411,43 +837,44 @@ def run_remote_sweep(
     assert isinstance(cfg.matrix, dict), "RemoteConfig parsed --matrix (callers check it is given)"
     points = expand_server_matrix(cfg.matrix, cfg.server_command, cfg.env)
     transports = transports or [parse_target(spec, **cfg.transport_options()) for spec in cfg.targets]
+    cache = cache_path(cfg.spread_cache) if cfg.sequential else None
+    cache_at = cache_key(cfg.targets, cfg.server_command, cfg.matrix)
     run_dir = new_run_dir(cfg.out)
     progress = progress or ProgressLine(prefix="profile")
     rows = [_row(i, p) for i, p in enumerate(points)]
     for row in rows:
         row["reports_base"] = row["report"]
-    entries = list(range(len(points))) + ([BASELINE] if cfg.baseline else [])
-    schedule = rotation(entries, cfg.repeats)
-    base_runs: list[dict] = []
-    order: list[dict] = []
-    baseline, failure, interrupted = None, None, False
+    blocks = make_blocks(cfg, transports)
+    failure, interrupted = None, False
     bracket = RemoteRun(cfg, run_dir, progress, transports)  # verify, apply ... revert
+    state = _Rounds(cfg, points, rows, blocks, run_dir, progress, start, bracket)
+    state.prior = read_spread(cache, cache_at)
     with sigterm_interrupts():
         try:
             try:
                 also = " and the baseline" if cfg.baseline else ""
-                bracket.log(
-                    f"sweep of {len(points)} point(s){also}, {cfg.repeats} "
-                    "repetition(s), rotated: " + ", ".join(p["label"] for p in points)
+                how = (
+                    f"rounds until decided (at most {cfg.rounds}"
+                    + (f", budget {cfg.budget_minutes:g} min" if cfg.budget_minutes is not None else "")
+                    + ")"
+                    if cfg.sequential
+                    else f"{cfg.repeats} repetition(s)"
                 )
-                for n, (rep, entry) in enumerate(schedule):
-                    label = BASELINE if entry == BASELINE else points[entry]["label"]
-                    order.append({"rep": rep + 1, "label": label})
-                    bracket.log(f"run {n + 1}/{len(schedule)} (repetition {rep + 1}/{cfg.repeats}): {label}")
-                    if entry == BASELINE:
-                        problems = bracket.revert_series()
-                        if problems:
-                            raise ProfileError("; ".join(problems))
-                        doc = run_baseline(
-                            cfg, run_dir, progress, transports, None, sub=rep_dir(BASELINE, rep)
-                        )
-                        base_runs.append(doc)
-                        continue
-                    if not bracket.applied:
-                        bracket.verify_and_apply()
-                    _run_point(
-                        cfg, points[entry], rows[entry], rep, run_dir, progress, transports, start, bracket
+                on = (
+                    f", {len(blocks)} GPUs at once ({', '.join(cfg.gpus or [])}; seed {state.seed})"
+                    if len(blocks) > 1
+                    else ""
+                )
+                bracket.log(
+                    f"sweep of {len(points)} point(s){also}, {how}, rotated{on}: "
+                    + ", ".join(p["label"] for p in points)
+                )
+                if state.prior:
+                    bracket.log(
+                        f"spread remembered for this target and command: {state.prior['spread'] * 100:.1f} % "
+                        f"({state.prior['runs']} runs; planning only) in {cache}"
                     )
+                state.run()
             finally:
                 with _sigint_deferred():
                     problems = bracket.cleanup()
@@ -457,39 +884,23 @@ def run_remote_sweep(
                 raise ProfileError("; ".join(problems))
         except KeyboardInterrupt:
             interrupted = True
+            state.stopped = "interrupted"
             raise
         except BaseException as exc:  # no sweep files for a sweep that never ran
             failure = exc
             raise
         finally:
-            ran = any(r["runs"] for r in rows) or bool(base_runs)
+            ran = any(r["runs"] for r in rows) or bool(state.base_runs)
             if failure is not None and ran:  # e.g. applying again after the baseline failed
                 interrupted = True
+                state.stopped = "interrupted"
                 for row in rows:
                     if not row["runs"]:
                         row["error"] = f"not run (the sweep stopped: {failure})"
             if failure is None or ran:
-                for row in rows:
-                    row.pop("reports_base", None)
-                    _fold_point(row)
-                    if not row["ok"] and row["error"] is None:
-                        row["error"] = "not run (interrupted)"
-                baseline = _fold_baseline(base_runs)
-                verdict = _verdict(rows, cfg, len(order), len(transports), time.monotonic() - start)
-                best = _finish(rows, baseline, verdict["top"])
-                with _sigint_deferred():
-                    table, files = _write(
-                        run_dir,
-                        cfg,
-                        rows,
-                        baseline,
-                        best,
-                        time.monotonic() - start,
-                        interrupted=interrupted,
-                        chart=cfg.chart and not interrupted,
-                        verdict=verdict,
-                        order=order,
-                    )
+                table, files, verdict, baseline, best = _conclude(
+                    cfg, state, rows, run_dir, start, len(transports), interrupted, cache, cache_at
+                )
     print(table, file=out)
     print(f"sweep: {run_dir}/ ({', '.join(files.values())}, points/*/)", file=out)
     outcome = RemoteSweepOutcome(
@@ -507,17 +918,184 @@ def run_remote_sweep(
     return outcome
 
 
-def _verdict(rows: list[dict], cfg: RemoteConfig, runs: int, targets: int, elapsed_s: float) -> dict:
-    verdict = decide({r["label"]: [v for v in r["repeats"] if v is not None] for r in rows if r["ok"]})
-    verdict["cost"] = {
+def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, cache, cache_at):
+    """Fold the runs, decide, plan, compare the phases, remember the spread, write the files."""
+    for row in rows:
+        row.pop("reports_base", None)
+        _fold_point(row)
+        if not row["ok"] and row["error"] is None:
+            row["error"] = "not run (interrupted)"
+        row["dropped"] = state.dropped.get(row["label"])
+    baseline = _fold_baseline(state.base_runs)
+    elapsed = time.monotonic() - start
+    for record in state.rounds:  # an interrupted round: as far as it went
+        record.setdefault("minutes", elapsed / 60)
+    extra: dict[str, Any] = {
+        "rounds": state.rounds,
+        "dropped": state.dropped,
+        "stopped": state.stopped,
+        "budget_minutes": cfg.budget_minutes,
+        "until": cfg.until,
+        "max_rounds": cfg.rounds,
+    }
+    blocked = len(state.blocks) > 1
+    if blocked:
+        extra["blocks"] = [{"name": b.name, "gpu": b.gpu, "port": b.cfg.port} for b in state.blocks]
+        extra["seed"] = state.seed
+    decision = None
+    if cfg.sequential or blocked:
+        with _sigint_deferred():
+            decision = state.decide() if any(r["ok"] for r in rows) else None
+        verdict = _verdict_of(decision, rows, cfg, len(state.order), targets, elapsed, len(state.rounds))
+        extra["decision"] = decision.to_dict() if decision is not None else None
+    else:
+        verdict = _verdict(rows, cfg, len(state.order), targets, elapsed)
+    best = _finish(rows, baseline, verdict["top"])
+    runs, blocks_of = state.samples()
+    effects = None
+    if blocked and runs:
+        from patchkit.profile.sequential import block_effects
+
+        effects = block_effects(runs, blocks_of or {})
+        extra["block_effects"] = effects
+    extra["plan"] = _plan(rows, verdict, decision, state, len(state.blocks))
+    leader = verdict.get("best") or verdict.get("top")
+    extra["phase_verdict"] = (
+        phase_comparison(
+            {r["label"]: [x["phase_ms"] for x in r["runs"] if x["ok"] and x.get("phase_ms")] for r in rows},
+            leader,
+        )
+        if leader
+        else None
+    )
+    measured = measured_spread(runs, blocks_of, effects)
+    spread: dict[str, Any] = {"measured": measured}
+    if cfg.sequential:
+        spread.update(cache=str(cache) if cache else None, key=cache_at, prior=state.prior)
+        if cache is not None and measured and not interrupted:
+            try:
+                spread["written"] = update_spread(cache, cache_at, measured)
+            except OSError as exc:
+                spread["written"] = None
+                state.bracket.notes.append(f"spread cache {cache} not written: {exc.strerror}")
+    extra["spread"] = spread
+    with _sigint_deferred():
+        table, files = _write(
+            run_dir,
+            cfg,
+            rows,
+            baseline,
+            best,
+            time.monotonic() - start,
+            interrupted=interrupted,
+            chart=cfg.chart and not interrupted,
+            verdict=verdict,
+            order=state.order,
+            extra=extra,
+        )
+    return table, files, verdict, baseline, best
+
+
+def _cost(cfg, runs: int, targets: int, elapsed_s: float, rounds: int | None = None) -> dict:
+    cost = {
         "runs": runs,
         "targets": targets,
         "server_starts": runs * targets,
-        "repeat": cfg.repeats,
+        "repeat": cfg.repeats if rounds is None else rounds,
         "warmup": cfg.warmup,
         "minutes": elapsed_s / 60,
     }
+    if rounds is not None:
+        cost["rounds"] = rounds
+    return cost
+
+
+def _verdict_of(decision, rows, cfg, runs: int, targets: int, elapsed_s: float, rounds: int) -> dict:
+    """The verdict's keys (render_sweep, the chart) from a sequential decision."""
+    doc: dict[str, Any] = {
+        "best": None,
+        "significant": False,
+        "indistinguishable": [],
+        "method": None,
+        "alpha": DEFAULT_ALPHA,
+        "top": None,
+        "p_values": {},
+        "note": "no point was measured",
+        "sequential": True,
+        "status": "undecided",
+    }
+    if decision is not None:
+        estimates = decision.estimates or {}
+        top = decision.leader or (max(estimates, key=lambda k: estimates[k]) if estimates else None)
+        decided = decision.status == "decided" and decision.best is not None
+        doc.update(
+            best=decision.best if decided else None,
+            significant=decided,
+            indistinguishable=[decision.best] if decided else list(decision.contenders),
+            method=decision.method,
+            top=decision.best or top,
+            leader=decision.leader,
+            note=None,
+            status=decision.status,
+            dropped=dict(decision.dropped),
+            intervals=dict(decision.intervals),
+        )
+    doc["cost"] = _cost(cfg, runs, targets, elapsed_s, rounds)
+    return doc
+
+
+def _verdict(rows: list[dict], cfg: RemoteConfig, runs: int, targets: int, elapsed_s: float) -> dict:
+    verdict = decide({r["label"]: [v for v in r["repeats"] if v is not None] for r in rows if r["ok"]})
+    verdict["cost"] = _cost(cfg, runs, targets, elapsed_s)
     return verdict
+
+
+def _plan(rows: list[dict], verdict: dict, decision, state: _Rounds, blocks: int) -> dict | None:
+    """For a verdict not decided: per contender, how many more runs would resolve a
+    PLAN_DIFFERENCE difference at the spread measured (the decision's plan; for a fixed sweep
+    plan_runs at the pooled spread), and the minutes they would take from the measured start
+    and run times (server minutes; on several GPUs the wall time divides by their number)."""
+    if verdict.get("significant"):
+        return None
+    from patchkit.profile.sequential import plan_runs
+
+    contenders = list(verdict.get("indistinguishable") or [])
+    if decision is not None:
+        contenders = list(decision.contenders) or contenders
+        raw = {label: dict(decision.plan.get(label) or {}) for label in contenders}
+    else:
+        runs, _ = state.samples()
+        measured = measured_spread(runs)
+        spread = measured["spread"] if measured else None
+        # what a sequential sweep (--until decided) would need, runs per point from the start
+        need = plan_runs(spread, PLAN_DIFFERENCE, DEFAULT_ALPHA, points=max(2, len(runs))) if spread else None
+        raw = {}
+        for label in contenders:
+            done = sum(v is not None for v in runs.get(label, []))
+            raw[label] = {
+                "more_runs": max(0, need - done) if need is not None else None,
+                "for_difference": PLAN_DIFFERENCE,
+                "spread": spread,
+            }
+    points, total = {}, 0.0
+    for label, entry in raw.items():
+        more = entry.get("more_runs")
+        est = state._estimate_s(label)
+        minutes = more * est / 60 if more is not None and est is not None else None
+        entry["minutes"] = minutes
+        total += minutes or 0.0
+        points[label] = entry
+    if not points:
+        return None
+    unknown = any(e.get("minutes") is None for e in points.values())
+    return {
+        "difference": PLAN_DIFFERENCE,
+        "test": "sequential" if decision is not None else "sequential, had the sweep run --until decided",
+        "points": points,
+        "server_minutes": None if unknown else total,
+        "wall_minutes": None if unknown else total / max(1, blocks),
+        "blocks": blocks,
+    }
 
 
 def _finish(rows: list[dict], baseline: dict | None, top: str | None = None) -> dict | None:

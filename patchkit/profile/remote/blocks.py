@@ -1,0 +1,106 @@
+"""Several GPUs of one host as blocks of one sweep (``--gpus 0,1,2,3``; issue 31).
+
+One server per GPU at the same time: GPU ``i`` of the list gets ``CUDA_VISIBLE_DEVICES`` set to
+its id and its own port, ``port + i``: ``PATCHKIT_SERVER_PORT``, the health URL, and every
+literal ``--port N`` of the server, warm-up and benchmark commands (``N + i``; a server command
+without ``--port`` gets ``--port port+i``, since SGLang's default would collide; a port written
+as an expansion, ``"$PATCHKIT_SERVER_PORT"``, is left to it). Every target of the run serves
+with that GPU: a fleet of several targets still serves one model together, so the blocks are
+the GPUs, not the targets.
+
+Which GPU runs which point: a randomized Latin square per ``len(gpus)`` rounds. In round r,
+point i (its index in the matrix) runs on GPU ``relabel[(i + shift) % G]``, where the square
+``r // G`` draws (seeded) a permutation ``relabel`` of the GPUs and a permutation of the G
+shifts, and round r takes the ``r % G``-th shift: within every G consecutive rounds each point
+runs once on every GPU, in an order no one chose, so that a fast GPU cannot favour the points
+it happened to run, and the analysis pairs by block. Points sharing a GPU in a round run one
+after the other on it, in the round's rotated order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+from patchkit.profile.remote.config import RemoteConfig
+from patchkit.profile.remote.server_args import shift_port
+
+
+@dataclass
+class Block:
+    """Where a run goes: its name ("gpu0", ...; None for the one block of a plain sweep), the
+    GPU, the settings with its port, its transports (its own copies: runs of different blocks
+    overlap) and the server command rewrite."""
+
+    index: int
+    name: str | None
+    gpu: str | None
+    cfg: RemoteConfig
+    transports: list
+
+    def server_command(self, command: str) -> str:
+        if self.gpu is None:
+            return command
+        return shift_port(command, self.index, default=self.cfg.port)
+
+    def env(self, env: dict) -> dict:
+        if self.gpu is None:
+            return dict(env)
+        return dict(env, CUDA_VISIBLE_DEVICES=self.gpu)
+
+
+def _with_port(url: str, port: int) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = (userinfo + "@" if userinfo else "") + f"{host}:{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def gpu_config(cfg: RemoteConfig, index: int) -> RemoteConfig:
+    """The settings for GPU ``index`` of ``cfg.gpus``: port + index in the port, the health
+    URL and the benchmark and warm-up commands."""
+    port = cfg.port + index
+    return dataclasses.replace(
+        cfg,
+        port=port,
+        health_url=_with_port(cfg.health_url, port) if cfg.health_url else None,
+        bench_command=shift_port(cfg.bench_command, index),
+        warmup_command=shift_port(cfg.warmup_command, index) if cfg.warmup_command else None,
+    )
+
+
+def copy_transports(transports: list) -> list:
+    """Fresh transports to the same targets (a dataclass transport's connection state is not
+    copied: each block opens and closes its own)."""
+    return [
+        dataclasses.replace(t) if dataclasses.is_dataclass(t) and not isinstance(t, type) else t
+        for t in transports
+    ]
+
+
+def make_blocks(cfg: RemoteConfig, transports: list) -> list[Block]:
+    """One Block per GPU of ``cfg.gpus`` (the first with ``transports`` themselves), or the one
+    block of a sweep without GPUs."""
+    if not cfg.gpus:
+        return [Block(0, None, None, cfg, transports)]
+    return [
+        Block(i, f"gpu{i}", gpu, gpu_config(cfg, i), transports if i == 0 else copy_transports(transports))
+        for i, gpu in enumerate(cfg.gpus)
+    ]
+
+
+def assign(points: list[int], rnd: int, blocks: int, seed: int) -> dict[int, int]:
+    """Round ``rnd``: point index -> block index (the module docstring's Latin square)."""
+    if blocks <= 1:
+        return {p: 0 for p in points}
+    square, pos = divmod(rnd, blocks)
+    rng = random.Random(f"patchkit-sweep:{seed}:{square}")
+    relabel = list(range(blocks))
+    rng.shuffle(relabel)
+    shifts = list(range(blocks))
+    rng.shuffle(shifts)
+    return {p: relabel[(p + shifts[pos]) % blocks] for p in points}

@@ -1,0 +1,114 @@
+"""The spread between server starts, remembered per target and server command (issue 31).
+
+A small JSON file (default ``~/.cache/patchkit/spread.json``; the setting ``spread_cache`` or
+the environment's ``PATCHKIT_SPREAD_CACHE`` name another, ``off`` none) maps a key -- the
+targets and the server command without the options the matrix sweeps -- to the spread
+measured there: the standard deviation of log tok/s between starts of one point (pooled over
+the points, after the blocks' effects), its degrees of freedom and the runs it came from.
+
+A sequential sweep reads it at its start and passes it to the decision as ``prior_spread``,
+which only plans (how many runs a 5 % difference would need before the sweep has measured a
+spread of its own); it is never data of the test. At the end the sweep's own spread is pooled
+into the entry (variances weighted by degrees of freedom).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from patchkit.profile.remote.server_args import ENV_PREFIX, drop_options
+
+ENV = "PATCHKIT_SPREAD_CACHE"
+DEFAULT = "~/.cache/patchkit/spread.json"
+SCHEMA = "patchkit.spread-cache/1"
+
+
+def cache_path(setting: str | None) -> Path | None:
+    """The cache file: the setting, else $PATCHKIT_SPREAD_CACHE, else the default; None: off."""
+    where = setting if setting is not None else os.environ.get(ENV) or DEFAULT
+    if where.strip().lower() in ("off", "none", "0", "false"):
+        return None
+    return Path(where).expanduser()
+
+
+def cache_key(targets: list[str], server_command: str, matrix: dict) -> str:
+    """The targets and the server command without the swept options (a matrix's env: keys
+    change no command)."""
+    swept = [k for k in matrix if not k.startswith(ENV_PREFIX)]
+    command = " ".join(drop_options(server_command, swept).split()) if swept else server_command
+    return json.dumps([list(targets), command])
+
+
+def _load(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    entries = doc.get("entries") if isinstance(doc, dict) else None
+    return entries if isinstance(entries, dict) else {}
+
+
+def read_spread(path: Path | None, key: str) -> dict | None:
+    """The entry {spread, df, runs, updated} for ``key``, or None (no file, no entry, unreadable)."""
+    if path is None:
+        return None
+    entry = _load(path).get(key)
+    if not isinstance(entry, dict):
+        return None
+    spread = entry.get("spread")
+    if not isinstance(spread, (int, float)) or not math.isfinite(spread) or spread < 0:
+        return None
+    return entry
+
+
+def update_spread(path: Path | None, key: str, measured: dict | None) -> dict | None:
+    """Pool ``measured`` ({spread, df, runs}) into the entry for ``key``; returns the entry
+    written (None when nothing was written)."""
+    if path is None or not measured or not measured.get("df"):
+        return None
+    entries = _load(path)
+    old = entries.get(key) if isinstance(entries.get(key), dict) else None
+    df, var, runs = measured["df"], measured["spread"] ** 2, measured["runs"]
+    if old and old.get("df") and isinstance(old.get("spread"), (int, float)):
+        var = (old["spread"] ** 2 * old["df"] + var * df) / (old["df"] + df)
+        df, runs = old["df"] + df, int(old.get("runs") or 0) + runs
+    entry = {"spread": math.sqrt(var), "df": df, "runs": runs, "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    entries[key] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".spread-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"schema": SCHEMA, "entries": entries}, fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+    return entry
+
+
+def measured_spread(runs: dict, blocks: dict | None = None, effects: dict | None = None) -> dict | None:
+    """{spread, df, runs}: the pooled standard deviation of log tok/s between the runs of each
+    point (``runs``: label -> tok/s per run, None where it failed), each run's block effect
+    (``effects``: block -> effect on log tok/s) taken out first; None below 1 degree of freedom."""
+    ss, df, count = 0.0, 0, 0
+    for label, values in runs.items():
+        names = (blocks or {}).get(label) or [None] * len(values)
+        logs = [
+            math.log(v) - (effects or {}).get(b or "", 0.0)
+            for v, b in zip(values, names)
+            if v is not None and v > 0
+        ]
+        if len(logs) < 2:
+            continue
+        mean = statistics.fmean(logs)
+        ss += sum((x - mean) ** 2 for x in logs)
+        df += len(logs) - 1
+        count += len(logs)
+    if effects:  # the block effects were estimated from the same runs
+        df -= max(0, len([e for e in effects if e]) - 1)
+    if df < 1:
+        return None
+    return {"spread": math.sqrt(ss / df), "df": df, "runs": count}
