@@ -70,8 +70,12 @@ def engine_of(phase_names: set[str]) -> str | None:
     return None
 
 
-def cycle_rows(cycles: list[dict], phases: list[dict], basis: str) -> list[CycleRow]:
-    """The decode cycles of one process with a period and per-request acceptance."""
+def cycle_rows(
+    cycles: list[dict], phases: list[dict], basis: str, stalls: set[int] | frozenset[int] = frozenset()
+) -> list[CycleRow]:
+    """The decode cycles of one process with a period and per-request acceptance; the
+    report's stalls (kernel compilation at a new batch size: patchkit.report.stalls) left
+    out, as the report leaves them out of its shares."""
     field = "dev_ns" if basis == "device" else "host_ns"
     per_cycle: dict[int, dict[str, int]] = {}
     for rec in phases:
@@ -87,7 +91,7 @@ def cycle_rows(cycles: list[dict], phases: list[dict], basis: str) -> list[Cycle
         attrs = cur.get("attrs") or {}
         if attrs.get("kind", "decode") != "decode" or attrs.get("prefill"):
             continue
-        if nxt["cycle"] != cur["cycle"] + 1 or cur.get("ab") == "off":
+        if nxt["cycle"] != cur["cycle"] + 1 or cur.get("ab") == "off" or cur["cycle"] in stalls:
             continue
         got = request_accepts(attrs)
         if got is None or not got[0]:
@@ -495,7 +499,8 @@ def predict_selection(
         raise InvalidInput(
             f"{where}: no verify phase in the records (target_verify or verify_forward): nothing to model"
         )
-    rows = cycle_rows(lead.cycles, lead.phases, sel.basis)
+    stalls = next((st for p, st in zip(sel.procs, sel.stall_sets) if p is lead), set())
+    rows = cycle_rows(lead.cycles, lead.phases, sel.basis, stalls)
     if len(rows) < 10:
         raise InvalidInput(
             f"{where}: {len(rows)} decode cycles with per-request acceptance; at least 10 are needed "
