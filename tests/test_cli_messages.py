@@ -21,23 +21,12 @@ from pathlib import Path
 import pytest
 
 from failure_support import REPO, invoke, small_series, small_target
+from support.cli import patchkit_command
 
 
 def patchkit(args, cwd: Path, home: Path | None = None) -> subprocess.CompletedProcess:
     """The installed command's Program (python -m patchkit.command) in ``cwd``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INVOKE_")}
-    env.update(PYTHONPATH=str(REPO), XDG_CONFIG_HOME=str(cwd / "xdg"))
-    if home is not None:
-        env["HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "patchkit.command", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
+    return patchkit_command(args, cwd, config_home=cwd / "xdg", home=home)
 
 
 @pytest.fixture

@@ -6,47 +6,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from failure_support import invoke
-
-WORKLOAD = """
-import sys, time
-sys.path.insert(0, {site!r})
-import phase_timer as _pt
-for i in range(6):
-    _pt.cycle_begin(batch_size=1)
-    _pt.begin("draft")
-    time.sleep(0.0005)
-    _pt.end("draft")
-    _pt.begin("verify")
-    time.sleep(0.001)
-    _pt.end("verify")
-    _pt.cycle_end(accepted=[2])
-"""
+from support.timing_files import host_timing_files
 
 
 @pytest.fixture(scope="module")
-def timing(tmp_path_factory, runtime_dir_module) -> Path:
+def timing(tmp_path_factory) -> Path:
     """A folder of real timing files (the runtime, host mode, one rank)."""
-    out = tmp_path_factory.mktemp("timing") / "timing"
-    env = {"PATCHKIT_TIMER_DIR": str(out), "PATCHKIT_TIMER": "host", "PATH": "/usr/bin:/bin"}
-    code = WORKLOAD.format(site=str(runtime_dir_module))
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
-    return out
-
-
-@pytest.fixture(scope="module")
-def runtime_dir_module(tmp_path_factory) -> Path:
-    from patchkit.timing import RUNTIME_PATH
-
-    folder = tmp_path_factory.mktemp("site")
-    shutil.copyfile(RUNTIME_PATH, folder / "phase_timer.py")
-    return folder
+    return host_timing_files(tmp_path_factory.mktemp("site"))
 
 
 def test_a_run_folder_is_read_through_its_timing(tmp_path, timing):

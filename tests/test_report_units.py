@@ -14,9 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,21 +21,7 @@ import pytest
 from patchkit.profile.default import report_meta
 from patchkit.report import build_report, render_table
 from patchkit.report.table import meta_lines
-
-WORKLOAD = """
-import sys, time
-sys.path.insert(0, {site!r})
-import phase_timer as _pt
-for i in range(6):
-    _pt.cycle_begin(batch_size=1)
-    _pt.begin("draft")
-    time.sleep(0.0005)
-    _pt.end("draft")
-    _pt.begin("verify")
-    time.sleep(0.001)
-    _pt.end("verify")
-    _pt.cycle_end(accepted=[2])
-"""
+from support.timing_files import host_timing_files
 
 RESULT: dict = {
     "model": {"layers": 4, "hidden": 64, "vocab": 128, "draft_layers": 2, "dtype": "float32", "new_tokens": 8}
@@ -57,13 +40,7 @@ POINT = {
 @pytest.fixture(scope="module")
 def host_timing(tmp_path_factory) -> Path:
     """Real timing files from the runtime in host mode (what the CPU run writes)."""
-    from patchkit.timing import RUNTIME_PATH
-
-    base = tmp_path_factory.mktemp("units")
-    shutil.copyfile(RUNTIME_PATH, base / "phase_timer.py")
-    env = {"PATCHKIT_TIMER_DIR": str(base / "timing"), "PATCHKIT_TIMER": "host", "PATH": "/usr/bin:/bin"}
-    subprocess.run([sys.executable, "-c", WORKLOAD.format(site=str(base))], env=env, check=True, timeout=60)
-    return base / "timing"
+    return host_timing_files(tmp_path_factory.mktemp("units"))
 
 
 @pytest.fixture(scope="module")

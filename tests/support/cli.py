@@ -31,3 +31,26 @@ def invoke_with_config(config: Path, *args: str, timeout: float = 300) -> subpro
 
 
 __all__ = ["REPO", "invoke", "invoke_with_config"]
+
+
+def patchkit_command(
+    args, cwd: Path, config_home: Path, home: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """The installed command's Program (``python -m patchkit.command ARGS``) in ``cwd``, as
+    a user's shell would run it: no INVOKE_* variables, XDG_CONFIG_HOME at ``config_home``
+    (and HOME at ``home`` when given), this checkout on PYTHONPATH."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INVOKE_")}
+    env.update(PYTHONPATH=str(REPO), XDG_CONFIG_HOME=str(config_home))
+    if home is not None:
+        env["HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "patchkit.command", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )

@@ -232,6 +232,11 @@ def shift_port(cmd: str, index: int, default: int | None = None) -> str:
             found = True  # written with an expansion: its own business
     if not found:
         return set_option(cmd, "port", str(default)) if default is not None else cmd
+    return _apply_edits(cmd, edits)
+
+
+def _apply_edits(cmd: str, edits: list[tuple[int, int, str]]) -> str:
+    """``cmd`` with each (start, end, text) span replaced; spans in order, not overlapping."""
     out, pos = [], 0
     for start, end, text in edits:
         out += [cmd[pos:start], text]
@@ -269,12 +274,7 @@ def set_option(cmd: str, name: str, value: str) -> str:
         head, rest = cmd[:at].rstrip(), cmd[at:]
         gap = cmd[len(head) : at] or (" " if rest else "")
         return f"{head} {flag} {quoted}{gap}{rest}"
-    out, pos = [], 0
-    for start, end, text in edits:
-        out += [cmd[pos:start], text]
-        pos = end
-    out.append(cmd[pos:])
-    return "".join(out)
+    return _apply_edits(cmd, edits)
 
 
 def _end_of_first_command(cmd: str, words: list[Word]) -> int:
