@@ -342,3 +342,21 @@ def test_from_prediction_bad_inputs_stop_before_any_target(tmp_path, args, messa
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert list(target.iterdir()) == []
+
+
+def test_the_chart_gains_an_acceptance_panel(tmp_path):
+    """phases.png: a third panel (per-position acceptance) when the records carry acceptance:
+    the figure is 17 inches wide instead of 14 (the saved PNG trims its margins)."""
+    import struct
+
+    def width(png: Path) -> int:
+        return struct.unpack(">I", png.read_bytes()[16:20])[0]
+
+    run = write_run(tmp_path / "run", 4, [0.9, 0.7, 0.5, 0.3], cycles=60)
+    build_report(run / "timing", tmp_path / "with", meta={}, chart=True)
+    bare = tmp_path / "bare" / "timing"
+    bare.mkdir(parents=True)
+    text = (run / "timing" / "phase-timing.rank0.pid11.jsonl").read_text()
+    (bare / "phase-timing.rank0.pid11.jsonl").write_text(text.replace('"accepted_per_req"', '"other"'))
+    build_report(bare, tmp_path / "without", meta={}, chart=True)
+    assert 1.1 < width(tmp_path / "with" / "phases.png") / width(tmp_path / "without" / "phases.png") < 1.3

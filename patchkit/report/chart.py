@@ -124,6 +124,36 @@ def chart_title(summary, procs: list[ProcessTiming]) -> str:
     return " | ".join(p for p in parts if p)
 
 
+def _acceptance_panel(ax, acc: dict) -> None:
+    """Accepted at position k among the request steps that drafted k (bars, labelled), the
+    share of request steps by accepted drafts (dots), and both mean accept lengths."""
+    rates = [(r["position"], r["rate"]) for r in acc["position_rate"] if r["rate"] is not None]
+    xs = [k for k, _ in rates]
+    vals = [100.0 * v for _, v in rates]
+    bars = ax.bar(xs, vals, color="#4c72b0", label="accepted at k (of those that drafted k)")
+    for bar, v in zip(bars, vals):
+        ax.text(bar.get_x() + bar.get_width() / 2, v + 1.5, f"{v:.0f}", ha="center", fontsize=7)
+    total = acc["request_steps"] or 1
+    ax.plot(
+        range(len(acc["histogram"])),
+        [100.0 * n / total for n in acc["histogram"]],
+        "o",
+        color="#dd8452",
+        label="request steps that accepted k (%)",
+    )
+    means = acc["mean_accept_length"]
+    per_req = means["per_request"]
+    ax.set_title(
+        f"acceptance: length {means['pooled']:.2f} pooled"
+        + (f", {per_req:.2f} per request" if per_req is not None else ""),
+        fontsize=10,
+    )
+    ax.set_xlabel(f"draft position k (num_steps {acc['num_steps']})")
+    ax.set_ylabel("%")
+    ax.set_ylim(0, 110)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14), frameon=False)
+
+
 def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None):
     """The matplotlib figure of phases.png (write_chart saves it)."""
     import matplotlib
@@ -139,7 +169,16 @@ def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None)
     names = list(dict.fromkeys(names))
     share_of = {e["name"]: e["share_of_cycle"] for e in phases if e["depth"] == 0}
     colors = _palette(plt, "tab10")
-    fig, (ax_run, ax_share) = plt.subplots(1, 2, figsize=(14, 5.5), gridspec_kw={"width_ratios": [3, 1.3]})
+    acc = getattr(summary, "acceptance", None)
+    if acc:
+        fig, (ax_run, ax_share, ax_acc) = plt.subplots(
+            1, 3, figsize=(17, 5.5), gridspec_kw={"width_ratios": [3, 1.3, 1.0]}
+        )
+        _acceptance_panel(ax_acc, acc)
+    else:
+        fig, (ax_run, ax_share) = plt.subplots(
+            1, 2, figsize=(14, 5.5), gridspec_kw={"width_ratios": [3, 1.3]}
+        )
     lead = procs[0]
     others: list[int] = []
     stalled: list[int] = []

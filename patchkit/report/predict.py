@@ -499,7 +499,7 @@ def predict_selection(
         raise InvalidInput(
             f"{where}: no verify phase in the records (target_verify or verify_forward): nothing to model"
         )
-    stalls = next((st for p, st in zip(sel.procs, sel.stall_sets) if p is lead), set())
+    stalls: set[int] = next((st for p, st in zip(sel.procs, sel.stall_sets) if p is lead), set())
     rows = cycle_rows(lead.cycles, lead.phases, sel.basis, stalls)
     if len(rows) < 10:
         raise InvalidInput(
