@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 from patchkit.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_TERMINATED, PatchkitError, Terminated
 
-# the --json document of every patch.* task (README: "JSON output"); error_json is the one an
+# the --json document of every patch.* task (docs/tasks.md: "JSON output"); error_json is the one an
 # operation prints when it ended before it had a result
 RESULT_SCHEMA = "patchkit.result/1"
 

@@ -12,7 +12,7 @@ _VERDICT = {0: "ok", 1: "REFUSED", 2: "INVALID"}
 
 
 # `--json` prints exactly one document on stdout, success or failure, with the same top-level
-# keys (README §2, "JSON output"); a new key is a minor change, a changed meaning a new schema.
+# keys (docs/tasks.md, "JSON output"); a new key is a minor change, a changed meaning a new schema.
 
 
 def render_json(result: OpResult) -> str:

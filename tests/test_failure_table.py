@@ -1,11 +1,11 @@
-"""Issue 28.5: README's failure tables ("What every failure prints") say what the program prints.
+"""Issue 28.5: the failure tables ("What every failure prints") say what the program prints.
 
-Every row of the two tables (invalid input, exit 2; refused, exit 1) is read from README.md, and
-its backticked lines are matched against what the real CLI prints when that failure is made
-here, on small local trees (no sshd, no wheels). In a README line, `…` stands for any text and
-R, D, T, N, S, P, FILE, PATCH, PREFIX, DIR, LINE and <…> for a value. A row this file does not
-make says why (UNTRIGGERED), and a README row this file has never heard of fails, so the table
-and the program cannot drift apart silently.
+Every row of the two tables (invalid input, exit 2; refused, exit 1) is read from docs/tasks.md
+(README.md's until the docs split, issue 30 item 5), and its backticked lines are matched against
+what the real CLI prints when that failure is made here, on small local trees (no sshd, no
+wheels). In a table line, `…` stands for any text and R, D, T, N, S, P, FILE, PATCH, PREFIX, DIR,
+LINE and <…> for a value. A row this file does not make says why (UNTRIGGERED), and a table row
+this file has never heard of fails, so the table and the program cannot drift apart silently.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pytest
 from engine_support import make_series, write_tree
 from failure_support import GOOD, ORIG, REPO, invoke, small_series, small_target
 
-README = REPO / "README.md"
+TABLES = REPO / "docs" / "tasks.md"
 PLACEHOLDER = r"<[^>]+>|…|\b(?:R|D|T|N|S|P|FILE|PATCH|PREFIX|DIR|LINE)\b"
 
 
@@ -44,8 +44,8 @@ def _cells(line: str) -> list[str]:
 
 def failure_rows() -> dict[str, list[str]]:
     """cause -> the backticked lines of its second cell, for both tables of the section."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index("### What every failure prints")
+    text = TABLES.read_text(encoding="utf-8")
+    start = text.index("## What every failure prints")
     end = text.index("\nDone (exit 0)", start)
     rows = {}
     for line in text[start:end].splitlines():
@@ -58,7 +58,7 @@ def failure_rows() -> dict[str, list[str]]:
 
 
 def pattern(template: str, subs: dict[str, str]) -> str:
-    """A README line as a regex: placeholders match a value, ``subs`` swap the README's example
+    """A table line as a regex: placeholders match a value, ``subs`` swap the table's example
     values (a path, a line number) for the ones of the run here."""
     keys = "|".join(rf"(?<!\w){re.escape(k)}(?!\w)" for k in sorted(subs, key=len, reverse=True))
     out = []
@@ -88,7 +88,7 @@ def test_pattern():
 class Made:
     output: str  # what the runs printed, stdout and stderr
     subs: dict[str, str] = field(default_factory=dict)
-    # README lines of the row that this run does not print, each with why
+    # table lines of the row that this run does not print, each with why
     not_made: dict[str, str] = field(default_factory=dict)
 
 
@@ -363,7 +363,7 @@ MAKE: dict[str, Callable[..., Made]] = {
     "a fleet host failed": _fleet,
 }
 UNTRIGGERED = {
-    "other malformed patches": "prose: the rows above and §1 (tests/engine/test_diffparse*.py)",
+    "other malformed patches": "prose: the rows above and docs/formats.md (tests/engine/test_diffparse*.py)",
     "another release installed": "needs a real sglang wheel "
     "(test_failures.py::test_wrong_release_says_installed_and_pinned_first, marked wheels)",
     "`--series auto` finds no series": "prose (tests/engine/test_autoseries.py, wheels)",
@@ -373,7 +373,7 @@ UNTRIGGERED = {
 def test_every_row_is_made_or_says_why():
     rows = failure_rows()
     assert len(rows) > 20
-    assert set(rows) == set(MAKE) | set(UNTRIGGERED), "README rows and this file's differ"
+    assert set(rows) == set(MAKE) | set(UNTRIGGERED), "docs/tasks.md rows and this file's differ"
 
 
 @pytest.mark.parametrize("cause", sorted(MAKE))
@@ -381,11 +381,11 @@ def test_the_row_says_what_the_program_prints(tmp_path, cause):
     rows = failure_rows()
     tree, series = small_target(tmp_path / "target"), small_series(tmp_path / "series")
     made = MAKE[cause](tmp_path, str(tree), str(series))
-    assert rows[cause], f"README row {cause!r} shows no line"
+    assert rows[cause], f"docs/tasks.md row {cause!r} shows no line"
     for template in rows[cause]:
         if template in made.not_made:
             continue
         assert re.search(pattern(template, made.subs), made.output), (
-            f"README row {cause!r} says `{template}`; the program printed:\n{made.output}"
+            f"docs/tasks.md row {cause!r} says `{template}`; the program printed:\n{made.output}"
         )
     assert set(made.not_made) <= set(rows[cause]), "not_made names a line the row does not have"

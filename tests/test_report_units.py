@@ -2,7 +2,7 @@
 why the dev columns are empty.
 
 - `phase_shares` (and every share) were percentages with no unit: summary.json's `units` names
-  the unit of every number by key name (README §6 documents them);
+  the unit of every number by key name (docs/runtime.md documents them);
 - `meta` mixed prose keys ("identical outputs (greedy, with vs without assistant)": "2/2
   prompts") with numbers: its keys are snake_case, its values numbers where they are numbers,
   and the table says them in words;

@@ -49,7 +49,7 @@ class RemoteConfig:
     stop_grace_s: float = 20.0  # per signal
     timer: str | None = None  # PATCHKIT_TIMER on the server
     timer_flush_s: float = 1.0  # PATCHKIT_TIMER_FLUSH_S on the server
-    timer_sample: int = 16  # PATCHKIT_TIMER_SAMPLE: time ~1 cycle in N (README §7: why 16)
+    timer_sample: int = 16  # PATCHKIT_TIMER_SAMPLE: time ~1 cycle in N (docs/profiling.md: why 16)
     timer_seed: int | None = None  # PATCHKIT_TIMER_SEED (None: one per run)
     remote_dir: str = "/tmp/patchkit-profile"  # a fresh run directory is made inside
     keep_remote_dir: bool = False
