@@ -268,7 +268,9 @@ pk_writable_dirs() {  # every directory a commit will rename into must be writab
     done
     if [ ! -w "$_dest" ]; then
       [ "$_wmode" = verify ] && { pk_out "error 1 apply would fail: $PK_ROOT/$_dest is not writable (read-only file system or permission denied)"; PK_REFUSE=1; return 0; }
-      pk_die 1 "cannot write to $PK_ROOT/$_dest (read-only file system or permission denied); nothing changed"
+      # the system's own reason (strerror: what follows the shell's last ": "), from a probe
+      _why=$( (: > "$_dest/.patchkit-probe.$$") 2>&1 ) && rm -f "$_dest/.patchkit-probe.$$"
+      pk_die 1 "cannot write to $PK_ROOT/$_dest (read-only file system or permission denied); nothing changed${_why:+ (${_why##*: })}"
     fi
     _k=$((_k + 1))
   done
@@ -523,7 +525,8 @@ pk_lock() {
     # another operation may make it at the same instant: then its lock decides, below
     # the first write of an operation: a root we may not write to is said as README promises
     mkdir .patchkit 2>"$PK_T/err" || [ -d .patchkit ] || {
-      [ -w . ] || pk_die 1 "cannot write to $PK_ROOT (read-only file system or permission denied); nothing changed"
+      _why=$(sed -n '1p' "$PK_T/err")  # the system's own reason follows mkdir's last ": "
+      [ -w . ] || pk_die 1 "cannot write to $PK_ROOT (read-only file system or permission denied); nothing changed${_why:+ (${_why##*: })}"
       pk_die 1 "cannot create $PK_ROOT/.patchkit: $(sed -n '1p' "$PK_T/err"); nothing changed"
     }
   fi
