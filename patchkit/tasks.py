@@ -750,6 +750,9 @@ patch.add_task(patch_diff, "diff")
         "default 20; with --budget, whichever comes first)",
         "gpus": "with --matrix: GPUs of each target, e.g. 0,1,2,3: one server per GPU at once "
         "(CUDA_VISIBLE_DEVICES, port + index), every GPU runs every point over the rounds",
+        "blocks": "with --matrix and several --target: 'fleet' (default): the targets serve together "
+        "(one multi-node server); 'hosts': each target runs its own server, a block like a GPU of "
+        "--gpus (port + index), every target runs every point over the rounds",
     },
 )
 def profile_remote(
@@ -772,6 +775,7 @@ def profile_remote(
     budget=None,
     until=None,
     gpus=None,
+    blocks=None,
 ):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
     from patchkit.profile.remote import RemoteConfig, run_remote
@@ -803,6 +807,7 @@ def profile_remote(
         "budget_minutes": budget,
         "until": until,
         "gpus": gpus,
+        "blocks": blocks,
     }
     if from_prediction is not None or top is not None:
         from patchkit.report.predict import load_prediction, matrix_with_steps, promising
@@ -836,6 +841,10 @@ def profile_remote(
         from patchkit.profile.remote.config import UNTIL
 
         settings["until"] = choice(until, "until", UNTIL)
+    if blocks is not None:
+        from patchkit.profile.remote.config import BLOCKS
+
+        settings["blocks"] = choice(blocks, "blocks", BLOCKS)
     if gpus is not None:
         from patchkit.profile.remote.config import parse_gpus
 

@@ -7,6 +7,7 @@
                                    [--timed-workers v1,v2] [any other --speculative-* ...]
                                    [--tok-s R] [--order-file F] [--gpu-factor ID=F ...]
                                    [--fail-on-gpu ID] [--verify-scale F]
+                                   [--root-factor ROOT=F ...] [--fail-on-root ROOT]
     python standin_server.py bench --port P [--also-port P2] [--requests N] [--cycles C] [--fail]
                                    [--delay S] [--started-file F] [--noise CV --seed-file F]
 
@@ -49,6 +50,10 @@ GPUs (profile.remote --gpus): the server logs CUDA_VISIBLE_DEVICES with its othe
 is ID (a faster or slower GPU); --fail-on-gpu ID makes the server exit 1 before listening when
 it is ID (a broken GPU). --verify-scale F stretches target_verify's sleep by F (a point whose
 verify phase is slower; default 1).
+
+Targets as blocks (profile.remote --blocks hosts): --root-factor ROOT=F (repeatable) multiplies
+the answered --tok-s by F when PATCHKIT_TARGET_ROOT is ROOT (a faster host); --fail-on-root
+ROOT makes the server exit 1 before listening on that target (a broken host).
 """
 
 from __future__ import annotations
@@ -186,6 +191,14 @@ def serve(args, passed: list[str]) -> None:
     for spec in args.gpu_factor:
         name, _, factor = spec.partition("=")
         if gpu == name:
+            args.tok_s *= float(factor)
+    root = os.environ.get("PATCHKIT_TARGET_ROOT", "")
+    if args.fail_on_root is not None and root == args.fail_on_root:
+        print(f"RuntimeError: NCCL error: this host ({root}) lost its network", flush=True)
+        sys.exit(1)
+    for spec in args.root_factor:
+        name, _, factor = spec.rpartition("=")
+        if root == name:
             args.tok_s *= float(factor)
     if args.plain_fails and args.speculative_algorithm is None:
         print("stand-in server: plain server refused to start (--plain-fails)", flush=True)
@@ -349,6 +362,8 @@ def main(argv=None) -> None:
     s.add_argument("--order-file", default=None)
     s.add_argument("--gpu-factor", action="append", default=[])
     s.add_argument("--fail-on-gpu", default=None)
+    s.add_argument("--root-factor", action="append", default=[])
+    s.add_argument("--fail-on-root", default=None)
     w = sub.add_parser("worker")
     for p in (s, w):
         p.add_argument("--speculative-algorithm", default=None)

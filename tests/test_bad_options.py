@@ -148,6 +148,7 @@ REMOTE_OPTIONS = {
     "budget": [("0", 2, "--budget"), ("-3", 2, "--budget"), ("soon", 2, "--budget"), ("", 2, "--budget")],
     "until": [("forever", 2, "--until"), ("", 2, "--until")],
     "gpus": [("0,0", 2, "--gpus"), ("a;b", 2, "--gpus"), ("", 2, "--gpus"), ("0,,1", 2, "--gpus")],
+    "blocks": [("gpus", 2, "--blocks"), ("", 2, "--blocks"), ("Hosts ", 2, "--blocks")],
 }
 COLLECT_OPTIONS = {
     "target": [("", 2, "--target"), ("docker://c", 2, "docker://")],

@@ -6,7 +6,9 @@ CUDA_VISIBLE_DEVICES and port, a failing GPU recorded), the per-phase companion 
 The sweeps run on local directory targets (no sshd) with the stand-in server and benchmark of
 tests/standin_server.py: ``--tok-s R`` sets a point's throughput, the benchmark reports it
 times exp(N(0, 2 %)) seeded from a counter file (the same numbers on every run), ``--gpu-factor``
-makes a GPU faster, ``--fail-on-gpu`` breaks one, ``--verify-scale`` slows a point's verify.
+makes a GPU faster, ``--fail-on-gpu`` breaks one, ``--verify-scale`` slows a point's verify;
+``--root-factor`` and ``--fail-on-root`` do the same for a target (``--blocks hosts``), keyed by
+its root (PATCHKIT_TARGET_ROOT): two local folders stand for two hosts.
 The tests that need the sglang wheel tree (the ``budget_tree`` fixture) are marked ``wheels``
 (one also ``sshd``, through its fixture); the rest are unit tests of the pieces.
 """
@@ -23,7 +25,7 @@ import pytest
 
 from patchkit.errors import InvalidInput
 from patchkit.profile.remote import RemoteConfig
-from patchkit.profile.remote.blocks import assign, gpu_config, make_blocks
+from patchkit.profile.remote.blocks import assign, gpu_config, host_blocks, make_blocks
 from patchkit.profile.remote.server_args import drop_options, shift_port
 from patchkit.profile.remote.spread import cache_key, cache_path, measured_spread, read_spread, update_spread
 from patchkit.profile.remote.sweep import run_remote_sweep
@@ -186,6 +188,11 @@ def test_spread_cache_pools_and_survives_a_bad_file(tmp_path, monkeypatch):
         ({"gpus": "0,1", "health_url": "http://127.0.0.1:1/health"}, "health_url"),
         ({"until": "decided", "matrix": None}, "for a sweep"),
         ({"sweep_seed": -1}, "sweep_seed"),
+        ({"blocks": "gpus"}, "blocks 'gpus': fleet or hosts"),
+        ({"blocks": 3}, "blocks '3'"),
+        ({"blocks": "hosts", "baseline": True}, "baseline"),
+        ({"blocks": "hosts", "health_url": "http://127.0.0.1:1/health"}, "health_url"),
+        ({"blocks": "hosts", "matrix": None}, "for a sweep"),
     ],
 )
 def test_bad_sequential_settings_are_refused_before_anything_runs(tmp_path, over, words):
@@ -531,3 +538,185 @@ def test_gpus_through_sshd(tmp_path, sshd, budget_tree):
         gpu = int(run["block"][-1])
         assert f"env CUDA_VISIBLE_DEVICES={gpu}\n" in log and f"listening on 127.0.0.1:{base + gpu}" in log
     assert state_of(budget_tree) == "pristine" and not any((tmp_path / "remote").iterdir())
+
+
+# ---- several targets as blocks (--blocks hosts) ------------------------------------------------------
+
+
+def test_host_blocks_one_per_target_or_per_target_and_gpu(tmp_path):
+    from patchkit.transport import parse_target
+
+    def cfg_of(**over):
+        return RemoteConfig.from_mapping(
+            settings(
+                tmp_path,
+                ["/srv/a", "/srv/b"],
+                tmp_path / "n",
+                ssh_config=None,
+                port=31000,
+                matrix="tok-s=1,2",
+                **over,
+            )
+        )
+
+    fleet = cfg_of()
+    assert fleet.blocks == "fleet" and not fleet.hosts_as_blocks
+    transports = [parse_target("/srv/a"), parse_target("/srv/b")]
+    assert [b.name for b in make_blocks(fleet, transports)] == [None]  # one fleet, one block
+    hosts = cfg_of(blocks="Hosts")
+    assert hosts.blocks == "hosts"
+    blocks = make_blocks(hosts, transports)
+    assert [(b.name, b.gpu, b.cfg.port, b.target) for b in blocks] == [
+        ("/srv/a", None, 31000, "/srv/a"),
+        ("/srv/b", None, 31001, "/srv/b"),
+    ]
+    assert [b.transports for b in blocks] == [[transports[0]], [transports[1]]]  # its own target alone
+    assert blocks[1].env({"A": "1"}) == {"A": "1"}  # no CUDA_VISIBLE_DEVICES without gpus
+    assert "--port 31001" in blocks[1].server_command("srv --model M")
+    assert blocks[1].describe() == "/srv/b (port 31001)"
+    pairs = host_blocks(cfg_of(blocks="hosts", gpus="0,1"), transports)
+    assert [(b.name, b.gpu, b.cfg.port) for b in pairs] == [
+        ("/srv/a gpu0", "0", 31000),
+        ("/srv/a gpu1", "1", 31001),
+        ("/srv/b gpu0", "0", 31002),
+        ("/srv/b gpu1", "1", 31003),
+    ]
+    assert pairs[0].transports[0] is transports[0] and pairs[1].transports[0] is not transports[0]
+    assert pairs[1].transports[0].root == "/srv/a" and pairs[3].env({}) == {"CUDA_VISIBLE_DEVICES": "1"}
+
+
+def host_commands(tmp_path: Path, base: int, extra: str = "") -> dict:
+    """Literal --port BASE in both commands (rewritten per block); a pid file and a seed counter
+    per block's port (two targets' servers and benchmarks run at once on this machine)."""
+    pids = shlex.quote(str(tmp_path / "server.pids.port"))
+    seed = shlex.quote(str(tmp_path / "seed"))
+    return dict(
+        port=base,
+        server_command=(
+            f'PYTHONPATH="$PATCHKIT_TARGET_ROOT" exec {PY} {ST} serve --port {base} {SPEC} '
+            f'--pid-file {pids}"$PATCHKIT_SERVER_PORT" --tok-s 1000 --startup-delay 0.5 {extra}'
+        ),
+        bench_command=(
+            f"{PY} {ST} bench --port {base} --requests 1 --cycles 6 --noise 0.02 "
+            f'--seed-file {seed}."$PATCHKIT_SERVER_PORT"'
+        ),
+    )
+
+
+def two_trees(tmp_path: Path) -> tuple[Path, Path]:
+    from upstream_fixtures import sglang_installed
+
+    return (
+        sglang_installed("0.5.9", tmp_path / "host-a" / "site-packages"),
+        sglang_installed("0.5.9", tmp_path / "host-b" / "site-packages"),
+    )
+
+
+def _alive_port_pids(tmp_path: Path, port: int) -> list[int]:
+    from test_profile_remote import alive
+
+    return [int(p) for p in (tmp_path / f"server.pids.port{port}").read_text().split() if alive(int(p))]
+
+
+@pytest.mark.wheels
+def test_hosts_as_blocks_serve_points_at_once_and_the_decision_pairs_by_host(tmp_path, capsys):
+    """--blocks hosts with two local-folder targets, the second 8 % faster: per round both
+    points run at the same time, one per target, each its own one-node server on port
+    base+index; over four rounds each point ran twice on each target; runs' block is the
+    target's label; the faster host shows in the block effects, not in the verdict; the series
+    was applied and reverted on both targets once."""
+    from sshd_support import free_port
+
+    a, b = two_trees(tmp_path)
+    base = free_port()
+    given = host_commands(tmp_path, base, f"--root-factor {shlex.quote(str(b))}=1.08")
+    cfg = RemoteConfig.from_mapping(
+        settings(
+            tmp_path,
+            [str(a), str(b)],
+            tmp_path / "unused",
+            ssh_config=None,
+            spread_cache=str(tmp_path / "spread.json"),
+            matrix="tok-s=1000,1300",
+            blocks="hosts",
+            repeat=4,
+            sweep_seed=5,
+            **given,
+        )
+    )
+    outcome = run_remote_sweep(cfg, stream=quiet())
+    doc = sweep_doc(outcome)
+    assert doc["blocks"] == [
+        {"name": str(a), "gpu": None, "port": base, "target": str(a)},
+        {"name": str(b), "gpu": None, "port": base + 1, "target": str(b)},
+    ]
+    assert doc["block_kind"] == "targets" and doc["seed"] == 5 and len(doc["rounds"]) == 4
+    for row in doc["rows"]:
+        assert sorted(r["block"] for r in row["runs"]) == sorted([str(a), str(a), str(b), str(b)])
+        for run in row["runs"]:
+            index = [str(a), str(b)].index(run["block"])
+            log = (outcome.run_dir / run["report"] / "node0" / "server.log").read_text()
+            assert f"env PATCHKIT_TARGET_ROOT={run['block']}\n" in log
+            assert "env PATCHKIT_NNODES=1\n" in log and "env PATCHKIT_NODE_RANK=0\n" in log
+            assert f"listening on 127.0.0.1:{base + index}" in log
+            assert not (outcome.run_dir / run["report"] / "node1").exists()  # one node per run
+            rate = 1000 if row["label"] == "tok-s=1000" else 1300
+            assert run["tokens_per_s"] == pytest.approx(rate * (1.08 if index else 1.0), rel=0.07)
+            summary = json.loads((outcome.run_dir / run["report"] / "summary.json").read_text())
+            assert summary["meta"]["sweep_block"] == f"{run['block']} (port {base + index})"
+    for record in doc["rounds"]:  # one point per target in every round: at the same time
+        assert sorted(record["blocks"].values()) == sorted([str(a), str(b)])
+        walls = [r["wall_s"] for row in doc["rows"] for r in row["runs"] if r["rep"] == record["round"]]
+        assert record["wall_s"] < 0.85 * sum(walls), (record["wall_s"], walls)
+    effects = doc["block_effects"]
+    assert math.exp(effects[str(b)] - effects[str(a)]) == pytest.approx(1.08, rel=0.03)
+    assert effects[str(b)] > 0 > effects[str(a)]
+    decision = doc["decision"]
+    assert decision["estimates"]["tok-s=1300"] / decision["estimates"]["tok-s=1000"] == pytest.approx(
+        1.3, rel=0.05
+    )
+    assert doc["verdict"]["cost"]["server_starts"] == 8  # one server a run, not one per target
+    assert "block effects" in outcome.table and f"{b} +" in outcome.table
+    assert "2 targets as blocks at once" in outcome.table
+    assert not _alive_port_pids(tmp_path, base) and not _alive_port_pids(tmp_path, base + 1)
+    assert state_of(a) == "pristine" and state_of(b) == "pristine"
+    log = capsys.readouterr().err  # the series went onto both targets once, for the whole sweep
+    assert log.count("applied sglang-v0.5.9 to 2 target(s)") == 1 and log.count("reverted 2 target(s)") == 1
+    assert "2 targets at once" in log
+
+
+@pytest.mark.wheels
+def test_a_failing_host_is_recorded_and_the_sweep_goes_on(tmp_path):
+    """The second target's servers exit at start: every point's run there is recorded with its
+    error and block (the target's label), the runs on the first count, the sweep ends
+    normally, and both targets are reverted."""
+    from sshd_support import free_port
+
+    a, b = two_trees(tmp_path)
+    given = host_commands(tmp_path, free_port(), f"--fail-on-root {shlex.quote(str(b))}")
+    cfg = RemoteConfig.from_mapping(
+        settings(
+            tmp_path,
+            [str(a), str(b)],
+            tmp_path / "unused",
+            ssh_config=None,
+            spread_cache=str(tmp_path / "spread.json"),
+            matrix="tok-s=1000,1300",
+            blocks="hosts",
+            until="decided",
+            repeat=2,
+            **given,
+        )
+    )
+    outcome = run_remote_sweep(cfg, stream=quiet())
+    doc = sweep_doc(outcome)
+    assert [r["ok"] for r in doc["rows"]] == [True, True]
+    failed = [r for row in doc["rows"] for r in row["runs"] if not r["ok"]]
+    assert len(failed) == 2 and {r["block"] for r in failed} == {str(b)}
+    assert all("this host" in r["error"] and "lost its network" in r["error"] for r in failed)
+    good = [r for row in doc["rows"] for r in row["runs"] if r["ok"]]
+    assert len(good) == 2 and {r["block"] for r in good} == {str(a)}
+    assert all(record["errors"] for record in doc["rounds"])
+    assert "points with failed repetitions (2)" in outcome.table
+    assert doc["stopped"] == "max rounds" and not doc["dropped"]
+    assert state_of(a) == "pristine" and state_of(b) == "pristine"

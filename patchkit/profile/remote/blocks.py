@@ -8,6 +8,12 @@ as an expansion, ``"$PATCHKIT_SERVER_PORT"``, is left to it). Every target of th
 with that GPU: a fleet of several targets still serves one model together, so the blocks are
 the GPUs, not the targets.
 
+Several targets as blocks (``blocks: hosts``, ``--blocks hosts``): each target runs its own
+one-node server (its transport alone: PATCHKIT_NODE_RANK 0, PATCHKIT_NNODES 1), one at a time,
+like one GPU; with ``gpus`` too, a block is a (target, GPU) pair, target-major. A block's name
+is the target's label (``"LABEL gpuI"`` for a pair); block ``i`` gets port + i like a GPU, so
+that targets sharing a machine (local folders, pods of one node) do not collide.
+
 Which GPU runs which point: a randomized Latin square per ``len(gpus)`` rounds. In round r,
 point i (its index in the matrix) runs on GPU ``relabel[(i + shift) % G]``, where the square
 ``r // G`` draws (seeded) a permutation ``relabel`` of the GPUs and a permutation of the G
@@ -30,20 +36,27 @@ from patchkit.profile.remote.server_args import shift_port
 
 @dataclass
 class Block:
-    """Where a run goes: its name ("gpu0", ...; None for the one block of a plain sweep), the
-    GPU, the settings with its port, its transports (its own copies: runs of different blocks
-    overlap) and the server command rewrite."""
+    """Where a run goes: its name ("gpu0", a target's label, ...; None for the one block of a
+    plain sweep), the GPU, the settings with its port, its transports (its own copies: runs of
+    different blocks overlap; one target's alone for a host block) and the server command
+    rewrite; ``target``: the target's label of a host block."""
 
     index: int
     name: str | None
     gpu: str | None
     cfg: RemoteConfig
     transports: list
+    target: str | None = None
 
     def server_command(self, command: str) -> str:
-        if self.gpu is None:
+        if self.name is None:
             return command
         return shift_port(command, self.index, default=self.cfg.port)
+
+    def describe(self) -> str:
+        """The block for a log line: its name, GPU and port."""
+        gpu = f"CUDA_VISIBLE_DEVICES={self.gpu}, " if self.gpu is not None else ""
+        return f"{self.name} ({gpu}port {self.cfg.port})"
 
     def env(self, env: dict) -> dict:
         if self.gpu is None:
@@ -84,13 +97,34 @@ def copy_transports(transports: list) -> list:
 
 def make_blocks(cfg: RemoteConfig, transports: list) -> list[Block]:
     """One Block per GPU of ``cfg.gpus`` (the first with ``transports`` themselves), or the one
-    block of a sweep without GPUs."""
+    block of a sweep without GPUs; with ``blocks: hosts``, one per target (per target and GPU)."""
+    if cfg.hosts_as_blocks:
+        return host_blocks(cfg, transports)
     if not cfg.gpus:
         return [Block(0, None, None, cfg, transports)]
     return [
         Block(i, f"gpu{i}", gpu, gpu_config(cfg, i), transports if i == 0 else copy_transports(transports))
         for i, gpu in enumerate(cfg.gpus)
     ]
+
+
+def host_blocks(cfg: RemoteConfig, transports: list) -> list[Block]:
+    """``blocks: hosts``: one Block per target (per target and GPU of ``cfg.gpus``), each with
+    its target's transport alone, named by its label (made unique), port + its index."""
+    labels: list[str] = []
+    for t in transports:
+        label = str(getattr(t, "label", None) or f"target{len(labels)}")
+        if label in labels:
+            label = f"{label} #{len(labels) + 1}"
+        labels.append(label)
+    blocks: list[Block] = []
+    for t, label in zip(transports, labels):
+        for g, gpu in enumerate(cfg.gpus or [None]):
+            i = len(blocks)
+            name = label if gpu is None else f"{label} gpu{g}"
+            mine = [t] if not any(b.transports[0] is t for b in blocks) else copy_transports([t])
+            blocks.append(Block(i, name, gpu, gpu_config(cfg, i), mine, target=label))
+    return blocks
 
 
 def assign(points: list[int], rnd: int, blocks: int, seed: int) -> dict[int, int]:

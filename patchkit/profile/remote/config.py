@@ -23,6 +23,7 @@ DEFAULT_SERIES = series_root() / "sglang-v0.5.9"
 STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
 TIMER_MODES = ("events", "sync", "host", "off")
 UNTIL = ("decided",)
+BLOCKS = ("fleet", "hosts")  # several targets: one fleet serving together, or each a block
 MAX_ROUNDS = 20  # a sequential sweep's rounds at most unless repeat says
 GPU_ID = re.compile(r"(\d{1,4}|(GPU|MIG)-[A-Za-z0-9/-]{1,120})\Z")
 
@@ -70,6 +71,7 @@ class RemoteConfig:
     budget_minutes: float | None = None  # sweep: rounds until decided or out of minutes
     until: str | None = None  # sweep: "decided": rounds until the verdict is decided
     gpus: list | str | None = None  # sweep: "0,1,2,3": one server per GPU at once (blocks)
+    blocks: str = "fleet"  # sweep: "hosts": each target its own server, a block (like a GPU)
     spread_cache: str | None = None  # the measured spread per target and command ("off": none)
     sweep_seed: int | None = None  # the GPUs' randomized block design (None: one per sweep)
 
@@ -225,6 +227,16 @@ class RemoteConfig:
             if self.until not in UNTIL:
                 raise InvalidInput(f"profile.remote: until {self.until!r}: {' or '.join(UNTIL)}")
         self.gpus = parse_gpus(self.gpus)
+        self.blocks = str(self.blocks if self.blocks is not None else "fleet").strip().lower()
+        if self.blocks not in BLOCKS:
+            raise InvalidInput(f"profile.remote: blocks {self.blocks!r}: {' or '.join(BLOCKS)}")
+        if self.hosts_as_blocks:
+            if self.baseline:
+                raise InvalidInput(
+                    "profile.remote: blocks hosts and baseline together: the baseline serves the "
+                    "reverted tree while the other hosts serve the patched one; sweep the baseline apart"
+                )
+            self._check_health_port("blocks hosts", "each block's server is probed on port + its index")
         if self.gpus is not None:
             taken = [k for k in self.env if k == "CUDA_VISIBLE_DEVICES"]
             if taken:
@@ -236,20 +248,12 @@ class RemoteConfig:
                     "profile.remote: gpus and baseline together: the baseline serves the reverted "
                     "tree while the other GPUs serve the patched one; sweep the baseline apart"
                 )
-            if self.health_url is not None and len(self.gpus) > 1:
-                from urllib.parse import urlsplit
-
-                try:
-                    port = urlsplit(str(self.health_url)).port
-                except ValueError:
-                    port = None
-                if port != self.port:
-                    raise InvalidInput(
-                        f"profile.remote: with gpus the health_url must name port {self.port} "
-                        "(each GPU's server is probed on port + its index)"
-                    )
+            if len(self.gpus) > 1:
+                self._check_health_port("gpus", "each GPU's server is probed on port + its index")
         if (self.budget_minutes, self.until, self.gpus) != (None, None, None) and not self.matrix:
             raise InvalidInput("profile.remote: budget_minutes, until and gpus are for a sweep (--matrix)")
+        if self.hosts_as_blocks and not self.matrix:
+            raise InvalidInput("profile.remote: blocks hosts is for a sweep (--matrix)")
         if self.spread_cache is not None:
             self.spread_cache = str(self.spread_cache)
             if not self.spread_cache.strip() or "\0" in self.spread_cache:
@@ -257,7 +261,27 @@ class RemoteConfig:
         if self.sweep_seed is not None:
             self.sweep_seed = _int(self.sweep_seed, "sweep_seed", 0, (1 << 63) - 1)
 
+    def _check_health_port(self, what: str, why: str) -> None:
+        """A given health_url must name ``port``: each block's server is probed on its own."""
+        if self.health_url is None:
+            return
+        from urllib.parse import urlsplit
+
+        try:
+            port = urlsplit(str(self.health_url)).port
+        except ValueError:
+            port = None
+        if port != self.port:
+            raise InvalidInput(
+                f"profile.remote: with {what} the health_url must name port {self.port} ({why})"
+            )
+
     # ---- derived -------------------------------------------------------------------------------
+
+    @property
+    def hosts_as_blocks(self) -> bool:
+        """``blocks: hosts``: each target serves on its own, a block of the sweep's design."""
+        return self.blocks == "hosts"
 
     @property
     def url(self) -> str:

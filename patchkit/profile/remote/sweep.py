@@ -63,7 +63,14 @@ the decision pairs by block (decide_sequential's ``blocks``), also for a fixed s
 sweep.json gains ``blocks`` and ``block_effects`` (sequential.block_effects, log tok/s). A
 server failing on one GPU is that run's error; the sweep goes on. Ctrl-C or SIGTERM stops
 every GPU's run at its next poll (RemoteRun.cancel) before the revert. Several targets stay
-one fleet serving together (every GPU's runs use all of them), so the blocks are GPUs only.
+one fleet serving together (every GPU's runs use all of them), so the blocks are GPUs only --
+unless ``blocks`` is "hosts" (``--blocks hosts``): then each target runs its own server, one
+at a time, as one GPU does (blocks.py; a block per target, or per target and GPU with
+``gpus``), the Latin square spreads the points over them, every run records its target's
+label as ``block``, and all of the above holds for them (rounds, dropping, the budget, the
+decision paired by block, block effects, a failing block recorded). The series is applied and
+reverted on every target once for the whole sweep, as always; ``cost.server_starts`` counts
+one start per run then.
 """
 
 from __future__ import annotations
@@ -196,7 +203,7 @@ def _measure(
     meta["sweep_point"] = point["label"]
     meta["worker"] = row["worker"]
     if block is not None and block.name:
-        meta["sweep_block"] = f"{block.name} (CUDA_VISIBLE_DEVICES={block.gpu}, port {cfg.port})"
+        meta["sweep_block"] = block.describe()
     summary = build_report(timing, point_dir, meta=meta, chart=cfg.chart)
     dist = summary.cycle["dev_ms"] if summary.basis == "device" else summary.cycle["host_ms"]
     decode_cycle = summary.decode_cycle
@@ -411,7 +418,7 @@ def extra_lines(extra: dict, verdict: dict | None) -> list[str]:
         if plan.get("server_minutes") is not None and plan.get("blocks", 1) > 1:
             lines.append(
                 f"  together ~{plan['server_minutes']:.1f} server-minutes, "
-                f"~{plan['wall_minutes']:.1f} min on {plan['blocks']} GPUs"
+                f"~{plan['wall_minutes']:.1f} min on {plan['blocks']} {extra.get('block_kind') or 'GPUs'}"
             )
     effects = extra.get("block_effects")
     if effects:
@@ -454,6 +461,8 @@ def _write(
     else:
         how = f"{cfg.repeats} repetition(s)"
     gpus = f"; GPUs {','.join(cfg.gpus)} at once" if cfg.gpus and len(cfg.gpus) > 1 else ""
+    if cfg.hosts_as_blocks and len(extra.get("blocks") or []) > 1:
+        gpus = f"; {len(extra['blocks'])} {extra['block_kind']} as blocks at once"
     headline = (
         f"sweep: {len(rows)} point(s), {len(ok)} measured"
         f"{', baseline' if baseline else ''}, {how} in rotated "
@@ -748,9 +757,7 @@ class _Rounds:
                 label = self.points[entry]["label"]
                 self.runs_started += 1
                 self.order.append({"rep": rnd + 1, "label": label, "block": block.name})
-                progress.close(
-                    final=f"round {rnd + 1}{total}: {label} on {block.name} (CUDA_VISIBLE_DEVICES={block.gpu}, port {block.cfg.port})"
-                )
+                progress.close(final=f"round {rnd + 1}{total}: {label} on {block.describe()}")
                 self._point(rnd, entry, block, record, progress)
 
         pool = ThreadPoolExecutor(max_workers=len(self.blocks), thread_name_prefix="patchkit-gpu")
@@ -759,7 +766,7 @@ class _Rounds:
             while not all(f.done() for f in futures):
                 wait(futures, timeout=0.5)
         except BaseException:
-            self.cancel.set()  # every GPU's run stops at its next poll and cleans up
+            self.cancel.set()  # every block's run stops at its next poll and cleans up
             with _sigint_deferred():
                 pool.shutdown(wait=True)
             raise
@@ -861,7 +868,8 @@ def run_remote_sweep(
                     else f"{cfg.repeats} repetition(s)"
                 )
                 on = (
-                    f", {len(blocks)} GPUs at once ({', '.join(cfg.gpus or [])}; seed {state.seed})"
+                    f", {len(blocks)} {_blocks_word(cfg)} at once "
+                    f"({', '.join(b.name or '' for b in blocks)}; seed {state.seed})"
                     if len(blocks) > 1
                     else ""
                 )
@@ -898,8 +906,9 @@ def run_remote_sweep(
                     if not row["runs"]:
                         row["error"] = f"not run (the sweep stopped: {failure})"
             if failure is None or ran:
+                per_run = 1 if cfg.hosts_as_blocks else len(transports)  # servers a run starts
                 table, files, verdict, baseline, best = _conclude(
-                    cfg, state, rows, run_dir, start, len(transports), interrupted, cache, cache_at
+                    cfg, state, rows, run_dir, start, per_run, interrupted, cache, cache_at
                 )
     print(table, file=out)
     print(f"sweep: {run_dir}/ ({', '.join(files.values())}, points/*/)", file=out)
@@ -940,7 +949,11 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
     }
     blocked = len(state.blocks) > 1
     if blocked:
-        extra["blocks"] = [{"name": b.name, "gpu": b.gpu, "port": b.cfg.port} for b in state.blocks]
+        extra["blocks"] = [
+            {"name": b.name, "gpu": b.gpu, "port": b.cfg.port} | ({"target": b.target} if b.target else {})
+            for b in state.blocks
+        ]
+        extra["block_kind"] = _blocks_word(cfg)
         extra["seed"] = state.seed
     decision = None
     if cfg.sequential or blocked:
@@ -994,6 +1007,13 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
             extra=extra,
         )
     return table, files, verdict, baseline, best
+
+
+def _blocks_word(cfg: RemoteConfig) -> str:
+    """What the blocks are, for a line: GPUs, targets, or (target, GPU) pairs."""
+    if not cfg.hosts_as_blocks:
+        return "GPUs"
+    return "target GPUs" if cfg.gpus else "targets"
 
 
 def _cost(cfg, runs: int, targets: int, elapsed_s: float, rounds: int | None = None) -> dict:
