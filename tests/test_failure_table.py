@@ -23,6 +23,7 @@ import pytest
 
 from engine_support import make_series, write_tree
 from failure_support import GOOD, ORIG, REPO, invoke, small_series, small_target
+from support.cli import patchkit_command
 
 TABLES = REPO / "docs" / "tasks.md"
 PLACEHOLDER = r"<[^>]+>|…|\b(?:R|D|T|N|S|P|FILE|PATCH|PREFIX|DIR|LINE)\b"
@@ -101,17 +102,7 @@ def _run(*args, cwd=REPO, expect=None) -> str:
 
 def _patchkit(args, cwd: Path) -> str:
     """The installed command's Program (python -m patchkit.command) in ``cwd``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INVOKE_")}
-    env.update(PYTHONPATH=str(REPO), XDG_CONFIG_HOME=str(cwd / "no-config"))
-    proc = subprocess.run(
-        [sys.executable, "-m", "patchkit.command", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-    )
+    proc = patchkit_command(args, cwd, config_home=cwd / "no-config")
     return proc.stdout + proc.stderr
 
 
