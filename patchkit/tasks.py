@@ -1014,24 +1014,12 @@ def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
 )
 def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=None):
     """What-if: the tokens/s of num-steps 1..N, predicted from one run profiled at N."""
-    from patchkit.report.predict import predict_run, render
+    from patchkit.report.predict import BOOTSTRAP, predict_run, render
 
     if not run:
         raise InvalidInput("profile.predict needs a run folder: invoke profile.predict RUN")
-    try:
-        resamples = 400 if bootstrap is None else int(bootstrap)
-    except ValueError:
-        raise InvalidInput(f"--bootstrap {bootstrap!r}: a whole number of resamples") from None
-    if resamples < 0:
-        raise InvalidInput(f"--bootstrap {resamples}: not negative")
-    try:
-        slope = None if verify_us_per_token is None else float(verify_us_per_token)
-    except ValueError:
-        raise InvalidInput(
-            f"--verify-us-per-token {verify_us_per_token!r}: a number of microseconds"
-        ) from None
-    if slope is not None and (not slope >= 0 or slope == float("inf")):
-        raise InvalidInput(f"--verify-us-per-token {verify_us_per_token}: a finite number, not negative")
+    resamples = BOOTSTRAP if bootstrap is None else positive_int(bootstrap, "bootstrap", minimum=0)
+    slope = None if verify_us_per_token is None else number(verify_us_per_token, "verify_us_per_token", low=0)
     pred = predict_run(_abspath(run), bootstrap=resamples, verify_us_per_token=slope)
     target = Path(_abspath(out)) if out else Path(_abspath(run)) / "predict.json"
     if target.is_dir():
