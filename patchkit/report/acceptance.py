@@ -62,6 +62,19 @@ def spec_from_argv(argv: Iterable[str] | str | None) -> dict:
     return out
 
 
+def server_spec(headers: Iterable[dict], meta: dict) -> dict:
+    """The draft shape a run was started with: the flags in the first lead-rank header's argv
+    that has any (a TP rank started by multiprocessing's spawn keeps its parent's argv), each
+    missing one from the server command in the report's meta."""
+    spec: dict = {}
+    for header in headers:
+        spec = spec_from_argv(header.get("argv"))
+        if spec:
+            break
+    command = meta.get("server_command") or meta.get("server command")
+    return {**spec_from_argv(command), **spec} if isinstance(command, str) else spec
+
+
 def request_accepts(attrs: dict) -> tuple[list[int], list[int] | None] | None:
     """(accepted draft tokens per request, drafted tokens per request or None) of one decode
     cycle's attrs, or None when the cycle carries no per-request acceptance."""

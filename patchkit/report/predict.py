@@ -487,7 +487,7 @@ def predict_selection(
     """predict() on a report's Selection (patchkit.report.summarize.select) and its meta;
     InvalidInput when the records cannot carry a prediction (`where` names them)."""
     from patchkit.errors import InvalidInput
-    from patchkit.report.acceptance import spec_from_argv
+    from patchkit.report.acceptance import server_spec
 
     if not sel.procs:
         raise InvalidInput(f"{where}: no process's records inside the measured window")
@@ -506,10 +506,7 @@ def predict_selection(
             f"{where}: {len(rows)} decode cycles with per-request acceptance; at least 10 are needed "
             "(records of a series before acceptance was recorded have none: re-apply the current series)"
         )
-    spec = spec_from_argv(lead.header.get("argv"))
-    command = meta.get("server command") or meta.get("server_command")
-    if not spec.get("num_steps") and isinstance(command, str):
-        spec = spec_from_argv(command)
+    spec = server_spec([lead.header], meta)
     num_steps = spec.get("num_steps")
     if engine == "transformers" or not isinstance(num_steps, int):
         num_steps = max(max(r.drafted) if r.drafted else max(r.accepted) for r in rows)

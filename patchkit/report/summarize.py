@@ -228,19 +228,10 @@ def _decode_cycle(cycle_kinds: dict, basis: str) -> dict:
 
 
 def acceptance_of(cycles: list[dict], lead: list[ProcessTiming], meta: dict) -> dict | None:
-    """The acceptance section: the spec flags from the server command (meta) or the lead
-    rank's argv (a TP rank started by multiprocessing's spawn keeps its parent's argv)."""
-    from patchkit.report.acceptance import acceptance, spec_from_argv
+    """The acceptance section of the lead rank's decode cycles (patchkit.report.acceptance)."""
+    from patchkit.report.acceptance import acceptance, server_spec
 
-    spec = {}
-    for p in lead:
-        spec = spec_from_argv(p.header.get("argv"))
-        if spec:
-            break
-    command = meta.get("server command") or meta.get("server_command")
-    if isinstance(command, str):
-        spec = {**spec_from_argv(command), **spec} if spec else spec_from_argv(command)
-    return acceptance(cycles, spec)
+    return acceptance(cycles, server_spec((p.header for p in lead), meta))
 
 
 def _decode_stats(cycles: list[dict]) -> dict:
