@@ -29,6 +29,7 @@ from pathlib import Path
 from patchkit.errors import InvalidInput
 from patchkit.profile.remote.host import RemoteHost
 from patchkit.profile.site import ProfileError
+from patchkit.report.load import timing_folder
 
 WINDOW_FILE = "window.json"
 
@@ -110,32 +111,6 @@ def collect(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return result
-
-
-def timing_folder(given, say=None) -> Path:
-    """The folder of timing files ``--timing`` names: the folder itself, or the ``timing/`` of a
-    run folder (profile.run's or profile.remote's ``OUT/<timestamp>``), said through ``say``.
-    Neither: InvalidInput naming the folders below it that hold timing files, if any."""
-    from patchkit.report.load import FILE_GLOB
-
-    given = Path(given)
-    if not given.is_dir():
-        raise InvalidInput(f"--timing {given}: no such folder")
-    if any(given.glob(FILE_GLOB)):
-        return given
-    inner = given / "timing"
-    if inner.is_dir() and any(inner.glob(FILE_GLOB)):
-        if say:
-            say(f"profile: --timing {given} is a run folder: reading its timing/ ({inner})")
-        return inner
-    found = sorted({p.parent for depth in ("*/", "*/*/", "*/*/*/") for p in given.glob(depth + FILE_GLOB)})
-    hint = ""
-    if found:
-        shown = ", ".join(str(p) for p in found[:3]) + (
-            f" and {len(found) - 3} more" if len(found) > 3 else ""
-        )
-        hint = f"; below it: {shown} (give one of them as --timing)"
-    raise InvalidInput(f"--timing {given}: no timing files ({FILE_GLOB}) in it or in its timing/{hint}")
 
 
 def report(timing_dir, out, bench_file=None, chart: bool = True, say=None):

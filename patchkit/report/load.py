@@ -210,3 +210,28 @@ def _drop_copies(procs: list[ProcessTiming]) -> list[ProcessTiming]:
         group[0].duplicates = [p.path.name for p in group[1:]]
         kept.append(group[0])
     return kept
+
+
+def timing_folder(given, say=None, option: str = "--timing") -> Path:
+    """The folder of timing files ``--timing`` names: the folder itself, or the ``timing/`` of a
+    run folder (profile.run's or profile.remote's ``OUT/<timestamp>``), said through ``say``.
+    Neither: InvalidInput naming the folders below it that hold timing files, if any;
+    ``option`` names the argument in the messages."""
+    given = Path(given)
+    if not given.is_dir():
+        raise InvalidInput(f"{option} {given}: no such folder")
+    if any(given.glob(FILE_GLOB)):
+        return given
+    inner = given / "timing"
+    if inner.is_dir() and any(inner.glob(FILE_GLOB)):
+        if say:
+            say(f"profile: {option} {given} is a run folder: reading its timing/ ({inner})")
+        return inner
+    found = sorted({p.parent for depth in ("*/", "*/*/", "*/*/*/") for p in given.glob(depth + FILE_GLOB)})
+    hint = ""
+    if found:
+        shown = ", ".join(str(p) for p in found[:3]) + (
+            f" and {len(found) - 3} more" if len(found) > 3 else ""
+        )
+        hint = f"; below it: {shown} (give one of them as {option})"
+    raise InvalidInput(f"{option} {given}: no timing files ({FILE_GLOB}) in it or in its timing/{hint}")

@@ -452,21 +452,11 @@ def predict_run(run_dir, bootstrap: int = BOOTSTRAP, verify_us_per_token: float 
     import json
     from pathlib import Path
 
-    from patchkit.errors import InvalidInput
-    from patchkit.report.load import FILE_GLOB, load_timing_dir
+    from patchkit.report.load import load_timing_dir, timing_folder
     from patchkit.report.summarize import select
 
     run = Path(run_dir)
-    timing = run
-    for cand in (run / "timing", *sorted(run.glob("node*/timing"))):
-        if cand.is_dir() and any(cand.glob(FILE_GLOB)):
-            timing = cand
-            break
-    if not any(timing.glob(FILE_GLOB)):
-        raise InvalidInput(
-            f"{run}: no timing files (phase-timing.rank*.jsonl) here or in its timing/: "
-            "give the folder profile.run or profile.remote wrote"
-        )
+    timing = timing_folder(run, option="profile.predict")
     meta: dict = {}
     for cand in (run / "summary.json", timing.parent / "summary.json"):
         if cand.is_file():
