@@ -184,22 +184,20 @@ def serve(args, passed: list[str]) -> None:
     if args.speculative_num_steps < 1:
         print("ValueError: speculative_num_steps must be at least 1", flush=True)
         sys.exit(1)
+    # a block of a sweep (a GPU, a target's root) that fails to start or runs faster
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if args.fail_on_gpu is not None and gpu == args.fail_on_gpu:
-        print(f"RuntimeError: CUDA error: uncorrectable ECC error on GPU {gpu}", flush=True)
-        sys.exit(1)
-    for spec in args.gpu_factor:
-        name, _, factor = spec.partition("=")
-        if gpu == name:
-            args.tok_s *= float(factor)
     root = os.environ.get("PATCHKIT_TARGET_ROOT", "")
-    if args.fail_on_root is not None and root == args.fail_on_root:
-        print(f"RuntimeError: NCCL error: this host ({root}) lost its network", flush=True)
-        sys.exit(1)
-    for spec in args.root_factor:
-        name, _, factor = spec.rpartition("=")
-        if root == name:
-            args.tok_s *= float(factor)
+    for here, fail, factors, error in (
+        (gpu, args.fail_on_gpu, args.gpu_factor, f"CUDA error: uncorrectable ECC error on GPU {gpu}"),
+        (root, args.fail_on_root, args.root_factor, f"NCCL error: this host ({root}) lost its network"),
+    ):
+        if fail is not None and here == fail:
+            print(f"RuntimeError: {error}", flush=True)
+            sys.exit(1)
+        for spec in factors:
+            name, _, factor = spec.rpartition("=")
+            if here == name:
+                args.tok_s *= float(factor)
     if args.plain_fails and args.speculative_algorithm is None:
         print("stand-in server: plain server refused to start (--plain-fails)", flush=True)
         sys.exit(1)
