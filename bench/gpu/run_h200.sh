@@ -387,23 +387,32 @@ stage_collect() {
 PRED=${PRED:-a08}
 BENCH_PRED=${H_BENCH:-"python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len ${E3_OUT_LEN:-256} --random-range-ratio 1 --num-prompts ${PRED_PROMPTS:-256} --max-concurrency 32 --tokenizer $M8/target --model $M8/target --disable-tqdm"}
 WARMUP_PRED=${H_WARMUP:-"python3 $ROOT/bench/gpu/warmup.py --port $PORT --prompts 64 --concurrency 32 --input-len 128 --output-len ${E3_OUT_LEN:-256} || $BENCH_PRED"}
+# PRED_V1=1: the v1 worker (EAGLEWorker: SGLANG_ENABLE_SPEC_V2=0, no overlap scheduling);
+# its folders and files get a "v1" after $PRED
+pred_worker() {
+  if [ -n "${PRED_V1:-}" ]; then W_NAME=${PRED}v1; W_SERVER="$SERVER8B --disable-overlap-schedule $SPEC_E3"; W_ENV=(--env SGLANG_ENABLE_SPEC_V2=0)
+  else W_NAME=$PRED; W_SERVER="$SERVER8B $SPEC_E3"; W_ENV=(); fi
+}
 stage_e3pred() {
-  PBENCH=$BENCH_PRED PWARMUP=$WARMUP_PRED PMIN=${E3_MIN:-140} profile "pred_$PRED" --server "$SERVER8B $SPEC_E3" \
-    --env PATCHKIT_TIMER=events ${PRED_ARGS:---sample 1} || return 1
-  local d; d=$(ls -d "$WORK/pred_$PRED"/2*/ | tail -n 1)
+  pred_worker
+  PBENCH=$BENCH_PRED PWARMUP=$WARMUP_PRED PMIN=${E3_MIN:-140} profile "pred_$W_NAME" --server "$W_SERVER" \
+    --env PATCHKIT_TIMER=events "${W_ENV[@]}" ${PRED_ARGS:---sample 1} || return 1
+  local d; d=$(ls -d "$WORK/pred_$W_NAME"/2*/ | tail -n 1)
   (cd "$ROOT" && run python3 -m invoke profile.predict "$d")
-  cp "$d/predict.json" "$OUT/predict_$PRED.json" 2>/dev/null
-  cp "$d/table.txt" "$OUT/pred_${PRED}_table.txt" 2>/dev/null
-  cp "$d/summary.json" "$OUT/pred_${PRED}_summary.json" 2>/dev/null
-  tar -C "$d" -czf "$OUT/pred_${PRED}_run.tgz" --exclude=trace.json timing summary.json 2>&1 | tee -a "$LOG"
+  cp "$d/predict.json" "$OUT/predict_$W_NAME.json" 2>/dev/null
+  cp "$d/table.txt" "$OUT/pred_${W_NAME}_table.txt" 2>/dev/null
+  cp "$d/summary.json" "$OUT/pred_${W_NAME}_summary.json" 2>/dev/null
+  tar -C "$d" -czf "$OUT/pred_${W_NAME}_run.tgz" --exclude=trace.json timing summary.json 2>&1 | tee -a "$LOG"
 }
 stage_e3meas() {  # one folder per call (meas_$PRED_$PRED_TAG): points measured in this call
-  local name="meas_${PRED}_${PRED_TAG:-1}"
-  PBENCH=$BENCH_PRED PWARMUP=$WARMUP_PRED PMIN=${E3_MIN:-140} profile "$name" --server "$SERVER8B $SPEC_E3" \
-    --env PATCHKIT_TIMER=events --matrix "speculative-num-steps=${PRED_POINTS:-1,2,3}" --repeat "${PRED_REPEAT:-1}"
+  pred_worker
+  local name="meas_${W_NAME}_${PRED_TAG:-1}"
+  PBENCH=$BENCH_PRED PWARMUP=$WARMUP_PRED PMIN=${E3_MIN:-140} profile "$name" --server "$W_SERVER" \
+    --env PATCHKIT_TIMER=events "${W_ENV[@]}" --matrix "speculative-num-steps=${PRED_POINTS:-1,2,3}" --repeat "${PRED_REPEAT:-1}"
   local d; d=$(ls -d "$WORK/$name"/2*/ | tail -n 1)
   cp "$d/sweep.json" "$OUT/sweep_${name}.json" 2>/dev/null
   cp "$d/sweep.txt" "$OUT/sweep_${name}.txt" 2>/dev/null
+  tar -C "$d" -czf "$OUT/${name}_runs.tgz" --exclude=trace.json --exclude='*.trace.json*' . 2>&1 | tee -a "$LOG"
   return 0
 }
 
