@@ -22,9 +22,11 @@ The cycle's cost at n steps is modelled from the same records:
   memory-bound case) and ``--verify-us-per-token`` sets a value measured elsewhere. With 0,
   fewer steps are predicted slightly too slow when verify does grow with the draft.
 
-Decode tokens/s at n = sum of tokens(n) / sum of period(n) over the decode cycles; the
-benchmark's tokens/s is scaled by that ratio on its decode share (prefill and idle time
-unchanged). The interval: a bootstrap over blocks of consecutive cycles (the batch's make-up
+Decode tokens/s at n = sum of tokens(n) / sum of period(n) over the decode cycles. The
+benchmark's tokens/s: where its command names the load (sglang.bench_serving, a random dataset,
+a fixed concurrency), the whole benchmark is replayed at each n (patchkit.report.benchsim:
+more decode cycles at fewer steps, and the prefill cycles the finishing requests cost);
+otherwise it is scaled by the decode ratio on its decode share (prefill and idle time unchanged). The interval: a bootstrap over blocks of consecutive cycles (the batch's make-up
 drifts through a run, so neighbouring cycles are not independent). Assumptions the model cannot check are listed in ``assumptions``.
 """
 
@@ -35,6 +37,15 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from patchkit.report.acceptance import request_accepts
+from patchkit.report.benchsim import (
+    SIM_SEEDS,
+    BenchShape,
+    CycleCosts,
+    SimResult,
+    bench_shape,
+    cycle_costs,
+    simulate,
+)
 
 SCHEMA = "patchkit.predict/1"
 BOOTSTRAP = 400
@@ -241,10 +252,13 @@ def predict(
     bootstrap: int = BOOTSTRAP,
     seed: int = SEED,
     verify_us_per_token: float | None = None,
+    bench: tuple[BenchShape, CycleCosts] | None = None,
 ) -> dict:
     """predict.json's content (see the module docstring). `verify_us_per_token`: what one
     more draft token per request adds to verify and draft extend (us per token of the
-    batch); 0 by default (see the module docstring for why it is not fitted)."""
+    batch); 0 by default (see the module docstring for why it is not fitted). `bench`: the
+    benchmark's load and the run's cycle costs (patchkit.report.benchsim): the whole
+    benchmark is then replayed at each n instead of scaling its decode share."""
     fixed_batch = len({r.batch_size for r in rows}) == 1
     model = _Model(
         engine, num_steps, None if verify_us_per_token is None else verify_us_per_token * 1e3, fixed_batch
@@ -283,26 +297,55 @@ def predict(
         v = sorted(values)
         return [v[int(0.025 * (len(v) - 1))], v[int(0.975 * (len(v) - 1))]]
 
+    sims: dict[int, SimResult] | None = None
+    if bench is not None and costs["step_ns_all"] is not None:
+        accepts = [a for r in rows for a in r.accepted]
+        sims = {n: simulate(bench[0], accepts, n, bench[1], costs["step_ns_all"], num_steps) for n in ns}
+    else:
+        bench = None
     points: list[dict] = []
     for n in ns:
         ratio = rate[n] / rate[num_steps]
         ci = interval(draws[n])
-        tps = e2e(ratio)
-        points.append(
-            {
-                "num_steps": n,
-                "topk": 1,
-                "num_draft_tokens": n + 1,
-                "profiled": n == num_steps,
-                "decode_tokens_per_s": rate[n],
-                "ratio_to_profiled": ratio,
-                "ratio_ci95": ci,
-                "tokens_per_s": tps,
-                "tokens_per_s_ci95": [e2e(ci[0]), e2e(ci[1])] if ci and tps is not None else None,
-                "accept_length": base[n][0] / whole.req_steps,
+        if sims is None:
+            whole_ratio, whole_ci, tps = ratio, ci, e2e(ratio)
+            tps_ci = [e2e(ci[0]), e2e(ci[1])] if ci and tps is not None else None
+        else:
+            whole_ratio = sims[num_steps].total_ns / sims[n].total_ns
+            base_tps = (
+                measured_tokens_per_s
+                if measured_tokens_per_s is not None
+                else bench[0].tokens / sims[num_steps].total_ns * 1e9  # type: ignore[index]
+            )
+            tps = base_tps * whole_ratio
+            # the decode model's sampling interval, carried over as a relative width
+            whole_ci = [whole_ratio * c / ratio for c in ci] if ci else None
+            tps_ci = [tps * c / ratio for c in ci] if ci else None
+        point: dict = {
+            "num_steps": n,
+            "topk": 1,
+            "num_draft_tokens": n + 1,
+            "profiled": n == num_steps,
+            "decode_tokens_per_s": rate[n],
+            "decode_ratio_to_profiled": ratio,
+            "decode_ratio_ci95": ci,
+            "ratio_to_profiled": whole_ratio,
+            "ratio_ci95": whole_ci,
+            "tokens_per_s": tps,
+            "tokens_per_s_ci95": tps_ci,
+            "accept_length": base[n][0] / whole.req_steps,
+        }
+        if sims is not None:
+            sim = sims[n]
+            point["benchmark"] = {
+                "decode_cycles": round(sim.decode_cycles, 1),
+                "prefill_cycles": round(sim.prefill_cycles, 1),
+                "decode_s": sim.decode_ns / 1e9,
+                "prefill_s": sim.prefill_ns / 1e9,
+                "seconds": sim.total_ns / 1e9,
             }
-        )
-    best = max(points, key=lambda p: rate[int(p["num_steps"])])
+        points.append(point)
+    best = max(points, key=lambda p: p["ratio_to_profiled"])
     # by batch size: the best n where the batch size was seen in enough cycles
     by_bs = []
     groups: dict[int, list[CycleRow]] = {}
@@ -334,7 +377,14 @@ def predict(
         "batch sizes and the cycle's other work (scheduling, sampling, verify's fixed part) stay as profiled",
         _slope_assumption(verify_us_per_token, model.slope(costs), fixed_batch),
     ]
-    if decode_share is not None:
+    if sims is not None and bench is not None:
+        assumptions.append(
+            f"the benchmark's load as its command says ({bench[0].requests} requests of {bench[0].output_len} "
+            f"tokens, {bench[0].concurrency} at a time), replayed: a replacement reaches the server one decode "
+            f"cycle after its request finished; a prefill cycle costs {bench[1].prefill / 1e6:.1f} ms as profiled "
+            "(it varies between server starts: the interval does not cover that)"
+        )
+    elif decode_share is not None:
         assumptions.append(
             f"the benchmark's time outside decode cycles ({(1 - share) * 100:.1f} %) does not change"
         )
@@ -350,6 +400,7 @@ def predict(
         "cycles": len(rows),
         "timed_cycles": sum(1 for r in rows if r.phases),
         "decode_share": decode_share,
+        "simulation": None if sims is None or bench is None else _simulation_json(bench, sims[num_steps]),
         "costs": {
             "draft_step_ms": None if costs["step_ns_all"] is None else costs["step_ns_all"] / 1e6,
             "draft_step_ms_by_batch_size": {str(bs): v / 1e6 for bs, v in sorted(costs["step_ns"].items())},
@@ -383,6 +434,26 @@ def predict(
             "seed": seed,
             "unit": "blocks of consecutive decode cycles",
         },
+    }
+
+
+def _simulation_json(bench: tuple[BenchShape, CycleCosts], at_profiled: SimResult) -> dict:
+    shape, cyc = bench
+    return {
+        "load": {
+            "requests": shape.requests,
+            "concurrency": shape.concurrency,
+            "output_len": shape.output_len,
+            "range_ratio": shape.range_ratio,
+        },
+        "decode_ms_at_batch_size_0": cyc.decode_a / 1e6,
+        "decode_us_per_request": cyc.decode_b / 1e3,
+        "prefill_ms": cyc.prefill / 1e6,
+        "profiled_cycles": {"decode": cyc.decode_cycles, "prefill": cyc.prefill_cycles},
+        "profiled_s": (cyc.decode_total + cyc.prefill_total) / 1e9,
+        "simulated_s": at_profiled.total_ns / 1e9,
+        "simulated_cycles": {"decode": at_profiled.decode_cycles, "prefill": at_profiled.prefill_cycles},
+        "seeds": len(SIM_SEEDS),
     }
 
 
@@ -420,6 +491,16 @@ def render(pred: dict) -> str:
             f"{p['num_steps']:>9}  {p['accept_length']:>10.3f}  {p['decode_tokens_per_s']:>12.1f}  "
             f"{p['ratio_to_profiled']:>10.3f}  {(f'{ci[0]:.3f}..{ci[1]:.3f}' if ci else '-'):>15}  "
             f"{tps:>9}" + ("  (profiled)" if p["profiled"] else "")
+        )
+    sim = pred.get("simulation")
+    if sim:
+        load = sim["load"]
+        lines.append(
+            f"x profiled, tok/s: the benchmark replayed ({load['requests']} requests of {load['output_len']} tokens, "
+            f"{load['concurrency']} at a time); at num-steps {prof['num_steps']} it takes {sim['simulated_s']:.2f} s "
+            f"({sim['simulated_cycles']['decode']:.0f} decode + {sim['simulated_cycles']['prefill']:.0f} prefill cycles), "
+            f"the profiled run's cycles {sim['profiled_s']:.2f} s ({sim['profiled_cycles']['decode']} + "
+            f"{sim['profiled_cycles']['prefill']})"
         )
     best = pred["best"]
     lines.append(
@@ -522,9 +603,18 @@ def predict_selection(
         share,
         bootstrap,
         verify_us_per_token=verify_us_per_token,
+        bench=_bench(meta, lead.cycles, stalls),
     )
     pred["spec"] = spec
     return pred
+
+
+def _bench(meta: dict, cycles: list[dict], stalls: set[int]) -> tuple[BenchShape, CycleCosts] | None:
+    """The benchmark's load (from its command in the run's meta) and the cycle costs, when
+    both are known: then predict() replays the benchmark."""
+    shape = bench_shape(meta.get("benchmark_command"))
+    costs = cycle_costs(cycles, stalls) if shape is not None else None
+    return None if shape is None or costs is None else (shape, costs)
 
 
 def load_prediction(path) -> dict:
@@ -553,7 +643,7 @@ def load_prediction(path) -> dict:
 def promising(pred: dict, top: int) -> list[int]:
     """The num-steps values worth measuring: the `top` best predicted, plus the profiled one,
     in ascending order."""
-    ranked = sorted(pred["points"], key=lambda p: -p["decode_tokens_per_s"])
+    ranked = sorted(pred["points"], key=lambda p: -p["ratio_to_profiled"])
     keep = {int(p["num_steps"]) for p in ranked[:top]}
     keep.add(int(pred["profiled"]["num_steps"]))
     return sorted(keep)

@@ -1,0 +1,203 @@
+"""The benchmark, replayed at another num-steps: a closed-loop simulation of its requests.
+
+A decode-cycle model alone (predict.py) gets the cost of a cycle right but not how many cycles
+and prefills a benchmark runs: at fewer steps every request needs more decode cycles, and the
+requests' finishing times, which decide how many prefill cycles the replacements cost, bunch
+differently. On the H200 a benchmark's time was its decode cycles plus its prefill cycles to
+within 0.5 % (the rest is the client's own first request), so this module counts both:
+
+- the load: ``requests`` requests of ``output_len`` tokens (the first comes from the prefill),
+  at most ``concurrency`` in flight; a request that finishes in one decode cycle is replaced
+  by the client, the replacement reaches the server during the next one, and every
+  replacement that has arrived by a cycle boundary is prefilled in one prefill cycle;
+- a decode cycle at n steps: ``a + b * batch_size - (N - n) * step`` ns (a, b: a least-squares
+  line through the profiled run's decode-cycle periods; step: one draft round);
+- a prefill cycle: the profiled run's mean prefill-cycle period;
+- each request's accepted drafts per cycle: drawn from the profiled run's request steps,
+  ``min(a, n)`` at n steps (topk 1: a chain).
+
+Only sglang.bench_serving's ``random`` and ``random-ids`` datasets with ``--max-concurrency``
+name their load in the command; anything else gets None from ``bench_shape`` and the caller
+falls back to the decode-share scaling.
+"""
+
+from __future__ import annotations
+
+import random
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+SIM_SEEDS = tuple(range(1, 9))  # the replay's own spread: about 2.5 % of a benchmark's time per seed
+IDLE_FACTOR = 20  # a gap longer than 20 x the median cycle is the client's pause, not a cycle
+
+
+@dataclass(frozen=True)
+class BenchShape:
+    requests: int
+    concurrency: int
+    output_len: int
+    range_ratio: float  # output lengths uniform in [output_len * range_ratio, output_len]
+
+    @property
+    def tokens(self) -> float:
+        """Output tokens of the whole load (the mean length where lengths vary)."""
+        lo = max(2, int(self.output_len * self.range_ratio))
+        return self.requests * (lo + self.output_len) / 2
+
+
+@dataclass(frozen=True)
+class CycleCosts:
+    """What one profiled run says a cycle costs (ns)."""
+
+    decode_a: float  # decode period at batch size 0 (intercept)
+    decode_b: float  # ns per request of the batch
+    prefill: float  # mean prefill-cycle period
+    decode_cycles: int
+    prefill_cycles: int
+    decode_total: float  # the profiled run's decode and prefill time, ns (the simulation's check)
+    prefill_total: float
+
+    def decode(self, batch_size: int) -> float:
+        return self.decode_a + self.decode_b * batch_size
+
+
+@dataclass(frozen=True)
+class SimResult:
+    decode_cycles: float
+    prefill_cycles: float
+    decode_ns: float
+    prefill_ns: float
+
+    @property
+    def total_ns(self) -> float:
+        return self.decode_ns + self.prefill_ns
+
+
+def bench_shape(command: str | None) -> BenchShape | None:
+    """The load of an sglang.bench_serving command on a random dataset with a fixed concurrency,
+    or None when the command does not say it."""
+    if not command or "bench_serving" not in command:
+        return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    flags: dict[str, str] = {}
+    for flag, value in pairwise(words):
+        if flag.startswith("--"):
+            flags[flag[2:].split("=", 1)[0]] = value
+    for word in words:
+        if word.startswith("--") and "=" in word:
+            key, value = word[2:].split("=", 1)
+            flags[key] = value
+    if flags.get("dataset-name") not in ("random", "random-ids"):
+        return None
+    try:
+        shape = BenchShape(
+            requests=int(flags.get("num-prompts", "1000")),
+            concurrency=int(flags["max-concurrency"]),
+            output_len=int(flags.get("random-output-len", "1024")),
+            range_ratio=float(flags.get("random-range-ratio", "0")),
+        )
+    except (KeyError, ValueError):
+        return None
+    if shape.requests < 1 or shape.concurrency < 1 or shape.output_len < 2 or not 0 <= shape.range_ratio <= 1:
+        return None
+    return shape
+
+
+def cycle_costs(cycles: Sequence[dict], stalls: set[int] | frozenset[int] = frozenset()) -> CycleCosts | None:
+    """Decode and prefill cycle costs of one process's cycle records (consecutive pairs; stalls
+    and the client's pauses left out), or None with too few decode cycles."""
+    ordered = sorted(cycles, key=lambda c: c["cycle"])
+    pairs = [(c, nxt["t0"] - c["t0"]) for c, nxt in pairwise(ordered) if nxt["cycle"] == c["cycle"] + 1]
+    periods = sorted(p for _, p in pairs)
+    if len(periods) < 10:
+        return None
+    idle = IDLE_FACTOR * periods[len(periods) // 2]
+    dec: list[tuple[int, int]] = []
+    pre: list[int] = []
+    for c, period in pairs:
+        if c["cycle"] in stalls or period > idle or period <= 0:
+            continue
+        attrs = c.get("attrs") or {}
+        if attrs.get("kind", "decode") != "decode" or attrs.get("prefill"):
+            pre.append(period)
+        elif isinstance(attrs.get("batch_size"), int) and attrs["batch_size"] > 0:
+            dec.append((attrs["batch_size"], period))
+    if len(dec) < 10:
+        return None
+    n = len(dec)
+    mx = sum(b for b, _ in dec) / n
+    my = sum(p for _, p in dec) / n
+    var = sum((b - mx) ** 2 for b, _ in dec) / n
+    slope = sum((b - mx) * (p - my) for b, p in dec) / n / var if var > 0 else 0.0
+    slope = max(0.0, slope)
+    return CycleCosts(
+        decode_a=my - slope * mx,
+        decode_b=slope,
+        prefill=sum(pre) / len(pre) if pre else 0.0,
+        decode_cycles=n,
+        prefill_cycles=len(pre),
+        decode_total=float(sum(p for _, p in dec)),
+        prefill_total=float(sum(pre)),
+    )
+
+
+def simulate(
+    shape: BenchShape,
+    accepts: Sequence[int],
+    n: int,
+    costs: CycleCosts,
+    step_ns: float,
+    profiled_steps: int,
+    seeds: Sequence[int] = SIM_SEEDS,
+) -> SimResult:
+    """The benchmark at num-steps n, averaged over `seeds` (see the module docstring)."""
+    if not accepts:
+        raise ValueError("no request steps to draw acceptance from")
+    shorter = (profiled_steps - n) * step_ns
+    runs = [_replay(shape, accepts, n, costs, shorter, random.Random(seed)) for seed in seeds]
+    return SimResult(*(sum(r[i] for r in runs) / len(runs) for i in range(4)))
+
+
+def _replay(
+    shape: BenchShape, accepts: Sequence[int], n: int, costs: CycleCosts, shorter: float, rng: random.Random
+) -> tuple[int, int, float, float]:
+    """One pass of the load: (decode cycles, prefill cycles, decode ns, prefill ns)."""
+    lo = max(2, int(shape.output_len * shape.range_ratio))
+
+    def length() -> int:
+        return shape.output_len if lo >= shape.output_len else rng.randint(lo, shape.output_len)
+
+    started = min(shape.concurrency, shape.requests)
+    # tokens still to decode per request in flight (the prefill gave the first)
+    active = [length() - 1 for _ in range(started)]
+    sent = 0  # replacements sent during the last decode cycle: on their way
+    coming = 0  # sent the cycle before: arrived by this boundary
+    decode_cycles = 0
+    decode_ns = 0.0
+    prefill_cycles, prefill_ns = 1, costs.prefill
+    while active or sent or coming:
+        if coming:
+            active.extend(length() - 1 for _ in range(coming))
+            prefill_cycles += 1
+            prefill_ns += costs.prefill
+        coming, sent = sent, 0
+        if not active:
+            continue
+        bs = len(active)
+        decode_cycles += 1
+        decode_ns += max(costs.decode(bs) - shorter, 1.0)
+        left = []
+        for need, a in zip(active, rng.choices(accepts, k=bs)):
+            need -= min(a, n) + 1
+            if need > 0:
+                left.append(need)
+            elif started < shape.requests:
+                started += 1
+                sent += 1
+        active = left
+    return decode_cycles, prefill_cycles, decode_ns, prefill_ns
