@@ -18,7 +18,7 @@ from patchkit.engine.answer import Answer, parse_answer
 from patchkit.engine.compilecache import compiled_series
 from patchkit.engine.series import Series
 from patchkit.engine.targetprog import Compiled, build_program
-from patchkit.engine.verdict import FileReport, HostResult, interpret  # noqa: F401 (re-exported)
+from patchkit.engine.verdict import FileReport, HostResult, HostState, interpret  # noqa: F401 (re-exported)
 from patchkit.errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
 from patchkit.settings import PATCHKIT_DEFAULTS
 from patchkit.transport import LocalTransport, Transport, parse_target
@@ -143,7 +143,7 @@ def run_on(
         host = HostResult(
             target=transport.label,
             op=op,
-            state="unreachable" if e.exit_code == 1 else "error",
+            state=HostState.UNREACHABLE if e.exit_code == 1 else HostState.ERROR,
             exit_code=e.exit_code,
             messages=[e.message],
         )
@@ -295,7 +295,7 @@ def _fleet_apply(compileds: list[Compiled], transports: list[Transport], opts: O
 
         def undo(pair):
             t, h = pair
-            if h.ok and h.state == "staged":
+            if h.ok and h.state == HostState.STAGED:
                 u = run_on(compiled_of[id(t)], t, "unstage", opts)
                 h.journal = u.journal
                 h.messages.append(
@@ -303,7 +303,7 @@ def _fleet_apply(compileds: list[Compiled], transports: list[Transport], opts: O
                     if u.ok
                     else f"could not remove staged files: {'; '.join(u.messages)}"
                 )
-                h.state = "pristine" if u.ok else "staged"
+                h.state = HostState.PRISTINE if u.ok else HostState.STAGED
                 h.exit_code = EXIT_REFUSED
                 h.messages.append("not applied: the fleet is all-or-nothing")
             return h
@@ -313,7 +313,7 @@ def _fleet_apply(compileds: list[Compiled], transports: list[Transport], opts: O
     for c, s in zip(committed, staged):
         c.elapsed += s.elapsed
         c.bytes_sent += s.bytes_sent
-        if s.state == "applied":  # already applied before the fleet run
+        if s.state == HostState.APPLIED:  # already applied before the fleet run
             c.messages = s.messages
     if all(h.ok for h in committed):
         return committed
@@ -327,7 +327,7 @@ def _fleet_apply(compileds: list[Compiled], transports: list[Transport], opts: O
                 if r.ok
                 else f"ROLLBACK FAILED: {'; '.join(r.messages)}"
             )
-            h.state = "pristine" if r.ok else "partial"
+            h.state = HostState.PRISTINE if r.ok else HostState.PARTIAL
             h.exit_code = EXIT_REFUSED
             h.written = []
         return h
