@@ -198,3 +198,44 @@ def test_cycle_costs_leave_out_pauses_and_stalls():
     assert costs.decode_cycles == 27  # 29 periods less the pause and the stall
     assert costs.decode(4) == pytest.approx(10_000_000)
     assert cycle_costs(cycles[:5]) is None
+
+
+def test_the_report_splits_the_window_between_decode_and_prefill(tmp_path):
+    from patchkit.report import build_report
+
+    stand_in_run(tmp_path / "r", 2, [0.9, 0.8], R=40, C=8, L=32)
+    summary = build_report(tmp_path / "r" / "timing", tmp_path / "out", meta={}, chart=False)
+    split = summary.time_split
+    assert split["prefill"]["period_mean_ms"] == pytest.approx(PREFILL / 1e6)
+    recs = [json.loads(line) for line in (tmp_path / "r" / "timing" / "phase-timing.rank0.pid7.jsonl").open()]
+    prefills = sum(1 for r in recs if r["kind"] == "cycle" and r["attrs"]["kind"] == "prefill")
+    assert split["prefill"]["cycles"] == prefills
+    # every period but the last cycle's (no next start) is in one of the two parts
+    assert split["decode"]["cycles"] + prefills == sum(1 for r in recs if r["kind"] == "cycle") - 1
+    table = (tmp_path / "out" / "table.txt").read_text()
+    assert f"prefill {prefills} x 30.00 ms" in table
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["time_split"] == split
+
+
+def test_where_the_spread_between_starts_lies():
+    from patchkit.profile.remote.spread import spread_by_part
+
+    def split(decode_s, prefill_s):
+        return {
+            "decode": {"total_s": decode_s, "cycles": 100},
+            "prefill": {"total_s": prefill_s, "cycles": 10},
+        }
+
+    # point a: decode the same, prefill 2 s apart; point b: one run only (no spread); c failed
+    parts = spread_by_part({"a": [split(8, 2), split(8, 4)], "b": [split(5, 1)], "c": [None, None]})
+    scale = 11.0  # a's mean time in cycles
+    assert parts["df"] == 1
+    assert parts["decode"] == 0
+    assert parts["prefill"] == pytest.approx(2**0.5 / scale)  # sd of (2, 4) over the mean 11 s
+    assert parts["total"] == pytest.approx(parts["prefill"])
+    assert spread_by_part({"b": [split(5, 1)]}) is None
+    from patchkit.profile.remote.sweep import extra_lines
+
+    (line,) = extra_lines({"spread_by_part": parts}, None)
+    assert line.startswith("between starts (pooled over the points, 1 df")
+    assert "decode cycles 0.0 %, prefill cycles 12.9 %" in line

@@ -56,6 +56,15 @@ def prediction_headline(selection, meta: dict, where: str) -> dict | None:
     }
 
 
+def _time_split(selection) -> dict | None:
+    from patchkit.report.benchsim import time_split
+
+    if not selection.procs:
+        return None
+    lead = min(selection.procs, key=lambda p: p.rank)
+    return time_split(lead.cycles, selection.stall_sets[selection.procs.index(lead)])
+
+
 def build_report(
     timing_dir,
     out_dir,
@@ -77,6 +86,7 @@ def build_report(
     summary = summarize(procs, str(timing_dir), meta, selection=selection)
     summary.baseline = baseline
     summary.prediction = prediction_headline(selection, summary.meta, str(timing_dir))
+    summary.time_split = _time_split(selection)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {}

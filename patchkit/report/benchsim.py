@@ -146,6 +146,26 @@ def cycle_costs(cycles: Sequence[dict], stalls: set[int] | frozenset[int] = froz
     )
 
 
+def time_split(cycles: Sequence[dict], stalls: set[int] | frozenset[int] = frozenset()) -> dict | None:
+    """summary.json's ``time_split``: how the measured window's time divides between decode and
+    prefill cycles (periods, host start to the next cycle's start; stalls and the client's
+    pauses left out), or None with too few decode cycles."""
+    costs = cycle_costs(cycles, stalls)
+    if costs is None:
+        return None
+    out = {"decode": _part(costs.decode_cycles, costs.decode_total)}
+    out["prefill"] = _part(costs.prefill_cycles, costs.prefill_total)
+    return out
+
+
+def _part(count: int, total_ns: float) -> dict:
+    return {
+        "cycles": count,
+        "total_s": total_ns / 1e9,
+        "period_mean_ms": total_ns / count / 1e6 if count else None,
+    }
+
+
 def simulate(
     shape: BenchShape,
     accepts: Sequence[int],

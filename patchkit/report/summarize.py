@@ -67,6 +67,7 @@ UNITS = {
     "tokens_per_s": "output tokens per second",
     "accept_length": "tokens per request per verify step (accepted drafts + 1)",
     "wall_time_s": "seconds",
+    "*_s": "seconds",
     "count, cycles, *_cycles": "cycles",
 }
 
@@ -145,6 +146,10 @@ class Summary:
     # the what-if's headline (patchkit.report.predict, no intervals: profile.predict gives
     # them): profiled_num_steps, best_num_steps, ratio_by_num_steps {n: x this run}, or None
     prediction: dict | None = None
+    # the lead rank's measured window divided between decode and prefill cycles (periods:
+    # host start to the next start; patchkit.report.benchsim.time_split): {decode, prefill:
+    # {cycles, total_s, period_mean_ms}}, or None
+    time_split: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

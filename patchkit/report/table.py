@@ -346,6 +346,18 @@ def meta_lines(meta: dict) -> list[str]:
     return lines
 
 
+def time_split_lines(split: dict | None) -> list[str]:
+    """One line: the measured window's time in decode and in prefill cycles."""
+    if not split:
+        return []
+    parts = [
+        f"{name} {p['cycles']} x {p['period_mean_ms']:.2f} ms = {p['total_s']:.2f} s"
+        for name, p in split.items()
+        if p["cycles"]
+    ]
+    return ["time in cycles (start to start, lead rank): " + ", ".join(parts)]
+
+
 def render_table(summary: Summary) -> str:
     """The report as text (times in ms; share = % of the cycle's time on `summary.basis`).
 
@@ -466,6 +478,7 @@ def render_table(summary: Summary) -> str:
         lines.append(f"mean batch size: {dec['batch_size_mean']:.2f}")
     lines.extend(acceptance_lines(summary.acceptance))
     lines.extend(prediction_lines(summary.prediction))
+    lines.extend(time_split_lines(summary.time_split))
     lines.extend(meta_lines(summary.meta))
     if summary.unresolved:
         lines.append(

@@ -112,3 +112,31 @@ def measured_spread(runs: dict, blocks: dict | None = None, effects: dict | None
     if df < 1:
         return None
     return {"spread": math.sqrt(ss / df), "df": df, "runs": count}
+
+
+def spread_by_part(split_runs: dict) -> dict | None:
+    """Where the spread between starts lies: ``split_runs`` is label -> one summary.json
+    ``time_split`` per successful run (None where a run had none). For the benchmark's time in
+    cycles and for each part of it (decode cycles, prefill cycles): the pooled standard
+    deviation between the runs of each point, as a fraction of that point's mean time in
+    cycles (so the parts' figures compare with each other and with the whole); None below one
+    degree of freedom."""
+    names = ("decode", "prefill")
+    ss = {n: 0.0 for n in (*names, "total")}
+    df = 0
+    for splits in split_runs.values():
+        got = [s for s in splits if s and all(s.get(n) for n in names)]
+        if len(got) < 2:
+            continue
+        values = {n: [s[n]["total_s"] for s in got] for n in names}
+        values["total"] = [sum(s[n]["total_s"] for n in names) for s in got]
+        scale = statistics.fmean(values["total"])
+        if scale <= 0:
+            continue
+        for n, vals in values.items():
+            mean = statistics.fmean(vals)
+            ss[n] += sum(((v - mean) / scale) ** 2 for v in vals)
+        df += len(got) - 1
+    if df < 1:
+        return None
+    return {"df": df, **{n: math.sqrt(v / df) for n, v in ss.items()}}

@@ -94,7 +94,14 @@ from patchkit.profile.remote.blocks import Block, assign, make_blocks
 from patchkit.profile.remote.config import RemoteConfig
 from patchkit.profile.remote.run import RemoteRun, report_meta, run_baseline
 from patchkit.profile.remote.server_args import expand_server_matrix
-from patchkit.profile.remote.spread import cache_key, cache_path, measured_spread, read_spread, update_spread
+from patchkit.profile.remote.spread import (
+    cache_key,
+    cache_path,
+    measured_spread,
+    read_spread,
+    spread_by_part,
+    update_spread,
+)
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
 from patchkit.profile.sweep import _fmt, format_table, point_dir_name
 from patchkit.profile.verdict import (
@@ -220,6 +227,7 @@ def _measure(
         cycle_ms=dist["mean"] if dist else None,
         phase_shares=decode_cycle["phase_shares"],
         phase_ms=phase_ms(summary, dist["mean"] if dist else None),
+        time_split=summary.time_split,
     )
     if bench.tokens_per_s is None:
         row.update(ok=False, error=f"no output token throughput in {point_dir / 'benchmark.log'}")
@@ -425,6 +433,13 @@ def extra_lines(extra: dict, verdict: dict | None) -> list[str]:
         lines.append(
             "block effects (tok/s against the blocks' mean, paired out of the verdict): "
             + ", ".join(f"{b} {_pct(e)}" for b, e in effects.items())
+        )
+    parts = extra.get("spread_by_part")
+    if parts:
+        lines.append(
+            f"between starts (pooled over the points, {parts['df']} df; % of a run's time in cycles): "
+            f"whole {parts['total'] * 100:.1f} %, decode cycles {parts['decode'] * 100:.1f} %, "
+            f"prefill cycles {parts['prefill'] * 100:.1f} %"
         )
     phases = extra.get("phase_verdict")
     if phases and phases.get("points"):
@@ -980,6 +995,9 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
         )
         if leader
         else None
+    )
+    extra["spread_by_part"] = spread_by_part(
+        {r["label"]: [x.get("time_split") for x in r["runs"] if x["ok"]] for r in rows}
     )
     measured = measured_spread(runs, blocks_of, effects)
     spread: dict[str, Any] = {"measured": measured}
