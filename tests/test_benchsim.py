@@ -16,6 +16,7 @@ import pytest
 
 from patchkit.report.benchsim import BenchShape, CycleCosts, bench_shape, cycle_costs, simulate
 from patchkit.report.predict import predict_run
+from support.timing_files import header
 
 BENCH = (
     "python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port 30000 --dataset-name random-ids "
@@ -75,18 +76,7 @@ def stand_in_run(
             a += 1
         return a
 
-    recs: list[dict] = [
-        {
-            "kind": "header",
-            "schema": "patchkit.timing/1",
-            "mode": "host",
-            "rank": 0,
-            "pid": 7,
-            "host": "h",
-            "argv": CMD.format(n=n, d=n + 1).split(),
-            "clock": {"host_t0_ns": 0, "wall_t0_ns": 1_700_000_000_000_000_000},
-        }
-    ]
+    recs: list[dict] = [header(argv=CMD.format(n=n, d=n + 1).split())]
     t = cycle = 0
     left = [L - 1] * C  # tokens still to decode per request in flight
     issued, queue = C, [0, 0]  # replacements: [sent last cycle, arrived]

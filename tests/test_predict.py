@@ -20,6 +20,7 @@ import pytest
 from patchkit.report import build_report
 from patchkit.report.acceptance import acceptance, request_accepts, spec_from_argv
 from patchkit.report.predict import predict_run
+from support.timing_files import header
 
 REPO = Path(__file__).resolve().parents[1]
 OTHER, STEP, VERIFY0, SLOPE, EXTEND0 = 2_000_000, 400_000, 6_000_000, 20_000, 1_000_000
@@ -53,18 +54,7 @@ def write_run(
     rng = random.Random(seed)
     timing = folder / "timing"
     timing.mkdir(parents=True)
-    recs: list[dict] = [
-        {
-            "kind": "header",
-            "schema": "patchkit.timing/1",
-            "mode": "host",
-            "rank": 0,
-            "pid": 11,
-            "host": "h",
-            "argv": CMD.format(n=n, d=n + 1).split(),
-            "clock": {"host_t0_ns": 0, "wall_t0_ns": WALL_T0},
-        }
-    ]
+    recs: list[dict] = [header(pid=11, wall_t0_ns=WALL_T0, argv=CMD.format(n=n, d=n + 1).split())]
     t = 0
     for i in range(cycles):
         bs = 32 if i % 10 else rng.choice((8, 16, 24))  # the batch varies: the slope is measurable

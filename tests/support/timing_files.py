@@ -24,6 +24,21 @@ for i in range(6):
 """
 
 
+def header(pid: int = 7, wall_t0_ns: int = 1_700_000_000_000_000_000, **extra) -> dict:
+    """The header record of one rank-0 process in host mode, for records a test writes by
+    hand (``extra``: argv, ab_cycles, sampling, ...)."""
+    return {
+        "kind": "header",
+        "schema": "patchkit.timing/1",
+        "mode": "host",
+        "rank": 0,
+        "pid": pid,
+        "host": "h",
+        "clock": {"host_t0_ns": 0, "wall_t0_ns": wall_t0_ns},
+        **extra,
+    }
+
+
 def host_timing_files(base: Path) -> Path:
     """Copy the runtime into ``base``, run WORKLOAD through it (PATCHKIT_TIMER=host) and
     return the folder of timing files it wrote (``base/timing``)."""
