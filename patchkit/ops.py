@@ -21,8 +21,7 @@ from patchkit.engine.targetprog import Compiled, build_program
 from patchkit.engine.verdict import FileReport, HostResult, HostState, interpret  # noqa: F401 (re-exported)
 from patchkit.errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
 from patchkit.settings import PATCHKIT_DEFAULTS
-from patchkit.transport import LocalTransport, Transport, parse_target
-from patchkit.transport.k8s import expand_targets
+from patchkit.transport import LocalTransport, Transport, expand_targets
 
 
 @dataclass
@@ -159,9 +158,8 @@ def _prepare(series: Series | str | PerHostSeries, targets: list[str], opts: Opt
     if not targets:
         raise PatchkitError("no --target given (and none configured)", EXIT_INVALID)
     # k8s:NS/SELECTOR:ROOT becomes one target per running pod before any fleet logic
-    targets = expand_targets(
-        targets, container=opts.container, exec_prefix=opts.exec_prefix, **opts.transport_options
-    )
+    kw = dict(cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix, **opts.transport_options)
+    targets = expand_targets(targets, **kw)
     if isinstance(series, PerHostSeries):
         if len(series.series) != len(targets):
             raise PatchkitError(f"{len(series.series)} series for {len(targets)} targets", EXIT_INVALID)
@@ -174,14 +172,7 @@ def _prepare(series: Series | str | PerHostSeries, targets: list[str], opts: Opt
             compileds.append(made[k])
     else:
         compileds = [compiled_series(series, full=full)] * len(targets)
-    transports = [
-        t
-        if isinstance(t, Transport)
-        else parse_target(
-            t, cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix, **opts.transport_options
-        )
-        for t in targets
-    ]
+    transports: list[Transport] = expand_targets(targets, open_all=True, **kw)
     _refuse_twice(targets, transports)
     return compileds, transports
 

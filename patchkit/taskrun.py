@@ -46,8 +46,8 @@ def resolve_targets(settings, opts) -> tuple:
     ``PerHostSeries`` when the hosts of a fleet need different ones."""
     from patchkit.errors import InvalidInput
     from patchkit.locations import series_path
+    from patchkit.transport import expand_targets
     from patchkit.transport.inventory import inventory_transports
-    from patchkit.transport.k8s import expand_targets
 
     if not settings.series:
         raise InvalidInput(f"no --series given and no patchkit.series in {settings.config_where}")
@@ -70,25 +70,19 @@ def resolve_targets(settings, opts) -> tuple:
                 "no --target or --inventory given and no patchkit.targets or patchkit.inventory "
                 f"in {settings.config_where}"
             )
-        # k8s:NS/SELECTOR:ROOT -> a Transport per running pod (kubectl get pods, here)
+        # k8s:NS/SELECTOR:ROOT -> a Transport per running pod (kubectl get pods, here); with
+        # --series auto every target opened here: one connection per target for the probe and
+        # the operation (ssh_persist 0 too), and run_patch_task closes them
         targets = expand_targets(
-            targets, container=opts.container, exec_prefix=opts.exec_prefix, **opts.transport_options
+            targets,
+            open_all=series == "auto",
+            cwd=opts.cwd,
+            container=opts.container,
+            exec_prefix=opts.exec_prefix,
+            **opts.transport_options,
         )
         if series != "auto":
             return series, targets
-        # one connection per target for the probe and the operation (ssh_persist 0 too):
-        # the Transports made here serve both, and run_patch_task closes them
-        from patchkit.transport import parse_target
-
-        for i, t in enumerate(targets):
-            if isinstance(t, str):
-                targets[i] = parse_target(
-                    t,
-                    cwd=opts.cwd,
-                    container=opts.container,
-                    exec_prefix=opts.exec_prefix,
-                    **opts.transport_options,
-                )
         return auto_series(targets, opts, per_host=True), targets
     except BaseException:
         for t in targets:

@@ -21,7 +21,7 @@ from pathlib import Path
 from patchkit.engine.series import Pin, parse_pin
 from patchkit.errors import InvalidInput, Refused
 from patchkit.locations import series_root
-from patchkit.transport import parse_target
+from patchkit.transport import expand_targets, parse_target
 
 SHIPPED = series_root()
 AUTO = "auto"
@@ -203,8 +203,6 @@ def choose(seen: Seen, cands: list[Candidate]) -> Candidate:
 
 
 def _choose_each(targets: list, root: Path, target_options: dict) -> list[tuple[Seen, Candidate]]:
-    from patchkit.transport.k8s import expand_targets
-
     cands = candidates(root)
     targets = expand_targets(targets, **target_options)  # k8s:NS/SELECTOR:ROOT: every pod
     out = []

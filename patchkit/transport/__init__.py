@@ -7,9 +7,9 @@ machine-readable answer from standard output. A transport knows only how to star
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from patchkit.errors import InvalidInput, TransportError
@@ -67,6 +67,83 @@ def _bad_chars(text: str) -> bool:
     return any(ch in text for ch in ("\0", "\n", "\r"))
 
 
+# ---- target kinds ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TargetKind:
+    """One kind of --target string, declared by the module that knows it (its ``KIND``).
+
+    ``prefix``: the start that names the kind (``"k8s:"``); None for a kind told by its shape
+    (ssh/docker/container/exec, local paths), tried in turn after every prefixed kind.
+    ``options``: the transport options it reads; together they are the names every target
+    accepts (one set of site options serves a mixed fleet), any other name is refused.
+    ``expand(spec, *, cwd, container, exec_prefix, **options) -> list[Transport]``: a prefixed
+    kind's targets; a spec may stand for several (one per pod), and fleets expand it first.
+    ``resolve(...)``: the one Transport of a spec (None: not this kind; unprefixed kinds); for
+    a prefixed kind without one, its expansion must be exactly one target.
+    """
+
+    name: str
+    prefix: str | None = None
+    options: tuple[str, ...] = ()
+    expand: Callable[..., list[Transport]] | None = None
+    resolve: Callable[..., Transport | None] | None = None
+
+
+_REGISTERED: list[TargetKind] = []
+
+
+def register_kind(kind: TargetKind) -> TargetKind:
+    """Add a kind (a prefix may be registered once); returns it, for ``KIND = register_kind(...)``."""
+    if kind.prefix is not None and any(k.prefix == kind.prefix for k in target_kinds()):
+        raise ValueError(f"a target kind with the prefix {kind.prefix!r} is already registered")
+    if kind.prefix is None and kind.resolve is None:
+        raise ValueError(f"target kind {kind.name!r}: a kind without a prefix needs resolve")
+    if kind.prefix is not None and kind.expand is None and kind.resolve is None:
+        raise ValueError(f"target kind {kind.name!r}: give expand or resolve")
+    _REGISTERED.append(kind)
+    return kind
+
+
+def unregister_kind(kind: TargetKind) -> None:
+    _REGISTERED.remove(kind)
+
+
+def target_kinds() -> list[TargetKind]:
+    """The kinds, in the order unprefixed ones are tried: ssh/docker/exec shapes, k8s:, the
+    registered ones, and last a local directory (which takes whatever is left)."""
+    from patchkit.transport import k8s, local, remote
+
+    return [remote.KIND, k8s.KIND, *_REGISTERED, local.KIND]
+
+
+def option_names() -> tuple[str, ...]:
+    """Every transport option some kind reads (the whitelist), in the kinds' order."""
+    names: list[str] = []
+    for kind in target_kinds():
+        names += [o for o in kind.options if o not in names]
+    return tuple(names)
+
+
+def check_options(options: dict) -> dict:
+    """The options given (None: not given); a name no kind reads is refused (exit 2)."""
+    given = {k: v for k, v in options.items() if v is not None}
+    known = option_names()
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise InvalidInput(f"unknown transport option(s): {', '.join(unknown)} (known: {', '.join(known)})")
+    return given
+
+
+def prefixed_kind(spec) -> TargetKind | None:
+    """The kind whose prefix starts ``spec`` (the longest), or None."""
+    if not isinstance(spec, str):
+        return None
+    found = [k for k in target_kinds() if k.prefix is not None and spec.startswith(k.prefix)]
+    return max(found, key=lambda k: len(k.prefix or "")) if found else None
+
+
 def parse_target(
     spec: str,
     *,
@@ -75,44 +152,70 @@ def parse_target(
     exec_prefix: str | None = None,
     **options,
 ) -> Transport:
-    """Turn a --target string into a Transport.
+    """Turn a --target string into one Transport, through the kind it names (target_kinds).
 
-    Local directories may be relative to `cwd` (where invoke runs). Remote forms
-    (`ssh://`, `host:/path`, `docker://`) are handled by the transport modules that know them.
+    Local directories may be relative to `cwd` (where invoke runs). A prefixed kind that
+    stands for several targets (k8s:) must come to exactly one here.
     """
     if not spec or _bad_chars(spec):
         raise InvalidInput(f"bad target spec {spec!r}: empty or contains NUL/newline")
-    if spec.startswith("k8s:"):
-        return _one_pod(spec, container=container, exec_prefix=exec_prefix, **options)
-    remote = _parse_remote(spec, container=container, exec_prefix=exec_prefix, **options)
-    if remote is not None:
-        return remote
-    if container or exec_prefix:
-        raise InvalidInput(f"target {spec!r}: --container/--exec need a remote or exec target")
-    path = os.path.abspath(os.path.join(cwd or os.getcwd(), os.path.expanduser(spec)))
-    return LocalTransport(label=path, root=path)
+    kw = dict(cwd=cwd, container=container, exec_prefix=exec_prefix, **options)
+    kind = prefixed_kind(spec)
+    if kind is not None:
+        check_options(options)
+        if kind.resolve is not None:
+            one = kind.resolve(spec, **kw)
+            assert one is not None, f"target kind {kind.name!r} resolved {spec!r} to nothing"
+            return one
+        assert kind.expand is not None  # register_kind: expand or resolve
+        made = kind.expand(spec, **kw)
+        if len(made) != 1:
+            for t in made:
+                t.close()
+            raise InvalidInput(
+                f"target {spec!r}: it stands for {len(made)} targets; here one target is needed"
+            )
+        return made[0]
+    for kind in target_kinds():
+        if kind.prefix is None and kind.resolve is not None:
+            found = kind.resolve(spec, **kw)
+            if found is not None:
+                return found
+    raise AssertionError("the local kind takes every spec")  # pragma: no cover
 
 
-def _parse_remote(spec: str, **kw) -> Transport | None:
-    """Hook for SSH / container transports; returns None for a plain local path."""
+def expand_targets(
+    targets,
+    *,
+    open_all: bool = False,
+    cwd: str | None = None,
+    container: str | None = None,
+    exec_prefix: str | None = None,
+    **options,
+) -> list:
+    """The targets of a fleet, in order: every spec of a prefixed kind replaced by its
+    Transports (k8s: one per running pod; before any fleet logic, so they are one fleet).
+    Other specs stay strings, or with ``open_all`` become their Transport (parse_target);
+    Transports given pass through. Every caller (ops, the patch tasks, --series auto,
+    profile.remote) expands its targets here."""
+    kw = dict(cwd=cwd, container=container, exec_prefix=exec_prefix, **options)
+    out: list = []
+    given = {id(t) for t in targets}
     try:
-        from patchkit.transport import remote  # (added by the remote-targets work)
-    except ImportError:
-        if spec.startswith(("ssh://", "docker://")):
-            raise InvalidInput(f"target {spec!r}: remote targets are not available in this build") from None
-        return None
-    return remote.parse_remote_target(spec, **kw)
-
-
-def _one_pod(spec: str, **kw) -> Transport:
-    """A k8s: spec where one target is wanted: it must select exactly one running pod (fleets
-    expand it into every pod first: patchkit.transport.k8s.expand_targets)."""
-    from patchkit.transport.k8s import expand_targets
-
-    pods = expand_targets([spec], **kw)
-    if len(pods) != 1:
-        raise InvalidInput(
-            f"target {spec!r}: the selector matched {len(pods)} running pods; "
-            "here one target is needed (narrow the selector)"
-        )
-    return pods[0]
+        for spec in targets:  # every prefixed kind first (kubectl get pods), then the rest
+            kind = prefixed_kind(spec)
+            if kind is not None and kind.expand is not None:
+                check_options(options)
+                out += kind.expand(spec, **kw)
+            else:
+                out.append(spec)
+        if open_all:
+            for i, spec in enumerate(out):
+                if isinstance(spec, str):
+                    out[i] = parse_target(spec, **kw)
+    except BaseException:
+        for t in out:
+            if not isinstance(t, str) and id(t) not in given:
+                t.close()
+        raise
+    return out

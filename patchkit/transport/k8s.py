@@ -1,7 +1,8 @@
 """Kubernetes pods by label: `k8s:NAMESPACE/SELECTOR:ROOT` is a fleet of one target per pod.
 
-`expand_targets` replaces each such spec by the pods `kubectl get pods -n NS -l SELECTOR -o json`
-lists as running with their containers ready, each an ExecTransport running
+This module is the `k8s:` target kind (`KIND`, at the end). Its `expand`, which
+patchkit.transport.expand_targets calls, replaces each such spec by the pods `kubectl get pods
+-n NS -l SELECTOR -o json` lists as running with their containers ready, each an ExecTransport running
 `kubectl exec -i POD [-c CONTAINER] [--context CTX] -n NS -- sh -s`. It is called before any
 fleet logic (ops, --series auto, the tasks), so the pods are one fleet: apply stages on every pod
 and commits only when all staged.
@@ -24,7 +25,7 @@ import subprocess
 from dataclasses import dataclass
 
 from patchkit.errors import InvalidInput, Refused, TransportError
-from patchkit.transport import Transport
+from patchkit.transport import TargetKind, Transport
 
 PREFIX = "k8s:"
 K8S_OPTIONS = ("kubectl", "k8s_container", "kube_context")
@@ -249,18 +250,30 @@ def pod_transports(sel: K8sSelection, *, label: str | None = None, **options) ->
     return out
 
 
-def expand_targets(
-    targets, *, container: str | None = None, exec_prefix: str | None = None, **options
-) -> list:
-    """`targets` with every `k8s:` spec replaced by its pods' Transports (others unchanged)."""
-    out: list = []
-    for spec in targets:
-        if not is_k8s(spec):
-            out.append(spec)
-            continue
-        if container is not None or exec_prefix is not None:
-            raise InvalidInput(
-                f"target {spec!r}: k8s: targets take --k8s-container, not --container or --exec"
-            )
-        out += pod_transports(parse_k8s(spec), **options)
-    return out
+def expand(
+    spec: str,
+    *,
+    cwd: str | None = None,
+    container: str | None = None,
+    exec_prefix: str | None = None,
+    **options,
+) -> list[Transport]:
+    """A `k8s:` spec's pods, one Transport each (the kind's expand; cwd is not used)."""
+    if container is not None or exec_prefix is not None:
+        raise InvalidInput(f"target {spec!r}: k8s: targets take --k8s-container, not --container or --exec")
+    return pod_transports(parse_k8s(spec), **options)
+
+
+def one_pod(spec: str, **kw) -> Transport:
+    """A k8s: spec where one target is wanted: it must select exactly one running pod (fleets
+    expand it into every pod first: patchkit.transport.expand_targets)."""
+    pods = expand(spec, **kw)
+    if len(pods) != 1:
+        raise InvalidInput(
+            f"target {spec!r}: the selector matched {len(pods)} running pods; "
+            "here one target is needed (narrow the selector)"
+        )
+    return pods[0]
+
+
+KIND = TargetKind("k8s", prefix=PREFIX, options=K8S_OPTIONS, expand=expand, resolve=one_pod)

@@ -1,7 +1,7 @@
 """Remote target specs: `ssh://…`, `host:/path`, `docker://…`, `--container`, `--exec`.
 
-`parse_remote_target` is the hook that `patchkit.transport.parse_target` calls first; it returns
-None for a plain local directory. Everything that later reaches a command line or a remote shell
+This module is the target kind without a prefix that `patchkit.transport.parse_target` tries
+first (`KIND`, at the end); `parse_remote_target` returns None for a plain local directory. Everything that later reaches a command line or a remote shell
 is validated here (host, user, port, container name, root path) and refused with InvalidInput
 (exit 2) before anything is started. The exec prefix is the one free-form input: it is split with
 shlex locally and quoted with shlex when it has to travel through SSH, never interpolated.
@@ -38,7 +38,7 @@ import re
 import shlex
 
 from patchkit.errors import InvalidInput
-from patchkit.transport import Transport
+from patchkit.transport import TargetKind, Transport
 
 # A host name, an IPv4 address or an ssh_config alias: no leading '-', nothing a shell or ssh
 # would read as syntax. Aliases with other characters are legal in ssh_config but not accepted
@@ -61,10 +61,7 @@ _OPTION_NAMES = (
     "remote_shell",
     "ssh_program",
     "container_engine",
-    "kubectl",
-    "k8s_container",
-    "kube_context",
-)
+)  # this kind's options; the whitelist is every kind's (patchkit.transport.option_names)
 
 
 def parse_remote_target(
@@ -240,13 +237,9 @@ def _split_exec_prefix(prefix: str, spec: str, what: str = "--exec prefix") -> l
 
 
 def _check_options(options: dict) -> dict:
-    given = {k: v for k, v in options.items() if v is not None}
-    unknown = sorted(set(given) - set(_OPTION_NAMES))
-    if unknown:
-        raise InvalidInput(
-            f"unknown transport option(s): {', '.join(unknown)} (known: {', '.join(_OPTION_NAMES)})"
-        )
-    return given
+    from patchkit.transport import check_options
+
+    return check_options(options)
 
 
 def check_ssh_options(values, spec: str) -> tuple[str, ...]:
@@ -343,3 +336,10 @@ def ssh_persist_options(seconds) -> dict:
     if number == 0:
         return {"shared_master": False}
     return {"shared_master": True, "control_persist": max(1.0, number)}
+
+
+def _resolve(spec: str, *, cwd: str | None = None, **kw) -> Transport | None:
+    return parse_remote_target(spec, **kw)
+
+
+KIND = TargetKind("ssh, docker and exec", prefix=None, options=_OPTION_NAMES, resolve=_resolve)

@@ -619,7 +619,7 @@ def run_remote(
 ) -> RemoteOutcome:
     """The remote profile run (module docstring); raises ProfileError/InvalidInput.
     With ``cfg.baseline`` the unpatched, non-speculative server is measured after it."""
-    from patchkit.transport import parse_target
+    from patchkit.transport import expand_targets
 
     out = stream or sys.stdout
     start = time.monotonic()
@@ -627,9 +627,8 @@ def run_remote(
         from patchkit.extras import require
 
         require("report", "profile.remote", instead="or give --no-chart")
-    transports = transports or [
-        parse_target(spec, **cfg.transport_options()) for spec in cfg.targets
-    ]  # bad specs: refused before anything
+    # bad specs: refused before anything; a k8s: selector is every pod it matches
+    transports = transports or expand_targets(cfg.targets, open_all=True, **cfg.transport_options())
     run_dir = new_run_dir(cfg.out)
     progress = progress or ProgressLine(prefix="profile")
     with sigterm_interrupts():

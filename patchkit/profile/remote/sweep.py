@@ -848,7 +848,7 @@ def run_remote_sweep(
 ) -> RemoteSweepOutcome:
     """The sweep (module docstring). Raises ProfileError when every point failed or the revert
     failed; KeyboardInterrupt (Terminated for SIGTERM) after the revert when interrupted."""
-    from patchkit.transport import parse_target
+    from patchkit.transport import expand_targets
 
     out = stream or sys.stdout
     start = time.monotonic()
@@ -858,7 +858,7 @@ def run_remote_sweep(
         require("report", "profile.remote", instead="or give --no-chart")
     assert isinstance(cfg.matrix, dict), "RemoteConfig parsed --matrix (callers check it is given)"
     points = expand_server_matrix(cfg.matrix, cfg.server_command, cfg.env)
-    transports = transports or [parse_target(spec, **cfg.transport_options()) for spec in cfg.targets]
+    transports = transports or expand_targets(cfg.targets, open_all=True, **cfg.transport_options())
     cache = cache_path(cfg.spread_cache) if cfg.sequential else None
     cache_at = cache_key(cfg.targets, cfg.server_command, cfg.matrix)
     run_dir = new_run_dir(cfg.out)
