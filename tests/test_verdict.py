@@ -19,8 +19,8 @@ from patchkit.profile.verdict import (
     interval,
     p_greater,
     ratio_interval,
+    repetition_fields,
     rotation,
-    summarize,
     t_ppf,
     t_sf,
 )
@@ -137,7 +137,7 @@ def test_small_n_and_degenerate_inputs():
     assert "nothing to compare" in describe(alone)
     assert decide({})["best"] is None
     assert ratio_interval([110.0, 112.0, 111.0], [100.0, 101.0, 99.0])[0] > 1.0
-    s = summarize([100.0, None, 104.0, 102.0])
+    s = repetition_fields([100.0, None, 104.0, 102.0])
     assert s["tokens_per_s_median"] == 102.0 and s["repeats"] == [100.0, None, 104.0, 102.0]
     assert s["tokens_per_s_ci"][0] < 102.0 < s["tokens_per_s_ci"][1]
 

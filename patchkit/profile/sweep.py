@@ -45,7 +45,7 @@ from patchkit.profile.default import (
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
-from patchkit.profile.verdict import decide, describe, interval, rotation, summarize
+from patchkit.profile.verdict import decide, describe, interval, repetition_fields, rotation
 
 # matrix keys: canonical name -> (short label, parser)
 KEYS = {
@@ -384,7 +384,7 @@ def run_sweep(
         "tokens": tokens,
         "seconds": seconds,
         "tokens_per_s": tokens / seconds if seconds else None,
-        **summarize(base_reps),
+        **repetition_fields(base_reps),
     }
     verdict = decide(
         {
@@ -453,7 +453,7 @@ def _fold(runs: list[dict], run_dir: Path) -> dict:
     the intervals over all of them."""
     ranked = sorted((r for r in runs if r["ratio"] is not None), key=lambda r: r["ratio"])
     row = dict(ranked[(len(ranked) - 1) // 2] if ranked else runs[0])
-    row.update(summarize([r["tokens_per_s"] for r in runs]))
+    row.update(repetition_fields([r["tokens_per_s"] for r in runs]))
     row["ratios"] = [r["ratio"] for r in runs]
     row["ratio_ci"] = interval([x for x in row["ratios"] if x is not None])
     row["reports"] = [r["report"] for r in runs]

@@ -175,7 +175,7 @@ def ratio_interval(a, b, confidence: float = CONFIDENCE) -> list[float] | None:
     return [math.exp(w["diff"] - half), math.exp(w["diff"] + half)]
 
 
-def summarize(values) -> dict:
+def repetition_fields(values) -> dict:
     """A row's repetition fields: tokens_per_s_median, tokens_per_s_ci, repeats."""
     kept = [v for v in values if v is not None]
     return {

@@ -112,7 +112,7 @@ from patchkit.profile.verdict import (
     describe_phases,
     phase_comparison,
     ratio_interval,
-    summarize,
+    repetition_fields,
     title_line,
 )
 
@@ -536,7 +536,7 @@ def _fold_baseline(runs: list[dict]) -> dict | None:
     good = [r for r in runs if r["error"] is None and r["tokens_per_s"] is not None]
     ranked = sorted(good, key=lambda r: r["tokens_per_s"])
     doc: dict[str, Any] = dict(ranked[(len(ranked) - 1) // 2] if ranked else runs[0])
-    doc.update(summarize([r["tokens_per_s"] if r in good else None for r in runs]))
+    doc.update(repetition_fields([r["tokens_per_s"] if r in good else None for r in runs]))
     doc["reports"] = [r["report"] for r in runs]
     doc["tokens_per_s"] = doc["tokens_per_s_median"]
     errors = [f"{r['report']}: {r['error']}" for r in runs if r not in good]
@@ -549,7 +549,7 @@ def _fold_point(row: dict) -> None:
     """A point's repetitions into its row: the median run's fields, the intervals."""
     runs = row["runs"]
     good = [r for r in runs if r["ok"]]
-    row.update(summarize([r["tokens_per_s"] if r["ok"] else None for r in runs]))
+    row.update(repetition_fields([r["tokens_per_s"] if r["ok"] else None for r in runs]))
     row["reports"] = [r["report"] for r in runs]
     errors = [f"{r['report']}: {r['error']}" for r in runs if not r["ok"] and r["error"]]
     if good:
