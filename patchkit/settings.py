@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from patchkit.errors import InvalidInput
+from patchkit.transport import kind_settings
 
 # The one place where the patch.* defaults live (tasks.py hands them to invoke: ns.configure).
 PATCHKIT_DEFAULTS: dict[str, Any] = {
@@ -33,9 +34,9 @@ PATCHKIT_DEFAULTS: dict[str, Any] = {
     "exec": None,
     "keep_journal": False,
     "wheelhouse": None,  # patch.rebase: wheels read instead of the package index
-    "kubectl": None,  # k8s: targets: the kubectl program (None: kubectl)
-    "k8s_container": None,  # k8s: targets: the container of each pod (kubectl exec -c)
-    "kube_context": None,  # k8s: targets: the kubeconfig context (kubectl --context)
+    # the target kinds' own settings (k8s: targets: kubectl, k8s_container, kube_context),
+    # declared by each kind (patchkit.transport.TargetKind.settings)
+    **{name: None for name in kind_settings()},
 }
 # Keys read by other tasks (their own objects check their values), and the deprecated alias.
 OTHER_KEYS = {"profile"}
@@ -339,16 +340,11 @@ def strings(value, option: str, where: str = "") -> list[str]:
     return list(value)
 
 
-def k8s_option(value, where: str, option: str) -> str | None:
-    """--k8s-container / --kube-context / --kubectl, checked as patchkit.transport.k8s checks
-    them for a k8s: target, whatever the targets are (a typo is said before anything runs)."""
-    from patchkit.transport import k8s
-
-    check, what = {
-        "k8s_container": (k8s.check_container, "--k8s-container"),
-        "kube_context": (k8s.check_context, "--kube-context"),
-        "kubectl": (k8s.check_kubectl, "kubectl program"),
-    }[option]
+def kind_option(value, where: str, option: str) -> str | None:
+    """A target kind's own setting (--k8s-container, --kube-context, --kubectl), checked as its
+    kind checks it for a target, whatever the targets are (a typo is said before anything runs)."""
+    setting = kind_settings()[option]
+    check, what = setting.check, setting.what
     value = text(value, option, where)
     if value is None:
         return None
@@ -380,9 +376,7 @@ class PatchSettings:
     root: str | None = None
     container: str | None = None
     exec_prefix: str | None = None
-    k8s_container: str | None = None
-    kube_context: str | None = None
-    kubectl: str | None = None
+    kind_options: dict[str, str] = field(default_factory=dict)  # the target kinds' own settings
     keep_journal: bool = False
     force: bool = False
     dry_run: bool = False
@@ -435,9 +429,11 @@ class PatchSettings:
             root=text(given.get("root"), "root"),
             container=text(pick("container")[0], "container"),
             exec_prefix=text(pick("exec_", "exec")[0], "exec"),
-            k8s_container=k8s_option(*pick("k8s_container"), "k8s_container"),
-            kube_context=k8s_option(*pick("kube_context"), "kube_context"),
-            kubectl=k8s_option(*pick("kubectl"), "kubectl"),
+            kind_options={
+                name: value
+                for name in kind_settings()
+                if (value := kind_option(*pick(name), name)) is not None
+            },
             keep_journal=bool(given.get("keep_journal") or _configured(config, "keep_journal")[0]),
             force=bool(given.get("force")),
             dry_run=bool(given.get("dry_run")),
@@ -456,6 +452,12 @@ class PatchSettings:
             raise InvalidInput("--limit and --root choose hosts of an inventory: give --inventory FILE")
         return settings
 
+    def __getattr__(self, name: str) -> str | None:
+        """A target kind's own setting by its name (``settings.k8s_container``); None: not given."""
+        if name in kind_settings():
+            return self.kind_options.get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def transport_options(self) -> dict:
         from patchkit.transport.remote import ssh_persist_options
 
@@ -465,7 +467,5 @@ class PatchSettings:
         if self.ssh_options:
             transport["ssh_options"] = list(self.ssh_options)
         transport.update(ssh_persist_options(self.ssh_persist))
-        for key in ("k8s_container", "kube_context", "kubectl"):  # k8s: targets (transport.k8s)
-            if getattr(self, key):
-                transport[key] = getattr(self, key)
+        transport.update(self.kind_options)  # the target kinds' own (k8s: targets: transport.k8s)
         return transport

@@ -33,6 +33,7 @@ from patchkit.settings import (
     text,
 )
 from patchkit.taskrun import auto_series as _auto_series, run_patch_task
+from patchkit.transport import kind_settings
 
 TARGET_HELP = {
     "series": "series folder (pin.toml + series + patches), a shipped series' name (e.g. "
@@ -56,9 +57,7 @@ TARGET_HELP = {
     "limit": "with --inventory: Ansible host pattern, e.g. 'gpu', 'gpu1:gpu2', 'gpu:!gpu3', "
     "'gpu:&rack1' (default: all hosts)",
     "root": "with --inventory: the target path on every host (default: each host's patchkit_root variable)",
-    "k8s_container": "k8s: targets: the container of each pod to run in (kubectl exec -c)",
-    "kube_context": "k8s: targets: the kubeconfig context (kubectl --context)",
-    "kubectl": "k8s: targets: the kubectl program (default: patchkit.kubectl, else kubectl)",
+    **{name: setting.help for name, setting in kind_settings().items()},  # k8s: targets' own
 }
 
 
@@ -95,9 +94,7 @@ TARGET_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("inventory", None),
     ("limit", None),
     ("root", None),
-    ("k8s_container", None),
-    ("kube_context", None),
-    ("kubectl", None),
+    *((name, None) for name in kind_settings()),  # the target kinds' own (patchkit.transport)
 )
 
 

@@ -71,6 +71,19 @@ def _bad_chars(text: str) -> bool:
 
 
 @dataclass(frozen=True)
+class KindSetting:
+    """A kind's own option of the patch tasks (``--k8s-container``) and setting of invoke.yaml
+    (``patchkit.k8s_container``), passed on as the transport option of the same name.
+
+    ``check(value, spec)`` is the kind's own check (InvalidInput); ``what`` names a bad value."""
+
+    name: str
+    help: str
+    check: Callable[[str, str], str]
+    what: str
+
+
+@dataclass(frozen=True)
 class TargetKind:
     """One kind of --target string, declared by the module that knows it (its ``KIND``).
 
@@ -82,6 +95,8 @@ class TargetKind:
     kind's targets; a spec may stand for several (one per pod), and fleets expand it first.
     ``resolve(...)``: the one Transport of a spec (None: not this kind; unprefixed kinds); for
     a prefixed kind without one, its expansion must be exactly one target.
+    ``settings``: its options of the patch tasks and keys of invoke.yaml (the built-in kinds
+    only: patchkit.settings and patchkit.tasks read them when they are imported).
     """
 
     name: str
@@ -89,6 +104,7 @@ class TargetKind:
     options: tuple[str, ...] = ()
     expand: Callable[..., list[Transport]] | None = None
     resolve: Callable[..., Transport | None] | None = None
+    settings: tuple[KindSetting, ...] = ()
 
 
 _REGISTERED: list[TargetKind] = []
@@ -124,6 +140,11 @@ def option_names() -> tuple[str, ...]:
     for kind in target_kinds():
         names += [o for o in kind.options if o not in names]
     return tuple(names)
+
+
+def kind_settings() -> dict[str, KindSetting]:
+    """Every kind's settings by name (patchkit.settings, patchkit.tasks)."""
+    return {s.name: s for kind in target_kinds() for s in kind.settings}
 
 
 def check_options(options: dict) -> dict:

@@ -25,7 +25,7 @@ import subprocess
 from dataclasses import dataclass
 
 from patchkit.errors import InvalidInput, Refused, TransportError
-from patchkit.transport import TargetKind, Transport
+from patchkit.transport import KindSetting, TargetKind, Transport
 
 PREFIX = "k8s:"
 K8S_OPTIONS = ("kubectl", "k8s_container", "kube_context")
@@ -276,4 +276,30 @@ def one_pod(spec: str, **kw) -> Transport:
     return pods[0]
 
 
-KIND = TargetKind("k8s", prefix=PREFIX, options=K8S_OPTIONS, expand=expand, resolve=one_pod)
+KIND = TargetKind(
+    "k8s",
+    prefix=PREFIX,
+    options=K8S_OPTIONS,
+    expand=expand,
+    resolve=one_pod,
+    settings=(
+        KindSetting(
+            "k8s_container",
+            "k8s: targets: the container of each pod to run in (kubectl exec -c)",
+            check_container,
+            "--k8s-container",
+        ),
+        KindSetting(
+            "kube_context",
+            "k8s: targets: the kubeconfig context (kubectl --context)",
+            check_context,
+            "--kube-context",
+        ),
+        KindSetting(
+            "kubectl",
+            "k8s: targets: the kubectl program (default: patchkit.kubectl, else kubectl)",
+            check_kubectl,
+            "kubectl program",
+        ),
+    ),
+)
