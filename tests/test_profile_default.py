@@ -132,6 +132,7 @@ def test_default_run_end_to_end(site, tmp_path):
         assert c["ts"] - 0.01 <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"] + 0.01
 
 
+@pytest.mark.slow  # a real transformers workload: a warm-up and a measured pass (14 s here)
 def test_warmup_runs_before_the_measured_pass_and_window_json_is_written(site, tmp_path):
     """warmup on (the default): the first prompt runs plain and assisted before the measured
     pass, with timing on; window.json in timing/ separates its cycles from the measured ones."""

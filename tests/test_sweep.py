@@ -102,6 +102,7 @@ def test_render_marks_the_best_row():
     assert "verdict cost: 6 measured pass(es)" in text
 
 
+@pytest.mark.slow  # a real transformers workload: two points and a baseline (15 s here)
 def test_sweep_two_points_end_to_end(site, tmp_path):
     out = io.StringIO()
     outcome = run_sweep(
@@ -148,6 +149,7 @@ def test_sweep_two_points_end_to_end(site, tmp_path):
     assert "verdict: no significant best" in md
 
 
+@pytest.mark.slow  # a real transformers workload: six passes (57 s here)
 def test_repeated_sweep_rotates_warms_up_and_gives_a_verdict(site, tmp_path):
     """Two points x 3 repetitions in one workload process: rotated order, one timing folder,
     report and window.json per pass (warm-up before each point's first pass only), intervals
