@@ -18,7 +18,7 @@ import pytest
 
 from ast_support import is_inserted, strip_inserted, timer_calls_by_function
 from patchkit import ops
-from patchkit.author import authoring, sglang_releases as rel, timerplace, upstream
+from patchkit.author import authoring, seriesgen, sglang_releases as rel, timerplace, upstream
 from patchkit.engine import autoseries
 
 pytestmark = [pytest.mark.wheels, pytest.mark.slow]
@@ -238,10 +238,17 @@ def _cell(r, path: str) -> str:
 
 
 def test_print_the_coverage_table(capsys):
+    """The table ``make series-check`` prints: one row per release, in order; each row's worker
+    files together time every phase seriesgen expects (both cycle kinds included), none untimed."""
     table = coverage_table()
     with capsys.disabled():
         print("\n" + table)
-    assert table.count("\n") >= len(RELEASES)
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    assert [row[0] for row in rows] == RELEASES
+    for version, _series, *cells in rows:
+        assert "not timed" not in cells, version
+        timed = {p.strip() for cell in cells if cell != "—" for p in cell.split(",")}
+        assert timed >= set(seriesgen.EXPECTED), (version, sorted(set(seriesgen.EXPECTED) - timed))
 
 
 def coverage_table() -> str:
