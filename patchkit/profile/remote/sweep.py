@@ -434,12 +434,12 @@ def extra_lines(extra: dict, verdict: dict | None) -> list[str]:
             "block effects (tok/s against the blocks' mean, paired out of the verdict): "
             + ", ".join(f"{b} {_pct(e)}" for b, e in effects.items())
         )
-    parts = extra.get("spread_by_part")
-    if parts:
+    by_part = extra.get("spread_by_part")
+    if by_part:
         lines.append(
-            f"between starts (pooled over the points, {parts['df']} df; % of a run's time in cycles): "
-            f"whole {parts['total'] * 100:.1f} %, decode cycles {parts['decode'] * 100:.1f} %, "
-            f"prefill cycles {parts['prefill'] * 100:.1f} %"
+            f"between starts (pooled over the points, {by_part['df']} df; % of a run's time in cycles): "
+            f"whole {by_part['total'] * 100:.1f} %, decode cycles {by_part['decode'] * 100:.1f} %, "
+            f"prefill cycles {by_part['prefill'] * 100:.1f} %"
         )
     phases = extra.get("phase_verdict")
     if phases and phases.get("points"):
