@@ -229,3 +229,15 @@ def test_where_the_spread_between_starts_lies():
     (line,) = extra_lines({"spread_by_part": parts}, None)
     assert line.startswith("between starts (pooled over the points, 1 df")
     assert "decode cycles 0.0 %, prefill cycles 12.9 %" in line
+
+
+def test_time_split_needs_no_batch_size():
+    """transformers' generate calls name no batch size: no replay, but the split still holds."""
+    from patchkit.report.benchsim import time_split
+
+    cycles = [{"cycle": i, "t0": i * 5_000_000, "attrs": {"kind": "decode"}} for i in range(12)]
+    cycles[4]["attrs"] = {"kind": "prefill"}
+    assert cycle_costs(cycles) is None
+    split = time_split(cycles)
+    assert split["decode"]["cycles"] == 10 and split["prefill"]["cycles"] == 1
+    assert split["decode"]["period_mean_ms"] == pytest.approx(5.0)

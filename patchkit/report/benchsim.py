@@ -108,16 +108,17 @@ def bench_shape(command: str | None) -> BenchShape | None:
     return shape
 
 
-def cycle_costs(cycles: Sequence[dict], stalls: set[int] | frozenset[int] = frozenset()) -> CycleCosts | None:
-    """Decode and prefill cycle costs of one process's cycle records (consecutive pairs; stalls
-    and the client's pauses left out), or None with too few decode cycles."""
+def _periods(cycles: Sequence[dict], stalls) -> tuple[list[tuple[int | None, int]], list[int]] | None:
+    """(decode cycles as (batch size or None, period), prefill periods) of one process's
+    cycle records, consecutive pairs only, stalls and the client's pauses (a gap over
+    IDLE_FACTOR x the median period) left out; None with fewer than 10 periods."""
     ordered = sorted(cycles, key=lambda c: c["cycle"])
     pairs = [(c, nxt["t0"] - c["t0"]) for c, nxt in pairwise(ordered) if nxt["cycle"] == c["cycle"] + 1]
     periods = sorted(p for _, p in pairs)
     if len(periods) < 10:
         return None
     idle = IDLE_FACTOR * periods[len(periods) // 2]
-    dec: list[tuple[int, int]] = []
+    dec: list[tuple[int | None, int]] = []
     pre: list[int] = []
     for c, period in pairs:
         if c["cycle"] in stalls or period > idle or period <= 0:
@@ -125,16 +126,27 @@ def cycle_costs(cycles: Sequence[dict], stalls: set[int] | frozenset[int] = froz
         attrs = c.get("attrs") or {}
         if attrs.get("kind", "decode") != "decode" or attrs.get("prefill"):
             pre.append(period)
-        elif isinstance(attrs.get("batch_size"), int) and attrs["batch_size"] > 0:
-            dec.append((attrs["batch_size"], period))
+        else:
+            bs = attrs.get("batch_size")
+            dec.append((bs if isinstance(bs, int) and bs > 0 else None, period))
+    return dec, pre
+
+
+def cycle_costs(cycles: Sequence[dict], stalls: set[int] | frozenset[int] = frozenset()) -> CycleCosts | None:
+    """Decode and prefill cycle costs of one process's cycle records (see _periods), or None
+    with fewer than 10 decode cycles that name their batch size."""
+    got = _periods(cycles, stalls)
+    if got is None:
+        return None
+    dec = [(b, p) for b, p in got[0] if b is not None]
+    pre = got[1]
     if len(dec) < 10:
         return None
     n = len(dec)
     mx = sum(b for b, _ in dec) / n
     my = sum(p for _, p in dec) / n
     var = sum((b - mx) ** 2 for b, _ in dec) / n
-    slope = sum((b - mx) * (p - my) for b, p in dec) / n / var if var > 0 else 0.0
-    slope = max(0.0, slope)
+    slope = max(0.0, sum((b - mx) * (p - my) for b, p in dec) / n / var if var > 0 else 0.0)
     return CycleCosts(
         decode_a=my - slope * mx,
         decode_b=slope,
@@ -148,14 +160,15 @@ def cycle_costs(cycles: Sequence[dict], stalls: set[int] | frozenset[int] = froz
 
 def time_split(cycles: Sequence[dict], stalls: set[int] | frozenset[int] = frozenset()) -> dict | None:
     """summary.json's ``time_split``: how the measured window's time divides between decode and
-    prefill cycles (periods, host start to the next cycle's start; stalls and the client's
-    pauses left out), or None with too few decode cycles."""
-    costs = cycle_costs(cycles, stalls)
-    if costs is None:
+    prefill cycles (see _periods), or None without 10 periods or without a decode cycle."""
+    got = _periods(cycles, stalls)
+    if got is None or not got[0]:
         return None
-    out = {"decode": _part(costs.decode_cycles, costs.decode_total)}
-    out["prefill"] = _part(costs.prefill_cycles, costs.prefill_total)
-    return out
+    dec, pre = got
+    return {
+        "decode": _part(len(dec), float(sum(p for _, p in dec))),
+        "prefill": _part(len(pre), float(sum(pre))),
+    }
 
 
 def _part(count: int, total_ns: float) -> dict:
