@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ from patchkit.errors import InvalidInput, PatchkitError
 from patchkit.profile.bench_output import parse_bench_output
 from patchkit.profile.remote import RemoteConfig, run_remote
 from sshd_support import free_port
-from support.cli import invoke_with_config
+from support.cli import interrupt, invoke_with_config, popen_module, wait_for
 from upstream_fixtures import SERIES_059, sglang_installed, v1_part
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
@@ -432,30 +431,9 @@ def test_ctrl_c_stops_everything_and_reverts(tmp_path, sshd, tree, target, to_gr
     )
     config = tmp_path / "remote.json"
     config.write_text(json.dumps(given))
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "patchkit.profile.remote", "--config", str(config)],
-        cwd=str(tmp_path),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert started.exists(), proc.communicate(timeout=30)
-        time.sleep(0.3)
-        if to_group:
-            os.killpg(proc.pid, signal.SIGINT)
-        else:
-            proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with popen_module("patchkit.profile.remote", "--config", str(config), cwd=tmp_path) as proc:
+        assert wait_for(proc, started, 30), proc.communicate(timeout=30)
+        err = interrupt(proc, settle=0.3, group=to_group)
     assert proc.returncode == 130, err
     assert "interrupted" in err
     record = json.loads((only_run_dir(tmp_path) / "remote.json").read_text())

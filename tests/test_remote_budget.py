@@ -30,6 +30,7 @@ from patchkit.profile.remote.server_args import drop_options, shift_port
 from patchkit.profile.remote.spread import cache_key, cache_path, measured_spread, read_spread, update_spread
 from patchkit.profile.remote.sweep import run_remote_sweep
 from patchkit.profile.verdict import CYCLE, phase_comparison
+from support.cli import interrupt, popen_module, wait_for
 from test_profile_remote import PY, SPEC, ST, assert_cleaned, settings, state_of
 from test_remote_sweep import _set_rate, argv_of
 from upstream_fixtures import sglang_installed
@@ -456,13 +457,7 @@ def test_ctrl_c_stops_every_gpu_and_reverts(tmp_path, budget_tree):
     """A real profile process, --gpus 0,1: one point's server hangs in /generate (PK_HANG) while
     the other GPU serves the other point; SIGINT: exit 130, both GPUs' servers stopped, the tree
     reverted, sweep.json says interrupted."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     from sshd_support import free_port
-    from test_profile_remote import REPO
 
     hang = tmp_path / "hanging"
     given = settings(
@@ -478,26 +473,9 @@ def test_ctrl_c_stops_every_gpu_and_reverts(tmp_path, budget_tree):
     )
     config = tmp_path / "remote.json"
     config.write_text(json.dumps(given))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "patchkit.profile.remote", "--config", str(config)],
-        cwd=str(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not hang.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert hang.exists(), proc.communicate(timeout=30)
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with popen_module("patchkit.profile.remote", "--config", str(config), cwd=tmp_path) as proc:
+        assert wait_for(proc, hang, 60), proc.communicate(timeout=30)
+        err = interrupt(proc, settle=0.5)
     assert proc.returncode == 130, err
     runs = list((tmp_path / "out").iterdir())
     doc = json.loads((runs[0] / "sweep.json").read_text())

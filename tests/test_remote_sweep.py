@@ -9,8 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,9 +23,8 @@ from patchkit.profile.remote.server_args import (
     split_words,
 )
 from patchkit.profile.remote.sweep import render_sweep, run_remote_sweep
-from support.cli import invoke_with_config
+from support.cli import interrupt, invoke_with_config, popen_module, wait_for
 from test_profile_remote import (
-    REPO,
     assert_cleaned,
     bench_cmd,
     group_members,
@@ -372,25 +369,9 @@ def test_signal_mid_sweep_stops_the_server_and_reverts(tmp_path, sshd, tree, sig
     )
     config = tmp_path / "remote.json"
     config.write_text(json.dumps(given))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "patchkit.profile.remote", "--config", str(config)],
-        cwd=str(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not hang.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert hang.exists(), proc.communicate(timeout=30)
-        proc.send_signal(sig)
-        _out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with popen_module("patchkit.profile.remote", "--config", str(config), cwd=tmp_path) as proc:
+        assert wait_for(proc, hang, 60), proc.communicate(timeout=30)
+        err = interrupt(proc, sig)
     assert proc.returncode == code, err
     run_dir = only_run_dir(tmp_path)
     doc = json.loads((run_dir / "sweep.json").read_text())

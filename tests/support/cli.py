@@ -1,10 +1,15 @@
-"""One way for a test to run the command line: ``python -m invoke ...`` in the repository."""
+"""One way for a test to run the command line: ``python -m invoke ...`` in the repository; and
+one way to start a module as a process, wait for it to reach a point and signal it (Ctrl-C)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,7 +28,15 @@ def invoke_with_config(config: Path, *args: str, timeout: float = 300) -> subpro
     return invoke("-r", str(REPO), "-f", str(config), *args, cwd=config.parent, timeout=timeout)
 
 
-__all__ = ["REPO", "invoke", "invoke_with_config", "patchkit_command"]
+__all__ = [
+    "REPO",
+    "interrupt",
+    "invoke",
+    "invoke_with_config",
+    "patchkit_command",
+    "popen_module",
+    "wait_for",
+]
 
 
 def patchkit_command(
@@ -44,3 +57,55 @@ def _run(argv: list, cwd, env, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(
         argv, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout
     )
+
+
+# -- a process a test signals (Ctrl-C, SIGTERM) while it runs ----------------------------------------
+
+
+@contextmanager
+def popen_module(module: str, *args: str, cwd: Path) -> Iterator[subprocess.Popen]:
+    """``python -m MODULE ARGS`` in ``cwd``, started in a session of its own (a signal to its
+    group reaches nothing else), this checkout on PYTHONPATH, stdout and stderr piped as text;
+    killed on the way out when it still runs (a failed assertion leaves nothing behind)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=str(cwd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def wait_for(proc: subprocess.Popen, path: Path, timeout: float) -> bool:
+    """Until ``path`` exists, ``proc`` ended or ``timeout`` seconds passed: whether it exists."""
+    deadline = time.monotonic() + timeout
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return path.exists()
+
+
+def interrupt(
+    proc: subprocess.Popen,
+    sig: int = signal.SIGINT,
+    *,
+    settle: float = 0.0,
+    group: bool = False,
+    timeout: float = 60,
+) -> str:
+    """After ``settle`` seconds, ``sig`` to ``proc`` (to its whole process group when ``group``,
+    as a terminal's Ctrl-C); its stderr once it exited (at most ``timeout`` seconds)."""
+    time.sleep(settle)
+    if group:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=timeout)
+    return err
