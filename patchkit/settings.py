@@ -38,6 +38,31 @@ PATCHKIT_DEFAULTS: dict[str, Any] = {
     # declared by each kind (patchkit.transport.TargetKind.settings)
     **{name: None for name in kind_settings()},
 }
+# The profile tasks' defaults, each given once: profile.run / profile.sweep (tasks.py) fall back
+# to these after patchkit.profile.*, `python -m patchkit.profile` (profile/__main__.py) takes them
+# as its argparse defaults, run_default / run_sweep as their parameters' defaults.
+PROFILE_DEFAULTS: dict[str, Any] = {
+    "out": "profile-out",  # reports in OUT/<timestamp>/
+    "size": "default",
+    "device": "auto",
+    "seed": 0,
+    "warmup": True,
+    "num_assistant_tokens": 4,  # profile.run: draft tokens per cycle
+    "confidence": 0.0,  # profile.run: assistant_confidence_threshold
+    "matrix": "num_assistant_tokens=2,4,8",  # profile.sweep: its points
+}
+# profile.remote's (RemoteConfig, patchkit/profile/remote/config.py) defaults that another front
+# end shares: profile.collect's FetchSettings (python, max_fetch_mb, step_timeout_s) and the
+# patch.* tasks (jobs, layout, out).
+REMOTE_DEFAULTS: dict[str, Any] = {
+    "out": PROFILE_DEFAULTS["out"],
+    "layout": PATCHKIT_DEFAULTS["layout"],
+    "jobs": PATCHKIT_DEFAULTS["jobs"],  # hosts in parallel for verify/apply/revert
+    "python": "python3",  # on the targets: runs the job-control agent
+    "max_fetch_mb": 1024.0,  # timing files fetched per target, at most
+    "step_timeout_s": 120.0,  # one small remote program, connect included
+    "timer_sample": 16,  # PATCHKIT_TIMER_SAMPLE: time ~1 cycle in N (docs/profiling.md: why 16)
+}
 # Keys read by other tasks (their own objects check their values), and the deprecated alias.
 OTHER_KEYS = {"profile"}
 DEPRECATED = {"engine": {"series": "series"}}
@@ -257,15 +282,26 @@ def positive_int(value, option: str, where: str = "", minimum: int = 1) -> int:
     return number
 
 
+def positive_number(value, zero: bool = False) -> float | None:
+    """The one rule for seconds, minutes and sizes, wherever they are read (seconds() here,
+    RemoteConfig's timeouts, --budget, profile.collect's max_fetch_mb): a finite number (text
+    is stripped; a bool is not a number) more than 0 (``zero``: 0 allowed too). The number, or
+    None when ``value`` breaks the rule: each caller words its own refusal."""
+    try:
+        got = float(str(value).strip()) if not isinstance(value, bool) else math.nan
+    except ValueError:
+        got = math.nan
+    if not math.isfinite(got) or got < 0 or (got == 0 and not zero):
+        return None
+    return got
+
+
 def seconds(value, option: str, where: str = "", zero: bool = False) -> float | None:
     """A positive, finite number of seconds (``zero``: 0 allowed); None stays None."""
     if value is None:
         return None
-    try:
-        number = float(str(value).strip()) if not isinstance(value, bool) else math.nan
-    except ValueError:
-        number = math.nan
-    if not math.isfinite(number) or number < 0 or (number == 0 and not zero):
+    number = positive_number(value, zero)
+    if number is None:
         limit = "0 or more" if zero else "more than 0"
         raise InvalidInput(f"{_name(option, where)} {value!r}: a number of seconds, {limit}")
     return number

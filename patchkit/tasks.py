@@ -20,7 +20,9 @@ from patchkit.errors import InvalidInput
 from patchkit.locations import series_path
 from patchkit.settings import (
     PATCHKIT_DEFAULTS,
+    PROFILE_DEFAULTS,
     PROFILE_RENAMED,
+    REMOTE_DEFAULTS,
     PatchSettings,
     choice,
     config_value,
@@ -28,6 +30,7 @@ from patchkit.settings import (
     number,
     output_dir,
     positive_int,
+    positive_number,
     say_notes,
     seconds,
     text,
@@ -388,7 +391,7 @@ ns.configure({"patchkit": dict(PATCHKIT_DEFAULTS)})
 # Implementation: patchkit.profile (run_default, run_sweep); also `python -m patchkit.profile`.
 
 PROFILE_HELP = {
-    "out": "reports go to OUT/<timestamp>/ (default: profile-out)",
+    "out": f"reports go to OUT/<timestamp>/ (default: {PROFILE_DEFAULTS['out']})",
     "size": "default (gpu where CUDA is available, else cpu) | cpu | gpu | ci (seconds)",
     "site": "installed tree to patch (default: .work/tf-site, installed from the pinned wheel)",
     "series": "series folder, or 'auto' (chosen from --site's files); default: patches/transformers-v5.17.0",
@@ -418,10 +421,10 @@ def _profile_cfg(c, key, value, default=None):
 
 def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse, no_chart):
     kw = dict(
-        size=_profile_cfg(c, "size", size, "default"),
+        size=_profile_cfg(c, "size", size, PROFILE_DEFAULTS["size"]),
         timer_mode=_profile_cfg(c, "timer", timer),
-        device=_profile_cfg(c, "device", device, "auto"),
-        seed=positive_int(_profile_cfg(c, "seed", seed, 0), "seed", minimum=0),
+        device=_profile_cfg(c, "device", device, PROFILE_DEFAULTS["device"]),
+        seed=positive_int(_profile_cfg(c, "seed", seed, PROFILE_DEFAULTS["seed"]), "seed", minimum=0),
         timeout=seconds(_profile_cfg(c, "timeout", timeout), "timeout"),
         wheelhouse=existing_dir(_profile_cfg(c, "wheelhouse", wheelhouse), "wheelhouse"),
         chart=not no_chart,
@@ -436,7 +439,7 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
                 kw[key] = _auto_series([kw["site"]])
         elif value:
             kw[key] = series_path(value) if key == "series_dir" else _abspath(value)
-    return output_dir(_profile_cfg(c, "out", out, "profile-out"), "out"), kw
+    return output_dir(_profile_cfg(c, "out", out, PROFILE_DEFAULTS["out"]), "out"), kw
 
 
 PROFILE_TASK = dict(prog="profile", interrupted="the tree was reverted")
@@ -456,7 +459,7 @@ def _warmup(c, warmup) -> bool:
     """--warmup/--no-warmup, else patchkit.profile.warmup (a boolean), else on."""
     if not warmup:
         return False
-    value = _profile_cfg(c, "warmup", None, True)
+    value = _profile_cfg(c, "warmup", None, PROFILE_DEFAULTS["warmup"])
     if not isinstance(value, bool):
         raise InvalidInput(f"patchkit.profile.warmup {value!r}: true or false")
     return value
@@ -476,8 +479,9 @@ def _repeat(c, repeat):
     **PROFILE_TASK,
     help=dict(
         PROFILE_HELP,
-        num_assistant_tokens="draft tokens per cycle (default 4)",
-        confidence="assistant_confidence_threshold (default 0: draft all k tokens)",
+        num_assistant_tokens=f"draft tokens per cycle (default {PROFILE_DEFAULTS['num_assistant_tokens']})",
+        confidence=f"assistant_confidence_threshold (default {PROFILE_DEFAULTS['confidence']:g}: "
+        "draft all k tokens)",
         sample="time about one cycle in N, chosen at random (PATCHKIT_TIMER_SAMPLE; default 1: every cycle)",
     ),
 )
@@ -548,7 +552,7 @@ def profile_sweep(
     require("profile", "profile.sweep")  # before --out is made and the site is touched
     repeat, warmup = _repeat(c, repeat), _warmup(c, warmup)  # checked before --out is made
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse, no_chart)
-    matrix = _profile_cfg(c, "matrix", matrix, "num_assistant_tokens=2,4,8")
+    matrix = _profile_cfg(c, "matrix", matrix, PROFILE_DEFAULTS["matrix"])
     run_sweep(out, matrix=matrix, repeat=repeat, warmup=warmup, **kw)
 
 
@@ -721,7 +725,7 @@ patch.add_task(patch_diff, "diff")
         "server": "server command line, run detached by sh -c on every target",
         "bench": "benchmark command line, run by sh -c on the first target",
         "env": "NAME=VALUE for the server, e.g. NCCL_PROTO=LL (repeat; merged over the settings)",
-        "out": "reports go to OUT/<timestamp>/ (default: profile-out)",
+        "out": f"reports go to OUT/<timestamp>/ (default: {REMOTE_DEFAULTS['out']})",
         "keep_remote_dir": "leave the run directory (logs, timing files) on the targets",
         "no_chart": "skip phases.png (and sweep.png)",
         "baseline": "also serve without every --speculative-* option (series not applied), same "
@@ -730,8 +734,8 @@ patch.add_task(patch_diff, "diff")
         "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
         "--KEY VALUE; env:NAME sets the server's environment)",
         "sample": "time about one decode cycle in N, chosen at random; every cycle is still "
-        "recorded (PATCHKIT_TIMER_SAMPLE; default: profile.remote.timer_sample, 16; "
-        "1 = every cycle)",
+        "recorded (PATCHKIT_TIMER_SAMPLE; default: profile.remote.timer_sample, "
+        f"{REMOTE_DEFAULTS['timer_sample']}; 1 = every cycle)",
         "warmup": "run the benchmark once before the measured pass, on the same server (default "
         "on; --no-warmup: off); the report keeps the measured window's cycles only",
         "repeat": "with --matrix: server starts per point, the baseline included, in rotated order "
@@ -831,7 +835,7 @@ def profile_remote(
         settings["repeat"] = positive_int(repeat, "repeat")
     if budget is not None:  # checked here so that the message names the option
         minutes = number(budget, "budget", low=0)
-        if not minutes > 0:
+        if positive_number(minutes) is None:
             raise InvalidInput(f"--budget {budget!r}: a number of minutes, more than 0")
         settings["budget_minutes"] = minutes
     if until is not None:
@@ -888,10 +892,11 @@ PROFILE_COLLECT = dict(prog="profile")
         "target's path; default: the target's path itself",
         "out": "local folder for the timing files (new, or one without *.jsonl)",
         "max_mb": "refuse a target whose folder holds more (default: "
-        "patchkit.profile.remote.max_fetch_mb, 1024)",
-        "python": "python on the target, runs the fetch agent (default: python3)",
+        f"patchkit.profile.remote.max_fetch_mb, {REMOTE_DEFAULTS['max_fetch_mb']:g})",
+        "python": f"python on the target, runs the fetch agent (default: {REMOTE_DEFAULTS['python']})",
         **{k: TARGET_HELP[k] for k in ("container", "exec", "ssh_config", "ssh_persist")},
-        "timeout": "seconds allowed per target (default 120, plus a second per MB allowed)",
+        "timeout": f"seconds allowed per target (default {REMOTE_DEFAULTS['step_timeout_s']:g}, "
+        "plus a second per MB allowed)",
     },
 )
 def profile_collect(
@@ -934,15 +939,26 @@ def profile_collect(
     step_timeout_s = (
         seconds(timeout, "timeout")
         if timeout is not None
-        else seconds(remote.get("step_timeout_s") or 120, "timeout", where + "step_timeout_s")
+        else seconds(
+            remote.get("step_timeout_s") or REMOTE_DEFAULTS["step_timeout_s"],
+            "timeout",
+            where + "step_timeout_s",
+        )
     )
     assert step_timeout_s is not None, "seconds() of a value that is not None"
     settings = FetchSettings(
-        python=text(python, "python") or text(remote.get("python"), "python", where + "python") or "python3",
+        python=text(python, "python")
+        or text(remote.get("python"), "python", where + "python")
+        or REMOTE_DEFAULTS["python"],
         max_fetch_mb=(
             number(max_mb, "max_mb", low=0)
             if max_mb is not None
-            else number(remote.get("max_fetch_mb") or 1024, "max_mb", where + "max_fetch_mb", low=0)
+            else number(
+                remote.get("max_fetch_mb") or REMOTE_DEFAULTS["max_fetch_mb"],
+                "max_mb",
+                where + "max_fetch_mb",
+                low=0,
+            )
         ),
         step_timeout_s=step_timeout_s,
     )

@@ -30,6 +30,7 @@ from patchkit.errors import InvalidInput
 from patchkit.profile.remote.host import RemoteHost
 from patchkit.profile.site import ProfileError
 from patchkit.report.load import timing_folder
+from patchkit.settings import REMOTE_DEFAULTS, positive_number
 
 WINDOW_FILE = "window.json"
 
@@ -38,9 +39,9 @@ WINDOW_FILE = "window.json"
 class FetchSettings:
     """What RemoteHost needs to run its agent (a subset of RemoteConfig)."""
 
-    python: str = "python3"
-    max_fetch_mb: float = 1024.0
-    step_timeout_s: float = 120.0
+    python: str = REMOTE_DEFAULTS["python"]
+    max_fetch_mb: float = REMOTE_DEFAULTS["max_fetch_mb"]
+    step_timeout_s: float = REMOTE_DEFAULTS["step_timeout_s"]
 
     @property
     def python_argv(self) -> list[str]:
@@ -74,7 +75,7 @@ def collect(
 ) -> Collected:
     """Fetch the timing files of every target into ``out`` (created; must hold no timing yet)."""
     settings = settings or FetchSettings()
-    if settings.max_fetch_mb <= 0:
+    if positive_number(settings.max_fetch_mb) is None:
         raise InvalidInput(f"--max-mb must be positive, not {settings.max_fetch_mb:g}")
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.glob("*.jsonl"))):

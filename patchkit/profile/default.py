@@ -24,6 +24,7 @@ from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
 from patchkit.profile.workload import SIZE_NAMES
+from patchkit.settings import PROFILE_DEFAULTS
 
 TIMER_MODES = (None, "events", "sync", "host", "off")
 
@@ -168,23 +169,23 @@ def progress_log(stream):
 
 @marks_partial
 def run_default(
-    out_root="profile-out",
-    size: str = "default",
+    out_root=PROFILE_DEFAULTS["out"],
+    size: str = PROFILE_DEFAULTS["size"],
     *,
     series_dir=DEFAULT_SERIES,
     site=DEFAULT_SITE,
-    num_assistant_tokens: int = 4,
-    assistant_confidence_threshold: float = 0.0,
-    seed: int = 0,
+    num_assistant_tokens: int = PROFILE_DEFAULTS["num_assistant_tokens"],
+    assistant_confidence_threshold: float = PROFILE_DEFAULTS["confidence"],
+    seed: int = PROFILE_DEFAULTS["seed"],
     timer_mode: str | None = None,
-    device: str = "auto",
+    device: str = PROFILE_DEFAULTS["device"],
     wheelhouse=None,
     timeout: float | None = None,
     chart: bool = True,
     stream=None,
     workload=None,
     timer_sample: int | None = None,
-    warmup: bool = True,
+    warmup: bool = PROFILE_DEFAULTS["warmup"],
 ) -> ProfileOutcome:
     """The default profile run. ``timer_mode`` None: events on CUDA, host time otherwise.
     ``timer_sample`` N times about one cycle in N (PATCHKIT_TIMER_SAMPLE; None: the

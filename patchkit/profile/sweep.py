@@ -46,6 +46,7 @@ from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
 from patchkit.profile.verdict import decide, describe, interval, repetition_fields, rotation
+from patchkit.settings import PROFILE_DEFAULTS
 
 # matrix keys: canonical name -> (short label, parser)
 KEYS = {
@@ -62,7 +63,6 @@ ALIASES = {
     "num_assistant_tokens_schedule": "schedule",
 }
 SCHEDULES = ("constant", "heuristic", "heuristic_transient")
-DEFAULT_MATRIX = {"num_assistant_tokens": [2, 4, 8]}
 SWEEP_SCHEMA = "patchkit.sweep/1"
 DEFAULT_REPEAT = 3  # passes in one warm process: less spread than server starts (remote: 5)
 
@@ -286,22 +286,22 @@ def render(
 
 @marks_partial
 def run_sweep(
-    out_root="profile-out",
-    size: str = "default",
+    out_root=PROFILE_DEFAULTS["out"],
+    size: str = PROFILE_DEFAULTS["size"],
     matrix: dict | str | None = None,
     *,
     series_dir=DEFAULT_SERIES,
     site=DEFAULT_SITE,
-    seed: int = 0,
+    seed: int = PROFILE_DEFAULTS["seed"],
     timer_mode: str | None = None,
-    device: str = "auto",
+    device: str = PROFILE_DEFAULTS["device"],
     wheelhouse=None,
     timeout: float | None = None,
     chart: bool = True,
     stream=None,
     workload=None,
     repeat: int | None = None,
-    warmup: bool = True,
+    warmup: bool = PROFILE_DEFAULTS["warmup"],
 ) -> SweepOutcome:
     """Sweep the matrix (default: num_assistant_tokens 2, 4, 8) on the default target,
     ``repeat`` passes per point (default 3) in rotated order."""
@@ -318,7 +318,9 @@ def run_sweep(
             repeat = 0
         if repeat < 1:
             raise InvalidInput("--repeat must be a whole number of at least 1")
-    matrix = parse_matrix(matrix) if isinstance(matrix, str) else validate_matrix(matrix or DEFAULT_MATRIX)
+    if not isinstance(matrix, str) and not matrix:  # the default points: --matrix's default text
+        matrix = PROFILE_DEFAULTS["matrix"]
+    matrix = parse_matrix(matrix) if isinstance(matrix, str) else validate_matrix(matrix)
     out, log = progress_log(stream)
     start = time.monotonic()
     series_dir, site = Path(series_dir), Path(site)

@@ -18,6 +18,7 @@ from pathlib import Path
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_root
 from patchkit.profile.remote.server_args import ENV_NAME, RESERVED_ENV
+from patchkit.settings import REMOTE_DEFAULTS, positive_number
 
 DEFAULT_SERIES = series_root() / "sglang-v0.5.9"
 STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
@@ -36,10 +37,10 @@ class RemoteConfig:
     server_command: str = ""  # sh -c on every target, detached
     bench_command: str = ""  # sh -c on the first target
     series: str = str(DEFAULT_SERIES)
-    layout: str = "auto"  # auto | checkout | installed
+    layout: str = REMOTE_DEFAULTS["layout"]  # auto | checkout | installed
     env: dict = field(default_factory=dict)  # server environment, e.g. NCCL_PROTO=LL
     bench_env: dict = field(default_factory=dict)  # benchmark environment
-    python: str = "python3"  # on the targets: runs the job-control agent
+    python: str = REMOTE_DEFAULTS["python"]  # on the targets: runs the job-control agent
     port: int = 30000  # server port (SGLang's default)
     health_url: str | None = None  # default http://127.0.0.1:{port}/health
     health_on: str = "first"  # first | all (multi-node: HTTP on the head)
@@ -50,15 +51,15 @@ class RemoteConfig:
     stop_grace_s: float = 20.0  # per signal
     timer: str | None = None  # PATCHKIT_TIMER on the server
     timer_flush_s: float = 1.0  # PATCHKIT_TIMER_FLUSH_S on the server
-    timer_sample: int = 16  # PATCHKIT_TIMER_SAMPLE: time ~1 cycle in N (docs/profiling.md: why 16)
+    timer_sample: int = REMOTE_DEFAULTS["timer_sample"]  # PATCHKIT_TIMER_SAMPLE: ~1 cycle in N
     timer_seed: int | None = None  # PATCHKIT_TIMER_SEED (None: one per run)
     remote_dir: str = "/tmp/patchkit-profile"  # a fresh run directory is made inside
     keep_remote_dir: bool = False
-    max_fetch_mb: float = 1024.0  # timing files fetched per target, at most
-    step_timeout_s: float = 120.0  # one small remote program, connect included
-    out: str = "profile-out"
+    max_fetch_mb: float = REMOTE_DEFAULTS["max_fetch_mb"]  # timing files fetched per target, at most
+    step_timeout_s: float = REMOTE_DEFAULTS["step_timeout_s"]  # one small remote program, connect included
+    out: str = REMOTE_DEFAULTS["out"]
     chart: bool = True
-    jobs: int = 8  # hosts in parallel for verify/apply/revert
+    jobs: int = REMOTE_DEFAULTS["jobs"]  # hosts in parallel for verify/apply/revert
     ssh_config: str | None = None
     ssh_options: list = field(default_factory=list)
     connect_timeout: float | None = None
@@ -397,10 +398,7 @@ def _int(value, name: str, low: int, high: int) -> int:
 
 
 def _positive(value, name: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = -1.0
-    if not number > 0:
+    number = positive_number(value)  # the rule of patchkit.settings.seconds, worded for a setting
+    if number is None:
         raise InvalidInput(f"profile.remote: {name} {value!r} must be a positive number")
     return number
