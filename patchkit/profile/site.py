@@ -23,6 +23,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
+from patchkit.engine.verdict import HostState
 from patchkit.errors import PatchkitError, Refused, Terminated
 from patchkit.locations import import_root, series_root, work_base
 from patchkit.upstream import fetch_wheel, read_pin
@@ -103,12 +104,12 @@ def ensure_site(
         raise ProfileError(f"{series_dir / 'pin.toml'}: the pin has no version to install")
     if site.exists():
         state = site_state(series_dir, site)
-        if state == "pristine":
+        if state == HostState.PRISTINE:
             return site
-        if state in ("applied", "partial"):
+        if state in (HostState.APPLIED, HostState.PARTIAL):
             ops, opts = _ops()
             result = ops.revert(str(series_dir), [str(site)], opts)
-            if result.exit_code == 0 and site_state(series_dir, site) == "pristine":
+            if result.exit_code == 0 and site_state(series_dir, site) == HostState.PRISTINE:
                 log(f"profile: {site} was left {state} by an interrupted run; reverted it")
                 return site
         if site.resolve() != DEFAULT_SITE.resolve():
@@ -187,7 +188,7 @@ def patched(series_dir: Path, site: Path, *, log=print):
         with _sigint_deferred():
             reverted = ops.revert(series, target, opts)
             state = site_state(series_dir, site)
-        if reverted.exit_code != 0 or state != "pristine":
+        if reverted.exit_code != 0 or state != HostState.PRISTINE:
             error = ProfileError(
                 f"{site}: revert after the profile run failed, the tree is {state}: "
                 f"{_describe(reverted)}; run: invoke patch.status --series {series} "

@@ -64,6 +64,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchkit.engine.verdict import HostState
 from patchkit.errors import PatchkitError
 from patchkit.profile.bench_output import BenchOutput, parse_bench_output
 from patchkit.profile.default import new_run_dir
@@ -97,7 +98,7 @@ def describe_failures(result) -> str:
     """Per host: state, exit code, messages and the files that are not as expected."""
     parts = []
     for host in result.hosts:
-        if host.exit_code == 0 and host.state == "pristine":
+        if host.exit_code == 0 and host.state == HostState.PRISTINE:
             continue
         detail = list(host.messages) + [
             f"{f.path}: {f.state}{' - ' + f.detail if f.detail else ''}"
@@ -206,7 +207,7 @@ class RemoteRun:
     def verify_and_apply(self) -> None:
         self.progress.update("verifying the series on every target")
         verified = self.ops("verify")
-        if verified.exit_code != 0 or any(h.state != "pristine" for h in verified.hosts):
+        if verified.exit_code != 0 or any(h.state != HostState.PRISTINE for h in verified.hosts):
             raise ProfileError(
                 "patch.verify: every target must be pristine before a profile run (a state "
                 "found applied may be someone else's, and is not reverted here): "
@@ -462,7 +463,7 @@ class RemoteRun:
         except PatchkitError as exc:
             problems.append(f"revert: {exc.message}")
         else:
-            if reverted.exit_code != 0 or any(h.state != "pristine" for h in status.hosts):
+            if reverted.exit_code != 0 or any(h.state != HostState.PRISTINE for h in status.hosts):
                 problems.append(
                     "revert after the profile run failed: "
                     + describe_failures(reverted)
