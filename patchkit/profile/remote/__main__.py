@@ -7,6 +7,7 @@ Errors, ^C and SIGTERM reach the exit code through the one boundary (patchkit.cl
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from patchkit.cli import argument_parser, main_boundary
@@ -15,9 +16,8 @@ from patchkit.profile.remote.run import run_remote
 from patchkit.profile.remote.sweep import run_remote_sweep
 
 
-@main_boundary("profile", interrupted="servers stopped, targets reverted")
-def main(argv=None) -> int:
-    """``python -m patchkit.profile.remote --config FILE [--section patchkit.profile.remote]``."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; every setting's default is RemoteConfig's (--out: None keeps its ``out``)."""
     parser = argument_parser(prog="python -m patchkit.profile.remote")
     parser.add_argument("--config", required=True, help=".json, .toml or .yaml file")
     parser.add_argument(
@@ -26,7 +26,13 @@ def main(argv=None) -> int:
         help="dotted key of the settings in that file, e.g. patchkit.profile.remote for an invoke.yaml",
     )
     parser.add_argument("--out", default=None, help="reports go to OUT/<timestamp>/")
-    args = parser.parse_args(argv)
+    return parser
+
+
+@main_boundary("profile", interrupted="servers stopped, targets reverted")
+def main(argv=None) -> int:
+    """``python -m patchkit.profile.remote --config FILE [--section patchkit.profile.remote]``."""
+    args = build_parser().parse_args(argv)
     cfg = RemoteConfig.from_file(args.config, section=args.section)
     if args.out:
         cfg.out = args.out
