@@ -272,12 +272,20 @@ def _name(option: str, where: str) -> str:
     return where or f"--{option.replace('_', '-')}"
 
 
-def positive_int(value, option: str, where: str = "", minimum: int = 1) -> int:
+def whole_number(value, minimum: int = 1) -> int | None:
+    """The one rule for counts given as options or keys (positive_int here, profile.sweep's
+    repeat, --sample): a whole number written as one (text is stripped; a bool, 2.5 or "2.0" is
+    not one), ``minimum`` or more. The number, or None: each caller words its own refusal."""
     try:
         number = int(str(value).strip()) if not isinstance(value, bool) else None
     except ValueError:
         number = None
-    if number is None or number < minimum:
+    return None if number is None or number < minimum else number
+
+
+def positive_int(value, option: str, where: str = "", minimum: int = 1) -> int:
+    number = whole_number(value, minimum)
+    if number is None:
         raise InvalidInput(f"{_name(option, where)} {value!r}: a whole number, {minimum} or more")
     return number
 

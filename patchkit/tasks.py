@@ -34,6 +34,7 @@ from patchkit.settings import (
     say_notes,
     seconds,
     text,
+    whole_number,
 )
 from patchkit.taskrun import auto_series as _auto_series, run_patch_task
 from patchkit.transport import kind_settings
@@ -449,10 +450,10 @@ def _sample_arg(task, value):
     """--sample N (PATCHKIT_TIMER_SAMPLE): a whole number >= 1, else invalid input."""
     if value is None:
         return None
-    got = str(value).strip()
-    if isinstance(value, bool) or not got.isdigit() or int(got) < 1:
+    got = whole_number(value, 1)
+    if got is None:
         raise InvalidInput(f"{task} --sample {value!r}: a whole number >= 1 (1 = time every cycle)")
-    return int(got)
+    return got
 
 
 def _warmup(c, warmup) -> bool:

@@ -46,7 +46,7 @@ from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
 from patchkit.profile.verdict import decide, describe, interval, repetition_fields, rotation
-from patchkit.settings import PROFILE_DEFAULTS
+from patchkit.settings import PROFILE_DEFAULTS, whole_number
 
 # matrix keys: canonical name -> (short label, parser)
 KEYS = {
@@ -310,14 +310,9 @@ def run_sweep(
         from patchkit.extras import require
 
         require("profile", "profile.sweep")
-    repeat = DEFAULT_REPEAT if repeat is None else repeat
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
-        try:
-            repeat = int(str(repeat))
-        except ValueError:
-            repeat = 0
-        if repeat < 1:
-            raise InvalidInput("--repeat must be a whole number of at least 1")
+    repeat = whole_number(DEFAULT_REPEAT if repeat is None else repeat, 1)
+    if repeat is None:
+        raise InvalidInput("--repeat must be a whole number of at least 1")
     if not isinstance(matrix, str) and not matrix:  # the default points: --matrix's default text
         matrix = PROFILE_DEFAULTS["matrix"]
     matrix = parse_matrix(matrix) if isinstance(matrix, str) else validate_matrix(matrix)
