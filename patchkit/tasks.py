@@ -1024,23 +1024,39 @@ def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
         "bootstrap": "bootstrap resamples for the intervals (default 400; 0: none)",
         "verify_us_per_token": "what one more draft token per request adds to verify, in us per token of "
         "the batch, measured elsewhere (default: fitted where the run kept one batch size, else 0)",
+        "spread": "the spread of tok/s between server starts, in % (default: the spread cache's entry for "
+        "this server command, from earlier sweeps with --repeat): says how many starts per point would "
+        "tell the predicted best from the runner-up",
     },
 )
-def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=None):
+def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=None, spread=None):
     """What-if: the tokens/s of num-steps 1..N, predicted from one run profiled at N."""
+    from patchkit.profile.remote.spread import cache_path, plan_lines, prediction_plan, spread_for_command
     from patchkit.report.predict import BOOTSTRAP, predict_run, render
 
     if not run:
         raise InvalidInput("profile.predict needs a run folder: invoke profile.predict RUN")
     resamples = BOOTSTRAP if bootstrap is None else positive_int(bootstrap, "bootstrap", minimum=0)
     slope = None if verify_us_per_token is None else number(verify_us_per_token, "verify_us_per_token", low=0)
+    given = None if spread is None else number(spread, "spread", low=0) / 100.0
     pred = predict_run(_abspath(run), bootstrap=resamples, verify_us_per_token=slope)
+    if given is not None:
+        pred["plan"] = prediction_plan(pred, given, "given")
+    else:
+        cached = spread_for_command(
+            cache_path(None), pred.get("server_command"), {"speculative-num-steps": None}
+        )
+        pred["plan"] = prediction_plan(
+            pred, cached["spread"] if cached else None, f"cached, {cached['df']} df" if cached else "none"
+        )
     target = Path(_abspath(out)) if out else Path(_abspath(run)) / "predict.json"
     if target.is_dir():
         target = target / "predict.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(pred, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     sys.stdout.write(render(pred))
+    for line in plan_lines(pred["plan"]):
+        print(line)
     print(f"prediction: {target}")
 
 

@@ -241,3 +241,59 @@ def test_time_split_needs_no_batch_size():
     split = time_split(cycles)
     assert split["decode"]["cycles"] == 10 and split["prefill"]["cycles"] == 1
     assert split["decode"]["period_mean_ms"] == pytest.approx(5.0)
+
+
+def test_how_many_starts_would_tell_the_predicted_best(tmp_path):
+    """profile.predict says what measuring its best against the runner-up would take: at a
+    given spread, or at the spread cached for the same server command by earlier sweeps."""
+    import subprocess
+    import sys
+
+    from patchkit.profile.remote.spread import cache_key, prediction_plan, spread_for_command, update_spread
+    from patchkit.profile.sequential import plan_runs
+
+    repo = Path(__file__).resolve().parents[1]
+    run = tmp_path / "r"
+    stand_in_run(run, 4, [0.9, 0.8, 0.7, 0.6], R=64, C=8, L=48)
+    server = "python3 -m sglang.launch_server --model-path M --speculative-num-steps 4 --port 30000"
+    meta = json.loads((run / "summary.json").read_text())["meta"]
+    (run / "summary.json").write_text(json.dumps({"meta": {**meta, "server_command": server}}))
+    pred = predict_run(run, bootstrap=0)
+    plan = prediction_plan(pred, 0.04, "given")
+    ranked = sorted(pred["points"], key=lambda p: -p["ratio_to_profiled"])
+    assert (plan["best"], plan["runner_up"]) == (ranked[0]["num_steps"], ranked[1]["num_steps"])
+    gap = ranked[0]["ratio_to_profiled"] / ranked[1]["ratio_to_profiled"] - 1
+    assert plan["predicted_difference"] == pytest.approx(gap)
+    assert plan["runs_per_point"] == plan_runs(0.04, gap, points=2)
+    assert prediction_plan(pred, None, "none")["runs_per_point"] is None
+
+    # the cache: entries of two targets for this command (the one with more df is read), one
+    # for another command (never read)
+    cache = tmp_path / "spread.json"
+    swept = {"speculative-num-steps": [1, 2]}
+    update_spread(cache, cache_key(["h1:/site"], server, swept), {"spread": 0.03, "df": 2, "runs": 4})
+    update_spread(cache, cache_key(["h2:/site"], server, swept), {"spread": 0.05, "df": 6, "runs": 9})
+    update_spread(
+        cache, cache_key(["h1:/site"], server + " --tp 2", swept), {"spread": 0.5, "df": 9, "runs": 12}
+    )
+    entry = spread_for_command(cache, server, {"speculative-num-steps": None})
+    assert entry["spread"] == pytest.approx(0.05) and entry["df"] == 6
+    assert spread_for_command(cache, "another server", {}) is None
+
+    def task(*args, env_cache):
+        env = {**__import__("os").environ, "PATCHKIT_SPREAD_CACHE": str(env_cache)}
+        return subprocess.run(
+            [sys.executable, "-m", "invoke", "profile.predict", str(run), *args],
+            cwd=repo, capture_output=True, text=True, env=env,
+        )  # fmt: skip
+
+    proc = task(env_cache=cache)
+    assert proc.returncode == 0, proc.stderr
+    assert "at 5.0 % between starts (cached, 6 df)" in proc.stdout
+    assert json.loads((run / "predict.json").read_text())["plan"]["spread"] == pytest.approx(0.05)
+    proc = task("--spread", "4", env_cache=tmp_path / "none.json")
+    assert "at 4.0 % between starts (given)" in proc.stdout
+    proc = task(env_cache=tmp_path / "none.json")
+    assert "no spread between server starts is known" in proc.stdout
+    proc = task("--spread", "-1", env_cache=cache)
+    assert proc.returncode == 2 and "spread" in proc.stderr

@@ -549,6 +549,7 @@ def predict_run(run_dir, bootstrap: int = BOOTSTRAP, verify_us_per_token: float 
     procs = load_timing_dir(timing)
     pred = predict_selection(select(procs, str(timing)), meta, str(timing), bootstrap, verify_us_per_token)
     pred["run"] = str(run)
+    pred["server_command"] = meta.get("server_command")
     return pred
 
 

@@ -140,3 +140,78 @@ def spread_by_part(split_runs: dict) -> dict | None:
     if df < 1:
         return None
     return {"df": df, **{n: math.sqrt(v / df) for n, v in ss.items()}}
+
+
+def spread_for_command(path: Path | None, server_command: str | None, matrix: dict) -> dict | None:
+    """The cached entry (with its ``key``) whose server command, less the swept options, is
+    ``server_command``'s: a run's meta names its targets by label, not as they were given, so
+    the command alone is matched; with several targets cached, the entry with the most
+    degrees of freedom. None when nothing matches."""
+    if path is None or not server_command:
+        return None
+    swept = [k for k in matrix if not k.startswith(ENV_PREFIX)]
+    want = (
+        " ".join(drop_options(server_command, swept).split()) if swept else " ".join(server_command.split())
+    )
+    best = None
+    for key in _load(path):
+        try:
+            _targets, command = json.loads(key)
+        except (ValueError, TypeError):
+            continue
+        if not isinstance(command, str) or " ".join(command.split()) != want:
+            continue
+        checked = read_spread(path, key)
+        if checked and (best is None or (checked.get("df") or 0) > (best.get("df") or 0)):
+            best = {**checked, "key": key}
+    return best
+
+
+def prediction_plan(pred: dict, spread: float | None, source: str, difference: float | None = None) -> dict:
+    """What measuring a prediction's best against its runner-up would take: the predicted
+    difference between them (or ``difference``), and the runs per point a sequential sweep
+    needs to tell them apart at ``spread`` (sd of log tok/s between starts; None: unknown)."""
+    from patchkit.profile.sequential import plan_runs
+
+    ranked = sorted(pred["points"], key=lambda p: -p["ratio_to_profiled"])
+    out: dict = {"spread": spread, "spread_source": source, "runs_per_point": None}
+    if len(ranked) < 2:
+        return out
+    best, second = ranked[0], ranked[1]
+    gap = best["ratio_to_profiled"] / second["ratio_to_profiled"] - 1.0
+    diff = gap if difference is None else difference
+    out.update(
+        best=best["num_steps"], runner_up=second["num_steps"], predicted_difference=gap, difference=diff
+    )
+    if spread is not None and diff > 0:
+        out["runs_per_point"] = plan_runs(spread, diff, points=2)
+    return out
+
+
+def plan_lines(plan: dict) -> list[str]:
+    """The table's lines for prediction_plan's result."""
+    if "best" not in plan:
+        return []
+    head = (
+        f"to tell num-steps {plan['best']} from {plan['runner_up']} "
+        f"(predicted {plan['predicted_difference'] * 100:.1f} % apart"
+        + (
+            f"; asked: {plan['difference'] * 100:g} %"
+            if plan["difference"] != plan["predicted_difference"]
+            else ""
+        )
+        + ")"
+    )
+    if plan["spread"] is None:
+        return [
+            head + ": no spread between server starts is known for this server command "
+            "(a profile.remote sweep with --repeat records one; or give --spread PCT)"
+        ]
+    runs = plan["runs_per_point"]
+    what = (
+        f"about {runs} server starts per point" if runs else "more than 1000 starts per point: not practical"
+    )
+    return [
+        head + f" at {plan['spread'] * 100:.1f} % between starts ({plan['spread_source']}): {what} "
+        "(profile.remote --from-prediction RUN --top 2 --until decided stops as soon as it can)"
+    ]
