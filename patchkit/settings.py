@@ -6,6 +6,10 @@ or the config key and the file it came from (``patchkit.jobs in /srv/invoke.yaml
 ``patchkit.*`` keys in any config file are refused the same way, so a typo is never ignored.
 ``patchkit.engine.series`` (the name older help texts used) is read as ``patchkit.series`` with
 one line on stderr saying so.
+
+The option table (OPTIONS: Option records) holds each profile option once, with its config key,
+default, help text and check; the invoke tasks, ``python -m patchkit.profile`` and
+``python -m patchkit.profile.remote`` take their help texts and defaults from it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,31 +42,6 @@ PATCHKIT_DEFAULTS: dict[str, Any] = {
     # the target kinds' own settings (k8s: targets: kubectl, k8s_container, kube_context),
     # declared by each kind (patchkit.transport.TargetKind.settings)
     **{name: None for name in kind_settings()},
-}
-# The profile tasks' defaults, each given once: profile.run / profile.sweep (tasks.py) fall back
-# to these after patchkit.profile.*, `python -m patchkit.profile` (profile/__main__.py) takes them
-# as its argparse defaults, run_default / run_sweep as their parameters' defaults.
-PROFILE_DEFAULTS: dict[str, Any] = {
-    "out": "profile-out",  # reports in OUT/<timestamp>/
-    "size": "default",
-    "device": "auto",
-    "seed": 0,
-    "warmup": True,
-    "num_assistant_tokens": 4,  # profile.run: draft tokens per cycle
-    "confidence": 0.0,  # profile.run: assistant_confidence_threshold
-    "matrix": "num_assistant_tokens=2,4,8",  # profile.sweep: its points
-}
-# profile.remote's (RemoteConfig, patchkit/profile/remote/config.py) defaults that another front
-# end shares: profile.collect's FetchSettings (python, max_fetch_mb, step_timeout_s) and the
-# patch.* tasks (jobs, layout, out).
-REMOTE_DEFAULTS: dict[str, Any] = {
-    "out": PROFILE_DEFAULTS["out"],
-    "layout": PATCHKIT_DEFAULTS["layout"],
-    "jobs": PATCHKIT_DEFAULTS["jobs"],  # hosts in parallel for verify/apply/revert
-    "python": "python3",  # on the targets: runs the job-control agent
-    "max_fetch_mb": 1024.0,  # timing files fetched per target, at most
-    "step_timeout_s": 120.0,  # one small remote program, connect included
-    "timer_sample": 16,  # PATCHKIT_TIMER_SAMPLE: time ~1 cycle in N (docs/profiling.md: why 16)
 }
 # Keys read by other tasks (their own objects check their values), and the deprecated alias.
 OTHER_KEYS = {"profile"}
@@ -397,6 +377,424 @@ def kind_option(value, where: str, option: str) -> str | None:
     except InvalidInput as exc:
         explain = exc.message[exc.message.rfind(" (") :] if " (" in exc.message else ""
         raise InvalidInput(f"{_name(option, where)} {value!r}: bad {what}{explain}") from None
+
+
+# -- the option table ------------------------------------------------------------------------------
+# Issue 30.1: each option once, with its config key, default, help text and check. The invoke
+# tasks take their help texts from here (task_help), the argparse front ends their add_argument
+# calls (add_argument), the library functions and RemoteConfig their defaults (default,
+# PROFILE_DEFAULTS, REMOTE_DEFAULTS). A help text is formatted with the option's default
+# (``{default}``, ``{default:g}``), so the number it states is the one used.
+
+SAME = object()  # an Option's default: the default of the option that owns its key (listed earlier)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: ``name`` on the command line (--name, the task's parameter), the config key
+    under ``patchkit:`` it reads (dotted; None: an option only), its default (None: not given,
+    decided where the help says), its help text, its check ``check(value, option, where)``
+    (returns the value; InvalidInput naming the option or the key), and the front ends offering
+    it (invoke task names, or an argparse program's name)."""
+
+    name: str
+    key: str | None = None
+    default: Any = None
+    help: str = ""
+    check: Callable[..., Any] | None = None
+    fronts: tuple[str, ...] = ()
+
+    @property
+    def help_text(self) -> str:
+        return self.help.format(default=self.default)
+
+
+def _count0(value, option: str, where: str = "") -> int:
+    return positive_int(value, option, where, minimum=0)
+
+
+def _fraction(value, option: str, where: str = "") -> float:
+    return number(value, option, where, low=0, high=1)
+
+
+def _size_mb(value, option: str, where: str = "") -> float:
+    return number(value, option, where, low=0)
+
+
+_RUN_SWEEP = ("profile.run", "profile.sweep")
+_REMOTE_MAIN = "python -m patchkit.profile.remote"
+
+_TABLE: tuple[Option, ...] = (
+    # profile.run / profile.sweep (the embedded default; also `python -m patchkit.profile`),
+    # patchkit.profile.* in invoke.yaml
+    Option(
+        "out",
+        key="profile.out",
+        default="profile-out",
+        help="reports go to OUT/<timestamp>/ (default: {default})",
+        fronts=_RUN_SWEEP,
+    ),
+    Option(
+        "size",
+        key="profile.size",
+        default="default",
+        help="default (gpu where CUDA is available, else cpu) | cpu | gpu | ci (seconds)",
+        fronts=_RUN_SWEEP,
+    ),
+    Option(
+        "site",
+        key="profile.site",
+        help="installed tree to patch (default: .work/tf-site, installed from the pinned wheel)",
+        check=text,
+        fronts=_RUN_SWEEP,
+    ),
+    Option(
+        "series",
+        key="profile.series",
+        help="series folder, or 'auto' (chosen from --site's files); default: patches/transformers-v5.17.0",
+        check=text,
+        fronts=_RUN_SWEEP,
+    ),
+    Option(
+        "timer",
+        key="profile.timer",
+        help="events | sync | host | off (default: events on CUDA, host otherwise)",
+        fronts=_RUN_SWEEP,
+    ),
+    Option("device", key="profile.device", default="auto", help="auto | cpu | cuda", fronts=_RUN_SWEEP),
+    Option(
+        "seed",
+        key="profile.seed",
+        default=0,
+        help="seed for the random models and prompts",
+        check=_count0,
+        fronts=_RUN_SWEEP,
+    ),
+    Option(
+        "timeout",
+        key="profile.timeout",
+        help="seconds allowed for the workload",
+        check=seconds,
+        fronts=_RUN_SWEEP,
+    ),
+    Option(
+        "wheelhouse",
+        key="profile.wheelhouse",
+        help="folder of wheels to install from instead of the package index",
+        check=existing_dir,
+        fronts=_RUN_SWEEP,
+    ),
+    Option("no_chart", default=False, help="skip phases.png", fronts=_RUN_SWEEP),
+    Option(
+        "warmup",
+        key="profile.warmup",
+        default=True,
+        help="warm up (first prompt, plain and assisted) before the measured pass; default on, "
+        "--no-warmup: off; the report keeps the measured window's cycles only",
+        fronts=_RUN_SWEEP,
+    ),
+    Option(
+        "num_assistant_tokens",
+        default=4,
+        help="draft tokens per cycle (default {default})",
+        check=positive_int,
+        fronts=("profile.run",),
+    ),
+    Option(
+        "confidence",
+        default=0.0,
+        help="assistant_confidence_threshold (default {default:g}: draft all k tokens)",
+        check=_fraction,
+        fronts=("profile.run",),
+    ),
+    Option(
+        "sample",
+        key="profile.sample",
+        help="time about one cycle in N, chosen at random (PATCHKIT_TIMER_SAMPLE; default 1: every cycle)",
+        fronts=("profile.run",),
+    ),
+    Option(
+        "matrix",
+        key="profile.matrix",
+        default="num_assistant_tokens=2,4,8",
+        help="points, e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4' "
+        "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)",
+        fronts=("profile.sweep",),
+    ),
+    Option(
+        "repeat",
+        key="profile.repeat",
+        help="measured passes per point, in rotated order (default 3); the verdict names a best "
+        "point only when its ratio to the baseline is significantly the highest",
+        check=positive_int,
+        fronts=("profile.sweep",),
+    ),
+    # profile.remote (RemoteConfig; also `python -m patchkit.profile.remote`), patchkit.profile.remote.*
+    Option(
+        "target",
+        help="SGLang install root to profile (site-packages or a checkout), e.g. "
+        "ssh://gpu1/opt/venv/lib/python3.11/site-packages; repeat for nodes, head first",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "series",
+        help="series folder or 'auto' (chosen from the targets' files); "
+        "default: profile.remote.series, else patchkit.series",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "server",
+        help="server command line, run detached by sh -c on every target",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "bench", help="benchmark command line, run by sh -c on the first target", fronts=("profile.remote",)
+    ),
+    Option(
+        "env",
+        help="NAME=VALUE for the server, e.g. NCCL_PROTO=LL (repeat; merged over the settings)",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "out",
+        key="profile.remote.out",
+        default="profile-out",
+        help="reports go to OUT/<timestamp>/ (default: {default})",
+        fronts=("profile.remote", _REMOTE_MAIN),
+    ),
+    Option(
+        "keep_remote_dir",
+        default=False,
+        help="leave the run directory (logs, timing files) on the targets",
+        fronts=("profile.remote",),
+    ),
+    Option("no_chart", default=False, help="skip phases.png (and sweep.png)", fronts=("profile.remote",)),
+    Option(
+        "baseline",
+        default=False,
+        help="also serve without every --speculative-* option (series not applied), same "
+        "benchmark: tokens/s with and without speculation and their ratio",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "matrix",
+        help="sweep, one server start per point, e.g. 'speculative-num-steps=1,2,3;"
+        "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
+        "--KEY VALUE; env:NAME sets the server's environment)",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "sample",
+        key="profile.remote.timer_sample",
+        default=16,
+        help="time about one decode cycle in N, chosen at random; every cycle is still "
+        "recorded (PATCHKIT_TIMER_SAMPLE; default: profile.remote.timer_sample, "
+        "{default}; 1 = every cycle)",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "warmup",
+        key="profile.remote.warmup",
+        default=True,
+        help="run the benchmark once before the measured pass, on the same server (default "
+        "on; --no-warmup: off); the report keeps the measured window's cycles only",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "repeat",
+        help="with --matrix: server starts per point, the baseline included, in rotated order "
+        "(default 5); the verdict names a best point only when it is significantly faster",
+        check=positive_int,
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "from_prediction",
+        help="a run folder (or predict.json) of profile.predict: sweep only the --top most "
+        "promising predicted num-steps values plus the profiled one (replaces --matrix's "
+        "speculative-num-steps axis; other axes kept)",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "top",
+        help="with --from-prediction: how many of the best predicted points to measure (default 2)",
+        check=positive_int,
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "budget",
+        help="with --matrix: MINUTES for the sweep: rounds of every live point until the verdict "
+        "is decided or the next round would not fit; clear losers are dropped (--repeat: rounds "
+        "at most, default 20)",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "until",
+        help="with --matrix: 'decided': rounds until the verdict is decided (--repeat rounds at most, "
+        "default 20; with --budget, whichever comes first)",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "gpus",
+        help="with --matrix: GPUs of each target, e.g. 0,1,2,3: one server per GPU at once "
+        "(CUDA_VISIBLE_DEVICES, port + index), every GPU runs every point over the rounds",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "blocks",
+        help="with --matrix and several --target: 'fleet' (default): the targets serve together "
+        "(one multi-node server); 'hosts': each target runs its own server, a block like a GPU of "
+        "--gpus (port + index), every target runs every point over the rounds",
+        fronts=("profile.remote",),
+    ),
+    Option(
+        "python",
+        key="profile.remote.python",
+        default="python3",
+        help="python on the targets: runs the job-control agent",
+        check=text,
+    ),
+    Option(
+        "max_fetch_mb",
+        key="profile.remote.max_fetch_mb",
+        default=1024.0,
+        help="timing files fetched per target, at most",
+        check=_size_mb,
+    ),
+    Option(
+        "step_timeout_s",
+        key="profile.remote.step_timeout_s",
+        default=120.0,
+        help="one small remote program, connect included",
+        check=seconds,
+    ),
+    Option(
+        "jobs",
+        key="profile.remote.jobs",
+        default=PATCHKIT_DEFAULTS["jobs"],
+        help="hosts in parallel for verify/apply/revert",
+        check=positive_int,
+    ),
+    Option(
+        "layout",
+        key="profile.remote.layout",
+        default=PATCHKIT_DEFAULTS["layout"],
+        help="auto | checkout | installed",
+    ),
+    Option("config", help=".json, .toml or .yaml file", fronts=(_REMOTE_MAIN,)),
+    Option(
+        "section",
+        help="dotted key of the settings in that file, e.g. patchkit.profile.remote for an invoke.yaml",
+        fronts=(_REMOTE_MAIN,),
+    ),
+    # profile.collect: reads three profile.remote keys under options of its own
+    Option(
+        "target",
+        help="where the server ran (any --target form: a folder, ssh://[user@]host[:port]/path, "
+        "host:/path, docker://C/path); repeat for the nodes of one multi-node server",
+        fronts=("profile.collect",),
+    ),
+    Option(
+        "from_",
+        help="the timing folder on the target (PATCHKIT_TIMER_DIR); relative: under the "
+        "target's path; default: the target's path itself",
+        fronts=("profile.collect",),
+    ),
+    Option(
+        "out",
+        help="local folder for the timing files (new, or one without *.jsonl)",
+        fronts=("profile.collect",),
+    ),
+    Option(
+        "max_mb",
+        key="profile.remote.max_fetch_mb",
+        default=SAME,
+        help="refuse a target whose folder holds more (default: patchkit.profile.remote.max_fetch_mb, {default:g})",
+        check=_size_mb,
+        fronts=("profile.collect",),
+    ),
+    Option(
+        "python",
+        key="profile.remote.python",
+        default=SAME,
+        help="python on the target, runs the fetch agent (default: {default})",
+        check=text,
+        fronts=("profile.collect",),
+    ),
+    Option(
+        "timeout",
+        key="profile.remote.step_timeout_s",
+        default=SAME,
+        help="seconds allowed per target (default {default:g}, plus a second per MB allowed)",
+        check=seconds,
+        fronts=("profile.collect",),
+    ),
+)
+
+
+def _own_defaults(table: tuple[Option, ...]) -> tuple[Option, ...]:
+    """The table with each SAME default replaced by its key owner's (the first with that key)."""
+    from dataclasses import replace
+
+    owners: dict[str, Option] = {}
+    out = []
+    for option in table:
+        if option.default is SAME:
+            assert option.key in owners, f"{option.name}: SAME needs an earlier option with key {option.key}"
+            option = replace(option, default=owners[option.key].default)
+        elif option.key is not None:
+            assert option.key not in owners, f"config key {option.key} owned twice"
+            owners[option.key] = option
+        out.append(option)
+    return tuple(out)
+
+
+OPTIONS: tuple[Option, ...] = _own_defaults(_TABLE)
+
+
+def offered(front: str) -> dict[str, Option]:
+    """{name: Option} of one front end (an invoke task such as ``profile.run``, or an argparse
+    program's name)."""
+    return {o.name: o for o in OPTIONS if front in o.fronts}
+
+
+def task_help(front: str) -> dict[str, str]:
+    """An invoke task's ``help=`` mapping: each offered option's help text."""
+    return {name: o.help_text for name, o in offered(front).items()}
+
+
+def default(key: str) -> Any:
+    """The default of a config key (dotted, under ``patchkit:``), from its owner in the table."""
+    for option in OPTIONS:
+        if option.key == key:
+            return option.default
+    raise KeyError(key)
+
+
+def add_argument(parser, option: Option, **kwargs) -> None:
+    """``parser.add_argument`` for a table option: --name, its default (unless ``kwargs`` gives
+    one) and its help text (``%`` escaped for argparse)."""
+    kwargs.setdefault("default", option.default)
+    parser.add_argument(
+        "--" + option.name.rstrip("_").replace("_", "-"), help=option.help_text.replace("%", "%%"), **kwargs
+    )
+
+
+# The defaults by the names the profile code uses (views of the table above): profile.run /
+# profile.sweep and run_default / run_sweep (patchkit.profile.*), and profile.remote's RemoteConfig
+# and profile.collect's FetchSettings (patchkit.profile.remote.*).
+PROFILE_DEFAULTS: dict[str, Any] = {
+    o.name: o.default
+    for o in OPTIONS
+    if "profile.run" in o.fronts or "profile.sweep" in o.fronts
+    if o.default is not None and o.name != "no_chart"
+}
+REMOTE_DEFAULTS: dict[str, Any] = {
+    key.rsplit(".", 1)[1]: default(key)
+    for key in (
+        f"profile.remote.{name}"
+        for name in ("out", "layout", "jobs", "python", "max_fetch_mb", "step_timeout_s", "timer_sample")
+    )
+}
 
 
 # -- the settings object -------------------------------------------------------------------------

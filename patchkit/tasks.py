@@ -33,6 +33,7 @@ from patchkit.settings import (
     positive_number,
     say_notes,
     seconds,
+    task_help,
     text,
     whole_number,
 )
@@ -391,20 +392,7 @@ ns.configure({"patchkit": dict(PATCHKIT_DEFAULTS)})
 # installed into .work/tf-site, patched with patches/transformers-v5.17.0, always reverted.
 # Implementation: patchkit.profile (run_default, run_sweep); also `python -m patchkit.profile`.
 
-PROFILE_HELP = {
-    "out": f"reports go to OUT/<timestamp>/ (default: {PROFILE_DEFAULTS['out']})",
-    "size": "default (gpu where CUDA is available, else cpu) | cpu | gpu | ci (seconds)",
-    "site": "installed tree to patch (default: .work/tf-site, installed from the pinned wheel)",
-    "series": "series folder, or 'auto' (chosen from --site's files); default: patches/transformers-v5.17.0",
-    "timer": "events | sync | host | off (default: events on CUDA, host otherwise)",
-    "device": "auto | cpu | cuda",
-    "seed": "seed for the random models and prompts",
-    "timeout": "seconds allowed for the workload",
-    "wheelhouse": "folder of wheels to install from instead of the package index",
-    "no_chart": "skip phases.png",
-    "warmup": "warm up (first prompt, plain and assisted) before the measured pass; default on, "
-    "--no-warmup: off; the report keeps the measured window's cycles only",
-}
+# the options' help texts, defaults and checks: patchkit.settings' option table
 
 
 def _profile_cfg(c, key, value, default=None):
@@ -478,13 +466,7 @@ def _repeat(c, repeat):
     name="run",
     auto_shortflags=False,
     **PROFILE_TASK,
-    help=dict(
-        PROFILE_HELP,
-        num_assistant_tokens=f"draft tokens per cycle (default {PROFILE_DEFAULTS['num_assistant_tokens']})",
-        confidence=f"assistant_confidence_threshold (default {PROFILE_DEFAULTS['confidence']:g}: "
-        "draft all k tokens)",
-        sample="time about one cycle in N, chosen at random (PATCHKIT_TIMER_SAMPLE; default 1: every cycle)",
-    ),
+    help=task_help("profile.run"),
 )
 def profile_run(
     c,
@@ -522,13 +504,7 @@ def profile_run(
     name="sweep",
     auto_shortflags=False,
     **PROFILE_TASK,
-    help=dict(
-        PROFILE_HELP,
-        matrix="points, e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4' "
-        "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)",
-        repeat="measured passes per point, in rotated order (default 3); the verdict names a best "
-        "point only when its ratio to the baseline is significantly the highest",
-    ),
+    help=task_help("profile.sweep"),
 )
 def profile_sweep(
     c,
@@ -718,44 +694,7 @@ patch.add_task(patch_diff, "diff")
     iterable=["target", "env"],
     prog="profile",
     interrupted="servers stopped, targets reverted",
-    help={
-        "target": "SGLang install root to profile (site-packages or a checkout), e.g. "
-        "ssh://gpu1/opt/venv/lib/python3.11/site-packages; repeat for nodes, head first",
-        "series": "series folder or 'auto' (chosen from the targets' files); "
-        "default: profile.remote.series, else patchkit.series",
-        "server": "server command line, run detached by sh -c on every target",
-        "bench": "benchmark command line, run by sh -c on the first target",
-        "env": "NAME=VALUE for the server, e.g. NCCL_PROTO=LL (repeat; merged over the settings)",
-        "out": f"reports go to OUT/<timestamp>/ (default: {REMOTE_DEFAULTS['out']})",
-        "keep_remote_dir": "leave the run directory (logs, timing files) on the targets",
-        "no_chart": "skip phases.png (and sweep.png)",
-        "baseline": "also serve without every --speculative-* option (series not applied), same "
-        "benchmark: tokens/s with and without speculation and their ratio",
-        "matrix": "sweep, one server start per point, e.g. 'speculative-num-steps=1,2,3;"
-        "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
-        "--KEY VALUE; env:NAME sets the server's environment)",
-        "sample": "time about one decode cycle in N, chosen at random; every cycle is still "
-        "recorded (PATCHKIT_TIMER_SAMPLE; default: profile.remote.timer_sample, "
-        f"{REMOTE_DEFAULTS['timer_sample']}; 1 = every cycle)",
-        "warmup": "run the benchmark once before the measured pass, on the same server (default "
-        "on; --no-warmup: off); the report keeps the measured window's cycles only",
-        "repeat": "with --matrix: server starts per point, the baseline included, in rotated order "
-        "(default 5); the verdict names a best point only when it is significantly faster",
-        "from_prediction": "a run folder (or predict.json) of profile.predict: sweep only the --top most "
-        "promising predicted num-steps values plus the profiled one (replaces --matrix's "
-        "speculative-num-steps axis; other axes kept)",
-        "top": "with --from-prediction: how many of the best predicted points to measure (default 2)",
-        "budget": "with --matrix: MINUTES for the sweep: rounds of every live point until the verdict "
-        "is decided or the next round would not fit; clear losers are dropped (--repeat: rounds "
-        "at most, default 20)",
-        "until": "with --matrix: 'decided': rounds until the verdict is decided (--repeat rounds at most, "
-        "default 20; with --budget, whichever comes first)",
-        "gpus": "with --matrix: GPUs of each target, e.g. 0,1,2,3: one server per GPU at once "
-        "(CUDA_VISIBLE_DEVICES, port + index), every GPU runs every point over the rounds",
-        "blocks": "with --matrix and several --target: 'fleet' (default): the targets serve together "
-        "(one multi-node server); 'hosts': each target runs its own server, a block like a GPU of "
-        "--gpus (port + index), every target runs every point over the rounds",
-    },
+    help=task_help("profile.remote"),
 )
 def profile_remote(
     c,
@@ -887,17 +826,8 @@ PROFILE_COLLECT = dict(prog="profile")
     iterable=["target"],
     **PROFILE_COLLECT,
     help={
-        "target": "where the server ran (any --target form: a folder, ssh://[user@]host[:port]/path, "
-        "host:/path, docker://C/path); repeat for the nodes of one multi-node server",
-        "from_": "the timing folder on the target (PATCHKIT_TIMER_DIR); relative: under the "
-        "target's path; default: the target's path itself",
-        "out": "local folder for the timing files (new, or one without *.jsonl)",
-        "max_mb": "refuse a target whose folder holds more (default: "
-        f"patchkit.profile.remote.max_fetch_mb, {REMOTE_DEFAULTS['max_fetch_mb']:g})",
-        "python": f"python on the target, runs the fetch agent (default: {REMOTE_DEFAULTS['python']})",
+        **task_help("profile.collect"),
         **{k: TARGET_HELP[k] for k in ("container", "exec", "ssh_config", "ssh_persist")},
-        "timeout": f"seconds allowed per target (default {REMOTE_DEFAULTS['step_timeout_s']:g}, "
-        "plus a second per MB allowed)",
     },
 )
 def profile_collect(

@@ -1,7 +1,7 @@
 """Issue 30.1: an option's default is the same in every front end that offers it.
 
-The defaults are defined once (patchkit.settings: PATCHKIT_DEFAULTS, PROFILE_DEFAULTS,
-REMOTE_DEFAULTS) and imported by the front ends. This test does not trust that: it reads each
+The defaults are defined once (patchkit.settings: PATCHKIT_DEFAULTS, and the option table
+OPTIONS, of which PROFILE_DEFAULTS and REMOTE_DEFAULTS are views) and imported by the front ends. This test does not trust that: it reads each
 front end's default from the front end itself, without the table:
 
 - the invoke tasks: the signature (inspect) where it holds the default; where the signature says
@@ -352,3 +352,60 @@ def test_one_whole_number_rule():
     for good, number in ((1, 1), (" 7 ", 7), ("12", 12)):
         assert whole_number(good) == number == positive_int(good, "jobs") == tasks._sample_arg("x", good)
     assert whole_number(0, 0) == 0 == positive_int("0", "seed", minimum=0)
+
+
+def _task_params(task) -> set[str]:
+    return set(inspect.signature(task.body).parameters) - {"c"}
+
+
+def test_the_option_table_feeds_the_profile_tasks():
+    """Every option of profile.run, profile.sweep, profile.remote and profile.collect is one row
+    of settings' option table, and the task's help text is that row's (collect's target options
+    are the patch.* tasks' TARGET_HELP)."""
+    from patchkit import tasks
+    from patchkit.settings import offered
+
+    for front, task, own in (
+        ("profile.run", tasks.profile_run, set()),
+        ("profile.sweep", tasks.profile_sweep, set()),
+        ("profile.remote", tasks.profile_remote, set()),
+        ("profile.collect", tasks.profile_collect, {"container", "exec_", "ssh_config", "ssh_persist"}),
+    ):
+        options = offered(front)
+        assert _task_params(task) - own == set(options), front
+        for name, option in options.items():
+            assert task.help[name] == option.help_text, f"{front} --{name}"
+
+
+def test_the_option_table_feeds_both_argparse_programs():
+    """``python -m patchkit.profile run|sweep`` offer profile.run's / profile.sweep's rows (all
+    but --sample), ``python -m patchkit.profile.remote`` its own; help and default from the row."""
+    import argparse
+
+    from patchkit.profile.__main__ import build_parser as profile_parser
+    from patchkit.profile.remote.__main__ import PROG, build_parser as remote_parser
+    from patchkit.settings import offered
+
+    def actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+        return {a.dest: a for a in parser._actions if a.dest != "help" and a.option_strings}
+
+    sub = next(a for a in profile_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    programs = {f"profile.{cmd}": actions(sub.choices[cmd]) for cmd in ("run", "sweep")}
+    programs[PROG] = actions(remote_parser())
+    for front, got in programs.items():
+        options = offered(front)
+        assert set(got) == set(options) - {"sample"}, front
+        for name, action in got.items():
+            assert action.help is not None and action.help.replace("%%", "%") == options[name].help_text
+            if front != PROG:  # --out None there: RemoteConfig (or the config file) decides
+                assert action.default == options[name].default, f"{front} --{name}"
+
+
+def test_a_shared_key_has_one_default():
+    """Options reading another's config key (profile.collect's --max-mb reads
+    profile.remote.max_fetch_mb) take that key's default; no key is owned twice."""
+    from patchkit.settings import OPTIONS, default
+
+    for option in OPTIONS:
+        if option.key is not None:
+            assert option.default == default(option.key), option

@@ -9,30 +9,32 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from patchkit.cli import argument_parser, main_boundary
-from patchkit.settings import PROFILE_DEFAULTS, number, positive_int, seconds
+from patchkit.settings import add_argument, offered
 
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default=PROFILE_DEFAULTS["out"], help="reports go to OUT/<timestamp>/")
-    p.add_argument("--size", default=PROFILE_DEFAULTS["size"], help="default | ci | cpu | gpu")
-    p.add_argument("--site", default=None, help="installed tree to patch (default .work/tf-site)")
-    p.add_argument("--series", default=None, help="series folder (default the transformers one)")
-    p.add_argument(
-        "--timer", default=None, help="events | sync | host | off (default: events on CUDA, host otherwise)"
-    )
-    p.add_argument("--device", default=PROFILE_DEFAULTS["device"], help="auto | cpu | cuda")
-    p.add_argument("--seed", type=int, default=PROFILE_DEFAULTS["seed"])
-    p.add_argument("--timeout", type=float, default=None, help="seconds for the workload")
-    p.add_argument("--wheelhouse", default=None, help="folder of wheels instead of the index")
-    p.add_argument("--no-chart", action="store_true", help="skip phases.png")
-    p.add_argument(
-        "--warmup",
-        action=argparse.BooleanOptionalAction,
-        default=PROFILE_DEFAULTS["warmup"],
-        help="warm up before the measured pass (default on)",
-    )
+# the options of both commands, in order, with their argparse types (help, default and check:
+# patchkit.settings' option table, as for the invoke tasks profile.run / profile.sweep)
+COMMON: dict[str, dict[str, Any]] = {
+    "out": {},
+    "size": {},
+    "site": {},
+    "series": {},
+    "timer": {},
+    "device": {},
+    "seed": {"type": int},
+    "timeout": {"type": float},
+    "wheelhouse": {},
+    "no_chart": {"action": "store_true"},
+    "warmup": {"action": argparse.BooleanOptionalAction},
+}
+OWN: dict[str, dict[str, dict[str, Any]]] = {
+    "run": {"num_assistant_tokens": {"type": int}, "confidence": {"type": float}},
+    "sweep": {"matrix": {}, "repeat": {"type": int}},
+}
+# checked after parsing (argparse took the types, not the ranges), as the invoke tasks check them
+CHECKED = {"run": ("timeout", "seed", "num_assistant_tokens", "confidence"), "sweep": ("timeout", "seed")}
 
 
 def _paths(args) -> dict:
@@ -45,40 +47,27 @@ def _paths(args) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``run`` and ``sweep`` command lines (their defaults: patchkit.settings.PROFILE_DEFAULTS)."""
+    """The ``run`` and ``sweep`` command lines (help, defaults: patchkit.settings' option table)."""
     parser = argument_parser(prog="python -m patchkit.profile")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    run = sub.add_parser("run", help="one profile run of the embedded default")
-    _common(run)
-    run.add_argument("--num-assistant-tokens", type=int, default=PROFILE_DEFAULTS["num_assistant_tokens"])
-    run.add_argument(
-        "--confidence",
-        type=float,
-        default=PROFILE_DEFAULTS["confidence"],
-        help="assistant_confidence_threshold",
-    )
-    sweep = sub.add_parser("sweep", help="one profile run per matrix point, plus the baseline")
-    _common(sweep)
-    sweep.add_argument(
-        "--matrix",
-        default=PROFILE_DEFAULTS["matrix"],
-        help="e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4'",
-    )
-    sweep.add_argument(
-        "--repeat", type=int, default=None, help="measured passes per point, rotated (default 3)"
-    )
+    for cmd, help in (
+        ("run", "one profile run of the embedded default"),
+        ("sweep", "one profile run per matrix point, plus the baseline"),
+    ):
+        command, options = sub.add_parser(cmd, help=help), offered(f"profile.{cmd}")
+        for name, kwargs in {**COMMON, **OWN[cmd]}.items():
+            add_argument(command, options[name], **kwargs)
     return parser
 
 
 @main_boundary("profile", interrupted="the tree was reverted")
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    # the same checks as the invoke tasks (argparse took the types, not the ranges)
-    seconds(args.timeout, "timeout")
-    positive_int(args.seed, "seed", minimum=0)
-    if args.cmd == "run":
-        positive_int(args.num_assistant_tokens, "num_assistant_tokens")
-        number(args.confidence, "confidence", low=0, high=1)
+    options = offered(f"profile.{args.cmd}")
+    for name in CHECKED[args.cmd]:  # the same checks as the invoke tasks
+        check = options[name].check
+        assert check is not None, f"profile.{args.cmd} --{name} has a check in the option table"
+        check(getattr(args, name), name)
     common = dict(
         size=args.size,
         timer_mode=args.timer,

@@ -14,18 +14,18 @@ from patchkit.cli import argument_parser, main_boundary
 from patchkit.profile.remote.config import RemoteConfig
 from patchkit.profile.remote.run import run_remote
 from patchkit.profile.remote.sweep import run_remote_sweep
+from patchkit.settings import add_argument, offered
+
+PROG = "python -m patchkit.profile.remote"  # its options: patchkit.settings' option table
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line; every setting's default is RemoteConfig's (--out: None keeps its ``out``)."""
-    parser = argument_parser(prog="python -m patchkit.profile.remote")
-    parser.add_argument("--config", required=True, help=".json, .toml or .yaml file")
-    parser.add_argument(
-        "--section",
-        default=None,
-        help="dotted key of the settings in that file, e.g. patchkit.profile.remote for an invoke.yaml",
-    )
-    parser.add_argument("--out", default=None, help="reports go to OUT/<timestamp>/")
+    parser = argument_parser(prog=PROG)
+    options = offered(PROG)
+    add_argument(parser, options["config"], required=True)
+    add_argument(parser, options["section"])
+    add_argument(parser, options["out"], default=None)
     return parser
 
 
