@@ -55,6 +55,8 @@ lint: setup
 	$(BIN)/mypy patchkit
 	@# every shipped series carries its own copy of the timing runtime: all must match patchkit/timing/
 	$(BIN)/invoke patch.gen-runtime --all --check > /dev/null
+	@# invoke.yaml's commented defaults are generated from patchkit/settings.py's option table
+	$(BIN)/invoke patch.gen-config --check > /dev/null
 
 # Rewrites the tree: the formatter, then ruff's safe fixes (review the diff before committing).
 format: setup

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -403,6 +404,12 @@ class Option:
     help: str = ""
     check: Callable[..., Any] | None = None
     fronts: tuple[str, ...] = ()
+    doc: str | None = None  # its comment in the example config (invoke.yaml); None: not shown there
+    example: Any = SAME  # the value the example config shows (SAME: the default)
+
+    @property
+    def shown(self) -> Any:
+        return self.default if self.example is SAME else self.example
 
     @property
     def help_text(self) -> str:
@@ -428,40 +435,28 @@ _TABLE: tuple[Option, ...] = (
     # profile.run / profile.sweep (the embedded default; also `python -m patchkit.profile`),
     # patchkit.profile.* in invoke.yaml
     Option(
-        "out",
-        key="profile.out",
-        default="profile-out",
-        help="reports go to OUT/<timestamp>/ (default: {default})",
-        fronts=_RUN_SWEEP,
-    ),
-    Option(
         "size",
         key="profile.size",
         default="default",
         help="default (gpu where CUDA is available, else cpu) | cpu | gpu | ci (seconds)",
         fronts=_RUN_SWEEP,
-    ),
-    Option(
-        "site",
-        key="profile.site",
-        help="installed tree to patch (default: .work/tf-site, installed from the pinned wheel)",
-        check=text,
-        fronts=_RUN_SWEEP,
-    ),
-    Option(
-        "series",
-        key="profile.series",
-        help="series folder, or 'auto' (chosen from --site's files); default: patches/transformers-v5.17.0",
-        check=text,
-        fronts=_RUN_SWEEP,
+        doc="default (gpu where CUDA is available, else cpu) | cpu | gpu | ci",
     ),
     Option(
         "timer",
         key="profile.timer",
         help="events | sync | host | off (default: events on CUDA, host otherwise)",
         fronts=_RUN_SWEEP,
+        doc="events | sync | host | off (null: events on CUDA, host otherwise)",
     ),
-    Option("device", key="profile.device", default="auto", help="auto | cpu | cuda", fronts=_RUN_SWEEP),
+    Option(
+        "device",
+        key="profile.device",
+        default="auto",
+        help="auto | cpu | cuda",
+        fronts=_RUN_SWEEP,
+        doc="auto | cpu | cuda",
+    ),
     Option(
         "seed",
         key="profile.seed",
@@ -469,6 +464,7 @@ _TABLE: tuple[Option, ...] = (
         help="seed for the random models and prompts",
         check=_count0,
         fronts=_RUN_SWEEP,
+        doc="seed for the random models and prompts",
     ),
     Option(
         "timeout",
@@ -476,6 +472,7 @@ _TABLE: tuple[Option, ...] = (
         help="seconds allowed for the workload",
         check=seconds,
         fronts=_RUN_SWEEP,
+        doc="seconds allowed for the workload",
     ),
     Option(
         "wheelhouse",
@@ -483,8 +480,49 @@ _TABLE: tuple[Option, ...] = (
         help="folder of wheels to install from instead of the package index",
         check=existing_dir,
         fronts=_RUN_SWEEP,
+        doc="a folder of wheels to install transformers from instead of the index",
     ),
-    Option("no_chart", default=False, help="skip phases.png", fronts=_RUN_SWEEP),
+    Option(
+        "out",
+        key="profile.out",
+        default="profile-out",
+        help="reports go to OUT/<timestamp>/ (default: {default})",
+        fronts=_RUN_SWEEP,
+        doc="reports in OUT/<timestamp>/",
+    ),
+    Option(
+        "site",
+        key="profile.site",
+        help="installed tree to patch (default: .work/tf-site, installed from the pinned wheel)",
+        check=text,
+        fronts=_RUN_SWEEP,
+        doc="the installed tree to patch (null: .work/tf-site, from the pinned wheel)",
+    ),
+    Option(
+        "series",
+        key="profile.series",
+        help="series folder, or 'auto' (chosen from --site's files); default: patches/transformers-v5.17.0",
+        check=text,
+        fronts=_RUN_SWEEP,
+        doc="series folder or auto (null: patches/transformers-v5.17.0)",
+    ),
+    Option(
+        "matrix",
+        key="profile.matrix",
+        default="num_assistant_tokens=2,4,8",
+        help="points, e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4' "
+        "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)",
+        fronts=("profile.sweep",),
+        doc="profile.sweep: its points",
+    ),
+    Option(
+        "sample",
+        key="profile.sample",
+        help="time about one cycle in N, chosen at random (PATCHKIT_TIMER_SAMPLE; default 1: every cycle)",
+        fronts=("profile.run",),
+        doc="profile.run: PATCHKIT_TIMER_SAMPLE, time about one cycle in N",
+        example=1,
+    ),
     Option(
         "warmup",
         key="profile.warmup",
@@ -492,7 +530,19 @@ _TABLE: tuple[Option, ...] = (
         help="warm up (first prompt, plain and assisted) before the measured pass; default on, "
         "--no-warmup: off; the report keeps the measured window's cycles only",
         fronts=_RUN_SWEEP,
+        doc="false: no warm-up pass",
     ),
+    Option(
+        "repeat",
+        key="profile.repeat",
+        help="measured passes per point, in rotated order (default 3); the verdict names a best "
+        "point only when its ratio to the baseline is significantly the highest",
+        check=positive_int,
+        fronts=("profile.sweep",),
+        doc="profile.sweep: measured passes per point",
+        example=3,
+    ),
+    Option("no_chart", default=False, help="skip phases.png", fronts=_RUN_SWEEP),
     Option(
         "num_assistant_tokens",
         default=4,
@@ -506,28 +556,6 @@ _TABLE: tuple[Option, ...] = (
         help="assistant_confidence_threshold (default {default:g}: draft all k tokens)",
         check=_fraction,
         fronts=("profile.run",),
-    ),
-    Option(
-        "sample",
-        key="profile.sample",
-        help="time about one cycle in N, chosen at random (PATCHKIT_TIMER_SAMPLE; default 1: every cycle)",
-        fronts=("profile.run",),
-    ),
-    Option(
-        "matrix",
-        key="profile.matrix",
-        default="num_assistant_tokens=2,4,8",
-        help="points, e.g. 'num_assistant_tokens=2,4,8;assistant_confidence_threshold=0,0.4' "
-        "(keys: num_assistant_tokens|k, assistant_confidence_threshold|conf, schedule)",
-        fronts=("profile.sweep",),
-    ),
-    Option(
-        "repeat",
-        key="profile.repeat",
-        help="measured passes per point, in rotated order (default 3); the verdict names a best "
-        "point only when its ratio to the baseline is significantly the highest",
-        check=positive_int,
-        fronts=("profile.sweep",),
     ),
     # profile.remote (RemoteConfig; also `python -m patchkit.profile.remote`), patchkit.profile.remote.*
     Option(
@@ -777,6 +805,52 @@ def add_argument(parser, option: Option, **kwargs) -> None:
     parser.add_argument(
         "--" + option.name.rstrip("_").replace("_", "-"), help=option.help_text.replace("%", "%%"), **kwargs
     )
+
+
+# -- the example config (invoke.yaml), generated from the table ---------------------------------------
+# `invoke patch.gen-config [--check]` (make lint: --check) rewrites the commented defaults of
+# patchkit.profile (the `# key: value  # comment` lines after `  profile:`) from the rows with a
+# ``doc``; the rest of the file is written by hand.
+EXAMPLE_SCOPES = {"profile": "  profile:"}  # scope -> the line its commented defaults follow
+_COMMENTED_KEY = re.compile(r"^ *# [a-z0-9_]+: ")
+
+
+def _yaml_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def example_lines(scope: str, indent: int) -> list[str]:
+    """The commented defaults of ``patchkit.<scope>``: one ``# key: value  # doc`` line per
+    documented row, in table order, the comments aligned as invoke.yaml aligns them."""
+    lines = []
+    for option in OPTIONS:
+        if option.key is None or option.doc is None or option.key.rpartition(".")[0] != scope:
+            continue
+        head = f"{' ' * indent}# {option.key.rpartition('.')[2]}: {_yaml_value(option.shown)}"
+        lines.append(head.ljust(max(indent + 21, len(head) + 3)) + f"# {option.doc}\n")
+    return lines
+
+
+def example_config(text: str, where: str = "invoke.yaml") -> str:
+    """``text`` (an example config) with each EXAMPLE_SCOPES block of commented defaults
+    replaced by example_lines; InvalidInput when a scope's line is missing."""
+    lines = text.splitlines(keepends=True)
+    for scope, anchor in EXAMPLE_SCOPES.items():
+        try:
+            start = next(n for n, line in enumerate(lines) if line.rstrip("\n") == anchor) + 1
+        except StopIteration:
+            raise InvalidInput(
+                f"{where}: no line {anchor.strip()!r} (patchkit.{scope}) to write its defaults under"
+            ) from None
+        end = start
+        while end < len(lines) and _COMMENTED_KEY.match(lines[end]):
+            end += 1
+        lines[start:end] = example_lines(scope, len(anchor) - len(anchor.lstrip()) + 2)
+    return "".join(lines)
 
 
 # The defaults by the names the profile code uses (views of the table above): profile.run /

@@ -287,6 +287,35 @@ def gen_runtime(c, series=None, check=False, all_=False):
 
 
 @task(
+    name="gen-config",
+    auto_shortflags=False,
+    help={
+        "file": "the example config to rewrite (default: invoke.yaml in patchkit's checkout)",
+        "check": "only check: exit 1 when its commented defaults differ from the option table",
+    },
+)
+def gen_config(c, file=None, check=False):
+    """Regenerate invoke.yaml's commented defaults from the option table (patchkit/settings.py)."""
+    from patchkit.locations import checkout
+    from patchkit.settings import example_config, existing_file
+
+    root = checkout()
+    if file is not None:
+        path = Path(existing_file(file, "file", cwd=os.getcwd()) or "")
+    elif root is not None:
+        path = root / "invoke.yaml"
+    else:
+        raise InvalidInput("patch.gen-config: no checkout of patchkit here; give --file FILE")
+    old = path.read_text(encoding="utf-8")
+    new = example_config(old, str(path))
+    if new != old and not check:
+        path.write_text(new, encoding="utf-8")
+    print(f"{path.name}: {'up to date' if new == old else 'differs' if check else 'rewritten'}")
+    if check and new != old:
+        raise SystemExit(1)
+
+
+@task(
     name="fetch",
     auto_shortflags=False,
     iterable=["path"],
@@ -377,7 +406,9 @@ def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=Non
     print(f"wrote {Path(_abspath(series)) / 'pin.toml'} ({len(pin.files)} files)")
 
 
-patch = Collection("patch", check, verify, apply, revert, status, unlock, edit, new, refresh, gen_runtime)
+patch = Collection(
+    "patch", check, verify, apply, revert, status, unlock, edit, new, refresh, gen_runtime, gen_config
+)
 profile = Collection("profile")
 upstream = Collection("upstream")
 upstream.add_task(upstream_fetch, "fetch")

@@ -409,3 +409,36 @@ def test_a_shared_key_has_one_default():
     for option in OPTIONS:
         if option.key is not None:
             assert option.default == default(option.key), option
+
+
+def test_invoke_yaml_shows_the_tables_defaults():
+    """invoke.yaml's commented patchkit.profile defaults are the option table's (make lint:
+    invoke patch.gen-config --check), and the table documents every patchkit.profile key read."""
+    from patchkit.settings import OPTIONS, PROFILE_KEYS, PROFILE_RENAMED, example_config
+
+    text = (REPO / "invoke.yaml").read_text()
+    assert example_config(text) == text, "run: invoke patch.gen-config"
+    documented = {o.key.split(".")[1] for o in OPTIONS if o.doc and o.key and o.key.count(".") == 1}
+    assert documented == PROFILE_KEYS - set(PROFILE_RENAMED) - {"remote"}
+
+
+def test_gen_config_check_names_a_drift_and_rewrites_it(tmp_path):
+    import subprocess
+    import sys
+
+    original = (REPO / "invoke.yaml").read_text()
+    copy = tmp_path / "invoke.yaml"
+    copy.write_text(original.replace("    # seed: 0     ", "    # seed: 7     ", 1))
+    assert copy.read_text() != original
+
+    def gen(*args: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "invoke", "patch.gen-config", "--file", str(copy), *args]
+        return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+    got = gen("--check")
+    assert (got.returncode, got.stdout) == (1, "invoke.yaml: differs\n"), got.stderr
+    got = gen()
+    assert (got.returncode, got.stdout) == (0, "invoke.yaml: rewritten\n"), got.stderr
+    assert copy.read_text() == original
+    got = gen("--check")
+    assert (got.returncode, got.stdout) == (0, "invoke.yaml: up to date\n"), got.stderr
