@@ -47,23 +47,6 @@ PATCHKIT_DEFAULTS: dict[str, Any] = {
 # Keys read by other tasks (their own objects check their values), and the deprecated alias.
 OTHER_KEYS = {"profile"}
 DEPRECATED = {"engine": {"series": "series"}}
-PROFILE_KEYS = {
-    "size",
-    "timer",
-    "device",
-    "seed",
-    "timeout",
-    "wheelhouse",
-    "out",
-    "site",
-    "series",
-    "series_dir",  # the old name of series (PROFILE_RENAMED)
-    "matrix",
-    "remote",
-    "warmup",
-    "repeat",
-    "sample",
-}
 # patchkit.profile keys read under their new name, with a line asking to rename them
 PROFILE_RENAMED = {"series_dir": "series"}
 LAYOUTS = ("auto", "checkout", "installed")
@@ -851,6 +834,14 @@ def example_config(text: str, where: str = "invoke.yaml") -> str:
             end += 1
         lines[start:end] = example_lines(scope, len(anchor) - len(anchor.lstrip()) + 2)
     return "".join(lines)
+
+
+# The patchkit.profile keys check_config accepts: the table's (the rows keyed profile.<name>),
+# the profile.remote block, and the old names read under their new ones (PROFILE_RENAMED).
+PROFILE_KEYS = {o.key.partition(".")[2] for o in OPTIONS if o.key is not None and o.key.count(".") == 1} | {
+    "remote",
+    *PROFILE_RENAMED,
+}
 
 
 # The defaults by the names the profile code uses (views of the table above): profile.run /
