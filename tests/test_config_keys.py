@@ -10,7 +10,6 @@ added a check for below.
 
 from __future__ import annotations
 
-import re
 from dataclasses import fields
 from pathlib import Path
 
@@ -21,32 +20,15 @@ from invoke import Config, Context
 from patchkit import tasks
 from patchkit.profile.remote.config import RemoteConfig
 from patchkit.settings import OTHER_KEYS, PATCHKIT_DEFAULTS, PROFILE_KEYS, PROFILE_RENAMED, PatchSettings
+from support.invoke_yaml import key_lines
 
 REPO = Path(__file__).resolve().parents[1]
 INVOKE_YAML = REPO / "invoke.yaml"
-# a key line, set or commented out: `  jobs: 8` or `  # jobs: 8`
-KEY_LINE = re.compile(r"^(?P<indent> *)(?P<comment># )?(?P<key>[a-z0-9_]+):(?:\s|$)")
 
 
 def documented_keys(text: str) -> set[tuple[str, ...]]:
-    """The dotted paths of every key in the file, commented-out ones included (those only at
-    the indentation of their block's keys: continuation comments are prose)."""
-    keys: set[tuple[str, ...]] = set()
-    stack: list[tuple[int, str]] = []  # (indent, key) of the set keys enclosing the line
-    for line in text.splitlines():
-        m = KEY_LINE.match(line)
-        if not m:
-            continue
-        indent = len(m["indent"])
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        if m["comment"] and indent != (stack[-1][0] + 2 if stack else 0):
-            continue
-        path = (*(k for _, k in stack), m["key"])
-        keys.add(path)
-        if not m["comment"]:
-            stack.append((indent, m["key"]))
-    return keys
+    """The dotted paths of every key in the file, commented-out ones included."""
+    return {path for path, _ in key_lines(text)}
 
 
 DOCUMENTED = documented_keys(INVOKE_YAML.read_text())

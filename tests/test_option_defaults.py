@@ -29,31 +29,16 @@ import pytest
 import yaml
 from invoke import Config, Context
 
+from support.invoke_yaml import key_lines
+
 REPO = Path(__file__).resolve().parents[1]
 # a key line of invoke.yaml, set or commented out at its block's indentation: `  # jobs: 8  # why`
-KEY_LINE = re.compile(r"^(?P<indent> *)(?P<comment># )?(?P<key>[a-z0-9_]+):(?P<value>[^#]*)")
 
 
 def documented_values(text: str) -> dict[tuple[str, ...], object]:
     """{dotted path: value} of every key of invoke.yaml with a value on its line, commented-out
-    keys included (at the indentation of their block's keys; deeper comments are prose)."""
-    found: dict[tuple[str, ...], object] = {}
-    stack: list[tuple[int, str]] = []
-    for line in text.splitlines():
-        m = KEY_LINE.match(line)
-        if not m:
-            continue
-        indent = len(m["indent"])
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        if m["comment"] and indent != (stack[-1][0] + 2 if stack else 0):
-            continue
-        path = (*(k for _, k in stack), m["key"])
-        if m["value"].strip():
-            found[path] = yaml.safe_load(m["value"])
-        elif not m["comment"]:
-            stack.append((indent, m["key"]))
-    return found
+    keys included (support.invoke_yaml.key_lines)."""
+    return {path: yaml.safe_load(value) for path, value in key_lines(text) if value.strip()}
 
 
 def _invoke_context() -> Context:
