@@ -11,6 +11,7 @@ import pytest
 
 from patchkit.report import build_report, load_timing_dir, render_table
 from patchkit.report.summarize import P99_MIN_N, select, summarize
+from support.timing_files import header
 
 WALL_T0 = 1_764_600_000_000_000_000  # 2025-12-01 14:40 UTC
 
@@ -18,17 +19,7 @@ WALL_T0 = 1_764_600_000_000_000_000  # 2025-12-01 14:40 UTC
 def _write(folder, cycles, pid=1):
     """cycles: [(kind, [(name, depth, parent, ns), ...], glue_ns)] laid end to end."""
     folder.mkdir(parents=True, exist_ok=True)
-    recs = [
-        {
-            "kind": "header",
-            "schema": "patchkit.timing/1",
-            "mode": "host",
-            "rank": 0,
-            "pid": pid,
-            "host": "h",
-            "clock": {"host_t0_ns": 0, "wall_t0_ns": WALL_T0},
-        }
-    ]
+    recs = [header(pid=pid, wall_t0_ns=WALL_T0)]
     t = 0
     for i, (kind, phases, glue) in enumerate(cycles):
         start, pos, open_at = t, t, {}
@@ -249,18 +240,7 @@ def _ab_run(folder, n_blocks, block, base_ns, slope_ns, timed_pct, seed=3):
     (sequences getting longer) with a little noise; timed blocks' cycles last timed_pct more."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    recs = [
-        {
-            "kind": "header",
-            "schema": "patchkit.timing/1",
-            "mode": "host",
-            "rank": 0,
-            "pid": 7,
-            "host": "h",
-            "ab_cycles": block,
-            "clock": {"host_t0_ns": 0, "wall_t0_ns": WALL_T0},
-        }
-    ]
+    recs = [header(wall_t0_ns=WALL_T0, ab_cycles=block)]
     t = 0
     for i in range(n_blocks * block):
         timed = i // block % 2 == 0
