@@ -297,3 +297,16 @@ def test_how_many_starts_would_tell_the_predicted_best(tmp_path):
     assert "no spread between server starts is known" in proc.stdout
     proc = task("--spread", "-1", env_cache=cache)
     assert proc.returncode == 2 and "spread" in proc.stderr
+
+
+def test_the_reports_what_if_line_names_what_its_ratios_are_of(tmp_path):
+    from patchkit.report import build_report
+
+    stand_in_run(tmp_path / "r", 3, [0.9, 0.8, 0.7], R=64, C=8, L=48)
+    meta = json.loads((tmp_path / "r" / "summary.json").read_text())["meta"]
+    replayed = build_report(tmp_path / "r" / "timing", tmp_path / "a", meta=meta, chart=False)
+    assert replayed.prediction["ratio_of"] == "benchmark"
+    assert "x this run's benchmark tokens/s" in (tmp_path / "a" / "table.txt").read_text()
+    plain = build_report(tmp_path / "r" / "timing", tmp_path / "b", meta={}, chart=False)
+    assert plain.prediction["ratio_of"] == "decode"
+    assert "x this run's decode tokens/s" in (tmp_path / "b" / "table.txt").read_text()

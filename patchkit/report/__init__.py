@@ -52,6 +52,8 @@ def prediction_headline(selection, meta: dict, where: str) -> dict | None:
         "profiled_num_steps": pred["profiled"]["num_steps"],
         "best_num_steps": pred["best"]["num_steps"],
         "ratio_by_num_steps": {str(p["num_steps"]): p["ratio_to_profiled"] for p in pred["points"]},
+        # what the ratios are of: the whole benchmark replayed, or decode cycles' tokens/s
+        "ratio_of": "benchmark" if pred.get("simulation") else "decode",
         "engine": pred["engine"],
     }
 

@@ -250,5 +250,6 @@ def prediction_lines(pred: dict | None) -> list[str]:
     best = pred["best_num_steps"]
     return [
         f"what-if: num-steps {best} predicted best, {pred['ratio_by_num_steps'][str(best)]:.2f}x this run's "
-        f"decode tokens/s (num-steps {ratios}); intervals and assumptions: invoke profile.predict RUN"
+        f"{'benchmark' if pred.get('ratio_of') == 'benchmark' else 'decode'} tokens/s (num-steps {ratios}); "
+        "intervals and assumptions: invoke profile.predict RUN"
     ]
