@@ -310,3 +310,28 @@ def test_the_reports_what_if_line_names_what_its_ratios_are_of(tmp_path):
     plain = build_report(tmp_path / "r" / "timing", tmp_path / "b", meta={}, chart=False)
     assert plain.prediction["ratio_of"] == "decode"
     assert "x this run's decode tokens/s" in (tmp_path / "b" / "table.txt").read_text()
+
+
+def test_a_long_load_is_replayed_in_part_and_scaled(monkeypatch):
+    """A load too long to replay whole runs twice in part and is extrapolated: here a budget of
+    5,000 request steps against a load of ~16,500 (400 requests, 16 in flight)."""
+    import time
+
+    from patchkit.report import benchsim
+
+    costs = CycleCosts(9e6, 150e3, 30e6, 0, 0, 0, 0)
+    accepts = [0, 1, 1, 2, 2, 2]
+    whole = simulate(BenchShape(400, 16, 96, 1.0), accepts, 2, costs, 400e3, 2)
+    assert whole.scale == 1.0
+    monkeypatch.setattr(benchsim, "MAX_REQUEST_STEPS", 5_000)
+    t0 = time.perf_counter()
+    part = simulate(BenchShape(400, 16, 96, 1.0), accepts, 2, costs, 400e3, 2)
+    assert part.scale > 1.5 and time.perf_counter() - t0 < 30  # bounded, not timed
+    assert part.decode_cycles == pytest.approx(whole.decode_cycles, rel=0.02)
+    # parts of 4 and 8 waves: the prefill cycles of the 25-wave load come out low (the
+    # docstring says by how much); the whole time within 6 %
+    assert 0.8 * whole.prefill_cycles < part.prefill_cycles < whole.prefill_cycles
+    assert part.total_ns == pytest.approx(whole.total_ns, rel=0.06)
+    # far beyond the budget even at 4 waves of the concurrency: fewer seeds, still an answer
+    huge = simulate(BenchShape(10_000, 512, 4096, 1.0), accepts, 2, costs, 400e3, 2)
+    assert huge.scale > 1 and huge.total_ns > 0

@@ -454,6 +454,8 @@ def _simulation_json(bench: tuple[BenchShape, CycleCosts], at_profiled: SimResul
         "simulated_s": at_profiled.total_ns / 1e9,
         "simulated_cycles": {"decode": at_profiled.decode_cycles, "prefill": at_profiled.prefill_cycles},
         "seeds": len(SIM_SEEDS),
+        # > 1: a long load replayed with fewer requests and scaled up (benchsim.scaled_load)
+        "load_scale": at_profiled.scale,
     }
 
 
