@@ -40,9 +40,14 @@ def cache_path(setting: str | None) -> Path | None:
 def cache_key(targets: list[str], server_command: str, matrix: dict) -> str:
     """The targets and the server command without the swept options (a matrix's env: keys
     change no command)."""
+    return json.dumps([list(targets), _unswept(server_command, matrix)])
+
+
+def _unswept(server_command: str, matrix: dict) -> str:
+    """The server command without the options the matrix sweeps (its env: keys change no
+    command): whitespace folded where options were dropped, else as given."""
     swept = [k for k in matrix if not k.startswith(ENV_PREFIX)]
-    command = " ".join(drop_options(server_command, swept).split()) if swept else server_command
-    return json.dumps([list(targets), command])
+    return " ".join(drop_options(server_command, swept).split()) if swept else server_command
 
 
 def _load(path: Path) -> dict:
@@ -56,9 +61,11 @@ def _load(path: Path) -> dict:
 
 def read_spread(path: Path | None, key: str) -> dict | None:
     """The entry {spread, df, runs, updated} for ``key``, or None (no file, no entry, unreadable)."""
-    if path is None:
-        return None
-    entry = _load(path).get(key)
+    return None if path is None else _valid(_load(path).get(key))
+
+
+def _valid(entry) -> dict | None:
+    """A cache entry with a usable spread, else None."""
     if not isinstance(entry, dict):
         return None
     spread = entry.get("spread")
@@ -149,19 +156,16 @@ def spread_for_command(path: Path | None, server_command: str | None, matrix: di
     degrees of freedom. None when nothing matches."""
     if path is None or not server_command:
         return None
-    swept = [k for k in matrix if not k.startswith(ENV_PREFIX)]
-    want = (
-        " ".join(drop_options(server_command, swept).split()) if swept else " ".join(server_command.split())
-    )
+    want = " ".join(_unswept(server_command, matrix).split())
     best = None
-    for key in _load(path):
+    for key, entry in _load(path).items():  # one read of the file
         try:
             _targets, command = json.loads(key)
         except (ValueError, TypeError):
             continue
         if not isinstance(command, str) or " ".join(command.split()) != want:
             continue
-        checked = read_spread(path, key)
+        checked = _valid(entry)
         if checked and (best is None or (checked.get("df") or 0) > (best.get("df") or 0)):
             best = {**checked, "key": key}
     return best
