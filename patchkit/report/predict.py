@@ -298,9 +298,12 @@ def predict(
         return [v[int(0.025 * (len(v) - 1))], v[int(0.975 * (len(v) - 1))]]
 
     sims: dict[int, SimResult] | None = None
+    base_tps = measured_tokens_per_s  # the replay's tokens/s at N: the measured, else its own
     if bench is not None and costs["step_ns_all"] is not None:
         accepts = [a for r in rows for a in r.accepted]
         sims = {n: simulate(bench[0], accepts, n, bench[1], costs["step_ns_all"], num_steps) for n in ns}
+        if base_tps is None:
+            base_tps = bench[0].tokens / sims[num_steps].total_ns * 1e9
     else:
         bench = None
     points: list[dict] = []
@@ -312,12 +315,7 @@ def predict(
             tps_ci = [e2e(ci[0]), e2e(ci[1])] if ci and tps is not None else None
         else:
             whole_ratio = sims[num_steps].total_ns / sims[n].total_ns
-            base_tps = (
-                measured_tokens_per_s
-                if measured_tokens_per_s is not None
-                else bench[0].tokens / sims[num_steps].total_ns * 1e9  # type: ignore[index]
-            )
-            tps = base_tps * whole_ratio
+            tps = (base_tps or 0.0) * whole_ratio
             # the decode model's sampling interval, carried over as a relative width
             whole_ci = [whole_ratio * c / ratio for c in ci] if ci else None
             tps_ci = [tps * c / ratio for c in ci] if ci else None
