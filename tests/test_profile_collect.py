@@ -21,25 +21,11 @@ import pytest
 from patchkit.report.window import read_window, write_window
 from patchkit.timing import RUNTIME_PATH
 from support.cli import invoke as support_invoke
+from support.timing_files import workload
 
 pytestmark = [pytest.mark.sshd]
 
 REPO = Path(__file__).resolve().parents[1]
-
-WORKLOAD = """
-import sys, time
-sys.path.insert(0, {site!r})
-import phase_timer as _pt
-for i in range(10):
-    _pt.cycle_begin(batch_size=2)
-    _pt.begin("draft")
-    time.sleep(0.0005)
-    _pt.end("draft")
-    _pt.begin("verify")
-    time.sleep(0.001 + 0.0005 * {rank})
-    _pt.end("verify")
-    _pt.cycle_end(accepted=[2, 1])
-"""
 
 BENCH_OUTPUT = """\
 #Input tokens: 2048
@@ -69,7 +55,7 @@ def server_root(tmp_path_factory):
     start = time.time_ns()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKLOAD.format(site=str(site), rank=rank)],
+            [sys.executable, "-c", workload(site, cycles=10, batch_size=2, accepted=(2, 1), rank=rank)],
             env={
                 "PATCHKIT_TIMER_DIR": str(timing),
                 "PATCHKIT_TIMER_RANK": str(rank),

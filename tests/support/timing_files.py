@@ -7,20 +7,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-# six decode cycles of two phases, as an instrumented loop calls the runtime
-WORKLOAD = """
+
+def workload(site, cycles: int = 6, batch_size: int = 1, accepted=(2,), rank: int = 0) -> str:
+    """A Python program that calls the runtime (imported from ``site``) as an instrumented
+    loop does: ``cycles`` decode cycles of a draft and a verify phase (verify 0.5 ms longer
+    per ``rank``), each ending with the requests' accepted drafts."""
+    return f"""
 import sys, time
-sys.path.insert(0, {site!r})
+sys.path.insert(0, {str(site)!r})
 import phase_timer as _pt
-for i in range(6):
-    _pt.cycle_begin(batch_size=1)
+for i in range({cycles}):
+    _pt.cycle_begin(batch_size={batch_size})
     _pt.begin("draft")
     time.sleep(0.0005)
     _pt.end("draft")
     _pt.begin("verify")
-    time.sleep(0.001)
+    time.sleep({0.001 + 0.0005 * rank!r})
     _pt.end("verify")
-    _pt.cycle_end(accepted=[2])
+    _pt.cycle_end(accepted={list(accepted)!r})
 """
 
 
@@ -40,11 +44,11 @@ def header(pid: int = 7, wall_t0_ns: int = 1_700_000_000_000_000_000, **extra) -
 
 
 def host_timing_files(base: Path) -> Path:
-    """Copy the runtime into ``base``, run WORKLOAD through it (PATCHKIT_TIMER=host) and
+    """Copy the runtime into ``base``, run workload() through it (PATCHKIT_TIMER=host) and
     return the folder of timing files it wrote (``base/timing``)."""
     from patchkit.timing import RUNTIME_PATH
 
     shutil.copyfile(RUNTIME_PATH, base / "phase_timer.py")
     env = {"PATCHKIT_TIMER_DIR": str(base / "timing"), "PATCHKIT_TIMER": "host", "PATH": "/usr/bin:/bin"}
-    subprocess.run([sys.executable, "-c", WORKLOAD.format(site=str(base))], env=env, check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", workload(base)], env=env, check=True, timeout=60)
     return base / "timing"
