@@ -80,9 +80,17 @@ Environment
                         percent >= 0 warns and uses 1. With PATCHKIT_TIMER_AB the timed
                         blocks follow the budget (a decision at the first of their cycles
                         past a boundary). Only the host program's thread is
-                        counted (not the idle flusher), and host time, not what the GPU
-                        hides: where the GPU runs behind the host (SGLang's v2 worker on a
-                        verify-bound model) the cycle period grows by less than this.
+                        counted (not the idle flusher). Events mode: what the GPU hides is
+                        not counted. At the end of each timed cycle's cycle_end (after all
+                        of the runtime's work for it) the cycle's first event is queried;
+                        still pending, the device had not reached the cycle's work while
+                        the host did all of it, so that host time delayed no device work
+                        (the host, ahead, waits for the device later: SGLang's scheduler
+                        does, to read each batch's results). Such "hidden" cycles' cost is
+                        left out of the cost (SGLang's v2 worker on a verify-bound model:
+                        every cycle timed; v1 syncs inside its cycle, a host-bound model's
+                        device catches up: their cost counts). The sampling records carry
+                        host_cost_ns (all of it) and hidden (of the window's timed cycles).
   PATCHKIT_TIMER_AB_B=bare  with PATCHKIT_TIMER_AB: the off blocks record only each cycle's
                         start and kind (cycle_end and the capture probe are no-ops there; the
                         line is an off cycle with t1 = t0), so the pairs also measure what
@@ -639,6 +647,14 @@ class _Timer:
         # cycle_begin and cycle_end measured in each timed cycle, begin/end/note in one
         # calibration cycle per window (per phase), summed over the window
         self.acc_spent = self.acc_timed = self.acc_phases = 0
+        # events mode under a budget: the timed cycles whose device had not yet reached the
+        # cycle's first event when the runtime's own work for the cycle ended (the host was
+        # ahead of the device all along: that work cost the device nothing), and their cost
+        self.hide_check = False
+        self.acc_hidden = self.acc_hidden_spent = self.acc_hidden_phases = 0
+        self.begin_spent = 0
+        self.hidden_total = self.checked_total = 0
+        self.host_cost_est = None  # ns per timed cycle before anything is taken as hidden
         self.cal_acc = [0]  # ns inside begin/end/note of the open calibration cycle
         self.cal_on = False
         self.per_phase = None  # ns of begin/end/note per phase record (calibrated)
@@ -686,6 +702,7 @@ class _Timer:
             self.new_event = self._event_factory(event_api)
             self._mark = self._event_mark
             self._set_resolve_default()
+            self.hide_check = self.budget is not None and self.budget > 0
         elif mode == "sync":
             self.sync = self.torch.cuda.synchronize
             self._mark = self._sync_mark
@@ -944,7 +961,9 @@ class _Timer:
                 self.rebound = True
             if self.cycle_no >= self.cal_at:
                 self._calibrate_open()
-            self.acc_spent += _perf() - t0
+            spent = _perf() - t0
+            self.acc_spent += spent
+            self.begin_spent = spent
         except Exception as exc:
             _fail("cycle_begin()", exc)
 
@@ -1038,9 +1057,18 @@ class _Timer:
             self._write()
             if self.flusher is None and mode == "events" and self.fd is not None:
                 self._start_flusher()  # this cycle's device times may be read only later
-            self.acc_spent += _perf() - te
+            spent = _perf() - te
+            self.acc_spent += spent
             self.acc_timed += 1
             self.acc_phases += len(recs)
+            if self.hide_check:  # last: after all of this cycle's own work
+                first = marks[0] if marks else dev0
+                self.checked_total += 1
+                if not first.query():
+                    self.hidden_total += 1
+                    self.acc_hidden += 1
+                    self.acc_hidden_spent += self.begin_spent + spent
+                    self.acc_hidden_phases += len(recs)
         except Exception as exc:
             _fail("cycle_end()", exc)
 
@@ -1250,7 +1278,9 @@ class _Timer:
         last one (an idle engine is not a long cycle). p* = budget * period / cost; the
         rate in effect is 2**-k: lowered at once to the highest level <= p*, raised only to
         a level <= p* / _BUDGET_RAISE (no flapping at a level's edge). With fewer than
-        _BUDGET_MIN_TIMED timed cycles measured the window runs on to the next boundary."""
+        _BUDGET_MIN_TIMED timed cycles measured the window runs on to the next boundary.
+        Events mode: the cost leaves out the timed cycles the device hid (see cycle_end's
+        last check); host_cost_est keeps all of it."""
         index = self.cycle_no
         self.next_eval = (index // _BUDGET_WINDOW + 1) * _BUDGET_WINDOW
         if self.ctl_t0 is None:  # the first cycle opens the first window
@@ -1262,7 +1292,14 @@ class _Timer:
         period = (now - self.ctl_t0) / float(index - self.ctl_cycle)
         if self.period_est is not None:
             period = min(period, _BUDGET_IDLE * self.period_est)
-        cost = (self.acc_spent + self.acc_phases * (self.per_phase or 0.0)) / self.acc_timed
+        per_phase = self.per_phase or 0.0
+        host = (self.acc_spent + self.acc_phases * per_phase) / self.acc_timed
+        # what the device did not hide: the timed cycles the host ran ahead of it throughout
+        # cost the cycle period nothing (events mode; elsewhere none is hidden)
+        cost = (
+            self.acc_spent - self.acc_hidden_spent + (self.acc_phases - self.acc_hidden_phases) * per_phase
+        ) / self.acc_timed
+        self.host_cost_est = host if self.host_cost_est is None else (self.host_cost_est + host) / 2.0
         self.cost_est = cost if self.cost_est is None else (self.cost_est + cost) / 2.0
         self.period_est = period
         want = self.budget / 100.0 * period / self.cost_est if self.cost_est > 0 else 1.0
@@ -1292,10 +1329,14 @@ class _Timer:
             }
             if self.mode == "events":
                 rec["resolve_batch"] = self.resolve_every
+            if self.hide_check:
+                rec["host_cost_ns"] = int(self.host_cost_est)
+                rec["hidden"] = self.acc_hidden
             self.out.append(_json_line(rec))
             self.out_records += 1
         self.ctl_t0, self.ctl_cycle = now, index
         self.acc_spent = self.acc_timed = self.acc_phases = 0
+        self.acc_hidden = self.acc_hidden_spent = self.acc_hidden_phases = 0
         self.cal_at = index  # calibrate the window's first timed cycle
 
     def _budget_info(self):
@@ -1303,7 +1344,10 @@ class _Timer:
         the first decision: the cost over the timed cycles so far, no period)."""
         cost, period = self.cost_est, self.period_est
         if cost is None and self.acc_timed:
-            cost = (self.acc_spent + self.acc_phases * (self.per_phase or 0.0)) / self.acc_timed
+            pp = self.per_phase or 0.0
+            cost = (
+                self.acc_spent - self.acc_hidden_spent + (self.acc_phases - self.acc_hidden_phases) * pp
+            ) / self.acc_timed
         return {
             "p": self.p_timed,
             "budget_pct": self.budget,
@@ -1312,6 +1356,15 @@ class _Timer:
             "per_phase_ns": None if self.per_phase is None else int(self.per_phase),
             "decisions": self.decisions,
             "changes": self.p_changes,
+            **(
+                {
+                    "host_cost_ns": None if self.host_cost_est is None else int(self.host_cost_est),
+                    "hidden": self.hidden_total,
+                    "checked": self.checked_total,
+                }
+                if self.hide_check
+                else {}
+            ),
         }
 
     # -- PATCHKIT_TIMER_SAMPLE: cycles recorded with host times and attrs only -----------
@@ -1653,7 +1706,7 @@ class _Timer:
                 p=self.p_start,
                 budget_pct=self.budget,
                 controller={
-                    "method": "host-cost",
+                    "method": "visible-host-cost" if self.hide_check else "host-cost",
                     "window": _BUDGET_WINDOW,
                     "min_timed": _BUDGET_MIN_TIMED,
                     "levels": "2^-k",
