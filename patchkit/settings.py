@@ -597,10 +597,11 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "sample",
         key="profile.remote.timer_sample",
-        default=16,
+        default=None,
         help="time about one decode cycle in N, chosen at random; every cycle is still "
-        "recorded (PATCHKIT_TIMER_SAMPLE; default: profile.remote.timer_sample, "
-        "{default}; 1 = every cycle)",
+        "recorded (PATCHKIT_TIMER_SAMPLE; 1 = every cycle; default: profile.remote.timer_sample, "
+        "else the runtime's budget: as many cycles as one percent of the cycle period pays for, "
+        "PATCHKIT_TIMER_BUDGET)",
         fronts=("profile.remote",),
     ),
     Option(

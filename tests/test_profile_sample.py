@@ -25,9 +25,28 @@ def records(run_dir):
 
 
 @pytest.mark.wheels
-def test_remote_default_samples_with_one_seed_for_every_rank(tmp_path, tree):  # noqa: F811
+def test_remote_default_is_the_budget_with_one_seed_for_every_rank(tmp_path, tree):  # noqa: F811
+    """No --sample: PATCHKIT_TIMER_SAMPLE is not set, the runtime's budget decides (its
+    header says so); one seed for every rank."""
     given = settings(tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None)
     del given["timer_sample"]  # the default
+    cfg = RemoteConfig.from_mapping(given)
+    assert cfg.timer_sample is None and isinstance(cfg.timer_seed, int)
+    outcome = run_remote(cfg, stream=open(os.devnull, "w"))
+    log = (outcome.run_dir / "node0" / "server.log").read_text()
+    assert "PATCHKIT_TIMER_SAMPLE" not in log
+    assert f"env PATCHKIT_TIMER_SEED={cfg.timer_seed}\n" in log
+    for recs in records(outcome.run_dir):
+        sampling = recs[0]["sampling"]
+        assert sampling["every"] is None and sampling["budget_pct"] == 1.0
+        assert sampling["seed"] == cfg.timer_seed
+    assert_cleaned(tmp_path, tree)
+
+
+@pytest.mark.wheels
+def test_remote_sample_16_with_one_seed_for_every_rank(tmp_path, tree):  # noqa: F811
+    given = settings(tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None)
+    given["timer_sample"] = 16
     cfg = RemoteConfig.from_mapping(given)
     assert cfg.timer_sample == 16 and isinstance(cfg.timer_seed, int)
     outcome = run_remote(cfg, stream=open(os.devnull, "w"))

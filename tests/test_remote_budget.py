@@ -127,6 +127,23 @@ def test_gpu_blocks_get_their_own_port_health_url_commands_and_transports(tmp_pa
     assert "--port 31002" in blocks[2].server_command("srv --model M")
 
 
+def test_one_gpu_labelled_twice_serves_two_servers(tmp_path):
+    """0@a,0@b: two blocks on GPU 0 (CUDA_VISIBLE_DEVICES=0 for both), each its own port;
+    the same label twice is refused like a GPU given twice."""
+    given = settings(tmp_path, ["/srv/a"], tmp_path / "unused", ssh_config=None, port=31000)
+    cfg = RemoteConfig.from_mapping(dict(given, matrix="env:PK=a,b", gpus="0@a,0@b"))
+    from patchkit.transport import parse_target
+
+    blocks = make_blocks(cfg, [parse_target("/srv/a")])
+    assert [b.gpu for b in blocks] == ["0@a", "0@b"]
+    assert [b.env({})["CUDA_VISIBLE_DEVICES"] for b in blocks] == ["0", "0"]
+    assert [b.cfg.port for b in blocks] == [31000, 31001]
+    assert "CUDA_VISIBLE_DEVICES=0@b, port 31001" in blocks[1].describe()
+    for bad, words in (("0@a,0@a", "0@a given twice"), ("0,0", "label them"), ("0@", "GPU indices")):
+        with pytest.raises(InvalidInput, match=words):
+            RemoteConfig.from_mapping(dict(given, matrix="env:PK=a,b", gpus=bad))
+
+
 def test_phase_comparison_flags_the_phase_that_differs():
     def runs(verify, n=4):
         return [
@@ -698,3 +715,25 @@ def test_a_failing_host_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert "points with failed repetitions (2)" in outcome.table
     assert doc["stopped"] == "max rounds" and not doc["dropped"]
     assert state_of(a) == "pristine" and state_of(b) == "pristine"
+
+
+def test_plan_line_tells_no_spread_from_a_spread_too_wide():
+    """A contender whose plan has no runs: with no spread measured the line says so; with a
+    spread so wide that no run count within the planner's cap resolves the difference, it
+    says that, with the spread."""
+    from patchkit.profile.remote.sweep import extra_lines
+    from patchkit.profile.sequential import MAX_RUNS
+
+    plan = {
+        "difference": 0.05,
+        "test": "sequential",
+        "points": {
+            "a": {"more_runs": None, "spread": 0.62, "minutes": None},
+            "b": {"more_runs": None, "spread": None, "minutes": None},
+            "c": {"more_runs": 4, "spread": 0.03, "minutes": 8.0},
+        },
+    }
+    (line,) = extra_lines({"plan": plan}, {"significant": False})
+    assert f"a: more than {MAX_RUNS} runs at 62.0 % between starts" in line
+    assert "b: cannot say (no spread measured yet)" in line
+    assert "c: 4 more run(s), ~8.0 min" in line

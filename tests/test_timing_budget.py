@@ -347,6 +347,11 @@ def test_a_device_behind_the_host_hides_the_cost_and_every_cycle_is_timed(
     assert len(flags) == 300 and all(flags)
     samplings = [r for r in recs if r["kind"] == "sampling"]
     assert samplings and all(s["p"] == 1.0 for s in samplings)
+    # a record at every decision (64, 128, ...), its totals so far: a server without a
+    # stats record still says what was hidden
+    assert [s["cycle"] for s in samplings] == [64, 128, 192, 256]
+    assert [s["checked_total"] for s in samplings] == [s["hidden_total"] for s in samplings]
+    assert samplings[-1]["checked_total"] == 256
     first = samplings[0]
     assert first["cost_ns"] == 0 and first["host_cost_ns"] == 500_000
     assert first["hidden"] == first["timed"] == 64

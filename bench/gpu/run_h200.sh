@@ -46,6 +46,11 @@
 #   cudatests  pytest of the runtime and report (their CUDA-only tests run here)
 #   recfloor bench/gpu/record_floor.py: an event record through torch and through ctypes
 #            (cuEventRecord), ns per call, into $OUT/record_floor.txt
+#   e3budget issue 31: a budgeted sweep (--budget) of a real difference on the 8B pair, A/B blocks
+#            in every server (the runtime's default budget measured at each start); e3same: the
+#            same with identical points (see budget_sweep below)
+#   tinyshare  the blocked design with two tiny servers sharing GPU 0 (--gpus 0@a,0@b)
+#   tinybudget one tiny v2 server, the runtime's default budget, A/B blocks (host-bound regime)
 #   pack     $OUT/runs.tgz of the raw folders only (no collect)
 #   collect  bench/gpu/collect.py: $OUT/sglang_gpu.{json,md} + charts from everything under $WORK
 #   cache    $OUT/jitcache.tgz (copy to .carry-jit/ to skip kernel compilation next time)
@@ -414,6 +419,53 @@ stage_e3meas() {  # one folder per call (meas_$PRED_$PRED_TAG): points measured 
   cp "$d/sweep.txt" "$OUT/sweep_${name}.txt" 2>/dev/null
   tar -C "$d" -czf "$OUT/${name}_runs.tgz" --exclude=trace.json --exclude='*.trace.json*' . 2>&1 | tee -a "$LOG"
   return 0
+}
+
+# Issue 31 on the H200, and issue 29's budgeted default with it: sweeps with --budget on the 8B
+# pair (v2; A/B blocks of $AB in every server, so each start also measures what the runtime's
+# default, PATCHKIT_TIMER_BUDGET 1 %, costs there). e3budget: a real difference
+# (BUDGET_MATRIX, default speculative-num-steps=3,5; PRED as for e3pred: the a08/a05 models);
+# e3same: identical points (env:PK_CONTROL=a,b at num-steps $E3_STEPS). SWEEP_MIN (minutes):
+# the sweep's budget, else what the call has left less 1.5 minutes. Every run folder lands in
+# $OUT/<name>_runs.tgz, the budget's per-server figures in $OUT/<name>_budget.json.
+budget_sweep() {  # NAME MATRIX
+  local name=$1 matrix=$2
+  pred_worker
+  local min=${SWEEP_MIN:-$(( ($(left) - 90) / 60 ))}
+  if [ -z "${SWEEP_MIN:-}" ] && [ "$min" -lt 4 ]; then say "$name: skipped, only $(left)s left"; return 1; fi
+  PBENCH=$BENCH_PRED PWARMUP=$WARMUP_PRED PMIN=0 profile "$name" --server "$W_SERVER" \
+    --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} "${W_ENV[@]}" \
+    --matrix "$matrix" --budget "$min"
+  local d; d=$(ls -d "$WORK/$name"/2*/ 2>/dev/null | tail -n 1)
+  [ -n "$d" ] || return 1
+  cp "$d/sweep.json" "$OUT/sweep_${name}.json" 2>/dev/null
+  cp "$d/sweep.txt" "$OUT/sweep_${name}.txt" 2>/dev/null
+  tail -n 40 "$d/sweep.txt" 2>/dev/null | tee -a "$LOG"
+  (cd "$ROOT" && python3 bench/gpu/budget_check.py "$d" --json "$OUT/${name}_budget.json" 2>&1 | tee -a "$LOG")
+  tar -C "$d" -czf "$OUT/${name}_runs.tgz" --exclude=trace.json --exclude='*.trace.json*' . 2>&1 | tee -a "$LOG"
+  return 0
+}
+stage_e3budget() { budget_sweep "budget_${PRED}_${PRED_TAG:-1}" "${BUDGET_MATRIX:-speculative-num-steps=3,5}"; }
+stage_e3same() { budget_sweep "same_${PRED}_${PRED_TAG:-1}" 'env:PK_CONTROL=a,b'; }
+# the blocked design on the one GPU: two tiny servers at once on GPU 0 (--gpus 0@a,0@b, each
+# with a quarter of its memory), identical points over SHARE_REPEAT (2) rounds; then one tiny
+# v2 server alone with the runtime's default budget and A/B blocks (the host-bound regime)
+stage_tinyshare() {
+  if [ "$(left)" -lt $(( 2 * SRV_S + 60 )) ]; then say "tinyshare: skipped, only $(left)s left"; return 1; fi
+  PBENCH=$BENCH_CTL PMIN=0 profile tinyshare --server "${SERVER/--mem-fraction-static 0.5/--mem-fraction-static 0.25} $SPEC" \
+    --env PATCHKIT_TIMER=events --matrix 'env:PK_CONTROL=a,b' --gpus 0@a,0@b --repeat "${SHARE_REPEAT:-2}" --no-warmup
+  local d; d=$(ls -d "$WORK/tinyshare"/2*/ 2>/dev/null | tail -n 1)
+  [ -n "$d" ] || return 1
+  cp "$d/sweep.json" "$OUT/sweep_tinyshare.json"; cp "$d/sweep.txt" "$OUT/sweep_tinyshare.txt"
+  tail -n 40 "$d/sweep.txt" | tee -a "$LOG"
+  tar -C "$d" -czf "$OUT/tinyshare_runs.tgz" --exclude=trace.json . 2>&1 | tee -a "$LOG"
+}
+stage_tinybudget() {
+  if [ "$(left)" -lt $(( SRV_S + 40 )) ]; then say "tinybudget: skipped, only $(left)s left"; return 1; fi
+  PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile tinybudget_v2 --server "$SERVER $SPEC" \
+    --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} || return 1
+  (cd "$ROOT" && python3 bench/gpu/budget_check.py "$WORK/tinybudget_v2" --json "$OUT/tinybudget_budget.json" 2>&1 | tee -a "$LOG")
+  tar -C "$WORK" -czf "$OUT/tinybudget_runs.tgz" --exclude=trace.json tinybudget_v2 2>&1 | tee -a "$LOG"
 }
 
 stage_pack() {  # the raw run folders without collect (Kineto traces left out; one small one kept)

@@ -250,6 +250,8 @@ def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: in
         if host is None and recs:
             host = _number(recs[-1].get("host_cost_ns"))
         hidden, checked = last.get("hidden"), last.get("checked")
+        if not isinstance(checked, int) and recs:  # no stats record: the last decision's totals
+            hidden, checked = recs[-1].get("hidden_total"), recs[-1].get("checked_total")
         if not (isinstance(hidden, int) and isinstance(checked, int) and checked > 0):
             hidden = checked = None
         rows.append(

@@ -89,8 +89,9 @@ Environment
                         does, to read each batch's results). Such "hidden" cycles' cost is
                         left out of the cost (SGLang's v2 worker on a verify-bound model:
                         every cycle timed; v1 syncs inside its cycle, a host-bound model's
-                        device catches up: their cost counts). The sampling records carry
-                        host_cost_ns (all of it) and hidden (of the window's timed cycles).
+                        device catches up: their cost counts). A sampling record at every
+                        decision then, with host_cost_ns (all of it), hidden (of the
+                        window's timed cycles) and hidden_total / checked_total so far.
   PATCHKIT_TIMER_AB_B=bare  with PATCHKIT_TIMER_AB: the off blocks record only each cycle's
                         start and kind (cycle_end and the capture probe are no-ops there; the
                         line is an off cycle with t1 = t0), so the pairs also measure what
@@ -207,10 +208,11 @@ Record schema (one JSON object per line; "kind" says which):
           the cycle's phase records in the order they were written, attrs {} (values that
           were CUDA tensors at cycle_end, read once the GPU reached them)
   rank    rank, world_size, rank_source: the rank became known after the header
-  sampling  under a budget, when p changes and at every 16th decision: cycle (the first
-          index drawn at p), p, prev_p, cost_ns (host ns per timed cycle), period_ns,
-          per_phase_ns, timed and cycles (of the window measured), budget_pct, t,
-          resolve_batch (events mode). A cycle's p is that of the last such record with
+  sampling  under a budget, when p changes and at every 16th decision (events mode: every
+          decision): cycle (the first index drawn at p), p, prev_p, cost_ns (host ns per
+          timed cycle the device did not hide), period_ns, per_phase_ns, timed and cycles
+          (of the window measured), budget_pct, t; events mode also resolve_batch,
+          host_cost_ns, hidden (of the window's timed cycles), hidden_total, checked_total. A cycle's p is that of the last such record with
           cycle <= its index, else the header's; a timed cycle stands for 1/p cycles.
   note    t, attrs - a note() made outside any cycle
   stats   written at exit: records, skipped_capturing, unmatched_end, abandoned,
@@ -1313,7 +1315,10 @@ class _Timer:
         self.decisions += 1
         if new != old:
             self.p_changes += 1
-        if new != old or self.decisions == 1 or self.decisions % _BUDGET_RECORD_EVERY == 0:
+        # events mode writes every decision (with the hidden counts so far): a server that
+        # ends without a stats record (SGLang's scheduler, killed) still says what was hidden
+        every = 1 if self.hide_check else _BUDGET_RECORD_EVERY
+        if new != old or self.decisions == 1 or self.decisions % every == 0:
             rec = {
                 "kind": "sampling",
                 "cycle": index,
@@ -1332,6 +1337,7 @@ class _Timer:
             if self.hide_check:
                 rec["host_cost_ns"] = int(self.host_cost_est)
                 rec["hidden"] = self.acc_hidden
+                rec["hidden_total"], rec["checked_total"] = self.hidden_total, self.checked_total
             self.out.append(_json_line(rec))
             self.out_records += 1
         self.ctl_t0, self.ctl_cycle = now, index

@@ -30,7 +30,7 @@ import random
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from patchkit.profile.remote.config import RemoteConfig
+from patchkit.profile.remote.config import RemoteConfig, gpu_device
 from patchkit.profile.remote.server_args import shift_port
 
 
@@ -61,7 +61,7 @@ class Block:
     def env(self, env: dict) -> dict:
         if self.gpu is None:
             return dict(env)
-        return dict(env, CUDA_VISIBLE_DEVICES=self.gpu)
+        return dict(env, CUDA_VISIBLE_DEVICES=gpu_device(self.gpu))
 
 
 def _with_port(url: str, port: int) -> str:

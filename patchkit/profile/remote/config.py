@@ -26,7 +26,9 @@ TIMER_MODES = ("events", "sync", "host", "off")
 UNTIL = ("decided",)
 BLOCKS = ("fleet", "hosts")  # several targets: one fleet serving together, or each a block
 MAX_ROUNDS = 20  # a sequential sweep's rounds at most unless repeat says
-GPU_ID = re.compile(r"(\d{1,4}|(GPU|MIG)-[A-Za-z0-9/-]{1,120})\Z")
+# a GPU index or UUID, optionally "@label": one GPU named twice as 0@a,0@b serves two servers
+# at once (they share it: to exercise a blocked sweep, not to measure)
+GPU_ID = re.compile(r"(\d{1,4}|(GPU|MIG)-[A-Za-z0-9/-]{1,120})(@[A-Za-z0-9_-]{1,16})?\Z")
 
 
 @dataclass
@@ -51,7 +53,8 @@ class RemoteConfig:
     stop_grace_s: float = 20.0  # per signal
     timer: str | None = None  # PATCHKIT_TIMER on the server
     timer_flush_s: float = 1.0  # PATCHKIT_TIMER_FLUSH_S on the server
-    timer_sample: int = REMOTE_DEFAULTS["timer_sample"]  # PATCHKIT_TIMER_SAMPLE: ~1 cycle in N
+    # PATCHKIT_TIMER_SAMPLE: ~1 cycle in N; None: the runtime's budget (PATCHKIT_TIMER_BUDGET)
+    timer_sample: int | None = REMOTE_DEFAULTS["timer_sample"]
     timer_seed: int | None = None  # PATCHKIT_TIMER_SEED (None: one per run)
     remote_dir: str = "/tmp/patchkit-profile"  # a fresh run directory is made inside
     keep_remote_dir: bool = False
@@ -177,7 +180,8 @@ class RemoteConfig:
             )
         if self.timer is not None and self.timer not in TIMER_MODES:
             raise InvalidInput(f"profile.remote: timer {self.timer!r}: {', '.join(TIMER_MODES)}")
-        self.timer_sample = _int(self.timer_sample, "timer_sample", 1, 1 << 30)
+        if self.timer_sample is not None:
+            self.timer_sample = _int(self.timer_sample, "timer_sample", 1, 1 << 30)
         if self.timer_seed is None:  # one seed for every node and rank: they time the same cycles
             import secrets
 
@@ -359,8 +363,9 @@ def _env(value, name: str) -> dict:
 
 def parse_gpus(value, name: str = "profile.remote: gpus") -> list[str] | None:
     """``"0,1,2,3"`` (or a list) -> ["0", "1", "2", "3"]: CUDA_VISIBLE_DEVICES values, one
-    per server (indices or GPU-/MIG- UUIDs), none twice; None when not given. ``name``: the
-    setting or option the messages name."""
+    per server (indices or GPU-/MIG- UUIDs, each optionally "@label": one GPU labelled twice
+    serves two servers), none twice; None when not given. ``name``: the setting or option the
+    messages name."""
     if value is None:
         return None
     items = value if isinstance(value, (list, tuple)) else str(value).split(",")
@@ -372,8 +377,16 @@ def parse_gpus(value, name: str = "profile.remote: gpus") -> list[str] | None:
         raise InvalidInput(f"{name} {', '.join(map(repr, bad))}: GPU indices (0,1,...) or GPU-/MIG- UUIDs")
     twice = sorted({g for g in gpus if gpus.count(g) > 1})
     if twice:
-        raise InvalidInput(f"{name}: {', '.join(twice)} given twice")
+        raise InvalidInput(
+            f"{name}: {', '.join(twice)} given twice (two servers on one GPU on purpose: "
+            "label them, e.g. 0@a,0@b)"
+        )
     return gpus
+
+
+def gpu_device(gpu: str) -> str:
+    """A --gpus entry's CUDA_VISIBLE_DEVICES value: the entry less its "@label"."""
+    return gpu.partition("@")[0]
 
 
 def _bool(value, name: str) -> bool:

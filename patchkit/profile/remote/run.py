@@ -177,8 +177,10 @@ class RemoteRun:
         )
         if self.cfg.timer:
             env["PATCHKIT_TIMER"] = self.cfg.timer
-        # sampled timing; an env setting (--env, a matrix's env:PATCHKIT_TIMER_SAMPLE) wins
-        env.setdefault("PATCHKIT_TIMER_SAMPLE", str(self.cfg.timer_sample))
+        # sampled timing; an env setting (--env, a matrix's env:PATCHKIT_TIMER_SAMPLE) wins;
+        # none: the runtime's budget sets the rate (PATCHKIT_TIMER_BUDGET)
+        if self.cfg.timer_sample is not None:
+            env.setdefault("PATCHKIT_TIMER_SAMPLE", str(self.cfg.timer_sample))
         env.setdefault("PATCHKIT_TIMER_SEED", str(self.cfg.timer_seed))
         return env
 

@@ -416,7 +416,11 @@ def extra_lines(extra: dict, verdict: dict | None) -> list[str]:
         parts = []
         for label, entry in plan["points"].items():
             more, minutes = entry.get("more_runs"), entry.get("minutes")
-            if more is None:
+            if more is None and entry.get("spread"):
+                from patchkit.profile.sequential import MAX_RUNS
+
+                parts.append(f"{label}: more than {MAX_RUNS} runs at {entry['spread'] * 100:.1f} % between starts")
+            elif more is None:
                 parts.append(f"{label}: cannot say (no spread measured yet)")
             else:
                 parts.append(
