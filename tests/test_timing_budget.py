@@ -334,8 +334,8 @@ def events_run(runtime_dir, fake_torch, out, n, lag):  # noqa: F811
 
 def test_a_device_behind_the_host_hides_the_cost_and_every_cycle_is_timed(
     runtime_dir,
-    fake_torch,
-    tmp_path,  # noqa: F811
+    fake_torch,  # noqa: F811
+    tmp_path,
 ):
     """The same costly short cycles that get 1 in 16 in host mode, with a device that has
     not reached a cycle's first event when the runtime's work for it ends (SGLang's v2

@@ -419,7 +419,9 @@ def extra_lines(extra: dict, verdict: dict | None) -> list[str]:
             if more is None and entry.get("spread"):
                 from patchkit.profile.sequential import MAX_RUNS
 
-                parts.append(f"{label}: more than {MAX_RUNS} runs at {entry['spread'] * 100:.1f} % between starts")
+                parts.append(
+                    f"{label}: more than {MAX_RUNS} runs at {entry['spread'] * 100:.1f} % between starts"
+                )
             elif more is None:
                 parts.append(f"{label}: cannot say (no spread measured yet)")
             else:
