@@ -393,6 +393,57 @@ def test_half_hidden_halves_the_cost(runtime_dir, fake_torch, tmp_path):  # noqa
     assert f"({100 * budget['hidden_fraction']:.0f}% of timed cycles hidden by the device, host time " in line
 
 
+PARTLY_BODY = """
+import torch
+rec = torch.cuda.Event.record
+
+def costly_record(self, stream=None):  # each event record costs 10 us of the fake clock
+    clock[0] += 10_000
+    rec(self, stream)
+
+torch.cuda.Event.record = costly_record
+_pt.configure(mode="events")
+costly(_pt._timer)
+cost[0] = 500_000
+for i in range(N):
+    torch.STREAM_LAG[0] = 0  # the device keeps up with the draft (a sync follows it, as in v1)
+    _pt.cycle_begin(kind="decode", batch_size=8)
+    _pt.begin("draft"); clock[0] += 1_000_000; _pt.end("draft")
+    clock[0] += 50_000
+    torch.STREAM_LAG[0] = LATE  # then falls behind: verify onwards still queued at the end
+    _pt.begin("verify"); clock[0] += 2_000_000; _pt.end("verify")
+    _pt.cycle_end(tokens=3)
+    clock[0] += 1_000_000
+torch.STREAM_LAG[0] = None
+_pt.shutdown()
+"""
+
+
+@pytest.mark.parametrize("late", [0, 2_000_000_000])
+def test_only_the_work_after_the_first_pending_mark_is_hidden(runtime_dir, fake_torch, tmp_path, late):  # noqa: F811
+    """The draft's events complete, verify's are still queued when the cycle's work ends:
+    cycle_end's work and the verify phase's calls are hidden, cycle_begin's and the draft's
+    are not. With every event complete (late 0) nothing is."""
+    out = tmp_path / "out"
+    body = with_fake_torch(fake_torch, FAKE_CLOCK + f"N = 200\nLATE = {late}\n" + PARTLY_BODY, LAG_NS=0)
+    res = run_script(runtime_dir, body, env={"PATCHKIT_TIMER_SEED": "17"}, out_dir=out)
+    assert res.returncode == 0, res.stderr
+    recs = one_file(out)
+    first = next(r for r in recs if r["kind"] == "sampling")
+    host, cost, per_phase = first["host_cost_ns"], first["cost_ns"], first["per_phase_ns"]
+    assert per_phase >= 20_000  # a phase's begin and end each record an event
+    # cycle_begin (its start event) + cycle_end (the 500 us write; its end event is verify's
+    # end event: nothing was queued between them) + 2 phases
+    assert host == pytest.approx(10_000 + 500_000 + 2 * per_phase, abs=2_000)
+    if late:
+        assert first["hidden"] == first["timed"] == 64
+        assert cost == pytest.approx(10_000 + per_phase, abs=2_000)  # cycle_begin and the draft
+        assert first["p"] == 1.0  # 1 % of ~4.1 ms covers what is left
+    else:
+        assert first["hidden"] == 0 and cost == host
+        assert first["p"] < 1.0
+
+
 def test_controller_arithmetic(runtime_dir, tmp_path):
     """The levels and the margin for raising the rate, as functions of p*."""
     res = run_script(

@@ -82,14 +82,17 @@ Environment
                         past a boundary). Only the host program's thread is
                         counted (not the idle flusher). Events mode: what the GPU hides is
                         not counted. At the end of each timed cycle's cycle_end (after all
-                        of the runtime's work for it) the cycle's first event is queried;
-                        still pending, the device had not reached the cycle's work while
-                        the host did all of it, so that host time delayed no device work
-                        (the host, ahead, waits for the device later: SGLang's scheduler
-                        does, to read each batch's results). Such "hidden" cycles' cost is
-                        left out of the cost (SGLang's v2 worker on a verify-bound model:
-                        every cycle timed; v1 syncs inside its cycle, a host-bound model's
-                        device catches up: their cost counts). A sampling record at every
+                        of the runtime's work for it) the cycle's events are queried from
+                        the last one back while they are still pending: from the first of
+                        that pending run on, the device had work queued all along, so the
+                        runtime's host time since (cycle_end's, and the calls of the phases
+                        from that event's on) delayed no device work (the host, ahead,
+                        waits for the device later: SGLang's scheduler does, to read each
+                        batch's results); it is left out of the cost. cycle_begin's and the
+                        earlier phases' time counts (SGLang's v2 worker on a verify-bound
+                        model: the device starts each cycle as it begins and runs ~15 ms
+                        behind ~3 ms of host work: about all hidden; a host-bound model's
+                        device catches up: nothing hidden). A sampling record at every
                         decision then, with host_cost_ns (all of it), hidden (of the
                         window's timed cycles) and hidden_total / checked_total so far.
   PATCHKIT_TIMER_AB_B=bare  with PATCHKIT_TIMER_AB: the off blocks record only each cycle's
@@ -649,12 +652,11 @@ class _Timer:
         # cycle_begin and cycle_end measured in each timed cycle, begin/end/note in one
         # calibration cycle per window (per phase), summed over the window
         self.acc_spent = self.acc_timed = self.acc_phases = 0
-        # events mode under a budget: the timed cycles whose device had not yet reached the
-        # cycle's first event when the runtime's own work for the cycle ended (the host was
-        # ahead of the device all along: that work cost the device nothing), and their cost
+        # events mode under a budget: the timed cycles with marks the device had not reached
+        # when the runtime's own work for the cycle ended (the host's work since the first of
+        # them cost the device nothing: it had work queued all along), and that work
         self.hide_check = False
         self.acc_hidden = self.acc_hidden_spent = self.acc_hidden_phases = 0
-        self.begin_spent = 0
         self.hidden_total = self.checked_total = 0
         self.host_cost_est = None  # ns per timed cycle before anything is taken as hidden
         self.cal_acc = [0]  # ns inside begin/end/note of the open calibration cycle
@@ -963,9 +965,7 @@ class _Timer:
                 self.rebound = True
             if self.cycle_no >= self.cal_at:
                 self._calibrate_open()
-            spent = _perf() - t0
-            self.acc_spent += spent
-            self.begin_spent = spent
+            self.acc_spent += _perf() - t0
         except Exception as exc:
             _fail("cycle_begin()", exc)
 
@@ -1051,6 +1051,7 @@ class _Timer:
                         self._resolve(block_one=True)
                 # else: this cycle's device times wait for the batch (or the idle
                 # flusher); its host lines go out now like any timed cycle's
+            evs = self.cyc_evs
             self.cyc_recs, self.cyc_evs = [], []
             self.prev_cycle_dev = dev0
             self.cycle = None
@@ -1059,18 +1060,28 @@ class _Timer:
             self._write()
             if self.flusher is None and mode == "events" and self.fd is not None:
                 self._start_flusher()  # this cycle's device times may be read only later
+            hidden = 0
+            if self.hide_check:  # last: after all of this cycle's own work but its clock
+                # the marks the device has not reached yet, from the last one back: from the
+                # first of them on, the device had work queued all along
+                k = len(marks) - 1
+                while k >= 0 and not marks[k].query():
+                    k -= 1
+                hidden = len(marks) - 1 - k
             spent = _perf() - te
             self.acc_spent += spent
             self.acc_timed += 1
             self.acc_phases += len(recs)
-            if self.hide_check:  # last: after all of this cycle's own work
-                first = marks[0] if marks else dev0
+            if self.hide_check:
                 self.checked_total += 1
-                if not first.query():
+                if hidden:
+                    first = k + 1  # the earliest mark of that pending run
                     self.hidden_total += 1
                     self.acc_hidden += 1
-                    self.acc_hidden_spent += self.begin_spent + spent
-                    self.acc_hidden_phases += len(recs)
+                    # cycle_end's work after the end mark's record at least; all of it when
+                    # a mark before the end mark was pending; the phases from its own on
+                    self.acc_hidden_spent += spent if first < dev1 else _perf() - t1
+                    self.acc_hidden_phases += sum(1 for ev in evs if ev[0] >= first)
         except Exception as exc:
             _fail("cycle_end()", exc)
 
@@ -1281,7 +1292,7 @@ class _Timer:
         rate in effect is 2**-k: lowered at once to the highest level <= p*, raised only to
         a level <= p* / _BUDGET_RAISE (no flapping at a level's edge). With fewer than
         _BUDGET_MIN_TIMED timed cycles measured the window runs on to the next boundary.
-        Events mode: the cost leaves out the timed cycles the device hid (see cycle_end's
+        Events mode: the cost leaves out the host time the device hid (see cycle_end's
         last check); host_cost_est keeps all of it."""
         index = self.cycle_no
         self.next_eval = (index // _BUDGET_WINDOW + 1) * _BUDGET_WINDOW
