@@ -208,10 +208,7 @@ def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: in
     cycle period), `controller` (its method), `timed_fraction` (timed cycles / cycles
     described), `p_min` / `p_max` (the rates the described cycles were drawn at), `p_final`
     (the lowest rank's last rate), `changes` (changes of p, all ranks), `cost_us` (the
-    runtime's host time per timed cycle that the device did not hide, median over ranks:
-    their last figure; host and sync modes hide none), `host_cost_us` and `hidden_fraction`
-    (events mode: all of that host time, and the share of timed cycles whose first event
-    was still pending when the runtime's work for them ended; None elsewhere), `period_ms`
+    runtime's host time per timed cycle, median over ranks: their last figure), `period_ms`
     (the cycle period it saw, median over ranks; from the cycle records' start-to-start when
     no decision was made yet: `period_source` "runtime" | "cycles"), `spent_pct` (about what
     timing spent: timed_fraction * cost / period, in % of the period), `weighted` (whether
@@ -245,15 +242,6 @@ def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: in
         changes = last.get("changes")
         if not isinstance(changes, int):
             changes = sum(1 for r in recs if r.get("p") != r.get("prev_p"))
-        # events mode: the host cost before the device's hiding, and the timed cycles hidden
-        host = _number(last.get("host_cost_ns"))
-        if host is None and recs:
-            host = _number(recs[-1].get("host_cost_ns"))
-        hidden, checked = last.get("hidden"), last.get("checked")
-        if not isinstance(checked, int) and recs:  # no stats record: the last decision's totals
-            hidden, checked = recs[-1].get("hidden_total"), recs[-1].get("checked_total")
-        if not (isinstance(hidden, int) and isinstance(checked, int) and checked > 0):
-            hidden = checked = None
         rows.append(
             {
                 "rank": proc.rank,
@@ -262,16 +250,10 @@ def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: in
                 "changes": changes,
                 "cost_us": None if cost is None else cost / 1e3,
                 "period_ms": None if period is None else period / 1e6,
-                "host_cost_us": None if host is None else host / 1e3,
-                "hidden": hidden,
-                "checked": checked,
             }
         )
     cost_us = _median([r["cost_us"] for r in rows if r["cost_us"] is not None])
     period_ms = _median([r["period_ms"] for r in rows if r["period_ms"] is not None])
-    host_cost_us = _median([r["host_cost_us"] for r in rows if r["host_cost_us"] is not None])
-    hid = [(int(r["hidden"] or 0), int(r["checked"] or 0)) for r in rows if r["checked"]]
-    hidden_fraction = sum(h for h, _ in hid) / sum(c for _, c in hid) if hid else None
     fraction = timed / cycles if cycles else None
     spent = None
     if fraction is not None and cost_us is not None and period_ms:
@@ -288,8 +270,6 @@ def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: in
         "period_ms": period_ms,
         "period_source": source,
         "spent_pct": spent,
-        "host_cost_us": host_cost_us,
-        "hidden_fraction": hidden_fraction,
         "weighted": len(timed_rates) > 1,
         "by_rank": rows,
     }

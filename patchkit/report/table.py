@@ -215,11 +215,6 @@ def _budget_line(sampling: dict, budget: dict) -> str:
             line += f", cycle period {period:.2f} ms"
         if spent is not None:
             line += f": ~{spent:.2f}% of the period spent"
-        hidden, host = budget.get("hidden_fraction"), budget.get("host_cost_us")
-        if hidden is not None:
-            line += f" ({100 * hidden:.0f}% of timed cycles hidden by the device"
-            line += "" if host is None else f", host time {host:.0f} µs per timed cycle"
-            line += ")"
     if budget.get("weighted"):
         line += "; shares weigh each timed cycle by 1/p"
     return line

@@ -80,21 +80,9 @@ Environment
                         percent >= 0 warns and uses 1. With PATCHKIT_TIMER_AB the timed
                         blocks follow the budget (a decision at the first of their cycles
                         past a boundary). Only the host program's thread is
-                        counted (not the idle flusher). Events mode: what the GPU hides is
-                        not counted. At the end of each timed cycle's cycle_end (after all
-                        of the runtime's work for it) the cycle's events are queried from
-                        the last one back while they are still pending: from the first of
-                        that pending run on, the device had work queued all along, so the
-                        runtime's host time since (cycle_end's, and the calls of the phases
-                        from that event's on) delayed no device work (the host, ahead,
-                        waits for the device later: SGLang's scheduler does, to read each
-                        batch's results); it is left out of the cost. cycle_begin's and the
-                        earlier phases' time counts (SGLang's v2 worker on a verify-bound
-                        model: the device starts each cycle as it begins and runs ~15 ms
-                        behind ~3 ms of host work: about all hidden; a host-bound model's
-                        device catches up: nothing hidden). A sampling record at every
-                        decision then, with host_cost_ns (all of it), hidden (of the
-                        window's timed cycles) and hidden_total / checked_total so far.
+                        counted (not the idle flusher), and host time, not what the GPU
+                        hides: where the GPU runs behind the host (SGLang's v2 worker on a
+                        verify-bound model) the cycle period grows by less than this.
   PATCHKIT_TIMER_AB_B=bare  with PATCHKIT_TIMER_AB: the off blocks record only each cycle's
                         start and kind (cycle_end and the capture probe are no-ops there; the
                         line is an off cycle with t1 = t0), so the pairs also measure what
@@ -211,11 +199,10 @@ Record schema (one JSON object per line; "kind" says which):
           the cycle's phase records in the order they were written, attrs {} (values that
           were CUDA tensors at cycle_end, read once the GPU reached them)
   rank    rank, world_size, rank_source: the rank became known after the header
-  sampling  under a budget, when p changes and at every 16th decision (events mode: every
-          decision): cycle (the first index drawn at p), p, prev_p, cost_ns (host ns per
-          timed cycle the device did not hide), period_ns, per_phase_ns, timed and cycles
-          (of the window measured), budget_pct, t; events mode also resolve_batch,
-          host_cost_ns, hidden (of the window's timed cycles), hidden_total, checked_total. A cycle's p is that of the last such record with
+  sampling  under a budget, when p changes and at every 16th decision: cycle (the first
+          index drawn at p), p, prev_p, cost_ns (host ns per timed cycle), period_ns,
+          per_phase_ns, timed and cycles (of the window measured), budget_pct, t,
+          resolve_batch (events mode). A cycle's p is that of the last such record with
           cycle <= its index, else the header's; a timed cycle stands for 1/p cycles.
   note    t, attrs - a note() made outside any cycle
   stats   written at exit: records, skipped_capturing, unmatched_end, abandoned,
@@ -652,13 +639,6 @@ class _Timer:
         # cycle_begin and cycle_end measured in each timed cycle, begin/end/note in one
         # calibration cycle per window (per phase), summed over the window
         self.acc_spent = self.acc_timed = self.acc_phases = 0
-        # events mode under a budget: the timed cycles with marks the device had not reached
-        # when the runtime's own work for the cycle ended (the host's work since the first of
-        # them cost the device nothing: it had work queued all along), and that work
-        self.hide_check = False
-        self.acc_hidden = self.acc_hidden_spent = self.acc_hidden_phases = 0
-        self.hidden_total = self.checked_total = 0
-        self.host_cost_est = None  # ns per timed cycle before anything is taken as hidden
         self.cal_acc = [0]  # ns inside begin/end/note of the open calibration cycle
         self.cal_on = False
         self.per_phase = None  # ns of begin/end/note per phase record (calibrated)
@@ -706,7 +686,6 @@ class _Timer:
             self.new_event = self._event_factory(event_api)
             self._mark = self._event_mark
             self._set_resolve_default()
-            self.hide_check = self.budget is not None and self.budget > 0
         elif mode == "sync":
             self.sync = self.torch.cuda.synchronize
             self._mark = self._sync_mark
@@ -1051,7 +1030,6 @@ class _Timer:
                         self._resolve(block_one=True)
                 # else: this cycle's device times wait for the batch (or the idle
                 # flusher); its host lines go out now like any timed cycle's
-            evs = self.cyc_evs
             self.cyc_recs, self.cyc_evs = [], []
             self.prev_cycle_dev = dev0
             self.cycle = None
@@ -1060,28 +1038,9 @@ class _Timer:
             self._write()
             if self.flusher is None and mode == "events" and self.fd is not None:
                 self._start_flusher()  # this cycle's device times may be read only later
-            hidden = 0
-            if self.hide_check:  # last: after all of this cycle's own work but its clock
-                # the marks the device has not reached yet, from the last one back: from the
-                # first of them on, the device had work queued all along
-                k = len(marks) - 1
-                while k >= 0 and not marks[k].query():
-                    k -= 1
-                hidden = len(marks) - 1 - k
-            spent = _perf() - te
-            self.acc_spent += spent
+            self.acc_spent += _perf() - te
             self.acc_timed += 1
             self.acc_phases += len(recs)
-            if self.hide_check:
-                self.checked_total += 1
-                if hidden:
-                    first = k + 1  # the earliest mark of that pending run
-                    self.hidden_total += 1
-                    self.acc_hidden += 1
-                    # cycle_end's work after the end mark's record at least; all of it when
-                    # a mark before the end mark was pending; the phases from its own on
-                    self.acc_hidden_spent += spent if first < dev1 else _perf() - t1
-                    self.acc_hidden_phases += sum(1 for ev in evs if ev[0] >= first)
         except Exception as exc:
             _fail("cycle_end()", exc)
 
@@ -1291,9 +1250,7 @@ class _Timer:
         last one (an idle engine is not a long cycle). p* = budget * period / cost; the
         rate in effect is 2**-k: lowered at once to the highest level <= p*, raised only to
         a level <= p* / _BUDGET_RAISE (no flapping at a level's edge). With fewer than
-        _BUDGET_MIN_TIMED timed cycles measured the window runs on to the next boundary.
-        Events mode: the cost leaves out the host time the device hid (see cycle_end's
-        last check); host_cost_est keeps all of it."""
+        _BUDGET_MIN_TIMED timed cycles measured the window runs on to the next boundary."""
         index = self.cycle_no
         self.next_eval = (index // _BUDGET_WINDOW + 1) * _BUDGET_WINDOW
         if self.ctl_t0 is None:  # the first cycle opens the first window
@@ -1305,14 +1262,7 @@ class _Timer:
         period = (now - self.ctl_t0) / float(index - self.ctl_cycle)
         if self.period_est is not None:
             period = min(period, _BUDGET_IDLE * self.period_est)
-        per_phase = self.per_phase or 0.0
-        host = (self.acc_spent + self.acc_phases * per_phase) / self.acc_timed
-        # what the device did not hide: the timed cycles the host ran ahead of it throughout
-        # cost the cycle period nothing (events mode; elsewhere none is hidden)
-        cost = (
-            self.acc_spent - self.acc_hidden_spent + (self.acc_phases - self.acc_hidden_phases) * per_phase
-        ) / self.acc_timed
-        self.host_cost_est = host if self.host_cost_est is None else (self.host_cost_est + host) / 2.0
+        cost = (self.acc_spent + self.acc_phases * (self.per_phase or 0.0)) / self.acc_timed
         self.cost_est = cost if self.cost_est is None else (self.cost_est + cost) / 2.0
         self.period_est = period
         want = self.budget / 100.0 * period / self.cost_est if self.cost_est > 0 else 1.0
@@ -1326,10 +1276,7 @@ class _Timer:
         self.decisions += 1
         if new != old:
             self.p_changes += 1
-        # events mode writes every decision (with the hidden counts so far): a server that
-        # ends without a stats record (SGLang's scheduler, killed) still says what was hidden
-        every = 1 if self.hide_check else _BUDGET_RECORD_EVERY
-        if new != old or self.decisions == 1 or self.decisions % every == 0:
+        if new != old or self.decisions == 1 or self.decisions % _BUDGET_RECORD_EVERY == 0:
             rec = {
                 "kind": "sampling",
                 "cycle": index,
@@ -1345,15 +1292,10 @@ class _Timer:
             }
             if self.mode == "events":
                 rec["resolve_batch"] = self.resolve_every
-            if self.hide_check:
-                rec["host_cost_ns"] = int(self.host_cost_est)
-                rec["hidden"] = self.acc_hidden
-                rec["hidden_total"], rec["checked_total"] = self.hidden_total, self.checked_total
             self.out.append(_json_line(rec))
             self.out_records += 1
         self.ctl_t0, self.ctl_cycle = now, index
         self.acc_spent = self.acc_timed = self.acc_phases = 0
-        self.acc_hidden = self.acc_hidden_spent = self.acc_hidden_phases = 0
         self.cal_at = index  # calibrate the window's first timed cycle
 
     def _budget_info(self):
@@ -1361,10 +1303,7 @@ class _Timer:
         the first decision: the cost over the timed cycles so far, no period)."""
         cost, period = self.cost_est, self.period_est
         if cost is None and self.acc_timed:
-            pp = self.per_phase or 0.0
-            cost = (
-                self.acc_spent - self.acc_hidden_spent + (self.acc_phases - self.acc_hidden_phases) * pp
-            ) / self.acc_timed
+            cost = (self.acc_spent + self.acc_phases * (self.per_phase or 0.0)) / self.acc_timed
         return {
             "p": self.p_timed,
             "budget_pct": self.budget,
@@ -1373,15 +1312,6 @@ class _Timer:
             "per_phase_ns": None if self.per_phase is None else int(self.per_phase),
             "decisions": self.decisions,
             "changes": self.p_changes,
-            **(
-                {
-                    "host_cost_ns": None if self.host_cost_est is None else int(self.host_cost_est),
-                    "hidden": self.hidden_total,
-                    "checked": self.checked_total,
-                }
-                if self.hide_check
-                else {}
-            ),
         }
 
     # -- PATCHKIT_TIMER_SAMPLE: cycles recorded with host times and attrs only -----------
@@ -1723,7 +1653,7 @@ class _Timer:
                 p=self.p_start,
                 budget_pct=self.budget,
                 controller={
-                    "method": "visible-host-cost" if self.hide_check else "host-cost",
+                    "method": "host-cost",
                     "window": _BUDGET_WINDOW,
                     "min_timed": _BUDGET_MIN_TIMED,
                     "levels": "2^-k",
