@@ -737,3 +737,35 @@ def test_plan_line_tells_no_spread_from_a_spread_too_wide():
     assert f"a: more than {MAX_RUNS} runs at 62.0 % between starts" in line
     assert "b: cannot say (no spread measured yet)" in line
     assert "c: 4 more run(s), ~8.0 min" in line
+
+
+def test_a_blocked_decision_without_its_own_spread_is_planned_from_the_measured_one():
+    """Two rounds on two GPUs (as on the H200 with two servers sharing one): the paired test
+    has no spread of its own yet, so its plan would say nothing; the spread measured between
+    starts (block effects out) plans the contenders instead, and says where it came from."""
+    from types import SimpleNamespace
+
+    from patchkit.profile.remote.sweep import PLAN_DIFFERENCE, _plan
+    from patchkit.profile.sequential import plan_runs
+
+    runs = {"a": [1000.0, 1030.0], "b": [990.0, 1010.0]}
+    state = SimpleNamespace(samples=lambda: (runs, {}), _estimate_s=lambda label: 60.0)
+    decision = SimpleNamespace(
+        contenders=["a", "b"],
+        plan={
+            label: {"more_runs": None, "for_difference": PLAN_DIFFERENCE, "spread": None} for label in "ab"
+        },
+    )
+    verdict = {"significant": False, "indistinguishable": ["a", "b"]}
+    need = plan_runs(0.02, PLAN_DIFFERENCE, points=2)
+    plan = _plan([], verdict, decision, state, 2, {"spread": 0.02, "df": 1, "runs": 4})
+    assert need is not None and need > 2
+    for label in "ab":
+        entry = plan["points"][label]
+        assert entry["more_runs"] == need - 2 and entry["spread"] == 0.02
+        assert entry["spread_source"] == "measured between starts"
+        assert entry["minutes"] == pytest.approx((need - 2) * 1.0)
+    assert plan["wall_minutes"] == pytest.approx(plan["server_minutes"] / 2)
+    # with no measured spread either, it still says it cannot tell
+    plan = _plan([], verdict, decision, state, 2, None)
+    assert all(e["more_runs"] is None and e["spread"] is None for e in plan["points"].values())

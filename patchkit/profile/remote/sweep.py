@@ -992,7 +992,8 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
 
         effects = block_effects(runs, blocks_of or {})
         extra["block_effects"] = effects
-    extra["plan"] = _plan(rows, verdict, decision, state, len(state.blocks))
+    measured = measured_spread(runs, blocks_of, effects)
+    extra["plan"] = _plan(rows, verdict, decision, state, len(state.blocks), measured)
     leader = verdict.get("best") or verdict.get("top")
     extra["phase_verdict"] = (
         phase_comparison(
@@ -1005,7 +1006,6 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
     extra["spread_by_part"] = spread_by_part(
         {r["label"]: [x.get("time_split") for x in r["runs"] if x["ok"]] for r in rows}
     )
-    measured = measured_spread(runs, blocks_of, effects)
     spread: dict[str, Any] = {"measured": measured}
     if cfg.sequential:
         spread.update(cache=str(cache) if cache else None, key=cache_at, prior=state.prior)
@@ -1094,11 +1094,15 @@ def _verdict(rows: list[dict], cfg: RemoteConfig, runs: int, targets: int, elaps
     return verdict
 
 
-def _plan(rows: list[dict], verdict: dict, decision, state: _Rounds, blocks: int) -> dict | None:
+def _plan(
+    rows: list[dict], verdict: dict, decision, state: _Rounds, blocks: int, measured: dict | None = None
+) -> dict | None:
     """For a verdict not decided: per contender, how many more runs would resolve a
     PLAN_DIFFERENCE difference at the spread measured (the decision's plan; for a fixed sweep
     plan_runs at the pooled spread), and the minutes they would take from the measured start
-    and run times (server minutes; on several GPUs the wall time divides by their number)."""
+    and run times (server minutes; on several GPUs the wall time divides by their number).
+    Where the decision has no spread of its own yet (too few rounds for its paired test), the
+    spread the sweep measured between starts (``measured``, block effects out) plans it."""
     if verdict.get("significant"):
         return None
     from patchkit.profile.sequential import plan_runs
@@ -1107,6 +1111,19 @@ def _plan(rows: list[dict], verdict: dict, decision, state: _Rounds, blocks: int
     if decision is not None:
         contenders = list(decision.contenders) or contenders
         raw = {label: dict(decision.plan.get(label) or {}) for label in contenders}
+        spread = (measured or {}).get("spread")
+        if spread and any(e.get("spread") is None and e.get("more_runs") is None for e in raw.values()):
+            runs, _ = state.samples()
+            need = plan_runs(spread, PLAN_DIFFERENCE, DEFAULT_ALPHA, points=max(2, len(runs)))
+            for label, entry in raw.items():
+                if entry.get("spread") is None and entry.get("more_runs") is None:
+                    done = sum(v is not None for v in runs.get(label, []))
+                    entry.update(
+                        more_runs=max(0, need - done) if need is not None else None,
+                        for_difference=PLAN_DIFFERENCE,
+                        spread=spread,
+                        spread_source="measured between starts",
+                    )
     else:
         runs, _ = state.samples()
         measured = measured_spread(runs)
