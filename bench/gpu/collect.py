@@ -228,7 +228,8 @@ def run_entry(worker: str, run: Path) -> dict:
     recorded = decode_records(run)
     sglang_count = decode_lines(run)
     cover = decode.get("top_level_share")
-    algorithm = ALGORITHM.search(meta.get("server command") or "")
+    # summary.json's meta keys are snake_case since 358b920; older run folders have words
+    algorithm = ALGORITHM.search(meta.get("server_command") or meta.get("server command") or "")
     top = top_phases(decode)
     verify = next((p for p in decode.get("phases", []) if p.get("name") == "target_verify"), None)
     entry = {
@@ -275,9 +276,9 @@ def run_entry(worker: str, run: Path) -> dict:
         "stalls_window": (
             stall_brief(decode_kind(summary["stalls"])) if summary.get("stalls") is not None else None
         ),
-        "server_command": meta.get("server command"),
+        "server_command": meta.get("server_command") or meta.get("server command"),
         "baseline_server_command": base.get("server_command"),
-        "speculative_worker_log": meta.get("speculative worker (server log)"),
+        "speculative_worker_log": meta.get("worker") or meta.get("speculative worker (server log)"),
         "report": str(run),
     }
     if summary.get("stalls") is None:  # a report from before the stall rule: collect's own
@@ -382,7 +383,8 @@ def server_figures(summary: dict) -> dict:
     decode = kind_breakdown(summary)
     sampling = summary.get("sampling") or {}
     return {
-        "worker": (summary.get("meta") or {}).get("speculative worker (server log)"),
+        "worker": (summary.get("meta") or {}).get("worker")
+        or (summary.get("meta") or {}).get("speculative worker (server log)"),
         "sample": sampling.get("every") or 1,
         "timed_cycles": sampling.get("timed_cycles", decode.get("timed_cycles")),
         "decode_cycles": decode.get("cycles"),
