@@ -979,8 +979,12 @@ def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
     auto_shortflags=False,
     prog="profile",
     positional=["run"],
+    iterable=["pool"],
     help={
         "run": "a run folder of profile.remote or profile.run (its timing/ and summary.json)",
+        "pool": "another run of the same configuration (another server start; repeatable, e.g. a "
+        "sweep point's rep2/): each run is predicted on its own, the table gives the medians, so one "
+        "start's luck does not move the prediction",
         "out": "where to write predict.json (default: the run folder)",
         "bootstrap": "bootstrap resamples for the intervals (default 400; 0: none)",
         "verify_us_per_token": "what one more draft token per request adds to verify, in us per token of "
@@ -990,10 +994,11 @@ def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
         "tell the predicted best from the runner-up",
     },
 )
-def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=None, spread=None):
-    """What-if: the tokens/s of num-steps 1..N, predicted from one run profiled at N."""
+def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=None, spread=None, pool=None):
+    """What-if: the tokens/s of num-steps 1..N, predicted from a run profiled at N (or the
+    median over several runs of it: --pool)."""
     from patchkit.profile.remote.spread import cache_path, plan_lines, prediction_plan, spread_for_command
-    from patchkit.report.predict import BOOTSTRAP, predict_run, render
+    from patchkit.report.predict import BOOTSTRAP, pool as pool_predictions, predict_run, render
 
     if not run:
         raise InvalidInput("profile.predict needs a run folder: invoke profile.predict RUN")
@@ -1001,6 +1006,10 @@ def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=N
     slope = None if verify_us_per_token is None else number(verify_us_per_token, "verify_us_per_token", low=0)
     given = None if spread is None else number(spread, "spread", low=0) / 100.0
     pred = predict_run(_abspath(run), bootstrap=resamples, verify_us_per_token=slope)
+    if pool:
+        runs = [_abspath(run)] + [_abspath(r) for r in pool]
+        more = [predict_run(r, bootstrap=resamples, verify_us_per_token=slope) for r in runs[1:]]
+        pred = pool_predictions([pred, *more], runs)
     if given is not None:
         pred["plan"] = prediction_plan(pred, given, "given")
     else:

@@ -49,6 +49,7 @@ def write_run(
     seed: int = 1,
     v2: bool = False,
     stall_at: int = -1,
+    tokens_per_s: float = 1000.0,
 ) -> Path:
     """A profile.remote-like run folder: timing/ with one rank's records, summary.json meta."""
     rng = random.Random(seed)
@@ -106,7 +107,7 @@ def write_run(
         t += p
     (timing / "phase-timing.rank0.pid11.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     (folder / "summary.json").write_text(
-        json.dumps({"meta": {"tokens_per_s": 1000.0, "server command": CMD.format(n=n, d=n + 1)}})
+        json.dumps({"meta": {"tokens_per_s": tokens_per_s, "server command": CMD.format(n=n, d=n + 1)}})
     )
     return folder
 
@@ -253,6 +254,53 @@ def test_profile_predict_task_writes_predict_json(tmp_path):
     assert "predicted best: num-steps" in proc.stdout
     doc = json.loads((run / "predict.json").read_text())
     assert doc["schema"] == "patchkit.predict/1" and [p["num_steps"] for p in doc["points"]] == [1, 2, 3, 4]
+
+
+def test_pooled_runs_give_the_median_and_a_slow_start_does_not_move_it(tmp_path):
+    """Three starts of one configuration, one of them slow (700 tok/s against ~1000): --pool
+    predicts each and gives the medians, so the slow start's prediction is outvoted; every
+    run's figures stay in predict.json; a run of another num-steps is refused (exit 2) and
+    nothing is written."""
+    rates = [0.9, 0.7, 0.5, 0.3]
+    runs = [
+        write_run(tmp_path / "a", 4, rates, cycles=300, seed=1, tokens_per_s=1000.0),
+        write_run(tmp_path / "b", 4, rates, cycles=300, seed=2, tokens_per_s=1010.0),
+        write_run(tmp_path / "c", 4, rates, cycles=300, seed=3, tokens_per_s=700.0),
+    ]
+    alone = [predict_run(r, bootstrap=0) for r in runs]
+    out = tmp_path / "pooled.json"
+    args = [sys.executable, "-m", "invoke", "profile.predict", str(runs[2])]
+    args += ["--pool", str(runs[0]), "--pool", str(runs[1]), "--out", str(out), "--bootstrap", "0"]
+    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "what-if from 3 runs (medians of their predictions)" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert doc["pooled"]["runs"] == [str(runs[2]), str(runs[0]), str(runs[1])]
+    assert doc["pooled"]["profiled_tokens_per_s"] == [700.0, 1000.0, 1010.0]
+    assert doc["profiled"]["tokens_per_s"] == 1000.0
+    for i, point in enumerate(doc["points"]):
+        each = sorted(a["points"][i]["tokens_per_s"] for a in alone)
+        assert point["tokens_per_s"] == pytest.approx(each[1])  # the median, not the slow one
+        assert sorted(point["tokens_per_s_runs"]) == pytest.approx(each)
+        ratios = sorted(a["points"][i]["ratio_to_profiled"] for a in alone)
+        assert point["ratio_to_profiled"] == pytest.approx(ratios[1])
+    assert doc["best"]["num_steps"] == max(doc["points"], key=lambda p: p["ratio_to_profiled"])["num_steps"]
+    other = write_run(tmp_path / "d", 3, rates[:3], cycles=100)
+    bad = tmp_path / "bad.json"
+    args = [
+        sys.executable,
+        "-m",
+        "invoke",
+        "profile.predict",
+        str(runs[0]),
+        "--pool",
+        str(other),
+        "--out",
+        str(bad),
+    ]
+    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 2 and "another configuration" in proc.stderr, proc.stderr
+    assert not bad.exists()
 
 
 def test_profile_predict_refuses_a_bad_slope(tmp_path):

@@ -476,11 +476,69 @@ def _slope_assumption(given: float | None, used_ns: float, fixed_batch: bool) ->
     )
 
 
+def pool(preds: list[dict], runs: list[str]) -> dict:
+    """One prediction from several runs of the same configuration (several server starts):
+    each point's tokens/s, decode tokens/s, accept length and ratio are the medians over the
+    runs' own predictions, ``ratio_ci95`` spans the runs' intervals (lowest low, highest high),
+    and ``pooled`` keeps every run's figures. One start's luck (its prefill cost, a slow
+    machine state) moves everything predicted from it; the median over starts does not follow
+    one of them. The runs must agree on the engine, the profiled num-steps and the points."""
+    import copy
+    import statistics
+
+    from patchkit.errors import InvalidInput
+
+    first = preds[0]
+    shape = (first["engine"], first["profiled"]["num_steps"], [p["num_steps"] for p in first["points"]])
+    for path, pred in zip(runs, preds):
+        other = (pred["engine"], pred["profiled"]["num_steps"], [p["num_steps"] for p in pred["points"]])
+        if other != shape:
+            raise InvalidInput(
+                f"profile.predict: {path} is another configuration (engine {other[0]}, num-steps {other[1]}) "
+                f"than {runs[0]} (engine {shape[0]}, num-steps {shape[1]}): pool runs of one configuration"
+            )
+    out = copy.deepcopy(first)
+
+    def med(values):
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    for i, point in enumerate(out["points"]):
+        each = [pred["points"][i] for pred in preds]
+        for key in ("tokens_per_s", "decode_tokens_per_s", "accept_length", "ratio_to_profiled"):
+            point[key] = med([e.get(key) for e in each])
+        cis = [e["ratio_ci95"] for e in each if e.get("ratio_ci95")]
+        point["ratio_ci95"] = [min(c[0] for c in cis), max(c[1] for c in cis)] if cis else None
+        tps_cis = [e["tokens_per_s_ci95"] for e in each if e.get("tokens_per_s_ci95")]
+        point["tokens_per_s_ci95"] = (
+            [min(c[0] for c in tps_cis), max(c[1] for c in tps_cis)] if tps_cis else None
+        )
+        point["tokens_per_s_runs"] = [e.get("tokens_per_s") for e in each]
+    out["profiled"]["tokens_per_s"] = med([pred["profiled"].get("tokens_per_s") for pred in preds])
+    best = max(out["points"], key=lambda p: p["ratio_to_profiled"])
+    out["best"] = {
+        "num_steps": best["num_steps"],
+        "tokens_per_s": best["tokens_per_s"],
+        "ratio_to_profiled": best["ratio_to_profiled"],
+    }
+    out["cycles"] = sum(pred["cycles"] for pred in preds)
+    out["timed_cycles"] = sum(pred["timed_cycles"] for pred in preds)
+    out["pooled"] = {
+        "runs": list(runs),
+        "method": "median over the runs' own predictions (ratio_ci95, tokens_per_s_ci95: lowest low to highest high)",
+        "profiled_tokens_per_s": [pred["profiled"].get("tokens_per_s") for pred in preds],
+        "best_num_steps": [pred["best"]["num_steps"] for pred in preds],
+    }
+    return out
+
+
 def render(pred: dict) -> str:
     """The terminal table of a prediction."""
     prof = pred["profiled"]
+    pooled = pred.get("pooled")
+    source = f"{len(pooled['runs'])} runs (medians of their predictions)" if pooled else "one run"
     lines = [
-        f"what-if from one run at num-steps {prof['num_steps']} (topk 1, {prof['num_draft_tokens']} draft tokens), "
+        f"what-if from {source} at num-steps {prof['num_steps']} (topk 1, {prof['num_draft_tokens']} draft tokens), "
         f"{pred['engine']}: {pred['cycles']} decode cycles, {pred['timed_cycles']} timed",
         f"{'num-steps':>9}  {'accept len':>10}  {'decode tok/s':>12}  {'x profiled':>10}  {'95 % interval':>15}  {'tok/s':>9}",
     ]
@@ -499,8 +557,23 @@ def render(pred: dict) -> str:
             f"x profiled, tok/s: the benchmark replayed ({load['requests']} requests of {load['output_len']} tokens, "
             f"{load['concurrency']} at a time); at num-steps {prof['num_steps']} it takes {sim['simulated_s']:.2f} s "
             f"({sim['simulated_cycles']['decode']:.0f} decode + {sim['simulated_cycles']['prefill']:.0f} prefill cycles), "
-            f"the profiled run's cycles {sim['profiled_s']:.2f} s ({sim['profiled_cycles']['decode']} + "
+            f"{'the first run' if pooled else 'the profiled run'}'s cycles {sim['profiled_s']:.2f} s "
+            f"({sim['profiled_cycles']['decode']} + "
             f"{sim['profiled_cycles']['prefill']})"
+        )
+    if pooled:
+        for p in pred["points"]:
+            runs = [v for v in p.get("tokens_per_s_runs") or [] if v is not None]
+            if runs:
+                lines.append(
+                    f"  num-steps {p['num_steps']}: tok/s over the runs {min(runs):.1f}..{max(runs):.1f} "
+                    f"({len(runs)} runs)"
+                )
+        lines.append(
+            "  profiled tok/s of the runs: "
+            + ", ".join("-" if v is None else f"{v:.1f}" for v in pooled["profiled_tokens_per_s"])
+            + "; each run's predicted best: "
+            + ", ".join(str(n) for n in pooled["best_num_steps"])
         )
     best = pred["best"]
     lines.append(
