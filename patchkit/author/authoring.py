@@ -29,12 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit.engine.diffparse import split_lines
+from patchkit.engine.difftext import emit_line, hunk_range, new_file_patch, split_lines
 from patchkit.errors import InvalidInput, Refused
 from patchkit.locations import PACKAGE
 from patchkit.upstream import PinData, installed_path, locate_in_tree, read_pin, sha256_bytes
 
-NO_NEWLINE = "\\ No newline at end of file\n"
 DEFAULT_CONTEXT = 3
 
 
@@ -43,21 +42,6 @@ class AuthoringError(Refused):
 
 
 # ----------------------------------------------------------------------------- diff text
-
-
-def _emit(prefix: str, line: str) -> str:
-    if line.endswith("\n"):
-        return prefix + line
-    return prefix + line + "\n" + NO_NEWLINE
-
-
-def _range(start: int, length: int) -> str:
-    # Unified-diff convention (as GNU diff and difflib): an empty range names the line before.
-    if length == 1:
-        return f"{start + 1}"
-    if length == 0:
-        return f"{start},0"
-    return f"{start + 1},{length}"
 
 
 def read_text(path: Path) -> str:
@@ -83,29 +67,17 @@ def file_diff(path: str, old: str, new: str, context: int = DEFAULT_CONTEXT) -> 
     hunks = []
     for group in matcher.get_grouped_opcodes(context):
         a0, a1, b0, b1 = group[0][1], group[-1][2], group[0][3], group[-1][4]
-        out = [f"@@ -{_range(a0, a1 - a0)} +{_range(b0, b1 - b0)} @@\n"]
+        out = [f"@@ -{hunk_range(a0, a1 - a0)} +{hunk_range(b0, b1 - b0)} @@\n"]
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                out += [_emit(" ", line) for line in a[i1:i2]]
+                out += [emit_line(" ", line) for line in a[i1:i2]]
                 continue
-            out += [_emit("-", line) for line in a[i1:i2]]
-            out += [_emit("+", line) for line in b[j1:j2]]
+            out += [emit_line("-", line) for line in a[i1:i2]]
+            out += [emit_line("+", line) for line in b[j1:j2]]
         hunks.append("".join(out))
     if not hunks:
         return ""
     return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n" + "".join(hunks)
-
-
-def new_file_patch(path: str, text: str) -> str:
-    """Git-style diff that creates ``path`` with ``text`` (mode 100644)."""
-    lines = split_lines(text)
-    if not lines:
-        raise InvalidInput(f"{path}: an empty new file cannot be expressed as a hunk")
-    body = "".join(_emit("+", line) for line in lines)
-    return (
-        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-        f"@@ -0,0 +{_range(0, len(lines))} @@\n{body}"
-    )
 
 
 def split_header(patch_text: str) -> tuple[str, str]:
