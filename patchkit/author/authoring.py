@@ -290,6 +290,7 @@ def _check_name(name: str) -> None:
         or name in ("series", "pin.toml")
         or any(ch.isspace() for ch in name)
         or "#" in name
+        or name.endswith(runtime_patch.MARKER_SUFFIX)  # the name of a rendered patch's marker
     ):
         raise InvalidInput(f"patch name {name!r}: use a plain file name, e.g. 0008-my-timer.patch")
 
@@ -310,7 +311,11 @@ def new_patch(
     """
     _check_name(name)
     stack = load_stack(series_dir, pristine_tree)
-    if name in stack.names or (Path(series_dir) / name).exists():
+    if (
+        name in stack.names
+        or (Path(series_dir) / name).exists()
+        or runtime_patch.is_rendered(str(series_dir), name)
+    ):
         raise AuthoringError(f"{series_dir}: a patch named {name} already exists")
     top = stack.states[-1]
     edited = _read_edited(edited_tree, sorted(set(top) | set(new_files)), stack.package_prefix)

@@ -165,6 +165,14 @@ def test_refresh_leaves_the_rendered_patch_alone_and_refuses_to_change_it(tmp_pa
     with pytest.raises(authoring.AuthoringError, match="rendered from patchkit/timing"):
         authoring.refresh(sdir, work, pristine, patch=RUNTIME)
     assert sorted(p.name for p in sdir.iterdir()) == [MARKER, "pin.toml", "series"]
+    # a new patch may not take a marker's name, nor the name of the patch a marker stands for
+    (work / "pkg/phase_timer.py").write_bytes(RUNTIME_PATH.read_bytes())
+    (work / "pkg/mod.py").write_text("x = 2\n")
+    with pytest.raises(InvalidInput, match="plain file name"):
+        authoring.new_patch(sdir, "0002-x.patch.runtime", work, pristine)
+    (sdir / "series").write_text("")  # unlisted: still its marker's
+    with pytest.raises(authoring.AuthoringError, match="already exists"):
+        authoring.new_patch(sdir, RUNTIME, work, pristine)
 
 
 def test_export_task(tmp_path):
