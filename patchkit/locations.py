@@ -2,7 +2,8 @@
 
 In the checkout the series are the folders of ``patches/`` beside the package, and caches live in
 ``.cache/`` and ``.work/`` there. An installed wheel carries the same folders as package data in
-``patchkit/_series/`` (pyproject.toml maps ``patches/`` there at build time); its caches go to
+``patchkit/_series/`` (setup.py maps ``patches/`` there at build time and writes each runtime
+patch in place of its marker: patchkit/engine/runtime_patch.py); its caches go to
 ``$XDG_CACHE_HOME/patchkit`` (``~/.cache/patchkit``), never into site-packages.
 ``$PATCHKIT_CACHE`` overrides the cache folder in both cases.
 """

@@ -261,7 +261,8 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
     help={
         "series": "series folder (default: patchkit.series in invoke.yaml / patchkit.yaml)",
         "check": "only check: exit 1 when a runtime patch differs from patchkit/timing/phase_timer.py",
-        "all": "every shipped series (each carries its own copy of the runtime) instead of --series",
+        "all": "every shipped series instead of --series (they hold the runtime patch as a marker, "
+        "rendered on every read: this finds a stale copy beside one)",
     },
 )
 def gen_runtime(c, series=None, check=False, all_=False):
@@ -269,6 +270,7 @@ def gen_runtime(c, series=None, check=False, all_=False):
     from pathlib import Path
 
     from patchkit.author import authoring
+    from patchkit.engine import runtime_patch
     from patchkit.locations import series_root, shipped_names
 
     if all_ and series:
@@ -278,12 +280,49 @@ def gen_runtime(c, series=None, check=False, all_=False):
     for folder in folders:
         for name, changed in authoring.regenerate_runtime_patches(folder, write=not check):
             where = f"{folder.name}/" if all_ else ""
-            print(
-                f"{where}{name}: {'differs' if changed and check else 'rewritten' if changed else 'up to date'}"
-            )
+            said = "differs" if changed and check else "rewritten" if changed else "up to date"
+            if not changed and runtime_patch.is_rendered(str(folder), name):
+                said = f"rendered from patchkit/timing on every read ({name}{runtime_patch.MARKER_SUFFIX})"
+            print(f"{where}{name}: {said}")
             differs |= changed
     if check and differs:
         raise SystemExit(1)
+
+
+@task(
+    name="export",
+    auto_shortflags=False,
+    help={
+        "series": "series folder or a shipped series' name (default: patchkit.series in invoke.yaml / patchkit.yaml)",
+        "out": "where to write: the series becomes OUT/<its name>/ (an existing non-empty one is refused)",
+        "all": "every shipped series instead of --series",
+    },
+)
+def export(c, series=None, out=None, all_=False):
+    """Write a series folder as users get it: every file, the runtime patch rendered in place of its marker."""
+    from pathlib import Path
+
+    from patchkit.author import authoring
+    from patchkit.locations import series_root, shipped_names
+
+    if all_ and series:
+        raise InvalidInput("patch.export: --all or --series, not both")
+    out_text = text(out, "out")
+    if not out_text:
+        raise InvalidInput("patch.export needs --out DIR")
+    out_root = Path(os.path.abspath(os.path.expanduser(out_text)))
+    if out_root.exists() and not out_root.is_dir():
+        raise InvalidInput(f"--out {out!r}: a file, not a folder")
+    if all_:
+        folders = [series_root() / n for n in shipped_names()]
+    else:
+        given = text(series, "series") or _cfg(c, "series")
+        if not given:
+            raise InvalidInput("patch.export needs --series DIR_OR_NAME (or --all)")
+        folders = [Path(series_path(given))]
+    for folder in folders:
+        dest, count = authoring.export_series(folder, out_root)
+        print(f"wrote {dest} ({count} files)")
 
 
 @task(
@@ -407,7 +446,7 @@ def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=Non
 
 
 patch = Collection(
-    "patch", check, verify, apply, revert, status, unlock, edit, new, refresh, gen_runtime, gen_config
+    "patch", check, verify, apply, revert, status, unlock, edit, new, refresh, gen_runtime, export, gen_config
 )
 profile = Collection("profile")
 upstream = Collection("upstream")

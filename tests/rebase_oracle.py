@@ -121,12 +121,13 @@ def _patches(series_dir) -> list:
     room before the next hunk) counts as having no relocated hunk."""
     from patchkit.author.authoring import read_series_names
     from patchkit.engine.diffparse import Patch
+    from patchkit.engine.runtime_patch import patch_data
     from patchkit.errors import InvalidInput
 
     out = []
     for name in read_series_names(Path(series_dir)):
         try:
-            out.append(parse_patch(name, (Path(series_dir) / name).read_bytes()))
+            out.append(parse_patch(name, patch_data(str(series_dir), name)))
         except InvalidInput:
             out.append(Patch(name=name, header="", files=[]))
     return out

@@ -107,8 +107,17 @@ def test_wheel_carries_the_series_and_the_script(installed):
         )
         == shipped
     )
-    for rel in (REPO / "patches" / "sglang-v0.5.9").iterdir():
-        assert f"patchkit/_series/sglang-v0.5.9/{rel.name}" in names
+    # every series as users get it: the folder's files, the runtime patch rendered from
+    # patchkit/timing/phase_timer.py in place of its marker (what patch.export writes), byte for byte
+    from patchkit.engine.runtime_patch import MARKER_SUFFIX, materialize
+
+    archive = zipfile.ZipFile(wheel)
+    for series in shipped:
+        inside = f"patchkit/_series/{series}/"
+        carried = {n[len(inside) :]: archive.read(n) for n in names if n.startswith(inside)}
+        assert carried == materialize(str(REPO / "patches" / series)), series
+        assert "0001-phase-timer-runtime.patch" in carried, series
+    assert not any(n.endswith(MARKER_SUFFIX) for n in names)
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "patchkit = patchkit.command:main" in zipfile.ZipFile(wheel).read(entry).decode()
     assert not any(n.startswith(("tasks.py", "patches/", "tests/")) for n in names)

@@ -89,11 +89,14 @@ def workload(cycles):
 
 
 def test_source_of_truth_is_the_file():
-    # what the shipped series add to the target is this file, line for line
+    # what the shipped series add to the target is this file, line for line (the series as the
+    # engine reads it: its runtime patch rendered from this file; tests/engine/test_runtime_patch.py)
     from patchkit.engine.diffparse import parse_patch
+    from patchkit.engine.series import read_series
 
-    patch = RUNTIME_PATH.parents[2] / "patches" / "sglang-v0.5.9" / "0001-phase-timer-runtime.patch"
-    fd = parse_patch(patch.name, patch.read_bytes()).files[0]
+    series = read_series(str(RUNTIME_PATH.parents[2] / "patches" / "sglang-v0.5.9"))
+    name, data = series.patches[0]
+    fd = parse_patch(name, data).files[0]
     assert fd.kind == "create" and fd.path.endswith("/phase_timer.py")
     added = b"".join(ln.text + b"\n" for h in fd.hunks for ln in h.lines if ln.tag == "+")
     assert added.decode("utf-8") == runtime_source()

@@ -25,16 +25,20 @@ refreshing an unchanged series rewrites every patch byte for byte.
 from __future__ import annotations
 
 import difflib
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit.engine.diffparse import split_lines
+from patchkit.engine import runtime_patch
+from patchkit.engine.difftext import emit_line, hunk_range, new_file_patch, split_lines
+from patchkit.engine.runtime_patch import RUNTIME_FILE_NAME
 from patchkit.errors import InvalidInput, Refused
 from patchkit.locations import PACKAGE
 from patchkit.upstream import PinData, installed_path, locate_in_tree, read_pin, sha256_bytes
 
-NO_NEWLINE = "\\ No newline at end of file\n"
 DEFAULT_CONTEXT = 3
 
 
@@ -43,21 +47,6 @@ class AuthoringError(Refused):
 
 
 # ----------------------------------------------------------------------------- diff text
-
-
-def _emit(prefix: str, line: str) -> str:
-    if line.endswith("\n"):
-        return prefix + line
-    return prefix + line + "\n" + NO_NEWLINE
-
-
-def _range(start: int, length: int) -> str:
-    # Unified-diff convention (as GNU diff and difflib): an empty range names the line before.
-    if length == 1:
-        return f"{start + 1}"
-    if length == 0:
-        return f"{start},0"
-    return f"{start + 1},{length}"
 
 
 def read_text(path: Path) -> str:
@@ -83,29 +72,17 @@ def file_diff(path: str, old: str, new: str, context: int = DEFAULT_CONTEXT) -> 
     hunks = []
     for group in matcher.get_grouped_opcodes(context):
         a0, a1, b0, b1 = group[0][1], group[-1][2], group[0][3], group[-1][4]
-        out = [f"@@ -{_range(a0, a1 - a0)} +{_range(b0, b1 - b0)} @@\n"]
+        out = [f"@@ -{hunk_range(a0, a1 - a0)} +{hunk_range(b0, b1 - b0)} @@\n"]
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                out += [_emit(" ", line) for line in a[i1:i2]]
+                out += [emit_line(" ", line) for line in a[i1:i2]]
                 continue
-            out += [_emit("-", line) for line in a[i1:i2]]
-            out += [_emit("+", line) for line in b[j1:j2]]
+            out += [emit_line("-", line) for line in a[i1:i2]]
+            out += [emit_line("+", line) for line in b[j1:j2]]
         hunks.append("".join(out))
     if not hunks:
         return ""
     return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n" + "".join(hunks)
-
-
-def new_file_patch(path: str, text: str) -> str:
-    """Git-style diff that creates ``path`` with ``text`` (mode 100644)."""
-    lines = split_lines(text)
-    if not lines:
-        raise InvalidInput(f"{path}: an empty new file cannot be expressed as a hunk")
-    body = "".join(_emit("+", line) for line in lines)
-    return (
-        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-        f"@@ -0,0 +{_range(0, len(lines))} @@\n{body}"
-    )
 
 
 def split_header(patch_text: str) -> tuple[str, str]:
@@ -209,6 +186,24 @@ class Stack:
     pinned: list[str]
 
 
+def read_patch(series_dir: Path, name: str) -> str:
+    """Patch ``name`` of the series as text: its file, or the runtime patch its marker renders
+    (``<name>.runtime``, patchkit/engine/runtime_patch.py), as the engine reads it."""
+    return _decode(runtime_patch.patch_data(str(series_dir), name), str(Path(series_dir) / name))
+
+
+def copy_patch(src_dir: Path, dst_dir: Path, name: str) -> None:
+    """Copy patch ``name`` of one series folder into another as it is stored there: its marker
+    (then the patch stays rendered from the runtime; a copy at ``dst_dir/name`` is removed) or
+    its file."""
+    marker = runtime_patch.marker_path(str(src_dir), name)
+    if os.path.isfile(marker):
+        shutil.copyfile(marker, runtime_patch.marker_path(str(dst_dir), name))
+        (Path(dst_dir) / name).unlink(missing_ok=True)
+    else:
+        shutil.copyfile(Path(src_dir) / name, Path(dst_dir) / name)
+
+
 def read_series_names(series_dir: Path) -> list[str]:
     series_file = Path(series_dir) / "series"
     if not series_file.is_file():
@@ -243,9 +238,7 @@ def load_stack(series_dir: Path, pristine_tree: Path) -> Stack:
     texts, states = [], [files]
     for name in names:
         path = series_dir / name
-        if not path.is_file():
-            raise InvalidInput(f"{series_dir / 'series'}: lists {name}, which does not exist")
-        text = read_text(path)
+        text = read_patch(series_dir, name)
         texts.append(text)
         states.append(apply_patch(states[-1], text, str(path)))
     return Stack(series_dir, names, texts, states, pin.package_prefix, list(pin.files))
@@ -297,6 +290,7 @@ def _check_name(name: str) -> None:
         or name in ("series", "pin.toml")
         or any(ch.isspace() for ch in name)
         or "#" in name
+        or name.endswith(runtime_patch.MARKER_SUFFIX)  # the name of a rendered patch's marker
     ):
         raise InvalidInput(f"patch name {name!r}: use a plain file name, e.g. 0008-my-timer.patch")
 
@@ -317,7 +311,11 @@ def new_patch(
     """
     _check_name(name)
     stack = load_stack(series_dir, pristine_tree)
-    if name in stack.names or (Path(series_dir) / name).exists():
+    if (
+        name in stack.names
+        or (Path(series_dir) / name).exists()
+        or runtime_patch.is_rendered(str(series_dir), name)
+    ):
         raise AuthoringError(f"{series_dir}: a patch named {name} already exists")
     top = stack.states[-1]
     edited = _read_edited(edited_tree, sorted(set(top) | set(new_files)), stack.package_prefix)
@@ -349,7 +347,9 @@ def refresh(
 ) -> tuple[Path, bool]:
     """Rewrite one patch (the top one by default) from the edited tree; header kept.
 
-    Returns (patch file, changed). Nothing is written when the bytes would not change.
+    Returns (patch file, changed). Nothing is written when the bytes would not change. A runtime
+    patch held as a marker (rendered from patchkit/timing) is only ever unchanged: a change to it
+    is refused (edit patchkit/timing/phase_timer.py instead).
     """
     stack = load_stack(series_dir, pristine_tree)
     if not stack.names:
@@ -374,6 +374,11 @@ def refresh(
             ) from exc
     target = Path(series_dir) / name
     changed = text != stack.texts[k]
+    if changed and runtime_patch.is_rendered(str(series_dir), name):
+        raise AuthoringError(
+            f"{series_dir}: {name} is rendered from patchkit/timing/{RUNTIME_FILE_NAME} "
+            f"({name}{runtime_patch.MARKER_SUFFIX}); edit the runtime there instead"
+        )
     if changed:
         write_text(target, text)
     return target, changed
@@ -415,9 +420,6 @@ def regenerate_new_file_patch(
     return text, changed
 
 
-RUNTIME_FILE_NAME = "phase_timer.py"
-
-
 def runtime_source() -> Path:
     """The timing runtime's source of truth, ``patchkit/timing/phase_timer.py``."""
     return PACKAGE / "timing" / RUNTIME_FILE_NAME
@@ -428,12 +430,25 @@ def regenerate_runtime_patches(
 ) -> list[tuple[str, bool]]:
     """``patch.gen-runtime``: rebuild every patch of the series that creates a phase_timer.py.
 
+    A patch held as a marker (``<patch>.runtime``, as in every shipped series) is rendered from
+    patchkit/timing/phase_timer.py whenever it is read: there is nothing to rebuild, unless a
+    copy of it lies beside the marker and differs (that copy is rewritten from the runtime).
     Returns [(patch name, changed)]; with ``write=False`` only reports (``--check``).
     """
     source = Path(source) if source is not None else runtime_source()
     results = []
     for name in read_series_names(series_dir):
-        text = read_text(Path(series_dir) / name)
+        if runtime_patch.is_rendered(str(series_dir), name):
+            copy = Path(series_dir) / name
+            marker = runtime_patch.marker_path(str(series_dir), name)
+            prefix = read_pin(Path(series_dir) / "pin.toml").package_prefix
+            data = runtime_patch.render(runtime_patch.read_marker(marker), prefix)
+            changed = copy.is_file() and copy.read_bytes() != data
+            if write and changed:
+                copy.write_bytes(data)
+            results.append((name, changed))
+            continue
+        text = read_patch(series_dir, name)
         for path in created_paths(text):
             if path.rsplit("/", 1)[-1] == RUNTIME_FILE_NAME:
                 if len(created_paths(text)) != 1:
@@ -443,3 +458,33 @@ def regenerate_runtime_patches(
     if not results:
         raise InvalidInput(f"{series_dir}: no patch creates a {RUNTIME_FILE_NAME}")
     return results
+
+
+def export_series(series_dir: Path, out_root: Path) -> tuple[Path, int]:
+    """``patch.export``: write the series folder as users get it into ``out_root/<its name>``:
+    every file of the folder, each runtime patch rendered in place of its marker (the bytes the
+    wheel ships and the engine reads). An existing non-empty destination is refused; the folder
+    appears whole or not at all. Returns (the folder written, its number of files)."""
+    from patchkit.engine.series import read_series
+
+    series_dir = Path(series_dir).resolve()
+    read_series(str(series_dir))  # a broken series is refused before anything is written
+    files = runtime_patch.materialize(str(series_dir))
+    dest = Path(out_root).resolve() / series_dir.name
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise InvalidInput(f"patch.export: {dest} already exists; remove it or pass another --out")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o777 & ~mask)
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        if dest.exists():
+            dest.rmdir()
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest, len(files)

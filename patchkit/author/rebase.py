@@ -42,6 +42,7 @@ from patchkit.author.relocate import (
 )
 from patchkit.author.sglang_releases import rebase_aliases
 from patchkit.author.structural import place_unplaced
+from patchkit.engine import runtime_patch
 from patchkit.engine.diffparse import DiffLine, FileDiff, Hunk, parse_patch
 from patchkit.engine.series import Series, load_series
 from patchkit.errors import InvalidInput, Refused
@@ -618,7 +619,7 @@ def rebase(
     outputs: dict[str, bytes] = {}
     outcomes = []
     for patch in series.patches:
-        raw = (series_dir / patch.name).read_bytes()
+        raw = runtime_patch.patch_data(str(series_dir), patch.name)
         edited = _edited_patch(out / patch.name, patch.name) if resume else None
         if edited is not None:
             worker = _PatchRebaser(ctx, patch.name, edited[0], edited[1], edited=True)
@@ -684,7 +685,14 @@ def rebase(
         "pin.toml": pin_bytes,
         "REBASE.md": result.report.encode(),
     }
-    files.update(outputs)
+    for outcome in outcomes:
+        name = outcome.name
+        if outcome.identical and runtime_patch.is_rendered(str(series_dir), name):
+            # stored as the old series stores it: its marker (rendered from patchkit/timing)
+            marker = Path(runtime_patch.marker_path(str(series_dir), name))
+            files[marker.name] = marker.read_bytes()
+        else:
+            files[name] = outputs[name]
     if resume:
         _rewrite_in_place(out, files)
     else:

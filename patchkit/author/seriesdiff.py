@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+from patchkit.engine import runtime_patch
 from patchkit.engine.diffparse import FileDiff, Hunk, Patch
 from patchkit.engine.series import Series, load_series
 
@@ -196,5 +197,5 @@ def series_diff(from_dir: str, to_dir: str) -> str:
 
 
 def _read(s: Series, name: str) -> bytes:
-    with open(f"{s.directory}/{name}", "rb") as fh:
-        return fh.read()
+    """The patch's bytes as the series is read (a runtime patch's marker rendered)."""
+    return runtime_patch.patch_data(s.directory, name)

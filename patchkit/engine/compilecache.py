@@ -33,6 +33,7 @@ FORMAT = 2  # 2: every field of the pin is kept (also_versions was lost)
 KEEP = 32  # entries kept; older ones are removed when a new one is written
 _SOURCES = (
     "engine/diffparse.py",
+    "engine/difftext.py",
     "engine/series.py",
     "engine/plan.py",
     "engine/render.py",

@@ -14,6 +14,7 @@ from typing import NamedTuple
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
+from patchkit.engine.difftext import split_lines
 from patchkit.errors import InvalidInput
 from patchkit.paths import path_problem
 
@@ -150,18 +151,6 @@ def _side_path(name: str | None, prefix: str, where: str) -> str | None:
     if problem:
         raise InvalidInput(f"{where}: unsafe path {path!r}: {problem}")
     return path
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines with their "\n" kept; only "\n" separates lines (a "\r" stays in its line).
-
-    str.splitlines() would also break on \x0c, \x1c, \u2028..., which real sources contain.
-    """
-    lines = text.split("\n")
-    out = [ln + "\n" for ln in lines[:-1]]
-    if lines[-1]:
-        out.append(lines[-1])
-    return out
 
 
 def parse_patch(name: str, data: bytes) -> Patch:

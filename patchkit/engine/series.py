@@ -1,4 +1,5 @@
-"""A series: `pin.toml` (the exact upstream text) + quilt-style `series` + git-style patches."""
+"""A series: `pin.toml` (the exact upstream text) + quilt-style `series` + git-style patches
+(the runtime patch rendered where the folder holds its marker: patchkit/engine/runtime_patch.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 from dataclasses import dataclass
 
 from patchkit.engine.diffparse import Patch, parse_patch
+from patchkit.engine.runtime_patch import patch_data
 from patchkit.errors import InvalidInput
 from patchkit.paths import path_problem
 from patchkit.pin import Pin, PinnedFile, parse_pin  # noqa: F401  (the series' pin; re-exported)
@@ -60,7 +62,11 @@ class SeriesFiles:
 
 
 def read_series(directory: str) -> SeriesFiles:
-    """Read pin.toml, series and every listed patch; the digest covers them all."""
+    """Read pin.toml, series and every listed patch; the digest covers them all.
+
+    A listed patch is its file, or, where the folder holds ``<patch>.runtime`` instead, the
+    runtime patch rendered from patchkit/timing/phase_timer.py (``runtime_patch``): the same
+    bytes, and so the same digest, as the file the wheel and ``patch.export`` write."""
     directory = os.path.abspath(directory)
     if not os.path.isdir(directory):
         raise InvalidInput(f"series {directory}: no such directory")
@@ -80,11 +86,7 @@ def read_series(directory: str) -> SeriesFiles:
         raise InvalidInput(f"{series_path}: a patch is listed twice")
     patches = []
     for name in names:
-        ppath = os.path.join(directory, name)
-        if not os.path.isfile(ppath):
-            raise InvalidInput(f"{series_path}: lists {name}, which does not exist")
-        with open(ppath, "rb") as fh:
-            data = fh.read()
+        data = patch_data(directory, name, pin_bytes)  # the file, or the runtime patch rendered
         digest.update(name.encode() + b"\0" + data)
         patches.append((name, data))
     return SeriesFiles(directory, pin_path, series_path, pin_bytes, patches, digest.hexdigest())

@@ -1,7 +1,7 @@
 """The timing runtime that patch series insert into target packages.
 
-`phase_timer.py` beside this file is the runtime's single source of truth: a series'
-new-file patch is generated from `runtime_source()` and a test fails when they differ.
+`phase_timer.py` beside this file is the runtime's one copy: every series' runtime patch is
+rendered from it whenever the series is read (patchkit/engine/runtime_patch.py).
 This package does not import the runtime itself (importing it registers an atexit hook).
 """
 

@@ -19,6 +19,7 @@ from ast_support import is_inserted, strip_inserted
 from patchkit import ops
 from patchkit.author import authoring, rebase as rb, seriesgen, upstream
 from patchkit.engine.diffparse import parse_patch
+from support.series import patch_text
 from upstream_fixtures import (
     REPO,
     SERIES_059,
@@ -285,7 +286,7 @@ def rebased_part(version: str, dest: Path) -> Path:
     touched = {
         f.path
         for n in authoring.read_series_names(dest)
-        for f in parse_patch(n, (dest / n).read_bytes()).files
+        for f in parse_patch(n, patch_text(dest, n).encode()).files
     }
     pin = upstream.read_pin(dest / "pin.toml")
     pin.files = {p: f for p, f in pin.files.items() if p in touched}
@@ -376,9 +377,9 @@ def test_0523_has_no_v1_worker_so_rebase_cannot_carry_the_series(tmp_path):
     ):
         assert needle in readme, needle
     for name in authoring.read_series_names(series_dir("0.5.23")):
-        header, _ = authoring.split_header((series_dir("0.5.23") / name).read_text())
+        header, _ = authoring.split_header(patch_text(series_dir("0.5.23"), name))
         assert len(header.strip()) > 40, name
-        parse_patch(name, (series_dir("0.5.23") / name).read_bytes())
+        parse_patch(name, patch_text(series_dir("0.5.23"), name).encode())
 
 
 # ----------------------------------------------------------------------------- 0.5.12: v1 and v2

@@ -16,6 +16,7 @@ import pytest
 
 from ast_support import strip_inserted, timer_calls_by_function
 from patchkit.author import authoring, upstream
+from support.series import exported, patch_text
 from upstream_fixtures import (
     COMMIT_059,
     EAGLE_WORKER,
@@ -42,7 +43,7 @@ def apply_series(tree: Path, *strip: str) -> list[str]:
     """git apply each patch in order; returns git's verbose output per patch."""
     outputs = []
     for name in series_names():
-        proc = git(tree, "apply", "-v", *strip, str(SERIES_059 / name), check=False)
+        proc = git(tree, "apply", "-v", *strip, str(exported(SERIES_059) / name), check=False)
         assert proc.returncode == 0, f"{name}: {proc.stderr}"
         outputs.append(proc.stderr + proc.stdout)
     return outputs
@@ -51,7 +52,7 @@ def apply_series(tree: Path, *strip: str) -> list[str]:
 def added_lines() -> list[str]:
     lines = []
     for name in series_names()[1:]:
-        _, body = authoring.split_header((SERIES_059 / name).read_text())
+        _, body = authoring.split_header(patch_text(SERIES_059, name))
         for line in body.splitlines():
             if line.startswith("+") and not line.startswith("+++"):
                 lines.append(line[1:])
@@ -70,14 +71,18 @@ def test_pin_is_what_upstream_pin_writes_for_the_real_file(sglang_059_pristine):
 
 
 def test_runtime_patch_is_generated_from_the_current_runtime_source():
+    # the checkout holds the marker (rendered on every read), users a file: both the runtime's bytes
+    assert not (SERIES_059 / RUNTIME_PATCH).exists()
+    assert (SERIES_059 / (RUNTIME_PATCH + ".runtime")).read_text().splitlines()[-1] == PHASE_TIMER
     _text, changed = authoring.regenerate_new_file_patch(
-        SERIES_059, RUNTIME_PATCH, PHASE_TIMER, RUNTIME_SOURCE, write=False
+        exported(SERIES_059), RUNTIME_PATCH, PHASE_TIMER, RUNTIME_SOURCE, write=False
     )
     assert not changed, (
-        f"{RUNTIME_PATCH} is stale: run `invoke patch.gen-runtime` (authoring."
-        "regenerate_new_file_patch) after changing patchkit/timing/phase_timer.py"
+        f"the exported {RUNTIME_PATCH} differs from authoring.regenerate_new_file_patch's "
+        "rendering of patchkit/timing/phase_timer.py"
     )
     assert authoring.regenerate_runtime_patches(SERIES_059, write=False) == [(RUNTIME_PATCH, False)]
+    assert authoring.regenerate_runtime_patches(exported(SERIES_059), write=False) == [(RUNTIME_PATCH, False)]
 
 
 def test_series_order_headers_and_insert_only_patches():
@@ -85,7 +90,7 @@ def test_series_order_headers_and_insert_only_patches():
     assert names[0] == RUNTIME_PATCH and len(names) >= 6
     assert names == sorted(names)
     for name in names:
-        header, body = authoring.split_header((SERIES_059 / name).read_text())
+        header, body = authoring.split_header(patch_text(SERIES_059, name))
         assert len(header.strip()) > 40, f"{name}: needs a header saying what it times"
         assert body.startswith("diff --git a/python/sglang/srt/speculative/")
         if name != RUNTIME_PATCH:
@@ -93,7 +98,7 @@ def test_series_order_headers_and_insert_only_patches():
             assert removed == [], f"{name} removes or changes upstream lines"
     assert names[7:] == V2_APPENDED
     for name in names[1:]:
-        touched = {ln[6:] for ln in (SERIES_059 / name).read_text().splitlines() if ln.startswith("+++ b/")}
+        touched = {ln[6:] for ln in patch_text(SERIES_059, name).splitlines() if ln.startswith("+++ b/")}
         assert touched == {EAGLE_WORKER_V2 if name in V2_APPENDED else EAGLE_WORKER}, name
     added = added_lines()
     assert added.count(IMPORT_LINE) == 2  # once in each worker file
@@ -140,7 +145,7 @@ def test_series_does_not_apply_exactly_to_0510(sglang_0510_checkout):
     git(tree, "init", "-q")
     problems = []
     for name in series_names():
-        proc = git(tree, "apply", "-v", str(SERIES_059 / name), check=False)
+        proc = git(tree, "apply", "-v", str(exported(SERIES_059) / name), check=False)
         out = proc.stdout + proc.stderr
         if proc.returncode != 0 or "offset" in out:
             problems.append(name)
@@ -148,7 +153,7 @@ def test_series_does_not_apply_exactly_to_0510(sglang_0510_checkout):
     assert set(problems) >= {"0002-cycle.patch"}
     # The exact applier (no offsets) refuses the first eagle_worker patch outright.
     files = {EAGLE_WORKER: (tree / EAGLE_WORKER).read_text()}
-    files = authoring.apply_patch(files, (SERIES_059 / RUNTIME_PATCH).read_text(), "0001")
+    files = authoring.apply_patch(files, patch_text(SERIES_059, RUNTIME_PATCH), "0001")
     with pytest.raises(authoring.AuthoringError, match="does not match"):
         authoring.apply_patch(files, (SERIES_059 / "0002-cycle.patch").read_text(), "0002")
 
@@ -271,8 +276,9 @@ def test_user_timer_patch_goes_on_top_of_the_series(tmp_path, sglang_059_pristin
     tree = tmp_path / "ck"
     shutil.copytree(sglang_059_pristine, tree)
     git(tree, "init", "-q")
+    users = authoring.export_series(sdir, tmp_path / "exported")[0]  # as users get it: every patch a file
     for name in authoring.read_series_names(sdir):
-        proc = git(tree, "apply", "-v", str(sdir / name), check=False)
+        proc = git(tree, "apply", "-v", str(users / name), check=False)
         assert proc.returncode == 0 and "offset" not in proc.stderr, proc.stderr
     assert (tree / EAGLE_WORKER).read_text() == text
     added = [ln[1:] for ln in patch.read_text().splitlines() if ln.startswith("+") and ln[:3] != "+++"]

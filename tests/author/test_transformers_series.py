@@ -14,6 +14,7 @@ import pytest
 from ast_support import strip_inserted, timer_calls_by_function
 from patchkit import ops
 from patchkit.author import authoring, upstream
+from support.series import exported, patch_text
 from upstream_fixtures import REPO, default_wheelhouse, git
 
 pytestmark = [pytest.mark.wheels]
@@ -56,7 +57,7 @@ def added_lines(path: str | None = None) -> list[str]:
     """Lines the patches after the runtime add (to ``path`` only, when given)."""
     lines = []
     for name in names()[1:]:
-        _, body = authoring.split_header((SERIES / name).read_text())
+        _, body = authoring.split_header(patch_text(SERIES, name))
         current = None
         for line in body.splitlines():
             if line.startswith("+++ b/"):
@@ -90,21 +91,28 @@ def test_runtime_patch_is_generated_from_the_current_runtime_source():
         f"{SERIES.name}/{RUNTIME_PATCH} is stale: run `invoke patch.gen-runtime --series "
         f"{SERIES.relative_to(REPO)}` after changing patchkit/timing/phase_timer.py"
     )
-    assert authoring.created_paths((SERIES / RUNTIME_PATCH).read_text()) == [PHASE_TIMER]
+    assert authoring.created_paths(patch_text(SERIES, RUNTIME_PATCH)) == [PHASE_TIMER]
+    assert authoring.regenerate_runtime_patches(exported(SERIES), write=False) == [(RUNTIME_PATCH, False)]
 
 
 def test_stale_runtime_patch_is_detected(tmp_path):
+    # a folder holding the patch as a file (exported, installed, a user's copy) can go stale
     copy = tmp_path / "series"
-    shutil.copytree(SERIES, copy)
+    shutil.copytree(exported(SERIES), copy)
     source = tmp_path / "phase_timer.py"
     source.write_text(RUNTIME_SOURCE.read_text() + "# changed\n")
     assert authoring.regenerate_runtime_patches(copy, source, write=False) == [(RUNTIME_PATCH, True)]
+    # the checkout's marker cannot: it is rendered from patchkit/timing on every read
+    marker_form = tmp_path / "marker-form"
+    shutil.copytree(SERIES, marker_form)
+    assert not (marker_form / RUNTIME_PATCH).exists()
+    assert authoring.regenerate_runtime_patches(marker_form, source, write=False) == [(RUNTIME_PATCH, False)]
 
 
 def test_patches_only_insert_single_statements_with_headers():
     assert names()[0] == RUNTIME_PATCH and names() == sorted(names()) and len(names()) >= 6
     for name in names():
-        header, body = authoring.split_header((SERIES / name).read_text())
+        header, body = authoring.split_header(patch_text(SERIES, name))
         assert len(header.strip()) > 40, f"{name}: needs a header saying what it times"
         removed = [ln for ln in body.splitlines() if ln.startswith("-") and not ln.startswith("---")]
         assert removed == [], f"{name} removes or changes upstream lines"
@@ -217,7 +225,7 @@ def test_inserted_calls_run_against_the_real_runtime(tmp_path):
 def test_git_apply_lands_every_hunk_at_zero_offset(site):
     git(site, "init", "-q")
     for name in names():
-        proc = git(site, "apply", "-v", str(SERIES / name), check=False)
+        proc = git(site, "apply", "-v", str(exported(SERIES) / name), check=False)
         assert proc.returncode == 0, f"{name}: {proc.stderr}"
         assert "offset" not in proc.stderr and "fuzz" not in proc.stderr.lower(), proc.stderr
 
