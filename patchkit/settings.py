@@ -652,6 +652,13 @@ _TABLE: tuple[Option, ...] = (
         fronts=("profile.remote",),
     ),
     Option(
+        "cpus",
+        help="pin the server to CPUs, as taskset -c writes them: '0-15' for every server, or one "
+        "list per block of a sweep with --gpus or --blocks hosts, ';' between them ('0-15;16-31'); "
+        "the job control sets the affinity before the server starts (PATCHKIT_CPUS)",
+        fronts=("profile.remote",),
+    ),
+    Option(
         "blocks",
         help="with --matrix and several --target: 'fleet' (default): the targets serve together "
         "(one multi-node server); 'hosts': each target runs its own server, a block like a GPU of "

@@ -787,6 +787,7 @@ def profile_remote(
     until=None,
     gpus=None,
     blocks=None,
+    cpus=None,
 ):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
     from patchkit.profile.remote import RemoteConfig, run_remote
@@ -819,6 +820,7 @@ def profile_remote(
         "until": until,
         "gpus": gpus,
         "blocks": blocks,
+        "cpus": cpus,
     }
     if from_prediction is not None or top is not None:
         from patchkit.report.predict import load_prediction, matrix_with_steps, promising
@@ -860,6 +862,10 @@ def profile_remote(
         from patchkit.profile.remote.config import parse_gpus
 
         settings["gpus"] = parse_gpus(gpus, "--gpus")
+    if cpus is not None:
+        from patchkit.profile.remote.config import parse_cpus
+
+        settings["cpus"] = parse_cpus(cpus, "--cpus")
     if settings.get("chart", True):  # phases.png; before --out is made and a target is touched
         from patchkit.extras import require
 

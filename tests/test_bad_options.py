@@ -149,6 +149,7 @@ REMOTE_OPTIONS = {
     "until": [("forever", 2, "--until"), ("", 2, "--until")],
     "gpus": [("0,0", 2, "--gpus"), ("a;b", 2, "--gpus"), ("", 2, "--gpus"), ("0,,1", 2, "--gpus")],
     "blocks": [("gpus", 2, "--blocks"), ("", 2, "--blocks"), ("Hosts ", 2, "--blocks")],
+    "cpus": [("a", 2, "--cpus"), ("7-3", 2, "--cpus"), ("", 2, "--cpus"), ("0;;1", 2, "--cpus")],
 }
 COLLECT_OPTIONS = {
     "target": [("", 2, "--target"), ("docker://c", 2, "docker://")],

@@ -140,6 +140,15 @@ def _null_stdio(log_fd=None):
     os.closerange(3, 256)  # the ssh session's pipes must not stay open in a detached job
 
 
+def cpu_set(text):
+    """A CPU list as taskset -c and /proc's Cpus_allowed_list write it ("0-3,8,10-11") -> a set."""
+    cpus: "set[int]" = set()
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
 def _read_all(fd):
     """Everything a pipe carries until its writers close it; the descriptor is closed."""
     data = b""
@@ -166,6 +175,9 @@ def _exec_job(command, cwd, env, log_path, report_fd):
         os.dup2(null, 0)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
+        cpus = env.get("PATCHKIT_CPUS")
+        if cpus:  # profile.remote --cpus: the server and everything it starts on these CPUs
+            os.sched_setaffinity(0, cpu_set(cpus))
         os.execvpe("sh", ["sh", "-c", command], env)
     except BaseException as exc:  # exec failed: tell the monitor, never return into its code
         try:

@@ -30,6 +30,7 @@ import random
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
+from patchkit.errors import InvalidInput
 from patchkit.profile.remote.config import RemoteConfig, gpu_device
 from patchkit.profile.remote.server_args import shift_port
 
@@ -59,9 +60,13 @@ class Block:
         return f"{self.name} ({gpu}port {self.cfg.port})"
 
     def env(self, env: dict) -> dict:
-        if self.gpu is None:
-            return dict(env)
-        return dict(env, CUDA_VISIBLE_DEVICES=gpu_device(self.gpu))
+        out = dict(env)
+        cpus = self.cfg.cpus
+        if cpus and len(cpus) > 1:  # one CPU list per block (a single list: every server's)
+            out["PATCHKIT_CPUS"] = cpus[self.index]
+        if self.gpu is not None:
+            out["CUDA_VISIBLE_DEVICES"] = gpu_device(self.gpu)
+        return out
 
 
 def _with_port(url: str, port: int) -> str:
@@ -99,13 +104,22 @@ def make_blocks(cfg: RemoteConfig, transports: list) -> list[Block]:
     """One Block per GPU of ``cfg.gpus`` (the first with ``transports`` themselves), or the one
     block of a sweep without GPUs; with ``blocks: hosts``, one per target (per target and GPU)."""
     if cfg.hosts_as_blocks:
-        return host_blocks(cfg, transports)
-    if not cfg.gpus:
-        return [Block(0, None, None, cfg, transports)]
-    return [
-        Block(i, f"gpu{i}", gpu, gpu_config(cfg, i), transports if i == 0 else copy_transports(transports))
-        for i, gpu in enumerate(cfg.gpus)
-    ]
+        blocks = host_blocks(cfg, transports)
+    elif not cfg.gpus:
+        blocks = [Block(0, None, None, cfg, transports)]
+    else:
+        blocks = [
+            Block(
+                i, f"gpu{i}", gpu, gpu_config(cfg, i), transports if i == 0 else copy_transports(transports)
+            )
+            for i, gpu in enumerate(cfg.gpus)
+        ]
+    if cfg.cpus and len(cfg.cpus) > 1 and len(cfg.cpus) != len(blocks):
+        raise InvalidInput(
+            f"profile.remote: cpus gives {len(cfg.cpus)} CPU lists for {len(blocks)} block(s) "
+            "(one list for every server, or one per GPU of --gpus / target of --blocks hosts)"
+        )
+    return blocks
 
 
 def host_blocks(cfg: RemoteConfig, transports: list) -> list[Block]:

@@ -75,6 +75,7 @@ class RemoteConfig:
     budget_minutes: float | None = None  # sweep: rounds until decided or out of minutes
     until: str | None = None  # sweep: "decided": rounds until the verdict is decided
     gpus: list | str | None = None  # sweep: "0,1,2,3": one server per GPU at once (blocks)
+    cpus: list | str | None = None  # "0-15" or one list per block "0-15;16-31": PATCHKIT_CPUS
     blocks: str = "fleet"  # sweep: "hosts": each target its own server, a block (like a GPU)
     spread_cache: str | None = None  # the measured spread per target and command ("off": none)
     sweep_seed: int | None = None  # the GPUs' randomized block design (None: one per sweep)
@@ -232,6 +233,9 @@ class RemoteConfig:
             if self.until not in UNTIL:
                 raise InvalidInput(f"profile.remote: until {self.until!r}: {' or '.join(UNTIL)}")
         self.gpus = parse_gpus(self.gpus)
+        self.cpus = parse_cpus(self.cpus)
+        if self.cpus is not None and "PATCHKIT_CPUS" in self.env:
+            raise InvalidInput("profile.remote: cpus sets PATCHKIT_CPUS; env names it too")
         self.blocks = str(self.blocks if self.blocks is not None else "fleet").strip().lower()
         if self.blocks not in BLOCKS:
             raise InvalidInput(f"profile.remote: blocks {self.blocks!r}: {' or '.join(BLOCKS)}")
@@ -382,6 +386,29 @@ def parse_gpus(value, name: str = "profile.remote: gpus") -> list[str] | None:
             "label them, e.g. 0@a,0@b)"
         )
     return gpus
+
+
+CPU_LIST = re.compile(r"\d{1,5}(-\d{1,5})?(,\d{1,5}(-\d{1,5})?)*\Z")
+
+
+def parse_cpus(value, name: str = "profile.remote: cpus") -> list[str] | None:
+    """``"0-15"`` -> ["0-15"]; ``"0-15;16-31"`` (or a list) -> one CPU list per block of a
+    sweep; each as taskset -c writes it, ranges rising. None when not given."""
+    if value is None:
+        return None
+    items = value if isinstance(value, (list, tuple)) else str(value).split(";")
+    lists = [str(c).strip().replace(" ", "") for c in items]
+    for text in lists:
+        ok = bool(CPU_LIST.match(text))
+        if ok:
+            for part in text.split(","):
+                low, _, high = part.partition("-")
+                ok = ok and (not high or int(low) <= int(high))
+        if not ok:
+            raise InvalidInput(
+                f"{name} {text!r}: a CPU list such as 0-15 or 0,2,4-7 (one per block, ';' between them)"
+            )
+    return lists
 
 
 def gpu_device(gpu: str) -> str:

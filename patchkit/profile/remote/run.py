@@ -177,6 +177,8 @@ class RemoteRun:
         )
         if self.cfg.timer:
             env["PATCHKIT_TIMER"] = self.cfg.timer
+        if self.cfg.cpus:  # a block's own list is in env already (blocks.Block.env)
+            env.setdefault("PATCHKIT_CPUS", self.cfg.cpus[0])
         # sampled timing; an env setting (--env, a matrix's env:PATCHKIT_TIMER_SAMPLE) wins;
         # none: the runtime's budget sets the rate (PATCHKIT_TIMER_BUDGET)
         if self.cfg.timer_sample is not None:
