@@ -27,11 +27,11 @@ from __future__ import annotations
 import difflib
 import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit.author.folders import write_new_folder
 from patchkit.engine import runtime_patch
 from patchkit.engine.difftext import emit_line, hunk_range, new_file_patch, split_lines
 from patchkit.engine.runtime_patch import RUNTIME_FILE_NAME
@@ -471,20 +471,5 @@ def export_series(series_dir: Path, out_root: Path) -> tuple[Path, int]:
     read_series(str(series_dir))  # a broken series is refused before anything is written
     files = runtime_patch.materialize(str(series_dir))
     dest = Path(out_root).resolve() / series_dir.name
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise InvalidInput(f"patch.export: {dest} already exists; remove it or pass another --out")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(tmp, 0o777 & ~mask)
-        for name, data in files.items():
-            (tmp / name).write_bytes(data)
-        if dest.exists():
-            dest.rmdir()
-        os.replace(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    write_new_folder(dest, files, "patch.export")
     return dest, len(files)

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit import upstream
+from patchkit.author.folders import umask, write_new_folder
 from patchkit.author.merge3 import merge_unplaced
 from patchkit.author.rebase_result import HunkOutcome, PatchOutcome, RebaseResult, Source
 from patchkit.author.relocate import (
@@ -696,7 +696,7 @@ def rebase(
     if resume:
         _rewrite_in_place(out, files)
     else:
-        _write_folder(out, files)
+        write_new_folder(out, files, "rebase")
     result.written = True
     return result
 
@@ -724,12 +724,6 @@ def _credit_tool(outcomes: list[PatchOutcome], fresh: RebaseResult) -> None:
             h.via = twin.method
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def _rewrite_in_place(out: Path, files: dict[str, bytes]) -> None:
     for name, data in files.items():
         target = out / name
@@ -738,26 +732,8 @@ def _rewrite_in_place(out: Path, files: dict[str, bytes]) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~umask())
         os.replace(tmp, target)
-
-
-def _write_folder(out: Path, files: dict[str, bytes]) -> None:
-    """Write a new folder atomically (rename); an existing non-empty folder is refused."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InvalidInput(f"rebase: {out} already exists; remove it or pass another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        os.chmod(tmp, 0o777 & ~_umask())
-        for name, data in files.items():
-            (tmp / name).write_bytes(data)
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 __all__ = ["MARKER", "HunkOutcome", "PatchOutcome", "RebaseResult", "Source", "default_out_dir", "rebase"]

@@ -142,7 +142,7 @@ def _null_stdio(log_fd=None):
 
 def cpu_set(text):
     """A CPU list as taskset -c and /proc's Cpus_allowed_list write it ("0-3,8,10-11") -> a set."""
-    cpus: "set[int]" = set()
+    cpus: set[int] = set()
     for part in text.split(","):
         low, _, high = part.strip().partition("-")
         cpus.update(range(int(low), int(high or low) + 1))
