@@ -1094,50 +1094,49 @@ def _verdict(rows: list[dict], cfg: RemoteConfig, runs: int, targets: int, elaps
     return verdict
 
 
+def _plan_at(spread: float | None, runs: dict, labels: list[str], source: str | None = None) -> dict:
+    """label -> {more_runs, for_difference, spread[, spread_source]}: the runs per point a
+    sequential sweep needs at ``spread`` (plan_runs), less those each label has done."""
+    from patchkit.profile.sequential import plan_runs
+
+    need = plan_runs(spread, PLAN_DIFFERENCE, DEFAULT_ALPHA, points=max(2, len(runs))) if spread else None
+    out = {}
+    for label in labels:
+        done = sum(v is not None for v in runs.get(label, []))
+        entry: dict[str, Any] = {
+            "more_runs": max(0, need - done) if need is not None else None,
+            "for_difference": PLAN_DIFFERENCE,
+            "spread": spread,
+        }
+        if source:
+            entry["spread_source"] = source
+        out[label] = entry
+    return out
+
+
 def _plan(
-    rows: list[dict], verdict: dict, decision, state: _Rounds, blocks: int, measured: dict | None = None
+    rows: list[dict], verdict: dict, decision, state: _Rounds, blocks: int, measured: dict | None
 ) -> dict | None:
     """For a verdict not decided: per contender, how many more runs would resolve a
     PLAN_DIFFERENCE difference at the spread measured (the decision's plan; for a fixed sweep
-    plan_runs at the pooled spread), and the minutes they would take from the measured start
+    plan_runs at ``measured``, the pooled spread the sweep records), and the minutes they would take from the measured start
     and run times (server minutes; on several GPUs the wall time divides by their number).
     Where the decision has no spread of its own yet (too few rounds for its paired test), the
     spread the sweep measured between starts (``measured``, block effects out) plans it."""
     if verdict.get("significant"):
         return None
-    from patchkit.profile.sequential import plan_runs
-
     contenders = list(verdict.get("indistinguishable") or [])
+    runs, _ = state.samples()
+    spread = (measured or {}).get("spread")
     if decision is not None:
         contenders = list(decision.contenders) or contenders
         raw = {label: dict(decision.plan.get(label) or {}) for label in contenders}
-        spread = (measured or {}).get("spread")
-        if spread and any(e.get("spread") is None and e.get("more_runs") is None for e in raw.values()):
-            runs, _ = state.samples()
-            need = plan_runs(spread, PLAN_DIFFERENCE, DEFAULT_ALPHA, points=max(2, len(runs)))
-            for label, entry in raw.items():
-                if entry.get("spread") is None and entry.get("more_runs") is None:
-                    done = sum(v is not None for v in runs.get(label, []))
-                    entry.update(
-                        more_runs=max(0, need - done) if need is not None else None,
-                        for_difference=PLAN_DIFFERENCE,
-                        spread=spread,
-                        spread_source="measured between starts",
-                    )
+        bare = [k for k, e in raw.items() if e.get("spread") is None and e.get("more_runs") is None]
+        if spread and bare:
+            raw.update(_plan_at(spread, runs, bare, source="measured between starts"))
     else:
-        runs, _ = state.samples()
-        measured = measured_spread(runs)
-        spread = measured["spread"] if measured else None
         # what a sequential sweep (--until decided) would need, runs per point from the start
-        need = plan_runs(spread, PLAN_DIFFERENCE, DEFAULT_ALPHA, points=max(2, len(runs))) if spread else None
-        raw = {}
-        for label in contenders:
-            done = sum(v is not None for v in runs.get(label, []))
-            raw[label] = {
-                "more_runs": max(0, need - done) if need is not None else None,
-                "for_difference": PLAN_DIFFERENCE,
-                "spread": spread,
-            }
+        raw = _plan_at(spread, runs, contenders)
     points, total = {}, 0.0
     for label, entry in raw.items():
         more = entry.get("more_runs")
