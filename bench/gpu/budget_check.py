@@ -64,11 +64,9 @@ def server_row(name: str, timing: Path) -> dict | None:
                 cycles += 1
                 timed += c.get("timed") is not False
         last = (proc.stats or {}).get("sampling") or last
-        if not last and proc.sampling_changes:  # no stats record: the last decision's
-            rec = proc.sampling_changes[-1]
-            last = dict(rec, hidden=rec.get("hidden_total"), checked=rec.get("checked_total"))
+        if not last and proc.sampling_changes:  # no stats record (a killed scheduler): the last decision's
+            last = proc.sampling_changes[-1]
     ov = paired_overhead(procs, "decode") or {}
-    hidden, checked = last.get("hidden"), last.get("checked")
     return {
         "server": name,
         "worker": _worker(timing),
@@ -79,8 +77,6 @@ def server_row(name: str, timing: Path) -> dict | None:
         "p_final": last.get("p"),
         "changes": last.get("changes"),
         "cost_us": None if last.get("cost_ns") is None else last["cost_ns"] / 1e3,
-        "host_cost_us": None if last.get("host_cost_ns") is None else last["host_cost_ns"] / 1e3,
-        "hidden_fraction": hidden / checked if checked else None,
         "pairs": ov.get("pairs", 0),
         "median_pct": ov.get("median_pct"),
         "iqr_pct": ov.get("iqr_pct"),
@@ -133,15 +129,14 @@ def main(argv=None) -> int:
         return 2
     rows = [r for d in argv for name, t in _servers(Path(d)) if (r := server_row(name, t))]
     print(
-        "server | worker | timed / decode cycles (on blocks) | p final | hidden | cost / host us | pairs | median [IQR] %"
+        "server | worker | timed / decode cycles (on blocks) | p final | cost us per timed cycle | pairs | median [IQR] %"
     )
     for r in rows:
         iqr = r["iqr_pct"] or [None, None]
         print(
             f"{r['server']} | {r['worker']} | {r['timed']} / {r['decode_cycles_on']} "
             f"({_pct(r['timed_fraction'])} %) | {_f(r['p_final'], '.4g')} | "
-            f"{_pct(r['hidden_fraction'])} % | "
-            f"{_f(r['cost_us'], '.0f')} / {_f(r['host_cost_us'], '.0f')} | {r['pairs']} | "
+            f"{_f(r['cost_us'], '.0f')} | {r['pairs']} | "
             f"{_f(r['median_pct'], '+.2f')} [{_f(iqr[0], '+.2f')} .. {_f(iqr[1], '+.2f')}]"
         )
     summary = {}
