@@ -68,7 +68,7 @@ def test_long_cycles_are_all_timed(runtime_dir, tmp_path):
     recs = one_file(out)
     header = recs[0]
     assert header["sampling"]["every"] is None and header["sampling"]["budget_pct"] == 1.0
-    assert header["sampling"]["p"] == 1.0 and header["sampling"]["controller"]["method"] == "host-cost"
+    assert header["sampling"]["p"] == 1.0 and header["sampling"]["controller"]["method"] == "visible-cost"
     assert header["sampling"]["seed"] == 17
     flags = timed_flags(recs)
     assert len(flags) == 1000 and all(flags)
@@ -102,6 +102,8 @@ def test_costly_short_cycles_time_about_one_in_16(runtime_dir, tmp_path):
     assert 1 / 20 <= sum(rest) / len(rest) <= 1 / 12.5
     stats = recs[-1]["sampling"]
     assert stats["p"] == 1 / 16 and stats["changes"] == 1 and stats["cost_ns"] == 500_000
+    # the period shows the whole cost: the pairs measure it, the host time bounds it
+    assert stats["host_cost_ns"] == 500_000 and stats["visible_ns"] == 500_000 and stats["pairs"] >= 32
     assert stats["period_ns"] == pytest.approx(4_000_000 + 500_000 / 16, rel=0.05)
     # every cycle still recorded; phases only in timed ones
     timed = {i for i, f in enumerate(flags) if f}
@@ -310,6 +312,121 @@ _pt.shutdown()
     assert sorted(r["cycle"] for r in recs if r["kind"] == "dev") == timed
 
 
+# A device-bound engine (SGLang's v2 worker on a verify-bound model): the host launches a
+# cycle, then waits for the device to finish the one before; what the timer costs the host
+# while the device is busy costs the period nothing.
+DEVICE_BOUND = """
+deadline = [0]
+def bound_cycle(host_ns, device_ns):
+    start = clock[0]
+    cycle(host_ns)
+    deadline[0] = max(deadline[0], start) + device_ns
+    clock[0] = max(clock[0], deadline[0])
+"""
+
+
+def test_hidden_cost_times_every_cycle(runtime_dir, tmp_path):
+    """15 ms device-bound cycles, 2 ms of host work, 400 us of timer host time per timed
+    cycle: 2.7 % of the period by host time (the host rule alone: p 1/4), none of it in the
+    period. Once 32 pairs of adjacent timed/untimed cycles show it, every cycle is timed."""
+    out = tmp_path / "out"
+    body = DEVICE_BOUND + "cost[0] = 400_000\nfor i in range(1500):\n    bound_cycle(2_000_000, 15_000_000)"
+    fake_run(runtime_dir, out, body)
+    recs = one_file(out)
+    samplings = [r for r in recs if r["kind"] == "sampling"]
+    first = samplings[0]
+    assert first["cycle"] == 64 and first["p"] == 1 / 4 and first["visible_ns"] is None
+    assert first["host_cost_ns"] == first["cost_ns"] == 400_000
+    up = next(s for s in samplings if s["p"] == 1.0 and s["prev_p"] < 1.0)
+    assert up["visible_ns"] == 0 and up["cost_ns"] == 0 and up["host_cost_ns"] == 400_000
+    assert up["pairs"] >= 32 and up["cycle"] <= 64 * 6
+    flags = timed_flags(recs)
+    assert len(flags) == 1500 and all(flags[up["cycle"] :])
+    stats = recs[-1]["sampling"]
+    assert stats["p"] == 1.0 and stats["visible_ns"] == 0 and stats["cost_ns"] == 0
+    assert stats["host_cost_ns"] == 400_000 and stats["changes"] == 2
+
+
+def test_partly_hidden_cost_is_what_the_period_shows(runtime_dir, tmp_path):
+    """Device 4.4 ms, host 4 ms, timer 600 us: a timed cycle takes 4.6 ms, an untimed one
+    4.4: 200 us show (pairs) of 600 us of host time. The host rule alone: p* = 1 % * 4.4 ms
+    / 600 us = 0.073, 1/16; the pairs: p* = 0.22, and with the 25 % margin 1/8."""
+    out = tmp_path / "out"
+    body = DEVICE_BOUND + "cost[0] = 600_000\nfor i in range(4000):\n    bound_cycle(4_000_000, 4_400_000)"
+    fake_run(runtime_dir, out, body)
+    recs = one_file(out)
+    samplings = [r for r in recs if r["kind"] == "sampling"]
+    assert samplings[0]["p"] == 1 / 16 and samplings[0]["visible_ns"] is None
+    stats = recs[-1]["sampling"]
+    assert stats["host_cost_ns"] == 600_000 and stats["visible_ns"] == 200_000
+    assert stats["cost_ns"] == 200_000 and stats["p"] == 1 / 8 and stats["changes"] == 2
+    flags = timed_flags(recs)
+    last = [s for s in samplings if s["p"] != s["prev_p"]][-1]
+    rest = flags[last["cycle"] :]
+    assert binomial_ok(sum(rest), len(rest), 1 / 8), sum(rest)
+
+
+def test_another_workload_drops_the_pairs(runtime_dir, tmp_path):
+    """Device-bound 15 ms cycles (every cycle timed), then a host-bound 4 ms workload where
+    the timer's 500 us show in full: the window period falls by more than 1.25x, the pairs
+    gathered at 15 ms no longer stand, the host rule takes over at once (1/16), and the new
+    pairs agree with it."""
+    out = tmp_path / "out"
+    body = (
+        DEVICE_BOUND
+        + "cost[0] = 500_000\nfor i in range(1000):\n    bound_cycle(2_000_000, 15_000_000)\n"
+        + "for i in range(3000):\n    cycle(4_000_000)\n"
+    )
+    fake_run(runtime_dir, out, body)
+    recs = one_file(out)
+    samplings = [r for r in recs if r["kind"] == "sampling"]
+    before = [s for s in samplings if s["cycle"] <= 1000]
+    assert before[-1]["p"] == 1.0 and before[-1]["visible_ns"] == 0
+    drop = next(s for s in samplings if s["cycle"] > 1000 and s["p"] < 1.0)
+    # the first window after the change still holds 15 ms cycles: 1/8, then 1/16
+    assert drop["cycle"] <= 1000 + 64 and drop["p"] <= 1 / 8
+    assert drop["visible_ns"] is None and drop["pairs"] == 0 and drop["cost_ns"] == 500_000
+    stats = recs[-1]["sampling"]
+    assert stats["p"] == 1 / 16 and stats["visible_ns"] == 500_000 and stats["pairs"] >= 32
+    flags = timed_flags(recs)
+    low = next(s for s in samplings if s["p"] == 1 / 16)
+    assert low["cycle"] <= drop["cycle"] + 64
+    rest = flags[low["cycle"] :]
+    assert binomial_ok(sum(rest), len(rest), 1 / 16), sum(rest)
+
+
+def test_visible_cost_arithmetic(runtime_dir, tmp_path):
+    """The pairs' one-sided 95 % upper bound: median + 1.645 * 1.2533 * 1.4826 * MAD / sqrt(n),
+    at least 0; none below 32 pairs; pairs dropped when the period moves by more than 1.25x."""
+    res = run_script(
+        runtime_dir,
+        """
+import json
+import phase_timer as pt
+t = pt._Timer("host", "host", "/tmp/unused", False, 16, 5.0, budget=1.0)
+out = {}
+t.pairs_ref = 10_000_000.0
+t.pairs[:] = [100.0 * i for i in range(40)]
+out["spread"] = t._visible_cost(10_000_000.0)
+t.pairs[:] = [-50_000.0] * 40
+out["negative"] = t._visible_cost(11_000_000.0)
+t.pairs[:] = [1.0] * 31
+out["few"] = t._visible_cost(10_000_000.0)
+t.pairs[:] = [1.0] * 40
+out["moved"] = t._visible_cost(13_000_000.0)
+out["after"] = [len(t.pairs), t.pairs_ref]
+print(json.dumps(out))
+""",
+        out_dir=tmp_path / "out",
+    )
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    # 0, 100, ..., 3900: median 1950, MAD 1000
+    assert got["spread"] == pytest.approx(1950 + 1.645 * 1.2533 * 1.4826 * 1000 / 40**0.5)
+    assert got["negative"] == 0.0 and got["few"] is None and got["moved"] is None
+    assert got["after"] == [0, 13_000_000.0]
+
+
 def test_controller_arithmetic(runtime_dir, tmp_path):
     """The levels and the margin for raising the rate, as functions of p*."""
     res = run_script(
@@ -403,23 +520,26 @@ def test_report_says_budget_fraction_and_cost(runtime_dir, tmp_path):
         "p_final",
         "changes",
         "cost_us",
+        "host_cost_us",
+        "visible_us",
         "period_ms",
         "period_source",
         "spent_pct",
         "weighted",
         "by_rank",
     }
-    assert budget["pct"] == 1.0 and budget["controller"] == "host-cost"
+    assert budget["pct"] == 1.0 and budget["controller"] == "visible-cost"
     assert budget["timed_fraction"] == pytest.approx(n_timed / 3000)
     assert budget["p_min"] == 1 / 16 and budget["p_max"] == 1.0 and budget["p_final"] == 1 / 16
     assert budget["changes"] == 1 and budget["weighted"] is True
-    assert budget["cost_us"] == pytest.approx(500.0)
+    assert budget["cost_us"] == pytest.approx(500.0) and budget["host_cost_us"] == pytest.approx(500.0)
+    assert budget["visible_us"] == pytest.approx(500.0)  # all of it shows (the period is host time)
     assert budget["period_ms"] == pytest.approx(4.03, abs=0.02) and budget["period_source"] == "runtime"
     assert budget["spent_pct"] == pytest.approx(100 * n_timed / 3000 * 0.5 / 4.03, rel=0.02)
     assert budget["by_rank"][0]["rank"] == 0 and budget["by_rank"][0]["p_final"] == 1 / 16
     line = next(ln for ln in render_table(summary).splitlines() if ln.startswith("timing budget"))
     assert line.startswith(
-        f"timing budget 1% of the cycle period (host-cost, bernoulli, seed 17): {n_timed} of 3000 "
+        f"timing budget 1% of the cycle period (visible-cost, bernoulli, seed 17): {n_timed} of 3000 "
         f"cycles timed ({100 * n_timed / 3000:.1f}%, p 1/16..1, 1 change); timer 500 µs per timed "
         f"cycle, cycle period {budget['period_ms']:.2f} ms: ~{budget['spent_pct']:.2f}% of the period "
         f"spent; shares weigh each timed cycle by 1/p"
@@ -432,6 +552,28 @@ def test_report_says_budget_fraction_and_cost(runtime_dir, tmp_path):
     assert budget["timed_fraction"] == 1.0 and budget["p_min"] == budget["p_max"] == 1.0
     assert budget["weighted"] is False and budget["changes"] == 0
     assert "(100.0%, p 1, 0 changes)" in render_table(summary)
+
+
+def test_report_says_what_the_period_hid(runtime_dir, tmp_path):
+    """A device-bound run: the line gives the host time and the bound the pairs put on what
+    showed; summary.json the three costs, each rank's too."""
+    from patchkit.report import build_report, render_table
+
+    out = tmp_path / "out"
+    body = DEVICE_BOUND + "cost[0] = 400_000\nfor i in range(1200):\n    bound_cycle(2_000_000, 15_000_000)"
+    fake_run(runtime_dir, out, body)
+    summary = build_report(out, tmp_path / "report", chart=False)
+    budget = summary.sampling["budget"]
+    assert budget["host_cost_us"] == pytest.approx(400.0) and budget["visible_us"] == 0.0
+    assert budget["cost_us"] == 0.0 and budget["spent_pct"] == 0.0 and budget["p_final"] == 1.0
+    assert budget["by_rank"][0]["visible_us"] == 0.0 and budget["by_rank"][0][
+        "host_cost_us"
+    ] == pytest.approx(400.0)
+    line = next(ln for ln in render_table(summary).splitlines() if ln.startswith("timing budget"))
+    assert (
+        "; timer 400 µs host time per timed cycle, at most 0 µs of it in the period, cycle period 15.00 ms"
+        in line
+    ), line
 
 
 def test_report_before_any_decision(runtime_dir, tmp_path):

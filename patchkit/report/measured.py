@@ -208,12 +208,15 @@ def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: in
     cycle period), `controller` (its method), `timed_fraction` (timed cycles / cycles
     described), `p_min` / `p_max` (the rates the described cycles were drawn at), `p_final`
     (the lowest rank's last rate), `changes` (changes of p, all ranks), `cost_us` (the
-    runtime's host time per timed cycle, median over ranks: their last figure), `period_ms`
+    cost per timed cycle the controller used, median over ranks: their last figure; the
+    lower of `host_cost_us`, the runtime's host time per timed cycle, and `visible_us`, an
+    upper bound on what a timed cycle adds to the period from adjacent timed and untimed
+    cycles, null until 32 such pairs), `period_ms`
     (the cycle period it saw, median over ranks; from the cycle records' start-to-start when
     no decision was made yet: `period_source` "runtime" | "cycles"), `spent_pct` (about what
     timing spent: timed_fraction * cost / period, in % of the period), `weighted` (whether
     shares weight each timed cycle by 1/p: p varied over the described cycles) and
-    `by_rank` ([{rank, pid, p_final, changes, cost_us, period_ms}])."""
+    `by_rank` ([{rank, pid, p_final, changes, cost_us, host_cost_us, visible_us, period_ms}])."""
     info = _header_sampling(budgeted[0])
     rates: set[float] = set()
     timed_rates: set[float] = set()
@@ -234,9 +237,15 @@ def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: in
             final = _number(recs[-1].get("p")) if recs else _number(_header_sampling(proc).get("p"))
         cost = _number(last.get("cost_ns"))
         period = _number(last.get("period_ns"))
+        host = _number(last.get("host_cost_ns"))
+        visible = _number(last.get("visible_ns"))
         if recs:
             cost = _number(recs[-1].get("cost_ns")) if cost is None else cost
             period = _number(recs[-1].get("period_ns")) if period is None else period
+            host = _number(recs[-1].get("host_cost_ns")) if host is None else host
+            visible = _number(recs[-1].get("visible_ns")) if visible is None else visible
+        if host is None:  # a runtime before the pairs: its cost was host time
+            host = cost
         if period is None:
             period, source = _cycles_period_ns(proc), "cycles"
         changes = last.get("changes")
@@ -249,10 +258,14 @@ def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: in
                 "p_final": final,
                 "changes": changes,
                 "cost_us": None if cost is None else cost / 1e3,
+                "host_cost_us": None if host is None else host / 1e3,
+                "visible_us": None if visible is None else visible / 1e3,
                 "period_ms": None if period is None else period / 1e6,
             }
         )
     cost_us = _median([r["cost_us"] for r in rows if r["cost_us"] is not None])
+    host_us = _median([r["host_cost_us"] for r in rows if r["host_cost_us"] is not None])
+    visible_us = _median([r["visible_us"] for r in rows if r["visible_us"] is not None])
     period_ms = _median([r["period_ms"] for r in rows if r["period_ms"] is not None])
     fraction = timed / cycles if cycles else None
     spent = None
@@ -267,6 +280,8 @@ def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: in
         "p_final": rows[0]["p_final"],
         "changes": sum(r["changes"] for r in rows),
         "cost_us": cost_us,
+        "host_cost_us": host_us,
+        "visible_us": visible_us,
         "period_ms": period_ms,
         "period_source": source,
         "spent_pct": spent,

@@ -210,7 +210,11 @@ def _budget_line(sampling: dict, budget: dict) -> str:
     if cost is None:
         line += "; timer cost not measured yet"
     else:
-        line += f"; timer {cost:.0f} µs per timed cycle"
+        host, visible = budget.get("host_cost_us"), budget.get("visible_us")
+        if visible is not None and host is not None and visible < host:
+            line += f"; timer {host:.0f} µs host time per timed cycle, at most {visible:.0f} µs of it in the period"
+        else:
+            line += f"; timer {cost:.0f} µs per timed cycle"
         if period:
             line += f", cycle period {period:.2f} ms"
         if spent is not None:

@@ -80,9 +80,18 @@ Environment
                         percent >= 0 warns and uses 1. With PATCHKIT_TIMER_AB the timed
                         blocks follow the budget (a decision at the first of their cycles
                         past a boundary). Only the host program's thread is
-                        counted (not the idle flusher), and host time, not what the GPU
-                        hides: where the GPU runs behind the host (SGLang's v2 worker on a
-                        verify-bound model) the cycle period grows by less than this.
+                        counted (not the idle flusher). Where the GPU runs behind the host
+                        (SGLang's v2 worker on a verify-bound model) the period shows less
+                        than that host time, so the cost used is the lower of it and what
+                        the period shows: at each cycle start, two adjacent cycles of one
+                        kind, one timed and one not, give a pair (the timed one's start-to-
+                        start period minus the untimed one's); with 32 pairs or more their
+                        median plus 1.645 standard errors (from the median absolute
+                        deviation), at least 0, bounds the cost. Pairs stand while the
+                        window period stays within 1.25x of the one they were gathered at
+                        (another workload drops them: the host rule again until new ones
+                        come); the newest 256 are kept. At p = 1 no new pairs come, so a
+                        device-bound run, once its pairs show nothing, times every cycle.
   PATCHKIT_TIMER_AB_B=bare  with PATCHKIT_TIMER_AB: the off blocks record only each cycle's
                         start and kind (cycle_end and the capture probe are no-ops there; the
                         line is an off cycle with t1 = t0), so the pairs also measure what
@@ -182,8 +191,8 @@ Record schema (one JSON object per line; "kind" says which):
           resolve_batch (events mode; the first one under a budget), sampling {every,
           method: "bernoulli", seed, seed_source} (with PATCHKIT_TIMER_SAMPLE > 1; under a
           budget every is null and it adds p (the starting rate), budget_pct, controller
-          {method: "host-cost", window, min_timed, levels: "2^-k", p_min, raise_margin,
-          idle_cap}),
+          {method: "visible-cost", window, min_pairs, pair_z, regime, min_timed,
+          levels: "2^-k", p_min, raise_margin, idle_cap}),
           clock {host, host_impl, host_t0_ns, wall_t0_ns, boot_id, device}, argv
   phase   name, cycle (index or null), depth (0 = top level), parent (name or null),
           t0, t1, host_ns (perf_counter_ns; null for captured steps), dev_ns (device time
@@ -200,14 +209,17 @@ Record schema (one JSON object per line; "kind" says which):
           were CUDA tensors at cycle_end, read once the GPU reached them)
   rank    rank, world_size, rank_source: the rank became known after the header
   sampling  under a budget, when p changes and at every 16th decision: cycle (the first
-          index drawn at p), p, prev_p, cost_ns (host ns per timed cycle), period_ns,
+          index drawn at p), p, prev_p, cost_ns (ns per timed cycle the decision used: the
+          lower of host_cost_ns, the host time, and visible_ns, the pairs' bound, null
+          with fewer than 32 pairs: see PATCHKIT_TIMER_BUDGET), pairs (how many stand), period_ns,
           per_phase_ns, timed and cycles (of the window measured), budget_pct, t,
           resolve_batch (events mode). A cycle's p is that of the last such record with
           cycle <= its index, else the header's; a timed cycle stands for 1/p cycles.
   note    t, attrs - a note() made outside any cycle
   stats   written at exit: records, skipped_capturing, unmatched_end, abandoned,
           stale_steps, dropped_pending, writes; under a budget also sampling {p,
-          budget_pct, cost_ns, period_ns, per_phase_ns, decisions, changes}
+          budget_pct, cost_ns, host_cost_ns, visible_ns, pairs, period_ns, per_phase_ns,
+          decisions, changes}
 Times are integers in nanoseconds; t0/t1 are perf_counter_ns of this process (the header's
 clock pairs host_t0_ns with wall_t0_ns so that files of several processes can be aligned;
 on one Linux host perf_counter_ns is the shared CLOCK_MONOTONIC, named by host_impl and
@@ -243,6 +255,11 @@ _BUDGET_RAISE = 1.25  # a higher rate only where the budget allows 25 % more tha
 _BUDGET_IDLE = 2.0  # a window's period counts at most twice the last one (engine idle)
 _BUDGET_CALIBRATE_FROM = 8  # the first cycles are cold outliers: calibrate from this index
 _BUDGET_RECORD_EVERY = 16  # a "sampling" record at a change, else every 16th decision
+# the cost the period shows: adjacent cycles of one kind, one timed and one not (see _pair)
+_BUDGET_MIN_PAIRS = 32  # pairs before their estimate counts (else the host cost alone)
+_BUDGET_MAX_PAIRS = 256  # the newest pairs kept
+_BUDGET_PAIR_Z = 1.645  # one-sided 95 % upper bound on the pairs' median difference
+_BUDGET_REGIME = 1.25  # pairs stand while the window period stays within this factor
 _NEVER_CYCLE = 1 << 62
 _TRUE = ("1", "true", "yes", "on")
 # with os.register_at_fork (bottom of this file) a forked child rebinds the module functions
@@ -648,10 +665,19 @@ class _Timer:
         self.ctl_cycle = 0
         self.decisions = self.p_changes = 0
         self.next_eval = self.cal_at = _NEVER_CYCLE
+        # the cost the period shows (_pair): the newest differences in ns between adjacent
+        # cycles' start-to-start periods, a timed one minus an untimed one, and the window
+        # period they were gathered at (they stand while the period stays near it)
+        self.pairs = None
+        self.pairs_ref = None
+        self.last_start = None  # (index, t0, timed, kind) of the last cycle begun
+        self.last_period = None  # (index, ns start to start, timed) of the one before it
+        self.visible = None  # ns per timed cycle: the pairs' upper bound at the last decision
         if self.budget is not None:
             self.p_timed = 1.0 if self.budget > 0 else 0.0
             if self.budget > 0:
                 self.next_eval, self.cal_at = 0, _BUDGET_CALIBRATE_FROM
+                self.pairs = []
         self.p_start = self.p_timed
         self.pool = []
         self.quoted = {None: "null"}  # phase name -> its JSON string
@@ -926,7 +952,10 @@ class _Timer:
             self.cycle_no += 1
             if self.cycle_no >= self.next_eval:  # a budget's decision, every 64 cycle indices
                 self._control(t0)
-            if self.sampled and (second or not self.ab_sampled) and self.draw() >= self.p_timed:
+            timed = not (self.sampled and (second or not self.ab_sampled) and self.draw() >= self.p_timed)
+            if self.pairs is not None:
+                self._pair(t0, timed, attrs.get("kind"))
+            if not timed:
                 return self._untimed_begin(t0, attrs)
             self.cycle_b = second
             if self.push is not None:
@@ -1239,6 +1268,54 @@ class _Timer:
             x = self.cal_acc[0] / phases
             self.per_phase = x if self.per_phase is None else (self.per_phase + x) / 2.0
 
+    def _pair(self, t0, timed, kind):
+        """The period a cycle takes, timed against untimed, from cycles that follow one
+        another: at the start of cycle n, the period of cycle n-1 (start to start, both of
+        one kind) is known; where n-2 and n-1 differ in being timed, the difference of
+        their periods (timed minus untimed) is one pair. A long cycle beside a short one of
+        the same workload cancels out, slow drift too; the median of the pairs is what a
+        timed cycle adds to the period, host time the device hid left out."""
+        n = self.cycle_no
+        last = self.last_start
+        self.last_start = (n, t0, timed, kind)
+        if last is None or last[0] != n - 1 or last[3] != kind:
+            self.last_period = None
+            return
+        period = t0 - last[1]
+        if self.period_est is not None and period > _BUDGET_IDLE * self.period_est:
+            self.last_period = None  # an idle engine, not a period
+            return
+        before = self.last_period
+        self.last_period = (n - 1, period, last[2])
+        if before is not None and before[0] == n - 2 and before[2] != last[2]:
+            pairs = self.pairs
+            pairs.append(period - before[1] if last[2] else before[1] - period)
+            if len(pairs) > _BUDGET_MAX_PAIRS:
+                del pairs[0]
+
+    def _visible_cost(self, period):
+        """The host time per timed cycle that the period shows: a one-sided 95 % upper
+        bound on the pairs' median (its standard error from their median absolute
+        deviation), at least 0; None with fewer than _BUDGET_MIN_PAIRS pairs. Pairs
+        gathered at a window period more than _BUDGET_REGIME times away from this one are
+        dropped first (another workload: a cost hidden there need not be hidden here)."""
+        pairs = self.pairs
+        ref = self.pairs_ref
+        if ref is None or not ref / _BUDGET_REGIME <= period <= ref * _BUDGET_REGIME:
+            del pairs[:]
+            self.pairs_ref = period
+            return None
+        n = len(pairs)
+        if n < _BUDGET_MIN_PAIRS:
+            return None
+        ordered = sorted(pairs)
+        mid = n // 2
+        median = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+        spread = sorted(abs(x - median) for x in ordered)
+        mad = spread[mid] if n % 2 else (spread[mid - 1] + spread[mid]) / 2.0
+        se = 1.2533 * 1.4826 * mad / n**0.5
+        return max(0.0, median + _BUDGET_PAIR_Z * se)
+
     def _control(self, now):
         """A budget's decision, at the first cycle whose index reaches a multiple of
         _BUDGET_WINDOW (every rank decides at the same indices), before that cycle's draw.
@@ -1265,7 +1342,9 @@ class _Timer:
         cost = (self.acc_spent + self.acc_phases * (self.per_phase or 0.0)) / self.acc_timed
         self.cost_est = cost if self.cost_est is None else (self.cost_est + cost) / 2.0
         self.period_est = period
-        want = self.budget / 100.0 * period / self.cost_est if self.cost_est > 0 else 1.0
+        self.visible = self._visible_cost(period)
+        cost = self.cost_est if self.visible is None else min(self.cost_est, self.visible)
+        want = self.budget / 100.0 * period / cost if cost > 0 else float("inf")
         old = self.level
         new = _level(want)
         if new <= old:  # the budget allows as much or more: raise only with room to spare
@@ -1282,7 +1361,10 @@ class _Timer:
                 "cycle": index,
                 "p": self.p_timed,
                 "prev_p": 1.0 / (1 << old),
-                "cost_ns": int(self.cost_est),
+                "cost_ns": int(cost),
+                "host_cost_ns": int(self.cost_est),
+                "visible_ns": None if self.visible is None else int(self.visible),
+                "pairs": len(self.pairs),
                 "period_ns": int(period),
                 "per_phase_ns": None if self.per_phase is None else int(self.per_phase),
                 "timed": self.acc_timed,
@@ -1304,10 +1386,16 @@ class _Timer:
         cost, period = self.cost_est, self.period_est
         if cost is None and self.acc_timed:
             cost = (self.acc_spent + self.acc_phases * (self.per_phase or 0.0)) / self.acc_timed
+        host = cost
+        if cost is not None and self.visible is not None:
+            cost = min(cost, self.visible)
         return {
             "p": self.p_timed,
             "budget_pct": self.budget,
             "cost_ns": None if cost is None else int(cost),
+            "host_cost_ns": None if host is None else int(host),
+            "visible_ns": None if self.visible is None else int(self.visible),
+            "pairs": len(self.pairs or ()),
             "period_ns": None if period is None else int(period),
             "per_phase_ns": None if self.per_phase is None else int(self.per_phase),
             "decisions": self.decisions,
@@ -1653,8 +1741,11 @@ class _Timer:
                 p=self.p_start,
                 budget_pct=self.budget,
                 controller={
-                    "method": "host-cost",
+                    "method": "visible-cost",
                     "window": _BUDGET_WINDOW,
+                    "min_pairs": _BUDGET_MIN_PAIRS,
+                    "pair_z": _BUDGET_PAIR_Z,
+                    "regime": _BUDGET_REGIME,
                     "min_timed": _BUDGET_MIN_TIMED,
                     "levels": "2^-k",
                     "p_min": 1.0 / (1 << _BUDGET_MAX_LEVEL),
