@@ -368,7 +368,7 @@ def test_partly_hidden_cost_is_what_the_period_shows(runtime_dir, tmp_path):
 
 def test_another_workload_drops_the_pairs(runtime_dir, tmp_path):
     """Device-bound 15 ms cycles (every cycle timed), then a host-bound 4 ms workload where
-    the timer's 500 us show in full: the window period falls by more than 1.25x, the pairs
+    the timer's 500 us show in full: the newest periods fall by more than 1.25x, the pairs
     gathered at 15 ms no longer stand, the host rule takes over at once (1/16), and the new
     pairs agree with it."""
     out = tmp_path / "out"
@@ -383,8 +383,8 @@ def test_another_workload_drops_the_pairs(runtime_dir, tmp_path):
     before = [s for s in samplings if s["cycle"] <= 1000]
     assert before[-1]["p"] == 1.0 and before[-1]["visible_ns"] == 0
     drop = next(s for s in samplings if s["cycle"] > 1000 and s["p"] < 1.0)
-    # the first window after the change still holds 15 ms cycles: 1/8, then 1/16
-    assert drop["cycle"] <= 1000 + 64 and drop["p"] <= 1 / 8
+    # the newest 64 periods: at the decision after 1024 mostly 15 ms still; at 1088 not
+    assert drop["cycle"] == 1088 and drop["p"] <= 1 / 8
     assert drop["visible_ns"] is None and drop["pairs"] == 0 and drop["cost_ns"] == 500_000
     stats = recs[-1]["sampling"]
     assert stats["p"] == 1 / 16 and stats["visible_ns"] == 500_000 and stats["pairs"] >= 32
@@ -397,7 +397,8 @@ def test_another_workload_drops_the_pairs(runtime_dir, tmp_path):
 
 def test_visible_cost_arithmetic(runtime_dir, tmp_path):
     """The pairs' one-sided 95 % upper bound: median + 1.645 * 1.2533 * 1.4826 * MAD / sqrt(n),
-    at least 0; none below 32 pairs; pairs dropped when the period moves by more than 1.25x."""
+    at least 0; none below 32 pairs; pairs dropped when the newest periods' median moves more
+    than 1.25x from the pairs' untimed periods' median (not below 16 newest periods)."""
     res = run_script(
         runtime_dir,
         """
@@ -405,16 +406,21 @@ import json
 import phase_timer as pt
 t = pt._Timer("host", "host", "/tmp/unused", False, 16, 5.0, budget=1.0)
 out = {}
-t.pairs_ref = 10_000_000.0
-t.pairs[:] = [100.0 * i for i in range(40)]
-out["spread"] = t._visible_cost(10_000_000.0)
-t.pairs[:] = [-50_000.0] * 40
-out["negative"] = t._visible_cost(11_000_000.0)
-t.pairs[:] = [1.0] * 31
-out["few"] = t._visible_cost(10_000_000.0)
-t.pairs[:] = [1.0] * 40
-out["moved"] = t._visible_cost(13_000_000.0)
-out["after"] = [len(t.pairs), t.pairs_ref]
+def load(pairs, ref, now):
+    t.pairs[:] = pairs
+    t.pair_periods[:] = [ref] * len(pairs)
+    t.periods[:] = now
+load([100.0 * i for i in range(40)], 10e6, [10e6] * 64)
+out["spread"] = t._visible_cost()
+load([-50_000.0] * 40, 10e6, [12.4e6] * 64)
+out["negative"] = t._visible_cost()
+load([1.0] * 31, 10e6, [10e6] * 64)
+out["few"] = t._visible_cost()
+load([1.0] * 40, 10e6, [7.9e6] * 40)
+out["moved"] = t._visible_cost()
+out["after"] = [len(t.pairs), len(t.pair_periods)]
+load([1.0] * 40, 10e6, [30e6] * 15)
+out["too_few_now"] = t._visible_cost()
 print(json.dumps(out))
 """,
         out_dir=tmp_path / "out",
@@ -424,7 +430,7 @@ print(json.dumps(out))
     # 0, 100, ..., 3900: median 1950, MAD 1000
     assert got["spread"] == pytest.approx(1950 + 1.645 * 1.2533 * 1.4826 * 1000 / 40**0.5)
     assert got["negative"] == 0.0 and got["few"] is None and got["moved"] is None
-    assert got["after"] == [0, 13_000_000.0]
+    assert got["after"] == [0, 0] and got["too_few_now"] == 1.0
 
 
 def test_controller_arithmetic(runtime_dir, tmp_path):

@@ -88,9 +88,9 @@ Environment
                         start period minus the untimed one's); with 32 pairs or more their
                         median plus 1.645 standard errors (from the median absolute
                         deviation), at least 0, bounds the cost. Pairs stand while the
-                        window period stays within 1.25x of the one they were gathered at
-                        (another workload drops them: the host rule again until new ones
-                        come); the newest 256 are kept. At p = 1 no new pairs come, so a
+                        median of the newest 64 adjacent periods stays within 1.25x of the
+                        pairs' median untimed period (another workload drops them: the
+                        host rule again until new ones come); the newest 256 are kept. At p = 1 no new pairs come, so a
                         device-bound run, once its pairs show nothing, times every cycle.
   PATCHKIT_TIMER_AB_B=bare  with PATCHKIT_TIMER_AB: the off blocks record only each cycle's
                         start and kind (cycle_end and the capture probe are no-ops there; the
@@ -259,7 +259,8 @@ _BUDGET_RECORD_EVERY = 16  # a "sampling" record at a change, else every 16th de
 _BUDGET_MIN_PAIRS = 32  # pairs before their estimate counts (else the host cost alone)
 _BUDGET_MAX_PAIRS = 256  # the newest pairs kept
 _BUDGET_PAIR_Z = 1.645  # one-sided 95 % upper bound on the pairs' median difference
-_BUDGET_REGIME = 1.25  # pairs stand while the window period stays within this factor
+_BUDGET_REGIME = 1.25  # pairs stand while the periods of now stay within this factor of theirs
+_BUDGET_NOW = 64  # "now": the newest periods of adjacent cycles of one kind
 _NEVER_CYCLE = 1 << 62
 _TRUE = ("1", "true", "yes", "on")
 # with os.register_at_fork (bottom of this file) a forked child rebinds the module functions
@@ -666,10 +667,12 @@ class _Timer:
         self.decisions = self.p_changes = 0
         self.next_eval = self.cal_at = _NEVER_CYCLE
         # the cost the period shows (_pair): the newest differences in ns between adjacent
-        # cycles' start-to-start periods, a timed one minus an untimed one, and the window
-        # period they were gathered at (they stand while the period stays near it)
+        # cycles' start-to-start periods, a timed one minus an untimed one; the untimed
+        # period of each (they stand while the periods of now stay near theirs); the newest
+        # periods of adjacent cycles of one kind, timed or not
         self.pairs = None
-        self.pairs_ref = None
+        self.pair_periods = []
+        self.periods = []
         self.last_start = None  # (index, t0, timed, kind) of the last cycle begun
         self.last_period = None  # (index, ns start to start, timed) of the one before it
         self.visible = None  # ns per timed cycle: the pairs' upper bound at the last decision
@@ -1285,34 +1288,40 @@ class _Timer:
         if self.period_est is not None and period > _BUDGET_IDLE * self.period_est:
             self.last_period = None  # an idle engine, not a period
             return
+        periods = self.periods
+        periods.append(period)
+        if len(periods) > _BUDGET_NOW:
+            del periods[0]
         before = self.last_period
         self.last_period = (n - 1, period, last[2])
         if before is not None and before[0] == n - 2 and before[2] != last[2]:
             pairs = self.pairs
-            pairs.append(period - before[1] if last[2] else before[1] - period)
+            if last[2]:
+                pairs.append(period - before[1])
+                self.pair_periods.append(before[1])
+            else:
+                pairs.append(before[1] - period)
+                self.pair_periods.append(period)
             if len(pairs) > _BUDGET_MAX_PAIRS:
-                del pairs[0]
+                del pairs[0], self.pair_periods[0]
 
-    def _visible_cost(self, period):
+    def _visible_cost(self):
         """The host time per timed cycle that the period shows: a one-sided 95 % upper
         bound on the pairs' median (its standard error from their median absolute
-        deviation), at least 0; None with fewer than _BUDGET_MIN_PAIRS pairs. Pairs
-        gathered at a window period more than _BUDGET_REGIME times away from this one are
-        dropped first (another workload: a cost hidden there need not be hidden here)."""
+        deviation), at least 0; None with fewer than _BUDGET_MIN_PAIRS pairs. First, where
+        the median of the newest _BUDGET_NOW adjacent periods is more than _BUDGET_REGIME
+        times away from the median untimed period of the pairs, the pairs are dropped
+        (another workload: a cost hidden there need not be hidden here)."""
         pairs = self.pairs
-        ref = self.pairs_ref
-        if ref is None or not ref / _BUDGET_REGIME <= period <= ref * _BUDGET_REGIME:
-            del pairs[:]
-            self.pairs_ref = period
-            return None
+        if pairs and len(self.periods) >= _BUDGET_NOW // 4:
+            now, ref = _median(self.periods), _median(self.pair_periods)
+            if not ref / _BUDGET_REGIME <= now <= ref * _BUDGET_REGIME:
+                del pairs[:], self.pair_periods[:]
         n = len(pairs)
         if n < _BUDGET_MIN_PAIRS:
             return None
-        ordered = sorted(pairs)
-        mid = n // 2
-        median = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
-        spread = sorted(abs(x - median) for x in ordered)
-        mad = spread[mid] if n % 2 else (spread[mid - 1] + spread[mid]) / 2.0
+        median = _median(pairs)
+        mad = _median([abs(x - median) for x in pairs])
         se = 1.2533 * 1.4826 * mad / n**0.5
         return max(0.0, median + _BUDGET_PAIR_Z * se)
 
@@ -1342,7 +1351,7 @@ class _Timer:
         cost = (self.acc_spent + self.acc_phases * (self.per_phase or 0.0)) / self.acc_timed
         self.cost_est = cost if self.cost_est is None else (self.cost_est + cost) / 2.0
         self.period_est = period
-        self.visible = self._visible_cost(period)
+        self.visible = self._visible_cost()
         cost = self.cost_est if self.visible is None else min(self.cost_est, self.visible)
         want = self.budget / 100.0 * period / cost if cost > 0 else float("inf")
         old = self.level
@@ -1985,6 +1994,13 @@ def _budget_pct():
         _warn("PATCHKIT_TIMER_BUDGET=%r is not a percent >= 0; using %g" % (raw, _BUDGET_DEFAULT))
         return _BUDGET_DEFAULT
     return value
+
+
+def _median(values):
+    ordered = sorted(values)
+    n = len(ordered)
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
 
 
 def _level(p):
