@@ -442,6 +442,7 @@ budget_sweep() {  # NAME MATRIX
   cp "$d/sweep.txt" "$OUT/sweep_${name}.txt" 2>/dev/null
   tail -n 40 "$d/sweep.txt" 2>/dev/null | tee -a "$LOG"
   (cd "$ROOT" && python3 bench/gpu/budget_check.py "$d" --json "$OUT/${name}_budget.json" 2>&1 | tee -a "$LOG")
+  (cd "$ROOT" && python3 bench/gpu/pairs_replay.py "$d" 2>&1 | tee "$OUT/${name}_pairs.txt" | tee -a "$LOG")
   tar -C "$d" -czf "$OUT/${name}_runs.tgz" --exclude=trace.json --exclude='*.trace.json*' . 2>&1 | tee -a "$LOG"
   return 0
 }
@@ -462,9 +463,13 @@ stage_tinyshare() {
 }
 stage_tinybudget() {
   if [ "$(left)" -lt $(( SRV_S + 40 )) ]; then say "tinybudget: skipped, only $(left)s left"; return 1; fi
+  # TINY_SERVERS=N (default 1): N servers, as identical points of a matrix (env:PK_CONTROL)
+  local n=${TINY_SERVERS:-1} more=()
+  if [ "$n" -gt 1 ]; then more=(--matrix "env:PK_CONTROL=$(seq -s, 1 "$n")"); fi
   PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile tinybudget_v2 --server "$SERVER $SPEC" \
-    --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} || return 1
+    --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} ${more[@]+"${more[@]}"} || return 1
   (cd "$ROOT" && python3 bench/gpu/budget_check.py "$WORK/tinybudget_v2" --json "$OUT/tinybudget_budget.json" 2>&1 | tee -a "$LOG")
+  (cd "$ROOT" && python3 bench/gpu/pairs_replay.py "$WORK/tinybudget_v2" 2>&1 | tee "$OUT/tinybudget_pairs.txt" | tee -a "$LOG")
   tar -C "$WORK" -czf "$OUT/tinybudget_runs.tgz" --exclude=trace.json tinybudget_v2 2>&1 | tee -a "$LOG"
 }
 
