@@ -465,7 +465,7 @@ stage_tinybudget() {
   if [ "$(left)" -lt $(( SRV_S + 40 )) ]; then say "tinybudget: skipped, only $(left)s left"; return 1; fi
   # TINY_SERVERS=N (default 1): N servers, as identical points of a matrix (env:PK_CONTROL)
   local n=${TINY_SERVERS:-1} more=()
-  if [ "$n" -gt 1 ]; then more=(--matrix "env:PK_CONTROL=$(seq -s, 1 "$n")"); fi
+  if [ "$n" -gt 1 ]; then more=(--matrix "env:PK_CONTROL=$(seq -s, 1 "$n")" --repeat 1); fi
   PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile tinybudget_v2 --server "$SERVER $SPEC" \
     --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20} ${more[@]+"${more[@]}"} || return 1
   (cd "$ROOT" && python3 bench/gpu/budget_check.py "$WORK/tinybudget_v2" --json "$OUT/tinybudget_budget.json" 2>&1 | tee -a "$LOG")
