@@ -404,23 +404,23 @@ def test_visible_cost_arithmetic(runtime_dir, tmp_path):
         """
 import json
 import phase_timer as pt
-t = pt._Timer("host", "host", "/tmp/unused", False, 16, 5.0, budget=1.0)
+t = pt._Budget(1.0)
 out = {}
 def load(pairs, ref, now):
     t.pairs[:] = pairs
     t.pair_periods[:] = [ref] * len(pairs)
     t.periods[:] = now
 load([100.0 * i for i in range(40)], 10e6, [10e6] * 64)
-out["spread"] = t._visible_cost()
+out["spread"] = t.visible_cost()
 load([-50_000.0] * 40, 10e6, [12.4e6] * 64)
-out["negative"] = t._visible_cost()
+out["negative"] = t.visible_cost()
 load([1.0] * 31, 10e6, [10e6] * 64)
-out["few"] = t._visible_cost()
+out["few"] = t.visible_cost()
 load([1.0] * 40, 10e6, [7.9e6] * 40)
-out["moved"] = t._visible_cost()
+out["moved"] = t.visible_cost()
 out["after"] = [len(t.pairs), len(t.pair_periods)]
 load([1.0] * 40, 10e6, [30e6] * 15)
-out["too_few_now"] = t._visible_cost()
+out["too_few_now"] = t.visible_cost()
 print(json.dumps(out))
 """,
         out_dir=tmp_path / "out",

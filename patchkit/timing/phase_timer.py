@@ -571,6 +571,183 @@ def _is_cuda_tensor(value):
     return getattr(value, "is_cuda", False) is True and hasattr(value, "to")
 
 
+class _Budget:
+    """PATCHKIT_TIMER_BUDGET's controller: the timed probability p = 2**-level that the
+    timer's cost allows, decided once a window (see _Timer._control). The cost of a timed
+    cycle is the lower of two measurements: the runtime's host time (cycle_begin/cycle_end
+    of every timed cycle, the resolve batch and the write included, plus the window's phase
+    records times the calibrated begin/end/note time per phase), and what a timed cycle adds
+    to the period (pair, visible_cost). p* = pct * period / cost; the rate in effect is
+    lowered at once to the highest level <= p*, raised only to a level <= p* / _BUDGET_RAISE
+    (no flapping at a level's edge)."""
+
+    def __init__(self, pct):
+        self.pct = pct
+        self.level = 0
+        self.p = 1.0 if pct > 0 else 0.0
+        self.per_phase = None  # ns of begin/end/note per phase record (calibrated)
+        self.cost_est = self.period_est = None  # ns per timed cycle; ns start to start
+        self.ctl_t0 = None  # the window: host start and index of its first cycle
+        self.ctl_cycle = 0
+        self.decisions = self.changes = 0
+        # the cost the period shows (pair): the newest differences in ns between adjacent
+        # cycles' start-to-start periods, a timed one minus an untimed one; the untimed
+        # period of each (they stand while the periods of now stay near theirs); the newest
+        # periods of adjacent cycles of one kind, timed or not
+        self.pairs = []
+        self.pair_periods = []
+        self.periods = []
+        self.last_start = None  # (index, t0, timed, kind) of the last cycle begun
+        self.last_period = None  # (index, ns start to start, timed) of the one before it
+        self.visible = None  # ns per timed cycle: the pairs' upper bound at the last decision
+
+    @staticmethod
+    def describe():
+        """The header's sampling.controller."""
+        return {
+            "method": "visible-cost",
+            "window": _BUDGET_WINDOW,
+            "min_pairs": _BUDGET_MIN_PAIRS,
+            "pair_z": _BUDGET_PAIR_Z,
+            "regime": _BUDGET_REGIME,
+            "min_timed": _BUDGET_MIN_TIMED,
+            "levels": "2^-k",
+            "p_min": 1.0 / (1 << _BUDGET_MAX_LEVEL),
+            "raise_margin": _BUDGET_RAISE,
+            "idle_cap": _BUDGET_IDLE,
+        }
+
+    def calibrated(self, per_phase):
+        """A calibration cycle's host time per phase record (a running mean)."""
+        old = self.per_phase
+        self.per_phase = per_phase if old is None else (old + per_phase) / 2.0
+
+    def pair(self, n, t0, timed, kind):
+        """At the start of cycle n: the period of cycle n-1 (start to start, both of one
+        kind) is known; where n-2 and n-1 differ in being timed, the difference of their
+        periods (timed minus untimed) is one pair. A long cycle beside a short one of the
+        same workload cancels out, slow drift too; the median of the pairs is what a timed
+        cycle adds to the period, host time the device hid left out."""
+        last = self.last_start
+        self.last_start = (n, t0, timed, kind)
+        if last is None or last[0] != n - 1 or last[3] != kind:
+            self.last_period = None
+            return
+        period = t0 - last[1]
+        if self.period_est is not None and period > _BUDGET_IDLE * self.period_est:
+            self.last_period = None  # an idle engine, not a period
+            return
+        periods = self.periods
+        periods.append(period)
+        if len(periods) > _BUDGET_NOW:
+            del periods[0]
+        before = self.last_period
+        self.last_period = (n - 1, period, last[2])
+        if before is not None and before[0] == n - 2 and before[2] != last[2]:
+            pairs = self.pairs
+            if last[2]:
+                pairs.append(period - before[1])
+                self.pair_periods.append(before[1])
+            else:
+                pairs.append(before[1] - period)
+                self.pair_periods.append(period)
+            if len(pairs) > _BUDGET_MAX_PAIRS:
+                del pairs[0], self.pair_periods[0]
+
+    def visible_cost(self):
+        """The host time per timed cycle that the period shows: a one-sided 95 % upper
+        bound on the pairs' median (its standard error from their median absolute
+        deviation), at least 0; None with fewer than _BUDGET_MIN_PAIRS pairs. First, where
+        the median of the newest _BUDGET_NOW adjacent periods is more than _BUDGET_REGIME
+        times away from the median untimed period of the pairs, the pairs are dropped
+        (another workload: a cost hidden there need not be hidden here)."""
+        pairs = self.pairs
+        if pairs and len(self.periods) >= _BUDGET_NOW // 4:
+            now, ref = _median(self.periods), _median(self.pair_periods)
+            if not ref / _BUDGET_REGIME <= now <= ref * _BUDGET_REGIME:
+                del pairs[:], self.pair_periods[:]
+        n = len(pairs)
+        if n < _BUDGET_MIN_PAIRS:
+            return None
+        median = _median(pairs)
+        mad = _median([abs(x - median) for x in pairs])
+        se = 1.2533 * 1.4826 * mad / n**0.5
+        return max(0.0, median + _BUDGET_PAIR_Z * se)
+
+    def ready(self, timed, phases):
+        """Enough measured for a decision: _BUDGET_MIN_TIMED timed cycles (and a calibrated
+        phase cost where phases ran); else the window runs on to the next boundary."""
+        return timed >= _BUDGET_MIN_TIMED and not (phases and self.per_phase is None)
+
+    def decide(self, now, index, spent, timed, phases):
+        """The decision at cycle index (host time now) over the window since the last one:
+        spent, the host ns in its timed cycles' cycle_begin/cycle_end; timed, how many;
+        phases, their phase records. Sets p; returns the "sampling" record to write (at a
+        change, the first decision and every _BUDGET_RECORD_EVERY-th), else None. The
+        period is the window's mean host start-to-start, at most _BUDGET_IDLE times the
+        last one (an idle engine is not a long cycle)."""
+        period = (now - self.ctl_t0) / float(index - self.ctl_cycle)
+        if self.period_est is not None:
+            period = min(period, _BUDGET_IDLE * self.period_est)
+        host = (spent + phases * (self.per_phase or 0.0)) / timed
+        self.cost_est = host if self.cost_est is None else (self.cost_est + host) / 2.0
+        self.period_est = period
+        self.visible = self.visible_cost()
+        cost = self.cost_est if self.visible is None else min(self.cost_est, self.visible)
+        want = self.pct / 100.0 * period / cost if cost > 0 else float("inf")
+        old = self.level
+        new = _level(want)
+        if new <= old:  # the budget allows as much or more: raise only with room to spare
+            new = min(old, _level(want / _BUDGET_RAISE))
+        self.level = new
+        self.p = 1.0 / (1 << new)
+        self.decisions += 1
+        if new != old:
+            self.changes += 1
+        rec = None
+        if new != old or self.decisions == 1 or self.decisions % _BUDGET_RECORD_EVERY == 0:
+            rec = {
+                "kind": "sampling",
+                "cycle": index,
+                "p": self.p,
+                "prev_p": 1.0 / (1 << old),
+                "cost_ns": int(cost),
+                "host_cost_ns": int(self.cost_est),
+                "visible_ns": None if self.visible is None else int(self.visible),
+                "pairs": len(self.pairs),
+                "period_ns": int(period),
+                "per_phase_ns": None if self.per_phase is None else int(self.per_phase),
+                "timed": timed,
+                "cycles": index - self.ctl_cycle,
+                "budget_pct": self.pct,
+                "t": now,
+            }
+        self.ctl_t0, self.ctl_cycle = now, index
+        return rec
+
+    def info(self, spent, timed, phases):
+        """The stats record's "sampling": the rate in effect and the last measurements
+        (before the first decision: the cost over the timed cycles so far, no period)."""
+        cost, period = self.cost_est, self.period_est
+        if cost is None and timed:
+            cost = (spent + phases * (self.per_phase or 0.0)) / timed
+        host = cost
+        if cost is not None and self.visible is not None:
+            cost = min(cost, self.visible)
+        return {
+            "p": self.p,
+            "budget_pct": self.pct,
+            "cost_ns": None if cost is None else int(cost),
+            "host_cost_ns": None if host is None else int(host),
+            "visible_ns": None if self.visible is None else int(self.visible),
+            "pairs": len(self.pairs),
+            "period_ns": None if period is None else int(period),
+            "per_phase_ns": None if self.per_phase is None else int(self.per_phase),
+            "decisions": self.decisions,
+            "changes": self.changes,
+        }
+
+
 class _Timer:
     """All state of one process's timer; the module functions are its bound methods."""
 
@@ -659,28 +836,16 @@ class _Timer:
         self.acc_spent = self.acc_timed = self.acc_phases = 0
         self.cal_acc = [0]  # ns inside begin/end/note of the open calibration cycle
         self.cal_on = False
-        self.per_phase = None  # ns of begin/end/note per phase record (calibrated)
-        self.cost_est = self.period_est = None  # ns per timed cycle; ns start to start
-        self.level = 0  # p_timed = 2**-level under a budget
-        self.ctl_t0 = None  # the controller's window: host start and index of its first cycle
-        self.ctl_cycle = 0
-        self.decisions = self.p_changes = 0
         self.next_eval = self.cal_at = _NEVER_CYCLE
-        # the cost the period shows (_pair): the newest differences in ns between adjacent
-        # cycles' start-to-start periods, a timed one minus an untimed one; the untimed
-        # period of each (they stand while the periods of now stay near theirs); the newest
-        # periods of adjacent cycles of one kind, timed or not
-        self.pairs = None
-        self.pair_periods = []
-        self.periods = []
-        self.last_start = None  # (index, t0, timed, kind) of the last cycle begun
-        self.last_period = None  # (index, ns start to start, timed) of the one before it
-        self.visible = None  # ns per timed cycle: the pairs' upper bound at the last decision
+        # PATCHKIT_TIMER_BUDGET's controller, when no sample fixes the rate; pairing: its
+        # per-cycle bookkeeping, called at each cycle's start (None: nothing to decide)
+        self.ctl = self.pairing = None
         if self.budget is not None:
-            self.p_timed = 1.0 if self.budget > 0 else 0.0
+            self.ctl = _Budget(self.budget)
+            self.p_timed = self.ctl.p
             if self.budget > 0:
                 self.next_eval, self.cal_at = 0, _BUDGET_CALIBRATE_FROM
-                self.pairs = []
+                self.pairing = self.ctl.pair
         self.p_start = self.p_timed
         self.pool = []
         self.quoted = {None: "null"}  # phase name -> its JSON string
@@ -956,8 +1121,8 @@ class _Timer:
             if self.cycle_no >= self.next_eval:  # a budget's decision, every 64 cycle indices
                 self._control(t0)
             timed = not (self.sampled and (second or not self.ab_sampled) and self.draw() >= self.p_timed)
-            if self.pairs is not None:
-                self._pair(t0, timed, attrs.get("kind"))
+            if self.pairing is not None:
+                self.pairing(self.cycle_no, t0, timed, attrs.get("kind"))
             if not timed:
                 return self._untimed_begin(t0, attrs)
             self.cycle_b = second
@@ -1268,148 +1433,34 @@ class _Timer:
         self.cal_on = False
         globals()["note"] = self.note
         if phases:
-            x = self.cal_acc[0] / phases
-            self.per_phase = x if self.per_phase is None else (self.per_phase + x) / 2.0
-
-    def _pair(self, t0, timed, kind):
-        """The period a cycle takes, timed against untimed, from cycles that follow one
-        another: at the start of cycle n, the period of cycle n-1 (start to start, both of
-        one kind) is known; where n-2 and n-1 differ in being timed, the difference of
-        their periods (timed minus untimed) is one pair. A long cycle beside a short one of
-        the same workload cancels out, slow drift too; the median of the pairs is what a
-        timed cycle adds to the period, host time the device hid left out."""
-        n = self.cycle_no
-        last = self.last_start
-        self.last_start = (n, t0, timed, kind)
-        if last is None or last[0] != n - 1 or last[3] != kind:
-            self.last_period = None
-            return
-        period = t0 - last[1]
-        if self.period_est is not None and period > _BUDGET_IDLE * self.period_est:
-            self.last_period = None  # an idle engine, not a period
-            return
-        periods = self.periods
-        periods.append(period)
-        if len(periods) > _BUDGET_NOW:
-            del periods[0]
-        before = self.last_period
-        self.last_period = (n - 1, period, last[2])
-        if before is not None and before[0] == n - 2 and before[2] != last[2]:
-            pairs = self.pairs
-            if last[2]:
-                pairs.append(period - before[1])
-                self.pair_periods.append(before[1])
-            else:
-                pairs.append(before[1] - period)
-                self.pair_periods.append(period)
-            if len(pairs) > _BUDGET_MAX_PAIRS:
-                del pairs[0], self.pair_periods[0]
-
-    def _visible_cost(self):
-        """The host time per timed cycle that the period shows: a one-sided 95 % upper
-        bound on the pairs' median (its standard error from their median absolute
-        deviation), at least 0; None with fewer than _BUDGET_MIN_PAIRS pairs. First, where
-        the median of the newest _BUDGET_NOW adjacent periods is more than _BUDGET_REGIME
-        times away from the median untimed period of the pairs, the pairs are dropped
-        (another workload: a cost hidden there need not be hidden here)."""
-        pairs = self.pairs
-        if pairs and len(self.periods) >= _BUDGET_NOW // 4:
-            now, ref = _median(self.periods), _median(self.pair_periods)
-            if not ref / _BUDGET_REGIME <= now <= ref * _BUDGET_REGIME:
-                del pairs[:], self.pair_periods[:]
-        n = len(pairs)
-        if n < _BUDGET_MIN_PAIRS:
-            return None
-        median = _median(pairs)
-        mad = _median([abs(x - median) for x in pairs])
-        se = 1.2533 * 1.4826 * mad / n**0.5
-        return max(0.0, median + _BUDGET_PAIR_Z * se)
+            self.ctl.calibrated(self.cal_acc[0] / phases)
 
     def _control(self, now):
-        """A budget's decision, at the first cycle whose index reaches a multiple of
-        _BUDGET_WINDOW (every rank decides at the same indices), before that cycle's draw.
-
-        cost: the runtime's host time per timed cycle over the window (cycle_begin and
-        cycle_end of every timed cycle, the resolve batch and the write included, plus the
-        window's phase records times the calibrated begin/end/note time per phase); period:
-        the mean host start-to-start of the window's cycles, at most _BUDGET_IDLE times the
-        last one (an idle engine is not a long cycle). p* = budget * period / cost; the
-        rate in effect is 2**-k: lowered at once to the highest level <= p*, raised only to
-        a level <= p* / _BUDGET_RAISE (no flapping at a level's edge). With fewer than
-        _BUDGET_MIN_TIMED timed cycles measured the window runs on to the next boundary."""
+        """A budget's decision (_Budget.decide), at the first cycle whose index reaches a
+        multiple of _BUDGET_WINDOW (every rank decides at the same indices), before that
+        cycle's draw; the window's measurements start again from here."""
         index = self.cycle_no
         self.next_eval = (index // _BUDGET_WINDOW + 1) * _BUDGET_WINDOW
-        if self.ctl_t0 is None:  # the first cycle opens the first window
-            self.ctl_t0, self.ctl_cycle = now, index
+        ctl = self.ctl
+        if ctl.ctl_t0 is None:  # the first cycle opens the first window
+            ctl.ctl_t0, ctl.ctl_cycle = now, index
             self.acc_spent = self.acc_timed = self.acc_phases = 0
             return
-        if self.acc_timed < _BUDGET_MIN_TIMED or (self.acc_phases and self.per_phase is None):
+        if not ctl.ready(self.acc_timed, self.acc_phases):
             return
-        period = (now - self.ctl_t0) / float(index - self.ctl_cycle)
-        if self.period_est is not None:
-            period = min(period, _BUDGET_IDLE * self.period_est)
-        cost = (self.acc_spent + self.acc_phases * (self.per_phase or 0.0)) / self.acc_timed
-        self.cost_est = cost if self.cost_est is None else (self.cost_est + cost) / 2.0
-        self.period_est = period
-        self.visible = self._visible_cost()
-        cost = self.cost_est if self.visible is None else min(self.cost_est, self.visible)
-        want = self.budget / 100.0 * period / cost if cost > 0 else float("inf")
-        old = self.level
-        new = _level(want)
-        if new <= old:  # the budget allows as much or more: raise only with room to spare
-            new = min(old, _level(want / _BUDGET_RAISE))
-        self.level = new
-        self.p_timed = 1.0 / (1 << new)
+        rec = ctl.decide(now, index, self.acc_spent, self.acc_timed, self.acc_phases)
+        self.p_timed = ctl.p
         self._set_resolve_default()
-        self.decisions += 1
-        if new != old:
-            self.p_changes += 1
-        if new != old or self.decisions == 1 or self.decisions % _BUDGET_RECORD_EVERY == 0:
-            rec = {
-                "kind": "sampling",
-                "cycle": index,
-                "p": self.p_timed,
-                "prev_p": 1.0 / (1 << old),
-                "cost_ns": int(cost),
-                "host_cost_ns": int(self.cost_est),
-                "visible_ns": None if self.visible is None else int(self.visible),
-                "pairs": len(self.pairs),
-                "period_ns": int(period),
-                "per_phase_ns": None if self.per_phase is None else int(self.per_phase),
-                "timed": self.acc_timed,
-                "cycles": index - self.ctl_cycle,
-                "budget_pct": self.budget,
-                "t": now,
-            }
+        if rec is not None:
             if self.mode == "events":
                 rec["resolve_batch"] = self.resolve_every
             self.out.append(_json_line(rec))
             self.out_records += 1
-        self.ctl_t0, self.ctl_cycle = now, index
         self.acc_spent = self.acc_timed = self.acc_phases = 0
         self.cal_at = index  # calibrate the window's first timed cycle
 
     def _budget_info(self):
-        """The stats record's "sampling": the rate in effect and the last measurements (before
-        the first decision: the cost over the timed cycles so far, no period)."""
-        cost, period = self.cost_est, self.period_est
-        if cost is None and self.acc_timed:
-            cost = (self.acc_spent + self.acc_phases * (self.per_phase or 0.0)) / self.acc_timed
-        host = cost
-        if cost is not None and self.visible is not None:
-            cost = min(cost, self.visible)
-        return {
-            "p": self.p_timed,
-            "budget_pct": self.budget,
-            "cost_ns": None if cost is None else int(cost),
-            "host_cost_ns": None if host is None else int(host),
-            "visible_ns": None if self.visible is None else int(self.visible),
-            "pairs": len(self.pairs or ()),
-            "period_ns": None if period is None else int(period),
-            "per_phase_ns": None if self.per_phase is None else int(self.per_phase),
-            "decisions": self.decisions,
-            "changes": self.p_changes,
-        }
+        return self.ctl.info(self.acc_spent, self.acc_timed, self.acc_phases)
 
     # -- PATCHKIT_TIMER_SAMPLE: cycles recorded with host times and attrs only -----------
     def _untimed_begin(self, t0, attrs):
@@ -1749,18 +1800,7 @@ class _Timer:
             info.update(
                 p=self.p_start,
                 budget_pct=self.budget,
-                controller={
-                    "method": "visible-cost",
-                    "window": _BUDGET_WINDOW,
-                    "min_pairs": _BUDGET_MIN_PAIRS,
-                    "pair_z": _BUDGET_PAIR_Z,
-                    "regime": _BUDGET_REGIME,
-                    "min_timed": _BUDGET_MIN_TIMED,
-                    "levels": "2^-k",
-                    "p_min": 1.0 / (1 << _BUDGET_MAX_LEVEL),
-                    "raise_margin": _BUDGET_RAISE,
-                    "idle_cap": _BUDGET_IDLE,
-                },
+                controller=_Budget.describe(),
             )
         return info
 
