@@ -345,17 +345,18 @@ def _task_params(task) -> set[str]:
 
 
 def test_the_option_table_feeds_the_profile_tasks():
-    """Every option of profile.run, profile.sweep, profile.remote and profile.collect is one row
-    of settings' option table, and the task's help text is that row's (collect's target options
-    are the patch.* tasks' TARGET_HELP)."""
+    """Every option of profile.run, profile.sweep, profile.remote, profile.collect and the
+    patch.* target tasks is one row of settings' option table, and the task's help text is that
+    row's (collect's target options are the patch.* tasks' rows)."""
     from patchkit import tasks
-    from patchkit.settings import offered
+    from patchkit.settings import PATCH_TASKS, offered
 
     for front, task, own in (
         ("profile.run", tasks.profile_run, set()),
         ("profile.sweep", tasks.profile_sweep, set()),
         ("profile.remote", tasks.profile_remote, set()),
-        ("profile.collect", tasks.profile_collect, {"container", "exec_", "ssh_config", "ssh_persist"}),
+        ("profile.collect", tasks.profile_collect, set()),
+        *((front, getattr(tasks, front.split(".")[1]), set()) for front in PATCH_TASKS),
     ):
         options = offered(front)
         assert _task_params(task) - own == set(options), front

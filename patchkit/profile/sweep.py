@@ -46,7 +46,7 @@ from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
 from patchkit.profile.verdict import decide, describe, interval, repetition_fields, rotation
-from patchkit.settings import PROFILE_DEFAULTS, whole_number
+from patchkit.settings import PROFILE_DEFAULTS, SWEEP_REPEAT, whole_number
 
 # matrix keys: canonical name -> (short label, parser)
 KEYS = {
@@ -64,7 +64,7 @@ ALIASES = {
 }
 SCHEDULES = ("constant", "heuristic", "heuristic_transient")
 SWEEP_SCHEMA = "patchkit.sweep/1"
-DEFAULT_REPEAT = 3  # passes in one warm process: less spread than server starts (remote: 5)
+DEFAULT_REPEAT = SWEEP_REPEAT  # passes in one warm process: less spread than server starts
 
 
 @dataclass

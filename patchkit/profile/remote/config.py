@@ -9,76 +9,86 @@ shlex.join); environment values are passed as data, never through a shell.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_root
 from patchkit.profile.remote.server_args import ENV_NAME, RESERVED_ENV
-from patchkit.settings import REMOTE_DEFAULTS, positive_number
+from patchkit.settings import LAYOUTS, MAX_ROUNDS, REMOTE_DEFAULTS, positive_number
 
 DEFAULT_SERIES = series_root() / "sglang-v0.5.9"
 STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
 TIMER_MODES = ("events", "sync", "host", "off")
 UNTIL = ("decided",)
 BLOCKS = ("fleet", "hosts")  # several targets: one fleet serving together, or each a block
-MAX_ROUNDS = 20  # a sequential sweep's rounds at most unless repeat says
 # a GPU index or UUID, optionally "@label": one GPU named twice as 0@a,0@b serves two servers
 # at once (they share it: to exercise a blocked sweep, not to measure)
 GPU_ID = re.compile(r"(\d{1,4}|(GPU|MIG)-[A-Za-z0-9/-]{1,120})(@[A-Za-z0-9_-]{1,16})?\Z")
 
 
+_D = REMOTE_DEFAULTS
+
+
+def _fresh(name: str) -> Callable[[], Any]:
+    """A default_factory: a copy of a list or mapping default, one per config."""
+    return lambda: copy.deepcopy(REMOTE_DEFAULTS[name])
+
+
 @dataclass
 class RemoteConfig:
-    """Every knob of profile.remote; see invoke.yaml's documented ``profile.remote`` block."""
+    """Every knob of profile.remote; see invoke.yaml's documented ``profile.remote`` block. The
+    defaults, and what each setting means, are the option table's (patchkit.settings: the rows
+    keyed patchkit.profile.remote.*)."""
 
-    targets: list = field(default_factory=list)  # SGLang install roots, first = head node
-    server_command: str = ""  # sh -c on every target, detached
-    bench_command: str = ""  # sh -c on the first target
-    series: str = str(DEFAULT_SERIES)
-    layout: str = REMOTE_DEFAULTS["layout"]  # auto | checkout | installed
-    env: dict = field(default_factory=dict)  # server environment, e.g. NCCL_PROTO=LL
-    bench_env: dict = field(default_factory=dict)  # benchmark environment
-    python: str = REMOTE_DEFAULTS["python"]  # on the targets: runs the job-control agent
-    port: int = 30000  # server port (SGLang's default)
-    health_url: str | None = None  # default http://127.0.0.1:{port}/health
-    health_on: str = "first"  # first | all (multi-node: HTTP on the head)
-    health_timeout_s: float = 900.0  # model loading takes minutes
-    bench_timeout_s: float = 3600.0
-    poll_s: float = 1.0
-    stop_signals: list = field(default_factory=lambda: ["INT", "TERM"])  # then KILL
-    stop_grace_s: float = 20.0  # per signal
-    timer: str | None = None  # PATCHKIT_TIMER on the server
-    timer_flush_s: float = 1.0  # PATCHKIT_TIMER_FLUSH_S on the server
-    # PATCHKIT_TIMER_SAMPLE: ~1 cycle in N; None: the runtime's budget (PATCHKIT_TIMER_BUDGET)
-    timer_sample: int | None = REMOTE_DEFAULTS["timer_sample"]
-    timer_seed: int | None = None  # PATCHKIT_TIMER_SEED (None: one per run)
-    remote_dir: str = "/tmp/patchkit-profile"  # a fresh run directory is made inside
-    keep_remote_dir: bool = False
-    max_fetch_mb: float = REMOTE_DEFAULTS["max_fetch_mb"]  # timing files fetched per target, at most
-    step_timeout_s: float = REMOTE_DEFAULTS["step_timeout_s"]  # one small remote program, connect included
-    out: str = REMOTE_DEFAULTS["out"]
-    chart: bool = True
-    jobs: int = REMOTE_DEFAULTS["jobs"]  # hosts in parallel for verify/apply/revert
-    ssh_config: str | None = None
-    ssh_options: list = field(default_factory=list)
-    connect_timeout: float | None = None
-    baseline: bool = False  # also serve without --speculative-*, unpatched
-    matrix: dict | str | None = None  # sweep: "speculative-num-steps=1,2;env:X=a,b"
-    warmup: bool = True  # a warm-up benchmark pass before the measured
-    warmup_command: str | None = None  # the warm-up's command (default: bench_command)
-    repeat: int | None = None  # sweep: server starts per point (default 5; 20 rounds at most
-    # with budget_minutes/until)
-    budget_minutes: float | None = None  # sweep: rounds until decided or out of minutes
-    until: str | None = None  # sweep: "decided": rounds until the verdict is decided
-    gpus: list | str | None = None  # sweep: "0,1,2,3": one server per GPU at once (blocks)
-    cpus: list | str | None = None  # "0-15" or one list per block "0-15;16-31": PATCHKIT_CPUS
-    blocks: str = "fleet"  # sweep: "hosts": each target its own server, a block (like a GPU)
-    spread_cache: str | None = None  # the measured spread per target and command ("off": none)
-    sweep_seed: int | None = None  # the GPUs' randomized block design (None: one per sweep)
+    targets: list = field(default_factory=_fresh("targets"))
+    server_command: str = _D["server_command"]
+    bench_command: str = _D["bench_command"]
+    series: str = _D["series"]  # None: patchkit.series (the task), else DEFAULT_SERIES (_check)
+    layout: str = _D["layout"]
+    env: dict = field(default_factory=_fresh("env"))
+    bench_env: dict = field(default_factory=_fresh("bench_env"))
+    python: str = _D["python"]
+    port: int = _D["port"]
+    health_url: str | None = _D["health_url"]
+    health_on: str = _D["health_on"]
+    health_timeout_s: float = _D["health_timeout_s"]
+    bench_timeout_s: float = _D["bench_timeout_s"]
+    poll_s: float = _D["poll_s"]
+    stop_signals: list = field(default_factory=_fresh("stop_signals"))
+    stop_grace_s: float = _D["stop_grace_s"]
+    timer: str | None = _D["timer"]
+    timer_flush_s: float = _D["timer_flush_s"]
+    timer_sample: int | None = _D["timer_sample"]
+    timer_seed: int | None = _D["timer_seed"]
+    remote_dir: str = _D["remote_dir"]
+    keep_remote_dir: bool = _D["keep_remote_dir"]
+    max_fetch_mb: float = _D["max_fetch_mb"]
+    step_timeout_s: float = _D["step_timeout_s"]
+    out: str = _D["out"]
+    chart: bool = _D["chart"]
+    jobs: int = _D["jobs"]
+    ssh_config: str | None = _D["ssh_config"]
+    ssh_options: list = field(default_factory=_fresh("ssh_options"))
+    connect_timeout: float | None = _D["connect_timeout"]
+    baseline: bool = _D["baseline"]
+    matrix: dict | str | None = _D["matrix"]
+    warmup: bool = _D["warmup"]
+    warmup_command: str | None = _D["warmup_command"]
+    repeat: int | None = _D["repeat"]
+    budget_minutes: float | None = _D["budget_minutes"]
+    until: str | None = _D["until"]
+    gpus: list | str | None = _D["gpus"]
+    cpus: list | str | None = _D["cpus"]
+    blocks: str = _D["blocks"]
+    spread_cache: str | None = _D["spread_cache"]
+    sweep_seed: int | None = _D["sweep_seed"]
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -143,10 +153,12 @@ class RemoteConfig:
             )
         self.server_command = _command(self.server_command, "server_command")
         self.bench_command = _command(self.bench_command, "bench_command")
+        if self.series is None:  # no series in the settings, nor patchkit.series (the task's fallback)
+            self.series = str(DEFAULT_SERIES)
         self.series = str((cwd / Path(self.series).expanduser()).resolve())
         if not (Path(self.series) / "pin.toml").is_file():
             raise InvalidInput(f"profile.remote: series {self.series} has no pin.toml")
-        if self.layout not in ("auto", "checkout", "installed"):
+        if self.layout not in LAYOUTS:
             raise InvalidInput(f"profile.remote: layout {self.layout!r}: auto, checkout or installed")
         self.env, self.bench_env = _env(self.env, "env"), _env(self.bench_env, "bench_env")
         try:
@@ -236,7 +248,7 @@ class RemoteConfig:
         self.cpus = parse_cpus(self.cpus)
         if self.cpus is not None and "PATCHKIT_CPUS" in self.env:
             raise InvalidInput("profile.remote: cpus sets PATCHKIT_CPUS; env names it too")
-        self.blocks = str(self.blocks if self.blocks is not None else "fleet").strip().lower()
+        self.blocks = str(self.blocks if self.blocks is not None else _D["blocks"]).strip().lower()
         if self.blocks not in BLOCKS:
             raise InvalidInput(f"profile.remote: blocks {self.blocks!r}: {' or '.join(BLOCKS)}")
         if self.hosts_as_blocks:
