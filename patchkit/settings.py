@@ -1021,7 +1021,7 @@ _TABLE: tuple[Option, ...] = (
         help="series folder or 'auto' (chosen from the targets' files); "
         "default: profile.remote.series, else patchkit.series",
         fronts=("profile.remote",),
-        doc="null: patchkit.series (above); the same for the next three",
+        doc="null: patchkit.series (above); the same for the next four",
         fallback="series",
     ),
     Option(
@@ -1036,6 +1036,15 @@ _TABLE: tuple[Option, ...] = (
     ),
     Option("ssh_config", key="profile.remote.ssh_config", doc="", fallback="ssh_config"),
     Option("ssh_options", key="profile.remote.ssh_options", default=[], doc="", fallback="ssh_options"),
+    Option(
+        "ssh_persist",
+        key="profile.remote.ssh_persist",
+        default=DefaultOf("ssh_persist"),
+        check=lambda value, option, where="": seconds(value, option, where, zero=True),
+        doc="",
+        example=None,
+        fallback="ssh_persist",
+    ),
     Option(
         "chart",
         key="profile.remote.chart",
@@ -1394,13 +1403,36 @@ class PatchSettings:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def transport_options(self) -> dict:
-        from patchkit.transport.remote import ssh_persist_options
+        return transport_options(
+            ssh_config=self.ssh_config,
+            ssh_options=self.ssh_options,
+            ssh_persist=self.ssh_persist,
+            kind_options=self.kind_options,
+        )
 
-        transport: dict[str, Any] = {}
-        if self.ssh_config:
-            transport["ssh_config"] = self.ssh_config
-        if self.ssh_options:
-            transport["ssh_options"] = list(self.ssh_options)
-        transport.update(ssh_persist_options(self.ssh_persist))
-        transport.update(self.kind_options)  # the target kinds' own (k8s: targets: transport.k8s)
-        return transport
+
+def transport_options(
+    *,
+    ssh_config: str | None = None,
+    ssh_options=(),
+    ssh_persist: float | None = None,
+    connect_timeout: float | None = None,
+    kind_options: dict | None = None,
+) -> dict:
+    """The transport options (patchkit.transport.parse_target / expand_targets keywords) of
+    checked settings: the one translation the patch tasks, profile.collect and profile.remote
+    share. ``ssh_persist`` None: patchkit.ssh_persist's default."""
+    from patchkit.transport.remote import ssh_persist_options
+
+    transport: dict[str, Any] = {}
+    if ssh_config:
+        transport["ssh_config"] = ssh_config
+    if ssh_options:
+        transport["ssh_options"] = list(ssh_options)
+    if connect_timeout is not None:
+        transport["connect_timeout"] = connect_timeout
+    transport.update(
+        ssh_persist_options(PATCHKIT_DEFAULTS["ssh_persist"] if ssh_persist is None else ssh_persist)
+    )
+    transport.update(kind_options or {})  # the target kinds' own (k8s: targets: transport.k8s)
+    return transport

@@ -741,7 +741,7 @@ def profile_remote(
 
     settings = dict((_cfg(c, "profile", {}) or {}).get("remote") or {})
     for key, fallback in REMOTE_FALLBACKS.items():  # series, targets, layout, ssh_*: patchkit.*
-        if not settings.get(key) and _cfg(c, fallback):
+        if settings.get(key) in (None, "", []) and _cfg(c, fallback) not in (None, "", []):
             settings[key] = _cfg(c, fallback)
     given = {
         "targets": list(target or []) or None,
@@ -816,14 +816,16 @@ def profile_remote(
         settings["out"] = output_dir(out, "out")
     if settings.get("series") and settings["series"] != "auto":
         settings["series"] = series_path(str(settings["series"]))
-    if settings.get("series") == "auto" and settings.get("targets"):
+    auto = settings.get("series") == "auto" and settings.get("targets")
+    if auto:
+        settings.pop("series")  # chosen below, from the targets (every other setting checked first)
+    cfg = RemoteConfig.from_mapping(settings, cwd=os.getcwd(), extra_env=list(env or []))
+    if auto:
         from patchkit.ops import Options
 
-        transport = {k: settings[k] for k in ("ssh_config", "ssh_options") if settings.get(k)}
-        settings["series"] = _auto_series(
-            settings["targets"], Options(cwd=os.getcwd(), transport_options=transport)
+        cfg.series = str(
+            _auto_series(cfg.targets, Options(cwd=os.getcwd(), transport_options=cfg.transport_options()))
         )
-    cfg = RemoteConfig.from_mapping(settings, cwd=os.getcwd(), extra_env=list(env or []))
     (run_remote_sweep if cfg.matrix else run_remote)(cfg)
 
 

@@ -310,6 +310,7 @@ def _remote_values(tmp_path: Path) -> dict:
         "layout": ("installed", "installed", {}),
         "ssh_config": (str(ssh_config), str(ssh_config), {}),
         "ssh_options": (["ProxyJump=bastion"], ["ProxyJump=bastion"], {}),
+        "ssh_persist": (0, 0.0, {}),
         "chart": (False, False, {}),
         "jobs": (3, 3, {}),
         "connect_timeout": (4, 4.0, {}),
@@ -343,3 +344,22 @@ def test_each_documented_profile_remote_key_is_read(tmp_path, monkeypatch, key):
     default = getattr(_remote_call(tmp_path, monkeypatch, needs), key)
     got = getattr(_remote_call(tmp_path, monkeypatch, {**needs, key: value}), key)
     assert got == expected != default
+
+
+def test_profile_remote_reaches_its_targets_as_the_patch_tasks_do(tmp_path, monkeypatch):
+    """patchkit.ssh_options/ssh_persist/ssh_config, unset under profile.remote, give profile.remote
+    the transport options the patch tasks get from them (one translation: settings.transport_options)."""
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text("Host *\n")
+    site = {"ssh_options": ["ProxyJump=bastion"], "ssh_persist": 5, "ssh_config": str(ssh_config)}
+    from patchkit.profile import remote
+
+    got = {}
+    monkeypatch.setattr(remote, "run_remote", lambda cfg: got.update(cfg=cfg))
+    monkeypatch.chdir(REPO)
+    block = {"targets": [str(tmp_path)], "server_command": "serve", "bench_command": "b"}
+    c = _context(tmp_path, {**site, "targets": [str(tmp_path)], "profile": {"remote": block}})
+    tasks.profile_remote(c)
+    patch = PatchSettings.from_invoke(c, "apply", {}).transport_options()
+    assert got["cfg"].transport_options() == patch
+    assert patch["control_persist"] == 5 and patch["ssh_options"] == ["ProxyJump=bastion"]

@@ -21,7 +21,7 @@ from typing import Any
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_root
 from patchkit.profile.remote.server_args import ENV_NAME, RESERVED_ENV
-from patchkit.settings import LAYOUTS, MAX_ROUNDS, REMOTE_DEFAULTS, positive_number
+from patchkit.settings import LAYOUTS, MAX_ROUNDS, REMOTE_DEFAULTS, positive_number, transport_options
 
 DEFAULT_SERIES = series_root() / "sglang-v0.5.9"
 STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
@@ -76,6 +76,7 @@ class RemoteConfig:
     jobs: int = _D["jobs"]
     ssh_config: str | None = _D["ssh_config"]
     ssh_options: list = field(default_factory=_fresh("ssh_options"))
+    ssh_persist: float = _D["ssh_persist"]
     connect_timeout: float | None = _D["connect_timeout"]
     baseline: bool = _D["baseline"]
     matrix: dict | str | None = _D["matrix"]
@@ -206,6 +207,14 @@ class RemoteConfig:
         self.keep_remote_dir, self.chart = bool(self.keep_remote_dir), bool(self.chart)
         if isinstance(self.ssh_options, str):
             self.ssh_options = [self.ssh_options]
+        persist = positive_number(self.ssh_persist, zero=True)  # the rule of patchkit.ssh_persist
+        if persist is None:
+            raise InvalidInput(
+                f"profile.remote: ssh_persist {self.ssh_persist!r}: a number of seconds, 0 or more"
+            )
+        self.ssh_persist = persist
+        if self.connect_timeout is not None:
+            self.connect_timeout = _positive(self.connect_timeout, "connect_timeout")
         self.baseline = bool(self.baseline)
         self.warmup = _bool(self.warmup, "warmup")
         if self.warmup_command is not None:
@@ -331,12 +340,13 @@ class RemoteConfig:
         return shlex.split(self.python)
 
     def transport_options(self) -> dict:
-        opts = {
-            "ssh_config": self.ssh_config,
-            "connect_timeout": self.connect_timeout,
-            "ssh_options": list(self.ssh_options) or None,
-        }
-        return {k: v for k, v in opts.items() if v is not None}
+        """The same translation as the patch tasks' (patchkit.settings.transport_options)."""
+        return transport_options(
+            ssh_config=self.ssh_config,
+            ssh_options=self.ssh_options,
+            ssh_persist=self.ssh_persist,
+            connect_timeout=self.connect_timeout,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
