@@ -282,6 +282,38 @@ def number(value, option: str, where: str = "", low: float | None = None, high: 
     return got
 
 
+def positive(value, option: str, where: str = "") -> float:
+    """More than 0 (positive_number's rule): profile.remote's seconds, minutes and sizes."""
+    got = positive_number(value)
+    if got is None:
+        raise InvalidInput(f"{_name(option, where)} {value!r} must be a positive number")
+    return got
+
+
+def whole_in(low: int, high: int) -> Callable[..., int]:
+    """The check of a whole number from ``low`` to ``high`` (whole_number's rule)."""
+
+    def check(value, option: str, where: str = "") -> int:
+        got = whole_number(value, low)
+        if got is None or got > high:
+            raise InvalidInput(f"{_name(option, where)} {value!r}: a whole number {low}..{high}")
+        return got
+
+    return check
+
+
+def boolean(value, option: str, where: str = "") -> bool:
+    """true or false, also as text (1/0, yes/no, on/off), as YAML and a command line write them."""
+    if isinstance(value, bool):
+        return value
+    said = str(value).strip().lower()
+    if said in ("1", "true", "yes", "on"):
+        return True
+    if said in ("0", "false", "no", "off"):
+        return False
+    raise InvalidInput(f"{_name(option, where)} {value!r}: true or false")
+
+
 def choice(value, option: str, choices, where: str = "") -> str:
     if value not in choices:
         raise InvalidInput(f"{_name(option, where)} {value!r}: one of {', '.join(choices)}")
@@ -768,6 +800,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "port",
         key="profile.remote.port",
+        check=whole_in(1, 65535),
         default=30000,
         doc="server port; health_url defaults to http://127.0.0.1:PORT/health",
         commented=False,
@@ -784,7 +817,7 @@ _TABLE: tuple[Option, ...] = (
         "health_timeout_s",
         key="profile.remote.health_timeout_s",
         default=900.0,
-        check=seconds,
+        check=positive,
         doc="model loading and CUDA graph capture take minutes",
         commented=False,
     ),
@@ -792,7 +825,7 @@ _TABLE: tuple[Option, ...] = (
         "bench_timeout_s",
         key="profile.remote.bench_timeout_s",
         default=3600.0,
-        check=seconds,
+        check=positive,
         doc="",
         commented=False,
     ),
@@ -800,7 +833,7 @@ _TABLE: tuple[Option, ...] = (
         "poll_s",
         key="profile.remote.poll_s",
         default=1.0,
-        check=seconds,
+        check=positive,
         doc="seconds between /health and job polls (one SSH round trip each)",
         commented=False,
     ),
@@ -815,7 +848,7 @@ _TABLE: tuple[Option, ...] = (
         "stop_grace_s",
         key="profile.remote.stop_grace_s",
         default=20.0,
-        check=seconds,
+        check=positive,
         doc="seconds after each signal",
         commented=False,
     ),
@@ -829,13 +862,14 @@ _TABLE: tuple[Option, ...] = (
         "timer_flush_s",
         key="profile.remote.timer_flush_s",
         default=1.0,
-        check=seconds,
+        check=positive,
         doc="PATCHKIT_TIMER_FLUSH_S: bounds what a KILLed rank loses",
         commented=False,
     ),
     Option(
         "sample",
         key="profile.remote.timer_sample",
+        check=whole_in(1, 1 << 30),
         help="time about one decode cycle in N, chosen at random; every cycle is still "
         "recorded (PATCHKIT_TIMER_SAMPLE; 1 = every cycle; default: profile.remote.timer_sample, "
         "else the runtime's budget: as many cycles as one percent of the cycle period pays for, "
@@ -850,6 +884,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "timer_seed",
         key="profile.remote.timer_seed",
+        check=whole_in(0, (1 << 63) - 1),
         doc="PATCHKIT_TIMER_SEED; null: one drawn per run, shared by all nodes",
         commented=False,
     ),
@@ -863,6 +898,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "keep_remote_dir",
         key="profile.remote.keep_remote_dir",
+        check=boolean,
         default=False,
         help="leave the run directory (logs, timing files) on the targets",
         fronts=("profile.remote",),
@@ -874,7 +910,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.remote.max_fetch_mb",
         default=1024.0,
         help="timing files fetched per target, at most",
-        check=_size_mb,
+        check=positive,
         doc="timing files fetched per target, at most",
         commented=False,
     ),
@@ -883,7 +919,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.remote.step_timeout_s",
         default=120.0,
         help="one small remote program, connect included",
-        check=seconds,
+        check=positive,
         doc="one small remote step (connection included)",
         commented=False,
     ),
@@ -899,6 +935,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "baseline",
         key="profile.remote.baseline",
+        check=boolean,
         default=False,
         help="also serve without every --speculative-* option (series not applied), same "
         "benchmark: tokens/s with and without speculation and their ratio",
@@ -921,6 +958,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "warmup",
         key="profile.remote.warmup",
+        check=boolean,
         default=True,
         help="run the benchmark once before the measured pass, on the same server (default "
         "on; --no-warmup: off); the report keeps the measured window's cycles only",
@@ -940,7 +978,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.remote.repeat",
         help="with --matrix: server starts per point, the baseline included, in rotated order "
         f"(default {REMOTE_REPEAT}); the verdict names a best point only when it is significantly faster",
-        check=positive_int,
+        check=whole_in(1, 1000),
         fronts=("profile.remote",),
         doc="--repeat N: server starts per sweep point, baseline included,\n"
         f"in rotated order (default {REMOTE_REPEAT}; with budget_minutes/until: rounds\n"
@@ -950,6 +988,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "budget",
         key="profile.remote.budget_minutes",
+        check=positive,
         help="with --matrix: MINUTES for the sweep: rounds of every live point until the verdict "
         "is decided or the next round would not fit; clear losers are dropped (--repeat: rounds "
         f"at most, default {MAX_ROUNDS})",
@@ -1012,6 +1051,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "sweep_seed",
         key="profile.remote.sweep_seed",
+        check=whole_in(0, (1 << 63) - 1),
         doc="seed of the GPUs' randomized Latin square (null: one per sweep)",
         commented=False,
     ),
@@ -1048,6 +1088,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "chart",
         key="profile.remote.chart",
+        check=boolean,
         default=True,
         doc="false (--no-chart): no phases.png (and sweep.png)",
     ),
@@ -1056,13 +1097,13 @@ _TABLE: tuple[Option, ...] = (
         key="profile.remote.jobs",
         default=DefaultOf("jobs"),
         help="hosts in parallel for verify/apply/revert",
-        check=positive_int,
+        check=whole_in(1, 1024),
         doc="targets worked on in parallel by verify, apply and revert",
     ),
     Option(
         "connect_timeout",
         key="profile.remote.connect_timeout",
-        check=seconds,
+        check=positive,
         doc="seconds for the SSH connect and banner (null: 10)",
     ),
     # the profile.remote task's options that set no key of their own
@@ -1169,6 +1210,16 @@ def offered(front: str) -> dict[str, Option]:
 def task_help(front: str) -> dict[str, str]:
     """An invoke task's ``help=`` mapping: each offered option's help text."""
     return {name: o.help_text for name, o in offered(front).items()}
+
+
+def owners() -> dict[str, Option]:
+    """{config key: the row that owns it} (the first row naming the key; later ones read it
+    under an option of their own, e.g. profile.collect's --max-mb)."""
+    found: dict[str, Option] = {}
+    for option in OPTIONS:
+        if option.key is not None:
+            found.setdefault(option.key, option)
+    return found
 
 
 def default(key: str) -> Any:
@@ -1290,6 +1341,12 @@ REMOTE_DEFAULTS: dict[str, Any] = {
     o.key.rpartition(".")[2]: o.default
     for o in OPTIONS
     if o.key is not None and _scope(o.key) == "profile.remote"
+}
+# profile.remote's keys with a check of their own ({key: check}: RemoteConfig runs them first)
+REMOTE_CHECKS: dict[str, Callable[..., Any]] = {
+    key.rpartition(".")[2]: o.check
+    for key, o in owners().items()
+    if o.check is not None and _scope(key) == "profile.remote"
 }
 # profile.remote's keys read from patchkit.* when not set ({key: top-level key})
 REMOTE_FALLBACKS: dict[str, str] = {

@@ -19,7 +19,14 @@ from invoke import Config, Context
 
 from patchkit import tasks
 from patchkit.profile.remote.config import RemoteConfig
-from patchkit.settings import OTHER_KEYS, PATCHKIT_DEFAULTS, PROFILE_KEYS, PROFILE_RENAMED, PatchSettings
+from patchkit.settings import (
+    OTHER_KEYS,
+    PATCHKIT_DEFAULTS,
+    PROFILE_KEYS,
+    PROFILE_RENAMED,
+    REMOTE_CHECKS,
+    PatchSettings,
+)
 from support.invoke_yaml import key_lines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -363,3 +370,14 @@ def test_profile_remote_reaches_its_targets_as_the_patch_tasks_do(tmp_path, monk
     patch = PatchSettings.from_invoke(c, "apply", {}).transport_options()
     assert got["cfg"].transport_options() == patch
     assert patch["control_persist"] == 5 and patch["ssh_options"] == ["ProxyJump=bastion"]
+
+
+@pytest.mark.parametrize("key", sorted(REMOTE_CHECKS))
+def test_remote_config_runs_the_tables_check_of_each_key(tmp_path, key):
+    """A profile.remote key with a check in the option table is refused by RemoteConfig through
+    that check (one validator per key, in patchkit.settings), naming the key."""
+    from patchkit.errors import InvalidInput
+
+    base = {"targets": [str(tmp_path)], "server_command": "serve", "bench_command": "b"}
+    with pytest.raises(InvalidInput, match=f"profile.remote: {key} ''"):
+        RemoteConfig.from_mapping({**base, key: ""}, cwd=REPO)

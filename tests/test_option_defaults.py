@@ -302,8 +302,11 @@ def test_one_positive_number_rule(monkeypatch):
     """The positive-seconds rule lives in settings.positive_number; every reader refuses alike."""
     from patchkit.errors import InvalidInput
     from patchkit.profile.collect import FetchSettings, collect
-    from patchkit.profile.remote.config import _positive
-    from patchkit.settings import positive_number, seconds
+    from patchkit.settings import (
+        positive as _positive,  # profile.remote's settings (REMOTE_CHECKS)
+        positive_number,
+        seconds,
+    )
 
     for bad in (0, "0", -1, "-2.5", "soon", "", True, float("nan"), float("inf"), None, [1]):
         assert positive_number(bad) is None, bad

@@ -21,7 +21,7 @@ from typing import Any
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_root
 from patchkit.profile.remote.server_args import ENV_NAME, RESERVED_ENV
-from patchkit.settings import LAYOUTS, MAX_ROUNDS, REMOTE_DEFAULTS, positive_number, transport_options
+from patchkit.settings import MAX_ROUNDS, REMOTE_CHECKS, REMOTE_DEFAULTS, transport_options
 
 DEFAULT_SERIES = series_root() / "sglang-v0.5.9"
 STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
@@ -152,6 +152,9 @@ class RemoteConfig:
                 "profile.remote: no targets (the SGLang install roots, "
                 "e.g. ssh://gpu1/opt/venv/lib/python3.11/site-packages)"
             )
+        for name, check in REMOTE_CHECKS.items():  # the option table's check of each setting
+            if getattr(self, name) is not None:
+                setattr(self, name, check(getattr(self, name), name, f"profile.remote: {name}"))
         self.server_command = _command(self.server_command, "server_command")
         self.bench_command = _command(self.bench_command, "bench_command")
         if self.series is None:  # no series in the settings, nor patchkit.series (the task's fallback)
@@ -159,8 +162,6 @@ class RemoteConfig:
         self.series = str((cwd / Path(self.series).expanduser()).resolve())
         if not (Path(self.series) / "pin.toml").is_file():
             raise InvalidInput(f"profile.remote: series {self.series} has no pin.toml")
-        if self.layout not in LAYOUTS:
-            raise InvalidInput(f"profile.remote: layout {self.layout!r}: auto, checkout or installed")
         self.env, self.bench_env = _env(self.env, "env"), _env(self.bench_env, "bench_env")
         try:
             python = shlex.split(str(self.python))
@@ -168,21 +169,10 @@ class RemoteConfig:
             raise InvalidInput(f"profile.remote: python {self.python!r}: {exc}") from exc
         if not python or python[0].startswith("-"):
             raise InvalidInput(f"profile.remote: python {self.python!r} must name a program")
-        self.port = _int(self.port, "port", 1, 65535)
         if self.health_url is not None and not re.match(r"https?://[^\s]+\Z", str(self.health_url)):
             raise InvalidInput(f"profile.remote: health_url {self.health_url!r} is not an http(s) URL")
         if self.health_on not in ("first", "all"):
             raise InvalidInput(f"profile.remote: health_on {self.health_on!r}: first or all")
-        for name in (
-            "health_timeout_s",
-            "bench_timeout_s",
-            "poll_s",
-            "stop_grace_s",
-            "timer_flush_s",
-            "max_fetch_mb",
-            "step_timeout_s",
-        ):
-            setattr(self, name, _positive(getattr(self, name), name))
         if isinstance(self.stop_signals, str):
             self.stop_signals = [s for s in re.split(r"[,\s]+", self.stop_signals) if s]
         self.stop_signals = [str(s).upper().removeprefix("SIG") for s in self.stop_signals]
@@ -194,33 +184,16 @@ class RemoteConfig:
             )
         if self.timer is not None and self.timer not in TIMER_MODES:
             raise InvalidInput(f"profile.remote: timer {self.timer!r}: {', '.join(TIMER_MODES)}")
-        if self.timer_sample is not None:
-            self.timer_sample = _int(self.timer_sample, "timer_sample", 1, 1 << 30)
         if self.timer_seed is None:  # one seed for every node and rank: they time the same cycles
             import secrets
 
             self.timer_seed = secrets.randbelow(1 << 32)
-        self.timer_seed = _int(self.timer_seed, "timer_seed", 0, (1 << 63) - 1)
         if not str(self.remote_dir).startswith("/") or any(ch in str(self.remote_dir) for ch in "\0\n\r"):
             raise InvalidInput(f"profile.remote: remote_dir {self.remote_dir!r} must be an absolute path")
-        self.jobs = _int(self.jobs, "jobs", 1, 1024)
-        self.keep_remote_dir, self.chart = bool(self.keep_remote_dir), bool(self.chart)
         if isinstance(self.ssh_options, str):
             self.ssh_options = [self.ssh_options]
-        persist = positive_number(self.ssh_persist, zero=True)  # the rule of patchkit.ssh_persist
-        if persist is None:
-            raise InvalidInput(
-                f"profile.remote: ssh_persist {self.ssh_persist!r}: a number of seconds, 0 or more"
-            )
-        self.ssh_persist = persist
-        if self.connect_timeout is not None:
-            self.connect_timeout = _positive(self.connect_timeout, "connect_timeout")
-        self.baseline = bool(self.baseline)
-        self.warmup = _bool(self.warmup, "warmup")
         if self.warmup_command is not None:
             self.warmup_command = _command(self.warmup_command, "warmup_command")
-        if self.repeat is not None:
-            self.repeat = _int(self.repeat, "repeat", 1, 1000)
         self._check_sequential()
         if self.matrix is not None and self.matrix != "":
             from patchkit.profile.remote.server_args import expand_server_matrix, parse_server_matrix
@@ -247,8 +220,6 @@ class RemoteConfig:
 
     def _check_sequential(self) -> None:
         """budget_minutes, until, gpus, spread_cache, sweep_seed (a sweep's; issue 31)."""
-        if self.budget_minutes is not None:
-            self.budget_minutes = _positive(self.budget_minutes, "budget_minutes")
         if self.until is not None:
             self.until = str(self.until).strip().lower()
             if self.until not in UNTIL:
@@ -288,8 +259,6 @@ class RemoteConfig:
             self.spread_cache = str(self.spread_cache)
             if not self.spread_cache.strip() or "\0" in self.spread_cache:
                 raise InvalidInput(f"profile.remote: spread_cache {self.spread_cache!r}: a file or off")
-        if self.sweep_seed is not None:
-            self.sweep_seed = _int(self.sweep_seed, "sweep_seed", 0, (1 << 63) - 1)
 
     def _check_health_port(self, what: str, why: str) -> None:
         """A given health_url must name ``port``: each block's server is probed on its own."""
@@ -436,31 +405,3 @@ def parse_cpus(value, name: str = "profile.remote: cpus") -> list[str] | None:
 def gpu_device(gpu: str) -> str:
     """A --gpus entry's CUDA_VISIBLE_DEVICES value: the entry less its "@label"."""
     return gpu.partition("@")[0]
-
-
-def _bool(value, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise InvalidInput(f"profile.remote: {name} {value!r}: true or false")
-
-
-def _int(value, name: str, low: int, high: int) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = low - 1
-    if not low <= number <= high:
-        raise InvalidInput(f"profile.remote: {name} {value!r}: a whole number {low}..{high}")
-    return number
-
-
-def _positive(value, name: str) -> float:
-    number = positive_number(value)  # the rule of patchkit.settings.seconds, worded for a setting
-    if number is None:
-        raise InvalidInput(f"profile.remote: {name} {value!r} must be a positive number")
-    return number
