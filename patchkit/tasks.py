@@ -504,7 +504,7 @@ def profile_run(
 ):
     """Profile the embedded default: apply, run assisted generation, revert, report."""
     from patchkit.extras import require
-    from patchkit.profile.default import run_default
+    from patchkit.profile.local_run import run_default
 
     require("profile", "profile.run")  # before --out is made and the site is touched
     sample = _sample_arg("profile.run", _profile_cfg(c, "sample", sample))
@@ -541,7 +541,7 @@ def profile_sweep(
 ):
     """One profile run per matrix point plus the baseline; table with the best point marked."""
     from patchkit.extras import require
-    from patchkit.profile.sweep import run_sweep
+    from patchkit.profile.local_sweep import run_sweep
 
     require("profile", "profile.sweep")  # before --out is made and the site is touched
     repeat, warmup = _repeat(c, repeat), _warmup(c, warmup)  # checked before --out is made

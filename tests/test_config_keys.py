@@ -214,7 +214,7 @@ def _profile_values(tmp_path: Path) -> dict:
 
 
 def _profile_call(tmp_path, monkeypatch, task: str, profile: dict) -> dict:
-    from patchkit.profile import default, sweep
+    from patchkit.profile import local_run as default, local_sweep as sweep
 
     got: dict = {}
 

@@ -61,7 +61,12 @@ def _signature_defaults(fn) -> dict:
 def _run_tasks(tmp_path: Path, monkeypatch) -> dict[str, dict]:
     """What arrives at each task's worker when no option and no config key is given."""
     from patchkit import tasks
-    from patchkit.profile import collect as collect_module, default, remote as remote_package, sweep
+    from patchkit.profile import (
+        collect as collect_module,
+        local_run as default,
+        local_sweep as sweep,
+        remote as remote_package,
+    )
 
     got: dict[str, dict] = {}
 
@@ -115,10 +120,10 @@ def front_end_defaults(tmp_path: Path, monkeypatch) -> dict[str, dict[str, objec
     from patchkit import tasks
     from patchkit.profile.__main__ import build_parser as profile_parser
     from patchkit.profile.collect import FetchSettings
-    from patchkit.profile.default import run_default
+    from patchkit.profile.local_run import run_default
+    from patchkit.profile.local_sweep import run_sweep
     from patchkit.profile.remote.__main__ import build_parser as remote_parser
     from patchkit.profile.remote.config import RemoteConfig
-    from patchkit.profile.sweep import run_sweep
 
     ran = _run_tasks(tmp_path, monkeypatch)
     run_args = vars(profile_parser().parse_args(["run"]))
@@ -326,7 +331,7 @@ def test_one_whole_number_rule():
     """Counts (--jobs, --seed, profile.sweep's repeat, --sample) share settings.whole_number."""
     from patchkit import tasks
     from patchkit.errors import InvalidInput
-    from patchkit.profile.sweep import run_sweep
+    from patchkit.profile.local_sweep import run_sweep
     from patchkit.settings import positive_int, whole_number
 
     for bad in (0, "0", -3, "x", "", "1.5", "2.0", 2.5, True, None):

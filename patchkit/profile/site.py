@@ -23,7 +23,7 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from patchkit.engine.verdict import HostState
+from patchkit.engine.host_result import HostState
 from patchkit.errors import PatchkitError, Refused, Terminated
 from patchkit.locations import import_root, series_root, work_base
 from patchkit.upstream import fetch_wheel, read_pin

@@ -88,7 +88,8 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.errors import PatchkitError
-from patchkit.profile.default import new_run_dir
+from patchkit.profile.local_run import new_run_dir
+from patchkit.profile.local_sweep import _fmt, format_table, point_dir_name
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.remote.blocks import Block, assign, make_blocks
 from patchkit.profile.remote.config import RemoteConfig
@@ -103,7 +104,6 @@ from patchkit.profile.remote.spread import (
     update_spread,
 )
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
-from patchkit.profile.sweep import _fmt, format_table, point_dir_name
 from patchkit.profile.verdict import (
     CYCLE,
     DEFAULT_ALPHA,

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.errors import InvalidInput
-from patchkit.profile.default import (
+from patchkit.profile.local_run import (
     check_args,
     marks_partial,
     new_run_dir,
