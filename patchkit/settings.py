@@ -451,6 +451,8 @@ def _kind(value, option: str, where: str = "") -> str | None:
 
 # the defaults of counts left to the code that uses them (their options default to None: "not
 # given"), stated here so that help texts and the example config say the number used
+EMBEDDED_SERIES = "transformers-v5.17.0"  # profile.run/sweep's series (the embedded default)
+REMOTE_SERIES = "sglang-v0.5.9"  # profile.remote's series when none is set (nor patchkit.series)
 SWEEP_REPEAT = 3  # profile.sweep: measured passes per point (one warm process: less spread)
 REMOTE_REPEAT = 5  # profile.remote --matrix: server starts per point
 MAX_ROUNDS = 20  # profile.remote --budget/--until: a sequential sweep's rounds at most
@@ -471,7 +473,7 @@ _TABLE: tuple[Option, ...] = (
         check=text,
         fronts=PATCH_TASKS,
         doc="",
-        example="patches/sglang-v0.5.9",
+        example=f"patches/{REMOTE_SERIES}",
         commented=False,
     ),
     Option(
@@ -686,10 +688,10 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "series",
         key="profile.series",
-        help="series folder, or 'auto' (chosen from --site's files); default: patches/transformers-v5.17.0",
+        help=f"series folder, or 'auto' (chosen from --site's files); default: patches/{EMBEDDED_SERIES}",
         check=text,
         fronts=_RUN_SWEEP,
-        doc="series folder or auto (null: patches/transformers-v5.17.0)",
+        doc=f"series folder or auto (null: patches/{EMBEDDED_SERIES})",
     ),
     Option(
         "matrix",

@@ -21,9 +21,16 @@ from typing import Any
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_root
 from patchkit.profile.remote.server_args import ENV_NAME, RESERVED_ENV
-from patchkit.settings import MAX_ROUNDS, REMOTE_CHECKS, REMOTE_DEFAULTS, transport_options
+from patchkit.settings import (
+    MAX_ROUNDS,
+    REMOTE_CHECKS,
+    REMOTE_DEFAULTS,
+    REMOTE_REPEAT,
+    REMOTE_SERIES,
+    transport_options,
+)
 
-DEFAULT_SERIES = series_root() / "sglang-v0.5.9"
+DEFAULT_SERIES = series_root() / REMOTE_SERIES
 STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
 TIMER_MODES = ("events", "sync", "host", "off")
 UNTIL = ("decided",)
@@ -288,10 +295,8 @@ class RemoteConfig:
 
     @property
     def repeats(self) -> int:
-        """Server starts per sweep point (``repeat``, default verdict.DEFAULT_REPEAT)."""
-        from patchkit.profile.verdict import DEFAULT_REPEAT
-
-        return self.repeat if self.repeat is not None else DEFAULT_REPEAT
+        """Server starts per sweep point (``repeat``, default REMOTE_REPEAT)."""
+        return self.repeat if self.repeat is not None else REMOTE_REPEAT
 
     @property
     def sequential(self) -> bool:
