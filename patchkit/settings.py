@@ -497,7 +497,8 @@ _TABLE: tuple[Option, ...] = (
         "layout",
         key="layout",
         default="auto",
-        help="auto (default), checkout (paths as in the patches) or installed (drop package_prefix)",
+        help="auto, checkout (paths as in the patches) or installed (drop package_prefix); "
+        "default: patchkit.layout, {default}",
         check=_layout,
         fronts=(*PATCH_TASKS, "patch.rebase"),
         doc="auto | checkout | installed",

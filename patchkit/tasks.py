@@ -21,7 +21,6 @@ from patchkit.settings import (
     PATCHKIT_DEFAULTS,
     PROFILE_DEFAULTS,
     PROFILE_RENAMED,
-    REMOTE_DEFAULTS,
     REMOTE_FALLBACKS,
     PatchSettings,
     choice,
@@ -30,6 +29,7 @@ from patchkit.settings import (
     number,
     offered,
     output_dir,
+    owners,
     positive_int,
     positive_number,
     say_notes,
@@ -867,7 +867,6 @@ def profile_collect(
     if not target or not out:
         raise InvalidInput("profile.collect needs --target T (repeatable) and --out DIR")
     remote = (_cfg(c, "profile", {}) or {}).get("remote") or {}
-    where = "patchkit.profile.remote."
     from patchkit.ops import options_from  # the fleet layer: imported when a task needs it
 
     # the target options are checked and merged with invoke.yaml as for the patch.* tasks
@@ -884,31 +883,25 @@ def profile_collect(
             ),
         )
     )
-    step_timeout_s = (
-        seconds(timeout, "timeout")
-        if timeout is not None
-        else seconds(
-            remote.get("step_timeout_s") or REMOTE_DEFAULTS["step_timeout_s"],
-            "timeout",
-            where + "step_timeout_s",
-        )
-    )
-    assert step_timeout_s is not None, "seconds() of a value that is not None"
+
+    def read(option: str, value):
+        """--option (its row's check), else the patchkit.profile.remote key it reads (checked by
+        that key's own rule, as profile.remote checks it), else the key's default."""
+        row = offered("profile.collect")[option]
+        assert row.key is not None and row.check is not None, f"profile.collect --{option}: a keyed row"
+        key = row.key.rpartition(".")[2]
+        if value is not None:
+            return row.check(value, option)
+        if remote.get(key) is not None:
+            check = owners()[row.key].check
+            assert check is not None, f"patchkit.{row.key} has a check in the option table"
+            return check(remote[key], key, f"patchkit.{row.key}")
+        return row.default
+
     settings = FetchSettings(
-        python=text(python, "python")
-        or text(remote.get("python"), "python", where + "python")
-        or REMOTE_DEFAULTS["python"],
-        max_fetch_mb=(
-            number(max_mb, "max_mb", low=0)
-            if max_mb is not None
-            else number(
-                remote.get("max_fetch_mb") or REMOTE_DEFAULTS["max_fetch_mb"],
-                "max_mb",
-                where + "max_fetch_mb",
-                low=0,
-            )
-        ),
-        step_timeout_s=step_timeout_s,
+        python=read("python", python),
+        max_fetch_mb=read("max_mb", max_mb),
+        step_timeout_s=read("timeout", timeout),
     )
     from_ = text(from_, "from")
     transports: list = []

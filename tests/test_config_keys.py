@@ -381,3 +381,30 @@ def test_remote_config_runs_the_tables_check_of_each_key(tmp_path, key):
     base = {"targets": [str(tmp_path)], "server_command": "serve", "bench_command": "b"}
     with pytest.raises(InvalidInput, match=f"profile.remote: {key} ''"):
         RemoteConfig.from_mapping({**base, key: ""}, cwd=REPO)
+
+
+def test_profile_collect_reads_profile_remote_keys_by_their_own_rule(tmp_path, monkeypatch, capsys):
+    """profile.collect's --max-mb, --python and --timeout default to patchkit.profile.remote's
+    max_fetch_mb, python and step_timeout_s, checked as profile.remote checks them (a 0 there was
+    once taken for 'not set')."""
+    from types import SimpleNamespace
+
+    from patchkit.profile import collect as collect_module
+
+    got = {}
+
+    def fake_collect(transports, out, folder=None, settings=None):
+        got.update(vars(settings))
+        return SimpleNamespace(per_target=[], files=[], bytes=0, out=out, window=None)
+
+    monkeypatch.setattr(collect_module, "collect", fake_collect)
+    (tmp_path / "t").mkdir()
+    given = dict(target=[str(tmp_path / "t")], out=str(tmp_path / "o"))
+    remote = {"max_fetch_mb": 5, "step_timeout_s": 7, "python": "python3.12"}
+    tasks.profile_collect(_context(tmp_path, {"profile": {"remote": remote}}), **given)
+    assert got == {"max_fetch_mb": 5.0, "step_timeout_s": 7.0, "python": "python3.12"}
+    for key in ("step_timeout_s", "max_fetch_mb"):
+        with pytest.raises(SystemExit) as exit_:  # the exit boundary: invalid input
+            tasks.profile_collect(_context(tmp_path, {"profile": {"remote": {key: 0}}}), **given)
+        assert exit_.value.code == 2
+        assert f"patchkit.profile.remote.{key} 0 must be a positive number" in capsys.readouterr().err
