@@ -167,6 +167,15 @@ def check_config(config) -> list[str]:
                         f"{where}: unknown setting patchkit.profile.{unknown[0]}"
                         + did_you_mean(str(unknown[0]), sorted(PROFILE_KEYS), "patchkit.profile.")
                     )
+                remote = value.get("remote")
+                if remote is not None and not isinstance(remote, dict):
+                    raise InvalidInput(f"{where}: patchkit.profile.remote must be a mapping")
+                unknown = sorted(set(remote or {}) - set(REMOTE_DEFAULTS))
+                if unknown:  # the option table's keys (RemoteConfig refuses the same, later)
+                    raise InvalidInput(
+                        f"{where}: unknown setting patchkit.profile.remote.{unknown[0]}"
+                        + did_you_mean(str(unknown[0]), sorted(REMOTE_DEFAULTS), "patchkit.profile.remote.")
+                    )
                 for old, new in PROFILE_RENAMED.items():
                     if old in value:
                         notes.append(
