@@ -16,9 +16,14 @@ from dataclasses import asdict, dataclass, field
 
 from patchkit.engine.answer import Answer, parse_answer
 from patchkit.engine.compilecache import compiled_series
+from patchkit.engine.host_result import (  # noqa: F401 (re-exported)
+    FileReport,
+    HostResult,
+    HostState,
+    interpret,
+)
 from patchkit.engine.series import Series
 from patchkit.engine.targetprog import Compiled, build_program
-from patchkit.engine.verdict import FileReport, HostResult, HostState, interpret  # noqa: F401 (re-exported)
 from patchkit.errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
 from patchkit.settings import PATCHKIT_DEFAULTS
 from patchkit.transport import LocalTransport, Transport, expand_targets

@@ -1,5 +1,5 @@
 """The settings of the ``patch.*`` tasks: one typed object, built once from invoke's config and
-the command-line options, every default in one place (``PATCHKIT_DEFAULTS``), every value checked.
+the command-line options, every default in one place (the option table below), every value checked.
 
 An option beats the config; a bad value is InvalidInput (exit 2) naming the option (``--jobs``)
 or the config key and the file it came from (``patchkit.jobs in /srv/invoke.yaml``). Unknown
@@ -7,9 +7,12 @@ or the config key and the file it came from (``patchkit.jobs in /srv/invoke.yaml
 ``patchkit.engine.series`` (the name older help texts used) is read as ``patchkit.series`` with
 one line on stderr saying so.
 
-The option table (OPTIONS: Option records) holds each profile option once, with its config key,
-default, help text and check; the invoke tasks, ``python -m patchkit.profile`` and
-``python -m patchkit.profile.remote`` take their help texts and defaults from it.
+The option table (OPTIONS: Option records) holds each option once, with its config key,
+default, help text and check: the patch.* target options and patchkit.* keys, the profile
+tasks' options and patchkit.profile.* keys, and every patchkit.profile.remote key. The invoke
+tasks (their signatures too, for the patch.* target tasks), ``python -m patchkit.profile``,
+``python -m patchkit.profile.remote``, RemoteConfig and the example config (invoke.yaml, through
+``invoke patch.gen-config``) take their help texts and defaults from it.
 """
 
 from __future__ import annotations
@@ -25,25 +28,8 @@ from typing import Any
 from patchkit.errors import InvalidInput
 from patchkit.transport import kind_settings
 
-# The one place where the patch.* defaults live (tasks.py hands them to invoke: ns.configure).
-PATCHKIT_DEFAULTS: dict[str, Any] = {
-    "series": None,  # series folder, or "auto"
-    "targets": [],  # used when no --target / --inventory is given
-    "layout": "auto",
-    "jobs": 8,  # hosts worked on in parallel
-    "timeout": None,  # seconds per target and operation; None: no limit
-    "ssh_config": None,
-    "ssh_options": [],
-    "ssh_persist": 60,  # seconds an idle SSH master waits for the next command; 0: off
-    "inventory": None,
-    "container": None,
-    "exec": None,
-    "keep_journal": False,
-    "wheelhouse": None,  # patch.rebase: wheels read instead of the package index
-    # the target kinds' own settings (k8s: targets: kubectl, k8s_container, kube_context),
-    # declared by each kind (patchkit.transport.TargetKind.settings)
-    **{name: None for name in kind_settings()},
-}
+# The patch.* defaults (PATCHKIT_DEFAULTS, handed to invoke by tasks.py: ns.configure) are the
+# option table's rows keyed at the top of ``patchkit:`` (below, after the table).
 # Keys read by other tasks (their own objects check their values), and the deprecated alias.
 OTHER_KEYS = {"profile"}
 DEPRECATED = {"engine": {"series": "series"}}
@@ -181,6 +167,15 @@ def check_config(config) -> list[str]:
                         f"{where}: unknown setting patchkit.profile.{unknown[0]}"
                         + did_you_mean(str(unknown[0]), sorted(PROFILE_KEYS), "patchkit.profile.")
                     )
+                remote = value.get("remote")
+                if remote is not None and not isinstance(remote, dict):
+                    raise InvalidInput(f"{where}: patchkit.profile.remote must be a mapping")
+                unknown = sorted(set(remote or {}) - set(REMOTE_DEFAULTS))
+                if unknown:  # the option table's keys (RemoteConfig refuses the same, later)
+                    raise InvalidInput(
+                        f"{where}: unknown setting patchkit.profile.remote.{unknown[0]}"
+                        + did_you_mean(str(unknown[0]), sorted(REMOTE_DEFAULTS), "patchkit.profile.remote.")
+                    )
                 for old, new in PROFILE_RENAMED.items():
                     if old in value:
                         notes.append(
@@ -296,6 +291,38 @@ def number(value, option: str, where: str = "", low: float | None = None, high: 
     return got
 
 
+def positive(value, option: str, where: str = "") -> float:
+    """More than 0 (positive_number's rule): profile.remote's seconds, minutes and sizes."""
+    got = positive_number(value)
+    if got is None:
+        raise InvalidInput(f"{_name(option, where)} {value!r} must be a positive number")
+    return got
+
+
+def whole_in(low: int, high: int) -> Callable[..., int]:
+    """The check of a whole number from ``low`` to ``high`` (whole_number's rule)."""
+
+    def check(value, option: str, where: str = "") -> int:
+        got = whole_number(value, low)
+        if got is None or got > high:
+            raise InvalidInput(f"{_name(option, where)} {value!r}: a whole number {low}..{high}")
+        return got
+
+    return check
+
+
+def boolean(value, option: str, where: str = "") -> bool:
+    """true or false, also as text (1/0, yes/no, on/off), as YAML and a command line write them."""
+    if isinstance(value, bool):
+        return value
+    said = str(value).strip().lower()
+    if said in ("1", "true", "yes", "on"):
+        return True
+    if said in ("0", "false", "no", "off"):
+        return False
+    raise InvalidInput(f"{_name(option, where)} {value!r}: true or false")
+
+
 def choice(value, option: str, choices, where: str = "") -> str:
     if value not in choices:
         raise InvalidInput(f"{_name(option, where)} {value!r}: one of {', '.join(choices)}")
@@ -374,6 +401,14 @@ SAME = object()  # an Option's default: the default of the option that owns its 
 
 
 @dataclass(frozen=True)
+class DefaultOf:
+    """An Option's default: the default of another config key (its owner listed earlier), e.g.
+    profile.remote.jobs defaults to patchkit.jobs's default."""
+
+    key: str
+
+
+@dataclass(frozen=True)
 class Option:
     """One option: ``name`` on the command line (--name, the task's parameter), the config key
     under ``patchkit:`` it reads (dotted; None: an option only), its default (None: not given,
@@ -387,8 +422,12 @@ class Option:
     help: str = ""
     check: Callable[..., Any] | None = None
     fronts: tuple[str, ...] = ()
-    doc: str | None = None  # its comment in the example config (invoke.yaml); None: not shown there
+    doc: str | None = None  # its comment in the example config (invoke.yaml; a newline continues
+    # it on the next line); None: not shown there
     example: Any = SAME  # the value the example config shows (SAME: the default)
+    commented: bool = True  # the example config shows it commented out (``# jobs: 8``), else set
+    fallback: str | None = None  # a top-level key read when this key is not set (profile.remote's
+    # series, targets, layout, ssh_*: patchkit.series, ...)
 
     @property
     def shown(self) -> Any:
@@ -411,10 +450,185 @@ def _size_mb(value, option: str, where: str = "") -> float:
     return number(value, option, where, low=0)
 
 
+def _layout(value, option: str, where: str = "") -> str:
+    return choice(value, option, LAYOUTS, where)
+
+
+def _kind(value, option: str, where: str = "") -> str | None:
+    return kind_option(value, where, option)
+
+
+# the defaults of counts left to the code that uses them (their options default to None: "not
+# given"), stated here so that help texts and the example config say the number used
+EMBEDDED_SERIES = "transformers-v5.17.0"  # profile.run/sweep's series (the embedded default)
+REMOTE_SERIES = "sglang-v0.5.9"  # profile.remote's series when none is set (nor patchkit.series)
+SWEEP_REPEAT = 3  # profile.sweep: measured passes per point (one warm process: less spread)
+REMOTE_REPEAT = 5  # profile.remote --matrix: server starts per point
+MAX_ROUNDS = 20  # profile.remote --budget/--until: a sequential sweep's rounds at most
+
 _RUN_SWEEP = ("profile.run", "profile.sweep")
 _REMOTE_MAIN = "python -m patchkit.profile.remote"
+# the patch tasks that take the target options (tasks.py builds their signatures from these rows)
+PATCH_TASKS = ("patch.check", "patch.verify", "patch.apply", "patch.revert", "patch.status", "patch.unlock")
 
 _TABLE: tuple[Option, ...] = (
+    # the patch.* tasks (and the target options of patch.rebase and profile.collect), patchkit.*
+    Option(
+        "series",
+        key="series",
+        help="series folder (pin.toml + series + patches), a shipped series' name (e.g. "
+        "sglang-v0.5.9), or 'auto': the shipped series pinned to exactly the target's files (per "
+        "host on a fleet); default: patchkit.series in invoke.yaml (patchkit.yaml when installed)",
+        check=text,
+        fronts=PATCH_TASKS,
+        doc="",
+        example=f"patches/{REMOTE_SERIES}",
+        commented=False,
+    ),
+    Option(
+        "target",
+        key="targets",
+        default=[],
+        help="target: a directory, ssh://[user@]host[:port]/path, host:/path, docker://C/path or "
+        "k8s:NAMESPACE/SELECTOR:/path (every running pod the label selector matches); "
+        "repeat for a fleet (default: patchkit.targets in invoke.yaml / patchkit.yaml)",
+        check=strings,
+        fronts=PATCH_TASKS,
+        doc='e.g. ["ssh://gpu1/opt/sglang", "ssh://gpu2/opt/sglang"]',
+    ),
+    Option(
+        "json",
+        default=False,
+        help="print the outcome as JSON (stable keys) instead of a table",
+        fronts=PATCH_TASKS,
+    ),
+    Option(
+        "layout",
+        key="layout",
+        default="auto",
+        help="auto, checkout (paths as in the patches) or installed (drop package_prefix); "
+        "default: patchkit.layout, {default}",
+        check=_layout,
+        fronts=(*PATCH_TASKS, "patch.rebase"),
+        doc="auto | checkout | installed",
+    ),
+    Option(
+        "jobs",
+        key="jobs",
+        default=8,
+        help="hosts worked on in parallel (fleets; default: patchkit.jobs, {default})",
+        check=positive_int,
+        fronts=PATCH_TASKS,
+        doc="hosts worked on in parallel",
+    ),
+    Option(
+        "timeout",
+        key="timeout",
+        help="seconds allowed per target for the whole operation (default: patchkit.timeout, none)",
+        check=seconds,
+        fronts=(*PATCH_TASKS, "patch.rebase"),
+        doc="seconds per target and operation",
+    ),
+    Option(
+        "ssh_config",
+        key="ssh_config",
+        help="ssh_config file to use (ssh -F); default: your own ~/.ssh/config",
+        check=existing_file,
+        fronts=(*PATCH_TASKS, "patch.rebase", "profile.collect"),
+        doc="e.g. ~/.ssh/config.d/gpu-fleet",
+    ),
+    Option("ssh_options", key="ssh_options", default=[], check=strings, doc='e.g. ["ProxyJump=bastion"]'),
+    Option(
+        "keep_journal",
+        key="keep_journal",
+        default=False,
+        help="keep the operation journal on the target in .patchkit/journal (default: it is printed in "
+        "the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml / patchkit.yaml)",
+        fronts=("patch.revert",),
+        doc="revert: true keeps .patchkit/journal on the target (else it goes into the answer)",
+    ),
+    Option(
+        "ssh_persist",
+        key="ssh_persist",
+        default=60,
+        help="seconds an idle SSH connection stays up for the next command to that host "
+        "(default: patchkit.ssh_persist, {default}); 0: one connection per command",
+        check=lambda value, option, where="": seconds(value, option, where, zero=True),
+        fronts=(*PATCH_TASKS, "profile.collect"),
+        doc="seconds an idle SSH connection waits for the next command (one\n"
+        "ControlMaster per host in a private 0700 directory); 0: off",
+    ),
+    Option(
+        "inventory",
+        key="inventory",
+        help="Ansible inventory (INI, or YAML as .yml/.yaml): its hosts become SSH targets "
+        "of the fleet, besides any --target (default: patchkit.inventory)",
+        check=text,
+        fronts=PATCH_TASKS,
+        doc="Ansible inventory (INI or .yml) used when no --target is given",
+    ),
+    Option(
+        "limit",
+        help="with --inventory: Ansible host pattern, e.g. 'gpu', 'gpu1:gpu2', 'gpu:!gpu3', "
+        "'gpu:&rack1' (default: all hosts)",
+        check=text,
+        fronts=PATCH_TASKS,
+    ),
+    Option(
+        "root",
+        help="with --inventory: the target path on every host (default: each host's patchkit_root variable)",
+        check=text,
+        fronts=PATCH_TASKS,
+    ),
+    # the target kinds' own settings (k8s: targets: kubectl, k8s_container, kube_context),
+    # declared by each kind (patchkit.transport.TargetKind.settings)
+    *(
+        Option(name, key=name, help=setting.help, check=_kind, fronts=PATCH_TASKS, doc=setting.help)
+        for name, setting in kind_settings().items()
+    ),
+    Option(
+        "container",
+        key="container",
+        help="run inside this container on the target (docker exec -i NAME), e.g. with ssh://",
+        check=text,
+        fronts=(*PATCH_TASKS, "patch.rebase", "profile.collect"),
+        doc="run inside this container on each target (docker exec -i NAME)",
+    ),
+    Option(
+        "exec_",
+        key="exec",
+        help="run through this command prefix, e.g. 'kubectl exec -i POD --' or 'chroot /srv/root'",
+        check=text,
+        fronts=(*PATCH_TASKS, "patch.rebase", "profile.collect"),
+        doc='run through this command prefix, e.g. "kubectl exec -i POD --"',
+    ),
+    Option(
+        "wheelhouse",
+        key="wheelhouse",
+        help="a folder of wheels pip reads instead of the package index (default: patchkit.wheelhouse)",
+        check=existing_dir,
+        fronts=("patch.rebase",),
+        doc="patch.rebase: a folder of wheels pip reads instead of the package index",
+    ),
+    Option(
+        "dry_run",
+        default=False,
+        help="verify only: stage into a temporary directory on the target, check the result, write "
+        "nothing under the root",
+        fronts=("patch.apply",),
+    ),
+    Option(
+        "show_script",
+        default=False,
+        help="print the exact shell program (sed scripts included) sent to each target",
+        fronts=("patch.apply",),
+    ),
+    Option(
+        "force",
+        default=False,
+        help="discard files modified after apply (they are kept in .patchkit/trash) instead of refusing",
+        fronts=("patch.revert",),
+    ),
     # profile.run / profile.sweep (the embedded default; also `python -m patchkit.profile`),
     # patchkit.profile.* in invoke.yaml
     Option(
@@ -484,10 +698,10 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "series",
         key="profile.series",
-        help="series folder, or 'auto' (chosen from --site's files); default: patches/transformers-v5.17.0",
+        help=f"series folder, or 'auto' (chosen from --site's files); default: patches/{EMBEDDED_SERIES}",
         check=text,
         fronts=_RUN_SWEEP,
-        doc="series folder or auto (null: patches/transformers-v5.17.0)",
+        doc=f"series folder or auto (null: patches/{EMBEDDED_SERIES})",
     ),
     Option(
         "matrix",
@@ -518,12 +732,12 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "repeat",
         key="profile.repeat",
-        help="measured passes per point, in rotated order (default 3); the verdict names a best "
+        help=f"measured passes per point, in rotated order (default {SWEEP_REPEAT}); the verdict names a best "
         "point only when its ratio to the baseline is significantly the highest",
         check=positive_int,
         fronts=("profile.sweep",),
         doc="profile.sweep: measured passes per point",
-        example=3,
+        example=SWEEP_REPEAT,
     ),
     Option("no_chart", default=False, help="skip phases.png", fronts=_RUN_SWEEP),
     Option(
@@ -540,85 +754,372 @@ _TABLE: tuple[Option, ...] = (
         check=_fraction,
         fronts=("profile.run",),
     ),
-    # profile.remote (RemoteConfig; also `python -m patchkit.profile.remote`), patchkit.profile.remote.*
+    # profile.remote (RemoteConfig; also `python -m patchkit.profile.remote`): every key of
+    # patchkit.profile.remote, in invoke.yaml's order, and the options of the profile.remote task
+    # (an option that sets a key is that key's row: --server sets server_command)
     Option(
         "target",
+        key="profile.remote.targets",
+        default=[],
         help="SGLang install root to profile (site-packages or a checkout), e.g. "
         "ssh://gpu1/opt/venv/lib/python3.11/site-packages; repeat for nodes, head first",
         fronts=("profile.remote",),
-    ),
-    Option(
-        "series",
-        help="series folder or 'auto' (chosen from the targets' files); "
-        "default: profile.remote.series, else patchkit.series",
-        fronts=("profile.remote",),
+        doc='SGLang install roots, head node first, e.g.\n["ssh://gpu1/opt/venv/lib/python3.11/site-packages"]',
+        commented=False,
+        fallback="targets",
     ),
     Option(
         "server",
+        key="profile.remote.server_command",
         help="server command line, run detached by sh -c on every target",
         fronts=("profile.remote",),
+        doc='sh -c on every target, detached, e.g. "python -m\n'
+        "sglang.launch_server --model-path M --speculative-algorithm\n"
+        'EAGLE3 --speculative-draft-model-path D --tp 2 --port 30000";\n'
+        "multi-node: --nnodes $PATCHKIT_NNODES --node-rank $PATCHKIT_NODE_RANK",
+        commented=False,
     ),
     Option(
-        "bench", help="benchmark command line, run by sh -c on the first target", fronts=("profile.remote",)
+        "bench",
+        key="profile.remote.bench_command",
+        help="benchmark command line, run by sh -c on the first target",
+        fronts=("profile.remote",),
+        doc='sh -c on the first target, e.g. "python -m sglang.bench_serving\n'
+        '--backend sglang --port 30000 --dataset-name random --num-prompts 200"',
+        commented=False,
     ),
     Option(
         "env",
+        key="profile.remote.env",
+        default={},
         help="NAME=VALUE for the server, e.g. NCCL_PROTO=LL (repeat; merged over the settings)",
         fronts=("profile.remote",),
+        doc="server environment, e.g. {NCCL_PROTO: LL, NCCL_ALGO: Ring}",
+        commented=False,
     ),
     Option(
-        "out",
-        key="profile.remote.out",
-        default="profile-out",
-        help="reports go to OUT/<timestamp>/ (default: {default})",
-        fronts=("profile.remote", _REMOTE_MAIN),
+        "bench_env", key="profile.remote.bench_env", default={}, doc="benchmark environment", commented=False
     ),
     Option(
-        "keep_remote_dir",
-        default=False,
-        help="leave the run directory (logs, timing files) on the targets",
-        fronts=("profile.remote",),
-    ),
-    Option("no_chart", default=False, help="skip phases.png (and sweep.png)", fronts=("profile.remote",)),
-    Option(
-        "baseline",
-        default=False,
-        help="also serve without every --speculative-* option (series not applied), same "
-        "benchmark: tokens/s with and without speculation and their ratio",
-        fronts=("profile.remote",),
+        "python",
+        key="profile.remote.python",
+        default="python3",
+        help="python on the targets: runs the job-control agent",
+        check=text,
+        doc="python on the targets (runs the job-control agent)",
+        commented=False,
     ),
     Option(
-        "matrix",
-        help="sweep, one server start per point, e.g. 'speculative-num-steps=1,2,3;"
-        "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
-        "--KEY VALUE; env:NAME sets the server's environment)",
-        fronts=("profile.remote",),
+        "port",
+        key="profile.remote.port",
+        check=whole_in(1, 65535),
+        default=30000,
+        doc="server port; health_url defaults to http://127.0.0.1:PORT/health",
+        commented=False,
+    ),
+    Option("health_url", key="profile.remote.health_url", doc="", commented=False),
+    Option(
+        "health_on",
+        key="profile.remote.health_on",
+        default="first",
+        doc="first | all (multi-node SGLang serves HTTP on the head only)",
+        commented=False,
+    ),
+    Option(
+        "health_timeout_s",
+        key="profile.remote.health_timeout_s",
+        default=900.0,
+        check=positive,
+        doc="model loading and CUDA graph capture take minutes",
+        commented=False,
+    ),
+    Option(
+        "bench_timeout_s",
+        key="profile.remote.bench_timeout_s",
+        default=3600.0,
+        check=positive,
+        doc="",
+        commented=False,
+    ),
+    Option(
+        "poll_s",
+        key="profile.remote.poll_s",
+        default=1.0,
+        check=positive,
+        doc="seconds between /health and job polls (one SSH round trip each)",
+        commented=False,
+    ),
+    Option(
+        "stop_signals",
+        key="profile.remote.stop_signals",
+        default=["INT", "TERM"],
+        doc="sent to the server's process group in turn, then KILL",
+        commented=False,
+    ),
+    Option(
+        "stop_grace_s",
+        key="profile.remote.stop_grace_s",
+        default=20.0,
+        check=positive,
+        doc="seconds after each signal",
+        commented=False,
+    ),
+    Option(
+        "timer",
+        key="profile.remote.timer",
+        doc="PATCHKIT_TIMER on the server: events | sync | host | off",
+        commented=False,
+    ),
+    Option(
+        "timer_flush_s",
+        key="profile.remote.timer_flush_s",
+        default=1.0,
+        check=positive,
+        doc="PATCHKIT_TIMER_FLUSH_S: bounds what a KILLed rank loses",
+        commented=False,
     ),
     Option(
         "sample",
         key="profile.remote.timer_sample",
-        default=None,
+        check=whole_in(1, 1 << 30),
         help="time about one decode cycle in N, chosen at random; every cycle is still "
         "recorded (PATCHKIT_TIMER_SAMPLE; 1 = every cycle; default: profile.remote.timer_sample, "
         "else the runtime's budget: as many cycles as one percent of the cycle period pays for, "
         "PATCHKIT_TIMER_BUDGET)",
         fronts=("profile.remote",),
+        doc="PATCHKIT_TIMER_SAMPLE: time ~1 decode cycle in N, each chosen at\n"
+        "random (every cycle still recorded); 1 = time every cycle;\n"
+        "null: the runtime's budget (PATCHKIT_TIMER_BUDGET, 1 % of the\n"
+        "cycle period: every cycle where the device hides the cost)",
+        commented=False,
+    ),
+    Option(
+        "timer_seed",
+        key="profile.remote.timer_seed",
+        check=whole_in(0, (1 << 63) - 1),
+        doc="PATCHKIT_TIMER_SEED; null: one drawn per run, shared by all nodes",
+        commented=False,
+    ),
+    Option(
+        "remote_dir",
+        key="profile.remote.remote_dir",
+        default="/tmp/patchkit-profile",
+        doc="a fresh run directory per run is made inside",
+        commented=False,
+    ),
+    Option(
+        "keep_remote_dir",
+        key="profile.remote.keep_remote_dir",
+        check=boolean,
+        default=False,
+        help="leave the run directory (logs, timing files) on the targets",
+        fronts=("profile.remote",),
+        doc="true: leave logs and timing files on the targets",
+        commented=False,
+    ),
+    Option(
+        "max_fetch_mb",
+        key="profile.remote.max_fetch_mb",
+        default=1024.0,
+        help="timing files fetched per target, at most",
+        check=positive,
+        doc="timing files fetched per target, at most",
+        commented=False,
+    ),
+    Option(
+        "step_timeout_s",
+        key="profile.remote.step_timeout_s",
+        default=120.0,
+        help="one small remote program, connect included",
+        check=positive,
+        doc="one small remote step (connection included)",
+        commented=False,
+    ),
+    Option(
+        "out",
+        key="profile.remote.out",
+        default=DefaultOf("profile.out"),
+        help="reports go to OUT/<timestamp>/ (default: {default})",
+        fronts=("profile.remote", _REMOTE_MAIN),
+        doc="reports in OUT/<timestamp>/",
+        commented=False,
+    ),
+    Option(
+        "baseline",
+        key="profile.remote.baseline",
+        check=boolean,
+        default=False,
+        help="also serve without every --speculative-* option (series not applied), same "
+        "benchmark: tokens/s with and without speculation and their ratio",
+        fronts=("profile.remote",),
+        doc="true (--baseline): also serve without every --speculative-*\n"
+        "option, series reverted, same benchmark (OUT/<ts>/baseline/)",
+        commented=False,
+    ),
+    Option(
+        "matrix",
+        key="profile.remote.matrix",
+        help="sweep, one server start per point, e.g. 'speculative-num-steps=1,2,3;"
+        "speculative-num-draft-tokens=2,4;env:NCCL_PROTO=LL,Simple' (KEY replaces or adds "
+        "--KEY VALUE; env:NAME sets the server's environment)",
+        fronts=("profile.remote",),
+        doc="--matrix: one server start per point, e.g.\n"
+        '"speculative-num-steps=1,2,3;env:NCCL_PROTO=LL,Simple"',
+        commented=False,
     ),
     Option(
         "warmup",
         key="profile.remote.warmup",
+        check=boolean,
         default=True,
         help="run the benchmark once before the measured pass, on the same server (default "
         "on; --no-warmup: off); the report keeps the measured window's cycles only",
         fronts=("profile.remote",),
+        doc="--no-warmup: false; the benchmark once before the measured pass,\n"
+        "same server; window.json tells the report which cycles count",
+        commented=False,
+    ),
+    Option(
+        "warmup_command",
+        key="profile.remote.warmup_command",
+        doc="the warm-up's command (default: bench_command), e.g. the same\nbenchmark with --num-prompts 50",
+        commented=False,
     ),
     Option(
         "repeat",
+        key="profile.remote.repeat",
         help="with --matrix: server starts per point, the baseline included, in rotated order "
-        "(default 5); the verdict names a best point only when it is significantly faster",
-        check=positive_int,
+        f"(default {REMOTE_REPEAT}); the verdict names a best point only when it is significantly faster",
+        check=whole_in(1, 1000),
         fronts=("profile.remote",),
+        doc="--repeat N: server starts per sweep point, baseline included,\n"
+        f"in rotated order (default {REMOTE_REPEAT}; with budget_minutes/until: rounds\n"
+        f"at most, default {MAX_ROUNDS})",
+        commented=False,
     ),
+    Option(
+        "budget",
+        key="profile.remote.budget_minutes",
+        check=positive,
+        help="with --matrix: MINUTES for the sweep: rounds of every live point until the verdict "
+        "is decided or the next round would not fit; clear losers are dropped (--repeat: rounds "
+        f"at most, default {MAX_ROUNDS})",
+        fronts=("profile.remote",),
+        doc="--budget M: rounds of every live point until the verdict is\n"
+        "decided or the next round would not fit M minutes; losers dropped",
+        commented=False,
+    ),
+    Option(
+        "until",
+        key="profile.remote.until",
+        help="with --matrix: 'decided': rounds until the verdict is decided (--repeat rounds at most, "
+        f"default {MAX_ROUNDS}; with --budget, whichever comes first)",
+        fronts=("profile.remote",),
+        doc="--until decided: rounds until decided (repeat rounds at most)",
+        commented=False,
+    ),
+    Option(
+        "gpus",
+        key="profile.remote.gpus",
+        help="with --matrix: GPUs of each target, e.g. 0,1,2,3: one server per GPU at once "
+        "(CUDA_VISIBLE_DEVICES, port + index), every GPU runs every point over the rounds",
+        fronts=("profile.remote",),
+        doc="--gpus 0,1,2,3: one server per GPU at once (CUDA_VISIBLE_DEVICES,\n"
+        "port + index); each GPU runs every point over the rounds",
+        commented=False,
+    ),
+    Option(
+        "blocks",
+        key="profile.remote.blocks",
+        default="fleet",
+        help="with --matrix and several --target: 'fleet' (default): the targets serve together "
+        "(one multi-node server); 'hosts': each target runs its own server, a block like a GPU of "
+        "--gpus (port + index), every target runs every point over the rounds",
+        fronts=("profile.remote",),
+        doc="--blocks: several targets as one fleet serving together (fleet,\n"
+        "a multi-node server) or each its own server, a block like a GPU\n"
+        "(hosts: port + index, each runs every point over the rounds)",
+        commented=False,
+    ),
+    Option(
+        "cpus",
+        key="profile.remote.cpus",
+        help="pin the server to CPUs, as taskset -c writes them: '0-15' for every server, or one "
+        "list per block of a sweep with --gpus or --blocks hosts, ';' between them ('0-15;16-31'); "
+        "the job control sets the affinity before the server starts (PATCHKIT_CPUS)",
+        fronts=("profile.remote",),
+        doc="--cpus 0-15: the server pinned to these CPUs (PATCHKIT_CPUS); one\n"
+        "list per block of a sweep, ';' between them: \"0-15;16-31\"",
+        commented=False,
+    ),
+    Option(
+        "spread_cache",
+        key="profile.remote.spread_cache",
+        doc="the spread between starts remembered per target and command\n"
+        "(null: $PATCHKIT_SPREAD_CACHE, else ~/.cache/patchkit/spread.json;\n"
+        "off: none); plans the first rounds, never data",
+        commented=False,
+    ),
+    Option(
+        "sweep_seed",
+        key="profile.remote.sweep_seed",
+        check=whole_in(0, (1 << 63) - 1),
+        doc="seed of the GPUs' randomized Latin square (null: one per sweep)",
+        commented=False,
+    ),
+    Option(
+        "series",
+        key="profile.remote.series",
+        help="series folder or 'auto' (chosen from the targets' files); "
+        "default: profile.remote.series, else patchkit.series",
+        fronts=("profile.remote",),
+        doc="null: patchkit.series (above); the same for the next four",
+        fallback="series",
+    ),
+    Option(
+        "layout",
+        key="profile.remote.layout",
+        default=DefaultOf("layout"),
+        help="auto | checkout | installed",
+        check=_layout,
+        doc="",
+        example=None,
+        fallback="layout",
+    ),
+    Option("ssh_config", key="profile.remote.ssh_config", doc="", fallback="ssh_config"),
+    Option("ssh_options", key="profile.remote.ssh_options", default=[], doc="", fallback="ssh_options"),
+    Option(
+        "ssh_persist",
+        key="profile.remote.ssh_persist",
+        default=DefaultOf("ssh_persist"),
+        check=lambda value, option, where="": seconds(value, option, where, zero=True),
+        doc="",
+        example=None,
+        fallback="ssh_persist",
+    ),
+    Option(
+        "chart",
+        key="profile.remote.chart",
+        check=boolean,
+        default=True,
+        doc="false (--no-chart): no phases.png (and sweep.png)",
+    ),
+    Option(
+        "jobs",
+        key="profile.remote.jobs",
+        default=DefaultOf("jobs"),
+        help="hosts in parallel for verify/apply/revert",
+        check=whole_in(1, 1024),
+        doc="targets worked on in parallel by verify, apply and revert",
+    ),
+    Option(
+        "connect_timeout",
+        key="profile.remote.connect_timeout",
+        check=positive,
+        doc="seconds for the SSH connect and banner (null: 10)",
+    ),
+    # the profile.remote task's options that set no key of their own
+    Option("no_chart", default=False, help="skip phases.png (and sweep.png)", fronts=("profile.remote",)),
     Option(
         "from_prediction",
         help="a run folder (or predict.json) of profile.predict: sweep only the --top most "
@@ -628,76 +1129,10 @@ _TABLE: tuple[Option, ...] = (
     ),
     Option(
         "top",
-        help="with --from-prediction: how many of the best predicted points to measure (default 2)",
+        default=2,
+        help="with --from-prediction: how many of the best predicted points to measure (default {default})",
         check=positive_int,
         fronts=("profile.remote",),
-    ),
-    Option(
-        "budget",
-        help="with --matrix: MINUTES for the sweep: rounds of every live point until the verdict "
-        "is decided or the next round would not fit; clear losers are dropped (--repeat: rounds "
-        "at most, default 20)",
-        fronts=("profile.remote",),
-    ),
-    Option(
-        "until",
-        help="with --matrix: 'decided': rounds until the verdict is decided (--repeat rounds at most, "
-        "default 20; with --budget, whichever comes first)",
-        fronts=("profile.remote",),
-    ),
-    Option(
-        "gpus",
-        help="with --matrix: GPUs of each target, e.g. 0,1,2,3: one server per GPU at once "
-        "(CUDA_VISIBLE_DEVICES, port + index), every GPU runs every point over the rounds",
-        fronts=("profile.remote",),
-    ),
-    Option(
-        "cpus",
-        help="pin the server to CPUs, as taskset -c writes them: '0-15' for every server, or one "
-        "list per block of a sweep with --gpus or --blocks hosts, ';' between them ('0-15;16-31'); "
-        "the job control sets the affinity before the server starts (PATCHKIT_CPUS)",
-        fronts=("profile.remote",),
-    ),
-    Option(
-        "blocks",
-        help="with --matrix and several --target: 'fleet' (default): the targets serve together "
-        "(one multi-node server); 'hosts': each target runs its own server, a block like a GPU of "
-        "--gpus (port + index), every target runs every point over the rounds",
-        fronts=("profile.remote",),
-    ),
-    Option(
-        "python",
-        key="profile.remote.python",
-        default="python3",
-        help="python on the targets: runs the job-control agent",
-        check=text,
-    ),
-    Option(
-        "max_fetch_mb",
-        key="profile.remote.max_fetch_mb",
-        default=1024.0,
-        help="timing files fetched per target, at most",
-        check=_size_mb,
-    ),
-    Option(
-        "step_timeout_s",
-        key="profile.remote.step_timeout_s",
-        default=120.0,
-        help="one small remote program, connect included",
-        check=seconds,
-    ),
-    Option(
-        "jobs",
-        key="profile.remote.jobs",
-        default=PATCHKIT_DEFAULTS["jobs"],
-        help="hosts in parallel for verify/apply/revert",
-        check=positive_int,
-    ),
-    Option(
-        "layout",
-        key="profile.remote.layout",
-        default=PATCHKIT_DEFAULTS["layout"],
-        help="auto | checkout | installed",
     ),
     Option("config", help=".json, .toml or .yaml file", fronts=(_REMOTE_MAIN,)),
     Option(
@@ -757,6 +1192,9 @@ def _own_defaults(table: tuple[Option, ...]) -> tuple[Option, ...]:
     owners: dict[str, Option] = {}
     out = []
     for option in table:
+        if isinstance(option.default, DefaultOf):
+            assert option.default.key in owners, f"{option.name}: {option.default} needs an earlier owner"
+            option = replace(option, default=owners[option.default.key].default)
         if option.default is SAME:
             assert option.key in owners, f"{option.name}: SAME needs an earlier option with key {option.key}"
             option = replace(option, default=owners[option.key].default)
@@ -769,6 +1207,11 @@ def _own_defaults(table: tuple[Option, ...]) -> tuple[Option, ...]:
 
 OPTIONS: tuple[Option, ...] = _own_defaults(_TABLE)
 
+# The patch.* defaults: the rows keyed at the top of patchkit: (tasks.py: ns.configure).
+PATCHKIT_DEFAULTS: dict[str, Any] = {
+    o.key: o.default for o in OPTIONS if o.key is not None and "." not in o.key
+}
+
 
 def offered(front: str) -> dict[str, Option]:
     """{name: Option} of one front end (an invoke task such as ``profile.run``, or an argparse
@@ -779,6 +1222,16 @@ def offered(front: str) -> dict[str, Option]:
 def task_help(front: str) -> dict[str, str]:
     """An invoke task's ``help=`` mapping: each offered option's help text."""
     return {name: o.help_text for name, o in offered(front).items()}
+
+
+def owners() -> dict[str, Option]:
+    """{config key: the row that owns it} (the first row naming the key; later ones read it
+    under an option of their own, e.g. profile.collect's --max-mb)."""
+    found: dict[str, Option] = {}
+    for option in OPTIONS:
+        if option.key is not None:
+            found.setdefault(option.key, option)
+    return found
 
 
 def default(key: str) -> Any:
@@ -799,11 +1252,12 @@ def add_argument(parser, option: Option, **kwargs) -> None:
 
 
 # -- the example config (invoke.yaml), generated from the table ---------------------------------------
-# `invoke patch.gen-config [--check]` (make lint: --check) rewrites the commented defaults of
-# patchkit.profile (the `# key: value  # comment` lines after `  profile:`) from the rows with a
-# ``doc``; the rest of the file is written by hand.
-EXAMPLE_SCOPES = {"profile": "  profile:"}  # scope -> the line its commented defaults follow
-_COMMENTED_KEY = re.compile(r"^ *# [a-z0-9_]+: ")
+# `invoke patch.gen-config [--check]` (make lint: --check) rewrites the key lines of each block of
+# EXAMPLE_SCOPES (the lines after its opening line: `# key: value  # comment` or `key: value  #
+# comment`, and the comment lines continuing them) from the rows with a ``doc``, in table order;
+# the rest of the file (the prose between the blocks) is written by hand.
+# scope (the key's dotted prefix) -> (the line its keys follow, the column their comments start at)
+EXAMPLE_SCOPES = {"": ("patchkit:", 25), "profile": ("  profile:", 25), "profile.remote": ("    remote:", 31)}
 
 
 def _yaml_value(value: Any) -> str:
@@ -811,37 +1265,71 @@ def _yaml_value(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_yaml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in value.items()) + "}"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def example_lines(scope: str, indent: int) -> list[str]:
-    """The commented defaults of ``patchkit.<scope>``: one ``# key: value  # doc`` line per
-    documented row, in table order, the comments aligned as invoke.yaml aligns them."""
+def _scope(key: str) -> str:
+    return key.rpartition(".")[0]
+
+
+def example_lines(scope: str, indent: int, column: int) -> list[str]:
+    """The documented keys of ``patchkit.<scope>`` (``""``: patchkit's own): one line per
+    documented row, in table order, commented out (``# key: value``) or set, its doc after
+    ``#`` from ``column`` on (each further line of the doc on a line of its own)."""
     lines = []
     for option in OPTIONS:
-        if option.key is None or option.doc is None or option.key.rpartition(".")[0] != scope:
+        if option.key is None or option.doc is None or _scope(option.key) != scope:
             continue
-        head = f"{' ' * indent}# {option.key.rpartition('.')[2]}: {_yaml_value(option.shown)}"
-        lines.append(head.ljust(max(indent + 21, len(head) + 3)) + f"# {option.doc}\n")
+        head = f"{' ' * indent}{'# ' if option.commented else ''}{option.key.rpartition('.')[2]}: "
+        head += _yaml_value(option.shown)
+        if not option.doc:
+            lines.append(head + "\n")
+            continue
+        at = max(column, len(head) + 2)
+        first, *more = option.doc.split("\n")
+        lines.append(f"{head.ljust(at)}# {first}\n")
+        lines += [f"{' ' * at}# {line}\n" for line in more]
     return lines
 
 
+def _in_block(line: str, indent: int) -> bool:
+    """A line of a block's generated part: a key line at ``indent`` (set with a value, or
+    commented out) or a comment deeper than that continuing one."""
+    body = line[indent:] if line[:indent] == " " * indent else None
+    if body is None:
+        return False
+    if re.match(r"(# )?[a-z0-9_]+: \S", body):
+        return True
+    return body.startswith(" ") and body.lstrip(" ").startswith("# ")
+
+
 def example_config(text: str, where: str = "invoke.yaml") -> str:
-    """``text`` (an example config) with each EXAMPLE_SCOPES block of commented defaults
-    replaced by example_lines; InvalidInput when a scope's line is missing."""
+    """``text`` (an example config) with each EXAMPLE_SCOPES block's key lines replaced by
+    example_lines; InvalidInput when a scope's opening line is missing."""
     lines = text.splitlines(keepends=True)
-    for scope, anchor in EXAMPLE_SCOPES.items():
+    for scope, (anchor, column) in EXAMPLE_SCOPES.items():
         try:
             start = next(n for n, line in enumerate(lines) if line.rstrip("\n") == anchor) + 1
         except StopIteration:
             raise InvalidInput(
-                f"{where}: no line {anchor.strip()!r} (patchkit.{scope}) to write its defaults under"
+                f"{where}: no line {anchor.strip()!r} (patchkit{'.' if scope else ''}{scope}) "
+                "to write its keys under"
             ) from None
+        indent = len(anchor) - len(anchor.lstrip()) + 2
         end = start
-        while end < len(lines) and _COMMENTED_KEY.match(lines[end]):
+        while end < len(lines) and _in_block(lines[end], indent):
             end += 1
-        lines[start:end] = example_lines(scope, len(anchor) - len(anchor.lstrip()) + 2)
+        lines[start:end] = example_lines(scope, indent, column)
     return "".join(lines)
+
+
+def example_keys() -> set[str]:
+    """The dotted keys (under patchkit:) the example config documents: the rows with a doc."""
+    return {o.key for o in OPTIONS if o.key is not None and o.doc is not None}
 
 
 # The patchkit.profile keys check_config accepts: the table's (the rows keyed profile.<name>),
@@ -862,11 +1350,21 @@ PROFILE_DEFAULTS: dict[str, Any] = {
     if o.default is not None and o.name != "no_chart"
 }
 REMOTE_DEFAULTS: dict[str, Any] = {
-    key.rsplit(".", 1)[1]: default(key)
-    for key in (
-        f"profile.remote.{name}"
-        for name in ("out", "layout", "jobs", "python", "max_fetch_mb", "step_timeout_s", "timer_sample")
-    )
+    o.key.rpartition(".")[2]: o.default
+    for o in OPTIONS
+    if o.key is not None and _scope(o.key) == "profile.remote"
+}
+# profile.remote's keys with a check of their own ({key: check}: RemoteConfig runs them first)
+REMOTE_CHECKS: dict[str, Callable[..., Any]] = {
+    key.rpartition(".")[2]: o.check
+    for key, o in owners().items()
+    if o.check is not None and _scope(key) == "profile.remote"
+}
+# profile.remote's keys read from patchkit.* when not set ({key: top-level key})
+REMOTE_FALLBACKS: dict[str, str] = {
+    o.key.rpartition(".")[2]: o.fallback
+    for o in OPTIONS
+    if o.key is not None and o.fallback is not None and _scope(o.key) == "profile.remote"
 }
 
 
@@ -974,13 +1472,36 @@ class PatchSettings:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def transport_options(self) -> dict:
-        from patchkit.transport.remote import ssh_persist_options
+        return transport_options(
+            ssh_config=self.ssh_config,
+            ssh_options=self.ssh_options,
+            ssh_persist=self.ssh_persist,
+            kind_options=self.kind_options,
+        )
 
-        transport: dict[str, Any] = {}
-        if self.ssh_config:
-            transport["ssh_config"] = self.ssh_config
-        if self.ssh_options:
-            transport["ssh_options"] = list(self.ssh_options)
-        transport.update(ssh_persist_options(self.ssh_persist))
-        transport.update(self.kind_options)  # the target kinds' own (k8s: targets: transport.k8s)
-        return transport
+
+def transport_options(
+    *,
+    ssh_config: str | None = None,
+    ssh_options=(),
+    ssh_persist: float | None = None,
+    connect_timeout: float | None = None,
+    kind_options: dict | None = None,
+) -> dict:
+    """The transport options (patchkit.transport.parse_target / expand_targets keywords) of
+    checked settings: the one translation the patch tasks, profile.collect and profile.remote
+    share. ``ssh_persist`` None: patchkit.ssh_persist's default."""
+    from patchkit.transport.remote import ssh_persist_options
+
+    transport: dict[str, Any] = {}
+    if ssh_config:
+        transport["ssh_config"] = ssh_config
+    if ssh_options:
+        transport["ssh_options"] = list(ssh_options)
+    if connect_timeout is not None:
+        transport["connect_timeout"] = connect_timeout
+    transport.update(
+        ssh_persist_options(PATCHKIT_DEFAULTS["ssh_persist"] if ssh_persist is None else ssh_persist)
+    )
+    transport.update(kind_options or {})  # the target kinds' own (k8s: targets: transport.k8s)
+    return transport

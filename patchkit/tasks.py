@@ -11,7 +11,6 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from invoke import Collection
 
@@ -22,13 +21,15 @@ from patchkit.settings import (
     PATCHKIT_DEFAULTS,
     PROFILE_DEFAULTS,
     PROFILE_RENAMED,
-    REMOTE_DEFAULTS,
+    REMOTE_FALLBACKS,
     PatchSettings,
     choice,
     config_value,
     existing_dir,
     number,
+    offered,
     output_dir,
+    owners,
     positive_int,
     positive_number,
     say_notes,
@@ -38,32 +39,9 @@ from patchkit.settings import (
     whole_number,
 )
 from patchkit.taskrun import auto_series as _auto_series, run_patch_task
-from patchkit.transport import kind_settings
 
-TARGET_HELP = {
-    "series": "series folder (pin.toml + series + patches), a shipped series' name (e.g. "
-    "sglang-v0.5.9), or 'auto': the shipped series pinned to exactly the target's "
-    "files (per host on a fleet); default: patchkit.series in invoke.yaml (patchkit.yaml when installed)",
-    "target": "target: a directory, ssh://[user@]host[:port]/path, host:/path, docker://C/path or "
-    "k8s:NAMESPACE/SELECTOR:/path (every running pod the label selector matches); "
-    "repeat for a fleet (default: patchkit.targets in invoke.yaml / patchkit.yaml)",
-    "json": "print the outcome as JSON (stable keys) instead of a table",
-    "layout": "auto (default), checkout (paths as in the patches) or installed (drop package_prefix)",
-    "container": "run inside this container on the target (docker exec -i NAME), e.g. with ssh://",
-    "exec": "run through this command prefix, e.g. 'kubectl exec -i POD --' or 'chroot /srv/root'",
-    "ssh_config": "ssh_config file to use (ssh -F); default: your own ~/.ssh/config",
-    "timeout": "seconds allowed per target for the whole operation (default: patchkit.timeout, none)",
-    "jobs": f"hosts worked on in parallel (fleets; default: patchkit.jobs, {PATCHKIT_DEFAULTS['jobs']})",
-    "ssh_persist": "seconds an idle SSH connection stays up for the next command to that host "
-    f"(default: patchkit.ssh_persist, {PATCHKIT_DEFAULTS['ssh_persist']}); "
-    "0: one connection per command",
-    "inventory": "Ansible inventory (INI, or YAML as .yml/.yaml): its hosts become SSH targets "
-    "of the fleet, besides any --target (default: patchkit.inventory)",
-    "limit": "with --inventory: Ansible host pattern, e.g. 'gpu', 'gpu1:gpu2', 'gpu:!gpu3', "
-    "'gpu:&rack1' (default: all hosts)",
-    "root": "with --inventory: the target path on every host (default: each host's patchkit_root variable)",
-    **{name: setting.help for name, setting in kind_settings().items()},  # k8s: targets' own
-}
+# the target options' help texts (patch.check ... patch.unlock share them): the option table
+TARGET_HELP = task_help("patch.check")
 
 
 def _cfg(c, key, default=None):
@@ -82,30 +60,17 @@ def task(*args, **kwargs):
 
 
 # check, verify, apply, revert, status, unlock take the same target options; invoke reads a task's
-# options from its signature, so the six signatures are built here from one list. The options are
-# checked and merged with invoke.yaml once (patchkit.settings.PatchSettings), and
-# patchkit.taskrun.run_patch_task runs the operation.
-TARGET_OPTIONS: tuple[tuple[str, Any], ...] = (
-    ("series", None),
-    ("target", None),
-    ("json", False),
-    ("layout", None),
-    ("container", None),
-    ("exec_", None),
-    ("ssh_config", None),
-    ("timeout", None),
-    ("jobs", None),
-    ("ssh_persist", None),
-    ("inventory", None),
-    ("limit", None),
-    ("root", None),
-    *((name, None) for name in kind_settings()),  # the target kinds' own (patchkit.transport)
-)
+# options from its signature, so the six signatures are built here from the option table's rows
+# for each task (patchkit.settings: PATCH_TASKS). The options are checked and merged with
+# invoke.yaml once (patchkit.settings.PatchSettings), and patchkit.taskrun.run_patch_task runs the
+# operation.
 
 
-def _patch_task(op: str, doc: str, extra: tuple[tuple[str, Any], ...] = (), help_extra=None):
-    """The ``patch.<op>`` task: TARGET_OPTIONS (+ ``extra``) as its options, ``doc`` as its help."""
-    options = TARGET_OPTIONS + extra
+def _patch_task(op: str, doc: str):
+    """The ``patch.<op>`` task: its rows of the option table as its options (None: not given;
+    a flag: False), ``doc`` as its help."""
+    rows = offered(f"patch.{op}")
+    options = tuple((name, False if isinstance(o.default, bool) else None) for name, o in rows.items())
 
     def body(c, **given):
         run_patch_task(c, op, {**dict(options), **given})
@@ -115,34 +80,16 @@ def _patch_task(op: str, doc: str, extra: tuple[tuple[str, Any], ...] = (), help
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     params = [inspect.Parameter("c", kind)] + [inspect.Parameter(n, kind, default=d) for n, d in options]
     setattr(body, "__signature__", inspect.Signature(params))  # noqa: B010  (mypy: no such attribute)
-    return task(auto_shortflags=False, iterable=["target"], help=dict(TARGET_HELP, **(help_extra or {})))(
-        body
-    )
+    return task(auto_shortflags=False, iterable=["target"], help=task_help(f"patch.{op}"))(body)
 
 
 check = _patch_task("check", "Pin only: commit/version, sha256 and wc -l of every pinned file.")
 verify = _patch_task(
     "verify", "Dry run: pin, every hunk's lines at their numbers, sed result checked; writes nothing."
 )
-apply = _patch_task(
-    "apply",
-    "Apply the series (all files, all hosts, or nothing); idempotent.",
-    extra=(("dry_run", False), ("show_script", False)),
-    help_extra=dict(
-        dry_run="verify only: stage into a temporary "
-        "directory on the target, check the result, write nothing under the root",
-        show_script="print the exact shell program (sed scripts included) sent to each target",
-    ),
-)
+apply = _patch_task("apply", "Apply the series (all files, all hosts, or nothing); idempotent.")
 revert = _patch_task(
-    "revert",
-    "Restore the byte-identical originals saved by apply; leave no patchkit trace.",
-    extra=(("force", False), ("keep_journal", False)),
-    help_extra=dict(
-        force="discard files modified after apply (they are kept in .patchkit/trash) instead of refusing",
-        keep_journal="keep the operation journal on the target in .patchkit/journal (default: it is "
-        "printed in the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml / patchkit.yaml)",
-    ),
+    "revert", "Restore the byte-identical originals saved by apply; leave no patchkit trace."
 )
 status = _patch_task(
     "status", "Say what each target is: pristine | applied | partial | modified | drifted (and locks)."
@@ -557,7 +504,7 @@ def profile_run(
 ):
     """Profile the embedded default: apply, run assisted generation, revert, report."""
     from patchkit.extras import require
-    from patchkit.profile.default import run_default
+    from patchkit.profile.local_run import run_default
 
     require("profile", "profile.run")  # before --out is made and the site is touched
     sample = _sample_arg("profile.run", _profile_cfg(c, "sample", sample))
@@ -594,7 +541,7 @@ def profile_sweep(
 ):
     """One profile run per matrix point plus the baseline; table with the best point marked."""
     from patchkit.extras import require
-    from patchkit.profile.sweep import run_sweep
+    from patchkit.profile.local_sweep import run_sweep
 
     require("profile", "profile.sweep")  # before --out is made and the site is touched
     repeat, warmup = _repeat(c, repeat), _warmup(c, warmup)  # checked before --out is made
@@ -624,13 +571,12 @@ profile.add_task(profile_sweep, "sweep")
         "context_trim": "retry a hunk with fewer outer context lines when that is still unique",
         "resume": "after hand edits in --out: take its marker-free patches, place everything again",
         "version": "with --upstream: the version to pin (default: from a vX.Y.Z tag)",
-        "wheelhouse": "a folder of wheels pip reads instead of the package index",
         "trust_new": "accept and record a wheel whose sha256 is not pinned yet",
         "merge": "after exact matching, relocate the rest by a checked git merge-file "
         "(default on; --no-merge: exact match only)",
         "onto_target": "instead of --onto: the files as they are on this target (any --target "
         "form), read in one connection and pinned to exactly that text; needs --out",
-        **{k: TARGET_HELP[k] for k in ("layout", "container", "exec", "ssh_config", "timeout")},
+        **task_help("patch.rebase"),  # the target options and wheelhouse: the option table
     },
 )
 def patch_rebase(
@@ -794,14 +740,8 @@ def profile_remote(
     from patchkit.profile.remote.sweep import run_remote_sweep
 
     settings = dict((_cfg(c, "profile", {}) or {}).get("remote") or {})
-    for key, fallback in (
-        ("series", "series"),
-        ("targets", "targets"),
-        ("layout", "layout"),
-        ("ssh_config", "ssh_config"),
-        ("ssh_options", "ssh_options"),
-    ):
-        if not settings.get(key) and _cfg(c, fallback):
+    for key, fallback in REMOTE_FALLBACKS.items():  # series, targets, layout, ssh_*: patchkit.*
+        if settings.get(key) in (None, "", []) and _cfg(c, fallback) not in (None, "", []):
             settings[key] = _cfg(c, fallback)
     given = {
         "targets": list(target or []) or None,
@@ -830,7 +770,9 @@ def profile_remote(
                 "--top needs --from-prediction RUN (a profile.predict run folder or predict.json)"
             )
         pred = load_prediction(_abspath(text(from_prediction, "from-prediction")))
-        steps = promising(pred, positive_int(top if top is not None else 2, "top"))
+        steps = promising(
+            pred, positive_int(top if top is not None else offered("profile.remote")["top"].default, "top")
+        )
         given["matrix"] = matrix_with_steps(matrix, steps)
         print(
             f"--from-prediction: num-steps {', '.join(map(str, steps))} (the predicted best and the profiled point)"
@@ -874,14 +816,16 @@ def profile_remote(
         settings["out"] = output_dir(out, "out")
     if settings.get("series") and settings["series"] != "auto":
         settings["series"] = series_path(str(settings["series"]))
-    if settings.get("series") == "auto" and settings.get("targets"):
+    auto = settings.get("series") == "auto" and settings.get("targets")
+    if auto:
+        settings.pop("series")  # chosen below, from the targets (every other setting checked first)
+    cfg = RemoteConfig.from_mapping(settings, cwd=os.getcwd(), extra_env=list(env or []))
+    if auto:
         from patchkit.ops import Options
 
-        transport = {k: settings[k] for k in ("ssh_config", "ssh_options") if settings.get(k)}
-        settings["series"] = _auto_series(
-            settings["targets"], Options(cwd=os.getcwd(), transport_options=transport)
+        cfg.series = str(
+            _auto_series(cfg.targets, Options(cwd=os.getcwd(), transport_options=cfg.transport_options()))
         )
-    cfg = RemoteConfig.from_mapping(settings, cwd=os.getcwd(), extra_env=list(env or []))
     (run_remote_sweep if cfg.matrix else run_remote)(cfg)
 
 
@@ -901,10 +845,7 @@ PROFILE_COLLECT = dict(prog="profile")
     auto_shortflags=False,
     iterable=["target"],
     **PROFILE_COLLECT,
-    help={
-        **task_help("profile.collect"),
-        **{k: TARGET_HELP[k] for k in ("container", "exec", "ssh_config", "ssh_persist")},
-    },
+    help=task_help("profile.collect"),
 )
 def profile_collect(
     c,
@@ -926,7 +867,6 @@ def profile_collect(
     if not target or not out:
         raise InvalidInput("profile.collect needs --target T (repeatable) and --out DIR")
     remote = (_cfg(c, "profile", {}) or {}).get("remote") or {}
-    where = "patchkit.profile.remote."
     from patchkit.ops import options_from  # the fleet layer: imported when a task needs it
 
     # the target options are checked and merged with invoke.yaml as for the patch.* tasks
@@ -943,31 +883,25 @@ def profile_collect(
             ),
         )
     )
-    step_timeout_s = (
-        seconds(timeout, "timeout")
-        if timeout is not None
-        else seconds(
-            remote.get("step_timeout_s") or REMOTE_DEFAULTS["step_timeout_s"],
-            "timeout",
-            where + "step_timeout_s",
-        )
-    )
-    assert step_timeout_s is not None, "seconds() of a value that is not None"
+
+    def read(option: str, value):
+        """--option (its row's check), else the patchkit.profile.remote key it reads (checked by
+        that key's own rule, as profile.remote checks it), else the key's default."""
+        row = offered("profile.collect")[option]
+        assert row.key is not None and row.check is not None, f"profile.collect --{option}: a keyed row"
+        key = row.key.rpartition(".")[2]
+        if value is not None:
+            return row.check(value, option)
+        if remote.get(key) is not None:
+            check = owners()[row.key].check
+            assert check is not None, f"patchkit.{row.key} has a check in the option table"
+            return check(remote[key], key, f"patchkit.{row.key}")
+        return row.default
+
     settings = FetchSettings(
-        python=text(python, "python")
-        or text(remote.get("python"), "python", where + "python")
-        or REMOTE_DEFAULTS["python"],
-        max_fetch_mb=(
-            number(max_mb, "max_mb", low=0)
-            if max_mb is not None
-            else number(
-                remote.get("max_fetch_mb") or REMOTE_DEFAULTS["max_fetch_mb"],
-                "max_mb",
-                where + "max_fetch_mb",
-                low=0,
-            )
-        ),
-        step_timeout_s=step_timeout_s,
+        python=read("python", python),
+        max_fetch_mb=read("max_mb", max_mb),
+        step_timeout_s=read("timeout", timeout),
     )
     from_ = text(from_, "from")
     transports: list = []

@@ -87,7 +87,7 @@ def test_the_module_result_is_plain_json(tmp_path):
 def test_plain_converts_what_patchkit_returns():
     import importlib.util
 
-    from patchkit.engine.verdict import HostState
+    from patchkit.engine.host_result import HostState
 
     # the action plugin's module, outside Ansible's loader
     path = REPO / "ansible_collections" / "patchkit" / "tools" / "plugins" / "action" / "series.py"

@@ -61,7 +61,12 @@ def _signature_defaults(fn) -> dict:
 def _run_tasks(tmp_path: Path, monkeypatch) -> dict[str, dict]:
     """What arrives at each task's worker when no option and no config key is given."""
     from patchkit import tasks
-    from patchkit.profile import collect as collect_module, default, remote as remote_package, sweep
+    from patchkit.profile import (
+        collect as collect_module,
+        local_run as default,
+        local_sweep as sweep,
+        remote as remote_package,
+    )
 
     got: dict[str, dict] = {}
 
@@ -115,10 +120,10 @@ def front_end_defaults(tmp_path: Path, monkeypatch) -> dict[str, dict[str, objec
     from patchkit import tasks
     from patchkit.profile.__main__ import build_parser as profile_parser
     from patchkit.profile.collect import FetchSettings
-    from patchkit.profile.default import run_default
+    from patchkit.profile.local_run import run_default
+    from patchkit.profile.local_sweep import run_sweep
     from patchkit.profile.remote.__main__ import build_parser as remote_parser
     from patchkit.profile.remote.config import RemoteConfig
-    from patchkit.profile.sweep import run_sweep
 
     ran = _run_tasks(tmp_path, monkeypatch)
     run_args = vars(profile_parser().parse_args(["run"]))
@@ -302,8 +307,11 @@ def test_one_positive_number_rule(monkeypatch):
     """The positive-seconds rule lives in settings.positive_number; every reader refuses alike."""
     from patchkit.errors import InvalidInput
     from patchkit.profile.collect import FetchSettings, collect
-    from patchkit.profile.remote.config import _positive
-    from patchkit.settings import positive_number, seconds
+    from patchkit.settings import (
+        positive as _positive,  # profile.remote's settings (REMOTE_CHECKS)
+        positive_number,
+        seconds,
+    )
 
     for bad in (0, "0", -1, "-2.5", "soon", "", True, float("nan"), float("inf"), None, [1]):
         assert positive_number(bad) is None, bad
@@ -323,7 +331,7 @@ def test_one_whole_number_rule():
     """Counts (--jobs, --seed, profile.sweep's repeat, --sample) share settings.whole_number."""
     from patchkit import tasks
     from patchkit.errors import InvalidInput
-    from patchkit.profile.sweep import run_sweep
+    from patchkit.profile.local_sweep import run_sweep
     from patchkit.settings import positive_int, whole_number
 
     for bad in (0, "0", -3, "x", "", "1.5", "2.0", 2.5, True, None):
@@ -345,17 +353,18 @@ def _task_params(task) -> set[str]:
 
 
 def test_the_option_table_feeds_the_profile_tasks():
-    """Every option of profile.run, profile.sweep, profile.remote and profile.collect is one row
-    of settings' option table, and the task's help text is that row's (collect's target options
-    are the patch.* tasks' TARGET_HELP)."""
+    """Every option of profile.run, profile.sweep, profile.remote, profile.collect and the
+    patch.* target tasks is one row of settings' option table, and the task's help text is that
+    row's (collect's target options are the patch.* tasks' rows)."""
     from patchkit import tasks
-    from patchkit.settings import offered
+    from patchkit.settings import PATCH_TASKS, offered
 
     for front, task, own in (
         ("profile.run", tasks.profile_run, set()),
         ("profile.sweep", tasks.profile_sweep, set()),
         ("profile.remote", tasks.profile_remote, set()),
-        ("profile.collect", tasks.profile_collect, {"container", "exec_", "ssh_config", "ssh_persist"}),
+        ("profile.collect", tasks.profile_collect, set()),
+        *((front, getattr(tasks, front.split(".")[1]), set()) for front in PATCH_TASKS),
     ):
         options = offered(front)
         assert _task_params(task) - own == set(options), front

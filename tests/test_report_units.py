@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.profile.default import report_meta
+from patchkit.profile.local_run import report_meta
 from patchkit.report import build_report, render_table
 from patchkit.report.table import meta_lines
 from support.timing_files import host_timing_files

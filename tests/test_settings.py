@@ -77,3 +77,5 @@ def test_k8s_and_profile_keys_are_known_and_checked(tmp_path):
         PatchSettings.from_invoke(c, "status", {"target": ["/x"]})
     with pytest.raises(InvalidInput, match=r"unknown setting patchkit.profile.sampel"):
         check_config(_context(tmp_path, "patchkit:\n  profile:\n    sampel: 4\n").config)
+    with pytest.raises(InvalidInput, match=r"unknown setting patchkit.profile.remote.port_; did you mean "):
+        check_config(_context(tmp_path, "patchkit:\n  profile:\n    remote:\n      port_: 4\n").config)

@@ -16,8 +16,8 @@ import itertools
 from patchkit import ops
 from patchkit.errors import InvalidInput
 from patchkit.profile import ensure_site, parse_matrix, run_sweep
+from patchkit.profile.local_sweep import expand, render
 from patchkit.profile.site import DEFAULT_SERIES
-from patchkit.profile.sweep import expand, render
 from support.cli import invoke
 from upstream_fixtures import default_wheelhouse
 

@@ -10,8 +10,9 @@ built from configs (no downloads), on the CPU here and on a CUDA GPU where there
     run_sweep("profile-out", size="ci", matrix={"num_assistant_tokens": [2, 4]})
 
 Rooms: site (install the pinned wheel, the apply/revert bracket), workload (the subprocess
-program), session (running it with a live progress line), default (profile.run), sweep; the
-SGLang run on remote targets is the subpackage remote/ (profile.remote).
+program), session (running it with a live progress line), local_run (profile.run), local_sweep
+(profile.sweep); the SGLang run on remote targets is the subpackage remote/ (profile.remote:
+remote.run, and remote.sweep for --matrix).
 Importing this package is cheap: torch and transformers are imported by the subprocess only.
 """
 
@@ -33,13 +34,13 @@ __all__ = [
 
 def __getattr__(name):
     if name in ("run_default", "ProfileOutcome"):
-        from patchkit.profile import default
+        from patchkit.profile import local_run
 
-        return getattr(default, name)
+        return getattr(local_run, name)
     if name in ("run_sweep", "parse_matrix", "SweepOutcome"):
-        from patchkit.profile import sweep
+        from patchkit.profile import local_sweep
 
-        return getattr(sweep, name)
+        return getattr(local_sweep, name)
     if name in ("ProfileError", "ensure_site"):
         from patchkit.profile import site
 

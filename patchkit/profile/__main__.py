@@ -80,7 +80,7 @@ def main(argv=None) -> int:
         **_paths(args),
     )
     if args.cmd == "run":
-        from patchkit.profile.default import run_default
+        from patchkit.profile.local_run import run_default
 
         run_default(
             args.out,
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
             **common,
         )
     else:
-        from patchkit.profile.sweep import run_sweep
+        from patchkit.profile.local_sweep import run_sweep
 
         run_sweep(args.out, matrix=args.matrix, repeat=args.repeat, **common)
     return 0

@@ -23,12 +23,13 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from patchkit.engine.verdict import HostState
+from patchkit.engine.host_result import HostState
 from patchkit.errors import PatchkitError, Refused, Terminated
 from patchkit.locations import import_root, series_root, work_base
+from patchkit.settings import EMBEDDED_SERIES
 from patchkit.upstream import fetch_wheel, read_pin
 
-DEFAULT_SERIES = series_root() / "transformers-v5.17.0"
+DEFAULT_SERIES = series_root() / EMBEDDED_SERIES
 DEFAULT_SITE = work_base() / "tf-site"
 
 

@@ -45,7 +45,9 @@ import math
 import statistics
 from typing import Any
 
-DEFAULT_REPEAT = 5
+from patchkit.settings import REMOTE_REPEAT
+
+DEFAULT_REPEAT = REMOTE_REPEAT  # profile.remote --matrix's server starts per point (the option table)
 DEFAULT_ALPHA = 0.05
 CONFIDENCE = 0.95
 METHOD = (

@@ -9,76 +9,94 @@ shlex.join); environment values are passed as data, never through a shell.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_root
 from patchkit.profile.remote.server_args import ENV_NAME, RESERVED_ENV
-from patchkit.settings import REMOTE_DEFAULTS, positive_number
+from patchkit.settings import (
+    MAX_ROUNDS,
+    REMOTE_CHECKS,
+    REMOTE_DEFAULTS,
+    REMOTE_REPEAT,
+    REMOTE_SERIES,
+    transport_options,
+)
 
-DEFAULT_SERIES = series_root() / "sglang-v0.5.9"
+DEFAULT_SERIES = series_root() / REMOTE_SERIES
 STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
 TIMER_MODES = ("events", "sync", "host", "off")
 UNTIL = ("decided",)
 BLOCKS = ("fleet", "hosts")  # several targets: one fleet serving together, or each a block
-MAX_ROUNDS = 20  # a sequential sweep's rounds at most unless repeat says
 # a GPU index or UUID, optionally "@label": one GPU named twice as 0@a,0@b serves two servers
 # at once (they share it: to exercise a blocked sweep, not to measure)
 GPU_ID = re.compile(r"(\d{1,4}|(GPU|MIG)-[A-Za-z0-9/-]{1,120})(@[A-Za-z0-9_-]{1,16})?\Z")
 
 
+_D = REMOTE_DEFAULTS
+
+
+def _fresh(name: str) -> Callable[[], Any]:
+    """A default_factory: a copy of a list or mapping default, one per config."""
+    return lambda: copy.deepcopy(REMOTE_DEFAULTS[name])
+
+
 @dataclass
 class RemoteConfig:
-    """Every knob of profile.remote; see invoke.yaml's documented ``profile.remote`` block."""
+    """Every knob of profile.remote; see invoke.yaml's documented ``profile.remote`` block. The
+    defaults, and what each setting means, are the option table's (patchkit.settings: the rows
+    keyed patchkit.profile.remote.*)."""
 
-    targets: list = field(default_factory=list)  # SGLang install roots, first = head node
-    server_command: str = ""  # sh -c on every target, detached
-    bench_command: str = ""  # sh -c on the first target
-    series: str = str(DEFAULT_SERIES)
-    layout: str = REMOTE_DEFAULTS["layout"]  # auto | checkout | installed
-    env: dict = field(default_factory=dict)  # server environment, e.g. NCCL_PROTO=LL
-    bench_env: dict = field(default_factory=dict)  # benchmark environment
-    python: str = REMOTE_DEFAULTS["python"]  # on the targets: runs the job-control agent
-    port: int = 30000  # server port (SGLang's default)
-    health_url: str | None = None  # default http://127.0.0.1:{port}/health
-    health_on: str = "first"  # first | all (multi-node: HTTP on the head)
-    health_timeout_s: float = 900.0  # model loading takes minutes
-    bench_timeout_s: float = 3600.0
-    poll_s: float = 1.0
-    stop_signals: list = field(default_factory=lambda: ["INT", "TERM"])  # then KILL
-    stop_grace_s: float = 20.0  # per signal
-    timer: str | None = None  # PATCHKIT_TIMER on the server
-    timer_flush_s: float = 1.0  # PATCHKIT_TIMER_FLUSH_S on the server
-    # PATCHKIT_TIMER_SAMPLE: ~1 cycle in N; None: the runtime's budget (PATCHKIT_TIMER_BUDGET)
-    timer_sample: int | None = REMOTE_DEFAULTS["timer_sample"]
-    timer_seed: int | None = None  # PATCHKIT_TIMER_SEED (None: one per run)
-    remote_dir: str = "/tmp/patchkit-profile"  # a fresh run directory is made inside
-    keep_remote_dir: bool = False
-    max_fetch_mb: float = REMOTE_DEFAULTS["max_fetch_mb"]  # timing files fetched per target, at most
-    step_timeout_s: float = REMOTE_DEFAULTS["step_timeout_s"]  # one small remote program, connect included
-    out: str = REMOTE_DEFAULTS["out"]
-    chart: bool = True
-    jobs: int = REMOTE_DEFAULTS["jobs"]  # hosts in parallel for verify/apply/revert
-    ssh_config: str | None = None
-    ssh_options: list = field(default_factory=list)
-    connect_timeout: float | None = None
-    baseline: bool = False  # also serve without --speculative-*, unpatched
-    matrix: dict | str | None = None  # sweep: "speculative-num-steps=1,2;env:X=a,b"
-    warmup: bool = True  # a warm-up benchmark pass before the measured
-    warmup_command: str | None = None  # the warm-up's command (default: bench_command)
-    repeat: int | None = None  # sweep: server starts per point (default 5; 20 rounds at most
-    # with budget_minutes/until)
-    budget_minutes: float | None = None  # sweep: rounds until decided or out of minutes
-    until: str | None = None  # sweep: "decided": rounds until the verdict is decided
-    gpus: list | str | None = None  # sweep: "0,1,2,3": one server per GPU at once (blocks)
-    cpus: list | str | None = None  # "0-15" or one list per block "0-15;16-31": PATCHKIT_CPUS
-    blocks: str = "fleet"  # sweep: "hosts": each target its own server, a block (like a GPU)
-    spread_cache: str | None = None  # the measured spread per target and command ("off": none)
-    sweep_seed: int | None = None  # the GPUs' randomized block design (None: one per sweep)
+    targets: list = field(default_factory=_fresh("targets"))
+    server_command: str = _D["server_command"]
+    bench_command: str = _D["bench_command"]
+    series: str = _D["series"]  # None: patchkit.series (the task), else DEFAULT_SERIES (_check)
+    layout: str = _D["layout"]
+    env: dict = field(default_factory=_fresh("env"))
+    bench_env: dict = field(default_factory=_fresh("bench_env"))
+    python: str = _D["python"]
+    port: int = _D["port"]
+    health_url: str | None = _D["health_url"]
+    health_on: str = _D["health_on"]
+    health_timeout_s: float = _D["health_timeout_s"]
+    bench_timeout_s: float = _D["bench_timeout_s"]
+    poll_s: float = _D["poll_s"]
+    stop_signals: list = field(default_factory=_fresh("stop_signals"))
+    stop_grace_s: float = _D["stop_grace_s"]
+    timer: str | None = _D["timer"]
+    timer_flush_s: float = _D["timer_flush_s"]
+    timer_sample: int | None = _D["timer_sample"]
+    timer_seed: int | None = _D["timer_seed"]
+    remote_dir: str = _D["remote_dir"]
+    keep_remote_dir: bool = _D["keep_remote_dir"]
+    max_fetch_mb: float = _D["max_fetch_mb"]
+    step_timeout_s: float = _D["step_timeout_s"]
+    out: str = _D["out"]
+    chart: bool = _D["chart"]
+    jobs: int = _D["jobs"]
+    ssh_config: str | None = _D["ssh_config"]
+    ssh_options: list = field(default_factory=_fresh("ssh_options"))
+    ssh_persist: float = _D["ssh_persist"]
+    connect_timeout: float | None = _D["connect_timeout"]
+    baseline: bool = _D["baseline"]
+    matrix: dict | str | None = _D["matrix"]
+    warmup: bool = _D["warmup"]
+    warmup_command: str | None = _D["warmup_command"]
+    repeat: int | None = _D["repeat"]
+    budget_minutes: float | None = _D["budget_minutes"]
+    until: str | None = _D["until"]
+    gpus: list | str | None = _D["gpus"]
+    cpus: list | str | None = _D["cpus"]
+    blocks: str = _D["blocks"]
+    spread_cache: str | None = _D["spread_cache"]
+    sweep_seed: int | None = _D["sweep_seed"]
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -141,13 +159,16 @@ class RemoteConfig:
                 "profile.remote: no targets (the SGLang install roots, "
                 "e.g. ssh://gpu1/opt/venv/lib/python3.11/site-packages)"
             )
+        for name, check in REMOTE_CHECKS.items():  # the option table's check of each setting
+            if getattr(self, name) is not None:
+                setattr(self, name, check(getattr(self, name), name, f"profile.remote: {name}"))
         self.server_command = _command(self.server_command, "server_command")
         self.bench_command = _command(self.bench_command, "bench_command")
+        if self.series is None:  # no series in the settings, nor patchkit.series (the task's fallback)
+            self.series = str(DEFAULT_SERIES)
         self.series = str((cwd / Path(self.series).expanduser()).resolve())
         if not (Path(self.series) / "pin.toml").is_file():
             raise InvalidInput(f"profile.remote: series {self.series} has no pin.toml")
-        if self.layout not in ("auto", "checkout", "installed"):
-            raise InvalidInput(f"profile.remote: layout {self.layout!r}: auto, checkout or installed")
         self.env, self.bench_env = _env(self.env, "env"), _env(self.bench_env, "bench_env")
         try:
             python = shlex.split(str(self.python))
@@ -155,21 +176,10 @@ class RemoteConfig:
             raise InvalidInput(f"profile.remote: python {self.python!r}: {exc}") from exc
         if not python or python[0].startswith("-"):
             raise InvalidInput(f"profile.remote: python {self.python!r} must name a program")
-        self.port = _int(self.port, "port", 1, 65535)
         if self.health_url is not None and not re.match(r"https?://[^\s]+\Z", str(self.health_url)):
             raise InvalidInput(f"profile.remote: health_url {self.health_url!r} is not an http(s) URL")
         if self.health_on not in ("first", "all"):
             raise InvalidInput(f"profile.remote: health_on {self.health_on!r}: first or all")
-        for name in (
-            "health_timeout_s",
-            "bench_timeout_s",
-            "poll_s",
-            "stop_grace_s",
-            "timer_flush_s",
-            "max_fetch_mb",
-            "step_timeout_s",
-        ):
-            setattr(self, name, _positive(getattr(self, name), name))
         if isinstance(self.stop_signals, str):
             self.stop_signals = [s for s in re.split(r"[,\s]+", self.stop_signals) if s]
         self.stop_signals = [str(s).upper().removeprefix("SIG") for s in self.stop_signals]
@@ -181,25 +191,16 @@ class RemoteConfig:
             )
         if self.timer is not None and self.timer not in TIMER_MODES:
             raise InvalidInput(f"profile.remote: timer {self.timer!r}: {', '.join(TIMER_MODES)}")
-        if self.timer_sample is not None:
-            self.timer_sample = _int(self.timer_sample, "timer_sample", 1, 1 << 30)
         if self.timer_seed is None:  # one seed for every node and rank: they time the same cycles
             import secrets
 
             self.timer_seed = secrets.randbelow(1 << 32)
-        self.timer_seed = _int(self.timer_seed, "timer_seed", 0, (1 << 63) - 1)
         if not str(self.remote_dir).startswith("/") or any(ch in str(self.remote_dir) for ch in "\0\n\r"):
             raise InvalidInput(f"profile.remote: remote_dir {self.remote_dir!r} must be an absolute path")
-        self.jobs = _int(self.jobs, "jobs", 1, 1024)
-        self.keep_remote_dir, self.chart = bool(self.keep_remote_dir), bool(self.chart)
         if isinstance(self.ssh_options, str):
             self.ssh_options = [self.ssh_options]
-        self.baseline = bool(self.baseline)
-        self.warmup = _bool(self.warmup, "warmup")
         if self.warmup_command is not None:
             self.warmup_command = _command(self.warmup_command, "warmup_command")
-        if self.repeat is not None:
-            self.repeat = _int(self.repeat, "repeat", 1, 1000)
         self._check_sequential()
         if self.matrix is not None and self.matrix != "":
             from patchkit.profile.remote.server_args import expand_server_matrix, parse_server_matrix
@@ -226,8 +227,6 @@ class RemoteConfig:
 
     def _check_sequential(self) -> None:
         """budget_minutes, until, gpus, spread_cache, sweep_seed (a sweep's; issue 31)."""
-        if self.budget_minutes is not None:
-            self.budget_minutes = _positive(self.budget_minutes, "budget_minutes")
         if self.until is not None:
             self.until = str(self.until).strip().lower()
             if self.until not in UNTIL:
@@ -236,7 +235,7 @@ class RemoteConfig:
         self.cpus = parse_cpus(self.cpus)
         if self.cpus is not None and "PATCHKIT_CPUS" in self.env:
             raise InvalidInput("profile.remote: cpus sets PATCHKIT_CPUS; env names it too")
-        self.blocks = str(self.blocks if self.blocks is not None else "fleet").strip().lower()
+        self.blocks = str(self.blocks if self.blocks is not None else _D["blocks"]).strip().lower()
         if self.blocks not in BLOCKS:
             raise InvalidInput(f"profile.remote: blocks {self.blocks!r}: {' or '.join(BLOCKS)}")
         if self.hosts_as_blocks:
@@ -267,8 +266,6 @@ class RemoteConfig:
             self.spread_cache = str(self.spread_cache)
             if not self.spread_cache.strip() or "\0" in self.spread_cache:
                 raise InvalidInput(f"profile.remote: spread_cache {self.spread_cache!r}: a file or off")
-        if self.sweep_seed is not None:
-            self.sweep_seed = _int(self.sweep_seed, "sweep_seed", 0, (1 << 63) - 1)
 
     def _check_health_port(self, what: str, why: str) -> None:
         """A given health_url must name ``port``: each block's server is probed on its own."""
@@ -298,10 +295,8 @@ class RemoteConfig:
 
     @property
     def repeats(self) -> int:
-        """Server starts per sweep point (``repeat``, default verdict.DEFAULT_REPEAT)."""
-        from patchkit.profile.verdict import DEFAULT_REPEAT
-
-        return self.repeat if self.repeat is not None else DEFAULT_REPEAT
+        """Server starts per sweep point (``repeat``, default REMOTE_REPEAT)."""
+        return self.repeat if self.repeat is not None else REMOTE_REPEAT
 
     @property
     def sequential(self) -> bool:
@@ -319,12 +314,13 @@ class RemoteConfig:
         return shlex.split(self.python)
 
     def transport_options(self) -> dict:
-        opts = {
-            "ssh_config": self.ssh_config,
-            "connect_timeout": self.connect_timeout,
-            "ssh_options": list(self.ssh_options) or None,
-        }
-        return {k: v for k, v in opts.items() if v is not None}
+        """The same translation as the patch tasks' (patchkit.settings.transport_options)."""
+        return transport_options(
+            ssh_config=self.ssh_config,
+            ssh_options=self.ssh_options,
+            ssh_persist=self.ssh_persist,
+            connect_timeout=self.connect_timeout,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -414,31 +410,3 @@ def parse_cpus(value, name: str = "profile.remote: cpus") -> list[str] | None:
 def gpu_device(gpu: str) -> str:
     """A --gpus entry's CUDA_VISIBLE_DEVICES value: the entry less its "@label"."""
     return gpu.partition("@")[0]
-
-
-def _bool(value, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise InvalidInput(f"profile.remote: {name} {value!r}: true or false")
-
-
-def _int(value, name: str, low: int, high: int) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = low - 1
-    if not low <= number <= high:
-        raise InvalidInput(f"profile.remote: {name} {value!r}: a whole number {low}..{high}")
-    return number
-
-
-def _positive(value, name: str) -> float:
-    number = positive_number(value)  # the rule of patchkit.settings.seconds, worded for a setting
-    if number is None:
-        raise InvalidInput(f"profile.remote: {name} {value!r} must be a positive number")
-    return number

@@ -64,10 +64,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchkit.engine.verdict import HostState
+from patchkit.engine.host_result import HostState
 from patchkit.errors import PatchkitError
 from patchkit.profile.bench_output import BenchOutput, parse_bench_output
-from patchkit.profile.default import new_run_dir
+from patchkit.profile.local_run import new_run_dir
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.remote.config import RemoteConfig
 from patchkit.profile.remote.host import RemoteHost, last_lines

@@ -6,7 +6,7 @@
     outcome = run_remote_sweep(cfg)     # outcome.rows, .best, .baseline, .run_dir
 
 The flow: verify and apply the series on every target; then ``repeat`` repetitions (default
-verdict.DEFAULT_REPEAT = 5); in each, every point (cartesian product, first key slowest) and,
+patchkit.settings.REMOTE_REPEAT); in each, every point (cartesian product, first key slowest) and,
 with ``baseline``, the baseline as one more point, in rotated order: repetition r starts at
 the r-th entry (A B C base, B C base A, C base A B, ...), so that no point is always the first
 after a revert or the last of a drifting machine. Each (repetition, point) is its own server
@@ -39,7 +39,7 @@ drops (shown slower than the leader) is not run again, nor is a point whose ever
 twice or more (it leaves the decision too); the sweep stops when decided, or before a round
 that would not fit the budget (the estimate: the measured wall time of each point's runs,
 per GPU the sum of its queue, the longest queue, plus the last round's time beyond its runs;
-the first round always runs), or after ``repeat`` rounds (default 20 then). Without them the
+the first round always runs), or after ``repeat`` rounds (default patchkit.settings.MAX_ROUNDS then). Without them the
 sweep runs ``repeat`` rounds as before and decides with verdict.decide. sweep.json gains
 ``rounds`` (per round: points run, their tok/s and errors, the decision's to_dict, minutes so
 far, wall_s; the GPU of each point), ``dropped`` (label -> {round, reason}), ``stopped``
@@ -88,7 +88,8 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.errors import PatchkitError
-from patchkit.profile.default import new_run_dir
+from patchkit.profile.local_run import new_run_dir
+from patchkit.profile.local_sweep import _fmt, format_table, point_dir_name
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.remote.blocks import Block, assign, make_blocks
 from patchkit.profile.remote.config import RemoteConfig
@@ -103,7 +104,6 @@ from patchkit.profile.remote.spread import (
     update_spread,
 )
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
-from patchkit.profile.sweep import _fmt, format_table, point_dir_name
 from patchkit.profile.verdict import (
     CYCLE,
     DEFAULT_ALPHA,

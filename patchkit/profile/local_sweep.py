@@ -9,7 +9,7 @@ For every prompt the plain generation runs right before the assisted one, so eac
 its own baseline measured under the same load; the ratio in the table is to that baseline,
 and the baseline row shows all baseline runs pooled.
 
-``repeat`` (default 3; ``--repeat N``) measured passes per point, in rotated order
+``repeat`` (default patchkit.settings.SWEEP_REPEAT; ``--repeat N``) measured passes per point, in rotated order
 (repetition r starts at the r-th point: A B C, B C A, C A B), each with its own timing folder
 and report (``points/<NN-label>/`` for the first, ``points/<NN-label>/repR/`` after) and its
 own window.json; with ``warmup`` (default) each point's first pass is preceded by a warm-up
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.errors import InvalidInput
-from patchkit.profile.default import (
+from patchkit.profile.local_run import (
     check_args,
     marks_partial,
     new_run_dir,
@@ -46,7 +46,7 @@ from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
 from patchkit.profile.verdict import decide, describe, interval, repetition_fields, rotation
-from patchkit.settings import PROFILE_DEFAULTS, whole_number
+from patchkit.settings import PROFILE_DEFAULTS, SWEEP_REPEAT, whole_number
 
 # matrix keys: canonical name -> (short label, parser)
 KEYS = {
@@ -64,7 +64,7 @@ ALIASES = {
 }
 SCHEDULES = ("constant", "heuristic", "heuristic_transient")
 SWEEP_SCHEMA = "patchkit.sweep/1"
-DEFAULT_REPEAT = 3  # passes in one warm process: less spread than server starts (remote: 5)
+DEFAULT_REPEAT = SWEEP_REPEAT  # passes in one warm process: less spread than server starts
 
 
 @dataclass
@@ -303,8 +303,8 @@ def run_sweep(
     repeat: int | None = None,
     warmup: bool = PROFILE_DEFAULTS["warmup"],
 ) -> SweepOutcome:
-    """Sweep the matrix (default: num_assistant_tokens 2, 4, 8) on the default target,
-    ``repeat`` passes per point (default 3) in rotated order."""
+    """Sweep the matrix (default: patchkit.profile.matrix's, the option table) on the default
+    target, ``repeat`` passes per point (default SWEEP_REPEAT) in rotated order."""
     check_args(size, timer_mode, device=device)
     if workload is None:  # the real workload imports torch & co. in this interpreter
         from patchkit.extras import require
