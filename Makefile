@@ -35,8 +35,9 @@ test: setup
 # The fast subset: no sshd, no wheels, nothing slow (markers in pyproject.toml, carried by the
 # tests themselves and by tests/conftest.py's shared fixtures); an unmarked test that would need
 # one of them fails here.
+# Spread over the cores by pytest-xdist, a test file per worker (its module fixtures built once).
 test-fast: setup
-	PATCHKIT_TEST_FAST=1 $(BIN)/python -m pytest -q -m "not sshd and not wheels and not slow"
+	PATCHKIT_TEST_FAST=1 $(BIN)/python -m pytest -q -n auto --dist loadfile -m "not sshd and not wheels and not slow"
 
 # Every shipped sglang series against its release's wheel (fetched once by pinned sha256 into
 # .cache/), both layouts, and the coverage table (release x worker file -> phases).
