@@ -1,16 +1,16 @@
-"""Stalls and the measured window over the real runtime (host mode, one process per run).
+"""Stalls and the measured window, on the records the runtime writes for a decode loop (on a fake
+clock: support.timing_files.FakeRuntime, so every time below is exact).
 
 The workload is a decode loop whose cycles run at changing batch sizes; a stall (a sleep of
 STALL_S inside draft_forward) is injected at the first cycle of every new batch size, as a
-kernel compiled on a cold cache would, and once more at a size already seen. The machine
-running the tests is shared, so a cycle may also stall on its own: the checks accept stalls
-beyond the injected ones and account for whatever was found.
+kernel compiled on a cold cache would, and once more at a size already seen. The checks accept
+stalls beyond the injected ones (as a shared machine gives the real runtime) and account for
+whatever was found.
 """
 
 import json
+import random
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -18,71 +18,55 @@ from patchkit.report import build_report, load_timing_dir, render_table
 from patchkit.report.stalls import STALL_FACTOR, STALL_FLOOR_MS
 from patchkit.report.summarize import summarize
 from patchkit.report.window import Window, write_window
+from support.timing_files import FakeRuntime
 
 STALL_S = 0.2
 SIZES = [32, 31, 29, 30, 16, 7, 3, 2]
 AGAIN = 50  # a stall at a batch size already seen
 
-LOOP = """
-import random, sys, time
-sys.path.insert(0, sys.argv[1])
-import phase_timer as _pt
-stall_s, warmup, measured, after = float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-again = int(sys.argv[6])
-sizes = %r
-rng = random.Random(3)
-seen = set()
-for g in range(3):                       # graph capture before anything: outside any cycle
-    _pt.begin("capture"); time.sleep(0.0005); _pt.end("capture")
 
-def cycle(i):
-    bs = sizes[i] if i < len(sizes) else rng.choice(sizes)
-    _pt.cycle_begin(kind="decode", batch_size=bs)
-    _pt.begin("draft_forward")
-    time.sleep(0.002)
-    if bs not in seen or i == again:
-        time.sleep(stall_s)
-    seen.add(bs)
-    _pt.end("draft_forward")
-    _pt.begin("target_verify"); time.sleep(0.005); _pt.end("target_verify")
-    time.sleep(0.001)                    # glue between the phases
-    _pt.cycle_end(accepted=2)
+def _loop(folder, stall_s, warmup=0, measured=80, after=0, again=AGAIN):
+    """The decode loop on a fake clock (support.timing_files.FakeRuntime), its timing file
+    written into ``folder``: (start, end) of the measured window in wall-clock ns."""
+    pt = FakeRuntime(step_ns=2_000)
+    rng = random.Random(3)
+    seen = set()
+    for _ in range(3):  # graph capture before anything: outside any cycle
+        pt.begin("capture")
+        pt.sleep(0.0005)
+        pt.end("capture")
 
-n = 0
-for _ in range(warmup):
-    cycle(n); n += 1
-start = time.time_ns()
-_pt.begin("capture"); time.sleep(0.0005); _pt.end("capture")   # inside the window
-for _ in range(measured):
-    cycle(n); n += 1
-end = time.time_ns()
-for _ in range(after):
-    cycle(n); n += 1
-print(start, end)
-""" % (SIZES,)
+    def cycle(i):
+        bs = SIZES[i] if i < len(SIZES) else rng.choice(SIZES)
+        pt.cycle_begin(kind="decode", batch_size=bs)
+        pt.begin("draft_forward")
+        pt.sleep(0.002 + rng.uniform(0, 0.0002))
+        if bs not in seen or i == again:
+            pt.sleep(stall_s)
+        seen.add(bs)
+        pt.end("draft_forward")
+        pt.begin("target_verify")
+        pt.sleep(0.005 + rng.uniform(0, 0.0002))
+        pt.end("target_verify")
+        pt.sleep(0.001)  # glue between the phases
+        pt.cycle_end(accepted=2)
 
-
-def _run(runtime_dir, out, stall_s, warmup=0, measured=80, after=0, again=AGAIN):
-    env = {"PATCHKIT_TIMER_DIR": str(out), "PATCHKIT_TIMER": "host", "PATH": "/usr/bin:/bin"}
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            LOOP,
-            str(runtime_dir),
-            str(stall_s),
-            str(warmup),
-            str(measured),
-            str(after),
-            str(again),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    start, end = (int(v) for v in res.stdout.split())
+    n = 0
+    for _ in range(warmup):
+        cycle(n)
+        n += 1
+    start = pt.wall_ns()
+    pt.begin("capture")  # inside the window
+    pt.sleep(0.0005)
+    pt.end("capture")
+    for _ in range(measured):
+        cycle(n)
+        n += 1
+    end = pt.wall_ns()
+    for _ in range(after):
+        cycle(n)
+        n += 1
+    pt.write(folder)
     return start, end
 
 
@@ -101,17 +85,10 @@ def _raw_cycles(folder):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    import shutil
-
-    from patchkit.timing import RUNTIME_PATH
-
     root = tmp_path_factory.mktemp("steady")
-    site = root / "site"
-    site.mkdir()
-    shutil.copyfile(RUNTIME_PATH, site / "phase_timer.py")
-    _run(site, root / "stalled", STALL_S)
-    _run(site, root / "clean", 0.0)
-    start, end = _run(site, root / "windowed", STALL_S, warmup=24, measured=60, after=5, again=-1)
+    _loop(root / "stalled", STALL_S)
+    _loop(root / "clean", 0.0)
+    start, end = _loop(root / "windowed", STALL_S, warmup=24, measured=60, after=5, again=-1)
     write_window(root / "windowed", start, end, source="test")
     return root
 
