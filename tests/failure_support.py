@@ -6,10 +6,10 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from engine_support import make_series, write_tree
+from support import cli
 
 REPO = Path(__file__).resolve().parents[1]
 ORIG = b"".join(b"line %d\n" % i for i in range(1, 21))
@@ -19,17 +19,10 @@ GOOD = (
 )
 
 
-def invoke(*args, cwd=REPO, env=None, timeout=120, **kw) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=timeout,
-        env=full_env,
-        **kw,
+def invoke(*args, cwd=REPO, env=None, timeout=120) -> subprocess.CompletedProcess:
+    """support.cli.invoke with this checkout on PYTHONPATH and ``env`` over the environment."""
+    return cli.invoke(
+        *args, cwd=cwd, env=dict(os.environ, PYTHONPATH=str(REPO), **(env or {})), timeout=timeout
     )
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from patchkit.report.benchsim import BenchShape, CycleCosts, bench_shape, cycle_costs, simulate
 from patchkit.report.predict import predict_run
+from support.cli import invoke
 from support.timing_files import header
 
 BENCH = (
@@ -246,13 +247,10 @@ def test_time_split_needs_no_batch_size():
 def test_how_many_starts_would_tell_the_predicted_best(tmp_path):
     """profile.predict says what measuring its best against the runner-up would take: at a
     given spread, or at the spread cached for the same server command by earlier sweeps."""
-    import subprocess
-    import sys
 
     from patchkit.profile.remote.spread import cache_key, prediction_plan, spread_for_command, update_spread
     from patchkit.profile.sequential import plan_runs
 
-    repo = Path(__file__).resolve().parents[1]
     run = tmp_path / "r"
     stand_in_run(run, 4, [0.9, 0.8, 0.7, 0.6], R=64, C=8, L=48)
     server = "python3 -m sglang.launch_server --model-path M --speculative-num-steps 4 --port 30000"
@@ -282,10 +280,7 @@ def test_how_many_starts_would_tell_the_predicted_best(tmp_path):
 
     def task(*args, env_cache):
         env = {**__import__("os").environ, "PATCHKIT_SPREAD_CACHE": str(env_cache)}
-        return subprocess.run(
-            [sys.executable, "-m", "invoke", "profile.predict", str(run), *args],
-            cwd=repo, capture_output=True, text=True, env=env,
-        )  # fmt: skip
+        return invoke("profile.predict", str(run), *args, env=env)
 
     proc = task(env_cache=cache)
     assert proc.returncode == 0, proc.stderr

@@ -29,6 +29,7 @@ import pytest
 import yaml
 from invoke import Config, Context
 
+from support.cli import invoke
 from support.invoke_yaml import key_lines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -410,7 +411,6 @@ def test_invoke_yaml_shows_the_tables_defaults():
 
 def test_gen_config_check_names_a_drift_and_rewrites_it(tmp_path):
     import subprocess
-    import sys
 
     original = (REPO / "invoke.yaml").read_text()
     copy = tmp_path / "invoke.yaml"
@@ -418,8 +418,7 @@ def test_gen_config_check_names_a_drift_and_rewrites_it(tmp_path):
     assert copy.read_text() != original
 
     def gen(*args: str) -> subprocess.CompletedProcess:
-        argv = [sys.executable, "-m", "invoke", "patch.gen-config", "--file", str(copy), *args]
-        return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+        return invoke("patch.gen-config", "--file", str(copy), *args, timeout=60)
 
     got = gen("--check")
     assert (got.returncode, got.stdout) == (1, "invoke.yaml: differs\n"), got.stderr

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ import pytest
 from patchkit.report import build_report
 from patchkit.report.acceptance import acceptance, request_accepts, spec_from_argv
 from patchkit.report.predict import predict_run
+from support.cli import invoke
 from support.timing_files import header
 
 REPO = Path(__file__).resolve().parents[1]
@@ -244,12 +243,7 @@ def test_the_decaying_profile_prefers_fewer_steps(tmp_path):
 
 def test_profile_predict_task_writes_predict_json(tmp_path):
     run = write_run(tmp_path / "run", 4, [0.9, 0.7, 0.5, 0.3], cycles=300)
-    proc = subprocess.run(
-        [sys.executable, "-m", "invoke", "profile.predict", str(run)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    proc = invoke("profile.predict", str(run))
     assert proc.returncode == 0, proc.stderr
     assert "predicted best: num-steps" in proc.stdout
     doc = json.loads((run / "predict.json").read_text())
@@ -269,9 +263,9 @@ def test_pooled_runs_give_the_median_and_a_slow_start_does_not_move_it(tmp_path)
     ]
     alone = [predict_run(r, bootstrap=0) for r in runs]
     out = tmp_path / "pooled.json"
-    args = [sys.executable, "-m", "invoke", "profile.predict", str(runs[2])]
+    args = ["profile.predict", str(runs[2])]
     args += ["--pool", str(runs[0]), "--pool", str(runs[1]), "--out", str(out), "--bootstrap", "0"]
-    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
+    proc = invoke(*args)
     assert proc.returncode == 0, proc.stderr
     assert "what-if from 3 runs (medians of their predictions)" in proc.stdout
     doc = json.loads(out.read_text())
@@ -287,18 +281,7 @@ def test_pooled_runs_give_the_median_and_a_slow_start_does_not_move_it(tmp_path)
     assert doc["best"]["num_steps"] == max(doc["points"], key=lambda p: p["ratio_to_profiled"])["num_steps"]
     other = write_run(tmp_path / "d", 3, rates[:3], cycles=100)
     bad = tmp_path / "bad.json"
-    args = [
-        sys.executable,
-        "-m",
-        "invoke",
-        "profile.predict",
-        str(runs[0]),
-        "--pool",
-        str(other),
-        "--out",
-        str(bad),
-    ]
-    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
+    proc = invoke("profile.predict", str(runs[0]), "--pool", str(other), "--out", str(bad))
     assert proc.returncode == 2 and "another configuration" in proc.stderr, proc.stderr
     assert not bad.exists()
 
@@ -306,23 +289,13 @@ def test_pooled_runs_give_the_median_and_a_slow_start_does_not_move_it(tmp_path)
 def test_profile_predict_refuses_a_bad_slope(tmp_path):
     run = write_run(tmp_path / "run", 3, [0.9, 0.7, 0.5], cycles=50)
     for bad in ("abc", "-1", "nan"):
-        proc = subprocess.run(
-            [sys.executable, "-m", "invoke", "profile.predict", str(run), "--verify-us-per-token", bad],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-        )
+        proc = invoke("profile.predict", str(run), "--verify-us-per-token", bad)
         assert proc.returncode == 2 and "--verify-us-per-token" in proc.stderr, (bad, proc.stderr)
     assert not (run / "predict.json").exists()
 
 
 def test_profile_predict_refuses_a_folder_without_timing(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "invoke", "profile.predict", str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    proc = invoke("profile.predict", str(tmp_path))
     assert proc.returncode == 2 and "no timing files" in proc.stderr
 
 
@@ -356,11 +329,8 @@ def test_from_prediction_bad_inputs_stop_before_any_target(tmp_path, args, messa
     target = tmp_path / "tree"
     target.mkdir()
     args = [a.format(run=run, missing=tmp_path / "nothing") for a in args]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "invoke",
+    proc = invoke(
+        *[
             "profile.remote",
             "--target",
             str(target),
@@ -373,9 +343,6 @@ def test_from_prediction_bad_inputs_stop_before_any_target(tmp_path, args, messa
             "--no-chart",
             *args,
         ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
     )
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr

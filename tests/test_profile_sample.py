@@ -15,6 +15,7 @@ import pytest
 
 from patchkit.errors import InvalidInput
 from patchkit.profile.remote import RemoteConfig, run_remote
+from support.cli import invoke
 from test_profile_default import PHASE_TIMER, site  # noqa: F401
 from test_profile_remote import REPO, assert_cleaned, settings, tree  # noqa: F401
 
@@ -110,13 +111,7 @@ def test_remote_bad_sampling_settings(tmp_path, tree, change, words):  # noqa: F
 @pytest.mark.parametrize("task", ["profile.remote", "profile.run"])
 @pytest.mark.parametrize("value", ["0", "-3", "x"])
 def test_sample_option_refuses_bad_values(tmp_path, task, value):
-    proc = subprocess.run(
-        [sys.executable, "-m", "invoke", "-r", str(REPO), task, f"--sample={value}"],
-        cwd=str(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = invoke("-r", str(REPO), task, f"--sample={value}", cwd=tmp_path, timeout=60)
     assert proc.returncode == 2, proc.stderr + proc.stdout
     assert f"{task} --sample '{value}': a whole number >= 1" in proc.stderr
     assert os.listdir(tmp_path) == []  # nothing started, nothing written
