@@ -307,6 +307,7 @@ def test_the_reports_what_if_line_names_what_its_ratios_are_of(tmp_path):
     assert "x this run's decode tokens/s" in (tmp_path / "b" / "table.txt").read_text()
 
 
+@pytest.mark.slow  # simulates a 400-request load whole and in part, and a 10,000-request one (6-9 s)
 def test_a_long_load_is_replayed_in_part_and_scaled(monkeypatch):
     """A load too long to replay whole runs twice in part and is extrapolated: here a budget of
     5,000 request steps against a load of ~16,500 (400 requests, 16 in flight)."""

@@ -209,6 +209,7 @@ def test_a_bad_series_leaves_no_run_folder(tmp_path, flow):
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
 
 
+@pytest.mark.slow  # the real workload process, torch imported, until it fails (4-8 s)
 def test_real_workload_failure_reverts_and_exits_1(site, tmp_path):
     """The child fails for real (CUDA asked for on a CPU-only torch): exit 1, log tail, pristine."""
     import torch
@@ -278,6 +279,7 @@ def _workload_children(marker: str) -> list[int]:
     return pids
 
 
+@pytest.mark.slow  # the real workload process, torch imported, until the signal (3-6 s apiece)
 @pytest.mark.parametrize("to_group", [False, True], ids=["sigint-process", "ctrl-c-group"])
 def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
     out = tmp_path / "out"

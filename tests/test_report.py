@@ -477,6 +477,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # two fresh processes importing torch and joining a gloo group (3-19 s)
 def test_two_ranks_through_torch_distributed(site, tmp_path):
     """Two real processes (gloo on loopback): each file named by its torch.distributed
     rank, one trace process per rank on one clock, and the slow phase flagged as skew."""

@@ -324,6 +324,7 @@ _pt.cycle_begin(); _pt.begin("parent"); _pt.end("parent"); _pt.cycle_end()
 
 
 @needs_torch
+@pytest.mark.slow  # a fresh process importing torch (2-5 s)
 def test_cpu_torch_tensor_attrs_and_cuda_modes_fall_back(runtime_dir, tmp_path):
     out = tmp_path / "out"
     res = run_script(
@@ -350,6 +351,7 @@ print("MODE", _pt.current_mode())
 
 
 @needs_torch
+@pytest.mark.slow  # a fresh process importing torch (2-5 s)
 def test_capture_probe_is_safe_without_cuda(runtime_dir, tmp_path):
     """CPU torch raises from is_current_stream_capturing(); the runtime must not."""
     out = tmp_path / "out"
