@@ -23,21 +23,20 @@ pytest.importorskip("torch")
 pytest.importorskip("huggingface_hub", reason="transformers' dependencies: the profile extra")
 
 from patchkit import ops
-from patchkit.profile import ensure_site, run_default
+from patchkit.profile import run_default
 from patchkit.profile.site import DEFAULT_SERIES, site_state
 from support.cli import invoke
-from upstream_fixtures import REPO, default_wheelhouse
+from upstream_fixtures import REPO
 
 PHASE_TIMER = "transformers/generation/phase_timer.py"
 TOP_PHASES = ["draft", "verify", "accept", "kv_crop", "update_strategy", "bookkeeping"]
 NESTED = {"draft_cache": "draft", "draft_generate": "draft", "verify_forward": "verify"}
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    """The pinned transformers installed by the product's own code into a temporary site."""
-    dest = tmp_path_factory.mktemp("profile") / "tf-site"
-    return ensure_site(DEFAULT_SERIES, dest, wheelhouse=default_wheelhouse(), log=lambda m: None)
+@pytest.fixture
+def site(transformers_site) -> Path:
+    """The pinned transformers in a temporary site (upstream_fixtures: one per test process)."""
+    return transformers_site
 
 
 def assert_pristine(site: Path) -> None:

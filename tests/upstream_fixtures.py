@@ -140,6 +140,17 @@ def sglang_059_pristine() -> Path:
     )
 
 
+@pytest.fixture(scope="session")
+def transformers_site(tmp_path_factory) -> Path:
+    """The pinned transformers installed by the product's own code into a temporary site: one
+    per test process (the profile tests apply and revert in it, and leave it pristine)."""
+    from patchkit.profile import ensure_site
+    from patchkit.profile.site import DEFAULT_SERIES
+
+    dest = tmp_path_factory.mktemp("profile") / "tf-site"
+    return ensure_site(DEFAULT_SERIES, dest, wheelhouse=default_wheelhouse(), log=lambda m: None)
+
+
 def without_also_versions(path) -> bytes:
     """A file's bytes, without pin.toml's ``also_versions`` line: a shipped pin also names the
     .postN releases sharing its files (recorded by the coverage check); patch.rebase makes the
