@@ -42,7 +42,7 @@ test-fast: setup
 # Every shipped sglang series against its release's wheel (fetched once by pinned sha256 into
 # .cache/), both layouts, and the coverage table (release x worker file -> phases).
 series-check: setup
-	$(BIN)/python -m pytest -q -s tests/author/test_series_matrix.py
+	$(BIN)/python -m pytest -q -s tests/series/test_series_matrix.py
 
 profile-run: setup
 	$(BIN)/invoke profile.run

@@ -114,7 +114,7 @@ def test_onto_target_installed_tree_pins_the_dist_info_version(tmp_path):
     root = sglang_installed("0.5.10", tmp_path / "site-packages")
     before = snapshot(root)
     # 0.5.9's eagle_worker.py part (its appended EAGLEWorkerV2 patches have a hunk 0.5.10's
-    # rewritten code leaves to a person; tests/test_rebase_v2.py covers those)
+    # rewritten code leaves to a person; tests/author/test_rebase_v2.py covers those)
     series = v1_part(SERIES_059, tmp_path / "series")
     source = target_source(load_series(str(series)), str(root))
     assert source.version == "0.5.10" and source.commit is None

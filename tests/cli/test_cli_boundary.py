@@ -19,7 +19,7 @@ import patchkit
 from patchkit import errors
 from patchkit.cli import exit_boundary, main_boundary
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _all_error_classes():

@@ -18,7 +18,7 @@ from upstream_fixtures import SERIES_059, sglang_installed
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
 
 INI = """\

@@ -27,7 +27,7 @@ from upstream_fixtures import sglang_installed
 
 pytestmark = [pytest.mark.wheels]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NS = "serving"
 SELECTOR = "app=sglang,role=worker"
 # pod -> (namespace, labels, phase, ready); the selector above picks w0, w1, w2 (running) and w3

@@ -23,7 +23,7 @@ from upstream_fixtures import sglang_installed
 
 pytestmark = [pytest.mark.wheels]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
 TIMER = "sglang/srt/speculative/phase_timer.py"
 

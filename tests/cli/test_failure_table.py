@@ -269,7 +269,7 @@ def _prefix(tmp, tree, series):
 
 def _ssh(tmp, tree, series):
     out = _run("patch.apply", "--series", series, "--target", "ssh://127.0.0.1:1/srv/x", expect=1)
-    others = "needs an sshd that misbehaves (tests/test_ssh_faults.py, sshd)"
+    others = "needs an sshd that misbehaves (tests/faults/test_ssh_faults.py, sshd)"
     return Made(
         out,
         not_made={

@@ -27,7 +27,7 @@ from upstream_fixtures import sglang_installed
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FILES = (
     "sglang/srt/speculative/eagle_worker.py",
     "sglang/srt/speculative/eagle_worker_v2.py",

@@ -30,8 +30,8 @@ from upstream_fixtures import SERIES_059, sglang_installed, v1_part
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 
-REPO = Path(__file__).resolve().parents[1]
-STANDIN = Path(__file__).with_name("standin_server.py")
+REPO = Path(__file__).resolve().parents[2]
+STANDIN = Path(__file__).resolve().parents[1] / "standin_server.py"
 PY, ST = shlex.quote(sys.executable), shlex.quote(str(STANDIN))
 PHASES = (
     "draft",

@@ -25,7 +25,7 @@ from support.timing_files import workload
 
 pytestmark = [pytest.mark.sshd]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 BENCH_OUTPUT = """\
 #Input tokens: 2048

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "patchkit"
+PACKAGE = Path(__file__).resolve().parents[2] / "patchkit"
 
 LAYERS: list[tuple[str, ...]] = [
     ("patchkit", "patchkit.errors"),  # the package root names nothing of its own

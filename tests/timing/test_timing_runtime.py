@@ -362,7 +362,7 @@ def test_capture_probe_is_safe_without_cuda(runtime_dir, tmp_path):
     assert sum(r["kind"] == "cycle" for r in recs) == 2
 
 
-# ---- CUDA (run on the GPU machine: python -m pytest tests/test_timing_runtime.py) ----------
+# ---- CUDA (run on the GPU machine: python -m pytest tests/timing/test_timing_runtime.py) ----------
 
 
 @needs_cuda
@@ -442,7 +442,7 @@ _pt.cycle_begin(); _pt.begin("replay", graph=True); g.replay(); _pt.end("replay"
 
 # ---- durability, A/B, NVTX; the events mode on a CPU through a stand-in torch ----------
 
-FAKE_TORCH = Path(__file__).with_name("fake_cuda_torch.py")
+FAKE_TORCH = Path(__file__).resolve().parents[1] / "fake_cuda_torch.py"
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from patchkit.profile.remote.config import RemoteConfig
 from patchkit.settings import OTHER_KEYS, PATCHKIT_DEFAULTS, PROFILE_KEYS, PROFILE_RENAMED, PatchSettings
 from support.invoke_yaml import key_lines
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 INVOKE_YAML = REPO / "invoke.yaml"
 
 

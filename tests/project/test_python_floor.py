@@ -18,7 +18,7 @@ from pathlib import Path
 
 import patchkit
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # Sent to targets as text, run by the target's own python (their docstrings state the floor).
 TARGET_SIDE = {"profile/remote/agent.py": (3, 8), "timing/phase_timer.py": (3, 8)}
 

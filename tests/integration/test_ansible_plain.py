@@ -21,7 +21,7 @@ from failure_support import small_series, small_target, tree_digest
 
 pytest.importorskip("ansible", reason="ansible-core not installed (pip install 'patchkit[ansible]')")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 PLAY = """

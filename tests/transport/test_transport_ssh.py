@@ -442,7 +442,7 @@ def test_killed_ssh_client_is_a_transport_error(sshd, tmp_path, reuse):
 
 # ---- one connection across commands (shared ControlMaster, ssh_persist) ------------------------
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def invoke_cli(*args) -> subprocess.CompletedProcess:

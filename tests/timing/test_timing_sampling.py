@@ -440,7 +440,7 @@ for i in range(600):
     assert binomial_ok(len(timed_second), 300, 0.25), len(timed_second)
     phase_cycles = {r["cycle"] for r in recs if r["kind"] == "phase"}
     assert phase_cycles == {c["cycle"] for c in first} | {c["cycle"] for c in timed_second}
-    tool = Path(__file__).resolve().parents[1] / "bench" / "gpu" / "shares_ab.py"
+    tool = Path(__file__).resolve().parents[2] / "bench" / "gpu" / "shares_ab.py"
     report = tmp_path / "shares.json"
     run = subprocess.run(
         [sys.executable, str(tool), str(out), "--json", str(report)], capture_output=True, text=True
@@ -489,7 +489,7 @@ def _bench_gpu_module(name):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "gpu" / ("%s.py" % name)
+    path = Path(__file__).resolve().parents[2] / "bench" / "gpu" / ("%s.py" % name)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 
 pytest.importorskip("ansible", reason="ansible-core not installed (pip install 'patchkit[ansible]')")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COLLECTION = REPO / "ansible_collections" / "patchkit" / "tools"
 BIN = Path(sys.executable).parent
 HOSTS = 3

@@ -29,7 +29,7 @@ from upstream_fixtures import SERIES_059, sglang_installed
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORKER = "sglang/srt/speculative/eagle_worker.py"
 WORKER_V2 = "sglang/srt/speculative/eagle_worker_v2.py"  # 0.5.9's 0008-0013
 TIMER = "sglang/srt/speculative/phase_timer.py"

@@ -44,7 +44,7 @@ VERSIONS = list(FILES)
 REBASED = ["0.5.10", "0.5.12"]
 # Patches on top of what patch.rebase made from 0.5.9's eagle_worker.py series (its 0001-0007):
 # the EAGLEWorkerV2 timers, in 0.5.12 written with patch.new (the default worker there), in
-# 0.5.10 appended by patchkit.author.seriesgen (tests/test_seriesgen.py checks those).
+# 0.5.10 appended by patchkit.author.seriesgen (tests/author/test_seriesgen.py checks those).
 AUTHORED = {"0.5.12": V2_APPENDED, "0.5.10": V2_APPENDED}
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"
 # the phases every release times (seriesgen's list, less the two cycle kinds)

@@ -1,6 +1,6 @@
 """--blocks hosts over real SSH: two loopback sshd servers, each a host of the design.
 
-The same stand-in servers and benchmark as tests/test_remote_budget.py's local-folder hosts,
+The same stand-in servers and benchmark as tests/profile/test_remote_budget.py's local-folder hosts,
 reached through two real OpenSSH servers on 127.0.0.1 (the harness cannot lend two GPU hosts;
 this is the part of issue 31's "several hosts at once" a CPU can run for real).
 """

@@ -21,7 +21,7 @@ from patchkit.report.predict import predict_run
 from support.cli import invoke
 from support.timing_files import header
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OTHER, STEP, VERIFY0, SLOPE, EXTEND0 = 2_000_000, 400_000, 6_000_000, 20_000, 1_000_000
 WALL_T0 = 1_700_000_000_000_000_000
 CMD = "python3 -m sglang.launch_server --speculative-num-steps {n} --speculative-eagle-topk 1 --speculative-num-draft-tokens {d}"

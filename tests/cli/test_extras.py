@@ -18,7 +18,7 @@ import pytest
 from patchkit.errors import EXIT_REFUSED
 from patchkit.extras import EXTRAS, MissingExtra, missing, require
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # sitecustomize.py in a folder on PYTHONPATH: every Python started with it (the workload
 # subprocess of profile.run included) cannot import the modules PATCHKIT_TEST_BLOCK names

@@ -32,7 +32,7 @@ from invoke import Config, Context
 from support.cli import invoke
 from support.invoke_yaml import key_lines
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # a key line of invoke.yaml, set or commented out at its block's indentation: `  # jobs: 8  # why`
 
 
