@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 APT_PACKAGES := openssh-server busybox quilt
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: setup system-deps test test-fast series-check profile-run lint format bench clean
+.PHONY: setup system-deps test test-fast test-series test-faults series-check profile-run lint format bench clean
 
 setup: system-deps $(STAMP)
 
@@ -38,6 +38,17 @@ test: setup
 # Spread over the cores by pytest-xdist, a test file per worker (its module fixtures built once).
 test-fast: setup
 	PATCHKIT_TEST_FAST=1 $(BIN)/python -m pytest -q -n auto --dist loadfile -m "not sshd and not wheels and not slow"
+
+# The tests live in a folder per layer (tests/conftest.py lists them): cli, engine, author,
+# report, profile, timing, transport, plus integration, faults, series and project. Two of them
+# run apart as well: the shipped series against their pinned wheels (tests/series: the wheel
+# matrix, fetched once into .cache/), and the fault tests (tests/faults: crash instants, kills
+# at every command, misbehaving sshd, failures as the CLI reports them).
+test-series: setup
+	$(BIN)/python -m pytest -q -n auto --dist loadfile tests/series
+
+test-faults: setup
+	$(BIN)/python -m pytest -q -n auto --dist loadfile tests/faults
 
 # Every shipped sglang series against its release's wheel (fetched once by pinned sha256 into
 # .cache/), both layouts, and the coverage table (release x worker file -> phases).
