@@ -12,17 +12,15 @@ fails `test_every_option_has_bad_values`.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shlex
 import shutil
 import subprocess
 
 import pytest
-from invoke import Program
 
 from failure_support import REPO, small_series, small_target, tree_digest
+from support.cli import in_process
 
 FLAGS = {
     "json",
@@ -44,14 +42,7 @@ FLAGS = {
 
 
 def run_cli(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            Program().run(["invoke", "-r", str(REPO), *args], exit=True)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
+    return in_process(*args)
 
 
 @pytest.fixture(scope="module")

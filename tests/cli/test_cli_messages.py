@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from failure_support import REPO, invoke, small_series, small_target
+from support import cli
 from support.cli import patchkit_command
 
 
@@ -151,9 +151,7 @@ def test_python_m_entry_points_suggest_an_option(tmp_path):
             "unrecognized arguments: --sectoin y (did you mean --section?)",
         ),
     ):
-        proc = subprocess.run(
-            [sys.executable, "-m", module, *args], cwd=tmp_path, env=env, capture_output=True, text=True
-        )
+        proc = cli.module(module, *args, cwd=tmp_path, env=env)
         assert proc.returncode == 2
         assert proc.stderr.rstrip().endswith(said), proc.stderr
 

@@ -9,7 +9,6 @@ an import blocker (a sys.meta_path finder that refuses them, as a missing packag
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from patchkit.errors import EXIT_REFUSED
 from patchkit.extras import EXTRAS, MissingExtra, missing, require
+from support import cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,15 +50,8 @@ def blocker(tmp_path_factory) -> Path:
 def run_without(blocker: Path, modules: str, module: str, *args: str, cwd: Path):
     """``python -m module args`` with ``modules`` (comma-separated) not importable, in it and
     in every Python it starts."""
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=300,
-        env=dict(os.environ, PYTHONPATH=f"{blocker}{os.pathsep}{REPO}", PATCHKIT_TEST_BLOCK=modules),
-    )
+    env = dict(os.environ, PYTHONPATH=f"{blocker}{os.pathsep}{REPO}", PATCHKIT_TEST_BLOCK=modules)
+    return cli.module(module, *args, cwd=cwd, env=env, fresh=True)  # the blocker is a sitecustomize
 
 
 def test_the_blocker_blocks(blocker, tmp_path):

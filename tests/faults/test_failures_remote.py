@@ -8,13 +8,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
+from support.cli import interrupt, popen_module, wait_for
 from test_profile_remote import (
     REPO,
     assert_cleaned,
@@ -37,30 +34,10 @@ def test_ctrl_c_in_invoke_profile_remote(tmp_path, sshd, tree, target, to_group)
     )
     config = tmp_path / "site.json"
     config.write_text(json.dumps({"patchkit": {"profile": {"remote": given}}}))
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "invoke", "-r", str(REPO), "-f", str(config), "profile.remote"],
-        cwd=str(tmp_path),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert started.exists(), proc.communicate(timeout=30)
-        time.sleep(1.5)  # the stand-in server has flushed some cycles by now
-        if to_group:
-            os.killpg(proc.pid, signal.SIGINT)
-        else:
-            proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with popen_module("invoke", "-r", str(REPO), "-f", str(config), "profile.remote", cwd=tmp_path) as proc:
+        assert wait_for(proc, started, 60), proc.communicate(timeout=30)
+        # the stand-in server has flushed some cycles by then
+        out, err = interrupt(proc, settle=1.5, group=to_group, timeout=90, with_stdout=True)
     assert proc.returncode == 130, err
     assert err.rstrip().splitlines()[-1] == "profile: interrupted; servers stopped, targets reverted"
     assert "without an exit status" not in err

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from engine_support import read_tree
+from support import cli
 from upstream_fixtures import sglang_installed
 
 pytestmark = [pytest.mark.wheels]
@@ -184,7 +185,8 @@ def test_installed_command_from_another_directory(installed, tmp_path):
 
 
 def command(args, cwd, env) -> subprocess.CompletedProcess:
-    return run([sys.executable, "-m", "patchkit.command", *args], cwd, env, timeout=120)
+    """The checkout's command (``python -m patchkit.command``), through support.cli."""
+    return cli.module("patchkit.command", *args, cwd=cwd, env=env, timeout=120)
 
 
 @pytest.fixture
@@ -263,29 +265,17 @@ def test_parse_errors_and_unknown_settings_exit_2(scratch):
     not invoke's 1), and so is a misspelt key in patchkit.yaml, named with its file."""
     work, env = scratch
     before = sorted(p.name for p in (work / "site-packages").rglob("*"))
-    cmd = [
-        sys.executable,
-        "-m",
-        "patchkit.command",
-        "patch.verify",
-        "--series",
-        "sglang-v0.5.9",
-        "--target",
-        "site-packages",
-    ]
-    proc = run([*cmd, "--jobz", "3"], work, env, timeout=120)
+    cmd = ["patch.verify", "--series", "sglang-v0.5.9", "--target", "site-packages"]
+    proc = command([*cmd, "--jobz", "3"], work, env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "--jobz" in proc.stderr and proc.stderr.count("\n") == 1
     (work / "patchkit.yaml").write_text("patchkit:\n  targts: [site-packages]\n")
-    proc = run(cmd, work, env, timeout=120)
+    proc = command(cmd, work, env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "unknown setting patchkit.targts" in proc.stderr and "patchkit.yaml" in proc.stderr
-    proc = run(
-        [sys.executable, "-m", "patchkit.command", "patch.diff", "--from", "x", "--to", "y"],
-        work,
-        env,
-        timeout=120,
-    )  # a task that reads no setting: refused all the same
+    proc = command(
+        ["patch.diff", "--from", "x", "--to", "y"], work, env
+    )  # reads no setting: refused all the same
     assert proc.returncode == 2 and "patchkit.targts" in proc.stderr, proc.stderr
     assert sorted(p.name for p in (work / "site-packages").rglob("*")) == before
 
@@ -333,11 +323,8 @@ def test_ctrl_c_exits_130(scratch):
 
 def test_same_tasks_and_options_as_invoke_in_the_checkout(scratch):
     work, env = scratch
-    in_checkout = run(
-        [sys.executable, "-m", "invoke", "--list", "--list-format", "json"],
-        REPO,
-        dict(env, PYTHONPATH=str(REPO)),
-        timeout=120,
+    in_checkout = cli.invoke(
+        "--list", "--list-format", "json", env=dict(env, PYTHONPATH=str(REPO)), timeout=120
     )
     installed = command(["--list", "--list-format", "json"], work, env)
     assert in_checkout.returncode == 0 and installed.returncode == 0, in_checkout.stderr
@@ -348,12 +335,7 @@ def test_same_tasks_and_options_as_invoke_in_the_checkout(scratch):
     names = {f"{c['name']}.{t['name']}" for c in tree["collections"] for t in c["tasks"]}
     assert {"patch.apply", "profile.collect", "profile.report"} <= names
     for task in ("patch.apply", "profile.collect"):
-        a = run(
-            [sys.executable, "-m", "invoke", "--help", task],
-            REPO,
-            dict(env, PYTHONPATH=str(REPO)),
-            timeout=120,
-        )
+        a = cli.invoke("--help", task, env=dict(env, PYTHONPATH=str(REPO)), timeout=120)
         b = command(["--help", task], work, env)
         assert a.returncode == b.returncode == 0
         usage_a, rest_a = a.stdout.split("\n", 1)

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +21,7 @@ pytest.importorskip("huggingface_hub", reason="transformers' dependencies: the p
 from patchkit import ops
 from patchkit.profile import run_default
 from patchkit.profile.site import DEFAULT_SERIES, site_state
-from support.cli import invoke
+from support.cli import interrupt, invoke, module, popen_module
 from upstream_fixtures import REPO
 
 PHASE_TIMER = "transformers/generation/phase_timer.py"
@@ -215,27 +211,19 @@ def test_real_workload_failure_reverts_and_exits_1(site, tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("CUDA is available here")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "patchkit.profile",
-            "run",
-            "--size",
-            "ci",
-            "--device",
-            "cuda",
-            "--site",
-            str(site),
-            "--out",
-            str(tmp_path),
-            "--no-chart",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    args = [
+        "run",
+        "--size",
+        "ci",
+        "--device",
+        "cuda",
+        "--site",
+        str(site),
+        "--out",
+        str(tmp_path),
+        "--no-chart",
+    ]
+    proc = module("patchkit.profile", *args, timeout=300)
     assert proc.returncode == 1, proc.stderr
     assert "the workload failed" in proc.stderr and "sees no CUDA device" in proc.stderr
     assert "reverted" in proc.stderr
@@ -243,24 +231,8 @@ def test_real_workload_failure_reverts_and_exits_1(site, tmp_path):
 
 
 def test_bad_arguments_exit_2_before_touching_the_tree(site, tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "patchkit.profile",
-            "run",
-            "--size",
-            "huge",
-            "--site",
-            str(site),
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    args = ["run", "--size", "huge", "--site", str(site), "--out", str(tmp_path)]
+    proc = module("patchkit.profile", *args, timeout=60)
     assert proc.returncode == 2 and "--size 'huge'" in proc.stderr
     assert_pristine(site)
 
@@ -282,28 +254,9 @@ def _workload_children(marker: str) -> list[int]:
 @pytest.mark.parametrize("to_group", [False, True], ids=["sigint-process", "ctrl-c-group"])
 def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
     out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "patchkit.profile",
-            "run",
-            "--size",
-            "ci",
-            "--site",
-            str(site),
-            "--out",
-            str(out),
-            "--no-chart",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    args = ["run", "--size", "ci", "--site", str(site), "--out", str(out), "--no-chart"]
     lines = []
-    try:
+    with popen_module("patchkit.profile", *args, cwd=REPO) as proc:
         deadline = time.monotonic() + 120
         for line in proc.stderr:  # not a terminal: one line per stage
             lines.append(line)
@@ -312,14 +265,7 @@ def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
             assert time.monotonic() < deadline, "".join(lines)
         assert site_state(DEFAULT_SERIES, site) == "applied"
         assert _workload_children(str(out)), "the workload child should be running"
-        if to_group:
-            os.killpg(proc.pid, signal.SIGINT)
-        else:
-            proc.send_signal(signal.SIGINT)
-        _, rest = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        rest = interrupt(proc, group=to_group)
     err = "".join(lines) + (rest or "")
     assert proc.returncode == 130, err
     assert "interrupted; the tree was reverted" in err and "patch.status: pristine" in err

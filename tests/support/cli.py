@@ -1,5 +1,8 @@
-"""One way for a test to run the command line: ``python -m invoke ...`` in the repository; and
-one way to start a module as a process, wait for it to reach a point and signal it (Ctrl-C)."""
+"""The one way a test runs the command line, and any ``python -m MODULE``: module() (invoke(),
+invoke_with_config() and patchkit_command() are its usual forms), forked from a warm
+interpreter (support/zygote.py) or, where a test needs interpreter startup itself, fresh;
+in_process() for the bad-option tables that call the Program hundreds of times; and one way to
+start a module as a process, wait for it to reach a point and signal it (Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -24,12 +27,49 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def module(
+    name: str,
+    *args: str,
+    cwd: str | Path = REPO,
+    env: dict | None = None,
+    timeout: float = 300,
+    fresh: bool = False,
+) -> subprocess.CompletedProcess:
+    """``python -m NAME ARGS`` (this interpreter) in ``cwd`` with ``env`` (None: this process's
+    environment now), stdin closed, output captured as text, killed after ``timeout`` seconds.
+    ``fresh``: a new interpreter even where a warm one would do (a test of interpreter startup:
+    sitecustomize, PYTHONPATH order)."""
+    argv = [sys.executable, "-m", name, *args]
+    if fresh:
+        return subprocess.run(
+            argv, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout
+        )
+    return _run(argv, cwd, env, timeout)
+
+
 def invoke(
     *args: str, cwd: str | Path = REPO, env: dict | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:
     """Run ``invoke ARGS`` (this interpreter's) with ``cwd`` (the repository: its tasks.py),
     stdin closed, output captured as text, killed after ``timeout`` seconds."""
-    return _run([sys.executable, "-m", "invoke", *args], cwd, env, timeout)
+    return module("invoke", *args, cwd=cwd, env=env, timeout=timeout)
+
+
+def in_process(*args: str) -> tuple[int, str, str]:
+    """``invoke -r REPO ARGS`` run by invoke's Program in this process (exit code, stdout,
+    stderr): for tables of hundreds of option checks, where a process each would cost minutes."""
+    import io
+
+    from invoke import Program
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            Program().run(["invoke", "-r", str(REPO), *args], exit=True)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    return code, out.getvalue(), err.getvalue()
 
 
 def invoke_with_config(config: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -39,9 +79,11 @@ def invoke_with_config(config: Path, *args: str, timeout: float = 300) -> subpro
 
 __all__ = [
     "REPO",
+    "in_process",
     "interrupt",
     "invoke",
     "invoke_with_config",
+    "module",
     "patchkit_command",
     "popen_module",
     "wait_for",
@@ -58,7 +100,7 @@ def patchkit_command(
     env.update(PYTHONPATH=str(REPO), XDG_CONFIG_HOME=str(config_home))
     if home is not None:
         env["HOME"] = str(home)
-    return _run([sys.executable, "-m", "patchkit.command", *args], cwd, env, timeout)
+    return module("patchkit.command", *args, cwd=cwd, env=env, timeout=timeout)
 
 
 def _run(argv: list, cwd, env, timeout: float) -> subprocess.CompletedProcess:
@@ -220,13 +262,15 @@ def interrupt(
     settle: float = 0.0,
     group: bool = False,
     timeout: float = 60,
-) -> str:
+    with_stdout: bool = False,
+):
     """After ``settle`` seconds, ``sig`` to ``proc`` (to its whole process group when ``group``,
-    as a terminal's Ctrl-C); its stderr once it exited (at most ``timeout`` seconds)."""
+    as a terminal's Ctrl-C); its stderr once it exited (at most ``timeout`` seconds), or
+    (stdout, stderr) ``with_stdout``."""
     time.sleep(settle)
     if group:
         os.killpg(proc.pid, sig)
     else:
         proc.send_signal(sig)
-    _out, err = proc.communicate(timeout=timeout)
-    return err
+    out, err = proc.communicate(timeout=timeout)
+    return (out, err) if with_stdout else err
