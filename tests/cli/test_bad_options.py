@@ -19,8 +19,8 @@ import subprocess
 
 import pytest
 
-from failure_support import REPO, small_series, small_target, tree_digest
 from support.cli import in_process
+from support.failures import REPO, small_series, small_target, tree_digest
 
 FLAGS = {
     "json",

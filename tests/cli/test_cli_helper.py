@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from failure_support import GOOD, small_series, small_target, tree_digest
 from support import cli
+from support.failures import GOOD, small_series, small_target, tree_digest
 
 ELAPSED = re.compile(r'"elapsed": [0-9.e-]+')
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from failure_support import REPO, invoke, small_series, small_target
 from support import cli
 from support.cli import patchkit_command
+from support.failures import REPO, invoke, small_series, small_target
 
 
 def patchkit(args, cwd: Path, home: Path | None = None) -> subprocess.CompletedProcess:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import make_series, write_tree
-from failure_support import GOOD, ORIG, REPO, invoke, small_series, small_target
 from support.cli import patchkit_command
+from support.engine import make_series, write_tree
+from support.failures import GOOD, ORIG, REPO, invoke, small_series, small_target
 
 TABLES = REPO / "docs" / "tasks.md"
 PLACEHOLDER = r"<[^>]+>|…|\b(?:R|D|T|N|S|P|FILE|PATCH|PREFIX|DIR|LINE)\b"

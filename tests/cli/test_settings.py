@@ -28,7 +28,7 @@ def test_defaults_live_once():
         PATCHKIT_DEFAULTS["timeout"],
         PATCHKIT_DEFAULTS["keep_journal"],
     )
-    from failure_support import REPO
+    from support.failures import REPO
 
     text = (REPO / "patchkit" / "tasks.py").read_text()
     assert 'ns.configure({"patchkit": dict(PATCHKIT_DEFAULTS)})' in text

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import LocalTransport
+from support.engine import git_diff, make_series, read_tree, write_tree
 
 pytestmark = [pytest.mark.slow]
 

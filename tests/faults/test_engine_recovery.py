@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import busybox_local, git, git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import LocalTransport
 from support.cli import invoke
+from support.engine import busybox_local, git, git_diff, make_series, read_tree, write_tree
 from test_engine_crash import AFTER, BEFORE, TOOLS, killer_transport
 
 pytestmark = [pytest.mark.sshd]

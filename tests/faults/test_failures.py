@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from failure_support import GOOD, invoke, json_doc, one_line, small_series, small_target, tree_digest
+from support.failures import GOOD, invoke, json_doc, one_line, small_series, small_target, tree_digest
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ def test_json_is_always_one_document(tree, series, tmp_path, case):
 
 @pytest.mark.wheels  # sglang_installed reads the 0.5.10 wheel
 def test_wrong_release_says_installed_and_pinned_first(tmp_path):
-    from upstream_fixtures import sglang_installed
+    from support.upstream import sglang_installed
 
     site = sglang_installed("0.5.10", tmp_path / "site")
     before = tree_digest(site)
@@ -145,7 +145,7 @@ def _read_only(tree, *invoke_args):
     import subprocess
     import sys
 
-    from failure_support import REPO
+    from support.failures import REPO
 
     probe = subprocess.run(["unshare", "-m", "--", "true"], capture_output=True)
     if probe.returncode != 0:
@@ -234,7 +234,7 @@ TWO_HUNK_PATCH = (
     ],
 )
 def test_bad_counts_and_junk_name_the_right_line(tmp_path, bad, blamed):
-    from engine_support import make_series, write_tree
+    from support.engine import make_series, write_tree
 
     root = tmp_path / "target"
     write_tree(root, {"pkg/m.py": TWO_HUNKS})
@@ -270,7 +270,7 @@ def _import_all(root):
 def test_revert_removes_bytecode_and_status_reports_leftovers(tmp_path):
     import py_compile
 
-    from engine_support import make_series, write_tree
+    from support.engine import make_series, write_tree
 
     root = tmp_path / "target"
     write_tree(root, {"pkg/__init__.py": b"", "pkg/m.py": PY_ORIG})
@@ -308,10 +308,10 @@ def test_status_mentions_the_trash_a_forced_revert_left(tree, series):
 
 
 def test_rebased_headers_name_the_new_release():
-    from failure_support import REPO
     from patchkit.author.rebase import _renamed_release
     from patchkit.author.rebase_result import Source
     from patchkit.engine.series import load_series
+    from support.failures import REPO
 
     pin = load_series(str(REPO / "patches/sglang-v0.5.9")).pin
     raw = (REPO / "patches/sglang-v0.5.9/0008-v2-cycle.patch").read_bytes()
@@ -325,7 +325,7 @@ def test_rebased_headers_name_the_new_release():
 
 
 def test_series_auto_over_ssh_logs_in_once_without_a_persisting_master(sshd, tmp_path):
-    from upstream_fixtures import sglang_installed
+    from support.upstream import sglang_installed
 
     site = sglang_installed("0.5.9", tmp_path / "site")
     before = sshd.accepted()

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.errors import TransportError
 from patchkit.transport import parse_target
-from sshd_support import silent_port_times_out
+from support.engine import git_diff, make_series, read_tree, write_tree
+from support.sshd import silent_port_times_out
 from test_engine_crash import AFTER, BEFORE, TOOLS, assert_each_file_whole
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
@@ -409,7 +409,7 @@ def test_host_down_after_a_master_says_refused(sshd_factory, tmp_path, stale):
 
 
 def test_auth_failure_with_a_stale_socket_says_permission_denied(sshd, tmp_path):
-    from sshd_support import make_client_config, make_keys
+    from support.sshd import make_client_config, make_keys
 
     good = _shared(sshd, tmp_path)
     good.run(b"true")

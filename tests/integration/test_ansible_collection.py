@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from sshd_support import start_fleet
-from upstream_fixtures import SERIES_059, sglang_installed
+from support.sshd import start_fleet
+from support.upstream import SERIES_059, sglang_installed
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from failure_support import small_series, small_target, tree_digest
+from support.failures import small_series, small_target, tree_digest
 
 pytest.importorskip("ansible", reason="ansible-core not installed (pip install 'patchkit[ansible]')")
 

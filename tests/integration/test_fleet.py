@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import parse_target
-from sshd_support import free_port, start_fleet
 from support.cli import invoke
+from support.engine import git_diff, make_series, read_tree, write_tree
+from support.sshd import free_port, start_fleet
+from support.upstream import SERIES_059, sglang_installed
 from test_engine_crash import AFTER as MULTI_AFTER, BEFORE as MULTI_BEFORE
-from upstream_fixtures import SERIES_059, sglang_installed
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import read_tree
 from patchkit import ops
 from patchkit.engine import autoseries
 from patchkit.transport import LocalTransport, parse_target
 from support.cli import invoke as support_invoke
-from upstream_fixtures import sglang_installed
+from support.engine import read_tree
+from support.upstream import sglang_installed
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import read_tree
 from support import cli
-from upstream_fixtures import sglang_installed
+from support.engine import read_tree
+from support.upstream import sglang_installed
 
 pytestmark = [pytest.mark.wheels]
 

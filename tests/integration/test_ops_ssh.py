@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.transport import parse_target
 from support.cli import invoke
+from support.engine import git_diff, make_series, read_tree, write_tree
+from support.upstream import SERIES_059, sglang_installed
 from test_engine_crash import AFTER as MULTI_AFTER, BEFORE as MULTI_BEFORE
-from upstream_fixtures import SERIES_059, sglang_installed
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 

@@ -22,7 +22,7 @@ from patchkit import ops
 from patchkit.profile import run_default
 from patchkit.profile.site import DEFAULT_SERIES, site_state
 from support.cli import interrupt, invoke, module, popen_module
-from upstream_fixtures import REPO
+from support.upstream import REPO
 
 PHASE_TIMER = "transformers/generation/phase_timer.py"
 TOP_PHASES = ["draft", "verify", "accept", "kv_crop", "update_strategy", "bookkeeping"]

@@ -1,7 +1,7 @@
 """profile.remote against a real sshd on loopback, with stand-in server and benchmark commands.
 
 The targets are installed-layout trees made from the real sglang 0.5.9 wheel; the stand-in
-server (tests/standin_server.py) imports the timing runtime that the series adds to that tree
+server (tests/support/standin_server.py) imports the timing runtime that the series adds to that tree
 and writes timing files for two ranks through it. What is real here: SSH (OpenSSH client and
 server), the engine's verify/apply/revert/status, the remote agent's job control (sessions,
 process groups, signals, reaping), the /health wait, fetching, the report. What is a stand-in:
@@ -24,14 +24,14 @@ from patchkit import ops
 from patchkit.errors import InvalidInput, PatchkitError
 from patchkit.profile.bench_output import parse_bench_output
 from patchkit.profile.remote import RemoteConfig, run_remote
-from sshd_support import free_port
 from support.cli import interrupt, invoke_with_config, popen_module, wait_for
-from upstream_fixtures import SERIES_059, sglang_installed, v1_part
+from support.sshd import free_port
+from support.upstream import SERIES_059, sglang_installed, v1_part
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 
 REPO = Path(__file__).resolve().parents[2]
-STANDIN = Path(__file__).resolve().parents[1] / "standin_server.py"
+STANDIN = Path(__file__).resolve().parents[1] / "support" / "standin_server.py"
 PY, ST = shlex.quote(sys.executable), shlex.quote(str(STANDIN))
 PHASES = (
     "draft",
@@ -619,7 +619,7 @@ def _logged_literals(version: str) -> list[str]:
     """The string literals of server_args.py in the real sglang wheel that name spec v1/v2."""
     import ast
 
-    from upstream_fixtures import sglang_files
+    from support.upstream import sglang_files
 
     text = sglang_files(version, ["sglang/srt/server_args.py"])["sglang/srt/server_args.py"]
     out = []

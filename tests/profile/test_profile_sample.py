@@ -1,7 +1,7 @@
 """--sample N on profile.remote and profile.run (PATCHKIT_TIMER_SAMPLE on the server / workload).
 
 The remote flow runs against a local directory target (no SSH needed) with the stand-in
-server of tests/standin_server.py, which imports the runtime the series put into the tree.
+server of tests/support/standin_server.py, which imports the runtime the series put into the tree.
 """
 
 from __future__ import annotations

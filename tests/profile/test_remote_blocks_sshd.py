@@ -13,7 +13,7 @@ import shlex
 import pytest
 
 from patchkit.profile.remote import RemoteConfig, run_remote_sweep
-from sshd_support import free_port
+from support.sshd import free_port
 from test_profile_remote import settings, state_of
 from test_remote_budget import _alive_port_pids, host_commands, quiet, sweep_doc, two_trees
 

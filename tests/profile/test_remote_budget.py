@@ -4,7 +4,7 @@ fit the budget, the plan of more runs, the spread cache, one server per GPU at o
 CUDA_VISIBLE_DEVICES and port, a failing GPU recorded), the per-phase companion verdict.
 
 The sweeps run on local directory targets (no sshd) with the stand-in server and benchmark of
-tests/standin_server.py: ``--tok-s R`` sets a point's throughput, the benchmark reports it
+tests/support/standin_server.py: ``--tok-s R`` sets a point's throughput, the benchmark reports it
 times exp(N(0, 2 %)) seeded from a counter file (the same numbers on every run), ``--gpu-factor``
 makes a GPU faster, ``--fail-on-gpu`` breaks one, ``--verify-scale`` slows a point's verify;
 ``--root-factor`` and ``--fail-on-root`` do the same for a target (``--blocks hosts``), keyed by
@@ -31,9 +31,9 @@ from patchkit.profile.remote.spread import cache_key, cache_path, measured_sprea
 from patchkit.profile.remote.sweep import run_remote_sweep
 from patchkit.profile.verdict import CYCLE, phase_comparison
 from support.cli import interrupt, popen_module, wait_for
+from support.upstream import sglang_installed
 from test_profile_remote import PY, SPEC, ST, assert_cleaned, settings, state_of
 from test_remote_sweep import _set_rate, argv_of
-from upstream_fixtures import sglang_installed
 
 
 @pytest.fixture
@@ -396,7 +396,7 @@ def test_gpus_serve_points_at_once_each_with_its_device_and_port(tmp_path, budge
     its CUDA_VISIBLE_DEVICES and port base+index (the literal --port of both commands
     rewritten); over two rounds each point ran on both GPUs; the decision pairs by block and
     the faster GPU (x1.2) shows in the block effects, not in the verdict."""
-    from sshd_support import free_port
+    from support.sshd import free_port
 
     base = free_port()
     given = gpu_commands(tmp_path, base, "--gpu-factor 1=1.2")
@@ -448,7 +448,7 @@ def test_gpus_serve_points_at_once_each_with_its_device_and_port(tmp_path, budge
 def test_a_failing_gpu_is_recorded_and_the_sweep_goes_on(tmp_path, budget_tree):
     """GPU 1's servers exit at start (an ECC error): every point's run there is recorded with
     its error and block, the runs on GPU 0 count, the sweep ends normally and says so."""
-    from sshd_support import free_port
+    from support.sshd import free_port
 
     given = gpu_commands(tmp_path, free_port(), "--fail-on-gpu 1")
     cfg = local(
@@ -474,7 +474,7 @@ def test_ctrl_c_stops_every_gpu_and_reverts(tmp_path, budget_tree):
     """A real profile process, --gpus 0,1: one point's server hangs in /generate (PK_HANG) while
     the other GPU serves the other point; SIGINT: exit 130, both GPUs' servers stopped, the tree
     reverted, sweep.json says interrupted."""
-    from sshd_support import free_port
+    from support.sshd import free_port
 
     hang = tmp_path / "hanging"
     given = settings(
@@ -509,7 +509,7 @@ def test_ctrl_c_stops_every_gpu_and_reverts(tmp_path, budget_tree):
 def test_gpus_through_sshd(tmp_path, sshd, budget_tree):
     """The same over a real SSH target: each GPU's runs ride their own copy of the transport,
     at the same time; revert and cleanup as always."""
-    from sshd_support import free_port
+    from support.sshd import free_port
 
     base = free_port()
     cfg = RemoteConfig.from_mapping(
@@ -599,7 +599,7 @@ def host_commands(tmp_path: Path, base: int, extra: str = "") -> dict:
 
 
 def two_trees(tmp_path: Path) -> tuple[Path, Path]:
-    from upstream_fixtures import sglang_installed
+    from support.upstream import sglang_installed
 
     return (
         sglang_installed("0.5.9", tmp_path / "host-a" / "site-packages"),
@@ -620,7 +620,7 @@ def test_hosts_as_blocks_serve_points_at_once_and_the_decision_pairs_by_host(tmp
     base+index; over four rounds each point ran twice on each target; runs' block is the
     target's label; the faster host shows in the block effects, not in the verdict; the series
     was applied and reverted on both targets once."""
-    from sshd_support import free_port
+    from support.sshd import free_port
 
     a, b = two_trees(tmp_path)
     base = free_port()
@@ -685,7 +685,7 @@ def test_a_failing_host_is_recorded_and_the_sweep_goes_on(tmp_path):
     """The second target's servers exit at start: every point's run there is recorded with its
     error and block (the target's label), the runs on the first count, the sweep ends
     normally, and both targets are reverted."""
-    from sshd_support import free_port
+    from support.sshd import free_port
 
     a, b = two_trees(tmp_path)
     given = host_commands(tmp_path, free_port(), f"--fail-on-root {shlex.quote(str(b))}")

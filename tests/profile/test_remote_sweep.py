@@ -1,6 +1,6 @@
 """profile.remote --matrix / --baseline: the server command rewriting (unit, checked by a real sh),
 the matrix, and the sweep through the real loopback sshd with the stand-in server and benchmark
-(tests/standin_server.py): one server per point, env: keys, a failing point, revert always
+(tests/support/standin_server.py): one server per point, env: keys, a failing point, revert always
 (also on SIGINT and SIGTERM to a real process mid-sweep), the sweep table, the baseline ratio."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from patchkit.profile.remote.server_args import (
 )
 from patchkit.profile.remote.sweep import render_sweep, run_remote_sweep
 from support.cli import interrupt, invoke_with_config, popen_module, wait_for
+from support.upstream import sglang_installed
 from test_profile_remote import (
     assert_cleaned,
     bench_cmd,
@@ -33,7 +34,6 @@ from test_profile_remote import (
     settings,
     state_of,
 )
-from upstream_fixtures import sglang_installed
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 

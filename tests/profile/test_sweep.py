@@ -19,7 +19,7 @@ from patchkit.profile import ensure_site, parse_matrix, run_sweep
 from patchkit.profile.site import DEFAULT_SERIES
 from patchkit.profile.sweep import expand, render
 from support.cli import invoke
-from upstream_fixtures import default_wheelhouse
+from support.upstream import default_wheelhouse
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +219,7 @@ def test_repeated_sweep_rotates_warms_up_and_gives_a_verdict(site, tmp_path):
 def test_cli_repeat_and_no_warmup_reach_the_sweep(tmp_path):
     """invoke profile.sweep passes --repeat through (a bad one: exit 2, nothing made)."""
 
-    from upstream_fixtures import REPO
+    from support.upstream import REPO
 
     proc = invoke(
         "-r",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from failure_support import invoke
+from support.failures import invoke
 from support.timing_files import host_timing_files
 
 

@@ -15,12 +15,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from ast_support import is_inserted, strip_inserted
 from patchkit import ops
 from patchkit.author import authoring, rebase as rb, seriesgen, upstream
 from patchkit.engine.diffparse import parse_patch
+from support.ast_checks import is_inserted, strip_inserted
 from support.series import patch_text
-from upstream_fixtures import (
+from support.upstream import (
     REPO,
     SERIES_059,
     V2_APPENDED,

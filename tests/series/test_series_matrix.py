@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from ast_support import is_inserted, strip_inserted, timer_calls_by_function
 from patchkit import ops
 from patchkit.author import authoring, seriesgen, sglang_releases as rel, timerplace, upstream
 from patchkit.engine import autoseries
+from support.ast_checks import is_inserted, strip_inserted, timer_calls_by_function
 
 pytestmark = [pytest.mark.wheels, pytest.mark.slow]
 

@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from ast_support import strip_inserted, timer_calls_by_function
 from patchkit.author import authoring, upstream
+from support.ast_checks import strip_inserted, timer_calls_by_function
 from support.series import exported, patch_text
-from upstream_fixtures import (
+from support.upstream import (
     COMMIT_059,
     EAGLE_WORKER,
     EAGLE_WORKER_V2,

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from ast_support import strip_inserted, timer_calls_by_function
 from patchkit import ops
 from patchkit.author import authoring, upstream
+from support.ast_checks import strip_inserted, timer_calls_by_function
 from support.series import exported, patch_text
-from upstream_fixtures import REPO, default_wheelhouse, git
+from support.upstream import REPO, default_wheelhouse, git
 
 pytestmark = [pytest.mark.wheels]
 

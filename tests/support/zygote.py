@@ -26,7 +26,8 @@ import sys
 import threading
 import traceback
 
-BASE_PATH = sys.path[1:]  # without this script's folder: what `python -m` adds to comes after
+del sys.path[0]  # this script's folder (tests/support): its modules are no command's
+BASE_PATH = list(sys.path)  # what `python -m` puts the current folder and PYTHONPATH before
 
 
 def _run_module(module: str, args: list[str]) -> int:

@@ -442,7 +442,7 @@ _pt.cycle_begin(); _pt.begin("replay", graph=True); g.replay(); _pt.end("replay"
 
 # ---- durability, A/B, NVTX; the events mode on a CPU through a stand-in torch ----------
 
-FAKE_TORCH = Path(__file__).resolve().parents[1] / "fake_cuda_torch.py"
+FAKE_TORCH = Path(__file__).resolve().parents[1] / "support" / "fake_cuda_torch.py"
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 Each scenario runs the runtime in a fresh interpreter, copied alone into a folder as a
 series inserts it (helpers from test_timing_runtime). The events mode runs through the
-CUDA stand-in of tests/fake_cuda_torch.py (no GPU here).
+CUDA stand-in of tests/support/fake_cuda_torch.py (no GPU here).
 """
 
 import json

@@ -14,7 +14,7 @@ from patchkit.errors import InvalidInput
 from patchkit.transport.inventory import inventory_transports, load_inventory, resolve_host
 from patchkit.transport.ssh import SshTransport
 from support.cli import invoke
-from upstream_fixtures import SERIES_059, sglang_installed
+from support.upstream import SERIES_059, sglang_installed
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 

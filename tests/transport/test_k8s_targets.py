@@ -1,7 +1,7 @@
 """Kubernetes pods by label: `--target k8s:NAMESPACE/SELECTOR:ROOT` as one all-or-nothing fleet.
 
 There is no Kubernetes cluster here (nor on CI), so `kubectl` is a stand-in
-(tests/kubectl_standin.py): it serves `get pods` from a JSON list of pods with labels and phases,
+(tests/support/kubectl_standin.py): it serves `get pods` from a JSON list of pods with labels and phases,
 filtering by the label selector as the API server does, and runs `exec` in each pod's own folder,
 bind-mounted at the same absolute path in a private mount namespace (`unshare -m`). Everything
 else is real: the invoke tasks, the target program under `sh`, sglang 0.5.9's files from its
@@ -23,7 +23,7 @@ from patchkit.transport import parse_target
 from patchkit.transport.inventory import inventory_transports
 from patchkit.transport.k8s import check_context, parse_k8s
 from support.cli import invoke as support_invoke
-from upstream_fixtures import sglang_installed
+from support.upstream import sglang_installed
 
 pytestmark = [pytest.mark.wheels]
 
@@ -82,7 +82,7 @@ def cluster(tmp_path, pristine):
     (base / "mountpoint").write_text(str(mnt))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    shutil.copy(REPO / "tests" / "kubectl_standin.py", bin_dir / "kubectl")
+    shutil.copy(REPO / "tests" / "support" / "kubectl_standin.py", bin_dir / "kubectl")
     (bin_dir / "kubectl").chmod(0o755)
     return {
         "base": base,

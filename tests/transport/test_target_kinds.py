@@ -14,7 +14,6 @@ import os
 import pytest
 from invoke import Config, Context
 
-from engine_support import git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.errors import InvalidInput
 from patchkit.settings import PATCHKIT_DEFAULTS
@@ -29,6 +28,7 @@ from patchkit.transport import (
     target_kinds,
     unregister_kind,
 )
+from support.engine import git_diff, make_series, read_tree, write_tree
 
 # ---- the toy kind: everything it is, in one place -------------------------------------------
 

@@ -16,7 +16,7 @@ from patchkit.errors import InvalidInput, TransportError
 from patchkit.transport import LocalTransport, parse_target
 from patchkit.transport.execprefix import ExecTransport
 from patchkit.transport.remote import parse_remote_target
-from sshd_support import make_busybox_dir
+from support.sshd import make_busybox_dir
 
 
 def test_docker_url_argv():

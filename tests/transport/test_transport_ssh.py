@@ -17,8 +17,8 @@ from patchkit.errors import InvalidInput, TransportError
 from patchkit.transport import parse_target
 from patchkit.transport.remote import parse_remote_target
 from patchkit.transport.ssh import SshTransport
-from sshd_support import free_port, make_client_config, make_keys, silent_port_times_out
 from support.cli import invoke
+from support.sshd import free_port, make_client_config, make_keys, silent_port_times_out
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 
@@ -469,7 +469,7 @@ def masters_running(control_dir) -> list[int]:
 def test_four_invocations_one_connection(sshd, tmp_path, ssh_control_dir, persist, connections):
     """verify, apply, status, revert as four `invoke` runs: one login in sshd's log (default
     ssh_persist 60 s), four with --ssh-persist 0; the tree is back to its bytes either way."""
-    from upstream_fixtures import SERIES_059, sglang_installed
+    from support.upstream import SERIES_059, sglang_installed
 
     root = sglang_installed("0.5.9", tmp_path / "site-packages")
     worker = root / "sglang/srt/speculative/eagle_worker.py"

@@ -8,10 +8,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from engine_support import make_series, write_tree
 from support import cli
+from support.engine import make_series, write_tree
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ORIG = b"".join(b"line %d\n" % i for i in range(1, 21))
 GOOD = (
     b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"

@@ -16,7 +16,7 @@ import pytest
 
 from patchkit.author import upstream
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SERIES_059 = REPO / "patches" / "sglang-v0.5.9"
 EAGLE_WORKER = "python/sglang/srt/speculative/eagle_worker.py"
 EAGLE_WORKER_WHEEL = "sglang/srt/speculative/eagle_worker.py"
