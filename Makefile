@@ -29,8 +29,10 @@ $(STAMP): pyproject.toml
 	@echo "installed; next time this step is skipped until pyproject.toml changes"
 	@touch $(STAMP)
 
+# The whole suite, spread over the cores by pytest-xdist (a test file per worker: its module
+# fixtures built once; every sshd on a port of its own, every test in folders of its own).
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # The fast subset: no sshd, no wheels, nothing slow (markers in pyproject.toml, carried by the
 # tests themselves and by tests/conftest.py's shared fixtures); an unmarked test that would need
