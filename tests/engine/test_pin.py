@@ -11,7 +11,7 @@ from patchkit.errors import InvalidInput
 from patchkit.pin import Pin, PinnedFile, format_pin, parse_pin, read_pin, write_pin
 from patchkit.upstream import PinData, PinFile
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHA = "ab" * 32
 
 
