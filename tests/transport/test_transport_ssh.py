@@ -422,14 +422,26 @@ def test_killed_ssh_client_is_a_transport_error(sshd, tmp_path, reuse):
     # What fault injection meets: the error comes at once, but sshd does not stop a remote
     # program that no longer writes anything (no pty, no SIGHUP): it runs to its end. Target
     # programs must therefore be safe to finish unattended (and die on SIGPIPE if they write).
-    marker = tmp_path / "late"
+    # The client is killed once the remote program has started (its `began` file), not at a
+    # fixed 0.5 s: on a loaded machine the login can take longer than that, and a client killed
+    # before the program starts leaves nothing running to check.
+    marker, began = tmp_path / "late", tmp_path / "began"
     t = ssh_target(sshd, tmp_path, reuse=reuse)
     t.run(b"true")  # with reuse: the master is up, the next client is a mux client
-    t.on_start = lambda proc: threading.Timer(0.5, proc.kill).start()
-    start = time.monotonic()
+    killed_at = []
+
+    def kill_once_started(proc):
+        deadline = time.monotonic() + 30
+        while not began.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        killed_at.append(time.monotonic())
+        proc.kill()
+
+    t.on_start = lambda proc: threading.Thread(target=kill_once_started, args=(proc,)).start()
+    remote = f"touch {shlex.quote(str(began))}; echo started; sleep 1.5; touch {shlex.quote(str(marker))}"
     with pytest.raises(TransportError, match="killed by signal 9"):
-        t.run(f"echo started; sleep 1.5; touch {shlex.quote(str(marker))}".encode())
-    assert time.monotonic() - start < 1.4
+        t.run(remote.encode())
+    assert began.exists() and time.monotonic() - killed_at[0] < 0.9  # at once, as before: 0.5 + 0.9 s
     assert not marker.exists()
     deadline = time.monotonic() + 5
     while not marker.exists() and time.monotonic() < deadline:
