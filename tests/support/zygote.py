@@ -9,6 +9,11 @@ descriptors, folder, environment and sys.path as ``python -m`` would set them up
 as ``__main__`` (runpy, as ``-m`` does), waits for its threads, runs its atexit functions and
 exits with the code Python would. The helper answers with the pid, then with the wait status.
 The zygote ends when the test process does (the lifeline pipe closes).
+
+What an interpreter settles at its own startup from the environment (the standard streams'
+encoding, PYTHON* variables other than PYTHONPATH, sitecustomize) is the zygote's, taken from
+the test process's environment: a test about those runs its command with
+``support.cli.module(..., fresh=True)``.
 """
 
 from __future__ import annotations
