@@ -29,12 +29,17 @@ $(STAMP): pyproject.toml
 	@echo "installed; next time this step is skipped until pyproject.toml changes"
 	@touch $(STAMP)
 
-# The whole suite, one test at a time: its sshd, stand-in server and sweep tests time real
-# processes, and a second worker on the same cores adds noise they were not built for (under
-# xdist on this 2-core machine a per-phase verdict listed another phase first); the fast subset
-# and the test-series / test-faults targets below are spread over the cores.
+# The whole suite in two passes: everything but tests/profile spread over the cores by
+# pytest-xdist (a test file per worker: its module fixtures built once; every sshd on a port of
+# its own), then tests/profile one test at a time: its sweeps time stand-in servers and decide
+# between them, and a second worker on the same cores adds noise those verdicts were not built
+# for (under xdist on this 2-core machine one listed another phase first). Both passes always
+# run; the target fails when either does.
 test: setup
-	$(BIN)/python -m pytest -q
+	@status=0; \
+	$(BIN)/python -m pytest -q -n auto --dist loadfile --ignore=tests/profile || status=1; \
+	$(BIN)/python -m pytest -q tests/profile || status=1; \
+	exit $$status
 
 # The fast subset: no sshd, no wheels, nothing slow (markers in pyproject.toml, carried by the
 # tests themselves and by tests/conftest.py's shared fixtures); an unmarked test that would need
