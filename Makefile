@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 APT_PACKAGES := openssh-server busybox quilt
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: setup system-deps test test-fast series-check profile-run lint format bench clean
+.PHONY: setup system-deps test test-fast test-series test-faults series-check profile-run lint format bench clean
 
 setup: system-deps $(STAMP)
 
@@ -29,19 +29,40 @@ $(STAMP): pyproject.toml
 	@echo "installed; next time this step is skipped until pyproject.toml changes"
 	@touch $(STAMP)
 
+# The whole suite in two passes: everything but tests/profile spread over the cores by
+# pytest-xdist (a test file per worker: its module fixtures built once; every sshd on a port of
+# its own), then tests/profile one test at a time: its sweeps time stand-in servers and decide
+# between them, and a second worker on the same cores adds noise those verdicts were not built
+# for (under xdist on this 2-core machine one listed another phase first). Both passes always
+# run; the target fails when either does.
 test: setup
-	$(BIN)/python -m pytest -q
+	@status=0; \
+	$(BIN)/python -m pytest -q -n auto --dist loadfile --ignore=tests/profile || status=1; \
+	$(BIN)/python -m pytest -q tests/profile || status=1; \
+	exit $$status
 
 # The fast subset: no sshd, no wheels, nothing slow (markers in pyproject.toml, carried by the
 # tests themselves and by tests/conftest.py's shared fixtures); an unmarked test that would need
 # one of them fails here.
+# Spread over the cores by pytest-xdist, a test file per worker (its module fixtures built once).
 test-fast: setup
-	PATCHKIT_TEST_FAST=1 $(BIN)/python -m pytest -q -m "not sshd and not wheels and not slow"
+	PATCHKIT_TEST_FAST=1 $(BIN)/python -m pytest -q -n auto --dist loadfile -m "not sshd and not wheels and not slow"
+
+# The tests live in a folder per layer (tests/conftest.py lists them): cli, engine, author,
+# report, profile, timing, transport, plus integration, faults, series and project. Two of them
+# run apart as well: the shipped series against their pinned wheels (tests/series: the wheel
+# matrix, fetched once into .cache/), and the fault tests (tests/faults: crash instants, kills
+# at every command, misbehaving sshd, failures as the CLI reports them).
+test-series: setup
+	$(BIN)/python -m pytest -q -n auto --dist loadfile tests/series
+
+test-faults: setup
+	$(BIN)/python -m pytest -q -n auto --dist loadfile tests/faults
 
 # Every shipped sglang series against its release's wheel (fetched once by pinned sha256 into
 # .cache/), both layouts, and the coverage table (release x worker file -> phases).
 series-check: setup
-	$(BIN)/python -m pytest -q -s tests/author/test_series_matrix.py
+	$(BIN)/python -m pytest -q -s tests/series/test_series_matrix.py
 
 profile-run: setup
 	$(BIN)/invoke profile.run

@@ -9,7 +9,7 @@ exact match, then the checked three-way merge, then structural placement of time
 (merged+checked), by structure, left for a person (needs attention), the relocated hunks with
 an added line outside the function it timed (text oracle, function by indentation; renamed and
 moved functions of sglang_releases.rebase_aliases count as the same), and two independent checks of
-every relocated hunk (tests/rebase_oracle.py): the text oracle (no AST: function by
+every relocated hunk (tests/support/rebase_oracle.py): the text oracle (no AST: function by
 indentation, the neighbouring statements by their first words, compared with the old patched
 file; it flags a line whose neighbour upstream rewrote, which may still be right), and, where
 patches/sglang-vRELEASE is a hand-made series pinned to the same text, whether each relocated
@@ -39,8 +39,8 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from patchkit.author import rebase as rb, upstream  # noqa: E402
 from patchkit.author.sglang_releases import rebase_aliases  # noqa: E402
 from patchkit.engine.series import load_series  # noqa: E402
-from rebase_oracle import hand_disagreements, left_function, misplaced  # noqa: E402
-from upstream_fixtures import V2_APPENDED, v1_part  # noqa: E402
+from support.rebase_oracle import hand_disagreements, left_function, misplaced  # noqa: E402
+from support.upstream import V2_APPENDED, v1_part  # noqa: E402
 
 # Every shipped sglang series onto the releases either side of it.
 PAIRS = "0.5.9:0.5.8,0.5.9:0.5.10,0.5.10:0.5.9,0.5.10:0.5.11,0.5.12:0.5.11,0.5.12:0.5.13,0.5.23:0.5.22"

@@ -24,7 +24,7 @@ bound (every host's handshake and sh/sed work runs here), not a network one.
 
 Reusable pieces:
     start_sshd(count, kex=)      -> SshdFleet (servers, client_config, aliases); .stop()
-    make_client_config(...)      the ssh_config writer from tests/sshd_support.py
+    make_client_config(...)      the ssh_config writer from tests/support/sshd.py
     transport_for(fleet, alias, root, **options)
     bare_ssh_argv(fleet, alias)  the bare `ssh … true` argv with the transport's own options
     bare_ssh_true_median(fleet, alias, n)
@@ -47,11 +47,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import sshd_support  # noqa: E402
 from patchkit import ops  # noqa: E402
 from patchkit.author import upstream  # noqa: E402
 from patchkit.transport import parse_target  # noqa: E402
-from sshd_support import make_client_config  # noqa: E402,F401  (re-exported for reuse)
+from support import sshd as sshd_support  # noqa: E402
+from support.sshd import make_client_config  # noqa: E402,F401  (re-exported for reuse)
 
 SERIES = ROOT / "patches" / "sglang-v0.5.9"
 WORKER = "sglang/srt/speculative/eagle_worker.py"

@@ -14,13 +14,31 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 sys.path.insert(0, os.path.dirname(__file__))
-# tests mirror the package: tests/engine/ (apply pipeline), tests/author/ (authoring side), the
-# rest here; the support modules and the crash tests' sample series are shared across them
-for _room in ("engine", "author"):
+# One room per package of patchkit/ (cli: the tasks, options and exit boundary; engine, author,
+# report, profile, timing, transport), plus integration (several layers at once: fleets, the
+# installed command, Ansible), faults (crash instants, kills, failures), series (the shipped
+# series against their wheels) and project (the whole tree: layering, the Python floor). The
+# helpers are the package support/ (tests/ is on sys.path); a test module may also import
+# another's helpers by its name (`from test_profile_remote import settings`), so every room is
+# on sys.path.
+ROOMS = (
+    "cli",
+    "engine",
+    "author",
+    "report",
+    "profile",
+    "timing",
+    "transport",
+    "integration",
+    "faults",
+    "series",
+    "project",
+)
+for _room in ROOMS:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), _room))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-pytest_plugins = ["upstream_fixtures", "sshd_support"]  # shared fixtures, one instance each
+pytest_plugins = ["support.upstream", "support.sshd"]  # shared fixtures, one instance each
 
 
 # Markers (registered in pyproject.toml): a test module that needs a real sshd, real wheels or a
@@ -55,8 +73,8 @@ def _fast_subset_guard(request, monkeypatch):
     (starts an sshd) in this process fails, naming the marker it lacks."""
     if os.environ.get("PATCHKIT_TEST_FAST") != "1":
         return
-    import sshd_support
     from patchkit.author import upstream
+    from support import sshd as sshd_support
 
     def refuse(marker):
         def stop(*args, **kwargs):

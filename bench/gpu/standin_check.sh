@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU harness's stages on this CPU machine: run_h200.sh's own profile.remote invocations
-# against the tests' stand-in server and benchmark (tests/standin_server.py, which times its fake
+# against the tests' stand-in server and benchmark (tests/support/standin_server.py, which times its fake
 # EAGLE cycles through the real runtime of the patched tree), on a pristine SGLang 0.5.12 tree
 # built from the cached wheel, then collect.py on the run folders. No GPU, no models.
 #
@@ -17,11 +17,11 @@ if [ ! -d "$CHECK/site/sglang" ]; then
   PYTHONPATH=$ROOT:$ROOT/tests "$PY" -c "
 import sys
 from pathlib import Path
-from upstream_fixtures import sglang_installed
+from support.upstream import sglang_installed
 sglang_installed('0.5.12', Path(sys.argv[1]))" "$CHECK/site" || exit 1
 fi
 export PATH=$(dirname "$PY"):$PATH        # python3 in run_h200.sh: the checkout's venv
-ST=$ROOT/tests/standin_server.py
+ST=$ROOT/tests/support/standin_server.py
 export SITE=$CHECK/site WORK=$CHECK/work OUT=$CHECK/out BUDGET=${BUDGET:-3000} SRV_S=${SRV_S:-5}
 export H_SERVER=${H_SERVER:-"PYTHONPATH=\"\$PATCHKIT_TARGET_ROOT\" exec python3 $ST serve --port \"\$PATCHKIT_SERVER_PORT\""}
 export H_SERVER8B=$H_SERVER

@@ -1,6 +1,6 @@
 """Every SGLang release 0.5.1 ... 0.5.23 (with its .postN releases) and the series that times it.
 
-The data the series generator (patchkit.author.seriesgen), the matrix check (tests/test_series_matrix.py,
+The data the series generator (patchkit.author.seriesgen), the matrix check (tests/series/test_series_matrix.py,
 ``make series-check``) and ``--series auto`` share. A release's *timed files* are the EAGLE worker
 files it ships: ``eagle_worker.py`` (EAGLEWorker, "spec v1"), ``eagle_worker_v2.py``
 (EAGLEWorkerV2, from 0.5.3.post2) and ``eagle_worker_common.py`` (verify code moved there in

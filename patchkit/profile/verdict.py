@@ -31,7 +31,7 @@ The method, and why:
   ``ratio_ci`` is the 95% Welch interval of the difference of mean logs, exponentiated.
   With one repetition there is no interval (None) and no verdict can be significant.
 
-Power (bench/verdict_power.py prints the table; tests/test_verdict.py checks the bounds):
+Power (bench/verdict_power.py prints the table; tests/profile/test_verdict.py checks the bounds):
 with a 2% coefficient of variation between server starts, 30% apart is significant at N = 3
 in every sweep; 5% apart between two points is called in about half the sweeps at N = 3 and
 in 88% at N = 5 (``DEFAULT_REPEAT``, the remote default; profile.sweep's passes in one warm

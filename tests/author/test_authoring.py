@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from patchkit.author import authoring, upstream
 from patchkit.errors import InvalidInput
-from upstream_fixtures import git
+from support.upstream import git
 
 BASE = "".join(f"line {i}\n" for i in range(1, 41))
 PATH = "python/pkg/mod.py"

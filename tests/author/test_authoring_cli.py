@@ -8,7 +8,7 @@ import pytest
 
 from patchkit import ops
 from support.cli import invoke as support_invoke
-from upstream_fixtures import EAGLE_WORKER, SERIES_059, default_wheelhouse
+from support.upstream import EAGLE_WORKER, SERIES_059, default_wheelhouse
 
 pytestmark = [pytest.mark.wheels]
 

@@ -15,7 +15,7 @@ from patchkit.engine.diffparse import parse_patch
 from patchkit.errors import InvalidInput, PatchkitError
 from support.cli import invoke
 from support.series import patch_text
-from upstream_fixtures import (
+from support.upstream import (
     EAGLE_WORKER,
     PHASE_TIMER,
     SERIES_059,
@@ -466,7 +466,7 @@ def test_tasks_patch_rebase_and_patch_diff(series_copy, tmp_path):
 
 
 def test_a_marked_hunk_between_close_neighbours_keeps_the_patch_well_formed(tmp_path):
-    from engine_support import make_series, write_tree
+    from support.engine import make_series, write_tree
 
     old = "".join(f"l{n:02}\n" for n in range(1, 25))
     patch = (

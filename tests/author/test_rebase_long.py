@@ -22,9 +22,9 @@ from patchkit.author import rebase as rb, upstream
 from patchkit.author.merge3 import changed_lines, own_placement
 from patchkit.author.relocate import apply_placements, join_lines, split_lines
 from patchkit.author.sglang_releases import rebase_aliases
-from rebase_oracle import _patches
+from support.rebase_oracle import _patches
 from support.series import patch_text
-from upstream_fixtures import SERIES_059, default_wheelhouse
+from support.upstream import SERIES_059, default_wheelhouse
 
 pytestmark = [pytest.mark.wheels, pytest.mark.slow]
 

@@ -13,14 +13,14 @@ import shutil
 
 import pytest
 
-from engine_support import git_diff, make_series, write_tree
 from patchkit import ops
 from patchkit.author import merge3, rebase as rb, upstream
 from patchkit.author.pystructure import spots
 from patchkit.engine.series import load_series
 from patchkit.errors import PatchkitError
-from rebase_oracle import hand_disagreements, misplaced
-from upstream_fixtures import SERIES_059, default_wheelhouse, sglang_checkout, v1_part
+from support.engine import git_diff, make_series, write_tree
+from support.rebase_oracle import hand_disagreements, misplaced
+from support.upstream import SERIES_059, default_wheelhouse, sglang_checkout, v1_part
 
 pytestmark = [pytest.mark.wheels, pytest.mark.slow]
 

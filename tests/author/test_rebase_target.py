@@ -15,7 +15,7 @@ from patchkit.author import rebase as rb, upstream
 from patchkit.author.targetread import target_source
 from patchkit.engine.series import load_series
 from support.cli import invoke as support_invoke
-from upstream_fixtures import EAGLE_WORKER, SERIES_059, git, sglang_checkout, sglang_installed, v1_part
+from support.upstream import EAGLE_WORKER, SERIES_059, git, sglang_checkout, sglang_installed, v1_part
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 
@@ -114,7 +114,7 @@ def test_onto_target_installed_tree_pins_the_dist_info_version(tmp_path):
     root = sglang_installed("0.5.10", tmp_path / "site-packages")
     before = snapshot(root)
     # 0.5.9's eagle_worker.py part (its appended EAGLEWorkerV2 patches have a hunk 0.5.10's
-    # rewritten code leaves to a person; tests/test_rebase_v2.py covers those)
+    # rewritten code leaves to a person; tests/author/test_rebase_v2.py covers those)
     series = v1_part(SERIES_059, tmp_path / "series")
     source = target_source(load_series(str(series)), str(root))
     assert source.version == "0.5.10" and source.commit is None
@@ -128,7 +128,7 @@ def test_onto_target_installed_tree_pins_the_dist_info_version(tmp_path):
 
 @pytest.mark.parametrize("ending", [b"\n", b""], ids=["newline", "no-final-newline"])
 def test_read_is_byte_exact_under_busybox_and_an_exec_prefix(busybox_transport, tmp_path, ending):
-    from engine_support import git_diff, make_series, write_tree
+    from support.engine import git_diff, make_series, write_tree
 
     old = b"def f():\n    a = 1\n    b = 2\n\tc = '\\\\n'  \r\n    return a" + ending
     new = old.replace(b"a = 1", b"a = 10")

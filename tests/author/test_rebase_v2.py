@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from patchkit.author import rebase as rb, upstream
-from rebase_oracle import hand_disagreements
-from upstream_fixtures import SERIES_059, V2_APPENDED, default_wheelhouse
+from support.rebase_oracle import hand_disagreements
+from support.upstream import SERIES_059, V2_APPENDED, default_wheelhouse
 
 pytestmark = [pytest.mark.wheels]
 

@@ -6,7 +6,7 @@ import shutil
 
 from patchkit.author import seriesdiff
 from patchkit.engine.diffparse import parse_patch
-from upstream_fixtures import REPO, SERIES_059
+from support.upstream import REPO, SERIES_059
 
 SERIES_0510 = REPO / "patches" / "sglang-v0.5.10"
 

@@ -5,11 +5,11 @@ timer calls."""
 
 from __future__ import annotations
 
-from engine_support import git_diff, make_series, write_tree
 from patchkit import ops
 from patchkit.author import rebase as rb
 from patchkit.author.structural import eligible, order_problem
 from patchkit.engine.diffparse import parse_patch
+from support.engine import git_diff, make_series, write_tree
 
 MOD = "pkg/worker.py"
 OLD = b"""def helper():

@@ -12,7 +12,7 @@ import pytest
 
 from patchkit.author import upstream
 from patchkit.errors import EXIT_INVALID, EXIT_REFUSED, InvalidInput
-from upstream_fixtures import EAGLE_WORKER_WHEEL, default_wheelhouse, git
+from support.upstream import EAGLE_WORKER_WHEEL, default_wheelhouse, git
 
 pytestmark = [pytest.mark.wheels]
 
@@ -258,7 +258,7 @@ def test_pin_errors(tmp_path):
 
 
 def test_fetch_tree_defaults_from_a_series_pin(cache, tmp_path):
-    from upstream_fixtures import SERIES_059
+    from support.upstream import SERIES_059
 
     tree, commit = upstream.fetch_tree(
         series_dir=SERIES_059, wheelhouse=default_wheelhouse(), dest=tmp_path / "t"

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from engine_support import git_diff, make_series, write_tree
 from patchkit import ops
 from patchkit.engine import compilecache
 from patchkit.engine.series import load_series
 from patchkit.engine.targetprog import build_program, compile_series
+from support.engine import git_diff, make_series, write_tree
 
 BEFORE = {"pkg/a.py": b"".join(b"a%d\n" % i for i in range(40)), "pkg/b.py": b"b0\nb1\n"}
 AFTER = {"pkg/a.py": BEFORE["pkg/a.py"].replace(b"a7\n", b"a7\nNEW\n"), "pkg/b.py": b"b0\nB1\n"}

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import make_series, read_tree, write_tree
 from support.cli import invoke
+from support.engine import make_series, read_tree, write_tree
 
 REPO = Path(__file__).resolve().parents[2]
 ORIG = b"".join(b"line %d\n" % i for i in range(1, 21))

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from engine_support import busybox_local, git_apply_result, git_diff, make_series, read_tree, write_tree
 from patchkit import ops
+from support.engine import busybox_local, git_apply_result, git_diff, make_series, read_tree, write_tree
 
 TRICKY = [
     "",
@@ -335,7 +335,7 @@ def test_modified_files_keep_their_modes(tmp_path, busybox_bin):
 
 def test_git_format_patch_files_apply(tmp_path):
     """`git format-patch` output: mail headers, diffstat, and the "-- " signature at the end."""
-    from engine_support import git
+    from support.engine import git
 
     repo = tmp_path / "repo"
     repo.mkdir()

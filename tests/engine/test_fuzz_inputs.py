@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from engine_support import make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.engine.plan import plan_series
 from patchkit.engine.series import load_series
 from patchkit.engine.targetprog import compile_series
 from patchkit.errors import InvalidInput
+from support.engine import make_series, read_tree, write_tree
 
 pytestmark = [pytest.mark.slow]
 

@@ -11,7 +11,7 @@ import pytest
 
 from patchkit import ops
 from patchkit.output import render_text
-from upstream_fixtures import EAGLE_WORKER, PHASE_TIMER, SERIES_059, sglang_checkout
+from support.upstream import EAGLE_WORKER, PHASE_TIMER, SERIES_059, sglang_checkout
 
 pytestmark = [pytest.mark.wheels]
 

@@ -6,13 +6,13 @@ import hashlib
 
 import pytest
 
-from engine_support import git_apply_result, git_diff, make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.engine.diffparse import parse_patch
 from patchkit.engine.plan import is_new, plan_series
 from patchkit.engine.render import dispatch, rhs, stage_edit
 from patchkit.engine.series import load_series
 from patchkit.errors import InvalidInput
+from support.engine import git_apply_result, git_diff, make_series, read_tree, write_tree
 
 BASE = b"".join(b"l%d\n" % i for i in range(1, 11))
 
@@ -120,7 +120,7 @@ def test_git_quoted_paths_and_crlf_lines_are_exact():
 @pytest.mark.wheels
 def test_real_upstream_files_both_ways(tmp_path):
     """sglang 0.5.9 <-> 0.5.10 speculative/*.py from the real wheels, applied both ways."""
-    from upstream_fixtures import sglang_files
+    from support.upstream import sglang_files
 
     names = [
         "sglang/srt/speculative/eagle_worker.py",

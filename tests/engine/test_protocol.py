@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from engine_support import make_series, read_tree, write_tree
 from patchkit import ops
 from patchkit.engine import targetprog
 from patchkit.engine.answer import Flag, Manifest, ProtocolError, parse_answer
 from patchkit.engine.host_result import HostState
 from patchkit.errors import EXIT_REFUSED
+from support.engine import make_series, read_tree, write_tree
 
 TARGET_SH = Path(targetprog.__file__).with_name("target.sh")
 

@@ -14,7 +14,6 @@ import subprocess
 
 import pytest
 
-from engine_support import make_series
 from patchkit import ops
 from patchkit.author import authoring
 from patchkit.engine import runtime_patch
@@ -25,6 +24,7 @@ from patchkit.locations import series_root, shipped_names
 from patchkit.pin import read_pin
 from patchkit.timing import RUNTIME_PATH
 from support.cli import invoke
+from support.engine import make_series
 
 RUNTIME = runtime_patch.RUNTIME_PATCH
 MARKER = RUNTIME + runtime_patch.MARKER_SUFFIX

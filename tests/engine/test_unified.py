@@ -12,7 +12,7 @@ import pytest
 
 from patchkit import ops
 from patchkit.engine.unified import series_unified_diff
-from upstream_fixtures import SERIES_059, sglang_checkout, sglang_installed
+from support.upstream import SERIES_059, sglang_checkout, sglang_installed
 
 
 def tree(root):
