@@ -8,6 +8,16 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
 .PHONY: setup system-deps test test-fast test-series test-faults series-check profile-run lint format bench clean
 
+# The test runs keep Python's compiled files (and pytest's rewritten test modules) in
+# __pycache__: with PYTHONDONTWRITEBYTECODE set, as on some images, each pytest process compiles
+# and rewrites the whole suite again (about 10 s of CPU each). Their temporary trees go to a
+# memory file system where there is one (/dev/shm): the tests make and remove tens of thousands
+# of small files and git repositories, which cost a few times more on a disk's file system.
+# PATCHKIT_TEST_TMPDIR=DIR picks another place.
+unexport PYTHONDONTWRITEBYTECODE
+PATCHKIT_TEST_TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo "$${TMPDIR:-/tmp}")
+PYTEST := TMPDIR=$(PATCHKIT_TEST_TMPDIR) $(BIN)/python -m pytest
+
 setup: system-deps $(STAMP)
 
 system-deps:
@@ -37,8 +47,8 @@ $(STAMP): pyproject.toml
 # run; the target fails when either does.
 test: setup
 	@status=0; \
-	$(BIN)/python -m pytest -q -n auto --dist loadfile --ignore=tests/profile || status=1; \
-	$(BIN)/python -m pytest -q tests/profile || status=1; \
+	$(PYTEST) -q -n auto --dist loadfile --ignore=tests/profile || status=1; \
+	$(PYTEST) -q tests/profile || status=1; \
 	exit $$status
 
 # The fast subset: no sshd, no wheels, nothing slow (markers in pyproject.toml, carried by the
@@ -46,7 +56,7 @@ test: setup
 # one of them fails here.
 # Spread over the cores by pytest-xdist, a test file per worker (its module fixtures built once).
 test-fast: setup
-	PATCHKIT_TEST_FAST=1 $(BIN)/python -m pytest -q -n auto --dist loadfile -m "not sshd and not wheels and not slow"
+	PATCHKIT_TEST_FAST=1 $(PYTEST) -q -n auto --dist loadfile -m "not sshd and not wheels and not slow"
 
 # The tests live in a folder per layer (tests/conftest.py lists them): cli, engine, author,
 # report, profile, timing, transport, plus integration, faults, series and project. Two of them
@@ -54,15 +64,15 @@ test-fast: setup
 # matrix, fetched once into .cache/), and the fault tests (tests/faults: crash instants, kills
 # at every command, misbehaving sshd, failures as the CLI reports them).
 test-series: setup
-	$(BIN)/python -m pytest -q -n auto --dist loadfile tests/series
+	$(PYTEST) -q -n auto --dist loadfile tests/series
 
 test-faults: setup
-	$(BIN)/python -m pytest -q -n auto --dist loadfile tests/faults
+	$(PYTEST) -q -n auto --dist loadfile tests/faults
 
 # Every shipped sglang series against its release's wheel (fetched once by pinned sha256 into
 # .cache/), both layouts, and the coverage table (release x worker file -> phases).
 series-check: setup
-	$(BIN)/python -m pytest -q -s tests/series/test_series_matrix.py
+	$(PYTEST) -q -s tests/series/test_series_matrix.py
 
 profile-run: setup
 	$(BIN)/invoke profile.run

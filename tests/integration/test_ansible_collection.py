@@ -23,12 +23,13 @@ from pathlib import Path
 
 import pytest
 
+from support.requires import requires
 from support.sshd import start_fleet
 from support.upstream import SERIES_059, sglang_installed
 
-pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
+ANSIBLE = requires("ansible", reason="ansible-core not installed (pip install 'patchkit[ansible]')")
+pytestmark = [pytest.mark.sshd, pytest.mark.wheels, ANSIBLE]
 
-pytest.importorskip("ansible", reason="ansible-core not installed (pip install 'patchkit[ansible]')")
 
 REPO = Path(__file__).resolve().parents[2]
 COLLECTION = REPO / "ansible_collections" / "patchkit" / "tools"

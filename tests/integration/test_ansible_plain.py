@@ -15,11 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from support.failures import small_series, small_target, tree_digest
+from support.requires import requires
 
-pytest.importorskip("ansible", reason="ansible-core not installed (pip install 'patchkit[ansible]')")
+pytestmark = requires("ansible", reason="ansible-core not installed (pip install 'patchkit[ansible]')")
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

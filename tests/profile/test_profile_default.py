@@ -15,14 +15,15 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("huggingface_hub", reason="transformers' dependencies: the profile extra")
-
 from patchkit import ops
 from patchkit.profile import run_default
 from patchkit.profile.site import DEFAULT_SERIES, site_state
 from support.cli import interrupt, invoke, module, popen_module
+from support.requires import requires
 from support.upstream import REPO
+
+# torch and transformers' dependencies (the profile extra), asked without importing them
+pytestmark = requires("torch", "huggingface_hub", reason="the profile extra")
 
 PHASE_TIMER = "transformers/generation/phase_timer.py"
 TOP_PHASES = ["draft", "verify", "accept", "kv_crop", "update_strategy", "bookkeeping"]

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("torch")
-pytest.importorskip("huggingface_hub", reason="transformers' dependencies: the profile extra")
-
-import itertools
 
 from patchkit import ops
 from patchkit.errors import InvalidInput
@@ -19,7 +15,11 @@ from patchkit.profile import ensure_site, parse_matrix, run_sweep
 from patchkit.profile.local_sweep import expand, render
 from patchkit.profile.site import DEFAULT_SERIES
 from support.cli import invoke
+from support.requires import requires
 from support.upstream import default_wheelhouse
+
+# torch and transformers' dependencies (the profile extra), asked without importing them
+pytestmark = requires("torch", "huggingface_hub", reason="the profile extra")
 
 
 @pytest.fixture(scope="module")

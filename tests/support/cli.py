@@ -64,12 +64,40 @@ def in_process(*args: str) -> tuple[int, str, str]:
 
     out, err = io.StringIO(), io.StringIO()
     code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with _yaml_read_once(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             Program().run(["invoke", "-r", str(REPO), *args], exit=True)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
     return code, out.getvalue(), err.getvalue()
+
+
+_YAML_READ: dict[tuple[str, int, int], object] = {}
+
+
+@contextmanager
+def _yaml_read_once() -> Iterator[None]:
+    """invoke reads every config file (the repository's invoke.yaml: a commented table of all the
+    options) on each run, and parsing it is a third of a run: keep what a file held while its
+    path, size and mtime stay the same, and hand each run its own copy."""
+    import copy
+
+    from invoke.config import Config
+
+    plain = Config._load_yaml
+
+    def cached(self, path):
+        st = os.stat(path)
+        key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+        if key not in _YAML_READ:
+            _YAML_READ[key] = plain(self, path)
+        return copy.deepcopy(_YAML_READ[key])
+
+    Config._load_yaml = Config._load_yml = cached  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Config._load_yaml = Config._load_yml = plain  # type: ignore[method-assign]
 
 
 def invoke_with_config(config: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

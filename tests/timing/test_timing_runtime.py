@@ -6,6 +6,8 @@ behave exactly as in a host program. CUDA scenarios run only where CUDA exists (
 bench machine); here they are skipped.
 """
 
+import functools
+import importlib.util
 import itertools
 import json
 import os
@@ -21,6 +23,7 @@ import pytest
 from patchkit.timing import RUNTIME_PATH, runtime_bytes, runtime_source
 
 
+@functools.cache
 def _has_cuda():
     try:
         import torch
@@ -30,15 +33,13 @@ def _has_cuda():
 
 
 def _has_torch():
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("torch") is not None
 
 
-needs_cuda = pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU")
-needs_torch = pytest.mark.skipif(not _has_torch(), reason="needs torch")
+# Conditions as strings: pytest evaluates them when such a test is about to run, not while every
+# test process collects the suite (importing torch to ask for CUDA takes seconds).
+needs_cuda = pytest.mark.skipif("not _has_cuda()", reason="needs a CUDA GPU")
+needs_torch = pytest.mark.skipif("not _has_torch()", reason="needs torch")
 
 
 def run_script(runtime_dir, body, env=None, out_dir=None):
