@@ -105,6 +105,13 @@ def test_digest_and_bytes_equal_for_the_marker_and_the_exported_file(tmp_path):
         ours, theirs = read_series(str(checkout)), read_series(str(dest))
         assert ours.digest == theirs.digest and ours.patches == theirs.patches, name
         assert (dest / RUNTIME).read_bytes() == dict(ours.patches)[RUNTIME]
+        # patch.gen-runtime finds nothing to do, in the checkout (a marker) or the export (a file):
+        # the one place the runtime copies of every series are checked against the runtime
+        path = runtime_patch.read_marker(str(checkout / MARKER))
+        assert authoring.regenerate_runtime_patches(checkout, write=False) == [(RUNTIME, False)], name
+        assert authoring.regenerate_runtime_patches(dest, write=False) == [(RUNTIME, False)], name
+        assert not authoring.regenerate_new_file_patch(dest, RUNTIME, path, RUNTIME_PATH, write=False)[1]
+        assert authoring.created_paths((dest / RUNTIME).read_text()) == [path], name
     assert (
         load_series(str(tmp_path / "sglang-v0.5.9")).digest
         == load_series(str(series_root() / "sglang-v0.5.9")).digest

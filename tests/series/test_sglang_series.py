@@ -70,19 +70,12 @@ def test_pin_is_what_upstream_pin_writes_for_the_real_file(sglang_059_pristine):
     assert [f.lines for f in pin.files.values()] == [1032, 878]
 
 
-def test_runtime_patch_is_generated_from_the_current_runtime_source():
-    # the checkout holds the marker (rendered on every read), users a file: both the runtime's bytes
+def test_the_runtime_patch_puts_the_runtime_beside_the_eagle_worker():
+    # the checkout holds the marker (rendered on every read), users a file; that both are the
+    # runtime's bytes is checked once for all series: tests/engine/test_runtime_patch.py
     assert not (SERIES_059 / RUNTIME_PATCH).exists()
     assert (SERIES_059 / (RUNTIME_PATCH + ".runtime")).read_text().splitlines()[-1] == PHASE_TIMER
-    _text, changed = authoring.regenerate_new_file_patch(
-        exported(SERIES_059), RUNTIME_PATCH, PHASE_TIMER, RUNTIME_SOURCE, write=False
-    )
-    assert not changed, (
-        f"the exported {RUNTIME_PATCH} differs from authoring.regenerate_new_file_patch's "
-        "rendering of patchkit/timing/phase_timer.py"
-    )
-    assert authoring.regenerate_runtime_patches(SERIES_059, write=False) == [(RUNTIME_PATCH, False)]
-    assert authoring.regenerate_runtime_patches(exported(SERIES_059), write=False) == [(RUNTIME_PATCH, False)]
+    assert authoring.created_paths(patch_text(SERIES_059, RUNTIME_PATCH)) == [PHASE_TIMER]
 
 
 def test_series_order_headers_and_insert_only_patches():
