@@ -299,6 +299,14 @@ def positive(value, option: str, where: str = "") -> float:
     return got
 
 
+def minutes(value, option: str, where: str = "") -> float:
+    """A number of minutes, more than 0 (positive_number's rule): profile.remote's budget."""
+    got = positive_number(value)
+    if got is None:
+        raise InvalidInput(f"{_name(option, where)} {value!r}: a number of minutes, more than 0")
+    return got
+
+
 def whole_in(low: int, high: int) -> Callable[..., int]:
     """The check of a whole number from ``low`` to ``high`` (whole_number's rule)."""
 
@@ -373,6 +381,132 @@ def strings(value, option: str, where: str = "") -> list[str]:
     if isinstance(value, str) or not all(isinstance(v, str) and v.strip() for v in value):
         raise InvalidInput(f"{_name(option, where)} {value!r}: a list of non-empty strings")
     return list(value)
+
+
+# -- profile.remote's choices and lists (the rows' checks; RemoteConfig keeps the checks that
+# join several settings) ------------------------------------------------------------------------
+
+STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
+TIMER_MODES = ("events", "sync", "host", "off")
+HEALTH_ON = ("first", "all")
+UNTIL = ("decided",)
+BLOCKS = ("fleet", "hosts")  # several targets: one fleet serving together, or each a block
+# a GPU index or UUID, optionally "@label": one GPU named twice as 0@a,0@b serves two servers
+# at once (they share it: to exercise a blocked sweep, not to measure)
+GPU_ID = re.compile(r"(\d{1,4}|(GPU|MIG)-[A-Za-z0-9/-]{1,120})(@[A-Za-z0-9_-]{1,16})?\Z")
+CPU_LIST = re.compile(r"\d{1,5}(-\d{1,5})?(,\d{1,5}(-\d{1,5})?)*\Z")
+
+
+def one_of(*choices: str, fold: bool = False) -> Callable[..., str]:
+    """The check of a word out of ``choices`` ("a or b", or "a, b, c"). ``fold``: a config
+    file's value is stripped and lower-cased first (YAML and TOML spell it loosely: Decided,
+    Hosts); an option's value is taken as typed."""
+    said = " or ".join(choices) if len(choices) <= 2 else ", ".join(choices)
+
+    def check(value, option: str, where: str = "") -> str:
+        if fold and where:
+            value = str(value).strip().lower()
+        if value not in choices:
+            raise InvalidInput(f"{_name(option, where)} {value!r}: {said}")
+        return value
+
+    return check
+
+
+def stop_signals(value, option: str, where: str = "") -> list[str]:
+    """Signals sent in turn before KILL: a list, or text with commas or spaces between them;
+    each out of STOP_SIGNALS, with or without SIG, any case. Text naming none is refused (an
+    empty list given as a list: KILL at once)."""
+    if isinstance(value, str):
+        items = [s for s in re.split(r"[,\s]+", value) if s]
+        if not items:
+            raise InvalidInput(f"{_name(option, where)} {value!r}: signals such as INT, TERM")
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise InvalidInput(f"{_name(option, where)} {value!r}: signals such as INT, TERM")
+    signals = [str(s).upper().removeprefix("SIG") for s in items]
+    bad = [s for s in signals if s not in STOP_SIGNALS]
+    if bad:
+        raise InvalidInput(
+            f"{_name(option, where)} {bad}: choose from {', '.join(STOP_SIGNALS)} (KILL always comes last)"
+        )
+    return signals
+
+
+def gpu_list(value, option: str, where: str = "") -> list[str]:
+    """``"0,1,2,3"`` (or a list) -> ["0", "1", "2", "3"]: CUDA_VISIBLE_DEVICES values, one per
+    server (indices or GPU-/MIG- UUIDs, each optionally "@label": one GPU labelled twice serves
+    two servers), none twice."""
+    name = _name(option, where)
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    gpus = [str(g).strip() for g in items]
+    if not gpus or not all(gpus):
+        raise InvalidInput(f"{name} {value!r}: a comma-separated list such as 0,1,2,3")
+    bad = [g for g in gpus if not GPU_ID.match(g)]
+    if bad:
+        raise InvalidInput(f"{name} {', '.join(map(repr, bad))}: GPU indices (0,1,...) or GPU-/MIG- UUIDs")
+    twice = sorted({g for g in gpus if gpus.count(g) > 1})
+    if twice:
+        raise InvalidInput(
+            f"{name}: {', '.join(twice)} given twice (two servers on one GPU on purpose: "
+            "label them, e.g. 0@a,0@b)"
+        )
+    return gpus
+
+
+def cpu_lists(value, option: str, where: str = "") -> list[str]:
+    """``"0-15"`` -> ["0-15"]; ``"0-15;16-31"`` (or a list) -> one CPU list per block of a
+    sweep; each as taskset -c writes it, ranges rising."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(";")
+    lists = [str(c).strip().replace(" ", "") for c in items]
+    for said in lists:
+        ok = bool(CPU_LIST.match(said))
+        if ok:
+            for part in said.split(","):
+                low, _, high = part.partition("-")
+                ok = ok and (not high or int(low) <= int(high))
+        if not ok:
+            raise InvalidInput(
+                f"{_name(option, where)} {said!r}: a CPU list such as 0-15 or 0,2,4-7 "
+                "(one per block, ';' between them)"
+            )
+    return lists
+
+
+def absolute_path(value, option: str, where: str = "") -> str:
+    """An absolute path on a target (no NUL or line break)."""
+    said = str(value)
+    if not said.startswith("/") or any(ch in said for ch in "\0\n\r"):
+        raise InvalidInput(f"{_name(option, where)} {value!r} must be an absolute path")
+    return said
+
+
+def http_url(value, option: str, where: str = "") -> str:
+    if not re.match(r"https?://[^\s]+\Z", str(value)):
+        raise InvalidInput(f"{_name(option, where)} {value!r} is not an http(s) URL")
+    return str(value)
+
+
+def program(value, option: str, where: str = "") -> str:
+    """A command line naming a program first (shell words), e.g. ``python3`` or ``uv run python``."""
+    import shlex
+
+    said = text(value, option, where)
+    try:
+        words = shlex.split(str(said))
+    except ValueError as exc:
+        raise InvalidInput(f"{_name(option, where)} {value!r}: {exc}") from None
+    if not words or words[0].startswith("-"):
+        raise InvalidInput(f"{_name(option, where)} {value!r} must name a program")
+    return str(said)
+
+
+def file_or_off(value, option: str, where: str = "") -> str:
+    said = str(value)
+    if not said.strip() or "\0" in said:
+        raise InvalidInput(f"{_name(option, where)} {value!r}: a file or off")
+    return said
 
 
 def kind_option(value, where: str, option: str) -> str | None:
@@ -805,7 +939,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.remote.python",
         default="python3",
         help="python on the targets: runs the job-control agent",
-        check=text,
+        check=program,
         doc="python on the targets (runs the job-control agent)",
         commented=False,
     ),
@@ -817,10 +951,11 @@ _TABLE: tuple[Option, ...] = (
         doc="server port; health_url defaults to http://127.0.0.1:PORT/health",
         commented=False,
     ),
-    Option("health_url", key="profile.remote.health_url", doc="", commented=False),
+    Option("health_url", key="profile.remote.health_url", check=http_url, doc="", commented=False),
     Option(
         "health_on",
         key="profile.remote.health_on",
+        check=one_of(*HEALTH_ON),
         default="first",
         doc="first | all (multi-node SGLang serves HTTP on the head only)",
         commented=False,
@@ -852,6 +987,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "stop_signals",
         key="profile.remote.stop_signals",
+        check=stop_signals,
         default=["INT", "TERM"],
         doc="sent to the server's process group in turn, then KILL",
         commented=False,
@@ -867,6 +1003,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "timer",
         key="profile.remote.timer",
+        check=one_of(*TIMER_MODES),
         doc="PATCHKIT_TIMER on the server: events | sync | host | off",
         commented=False,
     ),
@@ -903,6 +1040,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "remote_dir",
         key="profile.remote.remote_dir",
+        check=absolute_path,
         default="/tmp/patchkit-profile",
         doc="a fresh run directory per run is made inside",
         commented=False,
@@ -1000,7 +1138,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "budget",
         key="profile.remote.budget_minutes",
-        check=positive,
+        check=minutes,
         help="with --matrix: MINUTES for the sweep: rounds of every live point until the verdict "
         "is decided or the next round would not fit; clear losers are dropped (--repeat: rounds "
         f"at most, default {MAX_ROUNDS})",
@@ -1012,6 +1150,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "until",
         key="profile.remote.until",
+        check=one_of(*UNTIL, fold=True),
         help="with --matrix: 'decided': rounds until the verdict is decided (--repeat rounds at most, "
         f"default {MAX_ROUNDS}; with --budget, whichever comes first)",
         fronts=("profile.remote",),
@@ -1021,6 +1160,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "gpus",
         key="profile.remote.gpus",
+        check=gpu_list,
         help="with --matrix: GPUs of each target, e.g. 0,1,2,3: one server per GPU at once "
         "(CUDA_VISIBLE_DEVICES, port + index), every GPU runs every point over the rounds",
         fronts=("profile.remote",),
@@ -1031,6 +1171,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "blocks",
         key="profile.remote.blocks",
+        check=one_of(*BLOCKS, fold=True),
         default="fleet",
         help="with --matrix and several --target: 'fleet' (default): the targets serve together "
         "(one multi-node server); 'hosts': each target runs its own server, a block like a GPU of "
@@ -1044,6 +1185,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "cpus",
         key="profile.remote.cpus",
+        check=cpu_lists,
         help="pin the server to CPUs, as taskset -c writes them: '0-15' for every server, or one "
         "list per block of a sweep with --gpus or --blocks hosts, ';' between them ('0-15;16-31'); "
         "the job control sets the affinity before the server starts (PATCHKIT_CPUS)",
@@ -1055,6 +1197,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "spread_cache",
         key="profile.remote.spread_cache",
+        check=file_or_off,
         doc="the spread between starts remembered per target and command\n"
         "(null: $PATCHKIT_SPREAD_CACHE, else ~/.cache/patchkit/spread.json;\n"
         "off: none); plans the first rounds, never data",
@@ -1171,7 +1314,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.remote.python",
         default=SAME,
         help="python on the target, runs the fetch agent (default: {default})",
-        check=text,
+        check=program,
         fronts=("profile.collect",),
     ),
     Option(

@@ -31,7 +31,6 @@ from patchkit.settings import (
     output_dir,
     owners,
     positive_int,
-    positive_number,
     say_notes,
     seconds,
     task_help,
@@ -787,27 +786,18 @@ def profile_remote(
         text(given[key], option)  # given but empty: refused, not left to a default
     if repeat is not None:
         settings["repeat"] = positive_int(repeat, "repeat")
-    if budget is not None:  # checked here so that the message names the option
-        minutes = number(budget, "budget", low=0)
-        if positive_number(minutes) is None:
-            raise InvalidInput(f"--budget {budget!r}: a number of minutes, more than 0")
-        settings["budget_minutes"] = minutes
-    if until is not None:
-        from patchkit.profile.remote.config import UNTIL
-
-        settings["until"] = choice(until, "until", UNTIL)
-    if blocks is not None:
-        from patchkit.profile.remote.config import BLOCKS
-
-        settings["blocks"] = choice(blocks, "blocks", BLOCKS)
-    if gpus is not None:
-        from patchkit.profile.remote.config import parse_gpus
-
-        settings["gpus"] = parse_gpus(gpus, "--gpus")
-    if cpus is not None:
-        from patchkit.profile.remote.config import parse_cpus
-
-        settings["cpus"] = parse_cpus(cpus, "--cpus")
+    rows = offered("profile.remote")
+    for option, value in (
+        ("budget", budget),
+        ("until", until),
+        ("blocks", blocks),
+        ("gpus", gpus),
+        ("cpus", cpus),
+    ):
+        if value is not None:  # the row's check here, so that the message names the option
+            row = rows[option]
+            assert row.key is not None and row.check is not None, f"profile.remote --{option}: a checked key"
+            settings[row.key.rpartition(".")[2]] = row.check(value, option)
     if settings.get("chart", True):  # phases.png; before --out is made and a target is touched
         from patchkit.extras import require
 
