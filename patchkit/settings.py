@@ -1261,6 +1261,20 @@ _TABLE: tuple[Option, ...] = (
         check=positive,
         doc="seconds for the SSH connect and banner (null: 10)",
     ),
+    # the targets profile.remote resolves as the patch tasks do (patchkit.transport.resolve_targets):
+    # an inventory's hosts, and the target kinds' own settings (k8s: kubectl, k8s_container, kube_context)
+    Option(
+        "inventory",
+        key="profile.remote.inventory",
+        check=text,
+        doc="Ansible inventory: its hosts are targets too, after targets\n"
+        "(null: patchkit.inventory, when targets are not set here)",
+        fallback="inventory",
+    ),
+    *(
+        Option(name, key=f"profile.remote.{name}", check=_kind, doc=f"null: patchkit.{name}", fallback=name)
+        for name in kind_settings()
+    ),
     # the profile.remote task's options that set no key of their own
     Option("no_chart", default=False, help="skip phases.png (and sweep.png)", fronts=("profile.remote",)),
     Option(

@@ -739,8 +739,11 @@ def profile_remote(
     from patchkit.profile.remote.sweep import run_remote_sweep
 
     settings = dict((_cfg(c, "profile", {}) or {}).get("remote") or {})
-    for key, fallback in REMOTE_FALLBACKS.items():  # series, targets, layout, ssh_*: patchkit.*
+    own_targets = settings.get("targets") not in (None, "", []) or bool(target)
+    for key, fallback in REMOTE_FALLBACKS.items():  # series, targets, layout, ssh_*, ...: patchkit.*
         if settings.get(key) in (None, "", []) and _cfg(c, fallback) not in (None, "", []):
+            if key == "inventory" and own_targets:  # as for the patch tasks: with targets of its own
+                continue  # (profile.remote.targets or --target), patchkit.inventory is not read
             settings[key] = _cfg(c, fallback)
     given = {
         "targets": list(target or []) or None,
@@ -806,16 +809,17 @@ def profile_remote(
         settings["out"] = output_dir(out, "out")
     if settings.get("series") and settings["series"] != "auto":
         settings["series"] = series_path(str(settings["series"]))
-    auto = settings.get("series") == "auto" and settings.get("targets")
+    auto = settings.get("series") == "auto" and (settings.get("targets") or settings.get("inventory"))
     if auto:
         settings.pop("series")  # chosen below, from the targets (every other setting checked first)
     cfg = RemoteConfig.from_mapping(settings, cwd=os.getcwd(), extra_env=list(env or []))
-    if auto:
-        from patchkit.ops import Options
-
-        cfg.series = str(
-            _auto_series(cfg.targets, Options(cwd=os.getcwd(), transport_options=cfg.transport_options()))
-        )
+    if auto:  # the targets as the run resolves them (patchkit.transport.resolve_targets)
+        targets = cfg.open_targets(os.getcwd())
+        try:
+            cfg.series = str(_auto_series(targets))
+        finally:
+            for t in targets:
+                t.close()
     (run_remote_sweep if cfg.matrix else run_remote)(cfg)
 
 

@@ -38,6 +38,7 @@ from patchkit.settings import (  # the choices: the option table's checks (patch
     gpu_list,
     transport_options,
 )
+from patchkit.transport import kind_settings
 
 __all__ = [  # the choices are the option table's; named here too for the sweep's modules
     "BLOCKS",
@@ -113,6 +114,11 @@ class RemoteConfig:
     blocks: str = _D["blocks"]
     spread_cache: str | None = _D["spread_cache"]
     sweep_seed: int | None = _D["sweep_seed"]
+    inventory: str | None = _D["inventory"]
+    # the target kinds' own settings (patchkit.transport.kind_settings: the k8s: kind's)
+    kubectl: str | None = _D["kubectl"]
+    k8s_container: str | None = _D["k8s_container"]
+    kube_context: str | None = _D["kube_context"]
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -170,7 +176,7 @@ class RemoteConfig:
         if isinstance(self.targets, str):
             self.targets = [self.targets]
         self.targets = [str(t) for t in self.targets]
-        if not self.targets:
+        if not self.targets and not self.inventory:
             raise InvalidInput(
                 "profile.remote: no targets (the SGLang install roots, "
                 "e.g. ssh://gpu1/opt/venv/lib/python3.11/site-packages)"
@@ -186,6 +192,8 @@ class RemoteConfig:
         if not (Path(self.series) / "pin.toml").is_file():
             raise InvalidInput(f"profile.remote: series {self.series} has no pin.toml")
         self.env, self.bench_env = _env(self.env, "env"), _env(self.bench_env, "bench_env")
+        if self.inventory:  # read when the targets are resolved (resolve_targets), from here
+            self.inventory = str(cwd / Path(self.inventory).expanduser())
         if self.timer_seed is None:  # one seed for every node and rank: they time the same cycles
             import secrets
 
@@ -300,6 +308,19 @@ class RemoteConfig:
             ssh_options=self.ssh_options,
             ssh_persist=self.ssh_persist,
             connect_timeout=self.connect_timeout,
+            kind_options={
+                name: getattr(self, name) for name in kind_settings() if getattr(self, name) is not None
+            },
+        )
+
+    def open_targets(self, cwd: str | None = None) -> list:
+        """Every target, opened: ``targets`` then the inventory's hosts, each kind's spec
+        expanded (a k8s: selector: every pod it matches), through the one function the patch
+        tasks use (patchkit.transport.resolve_targets). The caller closes them."""
+        from patchkit.transport import resolve_targets
+
+        return resolve_targets(
+            self.targets, inventory=self.inventory, open_all=True, cwd=cwd, **self.transport_options()
         )
 
     def to_dict(self) -> dict:
