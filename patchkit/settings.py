@@ -603,6 +603,10 @@ MAX_ROUNDS = 20  # profile.remote --budget/--until: a sequential sweep's rounds 
 _RUN_SWEEP = ("profile.run", "profile.sweep")
 _REMOTE_MAIN = "python -m patchkit.profile.remote"
 # the patch tasks that take the target options (tasks.py builds their signatures from these rows)
+# the authoring tasks that read a series and a pristine tree
+_AUTHOR = ("patch.edit", "patch.new", "patch.refresh")
+TREE_LAYOUTS = ("checkout", "installed")  # patch.edit's and upstream.fetch's --layout
+PREDICT_BOOTSTRAP = 400  # profile.predict --bootstrap: resamples (patchkit.report.predict.BOOTSTRAP)
 PATCH_TASKS = ("patch.check", "patch.verify", "patch.apply", "patch.revert", "patch.status", "patch.unlock")
 
 _TABLE: tuple[Option, ...] = (
@@ -1338,6 +1342,227 @@ _TABLE: tuple[Option, ...] = (
         help="seconds allowed per target (default {default:g}, plus a second per MB allowed)",
         check=seconds,
         fronts=("profile.collect",),
+    ),
+    # the authoring tasks (patch.edit/new/refresh/gen-runtime/export/gen-config/rebase/diff), the
+    # upstream.* tasks and profile.report/predict: their options, help texts and defaults (the tasks
+    # check them where they are used; the patch.rebase target options are the patch tasks' rows)
+    Option(
+        "series",
+        key="series",
+        default=SAME,
+        help="series folder (default: patchkit.series in invoke.yaml / patchkit.yaml)",
+        fronts=(*_AUTHOR, "patch.gen-runtime"),
+    ),
+    Option(
+        "edited",
+        help="a copy of the pinned tree with your edits (make one with patch.edit)",
+        fronts=("patch.new", "patch.refresh"),
+    ),
+    Option(
+        "pristine",
+        help="pristine pinned tree (default: fetched from the pin, by version, into .cache/)",
+        fronts=_AUTHOR,
+    ),
+    Option("dest", help="folder to write the editable tree into", fronts=("patch.edit",)),
+    Option("upto", help="stop after this patch (default: the whole series)", fronts=("patch.edit",)),
+    Option(
+        "layout",
+        default="checkout",
+        help="checkout or installed (default {default})",
+        check=one_of(*TREE_LAYOUTS),
+        fronts=("patch.edit",),
+    ),
+    Option("name", help="file name of the new patch, e.g. 0008-my-timer.patch", fronts=("patch.new",)),
+    Option("header", help="text put before the diff, saying what the patch times", fronts=("patch.new",)),
+    Option("new_file", help="a file the patch creates (repeat)", fronts=("patch.new",)),
+    Option("patch", help="the patch to rewrite (default: the top one)", fronts=("patch.refresh",)),
+    Option(
+        "check",
+        default=False,
+        help="only check: exit 1 when a runtime patch differs from patchkit/timing/phase_timer.py",
+        fronts=("patch.gen-runtime",),
+    ),
+    Option(
+        "all_",
+        default=False,
+        help="every shipped series instead of --series (they hold the runtime patch as a marker, "
+        "rendered on every read: this finds a stale copy beside one)",
+        fronts=("patch.gen-runtime",),
+    ),
+    Option(
+        "series",
+        key="series",
+        default=SAME,
+        help="series folder or a shipped series' name (default: patchkit.series in invoke.yaml / patchkit.yaml)",
+        fronts=("patch.export",),
+    ),
+    Option(
+        "out",
+        help="where to write: the series becomes OUT/<its name>/ (an existing non-empty one is refused)",
+        fronts=("patch.export",),
+    ),
+    Option("all_", default=False, help="every shipped series instead of --series", fronts=("patch.export",)),
+    Option(
+        "file",
+        help="the example config to rewrite (default: invoke.yaml in patchkit's checkout)",
+        fronts=("patch.gen-config",),
+    ),
+    Option(
+        "check",
+        default=False,
+        help="only check: exit 1 when its commented defaults differ from the option table",
+        fronts=("patch.gen-config",),
+    ),
+    Option(
+        "series",
+        key="series",
+        default=SAME,
+        help="the series to carry over (never written); default: patchkit.series in invoke.yaml "
+        "(patchkit.yaml when installed)",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "onto",
+        help="a PyPI version (e.g. 0.5.10), or with --upstream a tag, branch or commit",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "upstream",
+        help="a local git clone of the upstream project to read --onto from",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "out",
+        help="the new series folder (default: patches/<name>-v<version> beside --series)",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "context_trim",
+        default=False,
+        help="retry a hunk with fewer outer context lines when that is still unique",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "resume",
+        default=False,
+        help="after hand edits in --out: take its marker-free patches, place everything again",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "version",
+        help="with --upstream: the version to pin (default: from a vX.Y.Z tag)",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "trust_new",
+        default=False,
+        help="accept and record a wheel whose sha256 is not pinned yet",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "merge",
+        default=True,
+        help="after exact matching, relocate the rest by a checked git merge-file "
+        "(default on; --no-merge: exact match only)",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "onto_target",
+        help="instead of --onto: the files as they are on this target (any --target "
+        "form), read in one connection and pinned to exactly that text; needs --out",
+        fronts=("patch.rebase",),
+    ),
+    Option("from_", help="the older series folder", fronts=("patch.diff",)),
+    Option("to", help="the newer series folder", fronts=("patch.diff",)),
+    Option(
+        "series",
+        help="take name, version, commit and paths from this series' pin.toml",
+        fronts=("upstream.fetch",),
+    ),
+    Option("name", help="distribution name (e.g. sglang)", fronts=("upstream.fetch",)),
+    Option("version", help="exact version on PyPI", fronts=("upstream.fetch",)),
+    Option("path", help="file to fetch (repeat; default: the pinned files)", fronts=("upstream.fetch",)),
+    Option("upstream", help="a local git clone to read from instead of PyPI", fronts=("upstream.fetch",)),
+    Option("rev", help="tag/branch/commit in the clone", fronts=("upstream.fetch",)),
+    Option(
+        "layout",
+        default="checkout",
+        help="checkout (python/sglang/...) or installed (sglang/...); default {default}",
+        check=one_of(*TREE_LAYOUTS),
+        fronts=("upstream.fetch",),
+    ),
+    Option("dest", help="output folder", fronts=("upstream.fetch",)),
+    Option(
+        "trust_new",
+        default=False,
+        help="accept a wheel whose sha256 is not in patchkit's table (recorded for next time)",
+        fronts=("upstream.fetch",),
+    ),
+    Option("series", help="series folder whose pin.toml is written", fronts=("upstream.pin",)),
+    Option("tree", help="pristine tree to hash", fronts=("upstream.pin",)),
+    Option(
+        "path", help="pinned file (repeat; default: the files the series modifies)", fronts=("upstream.pin",)
+    ),
+    Option("name", help="upstream name", fronts=("upstream.pin",)),
+    Option("version", help="upstream version", fronts=("upstream.pin",)),
+    Option("commit", help="upstream commit (40 hex)", fronts=("upstream.pin",)),
+    Option(
+        "package_prefix",
+        help="prefix dropped on installed layouts, e.g. python/",
+        fronts=("upstream.pin",),
+    ),
+    Option(
+        "timing",
+        help="a folder of timing files (*.jsonl, e.g. from profile.collect), or a run folder "
+        "of profile.run / profile.remote (OUT/<timestamp>: its timing/ is read)",
+        fronts=("profile.report",),
+    ),
+    Option(
+        "out",
+        help="folder for table.txt, trace.json, phases.png and summary.json",
+        fronts=("profile.report",),
+    ),
+    Option(
+        "bench",
+        help="a benchmark's text output (e.g. sglang.bench_serving's), for tok/s and accept length",
+        fronts=("profile.report",),
+    ),
+    Option("no_chart", default=False, help="skip phases.png", fronts=("profile.report",)),
+    Option(
+        "run",
+        help="a run folder of profile.remote or profile.run (its timing/ and summary.json)",
+        fronts=("profile.predict",),
+    ),
+    Option(
+        "pool",
+        help="another run of the same configuration (another server start; repeatable, e.g. a "
+        "sweep point's rep2/): each run is predicted on its own, the table gives the medians, so one "
+        "start's luck does not move the prediction",
+        fronts=("profile.predict",),
+    ),
+    Option(
+        "out",
+        help="where to write predict.json (default: the run folder)",
+        fronts=("profile.predict",),
+    ),
+    Option(
+        "bootstrap",
+        help=f"bootstrap resamples for the intervals (default {PREDICT_BOOTSTRAP}; 0: none)",
+        check=_count0,
+        fronts=("profile.predict",),
+    ),
+    Option(
+        "verify_us_per_token",
+        help="what one more draft token per request adds to verify, in us per token of "
+        "the batch, measured elsewhere (default: fitted where the run kept one batch size, else 0)",
+        fronts=("profile.predict",),
+    ),
+    Option(
+        "spread",
+        help="the spread of tok/s between server starts, in % (default: the spread cache's entry for "
+        "this server command, from earlier sweeps with --repeat): says how many starts per point would "
+        "tell the predicted best from the runner-up",
+        fronts=("profile.predict",),
     ),
 )
 
