@@ -299,6 +299,14 @@ def positive(value, option: str, where: str = "") -> float:
     return got
 
 
+def minutes(value, option: str, where: str = "") -> float:
+    """A number of minutes, more than 0 (positive_number's rule): profile.remote's budget."""
+    got = positive_number(value)
+    if got is None:
+        raise InvalidInput(f"{_name(option, where)} {value!r}: a number of minutes, more than 0")
+    return got
+
+
 def whole_in(low: int, high: int) -> Callable[..., int]:
     """The check of a whole number from ``low`` to ``high`` (whole_number's rule)."""
 
@@ -373,6 +381,132 @@ def strings(value, option: str, where: str = "") -> list[str]:
     if isinstance(value, str) or not all(isinstance(v, str) and v.strip() for v in value):
         raise InvalidInput(f"{_name(option, where)} {value!r}: a list of non-empty strings")
     return list(value)
+
+
+# -- profile.remote's choices and lists (the rows' checks; RemoteConfig keeps the checks that
+# join several settings) ------------------------------------------------------------------------
+
+STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
+TIMER_MODES = ("events", "sync", "host", "off")
+HEALTH_ON = ("first", "all")
+UNTIL = ("decided",)
+BLOCKS = ("fleet", "hosts")  # several targets: one fleet serving together, or each a block
+# a GPU index or UUID, optionally "@label": one GPU named twice as 0@a,0@b serves two servers
+# at once (they share it: to exercise a blocked sweep, not to measure)
+GPU_ID = re.compile(r"(\d{1,4}|(GPU|MIG)-[A-Za-z0-9/-]{1,120})(@[A-Za-z0-9_-]{1,16})?\Z")
+CPU_LIST = re.compile(r"\d{1,5}(-\d{1,5})?(,\d{1,5}(-\d{1,5})?)*\Z")
+
+
+def one_of(*choices: str, fold: bool = False) -> Callable[..., str]:
+    """The check of a word out of ``choices`` ("a or b", or "a, b, c"). ``fold``: a config
+    file's value is stripped and lower-cased first (YAML and TOML spell it loosely: Decided,
+    Hosts); an option's value is taken as typed."""
+    said = " or ".join(choices) if len(choices) <= 2 else ", ".join(choices)
+
+    def check(value, option: str, where: str = "") -> str:
+        if fold and where:
+            value = str(value).strip().lower()
+        if value not in choices:
+            raise InvalidInput(f"{_name(option, where)} {value!r}: {said}")
+        return value
+
+    return check
+
+
+def stop_signals(value, option: str, where: str = "") -> list[str]:
+    """Signals sent in turn before KILL: a list, or text with commas or spaces between them;
+    each out of STOP_SIGNALS, with or without SIG, any case. Text naming none is refused (an
+    empty list given as a list: KILL at once)."""
+    if isinstance(value, str):
+        items = [s for s in re.split(r"[,\s]+", value) if s]
+        if not items:
+            raise InvalidInput(f"{_name(option, where)} {value!r}: signals such as INT, TERM")
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise InvalidInput(f"{_name(option, where)} {value!r}: signals such as INT, TERM")
+    signals = [str(s).upper().removeprefix("SIG") for s in items]
+    bad = [s for s in signals if s not in STOP_SIGNALS]
+    if bad:
+        raise InvalidInput(
+            f"{_name(option, where)} {bad}: choose from {', '.join(STOP_SIGNALS)} (KILL always comes last)"
+        )
+    return signals
+
+
+def gpu_list(value, option: str, where: str = "") -> list[str]:
+    """``"0,1,2,3"`` (or a list) -> ["0", "1", "2", "3"]: CUDA_VISIBLE_DEVICES values, one per
+    server (indices or GPU-/MIG- UUIDs, each optionally "@label": one GPU labelled twice serves
+    two servers), none twice."""
+    name = _name(option, where)
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    gpus = [str(g).strip() for g in items]
+    if not gpus or not all(gpus):
+        raise InvalidInput(f"{name} {value!r}: a comma-separated list such as 0,1,2,3")
+    bad = [g for g in gpus if not GPU_ID.match(g)]
+    if bad:
+        raise InvalidInput(f"{name} {', '.join(map(repr, bad))}: GPU indices (0,1,...) or GPU-/MIG- UUIDs")
+    twice = sorted({g for g in gpus if gpus.count(g) > 1})
+    if twice:
+        raise InvalidInput(
+            f"{name}: {', '.join(twice)} given twice (two servers on one GPU on purpose: "
+            "label them, e.g. 0@a,0@b)"
+        )
+    return gpus
+
+
+def cpu_lists(value, option: str, where: str = "") -> list[str]:
+    """``"0-15"`` -> ["0-15"]; ``"0-15;16-31"`` (or a list) -> one CPU list per block of a
+    sweep; each as taskset -c writes it, ranges rising."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(";")
+    lists = [str(c).strip().replace(" ", "") for c in items]
+    for said in lists:
+        ok = bool(CPU_LIST.match(said))
+        if ok:
+            for part in said.split(","):
+                low, _, high = part.partition("-")
+                ok = ok and (not high or int(low) <= int(high))
+        if not ok:
+            raise InvalidInput(
+                f"{_name(option, where)} {said!r}: a CPU list such as 0-15 or 0,2,4-7 "
+                "(one per block, ';' between them)"
+            )
+    return lists
+
+
+def absolute_path(value, option: str, where: str = "") -> str:
+    """An absolute path on a target (no NUL or line break)."""
+    said = str(value)
+    if not said.startswith("/") or any(ch in said for ch in "\0\n\r"):
+        raise InvalidInput(f"{_name(option, where)} {value!r} must be an absolute path")
+    return said
+
+
+def http_url(value, option: str, where: str = "") -> str:
+    if not re.match(r"https?://[^\s]+\Z", str(value)):
+        raise InvalidInput(f"{_name(option, where)} {value!r} is not an http(s) URL")
+    return str(value)
+
+
+def program(value, option: str, where: str = "") -> str:
+    """A command line naming a program first (shell words), e.g. ``python3`` or ``uv run python``."""
+    import shlex
+
+    said = text(value, option, where)
+    try:
+        words = shlex.split(str(said))
+    except ValueError as exc:
+        raise InvalidInput(f"{_name(option, where)} {value!r}: {exc}") from None
+    if not words or words[0].startswith("-"):
+        raise InvalidInput(f"{_name(option, where)} {value!r} must name a program")
+    return str(said)
+
+
+def file_or_off(value, option: str, where: str = "") -> str:
+    said = str(value)
+    if not said.strip() or "\0" in said:
+        raise InvalidInput(f"{_name(option, where)} {value!r}: a file or off")
+    return said
 
 
 def kind_option(value, where: str, option: str) -> str | None:
@@ -469,6 +603,10 @@ MAX_ROUNDS = 20  # profile.remote --budget/--until: a sequential sweep's rounds 
 _RUN_SWEEP = ("profile.run", "profile.sweep")
 _REMOTE_MAIN = "python -m patchkit.profile.remote"
 # the patch tasks that take the target options (tasks.py builds their signatures from these rows)
+# the authoring tasks that read a series and a pristine tree
+_AUTHOR = ("patch.edit", "patch.new", "patch.refresh")
+TREE_LAYOUTS = ("checkout", "installed")  # patch.edit's and upstream.fetch's --layout
+PREDICT_BOOTSTRAP = 400  # profile.predict --bootstrap: resamples (patchkit.report.predict.BOOTSTRAP)
 PATCH_TASKS = ("patch.check", "patch.verify", "patch.apply", "patch.revert", "patch.status", "patch.unlock")
 
 _TABLE: tuple[Option, ...] = (
@@ -805,7 +943,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.remote.python",
         default="python3",
         help="python on the targets: runs the job-control agent",
-        check=text,
+        check=program,
         doc="python on the targets (runs the job-control agent)",
         commented=False,
     ),
@@ -817,10 +955,11 @@ _TABLE: tuple[Option, ...] = (
         doc="server port; health_url defaults to http://127.0.0.1:PORT/health",
         commented=False,
     ),
-    Option("health_url", key="profile.remote.health_url", doc="", commented=False),
+    Option("health_url", key="profile.remote.health_url", check=http_url, doc="", commented=False),
     Option(
         "health_on",
         key="profile.remote.health_on",
+        check=one_of(*HEALTH_ON),
         default="first",
         doc="first | all (multi-node SGLang serves HTTP on the head only)",
         commented=False,
@@ -852,6 +991,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "stop_signals",
         key="profile.remote.stop_signals",
+        check=stop_signals,
         default=["INT", "TERM"],
         doc="sent to the server's process group in turn, then KILL",
         commented=False,
@@ -867,6 +1007,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "timer",
         key="profile.remote.timer",
+        check=one_of(*TIMER_MODES),
         doc="PATCHKIT_TIMER on the server: events | sync | host | off",
         commented=False,
     ),
@@ -903,6 +1044,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "remote_dir",
         key="profile.remote.remote_dir",
+        check=absolute_path,
         default="/tmp/patchkit-profile",
         doc="a fresh run directory per run is made inside",
         commented=False,
@@ -1000,7 +1142,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "budget",
         key="profile.remote.budget_minutes",
-        check=positive,
+        check=minutes,
         help="with --matrix: MINUTES for the sweep: rounds of every live point until the verdict "
         "is decided or the next round would not fit; clear losers are dropped (--repeat: rounds "
         f"at most, default {MAX_ROUNDS})",
@@ -1012,6 +1154,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "until",
         key="profile.remote.until",
+        check=one_of(*UNTIL, fold=True),
         help="with --matrix: 'decided': rounds until the verdict is decided (--repeat rounds at most, "
         f"default {MAX_ROUNDS}; with --budget, whichever comes first)",
         fronts=("profile.remote",),
@@ -1021,6 +1164,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "gpus",
         key="profile.remote.gpus",
+        check=gpu_list,
         help="with --matrix: GPUs of each target, e.g. 0,1,2,3: one server per GPU at once "
         "(CUDA_VISIBLE_DEVICES, port + index), every GPU runs every point over the rounds",
         fronts=("profile.remote",),
@@ -1031,6 +1175,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "blocks",
         key="profile.remote.blocks",
+        check=one_of(*BLOCKS, fold=True),
         default="fleet",
         help="with --matrix and several --target: 'fleet' (default): the targets serve together "
         "(one multi-node server); 'hosts': each target runs its own server, a block like a GPU of "
@@ -1044,6 +1189,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "cpus",
         key="profile.remote.cpus",
+        check=cpu_lists,
         help="pin the server to CPUs, as taskset -c writes them: '0-15' for every server, or one "
         "list per block of a sweep with --gpus or --blocks hosts, ';' between them ('0-15;16-31'); "
         "the job control sets the affinity before the server starts (PATCHKIT_CPUS)",
@@ -1055,6 +1201,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "spread_cache",
         key="profile.remote.spread_cache",
+        check=file_or_off,
         doc="the spread between starts remembered per target and command\n"
         "(null: $PATCHKIT_SPREAD_CACHE, else ~/.cache/patchkit/spread.json;\n"
         "off: none); plans the first rounds, never data",
@@ -1118,6 +1265,20 @@ _TABLE: tuple[Option, ...] = (
         check=positive,
         doc="seconds for the SSH connect and banner (null: 10)",
     ),
+    # the targets profile.remote resolves as the patch tasks do (patchkit.transport.resolve_targets):
+    # an inventory's hosts, and the target kinds' own settings (k8s: kubectl, k8s_container, kube_context)
+    Option(
+        "inventory",
+        key="profile.remote.inventory",
+        check=text,
+        doc="Ansible inventory: its hosts are targets too, after targets\n"
+        "(null: patchkit.inventory, when targets are not set here)",
+        fallback="inventory",
+    ),
+    *(
+        Option(name, key=f"profile.remote.{name}", check=_kind, doc=f"null: patchkit.{name}", fallback=name)
+        for name in kind_settings()
+    ),
     # the profile.remote task's options that set no key of their own
     Option("no_chart", default=False, help="skip phases.png (and sweep.png)", fronts=("profile.remote",)),
     Option(
@@ -1171,7 +1332,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.remote.python",
         default=SAME,
         help="python on the target, runs the fetch agent (default: {default})",
-        check=text,
+        check=program,
         fronts=("profile.collect",),
     ),
     Option(
@@ -1181,6 +1342,227 @@ _TABLE: tuple[Option, ...] = (
         help="seconds allowed per target (default {default:g}, plus a second per MB allowed)",
         check=seconds,
         fronts=("profile.collect",),
+    ),
+    # the authoring tasks (patch.edit/new/refresh/gen-runtime/export/gen-config/rebase/diff), the
+    # upstream.* tasks and profile.report/predict: their options, help texts and defaults (the tasks
+    # check them where they are used; the patch.rebase target options are the patch tasks' rows)
+    Option(
+        "series",
+        key="series",
+        default=SAME,
+        help="series folder (default: patchkit.series in invoke.yaml / patchkit.yaml)",
+        fronts=(*_AUTHOR, "patch.gen-runtime"),
+    ),
+    Option(
+        "edited",
+        help="a copy of the pinned tree with your edits (make one with patch.edit)",
+        fronts=("patch.new", "patch.refresh"),
+    ),
+    Option(
+        "pristine",
+        help="pristine pinned tree (default: fetched from the pin, by version, into .cache/)",
+        fronts=_AUTHOR,
+    ),
+    Option("dest", help="folder to write the editable tree into", fronts=("patch.edit",)),
+    Option("upto", help="stop after this patch (default: the whole series)", fronts=("patch.edit",)),
+    Option(
+        "layout",
+        default="checkout",
+        help="checkout or installed (default {default})",
+        check=one_of(*TREE_LAYOUTS),
+        fronts=("patch.edit",),
+    ),
+    Option("name", help="file name of the new patch, e.g. 0008-my-timer.patch", fronts=("patch.new",)),
+    Option("header", help="text put before the diff, saying what the patch times", fronts=("patch.new",)),
+    Option("new_file", help="a file the patch creates (repeat)", fronts=("patch.new",)),
+    Option("patch", help="the patch to rewrite (default: the top one)", fronts=("patch.refresh",)),
+    Option(
+        "check",
+        default=False,
+        help="only check: exit 1 when a runtime patch differs from patchkit/timing/phase_timer.py",
+        fronts=("patch.gen-runtime",),
+    ),
+    Option(
+        "all_",
+        default=False,
+        help="every shipped series instead of --series (they hold the runtime patch as a marker, "
+        "rendered on every read: this finds a stale copy beside one)",
+        fronts=("patch.gen-runtime",),
+    ),
+    Option(
+        "series",
+        key="series",
+        default=SAME,
+        help="series folder or a shipped series' name (default: patchkit.series in invoke.yaml / patchkit.yaml)",
+        fronts=("patch.export",),
+    ),
+    Option(
+        "out",
+        help="where to write: the series becomes OUT/<its name>/ (an existing non-empty one is refused)",
+        fronts=("patch.export",),
+    ),
+    Option("all_", default=False, help="every shipped series instead of --series", fronts=("patch.export",)),
+    Option(
+        "file",
+        help="the example config to rewrite (default: invoke.yaml in patchkit's checkout)",
+        fronts=("patch.gen-config",),
+    ),
+    Option(
+        "check",
+        default=False,
+        help="only check: exit 1 when its commented defaults differ from the option table",
+        fronts=("patch.gen-config",),
+    ),
+    Option(
+        "series",
+        key="series",
+        default=SAME,
+        help="the series to carry over (never written); default: patchkit.series in invoke.yaml "
+        "(patchkit.yaml when installed)",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "onto",
+        help="a PyPI version (e.g. 0.5.10), or with --upstream a tag, branch or commit",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "upstream",
+        help="a local git clone of the upstream project to read --onto from",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "out",
+        help="the new series folder (default: patches/<name>-v<version> beside --series)",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "context_trim",
+        default=False,
+        help="retry a hunk with fewer outer context lines when that is still unique",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "resume",
+        default=False,
+        help="after hand edits in --out: take its marker-free patches, place everything again",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "version",
+        help="with --upstream: the version to pin (default: from a vX.Y.Z tag)",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "trust_new",
+        default=False,
+        help="accept and record a wheel whose sha256 is not pinned yet",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "merge",
+        default=True,
+        help="after exact matching, relocate the rest by a checked git merge-file "
+        "(default on; --no-merge: exact match only)",
+        fronts=("patch.rebase",),
+    ),
+    Option(
+        "onto_target",
+        help="instead of --onto: the files as they are on this target (any --target "
+        "form), read in one connection and pinned to exactly that text; needs --out",
+        fronts=("patch.rebase",),
+    ),
+    Option("from_", help="the older series folder", fronts=("patch.diff",)),
+    Option("to", help="the newer series folder", fronts=("patch.diff",)),
+    Option(
+        "series",
+        help="take name, version, commit and paths from this series' pin.toml",
+        fronts=("upstream.fetch",),
+    ),
+    Option("name", help="distribution name (e.g. sglang)", fronts=("upstream.fetch",)),
+    Option("version", help="exact version on PyPI", fronts=("upstream.fetch",)),
+    Option("path", help="file to fetch (repeat; default: the pinned files)", fronts=("upstream.fetch",)),
+    Option("upstream", help="a local git clone to read from instead of PyPI", fronts=("upstream.fetch",)),
+    Option("rev", help="tag/branch/commit in the clone", fronts=("upstream.fetch",)),
+    Option(
+        "layout",
+        default="checkout",
+        help="checkout (python/sglang/...) or installed (sglang/...); default {default}",
+        check=one_of(*TREE_LAYOUTS),
+        fronts=("upstream.fetch",),
+    ),
+    Option("dest", help="output folder", fronts=("upstream.fetch",)),
+    Option(
+        "trust_new",
+        default=False,
+        help="accept a wheel whose sha256 is not in patchkit's table (recorded for next time)",
+        fronts=("upstream.fetch",),
+    ),
+    Option("series", help="series folder whose pin.toml is written", fronts=("upstream.pin",)),
+    Option("tree", help="pristine tree to hash", fronts=("upstream.pin",)),
+    Option(
+        "path", help="pinned file (repeat; default: the files the series modifies)", fronts=("upstream.pin",)
+    ),
+    Option("name", help="upstream name", fronts=("upstream.pin",)),
+    Option("version", help="upstream version", fronts=("upstream.pin",)),
+    Option("commit", help="upstream commit (40 hex)", fronts=("upstream.pin",)),
+    Option(
+        "package_prefix",
+        help="prefix dropped on installed layouts, e.g. python/",
+        fronts=("upstream.pin",),
+    ),
+    Option(
+        "timing",
+        help="a folder of timing files (*.jsonl, e.g. from profile.collect), or a run folder "
+        "of profile.run / profile.remote (OUT/<timestamp>: its timing/ is read)",
+        fronts=("profile.report",),
+    ),
+    Option(
+        "out",
+        help="folder for table.txt, trace.json, phases.png and summary.json",
+        fronts=("profile.report",),
+    ),
+    Option(
+        "bench",
+        help="a benchmark's text output (e.g. sglang.bench_serving's), for tok/s and accept length",
+        fronts=("profile.report",),
+    ),
+    Option("no_chart", default=False, help="skip phases.png", fronts=("profile.report",)),
+    Option(
+        "run",
+        help="a run folder of profile.remote or profile.run (its timing/ and summary.json)",
+        fronts=("profile.predict",),
+    ),
+    Option(
+        "pool",
+        help="another run of the same configuration (another server start; repeatable, e.g. a "
+        "sweep point's rep2/): each run is predicted on its own, the table gives the medians, so one "
+        "start's luck does not move the prediction",
+        fronts=("profile.predict",),
+    ),
+    Option(
+        "out",
+        help="where to write predict.json (default: the run folder)",
+        fronts=("profile.predict",),
+    ),
+    Option(
+        "bootstrap",
+        help=f"bootstrap resamples for the intervals (default {PREDICT_BOOTSTRAP}; 0: none)",
+        check=_count0,
+        fronts=("profile.predict",),
+    ),
+    Option(
+        "verify_us_per_token",
+        help="what one more draft token per request adds to verify, in us per token of "
+        "the batch, measured elsewhere (default: fitted where the run kept one batch size, else 0)",
+        fronts=("profile.predict",),
+    ),
+    Option(
+        "spread",
+        help="the spread of tok/s between server starts, in % (default: the spread cache's entry for "
+        "this server command, from earlier sweeps with --repeat): says how many starts per point would "
+        "tell the predicted best from the runner-up",
+        fronts=("profile.predict",),
     ),
 )
 

@@ -3,7 +3,6 @@ table or JSON document (above ops and output; the exit-code boundary itself is p
 
 from __future__ import annotations
 
-import os
 import sys
 
 from patchkit.cli import exit_boundary
@@ -46,43 +45,36 @@ def resolve_targets(settings, opts) -> tuple:
     ``PerHostSeries`` when the hosts of a fleet need different ones."""
     from patchkit.errors import InvalidInput
     from patchkit.locations import series_path
-    from patchkit.transport import expand_targets
-    from patchkit.transport.inventory import inventory_transports
+    from patchkit.transport import resolve_targets as resolve
 
     if not settings.series:
         raise InvalidInput(f"no --series given and no patchkit.series in {settings.config_where}")
     series = settings.series if settings.series == "auto" else series_path(settings.series, opts.cwd)
-    targets: list = list(settings.targets)
-    try:
-        if settings.inventory:
-            path = os.path.join(opts.cwd, os.path.expanduser(settings.inventory))
-            targets += inventory_transports(
-                path,
-                settings.limit,
-                settings.root,
-                cwd=opts.cwd,
-                container=opts.container,
-                exec_prefix=opts.exec_prefix,
-                **opts.transport_options,
-            )
-        if not targets:
-            raise InvalidInput(
-                "no --target or --inventory given and no patchkit.targets or patchkit.inventory "
-                f"in {settings.config_where}"
-            )
-        # k8s:NS/SELECTOR:ROOT -> a Transport per running pod (kubectl get pods, here); with
-        # --series auto every target opened here: one connection per target for the probe and
-        # the operation (ssh_persist 0 too), and run_patch_task closes them
-        targets = expand_targets(
-            targets,
-            open_all=series == "auto",
-            cwd=opts.cwd,
-            container=opts.container,
-            exec_prefix=opts.exec_prefix,
-            **opts.transport_options,
+    if not settings.targets and not settings.inventory:
+        raise InvalidInput(
+            "no --target or --inventory given and no patchkit.targets or patchkit.inventory "
+            f"in {settings.config_where}"
         )
-        if series != "auto":
-            return series, targets
+    # the one resolution (patchkit.transport.resolve_targets): inventory hosts, k8s:NS/SELECTOR:ROOT
+    # -> a Transport per running pod (kubectl get pods, here); with --series auto every target
+    # opened here: one connection per target for the probe and the operation (ssh_persist 0
+    # too), and run_patch_task closes them
+    targets = resolve(
+        settings.targets,
+        inventory=settings.inventory,
+        limit=settings.limit,
+        root=settings.root,
+        open_all=series == "auto",
+        cwd=opts.cwd,
+        container=opts.container,
+        exec_prefix=opts.exec_prefix,
+        **opts.transport_options,
+    )
+    if not targets:
+        raise InvalidInput(f"no targets: the inventory {settings.inventory} has none")
+    if series != "auto":
+        return series, targets
+    try:
         return auto_series(targets, opts, per_host=True), targets
     except BaseException:
         for t in targets:

@@ -23,7 +23,6 @@ from patchkit.settings import (
     PROFILE_RENAMED,
     REMOTE_FALLBACKS,
     PatchSettings,
-    choice,
     config_value,
     existing_dir,
     number,
@@ -31,7 +30,6 @@ from patchkit.settings import (
     output_dir,
     owners,
     positive_int,
-    positive_number,
     say_notes,
     seconds,
     task_help,
@@ -99,6 +97,13 @@ unlock = _patch_task(
 )
 
 
+def _checked(front: str, option: str, value):
+    """``value`` through the check of ``front``'s row ``option`` in the option table."""
+    check = offered(front)[option].check
+    assert check is not None, f"{front} --{option} has a check in the option table"
+    return check(value, option)
+
+
 def _abspath(p):
     return os.path.abspath(os.path.expanduser(p)) if p else None
 
@@ -126,22 +131,7 @@ def _pristine(series, pristine):
     return up.fetch_tree(series_dir=Path(series))[0]
 
 
-AUTHOR_HELP = {
-    "series": "series folder (default: patchkit.series in invoke.yaml / patchkit.yaml)",
-    "edited": "a copy of the pinned tree with your edits (make one with patch.edit)",
-    "pristine": "pristine pinned tree (default: fetched from the pin, by version, into .cache/)",
-}
-
-
-@task(
-    auto_shortflags=False,
-    help=dict(
-        {k: v for k, v in AUTHOR_HELP.items() if k != "edited"},
-        dest="folder to write the editable tree into",
-        upto="stop after this patch (default: the whole series)",
-        layout="checkout or installed",
-    ),
-)
+@task(auto_shortflags=False, help=task_help("patch.edit"))
 def edit(c, dest, series=None, upto=None, pristine=None, layout="checkout"):
     """Write the pinned tree with the series applied, for editing new timers into it."""
     from pathlib import Path
@@ -150,23 +140,14 @@ def edit(c, dest, series=None, upto=None, pristine=None, layout="checkout"):
 
     series = _series(c, series)
     dest = text(dest, "dest")
-    choice(layout, "layout", ("checkout", "installed"))
+    _checked("patch.edit", "layout", layout)
     out = authoring.prepare_edit_tree(
         Path(series), _pristine(series, pristine), Path(_abspath(dest)), upto=upto, layout=layout
     )
     print(f"editable tree: {out}")
 
 
-@task(
-    auto_shortflags=False,
-    iterable=["new_file"],
-    help=dict(
-        AUTHOR_HELP,
-        name="file name of the new patch, e.g. 0008-my-timer.patch",
-        header="text put before the diff, saying what the patch times",
-        new_file="a file the patch creates (repeat)",
-    ),
-)
+@task(auto_shortflags=False, iterable=["new_file"], help=task_help("patch.new"))
 def new(c, name, edited, series=None, pristine=None, header=None, new_file=None):
     """Append a new patch to the series: the edited tree minus the current series."""
     from pathlib import Path
@@ -188,7 +169,7 @@ def new(c, name, edited, series=None, pristine=None, header=None, new_file=None)
     print(f"wrote {out} and added it to {series}/series")
 
 
-@task(auto_shortflags=False, help=dict(AUTHOR_HELP, patch="the patch to rewrite (default: the top one)"))
+@task(auto_shortflags=False, help=task_help("patch.refresh"))
 def refresh(c, edited, series=None, pristine=None, patch=None):
     """Rewrite one patch of the series from the edited tree (header and pin kept)."""
     from pathlib import Path
@@ -205,12 +186,7 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
 @task(
     name="gen-runtime",
     auto_shortflags=False,
-    help={
-        "series": "series folder (default: patchkit.series in invoke.yaml / patchkit.yaml)",
-        "check": "only check: exit 1 when a runtime patch differs from patchkit/timing/phase_timer.py",
-        "all": "every shipped series instead of --series (they hold the runtime patch as a marker, "
-        "rendered on every read: this finds a stale copy beside one)",
-    },
+    help=task_help("patch.gen-runtime"),
 )
 def gen_runtime(c, series=None, check=False, all_=False):
     """Regenerate the series' phase_timer.py new-file patch from patchkit/timing/."""
@@ -239,11 +215,7 @@ def gen_runtime(c, series=None, check=False, all_=False):
 @task(
     name="export",
     auto_shortflags=False,
-    help={
-        "series": "series folder or a shipped series' name (default: patchkit.series in invoke.yaml / patchkit.yaml)",
-        "out": "where to write: the series becomes OUT/<its name>/ (an existing non-empty one is refused)",
-        "all": "every shipped series instead of --series",
-    },
+    help=task_help("patch.export"),
 )
 def export(c, series=None, out=None, all_=False):
     """Write a series folder as users get it: every file, the runtime patch rendered in place of its marker."""
@@ -275,10 +247,7 @@ def export(c, series=None, out=None, all_=False):
 @task(
     name="gen-config",
     auto_shortflags=False,
-    help={
-        "file": "the example config to rewrite (default: invoke.yaml in patchkit's checkout)",
-        "check": "only check: exit 1 when its commented defaults differ from the option table",
-    },
+    help=task_help("patch.gen-config"),
 )
 def gen_config(c, file=None, check=False):
     """Regenerate invoke.yaml's commented defaults from the option table (patchkit/settings.py)."""
@@ -305,17 +274,7 @@ def gen_config(c, file=None, check=False):
     name="fetch",
     auto_shortflags=False,
     iterable=["path"],
-    help={
-        "series": "take name, version, commit and paths from this series' pin.toml",
-        "name": "distribution name (e.g. sglang)",
-        "version": "exact version on PyPI",
-        "path": "file to fetch (repeat; default: the pinned files)",
-        "upstream": "a local git clone to read from instead of PyPI",
-        "rev": "tag/branch/commit in the clone",
-        "layout": "checkout (python/sglang/...) or installed (sglang/...)",
-        "dest": "output folder",
-        "trust_new": "accept a wheel whose sha256 is not in patchkit's table (recorded for next time)",
-    },
+    help=task_help("upstream.fetch"),
 )
 def upstream_fetch(
     c,
@@ -334,7 +293,7 @@ def upstream_fetch(
 
     from patchkit import upstream as up
 
-    choice(layout, "layout", ("checkout", "installed"))
+    _checked("upstream.fetch", "layout", layout)
     upstream = existing_dir(upstream, "upstream")
     if dest is not None and os.path.exists(dest) and not os.path.isdir(dest):
         raise InvalidInput(f"--dest {dest!r}: a file, not a folder")
@@ -356,15 +315,7 @@ def upstream_fetch(
     name="pin",
     auto_shortflags=False,
     iterable=["path"],
-    help={
-        "series": "series folder whose pin.toml is written",
-        "tree": "pristine tree to hash",
-        "path": "pinned file (repeat; default: the files the series modifies)",
-        "name": "upstream name",
-        "version": "upstream version",
-        "commit": "upstream commit (40 hex)",
-        "package_prefix": "prefix dropped on installed layouts, e.g. python/",
-    },
+    help=task_help("upstream.pin"),
 )
 def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=None, package_prefix=None):
     """Write or update pin.toml (sha256 and wc -l per file, version/commit) from a pristine tree."""
@@ -563,21 +514,7 @@ profile.add_task(profile_sweep, "sweep")
 @task(
     name="rebase",
     auto_shortflags=False,
-    help={
-        "series": "the series to carry over (never written); default: patchkit.series in invoke.yaml (patchkit.yaml when installed)",
-        "onto": "a PyPI version (e.g. 0.5.10), or with --upstream a tag, branch or commit",
-        "upstream": "a local git clone of the upstream project to read --onto from",
-        "out": "the new series folder (default: patches/<name>-v<version> beside --series)",
-        "context_trim": "retry a hunk with fewer outer context lines when that is still unique",
-        "resume": "after hand edits in --out: take its marker-free patches, place everything again",
-        "version": "with --upstream: the version to pin (default: from a vX.Y.Z tag)",
-        "trust_new": "accept and record a wheel whose sha256 is not pinned yet",
-        "merge": "after exact matching, relocate the rest by a checked git merge-file "
-        "(default on; --no-merge: exact match only)",
-        "onto_target": "instead of --onto: the files as they are on this target (any --target "
-        "form), read in one connection and pinned to exactly that text; needs --out",
-        **task_help("patch.rebase"),  # the target options and wheelhouse: the option table
-    },
+    help=task_help("patch.rebase"),
 )
 def patch_rebase(
     c,
@@ -682,7 +619,7 @@ def patch_rebase(
 @task(
     name="diff",
     auto_shortflags=False,
-    help={"from_": "the older series folder", "to": "the newer series folder"},
+    help=task_help("patch.diff"),
 )
 def patch_diff(c, from_=None, to=None):
     """What changed between two series (pin, order, headers, hunk placement and content)."""
@@ -740,8 +677,11 @@ def profile_remote(
     from patchkit.profile.remote.sweep import run_remote_sweep
 
     settings = dict((_cfg(c, "profile", {}) or {}).get("remote") or {})
-    for key, fallback in REMOTE_FALLBACKS.items():  # series, targets, layout, ssh_*: patchkit.*
+    own_targets = settings.get("targets") not in (None, "", []) or bool(target)
+    for key, fallback in REMOTE_FALLBACKS.items():  # series, targets, layout, ssh_*, ...: patchkit.*
         if settings.get(key) in (None, "", []) and _cfg(c, fallback) not in (None, "", []):
+            if key == "inventory" and own_targets:  # as for the patch tasks: with targets of its own
+                continue  # (profile.remote.targets or --target), patchkit.inventory is not read
             settings[key] = _cfg(c, fallback)
     given = {
         "targets": list(target or []) or None,
@@ -787,27 +727,18 @@ def profile_remote(
         text(given[key], option)  # given but empty: refused, not left to a default
     if repeat is not None:
         settings["repeat"] = positive_int(repeat, "repeat")
-    if budget is not None:  # checked here so that the message names the option
-        minutes = number(budget, "budget", low=0)
-        if positive_number(minutes) is None:
-            raise InvalidInput(f"--budget {budget!r}: a number of minutes, more than 0")
-        settings["budget_minutes"] = minutes
-    if until is not None:
-        from patchkit.profile.remote.config import UNTIL
-
-        settings["until"] = choice(until, "until", UNTIL)
-    if blocks is not None:
-        from patchkit.profile.remote.config import BLOCKS
-
-        settings["blocks"] = choice(blocks, "blocks", BLOCKS)
-    if gpus is not None:
-        from patchkit.profile.remote.config import parse_gpus
-
-        settings["gpus"] = parse_gpus(gpus, "--gpus")
-    if cpus is not None:
-        from patchkit.profile.remote.config import parse_cpus
-
-        settings["cpus"] = parse_cpus(cpus, "--cpus")
+    rows = offered("profile.remote")
+    for option, value in (
+        ("budget", budget),
+        ("until", until),
+        ("blocks", blocks),
+        ("gpus", gpus),
+        ("cpus", cpus),
+    ):
+        if value is not None:  # the row's check here, so that the message names the option
+            row = rows[option]
+            assert row.key is not None and row.check is not None, f"profile.remote --{option}: a checked key"
+            settings[row.key.rpartition(".")[2]] = row.check(value, option)
     if settings.get("chart", True):  # phases.png; before --out is made and a target is touched
         from patchkit.extras import require
 
@@ -816,16 +747,17 @@ def profile_remote(
         settings["out"] = output_dir(out, "out")
     if settings.get("series") and settings["series"] != "auto":
         settings["series"] = series_path(str(settings["series"]))
-    auto = settings.get("series") == "auto" and settings.get("targets")
+    auto = settings.get("series") == "auto" and (settings.get("targets") or settings.get("inventory"))
     if auto:
         settings.pop("series")  # chosen below, from the targets (every other setting checked first)
     cfg = RemoteConfig.from_mapping(settings, cwd=os.getcwd(), extra_env=list(env or []))
-    if auto:
-        from patchkit.ops import Options
-
-        cfg.series = str(
-            _auto_series(cfg.targets, Options(cwd=os.getcwd(), transport_options=cfg.transport_options()))
-        )
+    if auto:  # the targets as the run resolves them (patchkit.transport.resolve_targets)
+        targets = cfg.open_targets(os.getcwd())
+        try:
+            cfg.series = str(_auto_series(targets))
+        finally:
+            for t in targets:
+                t.close()
     (run_remote_sweep if cfg.matrix else run_remote)(cfg)
 
 
@@ -932,13 +864,7 @@ def profile_collect(
     name="report",
     auto_shortflags=False,
     prog="profile",
-    help={
-        "timing": "a folder of timing files (*.jsonl, e.g. from profile.collect), or a run folder "
-        "of profile.run / profile.remote (OUT/<timestamp>: its timing/ is read)",
-        "out": "folder for table.txt, trace.json, phases.png and summary.json",
-        "bench": "a benchmark's text output (e.g. sglang.bench_serving's), for tok/s and accept length",
-        "no_chart": "skip phases.png",
-    },
+    help=task_help("profile.report"),
 )
 def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
     """Table, trace, chart and summary from any timing folder (optionally a benchmark's output)."""
@@ -959,19 +885,7 @@ def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
     prog="profile",
     positional=["run"],
     iterable=["pool"],
-    help={
-        "run": "a run folder of profile.remote or profile.run (its timing/ and summary.json)",
-        "pool": "another run of the same configuration (another server start; repeatable, e.g. a "
-        "sweep point's rep2/): each run is predicted on its own, the table gives the medians, so one "
-        "start's luck does not move the prediction",
-        "out": "where to write predict.json (default: the run folder)",
-        "bootstrap": "bootstrap resamples for the intervals (default 400; 0: none)",
-        "verify_us_per_token": "what one more draft token per request adds to verify, in us per token of "
-        "the batch, measured elsewhere (default: fitted where the run kept one batch size, else 0)",
-        "spread": "the spread of tok/s between server starts, in % (default: the spread cache's entry for "
-        "this server command, from earlier sweeps with --repeat): says how many starts per point would "
-        "tell the predicted best from the runner-up",
-    },
+    help=task_help("profile.predict"),
 )
 def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=None, spread=None, pool=None):
     """What-if: the tokens/s of num-steps 1..N, predicted from a run profiled at N (or the

@@ -46,9 +46,10 @@ from patchkit.report.benchsim import (
     cycle_costs,
     simulate,
 )
+from patchkit.settings import PREDICT_BOOTSTRAP
 
 SCHEMA = "patchkit.predict/1"
-BOOTSTRAP = 400
+BOOTSTRAP = PREDICT_BOOTSTRAP  # the option table's (profile.predict --bootstrap)
 BLOCKS = 200
 SEED = 20261202
 # (draft loop phase, forwards in it at n steps = n - offset, verify phase, extend phase)

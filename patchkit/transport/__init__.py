@@ -7,6 +7,7 @@ machine-readable answer from standard output. A transport knows only how to star
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -240,3 +241,39 @@ def expand_targets(
                 t.close()
         raise
     return out
+
+
+def resolve_targets(
+    specs,
+    *,
+    inventory: str | None = None,
+    limit: str | None = None,
+    root: str | None = None,
+    open_all: bool = False,
+    cwd: str | None = None,
+    container: str | None = None,
+    exec_prefix: str | None = None,
+    **options,
+) -> list:
+    """The targets of a run, in order: ``specs`` (--target strings, or Transports), then the
+    hosts of an Ansible ``inventory`` (chosen by ``limit``, at ``root``), every prefixed kind's
+    spec expanded (expand_targets: a k8s: selector is every pod it matches). The one function
+    every caller resolves its targets through: the patch tasks, ``--series auto`` and
+    profile.remote (its run, its sweep and its --series auto), so a kind, a kind's settings
+    (``options``) and an inventory mean the same everywhere. The caller closes the Transports
+    (``open_all``: every target opened here)."""
+    kw = dict(cwd=cwd, container=container, exec_prefix=exec_prefix, **options)
+    targets: list = list(specs)
+    try:
+        if inventory:
+            from patchkit.transport.inventory import inventory_transports
+
+            targets += inventory_transports(
+                os.path.join(cwd or "", os.path.expanduser(inventory)), limit, root, **kw
+            )
+        return expand_targets(targets, open_all=open_all, **kw)
+    except BaseException:
+        for t in targets:
+            if not isinstance(t, str) and t not in specs:
+                t.close()
+        raise

@@ -1,8 +1,10 @@
 """Configuration of the remote profile run (invoke.yaml ``patchkit.profile.remote`` or a file).
 
 ``RemoteConfig.from_mapping(mapping, cwd=...)`` checks every key and value and refuses with
-InvalidInput (exit 2) before anything is started: unknown keys, empty commands, environment
-names that are not shell names, stop signals outside a fixed list, non-positive timeouts.
+InvalidInput (exit 2) before anything is started: unknown keys, then each setting by its row's
+check in the option table (patchkit.settings: stop signals outside a fixed list, non-positive
+timeouts, choices, GPU and CPU lists), then what only RemoteConfig knows: empty commands,
+environment names that are not shell names, the series' pin.toml, settings that exclude each other.
 Commands are shell command lines run by ``sh -c`` on the target (a list is joined with
 shlex.join); environment values are passed as data, never through a shell.
 """
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -21,23 +22,39 @@ from typing import Any
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_root
 from patchkit.profile.remote.server_args import ENV_NAME, RESERVED_ENV
-from patchkit.settings import (
+from patchkit.settings import (  # the choices: the option table's checks (patchkit.settings)
+    BLOCKS,
+    CPU_LIST,
+    GPU_ID,
     MAX_ROUNDS,
     REMOTE_CHECKS,
     REMOTE_DEFAULTS,
     REMOTE_REPEAT,
     REMOTE_SERIES,
+    STOP_SIGNALS,
+    TIMER_MODES,
+    UNTIL,
+    cpu_lists,
+    gpu_list,
     transport_options,
 )
+from patchkit.transport import kind_settings
+
+__all__ = [  # the choices are the option table's; named here too for the sweep's modules
+    "BLOCKS",
+    "CPU_LIST",
+    "DEFAULT_SERIES",
+    "GPU_ID",
+    "STOP_SIGNALS",
+    "TIMER_MODES",
+    "UNTIL",
+    "RemoteConfig",
+    "gpu_device",
+    "parse_cpus",
+    "parse_gpus",
+]
 
 DEFAULT_SERIES = series_root() / REMOTE_SERIES
-STOP_SIGNALS = ("INT", "TERM", "HUP", "QUIT", "USR1", "USR2")
-TIMER_MODES = ("events", "sync", "host", "off")
-UNTIL = ("decided",)
-BLOCKS = ("fleet", "hosts")  # several targets: one fleet serving together, or each a block
-# a GPU index or UUID, optionally "@label": one GPU named twice as 0@a,0@b serves two servers
-# at once (they share it: to exercise a blocked sweep, not to measure)
-GPU_ID = re.compile(r"(\d{1,4}|(GPU|MIG)-[A-Za-z0-9/-]{1,120})(@[A-Za-z0-9_-]{1,16})?\Z")
 
 
 _D = REMOTE_DEFAULTS
@@ -97,6 +114,11 @@ class RemoteConfig:
     blocks: str = _D["blocks"]
     spread_cache: str | None = _D["spread_cache"]
     sweep_seed: int | None = _D["sweep_seed"]
+    inventory: str | None = _D["inventory"]
+    # the target kinds' own settings (patchkit.transport.kind_settings: the k8s: kind's)
+    kubectl: str | None = _D["kubectl"]
+    k8s_container: str | None = _D["k8s_container"]
+    kube_context: str | None = _D["kube_context"]
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -154,7 +176,7 @@ class RemoteConfig:
         if isinstance(self.targets, str):
             self.targets = [self.targets]
         self.targets = [str(t) for t in self.targets]
-        if not self.targets:
+        if not self.targets and not self.inventory:
             raise InvalidInput(
                 "profile.remote: no targets (the SGLang install roots, "
                 "e.g. ssh://gpu1/opt/venv/lib/python3.11/site-packages)"
@@ -170,33 +192,12 @@ class RemoteConfig:
         if not (Path(self.series) / "pin.toml").is_file():
             raise InvalidInput(f"profile.remote: series {self.series} has no pin.toml")
         self.env, self.bench_env = _env(self.env, "env"), _env(self.bench_env, "bench_env")
-        try:
-            python = shlex.split(str(self.python))
-        except ValueError as exc:
-            raise InvalidInput(f"profile.remote: python {self.python!r}: {exc}") from exc
-        if not python or python[0].startswith("-"):
-            raise InvalidInput(f"profile.remote: python {self.python!r} must name a program")
-        if self.health_url is not None and not re.match(r"https?://[^\s]+\Z", str(self.health_url)):
-            raise InvalidInput(f"profile.remote: health_url {self.health_url!r} is not an http(s) URL")
-        if self.health_on not in ("first", "all"):
-            raise InvalidInput(f"profile.remote: health_on {self.health_on!r}: first or all")
-        if isinstance(self.stop_signals, str):
-            self.stop_signals = [s for s in re.split(r"[,\s]+", self.stop_signals) if s]
-        self.stop_signals = [str(s).upper().removeprefix("SIG") for s in self.stop_signals]
-        bad = [s for s in self.stop_signals if s not in STOP_SIGNALS]
-        if bad:
-            raise InvalidInput(
-                f"profile.remote: stop_signals {bad}: choose from "
-                f"{', '.join(STOP_SIGNALS)} (KILL always comes last)"
-            )
-        if self.timer is not None and self.timer not in TIMER_MODES:
-            raise InvalidInput(f"profile.remote: timer {self.timer!r}: {', '.join(TIMER_MODES)}")
+        if self.inventory:  # read when the targets are resolved (resolve_targets), from here
+            self.inventory = str(cwd / Path(self.inventory).expanduser())
         if self.timer_seed is None:  # one seed for every node and rank: they time the same cycles
             import secrets
 
             self.timer_seed = secrets.randbelow(1 << 32)
-        if not str(self.remote_dir).startswith("/") or any(ch in str(self.remote_dir) for ch in "\0\n\r"):
-            raise InvalidInput(f"profile.remote: remote_dir {self.remote_dir!r} must be an absolute path")
         if isinstance(self.ssh_options, str):
             self.ssh_options = [self.ssh_options]
         if self.warmup_command is not None:
@@ -227,17 +228,8 @@ class RemoteConfig:
 
     def _check_sequential(self) -> None:
         """budget_minutes, until, gpus, spread_cache, sweep_seed (a sweep's; issue 31)."""
-        if self.until is not None:
-            self.until = str(self.until).strip().lower()
-            if self.until not in UNTIL:
-                raise InvalidInput(f"profile.remote: until {self.until!r}: {' or '.join(UNTIL)}")
-        self.gpus = parse_gpus(self.gpus)
-        self.cpus = parse_cpus(self.cpus)
         if self.cpus is not None and "PATCHKIT_CPUS" in self.env:
             raise InvalidInput("profile.remote: cpus sets PATCHKIT_CPUS; env names it too")
-        self.blocks = str(self.blocks if self.blocks is not None else _D["blocks"]).strip().lower()
-        if self.blocks not in BLOCKS:
-            raise InvalidInput(f"profile.remote: blocks {self.blocks!r}: {' or '.join(BLOCKS)}")
         if self.hosts_as_blocks:
             if self.baseline:
                 raise InvalidInput(
@@ -262,10 +254,6 @@ class RemoteConfig:
             raise InvalidInput("profile.remote: budget_minutes, until and gpus are for a sweep (--matrix)")
         if self.hosts_as_blocks and not self.matrix:
             raise InvalidInput("profile.remote: blocks hosts is for a sweep (--matrix)")
-        if self.spread_cache is not None:
-            self.spread_cache = str(self.spread_cache)
-            if not self.spread_cache.strip() or "\0" in self.spread_cache:
-                raise InvalidInput(f"profile.remote: spread_cache {self.spread_cache!r}: a file or off")
 
     def _check_health_port(self, what: str, why: str) -> None:
         """A given health_url must name ``port``: each block's server is probed on its own."""
@@ -320,6 +308,19 @@ class RemoteConfig:
             ssh_options=self.ssh_options,
             ssh_persist=self.ssh_persist,
             connect_timeout=self.connect_timeout,
+            kind_options={
+                name: getattr(self, name) for name in kind_settings() if getattr(self, name) is not None
+            },
+        )
+
+    def open_targets(self, cwd: str | None = None) -> list:
+        """Every target, opened: ``targets`` then the inventory's hosts, each kind's spec
+        expanded (a k8s: selector: every pod it matches), through the one function the patch
+        tasks use (patchkit.transport.resolve_targets). The caller closes them."""
+        from patchkit.transport import resolve_targets
+
+        return resolve_targets(
+            self.targets, inventory=self.inventory, open_all=True, cwd=cwd, **self.transport_options()
         )
 
     def to_dict(self) -> dict:
@@ -362,49 +363,16 @@ def _env(value, name: str) -> dict:
 
 
 def parse_gpus(value, name: str = "profile.remote: gpus") -> list[str] | None:
-    """``"0,1,2,3"`` (or a list) -> ["0", "1", "2", "3"]: CUDA_VISIBLE_DEVICES values, one
-    per server (indices or GPU-/MIG- UUIDs, each optionally "@label": one GPU labelled twice
-    serves two servers), none twice; None when not given. ``name``: the setting or option the
-    messages name."""
-    if value is None:
-        return None
-    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    gpus = [str(g).strip() for g in items]
-    if not gpus or not all(gpus):
-        raise InvalidInput(f"{name} {value!r}: a comma-separated list such as 0,1,2,3")
-    bad = [g for g in gpus if not GPU_ID.match(g)]
-    if bad:
-        raise InvalidInput(f"{name} {', '.join(map(repr, bad))}: GPU indices (0,1,...) or GPU-/MIG- UUIDs")
-    twice = sorted({g for g in gpus if gpus.count(g) > 1})
-    if twice:
-        raise InvalidInput(
-            f"{name}: {', '.join(twice)} given twice (two servers on one GPU on purpose: "
-            "label them, e.g. 0@a,0@b)"
-        )
-    return gpus
-
-
-CPU_LIST = re.compile(r"\d{1,5}(-\d{1,5})?(,\d{1,5}(-\d{1,5})?)*\Z")
+    """``"0,1,2,3"`` (or a list) -> ["0", "1", "2", "3"] (the option table's check of
+    profile.remote.gpus: patchkit.settings.gpu_list); None when not given. ``name``: the
+    setting or option the messages name."""
+    return None if value is None else gpu_list(value, "gpus", name)
 
 
 def parse_cpus(value, name: str = "profile.remote: cpus") -> list[str] | None:
-    """``"0-15"`` -> ["0-15"]; ``"0-15;16-31"`` (or a list) -> one CPU list per block of a
-    sweep; each as taskset -c writes it, ranges rising. None when not given."""
-    if value is None:
-        return None
-    items = value if isinstance(value, (list, tuple)) else str(value).split(";")
-    lists = [str(c).strip().replace(" ", "") for c in items]
-    for text in lists:
-        ok = bool(CPU_LIST.match(text))
-        if ok:
-            for part in text.split(","):
-                low, _, high = part.partition("-")
-                ok = ok and (not high or int(low) <= int(high))
-        if not ok:
-            raise InvalidInput(
-                f"{name} {text!r}: a CPU list such as 0-15 or 0,2,4-7 (one per block, ';' between them)"
-            )
-    return lists
+    """``"0-15"`` -> ["0-15"]; ``"0-15;16-31"`` -> one CPU list per block of a sweep (the option
+    table's check of profile.remote.cpus: patchkit.settings.cpu_lists). None when not given."""
+    return None if value is None else cpu_lists(value, "cpus", name)
 
 
 def gpu_device(gpu: str) -> str:

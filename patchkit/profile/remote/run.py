@@ -624,8 +624,6 @@ def run_remote(
 ) -> RemoteOutcome:
     """The remote profile run (module docstring); raises ProfileError/InvalidInput.
     With ``cfg.baseline`` the unpatched, non-speculative server is measured after it."""
-    from patchkit.transport import expand_targets
-
     out = stream or sys.stdout
     start = time.monotonic()
     if cfg.chart:  # phases.png: said before a target is touched, not after the run
@@ -633,7 +631,7 @@ def run_remote(
 
         require("report", "profile.remote", instead="or give --no-chart")
     # bad specs: refused before anything; a k8s: selector is every pod it matches
-    transports = transports or expand_targets(cfg.targets, open_all=True, **cfg.transport_options())
+    transports = transports or cfg.open_targets()  # patchkit.transport.resolve_targets
     run_dir = new_run_dir(cfg.out)
     progress = progress or ProgressLine(prefix="profile")
     with sigterm_interrupts():

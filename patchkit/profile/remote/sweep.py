@@ -854,8 +854,6 @@ def run_remote_sweep(
 ) -> RemoteSweepOutcome:
     """The sweep (module docstring). Raises ProfileError when every point failed or the revert
     failed; KeyboardInterrupt (Terminated for SIGTERM) after the revert when interrupted."""
-    from patchkit.transport import expand_targets
-
     out = stream or sys.stdout
     start = time.monotonic()
     if cfg.chart:  # phases.png and sweep.png: said before a target is touched
@@ -864,7 +862,7 @@ def run_remote_sweep(
         require("report", "profile.remote", instead="or give --no-chart")
     assert isinstance(cfg.matrix, dict), "RemoteConfig parsed --matrix (callers check it is given)"
     points = expand_server_matrix(cfg.matrix, cfg.server_command, cfg.env)
-    transports = transports or expand_targets(cfg.targets, open_all=True, **cfg.transport_options())
+    transports = transports or cfg.open_targets()  # patchkit.transport.resolve_targets
     cache = cache_path(cfg.spread_cache) if cfg.sequential else None
     cache_at = cache_key(cfg.targets, cfg.server_command, cfg.matrix)
     run_dir = new_run_dir(cfg.out)
