@@ -67,6 +67,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(mark)
 
 
+def pytest_runtest_setup(item):
+    # `@pytest.mark.cuda`: asked only of a test about to run (torch's import takes seconds), and
+    # decided here rather than by a skipif string, which pytest evaluates in the test's own module
+    if item.get_closest_marker("cuda") is not None:
+        from support.requires import has_cuda
+
+        if not has_cuda():
+            pytest.skip("needs a CUDA GPU")
+
+
 @pytest.fixture(autouse=True)
 def _fast_subset_guard(request, monkeypatch):
     """Under PATCHKIT_TEST_FAST=1: a test not marked ``wheels`` (``sshd``) that fetches a wheel

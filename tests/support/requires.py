@@ -6,6 +6,7 @@ package could be imported and leaves the import to the tests that run."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import pytest
@@ -23,3 +24,13 @@ def requires(*names: str, reason: str = "") -> pytest.MarkDecorator:
     missing = [n for n in names if _missing(n)]
     why = f"needs {missing[0]}" + (f": {reason}" if reason else "") if missing else ""
     return pytest.mark.skipif(bool(missing), reason=why)
+
+
+@functools.cache
+def has_cuda() -> bool:
+    """Whether torch imports here and sees a CUDA device (imports torch: call it only in a test)."""
+    if _missing("torch"):
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())

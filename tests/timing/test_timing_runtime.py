@@ -6,8 +6,6 @@ behave exactly as in a host program. CUDA scenarios run only where CUDA exists (
 bench machine); here they are skipped.
 """
 
-import functools
-import importlib.util
 import itertools
 import json
 import os
@@ -21,25 +19,12 @@ from pathlib import Path
 import pytest
 
 from patchkit.timing import RUNTIME_PATH, runtime_bytes, runtime_source
+from support.requires import has_cuda, requires
 
-
-@functools.cache
-def _has_cuda():
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
-
-
-def _has_torch():
-    return importlib.util.find_spec("torch") is not None
-
-
-# Conditions as strings: pytest evaluates them when such a test is about to run, not while every
-# test process collects the suite (importing torch to ask for CUDA takes seconds).
-needs_cuda = pytest.mark.skipif("not _has_cuda()", reason="needs a CUDA GPU")
-needs_torch = pytest.mark.skipif("not _has_torch()", reason="needs torch")
+# CUDA is decided when such a test is about to run (tests/conftest.py, the `cuda` marker), not
+# while every test process collects the suite: importing torch to ask for it takes seconds.
+needs_cuda = pytest.mark.cuda
+needs_torch = requires("torch")
 
 
 def run_script(runtime_dir, body, env=None, out_dir=None):
@@ -342,7 +327,7 @@ print("MODE", _pt.current_mode())
         out_dir=out,
     )
     assert res.returncode == 0, res.stderr
-    if not _has_cuda():
+    if not has_cuda():
         assert "MODE host" in res.stdout
         assert "PATCHKIT_TIMER=sync needs CUDA" in res.stderr
     (recs,) = read_records(out).values()
