@@ -438,7 +438,10 @@ def test_killed_ssh_client_is_a_transport_error(sshd, tmp_path, reuse):
         proc.kill()
 
     t.on_start = lambda proc: threading.Thread(target=kill_once_started, args=(proc,)).start()
-    remote = f"touch {shlex.quote(str(began))}; echo started; sleep 1.5; touch {shlex.quote(str(marker))}"
+    # `began` is touched after the program's only write: a client killed between the two would
+    # have its channel closed under the `echo`, whose SIGPIPE ends the program (what the comment
+    # above says of programs that write), and then no `late` file is the right outcome
+    remote = f"echo started; touch {shlex.quote(str(began))}; sleep 1.5; touch {shlex.quote(str(marker))}"
     with pytest.raises(TransportError, match="killed by signal 9"):
         t.run(remote.encode())
     assert began.exists() and time.monotonic() - killed_at[0] < 0.9  # at once, as before: 0.5 + 0.9 s
