@@ -358,7 +358,7 @@ stage_shares() { shares_one shares; }
 stage_sharesb() { shares_one sharesb; }  # one more such server in the same call
 
 stage_cudatests() {  # the runtime's CUDA-only tests (CI has no GPU; they skip there)
-  (cd "$ROOT" && run timeout 240 python3 -m pytest -q -p no:cacheprovider tests/timing/test_timing_runtime.py tests/report/test_report.py) \
+  (cd "$ROOT" && run timeout 240 python3 -m pytest -q -rs -p no:cacheprovider tests/timing/test_timing_runtime.py tests/timing/test_timing_profiler.py tests/report/test_report.py) \
     && tail -n 3 "$LOG" > "$WORK/cuda_tests.txt"
 }
 

@@ -7,6 +7,7 @@ package could be imported and leaves the import to the tests that run."""
 from __future__ import annotations
 
 import functools
+import glob
 import importlib.util
 
 import pytest
@@ -28,8 +29,10 @@ def requires(*names: str, reason: str = "") -> pytest.MarkDecorator:
 
 @functools.cache
 def has_cuda() -> bool:
-    """Whether torch imports here and sees a CUDA device (imports torch: call it only in a test)."""
-    if _missing("torch"):
+    """Whether torch imports here and sees a CUDA device (imports torch: call it only in a test).
+    Without the NVIDIA driver's device nodes CUDA cannot be there, and torch's import (seconds)
+    is not paid to hear so."""
+    if _missing("torch") or not glob.glob("/dev/nvidia[0-9]*"):
         return False
     import torch
 
