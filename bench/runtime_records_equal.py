@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "patchkit" / "timing" / "phase_timer.py"
 
-STAND_IN = r'''
+STAND_IN = r"""
 import sys, types, inspect
 CLOCK = [1_000_000_000]
 CLOCK_STEP = 137
@@ -132,9 +132,9 @@ if WITH_TORCH:
     sys.modules["torch"] = torch
 if WITH_PROFILER:
     sys.modules["torch.autograd.profiler"] = PROFILING
-'''
+"""
 
-SCENARIO = r'''
+SCENARIO = r"""
 import phase_timer as _pt
 _pt._perf = perf
 RESULTS = []
@@ -209,7 +209,7 @@ _pt.shutdown()
 RESULTS.append(("after", _pt.current_mode(), _pt.output_path() is None))
 import json
 print(json.dumps({"calls": CALLS, "results": RESULTS}))
-'''
+"""
 
 BASE_ENV = {
     "PATCHKIT_TIMER_IDLE_FLUSH_MS": "100000000",  # the idle flusher never wakes
@@ -255,7 +255,11 @@ _add("events-resolve1", {"mode": "events", "sample": 1}, {"PATCHKIT_TIMER_RESOLV
 _add("events-resolve5-sample2", {"mode": "events", "sample": 2}, {"PATCHKIT_TIMER_RESOLVE_BATCH": "5"})
 _add("host-batch4", {"mode": "host", "sample": 1, "batch": 4})
 _add("host-sample4-batch8", {"mode": "host", "sample": 4, "batch": 8})
-_add("host-ab3-bare-batch4", {"mode": "host", "sample": 1, "ab": 3, "batch": 4}, {"PATCHKIT_TIMER_AB_B": "bare"})
+_add(
+    "host-ab3-bare-batch4",
+    {"mode": "host", "sample": 1, "ab": 3, "batch": 4},
+    {"PATCHKIT_TIMER_AB_B": "bare"},
+)
 _add("host-flush0", {"mode": "host", "sample": 1, "flush_s": 0})
 _add("host-rank-env", {"mode": "host", "sample": 1}, {"PATCHKIT_TIMER_RANK": "5"})
 _add("events-env", {}, {"PATCHKIT_TIMER": "events", "PATCHKIT_TIMER_SAMPLE": "4", "PATCHKIT_TIMER_NVTX": "1"})

@@ -239,6 +239,10 @@ MODES = ("events", "sync", "host", "off")
 FILE_PREFIX = "phase-timing"
 EVENT_APIS = ("torch.Event", "torch.cuda.Event")
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (for mypy: nothing more is imported at run time)
+    from typing import Any
+
 _perf = time.perf_counter_ns
 _NEVER = -(1 << 62)
 _MAX_PENDING = 1 << 12  # beyond this many unresolved cycles, wait for the oldest
@@ -303,7 +307,7 @@ def _torch_if_loaded(import_it=False):
     torch = sys.modules.get("torch")
     if torch is None and import_it:
         try:
-            import torch  # noqa: F811 - only when a CUDA mode was asked for explicitly
+            import torch  # only when a CUDA mode was asked for explicitly
         except Exception:
             return None
     return torch
@@ -337,8 +341,8 @@ def _detect_rank():
     found = _dist_rank()
     if found is not None:
         return found[0], found[1], "torch.distributed"
-    world = os.environ.get("WORLD_SIZE", "")
-    world = int(world) if world.isdigit() else None
+    raw_world = os.environ.get("WORLD_SIZE", "")
+    world = int(raw_world) if raw_world.isdigit() else None
     for var in ("RANK", "LOCAL_RANK", "TP_RANK", "SGLANG_TP_RANK"):
         value = os.environ.get(var, "").strip()
         if value.isdigit():
@@ -489,7 +493,7 @@ def _host_phase_lines(recs, names, shapes):
                 for name, depth, parent, graph in shape
             ]
         )
-    values = []
+    values: list = []
     encode = _JSON_ENCODER.encode
     for rec in recs:
         t0, t1, attrs = rec[_T0], rec[_T1], rec[_ATTRS]
@@ -510,7 +514,7 @@ def _cycle_line(index, t0, t1, dev, gap, ab, attrs):
     )
 
 
-_ATTR_TEXT = {}  # attr name or string value -> its JSON text (bounded: see _attrs_json)
+_ATTR_TEXT: "dict[object, str]" = {}  # attr name or string value -> its JSON text (bounded: see _attrs_json)
 
 
 def _attrs_json(attrs):
@@ -560,11 +564,11 @@ def _untimed_attrs(attrs):
     }
 
 
-_DEV_PHASES = {}  # number of phases in a cycle -> the template of its dev record's list
+_DEV_PHASES: "dict[int, str]" = {}  # number of phases in a cycle -> the template of its dev record's list
 
 
 def _ms_to_ns(ms):
-    return int(round(ms * 1e6))
+    return round(ms * 1e6)
 
 
 def _is_cuda_tensor(value):
@@ -760,7 +764,15 @@ class _Budget:
 # _Off is timing off: the module functions are the no-op itself. The parts share the lists
 # they append to (the coordinator's out is the writer's), so that no call on the hot path
 # goes through a part it does not need.
-_COUNTS = ("records", "skipped_capturing", "unmatched_end", "abandoned", "stale_steps", "dropped_pending", "writes")
+_COUNTS = (
+    "records",
+    "skipped_capturing",
+    "unmatched_end",
+    "abandoned",
+    "stale_steps",
+    "dropped_pending",
+    "writes",
+)
 
 
 class _Off:
@@ -787,7 +799,7 @@ class _Writer:
         self.flush_ns = int(flush_s * 1e9)
         self.counts = counts  # the stats record's counts (shared with the timer)
         self.header = header  # () -> the header record, the file's first line
-        self.stats_extra: object = None  # () -> more of the stats record (a budget's), or None
+        self.stats_extra: Any = None  # () -> more of the stats record (a budget's), or None
         self.untimed_ab = ',"timed":false'  # the "ab"/"timed" fields of an untimed cycle's line
         self.resolver: _Resolver | None = None  # what the idle flusher reads (events mode)
         self.pid = os.getpid()
@@ -802,9 +814,7 @@ class _Writer:
         self.shapes: dict = {}  # a cycle's phase layout -> the format of its phase lines
         self.path: str | None = None
         self.fd: int | None = None
-        self.rank = self.world = self.rank_source = None
-        self.rank_final = False
-        self.refresh_rank()
+        self.refresh_rank()  # rank, world, rank_source, rank_final
 
     def refresh_rank(self):
         self.rank, self.world, self.rank_source = _detect_rank()
@@ -824,6 +834,7 @@ class _Writer:
             new_path = os.path.join(
                 self.directory, "%s.rank%d.pid%d.jsonl" % (FILE_PREFIX, self.rank, self.pid)
             )
+            assert self.path is not None  # (opened with the descriptor)
             os.rename(self.path, new_path)  # the open descriptor follows the file
             self.path = new_path
         self.out.append(
@@ -866,7 +877,7 @@ class _Writer:
             self.counts["records"] += self.out_records
             self.out_records = 0
             self.counts["writes"] += 1
-            extra = self.stats_extra() if self.stats_extra is not None else {}  # type: ignore[operator]
+            extra = self.stats_extra() if self.stats_extra is not None else {}
             self.out.append(_json_line(dict(kind="stats", t=_perf(), **self.counts, **extra)))
         if not self.out:
             return
@@ -947,7 +958,7 @@ class _Writer:
         def loop():
             idle_ns = int(self.idle_s * 1e9)
             resolving = False
-            if device is not None:
+            if device is not None and resolver is not None:
                 try:
                     resolver.torch.cuda.set_device(device)
                     # its queries must not touch a graph another thread captures: relaxed
@@ -960,7 +971,7 @@ class _Writer:
                 try:
                     if _perf() - self.last_write < idle_ns:
                         continue
-                    if resolving and resolver.head < len(resolver.pending):
+                    if resolving and resolver is not None and resolver.head < len(resolver.pending):
                         # (counts["records"] may miss the few records counted here while
                         # the host program's thread writes: a statistic, not a record)
                         try:
@@ -1199,7 +1210,7 @@ class _Profiler:
         self.mod = mod
         self.rf_enter = lambda name: enter(name, None)
         self.rf_exit = leave
-        self.rf_stack: list | None = None  # open ranges: (name, handle); [0] the cycle's
+        self.rf_stack: Any = None  # open ranges: (name, handle); [0] the cycle's
         self.rf_inner: tuple = (_noop, _noop)  # the (begin, end) the ranges wrap
 
     @classmethod
@@ -1232,7 +1243,7 @@ class _Profiler:
 
     def begin(self, name, **attrs):
         try:
-            self.rf_stack.append((name, self.rf_enter(name)))  # type: ignore[union-attr]
+            self.rf_stack.append((name, self.rf_enter(name)))
         except Exception as exc:
             _fail("begin(%r)" % (name,), exc)
             return
@@ -1242,11 +1253,11 @@ class _Profiler:
         self.rf_inner[1](name)
         try:
             stack = self.rf_stack
-            for idx in range(len(stack) - 1, 0, -1):  # type: ignore[arg-type]  # [0]: the cycle's
-                if stack[idx][0] == name:  # type: ignore[index]
+            for idx in range(len(stack) - 1, 0, -1):  # [0]: the cycle's
+                if stack[idx][0] == name:
                     leave = self.rf_exit
-                    while len(stack) > idx:  # type: ignore[arg-type]
-                        leave(stack.pop()[1])  # type: ignore[union-attr]
+                    while len(stack) > idx:
+                        leave(stack.pop()[1])
                     return
         except Exception as exc:
             _fail("end(%r)" % (name,), exc)
@@ -1263,7 +1274,9 @@ class _Sampler:
         self.sample = sample
         # PATCHKIT_TIMER_BUDGET (percent) when no sample fixes the rate, else None
         self.budget = budget if sample == 1 else None
-        self.seed, self.seed_source = seed if seed is not None else (None, None)
+        seed_value, source = seed if seed is not None else (None, None)
+        self.seed: int | None = seed_value
+        self.seed_source: str | None = source
         # one seeded draw per cycle index whenever the rate is not fixed at 1 (so that every
         # rank draws the same number for the same index, whatever rate each one has)
         self.sampled = sample > 1 or self.budget is not None
@@ -1341,7 +1354,8 @@ class _Sampler:
         """(the caller binds its note back)"""
         self.cal_on = False
         if phases:
-            self.ctl.calibrated(self.cal_acc[0] / phases)  # type: ignore[union-attr]
+            assert self.ctl is not None  # (calibrated only under a budget)
+            self.ctl.calibrated(self.cal_acc[0] / phases)
 
     def header(self):
         """The header's sampling."""
@@ -1361,9 +1375,8 @@ class _Sampler:
 
     def stats(self):
         """The stats record's sampling (under a budget)."""
-        return {
-            "sampling": self.ctl.info(self.acc_spent, self.acc_timed, self.acc_phases)  # type: ignore[union-attr]
-        }
+        assert self.ctl is not None  # (the writer asks only under a budget)
+        return {"sampling": self.ctl.info(self.acc_spent, self.acc_timed, self.acc_phases)}
 
 
 class _Untimed:
@@ -1374,7 +1387,7 @@ class _Untimed:
     def __init__(self, timer):
         self.timer = timer
         self.writer = timer.writer
-        self.cycle: list | None = None  # the open one: [index, t0, attrs]
+        self.cycle: Any = None  # the open one: [index, t0, attrs]
 
     def begin(self, t0, attrs):
         timer = self.timer
@@ -1397,7 +1410,7 @@ class _Untimed:
             timer = self.timer
             g = globals()
             g["begin"], g["end"], g["note"], g["cycle_end"] = timer.timed_api
-            index, t0, merged = self.cycle  # type: ignore[misc]
+            index, t0, merged = self.cycle
             self.cycle = None
             prof = timer.profiler
             if prof is not None and prof.rf_stack is not None:
@@ -1478,7 +1491,7 @@ class _BareBlocks(_OffBlocks):
     cycle_end is the no-op; no capture probe), so that the pairs measure what recording a
     cycle costs too. Written as an off cycle whose end is its start (t1 = t0)."""
 
-    cycle_end = staticmethod(_noop)  # type: ignore[assignment]
+    cycle_end = staticmethod(_noop)
 
     def cycle_begin(self, **attrs):
         try:
@@ -1510,6 +1523,11 @@ class _Timer:
 
     MODE = "host"
     MARKS = False  # events mode: a cycle's events kept in record order (marks)
+    graph: "_GraphSteps | None"
+    resolver: "_Resolver | None"
+    event_api: "str | None"
+    blocks: "_OffBlocks | None"
+    marks: "Any"
 
     def __init__(
         self,
@@ -1529,6 +1547,7 @@ class _Timer:
     ):
         self.mode = self.MODE  # (an instance attribute: the hot path reads it)
         self.requested = requested
+        self.share_ns = share_ns
         self.counts = dict.fromkeys(_COUNTS, 0)
         self.host_t0 = _perf()
         self.wall_t0 = time.time_ns()
@@ -1742,9 +1761,7 @@ class _Timer:
             if self.cycle_no >= sampler.next_eval:  # a budget's decision, every 64 cycle indices
                 self._control(t0)
             timed = not (
-                sampler.sampled
-                and (second or not self.ab_sampled)
-                and sampler.draw() >= sampler.p_timed
+                sampler.sampled and (second or not self.ab_sampled) and sampler.draw() >= sampler.p_timed
             )
             if sampler.pairing is not None:
                 sampler.pairing(self.cycle_no, t0, timed, attrs.get("kind"))
@@ -1797,7 +1814,9 @@ class _Timer:
             if attrs:
                 merged.update(attrs)
             recs = self.cyc_recs
-            self._end_cycle(cycle, merged, recs, ("sampled" if self.cycle_b else "events") if self.ab else None)
+            self._end_cycle(
+                cycle, merged, recs, ("sampled" if self.cycle_b else "events") if self.ab else None
+            )
             self.cyc_recs, self.cyc_evs = [], []
             self.prev_cycle_dev = cycle[2]
             self.cycle = None
@@ -1838,6 +1857,7 @@ class _Timer:
 
     def ab_switch(self, on):
         blocks = self.blocks
+        assert blocks is not None  # (only with PATCHKIT_TIMER_AB's off or bare blocks)
         if on:
             if blocks.open is not None:
                 self.counts["abandoned"] += 1
@@ -1860,6 +1880,7 @@ class _Timer:
         device = None
         if self.mode in ("events", "sync"):
             try:
+                assert torch is not None
                 device = torch.cuda.get_device_name()
             except Exception:
                 device = None
@@ -2013,9 +2034,9 @@ class _EventTimer(_Timer):
 
     MODE = "events"
     MARKS = True
+    resolver: "_Resolver"
 
     def _setup(self, graph_steps, event_api, share_ns):
-        self.share_ns = share_ns
         self.marks = None  # the open cycle's events in record order
         self.last_t = _NEVER  # when the last record returned
         self.Event = self.torch.cuda.Event
