@@ -224,6 +224,15 @@ Times are integers in nanoseconds; t0/t1 are perf_counter_ns of this process (th
 clock pairs host_t0_ns with wall_t0_ns so that files of several processes can be aligned;
 on one Linux host perf_counter_ns is the shared CLOCK_MONOTONIC, named by host_impl and
 boot_id, and then the report aligns files on it directly).
+Inside: the module functions are bound methods of one object, the coordinator of the mode's
+class (_TIMERS: _HostTimer, _SyncTimer, _EventTimer, subclasses of _Timer: the open cycle and
+phases, how a point is marked, the begin/end bound inside a timed cycle, how a cycle's lines are
+made), or _noop itself when timing is off (_Off). Its parts have one job each: _Writer (lines
+waiting, the file and its rank, the idle flusher), _Resolver (events mode: device work not read
+yet, the event pool), _Sampler (which cycles are timed: SAMPLE, or BUDGET's _Budget), _Untimed
+(a cycle the draw left untimed), _OffBlocks / _BareBlocks (A/B second blocks), _Profiler
+(record_function ranges), _GraphSteps (steps inside captured graphs). While a cycle runs, the
+module's begin/end/note/cycle_end are rebound to whichever part handles it.
 """
 
 import atexit
