@@ -212,9 +212,9 @@ def main():
     #    mode's timer kept alive across blocks (as in a long-running server)
     timers = {
         "off": None,
-        "events": pt._Timer("events", "events", str(work / "events-blocks"), False, 512, 5.0),
-        "cycle-only": pt._Timer("events", "events", str(work / "cycle-only"), False, 512, 5.0),
-        "sync": pt._Timer("sync", "sync", str(work / "sync-blocks"), False, 512, 5.0),
+        "events": pt._TIMERS["events"]("events", str(work / "events-blocks"), False, 512, 5.0),
+        "cycle-only": pt._TIMERS["events"]("events", str(work / "cycle-only"), False, 512, 5.0),
+        "sync": pt._TIMERS["sync"]("sync", str(work / "sync-blocks"), False, 512, 5.0),
     }
 
     timers["cycle-only"].in_cycle = (pt._noop, pt._noop)  # what a timed cycle binds

@@ -19,7 +19,11 @@ the figure (the least disturbed by other load on a shared machine), the median i
 The same cycle is also run through the runtime of an earlier commit (--baseline, default
 the runtime before issue 19's cheaper calls and sampling) for host and events*.
 
-Usage: python bench/timer_host_cost.py [--cycles 3000] [--rounds 7] [--baseline REV]
+With --paired every mode is also run through the baseline's runtime ("MODE (before)"), in
+the same interleaved rounds, and each round's now/before ratio of ns per cycle is reported
+per mode (median and range over the rounds): the working tree against a commit, side by side.
+
+Usage: python bench/timer_host_cost.py [--cycles 3000] [--rounds 7] [--baseline REV] [--paired]
 """
 
 from __future__ import annotations
@@ -178,6 +182,11 @@ def main():
         action="store_true",
         help="real torch with CUDA instead of the stand-in events (on a GPU host)",
     )
+    ap.add_argument(
+        "--paired",
+        action="store_true",
+        help="every mode through the baseline's runtime too; per-round now/before ratios",
+    )
     args = ap.parse_args()
     if args.cuda:
         import torch
@@ -190,26 +199,33 @@ def main():
     pt = load_runtime(RUNTIME, "phase_timer_now")
     old = baseline_runtime(args.baseline, work)
 
-    setups = {
-        "off": lambda: pt.configure(mode="off"),
-        "ab-off": lambda: ab_off_block(pt, work / "ab"),
+    # each set-up configures the runtime module it is given (the working tree's, or with
+    # --paired the baseline's too)
+    configs = {
+        "off": lambda m, w: m.configure(mode="off"),
+        "ab-off": lambda m, w: ab_off_block(m, w / "ab"),
         # sample=1: every cycle timed (without it the runtime's budget would sample them)
-        "host": lambda: pt.configure(mode="host", directory=str(work / "host"), sample=1),
-        "sync*": lambda: pt.configure(mode="sync", directory=str(work / "sync"), sample=1),
-        "events*": lambda: pt.configure(mode="events", directory=str(work / "events"), sample=1),
-        "events*+nvtx": lambda: pt.configure(
-            mode="events", directory=str(work / "nvtx"), nvtx=True, sample=1
+        "host": lambda m, w: m.configure(mode="host", directory=str(w / "host"), sample=1),
+        "sync*": lambda m, w: m.configure(mode="sync", directory=str(w / "sync"), sample=1),
+        "events*": lambda m, w: m.configure(mode="events", directory=str(w / "events"), sample=1),
+        "events*+nvtx": lambda m, w: m.configure(
+            mode="events", directory=str(w / "nvtx"), nvtx=True, sample=1
         ),
     }
     for n in SAMPLES:
-        setups[f"host/{n}"] = lambda n=n: pt.configure(
-            mode="host", sample=n, seed=n, directory=str(work / f"host{n}")
+        configs[f"host/{n}"] = lambda m, w, n=n: m.configure(
+            mode="host", sample=n, seed=n, directory=str(w / f"host{n}")
         )
-        setups[f"events*/{n}"] = lambda n=n: pt.configure(
-            mode="events", sample=n, seed=n, directory=str(work / f"ev{n}")
+        configs[f"events*/{n}"] = lambda m, w, n=n: m.configure(
+            mode="events", sample=n, seed=n, directory=str(w / f"ev{n}")
         )
+    setups = {name: (lambda c=c: c(pt, work)) for name, c in configs.items()}
     modules = {name: pt for name in setups}
-    if old is not None:
+    paired = list(configs) if old is not None and args.paired else []
+    for name in paired:
+        setups[f"{name} (before)"] = lambda c=configs[name]: c(old, work / "before")
+        modules[f"{name} (before)"] = old
+    if old is not None and not paired:
         # every cycle timed there too: a runtime with a budget samples when no sample is given
         full = {"sample": 1} if "sample" in inspect.signature(old.configure).parameters else {}
         setups["host (before)"] = lambda: old.configure(mode="host", directory=str(work / "old-h"), **full)
@@ -232,7 +248,7 @@ def main():
             timer = mod._timer
             if timer is not None and "writes" in timer.counts:
                 writes[mode] = timer.counts["writes"] / (args.cycles + 200)
-            if mode != "ab-off" and "/" not in mode:
+            if mode.split(" (")[0] != "ab-off" and "/" not in mode:
                 pair_ns[mode].append(time_pairs(mod, args.cycles))
                 empty_ns[mode].append(time_empty(mod, args.cycles))
             mod.shutdown()
@@ -297,6 +313,14 @@ def main():
             for n in SAMPLES
         )
         print(f"    {kind:8} /1: {full / 1e3:5.2f}  {row}")
+    if paired:
+        print("  paired: each round's now/before ns per cycle, median [min, max] over the rounds:")
+        for mode in paired:
+            ratios = [a / b for a, b in zip(cycle_ns[mode], cycle_ns[f"{mode} (before)"])]
+            print(
+                f"    {mode:16} {statistics.median(ratios):6.3f} [{min(ratios):.3f}, {max(ratios):.3f}]"
+                f"  ratios: {' '.join(f'{r:.4f}' for r in ratios)}"
+            )
 
 
 if __name__ == "__main__":

@@ -224,6 +224,15 @@ Times are integers in nanoseconds; t0/t1 are perf_counter_ns of this process (th
 clock pairs host_t0_ns with wall_t0_ns so that files of several processes can be aligned;
 on one Linux host perf_counter_ns is the shared CLOCK_MONOTONIC, named by host_impl and
 boot_id, and then the report aligns files on it directly).
+Inside: the module functions are bound methods of one object, the coordinator of the mode's
+class (_TIMERS: _HostTimer, _SyncTimer, _EventTimer, subclasses of _Timer: the open cycle and
+phases, how a point is marked, the begin/end bound inside a timed cycle, how a cycle's lines are
+made), or _noop itself when timing is off (_Off). Its parts have one job each: _Writer (lines
+waiting, the file and its rank, the idle flusher), _Resolver (events mode: device work not read
+yet, the event pool), _Sampler (which cycles are timed: SAMPLE, or BUDGET's _Budget), _Untimed
+(a cycle the draw left untimed), _OffBlocks / _BareBlocks (A/B second blocks), _Profiler
+(record_function ranges), _GraphSteps (steps inside captured graphs). While a cycle runs, the
+module's begin/end/note/cycle_end are rebound to whichever part handles it.
 """
 
 import atexit
@@ -238,6 +247,10 @@ SCHEMA = "patchkit.timing/1"
 MODES = ("events", "sync", "host", "off")
 FILE_PREFIX = "phase-timing"
 EVENT_APIS = ("torch.Event", "torch.cuda.Event")
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (for mypy: nothing more is imported at run time)
+    from typing import Any
 
 _perf = time.perf_counter_ns
 _NEVER = -(1 << 62)
@@ -303,7 +316,7 @@ def _torch_if_loaded(import_it=False):
     torch = sys.modules.get("torch")
     if torch is None and import_it:
         try:
-            import torch  # noqa: F811 - only when a CUDA mode was asked for explicitly
+            import torch  # only when a CUDA mode was asked for explicitly
         except Exception:
             return None
     return torch
@@ -337,8 +350,8 @@ def _detect_rank():
     found = _dist_rank()
     if found is not None:
         return found[0], found[1], "torch.distributed"
-    world = os.environ.get("WORLD_SIZE", "")
-    world = int(world) if world.isdigit() else None
+    raw_world = os.environ.get("WORLD_SIZE", "")
+    world = int(raw_world) if raw_world.isdigit() else None
     for var in ("RANK", "LOCAL_RANK", "TP_RANK", "SGLANG_TP_RANK"):
         value = os.environ.get(var, "").strip()
         if value.isdigit():
@@ -489,7 +502,7 @@ def _host_phase_lines(recs, names, shapes):
                 for name, depth, parent, graph in shape
             ]
         )
-    values = []
+    values: list = []
     encode = _JSON_ENCODER.encode
     for rec in recs:
         t0, t1, attrs = rec[_T0], rec[_T1], rec[_ATTRS]
@@ -510,7 +523,7 @@ def _cycle_line(index, t0, t1, dev, gap, ab, attrs):
     )
 
 
-_ATTR_TEXT = {}  # attr name or string value -> its JSON text (bounded: see _attrs_json)
+_ATTR_TEXT: "dict[object, str]" = {}  # attr name or string value -> its JSON text (bounded: see _attrs_json)
 
 
 def _attrs_json(attrs):
@@ -560,11 +573,11 @@ def _untimed_attrs(attrs):
     }
 
 
-_DEV_PHASES = {}  # number of phases in a cycle -> the template of its dev record's list
+_DEV_PHASES: "dict[int, str]" = {}  # number of phases in a cycle -> the template of its dev record's list
 
 
 def _ms_to_ns(ms):
-    return int(round(ms * 1e6))
+    return round(ms * 1e6)
 
 
 def _is_cuda_tensor(value):
@@ -748,12 +761,785 @@ class _Budget:
         }
 
 
+# -- the timer, in parts ---------------------------------------------------------------------
+# One process's timer is a coordinator (_Timer: the cycle and the phases open now, the module
+# functions bound to its methods) of the mode's class, chosen from _TIMERS by the mode's name
+# (_HostTimer, _SyncTimer, _EventTimer: how a point is marked, the in-cycle begin/end, how a
+# cycle's lines are made), with parts that have one job each: _Writer (the lines waiting, the
+# file, the idle flusher), _Resolver (events mode: device work not read yet, the event pool),
+# _Sampler (which cycles are timed: PATCHKIT_TIMER_SAMPLE, or the budget's _Budget), _Untimed
+# (a cycle the draw left untimed), _OffBlocks / _BareBlocks (PATCHKIT_TIMER_AB's second
+# blocks), _Profiler (record_function ranges), _GraphSteps (steps inside captured graphs).
+# _Off is timing off: the module functions are the no-op itself. The parts share the lists
+# they append to (the coordinator's out is the writer's), so that no call on the hot path
+# goes through a part it does not need.
+_COUNTS = (
+    "records",
+    "skipped_capturing",
+    "unmatched_end",
+    "abandoned",
+    "stale_steps",
+    "dropped_pending",
+    "writes",
+)
+
+
+class _Off:
+    """Timing off (PATCHKIT_TIMER=off, or after a failure): every module function is _noop
+    itself, so that no frame of this class ever runs."""
+
+    __slots__ = ()
+    mode = "off"
+    begin = end = cycle_begin = cycle_end = note = staticmethod(_noop)
+
+
+_TIMING_OFF = _Off()
+
+
+class _Writer:
+    """The output of one process: the lines waiting for the next write (out: JSON text, or
+    the items of untimed and off-block cycles that the write formats, see deferred_line),
+    the records outside cycles (buf), the file (opened at the first write, named by the
+    rank, renamed when the rank becomes known) and the idle flusher thread."""
+
+    def __init__(self, directory, batch, flush_s, counts, header, t0):
+        self.directory = directory
+        self.batch = batch
+        self.flush_ns = int(flush_s * 1e9)
+        self.counts = counts  # the stats record's counts (shared with the timer)
+        self.header = header  # () -> the header record, the file's first line
+        self.stats_extra: Any = None  # () -> more of the stats record (a budget's), or None
+        self.untimed_ab = ',"timed":false'  # the "ab"/"timed" fields of an untimed cycle's line
+        self.resolver: _Resolver | None = None  # what the idle flusher reads (events mode)
+        self.pid = os.getpid()
+        self.last_flush = self.last_write = t0
+        self.buf: list = []  # records outside cycles, resolved, not yet written
+        self.out: list = []  # JSON text waiting for the next write (in order)
+        self.out_records = 0
+        self.lock = threading.Lock()  # one writer at a time: this thread or the idle flusher
+        self.flusher: threading.Thread | None = None  # first deferred write or timed cycle
+        self.idle_s = _env_int("PATCHKIT_TIMER_IDLE_FLUSH_MS", 50) / 1000.0
+        self.quoted = {None: "null"}  # phase name -> its JSON string
+        self.shapes: dict = {}  # a cycle's phase layout -> the format of its phase lines
+        self.path: str | None = None
+        self.fd: int | None = None
+        self.refresh_rank()  # rank, world, rank_source, rank_final
+
+    def refresh_rank(self):
+        self.rank, self.world, self.rank_source = _detect_rank()
+        self.rank_final = self.rank_source in ("env:PATCHKIT_TIMER_RANK", "torch.distributed")
+
+    def check_rank(self):
+        """torch.distributed initialised since the header: rename the file, say so."""
+        found = _dist_rank()
+        if found is None:
+            return
+        self.rank_final = True
+        self.rank_source = "torch.distributed"
+        old, (self.rank, self.world) = self.rank, found
+        if self.fd is None:
+            return
+        if self.rank != old:
+            new_path = os.path.join(
+                self.directory, "%s.rank%d.pid%d.jsonl" % (FILE_PREFIX, self.rank, self.pid)
+            )
+            assert self.path is not None  # (opened with the descriptor)
+            os.rename(self.path, new_path)  # the open descriptor follows the file
+            self.path = new_path
+        self.out.append(
+            _json_line(
+                {
+                    "kind": "rank",
+                    "rank": self.rank,
+                    "world_size": self.world,
+                    "rank_source": self.rank_source,
+                    "t": _perf(),
+                }
+            )
+        )
+
+    def open(self):
+        if not self.rank_final:
+            self.refresh_rank()
+        os.makedirs(self.directory, exist_ok=True)
+        path = os.path.join(self.directory, "%s.rank%d.pid%d.jsonl" % (FILE_PREFIX, self.rank, self.pid))
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self.path, self.fd = path, fd
+        self.out.insert(0, _json_line(self.header()))
+
+    def outside_done(self, now):
+        """A unit outside cycles ended: write when a batch is full or the time has come."""
+        if len(self.buf) >= self.batch or now - self.last_flush >= self.flush_ns:
+            self.write()
+
+    def write(self, final=False):
+        """One write of everything waiting: at most one per cycle."""
+        if self.buf:
+            names = self.quoted
+            self.out.extend(
+                _phase_line(rec, names) if type(rec) is list else _json_line(rec) for rec in self.buf
+            )
+            self.out_records += len(self.buf)
+            self.buf = []
+        self.last_flush = _perf()
+        if final:
+            self.counts["records"] += self.out_records
+            self.out_records = 0
+            self.counts["writes"] += 1
+            extra = self.stats_extra() if self.stats_extra is not None else {}
+            self.out.append(_json_line(dict(kind="stats", t=_perf(), **self.counts, **extra)))
+        if not self.out:
+            return
+        if self.fd is None:
+            self.open()
+        self.write_out()
+        self.counts["records"] += self.out_records
+        self.out_records = 0
+
+    def write_out(self):
+        """Write the lines waiting in self.out: the first n, then delete those n (lines this
+        thread or another appends meanwhile stay for the next write), under the lock."""
+        with self.lock:
+            out = self.out
+            n = len(out)
+            if not n or self.fd is None:
+                return
+            line = self.deferred_line
+            data = "".join([x if x.__class__ is str else line(x) for x in out[:n]]).encode("utf-8")
+            view, fd = memoryview(data), self.fd
+            while view:
+                view = view[os.write(fd, view) :]
+            # nothing below can lose a record: a KeyboardInterrupt here repeats it at most
+            # (the report drops repeated records)
+            del out[:n]
+            self.last_write = _perf()
+            self.counts["writes"] += 1
+
+    def deferred_write(self):
+        """An untimed or off-block cycle's line waits for the next write (a timed cycle's, at
+        most one in PATCHKIT_TIMER_SAMPLE on average) instead of costing a system call of its
+        own; the idle flusher thread writes it once no write came for PATCHKIT_TIMER_IDLE_FLUSH_MS
+        (default 50), so that a SIGKILL after the engine went idle loses nothing."""
+        if self.flusher is None or self.fd is None:
+            self.write()
+            if self.fd is not None and self.flusher is None:
+                self.start_flusher()
+        elif len(self.out) >= self.batch:
+            self.write()
+
+    def deferred_line(self, item):
+        """The line of an off-block cycle ((index, t0, kind), t1) or of an untimed cycle
+        (index, t0, t1, attrs): formatted by the write, several in a row, not at each
+        cycle_end (in a busy engine each cycle_end finds the formatting code out of the
+        caches: formatting a line there cost about as much as the rest of the cycle's calls)."""
+        if len(item) == 2:
+            (index, t0, kind), t1 = item
+            return _cycle_line(
+                index, t0, t1, None, None, "off", None if kind is None else {"kind": _plain(kind)}
+            )
+        index, t0, t1, attrs = item
+        return _CYCLE_FORMAT % (
+            index,
+            t0,
+            t1,
+            t1 - t0,
+            "null",
+            "null",
+            self.untimed_ab,
+            _attrs_json(attrs) if attrs else "{}",
+        )
+
+    def start_flusher(self):
+        pid = os.getpid()
+        # events mode: the flusher reads finished events too (a cycle's events are often not
+        # done at its cycle_end, and with a resolve batch cycles wait on purpose),
+        # on this thread's CUDA device (a CUDA call on a thread with no device set would open
+        # a context on device 0 for every rank); not with graph steps (no resolver here: their
+        # records go to self.buf, which only the host program's thread writes)
+        resolver = self.resolver
+        device = None
+        if resolver is not None:
+            try:
+                device = resolver.torch.cuda.current_device()
+            except Exception:
+                device = None
+
+        def loop():
+            idle_ns = int(self.idle_s * 1e9)
+            resolving = False
+            if device is not None and resolver is not None:
+                try:
+                    resolver.torch.cuda.set_device(device)
+                    # its queries must not touch a graph another thread captures: relaxed
+                    # mode; where that cannot be set, only a batch the user asked for reads here
+                    resolving = _relax_capture_mode() or resolver.resolve_set > 1
+                except Exception:
+                    pass
+            while _timer is not None and _timer.writer is self and os.getpid() == pid:
+                time.sleep(self.idle_s)
+                try:
+                    if _perf() - self.last_write < idle_ns:
+                        continue
+                    if resolving and resolver is not None and resolver.head < len(resolver.pending):
+                        # (counts["records"] may miss the few records counted here while
+                        # the host program's thread writes: a statistic, not a record)
+                        try:
+                            resolver.resolve(cycles_only=True)
+                        except Exception:  # the lines still go out; the exit flush reads
+                            resolving = False
+                    if self.out:
+                        self.write_out()
+                except Exception:  # never raise in the host program's threads
+                    return
+
+        thread = threading.Thread(target=loop, name="patchkit-timer-flush", daemon=True)
+        self.flusher = thread
+        thread.start()
+
+    def close(self):
+        if self.fd is not None:
+            with self.lock:  # (the idle flusher never writes to a closed descriptor)
+                os.close(self.fd)
+                self.fd = None
+
+
+class _Resolver:
+    """Events mode: the device work not read yet (pending, a FIFO from head: timed cycles,
+    phases outside cycles, start events no later cycle measures a gap from), read in order
+    once the GPU passed it, every `every` timed cycles (PATCHKIT_TIMER_RESOLVE_BATCH, else
+    about every 16 cycle indices), under a lock (the idle flusher reads too); events go back
+    to the pool once read, each once: an event may mark several points, so the rare paths
+    that drop records leave theirs to the GC."""
+
+    def __init__(self, writer, counts, graph, torch):
+        self.writer = writer
+        self.counts = counts
+        self.graph = graph
+        self.torch = torch
+        # PATCHKIT_TIMER_RESOLVE_BATCH as the user set it (0: not set, or not a number);
+        # without it the default follows the timed rate (set_default)
+        self.resolve_set = _env_int("PATCHKIT_TIMER_RESOLVE_BATCH", 0, minimum=0)
+        self.every = self.resolve_set or 1
+        self.since = 0
+        self.lock = threading.Lock()
+        self.pending: list = []
+        self.head = 0
+        self.pool: list = []
+
+    def set_default(self, p):
+        """Without PATCHKIT_TIMER_RESOLVE_BATCH (nor graph steps): device times read about
+        every 16 cycle indices, so 16 timed cycles at a time when every cycle is timed, 16p at
+        rate p (at least 1: at 1 in 16 or fewer, at each timed cycle)."""
+        if not self.resolve_set and self.graph is None:
+            self.every = max(1, int(_FULL_RESOLVE_BATCH * p + 1e-9))
+
+    def busy(self):
+        return self.head < len(self.pending)
+
+    def cycle_done(self):
+        """A timed cycle was added: read the batch when it is due."""
+        self.since += 1
+        if self.since >= self.every:
+            self.since = 0
+            self.resolve()
+            if len(self.pending) - self.head > _MAX_PENDING:
+                self.resolve(block_one=True)
+        # else: this cycle's device times wait for the batch (or the idle flusher); its host
+        # lines went out like any timed cycle's
+
+    def finish(self):
+        """At exit: wait for what is left, once; what cannot be read is counted."""
+        with self.lock:  # (the idle flusher resolves too; nothing pending once closed)
+            try:
+                self.resolve_locked(block_all=True)
+            except Exception as exc:  # CUDA may already be torn down at exit
+                _warn("could not collect the last CUDA events (%r)" % (exc,))
+            self.counts["dropped_pending"] += len(self.pending) - self.head
+            self.pending, self.head = [], 0
+
+    def resolve(self, block_one=False, block_all=False, cycles_only=False):
+        """Device times of what is done, in order, under self.lock: the idle flusher resolves
+        too (cycles_only: it stops at a record outside cycles, whose list this thread owns)."""
+        with self.lock:
+            self.resolve_locked(block_one, block_all, cycles_only)
+
+    def resolve_locked(self, block_one=False, block_all=False, cycles_only=False):
+        """resolve's work (see _cycle); the caller holds self.lock."""
+        pending = self.pending
+        while self.head < len(pending):
+            item = pending[self.head]
+            if len(item) == 1:  # a cycle's start event no later cycle measures a gap from
+                self.pool.append(item[0])
+                pending[self.head] = None
+                self.head += 1
+                continue
+            dev1 = item[2]
+            probe = item[-1] if len(item) == 10 else None
+            if block_all or block_one:
+                dev1.synchronize()
+                if probe is not None:
+                    probe.synchronize()
+                block_one = False
+            elif not dev1.query() or (probe is not None and not probe.query()):
+                # (both asked first: reading a pending event's time raises, and a raised
+                # error costs far more than two queries)
+                break
+            if len(item) == 4:
+                if cycles_only:
+                    break
+                self._outside(*item)
+            elif not self._cycle(*item):
+                break  # an event on another stream is not done yet: try again later
+            pending[self.head] = None
+            self.head += 1
+        if self.head > 1024 and self.head * 2 > len(pending):
+            del pending[: self.head]
+            self.head = 0
+
+    def _outside(self, rec, dev0, dev1, steps):
+        rec[_DEV] = _ms_to_ns(dev0.elapsed_time(dev1))
+        self.writer.buf.append(rec)
+        if steps:
+            self.graph.resolve(rec, dev0, steps)
+        self.pool += (dev0, dev1)  # outside cycles events are never shared
+
+    def _cycle(self, index, dev0, end_ev, prev, end, marks, evs, recs, later, probe=None):
+        """Device times of one cycle, each mark read once (relative to the cycle's start
+        event dev0); False when an event (on another stream) is not done yet."""
+        since = dev0.elapsed_time
+        try:
+            offs = [since(ev) for ev in marks]
+        except RuntimeError:
+            if any(not ev.query() for ev in marks):
+                return False
+            raise
+        # each mark's offset in whole ns first: a phase's end and the next one's start, when
+        # one event marks both, give the same number; one % over a template per length
+        ns = [int(o * 1e6 + 0.5) if o >= 0 else -int(0.5 - o * 1e6) for o in offs]
+        flat: list = []
+        for i0, i1, _ in evs:
+            o = ns[i0]
+            flat += (ns[i1] - o, o)
+        n = len(evs)
+        fmt = _DEV_PHASES.get(n)
+        if fmt is None:
+            fmt = _DEV_PHASES[n] = ",".join(["[%d,%d]"] * n)
+        phases = fmt % tuple(flat)
+        if self.graph is not None:
+            for (i0, i1, steps), rec in zip(evs, recs):
+                if steps:
+                    rec[_DEV] = _ms_to_ns(offs[i1] - offs[i0])
+                    rec[_OFF] = _ms_to_ns(offs[i0])
+                    self.graph.resolve(rec, marks[i0], steps)
+        gap = None if prev is None else _ms_to_ns(prev.elapsed_time(dev0))
+        tail = ""
+        if later:
+            tail = ',"attrs":' + _JSON_ENCODER.encode({k: _plain(v) for k, v in later.items()})
+        writer = self.writer
+        writer.out.append(
+            '{"kind":"dev","cycle":%d,"dev_ns":%d,"dev_gap_ns":%s,"phases":[%s]%s}\n'
+            % (index, ns[end], _opt(gap), phases, tail)
+        )
+        writer.out_records += 1
+        pool = self.pool
+        pool += marks
+        if prev is not None:
+            pool.append(prev)  # the previous cycle's start: its last use was this gap
+        return True
+
+
+class _GraphSteps:
+    """PATCHKIT_TIMER_GRAPH_STEPS (experimental): phases that run while a CUDA graph is
+    captured record external event pairs into the graph (grouped by graph_key); a replay
+    phase begin(name, graph=True[, graph_key=K]) reports the captured steps as its child
+    phases (flag "captured") once its device times are read."""
+
+    def __init__(self, event, writer, counts):
+        self.Event = event  # torch.cuda.Event (its external events pair with their own kind)
+        self.writer = writer
+        self.counts = counts
+        self.stack: list = []
+        self.groups: dict = {}
+        self.key = None
+        self.closed = True  # an uncaptured unit ran since: the next capture is a new one
+
+    def begin(self, name, attrs):
+        key = attrs.get("graph_key", self.key)
+        if not self.stack and (self.closed or key != self.key):
+            self.groups[key] = []  # a new capture replaces what this key held
+            self.key = key
+            self.closed = False
+        ev = self.Event(enable_timing=True, external=True)
+        ev.record()
+        self.stack.append((name, ev))
+
+    def end(self, name):
+        if not self.stack or self.stack[-1][0] != name:
+            self.counts["unmatched_end"] += 1
+            return
+        _, ev0 = self.stack.pop()
+        ev1 = self.Event(enable_timing=True, external=True)
+        ev1.record()
+        self.groups.setdefault(self.key, []).append((name, len(self.stack), ev0, ev1))
+
+    def resolve(self, rec, dev0, steps):
+        span = rec[_DEV]
+        slack = 2000  # ns: event timestamps have about 0.5 us resolution
+        for name, depth, ev0, ev1 in steps:
+            off = _ms_to_ns(dev0.elapsed_time(ev0))
+            dur = _ms_to_ns(ev0.elapsed_time(ev1))
+            if off < -slack or off + dur > span + slack:
+                self.counts["stale_steps"] += 1  # overwritten by a later replay
+                continue
+            base = rec[_OFF]
+            self.writer.buf.append(
+                [
+                    name,
+                    rec[_CYCLE],
+                    rec[_DEPTH] + 1 + depth,
+                    rec[_NAME],
+                    None,
+                    None,
+                    dur,
+                    None if base is None else base + off,
+                    False,
+                    True,
+                    None,
+                ]
+            )
+
+
+class _Profiler:
+    """The torch profiler's ranges: while one records, a timed or untimed cycle and every
+    phase in it are record_function ranges too (user annotations in Kineto traces, on the
+    GPU lanes as well). mod: torch.autograd.profiler, whose on/off flag is read once a cycle;
+    the ranges go through the two ops torch.autograd.profiler.record_function calls."""
+
+    def __init__(self, mod, enter, leave):
+        self.mod = mod
+        self.rf_enter = lambda name: enter(name, None)
+        self.rf_exit = leave
+        self.rf_stack: Any = None  # open ranges: (name, handle); [0] the cycle's
+        self.rf_inner: tuple = (_noop, _noop)  # the (begin, end) the ranges wrap
+
+    @classmethod
+    def create(cls):
+        """One when torch and its profiler are loaded, else None."""
+        torch = sys.modules.get("torch")
+        mod = sys.modules.get("torch.autograd.profiler")
+        if torch is None or mod is None or not hasattr(mod, "_is_profiler_enabled"):
+            return None
+        try:
+            ops = torch.ops.profiler
+            enter, leave = ops._record_function_enter_new, ops._record_function_exit
+            leave = getattr(leave, "_RecordFunction", leave)
+        except Exception:
+            return None
+        return cls(mod, enter, leave)
+
+    def open(self, attrs, inner):
+        """A profiler records: a range for the cycle now, one per phase until cycle_end;
+        returns the (begin, end) to bind, which wrap `inner`."""
+        self.rf_inner = inner
+        self.rf_stack = [("", self.rf_enter("cycle %s" % attrs.get("kind", "")))]
+        return self.begin, self.end
+
+    def close(self):
+        stack, self.rf_stack = self.rf_stack, None
+        leave = self.rf_exit
+        while stack:
+            leave(stack.pop()[1])
+
+    def begin(self, name, **attrs):
+        try:
+            self.rf_stack.append((name, self.rf_enter(name)))
+        except Exception as exc:
+            _fail("begin(%r)" % (name,), exc)
+            return
+        self.rf_inner[0](name, **attrs)
+
+    def end(self, name):
+        self.rf_inner[1](name)
+        try:
+            stack = self.rf_stack
+            for idx in range(len(stack) - 1, 0, -1):  # [0]: the cycle's
+                if stack[idx][0] == name:
+                    leave = self.rf_exit
+                    while len(stack) > idx:
+                        leave(stack.pop()[1])
+                    return
+        except Exception as exc:
+            _fail("end(%r)" % (name,), exc)
+
+
+class _Sampler:
+    """Which cycles are timed: one seeded draw per cycle index against the rate p_timed,
+    fixed by PATCHKIT_TIMER_SAMPLE, or set by PATCHKIT_TIMER_BUDGET's controller (_Budget)
+    from the host time the timer spends in timed cycles (measured here: cycle_begin and
+    cycle_end of each, begin/end/note in one calibration cycle per window), decided every
+    _BUDGET_WINDOW cycle indices."""
+
+    def __init__(self, sample, budget, seed):
+        self.sample = sample
+        # PATCHKIT_TIMER_BUDGET (percent) when no sample fixes the rate, else None
+        self.budget = budget if sample == 1 else None
+        seed_value, source = seed if seed is not None else (None, None)
+        self.seed: int | None = seed_value
+        self.seed_source: str | None = source
+        # one seeded draw per cycle index whenever the rate is not fixed at 1 (so that every
+        # rank draws the same number for the same index, whatever rate each one has)
+        self.sampled = sample > 1 or self.budget is not None
+        self.p_timed = 1.0 / sample
+        if self.sampled:
+            import random
+
+            self.draw = random.Random(self.seed).random
+        # host time spent in timed cycles, summed over the window
+        self.acc_spent = self.acc_timed = self.acc_phases = 0
+        self.cal_acc = [0]  # ns inside begin/end/note of the open calibration cycle
+        self.cal_on = False
+        self.next_eval = self.cal_at = _NEVER_CYCLE
+        # the budget's controller; pairing: its per-cycle bookkeeping, called at each
+        # cycle's start (None: nothing to decide)
+        self.ctl: _Budget | None = None
+        self.pairing = None
+        if self.budget is not None:
+            self.ctl = _Budget(self.budget)
+            self.p_timed = self.ctl.p
+            if self.budget > 0:
+                self.next_eval, self.cal_at = 0, _BUDGET_CALIBRATE_FROM
+                self.pairing = self.ctl.pair
+        self.p_start = self.p_timed
+
+    def control(self, now, index):
+        """A budget's decision (_Budget.decide), at the first cycle whose index reaches a
+        multiple of _BUDGET_WINDOW (every rank decides at the same indices), before that
+        cycle's draw; the window's measurements start again from here. Returns the
+        "sampling" record to write, or None."""
+        self.next_eval = (index // _BUDGET_WINDOW + 1) * _BUDGET_WINDOW
+        ctl = self.ctl
+        assert ctl is not None
+        if ctl.ctl_t0 is None:  # the first cycle opens the first window
+            ctl.ctl_t0, ctl.ctl_cycle = now, index
+            self.acc_spent = self.acc_timed = self.acc_phases = 0
+            return None
+        if not ctl.ready(self.acc_timed, self.acc_phases):
+            return None
+        rec = ctl.decide(now, index, self.acc_spent, self.acc_timed, self.acc_phases)
+        self.p_timed = ctl.p
+        self.acc_spent = self.acc_timed = self.acc_phases = 0
+        self.cal_at = index  # calibrate the window's first timed cycle
+        return rec
+
+    def calibrate_open(self):
+        """The first timed cycle of a window: begin/end/note (whatever cycle_begin bound)
+        wrapped so that the host time inside them is summed, until this cycle's cycle_end
+        (the caller marks begin/end rebound: cycle_end binds the general ones back)."""
+        self.cal_at = _NEVER_CYCLE
+        self.cal_on = True
+        acc = self.cal_acc
+        acc[0] = 0
+        g = globals()
+        inner_begin, inner_end, inner_note = g["begin"], g["end"], g["note"]
+
+        def begin(name, **attrs):
+            t = _perf()
+            inner_begin(name, **attrs)
+            acc[0] += _perf() - t
+
+        def end(name):
+            t = _perf()
+            inner_end(name)
+            acc[0] += _perf() - t
+
+        def note(**attrs):
+            t = _perf()
+            inner_note(**attrs)
+            acc[0] += _perf() - t
+
+        g["begin"], g["end"], g["note"] = begin, end, note
+
+    def calibrate_close(self, phases):
+        """(the caller binds its note back)"""
+        self.cal_on = False
+        if phases:
+            assert self.ctl is not None  # (calibrated only under a budget)
+            self.ctl.calibrated(self.cal_acc[0] / phases)
+
+    def header(self):
+        """The header's sampling."""
+        info = {
+            "every": self.sample if self.budget is None else None,
+            "method": "bernoulli",
+            "seed": self.seed,
+            "seed_source": self.seed_source,
+        }
+        if self.budget is not None:
+            info.update(
+                p=self.p_start,
+                budget_pct=self.budget,
+                controller=_Budget.describe(),
+            )
+        return info
+
+    def stats(self):
+        """The stats record's sampling (under a budget)."""
+        assert self.ctl is not None  # (the writer asks only under a budget)
+        return {"sampling": self.ctl.info(self.acc_spent, self.acc_timed, self.acc_phases)}
+
+
+class _Untimed:
+    """A cycle the draw left untimed: recorded with its host times and attrs only. Until its
+    cycle_end, the module's begin/end are the no-op and note() is the cycle's own dict update
+    (no Python frame); cycle_end is this object's."""
+
+    def __init__(self, timer):
+        self.timer = timer
+        self.writer = timer.writer
+        self.cycle: Any = None  # the open one: [index, t0, attrs]
+
+    def begin(self, t0, attrs):
+        timer = self.timer
+        self.cycle = [timer.cycle_no, t0, attrs]
+        if timer.prev_cycle_dev is not None:
+            if timer.resolver is not None:  # the last timed cycle's start: back to the pool after it
+                timer.resolver.pending.append((timer.prev_cycle_dev,))
+            timer.prev_cycle_dev = None  # a gap over untimed cycles means nothing
+        g = globals()
+        g["begin"] = g["end"] = _noop
+        prof = timer.profiler
+        if prof is not None and prof.mod._is_profiler_enabled:
+            g["begin"], g["end"] = prof.open(attrs, (_noop, _noop))
+        g["note"] = attrs.update
+        g["cycle_end"] = self.cycle_end
+
+    def cycle_end(self, **attrs):
+        try:
+            t1 = _perf()
+            timer = self.timer
+            g = globals()
+            g["begin"], g["end"], g["note"], g["cycle_end"] = timer.timed_api
+            index, t0, merged = self.cycle
+            self.cycle = None
+            prof = timer.profiler
+            if prof is not None and prof.rf_stack is not None:
+                prof.close()
+            if attrs:
+                merged.update(attrs)
+            # formatted by the write (_Writer.deferred_line); what must not wait is left out now
+            writer = self.writer
+            writer.out.append((index, t0, t1, _untimed_attrs(merged) if merged else None))
+            writer.out_records += 1
+            if timer.graph is not None:
+                timer.graph.closed = True
+            if not writer.rank_final and (index & 15 == 0 or writer.fd is None):
+                writer.check_rank()
+            writer.deferred_write()
+        except Exception as exc:
+            _fail("cycle_end()", exc)
+
+    def abandon(self):
+        self.cycle = None
+        timer = self.timer
+        prof = timer.profiler
+        if prof is not None and prof.rf_stack is not None:
+            prof.close()
+        timer.counts["abandoned"] += 1
+        g = globals()
+        g["begin"], g["end"], g["note"], g["cycle_end"] = timer.timed_api
+
+
+class _OffBlocks:
+    """PATCHKIT_TIMER_AB's second blocks: the timer off but for each cycle's host start and
+    end (its line formatted by a later write); begin/end/note are the no-op meanwhile. The
+    first cycle past the block's end binds the timer back (_Timer.ab_switch)."""
+
+    def __init__(self, timer):
+        self.timer = timer
+        self.writer = timer.writer
+        self.out = timer.out
+        self.ab = timer.ab
+        self.pid = timer.pid
+        self.capturing = timer.capturing
+        self.counts = timer.counts
+        self.open: tuple | None = None  # the open cycle: (index, t0, kind)
+
+    def cycle_begin(self, **attrs):
+        try:
+            if os.getpid() != self.pid:
+                return _after_fork_call("cycle_begin", attrs)
+            if self.capturing():
+                self.counts["skipped_capturing"] += 1
+                return None
+            timer = self.timer
+            if not (timer.cycle_no + 1) // self.ab % 2:
+                timer.ab_switch(on=True)
+                return timer.cycle_begin(**attrs)
+            t0 = _perf()
+            timer.cycle_no += 1
+            self.open = (timer.cycle_no, t0, attrs.get("kind"))
+        except Exception as exc:
+            _fail("cycle_begin()", exc)
+        return None
+
+    def cycle_end(self, **attrs):
+        try:
+            opened = self.open
+            if opened is not None:
+                self.out.append((opened, _perf()))  # formatted by the write (deferred_line)
+                self.open = None
+                writer = self.writer
+                writer.out_records += 1
+                writer.deferred_write()
+        except Exception as exc:
+            _fail("cycle_end()", exc)
+
+
+class _BareBlocks(_OffBlocks):
+    """PATCHKIT_TIMER_AB_B=bare: an off block's cycle records its start and kind only (its
+    cycle_end is the no-op; no capture probe), so that the pairs measure what recording a
+    cycle costs too. Written as an off cycle whose end is its start (t1 = t0)."""
+
+    cycle_end = staticmethod(_noop)
+
+    def cycle_begin(self, **attrs):
+        try:
+            if _NO_FORK_HOOK and os.getpid() != self.pid:
+                return _after_fork_call("cycle_begin", attrs)
+            timer = self.timer
+            index = timer.cycle_no + 1
+            if not index // self.ab % 2:
+                timer.ab_switch(on=True)
+                return timer.cycle_begin(**attrs)
+            timer.cycle_no = index
+            t0 = _perf()
+            out = self.out
+            out.append(((index, t0, attrs.get("kind")), t0))  # formatted by the write
+            writer = self.writer
+            writer.out_records += 1
+            if len(out) >= writer.batch:  # a long bare block: its lines still go out in batches
+                writer.write()
+        except Exception as exc:
+            _fail("cycle_begin()", exc)
+        return None
+
+
 class _Timer:
-    """All state of one process's timer; the module functions are its bound methods."""
+    """The coordinator of one process's timer: the open cycle and phases, the module
+    functions bound to its methods (begin/end rebound to the mode's in-cycle variants while
+    a timed cycle is open), the parts above. A mode's class (_TIMERS) adds how a point is
+    marked (_mark), its in-cycle begin/end and how a cycle's lines are made (_end_cycle)."""
+
+    MODE = "host"
+    MARKS = False  # events mode: a cycle's events kept in record order (marks)
+    graph: "_GraphSteps | None"
+    resolver: "_Resolver | None"
+    event_api: "str | None"
+    blocks: "_OffBlocks | None"
+    marks: "Any"
 
     def __init__(
         self,
-        mode,
         requested,
         directory,
         graph_steps,
@@ -768,138 +1554,63 @@ class _Timer:
         ab_b="off",
         budget=None,
     ):
-        self.mode = mode
-        self.share_ns = share_ns
-        self.last_t = _NEVER
-        self.marks = None  # events mode, open cycle: its events in record order
+        self.mode = self.MODE  # (an instance attribute: the hot path reads it)
         self.requested = requested
-        self.directory = directory
-        self.batch = batch
-        self.flush_ns = int(flush_s * 1e9)
-        self.ab = ab if mode != "off" else 0
-        # PATCHKIT_TIMER_AB_B=sample: the second blocks sampled (not off), the first full
-        self.ab_sampled = bool(self.ab) and sample > 1 and ab_b == "sample"
-        # PATCHKIT_TIMER_AB_B=bare: off blocks record only each cycle's start
-        self.ab_bare = bool(self.ab) and ab_b == "bare"
-        self.cycle_b = False  # the open timed cycle is in a sampled second block
-        # the "ab"/"timed" fields of an untimed cycle's line
-        self.untimed_ab = (
-            (',"ab":"sampled","timed":false' if self.ab_sampled else ',"ab":"events","timed":false')
-            if self.ab
-            else ',"timed":false'
-        )
-        self.pid = os.getpid()
+        self.share_ns = share_ns
+        self.counts = dict.fromkeys(_COUNTS, 0)
         self.host_t0 = _perf()
         self.wall_t0 = time.time_ns()
-        self.last_flush = self.host_t0
-        self.buf = []  # records outside cycles, resolved, not yet written
-        self.out = []  # JSON text waiting for the next write (in order)
-        self.out_records = 0
-        self.lock = threading.Lock()  # one writer at a time: this thread or the idle flusher
-        self.last_write = self.host_t0
-        self.flusher = None  # the idle flusher thread: first deferred write or timed cycle
-        self.idle_s = _env_int("PATCHKIT_TIMER_IDLE_FLUSH_MS", 50) / 1000.0
-        # events mode: timed cycles' device times read together, every Nth timed cycle; the
-        # idle flusher reads finished events too (the last timed cycles' device times would be
-        # lost to a SIGKILL after the engine went idle), so resolution takes a lock.
-        # resolve_set: PATCHKIT_TIMER_RESOLVE_BATCH as the user set it (0: not set, or not a
-        # number); without it the default is set below, once the mode and sampling are known
-        self.resolve_set = _env_int("PATCHKIT_TIMER_RESOLVE_BATCH", 0, minimum=0)
-        self.resolve_every = self.resolve_set or 1
-        self.since_resolve = 0
-        self.rlock = threading.Lock()
-        self.pending = []  # FIFO of unresolved device work; head index below
-        self.head = 0
+        self.writer = _Writer(directory, batch, flush_s, self.counts, self.header, self.host_t0)
+        self.pid = self.writer.pid
+        self.out = self.writer.out  # one list: the timer appends, the writer writes
+        self.quoted, self.shapes = self.writer.quoted, self.writer.shapes
+        self.sampler = _Sampler(sample, budget, seed)
+        if self.sampler.budget is not None:
+            self.writer.stats_extra = self.sampler.stats
         self.stack = []  # open phases: [name, t0, dev_start, attrs, graph]
-        self.cycle = None  # open cycle: [index, t0, dev_start, attrs]
+        self.cycle = None  # open timed cycle: [index, t0, dev_start, attrs]
         self.cyc_recs = []  # phase records of the open cycle
         self.cyc_evs = []  # their (mark0, mark1, steps), events mode (indices into marks)
         self.cycle_no = -1
         self.prev_cycle_dev = None
-        self.off_open = None  # A/B off block: (index, t0, kind) of the open cycle
-        self.sample = sample if mode != "off" else 1
-        # PATCHKIT_TIMER_BUDGET (percent) when no sample fixes the rate, else None
-        self.budget = budget if mode != "off" and self.sample == 1 else None
-        self.seed, self.seed_source = seed if seed is not None else (None, None)
-        self.untimed = None  # open untimed cycle of PATCHKIT_TIMER_SAMPLE: [index, t0, attrs]
-        # one seeded draw per cycle index whenever the rate is not fixed at 1 (so that every
-        # rank draws the same number for the same index, whatever rate each one has)
-        self.sampled = self.sample > 1 or self.budget is not None
-        self.p_timed = 1.0 / self.sample
-        if self.sampled:
-            import random
-
-            self.draw = random.Random(self.seed).random
-        # host time the runtime spends in timed cycles (every mode; the budget reads it):
-        # cycle_begin and cycle_end measured in each timed cycle, begin/end/note in one
-        # calibration cycle per window (per phase), summed over the window
-        self.acc_spent = self.acc_timed = self.acc_phases = 0
-        self.cal_acc = [0]  # ns inside begin/end/note of the open calibration cycle
-        self.cal_on = False
-        self.next_eval = self.cal_at = _NEVER_CYCLE
-        # PATCHKIT_TIMER_BUDGET's controller, when no sample fixes the rate; pairing: its
-        # per-cycle bookkeeping, called at each cycle's start (None: nothing to decide)
-        self.ctl = self.pairing = None
-        if self.budget is not None:
-            self.ctl = _Budget(self.budget)
-            self.p_timed = self.ctl.p
-            if self.budget > 0:
-                self.next_eval, self.cal_at = 0, _BUDGET_CALIBRATE_FROM
-                self.pairing = self.ctl.pair
-        self.p_start = self.p_timed
-        self.pool = []
-        self.quoted = {None: "null"}  # phase name -> its JSON string
-        self.shapes = {}  # a cycle's phase layout -> the format of its phase lines
-        self.path = None
-        self.fd = None
-        self.rank = self.world = None
-        self.rank_source = None
-        self.rank_final = False
-        self.counts = dict(
-            records=0,
-            skipped_capturing=0,
-            unmatched_end=0,
-            abandoned=0,
-            stale_steps=0,
-            dropped_pending=0,
-            writes=0,
-        )
-        self.torch = _torch_if_loaded(import_it=mode in ("events", "sync"))
+        self.torch = _torch_if_loaded(import_it=self.mode in ("events", "sync"))
         self.capturing = self._capture_probe()
-        self.graph_steps = False
-        self.cap_stack = []
-        self.cap_groups = {}
-        self.cap_key = None
-        self.cap_closed = True
-        self.event_api = None
-        self._mark = lambda now: None
-        if mode == "events":
-            self.Event = self.torch.cuda.Event
-            if graph_steps and _event_supports_external(self.torch):
-                self.graph_steps = True
-            self.new_event = self._event_factory(event_api)
-            self._mark = self._event_mark
-            self._set_resolve_default()
-        elif mode == "sync":
-            self.sync = self.torch.cuda.synchronize
-            self._mark = self._sync_mark
+        self._ab_setup(ab, ab_b, sample)
+        self.graph = self.resolver = self.event_api = None
+        self._setup(graph_steps, event_api, share_ns)  # the mode's own
         self.push = self.pop = None
         if nvtx:
             self._nvtx_setup()
-        self._refresh_rank()
-        self.prof_mod = self.rf_stack = self.rf_inner = None
-        self._profiler_setup()
+        self.profiler = _Profiler.create()
+        self.untimed = _Untimed(self)
         self.rebound = False  # begin/end rebound for the open cycle
         self.general = (self.begin, self.end)
         self.timed_api = (self.begin, self.end, self.note, self.cycle_end)
-        self.in_cycle = None  # the (begin, end) bound while a timed cycle is open
-        if self.push is None and not self.graph_steps:
-            if mode == "events":
-                self.in_cycle = (self._event_begin, self._event_end)
-            elif mode == "host":
-                self.in_cycle = (self._host_begin, self._host_end)
+        # the (begin, end) bound while a timed cycle is open (None: the general ones)
+        self.in_cycle = self._in_cycle() if self.push is None and self.graph is None else None
 
-    # -- helpers -------------------------------------------------------------------------
+    # -- set-up ----------------------------------------------------------------------------
+    def _setup(self, graph_steps, event_api, share_ns):
+        """The mode's own parts."""
+
+    def _in_cycle(self):
+        return None
+
+    def _ab_setup(self, ab, ab_b, sample):
+        self.ab = ab
+        # PATCHKIT_TIMER_AB_B=sample: the second blocks sampled (not off), the first full
+        self.ab_sampled = bool(ab) and sample > 1 and ab_b == "sample"
+        # PATCHKIT_TIMER_AB_B=bare: off blocks record only each cycle's start
+        self.ab_bare = bool(ab) and ab_b == "bare"
+        self.cycle_b = False  # the open timed cycle is in a sampled second block
+        if ab:
+            self.writer.untimed_ab = (
+                ',"ab":"sampled","timed":false' if self.ab_sampled else ',"ab":"events","timed":false'
+            )
+        self.blocks = None  # the off (or bare) blocks' cycle_begin/cycle_end
+        if ab and not self.ab_sampled:
+            self.blocks = _BareBlocks(self) if self.ab_bare else _OffBlocks(self)
+
     def _capture_probe(self):
         torch = self.torch or sys.modules.get("torch")
         # the C function itself when exposed: the Python wrapper costs as much again
@@ -922,76 +1633,22 @@ class _Timer:
             return
         self.push, self.pop = nvtx.range_push, nvtx.range_pop
 
-    def _refresh_rank(self):
-        self.rank, self.world, self.rank_source = _detect_rank()
-        self.rank_final = self.rank_source in ("env:PATCHKIT_TIMER_RANK", "torch.distributed")
+    # -- the mode's: a point marked; a timed cycle's lines -----------------------------------
+    def _mark(self, now):
+        return None
 
-    def _check_rank(self):
-        """torch.distributed initialised since the header: rename the file, say so."""
-        found = _dist_rank()
-        if found is None:
-            return
-        self.rank_final = True
-        self.rank_source = "torch.distributed"
-        old, (self.rank, self.world) = self.rank, found
-        if self.fd is None:
-            return
-        if self.rank != old:
-            new_path = os.path.join(
-                self.directory, "%s.rank%d.pid%d.jsonl" % (FILE_PREFIX, self.rank, self.pid)
-            )
-            os.rename(self.path, new_path)  # the open descriptor follows the file
-            self.path = new_path
-        self.out.append(
-            _json_line(
-                {
-                    "kind": "rank",
-                    "rank": self.rank,
-                    "world_size": self.world,
-                    "rank_source": self.rank_source,
-                    "t": _perf(),
-                }
-            )
-        )
+    def _end_cycle(self, cycle, merged, recs, ab):
+        """The end of a timed cycle (host mode): its phase lines and its cycle line."""
+        t1 = _perf()
+        if self.pop is not None:
+            self.pop()
+        out = self.out
+        if recs:
+            out.append(_host_phase_lines(recs, self.quoted, self.shapes))
+        out.append(_cycle_line(cycle[0], cycle[1], t1, None, None, ab, merged))
+        self.writer.out_records += len(recs) + 1
 
-    def _event_factory(self, api):
-        """torch.Event records on the current stream inside C++; torch.cuda.Event.record()
-        builds a Python Stream object first, several microseconds per call. Graph steps need
-        torch.cuda.Event throughout (its external events only pair with their own kind)."""
-        generic = getattr(self.torch, "Event", None)
-        if generic is not None and not self.graph_steps and api != "torch.cuda.Event":
-            try:
-                generic(device="cuda", enable_timing=True)
-                self.event_api = "torch.Event"
-                return lambda: generic(device="cuda", enable_timing=True)
-            except Exception:
-                pass
-        self.event_api = "torch.cuda.Event"
-        return lambda: self.Event(enable_timing=True)
-
-    def _event_mark(self, now):
-        """An event recorded at this point of the stream; inside a cycle, its index in the
-        cycle's marks. Inside a cycle, when less than share_ns of host time passed since
-        the last record returned, nothing can have been queued in between (a kernel launch
-        costs more): the last event marks this point too."""
-        marks = self.marks
-        if marks is not None and now - self.last_t < self.share_ns:
-            return len(marks) - 1
-        pool = self.pool
-        ev = pool.pop() if pool else self.new_event()
-        ev.record()
-        if marks is None:
-            return ev
-        marks.append(ev)
-        self.last_t = _perf()
-        return len(marks) - 1
-
-    def _sync_mark(self, now):
-        self.sync()
-        return _perf()
-
-    # Events go back to the pool only once resolved (_resolve_*), each once: an event may
-    # mark several points, so the rare paths that drop records leave theirs to the GC.
+    # -- abandoned work ------------------------------------------------------------------
     def _abandon_stack(self, keep=0):
         while len(self.stack) > keep:
             self.stack.pop()
@@ -1004,29 +1661,31 @@ class _Timer:
         self.counts["abandoned"] += 1
         names = self.quoted
         self.out.extend(_phase_line(rec, names) for rec in self.cyc_recs)
-        self.out_records += len(self.cyc_recs)
+        self.writer.out_records += len(self.cyc_recs)
         self.cyc_recs, self.cyc_evs = [], []
         self.marks, self.last_t = None, _NEVER
         self.cycle = None
         if self.pop is not None:
             self.pop()
-        if self.rf_stack is not None:
-            self._profiler_close()
+        prof = self.profiler
+        if prof is not None and prof.rf_stack is not None:
+            prof.close()
         if self.rebound:
             g = globals()
             g["begin"], g["end"] = self.general
             self.rebound = False
-        if self.cal_on:  # its calls measured nothing usable
-            self.cal_on = False
+        sampler = self.sampler
+        if sampler.cal_on:  # its calls measured nothing usable
+            sampler.cal_on = False
             globals()["note"] = self.note
-            self.cal_at = self.cycle_no + 1
+            sampler.cal_at = self.cycle_no + 1
 
     # -- public API ----------------------------------------------------------------------
     def begin(self, name, **attrs):
         try:
             if self.cycle is None and self.capturing():
-                if self.graph_steps:
-                    self._capture_begin(name, attrs)
+                if self.graph is not None:
+                    self.graph.begin(name, attrs)
                 else:
                     self.counts["skipped_capturing"] += 1
                 return
@@ -1039,11 +1698,10 @@ class _Timer:
             _fail("begin(%r)" % (name,), exc)
 
     def end(self, name):
+        """(host and sync mode; _EventTimer has its own)"""
         try:
             cycle = self.cycle
             if cycle is None and self.capturing():
-                if self.graph_steps:
-                    self._capture_end(name)
                 return
             t1 = _perf()
             dev1 = self._mark(t1)
@@ -1073,27 +1731,16 @@ class _Timer:
                 False,
                 _plain_attrs(attrs) if attrs else None,
             ]
-            mode = self.mode
-            if mode == "events":
-                steps = None
-                if graph and self.graph_steps:
-                    steps = self.cap_groups.get(attrs.get("graph_key") if attrs else None)
-                if cycle is not None:
-                    self.cyc_recs.append(rec)
-                    self.cyc_evs.append((dev0, dev1, steps))
-                    return
-                self.pending.append((rec, dev0, dev1, steps))
-            else:
-                if mode == "sync":
-                    rec[_DEV] = dev1 - dev0
-                    anchor = cycle[2] if cycle else None
-                    rec[_OFF] = dev0 - anchor if anchor is not None else None
-                if cycle is not None:
-                    self.cyc_recs.append(rec)
-                    return
-                self.buf.append(rec)
+            if self.mode == "sync":
+                rec[_DEV] = dev1 - dev0
+                anchor = cycle[2] if cycle else None
+                rec[_OFF] = dev0 - anchor if anchor is not None else None
+            if cycle is not None:
+                self.cyc_recs.append(rec)
+                return
+            self.writer.buf.append(rec)
             if not stack:
-                self._after_outside_unit(t1)
+                self.writer.outside_done(t1)
         except Exception as exc:
             _fail("end(%r)" % (name,), exc)
 
@@ -1103,47 +1750,53 @@ class _Timer:
                 return _after_fork_call("cycle_begin", attrs)
             if self.capturing():
                 self.counts["skipped_capturing"] += 1
-                return
+                return None
             second = False
             if self.ab and (self.cycle_no + 1) // self.ab % 2:
                 if not self.ab_sampled:
-                    self._ab_switch(on=False)
+                    self.ab_switch(on=False)
                     return globals()["cycle_begin"](**attrs)  # the off block's (or bare one's)
                 second = True
             t0 = _perf()
-            if self.untimed is not None:
-                self._abandon_untimed()
+            untimed = self.untimed
+            if untimed.cycle is not None:
+                untimed.abandon()
             if self.stack:
                 self._abandon_stack()
             if self.cycle is not None:
                 self._abandon_cycle()
             self.cycle_no += 1
-            if self.cycle_no >= self.next_eval:  # a budget's decision, every 64 cycle indices
+            sampler = self.sampler
+            if self.cycle_no >= sampler.next_eval:  # a budget's decision, every 64 cycle indices
                 self._control(t0)
-            timed = not (self.sampled and (second or not self.ab_sampled) and self.draw() >= self.p_timed)
-            if self.pairing is not None:
-                self.pairing(self.cycle_no, t0, timed, attrs.get("kind"))
+            timed = not (
+                sampler.sampled and (second or not self.ab_sampled) and sampler.draw() >= sampler.p_timed
+            )
+            if sampler.pairing is not None:
+                sampler.pairing(self.cycle_no, t0, timed, attrs.get("kind"))
             if not timed:
-                return self._untimed_begin(t0, attrs)
+                return untimed.begin(t0, attrs)
             self.cycle_b = second
             if self.push is not None:
                 self.push("cycle %s" % attrs.get("kind", ""))
             self.cycle = [self.cycle_no, t0, self._mark(t0), attrs]
-            if self.mode == "events":  # the start event is not a mark: it outlives the cycle
+            if self.MARKS:  # the start event is not a mark: it outlives the cycle
                 self.marks, self.last_t = [], _NEVER
             pair = self.in_cycle
-            prof = self.prof_mod
-            if prof is not None and prof._is_profiler_enabled:
-                pair = self._profiler_open(attrs, self.in_cycle or self.general)
+            prof = self.profiler
+            if prof is not None and prof.mod._is_profiler_enabled:
+                pair = prof.open(attrs, self.in_cycle or self.general)
             if pair is not None:
                 g = globals()
                 g["begin"], g["end"] = pair
                 self.rebound = True
-            if self.cycle_no >= self.cal_at:
-                self._calibrate_open()
-            self.acc_spent += _perf() - t0
+            if self.cycle_no >= sampler.cal_at:
+                sampler.calibrate_open()
+                self.rebound = True  # cycle_end binds the general begin/end back
+            sampler.acc_spent += _perf() - t0
         except Exception as exc:
             _fail("cycle_begin()", exc)
+        return None
 
     def cycle_end(self, **attrs):
         try:
@@ -1157,87 +1810,34 @@ class _Timer:
                 g = globals()
                 g["begin"], g["end"] = self.general
                 self.rebound = False
-            if self.cal_on:
-                self._calibrate_close(len(self.cyc_recs))
-            if self.rf_stack is not None:
-                self._profiler_close()
+            sampler = self.sampler
+            if sampler.cal_on:
+                sampler.calibrate_close(len(self.cyc_recs))
+                globals()["note"] = self.note
+            prof = self.profiler
+            if prof is not None and prof.rf_stack is not None:
+                prof.close()
             if self.stack:
                 self._abandon_stack()
             merged = cycle[3]
             if attrs:
                 merged.update(attrs)
-            mode = self.mode
-            later = None
-            if mode == "events":
-                scalars = _SCALARS
-                for key, value in merged.items():
-                    if type(value) not in scalars and _is_cuda_tensor(value):
-                        # copied without waiting; written once resolved
-                        if later is None:
-                            later = {}
-                        later[key] = value.detach().to("cpu", non_blocking=True)
-                if later:
-                    merged = {k: v for k, v in merged.items() if k not in later}
-            t1 = _perf()
-            dev1 = self._mark(t1)
-            marks, self.marks = self.marks, None
-            if self.pop is not None:
-                self.pop()
-            index, t0, dev0 = cycle[0], cycle[1], cycle[2]
-            dev = gap = None
-            if mode == "sync":
-                dev = dev1 - dev0
-                if self.prev_cycle_dev is not None:
-                    gap = dev0 - self.prev_cycle_dev
-            names = self.quoted
             recs = self.cyc_recs
-            out = self.out
-            if mode == "sync":
-                out.extend([_cycle_phase_line(rec, names) for rec in recs])
-            elif recs:
-                out.append(_host_phase_lines(recs, names, self.shapes))
-            ab = ("sampled" if self.cycle_b else "events") if self.ab else None
-            out.append(_cycle_line(index, t0, t1, dev, gap, ab, merged))
-            self.out_records += len(recs) + 1
-            if mode == "events":
-                # the latest mark before the end event: on another stream than the end event
-                # (SGLang's v2 worker times its phases on its forward stream, the cycle on the
-                # scheduler's), it may still be pending when the end event is done
-                probe = marks[-2] if len(marks) > 1 else None
-                self.pending.append(
-                    (
-                        index,
-                        dev0,
-                        marks[dev1],
-                        self.prev_cycle_dev,
-                        dev1,
-                        marks,
-                        self.cyc_evs,
-                        recs,
-                        later,
-                        probe,
-                    )
-                )
-                self.cap_closed = True  # an uncaptured unit ran: the next capture is a new one
-                self.since_resolve += 1
-                if self.since_resolve >= self.resolve_every:
-                    self.since_resolve = 0
-                    self._resolve()
-                    if len(self.pending) - self.head > _MAX_PENDING:
-                        self._resolve(block_one=True)
-                # else: this cycle's device times wait for the batch (or the idle
-                # flusher); its host lines go out now like any timed cycle's
+            self._end_cycle(
+                cycle, merged, recs, ("sampled" if self.cycle_b else "events") if self.ab else None
+            )
             self.cyc_recs, self.cyc_evs = [], []
-            self.prev_cycle_dev = dev0
+            self.prev_cycle_dev = cycle[2]
             self.cycle = None
-            if not self.rank_final and (index & 15 == 0 or self.fd is None):
-                self._check_rank()
-            self._write()
-            if self.flusher is None and mode == "events" and self.fd is not None:
-                self._start_flusher()  # this cycle's device times may be read only later
-            self.acc_spent += _perf() - te
-            self.acc_timed += 1
-            self.acc_phases += len(recs)
+            writer = self.writer
+            if not writer.rank_final and (cycle[0] & 15 == 0 or writer.fd is None):
+                writer.check_rank()
+            writer.write()
+            if writer.flusher is None and self.resolver is not None and writer.fd is not None:
+                writer.start_flusher()  # this cycle's device times may be read only later
+            sampler.acc_spent += _perf() - te
+            sampler.acc_timed += 1
+            sampler.acc_phases += len(recs)
         except Exception as exc:
             _fail("cycle_end()", exc)
 
@@ -1246,18 +1846,338 @@ class _Timer:
             if self.cycle is not None:
                 self.cycle[3].update(attrs)
             elif attrs and not self.capturing():
-                self.buf.append(
+                self.writer.buf.append(
                     {"kind": "note", "t": _perf(), "attrs": {k: _plain(v) for k, v in attrs.items()}}
                 )
         except Exception as exc:
             _fail("note()", exc)
 
+    # -- PATCHKIT_TIMER_BUDGET: a decision; PATCHKIT_TIMER_AB: the blocks switched -----------
+    def _control(self, now):
+        rec = self.sampler.control(now, self.cycle_no)
+        resolver = self.resolver
+        if resolver is not None:
+            resolver.set_default(self.sampler.p_timed)
+        if rec is not None:
+            if resolver is not None:
+                rec["resolve_batch"] = resolver.every
+            self.out.append(_json_line(rec))
+            self.writer.out_records += 1
+
+    def ab_switch(self, on):
+        blocks = self.blocks
+        assert blocks is not None  # (only with PATCHKIT_TIMER_AB's off or bare blocks)
+        if on:
+            if blocks.open is not None:
+                self.counts["abandoned"] += 1
+                blocks.open = None
+            self.prev_cycle_dev = None  # the gap over an off block means nothing
+            _bind(self)
+        else:
+            if self.untimed.cycle is not None:
+                self.untimed.abandon()
+            self._abandon_stack()
+            if self.cycle is not None:
+                self._abandon_cycle()
+            g = globals()
+            g["begin"] = g["end"] = g["note"] = _noop
+            g["cycle_begin"], g["cycle_end"] = blocks.cycle_begin, blocks.cycle_end
+
+    # -- the header; the final flush ------------------------------------------------------
+    def header(self):
+        torch = self.torch or sys.modules.get("torch")
+        device = None
+        if self.mode in ("events", "sync"):
+            try:
+                assert torch is not None
+                device = torch.cuda.get_device_name()
+            except Exception:
+                device = None
+        try:
+            impl = time.get_clock_info("perf_counter").implementation
+        except Exception:
+            impl = None
+        writer, sampler, resolver = self.writer, self.sampler, self.resolver
+        return {
+            "kind": "header",
+            "schema": SCHEMA,
+            "mode": self.mode,
+            "requested_mode": self.requested,
+            "rank": writer.rank,
+            "rank_source": writer.rank_source,
+            "world_size": writer.world,
+            "pid": self.pid,
+            "host": socket.gethostname(),
+            "python": sys.version.split()[0],
+            "torch": getattr(torch, "__version__", None),
+            "cuda_device": device,
+            "graph_steps": self.graph is not None,
+            "ab_cycles": self.ab,
+            **({"ab_b": "sample"} if self.ab_sampled else {"ab_b": "bare"} if self.ab_bare else {}),
+            "nvtx": self.push is not None,
+            "event_api": self.event_api,
+            "share_ns": self.share_ns if resolver is not None else None,
+            "resolve_batch": resolver.every if resolver is not None else None,
+            **({"sampling": sampler.header()} if sampler.sampled else {}),
+            "clock": {
+                "host": "time.perf_counter_ns",
+                "host_impl": impl,
+                "host_t0_ns": self.host_t0,
+                "wall_t0_ns": self.wall_t0,
+                "boot_id": _boot_id(),
+                "device": {
+                    "events": "cuda event elapsed_time (float ms, ~0.5 us)",
+                    "sync": "torch.cuda.synchronize + perf_counter_ns",
+                }.get(self.mode),
+            },
+            "argv": list(sys.argv[:8]),
+        }
+
+    def pending_work(self):
+        """Anything to write at exit (the stats record too, once a file or a cycle exists)."""
+        writer = self.writer
+        return bool(
+            writer.fd is not None
+            or writer.out
+            or writer.buf
+            or (self.resolver is not None and self.resolver.busy())
+            or self.cycle_no >= 0
+        )
+
+    def flush(self, final=False):
+        if final and self.resolver is not None:
+            self.resolver.finish()
+        if final:
+            if self.untimed.cycle is not None:
+                self.untimed.abandon()
+            blocks = self.blocks
+            if blocks is not None and blocks.open is not None:
+                blocks.open = None
+                self.counts["abandoned"] += 1
+        self.writer.write(final=final)
+        if final:
+            self.writer.close()
+
+
+class _HostTimer(_Timer):
+    """PATCHKIT_TIMER=host: the host clock only."""
+
+    MODE = "host"
+
+    def _in_cycle(self):
+        return self._host_begin, self._host_end
+
     # -- inside a timed cycle: begin/end without the checks only calls outside need -----
     # (bound at cycle_begin when neither NVTX nor graph steps are on; the runtime assumes
     # no capture inside a cycle; anything unusual goes to the general begin/end). The event
-    # record and the phase record are written out in each of the four on purpose, not shared
-    # through a helper: every extra call is a frame per timer call, and in a busy engine each
-    # frame is fetched cold (bench/timer_cold_cost.py).
+    # record and the phase record are written out in each of the four (here and in
+    # _EventTimer) on purpose, not shared through a helper: every extra call is a frame per
+    # timer call, and in a busy engine each frame is fetched cold (bench/timer_cold_cost.py).
+    def _host_begin(self, name, **attrs):
+        try:
+            self.stack.append(
+                [name, _perf(), None, attrs, bool(attrs.pop("graph", False)) if attrs else False]
+            )
+        except Exception as exc:
+            _fail("begin(%r)" % (name,), exc)
+
+    def _host_end(self, name):
+        try:
+            t1 = _perf()
+            stack = self.stack
+            if not stack or stack[-1][0] != name:
+                return self.end(name)
+            _, t0, _, attrs, graph = stack.pop()
+            self.cyc_recs.append(
+                [
+                    name,
+                    self.cycle_no,
+                    len(stack),
+                    stack[-1][0] if stack else None,
+                    t0,
+                    t1,
+                    None,
+                    None,
+                    graph,
+                    False,
+                    _plain_attrs(attrs) if attrs else None,
+                ]
+            )
+        except Exception as exc:
+            _fail("end(%r)" % (name,), exc)
+        return None
+
+
+class _SyncTimer(_Timer):
+    """PATCHKIT_TIMER=sync: torch.cuda.synchronize() then the host clock at every mark
+    (slow, for comparison only); the device time of a phase is that clock's."""
+
+    MODE = "sync"
+
+    def _setup(self, graph_steps, event_api, share_ns):
+        self.sync = self.torch.cuda.synchronize
+
+    def _mark(self, now):
+        self.sync()
+        return _perf()
+
+    def _end_cycle(self, cycle, merged, recs, ab):
+        t1 = _perf()
+        dev1 = self._mark(t1)
+        if self.pop is not None:
+            self.pop()
+        dev0 = cycle[2]
+        dev = dev1 - dev0
+        gap = None if self.prev_cycle_dev is None else dev0 - self.prev_cycle_dev
+        names = self.quoted
+        out = self.out
+        out.extend([_cycle_phase_line(rec, names) for rec in recs])
+        out.append(_cycle_line(cycle[0], cycle[1], t1, dev, gap, ab, merged))
+        self.writer.out_records += len(recs) + 1
+
+
+class _EventTimer(_Timer):
+    """PATCHKIT_TIMER=events: CUDA events around every phase, read later (_Resolver). Inside
+    a cycle, a begin/end within share_ns of host time after the previous event record
+    returned shares that event (no GPU work can have been queued in between)."""
+
+    MODE = "events"
+    MARKS = True
+    resolver: "_Resolver"
+
+    def _setup(self, graph_steps, event_api, share_ns):
+        self.marks = None  # the open cycle's events in record order
+        self.last_t = _NEVER  # when the last record returned
+        self.Event = self.torch.cuda.Event
+        if graph_steps and _event_supports_external(self.torch):
+            self.graph = _GraphSteps(self.Event, self.writer, self.counts)
+        self.resolver = _Resolver(self.writer, self.counts, self.graph, self.torch)
+        if self.graph is None:
+            self.writer.resolver = self.resolver
+        self.pool = self.resolver.pool  # (one list: the resolver gives events back to it)
+        self.new_event = self._event_factory(event_api)
+        self.resolver.set_default(self.sampler.p_timed)
+
+    def _in_cycle(self):
+        return self._event_begin, self._event_end
+
+    def _event_factory(self, api):
+        """torch.Event records on the current stream inside C++; torch.cuda.Event.record()
+        builds a Python Stream object first, several microseconds per call. Graph steps need
+        torch.cuda.Event throughout (its external events only pair with their own kind)."""
+        generic = getattr(self.torch, "Event", None)
+        if generic is not None and self.graph is None and api != "torch.cuda.Event":
+            try:
+                generic(device="cuda", enable_timing=True)
+                self.event_api = "torch.Event"
+                return lambda: generic(device="cuda", enable_timing=True)
+            except Exception:
+                pass
+        self.event_api = "torch.cuda.Event"
+        return lambda: self.Event(enable_timing=True)
+
+    def _mark(self, now):
+        """An event recorded at this point of the stream; inside a cycle, its index in the
+        cycle's marks. Inside a cycle, when less than share_ns of host time passed since
+        the last record returned, nothing can have been queued in between (a kernel launch
+        costs more): the last event marks this point too."""
+        marks = self.marks
+        if marks is not None and now - self.last_t < self.share_ns:
+            return len(marks) - 1
+        pool = self.pool
+        ev = pool.pop() if pool else self.new_event()
+        ev.record()
+        if marks is None:
+            return ev
+        marks.append(ev)
+        self.last_t = _perf()
+        return len(marks) - 1
+
+    def end(self, name):
+        try:
+            cycle = self.cycle
+            if cycle is None and self.capturing():
+                if self.graph is not None:
+                    self.graph.end(name)
+                return
+            t1 = _perf()
+            dev1 = self._mark(t1)
+            stack = self.stack
+            if not stack or stack[-1][0] != name:
+                for idx in range(len(stack) - 1, -1, -1):
+                    if stack[idx][0] == name:
+                        self._abandon_stack(keep=idx + 1)
+                        break
+                else:
+                    self.counts["unmatched_end"] += 1
+                    return
+            if self.pop is not None:
+                self.pop()
+            _, t0, dev0, attrs, graph = stack.pop()
+            rec = [
+                name,
+                cycle[0] if cycle else None,
+                len(stack),
+                stack[-1][0] if stack else None,
+                t0,
+                t1,
+                None,
+                None,
+                graph,
+                False,
+                _plain_attrs(attrs) if attrs else None,
+            ]
+            steps = None
+            if graph and self.graph is not None:
+                steps = self.graph.groups.get(attrs.get("graph_key") if attrs else None)
+            if cycle is not None:
+                self.cyc_recs.append(rec)
+                self.cyc_evs.append((dev0, dev1, steps))
+                return
+            self.resolver.pending.append((rec, dev0, dev1, steps))
+            if not stack:
+                if self.graph is not None:
+                    self.graph.closed = True
+                self.resolver.resolve()
+                self.writer.outside_done(t1)
+        except Exception as exc:
+            _fail("end(%r)" % (name,), exc)
+
+    def _end_cycle(self, cycle, merged, recs, ab):
+        later = None
+        scalars = _SCALARS
+        for key, value in merged.items():
+            if type(value) not in scalars and _is_cuda_tensor(value):
+                # copied without waiting; written once resolved
+                if later is None:
+                    later = {}
+                later[key] = value.detach().to("cpu", non_blocking=True)
+        if later:
+            merged = {k: v for k, v in merged.items() if k not in later}
+        t1 = _perf()
+        dev1 = self._mark(t1)
+        marks, self.marks = self.marks, None
+        if self.pop is not None:
+            self.pop()
+        index, t0, dev0 = cycle[0], cycle[1], cycle[2]
+        out = self.out
+        if recs:
+            out.append(_host_phase_lines(recs, self.quoted, self.shapes))
+        out.append(_cycle_line(index, t0, t1, None, None, ab, merged))
+        self.writer.out_records += len(recs) + 1
+        # the latest mark before the end event: on another stream than the end event
+        # (SGLang's v2 worker times its phases on its forward stream, the cycle on the
+        # scheduler's), it may still be pending when the end event is done
+        probe = marks[-2] if len(marks) > 1 else None
+        resolver = self.resolver
+        resolver.pending.append(
+            (index, dev0, marks[dev1], self.prev_cycle_dev, dev1, marks, self.cyc_evs, recs, later, probe)
+        )
+        if self.graph is not None:
+            self.graph.closed = True  # an uncaptured unit ran: the next capture is a new one
+        resolver.cycle_done()
+
+    # -- inside a timed cycle (see _HostTimer) ----------------------------------------------
     def _event_begin(self, name, **attrs):
         try:
             t0 = _perf()
@@ -1306,634 +2226,10 @@ class _Timer:
             self.cyc_evs.append((i0, len(marks) - 1, None))
         except Exception as exc:
             _fail("end(%r)" % (name,), exc)
+        return None
 
-    def _host_begin(self, name, **attrs):
-        try:
-            self.stack.append(
-                [name, _perf(), None, attrs, bool(attrs.pop("graph", False)) if attrs else False]
-            )
-        except Exception as exc:
-            _fail("begin(%r)" % (name,), exc)
 
-    def _host_end(self, name):
-        try:
-            t1 = _perf()
-            stack = self.stack
-            if not stack or stack[-1][0] != name:
-                return self.end(name)
-            _, t0, _, attrs, graph = stack.pop()
-            self.cyc_recs.append(
-                [
-                    name,
-                    self.cycle_no,
-                    len(stack),
-                    stack[-1][0] if stack else None,
-                    t0,
-                    t1,
-                    None,
-                    None,
-                    graph,
-                    False,
-                    _plain_attrs(attrs) if attrs else None,
-                ]
-            )
-        except Exception as exc:
-            _fail("end(%r)" % (name,), exc)
-
-    # -- torch profiler: phases as record_function ranges while one is recording ---------
-    def _profiler_setup(self):
-        """When torch is loaded: its profiler's on/off flag (a module attribute, read once
-        per cycle) and the two ops torch.autograd.profiler.record_function calls, so that
-        the ranges are user annotations in Kineto traces (and on the GPU lanes too)."""
-        torch = sys.modules.get("torch")
-        mod = sys.modules.get("torch.autograd.profiler")
-        if torch is None or mod is None or not hasattr(mod, "_is_profiler_enabled"):
-            return
-        try:
-            ops = torch.ops.profiler
-            enter, leave = ops._record_function_enter_new, ops._record_function_exit
-            leave = getattr(leave, "_RecordFunction", leave)
-        except Exception:
-            return
-        self.rf_enter = lambda name: enter(name, None)
-        self.rf_exit = leave
-        self.prof_mod = mod
-
-    def _profiler_open(self, attrs, inner):
-        """A profiler records: a range for the cycle now, one per phase until cycle_end;
-        returns the (begin, end) to bind, which wrap `inner`."""
-        self.rf_inner = inner
-        self.rf_stack = [("", self.rf_enter("cycle %s" % attrs.get("kind", "")))]
-        return self._profiled_begin, self._profiled_end
-
-    def _profiler_close(self):
-        stack, self.rf_stack = self.rf_stack, None
-        leave = self.rf_exit
-        while stack:
-            leave(stack.pop()[1])
-
-    def _profiled_begin(self, name, **attrs):
-        try:
-            self.rf_stack.append((name, self.rf_enter(name)))
-        except Exception as exc:
-            _fail("begin(%r)" % (name,), exc)
-            return
-        self.rf_inner[0](name, **attrs)
-
-    def _profiled_end(self, name):
-        self.rf_inner[1](name)
-        try:
-            stack = self.rf_stack
-            for idx in range(len(stack) - 1, 0, -1):  # [0] is the cycle's own range
-                if stack[idx][0] == name:
-                    leave = self.rf_exit
-                    while len(stack) > idx:
-                        leave(stack.pop()[1])
-                    return
-        except Exception as exc:
-            _fail("end(%r)" % (name,), exc)
-
-    # -- PATCHKIT_TIMER_BUDGET: the timed probability the timer's own cost allows ---------
-    def _set_resolve_default(self):
-        """Events mode without PATCHKIT_TIMER_RESOLVE_BATCH (nor graph steps): device times
-        read about every 16 cycle indices, so 16 timed cycles at a time when every cycle is
-        timed, 16p at rate p (at least 1: at 1 in 16 or fewer, at each timed cycle)."""
-        if self.mode == "events" and not self.resolve_set and not self.graph_steps:
-            self.resolve_every = max(1, int(_FULL_RESOLVE_BATCH * self.p_timed + 1e-9))
-
-    def _calibrate_open(self):
-        """The first timed cycle of a window: begin/end/note (whatever cycle_begin bound)
-        wrapped so that the host time inside them is summed, until this cycle's cycle_end."""
-        self.cal_at = _NEVER_CYCLE
-        self.cal_on = True
-        acc = self.cal_acc
-        acc[0] = 0
-        g = globals()
-        inner_begin, inner_end, inner_note = g["begin"], g["end"], g["note"]
-
-        def begin(name, **attrs):
-            t = _perf()
-            inner_begin(name, **attrs)
-            acc[0] += _perf() - t
-
-        def end(name):
-            t = _perf()
-            inner_end(name)
-            acc[0] += _perf() - t
-
-        def note(**attrs):
-            t = _perf()
-            inner_note(**attrs)
-            acc[0] += _perf() - t
-
-        g["begin"], g["end"], g["note"] = begin, end, note
-        self.rebound = True  # cycle_end binds the general begin/end back
-
-    def _calibrate_close(self, phases):
-        self.cal_on = False
-        globals()["note"] = self.note
-        if phases:
-            self.ctl.calibrated(self.cal_acc[0] / phases)
-
-    def _control(self, now):
-        """A budget's decision (_Budget.decide), at the first cycle whose index reaches a
-        multiple of _BUDGET_WINDOW (every rank decides at the same indices), before that
-        cycle's draw; the window's measurements start again from here."""
-        index = self.cycle_no
-        self.next_eval = (index // _BUDGET_WINDOW + 1) * _BUDGET_WINDOW
-        ctl = self.ctl
-        if ctl.ctl_t0 is None:  # the first cycle opens the first window
-            ctl.ctl_t0, ctl.ctl_cycle = now, index
-            self.acc_spent = self.acc_timed = self.acc_phases = 0
-            return
-        if not ctl.ready(self.acc_timed, self.acc_phases):
-            return
-        rec = ctl.decide(now, index, self.acc_spent, self.acc_timed, self.acc_phases)
-        self.p_timed = ctl.p
-        self._set_resolve_default()
-        if rec is not None:
-            if self.mode == "events":
-                rec["resolve_batch"] = self.resolve_every
-            self.out.append(_json_line(rec))
-            self.out_records += 1
-        self.acc_spent = self.acc_timed = self.acc_phases = 0
-        self.cal_at = index  # calibrate the window's first timed cycle
-
-    def _budget_info(self):
-        return self.ctl.info(self.acc_spent, self.acc_timed, self.acc_phases)
-
-    # -- PATCHKIT_TIMER_SAMPLE: cycles recorded with host times and attrs only -----------
-    def _untimed_begin(self, t0, attrs):
-        """The cycle just numbered is not timed: until its cycle_end, begin/end are no-ops
-        and note() adds to its attrs (a dict's own update method: no Python frame)."""
-        self.untimed = [self.cycle_no, t0, attrs]
-        if self.prev_cycle_dev is not None:
-            if self.mode == "events":  # the last timed cycle's start: back to the pool after it
-                self.pending.append((self.prev_cycle_dev,))
-            self.prev_cycle_dev = None  # a gap over untimed cycles means nothing
-        g = globals()
-        g["begin"] = g["end"] = _noop
-        prof = self.prof_mod
-        if prof is not None and prof._is_profiler_enabled:
-            g["begin"], g["end"] = self._profiler_open(attrs, (_noop, _noop))
-        g["note"] = attrs.update
-        g["cycle_end"] = self._untimed_end
-
-    def _untimed_end(self, **attrs):
-        try:
-            t1 = _perf()
-            g = globals()
-            g["begin"], g["end"], g["note"], g["cycle_end"] = self.timed_api
-            index, t0, merged = self.untimed
-            self.untimed = None
-            if self.rf_stack is not None:
-                self._profiler_close()
-            if attrs:
-                merged.update(attrs)
-            # formatted by the write (_deferred_line); what must not wait is left out now
-            self.out.append((index, t0, t1, _untimed_attrs(merged) if merged else None))
-            self.out_records += 1
-            self.cap_closed = True
-            if not self.rank_final and (index & 15 == 0 or self.fd is None):
-                self._check_rank()
-            self._deferred_write()
-        except Exception as exc:
-            _fail("cycle_end()", exc)
-
-    def _abandon_untimed(self):
-        self.untimed = None
-        if self.rf_stack is not None:
-            self._profiler_close()
-        self.counts["abandoned"] += 1
-        g = globals()
-        g["begin"], g["end"], g["note"], g["cycle_end"] = self.timed_api
-
-    # -- A/B: blocks of cycles with the timer off but for the cycle's host time ----------
-    def off_cycle_begin(self, **attrs):
-        try:
-            if os.getpid() != self.pid:
-                return _after_fork_call("cycle_begin", attrs)
-            if self.capturing():
-                self.counts["skipped_capturing"] += 1
-                return
-            if not (self.cycle_no + 1) // self.ab % 2:
-                self._ab_switch(on=True)
-                return self.cycle_begin(**attrs)
-            t0 = _perf()
-            self.cycle_no += 1
-            self.off_open = (self.cycle_no, t0, attrs.get("kind"))
-        except Exception as exc:
-            _fail("cycle_begin()", exc)
-
-    def off_cycle_end(self, **attrs):
-        try:
-            opened = self.off_open
-            if opened is not None:
-                self.out.append((opened, _perf()))  # formatted by the write (_deferred_line)
-                self.off_open = None
-                self.out_records += 1
-                self._deferred_write()
-        except Exception as exc:
-            _fail("cycle_end()", exc)
-
-    def _bare_cycle_begin(self, **attrs):
-        """PATCHKIT_TIMER_AB_B=bare: an off block's cycle records its start and kind only (its
-        cycle_end is the no-op; no capture probe), so that the pairs measure what recording a
-        cycle costs too. Written as an off cycle whose end is its start (t1 = t0)."""
-        try:
-            if _NO_FORK_HOOK and os.getpid() != self.pid:
-                return _after_fork_call("cycle_begin", attrs)
-            index = self.cycle_no + 1
-            if not index // self.ab % 2:
-                self._ab_switch(on=True)
-                return self.cycle_begin(**attrs)
-            self.cycle_no = index
-            t0 = _perf()
-            out = self.out
-            out.append(((index, t0, attrs.get("kind")), t0))  # formatted by the write
-            self.out_records += 1
-            if len(out) >= self.batch:  # a long bare block: its lines still go out in batches
-                self._write()
-        except Exception as exc:
-            _fail("cycle_begin()", exc)
-
-    def _ab_switch(self, on):
-        if on:
-            if self.off_open is not None:
-                self.counts["abandoned"] += 1
-                self.off_open = None
-            self.prev_cycle_dev = None  # the gap over an off block means nothing
-            _bind(self)
-        else:
-            if self.untimed is not None:
-                self._abandon_untimed()
-            self._abandon_stack()
-            if self.cycle is not None:
-                self._abandon_cycle()
-            g = globals()
-            g["begin"] = g["end"] = g["note"] = _noop
-            if self.ab_bare:
-                g["cycle_begin"], g["cycle_end"] = self._bare_cycle_begin, _noop
-            else:
-                g["cycle_begin"], g["cycle_end"] = self.off_cycle_begin, self.off_cycle_end
-
-    def _deferred_line(self, item):
-        """The line of an off-block cycle ((index, t0, kind), t1) or of an untimed cycle
-        (index, t0, t1, attrs): formatted by the write, several in a row, not at each
-        cycle_end (in a busy engine each cycle_end finds the formatting code out of the
-        caches: formatting a line there cost about as much as the rest of the cycle's calls)."""
-        if len(item) == 2:
-            (index, t0, kind), t1 = item
-            return _cycle_line(
-                index, t0, t1, None, None, "off", None if kind is None else {"kind": _plain(kind)}
-            )
-        index, t0, t1, attrs = item
-        return _CYCLE_FORMAT % (
-            index,
-            t0,
-            t1,
-            t1 - t0,
-            "null",
-            "null",
-            self.untimed_ab,
-            _attrs_json(attrs) if attrs else "{}",
-        )
-
-    # -- experimental: steps inside a captured CUDA graph ---------------------------------
-    def _capture_begin(self, name, attrs):
-        key = attrs.get("graph_key", self.cap_key)
-        if not self.cap_stack and (self.cap_closed or key != self.cap_key):
-            self.cap_groups[key] = []  # a new capture replaces what this key held
-            self.cap_key = key
-            self.cap_closed = False
-        ev = self.Event(enable_timing=True, external=True)
-        ev.record()
-        self.cap_stack.append((name, ev))
-
-    def _capture_end(self, name):
-        if not self.cap_stack or self.cap_stack[-1][0] != name:
-            self.counts["unmatched_end"] += 1
-            return
-        _, ev0 = self.cap_stack.pop()
-        ev1 = self.Event(enable_timing=True, external=True)
-        ev1.record()
-        self.cap_groups.setdefault(self.cap_key, []).append((name, len(self.cap_stack), ev0, ev1))
-
-    # -- resolution and writing -----------------------------------------------------------
-    def _after_outside_unit(self, now):
-        if self.mode == "events":
-            self.cap_closed = True
-            self._resolve()
-        if len(self.buf) >= self.batch or now - self.last_flush >= self.flush_ns:
-            self._write()
-
-    def _resolve(self, block_one=False, block_all=False, cycles_only=False):
-        """Device times of what is done, in order, under self.rlock: the idle flusher resolves
-        too (cycles_only: it stops at a record outside cycles, whose list this thread owns)."""
-        with self.rlock:
-            self._resolve_locked(block_one, block_all, cycles_only)
-
-    def _resolve_locked(self, block_one=False, block_all=False, cycles_only=False):
-        """_resolve's work (see _resolve_cycle); the caller holds self.rlock."""
-        pending = self.pending
-        while self.head < len(pending):
-            item = pending[self.head]
-            if len(item) == 1:  # a cycle's start event no later cycle measures a gap from
-                self.pool.append(item[0])
-                pending[self.head] = None
-                self.head += 1
-                continue
-            dev1 = item[2]
-            probe = item[-1] if len(item) == 10 else None
-            if block_all or block_one:
-                dev1.synchronize()
-                if probe is not None:
-                    probe.synchronize()
-                block_one = False
-            elif not dev1.query() or (probe is not None and not probe.query()):
-                # (both asked first: reading a pending event's time raises, and a raised
-                # error costs far more than two queries)
-                break
-            if len(item) == 4:
-                if cycles_only:
-                    break
-                self._resolve_outside(*item)
-            elif not self._resolve_cycle(*item):
-                break  # an event on another stream is not done yet: try again later
-            pending[self.head] = None
-            self.head += 1
-        if self.head > 1024 and self.head * 2 > len(pending):
-            del pending[: self.head]
-            self.head = 0
-
-    def _resolve_outside(self, rec, dev0, dev1, steps):
-        rec[_DEV] = _ms_to_ns(dev0.elapsed_time(dev1))
-        self.buf.append(rec)
-        if steps:
-            self._resolve_steps(rec, dev0, steps)
-        self.pool += (dev0, dev1)  # outside cycles events are never shared
-
-    def _resolve_cycle(self, index, dev0, end_ev, prev, end, marks, evs, recs, later, probe=None):
-        """Device times of one cycle, each mark read once (relative to the cycle's start
-        event dev0); False when an event (on another stream) is not done yet."""
-        since = dev0.elapsed_time
-        try:
-            offs = [since(ev) for ev in marks]
-        except RuntimeError:
-            if any(not ev.query() for ev in marks):
-                return False
-            raise
-        # each mark's offset in whole ns first: a phase's end and the next one's start, when
-        # one event marks both, give the same number; one % over a template per length
-        ns = [int(o * 1e6 + 0.5) if o >= 0 else -int(0.5 - o * 1e6) for o in offs]
-        flat = []
-        for i0, i1, _ in evs:
-            o = ns[i0]
-            flat += (ns[i1] - o, o)
-        n = len(evs)
-        fmt = _DEV_PHASES.get(n)
-        if fmt is None:
-            fmt = _DEV_PHASES[n] = ",".join(["[%d,%d]"] * n)
-        phases = fmt % tuple(flat)
-        if self.graph_steps:
-            for (i0, i1, steps), rec in zip(evs, recs):
-                if steps:
-                    rec[_DEV] = _ms_to_ns(offs[i1] - offs[i0])
-                    rec[_OFF] = _ms_to_ns(offs[i0])
-                    self._resolve_steps(rec, marks[i0], steps)
-        gap = None if prev is None else _ms_to_ns(prev.elapsed_time(dev0))
-        tail = ""
-        if later:
-            tail = ',"attrs":' + _JSON_ENCODER.encode({k: _plain(v) for k, v in later.items()})
-        self.out.append(
-            '{"kind":"dev","cycle":%d,"dev_ns":%d,"dev_gap_ns":%s,"phases":[%s]%s}\n'
-            % (index, ns[end], _opt(gap), phases, tail)
-        )
-        self.out_records += 1
-        pool = self.pool
-        pool += marks
-        if prev is not None:
-            pool.append(prev)  # the previous cycle's start: its last use was this gap
-        return True
-
-    def _resolve_steps(self, rec, dev0, steps):
-        span = rec[_DEV]
-        slack = 2000  # ns: event timestamps have about 0.5 us resolution
-        for name, depth, ev0, ev1 in steps:
-            off = _ms_to_ns(dev0.elapsed_time(ev0))
-            dur = _ms_to_ns(ev0.elapsed_time(ev1))
-            if off < -slack or off + dur > span + slack:
-                self.counts["stale_steps"] += 1  # overwritten by a later replay
-                continue
-            base = rec[_OFF]
-            self.buf.append(
-                [
-                    name,
-                    rec[_CYCLE],
-                    rec[_DEPTH] + 1 + depth,
-                    rec[_NAME],
-                    None,
-                    None,
-                    dur,
-                    None if base is None else base + off,
-                    False,
-                    True,
-                    None,
-                ]
-            )
-
-    def header(self):
-        torch = self.torch or sys.modules.get("torch")
-        device = None
-        if self.mode in ("events", "sync"):
-            try:
-                device = torch.cuda.get_device_name()
-            except Exception:
-                device = None
-        try:
-            impl = time.get_clock_info("perf_counter").implementation
-        except Exception:
-            impl = None
-        return {
-            "kind": "header",
-            "schema": SCHEMA,
-            "mode": self.mode,
-            "requested_mode": self.requested,
-            "rank": self.rank,
-            "rank_source": self.rank_source,
-            "world_size": self.world,
-            "pid": self.pid,
-            "host": socket.gethostname(),
-            "python": sys.version.split()[0],
-            "torch": getattr(torch, "__version__", None),
-            "cuda_device": device,
-            "graph_steps": self.graph_steps,
-            "ab_cycles": self.ab,
-            **({"ab_b": "sample"} if self.ab_sampled else {"ab_b": "bare"} if self.ab_bare else {}),
-            "nvtx": self.push is not None,
-            "event_api": self.event_api,
-            "share_ns": self.share_ns if self.mode == "events" else None,
-            "resolve_batch": self.resolve_every if self.mode == "events" else None,
-            **({"sampling": self._sampling_header()} if self.sampled else {}),
-            "clock": {
-                "host": "time.perf_counter_ns",
-                "host_impl": impl,
-                "host_t0_ns": self.host_t0,
-                "wall_t0_ns": self.wall_t0,
-                "boot_id": _boot_id(),
-                "device": {
-                    "events": "cuda event elapsed_time (float ms, ~0.5 us)",
-                    "sync": "torch.cuda.synchronize + perf_counter_ns",
-                }.get(self.mode),
-            },
-            "argv": list(sys.argv[:8]),
-        }
-
-    def _sampling_header(self):
-        info = {
-            "every": self.sample if self.budget is None else None,
-            "method": "bernoulli",
-            "seed": self.seed,
-            "seed_source": self.seed_source,
-        }
-        if self.budget is not None:
-            info.update(
-                p=self.p_start,
-                budget_pct=self.budget,
-                controller=_Budget.describe(),
-            )
-        return info
-
-    def _open(self):
-        if not self.rank_final:
-            self._refresh_rank()
-        os.makedirs(self.directory, exist_ok=True)
-        path = os.path.join(self.directory, "%s.rank%d.pid%d.jsonl" % (FILE_PREFIX, self.rank, self.pid))
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        self.path, self.fd = path, fd
-        self.out.insert(0, _json_line(self.header()))
-
-    def _write(self, final=False):
-        """One write of everything waiting: at most one per cycle."""
-        if self.buf:
-            names = self.quoted
-            self.out.extend(
-                _phase_line(rec, names) if type(rec) is list else _json_line(rec) for rec in self.buf
-            )
-            self.out_records += len(self.buf)
-            self.buf = []
-        self.last_flush = _perf()
-        if final:
-            self.counts["records"] += self.out_records
-            self.out_records = 0
-            self.counts["writes"] += 1
-            extra = {"sampling": self._budget_info()} if self.budget is not None else {}
-            self.out.append(_json_line(dict(kind="stats", t=_perf(), **self.counts, **extra)))
-        if not self.out:
-            return
-        if self.fd is None:
-            self._open()
-        self._write_out()
-        self.counts["records"] += self.out_records
-        self.out_records = 0
-
-    def _write_out(self):
-        """Write the lines waiting in self.out: the first n, then delete those n (lines this
-        thread or another appends meanwhile stay for the next write), under the lock."""
-        with self.lock:
-            out = self.out
-            n = len(out)
-            if not n or self.fd is None:
-                return
-            line = self._deferred_line
-            data = "".join([x if x.__class__ is str else line(x) for x in out[:n]]).encode("utf-8")
-            view, fd = memoryview(data), self.fd
-            while view:
-                view = view[os.write(fd, view) :]
-            # nothing below can lose a record: a KeyboardInterrupt here repeats it at most
-            # (the report drops repeated records)
-            del out[:n]
-            self.last_write = _perf()
-            self.counts["writes"] += 1
-
-    def _deferred_write(self):
-        """An untimed or off-block cycle's line waits for the next write (a timed cycle's, at
-        most one in PATCHKIT_TIMER_SAMPLE on average) instead of costing a system call of its
-        own; the idle flusher thread writes it once no write came for PATCHKIT_TIMER_IDLE_FLUSH_MS
-        (default 50), so that a SIGKILL after the engine went idle loses nothing."""
-        if self.flusher is None or self.fd is None:
-            self._write()
-            if self.fd is not None and self.flusher is None:
-                self._start_flusher()
-        elif len(self.out) >= self.batch:
-            self._write()
-
-    def _start_flusher(self):
-        pid = os.getpid()
-        # events mode: the flusher reads finished events too (a cycle's events are often not
-        # done at its cycle_end, and with a resolve batch cycles wait on purpose),
-        # on this thread's CUDA device (a CUDA call on a thread with no device set would open
-        # a context on device 0 for every rank)
-        device = None
-        # (not with graph steps: their records go to self.buf, which only this thread writes)
-        if self.mode == "events" and not self.graph_steps:
-            try:
-                device = self.torch.cuda.current_device()
-            except Exception:
-                device = None
-
-        def loop():
-            idle_ns = int(self.idle_s * 1e9)
-            resolving = False
-            if device is not None:
-                try:
-                    self.torch.cuda.set_device(device)
-                    # its queries must not touch a graph another thread captures: relaxed
-                    # mode; where that cannot be set, only a batch the user asked for reads here
-                    resolving = _relax_capture_mode() or self.resolve_set > 1
-                except Exception:
-                    pass
-            while _timer is self and os.getpid() == pid:
-                time.sleep(self.idle_s)
-                try:
-                    if _perf() - self.last_write < idle_ns:
-                        continue
-                    if resolving and self.head < len(self.pending):
-                        # (counts["records"] may miss the few records counted here while
-                        # the host program's thread writes: a statistic, not a record)
-                        try:
-                            self._resolve(cycles_only=True)
-                        except Exception:  # the lines still go out; the exit flush reads
-                            resolving = False
-                    if self.out:
-                        self._write_out()
-                except Exception:  # never raise in the host program's threads
-                    return
-
-        thread = threading.Thread(target=loop, name="patchkit-timer-flush", daemon=True)
-        self.flusher = thread
-        thread.start()
-
-    def flush(self, final=False):
-        if final and self.mode == "events":
-            with self.rlock:  # (the idle flusher resolves too; nothing pending once closed)
-                try:
-                    self._resolve_locked(block_all=True)
-                except Exception as exc:  # CUDA may already be torn down at exit
-                    _warn("could not collect the last CUDA events (%r)" % (exc,))
-                self.counts["dropped_pending"] += len(self.pending) - self.head
-                self.pending, self.head = [], 0
-        if final:
-            if self.untimed is not None:
-                self._abandon_untimed()
-            if self.off_open is not None:
-                self.off_open = None
-                self.counts["abandoned"] += 1
-        self._write(final=final)
-        if final and self.fd is not None:
-            with self.lock:  # (the idle flusher never writes to a closed descriptor)
-                os.close(self.fd)
-                self.fd = None
+_TIMERS = {"host": _HostTimer, "sync": _SyncTimer, "events": _EventTimer}
 
 
 # -- module state and binding --------------------------------------------------------------
@@ -1943,9 +2239,11 @@ _API = ("begin", "end", "cycle_begin", "cycle_end", "note")
 
 
 def _bind(target):
+    """The module functions: the target's methods (None: timing off, the no-op itself)."""
+    target = _TIMING_OFF if target is None else target
     g = globals()
     for name in _API:
-        g[name] = getattr(target, name) if target is not None else _noop
+        g[name] = getattr(target, name)
 
 
 def _bind_lazy():
@@ -1973,7 +2271,8 @@ def _fail(where, exc):
     global _timer, _failed
     try:
         if not _failed:
-            path = getattr(_timer, "path", None) or getattr(_timer, "directory", "?")
+            writer = getattr(_timer, "writer", None)
+            path = getattr(writer, "path", None) or getattr(writer, "directory", "?")
             _warn(
                 "%s failed (%s: %s; timing files: %s); timing is off for pid %d"
                 % (where, type(exc).__name__, exc, path, os.getpid())
@@ -1981,12 +2280,12 @@ def _fail(where, exc):
         _failed = True
         _bind(None)
         timer, _timer = _timer, None
-        fd = getattr(timer, "fd", None)
-        if fd is not None:
-            lock = getattr(timer, "lock", None)
-            if lock is not None and lock.acquire(timeout=1.0):
-                timer.fd = None
-                lock.release()
+        writer = getattr(timer, "writer", None)
+        fd = getattr(writer, "fd", None)
+        if writer is not None and fd is not None:
+            if writer.lock.acquire(timeout=1.0):
+                writer.fd = None
+                writer.lock.release()
             os.close(fd)
     except Exception:
         pass
@@ -2135,8 +2434,7 @@ def configure(
             sample = 1
         else:
             budget = None
-        _timer = _Timer(
-            effective,
+        _timer = _TIMERS[effective](
             requested,
             os.path.abspath(directory),
             graph_steps,
@@ -2180,15 +2478,15 @@ def current_mode():
 
 def output_path():
     """This process's JSON-lines file, once something has been written."""
-    return _timer.path if _timer is not None else None
+    return _timer.writer.path if _timer is not None else None
 
 
 def flush():
     """Write what has been resolved so far (never waits for the GPU)."""
     if _timer is not None:
         try:
-            if _timer.mode == "events":
-                _timer._resolve()
+            if _timer.resolver is not None:
+                _timer.resolver.resolve()
             _timer.flush()
         except Exception as exc:
             _fail("flush()", exc)
@@ -2201,13 +2499,7 @@ def shutdown():
     if timer is None or timer.pid != os.getpid():
         return
     try:
-        if (
-            timer.fd is not None
-            or timer.out
-            or timer.buf
-            or timer.head < len(timer.pending)
-            or timer.cycle_no >= 0
-        ):
+        if timer.pending_work():
             timer.flush(final=True)
     except Exception as exc:
         _fail("writing at exit", exc)

@@ -24,11 +24,11 @@ _pt._perf = lambda: clock[0]
 cost = [0]
 
 def costly(timer):
-    write = timer._write
+    write = timer.writer.write
     def _write(final=False):
         clock[0] += cost[0]
         return write(final)
-    timer._write = _write
+    timer.writer.write = _write
 
 def cycle(work_ns, kind="decode"):
     _pt.cycle_begin(kind=kind, batch_size=8)
@@ -295,7 +295,7 @@ seen = []
 cost[0] = 500_000
 for i in range(1000):
     cycle(4_000_000)
-    seen.append(_pt._timer.resolve_every)
+    seen.append(_pt._timer.resolver.every)
 print("RESOLVE", json.dumps(sorted(set(seen))), seen[10], seen[-1])
 _pt.shutdown()
 """,

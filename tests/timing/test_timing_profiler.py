@@ -16,11 +16,11 @@ import torch
 import phase_timer as _pt
 _pt.configure(mode="host", sample=SAMPLE, seed=3)
 calls = [0]
-enter = _pt._timer.rf_enter
+enter = _pt._timer.profiler.rf_enter
 def counting(name):
     calls[0] += 1
     return enter(name)
-_pt._timer.rf_enter = counting
+_pt._timer.profiler.rf_enter = counting
 x = torch.ones(64, 64)
 
 seen = {}
@@ -28,7 +28,7 @@ seen = {}
 def cycles(n, tag):
     for i in range(n):
         _pt.cycle_begin(kind="decode", batch_size=2)
-        seen.setdefault(tag, set()).add(_pt.begin.__name__)
+        seen.setdefault(tag, set()).add(_pt.begin.__qualname__)
         _pt.begin("draft"); _pt.begin("draft_forward"); x @ x; _pt.end("draft_forward")
         _pt.end("draft")
         _pt.begin("target_verify", graph=True); x @ x; _pt.end("target_verify")
@@ -68,7 +68,7 @@ def test_phases_are_ranges_in_a_profiler_trace(runtime_dir, tmp_path, sample):
     before, during, after, bound, bound_during, events = run_profiled(runtime_dir, tmp_path, sample)
     assert before == 0 and after == 0  # no profiler: no record_function at all
     assert during == 10 * 4  # the cycle and its three phases, ten cycles
-    assert bound_during == ["_profiled_begin"] and "_profiled_begin" not in bound
+    assert bound_during == ["_Profiler.begin"] and "_Profiler.begin" not in bound
     spans = [e for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"]
     names = [e["name"] for e in spans]
     for name in ("cycle decode", "draft", "draft_forward", "target_verify"):

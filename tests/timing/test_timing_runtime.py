@@ -656,7 +656,7 @@ for i in range(48):
         _pt.begin(name); time.sleep(0.0005); _pt.end(name)
     _pt.note(accepted=2)
     _pt.cycle_end(tokens=3)
-print("END", _pt.cycle_end.__name__, _pt.cycle_begin.__name__)
+print("END", _pt.cycle_end.__qualname__, _pt.cycle_begin.__qualname__)
 """,
             LAG_NS=100_000,
             RECORD_SLEEP_NS=300_000,
@@ -665,7 +665,7 @@ print("END", _pt.cycle_end.__name__, _pt.cycle_begin.__name__)
         out_dir=out,
     )
     assert res.returncode == 0, res.stderr
-    assert "END _noop _bare_cycle_begin" in res.stdout  # the run ended inside an off block
+    assert "END _noop _BareBlocks.cycle_begin" in res.stdout  # the run ended inside an off block
     (recs,) = read_records(out).values()
     assert recs[0]["ab_b"] == "bare" and recs[0]["ab_cycles"] == 4
     cycles = {r["cycle"]: r for r in recs if r["kind"] == "cycle"}

@@ -154,7 +154,7 @@ seen = set()
 for i in range(20):
     _pt.cycle_begin(kind="decode")
     seen.add((_pt.begin is _pt._noop, _pt.end is _pt._noop,
-              type(_pt.note).__name__, _pt.cycle_end.__name__))
+              type(_pt.note).__name__, _pt.cycle_end.__qualname__))
     _pt.note(accepted=1)
     _pt.cycle_end()
 print("SEEN", sorted(seen))
@@ -164,7 +164,7 @@ _pt.begin("outside"); _pt.end("outside")
         out_dir=tmp_path / "out",
     )
     assert res.returncode == 0, res.stderr
-    assert "SEEN [(True, True, 'builtin_function_or_method', '_untimed_end')]" in res.stdout
+    assert "SEEN [(True, True, 'builtin_function_or_method', '_Untimed.cycle_end')]" in res.stdout
     assert "AFTER True True" in res.stdout
     recs = one_file(tmp_path / "out")
     assert [r["name"] for r in recs if r["kind"] == "phase"] == ["outside"]

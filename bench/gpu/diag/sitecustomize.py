@@ -46,6 +46,22 @@ def _chain_original():
             sys.stderr.write("patchkit diag: chained sitecustomize failed: %r\n" % (exc,))
 
 
+# the runtime's methods named as before its split into parts (runtime-split): the tables
+# below and the diag lines key the timer's functions by these names
+_RENAMED = {
+    "_Untimed.cycle_end": "_untimed_end",
+    "_OffBlocks.cycle_begin": "off_cycle_begin",
+    "_OffBlocks.cycle_end": "off_cycle_end",
+    "_BareBlocks.cycle_begin": "_bare_cycle_begin",
+    "_Profiler.begin": "_profiled_begin",
+    "_Profiler.end": "_profiled_end",
+}
+
+
+def _name(code):
+    return _RENAMED.get(getattr(code, "co_qualname", ""), code.co_name)
+
+
 class _Monitor:
     ENDS = {  # noqa: RUF012 - read-only tables
         "cycle_end": "T",
@@ -117,12 +133,13 @@ class _Monitor:
             return
         now = time.perf_counter_ns()
         t = self.stack.pop() if self.stack else now
-        key = code.co_name if self.depth == 0 else ">" + code.co_name
+        name = _name(code)
+        key = name if self.depth == 0 else ">" + name
         self.by[key] = self.by.get(key, 0) + now - t
         if self.depth == 1:
             return
         self.self_ns += now - t
-        kind = self.ENDS.get(code.co_name)
+        kind = self.ENDS.get(name)
         if kind is None:
             return
         timer = getattr(self.mod, "_timer", None)
@@ -153,7 +170,7 @@ class _Monitor:
         mon.register_callback(tool, ev.PY_RETURN, self.leave)
         codes = _code_objects(self.mod)
         if self.scope != "all":
-            codes = [c for c in codes if c.co_name in self.TOP]
+            codes = [c for c in codes if _name(c) in self.TOP]
         mine = {id(c) for c in codes}
         leave = self.leave
 
