@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from invoke import Config, Context
 
 from patchkit import tasks
 from patchkit.profile.remote.config import RemoteConfig
@@ -27,7 +26,7 @@ from patchkit.settings import (
     REMOTE_CHECKS,
     PatchSettings,
 )
-from support.invoke_yaml import key_lines
+from support.invoke_yaml import key_lines, site_context
 
 REPO = Path(__file__).resolve().parents[2]
 INVOKE_YAML = REPO / "invoke.yaml"
@@ -43,15 +42,6 @@ DOCUMENTED = documented_keys(INVOKE_YAML.read_text())
 
 def _under(*prefix: str) -> set[str]:
     return {p[len(prefix)] for p in DOCUMENTED if p[: len(prefix)] == prefix and len(p) == len(prefix) + 1}
-
-
-def _context(tmp_path: Path, patchkit: dict) -> Context:
-    config = Config(defaults={"patchkit": dict(PATCHKIT_DEFAULTS)})
-    path = tmp_path / "site.yaml"
-    path.write_text(yaml.safe_dump({"patchkit": patchkit}))
-    config.set_runtime_path(str(path))
-    config.load_runtime()
-    return Context(config=config)
 
 
 def test_the_walk_finds_the_documented_keys():
@@ -160,9 +150,9 @@ def test_each_documented_patch_key_is_read(tmp_path, monkeypatch, key):
     value, expected, attribute = PATCH_KEYS[key]
     config = {"targets": ["/t"], key: value}
     default = getattr(
-        PatchSettings.from_invoke(_context(tmp_path, {"targets": ["/t"]}), "apply", {}), attribute
+        PatchSettings.from_invoke(site_context(tmp_path, {"targets": ["/t"]}), "apply", {}), attribute
     )
-    settings = PatchSettings.from_invoke(_context(tmp_path, config), "apply", {})
+    settings = PatchSettings.from_invoke(site_context(tmp_path, config), "apply", {})
     assert getattr(settings, attribute) == expected != default
 
 
@@ -182,7 +172,7 @@ def _wheelhouse_reaches_the_rebase(tmp_path, monkeypatch):
     monkeypatch.setattr(rebase_mod, "rebase", fake_rebase)
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    c = _context(tmp_path, {"wheelhouse": str(wheels)})
+    c = site_context(tmp_path, {"wheelhouse": str(wheels)})
     with pytest.raises(_Reached):
         tasks.patch_rebase(c, series=str(REPO / "patches" / "sglang-v0.5.9"), onto="0.5.10")
     assert got["wheelhouse"] == str(wheels)
@@ -224,7 +214,7 @@ def _profile_call(tmp_path, monkeypatch, task: str, profile: dict) -> dict:
     monkeypatch.setattr(default, "run_default", fake)
     monkeypatch.setattr(sweep, "run_sweep", fake)
     monkeypatch.chdir(tmp_path)
-    c = _context(tmp_path, {"profile": profile})
+    c = site_context(tmp_path, {"profile": profile})
     (tasks.profile_run if task == "run" else tasks.profile_sweep)(c)
     return got
 
@@ -259,7 +249,7 @@ def test_the_documented_profile_remote_block_is_read(tmp_path, monkeypatch):
     got = {}
     monkeypatch.setattr(remote, "run_remote", lambda cfg: got.update(cfg=cfg))
     monkeypatch.chdir(REPO)
-    tasks.profile_remote(_context(tmp_path, {"profile": {"remote": block}}))
+    tasks.profile_remote(site_context(tmp_path, {"profile": {"remote": block}}))
     cfg = got["cfg"]
     for key, value in block.items():
         if value is not None and key not in ("out", "stop_signals"):  # made absolute / upper-cased
@@ -341,7 +331,7 @@ def _remote_call(tmp_path, monkeypatch, block: dict):
         "server_command": "serve --speculative-num-steps 3",
         "bench_command": "b",
     }
-    tasks.profile_remote(_context(tmp_path, {"profile": {"remote": {**base, **block}}}))
+    tasks.profile_remote(site_context(tmp_path, {"profile": {"remote": {**base, **block}}}))
     return got["cfg"]
 
 
@@ -369,7 +359,7 @@ def test_profile_remote_reaches_its_targets_as_the_patch_tasks_do(tmp_path, monk
     monkeypatch.setattr(remote, "run_remote", lambda cfg: got.update(cfg=cfg))
     monkeypatch.chdir(REPO)
     block = {"targets": [str(tmp_path)], "server_command": "serve", "bench_command": "b"}
-    c = _context(tmp_path, {**site, "targets": [str(tmp_path)], "profile": {"remote": block}})
+    c = site_context(tmp_path, {**site, "targets": [str(tmp_path)], "profile": {"remote": block}})
     tasks.profile_remote(c)
     patch = PatchSettings.from_invoke(c, "apply", {}).transport_options()
     assert got["cfg"].transport_options() == patch
@@ -405,10 +395,10 @@ def test_profile_collect_reads_profile_remote_keys_by_their_own_rule(tmp_path, m
     (tmp_path / "t").mkdir()
     given = dict(target=[str(tmp_path / "t")], out=str(tmp_path / "o"))
     remote = {"max_fetch_mb": 5, "step_timeout_s": 7, "python": "python3.12"}
-    tasks.profile_collect(_context(tmp_path, {"profile": {"remote": remote}}), **given)
+    tasks.profile_collect(site_context(tmp_path, {"profile": {"remote": remote}}), **given)
     assert got == {"max_fetch_mb": 5.0, "step_timeout_s": 7.0, "python": "python3.12"}
     for key in ("step_timeout_s", "max_fetch_mb"):
         with pytest.raises(SystemExit) as exit_:  # the exit boundary: invalid input
-            tasks.profile_collect(_context(tmp_path, {"profile": {"remote": {key: 0}}}), **given)
+            tasks.profile_collect(site_context(tmp_path, {"profile": {"remote": {key: 0}}}), **given)
         assert exit_.value.code == 2
         assert f"patchkit.profile.remote.{key} 0 must be a positive number" in capsys.readouterr().err

@@ -9,15 +9,14 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
-from invoke import Config, Context
 
 from patchkit import tasks, transport
 from patchkit.errors import InvalidInput
 from patchkit.profile.remote import run as run_module
 from patchkit.profile.remote.config import RemoteConfig
-from patchkit.settings import PATCHKIT_DEFAULTS, REMOTE_FALLBACKS
+from patchkit.settings import REMOTE_FALLBACKS
 from patchkit.transport import LocalTransport, TargetKind, kind_settings, register_kind, unregister_kind
+from support.invoke_yaml import site_context
 
 REPO = Path(__file__).resolve().parents[2]
 SEEN: list[dict] = []
@@ -44,15 +43,6 @@ def toy(monkeypatch, tmp_path):
 
 class _Reached(Exception):
     pass
-
-
-def _context(tmp_path: Path, patchkit: dict) -> Context:
-    config = Config(defaults={"patchkit": dict(PATCHKIT_DEFAULTS)})
-    path = tmp_path / "site.yaml"
-    path.write_text(yaml.safe_dump({"patchkit": patchkit}))
-    config.set_runtime_path(str(path))
-    config.load_runtime()
-    return Context(config=config)
 
 
 def _spy(monkeypatch) -> list[tuple]:
@@ -92,7 +82,7 @@ def test_profile_remote_expands_a_kind_through_the_registry(toy, tmp_path, monke
         "k8s_container": "server",
     }
     with pytest.raises(_Reached):
-        tasks.profile_remote(_context(tmp_path, {"kube_context": "ctx-1", "profile": {"remote": block}}))
+        tasks.profile_remote(site_context(tmp_path, {"kube_context": "ctx-1", "profile": {"remote": block}}))
     assert [t.root for t in got["transports"]] == [str(toy / "a"), str(toy / "b")]
     assert [specs for specs, _ in calls] == [["toy:a+b"]]
     # the kinds' settings reach the kind: profile.remote's own, and patchkit.* where it sets none
@@ -107,7 +97,7 @@ def test_patch_apply_and_profile_remote_resolve_alike(toy, tmp_path, monkeypatch
     from patchkit.taskrun import resolve_targets as patch_targets
 
     site = {"targets": ["toy:a+b"], "k8s_container": "server", "kubectl": "/opt/bin/kubectl"}
-    c = _context(tmp_path, {**site, "series": str(REPO / "patches" / "sglang-v0.5.9")})
+    c = site_context(tmp_path, {**site, "series": str(REPO / "patches" / "sglang-v0.5.9")})
     calls = _spy(monkeypatch)
     settings = PatchSettings.from_invoke(c, "apply", {})
     _, patch = patch_targets(settings, options_from(settings))
@@ -115,7 +105,7 @@ def test_patch_apply_and_profile_remote_resolve_alike(toy, tmp_path, monkeypatch
     monkeypatch.chdir(REPO)
     block = {"server_command": "serve", "bench_command": "b", "chart": False, "out": str(tmp_path / "o")}
     with pytest.raises(_Reached):
-        tasks.profile_remote(_context(tmp_path, {**site, "profile": {"remote": block}}))
+        tasks.profile_remote(site_context(tmp_path, {**site, "profile": {"remote": block}}))
     assert [t.root for t in patch] == [t.root for t in got["transports"]]
     (patch_specs, patch_kw), (remote_specs, remote_kw) = calls
     assert patch_specs == remote_specs == ["toy:a+b"]
@@ -155,7 +145,7 @@ def test_patchkit_inventory_is_read_only_without_targets_of_its_own(tmp_path, mo
     block = {"server_command": "serve", "bench_command": "b", "chart": False, "out": str(tmp_path / "o")}
     site = {"inventory": str(tmp_path / "hosts.ini"), "profile": {"remote": block}}
     with pytest.raises(_Reached):
-        tasks.profile_remote(_context(tmp_path, site), target=[str(tmp_path / "t")])
+        tasks.profile_remote(site_context(tmp_path, site), target=[str(tmp_path / "t")])
     assert got["cfg"].inventory is None and [t.root for t in got["transports"]] == [str(tmp_path / "t")]
 
 
