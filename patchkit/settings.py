@@ -592,6 +592,47 @@ def _kind(value, option: str, where: str = "") -> str | None:
     return kind_option(value, where, option)
 
 
+def need_inventory(inventory, limit, root, where: str = "") -> None:
+    """--limit and --root choose hosts of an inventory: refused (exit 2) without one, the same
+    for the patch tasks and profile.remote. ``where``: the settings' name when they came from a
+    config (RemoteConfig: ``profile.remote``), so the message names the keys."""
+    if (limit or root) and not inventory:
+        if where:
+            raise InvalidInput(
+                f"{where}: limit and root choose hosts of an inventory: give inventory (or --inventory FILE)"
+            )
+        raise InvalidInput("--limit and --root choose hosts of an inventory: give --inventory FILE")
+
+
+# the inventory options' help texts, the patch tasks' and profile.remote's (``default``: where the
+# value comes from when the option is not given)
+def _inventory_help(default: str) -> str:
+    return (
+        "Ansible inventory (INI, or YAML as .yml/.yaml): its hosts become SSH targets "
+        f"of the fleet, besides any --target (default: {default})"
+    )
+
+
+def _limit_help(default: str) -> str:
+    return (
+        "with --inventory: Ansible host pattern, e.g. 'gpu', 'gpu1:gpu2', 'gpu:!gpu3', "
+        f"'gpu:&rack1' (default: {default})"
+    )
+
+
+def _root_help(default: str) -> str:
+    return f"with --inventory: the target path on every host (default: {default})"
+
+
+def _remote_kind_help(name: str, said: str) -> str:
+    """A kind's setting's help (``said``, the patch tasks' text) for profile.remote's option:
+    profile.remote's key first, then the patchkit one."""
+    first = f"profile.remote.{name}, else patchkit.{name}"
+    if f"(default: patchkit.{name}" in said:
+        return said.replace(f"(default: patchkit.{name}", f"(default: {first}", 1)
+    return f"{said} (default: {first})"
+
+
 # the defaults of counts left to the code that uses them (their options default to None: "not
 # given"), stated here so that help texts and the example config say the number used
 EMBEDDED_SERIES = "transformers-v5.17.0"  # profile.run/sweep's series (the embedded default)
@@ -699,25 +740,13 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "inventory",
         key="inventory",
-        help="Ansible inventory (INI, or YAML as .yml/.yaml): its hosts become SSH targets "
-        "of the fleet, besides any --target (default: patchkit.inventory)",
+        help=_inventory_help("patchkit.inventory"),
         check=text,
         fronts=PATCH_TASKS,
         doc="Ansible inventory (INI or .yml) used when no --target is given",
     ),
-    Option(
-        "limit",
-        help="with --inventory: Ansible host pattern, e.g. 'gpu', 'gpu1:gpu2', 'gpu:!gpu3', "
-        "'gpu:&rack1' (default: all hosts)",
-        check=text,
-        fronts=PATCH_TASKS,
-    ),
-    Option(
-        "root",
-        help="with --inventory: the target path on every host (default: each host's patchkit_root variable)",
-        check=text,
-        fronts=PATCH_TASKS,
-    ),
+    Option("limit", help=_limit_help("all hosts"), check=text, fronts=PATCH_TASKS),
+    Option("root", help=_root_help("each host's patchkit_root variable"), check=text, fronts=PATCH_TASKS),
     # the target kinds' own settings (k8s: targets: kubectl, k8s_container, kube_context),
     # declared by each kind (patchkit.transport.TargetKind.settings)
     *(
@@ -1267,17 +1296,45 @@ _TABLE: tuple[Option, ...] = (
     ),
     # the targets profile.remote resolves as the patch tasks do (patchkit.transport.resolve_targets):
     # an inventory's hosts, and the target kinds' own settings (k8s: kubectl, k8s_container, kube_context)
+    # (their options are the patch tasks' --inventory, --limit, --root, --k8s-container, ...: the
+    # same help and check; --limit/--root without an inventory refused by the same need_inventory)
     Option(
         "inventory",
         key="profile.remote.inventory",
+        help=_inventory_help("profile.remote.inventory, else patchkit.inventory when no target is set"),
         check=text,
+        fronts=("profile.remote",),
         doc="Ansible inventory: its hosts are targets too, after targets\n"
         "(null: patchkit.inventory, when targets are not set here)",
         fallback="inventory",
     ),
+    Option(
+        "limit",
+        key="profile.remote.limit",
+        help=_limit_help("profile.remote.limit, else all hosts"),
+        check=text,
+        fronts=("profile.remote",),
+        doc="with an inventory: Ansible host pattern (null: all hosts)",
+    ),
+    Option(
+        "root",
+        key="profile.remote.root",
+        help=_root_help("profile.remote.root, else each host's patchkit_root variable"),
+        check=text,
+        fronts=("profile.remote",),
+        doc="with an inventory: the target path on every host\n(null: each host's patchkit_root variable)",
+    ),
     *(
-        Option(name, key=f"profile.remote.{name}", check=_kind, doc=f"null: patchkit.{name}", fallback=name)
-        for name in kind_settings()
+        Option(
+            name,
+            key=f"profile.remote.{name}",
+            help=_remote_kind_help(name, setting.help),
+            check=_kind,
+            fronts=("profile.remote",),
+            doc=f"null: patchkit.{name}",
+            fallback=name,
+        )
+        for name, setting in kind_settings().items()
     ),
     # the profile.remote task's options that set no key of their own
     Option("no_chart", default=False, help="skip phases.png (and sweep.png)", fronts=("profile.remote",)),
@@ -1843,8 +1900,7 @@ class PatchSettings:
                 "--show-script prints the shell programs on stdout, where --json "
                 "promises one JSON document: give one of them"
             )
-        if (settings.limit or settings.root) and not settings.inventory:
-            raise InvalidInput("--limit and --root choose hosts of an inventory: give --inventory FILE")
+        need_inventory(settings.inventory, settings.limit, settings.root)
         return settings
 
     def __getattr__(self, name: str) -> str | None:

@@ -25,6 +25,7 @@ from patchkit.settings import (
     PatchSettings,
     config_value,
     existing_dir,
+    need_inventory,
     number,
     offered,
     output_dir,
@@ -671,6 +672,12 @@ def profile_remote(
     gpus=None,
     blocks=None,
     cpus=None,
+    inventory=None,
+    limit=None,
+    root=None,
+    kubectl=None,
+    k8s_container=None,
+    kube_context=None,
 ):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
     from patchkit.profile.remote import RemoteConfig, run_remote
@@ -734,11 +741,19 @@ def profile_remote(
         ("blocks", blocks),
         ("gpus", gpus),
         ("cpus", cpus),
+        # the targets' options, the patch tasks' (an explicit --inventory is read with --target too)
+        ("inventory", inventory),
+        ("limit", limit),
+        ("root", root),
+        ("kubectl", kubectl),
+        ("k8s_container", k8s_container),
+        ("kube_context", kube_context),
     ):
         if value is not None:  # the row's check here, so that the message names the option
             row = rows[option]
             assert row.key is not None and row.check is not None, f"profile.remote --{option}: a checked key"
             settings[row.key.rpartition(".")[2]] = row.check(value, option)
+    need_inventory(settings.get("inventory"), limit, root)  # refused as by the patch tasks
     if settings.get("chart", True):  # phases.png; before --out is made and a target is touched
         from patchkit.extras import require
 

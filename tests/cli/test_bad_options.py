@@ -141,6 +141,11 @@ REMOTE_OPTIONS = {
     "gpus": [("0,0", 2, "--gpus"), ("a;b", 2, "--gpus"), ("", 2, "--gpus"), ("0,,1", 2, "--gpus")],
     "blocks": [("gpus", 2, "--blocks"), ("", 2, "--blocks"), ("Hosts ", 2, "--blocks")],
     "cpus": [("a", 2, "--cpus"), ("7-3", 2, "--cpus"), ("", 2, "--cpus"), ("0;;1", 2, "--cpus")],
+    # the patch tasks' target options, the same bad values refused the same way
+    **{
+        option: TARGET_OPTIONS[option]
+        for option in ("inventory", "limit", "root", "k8s_container", "kube_context", "kubectl")
+    },
 }
 COLLECT_OPTIONS = {
     "target": [("", 2, "--target"), ("docker://c", 2, "docker://")],

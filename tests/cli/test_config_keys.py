@@ -312,6 +312,8 @@ def _remote_values(tmp_path: Path) -> dict:
         "jobs": (3, 3, {}),
         "connect_timeout": (4, 4.0, {}),
         "inventory": (str(tmp_path / "hosts.ini"), str(tmp_path / "hosts.ini"), {}),
+        "limit": ("gpu:!gpu3", "gpu:!gpu3", {"inventory": str(tmp_path / "hosts.ini")}),
+        "root": ("/opt/venv", "/opt/venv", {"inventory": str(tmp_path / "hosts.ini")}),
         "kubectl": ("/opt/bin/kubectl", "/opt/bin/kubectl", {}),
         "k8s_container": ("server", "server", {}),
         "kube_context": ("gke_p_z_c", "gke_p_z_c", {}),

@@ -36,6 +36,7 @@ from patchkit.settings import (  # the choices: the option table's checks (patch
     UNTIL,
     cpu_lists,
     gpu_list,
+    need_inventory,
     transport_options,
 )
 from patchkit.transport import kind_settings
@@ -115,6 +116,8 @@ class RemoteConfig:
     spread_cache: str | None = _D["spread_cache"]
     sweep_seed: int | None = _D["sweep_seed"]
     inventory: str | None = _D["inventory"]
+    limit: str | None = _D["limit"]  # with an inventory: its hosts chosen as Ansible's --limit does
+    root: str | None = _D["root"]  # with an inventory: the target path on every host
     # the target kinds' own settings (patchkit.transport.kind_settings: the k8s: kind's)
     kubectl: str | None = _D["kubectl"]
     k8s_container: str | None = _D["k8s_container"]
@@ -192,6 +195,7 @@ class RemoteConfig:
         if not (Path(self.series) / "pin.toml").is_file():
             raise InvalidInput(f"profile.remote: series {self.series} has no pin.toml")
         self.env, self.bench_env = _env(self.env, "env"), _env(self.bench_env, "bench_env")
+        need_inventory(self.inventory, self.limit, self.root, "profile.remote")  # as the patch tasks
         if self.inventory:  # read when the targets are resolved (resolve_targets), from here
             self.inventory = str(cwd / Path(self.inventory).expanduser())
         if self.timer_seed is None:  # one seed for every node and rank: they time the same cycles
@@ -314,13 +318,19 @@ class RemoteConfig:
         )
 
     def open_targets(self, cwd: str | None = None) -> list:
-        """Every target, opened: ``targets`` then the inventory's hosts, each kind's spec
+        """Every target, opened: ``targets`` then the inventory's hosts (``limit``, at ``root``), each kind's spec
         expanded (a k8s: selector: every pod it matches), through the one function the patch
         tasks use (patchkit.transport.resolve_targets). The caller closes them."""
         from patchkit.transport import resolve_targets
 
         return resolve_targets(
-            self.targets, inventory=self.inventory, open_all=True, cwd=cwd, **self.transport_options()
+            self.targets,
+            inventory=self.inventory,
+            limit=self.limit,
+            root=self.root,
+            open_all=True,
+            cwd=cwd,
+            **self.transport_options(),
         )
 
     def to_dict(self) -> dict:
