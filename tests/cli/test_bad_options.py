@@ -124,6 +124,9 @@ SWEEP_OPTIONS = dict(
     matrix=[("bogus", 2, "--matrix"), ("k=a,b", 2, "--matrix"), ("", 2, "--matrix")],
     repeat=REPEAT_BAD,
 )
+# the target options profile.remote shares with the patch tasks (the same rows and checks): the
+# first bad value of each in the fast subset, the others under the slow mark
+REMOTE_TARGET_OPTIONS = ("inventory", "limit", "root", "k8s_container", "kube_context", "kubectl")
 REMOTE_OPTIONS = {
     "target": [("", 2, "target"), ("docker://c", 2, "docker://")],
     "series": [("{tmp}/no-series", 2, "no-series"), ("", 2, "--series")],
@@ -142,10 +145,7 @@ REMOTE_OPTIONS = {
     "blocks": [("gpus", 2, "--blocks"), ("", 2, "--blocks"), ("Hosts ", 2, "--blocks")],
     "cpus": [("a", 2, "--cpus"), ("7-3", 2, "--cpus"), ("", 2, "--cpus"), ("0;;1", 2, "--cpus")],
     # the patch tasks' target options, the same bad values refused the same way
-    **{
-        option: TARGET_OPTIONS[option]
-        for option in ("inventory", "limit", "root", "k8s_container", "kube_context", "kubectl")
-    },
+    **{option: TARGET_OPTIONS[option] for option in REMOTE_TARGET_OPTIONS},
 }
 COLLECT_OPTIONS = {
     "target": [("", 2, "--target"), ("docker://c", 2, "docker://")],
@@ -277,13 +277,14 @@ def test_every_option_has_bad_values(task):
 def _cases():
     """Every task x option x bad value. The six target tasks share TARGET_OPTIONS (one row of
     the option table each): a value is checked on one of them in the fast subset, each task in
-    turn, and on the other five under the slow mark (`make test` runs them all)."""
+    turn, and on the other five under the slow mark (`make test` runs them all); profile.remote
+    checks the first of each shared target option's values there, the rest under slow."""
     for task, options in TABLE.items():
         for k, (option, values) in enumerate(options.items()):
             for n, (value, code, fragment) in enumerate(values):
-                marks = ()
-                if task in TARGET_TASKS and TARGET_TASKS[(k + n) % len(TARGET_TASKS)] != task:
-                    marks = (pytest.mark.slow,)
+                elsewhere = task in TARGET_TASKS and TARGET_TASKS[(k + n) % len(TARGET_TASKS)] != task
+                shared = task == "profile.remote" and option in REMOTE_TARGET_OPTIONS and n > 0
+                marks = (pytest.mark.slow,) if elsewhere or shared else ()
                 yield pytest.param(
                     task, option, value, code, fragment, id=f"{task}-{option}-{n}", marks=marks
                 )
