@@ -8,7 +8,7 @@ when there is none, ``invoke.yaml`` -- in the current directory, ``INVOKE_*`` en
 variables (as for invoke), ``-f FILE``, then the command line. Relative paths in any of them
 resolve against the current directory. Unknown ``patchkit.*`` keys in any of those files are
 refused (exit 2, naming key and file: patchkit.settings.check_config), and so are command-line
-parse errors such as an unknown option (exit 2: patchkit.cli.program_class).
+parse errors such as an unknown option (exit 2: patchkit.boundary.program_class).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 
 from invoke import Config
 
-from patchkit.cli import exit_boundary, program_class
+from patchkit.boundary import exit_boundary, program_class
 
 # the project-level file names tried in the current directory, first found wins (json/yaml only:
 # a patchkit.py or invoke.py there is somebody's code, not configuration)
@@ -71,7 +71,7 @@ class PatchkitConfig(Config):
         self._set(_project_found=False)
 
 
-# the base is built by a call so that importing patchkit.cli does not import invoke; mypy cannot
+# the base is built by a call so that importing patchkit.boundary does not import invoke; mypy cannot
 # follow a call as a base class
 class PatchkitProgram(program_class()):  # type: ignore[misc]
     """Program with a fixed namespace whose project config is the current directory's; parse
@@ -85,7 +85,7 @@ class PatchkitProgram(program_class()):  # type: ignore[misc]
     def execute(self) -> None:
         from patchkit.settings import say_notes
 
-        # the one boundary (patchkit.cli): a bad config file exits 2, Ctrl-C 130 (invoke's own
+        # the one boundary (patchkit.boundary): a bad config file exits 2, Ctrl-C 130 (invoke's own
         # Program would exit 1); every config file is loaded by now (-f included)
         with exit_boundary("patchkit"):
             say_notes(self.config)

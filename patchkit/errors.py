@@ -1,7 +1,7 @@
 """One error root; its exit code is part of the public contract (docs/tasks.md).
 
 0 done, 1 refused (drift, wrong commit, modified after apply, locked), 2 invalid input,
-130 interrupted (Ctrl-C), 143 terminated (SIGTERM). patchkit.cli maps them at the one boundary.
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM). patchkit.boundary maps them at the one boundary.
 """
 
 EXIT_OK = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from patchkit.cli import RESULT_SCHEMA, error_json  # noqa: F401  (error_json: re-exported)
+from patchkit.boundary import RESULT_SCHEMA, error_json  # noqa: F401  (error_json: re-exported)
 from patchkit.ops import OpResult
 
 _VERDICT = {0: "ok", 1: "REFUSED", 2: "INVALID"}

@@ -1,11 +1,11 @@
 """The patch.* tasks' shared body: settings -> targets and series -> the fleet operation -> the
-table or JSON document (above ops and output; the exit-code boundary itself is patchkit.cli)."""
+table or JSON document (above ops and output; the exit-code boundary itself is patchkit.boundary)."""
 
 from __future__ import annotations
 
 import sys
 
-from patchkit.cli import exit_boundary
+from patchkit.boundary import exit_boundary
 
 
 def run_patch_task(c, op: str, given: dict) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from invoke import Collection
 
-from patchkit.cli import task as bounded_task
+from patchkit.boundary import task as bounded_task
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_path
 from patchkit.settings import (
@@ -54,7 +54,7 @@ def _config_checked(c) -> None:
 
 
 def task(*args, **kwargs):
-    """patchkit.cli.task, each task checking the config files first (_config_checked)."""
+    """patchkit.boundary.task, each task checking the config files first (_config_checked)."""
     return bounded_task(*args, before=_config_checked, **kwargs)
 
 

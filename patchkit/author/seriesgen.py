@@ -21,7 +21,7 @@ from pathlib import Path
 
 from patchkit import upstream
 from patchkit.author import authoring, sglang_releases as rel, timerplace
-from patchkit.cli import main_boundary
+from patchkit.boundary import main_boundary
 from patchkit.engine.runtime_patch import RUNTIME_PATCH
 from patchkit.errors import InvalidInput, PatchkitError
 from patchkit.locations import series_root

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from patchkit.cli import argument_parser, main_boundary
+from patchkit.boundary import argument_parser, main_boundary
 from patchkit.settings import add_argument, offered
 
 # the options of both commands, in order, with their argparse types (help, default and check:

@@ -139,7 +139,7 @@ def _empty_value(tmp, tree, series):
 def _parse_error(tmp, tree, series):
     out = _patchkit(["patch.apply", "--series", series, "--target", tree, "--jobz", "3"], tmp)
     prose = "a name in the prose"
-    return Made(out, not_made={"invoke": prose, "patchkit.cli.program_class()": prose})
+    return Made(out, not_made={"invoke": prose, "patchkit.boundary.program_class()": prose})
 
 
 def _config_value(tmp, tree, series):

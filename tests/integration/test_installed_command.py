@@ -261,7 +261,7 @@ def test_a_series_name_or_a_folder(scratch):
 
 
 def test_parse_errors_and_unknown_settings_exit_2(scratch):
-    """The command is patchkit.cli.program_class(): an unknown option is invalid input (exit 2,
+    """The command is patchkit.boundary.program_class(): an unknown option is invalid input (exit 2,
     not invoke's 1), and so is a misspelt key in patchkit.yaml, named with its file."""
     work, env = scratch
     before = sorted(p.name for p in (work / "site-packages").rglob("*"))
@@ -317,7 +317,7 @@ def test_ctrl_c_exits_130(scratch):
     finally:
         proc.kill()
     assert proc.returncode == 130, out + err
-    # one line: the task's boundary (patchkit.cli) says what was (not) cleaned up
+    # one line: the task's boundary (patchkit.boundary) says what was (not) cleaned up
     assert err.strip().startswith("patchkit: interrupted") and err.strip().count("\n") == 0, err
 
 

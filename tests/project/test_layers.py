@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "patchkit.paths",
         "patchkit.locations",  # pure path rules; where series and caches are;
-        "patchkit.cli",
+        "patchkit.boundary",
         "patchkit.extras",  # which optional extras are installed (find_spec)
     ),  # the exit-code boundary (errors -> codes)
     ("patchkit.pin", "patchkit.timing"),  # the pin.toml model; the runtime file

@@ -101,7 +101,7 @@ def main(listen_fd: int, lifeline_fd: int) -> None:
     listener = socket.socket(fileno=listen_fd)
     # what the commands import first (not patchkit.command itself: runpy would warn that it was
     # imported before being run as __main__)
-    for module in ("invoke.main", "patchkit.cli", "patchkit.tasks"):
+    for module in ("invoke.main", "patchkit.boundary", "patchkit.tasks"):
         importlib.import_module(module)
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the helpers are reaped by the kernel

@@ -2,7 +2,7 @@
 
 The entry point picks the run: ``matrix`` in the settings runs the sweep (sweep.py), otherwise
 one run (run.py). The choice lives here, above both, so that neither imports the other's caller.
-Errors, ^C and SIGTERM reach the exit code through the one boundary (patchkit.cli).
+Errors, ^C and SIGTERM reach the exit code through the one boundary (patchkit.boundary).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from patchkit.cli import argument_parser, main_boundary
+from patchkit.boundary import argument_parser, main_boundary
 from patchkit.profile.remote.config import RemoteConfig
 from patchkit.profile.remote.run import run_remote
 from patchkit.profile.remote.sweep import run_remote_sweep
