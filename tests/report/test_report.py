@@ -14,6 +14,7 @@ from patchkit.errors import InvalidInput
 from patchkit.report import OUTPUT_FILES, build_report, build_trace, load_timing_dir, render_table
 from patchkit.report.stats import percentile
 from patchkit.timing import RUNTIME_PATH
+from support.timing_files import FakeRuntime
 
 WORKLOAD = """
 import sys, time
@@ -290,49 +291,42 @@ def test_per_request_token_lists_give_the_accept_length():
     assert stats["accepted_drafts_mean"] == (21 - 6) / 6
 
 
-def _run_workload(site: Path, out: Path, body: str, env: dict | None = None):
-    code = f"import sys\nsys.path.insert(0, {str(site)!r})\n" + body
-    full_env = {
-        "PATCHKIT_TIMER_DIR": str(out),
-        "PATCHKIT_TIMER": "host",
-        "PATH": "/usr/bin:/bin",
-        **(env or {}),
-    }
-    res = subprocess.run(
-        [sys.executable, "-c", code], env=full_env, capture_output=True, text=True, timeout=120
-    )
-    assert res.returncode == 0, res.stderr
-    return res
-
-
 @pytest.fixture
 def site(runtime_dir):
     return runtime_dir
 
 
-KINDS = """
-import time
-import phase_timer as _pt
-for g in range(4):            # CUDA-graph capture passes: draft steps outside any cycle
-    _pt.begin("draft_step"); _pt.end("draft_step")
-for i in range(30):
-    if i % 10 == 0:
-        _pt.cycle_begin(kind="prefill", batch_size=1)
-        _pt.begin("target_extend"); time.sleep(0.02); _pt.end("target_extend")
-        _pt.cycle_end()
-    _pt.cycle_begin(kind="decode", batch_size=4)
-    _pt.begin("draft")
-    for s in range(2):
-        _pt.begin("draft_step"); time.sleep(0.0005); _pt.end("draft_step")
-    _pt.end("draft")
-    _pt.begin("verify"); time.sleep(0.002); _pt.end("verify")
-    _pt.cycle_end(accepted=2)
-"""
+def _kinds(pt) -> None:
+    """CUDA-graph capture passes (draft steps outside any cycle), then 30 decode cycles with a
+    prefill cycle before every tenth."""
+    for _ in range(4):
+        pt.begin("draft_step")
+        pt.end("draft_step")
+    for i in range(30):
+        if i % 10 == 0:
+            pt.cycle_begin(kind="prefill", batch_size=1)
+            pt.begin("target_extend")
+            pt.sleep(0.02)
+            pt.end("target_extend")
+            pt.cycle_end()
+        pt.cycle_begin(kind="decode", batch_size=4)
+        pt.begin("draft")
+        for _ in range(2):
+            pt.begin("draft_step")
+            pt.sleep(0.0005)
+            pt.end("draft_step")
+        pt.end("draft")
+        pt.begin("verify")
+        pt.sleep(0.002)
+        pt.end("verify")
+        pt.cycle_end(accepted=2)
 
 
-def test_decode_and_prefill_apart_and_warmup_outside(site, tmp_path):
+def test_decode_and_prefill_apart_and_warmup_outside(tmp_path):
     out = tmp_path / "out"
-    _run_workload(site, out, KINDS)
+    pt = FakeRuntime(step_ns=1000)  # each call 1 us: the phases cover a little less than the cycle
+    _kinds(pt)
+    pt.write(out)
     summary = build_report(out, tmp_path / "report")
     assert list(summary.cycle_kinds) == ["decode", "prefill"]
     dec, pre = summary.cycle_kinds["decode"], summary.cycle_kinds["prefill"]
@@ -344,8 +338,10 @@ def test_decode_and_prefill_apart_and_warmup_outside(site, tmp_path):
     ]
     assert [e["name"] for e in pre["phases"]] == ["target_extend"]
     # shares are of each kind's own cycle time: the 20 ms prefills do not dilute decode
-    assert 85.0 <= dec["top_level_share"] <= 100.0
-    assert 85.0 <= pre["phases"][0]["share_of_cycle"] <= 100.0
+    # (on the fake clock each call takes 1 us: a decode cycle is 3,009 us, its draft 1,005 and its
+    # verify 2,001; a prefill cycle 20,003 us, its target_extend 20,001)
+    assert dec["top_level_share"] == pytest.approx(100 * 3006 / 3009)
+    assert pre["phases"][0]["share_of_cycle"] == pytest.approx(100 * 20001 / 20003)
     verify = summary.phase("verify", kind="decode")
     assert verify["share_of_cycle"] > summary.phase("verify")["share_of_cycle"]
     assert verify["count"] == 30 and verify["per_cycle"] == 1.0
@@ -535,40 +531,30 @@ def test_two_ranks_through_torch_distributed(site, tmp_path):
         assert inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
 
 
-PREFILL_AND_DECODE = """
-import sys, time
-sys.path.insert(0, {site!r})
-import phase_timer as _pt
-_pt.cycle_begin(kind="prefill", batch_size=2)
-_pt.begin("target_extend")
-time.sleep(0.02)
-_pt.end("target_extend")
-_pt.cycle_end()
-for i in range(12):
-    _pt.cycle_begin(kind="decode", batch_size=2)
-    _pt.begin("draft_forward")
-    time.sleep(0.002)
-    _pt.end("draft_forward")
-    time.sleep(0.002)   # untimed glue: half of the decode cycle
-    _pt.cycle_end(tokens=[2, 3])
-"""
-
-
 def test_decode_cycle_shares_leave_prefill_cycles_out(tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    shutil.copyfile(RUNTIME_PATH, site / "phase_timer.py")
-    env = {"PATCHKIT_TIMER_DIR": str(tmp_path / "t"), "PATCHKIT_TIMER": "host", "PATH": "/usr/bin:/bin"}
-    subprocess.run(
-        [sys.executable, "-c", PREFILL_AND_DECODE.format(site=str(site))], env=env, check=True, timeout=60
-    )
+    """One prefill cycle (all phase) and 12 decode cycles whose untimed glue is half of each,
+    on the fake clock: the decode-only share is exactly 50 %, the all-cycles share higher."""
+    pt = FakeRuntime()
+    pt.cycle_begin(kind="prefill", batch_size=2)
+    pt.begin("target_extend")
+    pt.sleep(0.02)
+    pt.end("target_extend")
+    pt.cycle_end()
+    for _ in range(12):
+        pt.cycle_begin(kind="decode", batch_size=2)
+        pt.begin("draft_forward")
+        pt.sleep(0.002)
+        pt.end("draft_forward")
+        pt.sleep(0.002)  # untimed glue: half of the decode cycle
+        pt.cycle_end(tokens=[2, 3])
+    pt.write(tmp_path / "t")
     summary = build_report(tmp_path / "t", tmp_path / "r", chart=False)
     dc = summary.decode_cycle
     assert summary.cycle["count"] == 13 and dc["count"] == 12 and dc["basis"] == "host"
     assert set(dc["phase_shares"]) == {"draft_forward"}
-    # the glue is half of each decode cycle (wide bounds: a loaded machine oversleeps)
-    assert 30 < dc["top_level_share"] < 70
-    assert summary.top_level_share > dc["top_level_share"] + 5  # the prefill cycle dilutes
+    assert dc["top_level_share"] == pytest.approx(50.0)
+    # the prefill cycle (20 ms, all phase) dilutes: (20 + 12 x 2) / (20 + 12 x 4) ms
+    assert summary.top_level_share == pytest.approx(100 * 44 / 68)
     assert f"decode cycles only (12): top-level phases cover {dc['top_level_share']:.1f}%" in render_table(
         summary
     )
