@@ -1698,10 +1698,14 @@ class _Timer:
             _fail("begin(%r)" % (name,), exc)
 
     def end(self, name):
-        """(host and sync mode; _EventTimer has its own)"""
+        """The general end (outside cycles, and inside them where no fast pair is bound: sync
+        mode, NVTX, graph steps); in events mode the record waits for its events
+        (_EventTimer._events_pending)."""
         try:
             cycle = self.cycle
             if cycle is None and self.capturing():
+                if self.graph is not None:
+                    self.graph.end(name)
                 return
             t1 = _perf()
             dev1 = self._mark(t1)
@@ -1731,7 +1735,10 @@ class _Timer:
                 False,
                 _plain_attrs(attrs) if attrs else None,
             ]
-            if self.mode == "sync":
+            if self.resolver is not None:  # events mode: the record waits for its events
+                self._events_pending(rec, cycle, stack, t1, dev0, dev1, attrs)
+                return
+            if self.mode == "sync":  # the device time is known already
                 rec[_DEV] = dev1 - dev0
                 anchor = cycle[2] if cycle else None
                 rec[_OFF] = dev0 - anchor if anchor is not None else None
@@ -1743,6 +1750,9 @@ class _Timer:
                 self.writer.outside_done(t1)
         except Exception as exc:
             _fail("end(%r)" % (name,), exc)
+
+    def _events_pending(self, rec, cycle, stack, t1, dev0, dev1, attrs):
+        raise NotImplementedError  # only _EventTimer has a resolver
 
     def cycle_begin(self, **attrs):
         try:
@@ -2093,55 +2103,21 @@ class _EventTimer(_Timer):
         self.last_t = _perf()
         return len(marks) - 1
 
-    def end(self, name):
-        try:
-            cycle = self.cycle
-            if cycle is None and self.capturing():
-                if self.graph is not None:
-                    self.graph.end(name)
-                return
-            t1 = _perf()
-            dev1 = self._mark(t1)
-            stack = self.stack
-            if not stack or stack[-1][0] != name:
-                for idx in range(len(stack) - 1, -1, -1):
-                    if stack[idx][0] == name:
-                        self._abandon_stack(keep=idx + 1)
-                        break
-                else:
-                    self.counts["unmatched_end"] += 1
-                    return
-            if self.pop is not None:
-                self.pop()
-            _, t0, dev0, attrs, graph = stack.pop()
-            rec = [
-                name,
-                cycle[0] if cycle else None,
-                len(stack),
-                stack[-1][0] if stack else None,
-                t0,
-                t1,
-                None,
-                None,
-                graph,
-                False,
-                _plain_attrs(attrs) if attrs else None,
-            ]
-            steps = None
-            if graph and self.graph is not None:
-                steps = self.graph.groups.get(attrs.get("graph_key") if attrs else None)
-            if cycle is not None:
-                self.cyc_recs.append(rec)
-                self.cyc_evs.append((dev0, dev1, steps))
-                return
-            self.resolver.pending.append((rec, dev0, dev1, steps))
-            if not stack:
-                if self.graph is not None:
-                    self.graph.closed = True
-                self.resolver.resolve()
-                self.writer.outside_done(t1)
-        except Exception as exc:
-            _fail("end(%r)" % (name,), exc)
+    def _events_pending(self, rec, cycle, stack, t1, dev0, dev1, attrs):
+        """A phase record from end(), its events waiting: with its cycle's, or resolved in turn."""
+        steps = None
+        if rec[8] and self.graph is not None:  # a graph phase: its captured steps' events
+            steps = self.graph.groups.get(attrs.get("graph_key") if attrs else None)
+        if cycle is not None:
+            self.cyc_recs.append(rec)
+            self.cyc_evs.append((dev0, dev1, steps))
+            return
+        self.resolver.pending.append((rec, dev0, dev1, steps))
+        if not stack:
+            if self.graph is not None:
+                self.graph.closed = True
+            self.resolver.resolve()
+            self.writer.outside_done(t1)
 
     def _end_cycle(self, cycle, merged, recs, ab):
         later = None
