@@ -30,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "patchkit" / "timing" / "phase_timer.py"
+sys.path.insert(0, str(ROOT / "bench"))
+from timer_host_cost import runtime_text  # noqa: E402  (the base's runtime: a revision or a file)
 
 STAND_IN = r"""
 import sys, types, inspect
@@ -319,7 +321,7 @@ def first_difference(a: bytes, b: bytes) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--base", default="main", help="git revision of the runtime to compare with")
+    ap.add_argument("--base", default="main", help="git revision (or file) of the runtime to compare with")
     ap.add_argument("--runtime", default=str(RUNTIME), help="the runtime file to check")
     ap.add_argument("--only", action="append", help="run only these configurations")
     args = ap.parse_args()
@@ -327,13 +329,7 @@ def main() -> int:
     base_dir, now_dir = work / "base", work / "now"
     base_dir.mkdir()
     now_dir.mkdir()
-    text = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{args.base}:patchkit/timing/phase_timer.py"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    (base_dir / "phase_timer.py").write_text(text, encoding="utf-8")
+    (base_dir / "phase_timer.py").write_text(runtime_text(args.base), encoding="utf-8")
     (now_dir / "phase_timer.py").write_bytes(Path(args.runtime).read_bytes())
     names = args.only or list(CONFIGS)
     bad = 0

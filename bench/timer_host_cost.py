@@ -95,20 +95,25 @@ def load_runtime(path: Path, name: str):
     return module
 
 
-def baseline_runtime(rev: str, work: Path):
-    """The runtime of git revision `rev`, or of the file `rev` where that is a file."""
+def runtime_text(rev: str) -> str:
+    """The runtime's source at git revision `rev`, or of the file `rev` where that is a file
+    (OSError, CalledProcessError: neither)."""
     if Path(rev).is_file():
-        text = Path(rev).read_text(encoding="utf-8")
-    else:
-        try:
-            text = subprocess.run(
-                ["git", "-C", str(ROOT), "show", f"{rev}:patchkit/timing/phase_timer.py"],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-        except (OSError, subprocess.CalledProcessError):
-            return None
+        return Path(rev).read_text(encoding="utf-8")
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{rev}:patchkit/timing/phase_timer.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def baseline_runtime(rev: str, work: Path):
+    """The runtime of git revision `rev` (or the file `rev`) loaded; None where unreadable."""
+    try:
+        text = runtime_text(rev)
+    except (OSError, subprocess.CalledProcessError):
+        return None
     path = work / "phase_timer_baseline.py"
     path.write_text(text)
     return load_runtime(path, "phase_timer_baseline")
