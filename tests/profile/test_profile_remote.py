@@ -446,7 +446,7 @@ def test_ctrl_c_stops_everything_and_reverts(tmp_path, sshd, tree, target, to_gr
 def test_two_nodes_apply_serve_fetch_and_revert_together(tmp_path, sshd_factory):
     fleet = sshd_factory(2)
     trees = [sglang_installed("0.5.9", tmp_path / f"node{i}" / "site-packages") for i in range(2)]
-    port = free_port()
+    port = free_port(2)
     cfg = RemoteConfig.from_mapping(
         settings(
             tmp_path,

@@ -24,7 +24,7 @@ def test_hosts_as_blocks_over_two_sshd_servers(tmp_path, sshd_factory):
     fleet = sshd_factory(2)
     a, b = two_trees(tmp_path)
     targets = fleet.targets([str(a), str(b)])
-    base = free_port()
+    base = free_port(2)
     given = host_commands(tmp_path, base, f"--root-factor {shlex.quote(str(b))}=1.08")
     cfg = RemoteConfig.from_mapping(
         settings(

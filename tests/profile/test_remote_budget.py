@@ -398,7 +398,7 @@ def test_gpus_serve_points_at_once_each_with_its_device_and_port(tmp_path, budge
     the faster GPU (x1.2) shows in the block effects, not in the verdict."""
     from support.sshd import free_port
 
-    base = free_port()
+    base = free_port(2)
     given = gpu_commands(tmp_path, base, "--gpu-factor 1=1.2")
     cfg = local(tmp_path, budget_tree, matrix="tok-s=1000,1300", gpus="0,1", repeat=2, sweep_seed=3, **given)
     outcome = run_remote_sweep(cfg, stream=quiet())
@@ -450,7 +450,7 @@ def test_a_failing_gpu_is_recorded_and_the_sweep_goes_on(tmp_path, budget_tree):
     its error and block, the runs on GPU 0 count, the sweep ends normally and says so."""
     from support.sshd import free_port
 
-    given = gpu_commands(tmp_path, free_port(), "--fail-on-gpu 1")
+    given = gpu_commands(tmp_path, free_port(2), "--fail-on-gpu 1")
     cfg = local(
         tmp_path, budget_tree, matrix="tok-s=1000,1300", gpus="0,1", until="decided", repeat=2, **given
     )
@@ -486,7 +486,7 @@ def test_ctrl_c_stops_every_gpu_and_reverts(tmp_path, budget_tree):
         gpus="0,1",
         until="decided",
         spread_cache=str(tmp_path / "spread.json"),
-        **gpu_commands(tmp_path, free_port()),
+        **gpu_commands(tmp_path, free_port(2)),
     )
     config = tmp_path / "remote.json"
     config.write_text(json.dumps(given))
@@ -511,7 +511,7 @@ def test_gpus_through_sshd(tmp_path, sshd, budget_tree):
     at the same time; revert and cleanup as always."""
     from support.sshd import free_port
 
-    base = free_port()
+    base = free_port(2)
     cfg = RemoteConfig.from_mapping(
         settings(
             tmp_path,
@@ -623,7 +623,7 @@ def test_hosts_as_blocks_serve_points_at_once_and_the_decision_pairs_by_host(tmp
     from support.sshd import free_port
 
     a, b = two_trees(tmp_path)
-    base = free_port()
+    base = free_port(2)
     given = host_commands(tmp_path, base, f"--root-factor {shlex.quote(str(b))}=1.08")
     cfg = RemoteConfig.from_mapping(
         settings(
@@ -688,7 +688,7 @@ def test_a_failing_host_is_recorded_and_the_sweep_goes_on(tmp_path):
     from support.sshd import free_port
 
     a, b = two_trees(tmp_path)
-    given = host_commands(tmp_path, free_port(), f"--fail-on-root {shlex.quote(str(b))}")
+    given = host_commands(tmp_path, free_port(2), f"--fail-on-root {shlex.quote(str(b))}")
     cfg = RemoteConfig.from_mapping(
         settings(
             tmp_path,

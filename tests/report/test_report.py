@@ -14,6 +14,7 @@ from patchkit.errors import InvalidInput
 from patchkit.report import OUTPUT_FILES, build_report, build_trace, load_timing_dir, render_table
 from patchkit.report.stats import percentile
 from patchkit.timing import RUNTIME_PATH
+from support.sshd import free_port
 from support.timing_files import FakeRuntime
 
 WORKLOAD = """
@@ -465,14 +466,6 @@ dist.destroy_process_group()
 """
 
 
-def _free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow  # two fresh processes importing torch and joining a gloo group (3-19 s)
 def test_two_ranks_through_torch_distributed(site, tmp_path):
     """Two real processes (gloo on loopback): each file named by its torch.distributed
@@ -486,7 +479,7 @@ def test_two_ranks_through_torch_distributed(site, tmp_path):
         if not k.startswith("PATCHKIT_TIMER") and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")
     }
     env.update(PATCHKIT_TIMER_DIR=str(out), PATCHKIT_TIMER="host", GLOO_SOCKET_IFNAME="lo")
-    url = f"tcp://127.0.0.1:{_free_port()}"
+    url = f"tcp://127.0.0.1:{free_port()}"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code, str(r), url], env=env, stderr=subprocess.PIPE, text=True

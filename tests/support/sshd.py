@@ -23,6 +23,7 @@ VERBOSE log (`server.connections()`); "Accepted publickey" lines count successfu
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import signal
@@ -234,7 +235,38 @@ def make_keys(workdir: str | os.PathLike) -> SshKeys:
     return SshKeys(workdir, host_key, " ".join(host_pub[:2]), user_key, authorized)
 
 
-def free_port() -> int:
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(count: int = 1) -> int:
+    """A port P such that P .. P+count-1 are free on 127.0.0.1 now.
+
+    P is drawn at random below the kernel's ephemeral range: a port the kernel hands out
+    itself (bind to 0, or the local end of any outgoing connection, ssh's included) could be
+    taken again by another connection between this call and the server's own bind, and P+1 was
+    never reserved at all. That race failed a CI run (EADDRINUSE on a second node's P+1).
+    Bounded: after 200 draws it falls back to one port the kernel picks.
+    """
+    low = _ephemeral_low()
+    top = max(10000 + count, min(low, 65536) - count)
+    draw = random.Random(f"{os.getpid()}-{time.monotonic_ns()}")
+    for _ in range(200):
+        port = draw.randrange(10000, top)
+        if all(_bindable(port + i) for i in range(count)):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
