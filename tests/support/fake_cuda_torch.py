@@ -9,7 +9,9 @@ every NVTX call is appended to NVTX_CALLS, RECORDS[0] counts record() calls; STR
 sets the lag of events recorded while it is set (a second stream further behind) and
 ELAPSED_ERRORS[0] counts elapsed_time() calls that raised; current_device() is 3 and
 SET_DEVICE lists (thread name, device) of every set_device() call.
-`CAPTURING[0] = True` pretends a CUDA graph is being captured. Tests write this file as torch.py into a folder put first on sys.path.
+`CAPTURING[0] = True` pretends a CUDA graph is being captured. Imported after
+tests/support/clock/fake_clock.py, it reads that fake clock: record()'s cost and a wait for
+the device move the clock on instead of spinning. Tests write this file as torch.py into a folder put first on sys.path.
 """
 
 import sys
@@ -24,6 +26,7 @@ CAPTURING = [False]
 STREAM_LAG = [None]  # set: events recorded now complete this many ns later (another stream)
 ELAPSED_ERRORS = [0]  # elapsed_time() calls that raised (an event not complete yet)
 _perf = time.perf_counter_ns
+_FAKE = hasattr(_perf, "advance_to")  # tests/support/clock/fake_clock.py was imported first
 
 
 class Event:
@@ -33,7 +36,9 @@ class Event:
 
     def record(self, stream=None):
         RECORDS[0] += 1
-        if RECORD_SLEEP_NS:
+        if RECORD_SLEEP_NS and _FAKE:
+            _perf.advance_to(_perf() + RECORD_SLEEP_NS)
+        elif RECORD_SLEEP_NS:
             end = _perf() + RECORD_SLEEP_NS
             while _perf() < end:
                 pass
@@ -44,6 +49,8 @@ class Event:
         return self.t is None or _perf() >= self.t + self.lag
 
     def synchronize(self):
+        if _FAKE and self.t is not None:
+            _perf.advance_to(self.t + self.lag)
         while not self.query():
             time.sleep(0.0001)
 

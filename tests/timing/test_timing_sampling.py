@@ -407,16 +407,13 @@ def test_ab_b_sample_puts_full_and_sampled_blocks_side_by_side(runtime_dir, tmp_
     from pathlib import Path
 
     out = tmp_path / "out"
-    # the phases take exactly their time on a fake clock: the runtime reads time.perf_counter_ns
-    # (bound at its import), which the script replaces first, and spin(s) moves it on by s. A
-    # real clock under load put preemptions into one phase or the other and moved a share of ~60
-    # sampled cycles by up to 12 points; here both kinds of block see the same work exactly
+    # the phases take exactly their time on the fake clock (tests/support/clock/fake_clock.py,
+    # imported before the runtime), and spin(s) moves it on by s. A real clock under load put
+    # preemptions into one phase or the other and moved a share of ~60 sampled cycles by up to
+    # 12 points; here both kinds of block see the same work exactly
     body = """
-import time
-_now = [time.perf_counter_ns()]
-time.perf_counter_ns = lambda: _now[0]
 def spin(s):
-    _now[0] += round(s * 1e9)
+    work(round(s * 1e9))
 import phase_timer as _pt
 for i in range(600):
     _pt.cycle_begin(kind="decode", batch_size=4)
@@ -426,7 +423,7 @@ for i in range(600):
 """
     # cycle 102 (a full block's third cycle) is a stall: shares_ab leaves it out and says so
     env = {"PATCHKIT_TIMER_AB": "10", "PATCHKIT_TIMER_SAMPLE": "4", "PATCHKIT_TIMER_AB_B": "sample"}
-    res = run_script(runtime_dir, body, env=env, out_dir=out)
+    res = run_script(runtime_dir, body, env=env, out_dir=out, clock=True)
     assert res.returncode == 0, res.stderr
     recs = one_file(out)
     assert recs[0]["ab_b"] == "sample" and recs[0]["ab_cycles"] == 10
