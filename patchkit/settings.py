@@ -624,15 +624,6 @@ def _root_help(default: str) -> str:
     return f"with --inventory: the target path on every host (default: {default})"
 
 
-def _remote_kind_help(name: str, said: str) -> str:
-    """A kind's setting's help (``said``, the patch tasks' text) for profile.remote's option:
-    profile.remote's key first, then the patchkit one."""
-    first = f"profile.remote.{name}, else patchkit.{name}"
-    if f"(default: patchkit.{name}" in said:
-        return said.replace(f"(default: patchkit.{name}", f"(default: {first}", 1)
-    return f"{said} (default: {first})"
-
-
 # the defaults of counts left to the code that uses them (their options default to None: "not
 # given"), stated here so that help texts and the example config say the number used
 EMBEDDED_SERIES = "transformers-v5.17.0"  # profile.run/sweep's series (the embedded default)
@@ -750,7 +741,14 @@ _TABLE: tuple[Option, ...] = (
     # the target kinds' own settings (k8s: targets: kubectl, k8s_container, kube_context),
     # declared by each kind (patchkit.transport.TargetKind.settings)
     *(
-        Option(name, key=name, help=setting.help, check=_kind, fronts=PATCH_TASKS, doc=setting.help)
+        Option(
+            name,
+            key=name,
+            help=setting.help_after(f"patchkit.{name}"),
+            check=_kind,
+            fronts=PATCH_TASKS,
+            doc=setting.help_after(),
+        )
         for name, setting in kind_settings().items()
     ),
     Option(
@@ -1328,7 +1326,7 @@ _TABLE: tuple[Option, ...] = (
         Option(
             name,
             key=f"profile.remote.{name}",
-            help=_remote_kind_help(name, setting.help),
+            help=setting.help_after(f"profile.remote.{name}", f"patchkit.{name}"),
             check=_kind,
             fronts=("profile.remote",),
             doc=f"null: patchkit.{name}",

@@ -76,12 +76,20 @@ class KindSetting:
     """A kind's own option of the patch tasks (``--k8s-container``) and setting of invoke.yaml
     (``patchkit.k8s_container``), passed on as the transport option of the same name.
 
-    ``check(value, spec)`` is the kind's own check (InvalidInput); ``what`` names a bad value."""
+    ``check(value, spec)`` is the kind's own check (InvalidInput); ``what`` names a bad value;
+    ``default``: what the kind uses when no key sets it (None: nothing, the option is left out)."""
 
     name: str
     help: str
     check: Callable[[str, str], str]
     what: str
+    default: str | None = None
+
+    def help_after(self, *keys: str) -> str:
+        """The help text of an option whose value comes from ``keys`` in turn (config keys),
+        else from the kind's own default."""
+        chain = [*keys, *([self.default] if self.default is not None else [])]
+        return f"{self.help} (default: {', else '.join(chain)})" if chain else self.help
 
 
 @dataclass(frozen=True)

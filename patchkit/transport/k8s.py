@@ -297,9 +297,10 @@ KIND = TargetKind(
         ),
         KindSetting(
             "kubectl",
-            "k8s: targets: the kubectl program (default: patchkit.kubectl, else kubectl)",
+            "k8s: targets: the kubectl program",
             check_kubectl,
             "kubectl program",
+            default="kubectl",
         ),
     ),
 )
