@@ -204,17 +204,20 @@ def main():
     pt = load_runtime(RUNTIME, "phase_timer_now")
     old = baseline_runtime(args.baseline, work)
 
-    # each set-up configures the runtime module it is given (the working tree's, or with
-    # --paired the baseline's too)
+    # each set-up configures the runtime module it is given (the working tree's, or the
+    # baseline's too); every cycle timed where the module takes a sample (without one a runtime
+    # with a budget would sample them)
+    def every_cycle(m):
+        return {"sample": 1} if "sample" in inspect.signature(m.configure).parameters else {}
+
     configs = {
         "off": lambda m, w: m.configure(mode="off"),
         "ab-off": lambda m, w: ab_off_block(m, w / "ab"),
-        # sample=1: every cycle timed (without it the runtime's budget would sample them)
-        "host": lambda m, w: m.configure(mode="host", directory=str(w / "host"), sample=1),
-        "sync*": lambda m, w: m.configure(mode="sync", directory=str(w / "sync"), sample=1),
-        "events*": lambda m, w: m.configure(mode="events", directory=str(w / "events"), sample=1),
+        "host": lambda m, w: m.configure(mode="host", directory=str(w / "host"), **every_cycle(m)),
+        "sync*": lambda m, w: m.configure(mode="sync", directory=str(w / "sync"), **every_cycle(m)),
+        "events*": lambda m, w: m.configure(mode="events", directory=str(w / "events"), **every_cycle(m)),
         "events*+nvtx": lambda m, w: m.configure(
-            mode="events", directory=str(w / "nvtx"), nvtx=True, sample=1
+            mode="events", directory=str(w / "nvtx"), nvtx=True, **every_cycle(m)
         ),
     }
     for n in SAMPLES:
@@ -226,18 +229,11 @@ def main():
         )
     setups = {name: (lambda c=c: c(pt, work)) for name, c in configs.items()}
     modules = {name: pt for name in setups}
+    # the baseline: every mode with --paired, else host and events* for the table's "before" rows
     paired = list(configs) if old is not None and args.paired else []
-    for name in paired:
+    for name in paired or (["host", "events*"] if old is not None else []):
         setups[f"{name} (before)"] = lambda c=configs[name]: c(old, work / "before")
         modules[f"{name} (before)"] = old
-    if old is not None and not paired:
-        # every cycle timed there too: a runtime with a budget samples when no sample is given
-        full = {"sample": 1} if "sample" in inspect.signature(old.configure).parameters else {}
-        setups["host (before)"] = lambda: old.configure(mode="host", directory=str(work / "old-h"), **full)
-        setups["events* (before)"] = lambda: old.configure(
-            mode="events", directory=str(work / "old-e"), **full
-        )
-        modules["host (before)"] = modules["events* (before)"] = old
     cycle_ns = {m: [] for m in setups}
     pair_ns = {m: [] for m in setups}
     empty_ns = {m: [] for m in setups}
