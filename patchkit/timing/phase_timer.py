@@ -840,9 +840,7 @@ class _Writer:
         if self.fd is None:
             return
         if self.rank != old:
-            new_path = os.path.join(
-                self.directory, "%s.rank%d.pid%d.jsonl" % (FILE_PREFIX, self.rank, self.pid)
-            )
+            new_path = self.file_path()
             assert self.path is not None  # (opened with the descriptor)
             os.rename(self.path, new_path)  # the open descriptor follows the file
             self.path = new_path
@@ -858,11 +856,14 @@ class _Writer:
             )
         )
 
+    def file_path(self):
+        return os.path.join(self.directory, "%s.rank%d.pid%d.jsonl" % (FILE_PREFIX, self.rank, self.pid))
+
     def open(self):
         if not self.rank_final:
             self.refresh_rank()
         os.makedirs(self.directory, exist_ok=True)
-        path = os.path.join(self.directory, "%s.rank%d.pid%d.jsonl" % (FILE_PREFIX, self.rank, self.pid))
+        path = self.file_path()
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         self.path, self.fd = path, fd
         self.out.insert(0, _json_line(self.header()))
@@ -980,7 +981,7 @@ class _Writer:
                 try:
                     if _perf() - self.last_write < idle_ns:
                         continue
-                    if resolving and resolver is not None and resolver.head < len(resolver.pending):
+                    if resolving and resolver is not None and resolver.busy():
                         # (counts["records"] may miss the few records counted here while
                         # the host program's thread writes: a statistic, not a record)
                         try:
@@ -1531,6 +1532,7 @@ class _Timer:
     marked (_mark), its in-cycle begin/end and how a cycle's lines are made (_end_cycle)."""
 
     MODE = "host"
+    CUDA = False  # the mode marks points on the device (torch imported, the device named)
     MARKS = False  # events mode: a cycle's events kept in record order (marks)
     graph: "_GraphSteps | None"
     resolver: "_Resolver | None"
@@ -1573,7 +1575,7 @@ class _Timer:
         self.cyc_evs = []  # their (mark0, mark1, steps), events mode (indices into marks)
         self.cycle_no = -1
         self.prev_cycle_dev = None
-        self.torch = _torch_if_loaded(import_it=self.mode in ("events", "sync"))
+        self.torch = _torch_if_loaded(import_it=self.CUDA)
         self.capturing = self._capture_probe()
         self._ab_setup(ab, ab_b, sample)
         self.graph = self.resolver = self.event_api = None
@@ -1699,8 +1701,7 @@ class _Timer:
 
     def end(self, name):
         """The general end (outside cycles, and inside them where no fast pair is bound: sync
-        mode, NVTX, graph steps); in events mode the record waits for its events
-        (_EventTimer._events_pending)."""
+        mode, NVTX, graph steps); the mode adds the device times (_device_times)."""
         try:
             cycle = self.cycle
             if cycle is None and self.capturing():
@@ -1735,13 +1736,8 @@ class _Timer:
                 False,
                 _plain_attrs(attrs) if attrs else None,
             ]
-            if self.resolver is not None:  # events mode: the record waits for its events
-                self._events_pending(rec, cycle, stack, t1, dev0, dev1, attrs)
-                return
-            if self.mode == "sync":  # the device time is known already
-                rec[_DEV] = dev1 - dev0
-                anchor = cycle[2] if cycle else None
-                rec[_OFF] = dev0 - anchor if anchor is not None else None
+            if self._device_times(rec, cycle, stack, t1, dev0, dev1, attrs):
+                return  # (events mode: the record waits for its events)
             if cycle is not None:
                 self.cyc_recs.append(rec)
                 return
@@ -1751,8 +1747,10 @@ class _Timer:
         except Exception as exc:
             _fail("end(%r)" % (name,), exc)
 
-    def _events_pending(self, rec, cycle, stack, t1, dev0, dev1, attrs):
-        raise NotImplementedError  # only _EventTimer has a resolver
+    def _device_times(self, rec, cycle, stack, t1, dev0, dev1, attrs):
+        """The mode's device side of a phase record from end() (dev0/dev1: _mark's); True
+        when the mode took the record over. Host mode: none."""
+        return False
 
     def cycle_begin(self, **attrs):
         try:
@@ -1897,7 +1895,7 @@ class _Timer:
     def header(self):
         torch = self.torch or sys.modules.get("torch")
         device = None
-        if self.mode in ("events", "sync"):
+        if self.CUDA:
             try:
                 assert torch is not None
                 device = torch.cuda.get_device_name()
@@ -2023,6 +2021,7 @@ class _SyncTimer(_Timer):
     (slow, for comparison only); the device time of a phase is that clock's."""
 
     MODE = "sync"
+    CUDA = True
 
     def _setup(self, graph_steps, event_api, share_ns):
         self.sync = self.torch.cuda.synchronize
@@ -2030,6 +2029,13 @@ class _SyncTimer(_Timer):
     def _mark(self, now):
         self.sync()
         return _perf()
+
+    def _device_times(self, rec, cycle, stack, t1, dev0, dev1, attrs):
+        """Known already: the synchronised clock's."""
+        rec[_DEV] = dev1 - dev0
+        anchor = cycle[2] if cycle else None
+        rec[_OFF] = dev0 - anchor if anchor is not None else None
+        return False
 
     def _end_cycle(self, cycle, merged, recs, ab):
         t1 = _perf()
@@ -2052,6 +2058,7 @@ class _EventTimer(_Timer):
     returned shares that event (no GPU work can have been queued in between)."""
 
     MODE = "events"
+    CUDA = True
     MARKS = True
     resolver: "_Resolver"
 
@@ -2103,21 +2110,22 @@ class _EventTimer(_Timer):
         self.last_t = _perf()
         return len(marks) - 1
 
-    def _events_pending(self, rec, cycle, stack, t1, dev0, dev1, attrs):
-        """A phase record from end(), its events waiting: with its cycle's, or resolved in turn."""
+    def _device_times(self, rec, cycle, stack, t1, dev0, dev1, attrs):
+        """Read later: the record waits for its events, with its cycle's or resolved in turn."""
         steps = None
-        if rec[8] and self.graph is not None:  # a graph phase: its captured steps' events
+        if rec[_GRAPH] and self.graph is not None:  # a graph phase: its captured steps' events
             steps = self.graph.groups.get(attrs.get("graph_key") if attrs else None)
         if cycle is not None:
             self.cyc_recs.append(rec)
             self.cyc_evs.append((dev0, dev1, steps))
-            return
+            return True
         self.resolver.pending.append((rec, dev0, dev1, steps))
         if not stack:
             if self.graph is not None:
                 self.graph.closed = True
             self.resolver.resolve()
             self.writer.outside_done(t1)
+        return True
 
     def _end_cycle(self, cycle, merged, recs, ab):
         later = None
