@@ -5,8 +5,8 @@ runtime of the base commit (`git show REV:patchkit/timing/phase_timer.py`) and t
 working tree's, each in a fresh interpreter with the runtime alone on sys.path, and the two
 outputs are compared byte for byte. The clock is replaced so that the records are equal
 whenever the runtime does the same work: the runtime's perf_counter_ns (its module global
-`_perf`) becomes a counter that advances CLOCK_STEP ns per call and by the scenario's
-"work", a stand-in torch (CUDA events that complete LAG ns of that clock after they were
+`_perf`) is the tests' fake clock (tests/support/clock/fake_clock.py) from a fixed start,
+advancing 137 ns per read and by the scenario's "work", a stand-in torch (CUDA events that complete LAG ns of that clock after they were
 recorded, NVTX, a capture flag, events with external=, torch.distributed, the profiler's
 record_function ops) takes its time from the same counter, and the idle flusher never wakes
 (PATCHKIT_TIMER_IDLE_FLUSH_MS very long). Only what differs between any two processes is
@@ -30,24 +30,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "patchkit" / "timing" / "phase_timer.py"
+CLOCK_DIR = ROOT / "tests" / "support" / "clock"  # fake_clock.py, alone in its folder
 sys.path.insert(0, str(ROOT / "bench"))
 from timer_host_cost import runtime_text  # noqa: E402  (the base's runtime: a revision or a file)
 
 STAND_IN = r"""
 import sys, types, inspect
-CLOCK = [1_000_000_000]
-CLOCK_STEP = 137
+import fake_clock  # (tests/support/clock: the tests' fake clock, here from a fixed start)
+fake_clock.NOW[0], fake_clock.STEP_NS = 1_000_000_000, 137
+CLOCK, perf, work = fake_clock.NOW, fake_clock._read, fake_clock.work
 LAG = 40_000
 CAPTURING = [False]
 CALLS = []
 DIST = [None]
-
-def perf():
-    CLOCK[0] += CLOCK_STEP
-    return CLOCK[0]
-
-def work(ns):
-    CLOCK[0] += ns
 
 class Event:
     def __new__(cls, device=None, enable_timing=False, external=False, **kwargs):
@@ -269,7 +264,7 @@ _add("sync-env-budget", {}, {"PATCHKIT_TIMER": "sync", "PATCHKIT_TIMER_BUDGET": 
 
 
 def script(runtime_dir: Path, configure: dict, settings: dict) -> str:
-    head = "import sys\nsys.path.insert(0, %r)\n" % str(runtime_dir)
+    head = "import sys\nsys.path.insert(0, %r)\nsys.path.append(%r)\n" % (str(runtime_dir), str(CLOCK_DIR))
     head += "WITH_TORCH = %r\nWITH_PROFILER = %r\n" % (
         settings.get("with_torch", True),
         settings.get("profiler", False),
