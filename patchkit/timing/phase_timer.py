@@ -1529,7 +1529,8 @@ class _Timer:
     """The coordinator of one process's timer: the open cycle and phases, the module
     functions bound to its methods (begin/end rebound to the mode's in-cycle variants while
     a timed cycle is open), the parts above. A mode's class (_TIMERS) adds how a point is
-    marked (_mark), its in-cycle begin/end and how a cycle's lines are made (_end_cycle)."""
+    marked (_mark), the device side of a phase record (_device_times), its in-cycle
+    begin/end and how a cycle's lines are made (_end_cycle)."""
 
     MODE = "host"
     CUDA = False  # the mode marks points on the device (torch imported, the device named)
