@@ -258,7 +258,8 @@ def free_port(count: int = 1) -> int:
     itself (bind to 0, or the local end of any outgoing connection, ssh's included) could be
     taken again by another connection between this call and the server's own bind, and P+1 was
     never reserved at all. That race failed a CI run (EADDRINUSE on a second node's P+1).
-    Bounded: after 200 draws it falls back to one port the kernel picks.
+    Bounded: 200 draws, then an error (a fall-back to a port the kernel picks would bring the
+    race back, and would leave P+1 unchecked).
     """
     low = _ephemeral_low()
     top = max(10000 + count, min(low, 65536) - count)
@@ -267,9 +268,7 @@ def free_port(count: int = 1) -> int:
         port = draw.randrange(10000, top)
         if all(_bindable(port + i) for i in range(count)):
             return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    raise RuntimeError(f"no run of {count} free ports on 127.0.0.1 in 200 draws from 10000-{top}")
 
 
 def _write_sshd_config(
