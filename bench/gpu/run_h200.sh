@@ -60,7 +60,10 @@ export PYTHONUNBUFFERED=1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/patchkit-gpu-out}; WORK=${WORK:-/tmp/patchkit-gpu}; M=${MODELS:-/tmp/patchkit-models}
 M8=${MODELS8B:-/tmp/patchkit-models-8b}
-SITE=${SITE:-/tmp/site}
+# the release the carried site holds (bench/gpu/build_carry.sh RELEASE writes it); one site
+# folder per release, so that calls on one warm machine can move between releases
+REL=$(cat "$ROOT/.carry-site/RELEASE" 2>/dev/null || echo 0.5.12)
+SITE=${SITE:-/tmp/site-$REL}
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/run.log; T0=$(date +%s); BUDGET=${BUDGET:-580}
 # this call's start, in the run folders' stamp format: $WORK on a warm machine still holds
@@ -86,7 +89,9 @@ PORT=30000
 SERVER="python3 -m sglang.launch_server --model-path $M/target --tokenizer-path $M/target --host 127.0.0.1 --port $PORT --mem-fraction-static 0.5 --attention-backend triton --sampling-backend pytorch --grammar-backend none --cuda-graph-max-bs 32 --max-running-requests 48 --disable-piecewise-cuda-graph --decode-log-interval 1"
 SPEC="--speculative-algorithm STANDALONE --speculative-draft-model-path $M/draft --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
 BENCH="python3 -m sglang.bench_serving --backend sglang --host 127.0.0.1 --port $PORT --dataset-name random-ids --random-input-len 128 --random-output-len ${OUT_LEN:-512} --random-range-ratio 1 --num-prompts ${PROMPTS:-96} --max-concurrency 32 --tokenizer $M/target --model $M/target --disable-tqdm"
-SERIES=${H_SERIES:-patches/sglang-v0.5.12}
+# 0.5.12 keeps its named series (its v1 stages set SGLANG_ENABLE_SPEC_V2=0); every later
+# release is applied with --series auto, which must pick the series pinned to that release
+if [ "$REL" = 0.5.12 ]; then SERIES=${H_SERIES:-patches/sglang-v0.5.12}; else SERIES=${H_SERIES:-auto}; fi
 # the control and overhead stages (6+ tiny servers in one device call): a server's time is its
 # start (~55 s) and bench_serving's own start-up (~20 s), the load itself a few seconds, so the
 # load stays large enough for ~750 decode cycles (~18 A/B pairs of 20, ~45 cycles timed at
@@ -375,6 +380,61 @@ stage_timer() {
 
 stage_recfloor() {  # what an event record can cost from Python at best (bench/gpu/record_floor.py)
   (cd "$ROOT" && run timeout 120 python3 bench/gpu/record_floor.py --out "$OUT/record_floor.txt")
+}
+
+# The V2-only releases (0.5.13+: every speculative server runs EAGLEWorkerV2), each server
+# checked by bench/gpu/release_check.py: records = SGLang's decode lines, every phase in every
+# timed decode cycle, nesting, device times, and the acceptance histogram equal to SGLang's own
+# spec_correct_drafts_histogram summed over the same requests. Every cycle is timed (--sample 1)
+# and the benchmark is the server's only load (--no-warmup): warmup.py --meta sends it to
+# /generate and keeps each answer's meta_info. Run folders are $WORK/${REL}_NAME; checks in
+# $WORK/checks/ (relpack bundles them into $OUT). REL_PROMPTS (128), REL_OUT_LEN (256).
+SPEC_TREE="--speculative-algorithm STANDALONE --speculative-draft-model-path $M/draft --speculative-num-steps 3 --speculative-eagle-topk ${TREE_TOPK:-4} --speculative-num-draft-tokens ${TREE_TOKENS:-8}"
+relrun() {  # NAME SERVER-COMMAND [PROFILE-ARGS...]
+  local name=${REL}_$1 server=$2; shift 2
+  local meta=$WORK/$name.meta.json
+  rm -f "$meta"; mkdir -p "$WORK/checks"
+  PBENCH="python3 $ROOT/bench/gpu/warmup.py --port $PORT --prompts ${REL_PROMPTS:-128} --concurrency 32 --input-len 128 --output-len ${REL_OUT_LEN:-256} --meta $meta" \
+    PMIN=${REL_MIN:-100} profile "$name" --server "$server" --env PATCHKIT_TIMER=events --no-warmup "$@" || return 1
+  run python3 "$ROOT/bench/gpu/release_check.py" "$WORK/$name" --meta "$meta" --json "$WORK/checks/$name.json"
+}
+stage_relacc() { relrun acc "$SERVER $SPEC" --sample 1; }                                   # overlap on
+stage_relnoov() { relrun noov "$SERVER --disable-overlap-schedule $SPEC" --sample 1; }        # overlap off
+stage_reltree() { relrun tree "$SERVER $SPEC_TREE" --sample 1; }                               # topk > 1
+stage_rele3() {                                                                                # EAGLE-3, 8B
+  PMIN=${E3_MIN:-140} REL_PROMPTS=${REL_E3_PROMPTS:-128} relrun e3 "$SERVER8B $SPEC_E3" --sample 1
+}
+# the runtime's default (1 % budget, sampled) against off blocks in the same server: the paired
+# overhead (report's `overhead`); acceptance is checked on the timed cycles only, so not here
+stage_relab() { PMIN=${REL_MIN:-100} PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL profile "${REL}_ab" --server "$SERVER $SPEC" \
+                  --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20}; }
+stage_rele3ab() { PMIN=${E3_MIN:-140} PBENCH=${BENCH8B/--num-prompts ${E3_PROMPTS:-128}/--num-prompts ${E3_OVH_PROMPTS:-384}} \
+                    PWARMUP=$WARMUP8B profile "${REL}_e3ab" --server "$SERVER8B $SPEC_E3" \
+                    --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20}; }
+stage_relpredict() {  # profile.predict on the acc run (every cycle timed)
+  local d; d=$(ls -d "$WORK/${REL}_${PRED_FROM:-acc}"/2*/ 2>/dev/null | tail -n 1)
+  [ -n "$d" ] || { say "relpredict: no ${REL}_${PRED_FROM:-acc} run"; return 1; }
+  (cd "$ROOT" && run python3 -m invoke profile.predict "$d")
+}
+stage_relsweep() {  # a budgeted sweep of num-steps on the tiny pair
+  local min=${SWEEP_MIN:-$(( ($(left) - 60) / 60 ))}
+  if [ "$min" -lt 3 ]; then say "relsweep: skipped, only $(left)s left"; return 1; fi
+  PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL PMIN=0 profile "${REL}_sweep" --server "$SERVER $SPEC" \
+    --env PATCHKIT_TIMER=events --matrix "${REL_MATRIX:-speculative-num-steps=1,3}" --budget "$min"
+}
+stage_reltrace() { trace_one "${REL}_trace" "" --sample "${TRACE_SAMPLE:-4}"; }
+stage_relpack() {  # one archive of this call's release runs and checks, and the checks as one JSON
+  tar -C "$WORK" --exclude='trace.json' --exclude='*.pt.trace.json*' --exclude='*.trace.json.gz' \
+      -czf "$OUT/rel_${REL}_runs.tgz" $(cd "$WORK" && ls -d "${REL}"_* checks 2>/dev/null) 2>&1 | tee -a "$LOG"
+  python3 - "$WORK/checks" "$OUT/checks_${REL}.json" <<'PY'
+import json, sys
+from pathlib import Path
+rows = {p.stem: json.loads(p.read_text()) for p in sorted(Path(sys.argv[1]).glob("*.json"))}
+Path(sys.argv[2]).write_text(json.dumps(rows, indent=1) + "\n")
+for name, r in rows.items():
+    print(name, {k: v for k, v in r["checks"].items()})
+PY
+  ls -la "$OUT" | tee -a "$LOG"
 }
 
 stage_collect() {

@@ -10,6 +10,13 @@ CONCURRENCY at a time, so the decode batch climbs to CONCURRENCY and drains the 
 straight to SGLang's native ``/generate``, standard library only. Exit 0 when at least half of
 the requests came back with tokens, else 1, so that ``warmup.py ... || BENCH`` falls back to the
 real benchmark as the warm-up.
+
+``--meta FILE`` makes it the benchmark as well: it keeps every answer's ``meta_info`` and writes
+to FILE the sums that SGLang itself counted for these requests (``spec_correct_drafts_histogram``,
+0.5.13+: verify steps by number of correct drafts; ``spec_verify_ct``; ``completion_tokens``),
+and prints a result block in sglang.bench_serving's words (output token throughput, accept
+length) for profile.remote to read. The harness compares that histogram with the one patchkit's
+records give for the same server (bench/gpu/accept_check.py).
 """
 
 from __future__ import annotations
@@ -34,13 +41,14 @@ def main(argv=None) -> int:
     ap.add_argument("--output-len", type=int, default=256)
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--meta", help="write SGLang's own per-request counts, summed, to this JSON file")
     args = ap.parse_args(argv)
     url = f"http://{args.host}:{args.port}/generate"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     rng = random.Random(1)
     prompts = [[rng.randrange(3, args.vocab) for _ in range(args.input_len)] for _ in range(args.prompts)]
     lock = threading.Lock()
-    done = {"ok": 0, "tokens": 0, "errors": []}
+    done: dict = {"ok": 0, "tokens": 0, "errors": [], "metas": []}
 
     def worker() -> None:
         while True:
@@ -71,6 +79,7 @@ def main(argv=None) -> int:
                     with lock:
                         done["ok"] += 1 if n else 0
                         done["tokens"] += n or 0
+                        done["metas"].append(answer.get("meta_info") or {})
                     break
                 except (ConnectionError, urllib.error.URLError) as exc:
                     if attempt == 2:
@@ -97,7 +106,43 @@ def main(argv=None) -> int:
     )
     for err in done["errors"][:3]:
         print(f"warm-up: error: {err}", flush=True)
+    if args.meta:
+        write_meta(args.meta, done["metas"], done["ok"], took)
     return 0 if done["ok"] * 2 >= args.prompts else 1
+
+
+def write_meta(path: str, metas: list, answered: int, took: float) -> None:
+    """SGLang's own counts over these requests, summed, to PATH; and a bench_serving-style block."""
+    hist: list[int] = []
+    verify = completion = missing = 0
+    for meta in metas:
+        h = meta.get("spec_correct_drafts_histogram")
+        if not isinstance(h, list):
+            missing += 1
+            h = []
+        if len(h) > len(hist):
+            hist += [0] * (len(h) - len(hist))
+        for k, n in enumerate(h):
+            hist[k] += int(n)
+        verify += int(meta.get("spec_verify_ct") or 0)
+        completion += int(meta.get("completion_tokens") or 0)
+    out = {
+        "requests": len(metas),
+        "requests_without_histogram": missing,
+        "spec_correct_drafts_histogram": hist,
+        "spec_verify_ct": verify,
+        "completion_tokens": completion,
+        "seconds": took,
+    }
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(out, fh, indent=1)
+    print("============ Serving Benchmark Result ============")
+    print(f"Successful requests:                     {answered}")
+    print(f"Benchmark duration (s):                  {took:.2f}")
+    print(f"Output token throughput (tok/s):         {completion / took if took else 0:.2f}")
+    if verify:
+        print(f"Accept length:                           {completion / verify:.2f}")
+    print("==================================================", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,142 @@
+"""patchkit's acceptance against SGLang's own count, for one profile.remote run.
+
+    python3 bench/gpu/accept_check.py RUN_FOLDER META_JSON [--json OUT]
+
+RUN_FOLDER is one ``invoke profile.remote --out`` run (its timing files under node0/timing or
+timing/); META_JSON is what ``warmup.py --meta`` wrote for the benchmark's requests: the sum over
+those requests of SGLang's ``meta_info["spec_correct_drafts_histogram"]`` (0.5.13+: a request's
+verify steps by number of correct drafts, bonus token not counted).
+
+patchkit's side is every decode cycle in the lead rank's timing files: each cycle's per-request
+accepted draft tokens (``tokens`` - 1 for EAGLEWorkerV2, ``accepted_per_req`` for EAGLEWorker),
+counted by value. Every cycle must be timed for the two to be comparable (the harness runs these
+servers with ``--sample 1`` and the benchmark as their only load: no warm-up pass, or a warm-up
+that ``--meta`` counted too). Exit 0 when the two histograms are equal, 1 when they differ
+(both printed, with the difference per bin), 2 when either side is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from patchkit.report.acceptance import request_accepts  # noqa: E402
+from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind  # noqa: E402
+from patchkit.report.load import FILE_GLOB, load_timing_dir  # noqa: E402
+
+
+def run_folder(path: Path) -> Path:
+    """``path`` itself when it is one run (it holds timing/), else its newest run folder."""
+    if (path / "timing").is_dir() or (path / "node0").is_dir():
+        return path
+    runs = sorted(p.parent for p in path.glob("*/timing"))
+    return runs[-1] if runs else path
+
+
+def timing_dirs(run: Path) -> list[Path]:
+    """The run's timing folder: timing/ (what the report read), else each node's copy."""
+    run = run_folder(run)
+    if (run / "timing").is_dir():
+        return [run / "timing"]
+    return sorted({p.parent for p in run.rglob(FILE_GLOB)})
+
+
+def records_histogram(run: Path) -> dict:
+    """Acceptance histogram over every decode cycle of the lead rank (rank 0) of ``run``."""
+    hist: list[int] = []
+    cycles = with_acc = untimed = 0
+    num_steps: set[int] = set()
+    for folder in timing_dirs(run):
+        for proc in load_timing_dir(folder):
+            if proc.rank != 0:
+                continue
+            for c in proc.cycles:
+                attrs = c.get("attrs") or {}
+                if cycle_kind(c) not in (KIND_PRIMARY, NO_KIND):
+                    continue
+                cycles += 1
+                if isinstance(attrs.get("num_steps"), int):
+                    num_steps.add(attrs["num_steps"])
+                got = request_accepts(attrs)
+                if got is None:
+                    untimed += 1
+                    continue
+                with_acc += 1
+                for a in got[0]:
+                    if a >= len(hist):
+                        hist += [0] * (a + 1 - len(hist))
+                    hist[a] += 1
+    return {
+        "decode_cycles": cycles,
+        "cycles_with_acceptance": with_acc,
+        "cycles_without": untimed,
+        "histogram": hist,
+        "num_steps_seen": sorted(num_steps),
+    }
+
+
+def compare(ours: list[int], theirs: list[int]) -> list[int]:
+    n = max(len(ours), len(theirs))
+    a = ours + [0] * (n - len(ours))
+    b = theirs + [0] * (n - len(theirs))
+    return [x - y for x, y in zip(a, b)]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path)
+    ap.add_argument("meta", type=Path)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    if not args.meta.is_file():
+        print(f"accept_check: {args.meta}: no SGLang counts (warmup.py --meta)")
+        return 2
+    meta = json.loads(args.meta.read_text(encoding="utf-8"))
+    theirs = [int(n) for n in meta.get("spec_correct_drafts_histogram") or []]
+    try:
+        ours = records_histogram(args.run)
+    except Exception as exc:  # a run without timing files: said, exit 2
+        print(f"accept_check: {args.run}: {exc}")
+        return 2
+    diff = compare(ours["histogram"], theirs)
+    equal = not any(diff) and bool(theirs)
+    steps_ours, steps_theirs = sum(ours["histogram"]), sum(theirs)
+    acc_ours = sum(k * n for k, n in enumerate(ours["histogram"]))
+    acc_theirs = sum(k * n for k, n in enumerate(theirs))
+    result = {
+        "run": str(args.run),
+        "equal": equal,
+        "patchkit": ours,
+        "sglang": {
+            "histogram": theirs,
+            "requests": meta.get("requests"),
+            "requests_without_histogram": meta.get("requests_without_histogram"),
+            "spec_verify_ct": meta.get("spec_verify_ct"),
+            "completion_tokens": meta.get("completion_tokens"),
+        },
+        "difference": diff,
+        "pooled_accept_length": {
+            "patchkit": 1 + acc_ours / steps_ours if steps_ours else None,
+            "sglang": 1 + acc_theirs / steps_theirs if steps_theirs else None,
+        },
+    }
+    print(
+        f"accept_check: {'EQUAL' if equal else 'DIFFERENT'}: patchkit {ours['histogram']} "
+        f"({steps_ours} request steps in {ours['cycles_with_acceptance']} of "
+        f"{ours['decode_cycles']} decode cycles) vs SGLang {theirs} ({steps_theirs} verify steps, "
+        f"{meta.get('requests')} requests); difference {diff}"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    if not theirs or not steps_ours:
+        return 2
+    return 0 if equal else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
