@@ -77,6 +77,37 @@ class PatchkitProgram(program_class()):  # type: ignore[misc]
     """Program with a fixed namespace whose project config is the current directory's; parse
     errors exit 2 (program_class)."""
 
+    # invoke's core flags for its own run()/sudo() (a pty, a sudo password, echo, dry runs, hiding
+    # output, a command timeout) and for .pyc files: patchkit's tasks never call run(), so
+    # `patchkit --help` leaves them out (they still parse, as for invoke)
+    HIDDEN_CORE_FLAGS = frozenset(
+        (
+            "--pty",
+            "--prompt-for-sudo-password",
+            "--echo",
+            "--dry",
+            "--hide",
+            "--warn-only",
+            "--command-timeout",
+            "--write-pyc",
+        )
+    )
+
+    def print_help(self) -> None:
+        """The subcommands first, then the core options that concern patchkit."""
+        print(f"Usage: {self.binary} [--core-opts] <subcommand> [--subcommand-opts] ...")
+        print(f"       {self.binary} <subcommand> --help   (a subcommand's own options)")
+        print("")
+        self.list_tasks()
+        print("Core options:")
+        print("")
+        shown = [
+            row
+            for row in self.initial_context.help_tuples()
+            if not any(flag.split("=")[0] in self.HIDDEN_CORE_FLAGS for flag in row[0].split(", "))
+        ]
+        self.print_columns(shown)
+
     def parse_collection(self) -> None:
         super().parse_collection()
         self.config.set_project_location(os.getcwd())

@@ -903,8 +903,9 @@ def profile_report(c, timing=None, out=None, bench=None, no_chart=False):
     help=task_help("profile.predict"),
 )
 def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=None, spread=None, pool=None):
-    """What-if: the tokens/s of num-steps 1..N, predicted from a run profiled at N (or the
-    median over several runs of it: --pool)."""
+    """What-if: the tokens/s of num-steps 1..N, predicted from a run profiled at N.
+
+    With --pool, the median over several runs of that point."""
     from patchkit.profile.remote.spread import cache_path, plan_lines, prediction_plan, spread_for_command
     from patchkit.report.predict import BOOTSTRAP, pool as pool_predictions, predict_run, render
 

@@ -192,6 +192,8 @@ def choose(seen: Seen, cands: list[Candidate]) -> Candidate:
             f"{seen.label}: --series auto: {', '.join(c.directory.name for c in matching)} "
             "all match; pass --series"
         )
+    if not seen.versions and not seen.hashes:
+        raise Refused(_not_an_install(seen, cands))
     ranked = sorted(cands, key=lambda c: (_version_distance(c, seen.versions), len(_differences(c, seen))))
     best = ranked[0]
     what = "; ".join(_differences(best, seen))
@@ -199,6 +201,22 @@ def choose(seen: Seen, cands: list[Candidate]) -> Candidate:
     raise Refused(
         f"{seen.label}: --series auto: no shipped series is pinned to this text ({found}); "
         f"closest: {best.directory.name} (sglang {best.pin.version}): {what}"
+    )
+
+
+def _not_an_install(seen: Seen, cands: list[Candidate]) -> str:
+    """The refusal for a folder that holds none of what any shipped series pins: naming a
+    closest release there would send the user comparing versions of a tree that is not one."""
+    names = sorted({c.pin.name for c in cands})
+    example = next(iter(cands[0].pin.files.values())).path
+    prefix = cands[0].pin.package_prefix
+    if prefix and example.startswith(prefix):
+        example = example[len(prefix) :]
+    return (
+        f"{seen.label}: --series auto: this is not an install of {' or '.join(names)}: no "
+        f"{'/'.join(n.replace('-', '_') for n in names)}-*.dist-info and none of the files the shipped "
+        f"series pin (such as {example}); --target names the folder that holds the package: a "
+        "site-packages folder, or a source checkout's root"
     )
 
 

@@ -316,7 +316,7 @@ def _torch_if_loaded(import_it=False):
     torch = sys.modules.get("torch")
     if torch is None and import_it:
         try:
-            import torch  # only when a CUDA mode was asked for explicitly
+            torch = __import__("torch")  # only when a CUDA mode was asked for explicitly
         except Exception:
             return None
     return torch
