@@ -92,8 +92,13 @@ def auto_series(targets, opts=None, per_host: bool = False):
 
     kw = {}
     if opts is not None:
+        # the read of each target is bound by the operation's --timeout, as the operation is
         kw = dict(
-            cwd=opts.cwd, container=opts.container, exec_prefix=opts.exec_prefix, **opts.transport_options
+            cwd=opts.cwd,
+            container=opts.container,
+            exec_prefix=opts.exec_prefix,
+            timeout=opts.timeout,
+            **opts.transport_options,
         )
     if per_host:
         from patchkit.ops import PerHostSeries

@@ -82,7 +82,9 @@ done
 """.encode()
 
 
-def read_target(spec, cands: list[Candidate], **target_options) -> Seen:
+def read_target(spec, cands: list[Candidate], timeout: float | None = None, **target_options) -> Seen:
+    """What ``spec`` holds (one round trip), within ``timeout`` seconds (None: the transport's own
+    limit): the operation's --timeout, so that a host that never answers fails as soon here."""
     paths: list[str] = []
     dists: list[str] = []
     for c in cands:
@@ -98,7 +100,7 @@ def read_target(spec, cands: list[Candidate], **target_options) -> Seen:
     own = isinstance(spec, str)
     transport = parse_target(spec, **target_options) if own else spec
     try:
-        result = transport.run(probe_program(transport.root, dists, paths))
+        result = transport.run(probe_program(transport.root, dists, paths), timeout=timeout)
     finally:
         if own:
             transport.close()
@@ -220,23 +222,27 @@ def _not_an_install(seen: Seen, cands: list[Candidate]) -> str:
     )
 
 
-def _choose_each(targets: list, root: Path, target_options: dict) -> list[tuple[Seen, Candidate]]:
+def _choose_each(
+    targets: list, root: Path, target_options: dict, timeout: float | None = None
+) -> list[tuple[Seen, Candidate]]:
     cands = candidates(root)
     targets = expand_targets(targets, **target_options)  # k8s:NS/SELECTOR:ROOT: every pod
     out = []
     for spec in targets:
-        seen = read_target(spec, cands, **target_options)
+        seen = read_target(spec, cands, timeout, **target_options)
         out.append((seen, choose(seen, cands)))
     return out
 
 
-def resolve_per_host(targets: list, root: Path = SHIPPED, **target_options) -> tuple[list[str], str]:
+def resolve_per_host(
+    targets: list, root: Path = SHIPPED, timeout: float | None = None, **target_options
+) -> tuple[list[str], str]:
     """(one series folder per target, in their order; the sentence saying what was chosen).
 
     A mixed fleet (hosts mid-upgrade) gets each host's own series; a host no shipped series
     matches refuses the whole run, as for one target.
     """
-    chosen = _choose_each(targets, root, target_options)
+    chosen = _choose_each(targets, root, target_options, timeout)
     dirs = [str(c.directory) for _, c in chosen]
     if len(set(dirs)) == 1:
         return dirs, _said(chosen)
@@ -244,9 +250,12 @@ def resolve_per_host(targets: list, root: Path = SHIPPED, **target_options) -> t
     return dirs, f"--series auto: a series per host: {per}"
 
 
-def resolve(targets: list[str], root: Path = SHIPPED, **target_options) -> tuple[str, str]:
-    """(series folder, the sentence saying which one was chosen and why) for ``targets``."""
-    chosen = _choose_each(targets, root, target_options)
+def resolve(
+    targets: list[str], root: Path = SHIPPED, timeout: float | None = None, **target_options
+) -> tuple[str, str]:
+    """(series folder, the sentence saying which one was chosen and why) for ``targets``; each
+    target read within ``timeout`` seconds."""
+    chosen = _choose_each(targets, root, target_options, timeout)
     names = {c.directory.name for _, c in chosen}
     if len(names) > 1:
         per = ", ".join(f"{seen.label}: {c.directory.name}" for seen, c in chosen)
