@@ -1,0 +1,147 @@
+"""Group-sequential boundaries by alpha spending: a test that looks after every round of a sweep
+whose rounds are bounded (``--repeat``, ``--budget``) and spends its level over those rounds.
+
+Pure Python (``math`` and ``statistics.NormalDist``). A sweep of at most ``H`` rounds looks at
+its data after rounds 2, 3, ..., H (round 1 leaves no degree of freedom once rounds are blocks).
+Look ``k`` happens at the *information time* ``t_k = k / H`` (the rounds as a share of the
+horizon: every round adds one run of each live point). A spending function ``f`` (``f(0) = 0``,
+``f(1) = alpha``) says how much of the one-sided level may have been used by time ``t``; the
+boundary ``c_k`` on the standardised statistic ``Z_k`` is then the value with
+
+    P(Z_2 < c_2, ..., Z_{k-1} < c_{k-1}, Z_k >= c_k) = f(t_k) - f(t_{k-1})
+
+under no difference, where ``Z_k`` is Brownian motion at ``t_k`` divided by ``sqrt(t_k)``
+(correlation ``sqrt(t_j / t_k)``). That is the Lan & DeMets (1983, "Discrete sequential
+boundaries for clinical trials", Biometrika 70:659-663) construction: the looks need not be
+planned, only the horizon, and a look taken early as the *last* (the budget ran out) spends
+what is left. The probabilities are computed by the recursive numerical integration of
+Armitage, McPherson & Rowe (1969), as in Jennison & Turnbull (2000, "Group Sequential Methods
+with Applications to Clinical Trials", chapter 19); tests/profile/test_spending.py checks them
+against scipy's multivariate normal and the published values.
+
+Spending functions (Lan & DeMets 1983; Kim & DeMets 1987): ``obf``, the O'Brien-Fleming type
+``2 - 2 Phi(z_{1 - alpha/2} / sqrt(t))``, spends almost nothing early and nearly the whole level
+at the horizon; ``pocock``, the Pocock type ``alpha ln(1 + (e - 1) t)``, spends evenly. The
+sweep uses ``obf``: its first looks have one to a few degrees of freedom, where the t statistic
+is weak however the level is spent (bench/sequential_sim.py compares both).
+
+The spread is unknown, so the sweep's statistic is a t, not a z: each look compares the t
+statistic's p-value (with the look's residual degrees of freedom) with the boundary's nominal
+level ``1 - Phi(c_k)`` -- the "significance level approach" of Jennison & Turnbull (2000,
+section 11.5), which keeps the error rate close to the nominal one at small df
+(bench/sequential_sim.py measures it).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from statistics import NormalDist
+
+SPENDING = ("obf", "pocock")
+_N = NormalDist()
+_GRID = 161  # points per look of the integration grid (odd: Simpson's rule)
+_TAIL = 8.5  # the grid's lower end, in standard deviations of the score at that look
+
+
+def spent(t: float, alpha: float, spending: str = "obf") -> float:
+    """The one-sided level a spending function has used by information time ``t`` (0..1)."""
+    if spending not in SPENDING:
+        raise ValueError(f"spending must be one of {', '.join(SPENDING)}, not {spending!r}")
+    if t <= 0.0:
+        return 0.0
+    t = min(t, 1.0)
+    if spending == "obf":
+        return 2.0 - 2.0 * _N.cdf(_N.inv_cdf(1.0 - alpha / 2.0) / math.sqrt(t))
+    return alpha * math.log1p((math.e - 1.0) * t)
+
+
+def _simpson(lo: float, hi: float, n: int) -> tuple[list[float], list[float]]:
+    """Nodes and weights of Simpson's rule on [lo, hi] with ``n`` (odd) nodes."""
+    h = (hi - lo) / (n - 1)
+    nodes = [lo + i * h for i in range(n)]
+    weights = [h / 3.0 * (1 if i in (0, n - 1) else (4 if i % 2 else 2)) for i in range(n)]
+    return nodes, weights
+
+
+def _pdf(x: float) -> float:
+    return math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+
+def _crossing(
+    prev: tuple[list[float], list[float], list[float]] | None, t: float, dt: float, c: float
+) -> float:
+    """P(no earlier crossing, Z at ``t`` >= c); ``prev``: the earlier look's grid (nodes of the
+    score S = Z sqrt(t), Simpson weights, sub-density of S on the continuation region)."""
+    b = c * math.sqrt(t)
+    if prev is None:
+        return 1.0 - _N.cdf(c)
+    nodes, weights, dens = prev
+    sd = math.sqrt(dt)
+    return sum(w * g * (1.0 - _N.cdf((b - u) / sd)) for u, w, g in zip(nodes, weights, dens))
+
+
+def _density(prev, t: float, dt: float, c: float) -> tuple[list[float], list[float], list[float]]:
+    """The sub-density of the score at ``t`` on its continuation region S < c sqrt(t)."""
+    b = c * math.sqrt(t)
+    lo = -_TAIL * math.sqrt(t)
+    nodes, weights = _simpson(lo, max(b, lo + 1e-9), _GRID)
+    if prev is None:
+        sd = math.sqrt(t)
+        return nodes, weights, [_pdf(s / sd) / sd for s in nodes]
+    pn, pw, pg = prev
+    sd = math.sqrt(dt)
+    mass = [w * g for w, g in zip(pw, pg)]
+    dens = [sum(m * _pdf((s - u) / sd) for u, m in zip(pn, mass)) / sd for s in nodes]
+    return nodes, weights, dens
+
+
+@functools.lru_cache(maxsize=512)
+def boundaries(times: tuple[float, ...], alpha: float, spending: str = "obf", final: bool = False) -> tuple:
+    """One-sided boundaries ``c_k`` (z scale) at information ``times`` (increasing, in (0, 1]);
+    the cumulative level at look k is the spending function at ``times[k]``, and at the last
+    look ``alpha`` itself when ``final`` (a look that ends the test before the horizon).
+
+    A look whose increment is below 1e-15 gets an infinite boundary (it cannot reject)."""
+    if any(b <= a for a, b in itertools.pairwise(times)) or not times or times[0] <= 0 or times[-1] > 1:
+        raise ValueError(f"information times must increase within (0, 1], not {times}")
+    out: list[float] = []
+    prev = None
+    before, spent_before = 0.0, 0.0
+    for i, t in enumerate(times):
+        goal = alpha if final and i == len(times) - 1 else spent(t, alpha, spending)
+        step = goal - spent_before
+        dt = t - before
+        if step < 1e-15:
+            c = math.inf
+        else:
+            lo, hi = -1.0, 12.0
+            if _crossing(prev, t, dt, hi) > step:
+                c = hi
+            else:
+                for _ in range(60):
+                    mid = 0.5 * (lo + hi)
+                    if _crossing(prev, t, dt, mid) > step:
+                        lo = mid
+                    else:
+                        hi = mid
+                    if hi - lo < 1e-7:
+                        break
+                c = 0.5 * (lo + hi)
+        out.append(c)
+        prev = _density(prev, t, dt, min(c, 12.0))
+        before, spent_before = t, goal
+    return tuple(out)
+
+
+def nominal_levels(
+    times: tuple[float, ...], alpha: float, spending: str = "obf", final: bool = False
+) -> tuple:
+    """The one-sided nominal p-value each look rejects below: ``1 - Phi(c_k)``."""
+    return tuple(0.0 if math.isinf(c) else 1.0 - _N.cdf(c) for c in boundaries(times, alpha, spending, final))
+
+
+def look_times(rounds: int, horizon: int, first: int = 2) -> tuple[float, ...]:
+    """Information times of the looks after rounds ``first .. rounds`` of ``horizon``."""
+    return tuple(k / horizon for k in range(first, min(rounds, horizon) + 1))
