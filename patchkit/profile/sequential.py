@@ -89,6 +89,9 @@ import math
 import random
 from dataclasses import asdict, dataclass, field
 
+from patchkit.profile.spending import look_times, nominal_levels
+from patchkit.profile.verdict import t_ppf, t_sf
+
 ALPHA = 0.05
 RHO = 0.1  # precision of the Gaussian mixture over the standardised effect theta / sigma
 POWER = 0.8
@@ -102,6 +105,20 @@ METHOD = (
     "each point against the leader at alpha/(K-1) (Bonferroni); a point whose interval lies "
     "below 1 is dropped; decided when one point is left"
 )
+SPENDING = "obf"  # the bounded sweep's spending function (patchkit.profile.spending)
+ANYTIME, BOUNDED = "anytime", "group-sequential"
+
+
+def bounded_method(horizon: int, spending: str = SPENDING) -> str:
+    """The bounded sweep's method in words (Decision.method)."""
+    name = {"obf": "O'Brien-Fleming", "pocock": "Pocock"}.get(spending, spending)
+    return (
+        "group-sequential t test (Lan & DeMets 1983 alpha spending, "
+        f"{name} type, over a horizon of {horizon} rounds; looks from round 2; Jennison & Turnbull's "
+        "significance-level approach for the unknown spread) on the difference of mean log tok/s, "
+        "rounds and GPUs/hosts as blocks, each point against the leader at alpha/(K-1) (Bonferroni; "
+        "half of it a side); a point whose bound lies below 1 is dropped; decided when one point is left"
+    )
 
 
 @dataclass
@@ -119,6 +136,11 @@ class Decision:
     rounds: int = 0
     spread: float | None = None  # sd of log tok/s between runs, measured (None below 2 df)
     dropped_round: dict[str, int] = field(default_factory=dict)  # label -> round (1-based)
+    design: str = ANYTIME  # ANYTIME (unbounded rounds) or BOUNDED (a horizon of rounds)
+    horizon: int | None = None  # BOUNDED: the rounds that can happen
+    level: float | None = None  # the level of each side of the intervals at this look
+    early_stop: bool = False  # decided before the horizon (or at all, when unbounded)
+    estimates_note: str | None = None  # what an early stop does to the estimates
 
     def to_dict(self) -> dict:
         """A JSON-serialisable dict (unbounded interval ends become None)."""
@@ -242,6 +264,103 @@ def _additive(cells: dict[str, dict], iterations: int = 200) -> tuple[dict, dict
     return pe, be, ss, df
 
 
+# ---- the bounded sweep's model: point + round (+ block) ----------------------------------------
+
+
+def _inverse(a: list[list[float]]) -> list[list[float]] | None:
+    """Gauss-Jordan inverse with partial pivoting; None when ``a`` is (numerically) singular."""
+    n = len(a)
+    m = [row[:] + [1.0 if i == j else 0.0 for j in range(n)] for i, row in enumerate(a)]
+    scale = max((abs(x) for row in a for x in row), default=0.0) or 1.0
+    for col in range(n):
+        piv = max(range(col, n), key=lambda r: abs(m[r][col]))
+        if abs(m[piv][col]) < 1e-10 * scale:
+            return None
+        m[col], m[piv] = m[piv], m[col]
+        inv = 1.0 / m[col][col]
+        m[col] = [x * inv for x in m[col]]
+        for r in range(n):
+            if r != col and m[r][col]:
+                f = m[r][col]
+                m[r] = [x - f * y for x, y in zip(m[r], m[col])]
+    return [row[n:] for row in m]
+
+
+@dataclass
+class RoundFit:
+    """Least squares of log tok/s = point + round + block (+ noise), the round effects absorbed.
+
+    ``effects``: each point's effect relative to ``ref`` (0); ``cov``: their covariance in units
+    of sigma^2 (rows/columns in ``order``); ``ss``, ``df``: residual sum of squares and degrees
+    of freedom."""
+
+    order: list[str]
+    ref: str
+    effects: dict[str, float]
+    cov: list[list[float]]
+    ss: float
+    df: int
+
+    def contrast(self, x: str, y: str) -> tuple[float, float]:
+        """(estimate, variance in units of sigma^2) of effect x - effect y."""
+        c = [0.0] * len(self.cov)
+        for label, sign in ((x, 1.0), (y, -1.0)):
+            if label != self.ref:
+                c[self.order.index(label)] += sign
+        var = sum(c[i] * self.cov[i][j] * c[j] for i in range(len(c)) for j in range(len(c)))
+        return self.effects[x] - self.effects[y], var
+
+
+def round_fit(obs: list[tuple[str, int, object, float]]) -> RoundFit | None:
+    """The additive fit over ``obs`` = [(point, round, block, log tok/s)]: rounds as blocks
+    (absorbed: every comparison is within rounds), plus the GPU/host block where there are
+    several. None when there is nothing to fit or a point is not connected to the others."""
+    points = list(dict.fromkeys(p for p, _r, _b, _y in obs))
+    blocks = list(dict.fromkeys(b for _p, _r, b, _y in obs))
+    if len(points) < 2:
+        return None
+    ref = points[0]
+    cols: dict[object, int] = {p: i for i, p in enumerate(points[1:])}
+    cols.update({("block", b): len(cols) + i for i, b in enumerate(blocks[1:])})
+    k = len(cols)
+    a = [[0.0] * k for _ in range(k)]
+    rhs = [0.0] * k
+    yy = 0.0
+    by_round: dict[int, list] = {}
+    for p, r, b, y in obs:
+        by_round.setdefault(r, []).append((p, b, y))
+    absorbed = 0.0
+    for rows in by_round.values():
+        s = [0.0] * k
+        total = 0.0
+        for p, b, y in rows:
+            idx = [i for i in (cols.get(p), cols.get(("block", b))) if i is not None]
+            for i in idx:
+                s[i] += 1.0
+                rhs[i] += y
+                for j in idx:
+                    a[i][j] += 1.0
+            total += y
+            yy += y * y
+        n = len(rows)
+        absorbed += total * total / n
+        for i in range(k):
+            if s[i]:
+                rhs[i] -= s[i] * total / n
+                for j in range(k):
+                    a[i][j] -= s[i] * s[j] / n
+    inv = _inverse(a)
+    if inv is None:
+        return None
+    beta = [sum(inv[i][j] * rhs[j] for j in range(k)) for i in range(k)]
+    ss = max(0.0, yy - absorbed - sum(b * r for b, r in zip(beta, rhs)))
+    df = len(obs) - len(by_round) - k
+    effects = {ref: 0.0} | {p: beta[cols[p]] for p in points[1:]}
+    order = points[1:]
+    cov = [[inv[cols[x]][cols[y]] for y in order] for x in order]
+    return RoundFit(order, ref, effects, cov, ss, df)
+
+
 # ---- inputs ------------------------------------------------------------------------------------
 
 
@@ -291,33 +410,48 @@ def _evaluate(cells, live, alpha_pair):
 class Race:
     """The racing state of one sweep, fed one round at a time (what :func:`race` replays).
 
-    ``labels``: every point of the sweep (K, fixed: the Bonferroni split is over K - 1)."""
+    ``labels``: every point of the sweep (K, fixed: the Bonferroni split is over K - 1).
+    ``horizon``: the rounds that can happen (``--repeat``, or what ``--budget`` allows), for
+    the bounded test; None for the anytime-valid one (``--until decided`` without a bound)."""
 
-    def __init__(self, labels, alpha: float = ALPHA) -> None:
+    def __init__(
+        self, labels, alpha: float = ALPHA, horizon: int | None = None, spending: str = SPENDING
+    ) -> None:
         self.labels = [str(p) for p in labels]
         self.alpha = alpha
         self.alpha_pair = alpha / max(1, len(self.labels) - 1)
         self.cells: dict[str, dict] = {p: {} for p in self.labels}
+        self.obs: list[tuple[str, int, object, float]] = []  # (point, round, block, log tok/s)
         self.live = list(self.labels)
         self.dropped: dict[str, str] = {}
         self.dropped_round: dict[str, int] = {}
         self.rounds = 0
+        if horizon is not None and horizon < 1:
+            raise ValueError(f"horizon must be at least 1 round, not {horizon}")
+        self.horizon = horizon
+        self.spending = spending
+        self.level: float | None = None  # the last look's one-sided nominal level (bounded)
+        self.final = False
 
-    def add_round(self, values: dict, blocks: dict | None = None) -> None:
+    def add_round(self, values: dict, blocks: dict | None = None, final: bool = False) -> None:
         """One round: ``values`` label -> tok/s (None or absent: no successful run), ``blocks``
-        label -> block of that run; then drop every point now shown worse than the leader."""
+        label -> block of that run; then drop every point now shown worse than the leader.
+        ``final``: no round follows (the budget is spent): the bounded test spends what is left."""
         self.rounds += 1
         for p, v in values.items():
             if v is not None and isinstance(v, int | float) and math.isfinite(v) and v > 0:
-                block = blocks.get(p) if blocks else None
-                self.cells[str(p)].setdefault(block, _Cell()).add(math.log(v))
-        self._drop()
+                self._add_log(str(p), math.log(v), blocks.get(p) if blocks else None)
+        self._drop(final)
 
     def _add_log(self, p: str, x: float | None, block) -> None:
         if x is not None:
             self.cells[p].setdefault(block, _Cell()).add(x)
+            self.obs.append((p, self.rounds, block, x))
 
-    def _drop(self) -> None:
+    def _drop(self, final: bool = False) -> None:
+        if self.horizon is not None:
+            self._drop_bounded(final)
+            return
         if len(self.labels) < 2 or len(self.live) < 2:
             return
         leader, _pe, intervals, _ = _evaluate(self.cells, self.live, self.alpha_pair)
@@ -329,8 +463,73 @@ class Race:
                 self.dropped_round[p] = self.rounds
                 self.dropped[p] = (
                     f"worse than {leader}: ratio <= {math.exp(intervals[p][1]):.3f} at "
-                    f"{100 * (1 - self.alpha):g} % (anytime-valid), round {self.rounds}"
+                    f"{100 * (1 - self.alpha_pair):g} % (anytime-valid, alpha/(K-1)), round {self.rounds}"
                 )
+
+    # ---- the bounded test ---------------------------------------------------------------------
+
+    def _look_level(self, final: bool) -> float | None:
+        """This round's one-sided nominal level (None: no look: round 1, or past the horizon)."""
+        assert self.horizon is not None
+        if self.rounds < 2 or self.rounds > self.horizon:
+            return None
+        times = look_times(self.rounds, self.horizon)
+        return nominal_levels(times, self.alpha_pair / 2.0, self.spending, final)[-1]
+
+    def _contrasts(self) -> tuple[str | None, dict[str, tuple[float, float]], int]:
+        """The leader (highest effect among the live points) and every other point's
+        (estimate, standard error) of its log ratio to the leader, and the residual df."""
+        fit = round_fit(self.obs)
+        if fit is None or fit.df < 1:
+            return None, {}, 0
+        live = [p for p in self.live if p in fit.effects]
+        if not live:
+            return None, {}, fit.df
+        leader = max(live, key=lambda p: fit.effects[p])
+        sigma2 = fit.ss / fit.df
+        out = {}
+        for p in fit.effects:
+            if p != leader:
+                est, var = fit.contrast(p, leader)
+                out[p] = (est, math.sqrt(max(0.0, sigma2 * var)))
+        return leader, out, fit.df
+
+    def _drop_bounded(self, final: bool) -> None:
+        self.final = final
+        level = self._look_level(final)
+        if level is None:
+            return
+        self.level = level
+        if len(self.labels) < 2 or len(self.live) < 2 or level <= 0.0:
+            return
+        leader, contrasts, df = self._contrasts()
+        if leader is None:
+            return
+        for p in list(self.live):
+            if p == leader or p not in contrasts:
+                continue
+            est, se = contrasts[p]
+            shown = est < 0.0 if se == 0.0 else t_sf(-est / se, df) < level
+            if shown:
+                self.live.remove(p)
+                self.dropped_round[p] = self.rounds
+                upper = est + _t_quantile(level, df) * se
+                self.dropped[p] = (
+                    f"worse than {leader}: ratio <= {math.exp(upper):.3f} (one-sided, nominal level "
+                    f"{level:.2g} at round {self.rounds} of {self.horizon}: {self.spending} spending of "
+                    f"{self.alpha_pair / 2:g} a side), round {self.rounds}"
+                )
+
+    def _bounded_intervals(self) -> tuple[str | None, dict[str, tuple[float, float]]]:
+        leader, contrasts, df = self._contrasts()
+        out = {}
+        for p, (est, se) in contrasts.items():
+            if self.level is None or self.level <= 0.0 or df < 1:
+                out[p] = (-math.inf, math.inf)
+            else:
+                q = _t_quantile(self.level, df)
+                out[p] = (est - q * se, est + q * se)
+        return leader, out
 
     @property
     def decided(self) -> bool:
@@ -339,11 +538,16 @@ class Race:
     def decision(self) -> Decision:
         """The Decision as of the last round (without the plan)."""
         leader, pe, intervals, _ = _evaluate(self.cells, self.live, self.alpha_pair)
+        if self.horizon is not None:
+            fitted, intervals = self._bounded_intervals()
+            leader = fitted or leader
         _pe, _be, ss, df = _additive(self.cells)
         ratio = {p: [math.exp(lo), math.exp(hi)] for p, (lo, hi) in intervals.items()}
         for p in self.labels:
             ratio.setdefault(p, [1.0, 1.0] if p == leader else [0.0, math.inf])
         decided = self.decided
+        bounded = self.horizon is not None
+        early = decided and (not bounded or self.rounds < (self.horizon or 0))
         return Decision(
             status="decided" if decided else "undecided",
             best=self.live[0] if decided else None,
@@ -352,24 +556,49 @@ class Race:
             intervals=ratio,
             estimates={p: math.exp(v) for p, v in pe.items()},
             plan={},
-            method=METHOD,
+            method=bounded_method(self.horizon or 0, self.spending) if bounded else METHOD,
             alpha=self.alpha,
             leader=leader,
             rounds=self.rounds,
             spread=math.sqrt(ss / df) if df >= 2 else None,
             dropped_round=dict(self.dropped_round),
+            design=BOUNDED if bounded else ANYTIME,
+            horizon=self.horizon,
+            level=self.level if bounded else self.alpha_pair / 2.0,
+            early_stop=early,
+            estimates_note=(
+                f"stopped when decided, at round {self.rounds}"
+                + (f" of at most {self.horizon}" if bounded else "")
+                + ": the estimates come from a sweep that stopped because they had drawn apart, so "
+                "the best's lead is biased upward (the intervals keep their level)"
+                if early
+                else None
+            ),
         )
 
 
-def _replay(runs: dict, blocks: dict | None, alpha: float) -> Race:
+@functools.lru_cache(maxsize=4096)
+def _t_quantile(level: float, df: int) -> float:
+    """The upper ``level`` quantile of Student's t with ``df`` degrees of freedom."""
+    return t_ppf(1.0 - level, df) if level > 1e-300 else math.inf
+
+
+def _replay(
+    runs: dict,
+    blocks: dict | None,
+    alpha: float,
+    horizon: int | None = None,
+    final_round: int | None = None,
+    spending: str = SPENDING,
+) -> Race:
     rows = _checked(runs, blocks)
-    state = Race(list(rows), alpha)
+    state = Race(list(rows), alpha, horizon, spending)
     for r in range(max((len(v) for v in rows.values()), default=0)):
         state.rounds += 1
         for p, v in rows.items():
             if r < len(v):
                 state._add_log(p, *v[r])
-        state._drop()
+        state._drop(final=state.rounds == final_round)
     return state
 
 
@@ -377,9 +606,11 @@ def race(
     runs: dict[str, list[float | None]],
     blocks: dict[str, list[str | None]] | None = None,
     alpha: float = ALPHA,
+    horizon: int | None = None,
+    final_round: int | None = None,
 ) -> Decision:
     """The decision without the plan (the racing replayed round by round); see the module doc."""
-    return _replay(runs, blocks, alpha).decision()
+    return _replay(runs, blocks, alpha, horizon, final_round).decision()
 
 
 def decide_sequential(
@@ -388,14 +619,18 @@ def decide_sequential(
     alpha: float = ALPHA,
     difference: float = 0.05,
     prior_spread: float | None = None,
+    horizon: int | None = None,
+    final_round: int | None = None,
 ) -> Decision:
     """The verdict over ``{label: [tok/s per round]}`` (None = a failed run), valid under
     optional stopping; ``blocks`` (same shape) names the GPU or host of each run.
 
     ``runs[label][r]`` is the point's run in round r (a point dropped at round r has no later
     runs). ``prior_spread`` (sd of log tok/s remembered from an earlier sweep) only plans the
-    first rounds, before the sweep has measured two degrees of freedom of its own."""
-    state = _replay(runs, blocks, alpha)
+    first rounds, before the sweep has measured two degrees of freedom of its own.
+    ``horizon`` (the rounds that can happen) makes it the bounded test; ``final_round``: the
+    round after which no other came (it spends the level that is left)."""
+    state = _replay(runs, blocks, alpha, horizon, final_round)
     decision = state.decision()
     if decision.status == "decided" or decision.leader is None:
         return decision

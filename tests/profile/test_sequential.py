@@ -13,6 +13,7 @@ import pytest
 
 from patchkit.profile.sequential import (
     ALPHA,
+    BOUNDED,
     Race,
     _half_width,
     block_effects,
@@ -20,6 +21,7 @@ from patchkit.profile.sequential import (
     log_likelihood_ratio,
     plan_runs,
     race,
+    round_fit,
 )
 
 
@@ -102,7 +104,8 @@ def test_dropping_records_a_reason_and_the_rest_go_on():
     assert d is not None
     assert "loser" in d.dropped and "loser" not in d.contenders
     reason = d.dropped["loser"]
-    assert reason.startswith("worse than ") and "anytime-valid" in reason and "at 95 %" in reason
+    # the level the interval was at: alpha / (K - 1) with three points, not the sweep's 95 %
+    assert reason.startswith("worse than ") and "anytime-valid" in reason and "at 97.5 %" in reason
     assert d.dropped_round["loser"] == len(runs["loser"])
     assert d.status == "undecided" and d.best is None and set(d.contenders) == {"a", "b"}
     # the plan: every undecided contender gets its further runs, at the spread measured so far
@@ -285,3 +288,111 @@ def test_the_half_width_solves_lr_equal_to_one_over_alpha(scipy, n, m, alpha):
     # and at a fixed n the sequence is wider than the fixed-n t interval (the price of peeking)
     t_half = stats.t.ppf(1 - alpha / 2, m - 1) * math.sqrt(ss / (m - 1) / n)
     assert h > t_half
+
+
+# ---- the bounded sweep: a horizon of rounds, alpha spent over it, rounds as blocks ---------------
+
+
+def bounded_sweep(rng, logs, spread, horizon, round_sd=0.0, anytime=False):
+    """Rounds of every live point up to ``horizon``, each round shifting every run by a common
+    N(0, round_sd): (rounds, best)."""
+    labels = [f"p{i}" for i in range(len(logs))]
+    state = Race(labels, horizon=None if anytime else horizon)
+    for r in range(horizon):
+        shift = rng.gauss(0, round_sd)
+        values = {p: math.exp(logs[int(p[1:])] + shift + rng.gauss(0, spread)) for p in state.live}
+        state.add_round(values, final=r == horizon - 1)
+        if state.decided:
+            return r + 1, state.live[0]
+    return horizon, None
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_identical_points_are_not_named_best_by_the_bounded_test(k):
+    rng = random.Random(40 + k)
+    sweeps = 300
+    named = sum(bounded_sweep(rng, [0.0] * k, 0.02, 8, round_sd=0.02)[1] is not None for _ in range(sweeps))
+    assert named / sweeps <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / sweeps)
+
+
+def test_rounds_are_blocks_a_round_effect_costs_the_bounded_test_nothing():
+    # 5 % apart at 2 % spread, every round shifted by a common 4 %: the bounded test pairs
+    # within rounds; the anytime test (no round blocks) loses most of its power to the shift
+    logs = [math.log(1.05), 0.0]
+    power = {}
+    for name, anytime, round_sd in (("calm", False, 0.0), ("rounds", False, 0.04), ("anytime", True, 0.04)):
+        rng = random.Random(7)
+        power[name] = (
+            sum(bounded_sweep(rng, logs, 0.02, 8, round_sd, anytime)[1] == "p0" for _ in range(300)) / 300
+        )
+    assert power["rounds"] >= power["calm"] - 0.08
+    assert power["rounds"] > power["anytime"] + 0.2
+
+
+def test_a_clear_difference_is_decided_at_round_two_only_by_the_bounded_test():
+    runs = {"fast": [1300.0, 1310.0], "slow": [1000.0, 1004.0]}
+    bounded = race(runs, horizon=2)
+    assert bounded.status == "decided" and bounded.best == "fast" and bounded.design == BOUNDED
+    assert race(runs).status == "undecided"  # the anytime-valid sequence needs a third round
+
+
+def test_the_last_look_spends_what_is_left():
+    runs = {"a": [1000.0, 1040.0, 1000.0], "b": [990.0, 1000.0, 975.0]}
+    mid = race(runs, horizon=10)
+    last = race(runs, horizon=10, final_round=3)
+    assert mid.level is not None and last.level is not None
+    assert last.level > 20 * mid.level  # the budget ends the sweep: the rest of alpha goes here
+    assert last.level <= ALPHA / 2  # and never more than a side's share of the level
+
+
+def test_a_drop_says_the_level_used_and_an_early_stop_is_marked():
+    rng = random.Random(5)
+    runs: dict[str, list[float | None]] = {"a": [], "b": [], "c": []}
+    d = None
+    for _ in range(6):
+        for label, rate in (("a", 1200), ("b", 1000), ("c", 990)):
+            if d is None or label in d.contenders:
+                runs[label].append(rate * math.exp(rng.gauss(0, 0.02)))
+        d = decide_sequential(runs, horizon=6)
+        if d.status == "decided":
+            break
+    assert d is not None and d.status == "decided" and d.best == "a"
+    assert d.rounds < 6 and d.early_stop and "biased upward" in (d.estimates_note or "")
+    for reason in d.dropped.values():
+        assert "nominal level" in reason and "of 6" in reason and "obf spending of 0.0125 a side" in reason
+    assert json.loads(json.dumps(d.to_dict()))["horizon"] == 6
+    # a sweep that ran to its horizon is not an early stop
+    full = race({"a": [1000.0] * 3, "b": [1001.0, 999.0, 1000.5]}, horizon=3)
+    assert not full.early_stop and full.estimates_note is None
+
+
+def test_the_round_fit_is_least_squares_with_round_and_block_factors(scipy):
+    np = pytest.importorskip("numpy")
+    rng = random.Random(8)
+    obs = []
+    for r in range(5):
+        for i, p in enumerate(("a", "b", "c")):
+            if r == 4 and p == "c":
+                continue  # dropped: the design is unbalanced
+            block = ("g0", "g1", "g2")[(i + r) % 3]
+            obs.append((p, r, block, 0.1 * i + 0.05 * r + 0.02 * (block == "g1") + rng.gauss(0, 0.02)))
+    fit = round_fit(obs)
+    assert fit is not None
+    points, rounds, blocks = ["a", "b", "c"], sorted({o[1] for o in obs}), ["g0", "g1", "g2"]
+    x = np.array(
+        [
+            [float(p == q) for q in points]
+            + [float(r == s) for s in rounds[1:]]
+            + [float(b == c) for c in blocks[1:]]
+            for p, r, b, _y in obs
+        ]
+    )
+    y = np.array([o[3] for o in obs])
+    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+    resid = y - x @ beta
+    assert fit.df == len(obs) - x.shape[1]
+    assert fit.ss == pytest.approx(float(resid @ resid), rel=1e-9)
+    cov = np.linalg.inv(x.T @ x)
+    est, var = fit.contrast("c", "a")
+    assert est == pytest.approx(beta[2] - beta[0], abs=1e-12)
+    assert var == pytest.approx(cov[2, 2] + cov[0, 0] - 2 * cov[0, 2], rel=1e-9)
