@@ -72,6 +72,7 @@ class Options:
     layout: str = PATCHKIT_DEFAULTS["layout"]
     force: bool = False
     keep_journal: bool = PATCHKIT_DEFAULTS["keep_journal"]
+    keep_journal_where: str = "--keep-journal"  # said when the journal is kept: the flag, or key and file
     dry_run: bool = False
     jobs: int = PATCHKIT_DEFAULTS["jobs"]
     timeout: float | None = PATCHKIT_DEFAULTS["timeout"]
@@ -90,6 +91,7 @@ def options_from(settings) -> Options:
         layout=settings.layout,
         force=settings.force,
         keep_journal=settings.keep_journal,
+        keep_journal_where=settings.keep_journal_where,
         dry_run=settings.dry_run,
         jobs=settings.jobs,
         timeout=settings.timeout,
@@ -141,7 +143,7 @@ def run_on(
     start = time.monotonic()
     try:
         ans, rc, _, nbytes = run_program(compiled, transport, op, opts, phase)
-        host = interpret(compiled, op, ans, rc, transport.label)
+        host = interpret(compiled, op, ans, rc, transport.label, journal_kept_by=opts.keep_journal_where)
         host.bytes_sent = nbytes
     except PatchkitError as e:
         host = HostResult(

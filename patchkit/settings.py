@@ -224,6 +224,19 @@ def _configured(config, key: str) -> tuple[Any, str]:
     )
 
 
+def key_where(config, dotted: str) -> str:
+    """``patchkit.<dotted> in FILE``: the highest config file that sets the key (a nested one such
+    as ``profile.warmup`` too), for the message of a bad value; without a file that sets it
+    (the environment), ``patchkit.<dotted>``."""
+    found = ""
+    for layer_where, node in config_layers(config):
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None:
+            found = f" in {layer_where}"
+    return f"patchkit.{dotted}{found}"
+
+
 # -- value checks, shared by every task ------------------------------------------------------------
 
 
@@ -319,16 +332,26 @@ def whole_in(low: int, high: int) -> Callable[..., int]:
     return check
 
 
+# the one rule of every on/off option and setting: a YAML boolean, or one of these words in any case
+# (a quoted "false" in a config file is false, never a non-empty and therefore true string)
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0")
+
+
 def boolean(value, option: str, where: str = "") -> bool:
-    """true or false, also as text (1/0, yes/no, on/off), as YAML and a command line write them."""
+    """true or false: a YAML boolean, or TRUE_WORDS / FALSE_WORDS in any case (the number 1 or 0
+    too); anything else is InvalidInput naming the option or key, the value and the spellings."""
     if isinstance(value, bool):
         return value
-    said = str(value).strip().lower()
-    if said in ("1", "true", "yes", "on"):
+    said = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    if said in TRUE_WORDS:
         return True
-    if said in ("0", "false", "no", "off"):
+    if said in FALSE_WORDS:
         return False
-    raise InvalidInput(f"{_name(option, where)} {value!r}: true or false")
+    raise InvalidInput(
+        f"{_name(option, where)} {value!r}: true or false "
+        f"(any case: {', '.join(f'{t}/{f}' for t, f in zip(TRUE_WORDS, FALSE_WORDS))})"
+    )
 
 
 def choice(value, option: str, choices, where: str = "") -> str:
@@ -712,6 +735,7 @@ _TABLE: tuple[Option, ...] = (
         "keep_journal",
         key="keep_journal",
         default=False,
+        check=boolean,
         help="keep the operation journal on the target in .patchkit/journal (default: it is printed in "
         "the answer and removed, leaving no trace; patchkit.keep_journal in invoke.yaml / patchkit.yaml)",
         fronts=("patch.revert",),
@@ -889,6 +913,7 @@ _TABLE: tuple[Option, ...] = (
         "warmup",
         key="profile.warmup",
         default=True,
+        check=boolean,
         help="warm up (first prompt, plain and assisted) before the measured pass; default on, "
         "--no-warmup: off; the report keeps the measured window's cycles only",
         fronts=_RUN_SWEEP,
@@ -1828,6 +1853,7 @@ class PatchSettings:
     exec_prefix: str | None = None
     kind_options: dict[str, str] = field(default_factory=dict)  # the target kinds' own settings
     keep_journal: bool = False
+    keep_journal_where: str = ""  # where keep_journal came from: "--keep-journal" or the key and file
     force: bool = False
     dry_run: bool = False
     show_script: bool = False
@@ -1854,6 +1880,7 @@ class PatchSettings:
         timeout, timeout_where = pick("timeout")
         persist, persist_where = pick("ssh_persist")
         layout, layout_where = pick("layout")
+        keep_journal, keep_journal_where = pick("keep_journal")
         targets = list(given.get("target") or [])
         inventory = given.get("inventory")
         if not targets and not inventory:
@@ -1884,11 +1911,13 @@ class PatchSettings:
                 for name in kind_settings()
                 if (value := kind_option(*pick(name), name)) is not None
             },
-            keep_journal=bool(given.get("keep_journal") or _configured(config, "keep_journal")[0]),
-            force=bool(given.get("force")),
-            dry_run=bool(given.get("dry_run")),
-            show_script=bool(given.get("show_script")),
-            json=bool(given.get("json")),
+            keep_journal=boolean(keep_journal, "keep_journal", keep_journal_where),
+            keep_journal_where=keep_journal_where or "--keep-journal",
+            # the flags without a config key: invoke gives True or False, through the same rule
+            force=boolean(given.get("force", False), "force"),
+            dry_run=boolean(given.get("dry_run", False), "dry_run"),
+            show_script=boolean(given.get("show_script", False), "show_script"),
+            json=boolean(given.get("json", False), "json"),
             cwd=cwd,
             series_where=series_where,
             config_where=config_where(config),

@@ -23,8 +23,10 @@ from patchkit.settings import (
     PROFILE_RENAMED,
     REMOTE_FALLBACKS,
     PatchSettings,
+    boolean,
     config_value,
     existing_dir,
+    key_where,
     need_inventory,
     number,
     offered,
@@ -414,13 +416,11 @@ def _sample_arg(task, value):
 
 
 def _warmup(c, warmup) -> bool:
-    """--warmup/--no-warmup, else patchkit.profile.warmup (a boolean), else on."""
+    """--warmup/--no-warmup, else patchkit.profile.warmup (the option table's boolean rule), else on."""
     if not warmup:
         return False
     value = _profile_cfg(c, "warmup", None, PROFILE_DEFAULTS["warmup"])
-    if not isinstance(value, bool):
-        raise InvalidInput(f"patchkit.profile.warmup {value!r}: true or false")
-    return value
+    return boolean(value, "warmup", key_where(c.config, "profile.warmup"))
 
 
 def _repeat(c, repeat):
@@ -754,7 +754,8 @@ def profile_remote(
             assert row.key is not None and row.check is not None, f"profile.remote --{option}: a checked key"
             settings[row.key.rpartition(".")[2]] = row.check(value, option)
     need_inventory(settings.get("inventory"), limit, root)  # refused as by the patch tasks
-    if settings.get("chart", True):  # phases.png; before --out is made and a target is touched
+    # phases.png; before --out is made and a target is touched (chart: "false" is false here too)
+    if boolean(settings.get("chart", True), "chart", "profile.remote: chart"):
         from patchkit.extras import require
 
         require("report", "profile.remote", instead="or give --no-chart")

@@ -66,7 +66,9 @@ class HostResult:
         return self.exit_code == EXIT_OK
 
 
-def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> HostResult:
+def interpret(
+    compiled: Compiled, op: str, ans: Answer, rc: int, label: str, journal_kept_by: str = "--keep-journal"
+) -> HostResult:
     plans = compiled.plans
     if Flag.FILES_OK in ans.flags:  # the bulk check found every file as pinned
         for k, plan in enumerate(plans, 1):
@@ -101,7 +103,7 @@ def interpret(compiled: Compiled, op: str, ans: Answer, rc: int, label: str) -> 
         host.messages.append(_lock_message(ans.lock, label))
     host.journal = [_journal_entry(line) for line in ans.journal]
     if Flag.JOURNAL_KEPT in ans.flags:
-        host.messages.append("journal kept on the target in .patchkit/journal (--keep-journal)")
+        host.messages.append(f"journal kept on the target in .patchkit/journal ({journal_kept_by})")
     host.messages += ans.warnings
     if Flag.ALREADY_APPLIED in ans.flags:
         host.state = HostState.APPLIED

@@ -149,6 +149,13 @@ def _config_value(tmp, tree, series):
     return Made(out, {"/srv/invoke.yaml": str(config)}, {"patchkit: --timeout": "prose: 'becomes'"})
 
 
+def _on_off_value(tmp, tree, series):
+    config = tmp / "invoke.yaml"
+    config.write_text('patchkit:\n  keep_journal: "yes please"\n')
+    out = _run("-f", str(config), "patch.revert", "--series", series, "--target", tree, expect=2)
+    return Made(out, {"/srv/invoke.yaml": str(config)})
+
+
 def _unknown_key(tmp, tree, series):
     config = tmp / "invoke.yaml"
     config.write_text("patchkit:\n  jobz: 3\n")
@@ -329,6 +336,7 @@ MAKE: dict[str, Callable[..., Made]] = {
     "a bad option value (every option of every task, e.g. `--jobs abc`, `--timeout -5`, `--layout x`)": _bad_option,
     "an empty value, for any option of any task": _empty_value,
     "the same from a config file": _config_value,
+    'an on/off setting spelled otherwise (`keep_journal: "yes please"`)': _on_off_value,
     "a `patchkit.*` key patchkit does not know": _unknown_key,
     "a top-level section that is neither `patchkit` nor invoke's own (`run`, `tasks`, …)": _unknown_section,
     "invoke cannot parse the command line (`--jobz`)": _parse_error,
