@@ -35,7 +35,13 @@ __all__ = [
     "summarize",
 ]
 
-OUTPUT_FILES = {"table": "table.txt", "trace": "trace.json", "chart": "phases.png", "summary": "summary.json"}
+OUTPUT_FILES = {
+    "table": "table.txt",
+    "trace": "trace.json",
+    "chart": "phases.png",
+    "summary": "summary.json",
+    "html": "report.html",
+}
 
 
 def prediction_headline(selection, meta: dict, where: str) -> dict | None:
@@ -75,7 +81,8 @@ def build_report(
     baseline: dict | None = None,
     window=None,
 ) -> Summary:
-    """Read every rank's JSON-lines files in `timing_dir`; write the four outputs to `out_dir`.
+    """Read every rank's JSON-lines files in `timing_dir`; write the outputs to `out_dir`: the
+    table, trace and summary, and with `chart` (matplotlib) phases.png and report.html.
 
     `baseline`: a run without speculation measured beside this one, kept as summary.json's
     "baseline" (see Summary). `window`: the measured window (patchkit.report.window.Window);
@@ -107,8 +114,15 @@ def build_report(
     (out / OUTPUT_FILES["table"]).write_text(table, encoding="utf-8")
     files["table"] = OUTPUT_FILES["table"]
     files["summary"] = OUTPUT_FILES["summary"]
+    if chart:
+        files["html"] = OUTPUT_FILES["html"]
     summary.files = files
+    document = summary.to_dict()
     (out / OUTPUT_FILES["summary"]).write_text(
-        json.dumps(summary.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8"
     )
+    if chart:  # the page prints summary.json's numbers: made from the document just written
+        from patchkit.report.html import write_run_page
+
+        write_run_page(out, json.loads(json.dumps(document)), selection)
     return summary
