@@ -19,8 +19,9 @@ repetition with the median ratio (``report`` names its folder); it gains
 ``ratios`` and ``ratio_ci`` (95% t-interval of the paired per-repetition ratios, log scale).
 The verdict (patchkit.profile.verdict.decide) compares the points' per-repetition ratios to
 their interleaved baselines (paired, so drift between passes cancels); ``best`` names the top
-point (highest mean log ratio), ``verdict.best`` only a significant one. sweep.json, sweep.md
-and sweep.txt go next to the points.
+point (highest mean log ratio), ``verdict.best`` only a significant one. sweep.json, sweep.md,
+sweep.txt and, with the chart, report.html (the sweep's page, linking each point's) go next
+to the points.
 """
 
 from __future__ import annotations
@@ -431,8 +432,14 @@ def run_sweep(
         "order": [{"rep": p["rep"] + 1, "label": points[p["point"]]["label"]} for p in plan],
     }
     (run_dir / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    files = {"json": "sweep.json", "markdown": "sweep.md", "table": "sweep.txt"}
+    if chart:  # one page for the sweep, linking each point's
+        from patchkit.report.html_sweep import write_sweep_page
+
+        files["html"] = write_sweep_page(run_dir, json.loads(json.dumps(doc)), table).name
     print(table, file=out)
-    print(f"sweep: {run_dir}/ (sweep.json, sweep.md, points/*/)", file=out)
+    page = ", report.html" if "html" in files else ""
+    print(f"sweep: {run_dir}/ (sweep.json, sweep.md{page}, points/*/)", file=out)
     return SweepOutcome(
         run_dir,
         rows,
@@ -441,7 +448,7 @@ def run_sweep(
         table,
         result,
         elapsed,
-        {"json": "sweep.json", "markdown": "sweep.md", "table": "sweep.txt"},
+        files,
     )
 
 

@@ -26,9 +26,9 @@ names) and gains ``tokens_per_s_median``, ``tokens_per_s_ci`` (95%, patchkit.pro
 ``repeats`` (tok/s per repetition, None where it failed), ``reports`` and ``ratio_ci``;
 ``tokens_per_s`` is the median. sweep.json gains ``verdict`` (verdict.decide over the points:
 best, significant, indistinguishable, method, alpha, plus p_values and ``cost``: server starts
-and minutes) and ``order`` (the runs as they ran). sweep.json, sweep.md, sweep.txt and sweep.png
-go to the run directory; an interrupted sweep still writes sweep.json/md/txt with the runs
-done (``interrupted``: true).
+and minutes) and ``order`` (the runs as they ran). sweep.json, sweep.md, sweep.txt, sweep.png
+and report.html (the sweep's page, linking each point's) go to the run directory; an
+interrupted sweep still writes sweep.json/md/txt with the runs done (``interrupted``: true).
 
 Rounds (issue 31). A repetition is a *round*: every live point once, in rotated order (the
 rotation above over the live points). With ``budget_minutes`` (``--budget``) or ``until``
@@ -511,6 +511,7 @@ def _write(
             f"{cfg.repeats}, series {Path(cfg.series).name}\n" + (title_line(verdict) if verdict else ""),
         )
         files["chart"] = "sweep.png"
+        files["html"] = "report.html"
     doc = {
         "schema": SCHEMA,
         "matrix": cfg.matrix,
@@ -532,6 +533,10 @@ def _write(
     }
     doc.update(extra)
     (run_dir / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    if chart and rows:  # one page for the sweep, linking each point's
+        from patchkit.report.html_sweep import write_sweep_page
+
+        write_sweep_page(run_dir, json.loads(json.dumps(doc)), table)
     return table, files
 
 
