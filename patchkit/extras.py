@@ -36,6 +36,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
 }
 
 
+# report.html's figures are matplotlib's: the page comes with the "report" extra, as phases.png does
+PAGE_NEEDS = "the 'report' extra draws it: pip install 'patchkit[report]'"
+
+
 class MissingExtra(Refused):
     """A task needs an extra that is not installed; nothing was touched (exit 1)."""
 

@@ -907,6 +907,7 @@ def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=N
     """What-if: the tokens/s of num-steps 1..N, predicted from a run profiled at N.
 
     With --pool, the median over several runs of that point."""
+    from patchkit.extras import PAGE_NEEDS, missing
     from patchkit.profile.remote.spread import cache_path, plan_lines, prediction_plan, spread_for_command
     from patchkit.report.predict import BOOTSTRAP, pool as pool_predictions, predict_run, render
 
@@ -935,9 +936,16 @@ def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=N
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(pred, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     sys.stdout.write(render(pred))
-    for line in plan_lines(pred["plan"]):
+    notes = plan_lines(pred["plan"])
+    for line in notes:
         print(line)
     print(f"prediction: {target}")
+    if missing("report"):
+        print(f"report.html: not written ({PAGE_NEEDS})", file=sys.stderr)
+    else:
+        from patchkit.report.html_predict import write_prediction_page
+
+        print(f"page: {write_prediction_page(target.parent, pred, notes)}")
 
 
 profile.add_task(profile_collect, "collect")

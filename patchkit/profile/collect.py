@@ -117,6 +117,7 @@ def collect(
 def report(timing_dir, out, bench_file=None, chart: bool = True, say=None):
     """build_report over ``timing_dir`` (a run folder: its timing/, timing_folder); tokens/s and
     accept length from ``bench_file``."""
+    from patchkit.extras import PAGE_NEEDS
     from patchkit.profile.bench_output import parse_bench_output
     from patchkit.report import build_report
 
@@ -136,4 +137,6 @@ def report(timing_dir, out, bench_file=None, chart: bool = True, say=None):
         except ImportError:
             chart = False
             meta["chart"] = "not drawn: matplotlib is not installed (pip install 'patchkit[report]')"
+            if say:
+                say(f"report.html and phases.png: not written ({PAGE_NEEDS})")
     return build_report(timing_dir, out, meta=meta, chart=chart)
