@@ -1,9 +1,10 @@
 # patchkit — every target installs what it needs (Debian packages, a project virtualenv).
+# chromium: the tests open every kind of report.html in it, headless (tests/support/browser.py).
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := openssh-server busybox quilt
+APT_PACKAGES := openssh-server busybox quilt chromium
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
 .PHONY: setup system-deps test test-fast test-series test-faults series-check profile-run lint format bench clean
@@ -25,6 +26,7 @@ system-deps:
 	[ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
 	command -v busybox >/dev/null || missing="$$missing busybox"; \
 	command -v quilt >/dev/null || missing="$$missing quilt"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
