@@ -322,19 +322,23 @@ def _cycle(s: dict, selection) -> str:
         if total and total > left:
             rest = ax.barh([y], [total - left], left=[left], color=UNTIMED, height=0.62)[0]
             fig.tip(rest, f"{label}: {total - left:.3f} ms of the cycle outside the top-level phases")
-        ax.text(max(total or 0, left), y, f"  {fmt(total, '.3f')} ms  ({n:,})", va="center", fontsize=8.5)
+        ax.text(
+            max(total or 0, left), y, f"  {fmt(total, '.3f')} ms, {n:,} cycles", va="center", fontsize=8.5
+        )
     ax.set_yticks(range(len(bars)), [b[0] for b in bars], fontsize=9)
     ax.invert_yaxis()
     ax.set_xlabel(f"ms per decode cycle ({basis} time; the segments' % are shares of the cycle)")
     ax.margins(x=0.16)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    handles = [Patch(color=colour[n], label=n) for n in names]
+    handles = [Patch(color=colour[n], label=n) for n in names] + [
+        Patch(color=UNTIMED, label="between phases")
+    ]
     ax.legend(
         handles=handles,
         loc="lower center",
         bbox_to_anchor=(0.5, 1.0),
-        ncol=min(len(names), 4),
+        ncol=min(len(names) + 1, 5),
         fontsize=8.5,
         frameon=False,
     )
@@ -452,7 +456,12 @@ def _timeline(s: dict, selection) -> str:
     ax.set_ylabel(f"cycle time, ms ({'device' if field == 'dev_ns' else 'host'})")
     every = sorted(ys + series["other"][1] + series["outside"][1] + [p[1] for p in stall_pts])
     if every and every[-1] > 20 * max(every[len(every) // 2], 1e-9):
-        ax.set_yscale("log")
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+        ax.set_yscale("log")  # stalls run 100x a cycle: both readable, in plain numbers
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, frameon=False)

@@ -127,20 +127,34 @@ def figure(svg: str, caption: str = "") -> str:
     return f"<figure>{svg}{cap}</figure>"
 
 
+# a data: link longer than this is more than Chromium takes as a URL (2 MiB): the trace then
+# stays beside the page only (about 25,000 decode cycles of an EAGLE worker, gzipped)
+EMBED_MAX_CHARS = 2_000_000
+
+PERFETTO = (
+    "To look at it: open <code>ui.perfetto.dev</code> in a browser, choose <b>Open trace file</b> and "
+    "pick the file (Perfetto reads gzipped JSON as it is; the trace stays on your machine). A process "
+    "per rank, CPU and GPU lanes, each cycle a span with its phases nested; stalls are named "
+    "<code>STALL</code>."
+)
+
+
 def trace_download(trace_path: Path, name: str = "trace.json.gz") -> str:
     """The trace, gzipped, as a data: link the browser saves (no script, nothing fetched), and
     how to open it: Perfetto's deep links do not reach a file:// page, so the page carries it."""
     raw = Path(trace_path).read_bytes()
     packed = gzip.compress(raw, compresslevel=9, mtime=0)
-    href = "data:application/gzip;base64," + base64.b64encode(packed).decode("ascii")
+    data = base64.b64encode(packed).decode("ascii")
+    beside = f"{len(raw) / 1024:,.0f} KiB as {esc(Path(trace_path).name)} beside this page"
+    if len(data) > EMBED_MAX_CHARS:
+        return (
+            f'<p class="lead">Not carried in this page: {len(packed) / 2**20:,.1f} MiB gzipped is more than '
+            f"a browser saves from a link; it is {beside}.</p><p>{PERFETTO}</p>"
+        )
     return (
-        f'<p><a class="download" download="{esc(name)}" href="{href}">Save {esc(name)}</a> '
-        f'<span class="note">{len(packed) / 1024:,.0f} KiB gzipped; {len(raw) / 1024:,.0f} KiB as '
-        f"{esc(Path(trace_path).name)} beside this page</span></p>"
-        "<p>To look at it: open <code>ui.perfetto.dev</code> in a browser, choose <b>Open trace "
-        "file</b> and pick the saved file (Perfetto reads gzipped JSON as it is; the trace stays on "
-        "your machine). A process per rank, CPU and GPU lanes, each cycle a span with its phases "
-        "nested; stalls are named <code>STALL</code>.</p>"
+        f'<p><a class="download" download="{esc(name)}" href="data:application/gzip;base64,{data}">'
+        f'Save {esc(name)}</a> <span class="note">{len(packed) / 1024:,.0f} KiB gzipped; {beside}</span></p>'
+        f"<p>{PERFETTO}</p>"
     )
 
 

@@ -282,7 +282,7 @@ def _phases(pv: dict) -> str:
         + num(e.get("leader_ms"), ".3f", key=("sweep", "phase_verdict", "points", label, phase, "leader_ms"))
         + num(e.get("ratio"), ".3f", "x", key=("sweep", "phase_verdict", "points", label, phase, "ratio"))
         + interval(
-            e.get("ratio_ci"), ".3f", key=("sweep", "phase_verdict", "points", label, phase, "ratio_ci")
+            e.get("ratio_ci"), ".3g", key=("sweep", "phase_verdict", "points", label, phase, "ratio_ci")
         )
         + f"<td>{'differs' if e.get('differs') else '-'}</td>"
         for label, phase, e in rows
