@@ -18,10 +18,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from patchkit.report.counts import cycle_counts
 from patchkit.report.load import ProcessTiming, load_timing_dir
 from patchkit.report.summarize import Summary, select, summarize
 from patchkit.report.table import render_table
 from patchkit.report.trace import build_trace
+from patchkit.report.trust import trust_warnings
 
 __all__ = [
     "OUTPUT_FILES",
@@ -96,6 +98,8 @@ def build_report(
     summary.baseline = baseline
     summary.prediction = prediction_headline(selection, summary.meta, str(timing_dir))
     summary.time_split = _time_split(selection)
+    summary.cycle_counts = cycle_counts(selection)
+    summary.warnings = trust_warnings(summary)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {}

@@ -216,8 +216,8 @@ def acceptance_lines(acc: dict | None) -> list[str]:
     means = acc["mean_accept_length"]
     lines = [
         "acceptance (draft tokens accepted per request per verify step; "
-        f"num_steps {acc['num_steps']}, {acc['cycles_with_acceptance']} of "
-        f"{acc['decode_cycles']} decode cycles carry it, {acc['request_steps']} request steps):",
+        f"num_steps {acc['num_steps']}, {acc['cycles_with_acceptance']} cycles carry it, "
+        f"{acc['request_steps']} request steps):",
     ]
     total = acc["request_steps"] or 1
     hist = "  ".join(f"{k}:{n / total * 100:.1f}%" for k, n in enumerate(acc["histogram"]))

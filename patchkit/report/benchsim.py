@@ -111,20 +111,42 @@ def bench_shape(command: str | None) -> BenchShape | None:
     return shape
 
 
-def _periods(cycles: Sequence[dict], stalls) -> tuple[list[tuple[int | None, int]], list[int]] | None:
-    """(decode cycles as (batch size or None, period), prefill periods) of one process's
-    cycle records, consecutive pairs only, stalls and the client's pauses (a gap over
-    IDLE_FACTOR x the median period) left out; None with fewer than 10 periods."""
+def periods_of(cycles: Sequence[dict]) -> list[tuple[dict, int]]:
+    """(cycle, period: host start to the next cycle's start) for consecutive cycles. The last
+    cycle of a generate() call has none: the next cycle (``prefill`` in its attrs: the first of
+    the next call) starts after whatever the caller did between the calls."""
     ordered = sorted(cycles, key=lambda c: c["cycle"])
-    pairs = [(c, nxt["t0"] - c["t0"]) for c, nxt in pairwise(ordered) if nxt["cycle"] == c["cycle"] + 1]
+    return [
+        (c, nxt["t0"] - c["t0"])
+        for c, nxt in pairwise(ordered)
+        if nxt["cycle"] == c["cycle"] + 1 and not (nxt.get("attrs") or {}).get("prefill")
+    ]
+
+
+def client_pauses(cycles: Sequence[dict]) -> set[int]:
+    """The cycles whose period holds the client's pause (a gap over IDLE_FACTOR x the median
+    period: between requests, between a benchmark's passes), none with fewer than 10 periods.
+    Neither the time in cycles nor the what-if counts them as a cycle's cost."""
+    pairs = periods_of(cycles)
     periods = sorted(p for _, p in pairs)
     if len(periods) < 10:
-        return None
+        return set()
     idle = IDLE_FACTOR * periods[len(periods) // 2]
+    return {c["cycle"] for c, p in pairs if p > idle}
+
+
+def _periods(cycles: Sequence[dict], stalls) -> tuple[list[tuple[int | None, int]], list[int]] | None:
+    """(decode cycles as (batch size or None, period), prefill periods) of one process's
+    cycle records, consecutive pairs only, stalls and the client's pauses (client_pauses)
+    left out; None with fewer than 10 periods."""
+    pairs = periods_of(cycles)
+    if len(pairs) < 10:
+        return None
+    pauses = client_pauses(cycles)
     dec: list[tuple[int | None, int]] = []
     pre: list[int] = []
     for c, period in pairs:
-        if c["cycle"] in stalls or period > idle or period <= 0:
+        if c["cycle"] in stalls or c["cycle"] in pauses or period <= 0:
             continue
         attrs = c.get("attrs") or {}
         if attrs.get("kind", "decode") != "decode" or attrs.get("prefill"):

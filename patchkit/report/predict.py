@@ -43,6 +43,7 @@ from patchkit.report.benchsim import (
     CycleCosts,
     SimResult,
     bench_shape,
+    client_pauses,
     cycle_costs,
     simulate,
 )
@@ -60,6 +61,10 @@ ENGINES = {
     "sglang": ("draft_forward", 0, "target_verify", "draft_extend_after_decode"),
     "transformers": ("draft_generate", 0, "verify_forward", None),
 }
+# draft tokens at num-steps n = n + this: SGLang's --speculative-num-draft-tokens counts the
+# verified chain's nodes, its root (the last accepted token) included (num_steps + 1 at topk 1);
+# transformers' num_assistant_tokens counts the tokens drafted
+DRAFT_TOKENS_BEYOND_STEPS = {"sglang": 1, "transformers": 0}
 MIN_SLOPE_SPREAD = 0.05  # the tokens per verify must vary by 5 % (relative sd) to fit a slope
 
 
@@ -87,7 +92,9 @@ def cycle_rows(
 ) -> list[CycleRow]:
     """The decode cycles of one process with a period and per-request acceptance; the
     report's stalls (kernel compilation at a new batch size: patchkit.report.stalls) left
-    out, as the report leaves them out of its shares."""
+    out, as the report leaves them out of its shares, and the client's pauses left out, as
+    the report's time in cycles leaves them out (patchkit.report.benchsim.client_pauses)."""
+    stalls = set(stalls) | client_pauses(cycles)
     field = "dev_ns" if basis == "device" else "host_ns"
     per_cycle: dict[int, dict[str, int]] = {}
     for rec in phases:
@@ -104,6 +111,8 @@ def cycle_rows(
         if attrs.get("kind", "decode") != "decode" or attrs.get("prefill"):
             continue
         if nxt["cycle"] != cur["cycle"] + 1 or cur.get("ab") == "off" or cur["cycle"] in stalls:
+            continue
+        if (nxt.get("attrs") or {}).get("prefill"):  # the call ended: no period (benchsim.periods_of)
             continue
         got = request_accepts(attrs)
         if got is None or not got[0]:
@@ -323,7 +332,7 @@ def predict(
         point: dict = {
             "num_steps": n,
             "topk": 1,
-            "num_draft_tokens": n + 1,
+            "num_draft_tokens": n + DRAFT_TOKENS_BEYOND_STEPS[engine],
             "profiled": n == num_steps,
             "decode_tokens_per_s": rate[n],
             "decode_ratio_to_profiled": ratio,
@@ -393,7 +402,7 @@ def predict(
         "profiled": {
             "num_steps": num_steps,
             "topk": 1,
-            "num_draft_tokens": num_steps + 1,
+            "num_draft_tokens": num_steps + DRAFT_TOKENS_BEYOND_STEPS[engine],
             "tokens_per_s": measured_tokens_per_s,
         },
         "cycles": len(rows),
@@ -538,9 +547,15 @@ def render(pred: dict) -> str:
     prof = pred["profiled"]
     pooled = pred.get("pooled")
     source = f"{len(pooled['runs'])} runs (medians of their predictions)" if pooled else "one run"
+    drafts = (
+        f"topk 1, --speculative-num-draft-tokens {prof['num_draft_tokens']}"
+        if pred["engine"] == "sglang"
+        else f"{prof['num_draft_tokens']} draft tokens per cycle"
+    )
     lines = [
-        f"what-if from {source} at num-steps {prof['num_steps']} (topk 1, {prof['num_draft_tokens']} draft tokens), "
-        f"{pred['engine']}: {pred['cycles']} decode cycles, {pred['timed_cycles']} timed",
+        f"what-if from {source} at num-steps {prof['num_steps']} ({drafts}), {pred['engine']}: "
+        f"{pred['cycles']} decode cycles modelled (with a period and acceptance; the report's cycle counts "
+        f"name the rest), {pred['timed_cycles']} of them timed",
         f"{'num-steps':>9}  {'accept len':>10}  {'decode tok/s':>12}  {'x profiled':>10}  {'95 % interval':>15}  {'tok/s':>9}",
     ]
     for p in pred["points"]:
@@ -551,6 +566,7 @@ def render(pred: dict) -> str:
             f"{p['ratio_to_profiled']:>10.3f}  {(f'{ci[0]:.3f}..{ci[1]:.3f}' if ci else '-'):>15}  "
             f"{tps:>9}" + ("  (profiled)" if p["profiled"] else "")
         )
+    lines.extend(_column_notes(pred))
     sim = pred.get("simulation")
     if sim:
         load = sim["load"]
@@ -599,6 +615,30 @@ def render(pred: dict) -> str:
     lines.append("assumptions:")
     lines.extend(f"  - {a}" for a in pred["assumptions"])
     return "\n".join(lines) + "\n"
+
+
+def _column_notes(pred: dict) -> list[str]:
+    """What the columns count: accept len and decode tok/s over the modelled decode cycles
+    alone; tok/s the whole run's throughput, measured at the profiled point."""
+    every = pred.get("accept_length_recorded")
+    also = (
+        f"; the report's mean accepted length pools all {every['cycles']} cycles that carry acceptance "
+        f"(prefill cycles and stalls included): {every['pooled']:.3f}"
+        if every
+        else ""
+    )
+    how = (
+        "the benchmark replayed at each num-steps"
+        if pred.get("simulation")
+        else "the decode ratio applied to the run's time in decode cycles, the rest unchanged"
+    )
+    return [
+        f"accept len: tokens per request per verify step over the {pred['cycles']} modelled decode cycles{also}",
+        "decode tok/s: the modelled decode cycles' tokens over their periods (start to start): decode alone, "
+        "without prefill cycles, stalls and pauses",
+        f"tok/s: the run's output tokens/s, measured at the profiled point ({how}), so prefill cycles, "
+        "stalls and the time between requests lower it",
+    ]
 
 
 def predict_run(run_dir, bootstrap: int = BOOTSTRAP, verify_us_per_token: float | None = None) -> dict:
@@ -681,6 +721,16 @@ def predict_selection(
         bench=_bench(meta, lead.cycles, stalls),
     )
     pred["spec"] = spec
+    if engine == "sglang" and isinstance(spec.get("num_draft_tokens"), int):
+        pred["profiled"]["num_draft_tokens"] = spec["num_draft_tokens"]
+    steps = [got[0] for c in lead.cycles if (got := request_accepts(c.get("attrs") or {})) and got[0]]
+    if steps:
+        # the report's mean accepted length (patchkit.report.acceptance: pooled over every cycle
+        # that carries acceptance), beside the modelled cycles' own
+        pred["accept_length_recorded"] = {
+            "pooled": 1 + sum(map(sum, steps)) / sum(map(len, steps)),
+            "cycles": len(steps),
+        }
     return pred
 
 

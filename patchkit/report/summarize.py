@@ -150,6 +150,10 @@ class Summary:
     # host start to the next start; patchkit.report.benchsim.time_split): {decode, prefill:
     # {cycles, total_s, period_mean_ms}}, or None
     time_split: dict | None = None
+    # every cycle count of the report named by what it counts (patchkit.report.counts), or None
+    cycle_counts: dict | None = None
+    # what makes the numbers untrustworthy, with what to do (patchkit.report.trust), or []
+    warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from patchkit.report.acceptance import acceptance_lines, prediction_lines
 from patchkit.report.bootstrap import DASH, LEVEL, RESAMPLES, SEED
+from patchkit.report.counts import counts_line
 from patchkit.report.kinds import NO_KIND
 from patchkit.report.summarize import P99_MIN_N, Summary
 
@@ -224,6 +225,14 @@ def _budget_line(sampling: dict, budget: dict) -> str:
     return line
 
 
+# what the budget line means, under it (docs/runtime.md, "Timing that spends a budget")
+BUDGET_NOTE = (
+    "  (the budget: the runtime times as many cycles as keep its own measured cost within "
+    'PATCHKIT_TIMER_BUDGET % of the cycle period; "% of the period spent" = the timed fraction x the '
+    "cost per timed cycle / the period: about how much timing slowed this run)"
+)
+
+
 def _sampling_line(sampling: dict) -> str:
     if sampling.get("budget"):
         return _budget_line(sampling, sampling["budget"])
@@ -359,7 +368,7 @@ def time_split_lines(split: dict | None) -> list[str]:
         for name, p in split.items()
         if p["cycles"]
     ]
-    return ["time in cycles (start to start, lead rank): " + ", ".join(parts)]
+    return ["time in cycles (start to start, lead rank; the cycles with a period): " + ", ".join(parts)]
 
 
 def render_table(summary: Summary) -> str:
@@ -370,7 +379,7 @@ def render_table(summary: Summary) -> str:
     n_ranks = len({r["rank"] for r in summary.ranks})
     lines = [
         f"patchkit timing: {n_ranks} rank(s), {len(summary.ranks)} process(es), "
-        f"mode {summary.mode}, {summary.cycle['count']} cycles; times in ms, "
+        f"mode {summary.mode}, {summary.cycle['count']} cycles recorded; times in ms, "
         f"share = % of cycle {summary.basis} time",
     ]
     kinds = summary.cycle_kinds
@@ -413,6 +422,9 @@ def render_table(summary: Summary) -> str:
         f"(whole cycles resampled, {RESAMPLES} times, seed {SEED})"
     )
     lines.append(_window_line(summary))
+    counted = counts_line(summary.cycle_counts)
+    if counted:
+        lines.append(counted)
     if _no_device_times(summary):
         lines.append(
             f"dev = device (CUDA) time: none in this run, so the dev columns show - (mode "
@@ -420,6 +432,8 @@ def render_table(summary: Summary) -> str:
         )
     if summary.sampling:
         lines.append(_sampling_line(summary.sampling))
+        if summary.sampling.get("budget"):
+            lines.append(BUDGET_NOTE)
     lines.append("")
     if summary.outside_cycles:
         names = ", ".join(f"{name} {n}" for name, n in summary.outside_cycles.items())
@@ -474,7 +488,12 @@ def render_table(summary: Summary) -> str:
     dec = summary.decode
     accept = dec.get("accept_length_reported", dec["accept_length_mean"])
     if accept is not None:
-        line = f"mean accepted length: {accept:.2f} tokens per request per cycle"
+        line = f"mean accepted length: {accept:.2f} tokens per request per verify step"
+        if "accept_length_reported" in dec:
+            line += " (the benchmark's figure)"
+        else:
+            carried = (summary.cycle_counts or {}).get("with_acceptance")
+            line += f", pooled over the {carried} cycles that carry acceptance" if carried else ""
         if dec["accepted_drafts_mean"] is not None:
             line += f" ({dec['accepted_drafts_mean']:.2f} accepted draft tokens)"
         lines.append(line)
@@ -489,6 +508,7 @@ def render_table(summary: Summary) -> str:
             f"note: {summary.unresolved} cycle(s) without device times (the process "
             f"ended before the GPU reached them); not in the device shares"
         )
+    lines.extend(w["text"] for w in summary.warnings)
     if summary.lost_records:
         lines.append(f"note: {summary.lost_records} record(s) lost (cut lines, dropped device records)")
     for r in summary.ranks:

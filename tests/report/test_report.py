@@ -127,6 +127,8 @@ def test_outputs_written(report):
         "acceptance",  # issue 29: accept lengths (None: these cycles carry none)
         "prediction",  # issue 29: the what-if headline (None here: no acceptance)
         "time_split",  # issue 31: the window's time in decode and prefill cycles
+        "cycle_counts",  # every cycle count, named by what it counts
+        "warnings",  # stalls or the timer's cost past their thresholds
     } == set(data)
     assert data["window"] is None and data["warmup_cycles"] == 0
     # the runtime's default, a 1 % budget: 12 cycles per rank, before its first decision, all timed
