@@ -62,8 +62,7 @@ PACKAGES=(
   # patchkit itself (the checkout travels; these are its dependencies)
   invoke==3.0.3 unidiff==1.0.1 GitPython==3.2.1 gitdb==4.0.12 smmap==5.0.3
 )
-# tokenizers: transformers 5.x before 5.12 wants 0.22; the image's 0.23.2 serves 5.12+
-case $RELEASE in 0.5.1[4-9]|0.5.2*) PACKAGES=("${PACKAGES[@]/tokenizers==0.22.2/}") ;; esac
+# (tokenizers 0.22.2: transformers 5.6-5.12 refuse the image's 0.23.2 at import)
 PLATFORMS=()
 for p in manylinux_2_35 manylinux_2_34 manylinux_2_31 manylinux_2_28 manylinux_2_27 manylinux_2_26 manylinux_2_24 \
          manylinux_2_17 manylinux2014 manylinux_2_5 manylinux1; do PLATFORMS+=(--platform "${p}_x86_64"); done
@@ -81,11 +80,11 @@ rm -rf sgl_kernel/flash_ops.abi3.so sgl_kernel/sm100 sgl_kernel/flashmla_ops.abi
        lib lib64 include share bin jedi/third_party/typeshed _mscclpp*.so xgrammar/lib deep_gemm/include \
        sglang/multimodal_gen sglang/srt/grpc/_core.*.so sglang/test \
        sglang/srt/hardware_backend/npu sglang/srt/hardware_backend/mlx
+# (the dist-info RECORD files stay: tvm_ffi finds xgrammar's bindings through them)
 # Host-only extensions lose their symbol tables (xgrammar's bindings: 53 MB -> 2 MB); the CUDA
 # libraries (sgl_kernel, deep_gemm, flashinfer) are left as built.
 find . -name '*.so' -not -path './sgl_kernel/*' -not -path './deep_gemm/*' -not -path './flashinfer/*' \
      -exec strip --strip-unneeded {} + 2>/dev/null || true
-find . -name '*.dist-info' -prune -exec sh -c 'rm -f "$1/RECORD"' _ {} \;
 mkdir -p "$ROOT/.carry-site" "$ROOT/.carry-fi" "$ROOT/.carry-lib"; rm -f "$ROOT/.carry-site/RELEASE"
 FI=(cccl csrc cutlass include spdlog)
 tar -C flashinfer/data -cf - "${FI[@]}" 2>/dev/null | xz -T0 -6 > "$ROOT/.carry-fi/fidata.tar.xz"

@@ -551,10 +551,16 @@ stage_cache() {
 }
 
 [ $# -gt 0 ] || set -- setup models v2 v1 sweep timer collect
+# FAILFAST=1: after a failed stage only the packing stages run (a server that cannot start
+# fails every later stage the same way, each costing a start)
+failed=""
 for st in "$@"; do
+  if [ -n "$failed" ] && [ -n "${FAILFAST:-}" ]; then
+    case $st in relpack|pack|collect|cache) ;; *) say "=== stage $st skipped: $failed failed (FAILFAST)"; continue ;; esac
+  fi
   say "=== stage $st ($(left)s left)"
   if ! "stage_$st"; then
-    say "stage $st failed"
+    say "stage $st failed"; failed=$st
     case $st in setup|models|models8b) exit 1 ;; esac
   fi
 done
