@@ -38,6 +38,7 @@ def error_json(op: str, exit_code: int, message: str) -> str:
         "exit_code": exit_code,
         "error": message,
         "hosts": [],
+        "proven": None,
     }
     return json.dumps(doc, indent=2, sort_keys=True)
 

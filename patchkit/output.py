@@ -21,8 +21,32 @@ def render_json(result: OpResult) -> str:
     error = None
     if failed is not None:
         error = f"{failed.target}: {_first_error(failed, width=None) or failed.state}"
-    doc.update(schema=RESULT_SCHEMA, error=error)
+    doc.update(schema=RESULT_SCHEMA, error=error, proven=_proven_json(result))
     return json.dumps(doc, indent=2, sort_keys=True)
+
+
+def _series_of(result: OpResult) -> dict[str, str]:
+    """Series name -> digest, for every series the result holds (one, or a fleet's per host)."""
+    per_host = getattr(result, "per_host", False)
+    pairs = [(h.series, h.digest) for h in result.hosts] if per_host else [(result.series, result.digest)]
+    return dict(sorted(pairs))
+
+
+def _proven_json(result: OpResult) -> dict:
+    """``proven``: how each series of the result is proven (patches/proofs.toml)."""
+    from patchkit import proofs
+
+    return {name: proofs.proof_of(name, digest).to_json() for name, digest in _series_of(result).items()}
+
+
+def _proven_lines(result: OpResult) -> list[str]:
+    """patch.verify's "proven:" line(s): how its series is proven, per series in a mixed fleet."""
+    from patchkit import proofs
+
+    series = _series_of(result)
+    if len(series) == 1 and not getattr(result, "per_host", False):
+        return [f"proven: {proofs.describe(*next(iter(series.items())))}"]
+    return [f"proven: {name}: {proofs.describe(name, digest)}" for name, digest in series.items()]
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -62,6 +86,8 @@ def render_text(result: OpResult, verbose: bool = True) -> str:
         lines = [f"patchkit {result.op}: a series per host ({', '.join(names)})"]
     else:
         lines = [f"patchkit {result.op}: series {result.series} ({result.digest[:12]})"]
+    if result.op == "verify":
+        lines += _proven_lines(result)
     rows = [
         ["target"] + (["series"] if per_host else []) + ["state", "files", "wrote", "time", "result", "error"]
     ]

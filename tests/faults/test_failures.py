@@ -75,7 +75,7 @@ def test_help_names_the_key_that_exists():
 
 # -- 3. --json: stdout is always one JSON document -------------------------------------------------
 
-JSON_KEYS = {"schema", "op", "series", "digest", "exit_code", "error", "hosts"}
+JSON_KEYS = {"schema", "op", "series", "digest", "exit_code", "error", "hosts", "proven"}
 
 
 @pytest.mark.parametrize("case", ["ok", "invalid-option", "invalid-series", "refused", "auto"])

@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("patchkit.upstream",),  # pinned wheels, git blobs, version keys
     ("patchkit.transport",),  # one method: run a program on a host root
     ("patchkit.engine",),  # series, plans, the target program, answers
+    ("patchkit.proofs",),  # how each shipped series is proven (patches/proofs.toml)
     ("patchkit.settings",),  # the patch.* settings and their defaults
     ("patchkit.ops",),  # the fleet: engine programs over transports
     ("patchkit.report",),  # timing files -> summary, table, chart
