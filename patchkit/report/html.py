@@ -35,7 +35,7 @@ from patchkit.report.html_page import (
 )
 from patchkit.report.html_predict import prediction_section
 from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind
-from patchkit.report.svgfig import PALETTE, UNTIMED, SvgFigure
+from patchkit.report.svgfig import PALETTE, UNTIMED, SvgFigure, plain_log_ticks
 
 MAX_BATCH_BARS = 12  # batch sizes drawn as their own bar: the ones with the most cycles
 TIMELINE_POINTS = 1500  # above this many cycles the timeline draws each bin's range and median
@@ -242,9 +242,9 @@ def _top_phases(s: dict) -> list[dict]:
     return [p for p in phases if not p.get("depth") and p.get("share_of_cycle") is not None]
 
 
-def _per_batch(s: dict, selection, names: list[str]) -> list[tuple[int, list[tuple[float, list[float]]]]]:
-    """Per batch size (most cycles first, at most MAX_BATCH_BARS): the lead rank's steady timed
-    decode cycles as (cycle ms, [ms of each top-level phase])."""
+def _per_batch(s: dict, selection, names: list[str]) -> list[tuple[str, list[tuple[float, list[float]]]]]:
+    """The lead rank's steady timed decode cycles as (cycle ms, [ms of each top-level phase]),
+    per batch size; more than MAX_BATCH_BARS sizes go in as many ranges of consecutive sizes."""
     if not selection.procs:
         return []
     lead_i = min(range(len(selection.procs)), key=lambda i: selection.procs[i].rank)
@@ -265,8 +265,12 @@ def _per_batch(s: dict, selection, names: list[str]) -> list[tuple[int, list[tup
             continue
         p = parts.get(c["cycle"], {})
         groups.setdefault(size, []).append((c[field] / 1e6, [p.get(n, 0.0) for n in names]))
-    biggest = sorted(groups, key=lambda b: -len(groups[b]))[:MAX_BATCH_BARS]
-    return [(b, groups[b]) for b in sorted(biggest)]
+    sizes = sorted(groups)
+    if len(sizes) <= MAX_BATCH_BARS:
+        return [(f"batch size {b}", groups[b]) for b in sizes]
+    step = len(sizes) / MAX_BATCH_BARS
+    ranges = [sizes[round(i * step) : round((i + 1) * step)] for i in range(MAX_BATCH_BARS)]
+    return [(f"batch sizes {r[0]}{DASH}{r[-1]}", [row for b in r for row in groups[b]]) for r in ranges if r]
 
 
 def _cycle(s: dict, selection) -> str:
@@ -287,7 +291,7 @@ def _cycle(s: dict, selection) -> str:
     cycle_ms = (kind_cycle.get("dev_ms" if basis == "device" else "host_ms") or {}).get("mean")
     bars: list[tuple] = [
         (
-            "all decode cycles",
+            "every decode cycle",
             [(p[ms_key] or {}).get("mean") or 0.0 for p in top],
             cycle_ms,
             [p.get(share_key) for p in top],
@@ -295,14 +299,14 @@ def _cycle(s: dict, selection) -> str:
             s["decode_cycle"].get("steady_cycles"),
         )
     ]
-    for size, group in _per_batch(s, selection, names):
+    for label, group in _per_batch(s, selection, names):
         n = len(group)
         total = sum(r[0] for r in group) / n
         means = [sum(r[1][i] for r in group) / n for i in range(len(names))]
         units = [[*parts, t] for t, parts in group]
         cis = ratio_intervals(units, [(i, len(names)) for i in range(len(names))])
         shares = [100.0 * m / total if total else None for m in means]
-        bars.append((f"batch size {size}", means, total, shares, cis, n))
+        bars.append((label, means, total, shares, cis, n))
     fig = SvgFigure("cycle", 10.5, 0.5 * len(bars) + 1.4)
     ax = fig.add_axes()
     for y, (label, means, total, shares, cis, n) in enumerate(bars):
@@ -368,9 +372,8 @@ def _cycle(s: dict, selection) -> str:
     stalls = (s.get("stalls") or {}).get(kind) or {}
     lead = (
         f'<p class="lead">{num(dc.get("steady_cycles"), ",d", key=S("decode_cycle", "steady_cycles"), tag="span")} steady decode cycles '
-        f"({basis} time), stalls left out ({fmt(stalls.get('count'), ',d')}). The first bar is every decode cycle; "
-        f"the others the lead rank's cycles per batch size{' (the ' + str(MAX_BATCH_BARS) + ' with the most cycles)' if len(bars) > MAX_BATCH_BARS else ''}. "
-        "Brackets: the share's 95 % interval (a bootstrap over whole cycles).</p>"
+        f"({basis} time), stalls left out ({fmt(stalls.get('count'), ',d')}). The first bar is every one of every rank; the others the lead rank's, "
+        "per batch size. Brackets: the share's 95 % interval (a bootstrap over whole cycles).</p>"
     )
     return (
         lead
@@ -456,12 +459,8 @@ def _timeline(s: dict, selection) -> str:
     ax.set_ylabel(f"cycle time, ms ({'device' if field == 'dev_ns' else 'host'})")
     every = sorted(ys + series["other"][1] + series["outside"][1] + [p[1] for p in stall_pts])
     if every and every[-1] > 20 * max(every[len(every) // 2], 1e-9):
-        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-        ax.set_yscale("log")  # stalls run 100x a cycle: both readable, in plain numbers
-        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_yscale("log")  # stalls run 100x a cycle: both readable
+        plain_log_ticks(ax.yaxis)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, frameon=False)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from patchkit.report.bootstrap import DASH
 from patchkit.report.html_page import PAGE_FILE, esc, facts, figure, fmt, interval, num, page, section, table
-from patchkit.report.svgfig import PALETTE, SvgFigure
+from patchkit.report.svgfig import PALETTE, SvgFigure, plain_log_ticks
 
 
 def write_sweep_page(run_dir, doc: dict, text: str) -> Path:
@@ -265,6 +265,7 @@ def _phases(pv: dict) -> str:
         )
     ax.axvline(1.0, color="#333", linewidth=0.8)
     ax.set_xscale("log")
+    plain_log_ticks(ax.xaxis)
     lo = min(min((e.get("ratio_ci") or [e["ratio"]])[0], e["ratio"]) for _, _, e in rows)
     hi = max(max((e.get("ratio_ci") or [e["ratio"]])[-1], e["ratio"]) for _, _, e in rows)
     # at most 10x either way: an interval of two starts can span orders of magnitude; its

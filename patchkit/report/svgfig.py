@@ -34,6 +34,15 @@ PALETTE = [
 UNTIMED = "#d9d9d9"
 
 
+def plain_log_ticks(axis) -> None:
+    """A log axis labelled 0.1, 0.2, 0.5, 1, 2, 5, 10 ... instead of powers of ten."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 class SvgFigure:
     """One figure of the page: matplotlib's Figure (Agg-free, no pyplot state) plus its tips."""
 

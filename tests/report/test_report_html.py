@@ -61,7 +61,7 @@ def test_run_page_holds_every_section_and_summary_jsons_numbers(run):
     for phase, share in summary["decode_cycle"]["phase_shares"].items():
         assert ["summary", "decode_cycle", "phase_shares", phase] in paths, phase
         assert any(
-            t.startswith("all decode cycles") and f"{phase} " in t and f"{share:.1f} %" in t
+            t.startswith("every decode cycle") and f"{phase} " in t and f"{share:.1f} %" in t
             for t in page.tooltips
         )
     assert ["summary", "throughput", "tokens_per_s"] in paths
@@ -73,6 +73,15 @@ def test_run_page_holds_every_section_and_summary_jsons_numbers(run):
     assert any(t.startswith(f"stall: cycle {stall['cycle']}, ") for t in page.tooltips)
     assert any(t.startswith("warm-up pass: ") for t in page.tooltips)
     assert any(t.startswith("measured window: ") for t in page.tooltips)
+
+
+def test_many_batch_sizes_are_drawn_as_ranges_of_them(tmp_path):
+    build_report(server_run(tmp_path / "timing", cycles=30 * 25, batch_sizes=30), tmp_path, meta=META)
+    page = read_page((tmp_path / "report.html").read_text())
+    bars = {m for t in page.tooltips for m in re.findall(r"^(batch sizes? [\d\u2013]+) ", t)}
+    assert len(bars) == 12 and "batch sizes 1\u20132" in bars and "batch sizes 29\u201330" in bars, sorted(
+        bars
+    )
 
 
 def test_run_page_fetches_nothing_and_carries_the_trace(run):

@@ -16,7 +16,9 @@ ARGV = ["sglang.launch_server", "--speculative-algorithm", "EAGLE", "--speculati
         "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]  # fmt: skip
 
 
-def server_run(folder: Path, cycles: int = 400, warmup: int = 40, seed: int = 7) -> Path:
+def server_run(
+    folder: Path, cycles: int = 400, warmup: int = 40, seed: int = 7, batch_sizes: int = 8
+) -> Path:
     """Timing files (one rank) and window.json in ``folder``; returns it."""
     rng = random.Random(seed)
     pt = FakeRuntime(step_ns=500)
@@ -27,7 +29,7 @@ def server_run(folder: Path, cycles: int = 400, warmup: int = 40, seed: int = 7)
             warm_end = pt.wall_ns()
             pt.sleep(0.05)
             measured_start = pt.wall_ns()
-        batch = 1 + (i // 25) % 8
+        batch = 1 + (i // 25) % batch_sizes
         if i % 40 == 0:  # a new request: its prefill
             pt.cycle_begin(kind="prefill", batch_size=1)
             pt.begin("prefill_forward")
