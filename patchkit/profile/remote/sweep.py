@@ -252,6 +252,19 @@ def phase_ms(summary, cycle_ms: float | None) -> dict:
     return out
 
 
+ALL_FAILED = "every point failed"  # sweep.json stopped: no point left to run
+
+
+def all_failed_message(rows: list[dict], run_dir: Path) -> str:
+    """The error of a sweep whose every point failed: one short line per point (short_error)
+    and where the whole logs are, not every log tail joined into one line."""
+    per_point = "\n".join(f"  {r['label']}: {short_error(r['error'])}" for r in rows)
+    return (
+        f"every point of the sweep failed:\n{per_point}\nthe servers' logs: {run_dir}/points/*/node*/server.log "
+        f"(each repetition's under rep2/, ...); the table: {run_dir / 'sweep.md'}"
+    )
+
+
 def short_error(error: str | None) -> str:
     """One line: the error's first line (without the log-tail lead-in) and its last line."""
     lines = [ln for ln in (error or "").splitlines() if ln.strip()]
@@ -671,7 +684,14 @@ class _Rounds:
         for rnd in range(cfg.rounds):
             entries: list = list(self.live) + ([BASELINE] if cfg.baseline else [])
             if not self.live:
-                self.stopped = "max rounds"
+                # the decision always keeps its leader: only failing points leave none
+                measured = any(r["ok"] for row in self.rows for r in row["runs"])
+                self.stopped = "no point left" if measured else ALL_FAILED
+                if not measured:
+                    self.bracket.log(
+                        f"stopping after round {rnd}: every point failed every run (their server logs: "
+                        "points/*/node*/server.log)"
+                    )
                 return
             if rnd and budget_s is not None:
                 est = self.round_estimate_s(rnd, entries)
@@ -940,10 +960,7 @@ def run_remote_sweep(
         run_dir, rows, baseline, best, table, time.monotonic() - start, files, verdict
     )
     if not any(r["ok"] for r in rows):
-        raise ProfileError(
-            f"every point of the sweep failed (see {run_dir / 'sweep.md'}): "
-            + "; ".join(f"{r['label']}: {r['error']}" for r in rows)
-        )
+        raise ProfileError(all_failed_message(rows, run_dir))
     if baseline and baseline["error"]:
         raise ProfileError(
             f"the baseline run failed: {baseline['error']} (the sweep's report is in {run_dir}/)"
