@@ -89,7 +89,7 @@ import math
 import random
 from dataclasses import asdict, dataclass, field
 
-from patchkit.profile.spending import look_times, nominal_levels
+from patchkit.profile.spending import t_levels
 from patchkit.profile.verdict import t_ppf, t_sf
 
 ALPHA = 0.05
@@ -431,6 +431,7 @@ class Race:
         self.horizon = horizon
         self.spending = spending
         self.level: float | None = None  # the last look's one-sided nominal level (bounded)
+        self.looks: list[tuple[int, int]] = []  # (round, df) of each look taken
         self.final = False
 
     def add_round(self, values: dict, blocks: dict | None = None, final: bool = False) -> None:
@@ -468,13 +469,16 @@ class Race:
 
     # ---- the bounded test ---------------------------------------------------------------------
 
-    def _look_level(self, final: bool) -> float | None:
-        """This round's one-sided nominal level (None: no look: round 1, or past the horizon)."""
+    def _look_level(self, final: bool, df: int) -> float | None:
+        """This round's one-sided nominal level (None: no look: round 1, past the horizon, or
+        no degree of freedom yet). A look taken is remembered: the next one's level depends on it."""
         assert self.horizon is not None
-        if self.rounds < 2 or self.rounds > self.horizon:
+        if self.rounds < 2 or self.rounds > self.horizon or df < 1:
             return None
-        times = look_times(self.rounds, self.horizon)
-        return nominal_levels(times, self.alpha_pair / 2.0, self.spending, final)[-1]
+        self.looks.append((self.rounds, df))
+        rounds = tuple(r for r, _ in self.looks)
+        dfs = tuple(d for _, d in self.looks)
+        return t_levels(rounds, self.horizon, dfs, self.alpha_pair / 2.0, self.spending, final)[-1]
 
     def _contrasts(self) -> tuple[str | None, dict[str, tuple[float, float]], int]:
         """The leader (highest effect among the live points) and every other point's
@@ -496,14 +500,14 @@ class Race:
 
     def _drop_bounded(self, final: bool) -> None:
         self.final = final
-        level = self._look_level(final)
+        if len(self.labels) < 2 or len(self.live) < 2:
+            return
+        leader, contrasts, df = self._contrasts()
+        level = self._look_level(final, df)
         if level is None:
             return
         self.level = level
-        if len(self.labels) < 2 or len(self.live) < 2 or level <= 0.0:
-            return
-        leader, contrasts, df = self._contrasts()
-        if leader is None:
+        if leader is None or level <= 0.0:
             return
         for p in list(self.live):
             if p == leader or p not in contrasts:
@@ -542,7 +546,7 @@ class Race:
             fitted, intervals = self._bounded_intervals()
             leader = fitted or leader
         _pe, _be, ss, df = _additive(self.cells)
-        ratio = {p: [math.exp(lo), math.exp(hi)] for p, (lo, hi) in intervals.items()}
+        ratio = {p: [_exp(lo), _exp(hi)] for p, (lo, hi) in intervals.items()}
         for p in self.labels:
             ratio.setdefault(p, [1.0, 1.0] if p == leader else [0.0, math.inf])
         decided = self.decided
@@ -577,10 +581,15 @@ class Race:
         )
 
 
+def _exp(x: float) -> float:
+    """exp that saturates: a bound far beyond any ratio is an unbounded one."""
+    return math.inf if x > 700.0 else math.exp(x)
+
+
 @functools.lru_cache(maxsize=4096)
 def _t_quantile(level: float, df: int) -> float:
     """The upper ``level`` quantile of Student's t with ``df`` degrees of freedom."""
-    return t_ppf(1.0 - level, df) if level > 1e-300 else math.inf
+    return t_ppf(1.0 - level, df) if level > 1e-12 else math.inf
 
 
 def _replay(

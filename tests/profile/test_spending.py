@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from patchkit.profile.spending import boundaries, look_times, nominal_levels, spent
+from patchkit.profile.spending import boundaries, look_times, nominal_levels, spent, t_levels
 
 
 @pytest.fixture
@@ -68,3 +68,41 @@ def test_look_times_start_at_round_two_and_stop_at_the_horizon():
         boundaries((0.5, 0.5), 0.05)
     with pytest.raises(ValueError):
         spent(0.5, 0.05, "haybittle")
+
+
+def test_a_single_look_is_the_t_test_itself():
+    # one look with every level spent: the calibrated level is the t test's (up to its paths)
+    (level,) = t_levels((3,), 3, (2,), 0.025, final=True)
+    assert level == pytest.approx(0.025, rel=0.08)
+
+
+def test_calibrated_t_levels_keep_the_two_sided_error_on_paired_data():
+    # identical points, paired by round, a look after every round from 2 to 6: the rate of
+    # crossing on either side stays at 2 x 0.025 (the plain significance-level approach,
+    # z levels on t statistics, goes over it; bench/bounded_sim.py)
+    import random
+    import statistics
+
+    from patchkit.profile.verdict import t_sf
+
+    horizon = 6
+    rounds = tuple(range(2, horizon + 1))
+    levels = t_levels(rounds, horizon, tuple(r - 1 for r in rounds), 0.025)
+    plain = nominal_levels(tuple(r / horizon for r in rounds), 0.025)
+    rng = random.Random(3)
+
+    def rate(lv):
+        hits = 0
+        for _ in range(3000):
+            d: list[float] = []
+            for k in range(1, horizon + 1):
+                d.append(rng.gauss(0.0, 1.0))
+                if k >= 2:
+                    t = abs(statistics.fmean(d)) / (statistics.stdev(d) / math.sqrt(k))
+                    if t_sf(t, k - 1) < lv[k - 2]:
+                        hits += 1
+                        break
+        return hits / 3000
+
+    assert rate(levels) <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 3000)
+    assert rate(plain) > rate(levels)
