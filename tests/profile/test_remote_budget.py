@@ -259,6 +259,9 @@ def test_until_decided_stops_early_and_names_the_best(tmp_path, budget_tree):
     assert all(r["minutes"] > 0 and set(r["tokens_per_s"]) == set(r["points"]) for r in rounds)
     decision = doc["decision"]
     assert decision["status"] == "decided" and decision["best"] == "tok-s=1500"
+    # --repeat bounds the rounds: the bounded test, its level spent over those 12, the stop marked
+    assert decision["design"] == "group-sequential" and decision["horizon"] == 12
+    assert decision["early_stop"] is True and "biased upward" in decision["estimates_note"]
     assert doc["verdict"]["best"] == "tok-s=1500" and doc["verdict"]["significant"] is True
     assert doc["best"] == "tok-s=1500" and doc["dropped"]["tok-s=1000"]["round"] == len(rounds)
     assert "worse than tok-s=1500" in doc["dropped"]["tok-s=1000"]["reason"]
@@ -266,6 +269,7 @@ def test_until_decided_stops_early_and_names_the_best(tmp_path, budget_tree):
     assert len(doc["order"]) == 2 * len(rounds) and doc["verdict"]["cost"]["rounds"] == len(rounds)
     md = (outcome.run_dir / "sweep.md").read_text()
     assert "verdict: best tok-s=1500 -- decided after" in md and "stopped: decided" in md
+    assert "alpha spent over a horizon of 12 round(s)" in md and "estimates: stopped when decided" in md
     assert "| **tok-s=1500** |" in md
     # the spread cache: written in tmp_path, keyed without the swept --tok-s
     cache = json.loads((tmp_path / "spread.json").read_text())
@@ -330,6 +334,8 @@ def test_budget_stops_before_a_round_that_would_not_fit(tmp_path, budget_tree):
     assert doc["stopped"] == "budget" and len(doc["rounds"]) == 1 and doc["budget_minutes"] == 0.04
     assert doc["rounds"][0]["wall_s"] > 2.0 and len(doc["order"]) == 2
     assert doc["decision"]["status"] == "undecided" and doc["verdict"]["best"] is None
+    # the budget bounds the rounds: the horizon is what it allows, fixed after round 1
+    assert doc["decision"]["design"] == "group-sequential" and doc["decision"]["horizon"] == 1
     assert "stopped: budget" in outcome.table and "budget 0.04 min" in outcome.table
     assert_cleaned(tmp_path, budget_tree)
 

@@ -392,14 +392,21 @@ def describe_sequential(verdict: dict) -> str:
     """The sequential decision in one line (sweep.txt/sweep.md)."""
     cost = verdict.get("cost") or {}
     after = f" after {cost['rounds']} round(s)" if cost.get("rounds") else ""
+    if verdict.get("horizon") is not None:
+        test = f"group-sequential, alpha spent over a horizon of {verdict['horizon']} round(s)"
+    else:
+        test = "anytime-valid confidence sequences"
     if verdict.get("significant") and verdict.get("best") is not None:
-        return (
-            f"verdict: best {verdict['best']} -- decided{after} (anytime-valid confidence sequences, "
+        line = (
+            f"verdict: best {verdict['best']} -- decided{after} ({test}, "
             f"alpha {verdict['alpha']:g}; the method in sweep.json decision.method)"
         )
+        if verdict.get("estimates_note"):
+            line += f"\nestimates: {verdict['estimates_note']}"
+        return line
     names = ", ".join(verdict.get("indistinguishable") or []) or "-"
     note = f"; {verdict['note']}" if verdict.get("note") else ""
-    return f"verdict: undecided{after}; contenders: {names}{note}"
+    return f"verdict: undecided{after} ({test}); contenders: {names}{note}"
 
 
 def _pct(x: float) -> str:
@@ -630,6 +637,9 @@ class _Rounds:
         self.live = list(range(len(points)))
         self.failed_out: set[str] = set()  # failed every run, twice or more: out of the decision
         self.runs_started = 0
+        # the bounded test's horizon (rounds that can happen) and the round that ended it early
+        self.horizon: int | None = cfg.repeat if cfg.sequential and cfg.repeat is not None else None
+        self.final_round: int | None = None
 
     # ---- what a round costs -------------------------------------------------------------------
 
@@ -707,12 +717,44 @@ class _Rounds:
             record: dict[str, Any] = {"round": rnd + 1, "points": [], "tokens_per_s": {}, "errors": {}}
             self.rounds.append(record)  # an interrupted round is kept as far as it went
             self._round(rnd, ordered, record)
+            out_of_budget = False
+            if cfg.sequential and budget_s is not None:
+                if rnd == 0 and self.horizon is None:
+                    self.horizon = self._budget_horizon(budget_s, entries)
+                out_of_budget = self._next_round_misses(rnd + 1, entries, budget_s)
+            final = self.horizon is not None and (rnd + 1 >= self.horizon or out_of_budget)
+            if final:
+                self.final_round = rnd + 1
             if cfg.sequential or len(self.blocks) > 1:
                 self.decide_now(record, rnd)
             if cfg.sequential and self.decision is not None and self.decision.status == "decided":
                 self.stopped = "decided"
                 return
+            if final:
+                by_budget = budget_s is not None and (out_of_budget or rnd + 1 < cfg.rounds)
+                self.stopped = "budget" if by_budget else "max rounds"
+                self.bracket.log(
+                    f"round {rnd + 1} was the last "
+                    + ("the budget allows" if by_budget else "of the sweep")
+                    + ": the bounded test spent what was left of its level on it"
+                )
+                return
         self.stopped = "max rounds"
+
+    def _budget_horizon(self, budget_s: float, entries: list) -> int:
+        """The rounds a budget allows, fixed after round 1 from its measured cost (every point
+        live; fewer points later only end the sweep earlier than its horizon, never later)."""
+        est = self.round_estimate_s(1, entries)
+        spent = time.monotonic() - self.start
+        if est is None or est <= 0.0:
+            return self.cfg.rounds
+        return max(1, min(self.cfg.rounds, 1 + math.floor(max(0.0, budget_s - spent) / est)))
+
+    def _next_round_misses(self, rnd: int, entries: list, budget_s: float) -> bool:
+        """Whether the round after this one would not fit the budget (the points live now)."""
+        live = [e for e in entries if e == BASELINE or e in self.live]
+        est = self.round_estimate_s(rnd, live)
+        return est is not None and time.monotonic() - self.start + est > budget_s
 
     def _round(self, rnd: int, ordered: list, record: dict) -> None:
         cfg = self.cfg
@@ -841,7 +883,13 @@ class _Rounds:
         runs, blocks = self.samples()
         prior = self.prior["spread"] if self.prior else None
         return decide_sequential(
-            runs, blocks=blocks, alpha=DEFAULT_ALPHA, difference=PLAN_DIFFERENCE, prior_spread=prior
+            runs,
+            blocks=blocks,
+            alpha=DEFAULT_ALPHA,
+            difference=PLAN_DIFFERENCE,
+            prior_spread=prior,
+            horizon=self.horizon,
+            final_round=self.final_round,
         )
 
     def decide_now(self, record: dict, rnd: int) -> None:
@@ -1103,6 +1151,11 @@ def _verdict_of(decision, rows, cfg, runs: int, targets: int, elapsed_s: float, 
             status=decision.status,
             dropped=dict(decision.dropped),
             intervals=dict(decision.intervals),
+            design=decision.design,
+            horizon=decision.horizon,
+            level=decision.level,
+            early_stop=decision.early_stop,
+            estimates_note=decision.estimates_note,
         )
     doc["cost"] = _cost(cfg, runs, targets, elapsed_s, rounds)
     return doc
