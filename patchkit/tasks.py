@@ -943,7 +943,7 @@ def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=N
     if missing("report"):
         print(f"report.html: not written ({PAGE_NEEDS})", file=sys.stderr)
     else:
-        from patchkit.report.html_predict import write_prediction_page
+        from patchkit.report.html import write_prediction_page
 
         print(f"page: {write_prediction_page(target.parent, pred, notes)}")
 

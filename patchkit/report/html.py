@@ -33,7 +33,7 @@ from patchkit.report.html_page import (
     table,
     trace_download,
 )
-from patchkit.report.html_predict import prediction_section
+from patchkit.report.html_predict import prediction_page, prediction_section
 from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind
 from patchkit.report.svgfig import PALETTE, UNTIMED, SvgFigure, plain_log_ticks
 
@@ -69,6 +69,17 @@ def write_run_page_from_folder(
         timing = str(run / "timing")
     selection = select(load_timing_dir(timing), timing)
     return write_run_page(run, summary, selection, prediction, notes)
+
+
+def write_prediction_page(folder, pred: dict, notes: list[str] | None = None) -> Path:
+    """report.html beside predict.json: the run's page with the prediction in it where the
+    folder is a report folder (summary.json), else a page of the prediction alone."""
+    folder = Path(folder)
+    if (folder / "summary.json").is_file():
+        return write_run_page_from_folder(folder, pred, notes)
+    path = folder / PAGE_FILE
+    path.write_text(prediction_page(pred, notes), encoding="utf-8")
+    return path
 
 
 def render_run_page(

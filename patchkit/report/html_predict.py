@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.report.bootstrap import DASH
-from patchkit.report.html_page import PAGE_FILE, S, esc, figure, fmt, interval, num, page, section, table
+from patchkit.report.html_page import S, esc, figure, fmt, interval, num, page, section, table
 from patchkit.report.svgfig import PALETTE, SvgFigure
 
 
@@ -150,21 +150,10 @@ def _full(pred: dict, notes: list[str]) -> str:
     )
 
 
-def write_prediction_page(folder, pred: dict, notes: list[str] | None = None) -> Path:
-    """report.html beside predict.json: the run's page with the prediction in it where the
-    folder is a report folder (summary.json), else a page of the prediction alone."""
-    folder = Path(folder)
-    if (folder / "summary.json").is_file():
-        from patchkit.report.html import write_run_page_from_folder
-
-        return write_run_page_from_folder(folder, pred, notes)
+def prediction_page(pred: dict, notes: list[str] | None = None) -> str:
+    """A page of the prediction alone (predict.json written away from its run's report)."""
     body = section("prediction", "Prediction", _full(pred, notes or []))
-    html = page(
-        f"prediction from {Path(str(pred.get('run') or folder)).name}",
-        esc(pred.get("run") or ""),
-        [("prediction", "prediction")],
-        body,
+    run = str(pred.get("run") or "")
+    return page(
+        f"prediction from {Path(run).name or 'a run'}", esc(run), [("prediction", "prediction")], body
     )
-    path = folder / PAGE_FILE
-    path.write_text(html, encoding="utf-8")
-    return path

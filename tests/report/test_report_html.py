@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from patchkit.report import build_report
+from patchkit.report.html import write_prediction_page
 from patchkit.report.html_page import EMBED_MAX_CHARS
-from patchkit.report.html_predict import write_prediction_page
 from patchkit.report.html_sweep import write_sweep_page
 from patchkit.report.predict import predict_run
 from support.report_page import download_bytes, external_urls, printed_as, read_page, resolve
