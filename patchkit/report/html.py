@@ -545,7 +545,7 @@ def _acceptance(a: dict) -> str:
         ("position_rate", PALETTE[0], "accepted at k (of those that drafted k)"),
         ("conditional_rate", PALETTE[1], "accepted at k (of those that accepted k-1)"),
     ):
-        pts = a.get(key) or []
+        pts = [p for p in a.get(key) or [] if p.get("rate") is not None]  # None: no request reached k
         p_ax.plot(
             [p["position"] for p in pts],
             [p["rate"] for p in pts],
