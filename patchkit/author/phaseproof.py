@@ -11,8 +11,8 @@ wheel (``upstream.fetch_wheel``: sha256 checked). Then, over the patched files' 
    needs an empty stack (the runtime abandons whatever is open at a cycle's start) and
    ``cycle_end`` must find the cycle innermost. Every ``return`` and the function's end must
    leave the stack as it was at the function's start: empty. Both branches of every ``if``,
-   every ``match`` case, a loop run zero or more times (to a fixed point: a body must leave
-   the stack as it found it), ``break``/``continue``, ``with`` bodies, and ``try``: its
+   every ``match`` case, a loop run zero or more times (each run must leave the stack as it
+   found it), ``break``/``continue``, ``with`` bodies, and ``try``: its
    handlers start from any state the ``try`` body passes through, its ``else`` from the body's
    end, and its ``finally`` runs on every way out, a ``return`` inside included. Conditions
    are not evaluated: two ``if``\\ s on one condition count as four paths.
@@ -63,7 +63,6 @@ CHECKER_VERSION = 1
 WORKER_CLASSES = ("EAGLEWorker", "EAGLEWorkerV2")
 ENTRY_METHODS = ("forward_batch_generation", "forward_batch_speculative_generation")
 CYCLE = "cycle"
-MAX_DEPTH = 32  # a stack deeper than this only grows: a loop begins what it never ends
 
 State = tuple[str, ...]
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -238,23 +237,28 @@ class _PathWalk:
         return _Flow(normal=states)
 
     def loop(self, stmt: ast.For | ast.AsyncFor | ast.While, states: set[State], seen: set[State]) -> _Flow:
-        head = set(states)
-        while True:
-            body = self.block(stmt.body, head, seen)
-            grown = head | body.normal | body.continues
-            if grown == head:
-                break
-            if max(len(s) for s in grown) > MAX_DEPTH:
-                self.report(stmt.lineno, "a phase begun in this loop is not ended in it")
-                break
-            head = grown
+        """The body runs zero or more times, and each run must leave the stack as it found it;
+        after the loop: the stacks of no run, of a ``break``, and of a run that did not."""
+        flow = _Flow()
+        after = set(states)
+        for state in sorted(states):
+            run = self.block(stmt.body, {state}, seen)
+            flow.returns += run.returns
+            flow.breaks |= run.breaks
+            for changed in sorted((run.normal | run.continues) - {state}):
+                if changed[: len(state)] == state:
+                    what = f"begins {_names(changed[len(state) :])} and does not end it"
+                else:
+                    what = f"ends {_names(state)} it did not begin"
+                self.report(stmt.lineno, f"an iteration of this loop {what}")
+                after.add(changed)
         forever = (
             isinstance(stmt, ast.While) and isinstance(stmt.test, ast.Constant) and bool(stmt.test.value)
         )
-        orelse = self.block(stmt.orelse, set() if forever else head, seen)
-        flow = _Flow(normal=orelse.normal | body.breaks, returns=body.returns + orelse.returns)
-        flow.breaks, flow.continues = orelse.breaks, orelse.continues
-        return flow
+        orelse = self.block(stmt.orelse, set() if forever else after, seen)
+        out = _Flow(normal=orelse.normal | flow.breaks, returns=flow.returns + orelse.returns)
+        out.breaks, out.continues = orelse.breaks, orelse.continues
+        return out
 
     def try_(self, stmt: ast.Try | ast.TryStar, states: set[State], seen: set[State]) -> _Flow:
         inside: set[State] = set(states)

@@ -118,8 +118,10 @@ def test_a_phase_begun_in_a_loop_must_end_in_it():
             _pt.end("draft_step")
         """
     )
-    assert "begin('draft_step') while 'draft_step' is already open" in messages(leaking)
-    assert "the function's end leaves 'draft_step' open" in messages(leaking)
+    assert messages(leaking) == [
+        "an iteration of this loop begins 'draft_step' and does not end it",
+        "the function's end leaves 'draft_step' open",
+    ]
 
 
 def test_a_break_carries_its_stack_out_of_the_loop():
