@@ -72,9 +72,11 @@ test-faults: setup
 	$(PYTEST) -q -n auto --dist loadfile tests/faults
 
 # Every shipped sglang series against its release's wheel (fetched once by pinned sha256 into
-# .cache/), both layouts, and the coverage table (release x worker file -> phases).
+# .cache/), both layouts, and the coverage table (release x worker file -> phases); then the
+# static proof of each (patchkit/author/phaseproof.py): a line per series, its findings if any.
 series-check: setup
 	$(PYTEST) -q -s tests/series/test_series_matrix.py
+	$(BIN)/python -m patchkit.author.phaseproof --all
 
 profile-run: setup
 	$(BIN)/invoke profile.run

@@ -8,13 +8,18 @@ other bytes carries none of the shipped one's proofs.
 
 from __future__ import annotations
 
+import argparse
+import sys
 import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from patchkit.boundary import main_boundary
 from patchkit.errors import InvalidInput
-from patchkit.locations import series_root
+from patchkit.locations import checkout, series_root, shipped_names
+from patchkit.pin import read_pin
+from patchkit.upstream import version_key
 
 PROOFS_FILE = "proofs.toml"
 STATIC_CHECKER = "patchkit.author.phaseproof"
@@ -152,3 +157,79 @@ def describe(name: str, digest: str) -> str:
     if proof.how == "none" and name in read_proofs():
         return f"nothing recorded (not the shipped {name}: its content differs)"
     return proof.describe()
+
+
+# ----------------------------------------------------------------------------- docs/series.md's table
+
+DOCS_BEGIN = (
+    "<!-- the table below is written by `python -m patchkit.proofs --docs` from patches/proofs.toml -->"
+)
+DOCS_END = "<!-- end of the table from patches/proofs.toml -->"
+
+
+def markdown_table() -> str:
+    """docs/series.md's table: every shipped series, its releases and how it is proven."""
+
+    def order(name: str) -> tuple:
+        tool, _, version = name.partition("-v")
+        return tool, version_key(version)
+
+    table = read_proofs()
+    rows = ["| series | releases | proven | on a GPU |", "|---|---|---|---|"]
+    for name in sorted(shipped_names(), key=order):
+        proof = table.get(name, SeriesProof(name, None, ()))
+        releases = ", ".join(read_pin(series_root() / name / "pin.toml").versions)
+        static = f"static (phaseproof {proof.static})"
+        how = {
+            "gpu": "GPU" + (f" and {static}" if proof.static is not None else ""),
+            "static": f"{static} only",
+            "none": "nothing recorded",
+        }[proof.how]
+        runs = "; ".join(run.describe() for run in proof.gpu) or "—"
+        rows.append(f"| `{name}` | {releases} | {how} | {runs} |")
+    return "\n".join(rows)
+
+
+def docs_text(text: str) -> str:
+    """``text`` (docs/series.md) with the block between the markers written anew."""
+    if text.count(DOCS_BEGIN) != 1 or text.count(DOCS_END) != 1:
+        raise InvalidInput(f"docs/series.md: needs the markers {DOCS_BEGIN!r} and {DOCS_END!r} once each")
+    head, rest = text.split(DOCS_BEGIN)
+    _, tail = rest.split(DOCS_END)
+    return f"{head}{DOCS_BEGIN}\n{markdown_table()}\n{DOCS_END}{tail}"
+
+
+@main_boundary("python -m patchkit.proofs")
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m patchkit.proofs", description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--docs", action="store_true", help="rewrite docs/series.md's table from patches/proofs.toml"
+    )
+    ap.add_argument(
+        "--check", action="store_true", help="with --docs: exit 1 if the table differs, write nothing"
+    )
+    args = ap.parse_args(argv)
+    if not args.docs:
+        print(markdown_table())
+        return 0
+    root = checkout()
+    if root is None:
+        raise InvalidInput("--docs writes the checkout's docs/series.md: run it in the checkout")
+    docs = root / "docs" / "series.md"
+    old = docs.read_text(encoding="utf-8")
+    new = docs_text(old)
+    if args.check:
+        if new != old:
+            print(
+                f"{docs}: its table differs from patches/proofs.toml; run `python -m patchkit.proofs --docs`"
+            )
+            return 1
+        return 0
+    if new != old:
+        docs.write_text(new, encoding="utf-8")
+        print(f"wrote {docs}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""patches/proofs.toml, the record of how each shipped series is proven, against the series it
+names, their pins, the static proof's version and the results it cites; and what patch.verify
+prints from it (a "proven:" line, the --json key). No wheel: the proof itself runs in
+tests/series/test_phaseproof.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from patchkit import proofs
+from patchkit.author import phaseproof
+from patchkit.engine.series import read_series
+from patchkit.errors import InvalidInput
+from patchkit.ops import OpResult
+from patchkit.output import render_json, render_text
+from patchkit.upstream import read_pin
+
+REPO = Path(__file__).resolve().parents[2]
+PATCHES = REPO / "patches"
+TABLE = PATCHES / proofs.PROOFS_FILE
+
+
+def test_every_sglang_series_has_the_static_proof_of_the_current_checker():
+    table = proofs.read_proofs(TABLE)
+    assert {n for n, p in table.items() if p.static is not None} == set(phaseproof.proved_series())
+    assert {p.static for p in table.values() if p.static is not None} == {phaseproof.CHECKER_VERSION}
+    assert set(table) <= {p.parent.name for p in PATCHES.glob("*/pin.toml")}
+
+
+def test_every_gpu_row_names_a_release_of_its_series_and_results_that_exist():
+    runs = [run for p in proofs.read_proofs(TABLE).values() for run in p.gpu]
+    assert runs, "sglang-v0.5.12 was run on the H200"
+    for run in runs:
+        assert run.release in read_pin(PATCHES / run.series / "pin.toml").versions, run
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d(\.\.\d{4}-\d\d-\d\d)?", run.dates), run
+        for path in run.results:
+            assert path.startswith("bench/results/") and (REPO / path).is_file(), run
+
+
+def test_a_gpu_proof_is_one_line_added_to_the_table(tmp_path):
+    """What the engineer running a release on a GPU adds: one inline table in the gpu list."""
+    line = (
+        '  { series = "sglang-v0.5.17", release = "0.5.17", card = "NVIDIA H100 80GB HBM3", '
+        'dates = "2026-12-06", checks = ["records", "acceptance"], results = ["bench/results/sglang_gpu.md"] },\n'
+    )
+    text = TABLE.read_text()
+    assert "\ngpu = [\n" in text
+    edited = tmp_path / "proofs.toml"
+    edited.write_text(text.replace("\ngpu = [\n", "\ngpu = [\n" + line, 1))
+    proof = proofs.read_proofs(edited)["sglang-v0.5.17"]
+    assert proof.how == "gpu" and proof.static == phaseproof.CHECKER_VERSION
+    assert proof.describe().startswith("run on a GPU: sglang 0.5.17 on NVIDIA H100 80GB HBM3, 2026-12-06 (")
+    assert proofs.read_proofs(TABLE)["sglang-v0.5.17"].how == "static"
+
+
+@pytest.mark.parametrize(
+    ("row", "said"),
+    [
+        (
+            '{ series = "s", release = "1", card = "c", dates = "d", checks = ["fast"], results = ["r"] }',
+            "unknown check(s) fast",
+        ),
+        (
+            '{ series = "s", release = "1", card = "c", dates = "d", checks = ["records"] }',
+            "needs exactly series, release",
+        ),
+        (
+            '{ series = "s", release = "1", card = "", dates = "d", checks = ["records"], results = ["r"] }',
+            "non-empty strings",
+        ),
+    ],
+)
+def test_a_malformed_gpu_row_is_refused_naming_the_file_and_row(row, said, tmp_path):
+    bad = tmp_path / "proofs.toml"
+    bad.write_text(f"gpu = [\n  {row},\n]\n")
+    with pytest.raises(InvalidInput) as info:
+        proofs.read_proofs(bad)
+    assert f"{bad}: gpu row 1: " in str(info.value) and said in str(info.value)
+
+
+def verify_result(series: str, digest: str) -> OpResult:
+    return OpResult("verify", series, digest, [])
+
+
+def test_patch_verify_says_how_the_series_is_proven():
+    static = read_series(str(PATCHES / "sglang-v0.5.17")).digest
+    lines = render_text(verify_result("sglang-v0.5.17", static)).splitlines()
+    assert lines[1] == (
+        f"proven: the static proof (patchkit.author.phaseproof {phaseproof.CHECKER_VERSION}) only; "
+        "not run on a GPU"
+    )
+    gpu = read_series(str(PATCHES / "sglang-v0.5.12")).digest
+    line = render_text(verify_result("sglang-v0.5.12", gpu)).splitlines()[1]
+    assert line.startswith(
+        "proven: run on a GPU: sglang 0.5.12 on NVIDIA H200, 2026-12-01..2026-12-05 (records, "
+    )
+    assert line.endswith(f"; and the static proof (patchkit.author.phaseproof {phaseproof.CHECKER_VERSION})")
+    doc = json.loads(render_json(verify_result("sglang-v0.5.12", gpu)))
+    assert doc["proven"]["sglang-v0.5.12"]["how"] == "gpu"
+    assert doc["proven"]["sglang-v0.5.12"]["gpu"][0]["card"] == "NVIDIA H200"
+    assert doc["proven"]["sglang-v0.5.12"]["static"] == {
+        "checker": "patchkit.author.phaseproof",
+        "version": phaseproof.CHECKER_VERSION,
+    }
+
+
+def test_a_series_named_like_a_shipped_one_with_other_bytes_carries_no_proof():
+    line = render_text(verify_result("sglang-v0.5.12", "0" * 64)).splitlines()[1]
+    assert line == "proven: nothing recorded (not the shipped sglang-v0.5.12: its content differs)"
+    doc = json.loads(render_json(verify_result("sglang-v0.5.12", "0" * 64)))
+    assert doc["proven"] == {"sglang-v0.5.12": {"how": "none", "gpu": [], "static": None}}
+    transformers = read_series(str(PATCHES / "transformers-v5.17.0")).digest
+    assert render_text(verify_result("transformers-v5.17.0", transformers)).splitlines()[1] == (
+        "proven: nothing recorded"
+    )
+
+
+def test_docs_series_table_is_written_from_the_record():
+    assert proofs.main(["--docs", "--check"]) == 0, "run `python -m patchkit.proofs --docs`"
+    docs = (REPO / "docs" / "series.md").read_text()
+    assert "| `sglang-v0.5.12` | 0.5.12, 0.5.12.post1 | GPU and static (phaseproof " in docs
+    assert (
+        f"| `sglang-v0.5.23` | 0.5.23 | static (phaseproof {phaseproof.CHECKER_VERSION}) only | — |" in docs
+    )
+    stale = docs.replace("| GPU and static (phaseproof", "| static (phaseproof", 1)
+    assert proofs.docs_text(stale) == docs
