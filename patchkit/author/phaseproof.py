@@ -19,8 +19,9 @@ wheel (``upstream.fetch_wheel``: sha256 checked). Then, over the patched files' 
    *Exceptions* end a path unchecked: a ``raise`` (or any call that raises) leaves the phases
    it interrupts open, and the runtime drops them, and the cycle, at the next ``cycle_begin``
    (nothing half-timed is written). A handler that catches and carries on is checked as above.
-2. **Nesting across calls.** A call made while phases are open must not reach a function that
-   begins a cycle, or begins a phase already open.
+2. **Nesting across calls.** A call made while phases are open (open in the caller, or in a
+   caller of the caller on the way from the entry) must not reach a function that begins a
+   cycle, or begins a phase already open.
 3. **Reached from the entry.** Every function holding a timer line is reached from the
    worker's entry, ``forward_batch_generation`` (``forward_batch_speculative_generation``
    before 0.5.3) of ``EAGLEWorker`` / ``EAGLEWorkerV2``, whichever the patched files define,
@@ -63,6 +64,7 @@ CHECKER_VERSION = 1
 WORKER_CLASSES = ("EAGLEWorker", "EAGLEWorkerV2")
 ENTRY_METHODS = ("forward_batch_generation", "forward_batch_speculative_generation")
 CYCLE = "cycle"
+MAX_NESTING = 16  # stacks deeper than this on entry (recursion) are not followed further
 
 State = tuple[str, ...]
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -608,84 +610,89 @@ def _stray_uses(module: _Module) -> list[Finding]:
     ]
 
 
+Timed = dict[_FunctionRef, set[tuple[str, str]]]  # function -> its (timer call, phase)s
+
+
 def prove_files(series: str, name: str, version: str, patched: dict[str, str]) -> Proof:
     """The proof over one release's patched files (wheel path -> text)."""
     proof = Proof(series, version)
     code = _Code(name, version, patched)
     walks: dict[_FunctionRef, _PathWalk] = {}
-    timed: dict[_FunctionRef, set[tuple[str, str]]] = {}
+    timed: Timed = {}
     for path in sorted(patched):
         module = code.modules[_module_name(path)]
         assert module is not None
         proof.findings += _stray_uses(module)
         for qualname, fn in module.everything.items():
-            own = {c for c in map(_timer_call, _own_statements(fn)) if c is not None and c[0] != "import"}
-            if not own:
-                continue
-            ref = _FunctionRef(module.name, qualname)
-            walk = _PathWalk(path, fn, qualname)
-            walk.run()
-            walks[ref] = walk
-            timed[ref] = own
-            proof.findings += walk.findings
+            calls = {c for c in map(_timer_call, _own_statements(fn)) if c is not None and c[0] != "import"}
+            if calls:
+                ref = _FunctionRef(module.name, qualname)
+                walks[ref] = _PathWalk(path, fn, qualname)
+                walks[ref].run()
+                timed[ref] = calls
+                proof.findings += walks[ref].findings
+    entries = _entries(proof, code, patched)
+    chain = _follow_calls(proof, code, entries, walks, timed)
+    reached = {n.ref: n for n in chain}
+    for ref, walk in walks.items():
+        if ref in reached:
+            proof.reached[ref.qualname] = " -> ".join(str(n.ref) for n in _path_to(chain, reached[ref]))
+        else:
+            entry = " or ".join(proof.entries) or "any entry"
+            message = f"holds timer lines but is not reached from {entry}"
+            proof.findings.append(Finding(walk.path, walk.fn.lineno, ref.qualname, message))
+    proof.findings = sorted(set(proof.findings))
+    return proof
 
+
+def _entries(proof: Proof, code: _Code, patched: dict[str, str]) -> list[_Node]:
+    """The entry method of each worker class the patched files define."""
     entries = []
-    for module in (code.modules[_module_name(p)] for p in sorted(patched)):
+    for path in sorted(patched):
+        module = code.modules[_module_name(path)]
         assert module is not None
-        for cls in WORKER_CLASSES:
-            if cls in module.classes:
-                method = next(
-                    (
-                        code.method(_Class(module.name, cls), m)
-                        for m in ENTRY_METHODS
-                        if code.method(_Class(module.name, cls), m)
-                    ),
-                    None,
-                )
-                if method is None:
-                    proof.findings.append(
-                        Finding(
-                            module.path,
-                            module.classes[cls].lineno,
-                            cls,
-                            f"no {' / '.join(ENTRY_METHODS)}: no entry to reach from",
-                        )
-                    )
-                    continue
-                entries.append(_Node(method[0], _Class(module.name, cls)))
-                proof.entries.append(f"{cls}.{method[0].qualname.split('.')[-1]}")
+        for cls in (_Class(module.name, c) for c in WORKER_CLASSES if c in module.classes):
+            found = [m for m in (code.method(cls, name) for name in ENTRY_METHODS) if m is not None]
+            if not found:
+                where = module.classes[cls.name].lineno
+                message = f"no {' / '.join(ENTRY_METHODS)}: no entry to reach from"
+                proof.findings.append(Finding(module.path, where, cls.name, message))
+                continue
+            entries.append(_Node(found[0][0], cls))
+            proof.entries.append(f"{cls.name}.{found[0][0].qualname.split('.')[-1]}")
     if not entries:
-        proof.findings.append(
-            Finding(series, 0, "", f"none of {', '.join(WORKER_CLASSES)} in the patched files")
-        )
+        message = f"none of {', '.join(WORKER_CLASSES)} in the patched files"
+        proof.findings.append(Finding(proof.series, 0, "", message))
+    return entries
 
+
+def _follow_calls(
+    proof: Proof, code: _Code, entries: list[_Node], walks: dict[_FunctionRef, _PathWalk], timed: Timed
+) -> dict[_Node, _Node | None]:
+    """From the entries along every call the proof follows, to a fixed point: which stacks each
+    function is entered with (the caller's on entry plus its own at the call), checked against
+    what the callee begins (``_nesting``). Returns each reached function's first caller."""
     chain: dict[_Node, _Node | None] = {e: None for e in entries}
+    entered: dict[_Node, set[State]] = {e: {()} for e in entries}
     queue = list(entries)
     while queue:
         node = queue.pop(0)
         fn = _function_of(code, node.ref)
+        walk = walks.get(node.ref)
         for call, callee in _callees(code, node, fn):
-            _check_call_nesting(proof, walks, timed, node, fn, call, callee)
-            if callee not in chain:
-                chain[callee] = node
+            at_call: set[State] = {()}
+            if walk is not None:
+                stmt = _statement_of(fn, call)
+                at_call = walk.at.get(id(stmt), set()) if stmt is not None else set()
+            arriving = {outer + inner for outer in entered[node] for inner in at_call}
+            arriving = {state for state in arriving if len(state) <= MAX_NESTING}
+            proof.findings += _nesting(code, node, call, callee, arriving, timed.get(callee.ref, set()))
+            chain.setdefault(callee, node)
+            new = arriving - entered.setdefault(callee, set())
+            if new:
+                entered[callee] |= new
                 queue.append(callee)
-    reached = {n.ref: n for n in chain}
-    for ref in timed:
-        if ref in reached:
-            proof.reached[ref.qualname] = " -> ".join(str(n.ref) for n in _path_to(chain, reached[ref]))
-        else:
-            walk = walks[ref]
-            proof.findings.append(
-                Finding(
-                    walk.path,
-                    walk.fn.lineno,
-                    ref.qualname,
-                    "holds timer lines but is not reached from "
-                    + (" or ".join(proof.entries) or "any entry"),
-                )
-            )
-    proof.findings = sorted(set(proof.findings))
-    return proof
+    return chain
 
 
 def _function_of(code: _Code, ref: _FunctionRef) -> Function:
@@ -701,36 +708,36 @@ def _path_to(chain: dict[_Node, _Node | None], node: _Node) -> list[_Node]:
     return out[::-1]
 
 
-def _check_call_nesting(
-    proof, walks, timed, caller: _Node, fn: Function, call: ast.Call, callee: _Node
-) -> None:
-    """A call made with phases open reaches no cycle_begin and no begin of a phase already open."""
-    walk = walks.get(caller.ref)
-    if walk is None or callee.ref not in timed:
-        return
-    stmt = _statement_of(fn, call)
-    states = walk.at.get(id(stmt), set()) if stmt is not None else set()
-    calls = timed[callee.ref]
-    for state in states:
+def _nesting(
+    code: _Code,
+    caller: _Node,
+    call: ast.Call,
+    callee: _Node,
+    arriving: set[State],
+    calls: set[tuple[str, str]],
+) -> list[Finding]:
+    """A call made with phases open (here or by the callers on the way) reaches no
+    cycle_begin and no begin of a phase already open."""
+    module = code.module(caller.ref.module)
+    assert module is not None
+    out = []
+    for state in sorted(arriving):
+        problems = []
         if state and ("cycle_begin", "") in calls:
-            proof.findings.append(
-                Finding(
-                    walk.path,
-                    call.lineno,
-                    caller.ref.qualname,
-                    f"calls {callee.ref.qualname}, which begins a cycle, while {_names(state)} is open",
-                )
-            )
-        again = sorted({label for c, label in calls if c == "begin" and label in state})
+            problems.append("which begins a cycle")
+        again = tuple(sorted({label for c, label in calls if c == "begin" and label in state}))
         if again:
-            proof.findings.append(
+            problems.append(f"which begins {_names(again)}")
+        for problem in problems:
+            out.append(
                 Finding(
-                    walk.path,
+                    module.path,
                     call.lineno,
                     caller.ref.qualname,
-                    f"calls {callee.ref.qualname}, which begins {_names(tuple(again))}, while it is open",
+                    f"calls {callee.ref.qualname}, {problem}, while {_names(state)} is open",
                 )
             )
+    return out
 
 
 def _statement_of(fn: Function, target: ast.AST) -> ast.stmt | None:

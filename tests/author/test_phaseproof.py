@@ -195,6 +195,25 @@ def test_a_cycle_begun_inside_a_phase_is_found_also_across_a_call():
         """,
     )
     assert messages(across) == ["calls EAGLEWorkerV2.cycle, which begins a cycle, while 'draft' is open"]
+    through_an_untimed_method = prove(
+        """\
+        _pt.begin("draft")
+        self.run(batch)
+        _pt.end("draft")
+        """,
+        extra="""\
+
+            def run(self, batch):
+                self.step_again(batch)
+
+            def step_again(self, batch):
+                _pt.begin("draft")
+                _pt.end("draft")
+        """,
+    )
+    assert messages(through_an_untimed_method) == [
+        "calls EAGLEWorkerV2.step_again, which begins 'draft', while 'draft' is open"
+    ]
 
 
 def test_a_timed_function_no_call_reaches_is_found():
