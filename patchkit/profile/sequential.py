@@ -1,6 +1,6 @@
 """A sweep verdict that stays valid when the sweep stops as soon as it is decided.
 
-Pure Python (``math`` and ``random`` only). The caller (``profile.remote --matrix`` with
+Pure Python (``math`` and ``random``, and the t distribution of :mod:`patchkit.profile.verdict`). The caller (``profile.remote --matrix`` with
 ``--budget``/``--until decided``) runs rounds -- every live point once per round, in rotated
 order, possibly on several GPUs or hosts (*blocks*) at once -- and after every round calls
 :func:`decide_sequential` on everything measured so far. It stops when the answer is
@@ -56,6 +56,22 @@ The method, and why
   points, naming any point needs a miscovering sequence too (the last drops are against the
   named point), so a sweep of identical points names a best with probability at most alpha,
   however long it runs and whenever it stops.
+
+* **A bounded sweep** (``horizon``: ``--repeat`` or the rounds ``--budget`` allows) does not need
+  a sequence valid for ever: it spends alpha over the rounds that can happen
+  (group-sequential, Lan & DeMets 1983, O'Brien-Fleming-type spending;
+  :mod:`patchkit.profile.spending`). Its model is the least-squares fit of log tok/s = point +
+  round + block (:func:`round_fit`): *rounds are blocks*, so a shift common to one round (the
+  machine's state, a neighbour's load) cancels instead of widening the interval. After round k
+  of H (k >= 2: round 1 leaves no residual degree of freedom) each point's t statistic against
+  the leader is compared with the look's nominal level, calibrated on the null t process
+  (:func:`patchkit.profile.spending.t_levels`) so that either side is crossed by the horizon
+  with probability alpha / (2 (K - 1)) at most; the intervals are the repeated confidence
+  intervals at that level (Jennison & Turnbull 1989), valid at every look together. A last
+  round before the horizon (the budget is spent) spends what is left. Same racing, dropping
+  and decision as above. bench/bounded_sim.py: identical points named best in 3.8-6.1 % (k =
+  2; 4.4-4.6 % over 4,000 sweeps), <= 1.3 % (k = 3, 5); 5 % apart at 2 % spread decided in
+  88 % of sweeps with a horizon of 6 (5.1 starts a point on average), the anytime test 71 %.
 
 * **Assumptions**: normal noise on log tok/s with the same spread for the two points of a
   comparison, additive block effects, independent runs, and an assignment of runs to blocks
