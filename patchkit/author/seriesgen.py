@@ -8,7 +8,8 @@ the release's files, and write the folder: the 0001 runtime patch's marker (the 
 from patchkit/timing/phase_timer.py on every read), the phase patches with the
 reference's names and headers, pin.toml and series, and README.md saying which lines the tool
 placed, which a hand rule placed, and which phases are absent and why. The result is checked
-before it is written: every patch applies exactly, and each patched file compiles.
+before it is written: every patch applies exactly, each patched file compiles, and the files pass
+the static proof (patchkit.author.phaseproof).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchkit import upstream
-from patchkit.author import authoring, sglang_releases as rel, timerplace
+from patchkit.author import authoring, phaseproof, sglang_releases as rel, timerplace
 from patchkit.boundary import main_boundary
 from patchkit.engine.runtime_patch import RUNTIME_PATCH
 from patchkit.errors import InvalidInput, PatchkitError
@@ -159,10 +160,25 @@ def generate(release: rel.Release, out_dir: Path | None = None) -> Generated:
     kept = [(n, t) for n, t in zip(names[1:], texts) if t]
     for path, text in states[-1].items():
         compile(text, path, "exec")
+    check_proof(release, states[-1])
     _write(release, out_dir, refs, kept, pristine, result)
     gen = _generated(release, result, states[-1])
     _write_readme(release, out_dir, refs, result, gen)
     return gen
+
+
+def check_proof(release: rel.Release, files: dict[str, str]) -> None:
+    """The static proof (patchkit.author.phaseproof) of the files as placed (checkout path ->
+    text): a phase left open on some path, or a line no call reaches, is refused before
+    anything is written."""
+    proof = phaseproof.prove_files(
+        release.series, "sglang", release.version, {rel.wheel_path(p): t for p, t in files.items()}
+    )
+    if not proof.ok:
+        raise PatchkitError(
+            f"{release.version}: the placed lines fail the static proof: "
+            + "; ".join(map(str, proof.findings))
+        )
 
 
 V1_FAMILY = ("eagle_worker.py",)
@@ -510,6 +526,7 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
     kept = [(n, t) for n, t in zip(names, timerplace.patch_texts(states, headers)) if t]
     for path, text in states[-1].items():
         compile(text, path, "exec")
+    check_proof(release, states[-1])
 
     out_dir.mkdir(parents=True, exist_ok=True)
     if out_dir != sdir:

@@ -83,3 +83,22 @@ def test_appending_twice_changes_nothing(tmp_path):
         (seriesgen.PATCHES / release.series / "REBASE.md").read_text().split(seriesgen.APPEND_MARK)[0]
     )
     assert (first / "series").read_text().count(seriesgen.APPEND_COMMENT) == 1
+
+
+def test_placed_lines_that_fail_the_static_proof_are_refused():
+    """generate and append_v2 run the static proof on the files as placed, before writing."""
+    from patchkit.author import phaseproof
+    from patchkit.errors import PatchkitError
+
+    release = rel.by_version()["0.5.17"]
+    _, _, files = phaseproof.patched_files(seriesgen.PATCHES / release.series)
+    placed = {"python/" + p: t for p, t in files.items()}
+    seriesgen.check_proof(release, placed)  # the shipped lines pass
+    common = next(p for p in placed if p.endswith("eagle_worker_common.py"))
+    assert '    _pt.end("accept")\n' in placed[common]
+    broken = {**placed, common: placed[common].replace('    _pt.end("accept")\n', "", 1)}
+    with pytest.raises(PatchkitError) as info:
+        seriesgen.check_proof(release, broken)
+    said = str(info.value)
+    assert said.startswith("0.5.17: the placed lines fail the static proof: eagle_worker_common.py:")
+    assert "run_eagle_verify: return (line " in said and "leaves 'accept' open" in said
