@@ -229,7 +229,8 @@ def key_where(config, dotted: str) -> str:
     as ``profile.warmup`` too), for the message of a bad value; without a file that sets it
     (the environment), ``patchkit.<dotted>``."""
     found = ""
-    for layer_where, node in config_layers(config):
+    for layer_where, layer in config_layers(config):
+        node: Any = layer
         for part in dotted.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         if node is not None:
