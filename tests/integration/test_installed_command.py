@@ -119,6 +119,8 @@ def test_wheel_carries_the_series_and_the_script(installed):
         assert carried == materialize(str(REPO / "patches" / series)), series
         assert "0001-phase-timer-runtime.patch" in carried, series
     assert not any(n.endswith(MARKER_SUFFIX) for n in names)
+    # how each series is proven travels with them (patch.verify reads it)
+    assert archive.read("patchkit/_series/proofs.toml") == (REPO / "patches" / "proofs.toml").read_bytes()
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "patchkit = patchkit.command:main" in zipfile.ZipFile(wheel).read(entry).decode()
     assert not any(n.startswith(("tasks.py", "patches/", "tests/")) for n in names)
