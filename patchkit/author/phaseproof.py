@@ -27,8 +27,9 @@ wheel (``upstream.fetch_wheel``: sha256 checked). Then, over the patched files' 
    before 0.5.3) of ``EAGLEWorker`` / ``EAGLEWorkerV2``, whichever the patched files define,
    through calls of the release's own code: ``self.m()`` (by the receiver's class, its bases
    in order), ``self.attr.m()`` where ``attr`` holds an instance of a class the code builds
-   (``self.attr = Cls(...)``, or through a property / an unpatched base's ``attr`` property
-   over ``self._attr``), a module function or class (``run_eagle_verify(...)``, ``Cls(...)``)
+   (``self.attr = Cls(...)``, also as one side of ``x if c else y``, or a property returning
+   ``self.other``, such as BaseSpecWorker's ``draft_worker``), a module function or class
+   (``run_eagle_verify(...)``, ``Cls(...)``)
    defined or imported from a module of the worker files' package (``sglang.srt.speculative``:
    unpatched ones, such as the base classes, read from the same wheel). Not followed: calls
    through local variables, arguments, containers or callbacks, and dynamic dispatch beyond
@@ -442,8 +443,7 @@ class _Code:
     @cache  # noqa: B019  (one _Code per proof; the cache goes with it)
     def attribute_types(self, cls: _Class) -> dict[str, frozenset[_Class]]:
         """``self.attr`` -> the classes it may hold: ``self.attr = Cls(...)`` in any method of
-        the class or its bases, a property returning ``self.other``, and ``attr`` as the
-        property of an unpatched base over ``self._attr``."""
+        the class or its bases, and a property returning ``self.other``."""
         built: dict[str, set[_Class]] = {}
         returned: dict[str, str] = {}
         for c in self.mro(cls):
@@ -464,9 +464,6 @@ class _Code:
         out = {k: frozenset(v) for k, v in built.items()}
         for prop, attr in returned.items():
             out.setdefault(prop, out.get(attr, frozenset()))
-        for attr, classes in list(out.items()):
-            if attr.startswith("_") and not attr.startswith("__"):
-                out.setdefault(attr[1:], classes)
         return out
 
 

@@ -241,8 +241,8 @@ def test_a_timed_function_no_call_reaches_is_found():
     ],
 )
 def test_calls_are_followed_through_attributes_holding_a_class_the_code_builds(made):
-    """``self._draft_worker = Draft(...)`` and a call ``self.draft_worker.draft()`` (the
-    property of a base class outside the files), as EAGLEWorkerV2 has it, and a module function."""
+    """``self._draft_worker = Draft(...)`` and a call ``self.draft_worker.draft()`` through a
+    base class's property, as EAGLEWorkerV2 has it, and a module function."""
     source = textwrap.dedent(
         f"""\
         from pkg import phase_timer as _pt
@@ -260,7 +260,13 @@ def test_calls_are_followed_through_attributes_holding_a_class_the_code_builds(m
                 run_verify(batch)
 
 
-        class EAGLEWorkerV2:
+        class BaseSpecWorker:
+            @property
+            def draft_worker(self):
+                return self._draft_worker
+
+
+        class EAGLEWorkerV2(BaseSpecWorker):
             def __init__(self, batch):
                 self._draft_worker = {made}
 
@@ -285,3 +291,31 @@ def test_a_use_of_the_timer_that_is_no_statement_is_found():
         """
     )
     assert messages(proof) == ["`_pt`: a use of _pt the proof does not read"]
+
+
+def test_an_attribute_the_proof_cannot_type_is_not_followed():
+    """No property over ``self._draft_worker``: ``self.draft_worker`` is unknown, and the
+    function only it reaches is reported, not assumed reached."""
+    source = textwrap.dedent(
+        """\
+        from pkg import phase_timer as _pt
+
+
+        class Draft:
+            def draft(self, batch):
+                _pt.begin("draft_forward")
+                _pt.end("draft_forward")
+
+
+        class EAGLEWorkerV2:
+            def __init__(self, batch):
+                self._draft_worker = Draft(batch)
+
+            def forward_batch_generation(self, batch):
+                self.draft_worker.draft(batch)
+        """
+    )
+    proof = phaseproof.prove_files("synthetic", "nothing", "0", {WORKER: source})
+    assert [(f.function, f.message) for f in proof.findings] == [
+        ("Draft.draft", "holds timer lines but is not reached from EAGLEWorkerV2.forward_batch_generation")
+    ]
