@@ -59,7 +59,7 @@ from patchkit.errors import InvalidInput
 from patchkit.locations import series_root
 
 # Bumped whenever what the proof checks changes: patches/proofs.toml records, per series, the
-# version that proved it (tests/series/test_phaseproof.py holds the two equal).
+# version that proved it (tests/series/test_proofs.py holds the two equal).
 CHECKER_VERSION = 1
 
 WORKER_CLASSES = ("EAGLEWorker", "EAGLEWorkerV2")
