@@ -27,6 +27,7 @@ RESAMPLES = 1000
 SEED = 29  # issue 29; any fixed value makes a report reproducible
 LEVEL = 95.0
 MIN_UNITS = 2  # below this a resample can only repeat the one unit: no interval
+BLOCKS = 20  # blocks of consecutive cycles a share's bootstrap resamples (consecutive_blocks)
 DASH = "\u2013"  # en dash, between the two ends of an interval as printed
 
 _MASK = (1 << 64) - 1
@@ -167,6 +168,27 @@ def ratio_intervals(
             if s[den]:
                 shares.append(100.0 * s[num] / s[den])
     return [_interval(shares, level) if total else None for shares, total in zip(per_pair, totals)]
+
+
+def consecutive_blocks(rows: Sequence[Sequence[float]], blocks: int = BLOCKS) -> list[list[float]]:
+    """The rows (in their order: consecutive cycles) summed into `blocks` blocks of
+    consecutive rows, as equal as the count allows; fewer rows than blocks stay as they are.
+
+    A block bootstrap (Carlstein 1986; Kunsch 1989) resamples these instead of single cycles:
+    neighbouring cycles share a batch make-up that drifts over a run, and resampling them one by
+    one treats that drift as noise that averages out (bench/share_blocks_sim.py: a share's 95 %
+    interval over 2,000 cycles whose batch size drifts, AR(1) with 0.9 a cycle, held the truth
+    in 54 % of runs by cycles and in 92.5 % by 20 blocks; on independent cycles 93.5 % and 91 %).
+    A drift slower than a twentieth of the run is still too narrow: 0.99 a cycle over 2,000
+    cycles 70.5 %, 0.9 over 200 cycles 78.5 %."""
+    n = len(rows)
+    if n <= blocks:
+        return [list(r) for r in rows]
+    out = []
+    for b in range(blocks):
+        part = rows[b * n // blocks : (b + 1) * n // blocks]
+        out.append([sum(col) for col in zip(*part)])
+    return out
 
 
 def half_width(interval: Sequence[float] | None) -> float | None:

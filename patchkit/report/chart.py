@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from patchkit.report.bootstrap import DASH, ratio_intervals
+from patchkit.report.bootstrap import DASH, consecutive_blocks, ratio_intervals
 from patchkit.report.kinds import cycle_kind
 from patchkit.report.load import ProcessTiming
 
@@ -67,8 +67,8 @@ def _top_level_per_cycle(
 
 def _share_intervals(rows: list[tuple[float, list[float]]], n_names: int) -> list:
     """The 95 % intervals of each top-level phase's share and of the untimed rest, over the
-    cycles of `rows` (whole cycles resampled, as the table's intervals are)."""
-    units = [[*parts, sum(parts), total] for total, parts in rows]
+    cycles of `rows` (blocks of consecutive cycles resampled, as the table's intervals are)."""
+    units = consecutive_blocks([[*parts, sum(parts), total] for total, parts in rows])
     found = ratio_intervals(units, [(i, n_names + 1) for i in range(n_names + 1)])
     top = found[n_names]
     rest = None if top is None else (max(100.0 - top[1], 0.0), max(100.0 - top[0], 0.0))

@@ -30,7 +30,7 @@ each weighs 1/p in the sums and means (patchkit.report.measured.cycle_weights).
 
 Every share has its 95 % interval (`share_ci95`, `host_share_ci95`, `top_level_share_ci95`:
 [low, high] in percent of the cycle, like the share): a percentile bootstrap over the
-steady-state cycles (patchkit.report.bootstrap), whole cycles resampled, each resample's share
+steady-state cycles in blocks of consecutive cycles (patchkit.report.bootstrap), each resample's share
 recomputed as the report computes it (sum of the phase over sum of the cycle). `share_ci` says
 how: method, resamples, seed, the number of cycles (`timed_cycles`), the widest interval and,
 when it is wider than +-2 points, about how many timed cycles would read every share to
@@ -331,9 +331,11 @@ def _weight_list(groups: list[tuple[list[dict], dict]], weights: list[dict] | No
 def _share_intervals(
     groups: list[tuple[list[dict], dict]], keys: list[tuple], bfield: str, weights: list[dict] | None = None
 ) -> dict:
-    """95 % intervals of every share of the cycle, by a percentile bootstrap over cycles.
+    """95 % intervals of every share of the cycle, by a percentile bootstrap over blocks of
+    consecutive cycles (bootstrap.consecutive_blocks: a run's batch make-up drifts, so
+    neighbouring cycles are alike and a block carries that).
 
-    The unit resampled is a whole cycle, not a phase record: the phases of one cycle move
+    The smallest unit is a whole cycle, not a phase record: the phases of one cycle move
     together (a large batch lengthens verify and draft alike, a long cycle is long in every
     phase it runs, and a phase's calls within a cycle share its batch), so records resampled
     on their own would treat correlated values as independent, break the pairing of each
@@ -373,7 +375,8 @@ def _share_intervals(
     pairs = [(j, k + 1) for j in range(k + 1)]
     if not host_basis:
         pairs += [(k + 2 + j, 2 * k + 2) for j in range(k)]
-    found = bootstrap.ratio_intervals(list(units.values()), pairs)
+    ordered = [units[i] for i in sorted(units)]  # consecutive cycles: blocks keep their drift
+    found = bootstrap.ratio_intervals(bootstrap.consecutive_blocks(ordered), pairs)
     listed = [None if ci is None else [ci[0], ci[1]] for ci in found]
     share = dict(zip(keys, listed[:k]))
     return {
@@ -397,7 +400,11 @@ def _ci_summary(found: dict, entries: list[dict], top_ci: list | None) -> dict:
     n = found["timed_cycles"]
     too_wide = widest is not None and widest["half_width"] > CI_TARGET_POINTS
     return {
-        "method": "percentile bootstrap over timed cycles (whole cycles resampled)",
+        "method": (
+            f"percentile bootstrap over {bootstrap.BLOCKS} blocks of consecutive timed cycles "
+            "(whole cycles, in their order)"
+        ),
+        "blocks": min(bootstrap.BLOCKS, n),
         "level": bootstrap.LEVEL,
         "resamples": bootstrap.RESAMPLES,
         "seed": bootstrap.SEED,

@@ -8,7 +8,7 @@ points."""
 from __future__ import annotations
 
 from patchkit.report.acceptance import acceptance_lines, prediction_lines
-from patchkit.report.bootstrap import DASH, LEVEL, RESAMPLES, SEED
+from patchkit.report.bootstrap import BLOCKS, DASH, LEVEL, RESAMPLES, SEED
 from patchkit.report.counts import counts_line
 from patchkit.report.kinds import NO_KIND
 from patchkit.report.summarize import P99_MIN_N, Summary
@@ -418,8 +418,8 @@ def render_table(summary: Summary) -> str:
         f">= {P99_MIN_N} cycles"
     )
     lines.append(
-        f"[low{DASH}high] = the share's {LEVEL:.0f}% interval: a bootstrap over the timed cycles "
-        f"(whole cycles resampled, {RESAMPLES} times, seed {SEED})"
+        f"[low{DASH}high] = the share's {LEVEL:.0f}% interval: a bootstrap over blocks of "
+        f"consecutive timed cycles ({BLOCKS} blocks resampled, {RESAMPLES} times, seed {SEED})"
     )
     lines.append(_window_line(summary))
     counted = counts_line(summary.cycle_counts)
