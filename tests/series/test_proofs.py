@@ -128,3 +128,14 @@ def test_docs_series_table_is_written_from_the_record():
     )
     stale = docs.replace("| GPU and static (phaseproof", "| static (phaseproof", 1)
     assert proofs.docs_text(stale) == docs
+
+
+def test_the_table_header_says_each_check_as_the_reader_knows_it():
+    """proofs.toml's comment lists the words a gpu row may use, with the meaning CHECKS gives."""
+    header = [ln.lstrip("# ").strip() for ln in TABLE.read_text().splitlines() if ln.startswith("#")]
+    listed = {
+        ln.split()[0]: ln.split(None, 1)[1]
+        for ln in header
+        if ln.split()[:1] and ln.split()[0] in proofs.CHECKS
+    }
+    assert listed == proofs.CHECKS
