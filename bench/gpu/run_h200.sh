@@ -46,7 +46,7 @@
 #   cudatests  pytest of the runtime and report (their CUDA-only tests run here)
 #   recfloor bench/gpu/record_floor.py: an event record through torch and through ctypes
 #            (cuEventRecord), ns per call, into $OUT/record_floor.txt
-#   e3budget issue 31: a budgeted sweep (--budget) of a real difference on the 8B pair, A/B blocks
+#   e3budget a budgeted sweep (--budget) of a real difference on the 8B pair, A/B blocks
 #            in every server (the runtime's default budget measured at each start); e3same: the
 #            same with identical points (see budget_sweep below)
 #   tinyshare  the blocked design with two tiny servers sharing GPU 0 (--gpus 0@a,0@b)
@@ -251,7 +251,7 @@ stage_ovh() {
   return $rc
 }
 
-# Where the timer's per-cycle cost goes (issue 19): a tiny server per worker, every cycle timed,
+# Where the timer's per-cycle cost goes: a tiny server per worker, every cycle timed,
 # A/B blocks, bench/gpu/diag/sitecustomize.py measuring in the scheduler the timer's own host
 # time, the thread's CPU time and garbage collection per cycle; diag_report.py pairs the blocks.
 diag_one() {  # NAME WORKER-ARGS...
@@ -277,7 +277,7 @@ stage_diag() {
   diag_one diag_v2 --server "$SERVER $SPEC" || rc=1
   return $rc
 }
-# SGLang's own profiler on a patched v2 server (issue 19.3): /start_profile for TRACE_STEPS
+# SGLang's own profiler on a patched v2 server: /start_profile for TRACE_STEPS
 # forward steps while the benchmark runs; trace_load.py says which phase ranges the trace
 # names and what each decode cycle calls. trace: the runtime's record_function ranges, SGLang's
 # stack and shapes off, sampling 4 (timed and untimed cycles side by side); trace_nvtx: what a
@@ -297,7 +297,7 @@ stage_trace() { trace_one trace "" --sample "${TRACE_SAMPLE:-4}"; }
 stage_trace_stack() { trace_one trace_stack --stack --sample "${TRACE_SAMPLE:-4}"; }  # no NVTX
 stage_trace_nvtx() { trace_one trace_nvtx --stack --env PATCHKIT_TIMER_NVTX=1 --sample "${TRACE_SAMPLE:-4}"; }
 
-# Issue 19's goals on the tiny harness at batch 32, each paired inside one server (A/B blocks of
+# The timer's cost goals on the tiny harness at batch 32, each paired inside one server (A/B blocks of
 # $AB cycles): the default sampling (1 in 16) in v2 and v1 (ovh16), every cycle timed in v2 and
 # v1 (ovh1), and full against sampled timing side by side (shares: PATCHKIT_TIMER_AB_B=sample,
 # blocks of $SHARES_AB, compared by bench/gpu/shares_ab.py)
@@ -328,7 +328,7 @@ stage_ovh16bare() {
 stage_ovh1rb() {
   ovh_one ovh1rb_v2 1 --server "$SERVER $SPEC" --env PATCHKIT_TIMER_RESOLVE_BATCH=${RESOLVE_BATCH:-8}
 }
-# the verify-bound regime (issue 19's full-timing goal): the 8B EAGLE-3 pair, every cycle timed,
+# the verify-bound regime: the 8B EAGLE-3 pair, every cycle timed,
 # A/B blocks in each server, a warm-up pass of the same load (warmup.py on /generate);
 # E3_OVH_PROMPTS (768) requests, ~1,400 cycles. Since 74348a2 every cycle timed reads device
 # times 16 at a time by default (calls 12-13 ran before it: one read per cycle);
@@ -367,7 +367,7 @@ stage_cudatests() {  # the runtime's CUDA-only tests (CI has no GPU; they skip t
     && tail -n 3 "$LOG" > "$WORK/cuda_tests.txt"
 }
 
-# issue 12, for a machine with two GPUs (nvidia-h200-x2): both ranks timed, rank skew, the NCCL
+# for a machine with two GPUs (nvidia-h200-x2): both ranks timed, rank skew, the NCCL
 # sweep with a baseline; collect writes sglang_gpu_tp2.{json,md} from it
 stage_tp2() { profile tp2 --server "$SERVER $SPEC --tp 2" --env PATCHKIT_TIMER=events \
                 --matrix "${TP2_MATRIX:-env:NCCL_PROTO=LL,Simple;env:NCCL_ALGO=Ring,Tree}" --baseline \
@@ -442,7 +442,7 @@ stage_collect() {
   tar -C "$WORK" --exclude='trace.json' -czf "$OUT/runs.tgz" . 2>&1 | tee -a "$LOG"
 }
 
-# Issue 29's proof: profile once at num-steps $E3_STEPS (set E3_STEPS=5) on the 8B EAGLE-3 pair
+# The prediction's proof: profile once at num-steps $E3_STEPS (set E3_STEPS=5) on the 8B EAGLE-3 pair
 # (v2, every cycle timed: acceptance comes with the device times), predict num-steps 1..N with
 # profile.predict, then measure points with the same server and benchmark. PRED (a name: one
 # per acceptance profile, e.g. a08 / a05 with MODELS8B and E3_AGREE to match), PRED_ARGS
@@ -481,7 +481,7 @@ stage_e3meas() {  # one folder per call (meas_$PRED_$PRED_TAG): points measured 
   return 0
 }
 
-# Issue 31 on the H200, and issue 29's budgeted default with it: sweeps with --budget on the 8B
+# On the H200, with the runtime's budgeted default: sweeps with --budget on the 8B
 # pair (v2; A/B blocks of $AB in every server, so each start also measures what the runtime's
 # default, PATCHKIT_TIMER_BUDGET 1 %, costs there). e3budget: a real difference
 # (BUDGET_MATRIX, default speculative-num-steps=3,5; PRED as for e3pred: the a08/a05 models);

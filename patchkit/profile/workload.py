@@ -102,7 +102,7 @@ SIZES: dict[str, ModelSize] = {
         new_tokens=48,
         dtype="float32",
     ),
-    # the GPU default (as in issue 5: a 16-layer, 2048-wide random Llama in bf16)
+    # the GPU default (a 16-layer, 2048-wide random Llama in bf16)
     "gpu": ModelSize(
         hidden=2048,
         layers=16,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 RESAMPLES = 1000
-SEED = 29  # issue 29; any fixed value makes a report reproducible
+SEED = 29  # any fixed value makes a report reproducible
 LEVEL = 95.0
 MIN_UNITS = 2  # below this a resample can only repeat the one unit: no interval
 BLOCKS = 20  # blocks of consecutive cycles a share's bootstrap resamples (consecutive_blocks)

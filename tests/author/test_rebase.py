@@ -225,7 +225,7 @@ def test_rebase_onto_0510_with_the_merge_needs_no_person(series_copy, tmp_path):
     assert "how the hunks moved: 23 exact, 4 merge3, 0 structural, 0 by hand, 0 refused" in report
     shipped = v1_part(SERIES_059.parent / "sglang-v0.5.10", tmp_path / "shipped")
     pin = upstream.read_pin(shipped / "pin.toml")
-    pin.also_versions = []  # 0.5.10.post1 shares the folder (recorded by hand, issue 10)
+    pin.also_versions = []  # 0.5.10.post1 shares the folder (recorded by hand)
     (shipped / "pin.toml").write_text(upstream.format_pin(pin))
     for name in V1_PATCHES + ["pin.toml", "series"]:
         assert stored(out, name) == stored(shipped, name), name

@@ -1,4 +1,4 @@
-"""Issue 17, past the list: every task with every kind of bad value for each of its options, and
+"""Every task with every kind of bad value for each of its options, and
 every transport behind a failing prefix. Each case checks the exit code (2 invalid input, 1
 refused), that the failure is one line (stderr, and `error` of the --json document where the task
 has --json), and that the target tree is byte-identical afterwards (sha256 over paths, modes and

@@ -1,4 +1,4 @@
-"""Issue 20.2: one exit-code boundary (patchkit.boundary) maps every error class, Ctrl-C and SIGTERM
+"""One exit-code boundary (patchkit.boundary) maps every error class, Ctrl-C and SIGTERM
 to the contract's codes; tasks.py and the main() functions hold no copy of that mapping."""
 
 from __future__ import annotations

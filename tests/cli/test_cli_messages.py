@@ -1,4 +1,4 @@
-"""Issue 28.8: messages that name what was really read, refuse what was misspelled, and suggest
+"""Messages that name what was really read, refuse what was misspelled, and suggest
 what was meant.
 
 - "no --series given and no patchkit.series in invoke.yaml" was said by the installed command,

@@ -1,4 +1,4 @@
-"""Issue 28.2: every config key invoke.yaml documents is read by the task it is documented for.
+"""Every config key invoke.yaml documents is read by the task it is documented for.
 
 invoke.yaml documents a key either set (``series: patches/sglang-v0.5.9``) or commented out at
 its place (``# jobs: 8``). The documented keys are walked here against what the tasks accept

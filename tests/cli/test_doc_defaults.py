@@ -1,4 +1,4 @@
-"""Issue 30.1: the defaults the docs state in prose (docs/tasks.md, docs/profiling.md,
+"""The defaults the docs state in prose (docs/tasks.md, docs/profiling.md,
 docs/targets.md, README.md) are the option table's. Each statement of a default (``default 3``,
 ``default 60 s``, ``default unset``, ``` `fleet`, the default```) is found by its pattern and
 compared with the row it names; a new statement the walk does not know fails until it is added

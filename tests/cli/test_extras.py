@@ -1,4 +1,4 @@
-"""Issue 28.3: a task that needs an optional extra checks for it before it touches anything.
+"""A task that needs an optional extra checks for it before it touches anything.
 
 `patchkit profile.run` from a wheel installed without the `profile` extra used to apply the
 series, revert it, then fail (exit 1) with a ModuleNotFoundError folded onto one line, leaving

@@ -1,7 +1,7 @@
-"""Issue 28.5: the failure tables ("What every failure prints") say what the program prints.
+"""The failure tables ("What every failure prints") say what the program prints.
 
 Every row of the two tables (invalid input, exit 2; refused, exit 1) is read from docs/tasks.md
-(README.md's until the docs split, issue 30 item 5), and its backticked lines are matched against
+(README.md's until the docs split), and its backticked lines are matched against
 what the real CLI prints when that failure is made here, on small local trees (no sshd, no
 wheels). In a table line, `…` stands for any text and R, D, T, N, S, P, FILE, PATCH, PREFIX, DIR,
 LINE and <…> for a value. A row this file does not make says why (UNTRIGGERED), and a table row

@@ -1,4 +1,4 @@
-"""Issue 30.1: profile.remote's choices and lists are checked by their rows of the option table
+"""profile.remote's choices and lists are checked by their rows of the option table
 (patchkit.settings), one check per setting: RemoteConfig (a config file) and the profile.remote
 task (an option) refuse a bad value in the same words, each naming where it came from."""
 

@@ -1,4 +1,4 @@
-"""Issue 30.1: an option's default is the same in every front end that offers it.
+"""An option's default is the same in every front end that offers it.
 
 The defaults are defined once (patchkit.settings: PATCHKIT_DEFAULTS, and the option table
 OPTIONS, of which PROFILE_DEFAULTS and REMOTE_DEFAULTS are views) and imported by the front ends. This test does not trust that: it reads each

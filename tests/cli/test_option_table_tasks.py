@@ -1,4 +1,4 @@
-"""Issue 30.1: every invoke task's options are rows of the option table (patchkit.settings): the
+"""Every invoke task's options are rows of the option table (patchkit.settings): the
 authoring tasks, upstream.*, profile.report and profile.predict as well as the patch and profile
 tasks. Each task's parameters are its rows, its help texts are theirs and the defaults its
 signature holds are the rows' defaults."""

@@ -1,4 +1,4 @@
-"""Issue 20.1: one typed settings object for the patch.* tasks, every default in one place."""
+"""One typed settings object for the patch.* tasks, every default in one place."""
 
 from __future__ import annotations
 

@@ -248,7 +248,7 @@ def test_revert_refuses_modified_unless_forced(tmp_path, target):
 
 def test_lock_blocks_a_second_operation(tmp_path, target):
     """Locks of live owners and of owners patchkit cannot judge are refused, naming them; a dead
-    owner's lock is taken over (tests/engine/test_engine_recovery.py). Changed with issue 11: a dead
+    owner's lock is taken over (tests/engine/test_engine_recovery.py). a dead
     owner on this host used to be refused as STALE until patch.unlock."""
     series = series_with(tmp_path, GOOD)
     state = target / ".patchkit"

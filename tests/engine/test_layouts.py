@@ -43,11 +43,11 @@ def test_installed_layout_apply_revert(sglang_059_installed):
     assert ops.status(str(SERIES_059), [str(root)]).hosts[0].state == "applied"
     assert ops.revert(str(SERIES_059), [str(root)]).exit_code == 0
     assert snapshot(root) == before
-    assert not (root / ".patchkit").exists()  # no trace (issue 11)
+    assert not (root / ".patchkit").exists()  # no trace
 
 
 def test_installed_layout_verify_and_check_show_target_paths(sglang_059_installed):
-    """verify and check name files as they are on the target, as apply does (issue 11)."""
+    """verify and check name files as they are on the target, as apply does."""
     root = sglang_059_installed
     for op in (ops.verify, ops.check):
         res = op(str(SERIES_059), [str(root)])

@@ -117,7 +117,7 @@ def test_kill_during_apply_at_every_command(series, tmp_path):
         assert res.exit_code != 0, f"not killed at command {at}"
         states = assert_each_file_whole(root)
         assert_status_truthful(series, root, states)
-        # no patch.unlock: the dead owner's lock is taken over (issue 11)
+        # no patch.unlock: the dead owner's lock is taken over
         if at % 2:
             res = ops.revert(str(series), [str(root)])
             assert res.exit_code == 0, (at, res.to_json())

@@ -1,4 +1,4 @@
-"""Issue 17: every failure says what happened, with the contract's exit code, and leaves the
+"""Every failure says what happened, with the contract's exit code, and leaves the
 target byte-identical. Run through the real CLI (`invoke patch.*`) on small real trees."""
 
 from __future__ import annotations

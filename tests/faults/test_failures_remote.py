@@ -1,4 +1,4 @@
-"""Issue 17.5: Ctrl-C during `invoke profile.remote` (real sshd on loopback, stand-in server and
+"""Ctrl-C during `invoke profile.remote` (real sshd on loopback, stand-in server and
 benchmark as in test_profile_remote.py): servers stopped, targets reverted, exit 130 with
 "interrupted; servers stopped, targets reverted", and the timing that exists is fetched into a
 report marked partial."""

@@ -132,7 +132,7 @@ class Rig:
                 )
         left_locked = (self.root / ".patchkit" / "lock").exists()
         if left_locked:
-            # the owner is dead (issue 11: no more STALE refusals and patch.unlock by hand)
+            # the owner is dead
             assert host.lock and host.lock["state"] == "dead", (label, host.messages)
             assert any("takes it over" in m for m in host.messages), (label, host.messages)
         if revert:

@@ -1,4 +1,4 @@
-"""Issue 28.4: the Ansible module's result holds plain JSON types only.
+"""The Ansible module's result holds plain JSON types only.
 
 `state` (and each file's state) came back as patchkit's HostState enum; a play that registered
 the result and read `.state` got `[WARNING]: Type 'HostState' is unsupported in variable

@@ -174,7 +174,7 @@ def test_cli_json_over_ssh(sshd, tmp_path, reference):
         "--json",
     ]
     # Three invocations, one connection: the first leaves an SSH master (ssh_persist, 60 s by
-    # default) that the next two ride (issue 11 item 4; before, each invocation had its own).
+    # default) that the next two ride.
     before = sshd.connections()
     for task, state, files in [
         ("patch.apply", "applied", "patched"),

@@ -174,7 +174,7 @@ def test_injected_workload_failure_reverts_and_propagates(site, tmp_path):
 
 @pytest.mark.parametrize("flow", ["run", "sweep"])
 def test_an_interrupted_run_is_marked_partial_and_says_so(site, tmp_path, flow):
-    """Issue 28.6: an interrupted profile.run (sweep) left a partial profile-out/<ts>/ beside the
+    """An interrupted profile.run (sweep) left a partial profile-out/<ts>/ beside the
     complete ones, and the message did not say so."""
     from patchkit.profile import run_sweep
 
@@ -274,7 +274,7 @@ def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
     assert _workload_children(str(out)) == []
     run_dirs = list(out.iterdir())
     assert len(run_dirs) == 1 and not (run_dirs[0] / "summary.json").exists()
-    # issue 28.6: marked incomplete, and the message says where it is
+    # marked incomplete, and the message says where it is
     assert run_dirs[0].name.endswith(".partial"), run_dirs
     assert f"the incomplete run's files are in {run_dirs[0]}" in err
 

@@ -2,7 +2,7 @@
 
 The same stand-in servers and benchmark as tests/profile/test_remote_budget.py's local-folder hosts,
 reached through two real OpenSSH servers on 127.0.0.1 (the harness cannot lend two GPU hosts;
-this is the part of issue 31's "several hosts at once" a CPU can run for real).
+this is the part of "several hosts at once" a CPU can run for real).
 """
 
 from __future__ import annotations

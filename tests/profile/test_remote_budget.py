@@ -1,4 +1,4 @@
-"""profile.remote --matrix with --budget / --until decided / --gpus (issue 31): rounds until the
+"""profile.remote --matrix with --budget / --until decided / --gpus: rounds until the
 sequential verdict is decided, dropping clear losers, stopping before a round that would not
 fit the budget, the plan of more runs, the spread cache, one server per GPU at once (its own
 CUDA_VISIBLE_DEVICES and port, a failing GPU recorded), the per-phase companion verdict.

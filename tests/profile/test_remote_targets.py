@@ -1,4 +1,4 @@
-"""Issue 30.2: profile.remote resolves its targets through the one function the patch tasks use
+"""Profile.remote resolves its targets through the one function the patch tasks use
 (patchkit.transport.resolve_targets): a registered kind, an inventory's hosts and the kinds' own
 settings (patchkit.profile.remote.k8s_container, ...: the option table's rows) mean the same there
 as in patch.apply. CPU only: a toy kind (as tests/transport/test_target_kinds.py), a stand-in run."""

@@ -94,7 +94,7 @@ def test_outputs_written(report):
     assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES.values())
     assert (out / "phases.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     data = json.loads((out / "summary.json").read_text())
-    # the keys of patchkit.report/1, plus those issue 9, 12, 18, 19 and 29 added
+    # the keys of patchkit.report/1, plus those added since
     assert {
         "schema",
         "mode",
@@ -123,10 +123,10 @@ def test_outputs_written(report):
         "sampling",
         "top_level_share_ci95",
         "share_ci",
-        "units",  # issue 28
-        "acceptance",  # issue 29: accept lengths (None: these cycles carry none)
-        "prediction",  # issue 29: the what-if headline (None here: no acceptance)
-        "time_split",  # issue 31: the window's time in decode and prefill cycles
+        "units",
+        "acceptance",  # accept lengths (None: these cycles carry none)
+        "prediction",  # the what-if headline (None here: no acceptance)
+        "time_split",  # the window's time in decode and prefill cycles
         "cycle_counts",  # every cycle count, named by what it counts
         "warnings",  # stalls or the timer's cost past their thresholds
     } == set(data)

@@ -1,4 +1,4 @@
-"""Every share of the cycle has its 95% interval (issue 29 item 4): a percentile bootstrap over
+"""Every share of the cycle has its 95% interval: a percentile bootstrap over
 whole timed cycles. Synthetic timing files (JSON lines in tmp_path) whose cycles are drawn
 with a known share and noise, seeded: the interval covers the known share, narrows with more
 cycles, the table says when there are too few cycles to read a share to within 2 points, and

@@ -1,4 +1,4 @@
-"""Issue 28.7: `profile.report --timing profile-out/<ts>` (the run folder rather than its
+"""`profile.report --timing profile-out/<ts>` (the run folder rather than its
 timing/) stopped with `no timing files`, exit 2, no hint. A run folder is read through its
 timing/; a folder whose timing files lie deeper (a sweep's points) gets a hint naming them."""
 

@@ -1,4 +1,4 @@
-"""What makes the report trustworthy at a glance (issue 18 item 5), over synthetic timing files:
+"""What makes the report trustworthy at a glance, over synthetic timing files:
 p99 only over enough cycles, a child never above its parent, one number format per column,
 a chart that names its run, and tok/s with its spread."""
 
@@ -190,7 +190,7 @@ def test_chart_names_the_run_and_keeps_the_bars_clear(tmp_path):
         assert share < 1.0
         names = [t.get_text() for t in ax_share.get_yticklabels()]
         assert "bookkeeping" in names
-        # labelled with its 95% interval, over the same cycles as the table's (issue 29)
+        # labelled with its 95% interval, over the same cycles as the table's
         lo, hi = summary.phase("bookkeeping")["share_ci95"]
         assert f"{share:.1f}% [{lo:.1f}\u2013{hi:.1f}]" in [t.get_text() for t in ax_share.texts]
     finally:

@@ -1,4 +1,4 @@
-"""Issue 28.9: summary.json names its units and has machine-friendly meta keys; table.txt says
+"""Summary.json names its units and has machine-friendly meta keys; table.txt says
 why the dev columns are empty.
 
 - `phase_shares` (and every share) were percentages with no unit: summary.json's `units` names

@@ -224,7 +224,7 @@ def test_series_auto_picks_the_release_and_refuses_a_drifted_copy(version, trees
 
 
 def test_every_worker_file_of_every_release_is_timed():
-    """Issue 10 item 1: no release ships an EAGLE worker file its series does not pin (e.g. the
+    """No release ships an EAGLE worker file its series does not pin (e.g. the
     eagle_worker_v2.py of 0.5.9 / 0.5.10 / 0.5.10.post1, appended as 0008-0013)."""
     untimed = [(r.version, Path(p).name) for r in rel.RELEASES for p in r.files if _cell(r, p) == "not timed"]
     assert not untimed, untimed

@@ -1,4 +1,4 @@
-"""Issue 30.2: the target-kind registry (patchkit.transport.TargetKind).
+"""The target-kind registry (patchkit.transport.TargetKind).
 
 A kind is declared in one place and registered; every caller then reaches it through the one
 expansion (patchkit.transport.expand_targets / parse_target). Here a toy kind, `toy:NAME`, is

@@ -1,4 +1,4 @@
-"""Several GPUs of one host as blocks of one sweep (``--gpus 0,1,2,3``; issue 31).
+"""Several GPUs of one host as blocks of one sweep (``--gpus 0,1,2,3``).
 
 One server per GPU at the same time: GPU ``i`` of the list gets ``CUDA_VISIBLE_DEVICES`` set to
 its id and its own port, ``port + i``: ``PATCHKIT_SERVER_PORT``, the health URL, and every

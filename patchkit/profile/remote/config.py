@@ -231,7 +231,7 @@ class RemoteConfig:
             self.ssh_config = str(Path(self.ssh_config).expanduser())
 
     def _check_sequential(self) -> None:
-        """budget_minutes, until, gpus, spread_cache, sweep_seed (a sweep's; issue 31)."""
+        """budget_minutes, until, gpus, spread_cache, sweep_seed (a sweep's)."""
         if self.cpus is not None and "PATCHKIT_CPUS" in self.env:
             raise InvalidInput("profile.remote: cpus sets PATCHKIT_CPUS; env names it too")
         if self.hosts_as_blocks:

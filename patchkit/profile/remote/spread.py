@@ -1,4 +1,4 @@
-"""The spread between server starts, remembered per target and server command (issue 31).
+"""The spread between server starts, remembered per target and server command.
 
 A small JSON file (default ``~/.cache/patchkit/spread.json``; the setting ``spread_cache`` or
 the environment's ``PATCHKIT_SPREAD_CACHE`` name another, ``off`` none) maps a key -- the

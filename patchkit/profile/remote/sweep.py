@@ -30,7 +30,7 @@ and minutes) and ``order`` (the runs as they ran). sweep.json, sweep.md, sweep.t
 and report.html (the sweep's page, linking each point's) go to the run directory; an
 interrupted sweep still writes sweep.json/md/txt with the runs done (``interrupted``: true).
 
-Rounds (issue 31). A repetition is a *round*: every live point once, in rotated order (the
+Rounds. A repetition is a *round*: every live point once, in rotated order (the
 rotation above over the live points). With ``budget_minutes`` (``--budget``) or ``until``
 (``--until decided``) the sweep is *sequential*: after each round
 patchkit.profile.sequential.decide_sequential judges the runs so far (an anytime-valid
