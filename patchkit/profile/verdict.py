@@ -14,7 +14,7 @@ The method, and why:
   points' log throughputs. At N = 3..5 repetitions a rank test (Mann-Whitney) cannot reach
   p < 0.05 at all with N = 3 per side, and a bootstrap of three values resamples the same
   three numbers; the t distribution uses the spread honestly at small N. The Student-t CDF
-  comes from the regularized incomplete beta function (continued fraction, below).
+  comes from the regularized incomplete beta function (patchkit.report.stats).
 * **The verdict.** The point with the highest mean log throughput is the *top*. It is named
   ``best`` only when it beats **every** other point (hence also the runner-up) in a one-sided
   Welch test at level ``alpha / k`` (k = number of points compared). This controls the chance
@@ -45,7 +45,10 @@ import math
 import statistics
 from typing import Any
 
+from patchkit.report.stats import betainc, t_ppf, t_sf
 from patchkit.settings import REMOTE_REPEAT
+
+__all__ = ["betainc", "t_ppf", "t_sf"]  # the t distribution, from patchkit.report.stats
 
 DEFAULT_REPEAT = REMOTE_REPEAT  # profile.remote --matrix's server starts per point (the option table)
 DEFAULT_ALPHA = 0.05
@@ -54,77 +57,6 @@ METHOD = (
     "one-sided Welch t on log tok/s, top point against every other point at "
     "alpha/k (Bonferroni over the k points)"
 )
-
-
-# ---- the Student-t distribution -----------------------------------------------------------------
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny, eps = 1e-300, 1e-15
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < eps:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b), 0 <= x <= 1."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    front = math.exp(ln_front)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_sf(t: float, df: float) -> float:
-    """P(T > t) for Student's t with ``df`` degrees of freedom (df may be fractional)."""
-    if math.isinf(t):
-        return 0.0 if t > 0 else 1.0
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
-    return tail if t >= 0 else 1.0 - tail
-
-
-def t_ppf(p: float, df: float) -> float:
-    """The p-quantile of Student's t (bisection on t_sf; 0 < p < 1)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must be in (0, 1), not {p}")
-    if p < 0.5:
-        return -t_ppf(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_sf(hi, df) > 1.0 - p:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_sf(mid, df) > 1.0 - p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
 
 
 # ---- one point, two points ----------------------------------------------------------------------

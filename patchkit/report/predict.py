@@ -32,7 +32,9 @@ drifts through a run, so neighbouring cycles are not independent). Assumptions t
 
 from __future__ import annotations
 
+import math
 import random
+import statistics
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -47,12 +49,14 @@ from patchkit.report.benchsim import (
     cycle_costs,
     simulate,
 )
+from patchkit.report.stats import t_ppf
 from patchkit.settings import PREDICT_BOOTSTRAP
 
 SCHEMA = "patchkit.predict/1"
 BOOTSTRAP = PREDICT_BOOTSTRAP  # the option table's (profile.predict --bootstrap)
 BLOCKS = 200
 SEED = 20261202
+_Z95 = 1.959963984540054  # the normal's 97.5 % quantile: a 95 % interval's half-width in sds
 # (draft loop phase, forwards in it at n steps = n - offset, verify phase, extend phase)
 ENGINES = {
     # SGLang's draft loop: n rounds of top-k selection and n - 1 draft forwards; on the H200
@@ -486,15 +490,38 @@ def _slope_assumption(given: float | None, used_ns: float, fixed_batch: bool) ->
     )
 
 
+def pooled_interval(values: list, intervals: list) -> list[float] | None:
+    """A 95 % interval of the mean over server starts, from each start's prediction (``values``)
+    and its own 95 % interval (``intervals``; None where it has none), on the log scale.
+
+    The starts' predictions differ by the start's luck (its prefill cost, the machine's state)
+    and by each prediction's own noise; their spread measures both, so the interval is the
+    t interval of their mean (runs - 1 df). With few runs that spread is itself uncertain
+    (two runs may happen to agree), so it is never taken below the runs' own intervals' mean
+    variance. None with fewer than two predictions."""
+    logs = [math.log(v) for v in values if v is not None and v > 0]
+    m = len(logs)
+    if m < 2:
+        return None
+    own = [
+        ((math.log(c[1]) - math.log(c[0])) / (2 * _Z95)) ** 2
+        for c in intervals
+        if c and c[0] > 0 and c[1] > 0
+    ]
+    var = max(statistics.variance(logs), statistics.fmean(own) if own else 0.0)
+    half = t_ppf(0.975, m - 1) * math.sqrt(var / m)
+    centre = statistics.fmean(logs)
+    return [math.exp(centre - half), math.exp(centre + half)]
+
+
 def pool(preds: list[dict], runs: list[str]) -> dict:
     """One prediction from several runs of the same configuration (several server starts):
     each point's tokens/s, decode tokens/s, accept length and ratio are the medians over the
-    runs' own predictions, ``ratio_ci95`` spans the runs' intervals (lowest low, highest high),
-    and ``pooled`` keeps every run's figures. One start's luck (its prefill cost, a slow
+    runs' own predictions, ``ratio_ci95`` and ``tokens_per_s_ci95`` are :func:`pooled_interval`
+    over the runs, and ``pooled`` keeps every run's figures. One start's luck (its prefill cost, a slow
     machine state) moves everything predicted from it; the median over starts does not follow
     one of them. The runs must agree on the engine, the profiled num-steps and the points."""
     import copy
-    import statistics
 
     from patchkit.errors import InvalidInput
 
@@ -517,11 +544,11 @@ def pool(preds: list[dict], runs: list[str]) -> dict:
         each = [pred["points"][i] for pred in preds]
         for key in ("tokens_per_s", "decode_tokens_per_s", "accept_length", "ratio_to_profiled"):
             point[key] = med([e.get(key) for e in each])
-        cis = [e["ratio_ci95"] for e in each if e.get("ratio_ci95")]
-        point["ratio_ci95"] = [min(c[0] for c in cis), max(c[1] for c in cis)] if cis else None
-        tps_cis = [e["tokens_per_s_ci95"] for e in each if e.get("tokens_per_s_ci95")]
-        point["tokens_per_s_ci95"] = (
-            [min(c[0] for c in tps_cis), max(c[1] for c in tps_cis)] if tps_cis else None
+        point["ratio_ci95"] = pooled_interval(
+            [e.get("ratio_to_profiled") for e in each], [e.get("ratio_ci95") for e in each]
+        )
+        point["tokens_per_s_ci95"] = pooled_interval(
+            [e.get("tokens_per_s") for e in each], [e.get("tokens_per_s_ci95") for e in each]
         )
         point["tokens_per_s_runs"] = [e.get("tokens_per_s") for e in each]
     out["profiled"]["tokens_per_s"] = med([pred["profiled"].get("tokens_per_s") for pred in preds])
@@ -535,7 +562,11 @@ def pool(preds: list[dict], runs: list[str]) -> dict:
     out["timed_cycles"] = sum(pred["timed_cycles"] for pred in preds)
     out["pooled"] = {
         "runs": list(runs),
-        "method": "median over the runs' own predictions (ratio_ci95, tokens_per_s_ci95: lowest low to highest high)",
+        "method": (
+            "median over the runs' own predictions; ratio_ci95, tokens_per_s_ci95: t interval (runs - 1 df) "
+            "of the mean of the runs' log predictions, its spread the larger of the runs' own and their "
+            "intervals' (pooled_interval)"
+        ),
         "profiled_tokens_per_s": [pred["profiled"].get("tokens_per_s") for pred in preds],
         "best_num_steps": [pred["best"]["num_steps"] for pred in preds],
     }
