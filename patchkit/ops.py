@@ -26,7 +26,7 @@ from patchkit.engine.series import Series
 from patchkit.engine.targetprog import Compiled, build_program
 from patchkit.errors import EXIT_INVALID, EXIT_OK, EXIT_REFUSED, PatchkitError
 from patchkit.settings import PATCHKIT_DEFAULTS
-from patchkit.transport import LocalTransport, Transport, expand_targets
+from patchkit.transport import LocalTransport, Transport, expand_targets, interrupts
 
 
 @dataclass
@@ -140,11 +140,17 @@ def run_program(
 def run_on(
     compiled: Compiled, transport: Transport, op: str, opts: Options, phase: str = "all"
 ) -> HostResult:
+    """One operation on one target; an interrupt (patchkit.transport.interrupts) is raised
+    again saying what the target program did with it and what it left there."""
     start = time.monotonic()
+    ans = None
     try:
         ans, rc, _, nbytes = run_program(compiled, transport, op, opts, phase)
         host = interpret(compiled, op, ans, rc, transport.label, journal_kept_by=opts.keep_journal_where)
         host.bytes_sent = nbytes
+    except KeyboardInterrupt as e:
+        sig = getattr(e, "signal", None) or interrupts.requested() or 2
+        raise interrupts.interrupted(sig, interrupted_note(transport.label, e, transport)) from None
     except PatchkitError as e:
         host = HostResult(
             target=transport.label,
@@ -154,7 +160,67 @@ def run_on(
             messages=[e.message],
         )
     host.elapsed = time.monotonic() - start
+    if interrupts.requested() is not None and ans is not None and "hold" in ans.steps and host.ok:
+        host.messages.append(
+            "interrupted while writing: a commit, restore or unstage is never cut short, so it finished"
+        )
     return host
+
+
+def interrupted_note(label: str, exc: BaseException, transport: Transport | None = None) -> str:
+    """What an interrupted target program did (``exc.run_result``: its answer, None when it
+    never started) and, where it could not clean up (SIGKILL), what it left on the target (read
+    there through ``transport``)."""
+    result = getattr(exc, "run_result", None)
+    if result is None:
+        return f"{label}: not started"
+    try:
+        ans = parse_answer(result.stdout)
+    except PatchkitError:
+        ans = Answer()
+    if ans.pid is None:
+        return f"{label}: stopped before the target program began; nothing written"
+    if ans.interrupted is not None:
+        if "lock" not in ans.steps:
+            return f"{label}: the target program stopped before it locked the target; nothing written"
+        took = "its lock, staged files and copies" if "stage" in ans.steps else "its lock"
+        return f"{label}: the target program stopped and removed {took}; nothing written"
+    how = f"killed by signal {-result.returncode}" if result.returncode < 0 else f"exit {result.returncode}"
+    left = _state_left(transport) if transport is not None else None
+    if left == []:
+        return f"{label}: the target program ended ({how}) and left nothing; nothing written"
+    what = (
+        f".patchkit/ holds {', '.join(left)}"
+        if left
+        else "its lock and, as far as it got, .patchkit/stage, .patchkit/orig and a manifest"
+    )
+    files = " (each file is its original or its patched text)" if "hold" in ans.steps else "; nothing written"
+    return (
+        f"{label}: the target program ended without cleaning up ({how}): {what}{files}; the next "
+        "patch.apply or patch.revert takes the dead program's lock over and removes them "
+        "(patch.status lists them)"
+    )
+
+
+def _state_left(transport: Transport) -> list[str] | None:
+    """The names in the target's .patchkit/ (the manifest with its state), read with one short
+    program that no interrupt stops; None when it cannot be read."""
+    import shlex
+
+    program = (
+        f"cd {shlex.quote(transport.root)} 2>/dev/null && [ -d .patchkit ] || exit 0\n"
+        'for f in .patchkit/* .patchkit/.[!.]*; do [ -e "$f" ] && echo "${f#.patchkit/}"; done\n'
+        "[ -f .patchkit/manifest ] && sed -n 's/^state /state /p' .patchkit/manifest\n"
+        "exit 0\n"
+    ).encode()
+    try:
+        with interrupts.cleanup_runs():
+            got = transport.run(program, timeout=30).stdout.decode("utf-8", "replace").split("\n")
+    except PatchkitError:
+        return None
+    state = next((ln[6:] for ln in got if ln.startswith("state ")), "")
+    names = [ln for ln in got if ln and not ln.startswith("state ")]
+    return [f"manifest ({state})" if n == "manifest" and state else n for n in names]
 
 
 # -- public operations -------------------------------------------------------------------------------
@@ -213,10 +279,37 @@ def _spec(spec) -> str:
 
 
 def _each(transports, fn, jobs: int) -> list[HostResult]:
+    """``fn`` on every target; an interrupt is raised once every host has ended, saying what
+    each did (a host that finished, one that stopped, one never started)."""
+    settled = _settled(transports, fn, jobs)
+    stopped = [x for x in settled if isinstance(x, KeyboardInterrupt)]
+    if stopped:
+        notes = [str(x.args[0]) if isinstance(x, KeyboardInterrupt) else _finished(x) for x in settled]
+        raise interrupts.interrupted(_signal_of(stopped), "; ".join(notes))
+    return settled  # no interrupt: every one a HostResult
+
+
+def _settled(transports, fn, jobs: int) -> list:
+    """``fn`` on every target, in parallel up to ``jobs``: a HostResult or the interrupt each ended with."""
+
+    def settle(t):
+        try:
+            return fn(t)
+        except KeyboardInterrupt as e:
+            return e
+
     if len(transports) == 1:
-        return [fn(transports[0])]
+        return [settle(transports[0])]
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(transports)))) as pool:
-        return list(pool.map(fn, transports))
+        return list(pool.map(settle, transports))
+
+
+def _signal_of(stopped: list) -> int:
+    return getattr(stopped[0], "signal", None) or interrupts.requested() or 2
+
+
+def _finished(host: HostResult) -> str:
+    return f"{host.target}: finished before the interrupt ({host.state})"
 
 
 def _close_own(targets, transports) -> None:
@@ -286,9 +379,11 @@ def apply(series, targets, opts=None) -> OpResult:
 def _fleet_apply(compileds: list[Compiled], transports: list[Transport], opts: Options) -> list[HostResult]:
     """Stage on every host (each with its own series' program), commit only when all staged."""
     compiled_of = {id(t): c for c, t in zip(compileds, transports)}
-    staged = _each(
+    staged = _settled(
         transports, lambda t: run_on(compiled_of[id(t)], t, "apply", opts, phase="stage"), opts.jobs
     )
+    if interrupts.requested() is not None:
+        _fleet_interrupted(compiled_of, transports, staged, [None] * len(transports), opts)
     if not all(h.ok for h in staged):
 
         def undo(pair):
@@ -307,7 +402,9 @@ def _fleet_apply(compileds: list[Compiled], transports: list[Transport], opts: O
             return h
 
         return _each(list(zip(transports, staged)), undo, opts.jobs)
-    committed = _each(transports, lambda t: run_on(compiled_of[id(t)], t, "commit", opts), opts.jobs)
+    committed = _settled(transports, lambda t: run_on(compiled_of[id(t)], t, "commit", opts), opts.jobs)
+    if interrupts.requested() is not None:
+        _fleet_interrupted(compiled_of, transports, staged, committed, opts)
     for c, s in zip(committed, staged):
         c.elapsed += s.elapsed
         c.bytes_sent += s.bytes_sent
@@ -331,3 +428,32 @@ def _fleet_apply(compileds: list[Compiled], transports: list[Transport], opts: O
         return h
 
     return _each(list(zip(transports, committed)), rollback, opts.jobs)
+
+
+def _fleet_interrupted(compiled_of: dict, transports: list, staged: list, committed: list, opts: Options):
+    """An interrupt during a fleet's apply: all-or-nothing still, so every host this run staged
+    is unstaged and every host it committed is reverted (runs no signal stops); then the
+    interrupt is raised saying, per host, what was done."""
+    notes = []
+    with interrupts.cleanup_runs():
+        for t, s, c in zip(transports, staged, committed):
+            label = t.label
+            if isinstance(s, KeyboardInterrupt):
+                notes.append(str(s.args[0]))
+                continue
+            if s.state != HostState.STAGED:  # refused, or already applied before this run
+                notes.append(f"{label}: {s.state}, left as it was")
+                continue
+            done = isinstance(c, HostResult) and c.ok and c.state == HostState.APPLIED
+            undo = run_on(compiled_of[id(t)], t, "revert" if done else "unstage", opts)
+            if undo.ok:
+                notes.append(f"{label}: {'committed, then reverted' if done else 'staged, then unstaged'}")
+            else:
+                notes.append(f"{label}: {'REVERT' if done else 'UNSTAGE'} FAILED: {'; '.join(undo.messages)}")
+    sig = next(
+        (getattr(x, "signal", None) for x in [*staged, *committed] if isinstance(x, KeyboardInterrupt)), None
+    )
+    raise interrupts.interrupted(
+        sig or interrupts.requested() or 2,
+        "; ".join(notes) + "; the fleet is all-or-nothing: nothing applied",
+    )

@@ -11,11 +11,16 @@ from patchkit.boundary import exit_boundary
 def run_patch_task(c, op: str, given: dict) -> None:
     """One ``patch.<op>`` run: settings, series and targets, the operation, the table or the
     JSON document; exits with the operation's code. ``given``: the task's parameters."""
+    from patchkit.transport import interrupts
+
     label = "apply --dry-run" if op == "apply" and given.get("dry_run") else op
-    with exit_boundary(
-        "patchkit",
-        json_op=label if given.get("json") else None,
-        interrupted="the target program cleans up after itself; patch.status says what each target is now",
+    with (
+        exit_boundary(
+            "patchkit",
+            json_op=label if given.get("json") else None,
+            interrupted="nothing was started on any target",
+        ),
+        interrupts.deferred(),  # once a target program runs, Ctrl-C is passed to it and waited for
     ):
         from patchkit import ops
         from patchkit.ops import options_from
@@ -33,7 +38,15 @@ def run_patch_task(c, op: str, given: dict) -> None:
             for t in targets:  # inventory hosts come as Transports; ops leaves them open
                 if not isinstance(t, str):
                     t.close()
+        sig = interrupts.requested()
+        if sig is not None and result.exit_code:
+            # the programs had ended on their own (refused) when the interrupt came: said, and
+            # the interrupt's exit code
+            result.exit_code = interrupts.exit_code(sig)
         print(render_json(result) if settings.json else render_text(result))
+        if sig is not None:
+            said = "nothing was cut short" if result.exit_code == 0 else "the table says where each target is"
+            print(f"patchkit: interrupted after the targets had answered; {said}", file=sys.stderr)
     if result.exit_code:
         raise SystemExit(result.exit_code)
 

@@ -36,6 +36,12 @@ class Flag(StrEnum):
     UNLOCKED = "unlocked"
 
 
+# ``@pk step WORD``: how far the program got, each step said as it begins: ``lock`` (it holds
+# .patchkit/lock), ``stage`` (apply: .patchkit/stage, then .patchkit/orig and a manifest
+# ``staged``), ``hold`` (a commit, restore or unstage that an interrupt no longer cuts short)
+STEPS = ("lock", "stage", "hold")
+
+
 class Manifest(NamedTuple):
     """``@pk manifest STATE SERIES DIGEST COUNT``: the patchkit state a target carries."""
 
@@ -101,6 +107,9 @@ class Answer:
     bytecode: list[str] = field(default_factory=list)  # revert: .pyc files it removed
     leftovers: list[tuple[str, str]] = field(default_factory=list)  # status: (what, path) left behind
     commit_failed: str | None = None  # where a commit failed (then rolled back)
+    pid: int | None = None  # the target program's process id (whom an interrupt is sent to)
+    steps: list[str] = field(default_factory=list)  # lock, stage, hold: how far it got (Step)
+    interrupted: int | None = None  # it was signalled and cleaned up: its exit code (129/130/143)
 
 
 def _int(s: str) -> int | None:
@@ -172,6 +181,12 @@ def parse_answer(stdout: bytes) -> Answer:
             ans.takeover = _lock_info("dead", parts[0], parts[1], parts[2:])
         elif word == "journal":
             ans.journal.append(rest)
+        elif word == "pid":
+            ans.pid = _int(parts[0])
+        elif word == "step" and parts[0] in STEPS:
+            ans.steps.append(parts[0])
+        elif word == "interrupted":
+            ans.interrupted = _int(parts[0])
         elif word == "wrote":
             ans.wrote.append(int(parts[0]))
         elif word == "restored":

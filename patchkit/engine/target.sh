@@ -9,19 +9,40 @@ pk_out() { printf '@pk %s\n' "$*"; }
 pk_die() { _c=$1; shift; pk_out "error $_c $*"; exit "$_c"; }
 pk_get() { eval "_v=\${$1_$2}"; }
 
-pk_cleanup() {
+pk_cleanup() {  # the EXIT trap: whatever ended the program (an error, an interrupt), no trace of it
+  trap '' HUP INT TERM            # a second Ctrl-C does not cut the cleanup short
   [ -n "${PK_T:-}" ] && rm -rf "$PK_T"
-  # an apply that stops before its manifest exists leaves no staged files or copies behind
-  [ "${PK_UNDO_STAGE:-0}" = 1 ] && rm -rf "$PK_ROOT/.patchkit/stage" "$PK_ROOT/.patchkit/orig"
+  # an apply that stops before its commit began leaves no staged files, copies or manifest
+  if [ "${PK_UNDO_STAGE:-0}" = 1 ]; then
+    rm -rf "$PK_ROOT/.patchkit/stage" "$PK_ROOT/.patchkit/orig" "$PK_ROOT/.patchkit/manifest" \
+      "$PK_ROOT/.patchkit/manifest.tmp" "$PK_ROOT/.patchkit/mkdirs"
+    [ "${PK_JOURNAL_OURS:-0}" = 1 ] && rm -f "$PK_ROOT/.patchkit/journal"
+  fi
+  [ "${PK_BREAKING:-0}" = 1 ] && pk_rm_own .patchkit/lock.break
   pk_lock_release
+  # said last, once nothing of this operation is left but what the answer reports
+  [ -n "${PK_SIG:-}" ] && pk_out "interrupted $PK_SIG"
+  :
 }
+
+# Ctrl-C (INT), SIGTERM and a lost terminal (HUP) end the program through pk_cleanup; during a
+# commit, a revert's restore or an unstage (pk_hold) the signal is only noted, and the step runs
+# to its end, so every target is either untouched or completely in the new state.
+pk_signal() {  # exit-code
+  PK_SIG=$1
+  [ "${PK_HOLD:-0}" = 1 ] && return 0
+  exit "$1"
+}
+pk_hold() { PK_HOLD=1; pk_out "step hold"; }
+pk_unhold() { PK_HOLD=0; [ -z "${PK_SIG:-}" ] || exit "$PK_SIG"; }   # a noted signal acts now
 
 pk_init() {
   LC_ALL=C; export LC_ALL
   set -f
   PK_T=; PK_LOCKED=0; PK_LOCKTMP=; PK_REFUSE=0
+  PK_SIG=; PK_HOLD=0; PK_LOCKING=0
   trap pk_cleanup EXIT
-  trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM; trap '' PIPE
+  trap 'pk_signal 129' HUP; trap 'pk_signal 130' INT; trap 'pk_signal 143' TERM; trap '' PIPE
   [ -d "$PK_ROOT" ] || pk_die 1 "target root $PK_ROOT does not exist or is not a directory"
   cd "$PK_ROOT" || pk_die 1 "cannot enter $PK_ROOT (permission denied?)"
   if command -v sha256sum >/dev/null 2>&1; then PK_SHA=sha256sum
@@ -521,6 +542,7 @@ pk_excl() {  # path: create it, exclusively, holding our owner line
 
 pk_lock() {
   pk_state_safe
+  PK_LOCKING=1                    # from here pk_lock_release removes what this takes (if ours)
   if [ ! -d .patchkit ]; then
     # another operation may make it at the same instant: then its lock decides, below
     # the first write of an operation: a root we may not write to is said as README promises
@@ -549,12 +571,14 @@ pk_lock() {
     _try=$((_try + 1))
   done
   PK_LOCKED=1
+  pk_out "step lock"
   pk_lock_sweep
 }
 
 pk_lock_takeover() {  # dead-owner-line reason: replace that lock by ours; 1 when it changed meanwhile
   # Takers are serialised by .patchkit/lock.break (made like the lock): while we hold it nobody
   # else removes the lock, so the one we judged dead is the one we remove.
+  PK_BREAKING=1
   if ! pk_excl .patchkit/lock.break; then
     _bline=; { read -r _bline < .patchkit/lock.break; } 2>/dev/null
     pk_lock_judge "$_bline"
@@ -566,13 +590,13 @@ pk_lock_takeover() {  # dead-owner-line reason: replace that lock by ours; 1 whe
     pk_excl .patchkit/lock.break || return 1
   fi
   pk_lock_read
-  if [ "$_lline" != "$1" ]; then rm -f .patchkit/lock.break; return 1; fi
+  if [ "$_lline" != "$1" ]; then rm -f .patchkit/lock.break; PK_BREAKING=0; return 1; fi
   rm -rf .patchkit/lock
   printf '%s %s took-over-lock %s reason=%s %s\n' "$PK_NOW" "$PK_OP" "$PK_SERIES" "$2" "$1" \
     >> .patchkit/journal 2>/dev/null || :
   # an operation that found no lock in this instant may win it; then we are refused as usual
-  if pk_excl .patchkit/lock; then rm -f .patchkit/lock.break; return 0; fi
-  rm -f .patchkit/lock.break; return 1
+  if pk_excl .patchkit/lock; then rm -f .patchkit/lock.break; PK_BREAKING=0; return 0; fi
+  rm -f .patchkit/lock.break; PK_BREAKING=0; return 1
 }
 
 pk_lock_sweep() {  # drop our identity file, and those (and a takeover token) of dead operations
@@ -607,10 +631,15 @@ pk_tmp_sweep() {
 
 pk_lock_release() {  # only our own lock; then .patchkit itself when nothing is left in it
   [ -n "${PK_LOCKTMP:-}" ] && rm -f "$PK_LOCKTMP"
-  [ "${PK_LOCKED:-0}" = 1 ] || return 0
-  _cl=; { read -r _cl < .patchkit/lock; } 2>/dev/null
-  [ "$_cl" = "$PK_LOCKLINE" ] && rm -f .patchkit/lock
+  [ "${PK_LOCKED:-0}" = 1 ] || [ "${PK_LOCKING:-0}" = 1 ] || return 0
+  pk_rm_own .patchkit/lock
   pk_state_empty && rmdir .patchkit 2>/dev/null
+  :
+}
+
+pk_rm_own() {  # path: remove a lock file only when it holds our owner line
+  _cl=; { read -r _cl < "$1"; } 2>/dev/null
+  [ -n "${PK_LOCKLINE:-}" ] && [ "$_cl" = "$PK_LOCKLINE" ] && rm -f "$1"
   :
 }
 
@@ -992,14 +1021,18 @@ pk_run_apply() {  # PK_PHASE: all | stage (fleet phase 1)
       pk_die 1 "files were modified after apply (see patch.status); revert --force keeps them in .patchkit/trash and restores the originals"
     fi
     [ "$PK_MODIFIED" = 0 ] || pk_die 1 "an interrupted operation left files that match neither the original nor the patched text; see status, then revert --force"
+    pk_hold
     pk_restore 0
     pk_out "recovered interrupted"
+    pk_unhold
   fi
   rm -rf .patchkit/stage .patchkit/orig
   pk_check_files 1
   [ "$PK_DRIFT" = 0 ] && [ "$PK_REFUSE" = 0 ] || exit 1
   pk_writable_dirs
+  [ -e .patchkit/journal ] || PK_JOURNAL_OURS=1   # an interrupted stage takes its own lines away
   PK_UNDO_STAGE=1
+  pk_out "step stage"
   pk_stage .patchkit/stage 1
   if [ "$PK_BADSTAGE" != 0 ]; then rm -rf .patchkit/stage; exit 1; fi
   set --
@@ -1009,8 +1042,9 @@ pk_run_apply() {  # PK_PHASE: all | stage (fleet phase 1)
   pk_by_dir d pk_backup ""
   pk_save_bytecode
   pk_manifest_write staged
+  if [ "${PK_PHASE:-all}" = stage ]; then PK_UNDO_STAGE=0; pk_out "staged ok"; exit 0; fi
+  pk_hold                         # an interrupt from here on waits for the commit's end
   PK_UNDO_STAGE=0
-  if [ "${PK_PHASE:-all}" = stage ]; then pk_out "staged ok"; exit 0; fi
   pk_commit
   exit 0
 }
@@ -1022,6 +1056,7 @@ pk_run_commit() {  # fleet phase 2: commit what phase 1 staged and checked
   [ "$PK_M" = 1 ] && [ "${PK_M_DIGEST:-}" = "$PK_DIGEST" ] || pk_die 1 "nothing staged for this series"
   if pk_applied_already; then pk_out "already applied"; exit 0; fi
   [ "${PK_M_STATE:-}" = staged ] || pk_die 1 "manifest state is ${PK_M_STATE:-?}, not staged"
+  pk_hold
   _i=1
   while [ "$_i" -le "$PK_MN" ]; do
     eval "pk_post_$_i=\${pk_mpost_$_i}"
@@ -1035,6 +1070,7 @@ pk_run_unstage() {  # fleet abort before commit: drop the staged files and saved
   pk_lock
   pk_manifest_read
   if [ "$PK_M" = 1 ] && [ "${PK_M_STATE:-}" = staged ] && [ "${PK_M_DIGEST:-}" = "$PK_DIGEST" ]; then
+    pk_hold
     rm -rf .patchkit/stage .patchkit/orig .patchkit/manifest || pk_die 1 "cannot clean $PK_ROOT/.patchkit"
     pk_out "unstaged"
     printf '%s %s unstaged %s\n' "$(date +%s)" "$PK_OP" "$PK_SERIES" >> .patchkit/journal 2>/dev/null || :
@@ -1059,6 +1095,7 @@ pk_run_revert() {
     pk_check_files 0
     pk_out "nothing to revert"
     [ "$PK_DRIFT" = 0 ] || exit 1
+    pk_hold
     pk_revert_tidy
     exit 0
   fi
@@ -1066,6 +1103,7 @@ pk_run_revert() {
   if [ "$PK_MODIFIED" = 1 ] && [ "${PK_FORCE:-0}" != 1 ]; then
     pk_die 1 "files were modified after apply; revert refused (use --force to discard the changes)"
   fi
+  pk_hold                         # an interrupt from here on waits for the originals to be back
   pk_restore "${PK_FORCE:-0}"
   pk_revert_tidy
   exit 0

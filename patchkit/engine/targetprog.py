@@ -279,6 +279,8 @@ def build_program(
     head = [
         "#!/bin/sh",
         f"# patchkit {op}: series {compiled.series.name} ({compiled.series.digest[:12]}) on {root}",
+        # first, before the rest arrives: whom the client signals when it is interrupted
+        "printf '@pk pid %s\\n' \"$$\"",
         f"PK_OP={op} PK_ROOT={shq(root)} PK_WANT_LAYOUT={layout} PK_PHASE={phase}",
         f"PK_SERIES={shq(compiled.series.name)} PK_DIGEST={compiled.series.digest}",
         f"PK_COMMIT={shq(pin.commit or '')} PK_VERSION={shq(' '.join(pin.versions))} PK_DIST={shq(dist)}",

@@ -7,13 +7,23 @@ machine-readable answer from standard output. A transport knows only how to star
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import selectors
+import signal
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from patchkit.errors import InvalidInput, TransportError
+from patchkit.transport import interrupts
+
+# How often a running operation checks its child, the overall deadline and a noted interrupt.
+_POLL_S = 0.05
+_CHUNK = 1 << 16
+_PID_LINE = re.compile(rb"^@pk pid (\d+)$", re.M)  # the target program's first line (target.sh)
 
 
 @dataclass
@@ -37,15 +47,43 @@ class Transport:
         return list(self.shell)
 
     def run(self, script: bytes, timeout: float | None = None) -> RunResult:
+        """``script`` to the shell, its answer back (an interrupt: patchkit.transport.interrupts)."""
+        interrupts.program_starting()
         argv = self.argv()
         start = time.monotonic()
         try:
-            proc = subprocess.run(argv, input=script, capture_output=True, timeout=timeout, env=self.env)
+            proc = start_program(argv, self.env)
         except FileNotFoundError as e:
             raise TransportError(f"{self.label}: cannot start {argv[0]!r}: {e.strerror}") from e
-        except subprocess.TimeoutExpired as e:
-            raise TransportError(f"{self.label}: no answer within {timeout:g} s") from e
-        return RunResult(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+        with proc:
+            try:
+                stdout, stderr = exchange(
+                    proc,
+                    script,
+                    timeout,
+                    start,
+                    timed_out=lambda: TransportError(f"{self.label}: no answer within {timeout:g} s"),
+                    signal_program=self.signal_program,
+                )
+            except BaseException:  # outside an operation's deferred interrupts: as subprocess.run
+                if proc.poll() is None:
+                    proc.kill()
+                raise
+        return finished(RunResult(proc.returncode, stdout, stderr, time.monotonic() - start))
+
+    def signal_program(self, pid: int, sig: int) -> None:
+        """Send ``sig`` to the target program ``pid`` this transport is running: a second, short
+        program through the same shell (the same host, container or pod), never a signal to
+        the local client, which would leave the program alone (SSH) or kill it mid-step."""
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(
+                self.argv(),
+                input=interrupts.kill_program(pid, sig),
+                capture_output=True,
+                env=self.env,
+                timeout=SIGNAL_TIMEOUT_S,
+                start_new_session=True,
+            )
 
     def close(self) -> None:
         """Release connections (SSH control masters); local targets hold none."""
@@ -57,6 +95,120 @@ class Transport:
     def connection_notes(self, before: object) -> list[str]:
         """Sentences about the connection this target keeps between commands (none here)."""
         return []
+
+
+# the short program that signals a running one gets this long (it rides an SSH master when one is up)
+SIGNAL_TIMEOUT_S = 15.0
+# an interrupted run whose program has not said its pid within this long is stopped locally
+PID_GRACE_S = 2.0
+
+
+def start_program(argv: list[str], env: dict[str, str] | None) -> subprocess.Popen:
+    """The shell that reads a target program on stdin; during an operation in a session of its
+    own (patchkit.transport.interrupts: a terminal's Ctrl-C reaches it only through us)."""
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        bufsize=0,
+        start_new_session=interrupts.active(),
+    )
+
+
+def exchange(
+    proc: subprocess.Popen,
+    script: bytes,
+    timeout: float | None,
+    start: float,
+    *,
+    timed_out: Callable[[], BaseException],
+    signal_program: Callable[[int, int], None],
+    check: Callable[[subprocess.Popen], None] | None = None,
+) -> tuple[bytes, bytes]:
+    """Send the program, collect the answer (stdout, stderr) until both pipes close; the child
+    is killed and ``timed_out()`` raised past ``timeout`` seconds from ``start``. A noted
+    interrupt (patchkit.transport.interrupts) is passed on once the program has said its pid:
+    ``signal_program(pid, signal)``, then the answer is read on to its end; a program that has
+    not said it within PID_GRACE_S has not begun, and its client is terminated. ``check(proc)``
+    each round may raise (SSH: its client killed)."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None, "pipes"
+    out, err = bytearray(), bytearray()
+    view, offset = memoryview(script), 0
+    signalled, noted = False, 0.0
+    with selectors.DefaultSelector() as selector:
+        if script:
+            os.set_blocking(proc.stdin.fileno(), False)
+            selector.register(proc.stdin, selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+        selector.register(proc.stdout, selectors.EVENT_READ, out)
+        selector.register(proc.stderr, selectors.EVENT_READ, err)
+        readers = 2
+        while readers:
+            for key, _ in selector.select(_POLL_S):
+                if key.fileobj is proc.stdin:
+                    try:
+                        offset += os.write(key.fd, view[offset : offset + _CHUNK])
+                    except BlockingIOError:
+                        continue
+                    except BrokenPipeError:
+                        offset = len(view)
+                    if offset >= len(view):
+                        selector.unregister(proc.stdin)
+                        proc.stdin.close()
+                    continue
+                data = os.read(key.fd, _CHUNK)
+                if data:
+                    key.data.extend(data)
+                else:
+                    selector.unregister(key.fileobj)
+                    readers -= 1
+            if not readers:
+                break
+            sig = interrupts.deliverable()
+            if sig is not None and not signalled:
+                noted = noted or time.monotonic()
+                found = _PID_LINE.search(out)
+                if found:  # the program's first line: from it on, its shell is there to be told
+                    signalled = True
+                    signal_program(int(found.group(1)), sig)
+                elif time.monotonic() - noted >= PID_GRACE_S:
+                    # no shell reads the program yet (a connection, a wrapper still starting):
+                    # stop the client, and with it the program before its first line ran
+                    signalled = True
+                    _stop_client(proc, signal.SIGTERM)
+            elif sig is not None and noted and time.monotonic() - noted >= 2 * PID_GRACE_S:
+                if not _PID_LINE.search(out):
+                    _stop_client(proc, signal.SIGKILL)  # what SIGTERM left holding our pipes
+            if timeout is not None and time.monotonic() - start >= timeout:
+                proc.kill()
+                proc.wait()
+                raise timed_out()
+            if check is not None:
+                check(proc)
+    proc.wait()
+    return bytes(out), bytes(err)
+
+
+def _stop_client(proc: subprocess.Popen, sig: int) -> None:
+    """``sig`` to the client and what it started (its own session, during an operation)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if interrupts.active() and os.getpgid(proc.pid) == proc.pid:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+
+
+def finished(result: RunResult) -> RunResult:
+    """``result``, or, when an interrupt was noted and the program ended by it (exit 129, 130,
+    143, or a signal of its own), the interrupt carrying it (patchkit.transport.interrupts).
+    A program that ended on its own (0 done, 1 refused, 2 invalid) is returned as usual."""
+    sig = interrupts.deliverable()
+    if sig is not None and result.returncode not in (0, 1, 2):
+        raise interrupts.interrupted(sig, run_result=result)
+    return result
 
 
 @dataclass

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import selectors
 import shlex
 import shutil
 import subprocess
@@ -35,13 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from patchkit.errors import InvalidInput, TransportError
-from patchkit.transport import RunResult, Transport, controldir
+from patchkit.transport import RunResult, Transport, controldir, exchange, finished, interrupts, start_program
 
 # Unix socket paths are limited to ~108 bytes; %C expands to 40 hex characters.
 _SOCKET_PATH_MAX = 100
-# How often a running operation checks its ssh client and the overall deadline.
-_POLL_S = 0.05
-_CHUNK = 1 << 16
 
 
 @dataclass
@@ -126,17 +122,11 @@ class SshTransport(Transport):
 
     def run(self, script: bytes, timeout: float | None = None) -> RunResult:
         timeout = timeout if timeout is not None else self.timeout
+        interrupts.program_starting()
         argv = self.argv()
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self.env,
-                bufsize=0,
-            )
+            proc = start_program(argv, self.env)
         except FileNotFoundError as e:
             raise TransportError(
                 f"{self.where}: cannot start the OpenSSH client {self.ssh_program!r}: {e.strerror}"
@@ -150,6 +140,9 @@ class SshTransport(Transport):
         self.bytes_received += len(stdout) + len(stderr)
         code = proc.returncode
         if code == 255:
+            if not stderr.strip() and interrupts.deliverable() is not None:
+                # interrupted, and the remote program died without its cleanup (SIGKILL)
+                finished(RunResult(-9, stdout, stderr, time.monotonic() - start))
             if not stderr.strip():
                 # ssh explains its own connection failures on stderr. Silence means the remote
                 # shell ended without an exit status (killed by a signal): sshd reports none.
@@ -170,7 +163,7 @@ class SshTransport(Transport):
                 f"could not be started (exit {code}): "
                 f"{_last_line(stderr) or 'no message'}"
             )
-        return RunResult(code, stdout, stderr, time.monotonic() - start)
+        return finished(RunResult(code, stdout, stderr, time.monotonic() - start))
 
     def _communicate(
         self, proc: subprocess.Popen, script: bytes, timeout: float | None, start: float
@@ -179,59 +172,30 @@ class SshTransport(Transport):
 
         A mux client hands its stdin/stdout/stderr to the control master, so when the client
         dies (killed, or by our overall timeout) the master keeps our pipes open until the
-        remote program ends: EOF alone would make us wait for it. (Popen.communicate cannot be
-        resumed with pending input after a timeout, hence this small selector loop.)
+        remote program ends: EOF alone would make us wait for it (patchkit.transport.exchange).
         """
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None, "pipes"
-        out, err = bytearray(), bytearray()
-        view, offset = memoryview(script), 0
-        with selectors.DefaultSelector() as selector:
-            if script:
-                os.set_blocking(proc.stdin.fileno(), False)
-                selector.register(proc.stdin, selectors.EVENT_WRITE)
-            else:
-                proc.stdin.close()
-            selector.register(proc.stdout, selectors.EVENT_READ, out)
-            selector.register(proc.stderr, selectors.EVENT_READ, err)
-            readers = 2
-            while readers:
-                for key, _ in selector.select(_POLL_S):
-                    if key.fileobj is proc.stdin:
-                        try:
-                            offset += os.write(key.fd, view[offset : offset + _CHUNK])
-                        except BlockingIOError:
-                            continue
-                        except BrokenPipeError:
-                            offset = len(view)
-                        if offset >= len(view):
-                            selector.unregister(proc.stdin)
-                            proc.stdin.close()
-                        continue
-                    data = os.read(key.fd, _CHUNK)
-                    if data:
-                        key.data.extend(data)
-                    else:
-                        selector.unregister(key.fileobj)
-                        readers -= 1
-                if not readers:
-                    break
-                if timeout is not None and time.monotonic() - start >= timeout:
-                    proc.kill()
-                    proc.wait()
-                    raise TransportError(
-                        f"{self.where}: no answer within {timeout:g} s "
-                        "(overall timeout); the remote program may still "
-                        "be running"
-                    )
-                code = proc.poll()
-                if code is not None and code < 0:
-                    raise TransportError(
-                        f"{self.where}: the ssh client was killed by signal "
-                        f"{-code} before the answer was complete; the remote "
-                        "program may still be running"
-                    )
-        proc.wait()
-        return bytes(out), bytes(err)
+
+        def client_alive(proc: subprocess.Popen) -> None:
+            code = proc.poll()
+            if code is not None and code < 0:
+                raise TransportError(
+                    f"{self.where}: the ssh client was killed by signal "
+                    f"{-code} before the answer was complete; the remote "
+                    "program may still be running"
+                )
+
+        return exchange(
+            proc,
+            script,
+            timeout,
+            start,
+            timed_out=lambda: TransportError(
+                f"{self.where}: no answer within {timeout:g} s (overall timeout); the remote "
+                "program may still be running"
+            ),
+            signal_program=self.signal_program,
+            check=client_alive,
+        )
 
     def close(self) -> None:
         """Stop a per-transport master and remove its directory; a shared master stays up."""
