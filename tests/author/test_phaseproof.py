@@ -1,6 +1,6 @@
 """The static proof's rules on small worker files written here (no wheel): which paths it walks,
 what it reports, and what it leaves to the runtime (exceptions). The shipped series against
-their releases: tests/series/test_phaseproof.py."""
+their releases: tests/series/test_static_proof.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """patches/proofs.toml, the record of how each shipped series is proven, against the series it
 names, their pins, the static proof's version and the results it cites; and what patch.verify
 prints from it (a "proven:" line, the --json key). No wheel: the proof itself runs in
-tests/series/test_phaseproof.py."""
+tests/series/test_static_proof.py."""
 
 from __future__ import annotations
 
