@@ -283,7 +283,7 @@ def _additive(cells: dict[str, dict], iterations: int = 200) -> tuple[dict, dict
 # ---- the bounded sweep's model: point + round (+ block) ----------------------------------------
 
 
-def _inverse(a: list[list[float]]) -> list[list[float]] | None:
+def inverse(a: list[list[float]]) -> list[list[float]] | None:
     """Gauss-Jordan inverse with partial pivoting; None when ``a`` is (numerically) singular."""
     n = len(a)
     m = [row[:] + [1.0 if i == j else 0.0 for j in range(n)] for i, row in enumerate(a)]
@@ -365,7 +365,7 @@ def round_fit(obs: list[tuple[str, int, object, float]]) -> RoundFit | None:
                 rhs[i] -= s[i] * total / n
                 for j in range(k):
                     a[i][j] -= s[i] * s[j] / n
-    inv = _inverse(a)
+    inv = inverse(a)
     if inv is None:
         return None
     beta = [sum(inv[i][j] * rhs[j] for j in range(k)) for i in range(k)]

@@ -270,6 +270,13 @@ def test_until_decided_stops_early_and_names_the_best(tmp_path, budget_tree):
     md = (outcome.run_dir / "sweep.md").read_text()
     assert "verdict: best tok-s=1500 -- decided after" in md and "stopped: decided" in md
     assert "alpha spent over a horizon of 12 round(s)" in md and "estimates: stopped when decided" in md
+    # where each start's time went: every run keeps its benchmark's duration, and each run with a
+    # time split (10 cycle periods; the stand-in's short runs have none) is a start in the table;
+    # the stand-in runs no prefill cycle, so there is nothing to adjust (tests/profile/test_adjusted.py)
+    every = [x for r in doc["rows"] for x in r["runs"] if x["ok"]]
+    assert every and all(x["duration_s"] > 0 for x in every)
+    assert len(doc["starts"]) == sum(x["time_split"] is not None for x in every)
+    assert doc["adjusted"] is None
     assert "| **tok-s=1500** |" in md
     # the spread cache: written in tmp_path, keyed without the swept --tok-s
     cache = json.loads((tmp_path / "spread.json").read_text())

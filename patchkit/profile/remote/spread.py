@@ -123,12 +123,15 @@ def measured_spread(runs: dict, blocks: dict | None = None, effects: dict | None
 
 def spread_by_part(split_runs: dict) -> dict | None:
     """Where the spread between starts lies: ``split_runs`` is label -> one summary.json
-    ``time_split`` per successful run (None where a run had none). For the benchmark's time in
-    cycles and for each part of it (decode cycles, prefill cycles): the pooled standard
-    deviation between the runs of each point, as a fraction of that point's mean time in
-    cycles (so the parts' figures compare with each other and with the whole); None below one
-    degree of freedom."""
-    names = ("decode", "prefill")
+    ``time_split`` per successful run (None where a run had none), with ``rest`` (the
+    benchmark's time outside cycles) where every run has it. For the benchmark's time and for
+    each part of it (decode cycles, prefill cycles, rest): the pooled standard deviation between
+    the runs of each point, as a fraction of that point's mean time (so the parts' figures
+    compare with each other and with the whole), and ``carried_by``, the part with the largest;
+    None below one degree of freedom."""
+    every = [s for splits in split_runs.values() for s in splits if s]
+    with_rest = bool(every) and all(s.get("rest") for s in every)
+    names = ("decode", "prefill", "rest") if with_rest else ("decode", "prefill")
     ss = {n: 0.0 for n in (*names, "total")}
     df = 0
     for splits in split_runs.values():
@@ -146,7 +149,9 @@ def spread_by_part(split_runs: dict) -> dict | None:
         df += len(got) - 1
     if df < 1:
         return None
-    return {"df": df, **{n: math.sqrt(v / df) for n, v in ss.items()}}
+    out: dict = {"df": df, **{n: math.sqrt(v / df) for n, v in ss.items()}}
+    out["carried_by"] = max(names, key=lambda n: out[n])
+    return out
 
 
 def spread_for_command(path: Path | None, server_command: str | None, matrix: dict) -> dict | None:

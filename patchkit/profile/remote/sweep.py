@@ -91,6 +91,7 @@ from patchkit.errors import PatchkitError
 from patchkit.profile.local_run import new_run_dir
 from patchkit.profile.local_sweep import _fmt, format_table, point_dir_name
 from patchkit.profile.progress import ProgressLine
+from patchkit.profile.remote.adjusted import adjusted_verdict, time_parts
 from patchkit.profile.remote.blocks import Block, assign, make_blocks
 from patchkit.profile.remote.config import RemoteConfig
 from patchkit.profile.remote.run import RemoteRun, report_meta, run_baseline
@@ -228,7 +229,9 @@ def _measure(
         phase_shares=decode_cycle["phase_shares"],
         phase_ms=phase_ms(summary, dist["mean"] if dist else None),
         time_split=summary.time_split,
+        duration_s=bench.duration_s,
     )
+    row["time_parts"] = time_parts(row)
     if bench.tokens_per_s is None:
         row.update(ok=False, error=f"no output token throughput in {point_dir / 'benchmark.log'}")
 
@@ -462,11 +465,14 @@ def extra_lines(extra: dict, verdict: dict | None) -> list[str]:
         )
     by_part = extra.get("spread_by_part")
     if by_part:
+        rest = f", rest {by_part['rest'] * 100:.1f} %" if by_part.get("rest") is not None else ""
         lines.append(
             f"between starts (pooled over the points, {by_part['df']} df; % of a run's time in cycles): "
             f"whole {by_part['total'] * 100:.1f} %, decode cycles {by_part['decode'] * 100:.1f} %, "
-            f"prefill cycles {by_part['prefill'] * 100:.1f} %"
+            f"prefill cycles {by_part['prefill'] * 100:.1f} %{rest}"
+            + (f"; carried most by {by_part['carried_by']}" if by_part.get("carried_by") else "")
         )
+    lines += adjusted_lines(extra.get("adjusted"), extra.get("starts") or [])
     phases = extra.get("phase_verdict")
     if phases and phases.get("points"):
         lines.append(
@@ -474,6 +480,33 @@ def extra_lines(extra: dict, verdict: dict | None) -> list[str]:
             f"on log ms, Bonferroni over a point's phases at {phases['alpha']:g}):"
         )
         lines += describe_phases(phases)
+    return lines
+
+
+def adjusted_lines(adjusted: dict | None, starts: list[dict]) -> list[str]:
+    """Where each start's time went (sweep.json ``starts``), and the adjusted verdict beside
+    the raw one."""
+    lines = []
+    if starts:
+        lines.append(
+            "time per start (s): decode cycles / prefill cycles (their mean period) / rest; tok/s -> adjusted"
+        )
+        for st in starts:
+            rest = "-" if st.get("rest_s") is None else f"{st['rest_s']:.2f}"
+            tps, adj = st.get("tokens_per_s"), st.get("adjusted_tokens_per_s")
+            lines.append(
+                f"  {st['label']} round {st['round']}: {st['decode_s']:.2f} / {st['prefill_s']:.2f} "
+                + (f"({st['prefill_period_ms']:.1f} ms)" if st.get("prefill_period_ms") else "(none)")
+                + f" / {rest}; "
+                + (f"{tps:.1f} -> {adj:.1f}" if tps is not None and adj is not None else "-")
+            )
+    if adjusted:
+        v = adjusted.get("verdict") or {}
+        what = f"best {v['best']}" if v.get("best") else f"{v.get('status', 'undecided')}"
+        lines.append(
+            f"adjusted verdict (prefill cycles at the sweep's {adjusted['prefill_period_ms']:.1f} ms): {what}; "
+            f"decided by: {adjusted['decided_by']} -- {adjusted['why']}"
+        )
     return lines
 
 
@@ -1072,8 +1105,25 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
         else None
     )
     extra["spread_by_part"] = spread_by_part(
-        {r["label"]: [x.get("time_split") for x in r["runs"] if x["ok"]] for r in rows}
+        {r["label"]: [_with_rest(x) for x in r["runs"] if x["ok"]] for r in rows}
     )
+    extra["adjusted"] = adjusted_verdict(
+        rows,
+        lambda: verdict.get("best"),
+        lambda adjusted: _decide_adjusted(adjusted, state, decision is not None),
+    )
+    adj = (extra["adjusted"] or {}).get("tokens_per_s") or {}
+    extra["starts"] = [
+        {"label": r["label"], "round": x["rep"], "block": x.get("block")}
+        | x["time_parts"]
+        | {
+            "tokens_per_s": x.get("tokens_per_s"),
+            "adjusted_tokens_per_s": adj[r["label"]][i] if r["label"] in adj else None,
+        }
+        for r in rows
+        for i, x in enumerate(r["runs"])
+        if x["ok"] and x.get("time_parts")
+    ]
     spread: dict[str, Any] = {"measured": measured}
     if cfg.sequential:
         spread.update(cache=str(cache) if cache else None, key=cache_at, prior=state.prior)
@@ -1099,6 +1149,43 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
             extra=extra,
         )
     return table, files, verdict, baseline, best
+
+
+def _with_rest(run: dict) -> dict | None:
+    """A run's time_split with the rest of its benchmark's time (``rest``), where known."""
+    split, parts = run.get("time_split"), run.get("time_parts")
+    if not split or not parts or parts.get("rest_s") is None:
+        return split
+    return {**split, "rest": {"total_s": parts["rest_s"]}}
+
+
+def _decide_adjusted(adjusted: dict, state: _Rounds, sequential: bool) -> dict:
+    """The raw verdict's test over the adjusted tok/s (the same points, rounds, blocks and
+    horizon; a last look spends the rest only where the budget, not the raw test, ended it)."""
+    runs, blocks = state.samples()
+    runs = {label: adjusted[label] for label in runs if label in adjusted}
+    if sequential:
+        from patchkit.profile.sequential import decide_sequential
+
+        final = state.final_round if state.stopped == "budget" else None
+        d = decide_sequential(
+            runs, blocks=blocks, alpha=DEFAULT_ALPHA, horizon=state.horizon, final_round=final
+        )
+        return {
+            "best": d.best,
+            "status": d.status,
+            "design": d.design,
+            "contenders": d.contenders,
+            "dropped": d.dropped,
+            "intervals": d.to_dict()["intervals"],
+            "estimates": d.estimates,
+        }
+    v = decide({label: [x for x in values if x is not None] for label, values in runs.items()})
+    return {
+        "best": v["best"],
+        "status": "decided" if v["significant"] else "undecided",
+        "design": "fixed",
+    } | {k: v[k] for k in ("indistinguishable", "p_values", "method")}
 
 
 def _blocks_word(cfg: RemoteConfig) -> str:

@@ -1,0 +1,153 @@
+"""Where each start's time went, and a verdict with the prefill cycles' start-to-start cost out.
+
+Per run (a server start): the benchmark's wall time split into its decode cycles, its prefill
+cycles and the rest (the client's own time, idle), from the report's ``time_split`` and the
+benchmark's duration; ``time_parts`` below. Over a sweep, :func:`spread_by_part` (spread.py)
+says which part carries the spread between starts of a point.
+
+The adjusted verdict. Between identical starts on the H200 the prefill cycles' host cost moved
+most (a mean prefill period of 20 against 37 ms: the prefill runs eagerly, outside CUDA
+graphs), so each run's time is recomputed with its prefill cycles costed at the prefill period
+pooled over the whole sweep (every run's prefill time over every run's prefill cycles):
+
+    T' = T - prefill_s + prefill_cycles x pooled period,   adjusted tok/s = tok/s x T / T'
+
+That is a covariate adjustment with a known coefficient (Cox 1958, "Planning of Experiments",
+ch. 4; the prefill period is the concomitant variable and its effect on the time is exact
+arithmetic, not a fitted slope), so it removes the nuisance without spending a degree of
+freedom. It keeps each run's own number of prefill cycles (which the configuration changes:
+fewer steps, more decode cycles, other finishing times) and replaces only its price. It is
+valid only where the configuration does not change that price: the prefill period is tested
+by point first (log period = point + round [+ GPU/host], the rounds as blocks, an F test of
+the point effects at PREFILL_ALPHA); where it differs, or cannot be tested, the raw verdict
+decides. The adjusted verdict is the same test as the raw one (bounded, anytime or fixed N)
+over the adjusted tok/s, replayed over the same rounds; it does not steer the rounds (the raw
+one drops and stops), so it is never more than one look per round, and a look that ended the
+sweep early for a reason of its own spends only what the raw test's horizon allows there.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from patchkit.report.stats import betainc
+
+PREFILL_ALPHA = 0.10  # the prefill period's test by point: lenient, so a doubt keeps the raw verdict
+
+
+def time_parts(run: dict) -> dict | None:
+    """``{decode_s, prefill_s, rest_s, prefill_cycles, prefill_period_ms}`` of one run, from its
+    ``time_split`` and benchmark ``duration_s`` (rest None without a duration, the period None
+    without prefill cycles); None without a time split."""
+    split = run.get("time_split") or {}
+    dec, pre = split.get("decode"), split.get("prefill") or {"cycles": 0, "total_s": 0.0}
+    if not dec:
+        return None
+    duration = run.get("duration_s")
+    cycles_s = dec["total_s"] + pre["total_s"]
+    return {
+        "decode_s": dec["total_s"],
+        "prefill_s": pre["total_s"],
+        "rest_s": None if duration is None else max(0.0, duration - cycles_s),
+        "prefill_cycles": pre["cycles"],
+        "prefill_period_ms": pre["total_s"] / pre["cycles"] * 1e3 if pre["cycles"] else None,
+    }
+
+
+def pooled_period_s(rows: list[dict]) -> float | None:
+    """Every successful run's prefill time over every one's prefill cycles (seconds a cycle)."""
+    total = cycles = 0.0
+    for row in rows:
+        for run in row["runs"]:
+            parts = run.get("time_parts")
+            if run["ok"] and parts:
+                total += parts["prefill_s"]
+                cycles += parts["prefill_cycles"]
+    return total / cycles if cycles else None
+
+
+def adjusted_tokens_per_s(run: dict, period_s: float) -> float | None:
+    """The run's tok/s with its prefill cycles costed at ``period_s`` (module doc)."""
+    parts = run.get("time_parts")
+    tps = run.get("tokens_per_s")
+    if not run["ok"] or not parts or not tps:
+        return None
+    whole = run.get("duration_s") or (parts["decode_s"] + parts["prefill_s"])
+    new = whole - parts["prefill_s"] + parts["prefill_cycles"] * period_s
+    return tps * whole / new if new > 0 else None
+
+
+def f_sf(f: float, d1: float, d2: float) -> float:
+    """P(F > f) for Fisher's F with (d1, d2) degrees of freedom."""
+    if f <= 0:
+        return 1.0
+    return betainc(d2 / 2.0, d1 / 2.0, d2 / (d2 + d1 * f))
+
+
+def prefill_test(rows: list[dict]) -> dict | None:
+    """Whether the prefill period differs by point: the F test of the point effects in the
+    least-squares fit of log period = point + round (+ block). None below one residual df or
+    two points."""
+    from patchkit.profile.sequential import inverse, round_fit
+
+    obs = []
+    for row in rows:
+        for run in row["runs"]:
+            parts = run.get("time_parts")
+            if run["ok"] and parts and parts["prefill_period_ms"]:
+                obs.append((row["label"], run["rep"], run.get("block"), math.log(parts["prefill_period_ms"])))
+    fit = round_fit(obs)
+    if fit is None or fit.df < 1 or not fit.order:
+        return None
+    inv = inverse(fit.cov)
+    if inv is None:
+        return None
+    beta = [fit.effects[p] for p in fit.order]
+    k = len(beta)
+    quad = sum(beta[i] * inv[i][j] * beta[j] for i in range(k) for j in range(k))
+    sigma2 = fit.ss / fit.df
+    if sigma2 <= 0:
+        return {"f": math.inf if quad > 0 else 0.0, "df": [k, fit.df], "p": 0.0 if quad > 0 else 1.0}
+    f = quad / k / sigma2
+    return {"f": f, "df": [k, fit.df], "p": f_sf(f, k, fit.df)}
+
+
+def adjusted_verdict(rows: list[dict], decide_raw, decide_adjusted) -> dict[str, Any] | None:
+    """sweep.json ``adjusted``: the pooled period, each run's adjusted tok/s, the prefill test,
+    the adjusted verdict (``decide_adjusted(runs by label)``, the same test as the raw one),
+    and which decided: ``decided_by`` "adjusted" where the prefill period does not differ by
+    point (p >= PREFILL_ALPHA), else "raw", with ``why``. ``decide_raw()`` gives the raw
+    verdict's best (or None). None when no run has a prefill cycle (nothing to adjust)."""
+    period = pooled_period_s(rows)
+    if period is None:
+        return None
+    runs: dict[str, list[float | None]] = {}
+    for row in rows:
+        if row["runs"]:
+            runs[row["label"]] = [adjusted_tokens_per_s(r, period) for r in row["runs"]]
+    test = prefill_test(rows)
+    doc: dict[str, Any] = {
+        "prefill_period_ms": period * 1e3,
+        "tokens_per_s": runs,
+        "prefill_test": test,
+        "method": "each run's prefill cycles costed at the prefill period pooled over the sweep",
+    }
+    verdict = decide_adjusted(runs) if any(v is not None for vs in runs.values() for v in vs) else None
+    doc["verdict"] = verdict
+    raw_best = decide_raw()
+    if test is None:
+        doc.update(decided_by="raw", why="the prefill period by point could not be tested (too few runs)")
+    elif test["p"] < PREFILL_ALPHA:
+        doc.update(
+            decided_by="raw",
+            why=f"the prefill period differs by point (F test p = {test['p']:.2g} < {PREFILL_ALPHA:g}): "
+            "the configuration changes what the adjustment pools",
+        )
+    else:
+        doc.update(
+            decided_by="adjusted",
+            why=f"the prefill period does not differ by point (F test p = {test['p']:.2g} >= {PREFILL_ALPHA:g})",
+        )
+    doc["best"] = (verdict or {}).get("best") if doc["decided_by"] == "adjusted" else raw_best
+    return doc
