@@ -107,26 +107,31 @@ def test_the_adjusted_verdict_decides_where_the_prefill_cost_drowns_a_5_percent_
     for seed in range(sweeps):
         rng = random.Random(seed)
         rows = sweep_rows(rng, {"fast": 8.0 / 1.05, "slow": 8.0}, 4)
-        raw = decide({r["label"]: [x["tokens_per_s"] for x in r["runs"]] for r in rows})
-        doc = adjusted_verdict(
-            rows,
-            lambda raw=raw: raw["best"],
-            lambda adjusted: decide({k: [x for x in v if x is not None] for k, v in adjusted.items()}),
-        )
+        doc = adjusted_verdict(rows, fixed_n, 0.05)
         assert doc is not None and doc["prefill_period_ms"] == pytest.approx(20, rel=0.4)
-        raw_hits += raw["best"] == "fast"
+        assert doc["alpha"] == 0.025 and doc["raw_verdict"]["alpha"] == 0.025
+        raw_hits += (
+            decide({r["label"]: [x["tokens_per_s"] for x in r["runs"]] for r in rows})["best"] == "fast"
+        )
         adj_hits += doc["decided_by"] == "adjusted" and doc["best"] == "fast"
     assert raw_hits / sweeps < 0.5 and adj_hits / sweeps > 0.75
+
+
+def fixed_n(runs, alpha):
+    v = decide({k: [x for x in xs if x is not None] for k, xs in runs.items()}, alpha=alpha)
+    return {"best": v["best"], "alpha": alpha}
 
 
 def test_a_point_that_changes_the_prefill_period_keeps_the_raw_verdict():
     rng = random.Random(9)
     rows = sweep_rows(rng, {"a": 8.0, "b": 8.0}, 5, period_sd=0.05, period_of={"b": 0.04})
-    doc = adjusted_verdict(rows, lambda: None, lambda adjusted: {"best": "a"})
+    doc = adjusted_verdict(rows, fixed_n, 0.05)
     assert doc["prefill_test"]["p"] < PREFILL_ALPHA
-    assert doc["decided_by"] == "raw" and doc["best"] is None and "differs by point" in doc["why"]
+    assert doc["decided_by"] == "raw" and "differs by point" in doc["why"]
+    # the raw verdict's best (b pays 2 s more prefill a start: a is faster), not the adjusted one's
+    assert doc["best"] == doc["raw_verdict"]["best"] == "a" and doc["verdict"]["best"] is None
     # one start a point cannot be tested: the raw verdict, and it says why
-    doc = adjusted_verdict(sweep_rows(rng, {"a": 8.0, "b": 8.0}, 1), lambda: None, lambda adjusted: None)
+    doc = adjusted_verdict(sweep_rows(rng, {"a": 8.0, "b": 8.0}, 1), fixed_n, 0.05)
     assert doc["decided_by"] == "raw" and "could not be tested" in doc["why"]
 
 

@@ -501,11 +501,15 @@ def adjusted_lines(adjusted: dict | None, starts: list[dict]) -> list[str]:
                 + (f"{tps:.1f} -> {adj:.1f}" if tps is not None and adj is not None else "-")
             )
     if adjusted:
-        v = adjusted.get("verdict") or {}
-        what = f"best {v['best']}" if v.get("best") else f"{v.get('status', 'undecided')}"
+
+        def said(v: dict | None) -> str:
+            v = v or {}
+            return f"best {v['best']}" if v.get("best") else str(v.get("status", "undecided"))
+
         lines.append(
-            f"adjusted verdict (prefill cycles at the sweep's {adjusted['prefill_period_ms']:.1f} ms): {what}; "
-            f"decided by: {adjusted['decided_by']} -- {adjusted['why']}"
+            f"adjusted verdict (prefill cycles at the sweep's {adjusted['prefill_period_ms']:.1f} ms; "
+            f"each verdict at alpha {adjusted['alpha']:g}): adjusted {said(adjusted.get('verdict'))}, "
+            f"raw {said(adjusted.get('raw_verdict'))}; decided by: {adjusted['decided_by']} -- {adjusted['why']}"
         )
     return lines
 
@@ -1108,9 +1112,7 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
         {r["label"]: [_with_rest(x) for x in r["runs"] if x["ok"]] for r in rows}
     )
     extra["adjusted"] = adjusted_verdict(
-        rows,
-        lambda: verdict.get("best"),
-        lambda adjusted: _decide_adjusted(adjusted, state, decision is not None),
+        rows, lambda runs, alpha: _decide_runs(runs, alpha, state, decision is not None), DEFAULT_ALPHA
     )
     adj = (extra["adjusted"] or {}).get("tokens_per_s") or {}
     extra["starts"] = [
@@ -1159,33 +1161,32 @@ def _with_rest(run: dict) -> dict | None:
     return {**split, "rest": {"total_s": parts["rest_s"]}}
 
 
-def _decide_adjusted(adjusted: dict, state: _Rounds, sequential: bool) -> dict:
-    """The raw verdict's test over the adjusted tok/s (the same points, rounds, blocks and
-    horizon; a last look spends the rest only where the budget, not the raw test, ended it)."""
+def _decide_runs(values: dict, alpha: float, state: _Rounds, sequential: bool) -> dict:
+    """The sweep's own test over other tok/s per run (the same points, rounds, blocks and
+    horizon; a last look spends the rest only where the budget, not the test, ended the sweep)."""
     runs, blocks = state.samples()
-    runs = {label: adjusted[label] for label in runs if label in adjusted}
+    runs = {label: values[label] for label in runs if label in values}
     if sequential:
         from patchkit.profile.sequential import decide_sequential
 
         final = state.final_round if state.stopped == "budget" else None
-        d = decide_sequential(
-            runs, blocks=blocks, alpha=DEFAULT_ALPHA, horizon=state.horizon, final_round=final
-        )
+        d = decide_sequential(runs, blocks=blocks, alpha=alpha, horizon=state.horizon, final_round=final)
         return {
             "best": d.best,
             "status": d.status,
             "design": d.design,
+            "alpha": alpha,
             "contenders": d.contenders,
             "dropped": d.dropped,
             "intervals": d.to_dict()["intervals"],
             "estimates": d.estimates,
         }
-    v = decide({label: [x for x in values if x is not None] for label, values in runs.items()})
+    v = decide({label: [x for x in xs if x is not None] for label, xs in runs.items()}, alpha=alpha)
     return {
         "best": v["best"],
         "status": "decided" if v["significant"] else "undecided",
         "design": "fixed",
-    } | {k: v[k] for k in ("indistinguishable", "p_values", "method")}
+    } | {k: v[k] for k in ("alpha", "indistinguishable", "p_values", "method")}
 
 
 def _blocks_word(cfg: RemoteConfig) -> str:
