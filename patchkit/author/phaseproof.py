@@ -10,12 +10,12 @@ wheel (``upstream.fetch_wheel``: sha256 checked). Then, over the patched files' 
    open cycle). ``begin`` pushes, ``end`` must close the innermost open phase, ``cycle_begin``
    needs an empty stack (the runtime abandons whatever is open at a cycle's start) and
    ``cycle_end`` must find the cycle innermost. Every ``return`` and the function's end must
-   leave the stack as it was at the function's start: empty. Both branches of every ``if``,
-   every ``match`` case, a loop run zero or more times (each run must leave the stack as it
-   found it), ``break``/``continue``, ``with`` bodies, and ``try``: its
-   handlers start from any state the ``try`` body passes through, its ``else`` from the body's
-   end, and its ``finally`` runs on every way out, a ``return`` inside included. Conditions
-   are not evaluated: two ``if``\\ s on one condition count as four paths.
+   leave the stack as it was at the function's start: empty. Walked: both branches of every
+   ``if``, every ``match`` case, a loop run zero or more times (each run must leave the stack
+   as it found it), ``break``/``continue``, ``with`` bodies, and ``try``: its handlers start
+   from any state the ``try`` body passes through, its ``else`` from the body's end, and its
+   ``finally`` runs on every way out, a ``return`` inside included. Conditions are not
+   evaluated: two ``if``\\ s on one condition count as four paths.
    *Exceptions* end a path unchecked: a ``raise`` (or any call that raises) leaves the phases
    it interrupts open, and the runtime drops them, and the cycle, at the next ``cycle_begin``
    (nothing half-timed is written). A handler that catches and carries on is checked as above.
@@ -29,11 +29,11 @@ wheel (``upstream.fetch_wheel``: sha256 checked). Then, over the patched files' 
    in order), ``self.attr.m()`` where ``attr`` holds an instance of a class the code builds
    (``self.attr = Cls(...)``, also as one side of ``x if c else y``, or a property returning
    ``self.other``, such as BaseSpecWorker's ``draft_worker``), a module function or class
-   (``run_eagle_verify(...)``, ``Cls(...)``)
-   defined or imported from a module of the worker files' package (``sglang.srt.speculative``:
-   unpatched ones, such as the base classes, read from the same wheel). Not followed: calls
-   through local variables, arguments, containers or callbacks, and dynamic dispatch beyond
-   ``self``; so a function only such a call reaches is reported, never wrongly passed.
+   (``run_eagle_verify(...)``, ``Cls(...)``) defined in or imported from a module of the
+   worker files' package (``sglang.srt.speculative``: unpatched ones, such as the base
+   classes, read from the same wheel). Not followed: calls through local variables,
+   arguments, containers or callbacks, and dynamic dispatch beyond ``self``; so a function
+   only such a call reaches is reported, never wrongly passed.
 
 The timer lines are statements calling ``_pt.<function>(...)`` (patchkit/timing/phase_timer.py);
 any other use of ``_pt`` is a finding (a form the proof does not read).
