@@ -133,10 +133,12 @@ def test_a_series_with_an_unbalanced_phase_fails_the_proof(series, patch, line, 
     assert phaseproof.main([str(PATCHES / series)]) == 0
 
 
-def test_deleting_any_one_timer_line_of_a_series_fails_the_proof():
-    """Every begin, end, cycle_begin and cycle_end of sglang-v0.5.17, deleted one at a time from
-    the patched files, leaves a finding: none of them is one the proof cannot miss."""
-    name, version, files = phaseproof.patched_files(PATCHES / "sglang-v0.5.17")
+@pytest.mark.parametrize("series", ["sglang-v0.5.17", "sglang-v0.5.9"])
+def test_deleting_any_one_timer_line_of_a_series_fails_the_proof(series):
+    """Every begin, end, cycle_begin and cycle_end of a series (EAGLEWorkerV2 with
+    eagle_worker_common.py; both workers), deleted one at a time from the patched files, leaves
+    a finding: none of them is one the proof cannot miss."""
+    name, version, files = phaseproof.patched_files(PATCHES / series)
     mutants = 0
     for path, text in files.items():
         lines = text.splitlines(keepends=True)
