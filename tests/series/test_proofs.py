@@ -139,3 +139,24 @@ def test_the_table_header_says_each_check_as_the_reader_knows_it():
         if ln.split()[:1] and ln.split()[0] in proofs.CHECKS
     }
     assert listed == proofs.CHECKS
+
+
+def test_a_mixed_fleet_gets_a_proven_line_per_series():
+    from patchkit.engine.host_result import HostResult
+    from patchkit.ops import PER_HOST
+
+    digests = {n: read_series(str(PATCHES / n)).digest for n in ("sglang-v0.5.12", "sglang-v0.5.17")}
+    hosts = [
+        HostResult(f"gpu{k}:/site", "verify", "pristine", 0, series=n, digest=d)
+        for k, (n, d) in enumerate(digests.items())
+    ]
+    result = OpResult("verify", PER_HOST, "", hosts)
+    lines = [ln for ln in render_text(result).splitlines() if ln.startswith("proven: ")]
+    assert [ln.split(": ", 2)[1] for ln in lines] == ["sglang-v0.5.12", "sglang-v0.5.17"]
+    assert lines[0].startswith("proven: sglang-v0.5.12: run on a GPU: sglang 0.5.12 on NVIDIA H200")
+    assert lines[1].startswith("proven: sglang-v0.5.17: the static proof (")
+    doc = json.loads(render_json(result))
+    assert {n: p["how"] for n, p in doc["proven"].items()} == {
+        "sglang-v0.5.12": "gpu",
+        "sglang-v0.5.17": "static",
+    }
