@@ -85,7 +85,7 @@ COUNTS = {
 
 
 def test_summary_names_every_count(known):
-    root, summary = known
+    root, _ = known
     data = json.loads((root / "summary.json").read_text())
     counts = {k: v for k, v in data["cycle_counts"].items() if k != "scope"}
     assert counts == COUNTS
@@ -175,7 +175,7 @@ def test_predict_header_gives_sglangs_own_draft_token_flag(tmp_path):
 
 
 def test_a_run_with_stalls_past_the_threshold_warns_and_says_what_to_do(known):
-    root, summary = known
+    root, _ = known
     data = json.loads((root / "summary.json").read_text())
     # the stall's 410 ms of the 30 cycles' 1,340 ms (26 x 30 decode, 3 x 50 prefill, 410)
     (warning,) = data["warnings"]
