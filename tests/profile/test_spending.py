@@ -22,6 +22,7 @@ def test_the_obrien_fleming_type_boundaries_are_the_published_ones():
     assert [round(c, 3) for c in got] == [4.877, 3.357, 2.680, 2.290, 2.031]
 
 
+@pytest.mark.slow  # 1-3 s each under scipy's multivariate normal: make test runs them
 @pytest.mark.parametrize("spending", ["obf", "pocock"])
 @pytest.mark.parametrize("times", [(0.2, 0.4, 0.6, 0.8, 1.0), (0.25, 0.5, 1.0), (2 / 7, 3 / 7, 4 / 7, 5 / 7)])
 def test_each_look_spends_what_the_function_allows_under_scipys_multivariate_normal(scipy, spending, times):

@@ -134,6 +134,7 @@ def test_intervals_cover_the_known_share(tmp_path):
         assert hits >= 34, (key, hits)
 
 
+@pytest.mark.slow  # 11 s: many simulated runs; make test-fast keeps the known-share coverage above
 def test_intervals_cover_the_share_when_the_batch_drifts(tmp_path):
     """Cycles whose verify time drifts (AR(1), 0.9 a cycle): neighbouring cycles are alike, so
     resampling single cycles gives intervals far too narrow (about 40 % coverage); blocks of
