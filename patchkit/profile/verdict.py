@@ -202,33 +202,72 @@ def describe(verdict: dict) -> str:
 CYCLE = "(cycle)"  # the whole decode cycle, beside its phases
 
 
-def phase_comparison(phase_ms: dict, leader: str, alpha: float = DEFAULT_ALPHA) -> dict | None:
+def paired_ratio_interval(
+    pairs: list[tuple[float, float]], confidence: float = CONFIDENCE
+) -> list[float] | None:
+    """[lo, hi] of the ratio a / b from ``pairs`` (a, b) of one block each (a round: the two
+    runs shared the machine's state), the t interval of the mean log difference; None below
+    3 pairs (2 df)."""
+    diffs = [math.log(a) - math.log(b) for a, b in pairs if a and b and a > 0 and b > 0]
+    n = len(diffs)
+    if n < 3:
+        return None
+    mean, sd = statistics.fmean(diffs), statistics.stdev(diffs)
+    half = t_ppf(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
+    return [math.exp(mean - half), math.exp(mean + half)]
+
+
+def phase_comparison(
+    phase_ms: dict, leader: str, alpha: float = DEFAULT_ALPHA, rounds: dict | None = None
+) -> dict | None:
     """Which phases differ between ``leader`` and each other point.
 
     ``phase_ms``: label -> one {phase: ms per decode cycle} per successful run (``CYCLE`` for
-    the whole cycle). For every other point and every phase both sides timed: the medians, the
-    ratio of geometric means point / leader and its Welch interval (``ratio_interval`` on log
-    ms) at confidence 1 - alpha/m, m the phases compared for that point (Bonferroni: the
-    chance that any phase of a point is called different when none is stays below alpha), and
-    ``differs`` when the interval leaves 1 out. None when the leader has no runs."""
+    the whole cycle); ``rounds`` (optional, the same shape): label -> the round of each run.
+    For every other point and every phase both sides timed: the medians, the ratio of
+    geometric means point / leader and its interval at confidence 1 - alpha/m, m the (point,
+    phase) pairs compared over the whole sweep (Bonferroni over every pair: the chance that any
+    phase of any point is called different when none is stays below alpha), and ``differs`` when
+    the interval leaves 1 out. The interval is paired by round (``paired_ratio_interval``) where
+    the two points shared at least 3 rounds, else Welch's (``ratio_interval``); ``test`` says
+    which. None when the leader has no runs."""
     base = phase_ms.get(leader) or []
     if not base:
         return None
-    points: dict[str, dict] = {}
+    base_rounds = (rounds or {}).get(leader) or []
+    compared: dict[str, list[str]] = {}
     for label, runs in phase_ms.items():
         if label == leader or not runs:
             continue
-        names = [
+        compared[label] = [
             n
             for n in dict.fromkeys(n for r in base for n in r)
             if any(r.get(n) for r in runs) and any(r.get(n) for r in base)
         ]
-        confidence = 1.0 - alpha / max(1, len(names))
+    m = sum(len(names) for names in compared.values())
+    confidence = 1.0 - alpha / max(1, m)
+    points: dict[str, dict] = {}
+    for label, names in compared.items():
+        runs = phase_ms[label]
+        ours_rounds = (rounds or {}).get(label) or []
+        shared = (
+            {r: i for i, r in enumerate(ours_rounds)}.keys()
+            & {r: i for i, r in enumerate(base_rounds)}.keys()
+            if len(ours_rounds) == len(runs) and len(base_rounds) == len(base)
+            else set()
+        )
         phases = {}
         for name in names:
             ours = [r[name] for r in runs if r.get(name)]
             theirs = [r[name] for r in base if r.get(name)]
-            ci = ratio_interval(ours, theirs, confidence)
+            ci, test = None, "welch"
+            if len(shared) >= 3:
+                at = {rd: run.get(name) for rd, run in zip(ours_rounds, runs)}
+                bt = {rd: run.get(name) for rd, run in zip(base_rounds, base)}
+                ci = paired_ratio_interval([(at[rd], bt[rd]) for rd in sorted(shared)], confidence)
+                test = "paired by round" if ci is not None else test
+            if ci is None:
+                ci = ratio_interval(ours, theirs, confidence)
             ratio = math.exp(statistics.fmean(_logs(ours)) - statistics.fmean(_logs(theirs)))
             phases[name] = {
                 "ms": statistics.median(ours),
@@ -236,11 +275,12 @@ def phase_comparison(phase_ms: dict, leader: str, alpha: float = DEFAULT_ALPHA) 
                 "ratio": ratio,
                 "ratio_ci": ci,
                 "confidence": confidence,
+                "test": test,
                 "differs": bool(ci and (ci[0] > 1.0 or ci[1] < 1.0)),
                 "runs": [len(ours), len(theirs)],
             }
         points[label] = phases
-    return {"leader": leader, "alpha": alpha, "points": points}
+    return {"leader": leader, "alpha": alpha, "pairs": m, "points": points}
 
 
 def describe_phases(comparison: dict | None, limit: int = 4) -> list[str]:

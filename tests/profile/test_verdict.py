@@ -18,6 +18,8 @@ from patchkit.profile.verdict import (
     describe,
     interval,
     p_greater,
+    paired_ratio_interval,
+    phase_comparison,
     ratio_interval,
     repetition_fields,
     rotation,
@@ -148,3 +150,61 @@ def test_rotation_gives_every_point_every_position():
     assert [rep for rep, _ in order] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     firsts = [order[i][1] for i in range(0, 9, 3)]
     assert sorted(firsts) == ["A", "B", "C"]
+
+
+# ---- the per-phase companion: every (point, phase) pair, paired by round -------------------------
+
+
+def _phase_runs(rng, ms, rounds, shift=None, noise=0.005):
+    """One {phase: ms} per round; ``shift[r]`` multiplies every phase of round r (both points)."""
+    return [
+        {
+            name: value * (shift[r] if shift else 1.0) * math.exp(rng.gauss(0, noise))
+            for name, value in ms.items()
+        }
+        for r in range(rounds)
+    ]
+
+
+def test_identical_points_have_no_phase_called_different_over_all_pairs():
+    # five identical points, nine phases each: Bonferroni within a point called some phase
+    # different in 15.6 % of sweeps; over every (point, phase) pair, at most alpha
+    rng = random.Random(31)
+    phases = {f"phase{i}": 1.0 + i for i in range(9)}
+    sweeps, called = 300, 0
+    for _ in range(sweeps):
+        got = phase_comparison({f"p{k}": _phase_runs(rng, phases, 3) for k in range(5)}, "p0")
+        assert got["pairs"] == 36
+        called += any(d["differs"] for point in got["points"].values() for d in point.values())
+    assert called / sweeps <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / sweeps)
+
+
+def test_a_phase_is_paired_by_round_when_rounds_move_it():
+    # verify 3 % slower at b, every round shifting both points' phases alike by 5 %: the paired
+    # interval sees the 3 %, Welch's drowns in the rounds' shifts
+    rng = random.Random(2)
+    shift = [math.exp(rng.gauss(0, 0.05)) for _ in range(5)]
+    a = _phase_runs(rng, {"verify": 10.0, "draft": 2.0}, 5, shift, noise=0.003)
+    b = _phase_runs(rng, {"verify": 10.3, "draft": 2.0}, 5, shift, noise=0.003)
+    rounds = {"a": [1, 2, 3, 4, 5], "b": [1, 2, 3, 4, 5]}
+    paired = phase_comparison({"a": a, "b": b}, "a", rounds=rounds)["points"]["b"]["verify"]
+    welch = phase_comparison({"a": a, "b": b}, "a")["points"]["b"]["verify"]
+    assert paired["test"] == "paired by round" and paired["differs"]
+    assert welch["test"] == "welch" and not welch["differs"]
+    # two shared rounds are too few to pair: Welch
+    short = phase_comparison({"a": a[:2], "b": b[:2]}, "a", rounds={"a": [1, 2], "b": [1, 2]})
+    assert short["points"]["b"]["verify"]["test"] == "welch"
+
+
+def test_the_paired_interval_is_scipys_paired_t(scipy_stats):
+    pairs = [(10.2, 10.0), (10.5, 10.1), (9.9, 9.8), (10.4, 10.0)]
+    diffs = [math.log(a) - math.log(b) for a, b in pairs]
+    res = scipy_stats.ttest_rel([math.log(a) for a, _ in pairs], [math.log(b) for _, b in pairs])
+    ci = res.confidence_interval(0.9)
+    assert paired_ratio_interval(pairs, 0.9) == pytest.approx([math.exp(ci.low), math.exp(ci.high)])
+    assert paired_ratio_interval(pairs[:2]) is None and len(diffs) == 4
+
+
+@pytest.fixture
+def scipy_stats():
+    return pytest.importorskip("scipy.stats")

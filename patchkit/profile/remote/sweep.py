@@ -476,8 +476,9 @@ def extra_lines(extra: dict, verdict: dict | None) -> list[str]:
     phases = extra.get("phase_verdict")
     if phases and phases.get("points"):
         lines.append(
-            f"phases against {phases['leader']} (ms per decode cycle; ratio and its Welch interval "
-            f"on log ms, Bonferroni over a point's phases at {phases['alpha']:g}):"
+            f"phases against {phases['leader']} (ms per decode cycle; ratio and its interval on log ms, "
+            f"paired by round where 3 rounds are shared, else Welch; Bonferroni over all "
+            f"{phases.get('pairs', '?')} (point, phase) pairs at {phases['alpha']:g}):"
         )
         lines += describe_phases(phases)
     return lines
@@ -1104,6 +1105,7 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
         phase_comparison(
             {r["label"]: [x["phase_ms"] for x in r["runs"] if x["ok"] and x.get("phase_ms")] for r in rows},
             leader,
+            rounds={r["label"]: [x["rep"] for x in r["runs"] if x["ok"] and x.get("phase_ms")] for r in rows},
         )
         if leader
         else None
