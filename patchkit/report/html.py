@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 from patchkit.report.bootstrap import DASH
 from patchkit.report.html_page import (
@@ -58,7 +59,10 @@ def write_run_page(
 def write_run_page_from_folder(
     run_dir, prediction: dict | None = None, notes: list[str] | None = None
 ) -> Path:
-    """The page of a report folder (summary.json and its timing), e.g. with a prediction added."""
+    """The page of a report folder (summary.json and its timing), e.g. with a prediction added.
+    A summary.json whose timing files are gone still gets a page, without the figures that
+    need every cycle (the timeline, the bars per batch size)."""
+    from patchkit.errors import InvalidInput
     from patchkit.report.load import load_timing_dir
     from patchkit.report.summarize import select
 
@@ -67,7 +71,11 @@ def write_run_page_from_folder(
     timing = summary.get("timing_dir") or str(run / "timing")
     if not Path(timing).is_dir():
         timing = str(run / "timing")
-    selection = select(load_timing_dir(timing), timing)
+    selection: Any
+    try:
+        selection = select(load_timing_dir(timing), timing)
+    except InvalidInput:  # no timing files left: the summary alone
+        selection = SimpleNamespace(procs=[], full=[], stall_sets=[])
     return write_run_page(run, summary, selection, prediction, notes)
 
 
@@ -184,10 +192,6 @@ def _throughput(s: dict) -> str:
         )
     if t.get("speedup") is not None:
         parts.append(f"speedup {num(t['speedup'], '.2f', 'x', key=S('throughput', 'speedup'), tag='span')}")
-    if t.get("tokens_per_s_in_cycles") is not None:
-        parts.append(
-            f"decode cycles alone {num(t['tokens_per_s_in_cycles'], ',.1f', key=S('throughput', 'tokens_per_s_in_cycles'), tag='span')} tok/s"
-        )
     return "; ".join(parts) if parts else "not measured (no benchmark output given)"
 
 
@@ -383,8 +387,13 @@ def _cycle(s: dict, selection) -> str:
     stalls = (s.get("stalls") or {}).get(kind) or {}
     lead = (
         f'<p class="lead">{num(dc.get("steady_cycles"), ",d", key=S("decode_cycle", "steady_cycles"), tag="span")} steady decode cycles '
-        f"({basis} time), stalls left out ({fmt(stalls.get('count'), ',d')}). The first bar is every one of every rank; the others the lead rank's, "
-        "per batch size. Brackets: the share's 95 % interval (a bootstrap over whole cycles).</p>"
+        f"({basis} time, every rank), stalls left out ({fmt(stalls.get('count'), ',d')})"
+        + (
+            ". The first bar is all of them; the others the lead rank's, per batch size"
+            if len(bars) > 1
+            else ""
+        )
+        + ". Brackets: the share's 95 % interval (a bootstrap over whole cycles).</p>"
     )
     return (
         lead
@@ -398,7 +407,10 @@ def _cycle(s: dict, selection) -> str:
 
 def _timeline(s: dict, selection) -> str:
     if not selection.full:
-        return '<p class="note">No cycles.</p>'
+        return (
+            '<p class="note">No timing files were read for this page (summary.json alone): the timeline '
+            "and the bars per batch size need every cycle.</p>"
+        )
     lead = min(selection.full, key=lambda p: p.rank)
     cycles = sorted(
         (c for c in lead.cycles if isinstance(c.get("t0"), int) and c.get("host_ns") is not None),

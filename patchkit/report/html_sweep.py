@@ -106,11 +106,13 @@ def _runs(row: dict) -> list[dict]:
 
 
 def _page_link(run: Path, report: str | None) -> str:
+    """A link to a point's page (else its table); a folder that is not there is named, unlinked."""
     if not report:
         return ""
-    folder = run / report
-    target = f"{report}/{PAGE_FILE}" if (folder / PAGE_FILE).is_file() else f"{report}/table.txt"
-    return f'<a href="{esc(target)}">{esc(report)}</a>'
+    for name in (PAGE_FILE, "table.txt"):
+        if (run / report / name).is_file():
+            return f'<a href="{esc(report)}/{name}">{esc(report)}</a>'
+    return esc(report)
 
 
 def _points(run: Path, doc: dict) -> str:

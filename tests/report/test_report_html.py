@@ -115,6 +115,20 @@ def test_a_trace_too_long_for_a_link_stays_beside_the_page(run, tmp_path, monkey
     assert EMBED_MAX_CHARS < 2 * 2**20  # under Chromium's longest URL
 
 
+def test_a_summary_whose_timing_is_gone_still_gets_its_page(run, tmp_path):
+    summary = json.loads((run / "summary.json").read_text())
+    summary["timing_dir"] = str(tmp_path / "gone")  # where the run's timing was, on another machine
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    from patchkit.report.html import write_run_page_from_folder
+
+    html = write_run_page_from_folder(tmp_path).read_text()
+    page = read_page(html)
+    assert page.sections == ["run", "cycle", "timeline", "acceptance", "prediction"]
+    assert_numbers_are_the_documents(page, docs_of(tmp_path))
+    assert "No timing files were read for this page" in html
+    assert not any(re.match(r"batch sizes? \S+ \([\d,]+ cycles\)", t) for t in page.tooltips)  # no bars per size
+
+
 def test_the_prediction_is_drawn_against_what_was_measured(run, tmp_path):
     shutil.copytree(run, tmp_path / "run")
     pred = predict_run(tmp_path / "run", bootstrap=50)
@@ -200,6 +214,8 @@ def test_sweep_page_says_the_verdict_and_links_every_points_page(tmp_path):
     doc = sweep_doc()
     (tmp_path / "points/01-a").mkdir(parents=True)
     (tmp_path / "points/01-a/report.html").write_text("<!DOCTYPE html><title>a</title>")
+    (tmp_path / "points/02-b").mkdir()
+    (tmp_path / "points/02-b/table.txt").write_text("the table")  # a point without its page
     (tmp_path / "sweep.json").write_text(json.dumps(doc))
     html = write_sweep_page(tmp_path, doc, SWEEP_TEXT).read_text()
     page = read_page(html)
@@ -226,6 +242,7 @@ def test_sweep_page_says_the_verdict_and_links_every_points_page(tmp_path):
     assert "[1e-08" in html and "5e+07]" in html
     links = [u for u in page.urls if u.startswith("points/")]
     assert "points/01-a/report.html" in links and "points/02-b/table.txt" in links  # no page: its table
+    assert not any(link.startswith("points/03-c") for link in links) and "points/03-c" in html  # gone: named
     assert external_urls(page) == [] and page.scripts == 0
     assert "phases against" not in html.split('id="phases"')[0]  # said once, in its own section
 
