@@ -909,7 +909,13 @@ def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=N
     With --pool, the median over several runs of that point."""
     from patchkit.extras import PAGE_NEEDS, missing
     from patchkit.profile.remote.spread import cache_path, plan_lines, prediction_plan, spread_for_command
-    from patchkit.report.predict import BOOTSTRAP, pool as pool_predictions, predict_run, render
+    from patchkit.report.predict import (
+        BOOTSTRAP,
+        pool as pool_predictions,
+        predict_run,
+        render,
+        with_start_spread,
+    )
 
     if not run:
         raise InvalidInput("profile.predict needs a run folder: invoke profile.predict RUN")
@@ -930,6 +936,7 @@ def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=N
         pred["plan"] = prediction_plan(
             pred, cached["spread"] if cached else None, f"cached, {cached['df']} df" if cached else "none"
         )
+    with_start_spread(pred, pred["plan"].get("spread"), pred["plan"].get("spread_source") or "none")
     target = Path(_abspath(out)) if out else Path(_abspath(run)) / "predict.json"
     if target.is_dir():
         target = target / "predict.json"

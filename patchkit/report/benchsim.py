@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import random
 import shlex
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
@@ -72,6 +73,8 @@ class SimResult:
     decode_ns: float
     prefill_ns: float
     scale: float = 1.0  # the factor a part of a long load was scaled up by
+    seed_sd: float = 0.0  # one seed's replay: the sd of its total time over the seeds, relative
+    seeds: int = 1  # the replays averaged
 
     @property
     def total_ns(self) -> float:
@@ -221,19 +224,28 @@ def simulate(
     # a long load gets fewer seeds (its own draws average over more requests)
     seeds = list(seeds)[: max(1, int(len(seeds) * SEED_STEPS / max(steps, 1.0)))]
 
+    spread = [0.0]
+
     def mean(requests: int) -> list[float]:
         run_shape = replace(shape, requests=requests)
         runs = [_replay(run_shape, accepts, n, costs, shorter, random.Random(seed)) for seed in seeds]
+        totals = [r[2] + r[3] for r in runs]
+        if len(totals) >= 2 and statistics.fmean(totals) > 0:
+            spread[0] = statistics.stdev(totals) / statistics.fmean(totals)
         return [sum(r[i] for r in runs) / len(runs) for i in range(4)]
 
     if parts is None:
-        return SimResult(*mean(shape.requests))
+        return SimResult(*mean(shape.requests), seed_sd=spread[0], seeds=len(seeds))
     (r1, r2), (m1, m2) = parts, (mean(parts[0]), mean(parts[1]))
     # each further request costs what the second part added over the first (start and tail
     # of the load counted once, as in the whole load)
     out = [a + (shape.requests - r1) * (b - a) / (r2 - r1) for a, b in zip(m1, m2)]
     decode_cycles, prefill_cycles, decode_ns, prefill_ns = out
-    return SimResult(decode_cycles, prefill_cycles, decode_ns, prefill_ns, shape.requests / r2)
+    # the second part's relative spread, shrunk as 1/sqrt(requests) to the whole load
+    whole = spread[0] * (r2 / shape.requests) ** 0.5
+    return SimResult(
+        decode_cycles, prefill_cycles, decode_ns, prefill_ns, shape.requests / r2, whole, len(seeds)
+    )
 
 
 def load_parts(shape: BenchShape, accepts: Sequence[int], n: int) -> tuple[tuple[int, int] | None, float]:

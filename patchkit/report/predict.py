@@ -330,9 +330,8 @@ def predict(
         else:
             whole_ratio = sims[num_steps].total_ns / sims[n].total_ns
             tps = (base_tps or 0.0) * whole_ratio
-            # the decode model's sampling interval, carried over as a relative width
-            whole_ci = [whole_ratio * c / ratio for c in ci] if ci else None
-            tps_ci = [tps * c / ratio for c in ci] if ci else None
+            whole_ci = replay_interval(whole_ratio, ratio, ci, sims[n], sims[num_steps], n == num_steps)
+            tps_ci = [tps * c / whole_ratio for c in whole_ci] if whole_ci else None
         point: dict = {
             "num_steps": n,
             "topk": 1,
@@ -394,7 +393,8 @@ def predict(
             f"the benchmark's load as its command says ({bench[0].requests} requests of {bench[0].output_len} "
             f"tokens, {bench[0].concurrency} at a time), replayed: a replacement reaches the server one decode "
             f"cycle after its request finished; a prefill cycle costs {bench[1].prefill / 1e6:.1f} ms as profiled "
-            "(it varies between server starts: the interval does not cover that)"
+            "(it varies between server starts: the interval covers that only where the spread between "
+            "starts is known, --spread or the spread cache)"
         )
     elif decode_share is not None:
         assumptions.append(
@@ -447,6 +447,70 @@ def predict(
             "unit": "blocks of consecutive decode cycles",
         },
     }
+
+
+def replay_interval(
+    whole: float,
+    decode: float,
+    decode_ci: list[float] | None,
+    at_n: SimResult,
+    at_profiled: SimResult,
+    same: bool,
+) -> list[float] | None:
+    """The replayed ratio's 95 % interval: the decode model's sampling interval (the bootstrap
+    over blocks of cycles, ``decode_ci`` of the decode ratio ``decode``, as a relative width on
+    the log scale) and, at another num-steps than the profiled one, the benchmark's own
+    variation: a measured benchmark is one pass of its load (which requests finish when, which
+    drafts are accepted), and the profiled run was one pass too, so each side adds one pass's
+    variance (the replay's seed-to-seed spread) and the replay's mean its own Monte Carlo error.
+    None without the bootstrap's interval."""
+    if not decode_ci or decode <= 0 or decode_ci[0] <= 0:
+        return None
+    lo, hi = math.log(decode_ci[0] / decode), math.log(decode_ci[1] / decode)
+    if same:
+        return [whole * math.exp(lo), whole * math.exp(hi)]
+    var = sum(sim.seed_sd**2 * (1 + 1 / max(1, sim.seeds)) for sim in (at_n, at_profiled))
+    # the seeds' spread is itself estimated from a few seeds: its t quantile, not the normal's
+    seeds = min(at_n.seeds, at_profiled.seeds)
+    q = t_ppf(0.975, seeds - 1) if seeds >= 2 else _Z95
+    return [
+        whole * math.exp(-math.sqrt(lo * lo + q * q * var)),
+        whole * math.exp(math.sqrt(hi * hi + q * q * var)),
+    ]
+
+
+def with_start_spread(pred: dict, spread: float | None, source: str) -> dict:
+    """Widen every point's ratio_ci95 and tokens_per_s_ci95 (but the profiled one's) by the
+    spread between server starts (sd of log tok/s, from --spread or the spread cache): a start
+    at another num-steps and the profiled start each bring their own luck, 2 spread^2 of
+    variance on the log scale. ``intervals`` in predict.json says what the intervals hold. A
+    pooled prediction is left alone: its interval already rests on the spread of its starts."""
+    pred["intervals"] = {
+        "cycles": "bootstrap over blocks of consecutive cycles",
+        "benchmark": "one pass of the load at each side (the replay's seed-to-seed spread)"
+        if pred.get("simulation")
+        else None,
+        "starts": None,
+    }
+    if not spread or pred.get("pooled"):
+        return pred
+    extra = 2 * spread * spread * _Z95**2
+    for point in pred["points"]:
+        if point.get("profiled"):
+            continue
+        for key, centre in (
+            ("ratio_ci95", point.get("ratio_to_profiled")),
+            ("tokens_per_s_ci95", point.get("tokens_per_s")),
+        ):
+            ci = point.get(key)
+            if ci and centre and ci[0] > 0:
+                lo, hi = math.log(ci[0] / centre), math.log(ci[1] / centre)
+                point[key] = [
+                    centre * math.exp(-math.sqrt(lo * lo + extra)),
+                    centre * math.exp(math.sqrt(hi * hi + extra)),
+                ]
+    pred["intervals"]["starts"] = {"spread": spread, "source": source}
+    return pred
 
 
 def _simulation_json(bench: tuple[BenchShape, CycleCosts], at_profiled: SimResult) -> dict:

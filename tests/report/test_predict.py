@@ -404,3 +404,58 @@ def test_pooled_interval_covers_the_mean_over_starts_where_the_union_does_not():
         hit["union"] += min(c[0] for c in own) <= 1.0 <= max(c[1] for c in own)
     assert hit["pooled"] / runs >= 0.92
     assert hit["union"] / runs < 0.85
+
+
+def test_the_replayed_interval_holds_one_benchmark_pass_at_each_side():
+    """Away from the profiled point the replayed ratio's interval adds one pass of the load's
+    own variation at each side (the replay's seed-to-seed spread, with a t quantile for its
+    few seeds) to the decode model's; at the profiled point it is the decode model's alone.
+    bench/predict_interval_sim.py: 94.7-98 % of single measured passes inside, 0 % before."""
+    from patchkit.report.benchsim import SimResult
+    from patchkit.report.predict import replay_interval
+    from patchkit.report.stats import t_ppf
+
+    at_n = SimResult(100, 10, 9e9, 1e9, seed_sd=0.03, seeds=8)
+    at_p = SimResult(80, 10, 7e9, 1e9, seed_sd=0.02, seeds=8)
+    lo, hi = replay_interval(0.8, 0.9, [0.9, 0.9], at_n, at_p, False)
+    half = t_ppf(0.975, 7) * math.sqrt((0.03**2 + 0.02**2) * (1 + 1 / 8))
+    assert (math.log(0.8 / lo), math.log(hi / 0.8)) == pytest.approx((half, half))
+    assert replay_interval(1.0, 1.0, [0.99, 1.02], at_n, at_p, True) == pytest.approx([0.99, 1.02])
+    assert replay_interval(0.8, 0.9, None, at_n, at_p, False) is None
+
+
+def test_a_known_spread_between_starts_widens_every_point_but_the_profiled_one():
+    from patchkit.report.predict import with_start_spread
+
+    def pred():
+        return {
+            "simulation": {"x": 1},
+            "points": [
+                {
+                    "profiled": True,
+                    "ratio_to_profiled": 1.0,
+                    "ratio_ci95": [1.0, 1.0],
+                    "tokens_per_s": 100.0,
+                    "tokens_per_s_ci95": [100.0, 100.0],
+                },
+                {
+                    "profiled": False,
+                    "ratio_to_profiled": 0.9,
+                    "ratio_ci95": [0.89, 0.91],
+                    "tokens_per_s": 90.0,
+                    "tokens_per_s_ci95": [89.0, 91.0],
+                },
+            ],
+        }
+
+    got = with_start_spread(pred(), 0.03, "given")
+    lo, hi = got["points"][1]["ratio_ci95"]
+    assert lo < 0.89
+    # two starts' luck, 2 x 3 %^2, beside the interval's own half-width
+    assert math.log(hi / 0.9) == pytest.approx(
+        math.sqrt(math.log(0.91 / 0.9) ** 2 + 2 * 0.03**2 * 1.959963984540054**2)
+    )
+    assert got["points"][0]["ratio_ci95"] == [1.0, 1.0] and got["intervals"]["starts"]["spread"] == 0.03
+    assert with_start_spread(pred(), None, "none")["points"][1]["ratio_ci95"] == [0.89, 0.91]
+    pooled = pred() | {"pooled": {"runs": ["a", "b"]}}
+    assert with_start_spread(pooled, 0.03, "given")["points"][1]["ratio_ci95"] == [0.89, 0.91]
