@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from patchkit.engine.answer import Answer, parse_answer
 from patchkit.engine.compilecache import compiled_series
@@ -86,20 +86,10 @@ class Options:
 
 
 def options_from(settings) -> Options:
-    """The Options of one operation from the typed task settings (patchkit.settings.PatchSettings)."""
-    return Options(
-        layout=settings.layout,
-        force=settings.force,
-        keep_journal=settings.keep_journal,
-        keep_journal_where=settings.keep_journal_where,
-        dry_run=settings.dry_run,
-        jobs=settings.jobs,
-        timeout=settings.timeout,
-        cwd=settings.cwd,
-        container=settings.container,
-        exec_prefix=settings.exec_prefix,
-        transport_options=settings.transport_options(),
-    )
+    """The Options of one operation from the typed task settings (patchkit.settings.PatchSettings):
+    each field read by its name there, the transport's options translated once."""
+    named = {f.name: getattr(settings, f.name) for f in fields(Options) if f.name != "transport_options"}
+    return Options(**named, transport_options=settings.transport_options())
 
 
 def run_program(

@@ -242,7 +242,7 @@ def key_where(config, dotted: str) -> str:
 
 
 def _name(option: str, where: str) -> str:
-    return where or f"--{option.replace('_', '-')}"
+    return where or f"--{option.rstrip('_').replace('_', '-')}"
 
 
 def whole_number(value, minimum: int = 1) -> int | None:
@@ -596,6 +596,45 @@ class Option:
         return self.help.format(default=self.default)
 
 
+def repeat_count(value, option: str, where: str = "") -> int:
+    """Repetitions (profile.sweep's passes per point, profile.remote's starts per point or
+    rounds): a whole number from 1 to 1000 (whole_number's rule)."""
+    got = whole_number(value, 1)
+    if got is None or got > 1000:
+        raise InvalidInput(
+            f"{_name(option, where)} {value!r}: a whole number of repetitions "
+            f"({_name(option, '')} must be a whole number of at least 1, at most 1000)"
+        )
+    return got
+
+
+def sample_count(value, option: str, where: str = "") -> int:
+    """PATCHKIT_TIMER_SAMPLE: time about one cycle in N, a whole number from 1 (every cycle)."""
+    got = whole_number(value, 1)
+    if got is None or got > 1 << 30:
+        raise InvalidInput(f"{_name(option, where)} {value!r}: a whole number >= 1 (1 = time every cycle)")
+    return got
+
+
+def command_line(value, option: str, where: str = "") -> str:
+    """A shell command line run by ``sh -c`` on a target (a list is joined with shlex.join)."""
+    import shlex
+
+    if isinstance(value, (list, tuple)):
+        value = shlex.join(str(v) for v in value)
+    if value == "":
+        raise InvalidInput(f"{_name(option, where)} '': an empty value (a shell command line)")
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{_name(option, where)} is missing (a shell command line)")
+    if "\0" in value:
+        raise InvalidInput(f"{_name(option, where)} contains a NUL byte")
+    return value
+
+
+def _zero_or_more(value, option: str, where: str = "") -> float:
+    return number(value, option, where, low=0)
+
+
 def _count0(value, option: str, where: str = "") -> int:
     return positive_int(value, option, where, minimum=0)
 
@@ -663,6 +702,8 @@ _REMOTE_MAIN = "python -m patchkit.profile.remote"
 _AUTHOR = ("patch.edit", "patch.new", "patch.refresh")
 TREE_LAYOUTS = ("checkout", "installed")  # patch.edit's and upstream.fetch's --layout
 PREDICT_BOOTSTRAP = 400  # profile.predict --bootstrap: resamples (patchkit.report.predict.BOOTSTRAP)
+PROFILE_SIZES = ("default", "cpu", "gpu", "ci")  # profile.run --size (patchkit.profile.workload's SIZES)
+DEVICES = ("auto", "cpu", "cuda")
 PATCH_TASKS = ("patch.check", "patch.verify", "patch.apply", "patch.revert", "patch.status", "patch.unlock")
 
 _TABLE: tuple[Option, ...] = (
@@ -826,6 +867,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.size",
         default="default",
         help="default (gpu where CUDA is available, else cpu) | cpu | gpu | ci (seconds)",
+        check=one_of(*PROFILE_SIZES),
         fronts=_RUN_SWEEP,
         doc="default (gpu where CUDA is available, else cpu) | cpu | gpu | ci",
     ),
@@ -833,6 +875,7 @@ _TABLE: tuple[Option, ...] = (
         "timer",
         key="profile.timer",
         help="events | sync | host | off (default: events on CUDA, host otherwise)",
+        check=one_of(*TIMER_MODES),
         fronts=_RUN_SWEEP,
         doc="events | sync | host | off (null: events on CUDA, host otherwise)",
     ),
@@ -841,6 +884,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.device",
         default="auto",
         help="auto | cpu | cuda",
+        check=one_of(*DEVICES),
         fronts=_RUN_SWEEP,
         doc="auto | cpu | cuda",
     ),
@@ -874,6 +918,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.out",
         default="profile-out",
         help="reports go to OUT/<timestamp>/ (default: {default})",
+        check=text,
         fronts=_RUN_SWEEP,
         doc="reports in OUT/<timestamp>/",
     ),
@@ -906,6 +951,7 @@ _TABLE: tuple[Option, ...] = (
         "sample",
         key="profile.sample",
         help="time about one cycle in N, chosen at random (PATCHKIT_TIMER_SAMPLE; default 1: every cycle)",
+        check=sample_count,
         fronts=("profile.run",),
         doc="profile.run: PATCHKIT_TIMER_SAMPLE, time about one cycle in N",
         example=1,
@@ -925,7 +971,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.repeat",
         help=f"measured passes per point, in rotated order (default {SWEEP_REPEAT}); the verdict names a best "
         "point only when its ratio to the baseline is significantly the highest",
-        check=positive_int,
+        check=repeat_count,
         fronts=("profile.sweep",),
         doc="profile.sweep: measured passes per point",
         example=SWEEP_REPEAT,
@@ -963,6 +1009,7 @@ _TABLE: tuple[Option, ...] = (
         "server",
         key="profile.remote.server_command",
         help="server command line, run detached by sh -c on every target",
+        check=command_line,
         fronts=("profile.remote",),
         doc='sh -c on every target, detached, e.g. "python -m\n'
         "sglang.launch_server --model-path M --speculative-algorithm\n"
@@ -974,6 +1021,7 @@ _TABLE: tuple[Option, ...] = (
         "bench",
         key="profile.remote.bench_command",
         help="benchmark command line, run by sh -c on the first target",
+        check=command_line,
         fronts=("profile.remote",),
         doc='sh -c on the first target, e.g. "python -m sglang.bench_serving\n'
         '--backend sglang --port 30000 --dataset-name random --num-prompts 200"',
@@ -1075,7 +1123,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "sample",
         key="profile.remote.timer_sample",
-        check=whole_in(1, 1 << 30),
+        check=sample_count,
         help="time about one decode cycle in N, chosen at random; every cycle is still "
         "recorded (PATCHKIT_TIMER_SAMPLE; 1 = every cycle; default: profile.remote.timer_sample, "
         "else the runtime's budget: as many cycles as one percent of the cycle period pays for, "
@@ -1134,6 +1182,7 @@ _TABLE: tuple[Option, ...] = (
         "out",
         key="profile.remote.out",
         default=DefaultOf("profile.out"),
+        check=text,
         help="reports go to OUT/<timestamp>/ (default: {default})",
         fronts=("profile.remote", _REMOTE_MAIN),
         doc="reports in OUT/<timestamp>/",
@@ -1177,6 +1226,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "warmup_command",
         key="profile.remote.warmup_command",
+        check=command_line,
         doc="the warm-up's command (default: bench_command), e.g. the same\nbenchmark with --num-prompts 50",
         commented=False,
     ),
@@ -1185,7 +1235,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.remote.repeat",
         help="with --matrix: server starts per point, the baseline included, in rotated order "
         f"(default {REMOTE_REPEAT}); the verdict names a best point only when it is significantly faster",
-        check=whole_in(1, 1000),
+        check=repeat_count,
         fronts=("profile.remote",),
         doc="--repeat N: server starts per sweep point, baseline included,\n"
         f"in rotated order (default {REMOTE_REPEAT}; with budget_minutes/until: rounds\n"
@@ -1367,6 +1417,7 @@ _TABLE: tuple[Option, ...] = (
         help="a run folder (or predict.json) of profile.predict: sweep only the --top most "
         "promising predicted num-steps values plus the profiled one (replaces --matrix's "
         "speculative-num-steps axis; other axes kept)",
+        check=text,
         fronts=("profile.remote",),
     ),
     Option(
@@ -1393,11 +1444,13 @@ _TABLE: tuple[Option, ...] = (
         "from_",
         help="the timing folder on the target (PATCHKIT_TIMER_DIR); relative: under the "
         "target's path; default: the target's path itself",
+        check=text,
         fronts=("profile.collect",),
     ),
     Option(
         "out",
         help="local folder for the timing files (new, or one without *.jsonl)",
+        check=text,
         fronts=("profile.collect",),
     ),
     Option(
@@ -1510,6 +1563,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "upstream",
         help="a local git clone of the upstream project to read --onto from",
+        check=existing_dir,
         fronts=("patch.rebase",),
     ),
     Option(
@@ -1563,7 +1617,12 @@ _TABLE: tuple[Option, ...] = (
     Option("name", help="distribution name (e.g. sglang)", fronts=("upstream.fetch",)),
     Option("version", help="exact version on PyPI", fronts=("upstream.fetch",)),
     Option("path", help="file to fetch (repeat; default: the pinned files)", fronts=("upstream.fetch",)),
-    Option("upstream", help="a local git clone to read from instead of PyPI", fronts=("upstream.fetch",)),
+    Option(
+        "upstream",
+        help="a local git clone to read from instead of PyPI",
+        check=existing_dir,
+        fronts=("upstream.fetch",),
+    ),
     Option("rev", help="tag/branch/commit in the clone", fronts=("upstream.fetch",)),
     Option(
         "layout",
@@ -1636,6 +1695,7 @@ _TABLE: tuple[Option, ...] = (
         "verify_us_per_token",
         help="what one more draft token per request adds to verify, in us per token of "
         "the batch, measured elsewhere (default: fitted where the run kept one batch size, else 0)",
+        check=_zero_or_more,
         fronts=("profile.predict",),
     ),
     Option(
@@ -1643,6 +1703,7 @@ _TABLE: tuple[Option, ...] = (
         help="the spread of tok/s between server starts, in % (default: the spread cache's entry for "
         "this server command, from earlier sweeps with --repeat): says how many starts per point would "
         "tell the predicted best from the runner-up",
+        check=_zero_or_more,
         fronts=("profile.predict",),
     ),
 )
@@ -1703,6 +1764,101 @@ def default(key: str) -> Any:
         if option.key == key:
             return option.default
     raise KeyError(key)
+
+
+# -- the one resolve path: given value -> config key -> row default -> row check ----------------------
+
+
+def configured(config, key: str) -> tuple[Any, str]:
+    """(value, where) of a config key (dotted, under ``patchkit:``): the highest config file that
+    sets it (``where``: the key and the file), else what invoke's config holds for it (the
+    environment: ``where`` the key); (None, "") when nothing sets it. Old names are read at
+    their own level (DEPRECATED, PROFILE_RENAMED)."""
+    if "." not in key:
+        value, where = _configured(config, key)
+        return (value, where) if where else (None, "")
+    parts = key.split(".")
+    renamed = [old for old, new in PROFILE_RENAMED.items() if parts == ["profile", new]]
+    value, where = None, ""
+    for layer_where, layer in config_layers(config):
+        for path in ([*parts[:-1], old] for old in renamed):
+            found = _walk(layer, path)
+            if found is not None:
+                value, where = found, f"patchkit.{'.'.join(path)} in {layer_where}"
+        found = _walk(layer, parts)
+        if found is not None:
+            value, where = found, f"patchkit.{key} in {layer_where}"
+    if where:
+        return value, where
+    found = _walk(config.get("patchkit", {}) if hasattr(config, "get") else {}, parts)
+    return (found, f"patchkit.{key}") if found is not None else (None, "")
+
+
+def _walk(node: Any, parts: list[str]) -> Any:
+    for part in parts:
+        node = node.get(part) if hasattr(node, "get") else None
+    return node
+
+
+def row_check(row: Option) -> Callable[..., Any] | None:
+    """A row's check: its own, or for an on/off row (a bool default) the one boolean rule."""
+    if row.check is None and isinstance(row.default, bool):
+        return boolean
+    return row.check
+
+
+def given_value(row: Option, value) -> bool:
+    """Whether a task's parameter carries a value: not None, not an empty list, and for an
+    on/off row not its default (invoke passes the default when the flag is not given)."""
+    if value is None or (isinstance(value, (list, tuple)) and not value):
+        return False
+    return not (isinstance(row.default, bool) and value is row.default)
+
+
+def resolve_where(row: Option, given=None, config=None, *, cwd: str | None = None) -> tuple[Any, str]:
+    """(value, where) of one option, the one path every task and front end takes: the value
+    given (a task's parameter), else the config key of the row (else the key it falls back
+    to), else the row's default; then the row's check (InvalidInput naming ``--option``, or
+    the key and the file it came from). ``cwd``: where relative paths of a check start."""
+    import copy
+
+    value, where = (given, "") if given_value(row, given) else (None, "")
+    if isinstance(value, str) and not value.strip() and row_check(row) is None:
+        text(value, row.name)  # an empty value, for any option: refused, never the default
+    if where == "" and value is None and config is not None and row.key is not None:
+        value, where = configured(config, row.key)
+        if value is None and row.fallback is not None:
+            value, where = configured(config, row.fallback)
+    if value is None:
+        value, where = copy.deepcopy(row.default), ""
+    return resolve_checked(row, value, where, cwd=cwd), where
+
+
+def resolve_checked(row: Option, value, where: str = "", *, cwd: str | None = None) -> Any:
+    """The last step of resolve_where: ``value`` (from ``where``: "" an option, else the key
+    and file) through the row's check; None stays None."""
+    check = row_check(row)
+    if value is None or check is None:
+        return value
+    if cwd is not None and check in (existing_file, existing_dir):
+        return check(value, row.name, where, cwd=cwd)
+    return check(value, row.name, where)
+
+
+def resolve(row: Option, given=None, config=None, *, cwd: str | None = None) -> Any:
+    """The value of one option (resolve_where)."""
+    return resolve_where(row, given, config, cwd=cwd)[0]
+
+
+def resolve_front(front: str, given: dict, config=None, *, cwd: str | None = None) -> dict[str, Any]:
+    """Every option of one front end (``given``: its parameters), each through resolve."""
+    return {name: resolve(row, given.get(name), config, cwd=cwd) for name, row in offered(front).items()}
+
+
+def checked(front: str, name: str, value) -> Any:
+    """A value given to ``front``'s option ``name``, through that row's check (None: the
+    row's default, unchecked when it is None)."""
+    return resolve(offered(front)[name], value)
 
 
 def add_argument(parser, option: Option, **kwargs) -> None:
@@ -1834,6 +1990,18 @@ REMOTE_FALLBACKS: dict[str, str] = {
 # -- the settings object -------------------------------------------------------------------------
 
 
+def patch_rows() -> dict[str, Option]:
+    """{name: row} of every option a patch.* task offers (PATCH_TASKS), once each, and of the
+    patchkit.* keys no task offers as an option (ssh_options)."""
+    rows: dict[str, Option] = {}
+    for option in OPTIONS:
+        if set(option.fronts) & set(PATCH_TASKS) or (
+            not option.fronts and option.key is not None and "." not in option.key
+        ):
+            rows.setdefault(option.name, option)
+    return rows
+
+
 @dataclass(frozen=True)
 class PatchSettings:
     """Everything a ``patch.*`` task needs, checked (module docstring)."""
@@ -1862,66 +2030,39 @@ class PatchSettings:
     cwd: str = ""
     series_where: str = ""
     config_where: str = "invoke.yaml"  # the config files read (config_where), for messages
+    extra: dict[str, Any] = field(default_factory=dict)  # the other rows of the patch tasks, checked
 
     @classmethod
     def from_invoke(cls, c, op: str, given: dict, *, notes=None) -> PatchSettings:
         """From the task's context ``c`` and its options ``given`` (the task's parameters)."""
         config = c.config
         say_notes(config, notes)
-
-        def pick(option: str, key: str | None = None) -> tuple[Any, str]:
-            value = given.get(option)
-            if value is not None and value != [] and value is not False:
-                return value, ""
-            return _configured(config, key or option)
-
         cwd = getattr(c, "cwd", None) or os.getcwd()
-        series, series_where = pick("series")
-        jobs, jobs_where = pick("jobs")
-        timeout, timeout_where = pick("timeout")
-        persist, persist_where = pick("ssh_persist")
-        layout, layout_where = pick("layout")
-        keep_journal, keep_journal_where = pick("keep_journal")
-        targets = list(given.get("target") or [])
-        inventory = given.get("inventory")
-        if not targets and not inventory:
-            configured, where = _configured(config, "targets")
-            targets = strings(configured, "target", where)
-            inventory = _configured(config, "inventory")[0]
-        ssh_config, ssh_config_where = pick("ssh_config")
-        ssh_options, ssh_options_where = _configured(config, "ssh_options")
-        ssh_persist = seconds(persist, "ssh_persist", persist_where, zero=True)
-        assert ssh_persist is not None, "ssh_persist has a default in PATCHKIT_DEFAULTS"
+        rows = patch_rows()
+        targets, inventory = given.get("target") or [], given.get("inventory")
+        if not targets and not inventory:  # the targets of the config only when none are given
+            targets = resolve(rows["target"], None, config)
+            inventory = resolve(rows["inventory"], None, config)
+        wheres, values = {}, {}
+        for name, row in rows.items():
+            if name in ("target", "inventory"):
+                values[name] = resolve(row, targets if name == "target" else inventory)
+            elif row.key is None:
+                values[name] = resolve(row, given.get(name))
+            else:
+                values[name], wheres[name] = resolve_where(row, given.get(name), config, cwd=cwd)
+        fields_ = {f for f in cls.__dataclass_fields__}
         settings = cls(
             op=op,
-            series=text(series, "series", series_where),
-            targets=strings(targets, "target"),
-            layout=choice(layout, "layout", LAYOUTS, layout_where),
-            jobs=positive_int(jobs, "jobs", jobs_where),
-            timeout=seconds(timeout, "timeout", timeout_where),
-            ssh_config=existing_file(ssh_config, "ssh_config", ssh_config_where, cwd),
-            ssh_options=strings(ssh_options, "ssh_options", ssh_options_where),
-            ssh_persist=ssh_persist,
-            inventory=text(inventory, "inventory"),
-            limit=text(given.get("limit"), "limit"),
-            root=text(given.get("root"), "root"),
-            container=text(pick("container")[0], "container"),
-            exec_prefix=text(pick("exec_", "exec")[0], "exec"),
-            kind_options={
-                name: value
-                for name in kind_settings()
-                if (value := kind_option(*pick(name), name)) is not None
-            },
-            keep_journal=boolean(keep_journal, "keep_journal", keep_journal_where),
-            keep_journal_where=keep_journal_where or "--keep-journal",
-            # the flags without a config key: invoke gives True or False, through the same rule
-            force=boolean(given.get("force", False), "force"),
-            dry_run=boolean(given.get("dry_run", False), "dry_run"),
-            show_script=boolean(given.get("show_script", False), "show_script"),
-            json=boolean(given.get("json", False), "json"),
+            targets=values.pop("target"),
+            exec_prefix=values.pop("exec_"),
+            kind_options={name: value for name in kind_settings() if (value := values.pop(name)) is not None},
+            keep_journal_where=wheres.get("keep_journal") or "--keep-journal",
             cwd=cwd,
-            series_where=series_where,
+            series_where=wheres.get("series", ""),
             config_where=config_where(config),
+            **{name: values.pop(name) for name in list(values) if name in fields_},
+            extra=values,  # rows no field names (a row added to the table: its checked value)
         )
         if settings.show_script and settings.json:
             raise InvalidInput(
@@ -1932,9 +2073,12 @@ class PatchSettings:
         return settings
 
     def __getattr__(self, name: str) -> str | None:
-        """A target kind's own setting by its name (``settings.k8s_container``); None: not given."""
+        """A target kind's own setting by its name (``settings.k8s_container``; None: not given),
+        or any other row of the patch tasks by its name (``extra``)."""
         if name in kind_settings():
             return self.kind_options.get(name)
+        if name in self.__dict__.get("extra", {}):
+            return self.extra[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def transport_options(self) -> dict:

@@ -19,25 +19,23 @@ from patchkit.errors import InvalidInput
 from patchkit.locations import series_path
 from patchkit.settings import (
     PATCHKIT_DEFAULTS,
-    PROFILE_DEFAULTS,
-    PROFILE_RENAMED,
     REMOTE_FALLBACKS,
     PatchSettings,
-    boolean,
+    checked,
     config_value,
+    configured,
     existing_dir,
-    key_where,
+    given_value,
     need_inventory,
-    number,
     offered,
     output_dir,
     owners,
-    positive_int,
+    resolve,
+    resolve_checked,
+    resolve_front,
     say_notes,
-    seconds,
     task_help,
     text,
-    whole_number,
 )
 from patchkit.taskrun import auto_series as _auto_series, run_patch_task
 
@@ -100,13 +98,6 @@ unlock = _patch_task(
 )
 
 
-def _checked(front: str, option: str, value):
-    """``value`` through the check of ``front``'s row ``option`` in the option table."""
-    check = offered(front)[option].check
-    assert check is not None, f"{front} --{option} has a check in the option table"
-    return check(value, option)
-
-
 def _abspath(p):
     return os.path.abspath(os.path.expanduser(p)) if p else None
 
@@ -143,7 +134,7 @@ def edit(c, dest, series=None, upto=None, pristine=None, layout="checkout"):
 
     series = _series(c, series)
     dest = text(dest, "dest")
-    _checked("patch.edit", "layout", layout)
+    checked("patch.edit", "layout", layout)
     out = authoring.prepare_edit_tree(
         Path(series), _pristine(series, pristine), Path(_abspath(dest)), upto=upto, layout=layout
     )
@@ -296,8 +287,8 @@ def upstream_fetch(
 
     from patchkit import upstream as up
 
-    _checked("upstream.fetch", "layout", layout)
-    upstream = existing_dir(upstream, "upstream")
+    checked("upstream.fetch", "layout", layout)
+    upstream = checked("upstream.fetch", "upstream", upstream)
     if dest is not None and os.path.exists(dest) and not os.path.isdir(dest):
         raise InvalidInput(f"--dest {dest!r}: a file, not a folder")
     tree, commit = up.fetch_tree(
@@ -366,69 +357,55 @@ ns.configure({"patchkit": dict(PATCHKIT_DEFAULTS)})
 # the options' help texts, defaults and checks: patchkit.settings' option table
 
 
-def _profile_cfg(c, key, value, default=None):
-    """The option, else ``patchkit.profile.<key>`` (or its old name, PROFILE_RENAMED), else
-    ``default``."""
-    if value is not None:
-        return value
-    node = _cfg(c, "profile", {}) or {}
-    if node.get(key) is None:
-        for old, new in PROFILE_RENAMED.items():
-            if new == key and node.get(old) is not None:
-                return node[old]
-    return node.get(key, default)
+def _profile(c, name: str, given=None, front: str = "profile.run"):
+    """One option of the profile tasks through its row (patchkit.settings.resolve): --name,
+    else patchkit.profile.<key> (or its old name), else the row's default; checked."""
+    return resolve(offered(front)[name], given, c.config)
 
 
 def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse, no_chart):
     kw = dict(
-        size=_profile_cfg(c, "size", size, PROFILE_DEFAULTS["size"]),
-        timer_mode=_profile_cfg(c, "timer", timer),
-        device=_profile_cfg(c, "device", device, PROFILE_DEFAULTS["device"]),
-        seed=positive_int(_profile_cfg(c, "seed", seed, PROFILE_DEFAULTS["seed"]), "seed", minimum=0),
-        timeout=seconds(_profile_cfg(c, "timeout", timeout), "timeout"),
-        wheelhouse=existing_dir(_profile_cfg(c, "wheelhouse", wheelhouse), "wheelhouse"),
+        size=_profile(c, "size", size),
+        timer_mode=_profile(c, "timer", timer),
+        device=_profile(c, "device", device),
+        seed=_profile(c, "seed", seed),
+        timeout=_profile(c, "timeout", timeout),
+        wheelhouse=_profile(c, "wheelhouse", wheelhouse),
         chart=not no_chart,
     )
     for key, value in (("site", site), ("series_dir", series)):
         # patchkit.profile.series (documented in invoke.yaml) feeds run_default's series_dir
-        value = text(_profile_cfg(c, key.split("_")[0], value), key.split("_")[0])
+        name = key.split("_")[0]
+        value = _profile(c, name, value)
         if value and value != "auto" and os.path.isfile(os.path.expanduser(value)):
-            raise InvalidInput(f"--{key.split('_')[0]} {value!r}: a folder, not a file")
+            raise InvalidInput(f"--{name} {value!r}: a folder, not a file")
         if value == "auto" and key == "series_dir":
             if kw.get("site"):  # the embedded default's own series otherwise (site not built yet)
                 kw[key] = _auto_series([kw["site"]])
         elif value:
             kw[key] = series_path(value) if key == "series_dir" else _abspath(value)
-    return output_dir(_profile_cfg(c, "out", out, PROFILE_DEFAULTS["out"]), "out"), kw
+    return output_dir(_profile(c, "out", out), "out"), kw
 
 
 PROFILE_TASK = dict(prog="profile", interrupted="the tree was reverted")
 
 
 def _sample_arg(task, value):
-    """--sample N (PATCHKIT_TIMER_SAMPLE): a whole number >= 1, else invalid input."""
-    if value is None:
-        return None
-    got = whole_number(value, 1)
-    if got is None:
-        raise InvalidInput(f"{task} --sample {value!r}: a whole number >= 1 (1 = time every cycle)")
-    return got
+    """--sample N (PATCHKIT_TIMER_SAMPLE), through its row's check; the message names the task."""
+    try:
+        return checked("profile.run", "sample", value)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{task} {exc.message}") from None
 
 
 def _warmup(c, warmup) -> bool:
-    """--warmup/--no-warmup, else patchkit.profile.warmup (the option table's boolean rule), else on."""
-    if not warmup:
-        return False
-    value = _profile_cfg(c, "warmup", None, PROFILE_DEFAULTS["warmup"])
-    return boolean(value, "warmup", key_where(c.config, "profile.warmup"))
+    """--warmup/--no-warmup, else patchkit.profile.warmup, else on (its row: the boolean rule)."""
+    return bool(_profile(c, "warmup", warmup))
 
 
 def _repeat(c, repeat):
-    """--repeat N, else patchkit.profile.repeat; a whole number >= 1 (None: the default)."""
-    if repeat is not None:
-        return positive_int(repeat, "repeat")
-    value = _profile_cfg(c, "repeat", None)
-    return None if value is None else positive_int(value, "repeat", "patchkit.profile.repeat")
+    """--repeat N, else patchkit.profile.repeat (its row's check; None: the default)."""
+    return _profile(c, "repeat", repeat, "profile.sweep")
 
 
 @task(
@@ -459,13 +436,16 @@ def profile_run(
     from patchkit.profile.local_run import run_default
 
     require("profile", "profile.run")  # before --out is made and the site is touched
-    sample = _sample_arg("profile.run", _profile_cfg(c, "sample", sample))
+    try:
+        sample = _profile(c, "sample", sample)
+    except InvalidInput as exc:
+        raise InvalidInput(f"profile.run {exc.message}") from None
     warmup = _warmup(c, warmup)  # checked before --out is made
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse, no_chart)
     if num_assistant_tokens is not None:
-        kw["num_assistant_tokens"] = positive_int(num_assistant_tokens, "num_assistant_tokens")
+        kw["num_assistant_tokens"] = checked("profile.run", "num_assistant_tokens", num_assistant_tokens)
     if confidence is not None:
-        kw["assistant_confidence_threshold"] = number(confidence, "confidence", low=0, high=1)
+        kw["assistant_confidence_threshold"] = checked("profile.run", "confidence", confidence)
     run_default(out, timer_sample=sample, warmup=warmup, **kw)
 
 
@@ -498,7 +478,7 @@ def profile_sweep(
     require("profile", "profile.sweep")  # before --out is made and the site is touched
     repeat, warmup = _repeat(c, repeat), _warmup(c, warmup)  # checked before --out is made
     out, kw = _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wheelhouse, no_chart)
-    matrix = _profile_cfg(c, "matrix", matrix, PROFILE_DEFAULTS["matrix"])
+    matrix = _profile(c, "matrix", matrix, "profile.sweep")
     run_sweep(out, matrix=matrix, repeat=repeat, warmup=warmup, **kw)
 
 
@@ -557,7 +537,8 @@ def patch_rebase(
         )
     )
     series = series or _cfg(c, "series")
-    upstream, wheelhouse = existing_dir(upstream, "upstream"), existing_dir(wheelhouse, "wheelhouse")
+    upstream = checked("patch.rebase", "upstream", upstream)
+    wheelhouse = resolve(offered("patch.rebase")["wheelhouse"], wheelhouse, c.config)
     if out is not None:  # said before any wheel is fetched
         text(out, "out")  # a non-empty string
         where = os.path.expanduser(out)
@@ -600,7 +581,7 @@ def patch_rebase(
         context_trim=context_trim,
         resume=resume,
         version=version,
-        wheelhouse=path(wheelhouse or _cfg(c, "wheelhouse")),
+        wheelhouse=path(wheelhouse),
         trust_new=trust_new,
         merge=merge,
         new_source=new_source,
@@ -680,6 +661,7 @@ def profile_remote(
     kube_context=None,
 ):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
+    params = dict(locals())  # the task's parameters, each an option of its row
     from patchkit.profile.remote import RemoteConfig, run_remote
     from patchkit.profile.remote.sweep import run_remote_sweep
 
@@ -690,25 +672,17 @@ def profile_remote(
             if key == "inventory" and own_targets:  # as for the patch tasks: with targets of its own
                 continue  # (profile.remote.targets or --target), patchkit.inventory is not read
             settings[key] = _cfg(c, fallback)
-    given = {
-        "targets": list(target or []) or None,
-        "series": series,
-        "server_command": server,
-        "bench_command": bench,
-        "out": out,
-        "keep_remote_dir": keep_remote_dir or None,
-        "chart": False if no_chart else None,
-        "baseline": baseline or None,
-        "matrix": matrix,
-        "timer_sample": _sample_arg("profile.remote", sample),
-        "warmup": None if warmup else False,
-        "repeat": repeat,
-        "budget_minutes": budget,
-        "until": until,
-        "gpus": gpus,
-        "blocks": blocks,
-        "cpus": cpus,
-    }
+    rows = offered("profile.remote")
+    given: dict = {}
+    for name, row in rows.items():  # each option given goes through its row (the message names it)
+        if row.key is None or name == "env" or not given_value(row, params[name]):
+            continue
+        try:
+            given[row.key.rpartition(".")[2]] = resolve(row, params[name])
+        except InvalidInput as exc:
+            raise InvalidInput(f"profile.remote {exc.message}" if name == "sample" else exc.message) from None
+    if no_chart:
+        given["chart"] = False
     if from_prediction is not None or top is not None:
         from patchkit.report.predict import load_prediction, matrix_with_steps, promising
 
@@ -716,46 +690,17 @@ def profile_remote(
             raise InvalidInput(
                 "--top needs --from-prediction RUN (a profile.predict run folder or predict.json)"
             )
-        pred = load_prediction(_abspath(text(from_prediction, "from-prediction")))
-        steps = promising(
-            pred, positive_int(top if top is not None else offered("profile.remote")["top"].default, "top")
-        )
+        pred = load_prediction(_abspath(resolve(rows["from_prediction"], from_prediction)))
+        steps = promising(pred, resolve(rows["top"], top))
         given["matrix"] = matrix_with_steps(matrix, steps)
         print(
             f"--from-prediction: num-steps {', '.join(map(str, steps))} (the predicted best and the profiled point)"
         )
-    settings.update({k: v for k, v in given.items() if v is not None})
-    for key, option in (
-        ("series", "series"),
-        ("server_command", "server"),
-        ("bench_command", "bench"),
-        ("matrix", "matrix"),
-    ):
-        text(given[key], option)  # given but empty: refused, not left to a default
-    if repeat is not None:
-        settings["repeat"] = positive_int(repeat, "repeat")
-    rows = offered("profile.remote")
-    for option, value in (
-        ("budget", budget),
-        ("until", until),
-        ("blocks", blocks),
-        ("gpus", gpus),
-        ("cpus", cpus),
-        # the targets' options, the patch tasks' (an explicit --inventory is read with --target too)
-        ("inventory", inventory),
-        ("limit", limit),
-        ("root", root),
-        ("kubectl", kubectl),
-        ("k8s_container", k8s_container),
-        ("kube_context", kube_context),
-    ):
-        if value is not None:  # the row's check here, so that the message names the option
-            row = rows[option]
-            assert row.key is not None and row.check is not None, f"profile.remote --{option}: a checked key"
-            settings[row.key.rpartition(".")[2]] = row.check(value, option)
+    settings.update(given)
     need_inventory(settings.get("inventory"), limit, root)  # refused as by the patch tasks
-    # phases.png; before --out is made and a target is touched (chart: "false" is false here too)
-    if boolean(settings.get("chart", True), "chart", "profile.remote: chart"):
+    # phases.png; before --out is made and a target is touched (chart: the row's boolean rule)
+    chart = owners()["profile.remote.chart"]
+    if resolve_checked(chart, settings.get("chart", chart.default), "profile.remote: chart"):
         from patchkit.extras import require
 
         require("report", "profile.remote", instead="or give --no-chart")
@@ -814,7 +759,6 @@ def profile_collect(
 
     if not target or not out:
         raise InvalidInput("profile.collect needs --target T (repeatable) and --out DIR")
-    remote = (_cfg(c, "profile", {}) or {}).get("remote") or {}
     from patchkit.ops import options_from  # the fleet layer: imported when a task needs it
 
     # the target options are checked and merged with invoke.yaml as for the patch.* tasks
@@ -833,25 +777,21 @@ def profile_collect(
     )
 
     def read(option: str, value):
-        """--option (its row's check), else the patchkit.profile.remote key it reads (checked by
-        that key's own rule, as profile.remote checks it), else the key's default."""
+        """--option, else the patchkit.profile.remote key it reads (checked by that key's own
+        row, as profile.remote checks it), else the key's default."""
         row = offered("profile.collect")[option]
-        assert row.key is not None and row.check is not None, f"profile.collect --{option}: a keyed row"
-        key = row.key.rpartition(".")[2]
-        if value is not None:
-            return row.check(value, option)
-        if remote.get(key) is not None:
-            check = owners()[row.key].check
-            assert check is not None, f"patchkit.{row.key} has a check in the option table"
-            return check(remote[key], key, f"patchkit.{row.key}")
-        return row.default
+        if given_value(row, value) or row.key is None:
+            return resolve(row, value)
+        owner = owners()[row.key]
+        value = configured(c.config, row.key)[0]
+        return resolve(owner) if value is None else resolve_checked(owner, value, f"patchkit.{row.key}")
 
     settings = FetchSettings(
         python=read("python", python),
         max_fetch_mb=read("max_mb", max_mb),
         step_timeout_s=read("timeout", timeout),
     )
-    from_ = text(from_, "from")
+    from_ = checked("profile.collect", "from_", from_)
     transports: list = []
     try:
         for spec in target:
@@ -864,7 +804,7 @@ def profile_collect(
                     **opts.transport_options,
                 )
             )
-        got = collect(transports, _abspath(text(out, "out")), from_, settings)
+        got = collect(transports, _abspath(checked("profile.collect", "out", out)), from_, settings)
     finally:
         for t in transports:
             t.close()
@@ -919,9 +859,10 @@ def profile_predict(c, run=None, out=None, bootstrap=None, verify_us_per_token=N
 
     if not run:
         raise InvalidInput("profile.predict needs a run folder: invoke profile.predict RUN")
-    resamples = BOOTSTRAP if bootstrap is None else positive_int(bootstrap, "bootstrap", minimum=0)
-    slope = None if verify_us_per_token is None else number(verify_us_per_token, "verify_us_per_token", low=0)
-    given = None if spread is None else number(spread, "spread", low=0) / 100.0
+    options = resolve_front("profile.predict", locals())
+    resamples = BOOTSTRAP if options["bootstrap"] is None else options["bootstrap"]
+    slope, given = options["verify_us_per_token"], options["spread"]
+    given = None if given is None else given / 100.0
     pred = predict_run(_abspath(run), bootstrap=resamples, verify_us_per_token=slope)
     if pool:
         runs = [_abspath(run)] + [_abspath(r) for r in pool]

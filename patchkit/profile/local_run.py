@@ -23,10 +23,7 @@ from patchkit.errors import InvalidInput
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
-from patchkit.profile.workload import SIZE_NAMES
-from patchkit.settings import PROFILE_DEFAULTS
-
-TIMER_MODES = (None, "events", "sync", "host", "off")
+from patchkit.settings import PROFILE_DEFAULTS, checked
 
 
 @dataclass
@@ -96,14 +93,15 @@ DEVICES = ("auto", "cpu", "cuda")
 
 
 def check_args(size: str, timer_mode: str | None, num_assistant_tokens=None, device: str = "auto") -> None:
-    if device not in DEVICES:
-        raise InvalidInput(f"--device {device!r}: choose auto, cpu or cuda")
-    if size not in SIZE_NAMES:
-        raise InvalidInput(f"--size {size!r}: choose one of {', '.join(SIZE_NAMES)}")
-    if timer_mode not in TIMER_MODES:
-        raise InvalidInput(f"--timer {timer_mode!r}: choose events, sync, host or off")
-    if num_assistant_tokens is not None and int(num_assistant_tokens) < 1:
-        raise InvalidInput("num_assistant_tokens must be at least 1")
+    """The options of run_default / run_sweep through their rows' checks (patchkit.settings),
+    for callers that are not a task (``python -m patchkit.profile``, tests)."""
+    for name, value in (
+        ("device", device),
+        ("size", size),
+        ("timer", timer_mode),
+        ("num_assistant_tokens", num_assistant_tokens),
+    ):
+        checked("profile.run", name, value)
 
 
 def describe_workload(result: dict, point: dict) -> str:
@@ -201,8 +199,7 @@ def run_default(
         from patchkit.extras import require
 
         require("profile", "profile.run")
-    if timer_sample is not None and (type(timer_sample) is not int or timer_sample < 1):
-        raise InvalidInput(f"--sample {timer_sample!r}: a whole number >= 1")
+    timer_sample = checked("profile.run", "sample", timer_sample)
     out, log = progress_log(stream)
     start = time.monotonic()
     series_dir, site = Path(series_dir), Path(site)

@@ -47,7 +47,7 @@ from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
 from patchkit.profile.verdict import decide, describe, interval, repetition_fields, rotation
-from patchkit.settings import PROFILE_DEFAULTS, SWEEP_REPEAT, whole_number
+from patchkit.settings import PROFILE_DEFAULTS, SWEEP_REPEAT, checked
 
 # matrix keys: canonical name -> (short label, parser)
 KEYS = {
@@ -311,9 +311,7 @@ def run_sweep(
         from patchkit.extras import require
 
         require("profile", "profile.sweep")
-    repeat = whole_number(DEFAULT_REPEAT if repeat is None else repeat, 1)
-    if repeat is None:
-        raise InvalidInput("--repeat must be a whole number of at least 1")
+    repeat = checked("profile.sweep", "repeat", DEFAULT_REPEAT if repeat is None else repeat)
     if not isinstance(matrix, str) and not matrix:  # the default points: --matrix's default text
         matrix = PROFILE_DEFAULTS["matrix"]
     matrix = parse_matrix(matrix) if isinstance(matrix, str) else validate_matrix(matrix)

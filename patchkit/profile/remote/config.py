@@ -15,9 +15,9 @@ import copy
 import json
 import shlex
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, field, fields, make_dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from patchkit.errors import InvalidInput
 from patchkit.locations import series_root
@@ -34,6 +34,7 @@ from patchkit.settings import (  # the choices: the option table's checks (patch
     STOP_SIGNALS,
     TIMER_MODES,
     UNTIL,
+    command_line,
     cpu_lists,
     gpu_list,
     need_inventory,
@@ -58,70 +59,41 @@ __all__ = [  # the choices are the option table's; named here too for the sweep'
 DEFAULT_SERIES = series_root() / REMOTE_SERIES
 
 
-_D = REMOTE_DEFAULTS
-
-
 def _fresh(name: str) -> Callable[[], Any]:
     """A default_factory: a copy of a list or mapping default, one per config."""
     return lambda: copy.deepcopy(REMOTE_DEFAULTS[name])
 
 
-@dataclass
-class RemoteConfig:
-    """Every knob of profile.remote; see invoke.yaml's documented ``profile.remote`` block. The
-    defaults, and what each setting means, are the option table's (patchkit.settings: the rows
-    keyed patchkit.profile.remote.*)."""
+def _field(name: str, default: Any) -> Any:
+    return (
+        field(default_factory=_fresh(name)) if isinstance(default, (list, dict)) else field(default=default)
+    )
 
-    targets: list = field(default_factory=_fresh("targets"))
-    server_command: str = _D["server_command"]
-    bench_command: str = _D["bench_command"]
-    series: str = _D["series"]  # None: patchkit.series (the task), else DEFAULT_SERIES (_check)
-    layout: str = _D["layout"]
-    env: dict = field(default_factory=_fresh("env"))
-    bench_env: dict = field(default_factory=_fresh("bench_env"))
-    python: str = _D["python"]
-    port: int = _D["port"]
-    health_url: str | None = _D["health_url"]
-    health_on: str = _D["health_on"]
-    health_timeout_s: float = _D["health_timeout_s"]
-    bench_timeout_s: float = _D["bench_timeout_s"]
-    poll_s: float = _D["poll_s"]
-    stop_signals: list = field(default_factory=_fresh("stop_signals"))
-    stop_grace_s: float = _D["stop_grace_s"]
-    timer: str | None = _D["timer"]
-    timer_flush_s: float = _D["timer_flush_s"]
-    timer_sample: int | None = _D["timer_sample"]
-    timer_seed: int | None = _D["timer_seed"]
-    remote_dir: str = _D["remote_dir"]
-    keep_remote_dir: bool = _D["keep_remote_dir"]
-    max_fetch_mb: float = _D["max_fetch_mb"]
-    step_timeout_s: float = _D["step_timeout_s"]
-    out: str = _D["out"]
-    chart: bool = _D["chart"]
-    jobs: int = _D["jobs"]
-    ssh_config: str | None = _D["ssh_config"]
-    ssh_options: list = field(default_factory=_fresh("ssh_options"))
-    ssh_persist: float = _D["ssh_persist"]
-    connect_timeout: float | None = _D["connect_timeout"]
-    baseline: bool = _D["baseline"]
-    matrix: dict | str | None = _D["matrix"]
-    warmup: bool = _D["warmup"]
-    warmup_command: str | None = _D["warmup_command"]
-    repeat: int | None = _D["repeat"]
-    budget_minutes: float | None = _D["budget_minutes"]
-    until: str | None = _D["until"]
-    gpus: list | str | None = _D["gpus"]
-    cpus: list | str | None = _D["cpus"]
-    blocks: str = _D["blocks"]
-    spread_cache: str | None = _D["spread_cache"]
-    sweep_seed: int | None = _D["sweep_seed"]
-    inventory: str | None = _D["inventory"]
-    limit: str | None = _D["limit"]  # with an inventory: its hosts chosen as Ansible's --limit does
-    root: str | None = _D["root"]  # with an inventory: the target path on every host
-    # the target kinds' own settings (patchkit.transport.kind_settings: the k8s: kind's)
-    kubectl: str | None = _D["kubectl"]
-    k8s_container: str | None = _D["k8s_container"]
-    kube_context: str | None = _D["kube_context"]
+
+# One field per patchkit.profile.remote key of the option table (patchkit.settings: the rows keyed
+# profile.remote.*), its default the row's: a row added there is a setting here, nothing restated.
+if TYPE_CHECKING:  # the fields come from the rows: the type checker reads them as Any
+
+    class _RemoteFields:
+        __dataclass_fields__: ClassVar[dict[str, Any]]
+
+        def __init__(self, **settings: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
+
+else:
+    _RemoteFields = make_dataclass(
+        "_RemoteFields", [(name, Any, _field(name, default)) for name, default in REMOTE_DEFAULTS.items()]
+    )
+
+
+class RemoteConfig(_RemoteFields):
+    """Every knob of profile.remote; see invoke.yaml's documented ``profile.remote`` block. The
+    settings, their defaults and what each means are the option table's rows keyed
+    patchkit.profile.remote.* (patchkit.settings); ``series`` None: patchkit.series (the task),
+    else DEFAULT_SERIES (_check). A dataclass (its fields: _RemoteFields)."""
 
     # ---- construction ----------------------------------------------------------------------
 
@@ -176,10 +148,11 @@ class RemoteConfig:
     # ---- checks ------------------------------------------------------------------------------
 
     def _check(self, cwd: Path) -> None:
-        if isinstance(self.targets, str):
-            self.targets = [self.targets]
-        self.targets = [str(t) for t in self.targets]
-        if not self.targets and not self.inventory:
+        cfg: Any = self  # the fields are the rows' (_RemoteFields): set by name
+        if isinstance(cfg.targets, str):
+            cfg.targets = [cfg.targets]
+        cfg.targets = [str(t) for t in cfg.targets]
+        if not cfg.targets and not cfg.inventory:
             raise InvalidInput(
                 "profile.remote: no targets (the SGLang install roots, "
                 "e.g. ssh://gpu1/opt/venv/lib/python3.11/site-packages)"
@@ -187,48 +160,46 @@ class RemoteConfig:
         for name, check in REMOTE_CHECKS.items():  # the option table's check of each setting
             if getattr(self, name) is not None:
                 setattr(self, name, check(getattr(self, name), name, f"profile.remote: {name}"))
-        self.server_command = _command(self.server_command, "server_command")
-        self.bench_command = _command(self.bench_command, "bench_command")
-        if self.series is None:  # no series in the settings, nor patchkit.series (the task's fallback)
-            self.series = str(DEFAULT_SERIES)
-        self.series = str((cwd / Path(self.series).expanduser()).resolve())
-        if not (Path(self.series) / "pin.toml").is_file():
-            raise InvalidInput(f"profile.remote: series {self.series} has no pin.toml")
-        self.env, self.bench_env = _env(self.env, "env"), _env(self.bench_env, "bench_env")
-        need_inventory(self.inventory, self.limit, self.root, "profile.remote")  # as the patch tasks
-        if self.inventory:  # read when the targets are resolved (resolve_targets), from here
-            self.inventory = str(cwd / Path(self.inventory).expanduser())
-        if self.timer_seed is None:  # one seed for every node and rank: they time the same cycles
+        for name in ("server_command", "bench_command"):  # required: None is missing too
+            setattr(self, name, command_line(getattr(self, name), name, f"profile.remote: {name}"))
+        if cfg.series is None:  # no series in the settings, nor patchkit.series (the task's fallback)
+            cfg.series = str(DEFAULT_SERIES)
+        cfg.series = str((cwd / Path(cfg.series).expanduser()).resolve())
+        if not (Path(cfg.series) / "pin.toml").is_file():
+            raise InvalidInput(f"profile.remote: series {cfg.series} has no pin.toml")
+        cfg.env, cfg.bench_env = _env(cfg.env, "env"), _env(cfg.bench_env, "bench_env")
+        need_inventory(cfg.inventory, cfg.limit, cfg.root, "profile.remote")  # as the patch tasks
+        if cfg.inventory:  # read when the targets are resolved (resolve_targets), from here
+            cfg.inventory = str(cwd / Path(cfg.inventory).expanduser())
+        if cfg.timer_seed is None:  # one seed for every node and rank: they time the same cycles
             import secrets
 
-            self.timer_seed = secrets.randbelow(1 << 32)
-        if isinstance(self.ssh_options, str):
-            self.ssh_options = [self.ssh_options]
-        if self.warmup_command is not None:
-            self.warmup_command = _command(self.warmup_command, "warmup_command")
+            cfg.timer_seed = secrets.randbelow(1 << 32)
+        if isinstance(cfg.ssh_options, str):
+            cfg.ssh_options = [cfg.ssh_options]
         self._check_sequential()
-        if self.matrix is not None and self.matrix != "":
+        if cfg.matrix is not None and cfg.matrix != "":
             from patchkit.profile.remote.server_args import expand_server_matrix, parse_server_matrix
 
-            self.matrix = parse_server_matrix(self.matrix)
-            expand_server_matrix(self.matrix, self.server_command, self.env)  # shell syntax
-            if self.gpus is not None and "env:CUDA_VISIBLE_DEVICES" in self.matrix:
+            cfg.matrix = parse_server_matrix(cfg.matrix)
+            expand_server_matrix(cfg.matrix, cfg.server_command, cfg.env)  # shell syntax
+            if cfg.gpus is not None and "env:CUDA_VISIBLE_DEVICES" in cfg.matrix:
                 raise InvalidInput(
                     "profile.remote: gpus sets CUDA_VISIBLE_DEVICES per server; the matrix names it too"
                 )
         else:
-            self.matrix = None
-        if self.baseline:
+            cfg.matrix = None
+        if cfg.baseline:
             from patchkit.profile.remote.server_args import drop_speculative
 
-            if not drop_speculative(self.server_command)[1]:
+            if not drop_speculative(cfg.server_command)[1]:
                 raise InvalidInput(
                     "profile.remote --baseline: the server command has no "
                     "--speculative-* option to drop, so the baseline would be "
                     "the same server"
                 )
-        if self.ssh_config:
-            self.ssh_config = str(Path(self.ssh_config).expanduser())
+        if cfg.ssh_config:
+            cfg.ssh_config = str(Path(cfg.ssh_config).expanduser())
 
     def _check_sequential(self) -> None:
         """budget_minutes, until, gpus, spread_cache, sweep_seed (a sweep's)."""
@@ -335,16 +306,6 @@ class RemoteConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def _command(value, name: str) -> str:
-    if isinstance(value, (list, tuple)):
-        value = shlex.join(str(v) for v in value)
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"profile.remote: {name} is missing (a shell command line)")
-    if "\0" in value:
-        raise InvalidInput(f"profile.remote: {name} contains a NUL byte")
-    return value
 
 
 def _env(value, name: str) -> dict:
