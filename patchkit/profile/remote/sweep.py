@@ -33,8 +33,12 @@ interrupted sweep still writes sweep.json/md/txt with the runs done (``interrupt
 Rounds. A repetition is a *round*: every live point once, in rotated order (the
 rotation above over the live points). With ``budget_minutes`` (``--budget``) or ``until``
 (``--until decided``) the sweep is *sequential*: after each round
-patchkit.profile.sequential.decide_sequential judges the runs so far (an anytime-valid
-confidence sequence, so stopping as soon as it is decided keeps its error rate); a point it
+patchkit.profile.sequential.decide_sequential judges the runs so far -- with ``--repeat`` or
+``--budget`` a bounded test that spends alpha over the rounds that can happen (``horizon``:
+``repeat``, or the rounds the budget allows, fixed after round 1 from its cost; a round after
+which the budget fits no other is the last look and spends the rest), with ``--until decided``
+alone an anytime-valid confidence sequence; either way stopping as soon as it is decided keeps
+its error rate; a point it
 drops (shown slower than the leader) is not run again, nor is a point whose every run failed,
 twice or more (it leaves the decision too); the sweep stops when decided, or before a round
 that would not fit the budget (the estimate: the measured wall time of each point's runs,
@@ -49,9 +53,12 @@ spread measured -- the decision's plan, or for a fixed sweep sequential.plan_run
 their minutes from the measured run times), ``spread`` (measured: the pooled sd of log tok/s
 between one point's starts, the blocks' effects taken out; sequential sweeps also the
 cache's entry read as ``prior`` -- planning only -- and the one written, see spread.py),
-and ``phase_verdict`` (verdict.phase_comparison: per phase of the decode cycle, nested
-phases included, its ms per cycle in each run, cycle time x share, and the Welch interval of
-each point's ratio to the best or top point). A sequential sweep's ``verdict`` is the
+``phase_verdict`` (verdict.phase_comparison: per phase of the decode cycle, nested
+phases included, its ms per cycle in each run, cycle time x share, and the interval of each
+point's ratio to the best or top point, paired by round where 3 are shared, Bonferroni over
+every (point, phase) pair), ``starts`` (each run's time in decode cycles, prefill cycles and
+the rest, adjusted.time_parts) and ``adjusted`` (the verdict with every run's prefill cycles
+costed at the sweep's pooled period, and which verdict decided: adjusted.py). A sequential sweep's ``verdict`` is the
 decision's in the old keys (best, significant, indistinguishable = the contenders, top,
 method, cost with rounds) with ``sequential``: true.
 
