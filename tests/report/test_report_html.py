@@ -126,7 +126,9 @@ def test_a_summary_whose_timing_is_gone_still_gets_its_page(run, tmp_path):
     assert page.sections == ["run", "cycle", "timeline", "acceptance", "prediction"]
     assert_numbers_are_the_documents(page, docs_of(tmp_path))
     assert "No timing files were read for this page" in html
-    assert not any(re.match(r"batch sizes? \S+ \([\d,]+ cycles\)", t) for t in page.tooltips)  # no bars per size
+    assert not any(
+        re.match(r"batch sizes? \S+ \([\d,]+ cycles\)", t) for t in page.tooltips
+    )  # no bars per size
 
 
 def test_the_prediction_is_drawn_against_what_was_measured(run, tmp_path):
