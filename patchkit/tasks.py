@@ -65,21 +65,36 @@ def task(*args, **kwargs):
 # operation.
 
 
+def row_parameters(front: str) -> dict[str, object]:
+    """{parameter: its default} of a task whose options are its rows, in table order: a flag
+    its row's default (invoke passes it when the flag is not given), anything else None (not
+    given: the config, then the row's default; patchkit.settings.resolve)."""
+    return {name: o.default if isinstance(o.default, bool) else None for name, o in offered(front).items()}
+
+
+def with_row_signature(front: str, body):
+    """``body(c, **given)`` with the signature invoke reads its options from: ``front``'s rows
+    (row_parameters). A row added to the table is an option of the task, nothing else to edit."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = [inspect.Parameter("c", kind)] + [
+        inspect.Parameter(n, kind, default=d) for n, d in row_parameters(front).items()
+    ]
+    setattr(body, "__signature__", inspect.Signature(params))  # noqa: B010  (mypy: no such attribute)
+    return body
+
+
 def _patch_task(op: str, doc: str):
-    """The ``patch.<op>`` task: its rows of the option table as its options (None: not given;
-    a flag: False), ``doc`` as its help."""
-    rows = offered(f"patch.{op}")
-    options = tuple((name, False if isinstance(o.default, bool) else None) for name, o in rows.items())
+    """The ``patch.<op>`` task: its rows of the option table as its options, ``doc`` as its help."""
+    options = row_parameters(f"patch.{op}")
 
     def body(c, **given):
-        run_patch_task(c, op, {**dict(options), **given})
+        run_patch_task(c, op, {**options, **given})
 
     body.__name__ = body.__qualname__ = op
     body.__doc__ = doc
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    params = [inspect.Parameter("c", kind)] + [inspect.Parameter(n, kind, default=d) for n, d in options]
-    setattr(body, "__signature__", inspect.Signature(params))  # noqa: B010  (mypy: no such attribute)
-    return task(auto_shortflags=False, iterable=["target"], help=task_help(f"patch.{op}"))(body)
+    return task(auto_shortflags=False, iterable=["target"], help=task_help(f"patch.{op}"))(
+        with_row_signature(f"patch.{op}", body)
+    )
 
 
 check = _patch_task("check", "Pin only: commit/version, sha256 and wc -l of every pinned file.")
@@ -623,45 +638,16 @@ patch.add_task(patch_diff, "diff")
 # Implementation: patchkit.profile.remote (run_remote); also `python -m patchkit.profile.remote`.
 
 
-@task(
-    name="remote",
-    auto_shortflags=False,
-    iterable=["target", "env"],
-    prog="profile",
-    interrupted="servers stopped, targets reverted",
-    help=task_help("profile.remote"),
-)
-def profile_remote(
-    c,
-    target=None,
-    series=None,
-    server=None,
-    bench=None,
-    env=None,
-    out=None,
-    keep_remote_dir=False,
-    no_chart=False,
-    baseline=False,
-    matrix=None,
-    sample=None,
-    warmup=True,
-    repeat=None,
-    from_prediction=None,
-    top=None,
-    budget=None,
-    until=None,
-    gpus=None,
-    blocks=None,
-    cpus=None,
-    inventory=None,
-    limit=None,
-    root=None,
-    kubectl=None,
-    k8s_container=None,
-    kube_context=None,
-):
+def _profile_remote(c, **params):
     """Profile SGLang on SSH targets: apply, serve, benchmark, stop, fetch, revert, report."""
-    params = dict(locals())  # the task's parameters, each an option of its row
+    params = {**row_parameters("profile.remote"), **params}  # each an option of its row
+    target, env, out, matrix = params["target"], params["env"], params["out"], params["matrix"]
+    from_prediction, top, limit, root = (
+        params["from_prediction"],
+        params["top"],
+        params["limit"],
+        params["root"],
+    )
     from patchkit.profile.remote import RemoteConfig, run_remote
     from patchkit.profile.remote.sweep import run_remote_sweep
 
@@ -681,7 +667,7 @@ def profile_remote(
             given[row.key.rpartition(".")[2]] = resolve(row, params[name])
         except InvalidInput as exc:
             raise InvalidInput(f"profile.remote {exc.message}" if name == "sample" else exc.message) from None
-    if no_chart:
+    if params["no_chart"]:
         given["chart"] = False
     if from_prediction is not None or top is not None:
         from patchkit.report.predict import load_prediction, matrix_with_steps, promising
@@ -722,6 +708,14 @@ def profile_remote(
     (run_remote_sweep if cfg.matrix else run_remote)(cfg)
 
 
+profile_remote = task(
+    name="remote",
+    auto_shortflags=False,
+    iterable=["target", "env"],
+    prog="profile",
+    interrupted="servers stopped, targets reverted",
+    help=task_help("profile.remote"),
+)(with_row_signature("profile.remote", _profile_remote))
 profile.add_task(profile_remote, "remote")
 # ----------------------------------------------------------------------------- end of profile.remote
 
