@@ -50,8 +50,8 @@ def test_a_sweep_whose_every_point_fails_stops_saying_so(tmp_path):
     assert lines[0] == "every point of the sweep failed:"
     assert [ln.split(":")[0].strip() for ln in lines[1:4]] == ["tok-s=1000", "tok-s=1500", "tok-s=1510"]
     for line in lines[1:4]:
-        # the first line of the error and its last (the server's own), each naming a path or two
-        assert "can't open file" in line and len(line) < 220 + 2 * len(str(tmp_path)), line
+        # the first line of the error and its last (the server's own), naming the target and the run folder
+        assert "can't open file" in line and len(line) < 260 + 3 * len(str(tmp_path)), line
         assert "last lines of the server log" not in line
     assert lines[4] == (
         f"the servers' logs: {run_dir}/points/*/node*/server.log (each repetition's under rep2/, ...); "
