@@ -34,6 +34,8 @@ SPEC_FLAGS = {
     "--speculative-num-draft-tokens": "num_draft_tokens",
 }
 DRIFT_BINS = 5
+# SGLang 0.5.12+: num-steps chosen at run time from the acceptance seen (adaptive_spec_params)
+ADAPTIVE_FLAG = "--speculative-adaptive"
 
 
 def spec_from_argv(argv: Iterable[str] | str | None) -> dict:
@@ -45,6 +47,9 @@ def spec_from_argv(argv: Iterable[str] | str | None) -> dict:
     out: dict = {}
     for i, word in enumerate(words):
         flag, eq, value = word.partition("=")
+        if flag == ADAPTIVE_FLAG:  # SGLang picks num-steps per batch at run time
+            out["adaptive"] = not eq or value.lower() not in ("false", "0", "no", "off")
+            continue
         key = SPEC_FLAGS.get(flag)
         if key is None:
             continue
@@ -122,6 +127,11 @@ def acceptance(cycles: list[dict], spec: dict | None = None, drift_bins: int = D
     if not isinstance(num_steps, int) or num_steps < 1:
         num_steps = max(seen_max, drafted_max, 1)
         source = "most drafted or accepted seen (a lower bound: no --speculative-num-steps found)"
+    if spec.get("adaptive"):
+        source += (
+            f"; {ADAPTIVE_FLAG} changed num-steps at run time, which the records do not say per "
+            "cycle: the per-position rates count every request step as drafting that many"
+        )
     top = max(num_steps, seen_max)
     hist = [0] * (top + 1)
     reached = [0] * (top + 2)  # reached[k]: request steps that accepted >= k

@@ -795,6 +795,12 @@ def predict_selection(
         raise InvalidInput(
             f"{where}: profiled with topk {spec['topk']}; the what-if model needs topk 1 (a chain of drafts)"
         )
+    if spec.get("adaptive"):
+        raise InvalidInput(
+            f"{where}: the server ran with --speculative-adaptive, so SGLang changed num-steps at run "
+            "time and the records do not say which num-steps each cycle ran; the what-if model needs "
+            "one num-steps: profile a server started without --speculative-adaptive"
+        )
     ordered = sorted(lead.cycles, key=lambda c: c["cycle"])
     span = ordered[-1]["t1"] - ordered[0]["t0"] if len(ordered) > 1 else 0
     decode_ns = sum(

@@ -459,3 +459,30 @@ def test_a_known_spread_between_starts_widens_every_point_but_the_profiled_one()
     assert with_start_spread(pred(), None, "none")["points"][1]["ratio_ci95"] == [0.89, 0.91]
     pooled = pred() | {"pooled": {"runs": ["a", "b"]}}
     assert with_start_spread(pooled, 0.03, "given")["points"][1]["ratio_ci95"] == [0.89, 0.91]
+
+
+def test_adaptive_num_steps_is_named_in_the_spec_and_refused_by_predict(tmp_path):
+    """A server that picks num-steps at run time (--speculative-adaptive): the records say no
+    cycle's num-steps, so the what-if model refuses (exit 2, saying why) and the acceptance
+    section says its per-position rates assume the flag's num-steps."""
+    assert spec_from_argv(["--speculative-adaptive", "--speculative-num-steps", "3"]) == {
+        "adaptive": True,
+        "num_steps": 3,
+    }
+    assert spec_from_argv("--speculative-adaptive=false")["adaptive"] is False
+    run = write_run(tmp_path / "run", 3, [0.9, 0.7, 0.5], cycles=300)
+    for f in (run / "timing").glob("*.jsonl"):
+        text = f.read_text()
+        assert '"--speculative-num-steps"' in text
+        f.write_text(
+            text.replace(
+                '"--speculative-num-steps"', '"--speculative-adaptive", "--speculative-num-steps"', 1
+            )
+        )
+    proc = invoke("profile.predict", str(run))
+    assert proc.returncode == 2 and "--speculative-adaptive" in proc.stderr, proc.stderr
+    assert "which num-steps each cycle ran" in proc.stderr
+    assert not (run / "predict.json").exists()
+    build_report(run / "timing", tmp_path / "report", meta={}, chart=False)
+    acc = json.loads((tmp_path / "report" / "summary.json").read_text())["acceptance"]
+    assert "--speculative-adaptive" in acc["num_steps_source"]
