@@ -256,8 +256,14 @@ class TargetKind:
     kind's targets; a spec may stand for several (one per pod), and fleets expand it first.
     ``resolve(...)``: the one Transport of a spec (None: not this kind; unprefixed kinds); for
     a prefixed kind without one, its expansion must be exactly one target.
-    ``settings``: its options of the patch tasks and keys of invoke.yaml (the built-in kinds
-    only: patchkit.settings and patchkit.tasks read them when they are imported).
+    ``settings``: its options of the tasks and keys of invoke.yaml (rows of patchkit.settings'
+    option table, made when that module is imported: a kind declares them by being found then,
+    built in or through the ``patchkit.target_kinds`` entry points; target_kinds).
+    ``fallback``: the kind that takes whatever no other kind took (local folders), tried last.
+    ``inventory_var``: the host variable of an Ansible inventory that makes a host this kind's
+    (``patchkit_k8s``); ``inventory(value, *, root, host, **kw) -> list[Transport]`` makes its
+    targets, ``kw`` the transport options with the host's own ``patchkit_<setting>`` variables
+    over them (patchkit.transport.inventory).
     """
 
     name: str
@@ -266,14 +272,21 @@ class TargetKind:
     expand: Callable[..., list[Transport]] | None = None
     resolve: Callable[..., Transport | None] | None = None
     settings: tuple[KindSetting, ...] = ()
+    fallback: bool = False
+    inventory_var: str | None = None
+    inventory: Callable[..., list[Transport]] | None = None
 
 
 _REGISTERED: list[TargetKind] = []
+# the entry point group a kind outside patchkit is found by: NAME = "module" (imported: it registers)
+ENTRY_POINTS = "patchkit.target_kinds"
+_FOUND = False
 
 
 def register_kind(kind: TargetKind) -> TargetKind:
     """Add a kind (a prefix may be registered once); returns it, for ``KIND = register_kind(...)``."""
-    if kind.prefix is not None and any(k.prefix == kind.prefix for k in target_kinds()):
+    find_kinds()  # the built-in and installed kinds first: a prefix of theirs is taken
+    if kind.prefix is not None and any(k.prefix == kind.prefix for k in _REGISTERED):
         raise ValueError(f"a target kind with the prefix {kind.prefix!r} is already registered")
     if kind.prefix is None and kind.resolve is None:
         raise ValueError(f"target kind {kind.name!r}: a kind without a prefix needs resolve")
@@ -287,12 +300,29 @@ def unregister_kind(kind: TargetKind) -> None:
     _REGISTERED.remove(kind)
 
 
-def target_kinds() -> list[TargetKind]:
-    """The kinds, in the order unprefixed ones are tried: ssh/docker/exec shapes, k8s:, the
-    registered ones, and last a local directory (which takes whatever is left)."""
-    from patchkit.transport import k8s, local, remote
+def find_kinds() -> None:
+    """Import, once, every module of this package (each kind's module registers its KIND when
+    imported) and every module named by a ``patchkit.target_kinds`` entry point: no kind is
+    named here."""
+    global _FOUND
+    if _FOUND:
+        return
+    _FOUND = True
+    import importlib
+    import importlib.metadata
+    import pkgutil
 
-    return [remote.KIND, k8s.KIND, *_REGISTERED, local.KIND]
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINTS):
+        entry.load()
+
+
+def target_kinds() -> list[TargetKind]:
+    """The kinds, in the order unprefixed ones are tried: as registered, and last the fallback
+    (a local directory, which takes whatever is left)."""
+    find_kinds()
+    return [k for k in _REGISTERED if not k.fallback] + [k for k in _REGISTERED if k.fallback]
 
 
 def option_names() -> tuple[str, ...]:

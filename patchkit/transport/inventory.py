@@ -9,10 +9,11 @@ Read as Ansible reads them, for what a patch fleet needs:
     spellings), ansible_ssh_private_key_file, ansible_ssh_common_args / ansible_ssh_extra_args
     (-o, -J, -i, -p, -l, -4, -6, -C), ansible_connection (ssh, smart, paramiko or local);
   - `patchkit_root`: the target directory on that host (`--root` replaces it for every host).
-  - `patchkit_k8s: NAMESPACE/SELECTOR`: the host stands for every running pod that label
-    selector matches (transport/k8s.py), each a target at patchkit_root; `patchkit_k8s_container`
-    and `patchkit_kube_context` beat --k8s-container / --kube-context for that host; its
-    connection variables are not used (kubectl runs here).
+  - a target kind's own variable (TargetKind.inventory_var), e.g. `patchkit_k8s:
+    NAMESPACE/SELECTOR`: the host stands for the targets that kind makes of it (k8s: every running
+    pod that label selector matches, each a target at patchkit_root); `patchkit_<setting>` for
+    each of the kind's settings (`patchkit_k8s_container`, `patchkit_kube_context`) beats the
+    option for that host; its connection variables are not used.
 The file kind follows Ansible: .yml/.yaml/.json is YAML (PyYAML: `pip install patchkit[inventory]`),
 anything else INI. group_vars/ and host_vars/ beside the inventory are read as Ansible does
 (YAML files or directories of them; they beat the inventory's own variables). Templated values
@@ -34,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from patchkit.errors import InvalidInput
-from patchkit.transport import Transport, parse_target
+from patchkit.transport import TargetKind, Transport, parse_target, target_kinds
 
 _SECTION = re.compile(r"\[([^\[\]:\s]+)(?::([^\[\]\s]*))?\]\s*(?:[#;].*)?\Z")
 _NAME = re.compile(r"[^\s\[\]:,&!~*?]+\Z")
@@ -486,8 +487,9 @@ class HostTarget:
     user: str | None = None
     port: int | None = None
     ssh_options: tuple[str, ...] = ()
-    k8s: str | None = None  # patchkit_k8s: NAMESPACE/SELECTOR (root: patchkit_root)
-    k8s_options: dict = field(default_factory=dict)
+    kind: TargetKind | None = None  # a kind's own host (its inventory_var set), e.g. k8s
+    kind_value: str = ""  # that variable's value, e.g. NAMESPACE/SELECTOR (root: patchkit_root)
+    kind_options: dict = field(default_factory=dict)  # its settings' patchkit_<name> variables
 
 
 def resolve_host(inv: Inventory, name: str, root: str | None = None) -> HostTarget:
@@ -508,10 +510,14 @@ def resolve_host(inv: Inventory, name: str, root: str | None = None) -> HostTarg
             )
         return str(val), at
 
-    k8s, _ = text("patchkit_k8s")
+    kind, kind_value = None, None
+    for candidate in target_kinds():  # the first kind whose own variable the host sets
+        if candidate.inventory_var and kind is None:
+            kind_value = text(candidate.inventory_var)[0]
+            kind = candidate if kind_value else None
     connection, at = text("ansible_connection")
-    connection = "k8s" if k8s else connection or "ssh"
-    if connection not in ("ssh", "smart", "paramiko", "local", "k8s"):
+    connection = kind.name if kind else connection or "ssh"
+    if kind is None and connection not in ("ssh", "smart", "paramiko", "local"):
         raise InventoryError(
             inv.path, at, f"host {name!r}: ansible_connection={connection} is not supported (ssh or local)"
         )
@@ -526,17 +532,20 @@ def resolve_host(inv: Inventory, name: str, root: str | None = None) -> HostTarg
         raise InventoryError(
             inv.path, at, f"host {name!r}: patchkit_root {target_root!r} must be an absolute path"
         )
-    if k8s:
-        k8s_options = {
-            key: val
-            for key, var in (
-                ("k8s_container", "patchkit_k8s_container"),
-                ("kube_context", "patchkit_kube_context"),
-            )
-            for val in [text(var)[0]]
-            if val
+    if kind is not None:
+        kind_options = {
+            setting.name: value for setting in kind.settings if (value := text(f"patchkit_{setting.name}")[0])
         }
-        return HostTarget(name, line, "k8s", "", target_root, k8s=k8s, k8s_options=k8s_options)
+        return HostTarget(
+            name,
+            line,
+            kind.name,
+            "",
+            target_root,
+            kind=kind,
+            kind_value=str(kind_value),
+            kind_options=kind_options,
+        )
     address = text("ansible_host")[0] or name
     user = text("ansible_user")[0]
     port_text, at = text("ansible_port")
@@ -646,8 +655,8 @@ def inventory_transports(
     transports: list[Transport] = []
     try:
         for host in hosts:
-            if host.k8s:
-                transports += _k8s_transports(inv, host, **options)
+            if host.kind is not None:
+                transports += _kind_transports(inv, host, **options)
                 continue
             transports.append(host_transport(inv, host, **options))
     except BaseException:
@@ -657,26 +666,13 @@ def inventory_transports(
     return transports
 
 
-def _k8s_transports(
-    inv: Inventory,
-    host: HostTarget,
-    *,
-    cwd: str | None = None,
-    container: str | None = None,
-    exec_prefix: str | None = None,
-    **options,
-) -> list[Transport]:
-    """The running pods of a host with `patchkit_k8s`, rows named `HOST/POD:ROOT`."""
-    from patchkit.transport.k8s import parse_k8s, pod_transports
-
-    if container is not None or exec_prefix is not None:
-        raise InventoryError(
-            inv.path,
-            host.line,
-            f"host {host.name!r}: patchkit_k8s hosts take --k8s-container, not --container or --exec",
-        )
+def _kind_transports(inv: Inventory, host: HostTarget, **options) -> list[Transport]:
+    """The targets a kind makes of its own host (TargetKind.inventory), the host's
+    ``patchkit_<setting>`` variables over the options."""
+    assert host.kind is not None and host.kind.inventory is not None, "resolve_host: a kind with a hook"
     try:
-        selection = parse_k8s(f"k8s:{host.k8s}:{host.root}")
+        return host.kind.inventory(
+            host.kind_value, root=host.root, host=host.name, **dict(options, **host.kind_options)
+        )
     except InvalidInput as e:
-        raise InventoryError(inv.path, host.line, f"host {host.name!r}: patchkit_k8s: {e.message}") from e
-    return pod_transports(selection, label=host.name, **dict(options, **host.k8s_options))
+        raise InventoryError(inv.path, host.line, f"host {host.name!r}: {e.message}") from e

@@ -25,7 +25,7 @@ import subprocess
 from dataclasses import dataclass
 
 from patchkit.errors import InvalidInput, Refused, TransportError
-from patchkit.transport import KindSetting, TargetKind, Transport
+from patchkit.transport import KindSetting, TargetKind, Transport, register_kind
 
 PREFIX = "k8s:"
 K8S_OPTIONS = ("kubectl", "k8s_container", "kube_context")
@@ -264,6 +264,27 @@ def expand(
     return pod_transports(parse_k8s(spec), **options)
 
 
+def inventory_pods(
+    value: str,
+    *,
+    root: str,
+    host: str,
+    cwd: str | None = None,
+    container: str | None = None,
+    exec_prefix: str | None = None,
+    **options,
+) -> list[Transport]:
+    """The running pods of an inventory host with `patchkit_k8s: NAMESPACE/SELECTOR` (at its
+    patchkit_root), rows named `HOST/POD:ROOT` (the kind's inventory hook)."""
+    if container is not None or exec_prefix is not None:
+        raise InvalidInput("patchkit_k8s hosts take --k8s-container, not --container or --exec")
+    try:
+        selection = parse_k8s(f"{PREFIX}{value}:{root}")
+    except InvalidInput as e:
+        raise InvalidInput(f"patchkit_k8s: {e.message}") from e
+    return pod_transports(selection, label=host, **options)
+
+
 def one_pod(spec: str, **kw) -> Transport:
     """A k8s: spec where one target is wanted: it must select exactly one running pod (fleets
     expand it into every pod first: patchkit.transport.expand_targets)."""
@@ -276,31 +297,35 @@ def one_pod(spec: str, **kw) -> Transport:
     return pods[0]
 
 
-KIND = TargetKind(
-    "k8s",
-    prefix=PREFIX,
-    options=K8S_OPTIONS,
-    expand=expand,
-    resolve=one_pod,
-    settings=(
-        KindSetting(
-            "k8s_container",
-            "k8s: targets: the container of each pod to run in (kubectl exec -c)",
-            check_container,
-            "--k8s-container",
+KIND = register_kind(
+    TargetKind(
+        "k8s",
+        prefix=PREFIX,
+        options=K8S_OPTIONS,
+        expand=expand,
+        resolve=one_pod,
+        inventory_var="patchkit_k8s",
+        inventory=inventory_pods,
+        settings=(
+            KindSetting(
+                "k8s_container",
+                "k8s: targets: the container of each pod to run in (kubectl exec -c)",
+                check_container,
+                "--k8s-container",
+            ),
+            KindSetting(
+                "kube_context",
+                "k8s: targets: the kubeconfig context (kubectl --context)",
+                check_context,
+                "--kube-context",
+            ),
+            KindSetting(
+                "kubectl",
+                "k8s: targets: the kubectl program",
+                check_kubectl,
+                "kubectl program",
+                default="kubectl",
+            ),
         ),
-        KindSetting(
-            "kube_context",
-            "k8s: targets: the kubeconfig context (kubectl --context)",
-            check_context,
-            "--kube-context",
-        ),
-        KindSetting(
-            "kubectl",
-            "k8s: targets: the kubectl program",
-            check_kubectl,
-            "kubectl program",
-            default="kubectl",
-        ),
-    ),
+    )
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from patchkit.errors import InvalidInput
-from patchkit.transport import LocalTransport, TargetKind, Transport
+from patchkit.transport import LocalTransport, TargetKind, Transport, register_kind
 
 
 def resolve(
@@ -21,4 +21,4 @@ def resolve(
     return LocalTransport(label=path, root=path)
 
 
-KIND = TargetKind("local", prefix=None, resolve=resolve)
+KIND = register_kind(TargetKind("local", prefix=None, resolve=resolve, fallback=True))

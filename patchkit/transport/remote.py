@@ -38,7 +38,7 @@ import re
 import shlex
 
 from patchkit.errors import InvalidInput
-from patchkit.transport import TargetKind, Transport
+from patchkit.transport import TargetKind, Transport, register_kind
 
 # A host name, an IPv4 address or an ssh_config alias: no leading '-', nothing a shell or ssh
 # would read as syntax. Aliases with other characters are legal in ssh_config but not accepted
@@ -342,4 +342,4 @@ def _resolve(spec: str, *, cwd: str | None = None, **kw) -> Transport | None:
     return parse_remote_target(spec, **kw)
 
 
-KIND = TargetKind("ssh, docker and exec", prefix=None, options=_OPTION_NAMES, resolve=_resolve)
+KIND = register_kind(TargetKind("ssh, docker and exec", prefix=None, options=_OPTION_NAMES, resolve=_resolve))
