@@ -976,7 +976,7 @@ _TABLE: tuple[Option, ...] = (
         doc="profile.sweep: measured passes per point",
         example=SWEEP_REPEAT,
     ),
-    Option("no_chart", default=False, help="skip phases.png", fronts=_RUN_SWEEP),
+    Option("no_chart", default=False, help="skip phases.png and report.html", fronts=_RUN_SWEEP),
     Option(
         "num_assistant_tokens",
         default=4,
@@ -1352,7 +1352,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.remote.chart",
         check=boolean,
         default=True,
-        doc="false (--no-chart): no phases.png (and sweep.png)",
+        doc="false (--no-chart): no phases.png, sweep.png or report.html",
     ),
     Option(
         "jobs",
@@ -1411,7 +1411,7 @@ _TABLE: tuple[Option, ...] = (
         for name, setting in kind_settings().items()
     ),
     # the profile.remote task's options that set no key of their own
-    Option("no_chart", default=False, help="skip phases.png (and sweep.png)", fronts=("profile.remote",)),
+    Option("no_chart", default=False, help="skip phases.png, sweep.png and report.html", fronts=("profile.remote",)),
     Option(
         "from_prediction",
         help="a run folder (or predict.json) of profile.predict: sweep only the --top most "
@@ -1667,7 +1667,7 @@ _TABLE: tuple[Option, ...] = (
         help="a benchmark's text output (e.g. sglang.bench_serving's), for tok/s and accept length",
         fronts=("profile.report",),
     ),
-    Option("no_chart", default=False, help="skip phases.png", fronts=("profile.report",)),
+    Option("no_chart", default=False, help="skip phases.png and report.html", fronts=("profile.report",)),
     Option(
         "run",
         help="a run folder of profile.remote or profile.run (its timing/ and summary.json)",
