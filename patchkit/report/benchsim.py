@@ -235,7 +235,10 @@ def simulate(
         return [sum(r[i] for r in runs) / len(runs) for i in range(4)]
 
     if parts is None:
-        return SimResult(*mean(shape.requests), seed_sd=spread[0], seeds=len(seeds))
+        decode_cycles, prefill_cycles, decode_ns, prefill_ns = mean(shape.requests)
+        return SimResult(
+            decode_cycles, prefill_cycles, decode_ns, prefill_ns, seed_sd=spread[0], seeds=len(seeds)
+        )
     (r1, r2), (m1, m2) = parts, (mean(parts[0]), mean(parts[1]))
     # each further request costs what the second part added over the first (start and tail
     # of the load counted once, as in the whole load)
