@@ -222,17 +222,17 @@ def running_pods(
 def pod_transports(sel: K8sSelection, *, label: str | None = None, **options) -> list[Transport]:
     """One ExecTransport per running pod of the selection; `label` prefixes each row's name."""
     from patchkit.transport.execprefix import ExecTransport
-    from patchkit.transport.remote import _positive, _split_exec_prefix
+    from patchkit.transport.remote import positive_seconds, split_exec_prefix
 
     kubectl = check_kubectl(options.get("kubectl") or "kubectl", sel.spec)
     container = options.get("k8s_container")
     container = check_container(container, sel.spec) if container is not None else None
     context = options.get("kube_context")
     context = check_context(context, sel.spec) if context is not None else None
-    timeout = _positive(options.get("timeout"), "timeout", sel.spec)
+    timeout = positive_seconds(options.get("timeout"), "timeout", sel.spec)
     shell: tuple[str, ...] = ("sh", "-s")
     if options.get("remote_shell"):
-        shell = tuple(_split_exec_prefix(options["remote_shell"], sel.spec, "remote_shell"))
+        shell = tuple(split_exec_prefix(options["remote_shell"], sel.spec, "remote_shell"))
     out: list[Transport] = []
     for pod in running_pods(sel, kubectl=kubectl, container=container, context=context, timeout=timeout):
         prefix = [kubectl, "exec", "-i", pod]

@@ -1,9 +1,10 @@
 """Remote target specs: `ssh://…`, `host:/path`, `docker://…`, `--container`, `--exec`.
 
-This module is the target kind without a prefix that `patchkit.transport.parse_target` tries
-first (`KIND`, at the end); `parse_remote_target` returns None for a plain local directory. Everything that later reaches a command line or a remote shell
-is validated here (host, user, port, container name, root path) and refused with InvalidInput
-(exit 2) before anything is started. The exec prefix is the one free-form input: it is split with
+The spec shapes and checks the ssh, docker and exec target kinds share (each kind is declared
+in its own module: transport/ssh.py, transport/docker.py, transport/execprefix.py);
+`parse_remote_target` tries the three in turn and returns None for a plain local directory.
+Everything that later reaches a command line or a remote shell is validated here (host, user,
+port, container name, root path) and refused with InvalidInput (exit 2) before anything is started. The exec prefix is the one free-form input: it is split with
 shlex locally and quoted with shlex when it has to travel through SSH, never interpolated.
 
 Accepted forms:
@@ -38,7 +39,7 @@ import re
 import shlex
 
 from patchkit.errors import InvalidInput
-from patchkit.transport import TargetKind, Transport, register_kind
+from patchkit.transport import Transport
 
 # A host name, an IPv4 address or an ssh_config alias: no leading '-', nothing a shell or ssh
 # would read as syntax. Aliases with other characters are legal in ssh_config but not accepted
@@ -50,71 +51,42 @@ _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
 _CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _SSH_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9]*=[^\0\r\n]*\Z")
 
-_OPTION_NAMES = (
-    "ssh_config",
-    "ssh_options",
-    "connect_timeout",
-    "timeout",
-    "reuse",
-    "control_persist",
-    "shared_master",
-    "remote_shell",
-    "ssh_program",
-    "container_engine",
-)  # this kind's options; the whitelist is every kind's (patchkit.transport.option_names)
+# the options of a target reached through a local prefix (docker://, --container, --exec); the
+# ssh kind reads these and its own (the whitelist is every kind's: patchkit.transport.option_names)
+PREFIX_OPTIONS = ("timeout", "remote_shell", "container_engine")
 
 
-def parse_remote_target(
-    spec: str, *, container: str | None = None, exec_prefix: str | None = None, **options
-) -> Transport | None:
-    """Return a Transport for a remote/container spec, or None for a plain local directory."""
-    opts = _check_options(options)
+def parse_remote_target(spec: str, **kw) -> Transport | None:
+    """A Transport for a spec some kind other than the local fallback takes (the registry's, in
+    its order: docker://, ssh shapes, --exec/--container prefixes, any registered kind), or None
+    for a plain local directory."""
+    from patchkit.transport import parse_target, prefixed_kind, target_kinds
+
+    if prefixed_kind(spec) is not None:
+        return parse_target(spec, **kw)
+    for kind in target_kinds():
+        if kind.prefix is None and not kind.fallback and kind.resolve is not None:
+            found = kind.resolve(spec, **kw)
+            if found is not None:
+                return found
+    return None
+
+
+def given_prefix(
+    spec: str, container: str | None, exec_prefix: str | None
+) -> tuple[str | None, list[str] | None]:
+    """(container, exec prefix words) given with a spec, each checked; never both."""
     if container is not None and exec_prefix is not None:
         raise InvalidInput(f"target {spec!r}: give --container or --exec, not both")
     if container is not None:
         container = check_container(container, spec)
-    prefix = _split_exec_prefix(exec_prefix, spec) if exec_prefix is not None else None
-
-    if spec.startswith("docker://"):
-        if container is not None or prefix is not None:
-            raise InvalidInput(
-                f"target {spec!r}: docker:// already names the container; drop --container/--exec"
-            )
-        name, root = _split_docker_url(spec)
-        return _exec_transport(spec, root, _container_prefix(name, opts), opts)
-
-    ssh_parts = _parse_ssh_spec(spec)
-    if ssh_parts is not None:
-        user, host, port, root = ssh_parts
-        if container is not None:
-            prefix = _container_prefix(container, opts)
-        from patchkit.transport.ssh import SshTransport
-
-        transport = SshTransport(
-            label=_ssh_label(user, host, port, root, prefix),
-            root=root,
-            host=host,
-            user=user,
-            port=port,
-            remote_prefix=tuple(prefix or ()),
-            **_ssh_kwargs(opts, spec),
-        )
-        return transport
-
-    if container is not None or prefix is not None:
-        # A path inside a container / chroot / pod reached from this machine.
-        root = check_root(spec, spec)
-        if container is not None:
-            prefix = _container_prefix(container, opts)
-        assert prefix is not None  # --exec given, or set from --container just above
-        return _exec_transport(spec, root, prefix, opts)
-    return None
+    return container, split_exec_prefix(exec_prefix, spec) if exec_prefix is not None else None
 
 
 # ---- spec parsing ---------------------------------------------------------------------------
 
 
-def _parse_ssh_spec(spec: str) -> tuple[str | None, str, int | None, str] | None:
+def parse_ssh_spec(spec: str) -> tuple[str | None, str, int | None, str] | None:
     """(user, host, port, root) for ssh:// and scp-like specs; None for anything local."""
     if spec.startswith("ssh://"):
         rest = spec[len("ssh://") :]
@@ -168,7 +140,7 @@ def _split_host_port(hostport: str, spec: str) -> tuple[str, int | None]:
     return check_host(host, spec), (check_port(port_text, spec) if port_text is not None else None)
 
 
-def _split_docker_url(spec: str) -> tuple[str, str]:
+def split_docker_url(spec: str) -> tuple[str, str]:
     rest = spec[len("docker://") :]
     name, slash, path = rest.partition("/")
     if not slash:
@@ -222,7 +194,7 @@ def check_container(name: str, spec: str) -> str:
     return name
 
 
-def _split_exec_prefix(prefix: str, spec: str, what: str = "--exec prefix") -> list[str]:
+def split_exec_prefix(prefix: str, spec: str, what: str = "--exec prefix") -> list[str]:
     if any(ch in prefix for ch in ("\0", "\n", "\r")):
         raise InvalidInput(f"target {spec!r}: {what} contains NUL or a line break")
     try:
@@ -236,7 +208,7 @@ def _split_exec_prefix(prefix: str, spec: str, what: str = "--exec prefix") -> l
     return words
 
 
-def _check_options(options: dict) -> dict:
+def checked_options(options: dict) -> dict:
     from patchkit.transport import check_options
 
     return check_options(options)
@@ -256,53 +228,14 @@ def check_ssh_options(values, spec: str) -> tuple[str, ...]:
 # ---- building transports --------------------------------------------------------------------
 
 
-def _container_prefix(name: str, opts: dict) -> list[str]:
+def container_prefix(name: str, opts: dict) -> list[str]:
     engine = opts.get("container_engine", "docker")
     if not isinstance(engine, str) or not _CONTAINER.match(engine):
         raise InvalidInput(f"bad container_engine {engine!r}")
     return [engine, "exec", "-i", name]
 
 
-def _exec_transport(spec: str, root: str, prefix: list[str], opts: dict) -> Transport:
-    from patchkit.transport.execprefix import ExecTransport
-
-    # SSH-only options (ssh_config, connect_timeout, ...) are ignored here, so that one set of
-    # site options (invoke.yaml) can serve a mixed list of targets.
-    shell: tuple[str, ...] = ("sh", "-s")
-    if "remote_shell" in opts:
-        shell = tuple(_split_exec_prefix(opts["remote_shell"], spec, "remote_shell"))
-    return ExecTransport(
-        label=spec,
-        root=root,
-        prefix=tuple(prefix),
-        shell=shell,
-        timeout=_positive(opts.get("timeout"), "timeout", spec),
-    )
-
-
-def _ssh_kwargs(opts: dict, spec: str) -> dict:
-    kw: dict = {}
-    if "ssh_config" in opts:
-        kw["ssh_config"] = str(opts["ssh_config"])
-    if "ssh_options" in opts:
-        kw["ssh_options"] = check_ssh_options(opts["ssh_options"], spec)
-    for name in ("connect_timeout", "timeout", "control_persist"):
-        if name in opts:
-            kw[name] = _positive(opts[name], name, spec)
-    for name in ("reuse", "shared_master"):
-        if name in opts:
-            kw[name] = bool(opts[name])
-    if "remote_shell" in opts:
-        shell = opts["remote_shell"]
-        if not isinstance(shell, str) or not shell.strip() or any(ch in shell for ch in ("\0", "\n", "\r")):
-            raise InvalidInput(f"target {spec!r}: bad remote_shell {shell!r}")
-        kw["remote_shell"] = shell
-    if "ssh_program" in opts:
-        kw["ssh_program"] = str(opts["ssh_program"])
-    return kw
-
-
-def _positive(value, name: str, spec: str) -> float | None:
+def positive_seconds(value, name: str, spec: str) -> float | None:
     if value is None:
         return None
     try:
@@ -312,16 +245,6 @@ def _positive(value, name: str, spec: str) -> float | None:
     if not number > 0:
         raise InvalidInput(f"target {spec!r}: {name} must be a positive number of seconds, not {value!r}")
     return number
-
-
-def _ssh_label(user, host, port, root, prefix) -> str:
-    where = f"{user + '@' if user else ''}{'[' + host + ']' if ':' in host else host}"
-    if port is not None:
-        where += f":{port}"
-    label = f"ssh://{where}{root}"
-    if prefix:
-        label += f" via {shlex.join(prefix)}"
-    return label
 
 
 def ssh_persist_options(seconds) -> dict:
@@ -336,10 +259,3 @@ def ssh_persist_options(seconds) -> dict:
     if number == 0:
         return {"shared_master": False}
     return {"shared_master": True, "control_persist": max(1.0, number)}
-
-
-def _resolve(spec: str, *, cwd: str | None = None, **kw) -> Transport | None:
-    return parse_remote_target(spec, **kw)
-
-
-KIND = register_kind(TargetKind("ssh, docker and exec", prefix=None, options=_OPTION_NAMES, resolve=_resolve))

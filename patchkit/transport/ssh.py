@@ -1,5 +1,8 @@
 """SSH targets through the system OpenSSH client (users' ssh_config, ProxyJump, agent, keys).
 
+The ssh target kind (`KIND`, at the end): `ssh://[user@]host[:port]/path` and the scp-like
+`[user@]host:/path`, with --container/--exec as a prefix run on the host.
+
 One operation is one `ssh … -- HOST 'sh -s'`: the program goes over stdin, the answer comes back
 on stdout; the remote command string is fixed (plus an optional, quoted container/exec prefix),
 and the target root travels inside the program, never on the ssh command line.
@@ -34,7 +37,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from patchkit.errors import InvalidInput, TransportError
-from patchkit.transport import RunResult, Transport, controldir, exchange, finished, interrupts, start_program
+from patchkit.transport import (
+    RunResult,
+    TargetKind,
+    Transport,
+    controldir,
+    exchange,
+    finished,
+    interrupts,
+    register_kind,
+    start_program,
+)
+from patchkit.transport.remote import (
+    PREFIX_OPTIONS,
+    check_ssh_options,
+    checked_options,
+    container_prefix,
+    given_prefix,
+    parse_ssh_spec,
+    positive_seconds,
+)
 
 # Unix socket paths are limited to ~108 bytes; %C expands to 40 hex characters.
 _SOCKET_PATH_MAX = 100
@@ -321,3 +343,80 @@ def describe_ssh_failure(where: str, stderr: bytes, connect_timeout: float | Non
     if "bad configuration option" in low or ("config" in low and "line" in low):
         return f"{where}: ssh_config error: {detail}"
     return f"{where}: ssh failed (exit 255, connection problem): {detail}"
+
+
+# ---- the ssh target kind ---------------------------------------------------------------------
+
+
+def ssh_target(
+    spec: str,
+    *,
+    cwd: str | None = None,
+    container: str | None = None,
+    exec_prefix: str | None = None,
+    **options,
+) -> Transport | None:
+    """The SshTransport of an ssh:// or scp-like spec (--container/--exec: a prefix run on the
+    host); None for any other."""
+    opts = checked_options(options)
+    container, prefix = given_prefix(spec, container, exec_prefix)
+    parts = None if spec.startswith("docker://") else parse_ssh_spec(spec)
+    if parts is None:
+        return None
+    user, host, port, root = parts
+    if container is not None:
+        prefix = container_prefix(container, opts)
+    return SshTransport(
+        label=_ssh_label(user, host, port, root, prefix),
+        root=root,
+        host=host,
+        user=user,
+        port=port,
+        remote_prefix=tuple(prefix or ()),
+        **_ssh_kwargs(opts, spec),
+    )
+
+
+def _ssh_kwargs(opts: dict, spec: str) -> dict:
+    kw: dict = {}
+    if "ssh_config" in opts:
+        kw["ssh_config"] = str(opts["ssh_config"])
+    if "ssh_options" in opts:
+        kw["ssh_options"] = check_ssh_options(opts["ssh_options"], spec)
+    for name in ("connect_timeout", "timeout", "control_persist"):
+        if name in opts:
+            kw[name] = positive_seconds(opts[name], name, spec)
+    for name in ("reuse", "shared_master"):
+        if name in opts:
+            kw[name] = bool(opts[name])
+    if "remote_shell" in opts:
+        shell = opts["remote_shell"]
+        if not isinstance(shell, str) or not shell.strip() or any(ch in shell for ch in ("\0", "\n", "\r")):
+            raise InvalidInput(f"target {spec!r}: bad remote_shell {shell!r}")
+        kw["remote_shell"] = shell
+    if "ssh_program" in opts:
+        kw["ssh_program"] = str(opts["ssh_program"])
+    return kw
+
+
+def _ssh_label(user, host, port, root, prefix) -> str:
+    where = f"{user + '@' if user else ''}{'[' + host + ']' if ':' in host else host}"
+    if port is not None:
+        where += f":{port}"
+    label = f"ssh://{where}{root}"
+    if prefix:
+        label += f" via {shlex.join(prefix)}"
+    return label
+
+
+SSH_OPTIONS = (
+    "ssh_config",
+    "ssh_options",
+    "connect_timeout",
+    "reuse",
+    "control_persist",
+    "shared_master",
+    "ssh_program",
+    *PREFIX_OPTIONS,
+)  # this kind's options; the whitelist is every kind's (patchkit.transport.option_names)
+KIND = register_kind(TargetKind("ssh", prefix=None, options=SSH_OPTIONS, resolve=ssh_target))
