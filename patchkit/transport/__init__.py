@@ -229,13 +229,15 @@ class KindSetting:
     (``patchkit.k8s_container``), passed on as the transport option of the same name.
 
     ``check(value, spec)`` is the kind's own check (InvalidInput); ``what`` names a bad value;
-    ``default``: what the kind uses when no key sets it (None: nothing, the option is left out)."""
+    ``default``: what the kind uses when no key sets it (None: nothing, the option is left out);
+    ``example``: a value its check takes (what a user might write; the tests set it)."""
 
     name: str
     help: str
     check: Callable[[str, str], str]
     what: str
     default: str | None = None
+    example: str = ""
 
     def help_after(self, *keys: str) -> str:
         """The help text of an option whose value comes from ``keys`` in turn (config keys),

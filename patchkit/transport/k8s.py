@@ -312,12 +312,14 @@ KIND = register_kind(
                 "k8s: targets: the container of each pod to run in (kubectl exec -c)",
                 check_container,
                 "--k8s-container",
+                example="server",
             ),
             KindSetting(
                 "kube_context",
                 "k8s: targets: the kubeconfig context (kubectl --context)",
                 check_context,
                 "--kube-context",
+                example="gke_p_z_c",
             ),
             KindSetting(
                 "kubectl",
@@ -325,6 +327,7 @@ KIND = register_kind(
                 check_kubectl,
                 "kubectl program",
                 default="kubectl",
+                example="/opt/bin/kubectl",
             ),
         ),
     )

@@ -19,6 +19,7 @@ import subprocess
 
 import pytest
 
+from patchkit.transport import kind_settings
 from support.cli import in_process
 from support.failures import REPO, small_series, small_target, tree_digest
 
@@ -126,7 +127,7 @@ SWEEP_OPTIONS = dict(
 )
 # the target options profile.remote shares with the patch tasks (the same rows and checks): the
 # first bad value of each in the fast subset, the others under the slow mark
-REMOTE_TARGET_OPTIONS = ("inventory", "limit", "root", "k8s_container", "kube_context", "kubectl")
+REMOTE_TARGET_OPTIONS = ("inventory", "limit", "root", *kind_settings())  # the kinds' own from each kind
 REMOTE_OPTIONS = {
     "target": [("", 2, "target"), ("docker://c", 2, "docker://")],
     "series": [("{tmp}/no-series", 2, "no-series"), ("", 2, "--series")],

@@ -26,6 +26,7 @@ from patchkit.settings import (
     REMOTE_CHECKS,
     PatchSettings,
 )
+from patchkit.transport import kind_settings
 from support.invoke_yaml import key_lines, site_context
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,9 +130,8 @@ PATCH_KEYS = {
     "ssh_persist": (0, 0.0, "ssh_persist"),
     "keep_journal": (True, True, "keep_journal"),
     "inventory": ("hosts.ini", "hosts.ini", "inventory"),
-    "kubectl": ("/opt/bin/kubectl", "/opt/bin/kubectl", "kubectl"),
-    "k8s_container": ("server", "server", "k8s_container"),
-    "kube_context": ("gke_p_z_c", "gke_p_z_c", "kube_context"),
+    # the target kinds' own settings (k8s: kubectl, k8s_container, kube_context), from each kind
+    **{name: (setting.example, setting.example, name) for name, setting in kind_settings().items()},
     "container": ("c9", "c9", "container"),
     "exec": ("chroot /srv/root", "chroot /srv/root", "exec_prefix"),
 }
@@ -314,9 +314,7 @@ def _remote_values(tmp_path: Path) -> dict:
         "inventory": (str(tmp_path / "hosts.ini"), str(tmp_path / "hosts.ini"), {}),
         "limit": ("gpu:!gpu3", "gpu:!gpu3", {"inventory": str(tmp_path / "hosts.ini")}),
         "root": ("/opt/venv", "/opt/venv", {"inventory": str(tmp_path / "hosts.ini")}),
-        "kubectl": ("/opt/bin/kubectl", "/opt/bin/kubectl", {}),
-        "k8s_container": ("server", "server", {}),
-        "kube_context": ("gke_p_z_c", "gke_p_z_c", {}),
+        **{name: (setting.example, setting.example, {}) for name, setting in kind_settings().items()},
     }
 
 
