@@ -69,6 +69,8 @@ UNITS = {
     "wall_time_s": "seconds",
     "*_s": "seconds",
     "count, cycles, *_cycles": "cycles",
+    "cycle_counts": "cycles, each key a set of them (patchkit.report.counts.COUNT_WORDS; docs/runtime.md)",
+    "warnings": "value_pct and threshold_pct: % of the kind's cycle time (stalls) or of the cycle period (timer_cost)",
 }
 
 
