@@ -314,7 +314,8 @@ def _cycle(s: dict, selection) -> str:
             s["decode_cycle"].get("steady_cycles"),
         )
     ]
-    for label, group in _per_batch(s, selection, names):
+    per_batch = _per_batch(s, selection, names)
+    for label, group in per_batch if len(per_batch) > 1 else []:  # one size: the first bar again
         n = len(group)
         total = sum(r[0] for r in group) / n
         means = [sum(r[1][i] for r in group) / n for i in range(len(names))]
@@ -615,7 +616,7 @@ def _acceptance(a: dict) -> str:
     lead = (
         f'<p class="lead">Accept length (tokens per request per verify step, pooled): '
         f'<span class="big">{num(mean.get("pooled"), ".3f", key=S("acceptance", "mean_accept_length", "pooled"), tag="span")}</span>; '
-        f"num-steps {esc(a.get('num_steps'))} ({esc(a.get('num_steps_source'))}); "
+        f"num-steps {esc(a.get('num_steps'))}, from the {esc(a.get('num_steps_source'))}; "
         f"{num(a.get('request_steps'), ',d', key=S('acceptance', 'request_steps'), tag='span')} request steps in "
         f"{num(a.get('cycles_with_acceptance'), ',d', key=S('acceptance', 'cycles_with_acceptance'), tag='span')} of "
         f"{fmt(a.get('decode_cycles'), ',d')} decode cycles. "
