@@ -27,6 +27,7 @@ from typing import Any
 
 from patchkit.errors import InvalidInput
 from patchkit.transport import kind_settings
+from patchkit.transport.ssh import CONNECT_TIMEOUT_S
 
 # The patch.* defaults (PATCHKIT_DEFAULTS, handed to invoke by tasks.py: ns.configure) are the
 # option table's rows keyed at the top of ``patchkit:`` (below, after the table).
@@ -693,6 +694,9 @@ EMBEDDED_SERIES = "transformers-v5.17.0"  # profile.run/sweep's series (the embe
 REMOTE_SERIES = "sglang-v0.5.9"  # profile.remote's series when none is set (nor patchkit.series)
 SWEEP_REPEAT = 3  # profile.sweep: measured passes per point (one warm process: less spread)
 REMOTE_REPEAT = 5  # profile.remote --matrix: server starts per point
+SPREAD_CACHE = (
+    "~/.cache/patchkit/spread.json"  # profile.remote.spread_cache when neither it nor the variable is set
+)
 MAX_ROUNDS = 20  # profile.remote --budget/--until: a sequential sweep's rounds at most
 
 _RUN_SWEEP = ("profile.run", "profile.sweep")
@@ -1306,7 +1310,7 @@ _TABLE: tuple[Option, ...] = (
         key="profile.remote.spread_cache",
         check=file_or_off,
         doc="the spread between starts remembered per target and command\n"
-        "(null: $PATCHKIT_SPREAD_CACHE, else ~/.cache/patchkit/spread.json;\n"
+        f"(null: $PATCHKIT_SPREAD_CACHE, else {SPREAD_CACHE};\n"
         "off: none); plans the first rounds, never data",
         commented=False,
     ),
@@ -1366,7 +1370,7 @@ _TABLE: tuple[Option, ...] = (
         "connect_timeout",
         key="profile.remote.connect_timeout",
         check=positive,
-        doc="seconds for the SSH connect and banner (null: 10)",
+        doc=f"seconds for the SSH connect and banner (null: {CONNECT_TIMEOUT_S:g})",
     ),
     # the targets profile.remote resolves as the patch tasks do (patchkit.transport.resolve_targets):
     # an inventory's hosts, and the target kinds' own settings (k8s: kubectl, k8s_container, kube_context)
@@ -1411,7 +1415,12 @@ _TABLE: tuple[Option, ...] = (
         for name, setting in kind_settings().items()
     ),
     # the profile.remote task's options that set no key of their own
-    Option("no_chart", default=False, help="skip phases.png, sweep.png and report.html", fronts=("profile.remote",)),
+    Option(
+        "no_chart",
+        default=False,
+        help="skip phases.png, sweep.png and report.html",
+        fronts=("profile.remote",),
+    ),
     Option(
         "from_prediction",
         help="a run folder (or predict.json) of profile.predict: sweep only the --top most "

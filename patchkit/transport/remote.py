@@ -19,7 +19,7 @@ Transport options (keyword arguments; None means "not given"; unknown names are 
 exec-prefix targets use timeout, remote_shell and container_engine and ignore the SSH ones):
     ssh_config       path of an ssh_config file (ssh -F); default: the user's own config
     ssh_options      iterable of "Key=Value" strings passed as `-o Key=Value`
-    connect_timeout  seconds for TCP connect + SSH banner (default 10)
+    connect_timeout  seconds for TCP connect + SSH banner (default: ssh.CONNECT_TIMEOUT_S)
     timeout          overall seconds per operation, connection included (default: none)
     reuse            keep a ControlMaster connection between operations (default True)
     control_persist  seconds an idle control connection stays up (default 60)

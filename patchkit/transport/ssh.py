@@ -58,6 +58,7 @@ from patchkit.transport.remote import (
     positive_seconds,
 )
 
+CONNECT_TIMEOUT_S = 10.0  # the TCP connect and SSH banner, when no connect_timeout is given
 # Unix socket paths are limited to ~108 bytes; %C expands to 40 hex characters.
 _SOCKET_PATH_MAX = 100
 
@@ -71,7 +72,7 @@ class SshTransport(Transport):
     port: int | None = None
     ssh_config: str | None = None
     ssh_options: tuple[str, ...] = ()
-    connect_timeout: float | None = 10.0
+    connect_timeout: float | None = CONNECT_TIMEOUT_S
     timeout: float | None = None
     reuse: bool = True
     control_persist: float = 60.0
@@ -133,7 +134,7 @@ class SshTransport(Transport):
             # A kept master may outlive its host (powered off, wedged): probe it while idle, so
             # that a later command fails within ~3 intervals instead of waiting on a dead TCP
             # connection that no ConnectTimeout covers any more.
-            interval = max(1, round(self.connect_timeout or 10))
+            interval = max(1, round(self.connect_timeout or CONNECT_TIMEOUT_S))
             args += ["-o", f"ServerAliveInterval={interval}", "-o", "ServerAliveCountMax=3"]
         return args
 

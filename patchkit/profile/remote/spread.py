@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 
 from patchkit.profile.remote.server_args import ENV_PREFIX, drop_options
+from patchkit.settings import SPREAD_CACHE
 
 ENV = "PATCHKIT_SPREAD_CACHE"
-DEFAULT = "~/.cache/patchkit/spread.json"
+DEFAULT = SPREAD_CACHE  # the option table's (patchkit.settings)
 SCHEMA = "patchkit.spread-cache/1"
 
 
