@@ -7,9 +7,9 @@ matplotlib, patchkit.report.svgfig, a tooltip on every mark).
 
 Sections: the run (series, release, GPU, commands, sampling, warm-up window, tokens/s, the
 timer's cost), the decode cycle (a stacked bar of the top-level phases with their 95 %
-intervals, for all decode cycles and per batch size), the timeline (every cycle's time over
-the run, the warm-up and stalls marked), acceptance, the prediction, the trace to save, and
-table.txt itself. Every number that summary.json holds is printed from it (html_page's data-k).
+intervals, for all decode cycles and per batch size: here), the timeline (html_timeline),
+acceptance (html_accept), the prediction (html_predict), the trace to save, and table.txt
+itself. Every number that summary.json holds is printed from it (html_page's data-k).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from patchkit.report.bootstrap import DASH
+from patchkit.report.html_accept import acceptance_section
 from patchkit.report.html_page import (
     PAGE_FILE,
     S,
@@ -35,11 +36,11 @@ from patchkit.report.html_page import (
     trace_download,
 )
 from patchkit.report.html_predict import prediction_page, prediction_section
-from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind
-from patchkit.report.svgfig import PALETTE, UNTIMED, SvgFigure, plain_log_ticks
+from patchkit.report.html_timeline import timeline_section
+from patchkit.report.kinds import cycle_kind, decode_kind_of
+from patchkit.report.svgfig import PALETTE, UNTIMED, SvgFigure
 
 MAX_BATCH_BARS = 12  # batch sizes drawn as their own bar: the ones with the most cycles
-TIMELINE_POINTS = 1500  # above this many cycles the timeline draws each bin's range and median
 
 
 def write_run_page(
@@ -102,10 +103,10 @@ def render_run_page(
     sections = [
         ("run", "the run", "The run", _header(s)),
         ("cycle", "decode cycle", "Where a decode cycle's time goes", _cycle(s, selection)),
-        ("timeline", "timeline", "Cycles over the run", _timeline(s, selection)),
+        ("timeline", "timeline", "Cycles over the run", timeline_section(s, selection)),
     ]
     if s.get("acceptance"):
-        sections.append(("acceptance", "acceptance", "Acceptance", _acceptance(s["acceptance"])))
+        sections.append(("acceptance", "acceptance", "Acceptance", acceptance_section(s["acceptance"])))
     pred = prediction_section(prediction, s, notes)
     if pred:
         sections.append(("prediction", "prediction", "Prediction against measured", pred))
@@ -246,13 +247,8 @@ def _header(s: dict) -> str:
 # ---- the decode cycle -----------------------------------------------------------------------------
 
 
-def _decode_kind(s: dict) -> str | None:
-    kinds = s.get("cycle_kinds") or {}
-    return KIND_PRIMARY if KIND_PRIMARY in kinds else NO_KIND if NO_KIND in kinds else None
-
-
 def _top_phases(s: dict) -> list[dict]:
-    kind = _decode_kind(s)
+    kind = decode_kind_of(s)
     phases = ((s.get("cycle_kinds") or {}).get(kind) or {}).get("phases") or []
     return [p for p in phases if not p.get("depth") and p.get("share_of_cycle") is not None]
 
@@ -265,7 +261,7 @@ def _per_batch(s: dict, selection, names: list[str]) -> list[tuple[str, list[tup
     lead_i = min(range(len(selection.procs)), key=lambda i: selection.procs[i].rank)
     proc, stalls = selection.procs[lead_i], selection.stall_sets[lead_i]
     field = "dev_ns" if s.get("basis") == "device" else "host_ns"
-    kind = _decode_kind(s)
+    kind = decode_kind_of(s)
     parts: dict[int, dict[str, float]] = {}
     for r in proc.phases:
         if r.get("depth") == 0 and r.get("cycle") is not None and r.get(field) is not None:
@@ -296,7 +292,7 @@ def _cycle(s: dict, selection) -> str:
     top = _top_phases(s)
     if not top:
         return '<p class="note">No timed decode cycle: nothing to break down.</p>'
-    kind = _decode_kind(s)
+    kind = decode_kind_of(s)
     basis = "device" if s.get("basis") == "device" else "host"
     names = [p["name"] for p in top]
     colour = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
@@ -401,259 +397,3 @@ def _cycle(s: dict, selection) -> str:
         + figure(fig.svg())
         + table(["phase", "ms per cycle", "median ms", "share", "95 % interval"], table_rows)
     )
-
-
-# ---- the timeline -----------------------------------------------------------------------------------
-
-
-def _timeline(s: dict, selection) -> str:
-    if not selection.full:
-        return (
-            '<p class="note">No timing files were read for this page (summary.json alone): the timeline '
-            "and the bars per batch size need every cycle.</p>"
-        )
-    lead = min(selection.full, key=lambda p: p.rank)
-    cycles = sorted(
-        (c for c in lead.cycles if isinstance(c.get("t0"), int) and c.get("host_ns") is not None),
-        key=lambda c: c["t0"],
-    )
-    if not cycles:
-        return '<p class="note">No cycles.</p>'
-    field = "dev_ns" if s.get("basis") == "device" else "host_ns"
-    t_first = cycles[0]["t0"]
-    kept: set = set()
-    stall_cycles: set = set()
-    for p, st in zip(selection.procs, selection.stall_sets):
-        if p.rank == lead.rank:
-            kept |= {c["cycle"] for c in p.cycles}
-            stall_cycles |= st
-    kind = _decode_kind(s)
-    label = "decode" if kind in (KIND_PRIMARY, NO_KIND) else str(kind)
-    series: dict[str, tuple[list, list]] = {"main": ([], []), "other": ([], []), "outside": ([], [])}
-    stall_pts = []
-    for c in cycles:
-        x = (c["t0"] - t_first) / 1e9
-        ms = (c[field] if c.get(field) is not None else c["host_ns"]) / 1e6
-        if c["cycle"] in stall_cycles:
-            stall_pts.append((x, ms, c))
-            continue
-        which = "outside" if c["cycle"] not in kept else "main" if cycle_kind(c) == kind else "other"
-        series[which][0].append(x)
-        series[which][1].append(ms)
-    fig = SvgFigure("timeline", 10.5, 3.4)
-    ax = fig.add_axes()
-    for lo, hi, colour, text in _window_spans(s, lead, t_first):
-        band = ax.axvspan(lo, hi, color=colour, alpha=0.16, linewidth=0, label=text)
-        fig.tip(band, f"{text}: {lo:.2f} s to {hi:.2f} s")
-    xs, ys = series["main"]
-    if len(xs) > TIMELINE_POINTS:
-        _binned_line(ax, fig, xs, ys, label)
-    elif xs:
-        line = ax.plot(xs, ys, ".", markersize=3, color=PALETTE[0], label=f"{label} cycles")[0]
-        fig.tip(line, f"{len(xs):,} {label} cycles in the measured window (lead rank {lead.rank})")
-    for which, marker, colour, text in (
-        ("other", "^", PALETTE[1], "prefill cycles"),
-        ("outside", ".", "#9aa3ae", "cycles outside the measured window"),
-    ):
-        ox, oy = series[which]
-        if ox:
-            dots = ax.plot(ox, oy, marker, markersize=3, color=colour, label=text)[0]
-            fig.tip(dots, f"{len(ox):,} {text}")
-    for x, ms, c in stall_pts[:300]:
-        mark = ax.plot(
-            [x],
-            [ms],
-            "o",
-            markersize=7,
-            markerfacecolor="none",
-            markeredgecolor="#d62728",
-            markeredgewidth=1.4,
-        )[0]
-        batch = (c.get("attrs") or {}).get("batch_size", c.get("batch_size"))
-        fig.tip(
-            mark,
-            f"stall: cycle {c['cycle']}, {ms:,.1f} ms at {x:.2f} s"
-            + (f", batch size {batch}" if batch is not None else ""),
-        )
-    if stall_pts:
-        ax.plot(
-            [], [], "o", markerfacecolor="none", markeredgecolor="#d62728", label=f"stalls ({len(stall_pts)})"
-        )
-    ax.set_xlabel("seconds since the lead rank's first cycle")
-    ax.set_ylabel(f"cycle time, ms ({'device' if field == 'dev_ns' else 'host'})")
-    every = sorted(ys + series["other"][1] + series["outside"][1] + [p[1] for p in stall_pts])
-    if every and every[-1] > 20 * max(every[len(every) // 2], 1e-9):
-        ax.set_yscale("log")  # stalls run 100x a cycle: both readable
-        plain_log_ticks(ax.yaxis)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, frameon=False)
-    median = sorted(ys)[len(ys) // 2] if ys else None
-    note = (
-        f'<p class="lead">Every cycle the lead rank (rank {lead.rank}) recorded, {len(cycles):,} in all, '
-        f"warm-up included; median {esc(label)} cycle in the measured window {fmt(median, '.3f')} ms. Stalls "
-        "(over 4x the median of their kind and 10 ms above it) are circled and left out of the shares.</p>"
-    )
-    return note + figure(fig.svg())
-
-
-def _window_spans(s: dict, lead, t_first: int) -> list[tuple[float, float, str, str]]:
-    """The warm-up pass and the measured window on the timeline's axis (the lead rank's clock)."""
-    window = s.get("window") or {}
-    clock = lead.header.get("clock") or {}
-    if not window or clock.get("wall_t0_ns") is None or clock.get("host_t0_ns") is None:
-        return []
-    offset = clock["wall_t0_ns"] - clock["host_t0_ns"] + t_first  # unix ns of x = 0
-    spans = []
-    for key, colour, text in (
-        ("warmup", "#f0b429", "warm-up pass"),
-        ("measured", "#2ca02c", "measured window"),
-    ):
-        w = window.get(key) or {}
-        if w.get("start_unix_ns") is not None and w.get("end_unix_ns") is not None:
-            spans.append(
-                ((w["start_unix_ns"] - offset) / 1e9, (w["end_unix_ns"] - offset) / 1e9, colour, text)
-            )
-    return spans
-
-
-def _binned_line(ax, fig, xs, ys, label):
-    """Many cycles: each bin's median as a line and its range as a band (size stays bounded)."""
-    n = len(xs)
-    size = n / TIMELINE_POINTS
-    bx, lo, med, hi = [], [], [], []
-    for b in range(TIMELINE_POINTS):
-        chunk = sorted(ys[int(b * size) : int((b + 1) * size)])
-        if chunk:
-            bx.append(xs[int(b * size)])
-            lo.append(chunk[0])
-            med.append(chunk[len(chunk) // 2])
-            hi.append(chunk[-1])
-    band = ax.fill_between(bx, lo, hi, color=PALETTE[0], alpha=0.25, linewidth=0)
-    fig.tip(band, f"the range of each bin of {size:.1f} {label} cycles")
-    line = ax.plot(
-        bx, med, color=PALETTE[0], linewidth=0.8, label=f"{label} cycles: median of each {size:.1f}"
-    )[0]
-    fig.tip(line, f"{n:,} {label} cycles in {len(bx)} bins: each bin's median")
-
-
-# ---- acceptance -------------------------------------------------------------------------------------
-
-
-def _acceptance(a: dict) -> str:
-    hist = a.get("histogram") or []
-    steps = a.get("request_steps") or 0
-    fig = SvgFigure("acceptance", 10.5, 5.6)
-    (h_ax, p_ax), (b_ax, o_ax) = fig.add_axes(2, 2)
-    for k, count in enumerate(hist):
-        bar = h_ax.bar([k], [count], color=PALETTE[0], width=0.7)[0]
-        fig.tip(
-            bar, f"{k} drafts accepted: {count:,} request steps ({100 * count / steps if steps else 0:.1f} %)"
-        )
-    h_ax.set_xticks(range(len(hist)))
-    h_ax.set_xlabel("draft tokens accepted per request step")
-    h_ax.set_ylabel("request steps")
-    h_ax.set_title("histogram", fontsize=10)
-    for key, colour, label in (
-        ("position_rate", PALETTE[0], "accepted at k (of those that drafted k)"),
-        ("conditional_rate", PALETTE[1], "accepted at k (of those that accepted k-1)"),
-    ):
-        pts = [p for p in a.get(key) or [] if p.get("rate") is not None]  # None: no request reached k
-        p_ax.plot(
-            [p["position"] for p in pts],
-            [p["rate"] for p in pts],
-            "-",
-            color=colour,
-            label=label,
-            linewidth=1.2,
-        )
-        for p in pts:
-            dot = p_ax.plot([p["position"]], [p["rate"]], "o", color=colour, markersize=5)[0]
-            fig.tip(
-                dot,
-                f"{label}: position {p['position']}, rate {p['rate']:.3f}"
-                + (f" of {p['drafted']:,}" if p.get("drafted") else ""),
-            )
-    p_ax.set_ylim(0, 1.05)
-    p_ax.xaxis.get_major_locator().set_params(integer=True)
-    p_ax.set_xlabel("draft position k")
-    p_ax.set_ylabel("rate")
-    p_ax.set_title("per position", fontsize=10)
-    p_ax.legend(fontsize=7.5, frameon=False, loc="lower left")
-    by = a.get("by_batch_size") or []
-    for i, row in enumerate(by):
-        bar = b_ax.bar([i], [row["pooled"]], color=PALETTE[2], width=0.7)[0]
-        fig.tip(
-            bar,
-            f"batch size {row['batch_size']}: accept length {row['pooled']:.3f} over {row['request_steps']:,} request steps",
-        )
-    b_ax.set_xticks(
-        range(len(by)),
-        [str(r["batch_size"]) for r in by],
-        fontsize=8 if len(by) < 20 else 6,
-        rotation=0 if len(by) < 20 else 90,
-    )
-    b_ax.set_xlim(-0.8, max(len(by), 5) - 0.2)
-    b_ax.set_xlabel("batch size")
-    b_ax.set_ylabel("accept length (pooled)")
-    b_ax.set_title("by batch size", fontsize=10)
-    over = a.get("over_run") or []
-    o_ax.plot([o["bin"] + 1 for o in over], [o["pooled"] for o in over], "-", color=PALETTE[3], linewidth=1.2)
-    for o in over:
-        dot = o_ax.plot([o["bin"] + 1], [o["pooled"]], "o", color=PALETTE[3], markersize=5)[0]
-        fig.tip(
-            dot,
-            f"slice {o['bin'] + 1} (cycles {o['first_cycle']}{DASH}{o['last_cycle']}): accept length {o['pooled']:.3f} over {o['request_steps']:,} request steps",
-        )
-    o_ax.set_xticks([o["bin"] + 1 for o in over])
-    o_ax.set_xlabel("slice of the run (consecutive cycles)")
-    o_ax.set_ylabel("accept length (pooled)")
-    o_ax.set_title(f"over the run (drift {fmt(a.get('drift'), '+.2f')} tokens)", fontsize=10)
-    for ax in (h_ax, p_ax, b_ax, o_ax):
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
-    mean = a.get("mean_accept_length") or {}
-    lead = (
-        f'<p class="lead">Accept length (tokens per request per verify step, pooled): '
-        f'<span class="big">{num(mean.get("pooled"), ".3f", key=S("acceptance", "mean_accept_length", "pooled"), tag="span")}</span>; '
-        f"num-steps {esc(a.get('num_steps'))}, from the {esc(a.get('num_steps_source'))}; "
-        f"{num(a.get('request_steps'), ',d', key=S('acceptance', 'request_steps'), tag='span')} request steps in "
-        f"{num(a.get('cycles_with_acceptance'), ',d', key=S('acceptance', 'cycles_with_acceptance'), tag='span')} of "
-        f"{fmt(a.get('decode_cycles'), ',d')} decode cycles. "
-        + (
-            f"Mean of per-request means: {fmt(mean.get('per_request'), '.3f')}."
-            if mean.get("per_request") is not None
-            else f"No per-request mean: {esc(mean.get('per_request_note') or '-')}."
-        )
-        + "</p>"
-    )
-    rows = [
-        f"<td>{k}</td>"
-        + num(count, ",d", key=S("acceptance", "histogram", k))
-        + f"<td>{100 * count / steps if steps else 0:.1f} %</td>"
-        for k, count in enumerate(hist)
-    ]
-    pos = {p["position"]: p for p in a.get("position_rate") or []}
-    cond = {p["position"]: p for p in a.get("conditional_rate") or []}
-    prow = [
-        f"<td>{k}</td>"
-        + num(
-            (pos.get(k) or {}).get("rate"),
-            ".3f",
-            key=S("acceptance", "position_rate", {"position": k}, "rate") if k in pos else None,
-        )
-        + num(
-            (cond.get(k) or {}).get("rate"),
-            ".3f",
-            key=S("acceptance", "conditional_rate", {"position": k}, "rate") if k in cond else None,
-        )
-        for k in sorted(set(pos) | set(cond))
-    ]
-    tables = (
-        '<div class="row"><div>'
-        + table(["accepted drafts", "request steps", "share"], rows, text_cols=())
-        + "</div><div>"
-        + table(["position k", "accepted at k", "given k-1 accepted"], prow, text_cols=())
-        + "</div></div>"
-    )
-    return lead + figure(fig.svg()) + tables

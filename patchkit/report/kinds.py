@@ -16,3 +16,9 @@ def ordered_kinds(kinds) -> list[str]:
     """decode first, then prefill, then any other kind by name."""
     kinds = set(kinds)
     return [k for k in KIND_ORDER if k in kinds] + sorted(kinds - set(KIND_ORDER))
+
+
+def decode_kind_of(summary: dict) -> str | None:
+    """The kind a summary.json's decode figures describe: decode, else cycles without a kind."""
+    kinds = summary.get("cycle_kinds") or {}
+    return KIND_PRIMARY if KIND_PRIMARY in kinds else NO_KIND if NO_KIND in kinds else None
