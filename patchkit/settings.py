@@ -632,6 +632,23 @@ def command_line(value, option: str, where: str = "") -> str:
     return value
 
 
+def relative_paths(value, option: str, where: str = "") -> list[str]:
+    """Paths inside a tree (patch.new --new-file): non-empty, not absolute."""
+    paths = list(value or [])
+    for path in paths:
+        if not isinstance(path, str) or not path.strip() or os.path.isabs(path):
+            raise InvalidInput(f"{_name(option, where)} {path!r}: a path relative to the tree")
+    return paths
+
+
+def package_prefix(value, option: str, where: str = "") -> str:
+    """The folder an installed layout drops (upstream.pin --package-prefix): relative, ending in '/'."""
+    said = str(value)
+    if said.startswith("/") or ".." in said.split("/") or not said.endswith("/"):
+        raise InvalidInput(f"{_name(option, where)} {value!r}: a relative folder ending in '/', e.g. python/")
+    return said
+
+
 def _zero_or_more(value, option: str, where: str = "") -> float:
     return number(value, option, where, low=0)
 
@@ -1494,19 +1511,22 @@ _TABLE: tuple[Option, ...] = (
         key="series",
         default=SAME,
         help="series folder (default: patchkit.series in invoke.yaml / patchkit.yaml)",
+        check=text,
         fronts=(*_AUTHOR, "patch.gen-runtime"),
     ),
     Option(
         "edited",
         help="a copy of the pinned tree with your edits (make one with patch.edit)",
+        check=existing_dir,
         fronts=("patch.new", "patch.refresh"),
     ),
     Option(
         "pristine",
         help="pristine pinned tree (default: fetched from the pin, by version, into .cache/)",
+        check=existing_dir,
         fronts=_AUTHOR,
     ),
-    Option("dest", help="folder to write the editable tree into", fronts=("patch.edit",)),
+    Option("dest", help="folder to write the editable tree into", check=text, fronts=("patch.edit",)),
     Option("upto", help="stop after this patch (default: the whole series)", fronts=("patch.edit",)),
     Option(
         "layout",
@@ -1517,7 +1537,7 @@ _TABLE: tuple[Option, ...] = (
     ),
     Option("name", help="file name of the new patch, e.g. 0008-my-timer.patch", fronts=("patch.new",)),
     Option("header", help="text put before the diff, saying what the patch times", fronts=("patch.new",)),
-    Option("new_file", help="a file the patch creates (repeat)", fronts=("patch.new",)),
+    Option("new_file", help="a file the patch creates (repeat)", check=relative_paths, fronts=("patch.new",)),
     Option("patch", help="the patch to rewrite (default: the top one)", fronts=("patch.refresh",)),
     Option(
         "check",
@@ -1648,7 +1668,7 @@ _TABLE: tuple[Option, ...] = (
         fronts=("upstream.fetch",),
     ),
     Option("series", help="series folder whose pin.toml is written", fronts=("upstream.pin",)),
-    Option("tree", help="pristine tree to hash", fronts=("upstream.pin",)),
+    Option("tree", help="pristine tree to hash", check=existing_dir, fronts=("upstream.pin",)),
     Option(
         "path", help="pinned file (repeat; default: the files the series modifies)", fronts=("upstream.pin",)
     ),
@@ -1658,6 +1678,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "package_prefix",
         help="prefix dropped on installed layouts, e.g. python/",
+        check=package_prefix,
         fronts=("upstream.pin",),
     ),
     Option(

@@ -24,7 +24,6 @@ from patchkit.settings import (
     checked,
     config_value,
     configured,
-    existing_dir,
     given_value,
     need_inventory,
     offered,
@@ -117,17 +116,17 @@ def _abspath(p):
     return os.path.abspath(os.path.expanduser(p)) if p else None
 
 
-def _folder(value, option: str) -> str:
-    """A folder option the task cannot go without (invoke makes it positional): it must exist."""
-    path = existing_dir(value, option)
+def _folder(front: str, option: str, value) -> str:
+    """A folder option the task cannot go without (invoke makes it positional): its row's check."""
+    path = checked(front, option, value)
     if path is None:
         raise InvalidInput(f"--{option.replace('_', '-')}: required")
     return path
 
 
 def _series(c, series):
-    """--series (an empty one refused), else patchkit.series; as an absolute path."""
-    return _abspath(text(series, "series") or _cfg(c, "series"))
+    """--series, else patchkit.series (its row: an empty one refused); as an absolute path."""
+    return _abspath(resolve(offered("patch.edit")["series"], series, c.config))
 
 
 def _pristine(series, pristine):
@@ -136,7 +135,7 @@ def _pristine(series, pristine):
     from patchkit import upstream as up
 
     if pristine:
-        return Path(_folder(pristine, "pristine"))
+        return Path(_folder("patch.edit", "pristine", pristine))
     return up.fetch_tree(series_dir=Path(series))[0]
 
 
@@ -148,7 +147,7 @@ def edit(c, dest, series=None, upto=None, pristine=None, layout="checkout"):
     from patchkit.author import authoring
 
     series = _series(c, series)
-    dest = text(dest, "dest")
+    dest = checked("patch.edit", "dest", dest)
     checked("patch.edit", "layout", layout)
     out = authoring.prepare_edit_tree(
         Path(series), _pristine(series, pristine), Path(_abspath(dest)), upto=upto, layout=layout
@@ -164,13 +163,11 @@ def new(c, name, edited, series=None, pristine=None, header=None, new_file=None)
     from patchkit.author import authoring
 
     series = _series(c, series)
-    for created in new_file or []:
-        if os.path.isabs(created) or not (text(created, "new_file") or "").strip():
-            raise InvalidInput(f"--new-file {created!r}: a path relative to the tree")
+    new_file = checked("patch.new", "new_file", new_file)
     out = authoring.new_patch(
         Path(series),
         name,
-        Path(_folder(edited, "edited")),
+        Path(_folder("patch.new", "edited", edited)),
         _pristine(series, pristine),
         header=header,
         new_files=list(new_file or []),
@@ -187,7 +184,10 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
 
     series = _series(c, series)
     path, changed = authoring.refresh(
-        Path(series), Path(_folder(edited, "edited")), _pristine(series, pristine), patch=patch
+        Path(series),
+        Path(_folder("patch.refresh", "edited", edited)),
+        _pristine(series, pristine),
+        patch=patch,
     )
     print(f"{path}: {'rewritten' if changed else 'unchanged (same bytes)'}")
 
@@ -332,17 +332,10 @@ def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=Non
 
     from patchkit import upstream as up
 
-    if package_prefix is not None and (
-        package_prefix.startswith("/")
-        or ".." in package_prefix.split("/")
-        or not package_prefix.endswith("/")
-    ):
-        raise InvalidInput(
-            f"--package-prefix {package_prefix!r}: a relative folder ending in '/', e.g. python/"
-        )
+    package_prefix = checked("upstream.pin", "package_prefix", package_prefix)
     pin = up.pin_series(
         Path(_abspath(series)),
-        Path(_folder(tree, "tree")),
+        Path(_folder("upstream.pin", "tree", tree)),
         list(path or []) or None,
         name=name,
         version=version,
