@@ -451,6 +451,8 @@ def test_gpus_serve_points_at_once_each_with_its_device_and_port(tmp_path, budge
     assert decision["estimates"]["tok-s=1300"] / decision["estimates"]["tok-s=1000"] == pytest.approx(
         1.3, rel=0.06
     )
+    # a fixed sweep on several GPUs is judged by the bounded test over its --repeat rounds
+    assert decision["design"] == "group-sequential" and decision["horizon"] == 2
     assert "block effects" in outcome.table and "gpu1 +" in outcome.table
     assert "GPUs 0,1 at once" in outcome.table
     assert not _alive_pids(tmp_path, "0") and not _alive_pids(tmp_path, "1")

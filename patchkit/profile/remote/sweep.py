@@ -682,8 +682,12 @@ class _Rounds:
         self.live = list(range(len(points)))
         self.failed_out: set[str] = set()  # failed every run, twice or more: out of the decision
         self.runs_started = 0
-        # the bounded test's horizon (rounds that can happen) and the round that ended it early
-        self.horizon: int | None = cfg.repeat if cfg.sequential and cfg.repeat is not None else None
+        # the bounded test's horizon (rounds that can happen) and the round that ended it early:
+        # --repeat's rounds (a fixed sweep on several GPUs or hosts is decided by the same test,
+        # paired by block, over its rounds); --budget's after round 1; --until decided alone: none
+        self.horizon: int | None = (
+            cfg.repeat if cfg.repeat is not None else (None if cfg.sequential else cfg.rounds)
+        )
         self.final_round: int | None = None
 
     # ---- what a round costs -------------------------------------------------------------------
@@ -767,10 +771,11 @@ class _Rounds:
                 if rnd == 0 and self.horizon is None:
                     self.horizon = self._budget_horizon(budget_s, entries)
                 out_of_budget = self._next_round_misses(rnd + 1, entries, budget_s)
-            final = self.horizon is not None and (rnd + 1 >= self.horizon or out_of_budget)
+            judged = cfg.sequential or len(self.blocks) > 1  # by the bounded or anytime test
+            final = judged and self.horizon is not None and (rnd + 1 >= self.horizon or out_of_budget)
             if final:
                 self.final_round = rnd + 1
-            if cfg.sequential or len(self.blocks) > 1:
+            if judged:
                 self.decide_now(record, rnd)
             if cfg.sequential and self.decision is not None and self.decision.status == "decided":
                 self.stopped = "decided"
