@@ -632,6 +632,15 @@ def command_line(value, option: str, where: str = "") -> str:
     return value
 
 
+def folder_path(value, option: str, where: str = "") -> str:
+    """A folder to write into, made later (patch.export, patch.rebase --out): a non-empty path
+    that is not a file."""
+    said = text(value, option, where) or ""
+    if os.path.exists(os.path.expanduser(said)) and not os.path.isdir(os.path.expanduser(said)):
+        raise InvalidInput(f"{_name(option, where)} {value!r}: a file, not a folder")
+    return said
+
+
 def relative_paths(value, option: str, where: str = "") -> list[str]:
     """Paths inside a tree (patch.new --new-file): non-empty, not absolute."""
     paths = list(value or [])
@@ -1557,17 +1566,20 @@ _TABLE: tuple[Option, ...] = (
         key="series",
         default=SAME,
         help="series folder or a shipped series' name (default: patchkit.series in invoke.yaml / patchkit.yaml)",
+        check=text,
         fronts=("patch.export",),
     ),
     Option(
         "out",
         help="where to write: the series becomes OUT/<its name>/ (an existing non-empty one is refused)",
+        check=folder_path,
         fronts=("patch.export",),
     ),
     Option("all_", default=False, help="every shipped series instead of --series", fronts=("patch.export",)),
     Option(
         "file",
         help="the example config to rewrite (default: invoke.yaml in patchkit's checkout)",
+        check=existing_file,
         fronts=("patch.gen-config",),
     ),
     Option(
@@ -1598,6 +1610,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "out",
         help="the new series folder (default: patches/<name>-v<version> beside --series)",
+        check=folder_path,
         fronts=("patch.rebase",),
     ),
     Option(

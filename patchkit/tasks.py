@@ -34,7 +34,6 @@ from patchkit.settings import (
     resolve_front,
     say_notes,
     task_help,
-    text,
 )
 from patchkit.taskrun import auto_series as _auto_series, run_patch_task
 
@@ -235,16 +234,14 @@ def export(c, series=None, out=None, all_=False):
 
     if all_ and series:
         raise InvalidInput("patch.export: --all or --series, not both")
-    out_text = text(out, "out")
+    out_text = checked("patch.export", "out", out)
     if not out_text:
         raise InvalidInput("patch.export needs --out DIR")
     out_root = Path(os.path.abspath(os.path.expanduser(out_text)))
-    if out_root.exists() and not out_root.is_dir():
-        raise InvalidInput(f"--out {out!r}: a file, not a folder")
     if all_:
         folders = [series_root() / n for n in shipped_names()]
     else:
-        given = text(series, "series") or _cfg(c, "series")
+        given = resolve(offered("patch.export")["series"], series, c.config)
         if not given:
             raise InvalidInput("patch.export needs --series DIR_OR_NAME (or --all)")
         folders = [Path(series_path(given))]
@@ -261,11 +258,11 @@ def export(c, series=None, out=None, all_=False):
 def gen_config(c, file=None, check=False):
     """Regenerate invoke.yaml's commented defaults from the option table (patchkit/settings.py)."""
     from patchkit.locations import checkout
-    from patchkit.settings import example_config, existing_file
+    from patchkit.settings import example_config
 
     root = checkout()
     if file is not None:
-        path = Path(existing_file(file, "file", cwd=os.getcwd()) or "")
+        path = Path(resolve(offered("patch.gen-config")["file"], file, cwd=os.getcwd()) or "")
     elif root is not None:
         path = root / "invoke.yaml"
     else:
@@ -548,10 +545,7 @@ def patch_rebase(
     upstream = checked("patch.rebase", "upstream", upstream)
     wheelhouse = resolve(offered("patch.rebase")["wheelhouse"], wheelhouse, c.config)
     if out is not None:  # said before any wheel is fetched
-        text(out, "out")  # a non-empty string
-        where = os.path.expanduser(out)
-        if os.path.exists(where) and not os.path.isdir(where):
-            raise InvalidInput(f"--out {out!r}: a file, not a folder")
+        where = os.path.expanduser(checked("patch.rebase", "out", out))
         if not resume and os.path.isdir(where) and os.listdir(where):
             raise InvalidInput(
                 f"--out {out!r} already exists; remove it, pass another --out, "
