@@ -382,8 +382,6 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
         # patchkit.profile.series (documented in invoke.yaml) feeds run_default's series_dir
         name = key.split("_")[0]
         value = _profile(c, name, value)
-        if value and value != "auto" and os.path.isfile(os.path.expanduser(value)):
-            raise InvalidInput(f"--{name} {value!r}: a folder, not a file")
         if value == "auto" and key == "series_dir":
             if kw.get("site"):  # the embedded default's own series otherwise (site not built yet)
                 kw[key] = _auto_series([kw["site"]])
