@@ -78,8 +78,9 @@ cd "$WORK/site"
 # lacks fails loudly at the server's start.
 rm -rf sgl_kernel/flash_ops.abi3.so sgl_kernel/sm100 sgl_kernel/flashmla_ops.abi3.so sgl_kernel/*cpython-310*.so \
        lib lib64 include share bin jedi/third_party/typeshed _mscclpp*.so xgrammar/lib deep_gemm/include \
-       sglang/multimodal_gen sglang/srt/grpc/_core.*.so sglang/test \
-       sglang/srt/hardware_backend/npu sglang/srt/hardware_backend/mlx
+       sglang/multimodal_gen sglang/srt/grpc/_core.*.so sglang/test
+# (sglang/srt/hardware_backend stays whole: 0.5.17's layers/quantization/unquant.py imports its
+# npu modules on every platform)
 # (the dist-info RECORD files stay: tvm_ffi finds xgrammar's bindings through them)
 # Host-only extensions lose their symbol tables (xgrammar's bindings: 53 MB -> 2 MB); the CUDA
 # libraries (sgl_kernel, deep_gemm, flashinfer) are left as built.
