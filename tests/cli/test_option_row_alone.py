@@ -179,3 +179,40 @@ def test_the_example_config_documents_them(copy, tmp_path):
         line.startswith("      probe_wait_s: 5 ") and line.endswith("# a throwaway key, seconds")
         for line in lines
     )
+
+
+def test_the_tasks_call_no_check_of_their_own():
+    """patchkit/tasks.py takes its values through the resolve path (resolve, checked): it imports
+    none of the checks the rows hold, so a check cannot be called beside its row by hand."""
+    import ast
+
+    from patchkit import settings
+
+    checks = {settings.row_check(o) for o in settings.OPTIONS} - {None}
+    checks |= {settings.text, settings.positive_int, settings.whole_number, settings.seconds, settings.number}
+    tree = ast.parse((REPO / "patchkit" / "tasks.py").read_text())
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "patchkit.settings"
+        for alias in node.names
+    }
+    assert "resolve" in imported and "checked" in imported
+    assert not {name for name in imported if any(getattr(settings, name) is check for check in checks)}
+
+
+def test_repeat_is_one_check():
+    """profile.sweep's and profile.remote's --repeat: the same check, the same bound and words."""
+    from patchkit.errors import InvalidInput
+    from patchkit.settings import checked, offered
+
+    assert offered("profile.sweep")["repeat"].check is offered("profile.remote")["repeat"].check
+    said = set()
+    for front in ("profile.sweep", "profile.remote"):
+        assert checked(front, "repeat", "1000") == 1000
+        with pytest.raises(InvalidInput) as bad:
+            checked(front, "repeat", "1001")
+        said.add(bad.value.message)
+    assert said == {
+        "--repeat '1001': a whole number of repetitions (--repeat must be a whole number of at least 1, at most 1000)"
+    }

@@ -217,3 +217,23 @@ def test_profile_remote_resolves_the_kind_with_its_setting(plugin, world):
     proc = run(plugin, world["work"], "-c", script)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [str(world["home"] / "a"), str(world["home"] / "b")]
+
+
+def test_the_registry_names_no_kind():
+    """patchkit/transport/__init__.py imports no kind's module by name: the kinds are found
+    (the package's modules, the entry points), each registered by its own module."""
+    import ast
+
+    from patchkit.transport import target_kinds
+
+    source = (REPO / "patchkit" / "transport" / "__init__.py").read_text()
+    kinds = {
+        p.stem for p in (REPO / "patchkit" / "transport").glob("*.py") if "register_kind(" in p.read_text()
+    }
+    assert {"docker", "execprefix", "k8s", "local", "ssh"} <= kinds
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+            named = {module.rpartition(".")[2]} | {a.name.rpartition(".")[2] for a in node.names}
+            assert not named & (kinds - {"__init__"}), ast.unparse(node)
+    assert {"docker", "exec", "k8s", "local", "ssh"} <= {k.name for k in target_kinds()}
