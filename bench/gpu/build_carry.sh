@@ -74,7 +74,7 @@ cd "$WORK/site"
 # sgl_kernel's FlashAttention-3 / sm100 / FlashMLA builds and its CPython 3.10 extension (the
 # image runs 3.12); xgrammar's static library; deep_gemm's JIT headers (imported, never
 # compiled with: the harness uses no FP8 GEMM); sglang's diffusion server (multimodal_gen), its
-# gRPC front end, and the accelerator back ends of other vendors. Whatever a run does import and
+# gRPC front end. Whatever a run does import and
 # lacks fails loudly at the server's start.
 rm -rf sgl_kernel/flash_ops.abi3.so sgl_kernel/sm100 sgl_kernel/flashmla_ops.abi3.so sgl_kernel/*cpython-310*.so \
        lib lib64 include share bin jedi/third_party/typeshed _mscclpp*.so xgrammar/lib deep_gemm/include \
