@@ -67,7 +67,7 @@ def cycle_counts(selection) -> dict | None:
     }
     decode = {c["cycle"] for c in cycles} - prefill
     return {
-        "scope": "the lead rank's process" + (f" (rank {lead.rank}, pid {lead.header.get('pid')})"),
+        "scope": f"the lead rank's process (rank {lead.rank}, pid {lead.header.get('pid')})",
         "recorded": len(cycles),
         "warmup_excluded": getattr(window, "before", 0),
         "after_window_excluded": getattr(window, "after", 0),

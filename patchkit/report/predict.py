@@ -718,7 +718,7 @@ def _column_notes(pred: dict) -> list[str]:
     every = pred.get("accept_length_recorded")
     also = (
         f"; the report's mean accepted length pools all {every['cycles']} cycles that carry acceptance "
-        f"(prefill cycles and stalls included): {every['pooled']:.3f}"
+        f"(stalls and cycles without a period among them): {every['pooled']:.3f}"
         if every
         else ""
     )

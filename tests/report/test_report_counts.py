@@ -145,7 +145,7 @@ def test_predict_counts_the_same_cycles_and_labels_its_means(known):
     assert pred["accept_length_recorded"] == {"pooled": pytest.approx(4.1), "cycles": 30}
     assert (
         "accept len: tokens per request per verify step over the 23 modelled decode cycles; the report's mean "
-        "accepted length pools all 30 cycles that carry acceptance (prefill cycles and stalls included): 4.100"
+        "accepted length pools all 30 cycles that carry acceptance (stalls and cycles without a period among them): 4.100"
     ) in text
     # decode tok/s: the modelled cycles' tokens over their 30 ms periods
     assert profiled["decode_tokens_per_s"] == pytest.approx((sum(modelled) + 23) / (23 * 0.030))
