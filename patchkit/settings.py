@@ -2016,7 +2016,12 @@ REMOTE_DEFAULTS: dict[str, Any] = {
     for o in OPTIONS
     if o.key is not None and _scope(o.key) == "profile.remote"
 }
-# profile.remote's keys with a check of their own ({key: check}: RemoteConfig runs them first)
+# profile.remote's keys by their rows ({key: the row that owns it}: RemoteConfig's last step of
+# the resolve path, resolve_checked, for each)
+REMOTE_ROWS: dict[str, Option] = {
+    key.rpartition(".")[2]: o for key, o in owners().items() if _scope(key) == "profile.remote"
+}
+# profile.remote's keys with a check of their own ({key: check})
 REMOTE_CHECKS: dict[str, Callable[..., Any]] = {
     key.rpartition(".")[2]: o.check
     for key, o in owners().items()

@@ -27,9 +27,9 @@ from patchkit.settings import (  # the choices: the option table's checks (patch
     CPU_LIST,
     GPU_ID,
     MAX_ROUNDS,
-    REMOTE_CHECKS,
     REMOTE_DEFAULTS,
     REMOTE_REPEAT,
+    REMOTE_ROWS,
     REMOTE_SERIES,
     STOP_SIGNALS,
     TIMER_MODES,
@@ -38,6 +38,7 @@ from patchkit.settings import (  # the choices: the option table's checks (patch
     cpu_lists,
     gpu_list,
     need_inventory,
+    resolve_checked,
     transport_options,
 )
 from patchkit.transport import kind_settings
@@ -157,9 +158,8 @@ class RemoteConfig(_RemoteFields):
                 "profile.remote: no targets (the SGLang install roots, "
                 "e.g. ssh://gpu1/opt/venv/lib/python3.11/site-packages)"
             )
-        for name, check in REMOTE_CHECKS.items():  # the option table's check of each setting
-            if getattr(self, name) is not None:
-                setattr(self, name, check(getattr(self, name), name, f"profile.remote: {name}"))
+        for name, row in REMOTE_ROWS.items():  # each setting through its row (the resolve path's last step)
+            setattr(self, name, resolve_checked(row, getattr(self, name), f"profile.remote: {name}"))
         for name in ("server_command", "bench_command"):  # required: None is missing too
             setattr(self, name, command_line(getattr(self, name), name, f"profile.remote: {name}"))
         if cfg.series is None:  # no series in the settings, nor patchkit.series (the task's fallback)
