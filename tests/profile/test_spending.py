@@ -77,6 +77,7 @@ def test_a_single_look_is_the_t_test_itself():
     assert level == pytest.approx(0.025, rel=0.08)
 
 
+@pytest.mark.slow  # simulated paths, 2 s: make test runs it
 def test_calibrated_t_levels_keep_the_two_sided_error_on_paired_data():
     # identical points, paired by round, a look after every round from 2 to 6: the rate of
     # crossing on either side stays at 2 x 0.025 (the plain significance-level approach,

@@ -166,6 +166,7 @@ def _phase_runs(rng, ms, rounds, shift=None, noise=0.005):
     ]
 
 
+@pytest.mark.slow  # 300 simulated sweeps, 2 s: make test runs it
 def test_identical_points_have_no_phase_called_different_over_all_pairs():
     # five identical points, nine phases each: Bonferroni within a point called some phase
     # different in 15.6 % of sweeps; over every (point, phase) pair, at most alpha
