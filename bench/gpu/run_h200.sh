@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The GPU harness: real SGLang 0.5.12 on an H200, profiled through `invoke profile.remote`.
+# The GPU harness: real SGLang on an H100/H200, profiled through `invoke profile.remote`.
+# 0.5.12 (its v1 and v2 workers) by the stages below; any later release (EAGLEWorkerV2 only,
+# --series auto) by the rel* stages, each server checked by bench/gpu/release_check.py
+# (bench/results/sglang_v2_releases.md).
 #
-# On the CPU machine, once:   bash bench/gpu/build_carry.sh
+# On the CPU machine, once:   bash bench/gpu/build_carry.sh [RELEASE]   (default 0.5.12)
 # On the GPU machine (device tool), from the repository root, with carry
 #   .carry-site .carry-fi .carry-lib [.carry-jit]:
 #       bash bench/gpu/run_h200.sh [STAGE...]        (default: setup models v2 v1 sweep timer collect)
@@ -388,14 +391,16 @@ stage_recfloor() {  # what an event record can cost from Python at best (bench/g
 # spec_correct_drafts_histogram summed over the same requests. Every cycle is timed (--sample 1)
 # and the benchmark is the server's only load (--no-warmup): warmup.py --meta sends it to
 # /generate and keeps each answer's meta_info. Run folders are $WORK/${REL}_NAME; checks in
-# $WORK/checks/ (relpack bundles them into $OUT). REL_PROMPTS (128), REL_OUT_LEN (256).
+# $WORK/checks/ (relpack bundles them into $OUT). REL_PROMPTS (128), REL_OUT_LEN (256); REL_MIN
+# (200 s): what a stage needs left to start a server (a first server on a cold machine spends
+# about 3 minutes starting: imports, then the CUDA-graph capture compiles its Triton kernels).
 SPEC_TREE="--speculative-algorithm STANDALONE --speculative-draft-model-path $M/draft --speculative-num-steps 3 --speculative-eagle-topk ${TREE_TOPK:-4} --speculative-num-draft-tokens ${TREE_TOKENS:-8}"
 relrun() {  # NAME SERVER-COMMAND [PROFILE-ARGS...]
   local name=${REL}_$1 server=$2; shift 2
   local meta=$WORK/$name.meta.json
   rm -f "$meta"; mkdir -p "$WORK/checks"
   PBENCH="python3 $ROOT/bench/gpu/warmup.py --port $PORT --prompts ${REL_PROMPTS:-128} --concurrency 32 --input-len 128 --output-len ${REL_OUT_LEN:-256} --meta $meta" \
-    PMIN=${REL_MIN:-100} profile "$name" --server "$server" --env PATCHKIT_TIMER=events --no-warmup "$@" || return 1
+    PMIN=${REL_MIN:-200} profile "$name" --server "$server" --env PATCHKIT_TIMER=events --no-warmup "$@" || return 1
   run python3 "$ROOT/bench/gpu/release_check.py" "$WORK/$name" --meta "$meta" --json "$WORK/checks/$name.json"
 }
 stage_relacc() { relrun acc "$SERVER $SPEC" --sample 1; }                                   # overlap on
@@ -406,7 +411,7 @@ stage_rele3() {                                                                 
 }
 # the runtime's default (1 % budget, sampled) against off blocks in the same server: the paired
 # overhead (report's `overhead`); acceptance is checked on the timed cycles only, so not here
-stage_relab() { PMIN=${REL_MIN:-100} PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL profile "${REL}_ab" --server "$SERVER $SPEC" \
+stage_relab() { PMIN=${REL_MIN:-200} PBENCH=$BENCH_CTL PWARMUP=$WARMUP_CTL profile "${REL}_ab" --server "$SERVER $SPEC" \
                   --env PATCHKIT_TIMER=events --env PATCHKIT_TIMER_AB=${AB:-20}; }
 stage_rele3ab() { PMIN=${E3_MIN:-140} PBENCH=${BENCH8B/--num-prompts ${E3_PROMPTS:-128}/--num-prompts ${E3_OVH_PROMPTS:-384}} \
                     PWARMUP=$WARMUP8B profile "${REL}_e3ab" --server "$SERVER8B $SPEC_E3" \
