@@ -244,6 +244,7 @@ def test_time_split_needs_no_batch_size():
     assert split["decode"]["period_mean_ms"] == pytest.approx(5.0)
 
 
+@pytest.mark.slow  # replays the benchmark for every point and start count (about 3 s)
 def test_how_many_starts_would_tell_the_predicted_best(tmp_path):
     """profile.predict says what measuring its best against the runner-up would take: at a
     given spread, or at the spread cached for the same server command by earlier sweeps."""
