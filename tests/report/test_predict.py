@@ -350,6 +350,7 @@ def test_from_prediction_bad_inputs_stop_before_any_target(tmp_path, args, messa
     assert list(target.iterdir()) == []
 
 
+@pytest.mark.slow  # draws two charts (about 2 s)
 def test_the_chart_gains_an_acceptance_panel(tmp_path):
     """phases.png: a third panel (per-position acceptance) when the records carry acceptance:
     the figure is 17 inches wide instead of 14 (the saved PNG trims its margins)."""

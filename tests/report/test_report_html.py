@@ -75,6 +75,7 @@ def test_run_page_holds_every_section_and_summary_jsons_numbers(run):
     assert any(t.startswith("measured window: ") for t in page.tooltips)
 
 
+@pytest.mark.slow  # draws a chart of 14 batch sizes (about 2 s)
 def test_many_batch_sizes_are_drawn_as_ranges_of_them(tmp_path):
     build_report(server_run(tmp_path / "timing", cycles=30 * 25, batch_sizes=30), tmp_path, meta=META)
     page = read_page((tmp_path / "report.html").read_text())

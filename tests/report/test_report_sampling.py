@@ -121,6 +121,7 @@ def _runs(tmp_path, stall_at: int | None = None):
     return folders[0], folders[1], timed_set
 
 
+@pytest.mark.slow  # times thousands of cycles twice (about 2 s)
 def test_sampled_shares_match_full_timing(tmp_path):
     full_dir, sampled_dir, timed = _runs(tmp_path)
     full = build_report(full_dir, tmp_path / "rf", chart=False)

@@ -162,6 +162,7 @@ def _figure(folder, meta):
     return fig, summary, plt
 
 
+@pytest.mark.slow  # draws two charts (about 2 s)
 def test_chart_names_the_run_and_keeps_the_bars_clear(tmp_path):
     folder = _write(tmp_path / "t", _decode(450, small_ns=15_000))
     meta = {
