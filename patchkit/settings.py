@@ -550,7 +550,7 @@ def kind_option(value, where: str, option: str) -> str | None:
 
 
 # -- the option table ------------------------------------------------------------------------------
-# Issue 30.1: each option once, with its config key, default, help text and check. The invoke
+# Each option once, with its config key, default, help text and check. The invoke
 # tasks take their help texts from here (task_help), the argparse front ends their add_argument
 # calls (add_argument), the library functions and RemoteConfig their defaults (default,
 # PROFILE_DEFAULTS, REMOTE_DEFAULTS). A help text is formatted with the option's default

@@ -1,6 +1,6 @@
 """What recording a CUDA event can cost from Python at best (run on the H200).
 
-Issue 19 asks for <= 2 us of host time per events-mode timer call; the runtime's call costs
+The goal is <= 2 us of host time per events-mode timer call; the runtime's call costs
 ~3.3 us hot on the H200, of which torch.Event.record() is ~1.6 us. This bench asks whether a
 cheaper way to record exists before anyone writes one into the runtime: the same event record
 through torch's two Event classes and through ctypes straight into the CUDA driver

@@ -1,4 +1,4 @@
-"""The timer-cost figures of issue 19 as one page: bench/results/sglang_gpu_timer_cost.{md,json}.
+"""The timer-cost figures as one page: bench/results/sglang_gpu_timer_cost.{md,json}.
 
     python bench/gpu/timer_cost.py bench/results/timer_cost_h200 [--out bench/results/sglang_gpu_timer_cost]
 
@@ -258,7 +258,7 @@ def main(argv=None):
         res = shares_ab.pooled([shares_ab.groups_of(c) for _, c in servers])
         res.update(runtime=runtime, runs=[r for r, _ in servers])
         doc.setdefault("shares_pooled", []).append(res)
-    md = ["# The timer's cost on the H200 (issue 19)", ""]
+    md = ["# The timer's cost on the H200", ""]
     md += [
         "Real SGLang 0.5.12 on one H200, the harness's tiny models (`bench/gpu/make_models.py`: host-bound",
         "cycles of 3-6 ms), STANDALONE speculation with 3 steps, 128 requests x 512 output tokens (more",

@@ -1,4 +1,4 @@
-"""Recovery by itself and no trace after revert (issue 11).
+"""Recovery by itself and no trace after revert.
 
 * A lock whose owner is provably dead (same host, machine and boot; pid gone, a zombie, or its
   recorded start time no longer matching) is taken over by the next operation, which says so and
