@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 from patchkit.errors import InvalidInput
 from patchkit.report.load import ProcessTiming
+from patchkit.report.stats import median
 from patchkit.report.window import Window
 
 
@@ -190,17 +191,11 @@ def sampling(procs: list[ProcessTiming]) -> dict | None:
     return out
 
 
-def _median(values: list[float]) -> float | None:
-    from patchkit.report.stats import percentile
-
-    return percentile(values, 50) if values else None
-
-
 def _cycles_period_ns(proc: ProcessTiming) -> float | None:
     """The median host start-to-start of consecutive cycle indices (no runtime figure yet)."""
     by_index = {c["cycle"]: c["t0"] for c in proc.cycles if isinstance(c.get("t0"), int)}
     gaps = [by_index[i + 1] - t for i, t in by_index.items() if i + 1 in by_index]
-    return _median([float(g) for g in gaps])
+    return median([float(g) for g in gaps])
 
 
 def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: int, cycles: int) -> dict:
@@ -263,10 +258,10 @@ def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: in
                 "period_ms": None if period is None else period / 1e6,
             }
         )
-    cost_us = _median([r["cost_us"] for r in rows if r["cost_us"] is not None])
-    host_us = _median([r["host_cost_us"] for r in rows if r["host_cost_us"] is not None])
-    visible_us = _median([r["visible_us"] for r in rows if r["visible_us"] is not None])
-    period_ms = _median([r["period_ms"] for r in rows if r["period_ms"] is not None])
+    cost_us = median([r["cost_us"] for r in rows if r["cost_us"] is not None])
+    host_us = median([r["host_cost_us"] for r in rows if r["host_cost_us"] is not None])
+    visible_us = median([r["visible_us"] for r in rows if r["visible_us"] is not None])
+    period_ms = median([r["period_ms"] for r in rows if r["period_ms"] is not None])
     fraction = timed / cycles if cycles else None
     spent = None
     if fraction is not None and cost_us is not None and period_ms:

@@ -19,6 +19,7 @@ median period, so that other estimators can be computed from summary.json.
 from __future__ import annotations
 
 import itertools
+from statistics import median  # of lists never empty here
 
 from patchkit.report.kinds import cycle_kind
 from patchkit.report.stats import percentile
@@ -40,13 +41,6 @@ def _block_periods(proc, n: int, kind: str | None) -> dict[int, tuple[str, list[
     return blocks
 
 
-def _median(values: list[int]) -> float:
-    """The median of a non-empty list."""
-    got = percentile(values, 50)
-    assert got is not None, "a non-empty list"
-    return got
-
-
 def paired_overhead(procs, kind: str | None) -> dict | None:
     """summary.json `overhead`, or None when no process ran with PATCHKIT_TIMER_AB."""
     ab_procs = [p for p in procs if p.header.get("ab_cycles")]
@@ -61,7 +55,7 @@ def paired_overhead(procs, kind: str | None) -> dict | None:
         n = int(proc.header["ab_cycles"])
         sizes.add(n)
         blocks = _block_periods(proc, n, kind)
-        med = {i: (label, _median(periods)) for i, (label, periods) in blocks.items() if periods}
+        med = {i: (label, median(periods)) for i, (label, periods) in blocks.items() if periods}
         pid = proc.header.get("pid")
         medians += [[proc.rank, pid, i, label, round(m)] for i, (label, m) in sorted(med.items())]
         for index, (label, timed) in sorted(med.items()):
@@ -83,8 +77,8 @@ def paired_overhead(procs, kind: str | None) -> dict | None:
         "iqr_pct": [percentile(pcts, 25), percentile(pcts, 75)] if pcts else None,
         "mean_pct": sum(pcts) / len(pcts) if pcts else None,
         "pairs_pct": [round(p, 3) for p in pcts],  # each pair, in cycle order: pool runs with these
-        "timed_period_ms": _median(timed_all) / 1e6 if timed_all else None,
-        "off_period_ms": _median(off_all) / 1e6 if off_all else None,
+        "timed_period_ms": median(timed_all) / 1e6 if timed_all else None,
+        "off_period_ms": median(off_all) / 1e6 if off_all else None,
         "off_cycles": sum(1 for p in ab_procs for c in p.cycles if c.get("ab") == "off"),
         # PATCHKIT_TIMER_AB_B=bare: the off blocks recorded cycle starts only
         "off_blocks": "bare" if all(p.header.get("ab_b") == "bare" for p in ab_procs) else "off",

@@ -32,19 +32,12 @@ from __future__ import annotations
 
 from patchkit.report.kinds import cycle_kind, ordered_kinds
 from patchkit.report.load import ProcessTiming
+from patchkit.report.stats import median
 
 STALL_FACTOR = 4.0
 STALL_FLOOR_MS = 10.0
 UNTIMED = "untimed"
 UNSAMPLED = "unsampled"
-
-
-def _median(values: list) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def rule_text(factor: float = STALL_FACTOR, floor_ms: float = STALL_FLOOR_MS) -> str:
@@ -88,7 +81,7 @@ def find_stalls(
             value = _measure(c, basis)[1]
             if value is not None:
                 kind_total[kind] = kind_total.get(kind, 0.0) + value / 1e6
-        med = {key: _median(v) for key, v in values.items()}
+        med = {key: median(v) for key, v in values.items()}
         for (kind, field), m in med.items():
             if m is not None and field == ("dev_ns" if basis == "device" else "host_ns"):
                 medians.setdefault(kind, []).append(m / 1e6)
@@ -150,7 +143,7 @@ def find_stalls(
             "main_phase_counts": dict(sorted(mains.items(), key=lambda kv: -kv[1])),
             "cycles": [{k: v for k, v in s.items() if k != "by_phase"} for s in cycles],
             "first_at_batch_size": sum(1 for s in cycles if s["first_at_batch_size"]),
-            "median_ms": _median(medians.get(kind, [])),
+            "median_ms": median(medians.get(kind, [])),
             "rule": rule_text(factor, floor_ms),
             "factor": factor,
             "floor_ms": floor_ms,

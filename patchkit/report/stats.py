@@ -18,6 +18,11 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
+def median(values: Sequence[float]) -> float | None:
+    """The median (the mean of the middle two of an even count), None for no values."""
+    return percentile(values, 50)
+
+
 # ---- the Student-t distribution -----------------------------------------------------------------
 
 
