@@ -13,8 +13,13 @@ within 0.5 % (the rest is the client's own first request), so this module counts
 - a decode cycle at n steps: ``a + b * batch_size - (N - n) * step`` ns (a, b: a least-squares
   line through the profiled run's decode-cycle periods; step: one draft round);
 - a prefill cycle: the profiled run's mean prefill-cycle period;
-- each request's accepted drafts per cycle: drawn from the profiled run's request steps,
-  ``min(a, n)`` at n steps (topk 1: a chain).
+- each request's accepted drafts per cycle: drawn from the profiled run's request steps at
+  the replayed cycle's batch size, ``min(a, n)`` at n steps (topk 1: a chain). Acceptance can
+  depend on the batch (which requests share a cycle, how far into their output they are), so
+  a draw pooled over every batch size puts the tail of the load's acceptance into full batches
+  and back. A batch size with fewer than MIN_POOL_STEPS recorded request steps draws from it and
+  the nearest batch sizes recorded (the smaller first on a tie) until the pool holds that many
+  (``Acceptance.at``).
 
 Only sglang.bench_serving's ``random`` and ``random-ids`` datasets with ``--max-concurrency``
 name their load in the command; anything else gets None from ``bench_shape`` and the caller
@@ -26,7 +31,7 @@ from __future__ import annotations
 import random
 import shlex
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
@@ -34,6 +39,37 @@ SIM_SEEDS = tuple(range(1, 9))  # the replay's own spread: about 2.5 % of a benc
 SEED_STEPS = 60_000  # request steps one seed's replay may take (~0.1 s); a longer load gets fewer seeds
 MAX_REQUEST_STEPS = 1_500_000  # a longer load (~3 s a replay) is replayed in part and extrapolated
 IDLE_FACTOR = 20  # a gap longer than 20 x the median cycle is the client's pause, not a cycle
+# request steps a batch size's own acceptance needs to be drawn from alone: at 200 the mean
+# accepted length of a pool is known to about 0.07 tokens (sd ~1 token a step); fewer pool with
+# the nearest batch sizes
+MIN_POOL_STEPS = 200
+
+
+class Acceptance:
+    """The profiled run's accepted drafts per request step, by the batch size of their cycle;
+    ``at(bs)`` is what a replayed cycle at batch size bs draws from (see the module docstring).
+    A plain sequence (no batch sizes known) is one pool for every batch size."""
+
+    def __init__(self, by_batch: Mapping[int, Sequence[int]] | Sequence[int]):
+        if not isinstance(by_batch, Mapping):
+            by_batch = {0: by_batch}
+        self.by_batch = {bs: list(v) for bs, v in sorted(by_batch.items()) if v}
+        self.all = [a for v in self.by_batch.values() for a in v]
+        self._pools: dict[int, list[int]] = {}
+
+    def at(self, batch_size: int) -> list[int]:
+        pool = self._pools.get(batch_size)
+        if pool is None:
+            if len(self.by_batch) == 1:
+                pool = self.all
+            else:
+                pool = []
+                for bs in sorted(self.by_batch, key=lambda b: (abs(b - batch_size), b)):
+                    if len(pool) >= MIN_POOL_STEPS:
+                        break
+                    pool.extend(self.by_batch[bs])
+            self._pools[batch_size] = pool
+        return pool
 
 
 @dataclass(frozen=True)
@@ -209,7 +245,7 @@ def _part(count: int, total_ns: float) -> dict:
 
 def simulate(
     shape: BenchShape,
-    accepts: Sequence[int],
+    accepts: Acceptance | Sequence[int],
     n: int,
     costs: CycleCosts,
     step_ns: float,
@@ -217,7 +253,9 @@ def simulate(
     seeds: Sequence[int] = SIM_SEEDS,
 ) -> SimResult:
     """The benchmark at num-steps n, averaged over `seeds` (see the module docstring)."""
-    if not accepts:
+    if not isinstance(accepts, Acceptance):
+        accepts = Acceptance(accepts)
+    if not accepts.all:
         raise ValueError("no request steps to draw acceptance from")
     shorter = (profiled_steps - n) * step_ns
     parts, steps = load_parts(shape, accepts, n)
@@ -251,7 +289,7 @@ def simulate(
     )
 
 
-def load_parts(shape: BenchShape, accepts: Sequence[int], n: int) -> tuple[tuple[int, int] | None, float]:
+def load_parts(shape: BenchShape, accepts: Acceptance, n: int) -> tuple[tuple[int, int] | None, float]:
     """((r1, r2) requests to replay instead of the whole load, or None), and the request steps
     (requests x cycles each) a replay then runs. A load of more than MAX_REQUEST_STEPS is
     replayed twice in part, with r1 and r2 = 2 x r1 requests (r1 at least 4 waves of the
@@ -260,7 +298,7 @@ def load_parts(shape: BenchShape, accepts: Sequence[int], n: int) -> tuple[tuple
     and drift apart over many waves (on the tests' stand-in, parts of 4 and 8 waves put the
     prefill cycles of a 25-wave load 11 % low and its time 4 %, parts of 8 and 16 waves 3 % and
     1 %)."""
-    mean_tokens = 1.0 + sum(min(a, n) for a in accepts) / len(accepts)
+    mean_tokens = 1.0 + sum(min(a, n) for a in accepts.all) / len(accepts.all)
     mean_len = (max(2, int(shape.output_len * shape.range_ratio)) + shape.output_len) / 2
     per_request = mean_len / mean_tokens
     steps = shape.requests * per_request
@@ -273,7 +311,7 @@ def load_parts(shape: BenchShape, accepts: Sequence[int], n: int) -> tuple[tuple
 
 
 def _replay(
-    shape: BenchShape, accepts: Sequence[int], n: int, costs: CycleCosts, shorter: float, rng: random.Random
+    shape: BenchShape, accepts: Acceptance, n: int, costs: CycleCosts, shorter: float, rng: random.Random
 ) -> tuple[int, int, float, float]:
     """One pass of the load: (decode cycles, prefill cycles, decode ns, prefill ns)."""
     lo = max(2, int(shape.output_len * shape.range_ratio))
@@ -301,7 +339,7 @@ def _replay(
         decode_cycles += 1
         decode_ns += max(costs.decode(bs) - shorter, 1.0)
         left = []
-        for need, a in zip(active, rng.choices(accepts, k=bs)):
+        for need, a in zip(active, rng.choices(accepts.at(bs), k=bs)):
             need -= min(a, n) + 1
             if need > 0:
                 left.append(need)

@@ -41,6 +41,7 @@ from itertools import pairwise
 from patchkit.report.acceptance import request_accepts
 from patchkit.report.benchsim import (
     SIM_SEEDS,
+    Acceptance,
     BenchShape,
     CycleCosts,
     SimResult,
@@ -69,6 +70,10 @@ ENGINES = {
 # verified chain's nodes, its root (the last accepted token) included (num_steps + 1 at topk 1);
 # transformers' num_assistant_tokens counts the tokens drafted
 DRAFT_TOKENS_BEYOND_STEPS = {"sglang": 1, "transformers": 0}
+# the replay of the profiled run may miss its measured time in cycles by this much (relative)
+# before predict.json's replay_miss flags it: about twice the replay's own seed-to-seed spread
+# (~2.5 %), so a replay that reproduces the run is not flagged by its own luck
+REPLAY_MISS_LIMIT = 0.05
 MIN_SLOPE_SPREAD = 0.05  # the tokens per verify must vary by 5 % (relative sd) to fit a slope
 
 
@@ -314,7 +319,10 @@ def predict(
     sims: dict[int, SimResult] | None = None
     base_tps = measured_tokens_per_s  # the replay's tokens/s at N: the measured, else its own
     if bench is not None and costs["step_ns_all"] is not None:
-        accepts = [a for r in rows for a in r.accepted]
+        by_batch: dict[int, list[int]] = {}
+        for r in rows:
+            by_batch.setdefault(r.batch_size, []).extend(r.accepted)
+        accepts = Acceptance(by_batch)
         sims = {n: simulate(bench[0], accepts, n, bench[1], costs["step_ns_all"], num_steps) for n in ns}
         if base_tps is None:
             base_tps = bench[0].tokens / sims[num_steps].total_ns * 1e9
@@ -400,6 +408,7 @@ def predict(
         assumptions.append(
             f"the benchmark's time outside decode cycles ({(1 - share) * 100:.1f} %) does not change"
         )
+    simulation = None if sims is None or bench is None else _simulation_json(bench, sims[num_steps])
     return {
         "schema": SCHEMA,
         "engine": engine,
@@ -412,7 +421,8 @@ def predict(
         "cycles": len(rows),
         "timed_cycles": sum(1 for r in rows if r.phases),
         "decode_share": decode_share,
-        "simulation": None if sims is None or bench is None else _simulation_json(bench, sims[num_steps]),
+        "simulation": simulation,
+        "replay_miss": replay_miss(simulation),
         "costs": {
             "draft_step_ms": None if costs["step_ns_all"] is None else costs["step_ns_all"] / 1e6,
             "draft_step_ms_by_batch_size": {str(bs): v / 1e6 for bs, v in sorted(costs["step_ns"].items())},
@@ -511,6 +521,23 @@ def with_start_spread(pred: dict, spread: float | None, source: str) -> dict:
                 ]
     pred["intervals"]["starts"] = {"spread": spread, "source": source}
     return pred
+
+
+def replay_miss(simulation: dict | None) -> dict | None:
+    """predict.json's ``replay_miss``: the replay of the profiled run against the run's measured
+    time in cycles (``simulation``'s profiled_s and simulated_s); ``flagged`` when they differ by
+    more than REPLAY_MISS_LIMIT. None without a replay."""
+    if not simulation or not simulation.get("profiled_s"):
+        return None
+    measured, replayed = simulation["profiled_s"], simulation["simulated_s"]
+    miss = replayed / measured - 1
+    return {
+        "measured_s": measured,
+        "replayed_s": replayed,
+        "miss": miss,
+        "limit": REPLAY_MISS_LIMIT,
+        "flagged": abs(miss) > REPLAY_MISS_LIMIT,
+    }
 
 
 def _simulation_json(bench: tuple[BenchShape, CycleCosts], at_profiled: SimResult) -> dict:
@@ -672,6 +699,16 @@ def render(pred: dict) -> str:
             f"{'the first run' if pooled else 'the profiled run'}'s cycles {sim['profiled_s']:.2f} s "
             f"({sim['profiled_cycles']['decode']} + "
             f"{sim['profiled_cycles']['prefill']})"
+        )
+    miss = pred.get("replay_miss")
+    if miss and miss["flagged"]:
+        lines.append(
+            f"WARNING: the replay of {'the first run' if pooled else 'the profiled run'} misses its measured time "
+            f"by {miss['miss'] * 100:+.1f} % ({miss['replayed_s']:.2f} s replayed, {miss['measured_s']:.2f} s "
+            f"measured; more than {miss['limit'] * 100:.0f} %): the replay does not reproduce the run it was "
+            "built from, so its predictions at other num-steps are off by as much or more. Check that the "
+            "benchmark command names the load that ran in the measured window; measure the points that "
+            "matter (profile.remote --from-prediction) before trusting the best"
         )
     if pooled:
         for p in pred["points"]:

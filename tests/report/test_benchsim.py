@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from patchkit.report.benchsim import BenchShape, CycleCosts, bench_shape, cycle_costs, simulate
+from patchkit.report.benchsim import (
+    MIN_POOL_STEPS,
+    Acceptance,
+    BenchShape,
+    CycleCosts,
+    bench_shape,
+    cycle_costs,
+    simulate,
+)
 from patchkit.report.predict import predict_run
-from support.cli import invoke
+from support.cli import in_process, invoke
 from support.timing_files import header
 
 BENCH = (
@@ -64,14 +73,21 @@ def test_a_load_counted_by_hand():
 
 
 def stand_in_run(
-    folder: Path, n: int, rates: list[float], R: int = 192, C: int = 16, L: int = 96, seed: int = 5
+    folder: Path,
+    n: int,
+    rates: list[float] | Callable[[int], list[float]],
+    R: int = 192,
+    C: int = 16,
+    L: int = 96,
+    seed: int = 5,
 ):
-    """Write a closed-loop run at num-steps n; return its true benchmark time (ns)."""
+    """Write a closed-loop run at num-steps n; return its true benchmark time (ns). `rates`: the
+    per-position acceptance, or a function of the cycle's batch size giving it."""
     rng = random.Random(seed)
 
-    def accept() -> int:
+    def accept(bs: int) -> int:
         a = 0
-        for r in rates[:n]:
+        for r in (rates(bs) if callable(rates) else rates)[:n]:
             if rng.random() >= r:
                 break
             a += 1
@@ -102,7 +118,7 @@ def stand_in_run(
         if not left:
             continue
         bs = len(left)
-        acc = [accept() for _ in left]
+        acc = [accept(bs) for _ in left]
         emit(
             "decode",
             BASE + PER_REQ * bs + n * STEP,
@@ -332,3 +348,63 @@ def test_a_long_load_is_replayed_in_part_and_scaled(monkeypatch):
     # far beyond the budget even at 4 waves of the concurrency: fewer seeds, still an answer
     huge = simulate(BenchShape(10_000, 512, 4096, 1.0), accepts, 2, costs, 400e3, 2)
     assert huge.scale > 1 and huge.total_ns > 0
+
+
+def test_acceptance_is_drawn_at_the_replayed_batch_size():
+    acc = Acceptance({4: [3] * MIN_POOL_STEPS, 8: [1] * 50, 9: [2] * 50, 16: [0] * MIN_POOL_STEPS})
+    assert set(acc.at(4)) == {3} and set(acc.at(16)) == {0}
+    # a sparse batch size pools with the nearest ones (the smaller first) until MIN_POOL_STEPS
+    assert acc.at(8)[:100] == [1] * 50 + [2] * 50 and acc.at(8)[100:] == [3] * MIN_POOL_STEPS
+    assert acc.at(12)[:50] == [2] * 50  # 9 is nearest to 12, then 8, then 16
+    assert acc.at(12)[100:] == [0] * MIN_POOL_STEPS
+    assert Acceptance([1, 2]).at(7) == [1, 2]  # no batch sizes: one pool
+
+
+BATCH_RATES_FULL, BATCH_RATES_SHORT = [0.7, 0.4, 0.2, 0.1, 0.05], [0.95, 0.9, 0.9, 0.85, 0.8]
+
+
+def batch_dependent_rates(bs: int) -> list[float]:
+    """Acceptance that depends on the batch: a full batch of 16 accepts little, a batch short of
+    requests (replacements on their way, the load's tail) accepts much."""
+    return BATCH_RATES_FULL if bs >= 16 else BATCH_RATES_SHORT
+
+
+def test_acceptance_that_depends_on_the_batch_size_is_replayed_by_batch_size(tmp_path):
+    """The stand-in's acceptance depends on its batch size. A replay drawing acceptance over
+    every batch size put the short batches' acceptance into full ones: it named num-steps 3
+    (true best: 5), was 13 % high at num-steps 1 and missed the profiled run itself by 14 %.
+    Drawn by batch size, every point is within 3 % of the stand-in's true time."""
+    truth = {
+        n: sum(
+            stand_in_run(tmp_path / f"n{n}s{seed}", n, batch_dependent_rates, R=128, seed=seed)
+            for seed in range(8)
+        )
+        / 8
+        for n in range(1, 6)
+    }
+    ranked = sorted(truth, key=lambda n: truth[n])
+    assert ranked[0] == 5 and truth[ranked[1]] / truth[5] > 1.015  # a best to find
+    pred = predict_run(tmp_path / "n5s0", bootstrap=0)
+    for p in pred["points"]:
+        n = p["num_steps"]
+        assert p["ratio_to_profiled"] == pytest.approx(truth[5] / truth[n], rel=0.03), n
+    assert pred["best"]["num_steps"] == 5
+    assert not pred["replay_miss"]["flagged"] and abs(pred["replay_miss"]["miss"]) < 0.03
+
+
+@pytest.mark.parametrize("requests, flagged", [(192, False), (240, True)])
+def test_a_replay_that_misses_the_profiled_run_is_flagged(tmp_path, requests, flagged):
+    """The benchmark command names the load that ran (192 requests: the replay within 5 % of the
+    run's time in cycles), or a quarter more than ran (the replay ~25 % long: flagged)."""
+    stand_in_run(tmp_path / "r", 3, [0.9, 0.8, 0.7])
+    summary = tmp_path / "r" / "summary.json"
+    meta = json.loads(summary.read_text())["meta"]
+    meta["benchmark_command"] = BENCH.format(L=96, R=requests, C=16)
+    summary.write_text(json.dumps({"meta": meta}))
+    code, out, err = in_process("profile.predict", str(tmp_path / "r"), "--bootstrap", "0")
+    assert code == 0, err
+    miss = json.loads((tmp_path / "r" / "predict.json").read_text())["replay_miss"]
+    assert miss["flagged"] is flagged and miss["limit"] == 0.05
+    assert miss["miss"] == pytest.approx(miss["replayed_s"] / miss["measured_s"] - 1)
+    assert (abs(miss["miss"]) > 0.05) is flagged
+    assert ("WARNING: the replay of the profiled run misses its measured time" in out) is flagged
