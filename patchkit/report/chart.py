@@ -8,7 +8,7 @@ shares. Cycles that sampled timing left untimed are not drawn. The title names t
 (model, worker, timer mode, date), the x axis says how many cycles one bar stands for, the
 legend sits below the bars, and a second panel gives every top-level phase's share as a
 labelled bar (a phase of 0.3% stays readable), with its 95 % interval as a whisker and in the
-label (a bootstrap over that process's cycles, as the table's: patchkit.report.bootstrap).
+label: each process's shares and intervals computed as summary.json's (summarize.process_shares).
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from patchkit.report.bootstrap import DASH, consecutive_blocks, ratio_intervals
+from patchkit.report import measured
+from patchkit.report.bootstrap import DASH
 from patchkit.report.kinds import cycle_kind
 from patchkit.report.load import ProcessTiming
+from patchkit.report.summarize import process_shares
 
 MAX_BINS = 200
 
@@ -65,14 +67,32 @@ def _top_level_per_cycle(
     return rows
 
 
-def _share_intervals(rows: list[tuple[float, list[float]]], n_names: int) -> list:
-    """The 95 % intervals of each top-level phase's share and of the untimed rest, over the
-    cycles of `rows` (blocks of consecutive cycles resampled, as the table's intervals are)."""
-    units = consecutive_blocks([[*parts, sum(parts), total] for total, parts in rows])
-    found = ratio_intervals(units, [(i, n_names + 1) for i in range(n_names + 1)])
-    top = found[n_names]
-    rest = None if top is None else (max(100.0 - top[1], 0.0), max(100.0 - top[0], 0.0))
-    return found[:n_names] + [rest]
+def share_bars(procs: list[ProcessTiming], stalls: list[set], kind, basis: str, names: list[str]) -> list:
+    """The share panel's bars: per process with timed cycles (label, the top-level phases'
+    shares in `names` order, their 95 % intervals with the untimed rest's last), computed as
+    summary.json's are (summarize.process_shares: the same block bootstrap, each timed cycle
+    weighed 1/p when p varied)."""
+    weights = measured.cycle_weights(procs, [{c["cycle"]: c for c in p.timed_cycles} for p in procs])
+    bars = []
+    for pi, (proc, st) in enumerate(zip(procs, stalls)):
+        steady = {
+            c["cycle"]: c
+            for c in proc.timed_cycles
+            if c["cycle"] not in st and (kind is None or cycle_kind(c) == kind)
+        }
+        got = process_shares(proc, steady, basis, None if weights is None else weights[pi])
+        if not got["share"]:
+            continue
+        top = got["top_ci95"]
+        rest = None if top is None else (max(100.0 - top[1], 0.0), max(100.0 - top[0], 0.0))
+        bars.append(
+            (
+                f"r{proc.rank} pid {proc.header.get('pid')}",
+                [got["share"].get(n, 0.0) for n in names],
+                [got["share_ci95"].get(n) for n in names] + [rest],
+            )
+        )
+    return bars
 
 
 def _binned(rows, bins):
@@ -231,14 +251,7 @@ def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None)
 
     # shares per phase and process as horizontal bars, each labelled: a phase of 0.3% is
     # still a named bar with its number
-    procs_shares = []
-    for proc, st in zip(procs, stalls):
-        rrows = _top_level_per_cycle(proc, basis, names, kind, stalls=st)
-        total = sum(r[0] for r in rrows)
-        if total > 0:
-            shares = [100.0 * sum(r[1][i] for r in rrows) / total for i in range(len(names))]
-            intervals = _share_intervals(rrows, len(names))
-            procs_shares.append((f"r{proc.rank} pid {proc.header.get('pid')}", shares, intervals))
+    procs_shares = share_bars(procs, stalls, kind, basis, names)
     labels = names + ["untimed"]
     height = 0.8 / max(len(procs_shares), 1)
     for j, (plabel, shares, intervals) in enumerate(procs_shares):

@@ -330,7 +330,7 @@ def _weight_list(groups: list[tuple[list[dict], dict]], weights: list[dict] | No
     ]
 
 
-def _share_intervals(
+def share_intervals(
     groups: list[tuple[list[dict], dict]], keys: list[tuple], bfield: str, weights: list[dict] | None = None
 ) -> dict:
     """95 % intervals of every share of the cycle, by a percentile bootstrap over blocks of
@@ -387,6 +387,29 @@ def _share_intervals(
         "top": listed[k],
         "timed_cycles": len(with_basis),
         "host_timed_cycles": len(units),
+    }
+
+
+def process_shares(proc: ProcessTiming, steady: dict, basis: str, weights: dict | None = None) -> dict:
+    """One process's top-level shares as this module computes them, for phases.png's bars:
+    {"share": {name: %}, "share_ci95": {name: [lo, hi] or None}, "top_ci95": the interval of all
+    top-level phases together}. `steady`: {cycle index: cycle} of the cycles described (timed,
+    not stalls); `weights`: {cycle index: 1/p} when p varied (measured.cycle_weights)."""
+    bfield = _basis_field(basis)
+    phases = [r for r in proc.phases if r.get("cycle") in steady]
+    w = weights or {}
+    total = sum(w.get(i, 1) * c[bfield] for i, c in steady.items() if c.get(bfield) is not None)
+    sums: dict[str, float] = {}
+    for rec in phases:
+        if not rec.get("depth") and steady[rec["cycle"]].get(bfield) is not None:
+            value = w.get(rec["cycle"], 1) * (rec.get(bfield) or 0)
+            sums[rec["name"]] = sums.get(rec["name"], 0) + value
+    groups = [(phases, steady)]
+    found = share_intervals(groups, _ordered_keys(groups), bfield, None if weights is None else [weights])
+    return {
+        "share": {name: 100.0 * v / total for name, v in sums.items()} if total else {},
+        "share_ci95": {key[2]: ci for key, ci in found["share"].items() if not key[0]},
+        "top_ci95": found["top"],
     }
 
 
@@ -475,7 +498,7 @@ def _breakdown(
     cache_key = (bfield, tuple(keys), tuple(tuple(sel) for sel in steady), weights is None)
     found = None if cache is None else cache.get(cache_key)
     if found is None:
-        found = _share_intervals(groups, keys, bfield, weights)
+        found = share_intervals(groups, keys, bfield, weights)
         if cache is not None:
             cache[cache_key] = found
     entries = []

@@ -365,3 +365,59 @@ def test_bootstrap_agrees_with_scipy():
     (ours,) = ratio_intervals(rows, [(1, 2)])
     width = hi - lo
     assert abs(ours[0] - lo) < 0.1 * width and abs(ours[1] - hi) < 0.1 * width
+
+
+def _budgeted(folder, change_at: int, p: float) -> None:
+    """The run of `folder` as drawn under a budget: every cycle timed until `change_at`, then
+    one in 1/p (the others untimed), and from there verify twice as long: the weighting by
+    1/p moves the shares and their intervals."""
+    path = next(folder.glob("*.jsonl"))
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    recs[0]["sampling"] = {"every": None, "p": 1, "budget_pct": 1.0, "method": "bernoulli", "seed": 3}
+    keep = round(1 / p)
+    grown: dict[int, int] = {}
+    untimed = {
+        r["cycle"] for r in recs if r["kind"] == "cycle" and r["cycle"] >= change_at and r["cycle"] % keep
+    }
+    out = []
+    for r in recs:
+        if r["kind"] == "phase" and r["cycle"] in untimed:
+            continue
+        if r.get("cycle") == change_at and r["kind"] == "phase" and r["name"] == "draft":
+            out.append({"kind": "sampling", "cycle": change_at, "p": p})
+        if r.get("cycle", -1) >= change_at and r["cycle"] not in untimed:
+            if r["kind"] == "phase" and r["name"] == "verify":
+                extra = r["host_ns"]
+                r["host_ns"] += extra
+                r["dev_ns"] += int(extra * 1.1)
+                grown[r["cycle"]] = extra
+            elif r["kind"] == "cycle":
+                r["host_ns"] += grown[r["cycle"]]
+                r["dev_ns"] += int(grown[r["cycle"]] * 1.1)
+        if r["kind"] == "cycle" and r["cycle"] in untimed:
+            r["timed"] = False
+        out.append(r)
+    path.write_text("".join(json.dumps(r) + "\n" for r in out))
+
+
+def test_the_charts_intervals_are_the_summarys_under_a_budget(tmp_path):
+    from patchkit.report import load_timing_dir, select
+    from patchkit.report.chart import share_bars
+
+    folder = _write(tmp_path / "run", 400, seed=5)
+    _budgeted(folder, change_at=200, p=0.25)
+    summary = build_report(folder, tmp_path / "out", chart=False)
+    data = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert data["sampling"]["budget"] is not None and data["sampling"]["timed_cycles"] == 250
+    top = {e["name"]: e for e in data["phases"] if e["depth"] == 0}
+    names = list(top)
+    assert names == ["draft", "verify"]
+    selection = select(load_timing_dir(folder), str(folder))
+    [(label, shares, intervals)] = share_bars(
+        selection.procs, selection.stall_sets, None, summary.basis, names
+    )
+    assert label == "r0 pid 1"
+    assert shares == pytest.approx([top[n]["share_of_cycle"] for n in names])
+    assert [list(ci) for ci in intervals[:2]] == [top[n]["share_ci95"] for n in names]
+    lo, hi = data["top_level_share_ci95"]
+    assert list(intervals[2]) == [max(100.0 - hi, 0.0), max(100.0 - lo, 0.0)]
