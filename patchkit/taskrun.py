@@ -29,7 +29,7 @@ def run_patch_task(c, op: str, given: dict) -> None:
 
         settings = PatchSettings.from_invoke(c, op, given)
         opts = options_from(settings)
-        series_dir, targets = resolve_targets(settings, opts)
+        series_dir, targets = series_and_targets(settings, opts)
         try:
             if settings.show_script:
                 show_script(series_dir, targets, opts)
@@ -51,14 +51,14 @@ def run_patch_task(c, op: str, given: dict) -> None:
         raise SystemExit(result.exit_code)
 
 
-def resolve_targets(settings, opts) -> tuple:
+def series_and_targets(settings, opts) -> tuple:
     """(series, targets): --target / --inventory, else patchkit.targets / .inventory; k8s:
     targets become their pods. The series is a folder (a path or a shipped series' name,
     patchkit.locations.series_path), or with ``auto`` the one pinned to the targets' files: a
     ``PerHostSeries`` when the hosts of a fleet need different ones."""
     from patchkit.errors import InvalidInput
     from patchkit.locations import series_path
-    from patchkit.transport import resolve_targets as resolve
+    from patchkit.transport import resolve_targets
 
     if not settings.series:
         raise InvalidInput(f"no --series given and no patchkit.series in {settings.config_where}")
@@ -72,7 +72,7 @@ def resolve_targets(settings, opts) -> tuple:
     # -> a Transport per running pod (kubectl get pods, here); with --series auto every target
     # opened here: one connection per target for the probe and the operation (ssh_persist 0
     # too), and run_patch_task closes them
-    targets = resolve(
+    targets = resolve_targets(
         settings.targets,
         inventory=settings.inventory,
         limit=settings.limit,

@@ -94,7 +94,7 @@ def test_patch_apply_and_profile_remote_resolve_alike(toy, tmp_path, monkeypatch
     transport options (the kinds' settings included) and the same targets."""
     from patchkit.ops import options_from
     from patchkit.settings import PatchSettings
-    from patchkit.taskrun import resolve_targets as patch_targets
+    from patchkit.taskrun import series_and_targets as patch_targets
 
     site = {"targets": ["toy:a+b"], "k8s_container": "server", "kubectl": "/opt/bin/kubectl"}
     c = site_context(tmp_path, {**site, "series": str(REPO / "patches" / "sglang-v0.5.9")})
@@ -188,10 +188,10 @@ def _hosts(targets) -> list[tuple]:
 
 def _patch_hosts(c, given: dict) -> list[tuple]:
     """The targets patch.apply resolves for these options (PatchSettings, then the patch tasks'
-    resolution: patchkit.taskrun.resolve_targets)."""
+    resolution: patchkit.taskrun.series_and_targets)."""
     from patchkit.ops import options_from
     from patchkit.settings import PatchSettings
-    from patchkit.taskrun import resolve_targets as patch_targets
+    from patchkit.taskrun import series_and_targets as patch_targets
 
     settings = PatchSettings.from_invoke(c, "apply", given)
     _, targets = patch_targets(settings, options_from(settings))
