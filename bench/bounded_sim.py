@@ -14,7 +14,7 @@ bench/results/bounded_sim.{txt,json}.
 (a) identical points (k = 2, 3, 5), with and without round and GPU effects: sweeps naming a best.
 (b) two points 5 % and 10 % apart at 2 % and 3 % spread: power (the right best named) and mean
     starts per point for the bounded test at horizons 4..12, the anytime-valid test stopped at
-    the same horizon, and fixed N = H with the Welch verdict (patchkit.profile.verdict.decide);
+    the same horizon, and fixed N = H with the Welch verdict (patchkit.profile.verdict.decide_fixed);
     with the coverage, at the stop, of every interval of the decision (the true ratio inside).
 (c) the same with a 2 % round effect: rounds are blocks in the bounded test only.
 (d) the fewest mean starts per point that reach 80 % and 90 % power, each method.
@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from patchkit.profile.sequential import ALPHA, SPENDING, Race
-from patchkit.profile.verdict import decide
+from patchkit.profile.verdict import decide_fixed
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FAST = math.log(1.08)
@@ -76,7 +76,7 @@ def sweep(rng, logs, spread, horizon, *, round_sd=0.0, gpus=False, bounded=True,
 
 def fixed(rng, logs, spread, n) -> str | None:
     samples = {f"p{i}": [math.exp(m + rng.gauss(0.0, spread)) for _ in range(n)] for i, m in enumerate(logs)}
-    return decide(samples)["best"]
+    return decide_fixed(samples)["best"]
 
 
 def identical(sweeps: int) -> list[dict]:
@@ -135,7 +135,7 @@ def power(sweeps: int, round_sd: float) -> list[dict]:
                             f"p{i}": [math.exp(m + s + rng.gauss(0.0, spread)) for s in shifts]
                             for i, m in enumerate(logs)
                         }
-                        named.append(decide(samples)["best"])
+                        named.append(decide_fixed(samples)["best"])
                 else:
                     named = [fixed(rng, logs, spread, horizon) for _ in range(sweeps)]
                 row["fixed_power"] = sum(b == "p0" for b in named) / sweeps
@@ -159,7 +159,7 @@ def fixed_power(sweeps: int, round_sd: float) -> dict:
                         f"p{i}": [math.exp(m + s + rng.gauss(0.0, spread)) for s in shifts]
                         for i, m in enumerate(logs)
                     }
-                    named.append(decide(samples)["best"])
+                    named.append(decide_fixed(samples)["best"])
                 out[f"{spread}/{diff}/{n}"] = sum(b == "p0" for b in named) / sweeps
     return out
 

@@ -10,7 +10,7 @@ table. Writes bench/results/sequential_sim.{txt,json}.
 
 (a) identical points under optional stopping: how often a best is named (must be <= alpha).
 (b) starts per point to decide 5 % and 10 % at 2 % and 4 % spread: sequential against fixed N = 3
-    and N = 5 with the existing Welch verdict (patchkit.profile.verdict.decide); and the
+    and N = 5 with the existing Welch verdict (patchkit.profile.verdict.decide_fixed); and the
     sequential sweep cut off at the number of rounds that gives it the fixed-N power.
 (c) blocks: two GPUs, one 8 % faster; the verdict with pairing on the GPU and without.
 (d) the fixed-N Welch verdict recomputed after every round (stopping when significant), as a
@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from patchkit.profile.sequential import ALPHA, METHOD, Race, plan_runs
-from patchkit.profile.verdict import decide
+from patchkit.profile.verdict import decide_fixed
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FAST = math.log(1.08)  # the fast GPU's offset in (c)
@@ -58,7 +58,7 @@ def sequential_sweep(rng, logs: list[float], spread: float, max_rounds: int, des
 
 def fixed_sweep(rng, logs: list[float], spread: float, n: int) -> str | None:
     samples = {f"p{i}": [math.exp(m + rng.gauss(0.0, spread)) for _ in range(n)] for i, m in enumerate(logs)}
-    return decide(samples)["best"]
+    return decide_fixed(samples)["best"]
 
 
 def fixed_every_round(rng, logs: list[float], spread: float, max_rounds: int) -> str | None:
@@ -67,7 +67,7 @@ def fixed_every_round(rng, logs: list[float], spread: float, max_rounds: int) ->
     for r in range(max_rounds):
         for i, m in enumerate(logs):
             samples[f"p{i}"].append(math.exp(m + rng.gauss(0.0, spread)))
-        if r >= 1 and (best := decide(samples)["best"]) is not None:
+        if r >= 1 and (best := decide_fixed(samples)["best"]) is not None:
             return best
     return None
 

@@ -3,7 +3,7 @@
     PYTHONPATH=. python bench/verdict_power.py [--trials 2000] [--cv 0.02]
 
 Each trial draws N throughputs per point as rate x exp(N(0, cv)) (multiplicative noise between
-server starts) and runs patchkit.profile.verdict.decide. Printed side by side per N and number of
+server starts) and runs patchkit.profile.verdict.decide_fixed. Printed side by side per N and number of
 points k: the rate at which identical points get a "best" (must stay at most alpha = 0.05), and
 the power at 0.1%, 5% and 30% apart (one point faster, the others equal).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchkit.profile.verdict import DEFAULT_ALPHA, decide
+from patchkit.profile.verdict import DEFAULT_ALPHA, decide_fixed
 
 
 def rate(n: int, k: int, gap: float, cv: float, trials: int, seed: int) -> float:
@@ -29,7 +29,7 @@ def rate(n: int, k: int, gap: float, cv: float, trials: int, seed: int) -> float
             f"p{i}": [1000.0 * (1 + gap * (i == 0)) * math.exp(rng.gauss(0, cv)) for _ in range(n)]
             for i in range(k)
         }
-        hits += decide(samples)["significant"]
+        hits += decide_fixed(samples)["significant"]
     return hits / trials
 
 

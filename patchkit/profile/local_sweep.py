@@ -17,7 +17,7 @@ own window.json; with ``warmup`` (default) each point's first pass is preceded b
 repetition with the median ratio (``report`` names its folder); it gains
 ``tokens_per_s_median``, ``tokens_per_s_ci`` and ``repeats`` (assisted tok/s per repetition),
 ``ratios`` and ``ratio_ci`` (95% t-interval of the paired per-repetition ratios, log scale).
-The verdict (patchkit.profile.verdict.decide) compares the points' per-repetition ratios to
+The verdict (patchkit.profile.verdict.decide_fixed) compares the points' per-repetition ratios to
 their interleaved baselines (paired, so drift between passes cancels); ``best`` names the top
 point (highest mean log ratio), ``verdict.best`` only a significant one. sweep.json, sweep.md,
 sweep.txt and, with the chart, report.html (the sweep's page, linking each point's) go next
@@ -46,7 +46,7 @@ from patchkit.profile.local_run import (
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
 from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
-from patchkit.profile.verdict import decide, describe, interval, repetition_fields, rotation
+from patchkit.profile.verdict import decide_fixed, describe, interval, repetition_fields, rotation
 from patchkit.settings import PROFILE_DEFAULTS, SWEEP_REPEAT, checked
 
 # matrix keys: canonical name -> (short label, parser)
@@ -382,7 +382,7 @@ def run_sweep(
         "tokens_per_s": tokens / seconds if seconds else None,
         **repetition_fields(base_reps),
     }
-    verdict = decide(
+    verdict = decide_fixed(
         {
             r["label"]: [x for x in r["ratios"] if x is not None]
             for r in rows

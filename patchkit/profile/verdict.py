@@ -122,8 +122,10 @@ def repetition_fields(values) -> dict:
 # ---- the verdict --------------------------------------------------------------------------------
 
 
-def decide(samples: dict, alpha: float = DEFAULT_ALPHA) -> dict:
-    """The verdict over ``{label: [tok/s per repetition]}`` (see the module docstring).
+def decide_fixed(samples: dict, alpha: float = DEFAULT_ALPHA) -> dict:
+    """The fixed-sample verdict: one look over ``{label: [tok/s per repetition]}`` once every
+    repetition has run (see the module docstring; a sweep judged after every round uses
+    patchkit.profile.sequential.decide_sequential).
 
     Returns {best, significant, indistinguishable, method, alpha, top, p_values, note}:
     ``p_values`` maps every other label to the one-sided p of "top beats it" (None when it

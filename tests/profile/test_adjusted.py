@@ -18,7 +18,7 @@ from patchkit.profile.remote.adjusted import (
     time_parts,
 )
 from patchkit.profile.remote.spread import spread_by_part
-from patchkit.profile.verdict import decide
+from patchkit.profile.verdict import decide_fixed
 
 
 def run(rep, tokens=10_000.0, decode_s=8.0, prefill_cycles=100, period_s=0.02, rest_s=0.5, ok=True):
@@ -111,14 +111,14 @@ def test_the_adjusted_verdict_decides_where_the_prefill_cost_drowns_a_5_percent_
         assert doc is not None and doc["prefill_period_ms"] == pytest.approx(20, rel=0.4)
         assert doc["alpha"] == 0.025 and doc["raw_verdict"]["alpha"] == 0.025
         raw_hits += (
-            decide({r["label"]: [x["tokens_per_s"] for x in r["runs"]] for r in rows})["best"] == "fast"
+            decide_fixed({r["label"]: [x["tokens_per_s"] for x in r["runs"]] for r in rows})["best"] == "fast"
         )
         adj_hits += doc["decided_by"] == "adjusted" and doc["best"] == "fast"
     assert raw_hits / sweeps < 0.5 and adj_hits / sweeps > 0.75
 
 
 def fixed_n(runs, alpha):
-    v = decide({k: [x for x in xs if x is not None] for k, xs in runs.items()}, alpha=alpha)
+    v = decide_fixed({k: [x for x in xs if x is not None] for k, xs in runs.items()}, alpha=alpha)
     return {"best": v["best"], "alpha": alpha}
 
 

@@ -14,7 +14,7 @@ from patchkit.profile.verdict import (
     DEFAULT_ALPHA,
     DEFAULT_REPEAT,
     betainc,
-    decide,
+    decide_fixed,
     describe,
     interval,
     p_greater,
@@ -65,7 +65,7 @@ def significant_rate(rates: list[float], n: int, cv: float, seed: int, trials: i
     rng = random.Random(seed)
     hits = 0
     for _ in range(trials):  # bounded
-        verdict = decide({f"p{i}": sample(rng, r, n, cv) for i, r in enumerate(rates)})
+        verdict = decide_fixed({f"p{i}": sample(rng, r, n, cv) for i, r in enumerate(rates)})
         hits += verdict["significant"]
     return hits / trials
 
@@ -83,7 +83,7 @@ def test_identical_points_at_three_repetitions_too():
 def test_a_tenth_of_a_percent_apart_is_indistinguishable():
     assert significant_rate([1000.0, 1001.0], DEFAULT_REPEAT, 0.02, seed=5) <= DEFAULT_ALPHA + SLACK
     rng = random.Random(1)
-    verdict = decide(
+    verdict = decide_fixed(
         {"a": sample(rng, 1000.0, DEFAULT_REPEAT, 0.02), "b": sample(rng, 1001.0, DEFAULT_REPEAT, 0.02)}
     )
     assert verdict["best"] is None and verdict["significant"] is False
@@ -95,7 +95,7 @@ def test_a_tenth_of_a_percent_apart_is_indistinguishable():
 def test_thirty_percent_apart_is_significant_at_the_default_repeat(cv):
     assert significant_rate([1000.0, 1300.0, 1000.0], DEFAULT_REPEAT, cv, seed=3, trials=500) >= 0.99
     rng = random.Random(2)
-    verdict = decide(
+    verdict = decide_fixed(
         {"slow": sample(rng, 1000.0, DEFAULT_REPEAT, cv), "fast": sample(rng, 1300.0, DEFAULT_REPEAT, cv)}
     )
     assert verdict["best"] == "fast" and verdict["significant"] is True
@@ -111,7 +111,7 @@ def test_best_must_beat_every_point_not_only_the_median_one():
     # two fast twins and a slow point: the top twin does not beat its twin -> no best, and
     # the slow point is not among the indistinguishable
     rng = random.Random(4)
-    verdict = decide(
+    verdict = decide_fixed(
         {
             "a": sample(rng, 1300.0, 5, 0.01),
             "b": sample(rng, 1300.0, 5, 0.01),
@@ -127,17 +127,17 @@ def test_small_n_and_degenerate_inputs():
     lo, hi = interval([90.0, 100.0, 110.0])
     geo = math.exp(sum(map(math.log, [90.0, 100.0, 110.0])) / 3)
     assert lo < geo < hi and hi - lo > 20
-    one = decide({"a": [100.0], "b": [120.0]})
+    one = decide_fixed({"a": [100.0], "b": [120.0]})
     assert one["significant"] is False and "fewer than 2 repetitions" in one["note"]
     assert p_greater([100.0], [90.0, 91.0]) is None
-    exact = decide({"a": [100.0, 100.0], "b": [90.0, 90.0]})  # no spread at all
+    exact = decide_fixed({"a": [100.0, 100.0], "b": [90.0, 90.0]})  # no spread at all
     assert exact["best"] == "a" and exact["significant"] is True
-    tie = decide({"a": [100.0, 100.0], "b": [100.0, 100.0]})
+    tie = decide_fixed({"a": [100.0, 100.0], "b": [100.0, 100.0]})
     assert tie["significant"] is False
-    alone = decide({"a": [100.0, 101.0]})
+    alone = decide_fixed({"a": [100.0, 101.0]})
     assert alone["best"] is None and alone["top"] == "a" and not alone["significant"]
     assert "nothing to compare" in describe(alone)
-    assert decide({})["best"] is None
+    assert decide_fixed({})["best"] is None
     assert ratio_interval([110.0, 112.0, 111.0], [100.0, 101.0, 99.0])[0] > 1.0
     s = repetition_fields([100.0, None, 104.0, 102.0])
     assert s["tokens_per_s_median"] == 102.0 and s["repeats"] == [100.0, None, 104.0, 102.0]

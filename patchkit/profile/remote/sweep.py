@@ -24,7 +24,7 @@ failure outside the runs, on Ctrl-C and on SIGTERM.
 Each row keeps the keys of a single run (from its median repetition, whose folder ``report``
 names) and gains ``tokens_per_s_median``, ``tokens_per_s_ci`` (95%, patchkit.profile.verdict),
 ``repeats`` (tok/s per repetition, None where it failed), ``reports`` and ``ratio_ci``;
-``tokens_per_s`` is the median. sweep.json gains ``verdict`` (verdict.decide over the points:
+``tokens_per_s`` is the median. sweep.json gains ``verdict`` (verdict.decide_fixed over the points:
 best, significant, indistinguishable, method, alpha, plus p_values and ``cost``: server starts
 and minutes) and ``order`` (the runs as they ran). sweep.json, sweep.md, sweep.txt, sweep.png
 and report.html (the sweep's page, linking each point's) go to the run directory; an
@@ -44,7 +44,7 @@ twice or more (it leaves the decision too); the sweep stops when decided, or bef
 that would not fit the budget (the estimate: the measured wall time of each point's runs,
 per GPU the sum of its queue, the longest queue, plus the last round's time beyond its runs;
 the first round always runs), or after ``repeat`` rounds (default patchkit.settings.MAX_ROUNDS then). Without them the
-sweep runs ``repeat`` rounds as before and decides with verdict.decide. sweep.json gains
+sweep runs ``repeat`` rounds as before and decides with verdict.decide_fixed. sweep.json gains
 ``rounds`` (per round: points run, their tok/s and errors, the decision's to_dict, minutes so
 far, wall_s; the GPU of each point), ``dropped`` (label -> {round, reason}), ``stopped``
 ("decided", "budget", "max rounds", "interrupted"), ``decision`` (the last, over every run),
@@ -115,7 +115,7 @@ from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interr
 from patchkit.profile.verdict import (
     CYCLE,
     DEFAULT_ALPHA,
-    decide,
+    decide_fixed,
     describe,
     describe_phases,
     phase_comparison,
@@ -1195,7 +1195,7 @@ def _decide_runs(values: dict, alpha: float, state: _Rounds, sequential: bool) -
             "intervals": d.to_dict()["intervals"],
             "estimates": d.estimates,
         }
-    v = decide({label: [x for x in xs if x is not None] for label, xs in runs.items()}, alpha=alpha)
+    v = decide_fixed({label: [x for x in xs if x is not None] for label, xs in runs.items()}, alpha=alpha)
     return {
         "best": v["best"],
         "status": "decided" if v["significant"] else "undecided",
@@ -1264,7 +1264,7 @@ def _verdict_of(decision, rows, cfg, runs: int, targets: int, elapsed_s: float, 
 
 
 def _verdict(rows: list[dict], cfg: RemoteConfig, runs: int, targets: int, elapsed_s: float) -> dict:
-    verdict = decide({r["label"]: [v for v in r["repeats"] if v is not None] for r in rows if r["ok"]})
+    verdict = decide_fixed({r["label"]: [v for v in r["repeats"] if v is not None] for r in rows if r["ok"]})
     verdict["cost"] = _cost(cfg, runs, targets, elapsed_s)
     return verdict
 
