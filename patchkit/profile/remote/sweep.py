@@ -739,7 +739,8 @@ class _Rounds:
 
     def run(self) -> None:
         cfg = self.cfg
-        budget_s = cfg.budget_minutes * 60 if cfg.budget_minutes is not None else None
+        # --budget (budget_minutes): the sweep's time limit, in wall-clock minutes
+        time_limit_s = cfg.budget_minutes * 60 if cfg.budget_minutes is not None else None
         for rnd in range(cfg.rounds):
             entries: list = list(self.live) + ([BASELINE] if cfg.baseline else [])
             if not self.live:
@@ -752,13 +753,13 @@ class _Rounds:
                         "points/*/node*/server.log)"
                     )
                 return
-            if rnd and budget_s is not None:
+            if rnd and time_limit_s is not None:
                 est = self.round_estimate_s(rnd, entries)
                 spent = time.monotonic() - self.start
-                if est is not None and spent + est > budget_s:
+                if est is not None and spent + est > time_limit_s:
                     self.bracket.log(
                         f"stopping before round {rnd + 1}: it would take ~{est / 60:.1f} min, "
-                        f"{max(0.0, budget_s - spent) / 60:.1f} min of the budget left"
+                        f"{max(0.0, time_limit_s - spent) / 60:.1f} min of the budget left"
                     )
                     self.stopped = "budget"
                     return
@@ -766,13 +767,13 @@ class _Rounds:
             record: dict[str, Any] = {"round": rnd + 1, "points": [], "tokens_per_s": {}, "errors": {}}
             self.rounds.append(record)  # an interrupted round is kept as far as it went
             self._round(rnd, ordered, record)
-            out_of_budget = False
-            if cfg.sequential and budget_s is not None:
+            out_of_time = False
+            if cfg.sequential and time_limit_s is not None:
                 if rnd == 0 and self.horizon is None:
-                    self.horizon = self._budget_horizon(budget_s, entries)
-                out_of_budget = self._next_round_misses(rnd + 1, entries, budget_s)
+                    self.horizon = self._rounds_in_time_limit(time_limit_s, entries)
+                out_of_time = self._next_round_misses(rnd + 1, entries, time_limit_s)
             judged = cfg.sequential or len(self.blocks) > 1  # by the bounded or anytime test
-            final = judged and self.horizon is not None and (rnd + 1 >= self.horizon or out_of_budget)
+            final = judged and self.horizon is not None and (rnd + 1 >= self.horizon or out_of_time)
             if final:
                 self.final_round = rnd + 1
             if judged:
@@ -781,30 +782,30 @@ class _Rounds:
                 self.stopped = "decided"
                 return
             if final:
-                by_budget = budget_s is not None and (out_of_budget or rnd + 1 < cfg.rounds)
-                self.stopped = "budget" if by_budget else "max rounds"
+                by_time_limit = time_limit_s is not None and (out_of_time or rnd + 1 < cfg.rounds)
+                self.stopped = "budget" if by_time_limit else "max rounds"
                 self.bracket.log(
                     f"round {rnd + 1} was the last "
-                    + ("the budget allows" if by_budget else "of the sweep")
+                    + ("the budget allows" if by_time_limit else "of the sweep")
                     + ": the bounded test spent what was left of its level on it"
                 )
                 return
         self.stopped = "max rounds"
 
-    def _budget_horizon(self, budget_s: float, entries: list) -> int:
-        """The rounds a budget allows, fixed after round 1 from its measured cost (every point
+    def _rounds_in_time_limit(self, time_limit_s: float, entries: list) -> int:
+        """The rounds the time limit allows, fixed after round 1 from its measured cost (every point
         live; fewer points later only end the sweep earlier than its horizon, never later)."""
         est = self.round_estimate_s(1, entries)
         spent = time.monotonic() - self.start
         if est is None or est <= 0.0:
             return self.cfg.rounds
-        return max(1, min(self.cfg.rounds, 1 + math.floor(max(0.0, budget_s - spent) / est)))
+        return max(1, min(self.cfg.rounds, 1 + math.floor(max(0.0, time_limit_s - spent) / est)))
 
-    def _next_round_misses(self, rnd: int, entries: list, budget_s: float) -> bool:
-        """Whether the round after this one would not fit the budget (the points live now)."""
+    def _next_round_misses(self, rnd: int, entries: list, time_limit_s: float) -> bool:
+        """Whether the round after this one would not fit the time limit (the points live now)."""
         live = [e for e in entries if e == BASELINE or e in self.live]
         est = self.round_estimate_s(rnd, live)
-        return est is not None and time.monotonic() - self.start + est > budget_s
+        return est is not None and time.monotonic() - self.start + est > time_limit_s
 
     def _round(self, rnd: int, ordered: list, record: dict) -> None:
         cfg = self.cfg
