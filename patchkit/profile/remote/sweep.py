@@ -44,7 +44,7 @@ twice or more (it leaves the decision too); the sweep stops when decided, or bef
 that would not fit the budget (the estimate: the measured wall time of each point's runs,
 per GPU the sum of its queue, the longest queue, plus the last round's time beyond its runs;
 the first round always runs), or after ``repeat`` rounds (default patchkit.settings.MAX_ROUNDS then). Without them the
-sweep runs ``repeat`` rounds as before and decides with verdict.decide_fixed. sweep.json gains
+sweep runs ``repeat`` rounds and decides once, at the end, with verdict.decide_fixed. sweep.json gains
 ``rounds`` (per round: points run, their tok/s and errors, the decision's to_dict, minutes so
 far, wall_s; the GPU of each point), ``dropped`` (label -> {round, reason}), ``stopped``
 ("decided", "budget", "max rounds", "interrupted"), ``decision`` (the last, over every run),
@@ -59,7 +59,7 @@ point's ratio to the best or top point, paired by round where 3 are shared, Bonf
 every (point, phase) pair), ``starts`` (each run's time in decode cycles, prefill cycles and
 the rest, adjusted.time_parts) and ``adjusted`` (the verdict with every run's prefill cycles
 costed at the sweep's pooled period, and which verdict decided: adjusted.py). A sequential sweep's ``verdict`` is the
-decision's in the old keys (best, significant, indistinguishable = the contenders, top,
+decision's in a fixed sweep's keys (best, significant, indistinguishable = the contenders, top,
 method, cost with rounds) with ``sequential``: true.
 
 GPUs (``gpus``, ``--gpus 0,1``; blocks.py): one server per GPU at once, each with its own
