@@ -21,7 +21,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from patchkit import ops
 from patchkit.transport import LocalTransport
 from support.cli import invoke
 from support.engine import busybox_local, git, git_diff, make_series, read_tree, write_tree
+from support.shims import run_invoke_in_group, spread_instants
 from test_engine_crash import AFTER, BEFORE, TOOLS, killer_transport
 
 pytestmark = [pytest.mark.sshd]
@@ -437,19 +437,7 @@ class Killer:
             self.kill_shell.write_text("")
         else:
             self.kill_shell.unlink(missing_ok=True)
-        line = (
-            f"echo $$ > {shlex.quote(str(self.pgid))}; exec {shlex.quote(sys.executable)} -m invoke "
-            + shlex.join(args)
-        )
-        proc = subprocess.Popen(
-            ["sh", "-c", line],
-            cwd=REPO,
-            env=env,
-            start_new_session=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        proc.communicate(timeout=120)
+        proc, _, _ = run_invoke_in_group(args, self.pgid, env=env)
         return proc
 
     def commands(self) -> int:
@@ -464,8 +452,7 @@ class Killer:
 
 
 def spread(total: int, count: int = 7) -> list[int]:
-    """`count` instants across a run of `total` commands, the first and the last included."""
-    return sorted({1, total} | {1 + (total - 1) * k // (count - 1) for k in range(1, count - 1)})
+    return spread_instants(total, count)
 
 
 def kill_and_recover(

@@ -25,6 +25,7 @@ import pytest
 
 from support.cli import interrupt, popen_module
 from support.engine import git_diff, make_series, read_tree
+from support.shims import run_invoke_in_group, spread_instants
 from test_engine_crash import AFTER, BEFORE
 from test_engine_recovery import checkout, snapshot
 
@@ -84,29 +85,14 @@ class Interrupter:
             self.kill_shell.write_text("")
         else:
             self.kill_shell.unlink(missing_ok=True)
-        line = (
-            f"echo $$ > {shlex.quote(str(self.pgid))}; exec {shlex.quote(sys.executable)} -m invoke "
-            + shlex.join(args)
-        )
-        proc = subprocess.Popen(
-            ["sh", "-c", line],
-            cwd=REPO,
-            env=env,
-            start_new_session=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        out, err = proc.communicate(timeout=120)
+        proc, out, err = run_invoke_in_group(args, self.pgid, env=env, text=True)
         return proc.returncode, out, err
 
     def commands(self) -> int:
         return int(self.counter.read_text())
 
 
-def instants(total: int, count: int) -> list[int]:
-    """``count`` instants across a run of ``total`` commands, the first and the last included."""
-    return sorted({1, total} | {1 + (total - 1) * k // (count - 1) for k in range(1, count - 1)})
+instants = spread_instants
 
 
 def interrupt_everywhere(series, root: Path, rig: Interrupter, args: list[str], env, count: int, sig="INT"):
