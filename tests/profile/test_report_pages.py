@@ -87,6 +87,17 @@ SECTIONS = {
 }
 
 
+def expected_sections(which: str, docs: dict) -> list[str]:
+    """The sections the page must show. A sweep's plan ("what deciding would take") is there only
+    when its verdict is not decided: two points of the stand-in server are sometimes told apart
+    in two starts each and sometimes not, so the page is held against sweep.json's own plan
+    (tests/report/test_report_html.py draws a plan from a fixed document every time)."""
+    sections = list(SECTIONS[which])
+    if which == "sweep" and not docs["sweep"].get("plan"):
+        sections.remove("plan")
+    return sections
+
+
 @pytest.mark.wheels
 @pytest.mark.parametrize("which", ["run", "sweep", "point"])
 def test_page_in_chromium_shows_the_files_numbers_and_fetches_nothing(folders, which):
@@ -96,8 +107,8 @@ def test_page_in_chromium_shows_the_files_numbers_and_fetches_nothing(folders, w
     assert seen.errors == []
     assert seen.requests == [seen.url]  # the file itself, nothing else
     page = read_page(seen.dom)
-    assert page.sections == SECTIONS[which]
     docs = documents(folder)
+    assert page.sections == expected_sections(which, docs)
     assert page.sourced
     for s in page.sourced:
         value = resolve(docs, s.path)
