@@ -202,21 +202,45 @@ def describe(verdict: dict) -> str:
 # ---- the per-phase companion ----------------------------------------------------------------------
 
 CYCLE = "(cycle)"  # the whole decode cycle, beside its phases
+BLOCKED_DF = 4  # the per-phase model is blocked by round from this many degrees of freedom on
+PHASE_METHOD = (
+    "t on log ms with each phase's start-to-start variance from every point (blocked by round "
+    "where the design allows), Bonferroni over every (point, phase) pair"
+)
 
 
-def paired_ratio_interval(
-    pairs: list[tuple[float, float]], confidence: float = CONFIDENCE
-) -> list[float] | None:
-    """[lo, hi] of the ratio a / b from ``pairs`` (a, b) of one block each (a round: the two
-    runs shared the machine's state), the t interval of the mean log difference; None below
-    3 pairs (2 df)."""
-    diffs = [math.log(a) - math.log(b) for a, b in pairs if a and b and a > 0 and b > 0]
-    n = len(diffs)
-    if n < 3:
+def _phase_spread(logs: dict[str, list[tuple[Any, float]]]) -> dict | None:
+    """The start-to-start variance of one phase's log ms, from every point of the sweep that
+    timed it (``logs``: label -> [(round, log ms)]): {test, s2, df, rounds}. Blocked by round
+    (two-way additive model, points x rounds, its residual variance) where every point ran once
+    in each of the same rounds and that leaves BLOCKED_DF or more degrees of freedom; else pooled
+    within points (one-way). The choice follows the design alone, never the values: at the
+    Bonferroni level a t quantile at 2 degrees of freedom is about 3x the one at 4, more than a
+    round's shared shift costs a one-way model. The variance of one phase is assumed the same at every point (the same
+    kernel or host path, another configuration), not the same as other phases': the spread
+    between starts runs from 0.3 % for a device time to 5 % for a host-side phase, and a
+    variance borrowed across phases calls the noisy ones different (bench/phase_verdict_sim.py).
+    None below one degree of freedom."""
+    rounds = [[rd for rd, _ in v] for v in logs.values()]
+    k = len(logs)
+    complete = (
+        all(rd is not None for rs in rounds for rd in rs)
+        and all(sorted(rs) == sorted(rounds[0]) and len(set(rs)) == len(rs) for rs in rounds)
+        and len(rounds[0]) >= 2
+    )
+    if complete and (k - 1) * (len(rounds[0]) - 1) >= BLOCKED_DF:
+        cells = {(label, rd): x for label, v in logs.items() for rd, x in v}
+        by_point = {label: statistics.fmean(x for _, x in v) for label, v in logs.items()}
+        by_round = {rd: statistics.fmean(cells[(label, rd)] for label in logs) for rd in rounds[0]}
+        grand = statistics.fmean(cells.values())
+        df = (k - 1) * (len(rounds[0]) - 1)
+        ss = sum((x - by_point[label] - by_round[rd] + grand) ** 2 for (label, rd), x in cells.items())
+        return {"test": "blocked by round", "s2": ss / df, "df": df}
+    df = sum(len(v) - 1 for v in logs.values())
+    if df < 1:
         return None
-    mean, sd = statistics.fmean(diffs), statistics.stdev(diffs)
-    half = t_ppf(0.5 + confidence / 2.0, n - 1) * sd / math.sqrt(n)
-    return [math.exp(mean - half), math.exp(mean + half)]
+    ss = sum((x - statistics.fmean(y for _, y in v)) ** 2 for v in logs.values() for _, x in v)
+    return {"test": "pooled over points", "s2": ss / df, "df": df}
 
 
 def phase_comparison(
@@ -230,13 +254,22 @@ def phase_comparison(
     geometric means point / leader and its interval at confidence 1 - alpha/m, m the (point,
     phase) pairs compared over the whole sweep (Bonferroni over every pair: the chance that any
     phase of any point is called different when none is stays below alpha), and ``differs`` when
-    the interval leaves 1 out. The interval is paired by round (``paired_ratio_interval``) where
-    the two points shared at least 3 rounds, else Welch's (``ratio_interval``); ``test`` says
-    which. None when the leader has no runs."""
+    the interval leaves 1 out.
+
+    Each interval is a t interval of the difference of mean log ms whose variance is the
+    phase's own, estimated from every point of the sweep (``_phase_spread``: blocked by round
+    where the design allows, else pooled within points), so five points of two starts give the
+    phase 5 degrees of freedom, not Welch's one. ``test`` says which model, ``df`` its degrees
+    of freedom. None when the leader has no runs."""
     base = phase_ms.get(leader) or []
     if not base:
         return None
-    base_rounds = (rounds or {}).get(leader) or []
+    given = rounds or {}
+
+    def aligned(label: str) -> list:
+        rs = given.get(label) or []
+        return rs if len(rs) == len(phase_ms[label]) else [None] * len(phase_ms[label])
+
     compared: dict[str, list[str]] = {}
     for label, runs in phase_ms.items():
         if label == leader or not runs:
@@ -248,41 +281,39 @@ def phase_comparison(
         ]
     m = sum(len(names) for names in compared.values())
     confidence = 1.0 - alpha / max(1, m)
+    spreads: dict[str, dict | None] = {}
+    for name in dict.fromkeys(n for names in compared.values() for n in names):
+        logs = {
+            label: [(rd, math.log(r[name])) for rd, r in zip(aligned(label), phase_ms[label]) if r.get(name)]
+            for label in [leader, *(lb for lb, names in compared.items() if name in names)]
+        }
+        spreads[name] = _phase_spread(logs)
     points: dict[str, dict] = {}
     for label, names in compared.items():
-        runs = phase_ms[label]
-        ours_rounds = (rounds or {}).get(label) or []
-        shared = (
-            {r: i for i, r in enumerate(ours_rounds)}.keys()
-            & {r: i for i, r in enumerate(base_rounds)}.keys()
-            if len(ours_rounds) == len(runs) and len(base_rounds) == len(base)
-            else set()
-        )
         phases = {}
         for name in names:
-            ours = [r[name] for r in runs if r.get(name)]
+            ours = [r[name] for r in phase_ms[label] if r.get(name)]
             theirs = [r[name] for r in base if r.get(name)]
-            ci, test = None, "welch"
-            if len(shared) >= 3:
-                at = {rd: run.get(name) for rd, run in zip(ours_rounds, runs)}
-                bt = {rd: run.get(name) for rd, run in zip(base_rounds, base)}
-                ci = paired_ratio_interval([(at[rd], bt[rd]) for rd in sorted(shared)], confidence)
-                test = "paired by round" if ci is not None else test
-            if ci is None:
-                ci = ratio_interval(ours, theirs, confidence)
-            ratio = math.exp(statistics.fmean(_logs(ours)) - statistics.fmean(_logs(theirs)))
+            diff = statistics.fmean(_logs(ours)) - statistics.fmean(_logs(theirs))
+            spread = spreads[name]
+            ci = None
+            if spread and spread["s2"] > 0:
+                se = math.sqrt(spread["s2"] * (1.0 / len(ours) + 1.0 / len(theirs)))
+                half = t_ppf(0.5 + confidence / 2.0, spread["df"]) * se
+                ci = [math.exp(diff - half), math.exp(diff + half)]
             phases[name] = {
                 "ms": statistics.median(ours),
                 "leader_ms": statistics.median(theirs),
-                "ratio": ratio,
+                "ratio": math.exp(diff),
                 "ratio_ci": ci,
                 "confidence": confidence,
-                "test": test,
+                "test": spread["test"] if spread else None,
+                "df": spread["df"] if spread else None,
                 "differs": bool(ci and (ci[0] > 1.0 or ci[1] < 1.0)),
                 "runs": [len(ours), len(theirs)],
             }
         points[label] = phases
-    return {"leader": leader, "alpha": alpha, "pairs": m, "points": points}
+    return {"leader": leader, "alpha": alpha, "pairs": m, "points": points, "method": PHASE_METHOD}
 
 
 def describe_phases(comparison: dict | None, limit: int = 4) -> list[str]:

@@ -298,8 +298,9 @@ def _phases(pv: dict) -> str:
     ]
     return (
         f'<p class="lead">Each point against <b>{esc(pv.get("leader"))}</b>, phase by phase: ms per decode cycle, '
-        f"and the ratio's Welch interval on log ms, family-wise {100 * (1 - pv.get('alpha', 0.05)):.0f} % per point "
-        "(Bonferroni over its phases). Device phases vary far less between starts than tokens/s do.</p>"
+        f"and the ratio's interval on log ms (each phase's spread between starts from every point), family-wise "
+        f"{100 * (1 - pv.get('alpha', 0.05)):.0f} % over every (point, phase) pair. "
+        "Device phases vary far less between starts than tokens/s do.</p>"
         + figure(fig.svg())
         + table(["point", "phase", "ms", "leader ms", "ratio", "interval", ""], body, text_cols=(0, 1))
     )

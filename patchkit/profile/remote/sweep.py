@@ -55,8 +55,8 @@ between one point's starts, the blocks' effects taken out; sequential sweeps als
 cache's entry read as ``prior`` -- planning only -- and the one written, see spread.py),
 ``phase_verdict`` (verdict.phase_comparison: per phase of the decode cycle, nested
 phases included, its ms per cycle in each run, cycle time x share, and the interval of each
-point's ratio to the best or top point, paired by round where 3 are shared, Bonferroni over
-every (point, phase) pair), ``starts`` (each run's time in decode cycles, prefill cycles and
+point's ratio to the best or top point, its variance the phase's own from every point (blocked
+by round where the design allows), Bonferroni over every (point, phase) pair), ``starts`` (each run's time in decode cycles, prefill cycles and
 the rest, adjusted.time_parts) and ``adjusted`` (the verdict with every run's prefill cycles
 costed at the sweep's pooled period, and which verdict decided: adjusted.py). A sequential sweep's ``verdict`` is the
 decision's in a fixed sweep's keys (best, significant, indistinguishable = the contenders, top,
@@ -484,7 +484,7 @@ def extra_lines(extra: dict, verdict: dict | None) -> list[str]:
     if phases and phases.get("points"):
         lines.append(
             f"phases against {phases['leader']} (ms per decode cycle; ratio and its interval on log ms, "
-            f"paired by round where 3 rounds are shared, else Welch; Bonferroni over all "
+            f"the phase's spread from every point, blocked by round where the design allows; Bonferroni over all "
             f"{phases.get('pairs', '?')} (point, phase) pairs at {phases['alpha']:g}):"
         )
         lines += describe_phases(phases)
