@@ -1,8 +1,8 @@
 """Kill the target-side program at every external command it runs, during apply and revert.
 
 Shims placed first on PATH count the program's external commands (mv, sed, ln, ...) and, at the
-chosen one, SIGKILL the target shell and themselves. Afterwards: every file is byte-identical to
-its original or its patched form, `status` says so truthfully, and revert (or apply again)
+chosen one, SIGKILL the target shell and themselves (support.shims.killer_transport). Afterwards:
+every file of the tree (support.crash_tree) is byte-identical to its original or its patched form, `status` says so truthfully, and revert (or apply again)
 converges by itself (the dead program's lock is taken over), revert leaving no `.patchkit/`.
 """
 
@@ -15,49 +15,11 @@ from pathlib import Path
 import pytest
 
 from patchkit import ops
-from patchkit.transport import LocalTransport
+from support.crash_tree import AFTER, BEFORE, assert_each_file_whole
 from support.engine import git_diff, make_series, read_tree, write_tree
+from support.shims import killer_transport
 
 pytestmark = [pytest.mark.slow]
-
-TOOLS = ["mv", "cp", "ln", "sed", "rm", "mkdir", "wc", "sha256sum", "mktemp", "date", "uname", "chmod"]
-
-BEFORE = {
-    "pkg/a.py": b"".join(b"a%d\n" % i for i in range(30)),
-    "pkg/b.py": b"b0\nb1\nb2",
-    "lib/c.py": b"c0\nc1\n",
-    "lib/gone.py": b"bye\n",
-    "lib/new/d.py": None,
-}
-AFTER = {
-    "pkg/a.py": BEFORE["pkg/a.py"].replace(b"a3\n", b"a3\nINSERT\n").replace(b"a20\n", b""),
-    "pkg/b.py": b"b0\nB1\nb2\n",
-    "lib/c.py": b"c0\nc1\nc2\n",
-    "lib/gone.py": None,
-    "lib/new/d.py": b"new file\n",
-}
-
-
-def make_shims(bindir: Path, counter: Path, at: int, pidfile: Path) -> None:
-    bindir.mkdir(parents=True, exist_ok=True)
-    for tool in TOOLS:
-        real = shutil.which(tool)
-        script = (
-            f"#!/bin/sh\nread n < '{counter}'; n=$((n+1)); echo $n > '{counter}'\n"
-            f"if [ \"$n\" -eq {at} ]; then read p < '{pidfile}'; kill -9 $p $PPID 2>/dev/null; "
-            f"kill -9 $$; fi\nexec '{real}' \"$@\"\n"
-        )
-        (bindir / tool).write_text(script)
-        (bindir / tool).chmod(0o755)
-
-
-def killer_transport(root: Path, work: Path, at: int) -> tuple[LocalTransport, Path]:
-    counter, pidfile, bindir = work / "count", work / "pid", work / f"shims{at}"
-    counter.write_text("0\n")
-    make_shims(bindir, counter, at, pidfile)
-    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
-    shell = ("sh", "-c", f"echo $$ > '{pidfile}'; exec sh -s")
-    return LocalTransport(label=str(root), root=str(root), shell=shell, env=env), counter
 
 
 @pytest.fixture(scope="module")
@@ -71,19 +33,6 @@ def series(tmp_path_factory):
 def fresh(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
     write_tree(root, {k: v for k, v in BEFORE.items() if v is not None})
-
-
-def assert_each_file_whole(root: Path) -> dict[str, str]:
-    got = read_tree(root, BEFORE.keys())
-    states = {}
-    for path, data in got.items():
-        if data == BEFORE[path]:
-            states[path] = "original"
-        elif data == AFTER[path]:
-            states[path] = "patched"
-        else:
-            pytest.fail(f"{path} is neither original nor patched: {data!r}")
-    return states
 
 
 def assert_status_truthful(series, root: Path, states: dict[str, str]) -> str:

@@ -6,7 +6,7 @@
   unidentifiable boot) are still refused. Judged with real processes, under GNU and BusyBox.
 * SIGKILL of the whole `invoke` process group and of the target shell at spread instants of an
   apply (PATH shims count the target program's external commands, as in
-  tests/engine/test_engine_crash.py, and kill both at the Nth), locally under GNU and BusyBox
+  tests/faults/test_engine_crash.py, and kill both at the Nth), locally under GNU and BusyBox
   and over the loopback sshd: a plain `patch.revert` or `patch.apply` then succeeds alone, and
   after revert the tree, `.git` included, is exactly what it was before apply.
 * A successful revert removes `.patchkit/`, the exclude line and the directories apply created;
@@ -30,9 +30,9 @@ import pytest
 from patchkit import ops
 from patchkit.transport import LocalTransport
 from support.cli import invoke
-from support.engine import busybox_local, git, git_diff, make_series, read_tree, write_tree
-from support.shims import run_invoke_in_group, spread_instants
-from test_engine_crash import AFTER, BEFORE, TOOLS, killer_transport
+from support.crash_tree import AFTER, BEFORE, checkout, snapshot
+from support.engine import busybox_local, git_diff, make_series, read_tree, write_tree
+from support.shims import TOOLS, killer_transport, run_invoke_in_group, spread_instants
 
 pytestmark = [pytest.mark.sshd]
 
@@ -47,40 +47,6 @@ def series(tmp_path_factory):
     patch = git_diff(BEFORE, AFTER, work)
     pinned = {k: v for k, v in BEFORE.items() if v is not None}
     return str(make_series(work / "series", pinned, [("0001-multi.patch", patch)]))
-
-
-def checkout(root: Path, exclude: str = "template") -> Path:
-    """A git checkout of BEFORE; `exclude` shapes .git/info/exclude (what apply appends to)."""
-    shutil.rmtree(root, ignore_errors=True)
-    write_tree(root, {k: v for k, v in BEFORE.items() if v is not None})
-    git(root, "init", "-q")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "base")
-    info = root / ".git" / "info"
-    if exclude == "no-final-newline":
-        (info / "exclude").write_bytes(b"# mine\n*.log")
-    elif exclude == "no-file":
-        (info / "exclude").unlink(missing_ok=True)
-    elif exclude == "no-info-dir":
-        shutil.rmtree(info, ignore_errors=True)
-    return root
-
-
-def snapshot(root: Path) -> dict:
-    """Every directory, file (bytes and mode) and symlink under root, .git included."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            rel = str(p.relative_to(root))
-            st = p.lstat()
-            if p.is_symlink():
-                out[rel] = ("link", os.readlink(p))
-            elif p.is_dir():
-                out[rel] = ("dir", st.st_mode)
-            else:
-                out[rel] = ("file", st.st_mode, p.read_bytes())
-    return out
 
 
 # ---- identity facts, as the target program records them ----------------------------------------

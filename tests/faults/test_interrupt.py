@@ -24,10 +24,9 @@ from pathlib import Path
 import pytest
 
 from support.cli import interrupt, popen_module
+from support.crash_tree import AFTER, BEFORE, checkout, snapshot
 from support.engine import git_diff, make_series, read_tree
 from support.shims import run_invoke_in_group, spread_instants
-from test_engine_crash import AFTER, BEFORE
-from test_engine_recovery import checkout, snapshot
 
 pytestmark = [pytest.mark.slow]
 

@@ -1,6 +1,6 @@
 """Fault injection over SSH: kill the ssh client, or the remote shell, during apply and revert.
 
-The multi-file series of tests/engine/test_engine_crash.py (two directories, a modified file without a
+The multi-file series of tests/faults/test_engine_crash.py (support/crash_tree.py) (two directories, a modified file without a
 final newline, a created file in a new directory, a deleted file) runs behind a loopback sshd.
 PATH shims, put first on the remote PATH through the remote shell, count the target program's
 external commands and can slow each one down (so a timer can kill the ssh client at many points
@@ -28,9 +28,10 @@ import pytest
 from patchkit import ops
 from patchkit.errors import TransportError
 from patchkit.transport import parse_target
+from support.crash_tree import AFTER, BEFORE, assert_each_file_whole
 from support.engine import git_diff, make_series, read_tree, write_tree
+from support.shims import TOOLS
 from support.sshd import silent_port_times_out
-from test_engine_crash import AFTER, BEFORE, TOOLS, assert_each_file_whole
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 

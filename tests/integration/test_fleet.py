@@ -10,7 +10,6 @@ The summary table has one row per host; the exit code is the worst host's.
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,11 @@ import pytest
 from patchkit import ops
 from patchkit.transport import parse_target
 from support.cli import invoke
+from support.crash_tree import AFTER as MULTI_AFTER, BEFORE as MULTI_BEFORE
 from support.engine import git_diff, make_series, read_tree, write_tree
+from support.shims import mv_failing_into
 from support.sshd import free_port, start_fleet
 from support.upstream import SERIES_059, sglang_installed
-from test_engine_crash import AFTER as MULTI_AFTER, BEFORE as MULTI_BEFORE
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 
@@ -103,22 +103,6 @@ def assert_untouched(root: Path, files: dict) -> None:
     assert not (root / ".patchkit" / "stage").exists(), root
     assert not (root / ".patchkit" / "manifest").exists(), root
     assert not (root / ".patchkit" / "orig").exists(), root
-
-
-def mv_failing_into(shim_dir: Path, dest: str) -> str:
-    """A remote shell whose `mv` fails, like a read-only directory, when moving into `dest`."""
-    shim_dir.mkdir(parents=True, exist_ok=True)
-    real = "/usr/bin/mv" if Path("/usr/bin/mv").exists() else "/bin/mv"
-    (shim_dir / "mv").write_text(
-        "#!/bin/sh\n"
-        "for last; do :; done\n"
-        f'if [ "$last" = {shlex.quote(dest)} ]; then\n'
-        "  echo \"mv: cannot move into '$last': Read-only file system\" >&2; exit 1\n"
-        "fi\n"
-        f'exec {real} "$@"\n'
-    )
-    (shim_dir / "mv").chmod(0o755)
-    return f"PATH={shlex.quote(str(shim_dir))}:$PATH sh -s"
 
 
 # ---- all hosts fine ------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from patchkit.engine import autoseries
 from patchkit.transport import LocalTransport, parse_target
 from support.cli import invoke as support_invoke
 from support.engine import read_tree
+from support.shims import mv_failing_into
 from support.upstream import sglang_installed
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
@@ -147,8 +148,6 @@ def test_mixed_fleet_host_that_cannot_stage_leaves_every_host_untouched(sshd, tr
 def test_mixed_fleet_commit_failure_rolls_every_host_back(sshd, trees, references, tmp_path):
     """Both hosts staged; host A's commit fails (its `mv` into the worker's folder fails, as on
     a read-only directory), so host B, committed with its own series, is reverted."""
-    from test_fleet import mv_failing_into
-
     host_a = parse_target(
         sshd.url(str(trees["0.5.9"])),
         ssh_config=str(sshd.client_config),

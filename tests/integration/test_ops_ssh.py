@@ -23,9 +23,9 @@ import pytest
 from patchkit import ops
 from patchkit.transport import parse_target
 from support.cli import invoke
+from support.crash_tree import AFTER as MULTI_AFTER, BEFORE as MULTI_BEFORE
 from support.engine import git_diff, make_series, read_tree, write_tree
 from support.upstream import SERIES_059, sglang_installed
-from test_engine_crash import AFTER as MULTI_AFTER, BEFORE as MULTI_BEFORE
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 
