@@ -12,7 +12,7 @@ import shlex
 import pytest
 
 from support.cli import interrupt, popen_module, wait_for
-from test_profile_remote import (
+from support.remote_run import (
     REPO,
     assert_cleaned,
     bench_cmd,

@@ -19,31 +19,25 @@ from patchkit import ops
 from patchkit.profile import run_default
 from patchkit.profile.site import DEFAULT_SERIES, site_state
 from support.cli import interrupt, invoke, module, popen_module
+from support.default_site import PHASE_TIMER, site  # noqa: F401  (site: a pytest fixture)
 from support.requires import requires
 from support.upstream import REPO
 
 # torch and transformers' dependencies (the profile extra), asked without importing them
 pytestmark = requires("torch", "huggingface_hub", reason="the profile extra")
 
-PHASE_TIMER = "transformers/generation/phase_timer.py"
 TOP_PHASES = ["draft", "verify", "accept", "kv_crop", "update_strategy", "bookkeeping"]
 NESTED = {"draft_cache": "draft", "draft_generate": "draft", "verify_forward": "verify"}
 
 
-@pytest.fixture
-def site(transformers_site) -> Path:
-    """The pinned transformers in a temporary site (upstream_fixtures: one per test process)."""
-    return transformers_site
-
-
-def assert_pristine(site: Path) -> None:
-    result = ops.status(str(DEFAULT_SERIES), [str(site)], ops.Options(layout="installed"))
+def assert_pristine(root: Path) -> None:
+    result = ops.status(str(DEFAULT_SERIES), [str(root)], ops.Options(layout="installed"))
     assert result.exit_code == 0 and result.hosts[0].state == "pristine", result.hosts[0]
-    assert not (site / PHASE_TIMER).exists()
-    assert "_pt." not in (site / "transformers/generation/utils.py").read_text()
+    assert not (root / PHASE_TIMER).exists()
+    assert "_pt." not in (root / "transformers/generation/utils.py").read_text()
 
 
-def test_site_is_a_real_installed_layout(site):
+def test_site_is_a_real_installed_layout(site):  # noqa: F811
     info = site / "transformers-5.17.0.dist-info"
     assert (info / "METADATA").read_text().count("Version: 5.17.0") == 1
     assert (info / "RECORD").is_file()  # installed by pip, not assembled by hand
@@ -52,7 +46,7 @@ def test_site_is_a_real_installed_layout(site):
 
 
 @pytest.mark.slow
-def test_default_run_end_to_end(site, tmp_path):
+def test_default_run_end_to_end(site, tmp_path):  # noqa: F811
     out = io.StringIO()
     outcome = run_default(
         tmp_path / "out", size="ci", site=site, stream=out, timeout=300, warmup=False
@@ -129,7 +123,7 @@ def test_default_run_end_to_end(site, tmp_path):
 
 
 @pytest.mark.slow  # a real transformers workload: a warm-up and a measured pass (14 s here)
-def test_warmup_runs_before_the_measured_pass_and_window_json_is_written(site, tmp_path):
+def test_warmup_runs_before_the_measured_pass_and_window_json_is_written(site, tmp_path):  # noqa: F811
     """warmup on (the default): the first prompt runs plain and assisted before the measured
     pass, with timing on; window.json in timing/ separates its cycles from the measured ones."""
     from patchkit.report import load_timing_dir
@@ -158,7 +152,7 @@ def test_warmup_runs_before_the_measured_pass_and_window_json_is_written(site, t
     assert json.loads((outcome.run_dir / "summary.json").read_text())["meta"]["warmup"] is True
 
 
-def test_injected_workload_failure_reverts_and_propagates(site, tmp_path):
+def test_injected_workload_failure_reverts_and_propagates(site, tmp_path):  # noqa: F811
     seen = {}
 
     def failing(site_, spec, run_dir, **kw):
@@ -173,7 +167,7 @@ def test_injected_workload_failure_reverts_and_propagates(site, tmp_path):
 
 
 @pytest.mark.parametrize("flow", ["run", "sweep"])
-def test_an_interrupted_run_is_marked_partial_and_says_so(site, tmp_path, flow):
+def test_an_interrupted_run_is_marked_partial_and_says_so(site, tmp_path, flow):  # noqa: F811
     """An interrupted profile.run (sweep) left a partial profile-out/<ts>/ beside the
     complete ones, and the message did not say so."""
     from patchkit.profile import run_sweep
@@ -206,7 +200,7 @@ def test_a_bad_series_leaves_no_run_folder(tmp_path, flow):
 
 
 @pytest.mark.slow  # the real workload process, torch imported, until it fails (4-8 s)
-def test_real_workload_failure_reverts_and_exits_1(site, tmp_path):
+def test_real_workload_failure_reverts_and_exits_1(site, tmp_path):  # noqa: F811
     """The child fails for real (CUDA asked for on a CPU-only torch): exit 1, log tail, pristine."""
     import torch
 
@@ -231,7 +225,7 @@ def test_real_workload_failure_reverts_and_exits_1(site, tmp_path):
     assert_pristine(site)
 
 
-def test_bad_arguments_exit_2_before_touching_the_tree(site, tmp_path):
+def test_bad_arguments_exit_2_before_touching_the_tree(site, tmp_path):  # noqa: F811
     args = ["run", "--size", "huge", "--site", str(site), "--out", str(tmp_path)]
     proc = module("patchkit.profile", *args, timeout=60)
     assert proc.returncode == 2 and "--size 'huge'" in proc.stderr
@@ -253,7 +247,7 @@ def _workload_children(marker: str) -> list[int]:
 
 @pytest.mark.slow  # the real workload process, torch imported, until the signal (3-6 s apiece)
 @pytest.mark.parametrize("to_group", [False, True], ids=["sigint-process", "ctrl-c-group"])
-def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
+def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):  # noqa: F811
     out = tmp_path / "out"
     args = ["run", "--size", "ci", "--site", str(site), "--out", str(out), "--no-chart"]
     lines = []
@@ -280,7 +274,7 @@ def test_ctrl_c_reverts_and_leaves_no_child(site, tmp_path, to_group):
 
 
 @pytest.mark.slow
-def test_cli_with_a_relative_out_dir(site, tmp_path):
+def test_cli_with_a_relative_out_dir(site, tmp_path):  # noqa: F811
     """As users type it: `invoke profile.run` from another folder, output folder relative to it."""
     proc = invoke(
         "-r",

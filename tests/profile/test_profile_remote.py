@@ -25,14 +25,26 @@ from patchkit.errors import InvalidInput, PatchkitError
 from patchkit.profile.bench_output import parse_bench_output
 from patchkit.profile.remote import RemoteConfig, run_remote
 from support.cli import interrupt, invoke_with_config, popen_module, wait_for
+from support.remote_run import (
+    REPO,
+    SPEC,
+    alive,
+    assert_cleaned,
+    bench_cmd,
+    group_members,
+    only_run_dir,
+    server_cmd,
+    server_pids,
+    settings,
+    state_of,
+    target,  # noqa: F401  (a pytest fixture)
+    tree,  # noqa: F401  (a pytest fixture)
+)
 from support.sshd import free_port
 from support.upstream import SERIES_059, sglang_installed, v1_part
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
 
-REPO = Path(__file__).resolve().parents[2]
-STANDIN = Path(__file__).resolve().parents[1] / "support" / "standin_server.py"
-PY, ST = shlex.quote(sys.executable), shlex.quote(str(STANDIN))
 PHASES = (
     "draft",
     "draft_preprocess",
@@ -42,107 +54,6 @@ PHASES = (
     "accept",
     "draft_extend_after_decode",
 )
-
-
-# ---- helpers ------------------------------------------------------------------------------------
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def group_members(pgid: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-                pids.append(int(entry))
-    return pids
-
-
-SPEC = "--speculative-algorithm EAGLE --speculative-num-steps 3 --speculative-eagle-topk 1"
-
-
-def server_cmd(pid_file: Path, extra: str = "", spec: str = SPEC) -> str:
-    """The stand-in server; ``spec``: its speculative options (none: a plain server)."""
-    return (
-        f'PYTHONPATH="$PATCHKIT_TARGET_ROOT" exec {PY} {ST} serve '
-        f'--port "$(($PATCHKIT_SERVER_PORT + $PATCHKIT_NODE_RANK))" {spec} '
-        f"--pid-file {shlex.quote(str(pid_file))}.$PATCHKIT_NODE_RANK {extra}"
-    )
-
-
-def bench_cmd(extra: str = "") -> str:
-    return f'{PY} {ST} bench --port "$PATCHKIT_SERVER_PORT" --requests 4 --cycles 6 {extra}'
-
-
-def settings(tmp_path: Path, targets: list[str], client_config, **over) -> dict:
-    base = dict(
-        targets=targets,
-        ssh_config=str(client_config),
-        python=sys.executable,
-        series=str(SERIES_059),
-        port=free_port(),
-        poll_s=0.1,
-        health_timeout_s=15,
-        bench_timeout_s=30,
-        stop_grace_s=3,
-        step_timeout_s=30,
-        server_command=server_cmd(tmp_path / "server.pids"),
-        bench_command=bench_cmd(),
-        env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"},
-        remote_dir=str(tmp_path / "remote"),
-        out=str(tmp_path / "out"),
-        chart=False,
-        timer_sample=1,  # every cycle timed, counts exact; sampling: test_profile_sample.py
-        warmup=False,
-    )  # the tests count one benchmark pass; warm-up tests turn it on
-    base.update(over)
-    return base
-
-
-def server_pids(tmp_path: Path, node: int = 0) -> list[int]:
-    return [int(p) for p in (tmp_path / f"server.pids.{node}").read_text().split()]
-
-
-def state_of(root: Path) -> str:
-    result = ops.status(str(SERIES_059), [str(root)], ops.Options(layout="installed"))
-    return result.hosts[0].state
-
-
-def assert_cleaned(tmp_path: Path, root: Path, nodes: int = 1, remote: Path | None = None) -> None:
-    assert state_of(root) == "pristine"
-    assert not (root / "sglang/srt/speculative/phase_timer.py").exists()
-    for node in range(nodes):
-        pids = server_pids(tmp_path, node)
-        assert pids and not [p for p in pids if alive(p)], f"node {node}: {pids} still running"
-    remote = remote or tmp_path / "remote"
-    assert not remote.exists() or not any(remote.iterdir()), "remote run directory left behind"
-
-
-def only_run_dir(tmp_path: Path) -> Path:
-    runs = list((tmp_path / "out").iterdir())
-    assert len(runs) == 1
-    return runs[0]
-
-
-@pytest.fixture
-def tree(tmp_path) -> Path:
-    return sglang_installed("0.5.9", tmp_path / "site-packages")
-
-
-@pytest.fixture
-def target(sshd, tree) -> str:
-    return f"{sshd.alias}:{tree}"
-
 
 # ---- the benchmark output parser ------------------------------------------------------------------
 
@@ -271,7 +182,7 @@ def test_settings_accept_strings_lists_and_extra_env(tmp_path):
 HOSTILE = 'LL\'; touch {canary}; echo "$(touch {canary})" `touch {canary}` $HOME'
 
 
-def test_remote_profile_run_end_to_end(tmp_path, sshd, tree, target):
+def test_remote_profile_run_end_to_end(tmp_path, sshd, tree, target):  # noqa: F811
     canary = tmp_path / "canary"
     remote = tmp_path / "remote 'dir' $HOME"
     cfg = RemoteConfig.from_mapping(
@@ -320,7 +231,7 @@ def test_remote_profile_run_end_to_end(tmp_path, sshd, tree, target):
     assert_cleaned(tmp_path, tree, remote=remote)
 
 
-def test_failing_benchmark_still_stops_and_reverts(tmp_path, sshd, tree, target):
+def test_failing_benchmark_still_stops_and_reverts(tmp_path, sshd, tree, target):  # noqa: F811
     cfg = RemoteConfig.from_mapping(
         settings(tmp_path, [target], sshd.client_config, bench_command=bench_cmd("--fail"))
     )
@@ -335,7 +246,7 @@ def test_failing_benchmark_still_stops_and_reverts(tmp_path, sshd, tree, target)
     assert_cleaned(tmp_path, tree)
 
 
-def test_server_that_never_becomes_healthy_times_out(tmp_path, sshd, tree, target):
+def test_server_that_never_becomes_healthy_times_out(tmp_path, sshd, tree, target):  # noqa: F811
     cfg = RemoteConfig.from_mapping(
         settings(
             tmp_path,
@@ -355,7 +266,7 @@ def test_server_that_never_becomes_healthy_times_out(tmp_path, sshd, tree, targe
     assert_cleaned(tmp_path, tree)
 
 
-def test_server_that_dies_fails_fast_with_its_log(tmp_path, sshd, tree, target):
+def test_server_that_dies_fails_fast_with_its_log(tmp_path, sshd, tree, target):  # noqa: F811
     cfg = RemoteConfig.from_mapping(
         settings(
             tmp_path,
@@ -374,7 +285,7 @@ def test_server_that_dies_fails_fast_with_its_log(tmp_path, sshd, tree, target):
     assert_cleaned(tmp_path, tree)
 
 
-def test_server_ignoring_int_and_term_is_killed(tmp_path, sshd, tree, target):
+def test_server_ignoring_int_and_term_is_killed(tmp_path, sshd, tree, target):  # noqa: F811
     cfg = RemoteConfig.from_mapping(
         settings(
             tmp_path,
@@ -396,7 +307,7 @@ def test_server_ignoring_int_and_term_is_killed(tmp_path, sshd, tree, target):
     assert_cleaned(tmp_path, tree)
 
 
-def test_missing_python_on_the_target_is_named_and_reverted(tmp_path, sshd, tree, target):
+def test_missing_python_on_the_target_is_named_and_reverted(tmp_path, sshd, tree, target):  # noqa: F811
     cfg = RemoteConfig.from_mapping(
         settings(tmp_path, [target], sshd.client_config, python="/nonexistent/python3")
     )
@@ -407,7 +318,7 @@ def test_missing_python_on_the_target_is_named_and_reverted(tmp_path, sshd, tree
     assert state_of(tree) == "pristine"
 
 
-def test_applied_target_is_refused_and_left_alone(tmp_path, sshd, tree, target):
+def test_applied_target_is_refused_and_left_alone(tmp_path, sshd, tree, target):  # noqa: F811
     opts = ops.Options(layout="installed")
     assert ops.apply(str(SERIES_059), [str(tree)], opts).exit_code == 0
     cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config))
@@ -419,7 +330,7 @@ def test_applied_target_is_refused_and_left_alone(tmp_path, sshd, tree, target):
 
 
 @pytest.mark.parametrize("to_group", [False, True], ids=["process", "process-group"])
-def test_ctrl_c_stops_everything_and_reverts(tmp_path, sshd, tree, target, to_group):
+def test_ctrl_c_stops_everything_and_reverts(tmp_path, sshd, tree, target, to_group):  # noqa: F811
     """SIGINT to the profile process, or to its whole group as a terminal's Ctrl-C does
     (then the ssh clients running at that moment are interrupted too)."""
     started = tmp_path / "bench.started"
@@ -466,7 +377,7 @@ def test_two_nodes_apply_serve_fetch_and_revert_together(tmp_path, sshd_factory)
         assert not [p for p in server_pids(tmp_path, i) if alive(p)]
 
 
-def test_a_local_directory_target_runs_the_same_flow_without_ssh(tmp_path, tree):
+def test_a_local_directory_target_runs_the_same_flow_without_ssh(tmp_path, tree):  # noqa: F811
     cfg = RemoteConfig.from_mapping(settings(tmp_path, [str(tree)], tmp_path / "unused", ssh_config=None))
     outcome = run_remote(cfg, stream=open(os.devnull, "w"))
     assert outcome.summary.cycle["count"] == 48 and outcome.hosts[0]["target"] == str(tree)
@@ -476,7 +387,7 @@ def test_a_local_directory_target_runs_the_same_flow_without_ssh(tmp_path, tree)
 # ---- the invoke task ---------------------------------------------------------------------------
 
 
-def test_invoke_task_reads_the_profile_remote_block(tmp_path, sshd, tree, target):
+def test_invoke_task_reads_the_profile_remote_block(tmp_path, sshd, tree, target):  # noqa: F811
     given = settings(tmp_path, [target], sshd.client_config)
     del given["env"]
     config = tmp_path / "site.yaml"
@@ -493,7 +404,7 @@ def test_invoke_task_reads_the_profile_remote_block(tmp_path, sshd, tree, target
 # ---- --baseline: the same server without speculation, unpatched ---------------------------------
 
 
-def test_baseline_serves_without_speculative_options_on_the_reverted_tree(tmp_path, sshd, tree, target):
+def test_baseline_serves_without_speculative_options_on_the_reverted_tree(tmp_path, sshd, tree, target):  # noqa: F811
     cfg = RemoteConfig.from_mapping(settings(tmp_path, [target], sshd.client_config, baseline=True))
     out = tmp_path / "stdout.txt"
     with open(out, "w") as stream:
@@ -545,7 +456,7 @@ def test_baseline_needs_a_speculative_option_to_drop(tmp_path):
     assert err.value.exit_code == 2
 
 
-def test_failing_baseline_keeps_the_report_and_says_so(tmp_path, sshd, tree, target):
+def test_failing_baseline_keeps_the_report_and_says_so(tmp_path, sshd, tree, target):  # noqa: F811
     cfg = RemoteConfig.from_mapping(
         settings(
             tmp_path,
@@ -570,7 +481,7 @@ def test_failing_baseline_keeps_the_report_and_says_so(tmp_path, sshd, tree, tar
 # ---- no cycle recorded: which worker ran ------------------------------------------------------------
 
 
-def test_no_cycle_names_the_worker_from_the_server_log(tmp_path, sshd, tree, target):
+def test_no_cycle_names_the_worker_from_the_server_log(tmp_path, sshd, tree, target):  # noqa: F811
     """SGLang picked the v2 worker (0.5.12's default) and the series times v1 only (0.5.9's
     eagle_worker.py part: the shipped folder times v2 too since 0008-0013); the log is longer
     than the part fetched back, the worker line is found on the target."""
@@ -598,7 +509,7 @@ def test_no_cycle_names_the_worker_from_the_server_log(tmp_path, sshd, tree, tar
     assert_cleaned(tmp_path, tree)
 
 
-def test_v1_chosen_by_environment_is_timed(tmp_path, sshd, tree, target):
+def test_v1_chosen_by_environment_is_timed(tmp_path, sshd, tree, target):  # noqa: F811
     """The same series and server with SGLANG_ENABLE_SPEC_V2=0: SGLang runs v1, which it times."""
     cfg = RemoteConfig.from_mapping(
         settings(
@@ -690,7 +601,7 @@ def test_no_cycle_message_for_each_case(tmp_path):
 # ---- the warm-up pass and the measured window ------------------------------------------------------
 
 
-def test_warmup_runs_before_the_measured_benchmark_and_window_json_is_fetched(tmp_path, sshd, tree, target):
+def test_warmup_runs_before_the_measured_benchmark_and_window_json_is_fetched(tmp_path, sshd, tree, target):  # noqa: F811
     """warmup on (the default): the benchmark runs twice on the same server; window.json,
     written by the agent on the target from the jobs' wall-clock times, comes back with the
     timing files and separates the warm-up's cycles from the measured pass's."""
@@ -726,7 +637,7 @@ def test_warmup_runs_before_the_measured_benchmark_and_window_json_is_fetched(tm
     assert_cleaned(tmp_path, tree)
 
 
-def test_failing_warmup_stops_and_reverts(tmp_path, sshd, tree, target):
+def test_failing_warmup_stops_and_reverts(tmp_path, sshd, tree, target):  # noqa: F811
     cfg = RemoteConfig.from_mapping(
         settings(tmp_path, [target], sshd.client_config, bench_command=bench_cmd("--fail"), warmup=True)
     )

@@ -16,8 +16,8 @@ import pytest
 from patchkit.errors import InvalidInput
 from patchkit.profile.remote import RemoteConfig, run_remote
 from support.cli import invoke
-from test_profile_default import PHASE_TIMER, site  # noqa: F401
-from test_profile_remote import REPO, assert_cleaned, settings, tree  # noqa: F401
+from support.default_site import PHASE_TIMER, site  # noqa: F401
+from support.remote_run import REPO, assert_cleaned, settings, tree  # noqa: F401
 
 
 def records(run_dir):

@@ -18,8 +18,8 @@ import pytest
 from patchkit.errors import PatchkitError
 from patchkit.profile.remote import RemoteConfig
 from patchkit.profile.remote.sweep import run_remote_sweep
+from support.remote_run import PY, SPEC, settings, state_of
 from support.upstream import sglang_installed
-from test_profile_remote import PY, SPEC, settings, state_of
 
 pytestmark = pytest.mark.wheels
 

@@ -13,9 +13,9 @@ import shlex
 import pytest
 
 from patchkit.profile.remote import RemoteConfig, run_remote_sweep
+from support.remote_run import settings, state_of
+from support.remote_sweep import alive_port_pids, host_commands, quiet, sweep_doc, two_trees
 from support.sshd import free_port
-from test_profile_remote import settings, state_of
-from test_remote_budget import _alive_port_pids, host_commands, quiet, sweep_doc, two_trees
 
 pytestmark = pytest.mark.wheels
 
@@ -55,5 +55,5 @@ def test_hosts_as_blocks_over_two_sshd_servers(tmp_path, sshd_factory):
     assert "2 targets as blocks at once" in outcome.table
     for server in fleet.servers:  # every host was reached over SSH
         assert server.accepted() > 0
-    assert not _alive_port_pids(tmp_path, base) and not _alive_port_pids(tmp_path, base + 1)
+    assert not alive_port_pids(tmp_path, base) and not alive_port_pids(tmp_path, base + 1)
     assert state_of(a) == "pristine" and state_of(b) == "pristine"

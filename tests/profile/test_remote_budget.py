@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shlex
 from pathlib import Path
 
@@ -31,9 +30,17 @@ from patchkit.profile.remote.spread import cache_key, cache_path, measured_sprea
 from patchkit.profile.remote.sweep import run_remote_sweep
 from patchkit.profile.verdict import CYCLE, phase_comparison
 from support.cli import interrupt, popen_module, wait_for
+from support.remote_run import PY, SPEC, ST, alive, assert_cleaned, settings, state_of
+from support.remote_sweep import (
+    alive_port_pids,
+    argv_of,
+    host_commands,
+    quiet,
+    set_rate,
+    sweep_doc,
+    two_trees,
+)
 from support.upstream import sglang_installed
-from test_profile_remote import PY, SPEC, ST, assert_cleaned, settings, state_of
-from test_remote_sweep import _set_rate, argv_of
 
 
 @pytest.fixture
@@ -45,14 +52,6 @@ def local(tmp_path: Path, tree: Path, **over) -> RemoteConfig:
     base = dict(ssh_config=None, spread_cache=str(tmp_path / "spread.json"))
     base.update(over)
     return RemoteConfig.from_mapping(settings(tmp_path, [str(tree)], tmp_path / "unused", **base))
-
-
-def sweep_doc(outcome) -> dict:
-    return json.loads((outcome.run_dir / "sweep.json").read_text())
-
-
-def quiet():
-    return open(os.devnull, "w")
 
 
 # ---- the pieces ---------------------------------------------------------------------------------
@@ -246,7 +245,7 @@ def test_until_decided_stops_early_and_names_the_best(tmp_path, budget_tree):
         matrix="tok-s=1000,1500",
         until="decided",
         repeat=12,
-        **_set_rate(tmp_path, 1000),
+        **set_rate(tmp_path, 1000),
     )
     outcome = run_remote_sweep(cfg, stream=quiet())
     doc = sweep_doc(outcome)
@@ -300,7 +299,7 @@ def test_a_clear_loser_is_dropped_and_the_rest_get_a_plan(tmp_path, budget_tree,
         until="decided",
         repeat=5,
         spread_cache=None,
-        **_set_rate(tmp_path, 1000),
+        **set_rate(tmp_path, 1000),
     )
     key = cache_key([str(budget_tree)], given["server_command"], {"tok-s": []})
     update_spread(cache, key, {"spread": 0.02, "df": 4, "runs": 6})
@@ -333,7 +332,7 @@ def test_a_clear_loser_is_dropped_and_the_rest_get_a_plan(tmp_path, budget_tree,
 def test_budget_stops_before_a_round_that_would_not_fit(tmp_path, budget_tree):
     """Each run takes over a second (the server's start-up delay); a 2.4-second budget lets the
     first round run (it always does) and stops before the second, which would not fit."""
-    given = _set_rate(tmp_path, 1000)
+    given = set_rate(tmp_path, 1000)
     given["server_command"] += " --startup-delay 1.0"
     cfg = local(tmp_path, budget_tree, matrix="env:PK_TWIN=1,2", budget_minutes=0.04, **given)
     outcome = run_remote_sweep(cfg, stream=quiet())
@@ -352,7 +351,7 @@ def test_per_phase_companion_verdict(tmp_path, budget_tree):
     """Two points whose target_verify differs fivefold and whose tok/s does not: tok/s cannot
     tell them apart at 4 runs, the per-phase verdict can (verify and target_verify differ;
     host time on this CPU, so the whole cycle's ratio is only checked for its direction)."""
-    cfg = local(tmp_path, budget_tree, matrix="verify-scale=1,5", repeat=4, **_set_rate(tmp_path, 1000))
+    cfg = local(tmp_path, budget_tree, matrix="verify-scale=1,5", repeat=4, **set_rate(tmp_path, 1000))
     outcome = run_remote_sweep(cfg, stream=quiet())
     doc = sweep_doc(outcome)
     assert doc["verdict"]["significant"] is False and "decision" not in doc  # a fixed sweep
@@ -398,8 +397,6 @@ def gpu_commands(tmp_path: Path, base: int, extra: str = "") -> dict:
 
 
 def _alive_pids(tmp_path: Path, gpu: str) -> list[int]:
-    from test_profile_remote import alive
-
     return [int(p) for p in (tmp_path / f"server.pids.gpu{gpu}").read_text().split() if alive(int(p))]
 
 
@@ -595,39 +592,6 @@ def test_host_blocks_one_per_target_or_per_target_and_gpu(tmp_path):
     assert pairs[1].transports[0].root == "/srv/a" and pairs[3].env({}) == {"CUDA_VISIBLE_DEVICES": "1"}
 
 
-def host_commands(tmp_path: Path, base: int, extra: str = "") -> dict:
-    """Literal --port BASE in both commands (rewritten per block); a pid file and a seed counter
-    per block's port (two targets' servers and benchmarks run at once on this machine)."""
-    pids = shlex.quote(str(tmp_path / "server.pids.port"))
-    seed = shlex.quote(str(tmp_path / "seed"))
-    return dict(
-        port=base,
-        server_command=(
-            f'PYTHONPATH="$PATCHKIT_TARGET_ROOT" exec {PY} {ST} serve --port {base} {SPEC} '
-            f'--pid-file {pids}"$PATCHKIT_SERVER_PORT" --tok-s 1000 --startup-delay 0.5 {extra}'
-        ),
-        bench_command=(
-            f"{PY} {ST} bench --port {base} --requests 1 --cycles 6 --noise 0.02 "
-            f'--seed-file {seed}."$PATCHKIT_SERVER_PORT"'
-        ),
-    )
-
-
-def two_trees(tmp_path: Path) -> tuple[Path, Path]:
-    from support.upstream import sglang_installed
-
-    return (
-        sglang_installed("0.5.9", tmp_path / "host-a" / "site-packages"),
-        sglang_installed("0.5.9", tmp_path / "host-b" / "site-packages"),
-    )
-
-
-def _alive_port_pids(tmp_path: Path, port: int) -> list[int]:
-    from test_profile_remote import alive
-
-    return [int(p) for p in (tmp_path / f"server.pids.port{port}").read_text().split() if alive(int(p))]
-
-
 @pytest.mark.wheels
 def test_hosts_as_blocks_serve_points_at_once_and_the_decision_pairs_by_host(tmp_path, capsys):
     """--blocks hosts with two local-folder targets, the second 8 % faster: per round both
@@ -688,7 +652,7 @@ def test_hosts_as_blocks_serve_points_at_once_and_the_decision_pairs_by_host(tmp
     assert doc["verdict"]["cost"]["server_starts"] == 8  # one server a run, not one per target
     assert "block effects" in outcome.table and f"{b} +" in outcome.table
     assert "2 targets as blocks at once" in outcome.table
-    assert not _alive_port_pids(tmp_path, base) and not _alive_port_pids(tmp_path, base + 1)
+    assert not alive_port_pids(tmp_path, base) and not alive_port_pids(tmp_path, base + 1)
     assert state_of(a) == "pristine" and state_of(b) == "pristine"
     log = capsys.readouterr().err  # the series went onto both targets once, for the whole sweep
     assert log.count("applied sglang-v0.5.9 to 2 target(s)") == 1 and log.count("reverted 2 target(s)") == 1

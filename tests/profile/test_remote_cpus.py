@@ -16,7 +16,7 @@ from patchkit.errors import InvalidInput
 from patchkit.profile.remote import RemoteConfig
 from patchkit.profile.remote.blocks import make_blocks
 from patchkit.profile.remote.config import parse_cpus
-from test_profile_remote import REPO, settings, tree  # noqa: F401
+from support.remote_run import REPO, settings, tree  # noqa: F401
 
 AGENT = str(REPO / "patchkit/profile/remote/agent.py")
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,26 +23,18 @@ from patchkit.profile.remote.server_args import (
 )
 from patchkit.profile.remote.sweep import render_sweep, run_remote_sweep
 from support.cli import interrupt, invoke_with_config, popen_module, wait_for
-from support.upstream import sglang_installed
-from test_profile_remote import (
+from support.remote_run import (
     assert_cleaned,
     bench_cmd,
     group_members,
     only_run_dir,
-    server_cmd,
     settings,
     state_of,
 )
+from support.remote_sweep import argv_of, set_rate
+from support.upstream import sglang_installed
 
 pytestmark = [pytest.mark.sshd, pytest.mark.wheels]
-
-
-def argv_of(command: str, env: dict | None = None) -> list[str]:
-    """What a real sh passes to the program: the command run with printf as the program."""
-    out = subprocess.run(
-        ["sh", "-c", command], capture_output=True, text=True, check=True, env=dict(os.environ, **(env or {}))
-    )
-    return out.stdout.split("\0")[:-1]
 
 
 P = "printf '%s\\0'"  # the "server": prints each argument, NUL-terminated
@@ -415,17 +406,6 @@ def test_local_directory_target_sweep_and_baseline(tmp_path, tree):
 # numbers on every run of the test.
 
 
-def _set_rate(tmp_path: Path, rate: float, noise: float = 0.02) -> dict:
-    return dict(
-        server_command=server_cmd(
-            tmp_path / "server.pids", f"--tok-s {rate:g} --order-file {tmp_path / 'order'}"
-        ),
-        bench_command=bench_cmd(f"--noise {noise:g} --seed-file {tmp_path / 'seed'}").replace(
-            "--requests 4", "--requests 1"
-        ),
-    )
-
-
 def test_repeated_sweep_30_percent_apart_is_significant_in_rotated_order(tmp_path, sshd, tree):
     """Two points 30% apart and the baseline, 3 repetitions, warm-up on (the default): nine
     server starts in rotated order, each its own server with its own window.json; the faster
@@ -442,7 +422,7 @@ def test_repeated_sweep_30_percent_apart_is_significant_in_rotated_order(tmp_pat
             repeat=3,
             warmup=True,
             chart=True,
-            **_set_rate(tmp_path, 800),
+            **set_rate(tmp_path, 800),
         )
     )
     outcome = run_remote_sweep(cfg, stream=open(os.devnull, "w"))
@@ -515,7 +495,7 @@ def test_points_that_cannot_be_told_apart_get_no_best(tmp_path, tree, matrix, ra
             ssh_config=None,
             matrix=matrix,
             repeat=3,
-            **_set_rate(tmp_path, 1000),
+            **set_rate(tmp_path, 1000),
         )
     )
     outcome = run_remote_sweep(cfg, stream=open(os.devnull, "w"))

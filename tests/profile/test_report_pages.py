@@ -20,11 +20,11 @@ from patchkit.profile.remote import RemoteConfig, run_remote
 from patchkit.profile.remote.sweep import run_remote_sweep
 from support.browser import open_page
 from support.cli import invoke
+from support.remote_run import bench_cmd, server_cmd
 from support.report_page import printed_as, read_page, resolve
 from support.requires import requires
 from support.sshd import free_port
 from support.upstream import SERIES_059, sglang_installed
-from test_profile_remote import bench_cmd, server_cmd
 
 pytestmark = [pytest.mark.slow, requires("matplotlib", reason="the report extra")]
 
