@@ -1,7 +1,7 @@
 """Timing that spends a budget (PATCHKIT_TIMER_BUDGET): the timed probability follows the
 runtime's own host cost per timed cycle and the cycle period.
 
-Each scenario runs the runtime in a fresh interpreter (helpers from test_timing_runtime) on
+Each scenario runs the runtime in a fresh interpreter (helpers from support/timing_scripts.py) on
 a fake clock: the runtime's perf_counter_ns is replaced by a counter that only the script's
 "work" advances, and the timer's write (called once at each timed cycle's end) advances it
 by COST ns, so that the cost the runtime measures per timed cycle is COST and the period
@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from test_timing_runtime import fake_torch, read_records, run_script, with_fake_torch  # noqa: F401
+from support.timing_scripts import fake_torch, read_records, run_script, with_fake_torch  # noqa: F401
 
 FAKE_CLOCK = """
 import json

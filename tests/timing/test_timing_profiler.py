@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from test_timing_runtime import needs_torch, read_records, run_script
+from support.timing_scripts import needs_torch, read_records, run_script
 
 # each test starts a fresh process that imports torch and runs torch.profiler (3-6 s apiece)
 pytestmark = [pytest.mark.slow]

@@ -9,60 +9,25 @@ bench machine); here they are skipped.
 import itertools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 
 from patchkit.timing import RUNTIME_PATH, runtime_bytes, runtime_source
-from support.requires import has_cuda, requires
+from support.requires import has_cuda
+from support.timing_scripts import (
+    fake_torch,  # noqa: F401  (a pytest fixture)
+    needs_torch,
+    read_records,
+    run_script,
+    with_fake_torch,
+)
 
 # CUDA is decided when such a test is about to run (tests/conftest.py, the `cuda` marker), not
 # while every test process collects the suite: importing torch to ask for it takes seconds.
 needs_cuda = pytest.mark.cuda
-needs_torch = requires("torch")
-
-
-# tests/support/clock/fake_clock.py, alone in its folder: a scenario run with clock=True imports
-# it before anything else, so the runtime binds the fake clock
-CLOCK_DIR = Path(__file__).resolve().parents[1] / "support" / "clock"
-
-
-def run_script(runtime_dir, body, env=None, out_dir=None, clock=False):
-    """``body`` in a fresh interpreter with the runtime's folder first on sys.path.
-    ``clock``: on the fake clock (``work(ns)`` is a phase of exactly ``ns``; see fake_clock.py),
-    with the idle flusher asleep so that no second thread reads it."""
-    script = "import sys\nsys.path.insert(0, %r)\n" % str(runtime_dir)
-    if clock:
-        script += "sys.path.append(%r)\nfrom fake_clock import work\n" % str(CLOCK_DIR)
-    script += textwrap.dedent(body)
-    full_env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("PATCHKIT_TIMER") and k not in ("RANK", "LOCAL_RANK")
-    }
-    if out_dir is not None:
-        full_env["PATCHKIT_TIMER_DIR"] = str(out_dir)
-    if clock:
-        full_env["PATCHKIT_TIMER_IDLE_FLUSH_MS"] = "3600000"
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-c", script],
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=str(runtime_dir),
-    )
-
-
-def read_records(out_dir):
-    files = sorted(Path(out_dir).glob("phase-timing.rank*.pid*.jsonl"))
-    return {f.name: [json.loads(line) for line in f.read_text().splitlines()] for f in files}
 
 
 WORKLOAD = """
@@ -454,24 +419,6 @@ _pt.cycle_begin(); _pt.begin("replay", graph=True); g.replay(); _pt.end("replay"
 
 # ---- durability, A/B, NVTX; the events mode on a CPU through a stand-in torch ----------
 
-FAKE_TORCH = Path(__file__).resolve().parents[1] / "support" / "fake_cuda_torch.py"
-
-
-@pytest.fixture
-def fake_torch(tmp_path):
-    """A folder whose torch.py is the CUDA stand-in (see fake_cuda_torch.py)."""
-    folder = tmp_path / "fake"
-    folder.mkdir()
-    shutil.copyfile(FAKE_TORCH, folder / "torch.py")
-    return folder
-
-
-def with_fake_torch(folder, body, **settings):
-    lines = ["sys.path.insert(0, %r)" % str(folder), "import torch"]
-    lines += ["torch.%s = %r" % (k, v) for k, v in settings.items()]
-    return "\n".join(lines) + "\n" + textwrap.dedent(body)
-
-
 LOOP = """
 import os, time
 import phase_timer as _pt
@@ -526,7 +473,7 @@ def _run_until(runtime_dir, out, body, cycles_before, sig, env):
 @pytest.mark.parametrize(
     "sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["SIGKILL", "SIGTERM", "SIGINT"]
 )
-def test_completed_cycles_survive_a_kill(runtime_dir, fake_torch, tmp_path, sig, timer):
+def test_completed_cycles_survive_a_kill(runtime_dir, fake_torch, tmp_path, sig, timer):  # noqa: F811
     """Killed at spread instants: every cycle whose cycle_end returned is on disk; in
     events mode only the last few lack device times; SIGINT's KeyboardInterrupt reaches
     the program (it is not swallowed) and the exit hook then writes everything."""
@@ -572,7 +519,7 @@ def test_completed_cycles_survive_a_kill(runtime_dir, fake_torch, tmp_path, sig,
             assert summary.cycle_kinds["decode"]["cycles"] == len(indices)
 
 
-def test_events_mode_writes_host_first_then_device_times(runtime_dir, fake_torch, tmp_path):
+def test_events_mode_writes_host_first_then_device_times(runtime_dir, fake_torch, tmp_path):  # noqa: F811
     out = tmp_path / "out"
     res = run_script(
         runtime_dir,
@@ -618,7 +565,7 @@ print("SEEN", json.dumps(seen))
     assert all(2_000_000 < d["dev_gap_ns"] < 2_010_000 for d in dev[1:]), dev
 
 
-def test_ab_switch_alternates_blocks(runtime_dir, fake_torch, tmp_path):
+def test_ab_switch_alternates_blocks(runtime_dir, fake_torch, tmp_path):  # noqa: F811
     """PATCHKIT_TIMER_AB=4: cycles 0-3 timed, 4-7 off (host times only), 8-11 timed, ..."""
     from patchkit.report import build_report
 
@@ -674,7 +621,7 @@ print("RECORDS", torch.RECORDS[0])
     )
 
 
-def test_ab_b_bare_off_blocks_record_cycle_starts_only(runtime_dir, fake_torch, tmp_path):
+def test_ab_b_bare_off_blocks_record_cycle_starts_only(runtime_dir, fake_torch, tmp_path):  # noqa: F811
     """PATCHKIT_TIMER_AB_B=bare: the off blocks' cycle_end is the no-op and their cycles are
     written with their start and kind only (t1 = t0), every cycle still recorded; the sampled
     blocks are as usual; the report pairs them and says the off blocks were bare."""
@@ -724,7 +671,7 @@ print("END", _pt.cycle_end.__qualname__, _pt.cycle_begin.__qualname__)
     assert "off blocks bare" in (tmp_path / "report" / "table.txt").read_text()
 
 
-def test_ab_b_bare_long_off_block_writes_in_batches(runtime_dir, fake_torch, tmp_path):
+def test_ab_b_bare_long_off_block_writes_in_batches(runtime_dir, fake_torch, tmp_path):  # noqa: F811
     """A bare off block longer than PATCHKIT_TIMER_BATCH does not hold its lines until it
     ends: they go out every PATCHKIT_TIMER_BATCH lines (memory stays bounded)."""
     out = tmp_path / "out"
@@ -758,7 +705,7 @@ print("WAITING", len(_pt._timer.out), "WRITTEN", sum('"ab":"off"' in l for l in 
     assert waiting < 8 and written >= 32, res.stdout
 
 
-def test_nvtx_ranges_in_order_and_never_while_capturing(runtime_dir, fake_torch, tmp_path):
+def test_nvtx_ranges_in_order_and_never_while_capturing(runtime_dir, fake_torch, tmp_path):  # noqa: F811
     body = """
 import phase_timer as _pt
 _pt.begin("warm"); _pt.end("warm")
@@ -817,7 +764,7 @@ def test_nvtx_without_torch_warns_and_times_anyway(runtime_dir, tmp_path):
     assert sum(r["kind"] == "cycle" for r in recs) == 2
 
 
-def test_phases_on_a_slower_stream_resolve_without_raising(runtime_dir, fake_torch, tmp_path):
+def test_phases_on_a_slower_stream_resolve_without_raising(runtime_dir, fake_torch, tmp_path):  # noqa: F811
     """SGLang's v2 worker: the cycle's start and end events on the scheduler's stream, its
     phases on a forward stream further behind. When the end event is done and a phase's is
     not, the runtime waits for a later cycle_end instead of reading times that raise (on the
@@ -847,7 +794,7 @@ print("ERRORS", torch.ELAPSED_ERRORS[0])
     assert recs[-1]["kind"] == "stats" and recs[-1]["dropped_pending"] == 0
 
 
-def test_back_to_back_calls_share_one_event(runtime_dir, fake_torch, tmp_path):
+def test_back_to_back_calls_share_one_event(runtime_dir, fake_torch, tmp_path):  # noqa: F811
     """end(a); begin(b) with nothing in between: one event marks both points; events go
     back to the pool once each, and the device times stay those of the marks."""
     body = """
@@ -906,7 +853,7 @@ print("RECORDS", torch.RECORDS[0])
     assert shared[500_000] == 50
 
 
-def test_multiprocessing_child_writes_its_last_records(runtime_dir, fake_torch, tmp_path):
+def test_multiprocessing_child_writes_its_last_records(runtime_dir, fake_torch, tmp_path):  # noqa: F811
     """A forked multiprocessing child leaves through os._exit (no atexit): the runtime
     registers with multiprocessing's finalizers, so the child's exit record and the device
     times of its last cycles are written even when it ends by KeyboardInterrupt."""
@@ -1002,7 +949,7 @@ print("IDLE", json.dumps([json.loads(l)["cycle"] for l in open(path) if '"kind":
 """
 
 
-def _batch_loop(runtime_dir, fake_torch, out, cycles, idle_s, env):
+def _batch_loop(runtime_dir, fake_torch, out, cycles, idle_s, env):  # noqa: F811
     """BATCH_LOOP in a fresh interpreter: (what each cycle_end left on disk, the dev records
     after the idle time, every record at exit)."""
     body = BATCH_LOOP.replace("CYCLES", str(cycles)).replace("IDLE_S", str(idle_s))
@@ -1014,7 +961,9 @@ def _batch_loop(runtime_dir, fake_torch, out, cycles, idle_s, env):
 
 
 def test_resolve_batch_reads_device_times_n_at_a_time_and_writes_every_cycle(
-    runtime_dir, fake_torch, tmp_path
+    runtime_dir,
+    fake_torch,  # noqa: F811
+    tmp_path,
 ):
     """PATCHKIT_TIMER_RESOLVE_BATCH=4: device times are read at every 4th timed cycle, four in
     a row; each cycle's own lines (phases, cycle record) are still on disk when its cycle_end
@@ -1052,7 +1001,7 @@ def test_resolve_batch_reads_device_times_n_at_a_time_and_writes_every_cycle(
         ({"PATCHKIT_TIMER_RESOLVE_BATCH": "many"}, 16),  # not a number: the default
     ],
 )
-def test_full_timing_reads_device_times_in_batches_by_default(runtime_dir, fake_torch, tmp_path, env, batch):
+def test_full_timing_reads_device_times_in_batches_by_default(runtime_dir, fake_torch, tmp_path, env, batch):  # noqa: F811
     """Every cycle timed, events mode: device times are read 16 timed cycles at a time unless
     PATCHKIT_TIMER_RESOLVE_BATCH says otherwise (the header says which); sampled runs read at
     each timed cycle. Every timed cycle's record is on disk at its cycle_end either way, and
@@ -1091,7 +1040,9 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_resolve_batch_idle_flusher_reads_the_waiting_cycles_on_the_ranks_device(
-    runtime_dir, fake_torch, tmp_path
+    runtime_dir,
+    fake_torch,  # noqa: F811
+    tmp_path,
 ):
     """With PATCHKIT_TIMER_RESOLVE_BATCH the last cycles of a burst wait unresolved; once the
     engine is idle the flusher thread reads their events (after setting this process's CUDA
@@ -1117,7 +1068,10 @@ def test_resolve_batch_idle_flusher_reads_the_waiting_cycles_on_the_ranks_device
 
 @pytest.mark.parametrize("sample", ["1", "2"])
 def test_idle_flusher_reads_the_last_timed_cycles_device_times_by_default(
-    runtime_dir, fake_torch, tmp_path, sample
+    runtime_dir,
+    fake_torch,  # noqa: F811
+    tmp_path,
+    sample,
 ):
     """Default settings (no resolve batch), a GPU 30 ms behind the host, as SGLang's v2
     worker is at the end of a burst: the last cycles' events are not done at their cycle_end,
@@ -1151,7 +1105,9 @@ def test_idle_flusher_reads_the_last_timed_cycles_device_times_by_default(
 
 
 def test_idle_flusher_without_relaxed_capture_mode_reads_nothing_by_default(
-    runtime_dir, fake_torch, tmp_path
+    runtime_dir,
+    fake_torch,  # noqa: F811
+    tmp_path,
 ):
     """Where relaxed capture mode cannot be set (no libcuda.so.1, as on this CPU), the flusher
     reads no event unless PATCHKIT_TIMER_RESOLVE_BATCH asked for it: a query from another

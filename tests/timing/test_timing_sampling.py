@@ -1,7 +1,7 @@
 """Sampled timing (PATCHKIT_TIMER_SAMPLE): every cycle recorded, about one in N timed.
 
 Each scenario runs the runtime in a fresh interpreter, copied alone into a folder as a
-series inserts it (helpers from test_timing_runtime). The events mode runs through the
+series inserts it (helpers from support/timing_scripts.py). The events mode runs through the
 CUDA stand-in of tests/support/fake_cuda_torch.py (no GPU here).
 """
 
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from test_timing_runtime import fake_torch, read_records, run_script, with_fake_torch  # noqa: F401
+from support.timing_scripts import fake_torch, read_records, run_script, with_fake_torch  # noqa: F401
 
 LOOP = """
 import phase_timer as _pt
