@@ -2,7 +2,6 @@
 
 import os
 import signal
-import sys
 
 import pytest
 
@@ -13,30 +12,16 @@ import pytest
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-sys.path.insert(0, os.path.dirname(__file__))
 # One room per package of patchkit/ (cli: the tasks, options and exit boundary; engine, author,
 # report, profile, timing, transport), plus integration (several layers at once: fleets, the
 # installed command, Ansible), faults (crash instants, kills, failures), series (the shipped
-# series against their wheels) and project (the whole tree: layering, the Python floor). The
-# helpers are the package support/ (tests/ is on sys.path); a test module may also import
-# another's helpers by its name (`from test_profile_remote import settings`), so every room is
-# on sys.path.
-ROOMS = (
-    "cli",
-    "engine",
-    "author",
-    "report",
-    "profile",
-    "timing",
-    "transport",
-    "integration",
-    "faults",
-    "series",
-    "project",
-)
-for _room in ROOMS:
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), _room))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# series against their wheels) and project (the whole tree: layering, the Python floor, the
+# tests' own layout). A helper that more than one test module uses is in the package support/,
+# the only thing a test module imports from tests/ (never another test module); support/ is
+# importable because pyproject.toml's `pythonpath` puts tests/ (and the repository root) on
+# sys.path, and this file changes sys.path no further (tests/project/test_test_layout.py holds
+# both). support's asserts are rewritten like the tests' own, for the same failure messages.
+pytest.register_assert_rewrite("support")
 
 pytest_plugins = ["support.upstream", "support.sshd"]  # shared fixtures, one instance each
 
