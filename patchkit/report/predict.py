@@ -282,56 +282,119 @@ def predict(
     model = _Model(
         engine, num_steps, None if verify_us_per_token is None else verify_us_per_token * 1e3, fixed_batch
     )
-    ns = model.ns
     k = min(BLOCKS, len(rows))
     blocks = [model.aggregate(rows[i * len(rows) // k : (i + 1) * len(rows) // k]) for i in range(k)]
-    whole = _Agg(ns)
+    whole = _Agg(model.ns)
     for b in blocks:
         whole.add(b)
     costs = model.costs(whole)
-    base = model.sums(whole, costs)
-    rate = {n: base[n][0] / base[n][1] * 1e9 for n in ns}
+    draws = _bootstrap_draws(model, blocks, bootstrap if k >= 2 else 0, seed)
+    sims = None
+    base_tps = measured_tokens_per_s  # the replay's tokens/s at N: the measured, else its own
+    if bench is not None and costs["step_ns_all"] is not None:
+        sims = _replay(model, rows, bench, costs["step_ns_all"])
+        if base_tps is None:
+            base_tps = bench[0].tokens / sims[num_steps].total_ns * 1e9
+    else:
+        bench = None
     share = decode_share if decode_share is not None and 0 < decode_share <= 1 else 1.0
+    points = _points(model, whole, costs, draws, sims, base_tps, measured_tokens_per_s, share)
+    best = max(points, key=lambda p: p["ratio_to_profiled"])
+    assumptions = _assumptions(
+        model, costs, verify_us_per_token, bench if sims is not None else None, decode_share, share
+    )
+    simulation = None if sims is None or bench is None else _simulation_json(bench, sims[num_steps])
+    return {
+        "schema": SCHEMA,
+        "engine": engine,
+        "profiled": {
+            "num_steps": num_steps,
+            "topk": 1,
+            "num_draft_tokens": num_steps + DRAFT_TOKENS_BEYOND_STEPS[engine],
+            "tokens_per_s": measured_tokens_per_s,
+        },
+        "cycles": len(rows),
+        "timed_cycles": sum(1 for r in rows if r.phases),
+        "decode_share": decode_share,
+        "simulation": simulation,
+        "replay_miss": replay_miss(simulation),
+        "costs": _costs_json(model, costs, verify_us_per_token),
+        "points": points,
+        "best": {
+            "num_steps": best["num_steps"],
+            "tokens_per_s": best["tokens_per_s"],
+            "ratio_to_profiled": best["ratio_to_profiled"],
+        },
+        "by_batch_size": _by_batch_size(model, rows, costs),
+        "assumptions": assumptions,
+        "bootstrap": {
+            "resamples": bootstrap,
+            "blocks": k,
+            "seed": seed,
+            "unit": "blocks of consecutive decode cycles",
+        },
+    }
+
+
+def _bootstrap_draws(model: _Model, blocks: list[_Agg], resamples: int, seed: int) -> dict[int, list[float]]:
+    """n -> each resample's decode ratio to the profiled num-steps: a bootstrap over blocks of
+    consecutive cycles (none with fewer than two blocks)."""
+    rng = random.Random(seed)
+    draws: dict[int, list[float]] = {n: [] for n in model.ns}
+    for _ in range(resamples):
+        sample = _Agg(model.ns)
+        for b in rng.choices(blocks, k=len(blocks)):
+            sample.add(b)
+        s = model.sums(sample, model.costs(sample))
+        r_n = s[model.N][0] / s[model.N][1]
+        for n in model.ns:
+            draws[n].append((s[n][0] / s[n][1]) / r_n)
+    return draws
+
+
+def _interval(values: list[float]) -> list[float] | None:
+    """The 2.5 % and 97.5 % quantiles of the bootstrap's draws; None with fewer than 20."""
+    if len(values) < 20:
+        return None
+    v = sorted(values)
+    return [v[int(0.025 * (len(v) - 1))], v[int(0.975 * (len(v) - 1))]]
+
+
+def _replay(
+    model: _Model, rows: list[CycleRow], bench: tuple[BenchShape, CycleCosts], step_ns: float
+) -> dict[int, SimResult]:
+    """n -> the whole benchmark replayed at n steps, with the run's acceptance per batch size."""
+    by_batch: dict[int, list[int]] = {}
+    for r in rows:
+        by_batch.setdefault(r.batch_size, []).extend(r.accepted)
+    accepts = Acceptance(by_batch)
+    return {n: simulate(bench[0], accepts, n, bench[1], step_ns, model.N) for n in model.ns}
+
+
+def _points(
+    model: _Model,
+    whole: _Agg,
+    costs: dict,
+    draws: dict[int, list[float]],
+    sims: dict[int, SimResult] | None,
+    base_tps: float | None,
+    measured_tokens_per_s: float | None,
+    share: float,
+) -> list[dict]:
+    """predict.json's ``points``: one per num-steps 1..N."""
+    num_steps = model.N
+    base = model.sums(whole, costs)
+    rate = {n: base[n][0] / base[n][1] * 1e9 for n in model.ns}
 
     def e2e(ratio: float) -> float | None:
         if measured_tokens_per_s is None:
             return None
         return measured_tokens_per_s / ((1 - share) + share / ratio)
 
-    # bootstrap over blocks of consecutive cycles
-    rng = random.Random(seed)
-    draws: dict[int, list[float]] = {n: [] for n in ns}
-    for _ in range(bootstrap if k >= 2 else 0):
-        sample = _Agg(ns)
-        for b in rng.choices(blocks, k=k):
-            sample.add(b)
-        s = model.sums(sample, model.costs(sample))
-        r_n = s[num_steps][0] / s[num_steps][1]
-        for n in ns:
-            draws[n].append((s[n][0] / s[n][1]) / r_n)
-
-    def interval(values: list[float]) -> list[float] | None:
-        if len(values) < 20:
-            return None
-        v = sorted(values)
-        return [v[int(0.025 * (len(v) - 1))], v[int(0.975 * (len(v) - 1))]]
-
-    sims: dict[int, SimResult] | None = None
-    base_tps = measured_tokens_per_s  # the replay's tokens/s at N: the measured, else its own
-    if bench is not None and costs["step_ns_all"] is not None:
-        by_batch: dict[int, list[int]] = {}
-        for r in rows:
-            by_batch.setdefault(r.batch_size, []).extend(r.accepted)
-        accepts = Acceptance(by_batch)
-        sims = {n: simulate(bench[0], accepts, n, bench[1], costs["step_ns_all"], num_steps) for n in ns}
-        if base_tps is None:
-            base_tps = bench[0].tokens / sims[num_steps].total_ns * 1e9
-    else:
-        bench = None
     points: list[dict] = []
-    for n in ns:
+    for n in model.ns:
         ratio = rate[n] / rate[num_steps]
-        ci = interval(draws[n])
+        ci = _interval(draws[n])
         if sims is None:
             whole_ratio, whole_ci, tps = ratio, ci, e2e(ratio)
             tps_ci = [e2e(ci[0]), e2e(ci[1])] if ci and tps is not None else None
@@ -343,7 +406,7 @@ def predict(
         point: dict = {
             "num_steps": n,
             "topk": 1,
-            "num_draft_tokens": n + DRAFT_TOKENS_BEYOND_STEPS[engine],
+            "num_draft_tokens": n + DRAFT_TOKENS_BEYOND_STEPS[model.engine],
             "profiled": n == num_steps,
             "decode_tokens_per_s": rate[n],
             "decode_ratio_to_profiled": ratio,
@@ -364,8 +427,11 @@ def predict(
                 "seconds": sim.total_ns / 1e9,
             }
         points.append(point)
-    best = max(points, key=lambda p: p["ratio_to_profiled"])
-    # by batch size: the best n where the batch size was seen in enough cycles
+    return points
+
+
+def _by_batch_size(model: _Model, rows: list[CycleRow], costs: dict) -> list[dict]:
+    """By batch size: the best n where the batch size was seen in enough cycles."""
     by_bs = []
     groups: dict[int, list[CycleRow]] = {}
     for r in rows:
@@ -374,16 +440,28 @@ def predict(
         if len(part) < 20:
             continue
         s = model.sums(model.aggregate(part), costs)
-        rates = {n: s[n][0] / s[n][1] * 1e9 for n in ns}
-        top = max(ns, key=lambda n: rates[n])
+        rates = {n: s[n][0] / s[n][1] * 1e9 for n in model.ns}
+        top = max(model.ns, key=lambda n: rates[n])
         by_bs.append(
             {
                 "batch_size": bs,
                 "cycles": len(part),
                 "best_num_steps": top,
-                "ratio_to_profiled": {str(n): rates[n] / rates[num_steps] for n in ns},
+                "ratio_to_profiled": {str(n): rates[n] / rates[model.N] for n in model.ns},
             }
         )
+    return by_bs
+
+
+def _assumptions(
+    model: _Model,
+    costs: dict,
+    verify_us_per_token: float | None,
+    bench: tuple[BenchShape, CycleCosts] | None,
+    decode_share: float | None,
+    share: float,
+) -> list[str]:
+    """predict.json's ``assumptions``; ``bench`` only where the benchmark was replayed."""
     assumptions = [
         "topk 1 and greedy verification: a request that accepted a of N drafts accepts min(a, n) of n",
         "the draft loop's rounds cost the same each ("
@@ -394,9 +472,9 @@ def predict(
         )
         + ")",
         "batch sizes and the cycle's other work (scheduling, sampling, verify's fixed part) stay as profiled",
-        _slope_assumption(verify_us_per_token, model.slope(costs), fixed_batch),
+        _slope_assumption(verify_us_per_token, model.slope(costs), model.fixed_batch),
     ]
-    if sims is not None and bench is not None:
+    if bench is not None:
         assumptions.append(
             f"the benchmark's load as its command says ({bench[0].requests} requests of {bench[0].output_len} "
             f"tokens, {bench[0].concurrency} at a time), replayed: a replacement reaches the server one decode "
@@ -408,54 +486,25 @@ def predict(
         assumptions.append(
             f"the benchmark's time outside decode cycles ({(1 - share) * 100:.1f} %) does not change"
         )
-    simulation = None if sims is None or bench is None else _simulation_json(bench, sims[num_steps])
+    return assumptions
+
+
+def _costs_json(model: _Model, costs: dict, verify_us_per_token: float | None) -> dict:
+    """predict.json's ``costs``: the draft round, the verify and the slope used, in ms and us."""
     return {
-        "schema": SCHEMA,
-        "engine": engine,
-        "profiled": {
-            "num_steps": num_steps,
-            "topk": 1,
-            "num_draft_tokens": num_steps + DRAFT_TOKENS_BEYOND_STEPS[engine],
-            "tokens_per_s": measured_tokens_per_s,
-        },
-        "cycles": len(rows),
-        "timed_cycles": sum(1 for r in rows if r.phases),
-        "decode_share": decode_share,
-        "simulation": simulation,
-        "replay_miss": replay_miss(simulation),
-        "costs": {
-            "draft_step_ms": None if costs["step_ns_all"] is None else costs["step_ns_all"] / 1e6,
-            "draft_step_ms_by_batch_size": {str(bs): v / 1e6 for bs, v in sorted(costs["step_ns"].items())},
-            "verify_ms_mean": None if costs["verify_mean_ns"] is None else costs["verify_mean_ns"] / 1e6,
-            "verify_us_per_token": model.slope(costs) / 1e3,
-            "verify_slope_source": "given"
-            if verify_us_per_token is not None
-            else (
-                "fitted over the draft lengths at one batch size"
-                if fixed_batch and costs["verify_slope"] is not None
-                else "0: not measurable from this run"
-            ),
-            "verify_us_per_token_fitted": None
-            if costs["verify_slope"] is None
-            else costs["verify_slope"] / 1e3,
-            "extend_us_per_token_fitted": None
-            if costs["extend_slope"] is None
-            else costs["extend_slope"] / 1e3,
-        },
-        "points": points,
-        "best": {
-            "num_steps": best["num_steps"],
-            "tokens_per_s": best["tokens_per_s"],
-            "ratio_to_profiled": best["ratio_to_profiled"],
-        },
-        "by_batch_size": by_bs,
-        "assumptions": assumptions,
-        "bootstrap": {
-            "resamples": bootstrap,
-            "blocks": k,
-            "seed": seed,
-            "unit": "blocks of consecutive decode cycles",
-        },
+        "draft_step_ms": None if costs["step_ns_all"] is None else costs["step_ns_all"] / 1e6,
+        "draft_step_ms_by_batch_size": {str(bs): v / 1e6 for bs, v in sorted(costs["step_ns"].items())},
+        "verify_ms_mean": None if costs["verify_mean_ns"] is None else costs["verify_mean_ns"] / 1e6,
+        "verify_us_per_token": model.slope(costs) / 1e3,
+        "verify_slope_source": "given"
+        if verify_us_per_token is not None
+        else (
+            "fitted over the draft lengths at one batch size"
+            if model.fixed_batch and costs["verify_slope"] is not None
+            else "0: not measurable from this run"
+        ),
+        "verify_us_per_token_fitted": None if costs["verify_slope"] is None else costs["verify_slope"] / 1e3,
+        "extend_us_per_token_fitted": None if costs["extend_slope"] is None else costs["extend_slope"] / 1e3,
     }
 
 
@@ -689,41 +738,9 @@ def render(pred: dict) -> str:
             f"{tps:>9}" + ("  (profiled)" if p["profiled"] else "")
         )
     lines.extend(_column_notes(pred))
-    sim = pred.get("simulation")
-    if sim:
-        load = sim["load"]
-        lines.append(
-            f"x profiled, tok/s: the benchmark replayed ({load['requests']} requests of {load['output_len']} tokens, "
-            f"{load['concurrency']} at a time); at num-steps {prof['num_steps']} it takes {sim['simulated_s']:.2f} s "
-            f"({sim['simulated_cycles']['decode']:.0f} decode + {sim['simulated_cycles']['prefill']:.0f} prefill cycles), "
-            f"{'the first run' if pooled else 'the profiled run'}'s cycles {sim['profiled_s']:.2f} s "
-            f"({sim['profiled_cycles']['decode']} + "
-            f"{sim['profiled_cycles']['prefill']})"
-        )
-    miss = pred.get("replay_miss")
-    if miss and miss["flagged"]:
-        lines.append(
-            f"WARNING: the replay of {'the first run' if pooled else 'the profiled run'} misses its measured time "
-            f"by {miss['miss'] * 100:+.1f} % ({miss['replayed_s']:.2f} s replayed, {miss['measured_s']:.2f} s "
-            f"measured; more than {miss['limit'] * 100:.0f} %): the replay does not reproduce the run it was "
-            "built from, so its predictions at other num-steps are off by as much or more. Check that the "
-            "benchmark command names the load that ran in the measured window; measure the points that "
-            "matter (profile.remote --from-prediction) before trusting the best"
-        )
+    lines.extend(_replay_lines(pred))
     if pooled:
-        for p in pred["points"]:
-            runs = [v for v in p.get("tokens_per_s_runs") or [] if v is not None]
-            if runs:
-                lines.append(
-                    f"  num-steps {p['num_steps']}: tok/s over the runs {min(runs):.1f}..{max(runs):.1f} "
-                    f"({len(runs)} runs)"
-                )
-        lines.append(
-            "  profiled tok/s of the runs: "
-            + ", ".join("-" if v is None else f"{v:.1f}" for v in pooled["profiled_tokens_per_s"])
-            + "; each run's predicted best: "
-            + ", ".join(str(n) for n in pooled["best_num_steps"])
-        )
+        lines.extend(_pooled_lines(pred))
     best = pred["best"]
     lines.append(
         f"predicted best: num-steps {best['num_steps']} ({best['ratio_to_profiled']:.3f} x the profiled point)"
@@ -747,6 +764,55 @@ def render(pred: dict) -> str:
     lines.append("assumptions:")
     lines.extend(f"  - {a}" for a in pred["assumptions"])
     return "\n".join(lines) + "\n"
+
+
+def _replay_lines(pred: dict) -> list[str]:
+    """The benchmark replay's line, and the warning where the replay misses the run it was built from."""
+    prof = pred["profiled"]
+    pooled = pred.get("pooled")
+    lines: list[str] = []
+    sim = pred.get("simulation")
+    if sim:
+        load = sim["load"]
+        lines.append(
+            f"x profiled, tok/s: the benchmark replayed ({load['requests']} requests of {load['output_len']} tokens, "
+            f"{load['concurrency']} at a time); at num-steps {prof['num_steps']} it takes {sim['simulated_s']:.2f} s "
+            f"({sim['simulated_cycles']['decode']:.0f} decode + {sim['simulated_cycles']['prefill']:.0f} prefill cycles), "
+            f"{'the first run' if pooled else 'the profiled run'}'s cycles {sim['profiled_s']:.2f} s "
+            f"({sim['profiled_cycles']['decode']} + "
+            f"{sim['profiled_cycles']['prefill']})"
+        )
+    miss = pred.get("replay_miss")
+    if miss and miss["flagged"]:
+        lines.append(
+            f"WARNING: the replay of {'the first run' if pooled else 'the profiled run'} misses its measured time "
+            f"by {miss['miss'] * 100:+.1f} % ({miss['replayed_s']:.2f} s replayed, {miss['measured_s']:.2f} s "
+            f"measured; more than {miss['limit'] * 100:.0f} %): the replay does not reproduce the run it was "
+            "built from, so its predictions at other num-steps are off by as much or more. Check that the "
+            "benchmark command names the load that ran in the measured window; measure the points that "
+            "matter (profile.remote --from-prediction) before trusting the best"
+        )
+    return lines
+
+
+def _pooled_lines(pred: dict) -> list[str]:
+    """A pooled prediction's spread over its runs: tok/s per point, profiled tok/s and best num-steps."""
+    pooled = pred["pooled"]
+    lines: list[str] = []
+    for p in pred["points"]:
+        runs = [v for v in p.get("tokens_per_s_runs") or [] if v is not None]
+        if runs:
+            lines.append(
+                f"  num-steps {p['num_steps']}: tok/s over the runs {min(runs):.1f}..{max(runs):.1f} "
+                f"({len(runs)} runs)"
+            )
+    lines.append(
+        "  profiled tok/s of the runs: "
+        + ", ".join("-" if v is None else f"{v:.1f}" for v in pooled["profiled_tokens_per_s"])
+        + "; each run's predicted best: "
+        + ", ".join(str(n) for n in pooled["best_num_steps"])
+    )
+    return lines
 
 
 def _column_notes(pred: dict) -> list[str]:
