@@ -382,10 +382,29 @@ def render_table(summary: Summary) -> str:
         f"mode {summary.mode}, {summary.cycle['count']} cycles recorded; times in ms, "
         f"share = % of cycle {summary.basis} time",
     ]
+    lines.extend(_grid(_sections(summary)))
+    lines.extend(_legend_lines(summary))
+    lines.append("")
+    lines.extend(_coverage_lines(summary, n_ranks))
+    lines.extend(_throughput_lines(summary.throughput))
+    if summary.baseline and summary.baseline.get("error"):
+        lines.append(f"baseline (no speculation): failed: {summary.baseline['error']}")
+    lines.extend(_decode_lines(summary))
+    lines.extend(acceptance_lines(summary.acceptance))
+    lines.extend(prediction_lines(summary.prediction))
+    lines.extend(time_split_lines(summary.time_split))
+    lines.extend(meta_lines(summary.meta))
+    lines.extend(_note_lines(summary))
+    return "\n".join(lines) + "\n"
+
+
+def _sections(summary: Summary) -> list[tuple[str | None, list[tuple], list[str]]]:
+    """The grid's sections: one per kind of cycle where there are several (its title, rows
+    and notes), else one untitled."""
     kinds = summary.cycle_kinds
     stalls = summary.stalls or {}
     if len(kinds) > 1:
-        sections: list[tuple[str | None, list[tuple], list[str]]] = [
+        return [
             (
                 f"{kind} ({part['cycles']} cycles; shares of {kind} cycle time)",
                 _rows(f"{kind} cycle", part["cycle"], part["phases"]),
@@ -394,34 +413,33 @@ def render_table(summary: Summary) -> str:
             )
             for kind, part in kinds.items()
         ]
-    else:
-        kind = next(iter(kinds), None)
-        label = "cycle" if kind is None or kind == "unspecified" else f"{kind} cycle"
-        sections = [
-            (
-                None,
-                _rows(label, summary.cycle, summary.phases),
-                ([stall_line(kind, stalls.get(kind))] if kind else [])
-                + [n for n in [ci_note(summary.share_ci)] if n],
-            )
-        ]
-    lines.extend(_grid(sections))
+    kind = next(iter(kinds), None)
+    label = "cycle" if kind is None or kind == "unspecified" else f"{kind} cycle"
+    return [
+        (
+            None,
+            _rows(label, summary.cycle, summary.phases),
+            ([stall_line(kind, stalls.get(kind))] if kind else [])
+            + [n for n in [ci_note(summary.share_ci)] if n],
+        )
+    ]
+
+
+def _legend_lines(summary: Summary) -> list[str]:
+    """What the grid's columns mean, the measured window, the cycle counts, and why device
+    times or sampled cycles are missing."""
     steady = summary.cycle.get("steady", summary.cycle["count"])
-    lines.append(
+    lines = [
         f"times: ms per cycle over the steady-state cycles ({steady}: timed, not "
         f"stalls), a phase's calls summed within each cycle, all phases over the same "
-        f"cycles"
-    )
-    lines.append(
+        f"cycles",
         f"share = mean phase / mean cycle (the share uses the mean; p50 is the "
         f"median); count = calls timed (cycle row: every cycle); p99 only over "
-        f">= {P99_MIN_N} cycles"
-    )
-    lines.append(
+        f">= {P99_MIN_N} cycles",
         f"[low{DASH}high] = the share's {LEVEL:.0f}% interval: a bootstrap over blocks of "
-        f"consecutive timed cycles ({BLOCKS} blocks resampled, {RESAMPLES} times, seed {SEED})"
-    )
-    lines.append(_window_line(summary))
+        f"consecutive timed cycles ({BLOCKS} blocks resampled, {RESAMPLES} times, seed {SEED})",
+        _window_line(summary),
+    ]
     counted = counts_line(summary.cycle_counts)
     if counted:
         lines.append(counted)
@@ -434,7 +452,14 @@ def render_table(summary: Summary) -> str:
         lines.append(_sampling_line(summary.sampling))
         if summary.sampling.get("budget"):
             lines.append(BUDGET_NOTE)
-    lines.append("")
+    return lines
+
+
+def _coverage_lines(summary: Summary, n_ranks: int) -> list[str]:
+    """Phases outside cycles, how much of the cycle the top-level phases cover, the ranks'
+    mean cycles and skew, and the timer's own overhead."""
+    lines = []
+    kinds = summary.cycle_kinds
     if summary.outside_cycles:
         names = ", ".join(f"{name} {n}" for name, n in summary.outside_cycles.items())
         lines.append(f"outside any cycle (warm-up; not in the shares): {names}")
@@ -466,7 +491,12 @@ def render_table(summary: Summary) -> str:
         lines.extend(_skew_lines(summary.rank_skew))
     if summary.overhead:
         lines.append(_overhead_line(summary.overhead))
-    tp = summary.throughput
+    return lines
+
+
+def _throughput_lines(tp: dict) -> list[str]:
+    """Tokens/s with and without speculation, their speedup, and their spread over runs."""
+    lines = []
     if tp["tokens_per_s"] is not None or tp["baseline_tokens_per_s"] is not None:
         line = (
             f"tokens/s with speculation: {_num(tp['tokens_per_s'])}, "
@@ -483,8 +513,12 @@ def render_table(summary: Summary) -> str:
                 f"tokens/s {label} over {len(runs)} run(s): median "
                 f"{tp[f'{prefix}tokens_per_s_median']:.1f}, range {lo:.1f} .. {hi:.1f}"
             )
-    if summary.baseline and summary.baseline.get("error"):
-        lines.append(f"baseline (no speculation): failed: {summary.baseline['error']}")
+    return lines
+
+
+def _decode_lines(summary: Summary) -> list[str]:
+    """The mean accepted length (the benchmark's, else pooled over the cycles) and batch size."""
+    lines = []
     dec = summary.decode
     accept = dec.get("accept_length_reported", dec["accept_length_mean"])
     if accept is not None:
@@ -499,10 +533,13 @@ def render_table(summary: Summary) -> str:
         lines.append(line)
     if dec["batch_size_mean"] is not None:
         lines.append(f"mean batch size: {dec['batch_size_mean']:.2f}")
-    lines.extend(acceptance_lines(summary.acceptance))
-    lines.extend(prediction_lines(summary.prediction))
-    lines.extend(time_split_lines(summary.time_split))
-    lines.extend(meta_lines(summary.meta))
+    return lines
+
+
+def _note_lines(summary: Summary) -> list[str]:
+    """The closing notes: cycles without device times, the summary's warnings, lost
+    records, duplicate files, and processes that dropped records or ended uncleanly."""
+    lines = []
     if summary.unresolved:
         lines.append(
             f"note: {summary.unresolved} cycle(s) without device times (the process "
@@ -533,4 +570,4 @@ def render_table(summary: Summary) -> str:
             f"note: rank {r['rank']} pid {r['pid']} ended without its exit record "
             f"(killed?); its completed cycles are all here"
         )
-    return "\n".join(lines) + "\n"
+    return lines
