@@ -6,10 +6,11 @@ holds the timing runtime once (patchkit/timing/phase_timer.py): a series folder 
 marker, ``0001-phase-timer-runtime.patch.runtime``, in place of its runtime patch. The build
 writes each series into the wheel as users get it: the patch rendered from the runtime in
 place of its marker (patchkit/engine/runtime_patch.py; ``invoke patch.export`` writes the same
-bytes).
+bytes), without the folder's authoring notes (*.md, pyproject.toml's exclude-package-data).
 """
 
 import os
+import shutil
 import sys
 
 from setuptools import find_packages, setup
@@ -19,12 +20,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class build_py_series(build_py):
-    """build_py, then every series folder in the build rendered as users get it."""
+    """build_py into an emptied build folder, then every series folder there rendered as users
+    get it."""
 
     def run(self):
-        super().run()
         if getattr(self, "editable_mode", False):
+            super().run()
             return  # an editable install reads patches/ in the checkout, where the markers render
+        # build/lib of an earlier build in the checkout (pip builds in place) holds what that
+        # build copied, and the wheel takes every file there: start from nothing
+        shutil.rmtree(os.path.join(self.build_lib, "patchkit"), ignore_errors=True)
+        super().run()
         sys.path.insert(0, HERE)  # this checkout's patchkit (standard library only on this path)
         from patchkit.engine import runtime_patch
 

@@ -29,6 +29,9 @@ from patchkit.pin import parse_pin
 from patchkit.timing import RUNTIME_PATH
 
 MARKER_SUFFIX = ".runtime"
+# A series folder's authoring notes (README.md: how seriesgen placed each line; REBASE.md: what
+# patch.rebase did): in the checkout, not in the wheel (pyproject.toml) or patch.export's folder.
+NOTE_SUFFIX = ".md"
 RUNTIME_FILE_NAME = RUNTIME_PATH.name  # phase_timer.py: the later patches import it by this name
 RUNTIME_PATCH = "0001-phase-timer-runtime.patch"  # the name every shipped series lists it under
 
@@ -123,8 +126,9 @@ def patch_data(directory: str, name: str, pin_bytes: bytes | None = None) -> byt
 
 
 def materialize(directory: str) -> dict[str, bytes]:
-    """The series folder as users get it: {file name: bytes} of every file at its top level,
-    each marker replaced by the patch it renders (what the wheel and ``patch.export`` hold)."""
+    """The series folder as users get it: {file name: bytes} of every file at its top level but
+    its authoring notes (``NOTE_SUFFIX``), each marker replaced by the patch it renders (what
+    the wheel and ``patch.export`` hold)."""
     directory = os.path.abspath(directory)
     if not os.path.isfile(os.path.join(directory, "pin.toml")):
         raise InvalidInput(f"series {directory}: missing pin.toml")
@@ -132,7 +136,7 @@ def materialize(directory: str) -> dict[str, bytes]:
     rendered = []
     for entry in sorted(os.listdir(directory)):
         full = os.path.join(directory, entry)
-        if not os.path.isfile(full):
+        if not os.path.isfile(full) or entry.endswith(NOTE_SUFFIX):
             continue
         if entry.endswith(MARKER_SUFFIX) and len(entry) > len(MARKER_SUFFIX):
             rendered.append(entry[: -len(MARKER_SUFFIX)])
