@@ -321,29 +321,8 @@ def run_sweep(
     ensure_site(series_dir, site, wheelhouse=wheelhouse, log=log)  # a bad series: no run dir made
     run_dir = new_run_dir(out_root)
     points = expand(matrix)
-    for idx, point in enumerate(points):
-        point["report_dir"] = str((run_dir / "points" / point_dir_name(idx, point["label"])).resolve())
-        point["timing_dir"] = str(Path(point["report_dir"]) / "timing")
-    plan: list[dict[str, Any]] = []
-    for rep, idx in rotation(list(range(len(points))), repeat):
-        report_dir = Path(points[idx]["report_dir"])
-        report_dir = report_dir if rep == 0 else report_dir / f"rep{rep + 1}"
-        plan.append(
-            {
-                "point": idx,
-                "rep": rep,
-                "report_dir": str(report_dir),
-                "timing_dir": str(report_dir / "timing"),
-            }
-        )
-    spec = {
-        "size": size,
-        "seed": seed,
-        "device": device,
-        "warmup": bool(warmup),
-        "points": [{k: v for k, v in p.items() if k != "report_dir"} for p in points],
-        "passes": [{k: v for k, v in p.items() if k != "report_dir"} for p in plan],
-    }
+    plan = _plan(points, run_dir, repeat)
+    spec = _spec(points, plan, size=size, seed=seed, device=device, warmup=warmup)
     log(
         f"profile: sweep of {len(points)} points x {repeat} repetition(s), rotated: "
         f"{', '.join(p['label'] for p in points)}"
@@ -352,67 +331,13 @@ def run_sweep(
         result = (workload or run_workload)(
             site, spec, run_dir, timer_mode=timer_mode, timeout=timeout, progress=ProgressLine()
         )
-    from patchkit.report import build_report
-
     passes = result.get("passes") or [dict(p, rep=0, index=i) for i, p in enumerate(result["points"])]
-    by_point: dict[int, list] = {}
-    for step, measured in zip(plan, passes):
-        report_dir = step["report_dir"]
-        measured["report_dir"] = report_dir
-        write_pass_window(measured, "profile.sweep")
-        summary = build_report(
-            measured["timing_dir"],
-            report_dir,
-            meta=report_meta(result, measured),
-            chart=chart and step["rep"] == 0,
-        )
-        by_point.setdefault(step["point"], []).append(_row(measured, summary))
-    rows = [_fold(by_point[i], run_dir) for i in sorted(by_point)]
-    base_reps = []
-    for rep in range(repeat):
-        in_rep = [p for p in passes if p.get("rep", 0) == rep]
-        tok = sum(p["baseline"]["tokens"] for p in in_rep)
-        sec = sum(p["baseline"]["seconds"] for p in in_rep)
-        base_reps.append(tok / sec if sec else None)
-    tokens = sum(p["baseline"]["tokens"] for p in passes)
-    seconds = sum(p["baseline"]["seconds"] for p in passes)
-    baseline = {
-        "tokens": tokens,
-        "seconds": seconds,
-        "tokens_per_s": tokens / seconds if seconds else None,
-        **repetition_fields(base_reps),
-    }
-    verdict = decide_fixed(
-        {
-            r["label"]: [x for x in r["ratios"] if x is not None]
-            for r in rows
-            if any(x is not None for x in r["ratios"])
-        }
-    )
-    verdict["cost"] = {
-        "runs": len(passes),
-        "server_starts": 0,
-        "workload_starts": 1,
-        "repeat": repeat,
-        "warmup": bool(warmup),
-        "minutes": (time.monotonic() - start) / 60,
-    }
-    ranked = [r for r in rows if r["ratio"] is not None]
-    best = next((r for r in ranked if r["label"] == verdict["top"]), None) or (
-        max(ranked, key=lambda r: r["ratio"]) if ranked else None
-    )
-    m = result["model"]
-    headline = (
-        f"sweep: {len(rows)} points + baseline x {repeat} repetition(s) on "
-        f"{result['device']}; random Llama "
-        f"{m['layers']}x{m['hidden']} target, {m['draft_layers']}-layer shared draft, "
-        f"{m['dtype']}, {m['prompts']} prompts x {m['new_tokens']} new tokens, greedy"
-    )
-    table = render(rows, baseline, best, headline, verdict=verdict)
-    (run_dir / "sweep.md").write_text(
-        render(rows, baseline, best, headline, markdown=True, verdict=verdict), encoding="utf-8"
-    )
-    (run_dir / "sweep.txt").write_text(table, encoding="utf-8")
+    rows = _report_passes(plan, passes, result, run_dir, chart)
+    baseline = _pooled_baseline(passes, repeat)
+    verdict = _verdict(rows, len(passes), repeat, warmup, start)
+    best = _best(rows, verdict)
+    headline = _headline(len(rows), repeat, result)
+    table = _write_tables(run_dir, rows, baseline, best, headline, verdict)
     elapsed = time.monotonic() - start
     doc = {
         "schema": SWEEP_SCHEMA,
@@ -429,25 +354,148 @@ def run_sweep(
         "verdict": verdict,
         "order": [{"rep": p["rep"] + 1, "label": points[p["point"]]["label"]} for p in plan],
     }
+    files = _write_doc(run_dir, doc, table, chart)
+    print(table, file=out)
+    page = ", report.html" if "html" in files else ""
+    print(f"sweep: {run_dir}/ (sweep.json, sweep.md{page}, points/*/)", file=out)
+    return SweepOutcome(run_dir, rows, baseline, best, table, result, elapsed, files)
+
+
+def _plan(points: list[dict], run_dir: Path, repeat: int) -> list[dict[str, Any]]:
+    """The passes in rotated order, each with its report and timing folder (the first
+    repetition in the point's folder, later ones in ``repR/`` under it); each point gains
+    its own ``report_dir`` and ``timing_dir``."""
+    for idx, point in enumerate(points):
+        point["report_dir"] = str((run_dir / "points" / point_dir_name(idx, point["label"])).resolve())
+        point["timing_dir"] = str(Path(point["report_dir"]) / "timing")
+    plan: list[dict[str, Any]] = []
+    for rep, idx in rotation(list(range(len(points))), repeat):
+        report_dir = Path(points[idx]["report_dir"])
+        report_dir = report_dir if rep == 0 else report_dir / f"rep{rep + 1}"
+        plan.append(
+            {
+                "point": idx,
+                "rep": rep,
+                "report_dir": str(report_dir),
+                "timing_dir": str(report_dir / "timing"),
+            }
+        )
+    return plan
+
+
+def _report_passes(
+    plan: list[dict], passes: list[dict], result: dict, run_dir: Path, chart: bool
+) -> list[dict]:
+    """Each measured pass's window and report (the chart only for a point's first
+    repetition), folded into one row per point."""
+    from patchkit.report import build_report
+
+    by_point: dict[int, list] = {}
+    for step, measured in zip(plan, passes):
+        report_dir = step["report_dir"]
+        measured["report_dir"] = report_dir
+        write_pass_window(measured, "profile.sweep")
+        summary = build_report(
+            measured["timing_dir"],
+            report_dir,
+            meta=report_meta(result, measured),
+            chart=chart and step["rep"] == 0,
+        )
+        by_point.setdefault(step["point"], []).append(_row(measured, summary))
+    return [_fold(by_point[i], run_dir) for i in sorted(by_point)]
+
+
+def _pooled_baseline(passes: list[dict], repeat: int) -> dict:
+    """The baseline row: every pass's baseline pooled, and tok/s per repetition."""
+    base_reps = []
+    for rep in range(repeat):
+        in_rep = [p for p in passes if p.get("rep", 0) == rep]
+        tok = sum(p["baseline"]["tokens"] for p in in_rep)
+        sec = sum(p["baseline"]["seconds"] for p in in_rep)
+        base_reps.append(tok / sec if sec else None)
+    tokens = sum(p["baseline"]["tokens"] for p in passes)
+    seconds = sum(p["baseline"]["seconds"] for p in passes)
+    return {
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds if seconds else None,
+        **repetition_fields(base_reps),
+    }
+
+
+def _spec(points: list[dict], plan: list[dict], *, size: str, seed: int, device: str, warmup: bool) -> dict:
+    """What the workload process runs: the models' size and seed, the points and the passes."""
+    return {
+        "size": size,
+        "seed": seed,
+        "device": device,
+        "warmup": bool(warmup),
+        "points": [{k: v for k, v in p.items() if k != "report_dir"} for p in points],
+        "passes": [{k: v for k, v in p.items() if k != "report_dir"} for p in plan],
+    }
+
+
+def _verdict(rows: list[dict], runs: int, repeat: int, warmup: bool, start: float) -> dict:
+    """decide_fixed over the points' per-repetition ratios to their interleaved baselines,
+    with what the verdict cost (``start``: the sweep's time.monotonic())."""
+    verdict = decide_fixed(
+        {
+            r["label"]: [x for x in r["ratios"] if x is not None]
+            for r in rows
+            if any(x is not None for x in r["ratios"])
+        }
+    )
+    verdict["cost"] = {
+        "runs": runs,
+        "server_starts": 0,
+        "workload_starts": 1,
+        "repeat": repeat,
+        "warmup": bool(warmup),
+        "minutes": (time.monotonic() - start) / 60,
+    }
+    return verdict
+
+
+def _best(rows: list[dict], verdict: dict) -> dict | None:
+    """The verdict's top point, else the highest ratio; None without a ratio."""
+    ranked = [r for r in rows if r["ratio"] is not None]
+    return next((r for r in ranked if r["label"] == verdict["top"]), None) or (
+        max(ranked, key=lambda r: r["ratio"]) if ranked else None
+    )
+
+
+def _headline(points: int, repeat: int, result: dict) -> str:
+    m = result["model"]
+    return (
+        f"sweep: {points} points + baseline x {repeat} repetition(s) on "
+        f"{result['device']}; random Llama "
+        f"{m['layers']}x{m['hidden']} target, {m['draft_layers']}-layer shared draft, "
+        f"{m['dtype']}, {m['prompts']} prompts x {m['new_tokens']} new tokens, greedy"
+    )
+
+
+def _write_tables(
+    run_dir: Path, rows: list[dict], baseline: dict, best: dict | None, headline: str, verdict: dict
+) -> str:
+    """sweep.md and sweep.txt; the text table."""
+    table = render(rows, baseline, best, headline, verdict=verdict)
+    (run_dir / "sweep.md").write_text(
+        render(rows, baseline, best, headline, markdown=True, verdict=verdict), encoding="utf-8"
+    )
+    (run_dir / "sweep.txt").write_text(table, encoding="utf-8")
+    return table
+
+
+def _write_doc(run_dir: Path, doc: dict, table: str, chart: bool) -> dict[str, str]:
+    """sweep.json and, with the chart, the sweep's page (linking each point's); the files
+    written beside it, by kind."""
     (run_dir / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     files = {"json": "sweep.json", "markdown": "sweep.md", "table": "sweep.txt"}
     if chart:  # one page for the sweep, linking each point's
         from patchkit.report.html_sweep import write_sweep_page
 
         files["html"] = write_sweep_page(run_dir, json.loads(json.dumps(doc)), table).name
-    print(table, file=out)
-    page = ", report.html" if "html" in files else ""
-    print(f"sweep: {run_dir}/ (sweep.json, sweep.md{page}, points/*/)", file=out)
-    return SweepOutcome(
-        run_dir,
-        rows,
-        baseline,
-        best,
-        table,
-        result,
-        elapsed,
-        files,
-    )
+    return files
 
 
 def _fold(runs: list[dict], run_dir: Path) -> dict:
