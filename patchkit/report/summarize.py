@@ -467,40 +467,18 @@ def _breakdown(
     cycles = [c for sel in steady for c in sel.values()]
     ws = [{i: 1 for i in sel} for sel in timed] if weights is None else weights
     cw = None if weights is None else [ws[pi][i] for pi, sel in enumerate(steady) for i in sel]
-    total = sum(
-        ws[pi][i] * c[bfield]
-        for pi, sel in enumerate(steady)
-        for i, c in sel.items()
-        if c.get(bfield) is not None
-    )
-    total_host = sum(
-        ws[pi][i] * (c.get("host_ns") or 0) for pi, sel in enumerate(steady) for i, c in sel.items()
-    )
+    total, total_host = _cycle_totals(steady, ws, bfield)
     tgroups = [([r for r in p.phases if r.get("cycle") in sel], sel) for p, sel in zip(procs, timed)]
     groups = [([r for r in phases if r["cycle"] in sel], sel) for (phases, _), sel in zip(tgroups, steady)]
     keys = _ordered_keys(tgroups)
-    counts = {k: 0 for k in keys}
-    wcounts: dict[tuple, float] = {k: 0 for k in keys}
-    for pi, (phases, _) in enumerate(tgroups):
-        for rec in phases:
-            counts[_phase_key(rec)] += 1
-            wcounts[_phase_key(rec)] += ws[pi][rec["cycle"]]
+    counts, wcounts = _phase_counts(tgroups, keys, ws)
     wtimed = sum(ws[pi][i] for pi, sel in enumerate(timed) for i in sel)
-    buckets: dict[tuple, list[tuple[dict, bool, float]]] = {k: [] for k in keys}
-    for pi, (phases, sel) in enumerate(groups):
-        for rec in phases:
-            in_share = sel[rec["cycle"]].get(bfield) is not None
-            buckets[_phase_key(rec)].append((rec, in_share, ws[pi][rec["cycle"]]))
+    buckets = _phase_buckets(groups, keys, bfield, ws)
     per_dev = _per_cycle(groups, keys, "dev_ns", only_with="dev_ns")
     per_host = _per_cycle(groups, keys, "host_ns")
     w_dev = _weight_list(groups, weights, only_with="dev_ns")
     w_host = _weight_list(groups, weights)
-    cache_key = (bfield, tuple(keys), tuple(tuple(sel) for sel in steady), weights is None)
-    found = None if cache is None else cache.get(cache_key)
-    if found is None:
-        found = share_intervals(groups, keys, bfield, weights)
-        if cache is not None:
-            cache[cache_key] = found
+    found = _cached_intervals(cache, groups, keys, bfield, weights)
     entries = []
     for key in keys:
         pairs = buckets[key]
@@ -537,18 +515,76 @@ def _breakdown(
         "cycles": n_all,
         "timed_cycles": len(tcycles),
         "steady_cycles": len(cycles),
-        "cycle": {
-            "count": n_all,
-            "timed": len(tcycles),
-            "steady": len(cycles),
-            "host_ms": distribution([c.get("host_ns") for c in cycles], weights=cw),
-            "dev_ms": distribution([c.get("dev_ns") for c in cycles], weights=cw),
-        },
+        "cycle": _cycle_row(n_all, len(tcycles), cycles, cw),
         "phases": entries,
         "top_level_share": sum(top) if top else None,
         "top_level_share_ci95": top_ci,
         "share_ci": _ci_summary(found, entries, top_ci),
     }
+
+
+def _cycle_totals(steady: list[dict], ws: list[dict], bfield: str) -> tuple[float, float]:
+    """The steady cycles' weighted time: on the basis (those that have it), and on the host."""
+    total = sum(
+        ws[pi][i] * c[bfield]
+        for pi, sel in enumerate(steady)
+        for i, c in sel.items()
+        if c.get(bfield) is not None
+    )
+    total_host = sum(
+        ws[pi][i] * (c.get("host_ns") or 0) for pi, sel in enumerate(steady) for i, c in sel.items()
+    )
+    return total, total_host
+
+
+def _cycle_row(n_all: int, n_timed: int, cycles: list[dict], cw: list | None) -> dict:
+    """The breakdown's cycle row: cycles described, timed and steady, the steady ones' times."""
+    return {
+        "count": n_all,
+        "timed": n_timed,
+        "steady": len(cycles),
+        "host_ms": distribution([c.get("host_ns") for c in cycles], weights=cw),
+        "dev_ms": distribution([c.get("dev_ns") for c in cycles], weights=cw),
+    }
+
+
+def _phase_counts(
+    tgroups: list[tuple[list[dict], dict]], keys: list[tuple], ws: list[dict]
+) -> tuple[dict[tuple, int], dict[tuple, float]]:
+    """Calls timed per phase key over the timed cycles: as counted, and weighted by ``ws``."""
+    counts = {k: 0 for k in keys}
+    wcounts: dict[tuple, float] = {k: 0 for k in keys}
+    for pi, (phases, _) in enumerate(tgroups):
+        for rec in phases:
+            counts[_phase_key(rec)] += 1
+            wcounts[_phase_key(rec)] += ws[pi][rec["cycle"]]
+    return counts, wcounts
+
+
+def _phase_buckets(
+    groups: list[tuple[list[dict], dict]], keys: list[tuple], bfield: str, ws: list[dict]
+) -> dict[tuple, list[tuple[dict, bool, float]]]:
+    """Per phase key, the steady cycles' records: (record, whether its cycle has a time on the
+    basis and so counts in the share, its cycle's weight)."""
+    buckets: dict[tuple, list[tuple[dict, bool, float]]] = {k: [] for k in keys}
+    for pi, (phases, sel) in enumerate(groups):
+        for rec in phases:
+            in_share = sel[rec["cycle"]].get(bfield) is not None
+            buckets[_phase_key(rec)].append((rec, in_share, ws[pi][rec["cycle"]]))
+    return buckets
+
+
+def _cached_intervals(
+    cache: dict | None, groups: list[tuple[list[dict], dict]], keys: list[tuple], bfield: str, weights
+) -> dict:
+    """share_intervals over the steady cycles, bootstrapped once per set of cycles and phases."""
+    cache_key = (bfield, tuple(keys), tuple(tuple(sel) for _, sel in groups), weights is None)
+    found = None if cache is None else cache.get(cache_key)
+    if found is None:
+        found = share_intervals(groups, keys, bfield, weights)
+        if cache is not None:
+            cache[cache_key] = found
+    return found
 
 
 def _runs(meta: dict, key: str) -> list[float]:
@@ -664,21 +700,7 @@ def summarize(
     win_counts, basis, stalls, stall_sets = sel.window_counts, sel.basis, sel.stalls, sel.stall_sets
     modes = sorted({p.mode for p in procs})
     mode = modes[0] if len(modes) == 1 else "mixed"
-    steady_procs = [
-        replace(
-            p,
-            cycles=[c for c in p.cycles if c["cycle"] not in st],
-            phases=[r for r in p.phases if r.get("cycle") not in st],
-        )
-        for p, st in zip(procs, stall_sets)
-    ]
-    outside_by_key: dict[tuple, int] = {}
-    outside: dict[str, int] = {}
-    for p in procs:
-        for r in p.phases:
-            if r.get("cycle") is None:
-                outside_by_key[_phase_key(r)] = outside_by_key.get(_phase_key(r), 0) + 1
-                outside[r["name"]] = outside.get(r["name"], 0) + 1
+    outside_by_key, outside = _outside_cycles(procs)
     timed = [{c["cycle"]: c for c in p.timed_cycles} for p in procs]
     steady = [{i: c for i, c in sel.items() if i not in st} for sel, st in zip(timed, stall_sets)]
     # every cycle described, timed or not (off blocks of PATCHKIT_TIMER_AB serve `overhead`)
@@ -695,56 +717,13 @@ def summarize(
         n_all = sum(1 for c in every if cycle_kind(c) == kind)
         cycle_kinds[kind] = _breakdown(procs, tsel, ssel, n_all, basis, outside_by_key, intervals, weights)
     primary = kinds[0] if kinds else KIND_PRIMARY
-    # tensor-parallel ranks all see the same batch: count tokens on the lowest rank only;
-    # every cycle with attrs counts (untimed sampled cycles too), off blocks carry none
     first_rank = min(p.rank for p in procs)
-    lead_cycles = [
-        c
-        for p in procs
-        if p.rank == first_rank
-        for c in p.cycles
-        if c.get("ab") != "off" and (not kinds or cycle_kind(c) == primary)
-    ]
+    lead_cycles = _lead_cycles(procs, first_rank, primary if kinds else None)
     decode = _decode_stats(lead_cycles)
     accept = acceptance_of(lead_cycles, [p for p in procs if p.rank == first_rank], meta)
     if meta.get(META_ACCEPT) is not None:
         decode["accept_length_reported"] = meta[META_ACCEPT]
-    ranks = []
-    for p, full, n, st in zip(procs, all_procs, win_counts, stall_sets):
-        ranks.append(
-            {
-                "rank": p.rank,
-                "pid": p.header.get("pid"),
-                "host": p.header.get("host"),
-                "mode": p.mode,
-                "requested_mode": p.header.get("requested_mode"),
-                "rank_source": p.header.get("rank_source"),
-                "file": p.path.name,
-                "cycles": len(p.timed_cycles),
-                "phases": len(p.phases),
-                "cycles_in_file": len(full.cycles),
-                "warmup_cycles": n.before,
-                "after_window_cycles": n.after,
-                "stall_cycles": len(st),
-                "cycle_host_ms": distribution(
-                    [c.get("host_ns") for c in p.timed_cycles if c["cycle"] not in st]
-                ),
-                "cycle_dev_ms": distribution(
-                    [c.get("dev_ns") for c in p.timed_cycles if c["cycle"] not in st]
-                ),
-                "stats": p.stats,
-                "truncated_lines": p.truncated_lines,
-                "unresolved": p.unresolved,
-                "repeated": p.repeated,
-                "duplicate_files": p.duplicates,
-                "ended_cleanly": p.stats is not None,
-                "cuda_device": p.header.get("cuda_device"),
-                "torch": p.header.get("torch"),
-            }
-        )
-    lost = sum(
-        p.truncated_lines + p.orphan_dev + ((p.stats or {}).get("dropped_pending") or 0) for p in procs
-    )
+    ranks = [_rank_row(p, full, n, st) for p, full, n, st in zip(procs, all_procs, win_counts, stall_sets)]
     return Summary(
         timing_dir=str(timing_dir),
         mode=mode,
@@ -761,9 +740,9 @@ def summarize(
         cycle_kinds=cycle_kinds,
         outside_cycles=outside,
         unresolved=sum(p.unresolved for p in procs),
-        lost_records=lost,
+        lost_records=_lost_records(procs),
         overhead=paired_overhead(procs, primary),
-        rank_skew=rank_skew(steady_procs, primary if kinds else None, basis),
+        rank_skew=rank_skew(_steady_procs(procs, stall_sets), primary if kinds else None, basis),
         decode_cycle=_decode_cycle(cycle_kinds, basis),
         window=None if window is None else window.to_dict(),
         warmup_cycles=sum(n.before for n in win_counts),
@@ -771,4 +750,78 @@ def summarize(
         stalls=stalls,
         sampling=measured.sampling(procs),
         acceptance=accept,
+    )
+
+
+def _steady_procs(procs: list[ProcessTiming], stall_sets: list) -> list[ProcessTiming]:
+    """Each process without its stall cycles (and their phases)."""
+    return [
+        replace(
+            p,
+            cycles=[c for c in p.cycles if c["cycle"] not in st],
+            phases=[r for r in p.phases if r.get("cycle") not in st],
+        )
+        for p, st in zip(procs, stall_sets)
+    ]
+
+
+def _outside_cycles(procs: list[ProcessTiming]) -> tuple[dict[tuple, int], dict[str, int]]:
+    """The phases recorded outside any cycle, counted by phase key and by name."""
+    outside_by_key: dict[tuple, int] = {}
+    outside: dict[str, int] = {}
+    for p in procs:
+        for r in p.phases:
+            if r.get("cycle") is None:
+                outside_by_key[_phase_key(r)] = outside_by_key.get(_phase_key(r), 0) + 1
+                outside[r["name"]] = outside.get(r["name"], 0) + 1
+    return outside_by_key, outside
+
+
+def _lead_cycles(procs: list[ProcessTiming], first_rank: int, primary: str | None) -> list[dict]:
+    """The cycles whose tokens count: tensor-parallel ranks all see the same batch, so the
+    lowest rank's only; of the primary kind (None: every kind); every cycle with attrs counts
+    (untimed sampled cycles too), off blocks carry none."""
+    return [
+        c
+        for p in procs
+        if p.rank == first_rank
+        for c in p.cycles
+        if c.get("ab") != "off" and (primary is None or cycle_kind(c) == primary)
+    ]
+
+
+def _rank_row(p: ProcessTiming, full: ProcessTiming, n, st) -> dict:
+    """summary.json's row for one process: who it was, what it recorded, its cycle times
+    (stalls left out), how it ended."""
+    return {
+        "rank": p.rank,
+        "pid": p.header.get("pid"),
+        "host": p.header.get("host"),
+        "mode": p.mode,
+        "requested_mode": p.header.get("requested_mode"),
+        "rank_source": p.header.get("rank_source"),
+        "file": p.path.name,
+        "cycles": len(p.timed_cycles),
+        "phases": len(p.phases),
+        "cycles_in_file": len(full.cycles),
+        "warmup_cycles": n.before,
+        "after_window_cycles": n.after,
+        "stall_cycles": len(st),
+        "cycle_host_ms": distribution([c.get("host_ns") for c in p.timed_cycles if c["cycle"] not in st]),
+        "cycle_dev_ms": distribution([c.get("dev_ns") for c in p.timed_cycles if c["cycle"] not in st]),
+        "stats": p.stats,
+        "truncated_lines": p.truncated_lines,
+        "unresolved": p.unresolved,
+        "repeated": p.repeated,
+        "duplicate_files": p.duplicates,
+        "ended_cleanly": p.stats is not None,
+        "cuda_device": p.header.get("cuda_device"),
+        "torch": p.header.get("torch"),
+    }
+
+
+def _lost_records(procs: list[ProcessTiming]) -> int:
+    """Records lost: cut lines, device records whose cycle record is missing, dropped pending ones."""
+    return sum(
+        p.truncated_lines + p.orphan_dev + ((p.stats or {}).get("dropped_pending") or 0) for p in procs
     )
