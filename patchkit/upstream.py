@@ -498,7 +498,7 @@ def git_tree(
 
 # ----------------------------------------------------------------------------- pin.toml
 
-# One pin model for the engine and authoring (patchkit/pin.py); the old names stay.
+# One pin model for the engine and authoring (patchkit/pin.py), by the names the authoring code uses.
 PinFile = PinnedFile
 PinData = Pin
 

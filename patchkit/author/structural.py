@@ -7,7 +7,7 @@ name, the statement right after it, else right before it, by ``ast.unparse`` tex
 called name) and found in the new file (timerplace.place, with the moves of
 sglang_releases.rebase_aliases: functions renamed or moved, either way). Nothing is guessed: a
 line without exactly one candidate, or a phase that cannot be placed whole, leaves the hunk for a
-person, as before. Where the statement after a line and the one before it point at different
+person, as the earlier steps do. Where the statement after a line and the one before it point at different
 places (upstream added code between them), a begin keeps to the statement it preceded and an end
 to the one it followed; an end that closed its block closes it again (prefer_side, _block_end).
 
