@@ -574,62 +574,17 @@ def rebase(
         structural = merge
     series_dir = Path(series_dir).resolve()
     series = load_series(str(series_dir))
-    pin = series.pin
-    created = [fd.path for fd in series.file_diffs if fd.kind == "create"]
-    paths = list(pin.files) + [p for p in created if p not in pin.files]
     clone = Path(upstream_clone) if upstream_clone is not None else None
     if not onto or not str(onto).strip():
         raise InvalidInput("rebase: --onto needs a version or a git revision")
-    if new_source is not None:
-        new = new_source
-    elif new_tree is not None:
-        new = _tree_source(pin.name, Path(new_tree), paths, pin.package_prefix, version or onto, None)
-    elif clone is not None:
-        new = _git_source(pin.name, clone, onto, paths, version or _version_from_tag(clone, onto))
-    else:
-        ver = onto[1:] if re.fullmatch(r"v\d.*", onto) else onto
-        new = _wheel_source(pin.name, ver, paths, pin.package_prefix, wheelhouse, trust_new)
+    new = _new_source(series, onto, clone, new_source, new_tree, version, wheelhouse, trust_new)
     old, old_detail = _old_source(
         series, clone, wheelhouse, Path(old_tree) if old_tree is not None else None, trust_new
     )
-    old_label = f"{pin.name} {pin.version}" if pin.version else f"{pin.name} {(pin.commit or 'pinned')[:12]}"
-
-    ctx = _Context(
-        new=new,
-        old=old,
-        old_label=old_label,
-        context_trim=context_trim,
-        new_state={p: split_lines(data) for p in pin.files if (data := new.files[p]) is not None},
-        # _old_source returns a Source only when every pinned file is there (and is the pinned text)
-        old_state=(
-            {p: split_lines(data) for p in pin.files if (data := old.files[p]) is not None} if old else None
-        ),
-        merge=merge,
-        structural=structural,
-    )
+    ctx = _context(series.pin, new, old, context_trim, merge, structural)
     new_pin, pin_changes, same_release = _new_pin(series, new)
-    out = (
-        Path(out_dir).resolve()
-        if out_dir is not None
-        else default_out_dir(series_dir, pin.name, new_pin.version, new_pin.commit)
-    )
-    if resume and not out.is_dir():
-        raise InvalidInput(f"rebase --resume: {out} does not exist; run without --resume first")
-
-    outputs: dict[str, bytes] = {}
-    outcomes = []
-    for patch in series.patches:
-        raw = runtime_patch.patch_data(str(series_dir), patch.name)
-        edited = _edited_patch(out / patch.name, patch.name) if resume else None
-        if edited is not None:
-            worker = _PatchRebaser(ctx, patch.name, edited[0], edited[1], edited=True)
-        else:
-            worker = _PatchRebaser(ctx, patch.name, raw, patch)
-        outputs[patch.name] = _renamed_release(worker.run(), pin, new)
-        worker.outcome.identical = outputs[patch.name] == raw
-        outcomes.append(worker.outcome)
-        _advance_old(ctx, patch)
-
+    out = _out_dir(out_dir, series_dir, new_pin, resume)
+    outputs, outcomes = _rebase_patches(ctx, series, series_dir, out if resume else None)
     if resume:
         _credit_tool(
             outcomes,
@@ -649,25 +604,109 @@ def rebase(
                 structural=structural,
             ),
         )
-    pin_bytes = (
-        (series_dir / "pin.toml").read_bytes() if same_release else upstream.format_pin(new_pin).encode()
+    noop = same_release and all(o.identical for o in outcomes) and out == series_dir
+    result = _result(ctx, series_dir, out, old_detail, outcomes, pin_changes, noop, resume)
+    if not write or result.noop:
+        return result
+    if out == series_dir:
+        raise InvalidInput(f"rebase: the new series would overwrite {series_dir}; pass --out")
+    _write_series(
+        series_dir, out, outcomes, outputs, None if same_release else new_pin, result.report, resume
     )
-    noop = same_release and all(o.identical for o in outcomes)
+    result.written = True
+    return result
+
+
+def _new_source(
+    series: Series,
+    onto: str,
+    clone: Path | None,
+    new_source: Source | None,
+    new_tree: Path | str | None,
+    version: str | None,
+    wheelhouse: Path | str | None,
+    trust_new: bool,
+) -> Source:
+    """The new release's pinned files and those the series creates: ``new_source`` where the
+    caller read them already, else from a pristine tree, a git clone's revision, or a wheel."""
+    if new_source is not None:
+        return new_source
+    pin = series.pin
+    created = [fd.path for fd in series.file_diffs if fd.kind == "create"]
+    paths = list(pin.files) + [p for p in created if p not in pin.files]
+    if new_tree is not None:
+        return _tree_source(pin.name, Path(new_tree), paths, pin.package_prefix, version or onto, None)
+    if clone is not None:
+        return _git_source(pin.name, clone, onto, paths, version or _version_from_tag(clone, onto))
+    ver = onto[1:] if re.fullmatch(r"v\d.*", onto) else onto
+    return _wheel_source(pin.name, ver, paths, pin.package_prefix, wheelhouse, trust_new)
+
+
+def _context(
+    pin: upstream.PinData,
+    new: Source,
+    old: Source | None,
+    context_trim: bool,
+    merge: bool,
+    structural: bool,
+) -> _Context:
+    """The rebase's state: the pinned files' lines in the new release and (where it could be
+    read) the old one, each advanced patch by patch."""
+    old_label = f"{pin.name} {pin.version}" if pin.version else f"{pin.name} {(pin.commit or 'pinned')[:12]}"
+    return _Context(
+        new=new,
+        old=old,
+        old_label=old_label,
+        context_trim=context_trim,
+        new_state={p: split_lines(data) for p in pin.files if (data := new.files[p]) is not None},
+        # _old_source returns a Source only when every pinned file is there (and is the pinned text)
+        old_state=(
+            {p: split_lines(data) for p in pin.files if (data := old.files[p]) is not None} if old else None
+        ),
+        merge=merge,
+        structural=structural,
+    )
+
+
+def _out_dir(out_dir: Path | str | None, series_dir: Path, new_pin: upstream.PinData, resume: bool) -> Path:
+    """``--out``, else beside the old series (default_out_dir); with ``resume`` it must exist."""
+    out = (
+        Path(out_dir).resolve()
+        if out_dir is not None
+        else default_out_dir(series_dir, new_pin.name, new_pin.version, new_pin.commit)
+    )
+    if resume and not out.is_dir():
+        raise InvalidInput(f"rebase --resume: {out} does not exist; run without --resume first")
+    return out
+
+
+def _result(
+    ctx: _Context,
+    series_dir: Path,
+    out: Path,
+    old_detail: str,
+    outcomes: list[PatchOutcome],
+    pin_changes: list[str],
+    noop: bool,
+    resume: bool,
+) -> RebaseResult:
+    """The rebase's result, not yet written, with its REBASE.md text (``resume``: the earlier
+    report's text up to its "## Resume" section, that section anew)."""
     result = RebaseResult(
         series_dir,
         out,
-        old_label,
-        new,
+        ctx.old_label,
+        ctx.new,
         old_detail,
-        context_trim,
+        ctx.context_trim,
         outcomes,
         pin_changes,
         written=False,
-        noop=noop and out == series_dir,
-        old_available=old is not None,
+        noop=noop,
+        old_available=ctx.old is not None,
         resumed=resume,
-        merge=merge,
-        structural=structural,
+        merge=ctx.merge,
+        structural=ctx.structural,
     )
     from patchkit.author.rebase_report import render_report, render_resume
 
@@ -676,14 +715,48 @@ def rebase(
         result.report = render_resume(result, previous.read_text())
     else:
         result.report = render_report(result)
-    if not write or result.noop:
-        return result
-    if out == series_dir:
-        raise InvalidInput(f"rebase: the new series would overwrite {series_dir}; pass --out")
+    return result
+
+
+def _rebase_patches(
+    ctx: _Context, series: Series, series_dir: Path, resumed: Path | None
+) -> tuple[dict[str, bytes], list[PatchOutcome]]:
+    """Each patch of the series rebased in order (``resumed``: the output folder, whose
+    hand-edited patches are taken as they are): the new bytes by name, and the outcomes."""
+    outputs: dict[str, bytes] = {}
+    outcomes = []
+    for patch in series.patches:
+        raw = runtime_patch.patch_data(str(series_dir), patch.name)
+        edited = _edited_patch(resumed / patch.name, patch.name) if resumed is not None else None
+        if edited is not None:
+            worker = _PatchRebaser(ctx, patch.name, edited[0], edited[1], edited=True)
+        else:
+            worker = _PatchRebaser(ctx, patch.name, raw, patch)
+        outputs[patch.name] = _renamed_release(worker.run(), series.pin, ctx.new)
+        worker.outcome.identical = outputs[patch.name] == raw
+        outcomes.append(worker.outcome)
+        _advance_old(ctx, patch)
+    return outputs, outcomes
+
+
+def _write_series(
+    series_dir: Path,
+    out: Path,
+    outcomes: list[PatchOutcome],
+    outputs: dict[str, bytes],
+    new_pin: upstream.PinData | None,
+    report: str,
+    resume: bool,
+) -> None:
+    """The new series folder (``resume``: rewritten in place): series, pin.toml (``new_pin``;
+    None: the same release, the old pin.toml as it is), REBASE.md and the patches, an
+    unchanged rendered patch stored as the old series stores it (its marker)."""
     files = {
         "series": (series_dir / "series").read_bytes(),
-        "pin.toml": pin_bytes,
-        "REBASE.md": result.report.encode(),
+        "pin.toml": (series_dir / "pin.toml").read_bytes()
+        if new_pin is None
+        else upstream.format_pin(new_pin).encode(),
+        "REBASE.md": report.encode(),
     }
     for outcome in outcomes:
         name = outcome.name
@@ -697,8 +770,6 @@ def rebase(
         _rewrite_in_place(out, files)
     else:
         write_new_folder(out, files, "rebase")
-    result.written = True
-    return result
 
 
 def _renamed_release(data: bytes, pin, new: Source) -> bytes:
