@@ -82,28 +82,8 @@ def interpret(
         host.exit_code = max(host.exit_code, EXIT_REFUSED)
     elif rc != 0:
         host.exit_code = EXIT_REFUSED
-    pin = compiled.series.pin
-    if ans.git_head is not None and pin.commit and ans.git_head != pin.commit:
-        host.messages.append(f"git HEAD is {ans.git_head}, pinned commit is {pin.commit}")
-    if ans.dists and pin.version and not any(v in pin.versions for v, _ in ans.dists):
-        found = ", ".join(v for v, d in ans.dists if d)
-        where = ", ".join(d for _, d in ans.dists if d)
-        # the useful fact first: it explains every drifted file below it
-        host.messages.insert(
-            0,
-            (f"installed {pin.name} {found}, pinned {' or '.join(pin.versions)}: try --series auto ({where})")
-            if found
-            else f"no {pin.name} dist-info found; pinned {' or '.join(pin.versions)}",
-        )
-    if ans.takeover:
-        host.took_over = _lock_json(ans.takeover)
-        host.messages.append(_takeover_message(ans.takeover))
-    if ans.lock:
-        host.lock = _lock_json(ans.lock)
-        host.messages.append(_lock_message(ans.lock, label))
-    host.journal = [_journal_entry(line) for line in ans.journal]
-    if Flag.JOURNAL_KEPT in ans.flags:
-        host.messages.append(f"journal kept on the target in .patchkit/journal ({journal_kept_by})")
+    _release_messages(host, ans, compiled.series.pin)
+    _lock_and_journal(host, ans, label, journal_kept_by)
     host.messages += ans.warnings
     if Flag.ALREADY_APPLIED in ans.flags:
         host.state = HostState.APPLIED
@@ -126,32 +106,77 @@ def interpret(
         for i, mf in sorted(ans.mfiles.items()):
             state = ("restored" if mf.kind != "create" else "removed") if i in restored else mf.state
             host.files.append(FileReport(mf.path, state))
-    for k, plan in enumerate(plans, 1):
+    for k in range(1, len(plans) + 1):
         tf = ans.files.get(k)
         if tf is None:
             continue
-        fr = FileReport(strip_prefix(plan.path, prefix), "ok")
-        if tf.state == "missing":
-            fr.state, fr.detail = "missing", "pinned file does not exist"
-        elif tf.state == "exists":
-            fr.state, fr.detail = "exists", "the series creates this file, but it already exists"
-        else:
-            problems = []
-            if plan.pinned and tf.wc != plan.pinned.lines:
-                problems.append(f"wc -l {tf.wc}, pinned {plan.pinned.lines}")
-            if plan.pinned and tf.sha != plan.pinned.sha256:
-                problems.append(f"sha256 {(tf.sha or '?')[:12]}…, pinned {plan.pinned.sha256[:12]}…")
-            if problems:
-                fr.state, fr.detail = "drifted", "; ".join(problems)
-            if k in ans.dumps:
-                detailed = compiled.detailed_plan(k)
-                drifts = [d for d in explain_file(detailed, ans.dumps[k]) if d.status != "in-place"]
-                if drifts:
-                    fr.state = "drifted"
-                    fr.hunks = [str(d) for d in drifts]
-                    fr.detail = "; ".join(filter(None, [fr.detail] + fr.hunks))
+        fr = _file_report(compiled, ans, k, tf, prefix)
         if fr.state != "ok" or op in ("check", "verify"):
             host.files.append(fr)
+    _staged_and_written(host, ans, plans, prefix)
+    _settle(host, ans, op)
+    return host
+
+
+def _release_messages(host: HostResult, ans: Answer, pin) -> None:
+    """Where the target is another release than the pin: its git HEAD, its installed dist."""
+    if ans.git_head is not None and pin.commit and ans.git_head != pin.commit:
+        host.messages.append(f"git HEAD is {ans.git_head}, pinned commit is {pin.commit}")
+    if ans.dists and pin.version and not any(v in pin.versions for v, _ in ans.dists):
+        found = ", ".join(v for v, d in ans.dists if d)
+        where = ", ".join(d for _, d in ans.dists if d)
+        # the useful fact first: it explains every drifted file below it
+        host.messages.insert(
+            0,
+            (f"installed {pin.name} {found}, pinned {' or '.join(pin.versions)}: try --series auto ({where})")
+            if found
+            else f"no {pin.name} dist-info found; pinned {' or '.join(pin.versions)}",
+        )
+
+
+def _lock_and_journal(host: HostResult, ans: Answer, label: str, journal_kept_by: str) -> None:
+    """The lock taken over or refusing, and the journal taken off (or kept on) the target."""
+    if ans.takeover:
+        host.took_over = _lock_json(ans.takeover)
+        host.messages.append(_takeover_message(ans.takeover))
+    if ans.lock:
+        host.lock = _lock_json(ans.lock)
+        host.messages.append(_lock_message(ans.lock, label))
+    host.journal = [_journal_entry(line) for line in ans.journal]
+    if Flag.JOURNAL_KEPT in ans.flags:
+        host.messages.append(f"journal kept on the target in .patchkit/journal ({journal_kept_by})")
+
+
+def _file_report(compiled: Compiled, ans: Answer, k: int, tf: TargetFile, prefix: str | None) -> FileReport:
+    """One planned file as the target found it: ok, missing, already there (a created file) or
+    drifted (its line count or sha256, and each hunk's drift where the target sent the text)."""
+    plan = compiled.plans[k - 1]
+    fr = FileReport(strip_prefix(plan.path, prefix), "ok")
+    if tf.state == "missing":
+        fr.state, fr.detail = "missing", "pinned file does not exist"
+    elif tf.state == "exists":
+        fr.state, fr.detail = "exists", "the series creates this file, but it already exists"
+    else:
+        problems = []
+        if plan.pinned and tf.wc != plan.pinned.lines:
+            problems.append(f"wc -l {tf.wc}, pinned {plan.pinned.lines}")
+        if plan.pinned and tf.sha != plan.pinned.sha256:
+            problems.append(f"sha256 {(tf.sha or '?')[:12]}…, pinned {plan.pinned.sha256[:12]}…")
+        if problems:
+            fr.state, fr.detail = "drifted", "; ".join(problems)
+        if k in ans.dumps:
+            detailed = compiled.detailed_plan(k)
+            drifts = [d for d in explain_file(detailed, ans.dumps[k]) if d.status != "in-place"]
+            if drifts:
+                fr.state = "drifted"
+                fr.hunks = [str(d) for d in drifts]
+                fr.detail = "; ".join(filter(None, [fr.detail] + fr.hunks))
+    return fr
+
+
+def _staged_and_written(host: HostResult, ans: Answer, plans: list, prefix: str | None) -> None:
+    """Staged results that failed their check, the files written or restored, and what the
+    operation did on the way (a rollback of an interrupted one, files kept, bytecode removed)."""
     for k, (wc, _sha, ok) in sorted(ans.staged.items()):
         if not ok:
             shown = strip_prefix(plans[k - 1].path, prefix)
@@ -171,6 +196,11 @@ def interpret(
         host.messages.append(
             "removed the bytecode compiled from the patched files: " + ", ".join(ans.bytecode)
         )
+
+
+def _settle(host: HostResult, ans: Answer, op: str) -> None:
+    """The host's state after the operation: from what refused it on failure, else from the op
+    (an apply lists the files it wrote, a revert that found nothing says so)."""
     if host.exit_code != EXIT_OK:
         if Flag.ROLLED_BACK in ans.flags:
             host.state = HostState.PRISTINE  # the commit failed and rolled itself back
@@ -192,7 +222,6 @@ def interpret(
         host.state = HostState.PRISTINE
     else:
         host.state = HostState.OK
-    return host
 
 
 _DEATH = {
