@@ -542,13 +542,7 @@ def patch_rebase(
     series = series or _cfg(c, "series")
     upstream = checked("patch.rebase", "upstream", upstream)
     wheelhouse = resolve(offered("patch.rebase")["wheelhouse"], wheelhouse, c.config)
-    if out is not None:  # said before any wheel is fetched
-        where = os.path.expanduser(checked("patch.rebase", "out", out))
-        if not resume and os.path.isdir(where) and os.listdir(where):
-            raise InvalidInput(
-                f"--out {out!r} already exists; remove it, pass another --out, "
-                "or --resume after editing its patches"
-            )
+    _check_rebase_out(out, resume)
     if not series or bool(onto) == bool(onto_target):
         raise InvalidInput(
             "patch.rebase needs --series DIR and one of --onto VERSION_OR_COMMIT or --onto-target T"
@@ -559,19 +553,7 @@ def patch_rebase(
     series = os.path.abspath(os.path.expanduser(series))  # given: checked above
     new_source = None
     if onto_target:
-        from patchkit.author.targetread import target_source
-        from patchkit.engine.series import load_series
-
-        new_source = target_source(
-            load_series(series),
-            onto_target,
-            cwd=opts.cwd,
-            container=opts.container,
-            exec_prefix=opts.exec_prefix,
-            layout=opts.layout,
-            timeout=opts.timeout,
-            transport_options=opts.transport_options,
-        )
+        new_source = _target_source(series, onto_target, opts)
         onto = onto_target
     result = rebase(
         series,
@@ -586,6 +568,42 @@ def patch_rebase(
         merge=merge,
         new_source=new_source,
     )
+    _print_rebase(result)
+    if result.exit_code:
+        raise SystemExit(result.exit_code)
+
+
+def _check_rebase_out(out, resume) -> None:
+    """--out must be new or empty unless --resume; said before any wheel is fetched."""
+    if out is None:
+        return
+    where = os.path.expanduser(checked("patch.rebase", "out", out))
+    if not resume and os.path.isdir(where) and os.listdir(where):
+        raise InvalidInput(
+            f"--out {out!r} already exists; remove it, pass another --out, "
+            "or --resume after editing its patches"
+        )
+
+
+def _target_source(series: str, onto_target: str, opts):
+    """--onto-target: the new release's files as the target holds them."""
+    from patchkit.author.targetread import target_source
+    from patchkit.engine.series import load_series
+
+    return target_source(
+        load_series(series),
+        onto_target,
+        cwd=opts.cwd,
+        container=opts.container,
+        exec_prefix=opts.exec_prefix,
+        layout=opts.layout,
+        timeout=opts.timeout,
+        transport_options=opts.transport_options,
+    )
+
+
+def _print_rebase(result) -> None:
+    """The rebase's summary, the hunks needing attention, the warnings and where REBASE.md is."""
     print(result.summary())
     for h in result.attention:
         print(f"  needs attention: {h.patch} hunk {h.number} {h.old_header} ({h.path}): {h.reason}")
@@ -594,8 +612,6 @@ def patch_rebase(
             print(f"  warning: {h.patch} hunk {h.number}: {w}")
     if result.written:
         print(f"report: {result.out_dir / 'REBASE.md'}")
-    if result.exit_code:
-        raise SystemExit(result.exit_code)
 
 
 @task(
