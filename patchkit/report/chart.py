@@ -199,10 +199,22 @@ def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None)
         fig, (ax_run, ax_share) = plt.subplots(
             1, 2, figsize=(14, 5.5), gridspec_kw={"width_ratios": [3, 1.3]}
         )
-    lead = procs[0]
+    _run_panel(ax_run, procs[0], summary, names, kind, stalls[0], share_of, colors)
+    _share_panel(ax_share, procs, stalls, kind, basis, names, colors)
+    fig.suptitle(chart_title(summary, procs), fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def _run_panel(
+    ax_run, lead: ProcessTiming, summary, names: list[str], kind, stall_set: set, share_of: dict, colors
+) -> None:
+    """The lead rank's top-level phases stacked per steady-state cycle (binned past MAX_BINS),
+    the untimed rest on top, cycles of other kinds and stalls marked above the bars."""
+    basis = summary.basis
     others: list[int] = []
     stalled: list[int] = []
-    all_rows = _top_level_per_cycle(lead, basis, names, kind, others, stalls[0], stalled)
+    all_rows = _top_level_per_cycle(lead, basis, names, kind, others, stall_set, stalled)
     rows = _binned(all_rows, MAX_BINS)
     xs = list(range(len(rows)))
     bottom = [0.0] * len(rows)
@@ -249,6 +261,11 @@ def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None)
     ax_run.set_ylabel(f"{basis} time (ms)")
     ax_run.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=3, frameon=False)
 
+
+def _share_panel(
+    ax_share, procs: list[ProcessTiming], stalls: list[set], kind, basis: str, names: list[str], colors
+) -> None:
+    """Each phase's share per process as labelled horizontal bars with their intervals."""
     # shares per phase and process as horizontal bars, each labelled: a phase of 0.3% is
     # still a named bar with its number
     procs_shares = share_bars(procs, stalls, kind, basis, names)
@@ -290,9 +307,6 @@ def figure(procs: list[ProcessTiming], summary, stalls: list[set] | None = None)
         f"share of the {kind or ''} cycle ({basis} time, %; whisker, [ ]: 95% interval)".replace("  ", " ")
     )
     ax_share.set_title("share per phase" + (" and process" if len(procs_shares) > 1 else ""), fontsize=10)
-    fig.suptitle(chart_title(summary, procs), fontsize=11)
-    fig.tight_layout()
-    return fig
 
 
 def write_chart(procs: list[ProcessTiming], summary, path: Path, stalls: list[set] | None = None) -> Path:
@@ -325,6 +339,19 @@ def write_sweep_chart(
     xs = list(range(len(rows)))
     colors = _palette(plt, "tab20")
     fig, (ax_tps, ax_share) = plt.subplots(2, 1, figsize=(max(7, 1.3 * len(rows) + 3), 8), sharex=True)
+    _tps_panel(ax_tps, rows, xs, best_label, baseline_tokens_per_s, baseline_ci, title)
+    _sweep_share_panel(ax_share, rows, xs, labels, colors)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _tps_panel(
+    ax_tps, rows: list[dict], xs: list[int], best_label, baseline_tokens_per_s, baseline_ci, title: str
+) -> None:
+    """Tokens/s per point with its interval, the best point marked, failed points said, the
+    baseline as a dashed line (and its interval as a band)."""
     values = [r.get("tokens_per_s") or 0.0 for r in rows]
     bar_colors = ["#d62728" if r["label"] == best_label else "#1f77b4" for r in rows]
     ax_tps.bar(xs, values, color=bar_colors)
@@ -364,6 +391,9 @@ def write_sweep_chart(
     ax_tps.set_ylabel("output tokens/s")
     ax_tps.set_title(title)
 
+
+def _sweep_share_panel(ax_share, rows: list[dict], xs: list[int], labels: list[str], colors) -> None:
+    """The points' top-level phase shares stacked, the untimed rest on top (timed points only)."""
     names = list(dict.fromkeys(n for r in rows for n in (r.get("phase_shares") or {})))
     bottom = [0.0] * len(rows)
     for i, name in enumerate(names):
@@ -382,7 +412,3 @@ def write_sweep_chart(
     ax_share.set_ylabel("share of cycle (%)")
     ax_share.set_xticks(xs, labels, fontsize=8)
     ax_share.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
