@@ -111,91 +111,11 @@ def build_trace(procs: list[ProcessTiming], stalls: list[set[int]] | None = None
         lane = lanes_of_rank.get(pid, 0)
         lanes_of_rank[pid] = lane + 1
         cpu_tid, gpu_tid = CPU_TID + 2 * lane, GPU_TID + 2 * lane
-        suffix = "" if lane == 0 else f" pid {proc.header.get('pid')}"
-        if lane == 0:
-            label = f"rank {proc.rank} (pid {proc.header.get('pid')}, {proc.header.get('host')})"
-            events += [
-                _meta("process_name", pid, None, label),
-                _meta("process_sort_index", pid, None, ranks.index(pid)),
-            ]
-        events += [
-            _meta("thread_name", pid, cpu_tid, "CPU (host)" + suffix),
-            _meta("thread_sort_index", pid, cpu_tid, 2 * lane),
-        ]
-        has_gpu = any(c.get("dev_ns") is not None for c in proc.cycles) or any(
-            r.get("dev_ns") is not None for r in proc.phases
-        )
-        if has_gpu:
-            events += [
-                _meta("thread_name", pid, gpu_tid, f"GPU ({proc.mode})" + suffix),
-                _meta("thread_sort_index", pid, gpu_tid, 2 * lane + 1),
-            ]
+        events += _lane_meta(proc, lane, ranks.index(pid))
         gpu_start = _gpu_cycle_starts(proc, wall)
-        for c in proc.cycles:
-            args = {"cycle": c["cycle"], **(c.get("attrs") or {})}
-            args["host_ms"] = c["host_ns"] / 1e6
-            if c.get("dev_ns") is not None:
-                args["dev_ms"] = c["dev_ns"] / 1e6
-            if c.get("ab"):
-                args["ab"] = c["ab"]
-            if c.get("timed") is False:
-                args["timed"] = False
-            name = f"cycle {c['cycle']}"
-            kind = (c.get("attrs") or {}).get("kind")
-            if kind is not None:
-                name += f" {kind}"
-            if c["cycle"] in stall_set:
-                name += " STALL"
-                args["stall"] = True
-                events.append(
-                    {
-                        "name": "stall",
-                        "cat": "stall",
-                        "ph": "i",
-                        "s": "t",
-                        "pid": pid,
-                        "tid": cpu_tid,
-                        "ts": (wall(c["t0"]) - origin) / 1000.0,
-                        "args": {
-                            "cycle": c["cycle"],
-                            "host_ms": c["host_ns"] / 1e6,
-                            "batch_size": (c.get("attrs") or {}).get("batch_size"),
-                        },
-                    }
-                )
-            events.append(_span(name, "cycle", pid, cpu_tid, wall(c["t0"]), c["host_ns"], origin, args))
-            if c["cycle"] in gpu_start:
-                events.append(
-                    _span(name, "cycle", pid, gpu_tid, gpu_start[c["cycle"]], c["dev_ns"], origin, args)
-                )
-        for r in proc.phases:
-            args = {
-                "cycle": r.get("cycle"),
-                "depth": r.get("depth"),
-                "parent": r.get("parent"),
-                "graph": r.get("graph", False),
-                "captured": r.get("captured", False),
-                **(r.get("attrs") or {}),
-            }
-            if r.get("host_ns") is not None:
-                args["host_ms"] = r["host_ns"] / 1e6
-            if r.get("dev_ns") is not None:
-                args["dev_ms"] = r["dev_ns"] / 1e6
-            if r.get("t0") is not None:
-                events.append(
-                    _span(r["name"], "phase", pid, cpu_tid, wall(r["t0"]), r["host_ns"], origin, args)
-                )
-            if r.get("dev_ns") is None:
-                continue
-            cyc = r.get("cycle")
-            if cyc in gpu_start and r.get("dev_off_ns") is not None:
-                start = gpu_start[cyc] + r["dev_off_ns"]
-            elif r.get("t0") is not None:
-                start = wall(r["t0"])  # outside a cycle: placed at its host start
-                args["gpu_position"] = "host start (no device anchor)"
-            else:
-                continue
-            events.append(_span(r["name"], "phase", pid, gpu_tid, start, r["dev_ns"], origin, args))
+        lanes = (pid, cpu_tid, gpu_tid)
+        events += _cycle_events(proc, wall, origin, lanes, gpu_start, stall_set)
+        events += _phase_events(proc, wall, origin, lanes, gpu_start)
     # Viewers nest "X" events by containment; sorting by (ts, -dur) keeps parents first.
     spans = sorted(
         (e for e in events if e["ph"] in ("X", "i")),
@@ -211,3 +131,119 @@ def build_trace(procs: list[ProcessTiming], stalls: list[set[int]] | None = None
             "gpu_lane": "device offsets; aligned no earlier than host start",
         },
     }
+
+
+def _lane_meta(proc: ProcessTiming, lane: int, rank_index: int) -> list[dict]:
+    """The metadata events naming a process's lanes (CPU, and GPU where it has device times);
+    the first process of a rank also names and orders the rank."""
+    pid = proc.rank
+    cpu_tid, gpu_tid = CPU_TID + 2 * lane, GPU_TID + 2 * lane
+    events: list[dict] = []
+    suffix = "" if lane == 0 else f" pid {proc.header.get('pid')}"
+    if lane == 0:
+        label = f"rank {proc.rank} (pid {proc.header.get('pid')}, {proc.header.get('host')})"
+        events += [
+            _meta("process_name", pid, None, label),
+            _meta("process_sort_index", pid, None, rank_index),
+        ]
+    events += [
+        _meta("thread_name", pid, cpu_tid, "CPU (host)" + suffix),
+        _meta("thread_sort_index", pid, cpu_tid, 2 * lane),
+    ]
+    has_gpu = any(c.get("dev_ns") is not None for c in proc.cycles) or any(
+        r.get("dev_ns") is not None for r in proc.phases
+    )
+    if has_gpu:
+        events += [
+            _meta("thread_name", pid, gpu_tid, f"GPU ({proc.mode})" + suffix),
+            _meta("thread_sort_index", pid, gpu_tid, 2 * lane + 1),
+        ]
+    return events
+
+
+def _cycle_events(
+    proc: ProcessTiming,
+    wall,
+    origin: float,
+    lanes: tuple[int, int, int],
+    gpu_start: dict,
+    stall_set: set[int],
+) -> list[dict]:
+    """A span per cycle on the CPU lane (and the GPU lane where it has a device start), an
+    instant "stall" event marking each stall cycle."""
+    pid, cpu_tid, gpu_tid = lanes
+    events: list[dict] = []
+    for c in proc.cycles:
+        args = {"cycle": c["cycle"], **(c.get("attrs") or {})}
+        args["host_ms"] = c["host_ns"] / 1e6
+        if c.get("dev_ns") is not None:
+            args["dev_ms"] = c["dev_ns"] / 1e6
+        if c.get("ab"):
+            args["ab"] = c["ab"]
+        if c.get("timed") is False:
+            args["timed"] = False
+        name = f"cycle {c['cycle']}"
+        kind = (c.get("attrs") or {}).get("kind")
+        if kind is not None:
+            name += f" {kind}"
+        if c["cycle"] in stall_set:
+            name += " STALL"
+            args["stall"] = True
+            events.append(
+                {
+                    "name": "stall",
+                    "cat": "stall",
+                    "ph": "i",
+                    "s": "t",
+                    "pid": pid,
+                    "tid": cpu_tid,
+                    "ts": (wall(c["t0"]) - origin) / 1000.0,
+                    "args": {
+                        "cycle": c["cycle"],
+                        "host_ms": c["host_ns"] / 1e6,
+                        "batch_size": (c.get("attrs") or {}).get("batch_size"),
+                    },
+                }
+            )
+        events.append(_span(name, "cycle", pid, cpu_tid, wall(c["t0"]), c["host_ns"], origin, args))
+        if c["cycle"] in gpu_start:
+            events.append(
+                _span(name, "cycle", pid, gpu_tid, gpu_start[c["cycle"]], c["dev_ns"], origin, args)
+            )
+    return events
+
+
+def _phase_events(
+    proc: ProcessTiming, wall, origin: float, lanes: tuple[int, int, int], gpu_start: dict
+) -> list[dict]:
+    """A span per phase call on the CPU lane, and on the GPU lane at its device offset in its
+    cycle (outside a cycle: at its host start)."""
+    pid, cpu_tid, gpu_tid = lanes
+    events: list[dict] = []
+    for r in proc.phases:
+        args = {
+            "cycle": r.get("cycle"),
+            "depth": r.get("depth"),
+            "parent": r.get("parent"),
+            "graph": r.get("graph", False),
+            "captured": r.get("captured", False),
+            **(r.get("attrs") or {}),
+        }
+        if r.get("host_ns") is not None:
+            args["host_ms"] = r["host_ns"] / 1e6
+        if r.get("dev_ns") is not None:
+            args["dev_ms"] = r["dev_ns"] / 1e6
+        if r.get("t0") is not None:
+            events.append(_span(r["name"], "phase", pid, cpu_tid, wall(r["t0"]), r["host_ns"], origin, args))
+        if r.get("dev_ns") is None:
+            continue
+        cyc = r.get("cycle")
+        if cyc in gpu_start and r.get("dev_off_ns") is not None:
+            start = gpu_start[cyc] + r["dev_off_ns"]
+        elif r.get("t0") is not None:
+            start = wall(r["t0"])  # outside a cycle: placed at its host start
+            args["gpu_position"] = "host start (no device anchor)"
+        else:
+            continue
+        events.append(_span(r["name"], "phase", pid, gpu_tid, start, r["dev_ns"], origin, args))
+    return events
