@@ -13,6 +13,18 @@ def acceptance_section(a: dict) -> str:
     steps = a.get("request_steps") or 0
     fig = SvgFigure("acceptance", 10.5, 5.6)
     (h_ax, p_ax), (b_ax, o_ax) = fig.add_axes(2, 2)
+    _histogram_panel(fig, h_ax, hist, steps)
+    _position_panel(fig, p_ax, a)
+    _batch_size_panel(fig, b_ax, a.get("by_batch_size") or [])
+    _over_run_panel(fig, o_ax, a)
+    for ax in (h_ax, p_ax, b_ax, o_ax):
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    return _lead(a) + figure(fig.svg()) + _tables(a, hist, steps)
+
+
+def _histogram_panel(fig: SvgFigure, h_ax, hist: list[int], steps: int) -> None:
+    """Request steps by the number of drafts they accepted."""
     for k, count in enumerate(hist):
         bar = h_ax.bar([k], [count], color=PALETTE[0], width=0.7)[0]
         fig.tip(
@@ -22,6 +34,10 @@ def acceptance_section(a: dict) -> str:
     h_ax.set_xlabel("draft tokens accepted per request step")
     h_ax.set_ylabel("request steps")
     h_ax.set_title("histogram", fontsize=10)
+
+
+def _position_panel(fig: SvgFigure, p_ax, a: dict) -> None:
+    """The acceptance rate per draft position: of those that drafted k, of those that accepted k-1."""
     for key, colour, label in (
         ("position_rate", PALETTE[0], "accepted at k (of those that drafted k)"),
         ("conditional_rate", PALETTE[1], "accepted at k (of those that accepted k-1)"),
@@ -48,7 +64,10 @@ def acceptance_section(a: dict) -> str:
     p_ax.set_ylabel("rate")
     p_ax.set_title("per position", fontsize=10)
     p_ax.legend(fontsize=7.5, frameon=False, loc="lower left")
-    by = a.get("by_batch_size") or []
+
+
+def _batch_size_panel(fig: SvgFigure, b_ax, by: list[dict]) -> None:
+    """The pooled accept length per batch size."""
     for i, row in enumerate(by):
         bar = b_ax.bar([i], [row["pooled"]], color=PALETTE[2], width=0.7)[0]
         fig.tip(
@@ -65,6 +84,10 @@ def acceptance_section(a: dict) -> str:
     b_ax.set_xlabel("batch size")
     b_ax.set_ylabel("accept length (pooled)")
     b_ax.set_title("by batch size", fontsize=10)
+
+
+def _over_run_panel(fig: SvgFigure, o_ax, a: dict) -> None:
+    """The pooled accept length per slice of consecutive cycles, and its drift over the run."""
     over = a.get("over_run") or []
     o_ax.plot([o["bin"] + 1 for o in over], [o["pooled"] for o in over], "-", color=PALETTE[3], linewidth=1.2)
     for o in over:
@@ -77,11 +100,12 @@ def acceptance_section(a: dict) -> str:
     o_ax.set_xlabel("slice of the run (consecutive cycles)")
     o_ax.set_ylabel("accept length (pooled)")
     o_ax.set_title(f"over the run (drift {fmt(a.get('drift'), '+.2f')} tokens)", fontsize=10)
-    for ax in (h_ax, p_ax, b_ax, o_ax):
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
+
+
+def _lead(a: dict) -> str:
+    """The section's opening paragraph: the pooled accept length and what it counts."""
     mean = a.get("mean_accept_length") or {}
-    lead = (
+    return (
         f'<p class="lead">Accept length (tokens per request per verify step, pooled): '
         f'<span class="big">{num(mean.get("pooled"), ".3f", key=S("acceptance", "mean_accept_length", "pooled"), tag="span")}</span>; '
         f"num-steps {esc(a.get('num_steps'))}, from the {esc(a.get('num_steps_source'))}; "
@@ -95,6 +119,10 @@ def acceptance_section(a: dict) -> str:
         )
         + "</p>"
     )
+
+
+def _tables(a: dict, hist: list[int], steps: int) -> str:
+    """The histogram and the per-position rates as tables, side by side."""
     rows = [
         f"<td>{k}</td>"
         + num(count, ",d", key=S("acceptance", "histogram", k))
@@ -117,11 +145,10 @@ def acceptance_section(a: dict) -> str:
         )
         for k in sorted(set(pos) | set(cond))
     ]
-    tables = (
+    return (
         '<div class="row"><div>'
         + table(["accepted drafts", "request steps", "share"], rows, text_cols=())
         + "</div><div>"
         + table(["position k", "accepted at k", "given k-1 accepted"], prow, text_cols=())
         + "</div></div>"
     )
-    return lead + figure(fig.svg()) + tables
