@@ -285,10 +285,6 @@ def _per_batch(s: dict, selection, names: list[str]) -> list[tuple[str, list[tup
 
 
 def _cycle(s: dict, selection) -> str:
-    from matplotlib.patches import Patch
-
-    from patchkit.report.bootstrap import ratio_intervals
-
     top = _top_phases(s)
     if not top:
         return '<p class="note">No timed decode cycle: nothing to break down.</p>'
@@ -297,6 +293,35 @@ def _cycle(s: dict, selection) -> str:
     names = [p["name"] for p in top]
     colour = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
     ms_key = "per_cycle_dev_ms" if basis == "device" else "per_cycle_host_ms"
+    bars = _cycle_bars(s, selection, top, kind, basis, ms_key)
+    dc = s["decode_cycle"]
+    stalls = (s.get("stalls") or {}).get(kind) or {}
+    lead = (
+        f'<p class="lead">{num(dc.get("steady_cycles"), ",d", key=S("decode_cycle", "steady_cycles"), tag="span")} steady decode cycles '
+        f"({basis} time, every rank), stalls left out ({fmt(stalls.get('count'), ',d')})"
+        + (
+            ". The first bar is all of them; the others the lead rank's, per batch size"
+            if len(bars) > 1
+            else ""
+        )
+        + ". Brackets: the share's 95 % interval (a bootstrap over whole cycles).</p>"
+    )
+    return (
+        lead
+        + figure(_cycle_figure(bars, names, colour, basis))
+        + table(
+            ["phase", "ms per cycle", "median ms", "share", "95 % interval"],
+            _cycle_rows(s, top, colour, kind, ms_key),
+        )
+    )
+
+
+def _cycle_bars(s: dict, selection, top: list[dict], kind, basis: str, ms_key: str) -> list[tuple]:
+    """The figure's bars: every decode cycle, then the lead rank's per batch size (where it
+    saw more than one): label, ms per phase, cycle ms, shares, their intervals, cycles."""
+    from patchkit.report.bootstrap import ratio_intervals
+
+    names = [p["name"] for p in top]
     share_key = "share_of_cycle"
     kind_cycle = ((s.get("cycle_kinds") or {}).get(kind) or {}).get("cycle") or {}
     cycle_ms = (kind_cycle.get("dev_ms" if basis == "device" else "host_ms") or {}).get("mean")
@@ -319,6 +344,13 @@ def _cycle(s: dict, selection) -> str:
         cis = ratio_intervals(units, [(i, len(names)) for i in range(len(names))])
         shares = [100.0 * m / total if total else None for m in means]
         bars.append((label, means, total, shares, cis, n))
+    return bars
+
+
+def _cycle_figure(bars: list[tuple], names: list[str], colour: dict, basis: str) -> str:
+    """The bars as stacked horizontal segments per top-level phase, the untimed rest after them."""
+    from matplotlib.patches import Patch
+
     fig = SvgFigure("cycle", 10.5, 0.5 * len(bars) + 1.4)
     ax = fig.add_axes()
     for y, (label, means, total, shares, cis, n) in enumerate(bars):
@@ -358,6 +390,13 @@ def _cycle(s: dict, selection) -> str:
         fontsize=8.5,
         frameon=False,
     )
+    return fig.svg()
+
+
+def _cycle_rows(s: dict, top: list[dict], colour: dict, kind, ms_key: str) -> list[str]:
+    """The table's rows: each top-level phase's ms per cycle, median, share and interval, then
+    the top-level phases together."""
+    share_key = "share_of_cycle"
     table_rows = []
     for p in top:
         table_rows.append(
@@ -381,19 +420,4 @@ def _cycle(s: dict, selection) -> str:
         + num(dc.get("top_level_share"), ".1f", " %", key=S("decode_cycle", "top_level_share"))
         + interval(dc.get("top_level_share_ci95"), key=S("decode_cycle", "top_level_share_ci95"))
     )
-    stalls = (s.get("stalls") or {}).get(kind) or {}
-    lead = (
-        f'<p class="lead">{num(dc.get("steady_cycles"), ",d", key=S("decode_cycle", "steady_cycles"), tag="span")} steady decode cycles '
-        f"({basis} time, every rank), stalls left out ({fmt(stalls.get('count'), ',d')})"
-        + (
-            ". The first bar is all of them; the others the lead rank's, per batch size"
-            if len(bars) > 1
-            else ""
-        )
-        + ". Brackets: the share's 95 % interval (a bootstrap over whole cycles).</p>"
-    )
-    return (
-        lead
-        + figure(fig.svg())
-        + table(["phase", "ms per cycle", "median ms", "share", "95 % interval"], table_rows)
-    )
+    return table_rows
