@@ -27,25 +27,9 @@ def timeline_section(s: dict, selection) -> str:
         return '<p class="note">No cycles.</p>'
     field = "dev_ns" if s.get("basis") == "device" else "host_ns"
     t_first = cycles[0]["t0"]
-    kept: set = set()
-    stall_cycles: set = set()
-    for p, st in zip(selection.procs, selection.stall_sets):
-        if p.rank == lead.rank:
-            kept |= {c["cycle"] for c in p.cycles}
-            stall_cycles |= st
     kind = decode_kind_of(s)
     label = "decode" if kind in (KIND_PRIMARY, NO_KIND) else str(kind)
-    series: dict[str, tuple[list, list]] = {"main": ([], []), "other": ([], []), "outside": ([], [])}
-    stall_pts = []
-    for c in cycles:
-        x = (c["t0"] - t_first) / 1e9
-        ms = (c[field] if c.get(field) is not None else c["host_ns"]) / 1e6
-        if c["cycle"] in stall_cycles:
-            stall_pts.append((x, ms, c))
-            continue
-        which = "outside" if c["cycle"] not in kept else "main" if cycle_kind(c) == kind else "other"
-        series[which][0].append(x)
-        series[which][1].append(ms)
+    series, stall_pts = _timeline_series(cycles, selection, lead.rank, kind, field, t_first)
     fig = SvgFigure("timeline", 10.5, 3.4)
     ax = fig.add_axes()
     for lo, hi, colour, text in _window_spans(s, lead, t_first):
@@ -65,6 +49,52 @@ def timeline_section(s: dict, selection) -> str:
         if ox:
             dots = ax.plot(ox, oy, marker, markersize=3, color=colour, label=text)[0]
             fig.tip(dots, f"{len(ox):,} {text}")
+    _stall_marks(ax, fig, stall_pts)
+    ax.set_xlabel("seconds since the lead rank's first cycle")
+    ax.set_ylabel(f"cycle time, ms ({'device' if field == 'dev_ns' else 'host'})")
+    every = sorted(ys + series["other"][1] + series["outside"][1] + [p[1] for p in stall_pts])
+    if every and every[-1] > 20 * max(every[len(every) // 2], 1e-9):
+        ax.set_yscale("log")  # stalls run 100x a cycle: both readable
+        plain_log_ticks(ax.yaxis)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, frameon=False)
+    median = sorted(ys)[len(ys) // 2] if ys else None
+    note = (
+        f'<p class="lead">Every cycle the lead rank (rank {lead.rank}) recorded, {len(cycles):,} in all, '
+        f"warm-up included; median {esc(label)} cycle in the measured window {fmt(median, '.3f')} ms. Stalls "
+        "(over 4x the median of their kind and 10 ms above it) are circled and left out of the shares.</p>"
+    )
+    return note + figure(fig.svg())
+
+
+def _timeline_series(
+    cycles: list[dict], selection, lead_rank: int, kind, field: str, t_first: int
+) -> tuple[dict[str, tuple[list, list]], list]:
+    """The lead rank's cycles as (seconds, ms) points: the main kind's, other kinds', those
+    outside the measured window, and the stalls apart (x, ms, cycle)."""
+    kept: set = set()
+    stall_cycles: set = set()
+    for p, st in zip(selection.procs, selection.stall_sets):
+        if p.rank == lead_rank:
+            kept |= {c["cycle"] for c in p.cycles}
+            stall_cycles |= st
+    series: dict[str, tuple[list, list]] = {"main": ([], []), "other": ([], []), "outside": ([], [])}
+    stall_pts: list = []
+    for c in cycles:
+        x = (c["t0"] - t_first) / 1e9
+        ms = (c[field] if c.get(field) is not None else c["host_ns"]) / 1e6
+        if c["cycle"] in stall_cycles:
+            stall_pts.append((x, ms, c))
+            continue
+        which = "outside" if c["cycle"] not in kept else "main" if cycle_kind(c) == kind else "other"
+        series[which][0].append(x)
+        series[which][1].append(ms)
+    return series, stall_pts
+
+
+def _stall_marks(ax, fig: SvgFigure, stall_pts: list) -> None:
+    """A red circle on each stall (the first 300), and one legend entry for them all."""
     for x, ms, c in stall_pts[:300]:
         mark = ax.plot(
             [x],
@@ -85,22 +115,6 @@ def timeline_section(s: dict, selection) -> str:
         ax.plot(
             [], [], "o", markerfacecolor="none", markeredgecolor="#d62728", label=f"stalls ({len(stall_pts)})"
         )
-    ax.set_xlabel("seconds since the lead rank's first cycle")
-    ax.set_ylabel(f"cycle time, ms ({'device' if field == 'dev_ns' else 'host'})")
-    every = sorted(ys + series["other"][1] + series["outside"][1] + [p[1] for p in stall_pts])
-    if every and every[-1] > 20 * max(every[len(every) // 2], 1e-9):
-        ax.set_yscale("log")  # stalls run 100x a cycle: both readable
-        plain_log_ticks(ax.yaxis)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=3, frameon=False)
-    median = sorted(ys)[len(ys) // 2] if ys else None
-    note = (
-        f'<p class="lead">Every cycle the lead rank (rank {lead.rank}) recorded, {len(cycles):,} in all, '
-        f"warm-up included; median {esc(label)} cycle in the measured window {fmt(median, '.3f')} ms. Stalls "
-        "(over 4x the median of their kind and 10 ms above it) are circled and left out of the shares.</p>"
-    )
-    return note + figure(fig.svg())
 
 
 def _window_spans(s: dict, lead, t_first: int) -> list[tuple[float, float, str, str]]:
