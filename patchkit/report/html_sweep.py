@@ -124,8 +124,24 @@ def _points(run: Path, doc: dict) -> str:
     blocks = sorted(
         {str(r.get("block")) for _, row in entries for r in _runs(row) if r.get("block") is not None}
     )
-    colour = {b: PALETTE[i % len(PALETTE)] for i, b in enumerate(blocks)}
     verdict = doc.get("verdict") or {}
+    return (
+        '<p class="lead">Each dot is one server start (with profile.sweep: one measured pass)'
+        + (", coloured by the GPU or host it ran on" if blocks else "")
+        + "; rest the pointer on it for its tokens/s. Each point's own page: the links below.</p>"
+        + figure(_points_figure(entries, blocks, verdict))
+        + table(
+            ["point", "tok/s (median)", "95 % interval", "starts", "accept len", "pages"],
+            _points_rows(run, entries, baseline, verdict),
+            text_cols=(0, 5),
+        )
+    )
+
+
+def _points_figure(entries: list[tuple[str, dict]], blocks: list[str], verdict: dict) -> str:
+    """A dot per start and point (coloured by the GPU or host it ran on), each point's median
+    and 95 % interval as a bar under its dots."""
+    colour = {b: PALETTE[i % len(PALETTE)] for i, b in enumerate(blocks)}
     fig = SvgFigure("points", 10.5, 0.55 * len(entries) + 1.5)
     ax = fig.add_axes()
     for y, (label, row) in enumerate(entries):
@@ -172,6 +188,13 @@ def _points(run: Path, doc: dict) -> str:
         ax.legend(
             fontsize=8, frameon=False, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=min(len(blocks), 6)
         )
+    return fig.svg()
+
+
+def _points_rows(
+    run: Path, entries: list[tuple[str, dict]], baseline: dict | None, verdict: dict
+) -> list[str]:
+    """The table's rows: each point's median tok/s, its interval, starts, accept length and pages."""
     body = []
     for label, row in entries:
         key = ("sweep", "rows", {"label": label}) if row is not baseline else ("sweep", "baseline")
@@ -188,17 +211,7 @@ def _points(run: Path, doc: dict) -> str:
             + num(row.get("accept_length"), ".2f", key=(*key, "accept_length"))
             + f'<td class="txt">{esc(row.get("error") or "")}{" ".join(_page_link(run, r) for r in reports)}</td>'
         )
-    return (
-        '<p class="lead">Each dot is one server start (with profile.sweep: one measured pass)'
-        + (", coloured by the GPU or host it ran on" if blocks else "")
-        + "; rest the pointer on it for its tokens/s. Each point's own page: the links below.</p>"
-        + figure(fig.svg())
-        + table(
-            ["point", "tok/s (median)", "95 % interval", "starts", "accept len", "pages"],
-            body,
-            text_cols=(0, 5),
-        )
-    )
+    return body
 
 
 def _mark(label: str, verdict: dict) -> str:
