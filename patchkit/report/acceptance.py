@@ -120,36 +120,9 @@ def acceptance(cycles: list[dict], spec: dict | None = None, drift_bins: int = D
             rows.append((c, got[0], got[1]))
     if not rows:
         return None
-    seen_max = max(max(acc) for _, acc, _ in rows)
-    drafted_max = max((max(d) for _, _, d in rows if d), default=0)
-    num_steps = spec.get("num_steps")
-    source = "server flag --speculative-num-steps"
-    if not isinstance(num_steps, int) or num_steps < 1:
-        num_steps = max(seen_max, drafted_max, 1)
-        source = "most drafted or accepted seen (a lower bound: no --speculative-num-steps found)"
-    if spec.get("adaptive"):
-        source += (
-            f"; {ADAPTIVE_FLAG} changed num-steps at run time, which the records do not say per "
-            "cycle: the per-position rates count every request step as drafting that many"
-        )
-    top = max(num_steps, seen_max)
-    hist = [0] * (top + 1)
-    reached = [0] * (top + 2)  # reached[k]: request steps that accepted >= k
-    offered = [0] * (top + 2)  # offered[k]: request steps that drafted >= k
-    by_bs: dict[int, list[int]] = {}
-    for c, acc, drafted in rows:
-        bs = (c.get("attrs") or {}).get("batch_size")
-        bs = bs if isinstance(bs, int) else len(acc)
-        slot = by_bs.setdefault(bs, [0, 0])
-        for j, a in enumerate(acc):
-            hist[a] += 1
-            d = drafted[j] if drafted else num_steps
-            for k in range(1, min(a, top) + 1):
-                reached[k] += 1
-            for k in range(1, min(d, top) + 1):
-                offered[k] += 1
-            slot[0] += 1
-            slot[1] += a
+    num_steps, source = _num_steps(spec, rows)
+    top = max(num_steps, max(max(acc) for _, acc, _ in rows))
+    hist, reached, offered, by_bs = _counts(rows, num_steps, top)
     steps = sum(hist)
     accepted_total = sum(k * n for k, n in enumerate(hist))
     position_rate = [
@@ -162,23 +135,7 @@ def acceptance(cycles: list[dict], spec: dict | None = None, drift_bins: int = D
         # those that accepted k-1 and drafted k: with a fixed num_steps every one drafted k
         conditional.append({"position": k, "rate": reached[k] / prev if prev else None})
     per_request, note = _per_request_means(rows)
-    bins: list[dict] = []
-    n = len(rows)
-    nb = max(1, min(drift_bins, n))
-    for b in range(nb):
-        part = rows[b * n // nb : (b + 1) * n // nb]
-        if not part:
-            continue
-        k_steps = sum(len(acc) for _, acc, _ in part)
-        bins.append(
-            {
-                "bin": b,
-                "first_cycle": part[0][0].get("cycle"),
-                "last_cycle": part[-1][0].get("cycle"),
-                "request_steps": k_steps,
-                "pooled": 1 + sum(sum(acc) for _, acc, _ in part) / k_steps,
-            }
-        )
+    bins = _over_run(rows, drift_bins)
     return {
         "num_steps": num_steps,
         "num_steps_source": source,
@@ -202,6 +159,71 @@ def acceptance(cycles: list[dict], spec: dict | None = None, drift_bins: int = D
         "over_run": bins,
         "drift": bins[-1]["pooled"] - bins[0]["pooled"] if len(bins) > 1 else None,
     }
+
+
+def _num_steps(spec: dict, rows: list) -> tuple[int, str]:
+    """num-steps and where it came from: the server flag, else the most drafted or accepted
+    seen (a lower bound); an adaptive run says the rates assume that many drafted throughout."""
+    seen_max = max(max(acc) for _, acc, _ in rows)
+    drafted_max = max((max(d) for _, _, d in rows if d), default=0)
+    num_steps = spec.get("num_steps")
+    source = "server flag --speculative-num-steps"
+    if not isinstance(num_steps, int) or num_steps < 1:
+        num_steps = max(seen_max, drafted_max, 1)
+        source = "most drafted or accepted seen (a lower bound: no --speculative-num-steps found)"
+    if spec.get("adaptive"):
+        source += (
+            f"; {ADAPTIVE_FLAG} changed num-steps at run time, which the records do not say per "
+            "cycle: the per-position rates count every request step as drafting that many"
+        )
+    return num_steps, source
+
+
+def _counts(
+    rows: list, num_steps: int, top: int
+) -> tuple[list[int], list[int], list[int], dict[int, list[int]]]:
+    """Over the request steps: the histogram of accepted drafts, how many reached (accepted) and
+    were offered (drafted) each position, and per batch size [request steps, accepted drafts]."""
+    hist = [0] * (top + 1)
+    reached = [0] * (top + 2)  # reached[k]: request steps that accepted >= k
+    offered = [0] * (top + 2)  # offered[k]: request steps that drafted >= k
+    by_bs: dict[int, list[int]] = {}
+    for c, acc, drafted in rows:
+        bs = (c.get("attrs") or {}).get("batch_size")
+        bs = bs if isinstance(bs, int) else len(acc)
+        slot = by_bs.setdefault(bs, [0, 0])
+        for j, a in enumerate(acc):
+            hist[a] += 1
+            d = drafted[j] if drafted else num_steps
+            for k in range(1, min(a, top) + 1):
+                reached[k] += 1
+            for k in range(1, min(d, top) + 1):
+                offered[k] += 1
+            slot[0] += 1
+            slot[1] += a
+    return hist, reached, offered, by_bs
+
+
+def _over_run(rows: list, drift_bins: int) -> list[dict]:
+    """The pooled accept length per slice of consecutive cycles (up to ``drift_bins`` slices)."""
+    bins: list[dict] = []
+    n = len(rows)
+    nb = max(1, min(drift_bins, n))
+    for b in range(nb):
+        part = rows[b * n // nb : (b + 1) * n // nb]
+        if not part:
+            continue
+        k_steps = sum(len(acc) for _, acc, _ in part)
+        bins.append(
+            {
+                "bin": b,
+                "first_cycle": part[0][0].get("cycle"),
+                "last_cycle": part[-1][0].get("cycle"),
+                "request_steps": k_steps,
+                "pooled": 1 + sum(sum(acc) for _, acc, _ in part) / k_steps,
+            }
+        )
+    return bins
 
 
 def _per_request_means(rows) -> tuple[float | None, str]:
