@@ -71,28 +71,9 @@ def find_stalls(
     for proc, first in zip(procs, first_sets):
         stalls: set[int] = set()
         per_proc.append(stalls)
-        values: dict[tuple[str, str], list[int]] = {}
         cycles = [c for c in proc.cycles if c.get("ab") != "off"]
-        for c in cycles:
-            kind = cycle_kind(c)
-            for field in ("dev_ns", "host_ns"):
-                if c.get(field) is not None:
-                    values.setdefault((kind, field), []).append(c[field])
-            value = _measure(c, basis)[1]
-            if value is not None:
-                kind_total[kind] = kind_total.get(kind, 0.0) + value / 1e6
-        med = {key: median(v) for key, v in values.items()}
-        for (kind, field), m in med.items():
-            if m is not None and field == ("dev_ns" if basis == "device" else "host_ns"):
-                medians.setdefault(kind, []).append(m / 1e6)
-        tops: dict[int, dict[str, dict[str, int]]] = {}
-        for r in proc.phases:
-            if r.get("depth") == 0 and r.get("cycle") is not None and not r.get("captured"):
-                slot = tops.setdefault(r["cycle"], {})
-                for field in ("dev_ns", "host_ns"):
-                    if r.get(field) is not None:
-                        per = slot.setdefault(field, {})
-                        per[r["name"]] = per.get(r["name"], 0) + r[field]
+        med = _kind_medians(cycles, basis, kind_total, medians)
+        tops = _top_phase_times(proc)
         for c in sorted(cycles, key=lambda c: c["cycle"]):
             field, value = _measure(c, basis)
             if value is None:
@@ -102,50 +83,98 @@ def find_stalls(
             if m is None or not (value > factor * m and value - m > floor_ns):
                 continue
             stalls.add(c["cycle"])
-            if _is_timed(c):
-                parts = dict((tops.get(c["cycle"]) or {}).get(field, {}))
-                parts[UNTIMED] = max(value - sum(parts.values()), 0)
-            else:
-                parts = {UNSAMPLED: value}
-            main = max(parts, key=lambda name: parts[name])
-            found.setdefault(kind, []).append(
-                {
-                    "cycle": c["cycle"],
-                    "rank": proc.rank,
-                    "pid": proc.header.get("pid"),
-                    "batch_size": (c.get("attrs") or {}).get("batch_size"),
-                    "ms": value / 1e6,
-                    "phase": main,
-                    "first_at_batch_size": c["cycle"] in first,
-                    "times_median": value / m if m else None,
-                    "measure": "device" if field == "dev_ns" else "host",
-                    "by_phase": {name: ns / 1e6 for name, ns in parts.items() if ns},
-                }
-            )
+            found.setdefault(kind, []).append(_stall_row(proc, c, field, value, m, tops, c["cycle"] in first))
     kinds = ordered_kinds(set(kind_total) | set(found))
-    out = {}
-    for kind in kinds:
-        cycles = found.get(kind, [])
-        total = sum(s["ms"] for s in cycles)
-        by_phase: dict[str, float] = {}
-        for s in cycles:
-            for name, ms in s["by_phase"].items():
-                by_phase[name] = by_phase.get(name, 0.0) + ms
-        mains: dict[str, int] = {}
-        for s in cycles:
-            mains[s["phase"]] = mains.get(s["phase"], 0) + 1
-        ms_of_kind = kind_total.get(kind, 0.0)
-        out[kind] = {
-            "count": len(cycles),
-            "total_ms": total,
-            "share_of_kind_time": 100.0 * total / ms_of_kind if ms_of_kind else None,
-            "by_phase": dict(sorted(by_phase.items(), key=lambda kv: -kv[1])),
-            "main_phase_counts": dict(sorted(mains.items(), key=lambda kv: -kv[1])),
-            "cycles": [{k: v for k, v in s.items() if k != "by_phase"} for s in cycles],
-            "first_at_batch_size": sum(1 for s in cycles if s["first_at_batch_size"]),
-            "median_ms": median(medians.get(kind, [])),
-            "rule": rule_text(factor, floor_ms),
-            "factor": factor,
-            "floor_ms": floor_ms,
-        }
+    out = {
+        kind: _kind_stalls(
+            found.get(kind, []), kind_total.get(kind, 0.0), medians.get(kind, []), factor, floor_ms
+        )
+        for kind in kinds
+    }
     return out, per_proc
+
+
+def _kind_medians(
+    cycles: list[dict], basis: str, kind_total: dict[str, float], medians: dict[str, list[float]]
+) -> dict[tuple[str, str], float | None]:
+    """One process's median cycle time per (kind, field); adds its time per kind on the basis
+    (ms) to ``kind_total`` and its median on the basis to ``medians``."""
+    values: dict[tuple[str, str], list[int]] = {}
+    for c in cycles:
+        kind = cycle_kind(c)
+        for field in ("dev_ns", "host_ns"):
+            if c.get(field) is not None:
+                values.setdefault((kind, field), []).append(c[field])
+        value = _measure(c, basis)[1]
+        if value is not None:
+            kind_total[kind] = kind_total.get(kind, 0.0) + value / 1e6
+    med = {key: median(v) for key, v in values.items()}
+    for (kind, field), m in med.items():
+        if m is not None and field == ("dev_ns" if basis == "device" else "host_ns"):
+            medians.setdefault(kind, []).append(m / 1e6)
+    return med
+
+
+def _top_phase_times(proc: ProcessTiming) -> dict[int, dict[str, dict[str, int]]]:
+    """cycle -> field -> top-level phase name -> its time in that cycle (captured calls left out)."""
+    tops: dict[int, dict[str, dict[str, int]]] = {}
+    for r in proc.phases:
+        if r.get("depth") == 0 and r.get("cycle") is not None and not r.get("captured"):
+            slot = tops.setdefault(r["cycle"], {})
+            for field in ("dev_ns", "host_ns"):
+                if r.get(field) is not None:
+                    per = slot.setdefault(field, {})
+                    per[r["name"]] = per.get(r["name"], 0) + r[field]
+    return tops
+
+
+def _stall_row(
+    proc: ProcessTiming, c: dict, field: str, value: int, m: float, tops: dict, first_at_batch_size: bool
+) -> dict:
+    """One stall cycle: where and how long, the phase that took most of it, its time by phase
+    (untimed rest included; a cycle sampling left untimed is all "unsampled")."""
+    if _is_timed(c):
+        parts = dict((tops.get(c["cycle"]) or {}).get(field, {}))
+        parts[UNTIMED] = max(value - sum(parts.values()), 0)
+    else:
+        parts = {UNSAMPLED: value}
+    main = max(parts, key=lambda name: parts[name])
+    return {
+        "cycle": c["cycle"],
+        "rank": proc.rank,
+        "pid": proc.header.get("pid"),
+        "batch_size": (c.get("attrs") or {}).get("batch_size"),
+        "ms": value / 1e6,
+        "phase": main,
+        "first_at_batch_size": first_at_batch_size,
+        "times_median": value / m if m else None,
+        "measure": "device" if field == "dev_ns" else "host",
+        "by_phase": {name: ns / 1e6 for name, ns in parts.items() if ns},
+    }
+
+
+def _kind_stalls(
+    cycles: list[dict], ms_of_kind: float, medians: list[float], factor: float, floor_ms: float
+) -> dict:
+    """summary.json's `stalls` entry for one kind of cycle, from its stall rows."""
+    total = sum(s["ms"] for s in cycles)
+    by_phase: dict[str, float] = {}
+    for s in cycles:
+        for name, ms in s["by_phase"].items():
+            by_phase[name] = by_phase.get(name, 0.0) + ms
+    mains: dict[str, int] = {}
+    for s in cycles:
+        mains[s["phase"]] = mains.get(s["phase"], 0) + 1
+    return {
+        "count": len(cycles),
+        "total_ms": total,
+        "share_of_kind_time": 100.0 * total / ms_of_kind if ms_of_kind else None,
+        "by_phase": dict(sorted(by_phase.items(), key=lambda kv: -kv[1])),
+        "main_phase_counts": dict(sorted(mains.items(), key=lambda kv: -kv[1])),
+        "cycles": [{k: v for k, v in s.items() if k != "by_phase"} for s in cycles],
+        "first_at_batch_size": sum(1 for s in cycles if s["first_at_batch_size"]),
+        "median_ms": median(medians),
+        "rule": rule_text(factor, floor_ms),
+        "factor": factor,
+        "floor_ms": floor_ms,
+    }
