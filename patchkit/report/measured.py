@@ -213,51 +213,10 @@ def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: in
     shares weight each timed cycle by 1/p: p varied over the described cycles) and
     `by_rank` ([{rank, pid, p_final, changes, cost_us, host_cost_us, visible_us, period_ms}])."""
     info = _header_sampling(budgeted[0])
-    rates: set[float] = set()
-    timed_rates: set[float] = set()
-    for proc in procs:
-        at = timed_probability(proc)
-        for c in proc.cycles:
-            if c.get("ab") != "off" and isinstance(c.get("cycle"), int):
-                rates.add(at(c["cycle"]))
-                if c.get("timed") is not False:
-                    timed_rates.add(at(c["cycle"]))
-    rows = []
-    source = "runtime"
-    for proc in budgeted:
-        last = (proc.stats or {}).get("sampling") or {}
-        recs = proc.sampling_changes
-        final = _number(last.get("p"))
-        if final is None:
-            final = _number(recs[-1].get("p")) if recs else _number(_header_sampling(proc).get("p"))
-        cost = _number(last.get("cost_ns"))
-        period = _number(last.get("period_ns"))
-        host = _number(last.get("host_cost_ns"))
-        visible = _number(last.get("visible_ns"))
-        if recs:
-            cost = _number(recs[-1].get("cost_ns")) if cost is None else cost
-            period = _number(recs[-1].get("period_ns")) if period is None else period
-            host = _number(recs[-1].get("host_cost_ns")) if host is None else host
-            visible = _number(recs[-1].get("visible_ns")) if visible is None else visible
-        if host is None:  # a runtime before the pairs: its cost was host time
-            host = cost
-        if period is None:
-            period, source = _cycles_period_ns(proc), "cycles"
-        changes = last.get("changes")
-        if not isinstance(changes, int):
-            changes = sum(1 for r in recs if r.get("p") != r.get("prev_p"))
-        rows.append(
-            {
-                "rank": proc.rank,
-                "pid": proc.header.get("pid"),
-                "p_final": final,
-                "changes": changes,
-                "cost_us": None if cost is None else cost / 1e3,
-                "host_cost_us": None if host is None else host / 1e3,
-                "visible_us": None if visible is None else visible / 1e3,
-                "period_ms": None if period is None else period / 1e6,
-            }
-        )
+    rates, timed_rates = _drawn_rates(procs)
+    ranked = [_rank_budget(proc) for proc in budgeted]
+    rows = [row for row, _ in ranked]
+    source = "cycles" if any(from_cycles for _, from_cycles in ranked) else "runtime"
     cost_us = median([r["cost_us"] for r in rows if r["cost_us"] is not None])
     host_us = median([r["host_cost_us"] for r in rows if r["host_cost_us"] is not None])
     visible_us = median([r["visible_us"] for r in rows if r["visible_us"] is not None])
@@ -283,3 +242,58 @@ def _budget(procs: list[ProcessTiming], budgeted: list[ProcessTiming], timed: in
         "weighted": len(timed_rates) > 1,
         "by_rank": rows,
     }
+
+
+def _drawn_rates(procs: list[ProcessTiming]) -> tuple[set[float], set[float]]:
+    """The rates p the described cycles were drawn at, and those of the timed ones."""
+    rates: set[float] = set()
+    timed_rates: set[float] = set()
+    for proc in procs:
+        at = timed_probability(proc)
+        for c in proc.cycles:
+            if c.get("ab") != "off" and isinstance(c.get("cycle"), int):
+                rates.add(at(c["cycle"]))
+                if c.get("timed") is not False:
+                    timed_rates.add(at(c["cycle"]))
+    return rates, timed_rates
+
+
+def _rank_budget(proc: ProcessTiming) -> tuple[dict, bool]:
+    """One rank's `sampling.budget.by_rank` row (from its last sampling stats, else its last
+    change record, else its header), and whether its period had to come from its cycle
+    records (no decision made yet)."""
+    last = (proc.stats or {}).get("sampling") or {}
+    recs = proc.sampling_changes
+    final = _number(last.get("p"))
+    if final is None:
+        final = _number(recs[-1].get("p")) if recs else _number(_header_sampling(proc).get("p"))
+    cost = _number(last.get("cost_ns"))
+    period = _number(last.get("period_ns"))
+    host = _number(last.get("host_cost_ns"))
+    visible = _number(last.get("visible_ns"))
+    if recs:
+        cost = _number(recs[-1].get("cost_ns")) if cost is None else cost
+        period = _number(recs[-1].get("period_ns")) if period is None else period
+        host = _number(recs[-1].get("host_cost_ns")) if host is None else host
+        visible = _number(recs[-1].get("visible_ns")) if visible is None else visible
+    if host is None:  # a runtime before the pairs: its cost was host time
+        host = cost
+    from_cycles = period is None
+    if from_cycles:
+        period = _cycles_period_ns(proc)
+    changes = last.get("changes")
+    if not isinstance(changes, int):
+        changes = sum(1 for r in recs if r.get("p") != r.get("prev_p"))
+    return (
+        {
+            "rank": proc.rank,
+            "pid": proc.header.get("pid"),
+            "p_final": final,
+            "changes": changes,
+            "cost_us": None if cost is None else cost / 1e3,
+            "host_cost_us": None if host is None else host / 1e3,
+            "visible_us": None if visible is None else visible / 1e3,
+            "period_ms": None if period is None else period / 1e6,
+        },
+        from_cycles,
+    )
