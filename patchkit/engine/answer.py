@@ -119,6 +119,24 @@ def _int(s: str) -> int | None:
         return None
 
 
+def _read_dump(lines: list[bytes], i: int) -> tuple[list[bytes], int]:
+    """A file's text as the target dumped it, from lines[i] to its ``@pk enddump``: the lines
+    (each sent after its number), and the index after the dump."""
+    numbered: list[bytes] = []
+    while i < len(lines):
+        cur = lines[i]
+        if cur == b"@pk enddump":
+            i += 1
+            break
+        if cur == b"":
+            i += 1
+            continue
+        # a line number, then the line itself
+        numbered.append(lines[i + 1] if i + 1 < len(lines) else b"")
+        i += 2
+    return numbered, i
+
+
 def parse_answer(stdout: bytes) -> Answer:
     ans = Answer()
     lines = stdout.split(b"\n")
@@ -132,20 +150,7 @@ def parse_answer(stdout: bytes) -> Answer:
         word, _, rest = line.partition(" ")
         parts = rest.split(" ")
         if word == "dump":
-            k = int(parts[0])
-            numbered: list[bytes] = []
-            while i < len(lines):
-                cur = lines[i]
-                if cur == b"@pk enddump":
-                    i += 1
-                    break
-                if cur == b"":
-                    i += 1
-                    continue
-                # a line number, then the line itself
-                numbered.append(lines[i + 1] if i + 1 < len(lines) else b"")
-                i += 2
-            ans.dumps[k] = numbered
+            ans.dumps[int(parts[0])], i = _read_dump(lines, i)
         elif word == "error":
             ans.errors.append((_int(parts[0]) or 1, " ".join(parts[1:])))
         elif word == "layout":
