@@ -139,18 +139,7 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
         if plan.kind == "create":
             funcs.append(f"pk_create_{k}() {{ {printf_lines(plan.final)}; }}")
             starts.append(f'pk_create_{k} > "$1"/{shq(f"{d}/{posixpath.basename(plan.path)}")} || return 1')
-    by_slot: dict[tuple[str, int], list[int]] = {}
-    by_dir: dict[tuple[str, int], list[int]] = {}
-    for k, plan in enumerate(plans, 1):
-        by_slot.setdefault((plan.kind[0], slots[k - 1]), []).append(k)
-        by_dir.setdefault((plan.kind[0], dirs[posixpath.dirname(plan.path)]), []).append(k)
-    lines.append(f"PK_DIRS={shq(' '.join(map(str, sorted(set(slots)))))}")
-    lines.append(f"PK_GDIRS={shq(' '.join(map(str, dirs.values())))}")
-    lines.append(f"PK_EXEC={shq(' '.join(str(k) for k, p in enumerate(plans, 1) if p.executable))}")
-    for (kind, d), ks in by_slot.items():
-        lines.append(f"pk_g{kind}_{d}={shq(' '.join(map(str, ks)))}")
-    for (kind, d), ks in by_dir.items():
-        lines.append(f"pk_G{kind}_{d}={shq(' '.join(map(str, ks)))}")
+    lines += _group_variables(plans, slots, dirs)
     lines += _expected_columns(plans, digests, full)
     chunks = [list(range(i + 1, min(i + CHUNK, len(plans)) + 1)) for i in range(0, len(plans), CHUNK)]
     lines.append(f"PK_N={len(plans)} PK_CHUNKS={len(chunks) if full else 0}")
@@ -177,6 +166,26 @@ def compile_series(series: Series, full: bool = True) -> Compiled:
         single=single,
         full=full,
     )
+
+
+def _group_variables(plans: list[FilePlan], slots: list[int], dirs: dict[str, int]) -> list[str]:
+    """The shell variables naming the state slots and directories in use, the executable files,
+    and the files of each kind (first letter) per state slot (pk_g*) and per directory (pk_G*)."""
+    by_slot: dict[tuple[str, int], list[int]] = {}
+    by_dir: dict[tuple[str, int], list[int]] = {}
+    for k, plan in enumerate(plans, 1):
+        by_slot.setdefault((plan.kind[0], slots[k - 1]), []).append(k)
+        by_dir.setdefault((plan.kind[0], dirs[posixpath.dirname(plan.path)]), []).append(k)
+    lines = [
+        f"PK_DIRS={shq(' '.join(map(str, sorted(set(slots)))))}",
+        f"PK_GDIRS={shq(' '.join(map(str, dirs.values())))}",
+        f"PK_EXEC={shq(' '.join(str(k) for k, p in enumerate(plans, 1) if p.executable))}",
+    ]
+    for (kind, d), ks in by_slot.items():
+        lines.append(f"pk_g{kind}_{d}={shq(' '.join(map(str, ks)))}")
+    for (kind, d), ks in by_dir.items():
+        lines.append(f"pk_G{kind}_{d}={shq(' '.join(map(str, ks)))}")
+    return lines
 
 
 def _expected_columns(plans: list[FilePlan], digests: list[list[str]], full: bool) -> list[str]:
