@@ -227,7 +227,7 @@ boot_id, and then the report aligns files on it directly).
 Inside: the module functions are bound methods of one object, the coordinator of the mode's
 class (_TIMERS: _HostTimer, _SyncTimer, _EventTimer, subclasses of _Timer: the open cycle and
 phases, how a point is marked, the begin/end bound inside a timed cycle, how a cycle's lines are
-made), or _noop itself when timing is off (_Off). Its parts have one job each: _Writer (lines
+made), or _noop itself when timing is off. Its parts have one job each: _Writer (lines
 waiting, the file and its rank, the idle flusher), _Resolver (events mode: device work not read
 yet, the event pool), _Sampler (which cycles are timed: SAMPLE, or BUDGET's _Budget), _Untimed
 (a cycle the draw left untimed), _OffBlocks / _BareBlocks (A/B second blocks), _Profiler
@@ -770,9 +770,10 @@ class _Budget:
 # _Sampler (which cycles are timed: PATCHKIT_TIMER_SAMPLE, or the budget's _Budget), _Untimed
 # (a cycle the draw left untimed), _OffBlocks / _BareBlocks (PATCHKIT_TIMER_AB's second
 # blocks), _Profiler (record_function ranges), _GraphSteps (steps inside captured graphs).
-# _Off is timing off: the module functions are the no-op itself. The parts share the lists
-# they append to (the coordinator's out is the writer's), so that no call on the hot path
-# goes through a part it does not need.
+# What the module functions are bound to in each state is one table (_api_table), bound by
+# _bind alone (bottom of this file). The parts share the lists they append to (the
+# coordinator's out is the writer's), so that no call on the hot path goes through a part it
+# does not need.
 _COUNTS = (
     "records",
     "skipped_capturing",
@@ -782,18 +783,6 @@ _COUNTS = (
     "dropped_pending",
     "writes",
 )
-
-
-class _Off:
-    """Timing off (PATCHKIT_TIMER=off, or after a failure): every module function is _noop
-    itself, so that no frame of this class ever runs."""
-
-    __slots__ = ()
-    mode = "off"
-    begin = end = cycle_begin = cycle_end = note = staticmethod(_noop)
-
-
-_TIMING_OFF = _Off()
 
 
 class _Writer:
@@ -1332,16 +1321,14 @@ class _Sampler:
         self.cal_at = index  # calibrate the window's first timed cycle
         return rec
 
-    def calibrate_open(self):
-        """The first timed cycle of a window: begin/end/note (whatever cycle_begin bound)
-        wrapped so that the host time inside them is summed, until this cycle's cycle_end
-        (the caller marks begin/end rebound: cycle_end binds the general ones back)."""
+    def calibrate_open(self, inner_begin, inner_end, inner_note):
+        """The first timed cycle of a window: the begin/end/note this cycle would bind,
+        wrapped so that the host time inside them is summed until its cycle_end; returns
+        the wrappers (the caller binds them; cycle_end binds the "on" row back)."""
         self.cal_at = _NEVER_CYCLE
         self.cal_on = True
         acc = self.cal_acc
         acc[0] = 0
-        g = globals()
-        inner_begin, inner_end, inner_note = g["begin"], g["end"], g["note"]
 
         def begin(name, **attrs):
             t = _perf()
@@ -1358,10 +1345,10 @@ class _Sampler:
             inner_note(**attrs)
             acc[0] += _perf() - t
 
-        g["begin"], g["end"], g["note"] = begin, end, note
+        return begin, end, note
 
     def calibrate_close(self, phases):
-        """(the caller binds its note back)"""
+        """(the caller binds the wrapped functions back)"""
         self.cal_on = False
         if phases:
             assert self.ctl is not None  # (calibrated only under a budget)
@@ -1391,8 +1378,8 @@ class _Sampler:
 
 class _Untimed:
     """A cycle the draw left untimed: recorded with its host times and attrs only. Until its
-    cycle_end, the module's begin/end are the no-op and note() is the cycle's own dict update
-    (no Python frame); cycle_end is this object's."""
+    cycle_end the module functions are the "untimed" row (_api_table): begin/end the no-op,
+    note() the cycle's own dict update (no Python frame), cycle_end this object's."""
 
     def __init__(self, timer):
         self.timer = timer
@@ -1406,20 +1393,17 @@ class _Untimed:
             if timer.resolver is not None:  # the last timed cycle's start: back to the pool after it
                 timer.resolver.pending.append((timer.prev_cycle_dev,))
             timer.prev_cycle_dev = None  # a gap over untimed cycles means nothing
-        g = globals()
-        g["begin"] = g["end"] = _noop
+        begin = end = None  # the row's no-op, unless the profiler's ranges wrap it
         prof = timer.profiler
         if prof is not None and prof.mod._is_profiler_enabled:
-            g["begin"], g["end"] = prof.open(attrs, (_noop, _noop))
-        g["note"] = attrs.update
-        g["cycle_end"] = self.cycle_end
+            begin, end = prof.open(attrs, (_noop, _noop))
+        _bind("untimed", timer, begin, end, attrs.update)
 
     def cycle_end(self, **attrs):
         try:
             t1 = _perf()
             timer = self.timer
-            g = globals()
-            g["begin"], g["end"], g["note"], g["cycle_end"] = timer.timed_api
+            _bind("on", timer)
             index, t0, merged = self.cycle
             self.cycle = None
             prof = timer.profiler
@@ -1446,8 +1430,7 @@ class _Untimed:
         if prof is not None and prof.rf_stack is not None:
             prof.close()
         timer.counts["abandoned"] += 1
-        g = globals()
-        g["begin"], g["end"], g["note"], g["cycle_end"] = timer.timed_api
+        _bind("on", timer)
 
 
 class _OffBlocks:
@@ -1468,7 +1451,7 @@ class _OffBlocks:
     def cycle_begin(self, **attrs):
         try:
             if os.getpid() != self.pid:
-                return _after_fork_call("cycle_begin", attrs)
+                return _after_fork_call(attrs)
             if self.capturing():
                 self.counts["skipped_capturing"] += 1
                 return None
@@ -1506,7 +1489,7 @@ class _BareBlocks(_OffBlocks):
     def cycle_begin(self, **attrs):
         try:
             if _NO_FORK_HOOK and os.getpid() != self.pid:
-                return _after_fork_call("cycle_begin", attrs)
+                return _after_fork_call(attrs)
             timer = self.timer
             index = timer.cycle_no + 1
             if not index // self.ab % 2:
@@ -1586,11 +1569,11 @@ class _Timer:
             self._nvtx_setup()
         self.profiler = _Profiler.create()
         self.untimed = _Untimed(self)
-        self.rebound = False  # begin/end rebound for the open cycle
+        self.rebound = False  # a row other than "on" bound for the open timed cycle
         self.general = (self.begin, self.end)
-        self.timed_api = (self.begin, self.end, self.note, self.cycle_end)
         # the (begin, end) bound while a timed cycle is open (None: the general ones)
         self.in_cycle = self._in_cycle() if self.push is None and self.graph is None else None
+        self.api = _api_table(self)  # state -> what the module functions are bound to
 
     # -- set-up ----------------------------------------------------------------------------
     def _setup(self, graph_steps, event_api, share_ns):
@@ -1673,14 +1656,12 @@ class _Timer:
         prof = self.profiler
         if prof is not None and prof.rf_stack is not None:
             prof.close()
-        if self.rebound:
-            g = globals()
-            g["begin"], g["end"] = self.general
+        if self.rebound:  # (a calibration cycle's note too)
+            _bind("on", self)
             self.rebound = False
         sampler = self.sampler
         if sampler.cal_on:  # its calls measured nothing usable
             sampler.cal_on = False
-            globals()["note"] = self.note
             sampler.cal_at = self.cycle_no + 1
 
     # -- public API ----------------------------------------------------------------------
@@ -1756,7 +1737,7 @@ class _Timer:
     def cycle_begin(self, **attrs):
         try:
             if _NO_FORK_HOOK and os.getpid() != self.pid:
-                return _after_fork_call("cycle_begin", attrs)
+                return _after_fork_call(attrs)
             if self.capturing():
                 self.counts["skipped_capturing"] += 1
                 return None
@@ -1764,7 +1745,7 @@ class _Timer:
             if self.ab and (self.cycle_no + 1) // self.ab % 2:
                 if not self.ab_sampled:
                     self.ab_switch(on=False)
-                    return globals()["cycle_begin"](**attrs)  # the off block's (or bare one's)
+                    return cycle_begin(**attrs)  # the module's, now the off block's (or bare one's)
                 second = True
             t0 = _perf()
             untimed = self.untimed
@@ -1791,17 +1772,17 @@ class _Timer:
             self.cycle = [self.cycle_no, t0, self._mark(t0), attrs]
             if self.MARKS:  # the start event is not a mark: it outlives the cycle
                 self.marks, self.last_t = [], _NEVER
-            pair = self.in_cycle
+            begin = end = note = None  # the "timed" row's, unless wrapped for this cycle
             prof = self.profiler
             if prof is not None and prof.mod._is_profiler_enabled:
-                pair = prof.open(attrs, self.in_cycle or self.general)
-            if pair is not None:
-                g = globals()
-                g["begin"], g["end"] = pair
-                self.rebound = True
+                begin, end = prof.open(attrs, self.in_cycle or self.general)
             if self.cycle_no >= sampler.cal_at:
-                sampler.calibrate_open()
-                self.rebound = True  # cycle_end binds the general begin/end back
+                if begin is None:
+                    begin, end = self.in_cycle or self.general
+                begin, end, note = sampler.calibrate_open(begin, end, self.note)
+            if begin is not None or self.in_cycle is not None:
+                _bind("timed", self, begin, end, note)
+                self.rebound = True  # cycle_end binds the "on" row back
             sampler.acc_spent += _perf() - t0
         except Exception as exc:
             _fail("cycle_begin()", exc)
@@ -1815,14 +1796,12 @@ class _Timer:
                 if not self.capturing():
                     self.counts["unmatched_end"] += 1
                 return
-            if self.rebound:
-                g = globals()
-                g["begin"], g["end"] = self.general
+            if self.rebound:  # (a calibration cycle's note too)
+                _bind("on", self)
                 self.rebound = False
             sampler = self.sampler
             if sampler.cal_on:
                 sampler.calibrate_close(len(self.cyc_recs))
-                globals()["note"] = self.note
             prof = self.profiler
             if prof is not None and prof.rf_stack is not None:
                 prof.close()
@@ -1881,16 +1860,14 @@ class _Timer:
                 self.counts["abandoned"] += 1
                 blocks.open = None
             self.prev_cycle_dev = None  # the gap over an off block means nothing
-            _bind(self)
+            _bind("on", self)
         else:
             if self.untimed.cycle is not None:
                 self.untimed.abandon()
             self._abandon_stack()
             if self.cycle is not None:
                 self._abandon_cycle()
-            g = globals()
-            g["begin"] = g["end"] = g["note"] = _noop
-            g["cycle_begin"], g["cycle_end"] = blocks.cycle_begin, blocks.cycle_end
+            _bind("off_block", self)
 
     # -- the header; the final flush ------------------------------------------------------
     def header(self):
@@ -2220,21 +2197,63 @@ _TIMERS = {"host": _HostTimer, "sync": _SyncTimer, "events": _EventTimer}
 # -- module state and binding --------------------------------------------------------------
 _timer = None
 _failed = False
-_API = ("begin", "end", "cycle_begin", "cycle_end", "note")
+_API = ("begin", "end", "cycle_begin", "cycle_end", "note")  # the module functions, a row's order
 
 
-def _bind(target):
-    """The module functions: the target's methods (None: timing off, the no-op itself)."""
-    target = _TIMING_OFF if target is None else target
-    g = globals()
-    for name in _API:
-        g[name] = getattr(target, name)
+def _api_table(timer=None):
+    """The one table of what the module functions are bound to: state -> its row, one
+    function per name of _API in that order; _bind binds one row, all five names at once.
+
+    Without a timer, the process's states (the rows in _ROWS):
+      off        timing off (PATCHKIT_TIMER=off, configure(mode="off")), failed or shut
+                 down: the no-op itself, so that no frame of this module runs
+      lazy       not configured yet: the first call configures (_activate), then calls the
+                 function that bound
+    A timer's states (built once, when it starts: _Timer.api):
+      on         no cycle open, or a timed cycle where the mode has no in-cycle pair (sync
+                 mode, NVTX, graph steps): the coordinator's methods
+      timed      a timed cycle is open: begin/end the mode's in-cycle variants (_in_cycle),
+                 without the checks that only calls outside a cycle need
+      untimed    a cycle the draw left untimed is open: begin/end the no-op, cycle_end
+                 _Untimed's, note the open cycle's attrs.update (given to _bind each cycle)
+      off_block  an off (or bare) block of PATCHKIT_TIMER_AB: begin/end/note the no-op,
+                 cycle_begin/cycle_end the blocks'
+    For one cycle _bind may replace a row's begin/end (the profiler's ranges, _Profiler.open)
+    and note (a calibration cycle's clocked wrappers, _Sampler.calibrate_open)."""
+    if timer is None:
+        rows = {
+            "off": (_noop, _noop, _noop, _noop, _noop),
+            "lazy": (_lazy_begin, _lazy_end, _lazy_cycle_begin, _lazy_cycle_end, _lazy_note),
+        }
+    else:
+        t = timer
+        in_cycle = t.in_cycle or t.general
+        rows = {
+            "on": (t.begin, t.end, t.cycle_begin, t.cycle_end, t.note),
+            "timed": (in_cycle[0], in_cycle[1], t.cycle_begin, t.cycle_end, t.note),
+            "untimed": (_noop, _noop, t.cycle_begin, t.untimed.cycle_end, _noop),
+        }
+        if t.blocks is not None:
+            rows["off_block"] = (_noop, _noop, t.blocks.cycle_begin, t.blocks.cycle_end, _noop)
+    return rows
 
 
-def _bind_lazy():
-    g = globals()
-    for name in _API:
-        g[name] = g["_lazy_" + name]
+def _bind(state, timer=None, begin=None, end=None, note=None):
+    """Bind the module functions to the row `state` of the binding table (_api_table): one of
+    _ROWS without a timer, else one of the timer's. begin/end (both) and note, when given,
+    replace the row's for the cycle that opens. The only code that binds the module
+    functions: every switch calls it (configure, shutdown, a failure, a fork, a cycle's begin
+    and end, a block's boundary), and the functions it binds are the parts' own (or the no-op
+    itself), so that a call through the module runs no dispatch. (Stored one by one, in _API's
+    order: cheaper than dict.update at a cycle's begin and end.)"""
+    bound = globals()
+    (bound["begin"], bound["end"], bound["cycle_begin"], bound["cycle_end"], bound["note"]) = (
+        _ROWS[state] if timer is None else timer.api[state]
+    )
+    if begin is not None:
+        bound["begin"], bound["end"] = begin, end
+    if note is not None:
+        bound["note"] = note
 
 
 def _relax_capture_mode():
@@ -2263,7 +2282,7 @@ def _fail(where, exc):
                 % (where, type(exc).__name__, exc, path, os.getpid())
             )
         _failed = True
-        _bind(None)
+        _bind("off")
         timer, _timer = _timer, None
         writer = getattr(timer, "writer", None)
         fd = getattr(writer, "fd", None)
@@ -2393,7 +2412,7 @@ def configure(
         raise ValueError("budget must be a percent >= 0, not %r" % (budget,))
     if requested == "off":
         _timer = None
-        _bind(None)
+        _bind("off")
         return "off"
     try:
         effective = _choose_mode(requested)
@@ -2435,7 +2454,7 @@ def configure(
             budget=budget,
         )
         _failed = False
-        _bind(_timer)
+        _bind("on", _timer)
         _at_process_exit()
         return effective
     except Exception as exc:
@@ -2489,7 +2508,7 @@ def shutdown():
     except Exception as exc:
         _fail("writing at exit", exc)
     _timer = None
-    _bind(None)
+    _bind("off")
 
 
 def _activate():
@@ -2523,9 +2542,11 @@ def _lazy_note(**attrs):
     return note(**attrs)
 
 
-def _after_fork_call(api, attrs):
+def _after_fork_call(attrs):
+    """cycle_begin in a forked child where os.register_at_fork is missing: the child's own
+    start, then the module's cycle_begin as it is bound now."""
     _after_fork_in_child()
-    return globals()[api](**attrs)
+    return cycle_begin(**attrs)
 
 
 def _after_fork_in_child():
@@ -2533,15 +2554,13 @@ def _after_fork_in_child():
     global _timer
     _timer = None
     if not _failed:
-        if _requested_mode() == "off":
-            _bind(None)
-        else:
-            _bind_lazy()
+        _bind("off" if _requested_mode() == "off" else "lazy")
 
 
-begin = end = cycle_begin = cycle_end = note = _noop
-if _requested_mode() != "off":
-    _bind_lazy()
+_ROWS = _api_table()  # the states without a timer: "off", "lazy"
+if TYPE_CHECKING:  # (the module functions for the type checkers: at run time _bind binds them)
+    begin = end = cycle_begin = cycle_end = note = _noop
+_bind("off" if _requested_mode() == "off" else "lazy")
 atexit.register(shutdown)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
