@@ -252,15 +252,14 @@ def run_point(
     _configure_assistant(draft, point)
     kw = dict(max_new_tokens=size.new_tokens, min_new_tokens=size.new_tokens, do_sample=False, pad_token_id=0)
     counter = ForwardCounter(target)
-    base_s = spec_s = 0.0
-    base_tokens = spec_tokens = forwards = identical = 0
     os.makedirs(point["timing_dir"], exist_ok=True)
     mode = pt.configure(directory=point["timing_dir"])
     warmup_ns = None
+    where = dict(point=index, points=total)  # the progress lines' fields, in their order
     try:
         with torch.no_grad():
             if warmup:
-                progress(stage="warmup", point=index, points=total, label=point.get("label"))
+                progress(stage="warmup", **where, label=point.get("label"))
                 sync()
                 w0 = time.time_ns()
                 target.generate(prompts[0], **kw)
@@ -269,59 +268,60 @@ def run_point(
                 warmup_ns = [w0, time.time_ns()]
             sync()
             start_ns = time.time_ns()
-            for i, prompt in enumerate(prompts):
-                progress(
-                    stage="baseline",
-                    point=index,
-                    points=total,
-                    prompt=i,
-                    prompts=len(prompts),
-                    label=point.get("label"),
-                )
-                out_b, dt = _timed(lambda prompt=prompt: target.generate(prompt, **kw), sync)
-                base_s += dt
-                base_tokens += out_b.shape[1] - prompt.shape[1]
-                progress(
-                    stage="assisted",
-                    point=index,
-                    points=total,
-                    prompt=i,
-                    prompts=len(prompts),
-                    label=point.get("label"),
-                )
-                before = counter.calls
-                out_a, dt = _timed(
-                    lambda prompt=prompt: target.generate(prompt, assistant_model=draft, **kw), sync
-                )
-                spec_s += dt
-                spec_tokens += out_a.shape[1] - prompt.shape[1]
-                forwards += counter.calls - before
-                identical += int(torch.equal(out_a.cpu(), out_b.cpu()))
+            sums = _interleaved(target, draft, prompts, kw, sync, counter, where, point.get("label"))
             sync()
             end_ns = time.time_ns()
     finally:
         counter.handle.remove()
         pt.shutdown()  # writes the last records (one wait for the GPU) and the stats line
+    return _point_result(point, mode, sums, len(prompts), [start_ns, end_ns], warmup_ns)
+
+
+def _interleaved(target, draft, prompts, kw: dict, sync, counter, where: dict, label) -> dict:
+    """Each prompt generated plainly, then with the assistant: the seconds and new tokens of
+    each mode, the target's forwards in assisted generation, and the prompts whose outputs match."""
+    import torch
+
+    sums = dict(base_s=0.0, spec_s=0.0, base_tokens=0, spec_tokens=0, forwards=0, identical=0)
+    for i, prompt in enumerate(prompts):
+        progress(stage="baseline", **where, prompt=i, prompts=len(prompts), label=label)
+        out_b, dt = _timed(lambda prompt=prompt: target.generate(prompt, **kw), sync)
+        sums["base_s"] += dt
+        sums["base_tokens"] += out_b.shape[1] - prompt.shape[1]
+        progress(stage="assisted", **where, prompt=i, prompts=len(prompts), label=label)
+        before = counter.calls
+        out_a, dt = _timed(lambda prompt=prompt: target.generate(prompt, assistant_model=draft, **kw), sync)
+        sums["spec_s"] += dt
+        sums["spec_tokens"] += out_a.shape[1] - prompt.shape[1]
+        sums["forwards"] += counter.calls - before
+        sums["identical"] += int(torch.equal(out_a.cpu(), out_b.cpu()))
+    return sums
+
+
+def _point_result(point: dict, mode, sums: dict, prompts: int, window_ns: list[int], warmup_ns) -> dict:
+    """A point's record for the workload's result: its params, both modes' tokens/s, the accept
+    length (new tokens per target forward), the measured window and the warm-up's."""
+    base_s, spec_s, forwards = sums["base_s"], sums["spec_s"], sums["forwards"]
     return {
         "label": point.get("label"),
         "params": {k: v for k, v in point.items() if k not in ("timing_dir", "label")},
         "timing_dir": point["timing_dir"],
         "timer_mode": mode,
         "baseline": {
-            "tokens": base_tokens,
+            "tokens": sums["base_tokens"],
             "seconds": base_s,
-            "tokens_per_s": base_tokens / base_s if base_s else None,
+            "tokens_per_s": sums["base_tokens"] / base_s if base_s else None,
         },
         "assisted": {
-            "tokens": spec_tokens,
+            "tokens": sums["spec_tokens"],
             "seconds": spec_s,
-            "tokens_per_s": spec_tokens / spec_s if spec_s else None,
+            "tokens_per_s": sums["spec_tokens"] / spec_s if spec_s else None,
             "target_forwards": forwards,
         },
-        "accept_length": spec_tokens / forwards if forwards else None,
-        "identical_outputs": identical,
-        "prompts": len(prompts),
-        "window_ns": [start_ns, end_ns],
+        "accept_length": sums["spec_tokens"] / forwards if forwards else None,
+        "identical_outputs": sums["identical"],
+        "prompts": prompts,
+        "window_ns": window_ns,
         "warmup_ns": warmup_ns,
     }
 
