@@ -2402,55 +2402,26 @@ def configure(
     global _timer, _failed
     shutdown()
     requested = mode if mode is not None else _requested_mode()
-    if requested is not None and requested not in MODES:
-        raise ValueError("mode must be one of %s, not %r" % (MODES, requested))
-    if event_api is not None and event_api not in EVENT_APIS:
-        raise ValueError("event_api must be one of %s, not %r" % (EVENT_APIS, event_api))
-    if sample is not None and (type(sample) is not int or sample < 1):
-        raise ValueError("sample must be a whole number >= 1, not %r" % (sample,))
-    if budget is not None and (type(budget) not in (int, float) or not 0.0 <= budget < float("inf")):
-        raise ValueError("budget must be a percent >= 0, not %r" % (budget,))
+    _check_arguments(requested, event_api, sample, budget)
     if requested == "off":
         _timer = None
         _bind("off")
         return "off"
     try:
         effective = _choose_mode(requested)
-        if directory is None:
-            directory = os.environ.get("PATCHKIT_TIMER_DIR") or "patchkit-timing"
-        if graph_steps is None:
-            graph_steps = os.environ.get("PATCHKIT_TIMER_GRAPH_STEPS", "").lower() in _TRUE
-        if flush_s is None:
-            try:
-                flush_s = float(os.environ.get("PATCHKIT_TIMER_FLUSH_S", "5"))
-            except ValueError:
-                flush_s = 5.0
-        if ab is None:
-            ab = _env_int("PATCHKIT_TIMER_AB", 0, minimum=0)
-        if nvtx is None:
-            nvtx = os.environ.get("PATCHKIT_TIMER_NVTX", "").strip().lower() in _TRUE
-        if share_ns is None:
-            share_ns = _env_int("PATCHKIT_TIMER_SHARE_NS", 1000, minimum=0)
-        if sample is None:
-            sample = _sample_every()
-        if sample is None:  # no fixed rate: the budget sets it
-            budget = float(_budget_pct() if budget is None else budget)
-            sample = 1
-        else:
-            budget = None
-        _timer = _TIMERS[effective](
+        _timer = _new_timer(
+            effective,
             requested,
-            os.path.abspath(directory),
-            graph_steps,
-            batch or _env_int("PATCHKIT_TIMER_BATCH", 512),
-            flush_s,
+            directory=directory,
+            graph_steps=graph_steps,
+            batch=batch,
+            flush_s=flush_s,
             ab=ab,
             nvtx=nvtx,
             event_api=event_api,
             share_ns=share_ns,
-            sample=int(sample),
-            seed=_sample_seed(seed) if int(sample) > 1 or budget is not None else None,
-            ab_b=os.environ.get("PATCHKIT_TIMER_AB_B", "off").strip().lower(),
+            sample=sample,
+            seed=seed,
             budget=budget,
         )
         _failed = False
@@ -2460,6 +2431,75 @@ def configure(
     except Exception as exc:
         _fail("configure()", exc)
         return "off"
+
+
+def _check_arguments(requested, event_api, sample, budget):
+    """configure's ValueError for an argument out of its range (the environment's are warned
+    about where they are read, never raised)."""
+    if requested is not None and requested not in MODES:
+        raise ValueError("mode must be one of %s, not %r" % (MODES, requested))
+    if event_api is not None and event_api not in EVENT_APIS:
+        raise ValueError("event_api must be one of %s, not %r" % (EVENT_APIS, event_api))
+    if sample is not None and (type(sample) is not int or sample < 1):
+        raise ValueError("sample must be a whole number >= 1, not %r" % (sample,))
+    if budget is not None and (type(budget) not in (int, float) or not 0.0 <= budget < float("inf")):
+        raise ValueError("budget must be a percent >= 0, not %r" % (budget,))
+
+
+def _new_timer(
+    effective,
+    requested,
+    directory,
+    graph_steps,
+    batch,
+    flush_s,
+    ab,
+    nvtx,
+    event_api,
+    share_ns,
+    sample,
+    seed,
+    budget,
+):
+    """configure's timer of mode `effective`: the arguments left as None read from the
+    environment."""
+    if directory is None:
+        directory = os.environ.get("PATCHKIT_TIMER_DIR") or "patchkit-timing"
+    if graph_steps is None:
+        graph_steps = os.environ.get("PATCHKIT_TIMER_GRAPH_STEPS", "").lower() in _TRUE
+    if flush_s is None:
+        try:
+            flush_s = float(os.environ.get("PATCHKIT_TIMER_FLUSH_S", "5"))
+        except ValueError:
+            flush_s = 5.0
+    if ab is None:
+        ab = _env_int("PATCHKIT_TIMER_AB", 0, minimum=0)
+    if nvtx is None:
+        nvtx = os.environ.get("PATCHKIT_TIMER_NVTX", "").strip().lower() in _TRUE
+    if share_ns is None:
+        share_ns = _env_int("PATCHKIT_TIMER_SHARE_NS", 1000, minimum=0)
+    if sample is None:
+        sample = _sample_every()
+    if sample is None:  # no fixed rate: the budget sets it
+        budget = float(_budget_pct() if budget is None else budget)
+        sample = 1
+    else:
+        budget = None
+    return _TIMERS[effective](
+        requested,
+        os.path.abspath(directory),
+        graph_steps,
+        batch or _env_int("PATCHKIT_TIMER_BATCH", 512),
+        flush_s,
+        ab=ab,
+        nvtx=nvtx,
+        event_api=event_api,
+        share_ns=share_ns,
+        sample=int(sample),
+        seed=_sample_seed(seed) if int(sample) > 1 or budget is not None else None,
+        ab_b=os.environ.get("PATCHKIT_TIMER_AB_B", "off").strip().lower(),
+        budget=budget,
+    )
 
 
 def _at_process_exit():
