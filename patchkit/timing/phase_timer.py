@@ -1,238 +1,26 @@
 """Phase timer: per-cycle, per-phase host and GPU timing for instrumented code.
 
-This file is the source of truth for the module that patch series add to a target package
-(for example sglang/srt/speculative/phase_timer.py). It is copied there verbatim, so it is
-self-contained: the standard library only at import time, torch used only when the host
+This file is the source of truth for the module that patchkit's patch series add to a target
+package (for example sglang/srt/speculative/phase_timer.py). It is copied there verbatim, so it
+is self-contained: the standard library only at import time, torch used only when the host
 program has already imported it (or when a CUDA mode is asked for explicitly).
 
 Instrumented code imports the module once and calls single-line statements::
 
     from sglang.srt.speculative import phase_timer as _pt
-    _pt.cycle_begin(kind="decode", batch_size=bs)   # one cycle; kind: decode | prefill | ...
-    _pt.begin("draft")                    # phases nest: a phase may contain phases
-    _pt.begin("draft_forward", graph=True)   # graph=True marks a CUDA graph replay
-    _pt.end("draft_forward")
+    _pt.cycle_begin(kind="decode", batch_size=bs)
+    _pt.begin("draft")
     _pt.end("draft")
-    _pt.note(accepted=n)                  # numbers attached to the open cycle
-    _pt.cycle_end(accepted=n)
+    _pt.note(accepted=n)
+    _pt.cycle_end()
 
-Always call through the module (``_pt.begin``): the functions are rebound when the mode
-is chosen, and to a no-op when timing is off or has failed.
+Always call through the module (``_pt.begin``): the functions are rebound (by _bind alone,
+from the table _api_table) when the mode is chosen and while a cycle runs, and to a no-op when
+timing is off or has failed. Nothing here raises into the host program. It is set up through
+PATCHKIT_TIMER* environment variables (PATCHKIT_TIMER=off turns it off).
 
-Environment
-  PATCHKIT_TIMER        events | sync | host | off. Unset: events when torch is imported and
-                        CUDA is available and initialised at the first call, else host.
-                          events  CUDA events (enable_timing) around every phase, resolved
-                                  lazily once query() says they are done; adds no
-                                  synchronisation (only at exit, to collect the last ones).
-                                  torch.Event(device="cuda") where torch has it (cheaper to
-                                  record than torch.cuda.Event), events reused from a pool.
-                          sync    torch.cuda.synchronize() then the host clock, at every
-                                  begin/end: slow, for comparison only.
-                          host    host clock only.
-                          off     every call is a no-op.
-                        Host time (perf_counter_ns) is recorded in every mode.
-  PATCHKIT_TIMER_DIR    output directory (default ./patchkit-timing), one JSON-lines file per
-                        process: phase-timing.rank<R>.pid<P>.jsonl
-  PATCHKIT_TIMER_RANK   force the rank in the file name (else torch.distributed when
-                        initialised, else RANK / LOCAL_RANK / TP_RANK / SGLANG_TP_RANK, else
-                        0). While the rank is not forced and torch.distributed is not yet
-                        initialised, every 16th cycle checks again; when it becomes
-                        initialised the file is renamed to the right rank and a "rank"
-                        record written.
-  PATCHKIT_TIMER_AB=N   overhead A/B: alternate blocks of N cycles timed in the chosen mode
-                        (events blocks) and blocks where the timer is off except for each
-                        cycle's host start and end (off blocks), switching at cycle
-                        boundaries only; the report pairs neighbouring blocks. Phases outside
-                        cycles during an off block are not recorded. Default 0 (no A/B).
-  PATCHKIT_TIMER_SAMPLE=N  sampled timing: each cycle is timed with probability 1/N, drawn
-                        at its cycle_begin from a seeded random sequence (one draw per cycle
-                        index, so no periodic pattern of the workload can line up with the
-                        choice). A cycle not drawn is still recorded as a cycle (host start
-                        and end, attrs, "timed": false) but times no phase: until its
-                        cycle_end, begin/end are no-ops and note() only adds to its attrs.
-                        Set (1 or 0: every cycle timed), it fixes the rate; unset, the
-                        budget below sets it. With PATCHKIT_TIMER_AB the timed
-                        blocks are sampled and the off blocks stay off, so the A/B pairs
-                        measure the cost of sampled timing.
-  PATCHKIT_TIMER_BUDGET=P  (used only while PATCHKIT_TIMER_SAMPLE is not set) the percent of
-                        the cycle period the timer may spend on its own host time; default 1.
-                        Cycles are drawn as above with a probability p the runtime sets: it
-                        measures its host time per timed cycle (cycle_begin and cycle_end in
-                        every timed cycle, their resolve batch and write included; begin,
-                        end and note in one calibration cycle per window, per phase record)
-                        and the cycle period (mean host start-to-start over the window, at
-                        most twice the previous window's: idle is not a period), and every
-                        64 cycle indices (a decision needs 4 timed cycles measured, else the
-                        window runs on) sets p = 2**-k, k = 0..6, the highest such level <=
-                        P% * period / cost (lowered at once; raised only where the budget
-                        allows 25 % more). It starts at 1, so the first 64 cycles are all
-                        timed; at least about 1 cycle in 64 stays timed whatever the cost.
-                        At 1 %: 15 ms cycles that cost up to 150 us are all timed; 4 ms
-                        ones that cost 400-600 us 1 in 16. Ranks: the same seeded draw
-                        per cycle index, levels that change only at the same indices and
-                        are powers of 2, so ranks whose costs are alike time the same
-                        cycles, and where two ranks' levels differ, every cycle the rank
-                        with the lower rate times is timed by the other too (timed when the
-                        index's draw < p). Each change of p (and every 16th decision) writes
-                        a "sampling" record; the stats record gives the last. 0 times no
-                        cycle (every cycle still recorded, untimed); a value that is not a
-                        percent >= 0 warns and uses 1. With PATCHKIT_TIMER_AB the timed
-                        blocks follow the budget (a decision at the first of their cycles
-                        past a boundary). Only the host program's thread is
-                        counted (not the idle flusher). Where the GPU runs behind the host
-                        (SGLang's v2 worker on a verify-bound model) the period shows less
-                        than that host time, so the cost used is the lower of it and what
-                        the period shows: at each cycle start, two adjacent cycles of one
-                        kind, one timed and one not, give a pair (the timed one's start-to-
-                        start period minus the untimed one's); with 32 pairs or more their
-                        median plus 1.645 standard errors (from the median absolute
-                        deviation), at least 0, bounds the cost. Pairs stand while the
-                        median of the newest 64 adjacent periods stays within 1.25x of the
-                        pairs' median untimed period (another workload drops them: the
-                        host rule again until new ones come); the newest 256 are kept. At p = 1 no new pairs come, so a
-                        device-bound run, once its pairs show nothing, times every cycle.
-  PATCHKIT_TIMER_AB_B=bare  with PATCHKIT_TIMER_AB: the off blocks record only each cycle's
-                        start and kind (cycle_end and the capture probe are no-ops there; the
-                        line is an off cycle with t1 = t0), so the pairs also measure what
-                        recording a cycle costs. Not while a CUDA graph is captured.
-  PATCHKIT_TIMER_AB_B=sample  with PATCHKIT_TIMER_AB and PATCHKIT_TIMER_SAMPLE: the second
-                        blocks are sampled instead of off, the first ones time every
-                        cycle: full and sampled timing side by side in one process, to
-                        compare their phase shares (cycles of the second blocks carry
-                        "ab": "sampled"). Default off.
-  PATCHKIT_TIMER_SEED   the seed of that sequence (a whole number). Default: drawn from the
-                        parent process's pid and start time, so that the ranks one server
-                        starts share it and time the same cycle indices, and each run
-                        differs (profile.remote sets one seed for every node). Recorded in
-                        the header.
-  PATCHKIT_TIMER_NVTX=1 also push/pop an NVTX range (torch.cuda.nvtx) per phase and per cycle
-                        ("cycle <kind>"), so phases are named in Nsight Systems timelines.
-                        Only when torch is already imported; never while capturing. Off by
-                        default.
-  PATCHKIT_TIMER_SHARE_NS  events mode, inside a cycle: when a begin/end comes less than
-                        this many ns of host time after the previous event record returned,
-                        no GPU work can have been queued in between (a kernel launch takes
-                        longer), so that event marks this point too: one record and one
-                        elapsed_time saved, for back-to-back calls such as end(a); begin(b).
-                        Default 1000; 0 records an event at every call.
-  PATCHKIT_TIMER_BATCH  records outside cycles buffered before a write (default 512)
-  PATCHKIT_TIMER_FLUSH_S  seconds between writes of those records at the latest (default 5)
-  PATCHKIT_TIMER_IDLE_FLUSH_MS  untimed and off-block cycles are written with the next
-                        write; a background thread writes them after this many ms
-                        without one (default 50; see Durability)
-  PATCHKIT_TIMER_RESOLVE_BATCH  events mode: read the device times of timed cycles at
-                        every Nth timed cycle, several in a row, instead of at each one.
-                        Default (unset, 0 or not a number; not with graph steps): about
-                        every 16 cycle indices, so 16 when every cycle is timed, 16p when a
-                        cycle is timed with probability p (PATCHKIT_TIMER_SAMPLE 1/p, or the
-                        budget's p, following it), at least 1. A timed cycle's
-                        host lines are still written at its cycle_end; its "dev" record
-                        follows with the batch's write (or the idle flusher's, see
-                        Durability), so a SIGKILL while cycles run can lose the device
-                        times of up to N-1 timed cycles, never their records. H200
-                        figures: README 6.
-  PATCHKIT_TIMER_GRAPH_STEPS=1  experimental: phases that run while a CUDA graph is being
-                        captured record torch.cuda.Event(external=True) pairs into the graph;
-                        a replay phase begin(name, graph=True[, graph_key=K]) then reports the
-                        captured steps as child phases (flag "captured"). Needs a torch whose
-                        Event takes external=.
-
-Durability: each timed cycle's cycle_end writes that cycle (its phases and the cycle record)
-with one os.write on an O_APPEND file before it returns, so a completed timed cycle survives
-any kill of the process (SIGKILL included; the data is in the kernel's page cache); untimed
-and off-block cycles: see below. In events mode the device times are not known yet: the
-cycle is written with dev_ns null and a "dev" record keyed by the cycle index follows, in
-the same write as a later cycle, once the GPU has passed the cycle's end event and the
-resolve batch (PATCHKIT_TIMER_RESOLVE_BATCH; 16 timed cycles when every cycle is timed) is
-due; the report merges the two. When the engine goes idle with such records still unread
-(the last timed cycles), the idle flusher thread (below) reads them once no write came for
-PATCHKIT_TIMER_IDLE_FLUSH_MS, on the process's CUDA device, in CUDA's relaxed stream-capture
-mode (set through the driver, libcuda.so.1), so that its queries can neither fail nor
-invalidate a graph another thread is capturing; where that mode cannot be set it reads only
-with a PATCHKIT_TIMER_RESOLVE_BATCH set by the user (and then not with graphs captured after
-decoding began), and never with PATCHKIT_TIMER_GRAPH_STEPS. So a SIGKILL after the engine
-went idle, as SGLang's shutdown is, loses no device time. Records outside cycles
-(warm-up) are written with the next cycle or when PATCHKIT_TIMER_BATCH/_FLUSH_S say so.
-A KeyboardInterrupt (or any BaseException that is not an Exception) raised inside a
-timer call propagates to the program; what was not yet written is written at exit (atexit,
-and in a multiprocessing child also multiprocessing's exit finalizers, since such a child
-leaves through os._exit).
-No signal handlers are installed. Off-block cycles of PATCHKIT_TIMER_AB and untimed cycles
-of PATCHKIT_TIMER_SAMPLE wait for the next write (a timed cycle's, or one every
-PATCHKIT_TIMER_BATCH lines) instead of a system call each: on the H200 a write cost ~15 us of
-a cold scheduler's time, half an untimed cycle's cost. Their lines are formatted by that
-write too, from values taken at cycle_end (CUDA tensors left out, other non-scalars copied).
-A daemon thread (started at the first such cycle, or at the first timed cycle in events
-mode) writes them once no write came for PATCHKIT_TIMER_IDLE_FLUSH_MS (default 50 ms), so a
-SIGKILL after the engine went idle, as SGLang's shutdown is, loses none of them; one that
-lands while cycles still run can lose the untimed or off cycles since the last write.
-
-While a CUDA graph is being captured nothing is recorded (unless the experimental option
-above is on, and then only graph-side events); the capture check is made at cycle_begin,
-at a cycle_end with no cycle open and for every call outside a cycle: the runtime assumes
-that no graph is captured between a cycle_begin and its cycle_end (SGLang captures at
-start-up). Inside a timed cycle begin/end are rebound to variants without the checks
-that only calls outside a cycle need (events and host mode, without NVTX or graph steps).
-
-Torch profiler: while one records (torch.profiler.profile, SGLang's /start_profile; the
-flag torch.autograd.profiler._is_profiler_enabled is read once per cycle, at cycle_begin),
-the cycle ("cycle <kind>") and every phase inside it are also record_function ranges
-(user annotations in the Kineto trace, shown on the GPU lanes too), named like the phase,
-in timed and untimed cycles alike. No range is opened while no profiler records, outside
-cycles, in off blocks of PATCHKIT_TIMER_AB, or during a capture.
-Nothing here raises into the host program: a failure is reported once on stderr and
-timing turns itself off.
-
-Record schema (one JSON object per line; "kind" says which):
-  header  first line of each file: schema, mode, requested_mode, rank, rank_source,
-          world_size, pid, host, python, torch, cuda_device, graph_steps, ab_cycles,
-          ab_b ("sample" | "bare", only with PATCHKIT_TIMER_AB_B), nvtx, event_api, share_ns,
-          resolve_batch (events mode; the first one under a budget), sampling {every,
-          method: "bernoulli", seed, seed_source} (with PATCHKIT_TIMER_SAMPLE > 1; under a
-          budget every is null and it adds p (the starting rate), budget_pct, controller
-          {method: "visible-cost", window, min_pairs, pair_z, regime, min_timed,
-          levels: "2^-k", p_min, raise_margin, idle_cap}),
-          clock {host, host_impl, host_t0_ns, wall_t0_ns, boot_id, device}, argv
-  phase   name, cycle (index or null), depth (0 = top level), parent (name or null),
-          t0, t1, host_ns (perf_counter_ns; null for captured steps), dev_ns (device time
-          or null), dev_off_ns (device start relative to the cycle's device start, or null),
-          graph (replay of a CUDA graph), captured (a step timed inside a graph), attrs {}
-  cycle   cycle, t0, t1, host_ns, dev_ns, dev_gap_ns (device time from the previous cycle's
-          start to this one's), attrs {kind, batch_size, accepted, tokens, ... as passed},
-          ab ("events" | "off" | "sampled", only with PATCHKIT_TIMER_AB: "events" = timed in the
-          chosen mode; off cycles carry only attrs.kind and host times), timed (false
-          for a cycle PATCHKIT_TIMER_SAMPLE left untimed: host times and attrs, no phase
-          records, no dev record; attrs that are CUDA tensors are left out)
-  dev     events mode: cycle, dev_ns, dev_gap_ns, phases [[dev_ns, dev_off_ns], ...] for
-          the cycle's phase records in the order they were written, attrs {} (values that
-          were CUDA tensors at cycle_end, read once the GPU reached them)
-  rank    rank, world_size, rank_source: the rank became known after the header
-  sampling  under a budget, when p changes and at every 16th decision: cycle (the first
-          index drawn at p), p, prev_p, cost_ns (ns per timed cycle the decision used: the
-          lower of host_cost_ns, the host time, and visible_ns, the pairs' bound, null
-          with fewer than 32 pairs: see PATCHKIT_TIMER_BUDGET), pairs (how many stand), period_ns,
-          per_phase_ns, timed and cycles (of the window measured), budget_pct, t,
-          resolve_batch (events mode). A cycle's p is that of the last such record with
-          cycle <= its index, else the header's; a timed cycle stands for 1/p cycles.
-  note    t, attrs - a note() made outside any cycle
-  stats   written at exit: records, skipped_capturing, unmatched_end, abandoned,
-          stale_steps, dropped_pending, writes; under a budget also sampling {p,
-          budget_pct, cost_ns, host_cost_ns, visible_ns, pairs, period_ns, per_phase_ns,
-          decisions, changes}
-Times are integers in nanoseconds; t0/t1 are perf_counter_ns of this process (the header's
-clock pairs host_t0_ns with wall_t0_ns so that files of several processes can be aligned;
-on one Linux host perf_counter_ns is the shared CLOCK_MONOTONIC, named by host_impl and
-boot_id, and then the report aligns files on it directly).
-Inside: the module functions are bound methods of one object, the coordinator of the mode's
-class (_TIMERS: _HostTimer, _SyncTimer, _EventTimer, subclasses of _Timer: the open cycle and
-phases, how a point is marked, the begin/end bound inside a timed cycle, how a cycle's lines are
-made), or _noop itself when timing is off. Its parts have one job each: _Writer (lines
-waiting, the file and its rank, the idle flusher), _Resolver (events mode: device work not read
-yet, the event pool), _Sampler (which cycles are timed: SAMPLE, or BUDGET's _Budget), _Untimed
-(a cycle the draw left untimed), _OffBlocks / _BareBlocks (A/B second blocks), _Profiler
-(record_function ranges), _GraphSteps (steps inside captured graphs). While a cycle runs, the
-module's begin/end/note/cycle_end are rebound to whichever part handles it.
+The settings, the record schema, what survives a kill and how this file is built are described
+in patchkit's docs/runtime.md (the project that ships this file).
 """
 
 import atexit
@@ -257,7 +45,8 @@ _NEVER = -(1 << 62)
 _MAX_PENDING = 1 << 12  # beyond this many unresolved cycles, wait for the oldest
 # events mode, every cycle timed: device times read this many timed cycles at a time unless
 # PATCHKIT_TIMER_RESOLVE_BATCH says otherwise (the H200's verify-bound v1 server: +2.37 %
-# reading at each cycle, +0.92 % 16 at a time; README 6)
+# reading at each cycle, +0.92 % 16 at a time; patchkit's bench/RESULTS.md, "What the timer
+# costs on the H200")
 _FULL_RESOLVE_BATCH = 16
 # PATCHKIT_TIMER_BUDGET: the timed probability follows the timer's own cost (see _control)
 _BUDGET_DEFAULT = 1.0  # percent of the cycle period
@@ -2392,12 +2181,12 @@ def configure(
 
     Arguments left as None come from the environment (ab: PATCHKIT_TIMER_AB, nvtx:
     PATCHKIT_TIMER_NVTX, share_ns: PATCHKIT_TIMER_SHARE_NS, sample: PATCHKIT_TIMER_SAMPLE,
-    seed: PATCHKIT_TIMER_SEED, budget: PATCHKIT_TIMER_BUDGET). A sample (argument or
-    environment) fixes the rate; without one the budget (a percent) sets it. event_api "torch.Event" or
-    "torch.cuda.Event" picks the event class in events mode (default: torch.Event where
-    torch has it). Pending records of the
-    previous configuration are written first. Mainly for benches and tests: instrumented
-    code needs nothing but the environment.
+    seed: PATCHKIT_TIMER_SEED, budget: PATCHKIT_TIMER_BUDGET; all of them in patchkit's
+    docs/runtime.md, "Settings"). A sample (argument or environment) fixes the rate; without
+    one the budget (a percent) sets it. event_api "torch.Event" or "torch.cuda.Event" picks
+    the event class in events mode (default: torch.Event where torch has it). Pending records
+    of the previous configuration are written first. Mainly for benches and tests:
+    instrumented code needs nothing but the environment.
     """
     global _timer, _failed
     shutdown()
