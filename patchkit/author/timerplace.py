@@ -885,53 +885,7 @@ def place(
             continue
         home = file_map.get(a.path, a.path)
         search = [home] + [p for p in targets if p != home]
-        placed = None
-        why = f"function {a.function} not found"
-        for path in search:
-            target = targets.get(path)
-            if target is None:
-                continue
-            fn = target.resolve_function(a.function, aliases)
-            if fn is None:
-                continue
-            spots, how = _spots(target, fn, a)
-            if prefer is not None and len(spots) > 1:
-                spots = prefer(a, spots)
-            spot = spots[0][:2] if spots else None
-            if spots:
-                how = spots[0][2]
-            text = rename_params(a.text, a.params, target.params(fn))
-            renamed = []
-            if text != a.text:
-                how += f" [parameters renamed: `{text}`]"
-                renamed = [n for o, n in zip(a.params, target.params(fn)) if o != n]
-            for old, new in (renames or {}).items():
-                if old in text:
-                    text = text.replace(old, new)
-                    how += f" [hand: `{old}` -> `{new}`]"
-            unknown = unknown_references(text, target, fn) + _unproven_uses(text, renamed, target)
-            if spot is not None and unknown:
-                why = f"in {fn}: the line uses {', '.join(unknown)}, which this release does not have"
-            elif spot is not None:
-                placed = Placement(
-                    path,
-                    spot[0],
-                    order,
-                    spot[1] + text + "\n",
-                    a.patch,
-                    "tool: " + how,
-                    a.group,
-                    a,
-                    [(ln, ind + text + "\n", "tool: " + h) for ln, ind, h in spots[1:]],
-                )
-            else:
-                why = f"in {fn}: {how}"
-                if _branch_gone(a, target, fn):
-                    why = "not applicable"
-                    result.skipped.append(
-                        (a, f"the reference's `return` in `{a.probes[0].parent}` has no counterpart in {fn}")
-                    )
-            break
+        placed, why = _place_anchor(a, order, search, targets, aliases, renames, prefer, result.skipped)
         if why == "not applicable":
             continue
         if placed is None:
@@ -939,19 +893,7 @@ def place(
             result.missing.append((a, why))
         else:
             pending.setdefault(a.group, []).append(placed)
-    # Two lines that sat at different spots of the reference must not land on one spot here:
-    # that means two different statements of the reference matched one of this release.
-    by_line: dict[tuple[str, int], set[str]] = {}
-    for items in pending.values():
-        for p in items:
-            by_line.setdefault((p.path, p.line), set()).add(_anchor(p).spot)
-    for items in pending.values():
-        for p in items:
-            if len(by_line[(p.path, p.line)]) > 1 and p.group not in failed:
-                failed[p.group] = (
-                    f"line {p.line + 1} of {p.path.rsplit('/', 1)[-1]} was matched "
-                    "for two different reference spots"
-                )
+    _fail_shared_lines(pending, failed)
     # Each phase must keep the reference's order (begin before end) and still cover what it
     # covered there; when the first choice of spots fails, the other spots the probes found
     # are tried (a few combinations at most).
@@ -972,6 +914,95 @@ def place(
     for n, rule in enumerate(hand or []):
         result.placements.append(_place_hand(rule, targets, len(anchors) + n))
     return result
+
+
+def _place_anchor(
+    a: Anchor,
+    order: int,
+    search: list[str],
+    targets: dict[str, Target],
+    aliases: dict[str, str],
+    renames: dict[str, str] | None,
+    prefer,
+    skipped: list,
+) -> tuple[Placement | None, str]:
+    """One anchor placed in the first target (of ``search``) that has its function: the
+    placement (None where it found no spot, or the line uses what this release lacks) and why
+    not; "not applicable" (and a row in ``skipped``) where the reference's branch is gone."""
+    placed = None
+    why = f"function {a.function} not found"
+    for path in search:
+        target = targets.get(path)
+        if target is None:
+            continue
+        fn = target.resolve_function(a.function, aliases)
+        if fn is None:
+            continue
+        spots, how = _spots(target, fn, a)
+        if prefer is not None and len(spots) > 1:
+            spots = prefer(a, spots)
+        spot = spots[0][:2] if spots else None
+        if spots:
+            how = spots[0][2]
+        text, how, renamed = _line_for(a, target, fn, how, renames)
+        unknown = unknown_references(text, target, fn) + _unproven_uses(text, renamed, target)
+        if spot is not None and unknown:
+            why = f"in {fn}: the line uses {', '.join(unknown)}, which this release does not have"
+        elif spot is not None:
+            placed = Placement(
+                path,
+                spot[0],
+                order,
+                spot[1] + text + "\n",
+                a.patch,
+                "tool: " + how,
+                a.group,
+                a,
+                [(ln, ind + text + "\n", "tool: " + h) for ln, ind, h in spots[1:]],
+            )
+        else:
+            why = f"in {fn}: {how}"
+            if _branch_gone(a, target, fn):
+                why = "not applicable"
+                skipped.append(
+                    (a, f"the reference's `return` in `{a.probes[0].parent}` has no counterpart in {fn}")
+                )
+        break
+    return placed, why
+
+
+def _line_for(
+    a: Anchor, target: Target, fn: str, how: str, renames: dict[str, str] | None
+) -> tuple[str, str, list[str]]:
+    """The anchor's line for ``fn`` in this release: its parameters renamed as the function's
+    are, then a person's renames; ``how`` with what changed, and the renamed parameters."""
+    text = rename_params(a.text, a.params, target.params(fn))
+    renamed = []
+    if text != a.text:
+        how += f" [parameters renamed: `{text}`]"
+        renamed = [n for o, n in zip(a.params, target.params(fn)) if o != n]
+    for old, new in (renames or {}).items():
+        if old in text:
+            text = text.replace(old, new)
+            how += f" [hand: `{old}` -> `{new}`]"
+    return text, how, renamed
+
+
+def _fail_shared_lines(pending: dict[str, list[Placement]], failed: dict[str, str]) -> None:
+    """Two lines that sat at different spots of the reference must not land on one spot here:
+    that means two different statements of the reference matched one of this release; their
+    groups fail."""
+    by_line: dict[tuple[str, int], set[str]] = {}
+    for items in pending.values():
+        for p in items:
+            by_line.setdefault((p.path, p.line), set()).add(_anchor(p).spot)
+    for items in pending.values():
+        for p in items:
+            if len(by_line[(p.path, p.line)]) > 1 and p.group not in failed:
+                failed[p.group] = (
+                    f"line {p.line + 1} of {p.path.rsplit('/', 1)[-1]} was matched "
+                    "for two different reference spots"
+                )
 
 
 def _short(stmt: ast.stmt) -> str:
