@@ -217,28 +217,7 @@ def place_unplaced(
         why_not[id(a)] = why
     found: dict[int, tuple[list[tuple[int, bytes]], str]] = {}
     for i, mine in wanted.items():
-        lines: list[tuple[int, bytes]] = []
-        hows = []
-        for a in mine:
-            if a.call == "import":
-                if a.text.encode() in (t.strip() for t, _ in new):
-                    break
-                stmt = timerplace._top_import_anchor(target.tree)
-                if stmt is None:
-                    break
-                at, indent = target.insertion(stmt, "after")
-                lines.append((at, (indent + a.text).encode()))
-                hows.append(f"`{a.text}` after the last module-level import")
-                continue
-            p = spot.get(id(a))
-            if p is None:
-                break
-            at = _block_end(target, p.line, a)
-            lines.append((at, p.text.rstrip("\n").encode()))
-            hows.append(
-                f"`{a.text}` {p.how.removeprefix('tool: ')}"
-                + (" (then to the end of its block, as before)" if at != p.line else "")
-            )
+        lines, hows = _hunk_lines(mine, target, new, spot)
         if len(lines) != len(mine):
             a = mine[len(lines)]
             refuse([i], f"`{a.text}`: " + why_not.get(id(a), "no single place for it"))
@@ -253,6 +232,45 @@ def place_unplaced(
     placed = [i for i in found if placements[i].ok]
     if not placed:
         return
+    _check_patched(old_text, new, placements, placed, path, aliases, refuse)
+
+
+def _hunk_lines(
+    mine: list[timerplace.Anchor], target: timerplace.Target, new: list[Line], spot: dict
+) -> tuple[list[tuple[int, bytes]], list[str]]:
+    """One hunk's added lines placed in the new file, in order (an import after the last
+    module-level import, a timer line where timerplace put it, then to the end of its block),
+    up to the first that has no place: (line number, text) each, and how each was placed."""
+    lines: list[tuple[int, bytes]] = []
+    hows = []
+    for a in mine:
+        if a.call == "import":
+            if a.text.encode() in (t.strip() for t, _ in new):
+                break
+            stmt = timerplace._top_import_anchor(target.tree)
+            if stmt is None:
+                break
+            at, indent = target.insertion(stmt, "after")
+            lines.append((at, (indent + a.text).encode()))
+            hows.append(f"`{a.text}` after the last module-level import")
+            continue
+        p = spot.get(id(a))
+        if p is None:
+            break
+        at = _block_end(target, p.line, a)
+        lines.append((at, p.text.rstrip("\n").encode()))
+        hows.append(
+            f"`{a.text}` {p.how.removeprefix('tool: ')}"
+            + (" (then to the end of its block, as before)" if at != p.line else "")
+        )
+    return lines, hows
+
+
+def _check_patched(
+    old_text: str, new: list[Line], placements: list[Placement], placed: list[int], path: str, aliases, refuse
+) -> None:
+    """The file with every hunk placed must compile (where the new file did) and keep the
+    phases' order; otherwise the structurally placed hunks are taken back and refused."""
     patched = join_lines(apply_placements(new, placements))
     problem = ""
     broken = compile_problem(patched, path)
