@@ -354,6 +354,28 @@ def _readme_lines(
         "Every timer line was placed by function (qualified name) and the statement next to it "
         "(compared by `ast.unparse`), never by line number; a phase is placed whole or not at all."
     )
+    lines, sub = _readme_head(release, made_from, how, appended, base)
+    lines += [f"{sub} Phases per file", "", "| file | phases timed |", "|---|---|"]
+    for name, phases in gen.phases.items():
+        lines.append(f"| {name} | {', '.join(phases) or '(none)'} |")
+    lines += [
+        "",
+        f"{sub} Placement: {gen.placed_by_tool} lines by the tool "
+        f"({gen.adjusted_by_hand} of them with text adjusted by hand), {gen.placed_by_hand} by hand",
+        "",
+        "| patch | file | line | how |",
+        "|---|---|---|---|",
+    ]
+    for p in sorted(result.placements, key=lambda p: (p.patch, p.path, p.line, p.order)):
+        lines.append(f"| {p.patch} | {Path(p.path).name} | `{p.text.strip()}` | {p.how} |")
+    lines += _absent_lines(release, refs, result, gen, families, sub)
+    lines += _unplaced_lines(release, result, families, sub)
+    return lines
+
+
+def _readme_head(release, made_from: str, how: str, appended, base) -> tuple[list[str], str]:
+    """The README's opening: a generated series' title and origin, or (``appended``) the
+    section on the v2 patches appended to a hand-made series; and its subheadings' level."""
     sub = "##"
     if appended is None:
         lines = [
@@ -394,20 +416,13 @@ def _readme_lines(
             "list, and its batch size is the length of `model_worker_batch.seq_lens`.",
             "",
         ]
-    lines += [f"{sub} Phases per file", "", "| file | phases timed |", "|---|---|"]
-    for name, phases in gen.phases.items():
-        lines.append(f"| {name} | {', '.join(phases) or '(none)'} |")
-    lines += [
-        "",
-        f"{sub} Placement: {gen.placed_by_tool} lines by the tool "
-        f"({gen.adjusted_by_hand} of them with text adjusted by hand), {gen.placed_by_hand} by hand",
-        "",
-        "| patch | file | line | how |",
-        "|---|---|---|---|",
-    ]
-    for p in sorted(result.placements, key=lambda p: (p.patch, p.path, p.line, p.order)):
-        lines.append(f"| {p.patch} | {Path(p.path).name} | `{p.text.strip()}` | {p.how} |")
-    lines += ["", f"{sub} Phases absent in this release", ""]
+    return lines, sub
+
+
+def _absent_lines(release, refs, result, gen: Generated, families: dict, sub: str) -> list[str]:
+    """The phases of the 0.5.9 series absent in this release, per worker file, and why (the
+    reference lines that did not fit); records them in ``gen.absent``."""
+    lines = ["", f"{sub} Phases absent in this release", ""]
     gen.absent = []
     for label, names in families.items():
         if not any(Path(f).name in names for f in release.files):
@@ -438,6 +453,13 @@ def _readme_lines(
                     + ") have no line for it that fits this release's code"
                 )
             )
+    return lines
+
+
+def _unplaced_lines(release, result, families: dict, sub: str) -> list[str]:
+    """The reference lines left out on purpose, those the tool could not place, and the worker
+    files that got no timer line."""
+    lines: list[str] = []
     if result.skipped:
         lines += ["", f"{sub} Reference lines with no counterpart here (left out on purpose)", ""]
         for a, why in result.skipped:
@@ -495,23 +517,41 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
     if release.v2_ref is None:
         raise InvalidInput(f"{release.version}: appending v2 lines needs the release's v2_ref series")
     out_dir = Path(out_dir or sdir)
-    series_lines = (sdir / "series").read_text().splitlines(keepends=True)
-    base_lines = [
-        ln
-        for ln in series_lines
-        if ln.rstrip("\n") != APPEND_COMMENT and not _is_appended(ln.split("#", 1)[0].strip())
-    ]
     base_names = [n for n in authoring.read_series_names(sdir) if not _is_appended(n)]
     pin = upstream.read_pin(sdir / "pin.toml")
     pin.files = {p: f for p, f in pin.files.items() if Path(p).name not in V2_FAMILY}
     v2_paths = [p for p in release.files if Path(p).name in V2_FAMILY]
     pristine = release_files(release.version, v2_paths)
+    refs, result, states, kept = _place_v2(release, release.v2_ref, pristine, base_names)
+    for path, text in states[-1].items():
+        compile(text, path, "exec")
+    check_proof(release, states[-1])
+    _write_appended(sdir, out_dir, base_names, kept, pin, pristine, result)
+    _check_appended(release, sdir, out_dir, base_names, pin)
+    gen = _generated(release, result, states[-1])
+    section = _readme_lines(
+        release,
+        refs,
+        result,
+        gen,
+        {"eagle_worker_v2.py": V2_FAMILY},
+        appended=[n for n, _ in kept],
+        base=base_names,
+    )
+    _append_section(release, sdir, out_dir, section)
+    return gen
+
+
+def _place_v2(release: rel.Release, v2_ref: str, pristine: dict[str, str], base_names: list[str]):
+    """The v2 file's timer lines placed from ``v2_ref`` and newer series (the release's hand
+    rules first), renamed to follow the hand-made patches: (references, result, the file's
+    states patch by patch, the appended patches that change something as (name, text))."""
     targets = {p: timerplace.Target(p, t) for p, t in pristine.items()}
     refs: list[Reference] = []
     result = timerplace.Result()
     for n, rule in enumerate(release.hand):
         result.placements.append(timerplace._place_hand(rule, targets, 10_000 + n))
-    _place_family(release, targets, V2_FAMILY, release.v2_ref, refs, result)
+    _place_family(release, targets, V2_FAMILY, v2_ref, refs, result)
     rename = appended_names(base_names)
     for p in result.placements:
         if p.patch not in rename:
@@ -524,10 +564,26 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
     states = timerplace.render_states(pristine, result.placements, names)
     headers = [_appended_header(release, refs, n) for n in names]
     kept = [(n, t) for n, t in zip(names, timerplace.patch_texts(states, headers)) if t]
-    for path, text in states[-1].items():
-        compile(text, path, "exec")
-    check_proof(release, states[-1])
+    return refs, result, states, kept
 
+
+def _write_appended(
+    sdir: Path,
+    out_dir: Path,
+    base_names: list[str],
+    kept: list[tuple[str, str]],
+    pin: upstream.PinData,
+    pristine: dict[str, str],
+    result: timerplace.Result,
+) -> None:
+    """The folder: the hand-made patches (copied where ``out_dir`` is another folder), the
+    appended ones (stale ones removed), the series file and pin.toml with the v2 file pinned."""
+    series_lines = (sdir / "series").read_text().splitlines(keepends=True)
+    base_lines = [
+        ln
+        for ln in series_lines
+        if ln.rstrip("\n") != APPEND_COMMENT and not _is_appended(ln.split("#", 1)[0].strip())
+    ]
     out_dir.mkdir(parents=True, exist_ok=True)
     if out_dir != sdir:
         for name in base_names:
@@ -551,7 +607,12 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
         for p in touched
     )
     (out_dir / "pin.toml").write_text(upstream.format_pin(pin))
-    # The hand-made part byte for byte, then the whole stack applies onto the release's files.
+
+
+def _check_appended(
+    release: rel.Release, sdir: Path, out_dir: Path, base_names: list[str], pin: upstream.PinData
+) -> None:
+    """The hand-made part byte for byte, then the whole stack applies onto the release's files."""
     for name in base_names:
         if authoring.read_patch(out_dir, name) != authoring.read_patch(sdir, name):
             raise PatchkitError(f"{release.version}: {name} would change")
@@ -559,26 +620,18 @@ def append_v2(release: rel.Release, out_dir: Path | None = None) -> Generated:
     for name in authoring.read_series_names(out_dir):
         full = authoring.apply_patch(full, authoring.read_patch(out_dir, name), name)
 
-    gen = _generated(release, result, states[-1])
+
+def _append_section(release: rel.Release, sdir: Path, out_dir: Path, section: list[str]) -> None:
+    """The folder's REBASE.md (or README.md) up to APPEND_MARK, then the appended section anew."""
     doc = _doc_name(sdir)
     old = (
         (sdir / doc).read_text()
         if (sdir / doc).is_file()
         else f"# sglang-v{release.version}: EAGLE worker phase timing\n"
     )
-    section = _readme_lines(
-        release,
-        refs,
-        result,
-        gen,
-        {"eagle_worker_v2.py": V2_FAMILY},
-        appended=[n for n, _ in kept],
-        base=base_names,
-    )
     (out_dir / doc).write_text(
         old.split(APPEND_MARK, 1)[0].rstrip("\n") + "\n\n" + APPEND_MARK + "\n\n" + "\n".join(section) + "\n"
     )
-    return gen
 
 
 def _appended_header(release: rel.Release, refs: list[Reference], name: str) -> str:
