@@ -42,6 +42,7 @@ from patchkit.author.relocate import (
     Line,
     Placement,
     apply_placements,
+    in_order,
     join_lines,
     next_start,
     split_lines,
@@ -470,12 +471,7 @@ def merge_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
             found[i] = got
     if not found:
         return
-    prev_end = 0
-    for i, p in enumerate(placements):
-        if i not in found:
-            if p.ok:
-                prev_end = p.end
-            continue
+    for i, p, prev_end in in_order(placements, found):
         m = found[i]
         nxt = next_start(placements, i, found, lambda f: f.lo, len(new))
         if m.lo < prev_end or m.hi > nxt:
@@ -493,7 +489,6 @@ def merge_unplaced(old: list[Line], new: list[Line], placements: list[Placement]
             continue
         q = m.placement(new, lead, trail)
         p.index, p.lines, p.merged = q.index, q.lines, m.proof
-        prev_end = p.end
     merged = [p for p in placements if p.merged]
     if not merged:
         return

@@ -16,6 +16,7 @@ text, so the written hunk carries full context again.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from patchkit.engine.diffparse import DiffLine, Hunk
@@ -107,6 +108,18 @@ def next_start(placements: list[Placement], i: int, pending: dict, start_of, tot
         if j > i and (q.ok or j in pending)
     ]
     return min(later) if later else total
+
+
+def in_order(placements: list[Placement], pending: dict) -> Iterator[tuple[int, Placement, int]]:
+    """(i, its placement, the end of the last placed hunk before it) for each hunk about to be
+    placed (its key in `pending`), in hunk order; one the caller places meanwhile (ok when the
+    loop resumes) is the placed hunk before the next."""
+    prev_end = 0
+    for i, p in enumerate(placements):
+        if i in pending:
+            yield i, p, prev_end
+        if p.ok:
+            prev_end = p.end
 
 
 def best_partial_matches(lines: list[Line], block: list[Line], limit: int = 3) -> list[Candidate]:

@@ -27,7 +27,7 @@ import ast
 
 from patchkit.author import timerplace
 from patchkit.author.pystructure import compile_problem
-from patchkit.author.relocate import Line, Placement, apply_placements, join_lines, next_start
+from patchkit.author.relocate import Line, Placement, apply_placements, in_order, join_lines, next_start
 from patchkit.engine.diffparse import DiffLine, Hunk
 
 CONTEXT = 3
@@ -291,12 +291,7 @@ def _check_patched(
 def _fit(new: list[Line], placements: list[Placement], found: dict, refuse) -> None:
     """Write each found hunk as a Placement with context from the new file, in order between
     the placed hunks around it; one that does not fit stays unplaced."""
-    prev_end = 0
-    for i, p in enumerate(placements):
-        if i not in found:
-            if p.ok:
-                prev_end = p.end
-            continue
+    for i, p, prev_end in in_order(placements, found):
         lines, how = found[i]
         lo, hi = lines[0][0], lines[-1][0]
         nxt = next_start(placements, i, found, lambda f: f[0][0][0], len(new))
@@ -319,7 +314,6 @@ def _fit(new: list[Line], placements: list[Placement], found: dict, refuse) -> N
             cursor = at
         body += [DiffLine(" ", t, e, 0) for t, e in new[hi : hi + trail]]
         p.index, p.lines, p.structural = lo - lead, body, how
-        prev_end = p.end
 
 
 __all__ = ["eligible", "order_problem", "place_unplaced", "prefer_side", "timer_sequences"]
