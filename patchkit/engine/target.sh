@@ -983,21 +983,21 @@ pk_applied_already() {  # 0 when the manifest says this very series is applied a
   return 0
 }
 
-pk_run_check() {
+pk_checked_files() {  # check and verify: every file checked, with-hunks (1/0); exits if applied or drifted
   pk_layout "$PK_WANT_LAYOUT"; pk_pin_checks
   pk_manifest_read
   if pk_applied_already; then pk_out "already applied"; exit 0; fi
-  pk_check_files 0
+  pk_check_files "$1"
   [ "$PK_DRIFT" = 0 ] && [ "$PK_REFUSE" = 0 ] || exit 1
+}
+
+pk_run_check() {
+  pk_checked_files 0
   exit 0
 }
 
 pk_run_verify() {
-  pk_layout "$PK_WANT_LAYOUT"; pk_pin_checks
-  pk_manifest_read
-  if pk_applied_already; then pk_out "already applied"; exit 0; fi
-  pk_check_files 1
-  [ "$PK_DRIFT" = 0 ] && [ "$PK_REFUSE" = 0 ] || exit 1
+  pk_checked_files 1
   pk_stage "$PK_T/stage" 0
   [ "$PK_BADSTAGE" = 0 ] || exit 1
   pk_writable_dirs verify         # a gate that passes must mean apply would pass
