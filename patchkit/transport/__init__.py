@@ -48,13 +48,7 @@ class Transport:
 
     def run(self, script: bytes, timeout: float | None = None) -> RunResult:
         """``script`` to the shell, its answer back (an interrupt: patchkit.transport.interrupts)."""
-        interrupts.program_starting()
-        argv = self.argv()
-        start = time.monotonic()
-        try:
-            proc = start_program(argv, self.env)
-        except FileNotFoundError as e:
-            raise TransportError(f"{self.label}: cannot start {argv[0]!r}: {e.strerror}") from e
+        proc, start = self.start_client()
         with proc:
             try:
                 stdout, stderr = exchange(
@@ -70,6 +64,20 @@ class Transport:
                     proc.kill()
                 raise
         return finished(RunResult(proc.returncode, stdout, stderr, time.monotonic() - start))
+
+    def start_client(self, cannot_start: str | None = None) -> tuple[subprocess.Popen, float]:
+        """The client program started, the interrupt handling told first: its process and its
+        time.monotonic() start. A client that is not there: TransportError, ``cannot_start``
+        (default: this target's label and the program's name) and why."""
+        interrupts.program_starting()
+        argv = self.argv()
+        start = time.monotonic()
+        try:
+            return start_program(argv, self.env), start
+        except FileNotFoundError as e:
+            raise TransportError(
+                f"{cannot_start or f'{self.label}: cannot start {argv[0]!r}'}: {e.strerror}"
+            ) from e
 
     def signal_program(self, pid: int, sig: int) -> None:
         """Send ``sig`` to the target program ``pid`` this transport is running: a second, short

@@ -46,7 +46,6 @@ from patchkit.transport import (
     finished,
     interrupts,
     register_kind,
-    start_program,
 )
 from patchkit.transport.remote import (
     PREFIX_OPTIONS,
@@ -145,15 +144,7 @@ class SshTransport(Transport):
 
     def run(self, script: bytes, timeout: float | None = None) -> RunResult:
         timeout = timeout if timeout is not None else self.timeout
-        interrupts.program_starting()
-        argv = self.argv()
-        start = time.monotonic()
-        try:
-            proc = start_program(argv, self.env)
-        except FileNotFoundError as e:
-            raise TransportError(
-                f"{self.where}: cannot start the OpenSSH client {self.ssh_program!r}: {e.strerror}"
-            ) from e
+        proc, start = self.start_client(f"{self.where}: cannot start the OpenSSH client {self.ssh_program!r}")
         with proc:
             if self.on_start is not None:
                 self.on_start(proc)
