@@ -246,20 +246,7 @@ def _sites(tree: ast.Module):
 
 
 def _is_class_scope(qual: str, tree: ast.Module) -> bool:
-    node: ast.AST = tree
-    for part in qual.split("."):
-        found = next(
-            (
-                n
-                for n in getattr(node, "body", [])
-                if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == part
-            ),
-            None,
-        )
-        if found is None:
-            return False
-        node = found
-    return isinstance(node, ast.ClassDef)
+    return isinstance(_find_def(tree, qual), ast.ClassDef)
 
 
 def _top_import_anchor(tree: ast.Module) -> ast.stmt | None:
