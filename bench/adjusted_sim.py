@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchkit.profile.remote.adjusted import adjusted_verdict, time_parts
+from patchkit.profile.remote.adjusted import adjusted_verdict, choose_estimator, time_parts
 from patchkit.profile.sequential import ALPHA, Race, race as replay
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -75,6 +75,33 @@ def sweep(rng, speeds, horizon, decode_sd=0.015, prefill_sd=0.35, round_sd=0.01,
     doc = adjusted_verdict(list(rows.values()), decide_runs, ALPHA)
     starts = sum(len(r["runs"]) for r in rows.values()) / len(labels)
     return raw.best, doc["best"], doc["decided_by"], starts
+
+
+def steered(rng, speeds, horizon, decode_sd=0.015, prefill_sd=0.35, round_sd=0.01, periods=None):
+    """As profile.remote --until decided runs now: after every round the decision is on the
+    tok/s that choose_estimator names (adjusted or raw, alpha / 2 each), and its drops and stop
+    steer the rounds. (final best, decided_by at the end, starts per point)."""
+    labels = [f"p{i}" for i in range(len(speeds))]
+    rows = {p: {"label": p, "runs": []} for p in labels}
+    live = list(labels)
+    d = None
+    for r in range(horizon):
+        shift = rng.gauss(0.0, round_sd)
+        for p in live:
+            period = (periods or {}).get(p, 0.02)
+            rows[p]["runs"].append(
+                start(rng, 8.0 / speeds[int(p[1:])], decode_sd, prefill_sd, shift, r + 1, period)
+            )
+        choice = choose_estimator(list(rows.values()), ALPHA)
+        raw = {p: [x["tokens_per_s"] for x in rows[p]["runs"]] for p in labels}
+        values = choice["tokens_per_s"] if choice["decided_by"] == "adjusted" else raw
+        final = r + 1 if r == horizon - 1 else None
+        d = replay(values, alpha=choice["alpha"], horizon=horizon, final_round=final)
+        live = [p for p in live if p in d.contenders]
+        if d.status == "decided":
+            break
+    starts = sum(len(r["runs"]) for r in rows.values()) / len(labels)
+    return d.best, choice["decided_by"], starts
 
 
 def main(argv=None) -> int:
@@ -128,6 +155,29 @@ def main(argv=None) -> int:
     out.append(
         "  right: no best, or the truly faster p1; raw decided: sweeps where the prefill test kept the raw verdict"
     )
+    out += [
+        "",
+        "(d) the rounds steered by the estimator that decides (profile.remote --until decided / --budget now):",
+        "    a wrong best (identical points: any best; 30 % prefill case: p0), the right best, mean starts a point",
+        f"{'case':>22} {'H':>3} | {'wrong':>6} {'right':>6} {'starts':>6}",
+    ]
+    cases = [
+        ("identical, 2 points", [1.0, 1.0], None, None),
+        ("identical, 3 points", [1.0, 1.0, 1.0], None, None),
+        ("5 % apart", [1.05, 1.0], "p0", None),
+        ("10 % apart", [1.10, 1.0], "p0", None),
+        ("p0 prefill 30 % dearer", [1.0, 1.0], "p1", {"p0": 0.026}),
+    ]
+    for name, speeds, right, periods in cases:
+        for horizon in (6, 10):
+            rng = random.Random(900 + horizon + len(name))
+            res = [steered(rng, speeds, horizon, periods=periods) for _ in range(n)]
+            wrong = sum(r[0] is not None and r[0] != right for r in res)
+            out.append(
+                f"{name:>22} {horizon:>3} | {100 * wrong / n:>5.1f}% "
+                f"{100 * sum(r[0] == right for r in res) / n if right else 0.0:>5.1f}% "
+                f"{sum(r[2] for r in res) / n:>6.2f}"
+            )
     out.append(
         f"rerun: PYTHONPATH=. nice python bench/adjusted_sim.py ({time.process_time() - t0:.0f} s of one core)"
     )

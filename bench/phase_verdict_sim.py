@@ -35,7 +35,9 @@ SPREADS = {
 }
 
 
-def sweep(rng: random.Random, points: int, starts: int, spreads: list[float], effect: dict) -> tuple[dict, dict]:
+def sweep(
+    rng: random.Random, points: int, starts: int, spreads: list[float], effect: dict
+) -> tuple[dict, dict]:
     truth = {name: 1.0 + i for i, name in enumerate(PHASES)}
     runs: dict[str, list[dict]] = {f"p{k}": [] for k in range(points)}
     rounds: dict[str, list[int]] = {f"p{k}": [] for k in range(points)}

@@ -150,3 +150,52 @@ def test_the_spread_by_part_names_the_part_that_carries_it():
 @pytest.fixture
 def scipy():
     return pytest.importorskip("scipy")
+
+
+def _rounds_over(rows, until="decided"):
+    """The sweep's round keeper (_Rounds) over ``rows`` already run, as after its last round."""
+    from pathlib import Path
+
+    from patchkit.profile.remote import RemoteConfig
+    from patchkit.profile.remote.sweep import _Rounds
+
+    series = Path(__file__).resolve().parents[2] / "patches" / "sglang-v0.5.9"
+    cfg = RemoteConfig.from_mapping(
+        dict(
+            targets=["/nowhere"],
+            server_command="python -m sglang.launch_server --speculative-num-steps 3",
+            bench_command="bench",
+            matrix="speculative-num-steps=" + ",".join(str(i + 1) for i in range(len(rows))),
+            until=until,
+            series=str(series),
+        )
+    )
+    points = [{"label": r["label"]} for r in rows]
+    return _Rounds(cfg, points, rows, [None], None, None, 0.0, None)
+
+
+def test_a_sequential_sweep_follows_the_estimator_that_decides():
+    """The rounds of --until decided follow the adjusted tok/s where the prefill period does not
+    differ by point (each verdict at alpha / 2), and the raw ones where it does; the decision says
+    which (the round's record keeps it)."""
+    from patchkit.profile.sequential import decide_sequential
+
+    rng = random.Random(4)
+    rows = sweep_rows(rng, {"fast": 8.0 / 1.05, "slow": 8.0}, 4)
+    state = _rounds_over(rows)
+    got = state.decide()
+    adjusted = adjusted_verdict(rows, lambda runs, alpha: {"best": None}, 0.05)
+    assert state.estimator["decided_by"] == adjusted["decided_by"] == "adjusted"
+    assert state.estimator["alpha"] == 0.025
+    want = decide_sequential({k: v for k, v in adjusted["tokens_per_s"].items()}, alpha=0.025)
+    assert (got.status, got.best, got.estimates) == (want.status, want.best, want.estimates)
+    assert got.best == "fast"  # the raw tok/s, drowned in the prefill's cost, are not decided
+    raw = decide_sequential({r["label"]: [x["tokens_per_s"] for x in r["runs"]] for r in rows}, alpha=0.05)
+    assert raw.status == "undecided"
+    # a point that changes the prefill period: the raw tok/s decide, still at alpha / 2
+    rows = sweep_rows(random.Random(9), {"a": 8.0, "b": 8.0}, 5, period_sd=0.05, period_of={"b": 0.04})
+    state = _rounds_over(rows)
+    got = state.decide()
+    assert state.estimator["decided_by"] == "raw" and "differs by point" in state.estimator["why"]
+    want = decide_sequential({r["label"]: [x["tokens_per_s"] for x in r["runs"]] for r in rows}, alpha=0.025)
+    assert (got.status, got.best, got.estimates) == (want.status, want.best, want.estimates)

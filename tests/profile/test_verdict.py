@@ -206,17 +206,24 @@ def test_a_phase_3x_in_every_start_is_called_different_from_two_starts_a_point()
 
     def starts(label, factor):
         return [
-            {n: ms[n] * (factor if n == "draft" else 1.0) * math.exp(rng.gauss(0, sd)) for n, sd in spreads.items()}
+            {
+                n: ms[n] * (factor if n == "draft" else 1.0) * math.exp(rng.gauss(0, sd))
+                for n, sd in spreads.items()
+            }
             for _ in range(2)
         ]
 
     for points in (2, 5):
-        runs = {"a": starts("a", 1.0), "b": starts("b", 3.0)} | {f"c{k}": starts("c", 1.0) for k in range(points - 2)}
+        runs = {"a": starts("a", 1.0), "b": starts("b", 3.0)} | {
+            f"c{k}": starts("c", 1.0) for k in range(points - 2)
+        }
         got = phase_comparison(runs, "a")
         draft = got["points"]["b"]["draft"]
         assert draft["differs"] and draft["ratio_ci"][0] > 2.5, draft
         assert draft["df"] == points  # one degree of freedom per point of two starts
-        assert not any(d["differs"] for label, ph in got["points"].items() for n, d in ph.items() if n != "draft")
+        assert not any(
+            d["differs"] for label, ph in got["points"].items() for n, d in ph.items() if n != "draft"
+        )
 
 
 def test_the_phase_intervals_are_scipys_t_tests(scipy_stats):
@@ -235,7 +242,10 @@ def test_the_phase_intervals_are_scipys_t_tests(scipy_stats):
     assert (pooled["df"], blocked["df"]) == (8, 4)
     # four rounds of two points leave 3 degrees of freedom blocked: pooled (6) is used
     four = phase_comparison({"b": b[:4], "a": a[:4]}, "b", rounds={"a": [1, 2, 3, 4], "b": [1, 2, 3, 4]})
-    assert (four["points"]["a"]["verify"]["test"], four["points"]["a"]["verify"]["df"]) == ("pooled over points", 6)
+    assert (four["points"]["a"]["verify"]["test"], four["points"]["a"]["verify"]["df"]) == (
+        "pooled over points",
+        6,
+    )
 
 
 @pytest.fixture

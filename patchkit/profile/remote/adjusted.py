@@ -21,11 +21,12 @@ valid only where the configuration does not change that price: the prefill perio
 by point first (log period = point + round [+ GPU/host], the rounds as blocks, an F test of
 the point effects at PREFILL_ALPHA); where it differs, or cannot be tested, the raw verdict
 decides. The adjusted verdict is the same test as the raw one (bounded, anytime or fixed N)
-over the adjusted tok/s, replayed over the same rounds; it does not steer the rounds (the raw
-one drops and stops), so it is never more than one look per round, and a look that ended the
-sweep early for a reason of its own spends only what the raw test's horizon allows there. The
-final verdict -- adjusted or raw, as the prefill test says -- is judged at alpha / 2 either way
-(adjusted_verdict says why).
+over the adjusted tok/s, over the same rounds. A sequential sweep (--until decided, --budget)
+asks choose_estimator after every round and its drops and stop follow the verdict it names;
+every look judges one verdict per round, and a look that ended the sweep early for a reason of
+its own spends only what the horizon allows there. The final verdict -- adjusted or raw, as the
+prefill test says -- is judged at alpha / 2 either way (adjusted_verdict says why), so following
+either one names a wrong best in at most alpha of sweeps (Bonferroni over the two).
 """
 
 from __future__ import annotations
@@ -115,27 +116,18 @@ def prefill_test(rows: list[dict]) -> dict | None:
     return {"f": f, "df": [k, fit.df], "p": f_sf(f, k, fit.df)}
 
 
-def adjusted_verdict(rows: list[dict], decide_runs, alpha: float) -> dict[str, Any] | None:
-    """sweep.json ``adjusted``: the pooled period, each run's adjusted tok/s, the prefill test,
-    and the final verdict: ``decided_by`` "adjusted" where the prefill period does not differ by
-    point (p >= PREFILL_ALPHA), else "raw", with ``why``; ``best`` is that verdict's.
-
-    ``decide_runs(runs by label, alpha)`` is the sweep's own test (bounded, anytime or fixed N)
-    over the same rounds. Both candidates are judged at alpha / 2 (``verdict`` and
-    ``raw_verdict``): the prefill test is not independent of the raw verdict -- a raw difference
-    that prefill luck made is just what makes the periods look different by point -- so
-    choosing between two verdicts at alpha each named a best among identical points in 8 % of
-    simulated sweeps (bench/adjusted_sim.py); by Bonferroni over the two, at most alpha. None
-    when no run has a prefill cycle (nothing to adjust)."""
+def choose_estimator(rows: list[dict], alpha: float) -> dict[str, Any] | None:
+    """Which tok/s decides, as far as the runs go: {prefill_period_ms, tokens_per_s (adjusted,
+    label -> per run), prefill_test, alpha (each verdict's: alpha / 2), decided_by, why}. None
+    when no run has a prefill cycle: the raw verdict alone, at alpha. A sequential sweep asks
+    after every round and its rounds follow the answer (drops and stop); adjusted_verdict asks
+    at the end."""
     period = pooled_period_s(rows)
     if period is None:
         return None
-    runs: dict[str, list[float | None]] = {}
-    raw: dict[str, list[float | None]] = {}
-    for row in rows:
-        if row["runs"]:
-            runs[row["label"]] = [adjusted_tokens_per_s(r, period) for r in row["runs"]]
-            raw[row["label"]] = [r.get("tokens_per_s") if r["ok"] else None for r in row["runs"]]
+    runs = {
+        row["label"]: [adjusted_tokens_per_s(r, period) for r in row["runs"]] for row in rows if row["runs"]
+    }
     test = prefill_test(rows)
     doc: dict[str, Any] = {
         "prefill_period_ms": period * 1e3,
@@ -144,8 +136,6 @@ def adjusted_verdict(rows: list[dict], decide_runs, alpha: float) -> dict[str, A
         "alpha": alpha / 2.0,
         "method": "each run's prefill cycles costed at the prefill period pooled over the sweep",
     }
-    doc["verdict"] = decide_runs(runs, alpha / 2.0)
-    doc["raw_verdict"] = decide_runs(raw, alpha / 2.0)
     if test is None:
         doc.update(decided_by="raw", why="the prefill period by point could not be tested (too few runs)")
     elif test["p"] < PREFILL_ALPHA:
@@ -159,6 +149,31 @@ def adjusted_verdict(rows: list[dict], decide_runs, alpha: float) -> dict[str, A
             decided_by="adjusted",
             why=f"the prefill period does not differ by point (F test p = {test['p']:.2g} >= {PREFILL_ALPHA:g})",
         )
+    return doc
+
+
+def adjusted_verdict(rows: list[dict], decide_runs, alpha: float) -> dict[str, Any] | None:
+    """sweep.json ``adjusted``: the pooled period, each run's adjusted tok/s, the prefill test,
+    and the final verdict: ``decided_by`` "adjusted" where the prefill period does not differ by
+    point (p >= PREFILL_ALPHA), else "raw", with ``why``; ``best`` is that verdict's.
+
+    ``decide_runs(runs by label, alpha)`` is the sweep's own test (bounded, anytime or fixed N)
+    over the same rounds. Both candidates are judged at alpha / 2 (``verdict`` and
+    ``raw_verdict``): the prefill test is not independent of the raw verdict -- a raw difference
+    that prefill luck made is just what makes the periods look different by point -- so
+    choosing between two verdicts at alpha each named a best among identical points in 8 % of
+    simulated sweeps (bench/adjusted_sim.py); by Bonferroni over the two, at most alpha. None
+    when no run has a prefill cycle (nothing to adjust)."""
+    doc = choose_estimator(rows, alpha)
+    if doc is None:
+        return None
+    raw = {
+        row["label"]: [r.get("tokens_per_s") if r["ok"] else None for r in row["runs"]]
+        for row in rows
+        if row["runs"]
+    }
+    doc["verdict"] = decide_runs(doc["tokens_per_s"], alpha / 2.0)
+    doc["raw_verdict"] = decide_runs(raw, alpha / 2.0)
     chosen = doc["verdict"] if doc["decided_by"] == "adjusted" else doc["raw_verdict"]
     doc["best"] = (chosen or {}).get("best")
     return doc

@@ -689,6 +689,7 @@ class _Rounds:
             cfg.repeat if cfg.repeat is not None else (None if cfg.sequential else cfg.rounds)
         )
         self.final_round: int | None = None
+        self.estimator: dict[str, Any] = {}  # which tok/s the last decision was on (decide)
 
     # ---- what a round costs -------------------------------------------------------------------
 
@@ -929,14 +930,27 @@ class _Rounds:
         return runs, (blocks if len(self.blocks) > 1 else None)
 
     def decide(self):
+        """The sequential decision over the rounds so far, on the tok/s that decides now
+        (adjusted.choose_estimator: the adjusted tok/s where the prefill period does not differ
+        by point, else the raw; each at alpha / 2 wherever an adjustment exists, so that
+        following either never names a wrong best in more than alpha of sweeps). The drops and
+        the stop follow it; ``estimator`` says which one it was."""
+        from patchkit.profile.remote.adjusted import choose_estimator
         from patchkit.profile.sequential import decide_sequential
 
         runs, blocks = self.samples()
         prior = self.prior["spread"] if self.prior else None
+        choice = choose_estimator(self.rows, DEFAULT_ALPHA) if self.cfg.sequential else None
+        alpha = DEFAULT_ALPHA if choice is None else choice["alpha"]
+        self.estimator = {"decided_by": "raw", "alpha": alpha, "why": "no prefill cycle to adjust"}
+        if choice is not None:
+            self.estimator = {k: choice[k] for k in ("decided_by", "alpha", "why")}
+            if choice["decided_by"] == "adjusted":
+                runs = {label: choice["tokens_per_s"][label] for label in runs}
         return decide_sequential(
             runs,
             blocks=blocks,
-            alpha=DEFAULT_ALPHA,
+            alpha=alpha,
             difference=PLAN_DIFFERENCE,
             prior_spread=prior,
             horizon=self.horizon,
@@ -958,6 +972,8 @@ class _Rounds:
                     self.failed_out.add(row["label"])
         self.decision = self.decide() if self.samples()[0] else None
         record["decision"] = self.decision.to_dict() if self.decision is not None else None
+        if self.decision is not None:
+            record["estimator"] = dict(self.estimator)
         newly = []
         if self.cfg.sequential:
             if self.decision is not None:
