@@ -1,5 +1,4 @@
-"""No function in patchkit/ is over MAX_LINES lines without a reason written beside it (issue 42,
-item 6).
+"""No function in patchkit/ is over MAX_LINES lines without a reason written beside it.
 
 Read with ``ast`` (nothing is imported): every ``def`` and ``async def`` in patchkit/**/*.py,
 nested ones and methods included, nothing skipped. A function's length is ``end_lineno - lineno
@@ -7,9 +6,6 @@ nested ones and methods included, nothing skipped. A function's length is ``end_
 ``# long: <the reason>`` on the line directly above its ``def``, or above its first decorator
 where it has some. A ``# long:`` comment above a function that is no longer long is stale and
 fails too, so the reason goes when the length does.
-
-KNOWN_LONG names the functions another change is splitting; each must still be over MAX_LINES,
-so an entry fails the moment its function is split and is then removed from the list.
 """
 
 from __future__ import annotations
@@ -21,14 +17,6 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "patchkit"
 MAX_LINES = 80
 REASON = "# long:"
-# being split (issue 42, item 6, in the files' own change): (path from the repository root,
-# qualified name); remove an entry once its function is MAX_LINES lines or fewer
-KNOWN_LONG = {
-    ("patchkit/profile/remote/sweep.py", "_conclude"),
-    ("patchkit/profile/remote/sweep.py", "render_sweep"),
-    ("patchkit/profile/remote/sweep.py", "run_remote_sweep"),
-    ("patchkit/profile/remote/sweep.py", "_write"),
-}
 
 
 def functions(source: str) -> list[tuple[str, int, int, str | None]]:
@@ -78,24 +66,11 @@ def test_no_function_over_the_limit_without_a_reason():
     over = [
         f"{path}:{line} {name}: {length} lines"
         for path, name, line, length, reason in package_functions()
-        if length > MAX_LINES and not reason and (path, name) not in KNOWN_LONG
+        if length > MAX_LINES and not reason
     ]
     assert not over, (
         f"functions over {MAX_LINES} lines: split them into helpers, or write the reason on the "
         f"line above the def (or its decorators) as `{REASON} <reason>`:\n" + "\n".join(over)
-    )
-
-
-def test_known_long_functions_are_still_long():
-    lengths = {(path, name): length for path, name, _, length, _ in package_functions()}
-    done = [
-        f"{path} {name}: " + ("gone" if (path, name) not in lengths else f"{lengths[(path, name)]} lines")
-        for path, name in sorted(KNOWN_LONG)
-        if lengths.get((path, name), 0) <= MAX_LINES
-    ]
-    assert not done, (
-        f"KNOWN_LONG names functions no longer over {MAX_LINES} lines; remove them from it:\n"
-        + "\n".join(done)
     )
 
 

@@ -310,6 +310,25 @@ def render_sweep(
     """The sweep table. ``best`` is marked only when ``verdict`` (when given) is significant.
     ``extra``: sweep.json's rounds, dropped, stopped, plan, block_effects, phase_verdict."""
     names = _phase_names(rows)
+    best_mark = None if verdict is not None and not verdict.get("significant") else best
+    columns, body, marks = _sweep_cells(rows, baseline, names, best_mark)
+    lines = format_table(columns, body, marks, headline, markdown, title="profile.remote sweep")
+    lines.append("")
+    lines += _verdict_lines(best, best_mark, verdict)
+    lines += extra_lines(extra or {}, verdict)
+    lines += _failure_lines(rows, baseline)
+    basis = next((r["basis"] for r in rows if r["basis"]), "host")
+    lines.append(
+        f"tok/s: median of the repetitions, 95% CI of the geometric mean (t on log "
+        f"tok/s); ratio: medians, 95% Welch interval; phase shares: % of the decode "
+        f"cycle ({basis} time) in the median repetition; tok/s and accept length: "
+        "the benchmark's output"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _sweep_cells(rows: list[dict], baseline: dict | None, names: list[str], best_mark) -> tuple:
+    """The sweep table's columns, its rows of cells (the baseline first) and which is marked."""
     columns = [
         "point",
         "tok/s",
@@ -322,7 +341,6 @@ def render_sweep(
         "top-level %",
     ] + [f"{n} %" for n in names]
     body, marks = [], []
-    best_mark = None if verdict is not None and not verdict.get("significant") else best
     if baseline:
         body.append(
             tuple(
@@ -354,8 +372,12 @@ def render_sweep(
         cells += [_fmt(r["phase_shares"].get(n), ".1f") for n in names]
         body.append(tuple(cells))
         marks.append(best_mark is not None and r is best_mark)
-    lines = format_table(columns, body, marks, headline, markdown, title="profile.remote sweep")
-    lines.append("")
+    return columns, body, marks
+
+
+def _verdict_lines(best: dict | None, best_mark, verdict: dict | None) -> list[str]:
+    """The best (or top) point's line, the verdict's and what the verdict cost."""
+    lines = []
     if best is not None:
         ratio = (
             f", {best['ratio_to_baseline']:.2f}x the baseline"
@@ -377,7 +399,12 @@ def render_sweep(
                 f"({cost['runs']} run(s) x {cost['targets']} target(s), "
                 f"{what}), {cost['minutes']:.1f} min"
             )
-    lines += extra_lines(extra or {}, verdict)
+    return lines
+
+
+def _failure_lines(rows: list[dict], baseline: dict | None) -> list[str]:
+    """The baseline's failure, the failed points and the points with failed repetitions."""
+    lines = []
     if baseline and baseline.get("error"):
         lines.append(f"baseline failed: {baseline['error']}")
     failed = [r for r in rows if not r["ok"]]
@@ -388,14 +415,7 @@ def render_sweep(
     if partly:
         lines.append(f"points with failed repetitions ({len(partly)}):")
         lines += [f"  {r['label']}: {short_error(r['error'])}" for r in partly]
-    basis = next((r["basis"] for r in rows if r["basis"]), "host")
-    lines.append(
-        f"tok/s: median of the repetitions, 95% CI of the geometric mean (t on log "
-        f"tok/s); ratio: medians, 95% Welch interval; phase shares: % of the decode "
-        f"cycle ({basis} time) in the median repetition; tok/s and accept length: "
-        "the benchmark's output"
-    )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def describe_sequential(verdict: dict) -> str:
@@ -536,25 +556,11 @@ def _write(
     order: list | None = None,
     extra: dict | None = None,
 ) -> tuple[str, dict]:
+    """sweep.txt, sweep.md, sweep.json and (``chart``) sweep.png and report.html: the table's
+    text and {kind: file name}."""
     ok = [r for r in rows if r["ok"]]
     extra = extra or {}
-    if cfg.sequential:
-        how = (
-            f"{len(extra.get('rounds') or [])} round(s) until decided (at most {cfg.rounds}"
-            + (f", budget {cfg.budget_minutes:g} min" if cfg.budget_minutes is not None else "")
-            + f"; stopped: {extra.get('stopped') or '-'})"
-        )
-    else:
-        how = f"{cfg.repeats} repetition(s)"
-    gpus = f"; GPUs {','.join(cfg.gpus)} at once" if cfg.gpus and len(cfg.gpus) > 1 else ""
-    if cfg.hosts_as_blocks and len(extra.get("blocks") or []) > 1:
-        gpus = f"; {len(extra['blocks'])} {extra['block_kind']} as blocks at once"
-    headline = (
-        f"sweep: {len(rows)} point(s), {len(ok)} measured"
-        f"{', baseline' if baseline else ''}, {how} in rotated "
-        f"order{gpus}; series {Path(cfg.series).name}; targets {', '.join(cfg.targets)}"
-        + ("; INTERRUPTED" if interrupted else "")
-    )
+    headline = _headline(cfg, rows, baseline, extra, interrupted)
     table = render_sweep(rows, baseline, best, headline, verdict=verdict, extra=extra)
     (run_dir / "sweep.txt").write_text(table, encoding="utf-8")
     (run_dir / "sweep.md").write_text(
@@ -603,6 +609,28 @@ def _write(
 
         write_sweep_page(run_dir, json.loads(json.dumps(doc)), table)
     return table, files
+
+
+def _headline(cfg: RemoteConfig, rows: list[dict], baseline, extra: dict, interrupted: bool) -> str:
+    """The table's first line: points, rounds or repetitions, blocks, series and targets."""
+    ok = [r for r in rows if r["ok"]]
+    if cfg.sequential:
+        how = (
+            f"{len(extra.get('rounds') or [])} round(s) until decided (at most {cfg.rounds}"
+            + (f", budget {cfg.budget_minutes:g} min" if cfg.budget_minutes is not None else "")
+            + f"; stopped: {extra.get('stopped') or '-'})"
+        )
+    else:
+        how = f"{cfg.repeats} repetition(s)"
+    gpus = f"; GPUs {','.join(cfg.gpus)} at once" if cfg.gpus and len(cfg.gpus) > 1 else ""
+    if cfg.hosts_as_blocks and len(extra.get("blocks") or []) > 1:
+        gpus = f"; {len(extra['blocks'])} {extra['block_kind']} as blocks at once"
+    return (
+        f"sweep: {len(rows)} point(s), {len(ok)} measured"
+        f"{', baseline' if baseline else ''}, {how} in rotated "
+        f"order{gpus}; series {Path(cfg.series).name}; targets {', '.join(cfg.targets)}"
+        + ("; INTERRUPTED" if interrupted else "")
+    )
 
 
 def _fold_baseline(runs: list[dict]) -> dict | None:
@@ -1018,29 +1046,7 @@ def run_remote_sweep(
     with sigterm_interrupts():
         try:
             try:
-                also = " and the baseline" if cfg.baseline else ""
-                how = (
-                    f"rounds until decided (at most {cfg.rounds}"
-                    + (f", budget {cfg.budget_minutes:g} min" if cfg.budget_minutes is not None else "")
-                    + ")"
-                    if cfg.sequential
-                    else f"{cfg.repeats} repetition(s)"
-                )
-                on = (
-                    f", {len(blocks)} {_blocks_word(cfg)} at once "
-                    f"({', '.join(b.name or '' for b in blocks)}; seed {state.seed})"
-                    if len(blocks) > 1
-                    else ""
-                )
-                bracket.log(
-                    f"sweep of {len(points)} point(s){also}, {how}, rotated{on}: "
-                    + ", ".join(p["label"] for p in points)
-                )
-                if state.prior:
-                    bracket.log(
-                        f"spread remembered for this target and command: {state.prior['spread'] * 100:.1f} % "
-                        f"({state.prior['runs']} runs; planning only) in {cache}"
-                    )
+                _announce(cfg, state, cache)
                 state.run()
             finally:
                 with _sigint_deferred():
@@ -1083,6 +1089,33 @@ def run_remote_sweep(
     return outcome
 
 
+def _announce(cfg: RemoteConfig, state: _Rounds, cache) -> None:
+    """The run log's first lines: the points, the design, the blocks and the spread remembered."""
+    blocks, points = state.blocks, state.points
+    also = " and the baseline" if cfg.baseline else ""
+    how = (
+        f"rounds until decided (at most {cfg.rounds}"
+        + (f", budget {cfg.budget_minutes:g} min" if cfg.budget_minutes is not None else "")
+        + ")"
+        if cfg.sequential
+        else f"{cfg.repeats} repetition(s)"
+    )
+    on = (
+        f", {len(blocks)} {_blocks_word(cfg)} at once "
+        f"({', '.join(b.name or '' for b in blocks)}; seed {state.seed})"
+        if len(blocks) > 1
+        else ""
+    )
+    state.bracket.log(
+        f"sweep of {len(points)} point(s){also}, {how}, rotated{on}: " + ", ".join(p["label"] for p in points)
+    )
+    if state.prior:
+        state.bracket.log(
+            f"spread remembered for this target and command: {state.prior['spread'] * 100:.1f} % "
+            f"({state.prior['runs']} runs; planning only) in {cache}"
+        )
+
+
 def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, cache, cache_at):
     """Fold the runs, decide, plan, compare the phases, remember the spread, write the files."""
     for row in rows:
@@ -1095,22 +1128,8 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
     elapsed = time.monotonic() - start
     for record in state.rounds:  # an interrupted round: as far as it went
         record.setdefault("minutes", elapsed / 60)
-    extra: dict[str, Any] = {
-        "rounds": state.rounds,
-        "dropped": state.dropped,
-        "stopped": state.stopped,
-        "budget_minutes": cfg.budget_minutes,
-        "until": cfg.until,
-        "max_rounds": cfg.rounds,
-    }
+    extra = _design(cfg, state)
     blocked = len(state.blocks) > 1
-    if blocked:
-        extra["blocks"] = [
-            {"name": b.name, "gpu": b.gpu, "port": b.cfg.port} | ({"target": b.target} if b.target else {})
-            for b in state.blocks
-        ]
-        extra["block_kind"] = _blocks_word(cfg)
-        extra["seed"] = state.seed
     decision = None
     if cfg.sequential or blocked:
         with _sigint_deferred():
@@ -1129,44 +1148,15 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
         extra["block_effects"] = effects
     measured = measured_spread(runs, blocks_of, effects)
     extra["plan"] = _plan(rows, verdict, decision, state, len(state.blocks), measured)
-    leader = verdict.get("best") or verdict.get("top")
-    extra["phase_verdict"] = (
-        phase_comparison(
-            {r["label"]: [x["phase_ms"] for x in r["runs"] if x["ok"] and x.get("phase_ms")] for r in rows},
-            leader,
-            rounds={r["label"]: [x["rep"] for x in r["runs"] if x["ok"] and x.get("phase_ms")] for r in rows},
-        )
-        if leader
-        else None
-    )
+    extra["phase_verdict"] = _phase_verdict(rows, verdict.get("best") or verdict.get("top"))
     extra["spread_by_part"] = spread_by_part(
         {r["label"]: [_with_rest(x) for x in r["runs"] if x["ok"]] for r in rows}
     )
     extra["adjusted"] = adjusted_verdict(
         rows, lambda runs, alpha: _decide_runs(runs, alpha, state, decision is not None), DEFAULT_ALPHA
     )
-    adj = (extra["adjusted"] or {}).get("tokens_per_s") or {}
-    extra["starts"] = [
-        {"label": r["label"], "round": x["rep"], "block": x.get("block")}
-        | x["time_parts"]
-        | {
-            "tokens_per_s": x.get("tokens_per_s"),
-            "adjusted_tokens_per_s": adj[r["label"]][i] if r["label"] in adj else None,
-        }
-        for r in rows
-        for i, x in enumerate(r["runs"])
-        if x["ok"] and x.get("time_parts")
-    ]
-    spread: dict[str, Any] = {"measured": measured}
-    if cfg.sequential:
-        spread.update(cache=str(cache) if cache else None, key=cache_at, prior=state.prior)
-        if cache is not None and measured and not interrupted:
-            try:
-                spread["written"] = update_spread(cache, cache_at, measured)
-            except OSError as exc:
-                spread["written"] = None
-                state.bracket.notes.append(f"spread cache {cache} not written: {exc.strerror}")
-    extra["spread"] = spread
+    extra["starts"] = _starts(rows, (extra["adjusted"] or {}).get("tokens_per_s") or {})
+    extra["spread"] = _spread_doc(cfg, state, measured, cache, cache_at, interrupted)
     with _sigint_deferred():
         table, files = _write(
             run_dir,
@@ -1182,6 +1172,68 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
             extra=extra,
         )
     return table, files, verdict, baseline, best
+
+
+def _design(cfg: RemoteConfig, state: _Rounds) -> dict[str, Any]:
+    """sweep.json's rounds, drops, stop and limits, and on several blocks which they were."""
+    extra: dict[str, Any] = {
+        "rounds": state.rounds,
+        "dropped": state.dropped,
+        "stopped": state.stopped,
+        "budget_minutes": cfg.budget_minutes,
+        "until": cfg.until,
+        "max_rounds": cfg.rounds,
+    }
+    if len(state.blocks) > 1:
+        extra["blocks"] = [
+            {"name": b.name, "gpu": b.gpu, "port": b.cfg.port} | ({"target": b.target} if b.target else {})
+            for b in state.blocks
+        ]
+        extra["block_kind"] = _blocks_word(cfg)
+        extra["seed"] = state.seed
+    return extra
+
+
+def _phase_verdict(rows: list[dict], leader: str | None) -> dict | None:
+    """verdict.phase_comparison over every timed run of every point, against ``leader``."""
+    if not leader:
+        return None
+    timed = {r["label"]: [x for x in r["runs"] if x["ok"] and x.get("phase_ms")] for r in rows}
+    return phase_comparison(
+        {label: [x["phase_ms"] for x in runs] for label, runs in timed.items()},
+        leader,
+        rounds={label: [x["rep"] for x in runs] for label, runs in timed.items()},
+    )
+
+
+def _starts(rows: list[dict], adjusted: dict) -> list[dict]:
+    """sweep.json ``starts``: each timed start's parts, its tok/s and its adjusted tok/s."""
+    return [
+        {"label": r["label"], "round": x["rep"], "block": x.get("block")}
+        | x["time_parts"]
+        | {
+            "tokens_per_s": x.get("tokens_per_s"),
+            "adjusted_tokens_per_s": adjusted[r["label"]][i] if r["label"] in adjusted else None,
+        }
+        for r in rows
+        for i, x in enumerate(r["runs"])
+        if x["ok"] and x.get("time_parts")
+    ]
+
+
+def _spread_doc(cfg, state: _Rounds, measured, cache, cache_at, interrupted: bool) -> dict[str, Any]:
+    """sweep.json ``spread``: the spread measured, and for a sequential sweep the cache's entry
+    read (planning only) and the one written."""
+    spread: dict[str, Any] = {"measured": measured}
+    if cfg.sequential:
+        spread.update(cache=str(cache) if cache else None, key=cache_at, prior=state.prior)
+        if cache is not None and measured and not interrupted:
+            try:
+                spread["written"] = update_spread(cache, cache_at, measured)
+            except OSError as exc:
+                spread["written"] = None
+                state.bracket.notes.append(f"spread cache {cache} not written: {exc.strerror}")
+    return spread
 
 
 def _with_rest(run: dict) -> dict | None:
