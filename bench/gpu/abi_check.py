@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Symbol-level check, on a CPU machine, of whether an SGLang release's compiled extensions can
-load on another torch than the one the release pins (issue 39 item 4: the GPU image has torch
-2.11.0+cu130; SGLang 0.5.18+ pin torch 2.13.0 / 2.14.1).
+load on another torch than the one the release pins (the GPU image has torch 2.11.0+cu130;
+SGLang 0.5.18+ pin torch 2.13.0 / 2.14.1).
 
 For each RELEASE given on the command line:
   1. download the sglang wheel (cp312, manylinux x86_64, no deps) and read its Requires-Dist pins:

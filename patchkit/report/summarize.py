@@ -246,7 +246,7 @@ def acceptance_of(cycles: list[dict], lead: list[ProcessTiming], meta: dict) -> 
 
 
 def _decode_stats(cycles: list[dict]) -> dict:
-    """Batch size and accepted length from cycle attrs (see the runtime's docstring)."""
+    """Batch size and accepted length from cycle attrs (patchkit's docs/runtime.md, Records)."""
     reqs: float = 0
     tokens: float = 0
     drafts: float = 0
