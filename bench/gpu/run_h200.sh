@@ -396,7 +396,9 @@ stage_recfloor() {  # what an event record can cost from Python at best (bench/g
 # about 3 minutes starting: imports, then the CUDA-graph capture compiles its Triton kernels).
 SPEC_TREE="--speculative-algorithm STANDALONE --speculative-draft-model-path $M/draft --speculative-num-steps 3 --speculative-eagle-topk ${TREE_TOPK:-4} --speculative-num-draft-tokens ${TREE_TOKENS:-8}"
 relrun() {  # NAME SERVER-COMMAND [PROFILE-ARGS...]
-  local name=${REL}_$1 server=$2; shift 2
+  # (--skip-server-warmup: SGLang's own warm-up request would add decode cycles to the records
+  #  that no answer's meta_info counts)
+  local name=${REL}_$1 server="$2 --skip-server-warmup"; shift 2
   local meta=$WORK/$name.meta.json
   rm -f "$meta"; mkdir -p "$WORK/checks"
   PBENCH="python3 $ROOT/bench/gpu/warmup.py --port $PORT --prompts ${REL_PROMPTS:-128} --concurrency 32 --input-len 128 --output-len ${REL_OUT_LEN:-256} --meta $meta" \
@@ -428,6 +430,26 @@ stage_relsweep() {  # a budgeted sweep of num-steps on the tiny pair
     --env PATCHKIT_TIMER=events --matrix "${REL_MATRIX:-speculative-num-steps=1,3}" --budget "$min"
 }
 stage_reltrace() { trace_one "${REL}_trace" "" --sample "${TRACE_SAMPLE:-4}"; }
+stage_relbare() {  # the control for a server that failed patched: the same server unpatched (no
+  # patchkit at all: pristine tree, no PATCHKIT_* env), the same /generate load; did it survive?
+  # BARE_NAME (noov) names it, BARE_ARGS its flags after $SERVER (default: overlap off, $SPEC)
+  local name=${REL}_bare_${BARE_NAME:-noov} slog pid rc
+  if [ "$(left)" -lt 120 ]; then say "relbare: skipped, only $(left)s left"; return 1; fi
+  (cd "$ROOT" && python3 -m invoke patch.status --series "$SERIES" --target "$SITE" 2>&1 | tail -n 3 | tee -a "$LOG")
+  mkdir -p "$WORK/$name"; slog=$WORK/$name/server.log
+  setsid $SERVER ${BARE_ARGS:---disable-overlap-schedule $SPEC} --skip-server-warmup >"$slog" 2>&1 </dev/null &
+  pid=$!
+  python3 "$ROOT/bench/gpu/wait_health.py" "$PORT" "$pid" 240 2>&1 | tee -a "$LOG"
+  run timeout 120 python3 "$ROOT/bench/gpu/warmup.py" --port $PORT --prompts ${REL_PROMPTS:-128} --concurrency 32 \
+      --input-len 128 --output-len ${REL_OUT_LEN:-256} --meta "$WORK/$name/meta.json"
+  rc=$?
+  if kill -0 "$pid" 2>/dev/null; then say "relbare $name: the unpatched server is alive after the load"
+  else say "relbare $name: the unpatched server DIED during the load"; rc=1; fi
+  kill -INT -- -$pid 2>/dev/null; sleep 4; kill -KILL -- -$pid 2>/dev/null
+  grep -E "Scheduler hit an exception|Assertion|Error" "$slog" | sort | uniq -c | sort -rn | head -n 5 | cut -c1-240 | tee -a "$LOG"
+  say "relbare $name: decode batch lines $(grep -c 'Decode batch' "$slog")"
+  return $rc
+}
 stage_relpack() {  # one archive of this call's release runs and checks, and the checks as one JSON
   tar -C "$WORK" --exclude='trace.json' --exclude='*.pt.trace.json*' --exclude='*.trace.json.gz' \
       -czf "$OUT/rel_${REL}_runs.tgz" $(cd "$WORK" && ls -d "${REL}"_* checks 2>/dev/null) 2>&1 | tee -a "$LOG"
