@@ -396,13 +396,15 @@ stage_recfloor() {  # what an event record can cost from Python at best (bench/g
 # about 3 minutes starting: imports, then the CUDA-graph capture compiles its Triton kernels).
 SPEC_TREE="--speculative-algorithm STANDALONE --speculative-draft-model-path $M/draft --speculative-num-steps 3 --speculative-eagle-topk ${TREE_TOPK:-4} --speculative-num-draft-tokens ${TREE_TOKENS:-8}"
 relrun() {  # NAME SERVER-COMMAND [PROFILE-ARGS...]
-  # (--skip-server-warmup: SGLang's own warm-up request would add decode cycles to the records
-  #  that no answer's meta_info counts)
+  # (--skip-server-warmup, and /health without a generation (0.5.17 generates one token per
+  #  /health by default): SGLang's own requests would add decode cycles to the records that no
+  #  answer's meta_info counts)
   local name=${REL}_$1 server="$2 --skip-server-warmup"; shift 2
   local meta=$WORK/$name.meta.json
   rm -f "$meta"; mkdir -p "$WORK/checks"
   PBENCH="python3 $ROOT/bench/gpu/warmup.py --port $PORT --prompts ${REL_PROMPTS:-128} --concurrency 32 --input-len 128 --output-len ${REL_OUT_LEN:-256} --meta $meta" \
-    PMIN=${REL_MIN:-200} profile "$name" --server "$server" --env PATCHKIT_TIMER=events --no-warmup "$@" || return 1
+    PMIN=${REL_MIN:-200} profile "$name" --server "$server" --env PATCHKIT_TIMER=events \
+      --env SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0 --no-warmup "$@" || return 1
   run python3 "$ROOT/bench/gpu/release_check.py" "$WORK/$name" --meta "$meta" --json "$WORK/checks/$name.json"
 }
 stage_relacc() { relrun acc "$SERVER $SPEC" --sample 1; }                                   # overlap on

@@ -139,6 +139,20 @@ def test_request_accepts_reads_every_record_form():
     assert request_accepts({"accepted": 7, "batch_size": 4}) is None  # a sum says nothing per request
 
 
+def test_a_batch_of_one_keeps_its_acceptance():
+    # the runtime writes a one-element tensor as its number (tensor([4]).tolist() -> [4] -> 4):
+    # a real 0.5.17 server at batch size 1 wrote {"tokens": 4}; that is one request's 3 drafts
+    assert request_accepts({"tokens": 4, "batch_size": 1}) == ([3], None)
+    assert request_accepts({"accepted_per_req": 2, "batch_size": 1}) == ([2], None)
+    # a plain number in a bigger batch is a sum: nothing per request
+    assert request_accepts({"tokens": 9, "batch_size": 3}) is None
+    assert request_accepts({"tokens": True, "batch_size": 1}) is None
+    cycles = [{"cycle": i, "attrs": {"kind": "decode", "batch_size": 1, "tokens": t}} for i, t in enumerate([4, 1, 3])]
+    acc = acceptance(cycles, {"num_steps": 3})
+    assert acc["histogram"] == [1, 0, 1, 1]
+    assert abs(acc["mean_accept_length"]["pooled"] - (4 + 1 + 3) / 3) < 1e-9
+
+
 def test_histogram_position_rates_and_the_two_means():
     # two requests of transformers' kind (batch 1): one accepts every draft, one accepts none
     cycles = [{"cycle": 0, "attrs": {"accepted": 4, "drafted": 4, "batch_size": 1, "prefill": True}}]
