@@ -80,6 +80,78 @@ def records_histogram(run: Path) -> dict:
     }
 
 
+def lead_cycles(run: Path) -> list[dict]:
+    """Every cycle of the lead rank's processes, in the order each process ran them."""
+    cycles: list[dict] = []
+    for folder in timing_dirs(run):
+        for proc in load_timing_dir(folder):
+            if proc.rank == 0:
+                cycles += sorted(proc.cycles, key=lambda c: c["cycle"])
+    return cycles
+
+
+def replay(cycles: list[dict], requests: int, output_len: int, overlap: bool) -> dict:
+    """SGLang's own count rebuilt from the records: which request each per-request entry is.
+
+    The records hold, per decode cycle, one committed-token count per request in batch order.
+    The replay keeps the running batch: a prefill cycle appends its requests (in their order);
+    a decode cycle credits each request its tokens; a request whose output reaches
+    ``output_len`` has finished. Without overlap scheduling a finished request leaves the batch
+    at once. With it (SGLang 0.5.13+'s default) the next batch is launched before the finish is
+    known, so when that batch is a decode the finished request runs once more (SGLang drops that
+    step's result: ``req.finished()`` in its result processor); when it is a prefill the finish is
+    known by the decode after it. Requests prefilled before the benchmark's ``requests`` (SGLang's
+    /health generates one token per call in 0.5.17) finish at their prefill.
+    The replay proves itself: its batch size must equal the recorded one in every decode cycle.
+    Returns {histogram (counted steps by accepted drafts), extra_steps, batch_size_mismatches}."""
+    running: list[dict] = []
+    prefilled = [c["attrs"].get("batch_size") or 0 for c in cycles if cycle_kind(c) == "prefill"]
+    early = max(0, sum(prefilled) - requests)
+    seen = 0
+    hist: list[int] = []
+    extra = mismatches = 0
+    first_mismatch = None
+    for n, c in enumerate(cycles):
+        attrs = c.get("attrs") or {}
+        if cycle_kind(c) == "prefill":
+            running = [r for r in running if r["done"] is None]
+            for _ in range(attrs.get("batch_size") or 0):
+                target = 1 if seen < early else output_len
+                seen += 1
+                if target <= 1 and not overlap:
+                    continue  # finished at its prefill, known before the next batch
+                running.append({"out": 1, "target": target, "done": n if target <= 1 else None})
+            continue
+        if cycle_kind(c) not in (KIND_PRIMARY, NO_KIND):
+            continue
+        got = request_accepts(attrs)
+        if got is None or len(got[0]) != len(running) or attrs.get("batch_size") != len(running):
+            mismatches += 1
+            if first_mismatch is None:
+                first_mismatch = {"cycle": c["cycle"], "recorded": attrs.get("batch_size"), "replayed": len(running)}
+            if got is None:
+                continue
+        for r, acc in zip(running, got[0]):
+            if r["done"] is not None:
+                extra += 1  # a finished request's step: recorded, dropped by SGLang
+                continue
+            if r["target"] > 1:
+                hist += [0] * (acc + 1 - len(hist)) if acc >= len(hist) else []
+                hist[acc] += 1
+            r["out"] += acc + 1
+            if r["out"] >= r["target"]:
+                r["done"] = n
+        keep_one_more = overlap
+        running = [r for r in running if r["done"] is None or (keep_one_more and r["done"] == n)]
+    return {
+        "histogram": hist,
+        "extra_steps": extra,
+        "batch_size_mismatches": mismatches,
+        "first_mismatch": first_mismatch,
+        "requests_replayed": seen,
+    }
+
+
 def compare(ours: list[int], theirs: list[int]) -> list[int]:
     n = max(len(ours), len(theirs))
     a = ours + [0] * (n - len(ours))

@@ -13,9 +13,10 @@ run inside it):
 - device times: the timed cycles that carry them (events mode);
 - acceptance (with --meta, the file ``warmup.py --meta`` wrote): the histogram of accepted
   drafts per request step from the records equals SGLang's summed
-  ``spec_correct_drafts_histogram`` for the same requests (bench/gpu/accept_check.py); with
-  overlap scheduling (server_args in the log) SGLang drops the step each request runs after its
-  last, so there ours must exceed SGLang's by exactly one request step per request, never below.
+  ``spec_correct_drafts_histogram`` for the same requests, exactly, after bench/gpu/accept_check.py's
+  replay names the request of every per-request entry (with overlap scheduling, read from the
+  server_args line of the log, a finished request runs one step more, which SGLang drops); the
+  replay must reproduce the recorded batch size of every decode cycle.
 Prints one line per check and exits 0 when every check that could run passed, 1 otherwise.
 """
 
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from accept_check import compare, records_histogram, run_folder, timing_dirs  # noqa: E402
+from accept_check import compare, lead_cycles, records_histogram, replay, run_folder, timing_dirs  # noqa: E402
 
 from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind  # noqa: E402
 from patchkit.report.load import load_timing_dir  # noqa: E402
@@ -118,21 +119,19 @@ def check(run: Path, meta: Path | None) -> dict:
             "sglang": theirs,
             "difference": compare(ours["histogram"], theirs),
         }
-        diff = out["acceptance"]["difference"]
+        meta_doc = json.loads(meta.read_text(encoding="utf-8"))
+        requests = int(meta_doc.get("requests") or 0)
         overlap = overlap_scheduled(run)
-        requests = json.loads(meta.read_text(encoding="utf-8")).get("requests")
         out["acceptance"]["overlap"] = overlap
         out["acceptance"]["requests"] = requests
-        if overlap is False:
-            checks["acceptance_equals_sglang"] = bool(theirs) and not any(diff)
-        else:
-            # With overlap scheduling the step after a request's last one is already launched when
-            # its finish is known: the worker verifies that request once more, patchkit records
-            # it, and SGLang's result processor drops it (`req.finished()`: "should only happen
-            # when overlap scheduling is enabled"). So every bin of ours is at least SGLang's,
-            # and the excess is one request step per request.
-            checks["acceptance_equals_sglang_plus_one_step_per_request"] = (
-                bool(theirs) and all(d >= 0 for d in diff) and sum(diff) == requests
+        if requests and meta_doc.get("completion_tokens"):
+            # every request of warmup.py --meta asks for the same output length (ignore_eos)
+            output_len = int(meta_doc["completion_tokens"]) // requests
+            rep = replay(lead_cycles(run), requests, output_len, overlap is not False)
+            out["acceptance"]["replayed"] = rep
+            out["acceptance"]["replayed_difference"] = compare(rep["histogram"], theirs)
+            checks["acceptance_equals_sglang"] = (
+                bool(theirs) and rep["batch_size_mismatches"] == 0 and not any(out["acceptance"]["replayed_difference"])
             )
     return out
 
@@ -167,8 +166,12 @@ def main(argv=None) -> int:
     )
     if "acceptance" in out:
         a = out["acceptance"]
+        rep = a.get("replayed") or {}
         print(
-            f"release_check: acceptance patchkit {a['patchkit']} SGLang {a['sglang']} difference {a['difference']}"
+            f"release_check: acceptance: every recorded request step {a['patchkit']}; replayed (overlap "
+            f"{a.get('overlap')}) {rep.get('histogram')} with {rep.get('extra_steps')} steps of finished "
+            f"requests and {rep.get('batch_size_mismatches')} batch-size mismatches; SGLang {a['sglang']}; "
+            f"difference {a.get('replayed_difference')}"
         )
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
