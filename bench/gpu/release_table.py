@@ -97,19 +97,26 @@ def markdown(rows: list[dict], card: str, date: str) -> str:
         "(carry `.carry-site .carry-fi .carry-lib`); `--series auto` chose each release's series; "
         "each server checked by `bench/gpu/release_check.py` (records = SGLang's decode lines, "
         "every phase in every timed decode cycle, nesting, device times, acceptance histogram = "
-        "SGLang's `spec_correct_drafts_histogram` summed over the same requests)."
+        "SGLang's `spec_correct_drafts_histogram` summed over the same requests). Acceptance: the "
+        "records' histogram of accepted drafts per request step after `accept_check.replay` names each "
+        "entry's request, the steps of finished requests that SGLang drops, then SGLang's own; overhead: "
+        "the default 1 % budget against off blocks in the same server (`PATCHKIT_TIMER_AB`)."
     )
     lines += [
         "",
-        "| release | run | worker | checks | decode cycles (timed) | SGLang decode lines | acceptance: patchkit / SGLang | tok/s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| release | run | worker | checks | decode cycles (timed) | SGLang decode lines | acceptance: patchkit (dropped steps) / SGLang | tok/s | overhead |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         checks = ", ".join(
             f"{k} {'ok' if v else ('-' if v is None else 'FAILED')}" for k, v in r["checks"].items()
         )
         acc = r.get("acceptance") or {}
-        accs = f"{acc.get('patchkit')} / {acc.get('sglang')}" if acc else "-"
+        rep = acc.get("replayed") or {}
+        if rep:
+            accs = f"{rep.get('histogram')} ({rep.get('extra_steps')}) / {acc.get('sglang')}"
+        else:
+            accs = f"{acc.get('patchkit')} / {acc.get('sglang')}" if acc else "-"
         tps = r.get("tokens_per_s")
         ovh = r.get("overhead") or {}
         ovhs = (
