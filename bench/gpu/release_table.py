@@ -160,7 +160,7 @@ def main(argv=None) -> int:
             if (r["release"], r["name"]) not in {(x["release"], x["name"]) for x in rows}
         ]
         doc["releases"] = kept + [{**r, "card": args.card, "date": args.date} for r in rows]
-        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
     if args.md:
         old = args.md.read_text() if args.md.is_file() else ""
         head = old.split(SECTION)[0].rstrip("\n")

@@ -574,6 +574,24 @@ def test_worker_lines_are_the_ones_sglang_logs(version, v2_line, v1_line):
     assert multi.worker == "multi-layer v2" and multi.file is None
 
 
+def test_a_release_without_the_v1_worker_names_v2_though_its_log_is_silent():
+    # a real 0.5.17 server (H100, 2026-12-06) logged no "Spec v1/v2" line; its page said
+    # "worker unknown" though 0.5.13+ has no other EAGLE worker
+    from patchkit.profile.remote.worker_log import timed_files, worker_of
+
+    silent = "[2026-12-06 18:14:37] SPECULATIVE_MOE_RUNNER_BACKEND is not initialized\n"
+    files = timed_files(REPO / "patches" / "sglang-v0.5.17")
+    assert "eagle_worker_v2.py" in files and "eagle_worker.py" not in files
+    guess = worker_of(silent, files)
+    assert (guess.worker, guess.file) == ("v2", "eagle_worker_v2.py")
+    assert guess.describe().startswith("spec v2 (EAGLEWorkerV2")
+    # a series that times both workers still needs the log to say which ran
+    both = timed_files(REPO / "patches" / "sglang-v0.5.12")
+    assert worker_of(silent, both).describe() == "unknown"
+    said = worker_of("Spec v1 is used for eagle because x.\n", both)
+    assert said.worker == "v1"
+
+
 def test_no_cycle_message_for_each_case(tmp_path):
     from patchkit.profile.remote.worker_log import no_cycles_message
 

@@ -72,7 +72,7 @@ from patchkit.profile.progress import ProgressLine
 from patchkit.profile.remote.config import RemoteConfig
 from patchkit.profile.remote.host import RemoteHost, last_lines
 from patchkit.profile.remote.server_args import drop_speculative
-from patchkit.profile.remote.worker_log import NEEDLES as WORKER_NEEDLES, no_cycles_message, which_worker
+from patchkit.profile.remote.worker_log import NEEDLES as WORKER_NEEDLES, no_cycles_message, timed_files, worker_of
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
 from patchkit.report.window import WINDOW_FILE
 
@@ -405,7 +405,7 @@ class RemoteRun:
     @property
     def worker(self) -> str:
         """The worker the head node's server log names, e.g. "spec v2 (EAGLEWorkerV2, ...)"."""
-        return which_worker(self.worker_lines.get(0, "")).describe()
+        return worker_of(self.worker_lines.get(0, ""), timed_files(self.cfg.series)).describe()
 
     def no_cycles(self, found: str) -> str:
         """Which worker ran (the servers' logs say, on the targets still), and what to do."""
@@ -492,7 +492,7 @@ class RemoteRun:
                     "kept": self.cfg.keep_remote_dir,
                     "jobs": h.jobs,
                     "server_command": self.server_command,
-                    "worker": which_worker(self.worker_lines.get(h.index, "")).describe(),
+                    "worker": worker_of(self.worker_lines.get(h.index, ""), timed_files(self.cfg.series)).describe(),
                 }
                 for h in self.hosts
             ],

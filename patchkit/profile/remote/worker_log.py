@@ -58,6 +58,16 @@ def which_worker(log_text: str) -> WorkerGuess:
     return best[1] or WorkerGuess(None, None, None)
 
 
+def worker_of(log_text: str, files: list[str]) -> WorkerGuess:
+    """which_worker, else what the series says: a release whose series patches
+    eagle_worker_v2.py and not eagle_worker.py (0.5.13 on, where the v1 worker is gone) runs
+    EAGLEWorkerV2 whatever its log says (0.5.17 logs no "Spec v2" line)."""
+    guess = which_worker(log_text)
+    if guess.known or V2_FILE not in files or V1_FILE in files:
+        return guess
+    return WorkerGuess("v2", f"the series patches {V2_FILE} only: the release has no v1 worker", V2_FILE)
+
+
 def timed_files(series_dir) -> list[str]:
     """Base names of the files the series' pin lists (what it patches)."""
     from patchkit.upstream import read_pin
