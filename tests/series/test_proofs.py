@@ -44,17 +44,17 @@ def test_every_gpu_row_names_a_release_of_its_series_and_results_that_exist():
 def test_a_gpu_proof_is_one_line_added_to_the_table(tmp_path):
     """What the engineer running a release on a GPU adds: one inline table in the gpu list."""
     line = (
-        '  { series = "sglang-v0.5.17", release = "0.5.17", card = "NVIDIA H100 80GB HBM3", '
+        '  { series = "sglang-v0.5.16", release = "0.5.16", card = "NVIDIA H100 80GB HBM3", '
         'dates = "2026-12-06", checks = ["records", "acceptance"], results = ["bench/results/sglang_gpu.md"] },\n'
     )
     text = TABLE.read_text()
     assert "\ngpu = [\n" in text
     edited = tmp_path / "proofs.toml"
     edited.write_text(text.replace("\ngpu = [\n", "\ngpu = [\n" + line, 1))
-    proof = proofs.read_proofs(edited)["sglang-v0.5.17"]
+    proof = proofs.read_proofs(edited)["sglang-v0.5.16"]
     assert proof.how == "gpu" and proof.static == phaseproof.CHECKER_VERSION
-    assert proof.describe().startswith("run on a GPU: sglang 0.5.17 on NVIDIA H100 80GB HBM3, 2026-12-06 (")
-    assert proofs.read_proofs(TABLE)["sglang-v0.5.17"].how == "static"
+    assert proof.describe().startswith("run on a GPU: sglang 0.5.16 on NVIDIA H100 80GB HBM3, 2026-12-06 (")
+    assert proofs.read_proofs(TABLE)["sglang-v0.5.16"].how == "static"
 
 
 @pytest.mark.parametrize(
@@ -87,8 +87,8 @@ def verify_result(series: str, digest: str) -> OpResult:
 
 
 def test_patch_verify_says_how_the_series_is_proven():
-    static = read_series(str(PATCHES / "sglang-v0.5.17")).digest
-    lines = render_text(verify_result("sglang-v0.5.17", static)).splitlines()
+    static = read_series(str(PATCHES / "sglang-v0.5.16")).digest
+    lines = render_text(verify_result("sglang-v0.5.16", static)).splitlines()
     assert lines[1] == (
         f"proven: the static proof (patchkit.author.phaseproof {phaseproof.CHECKER_VERSION}) only; "
         "not run on a GPU"
@@ -145,18 +145,18 @@ def test_a_mixed_fleet_gets_a_proven_line_per_series():
     from patchkit.engine.host_result import HostResult
     from patchkit.ops import PER_HOST
 
-    digests = {n: read_series(str(PATCHES / n)).digest for n in ("sglang-v0.5.12", "sglang-v0.5.17")}
+    digests = {n: read_series(str(PATCHES / n)).digest for n in ("sglang-v0.5.12", "sglang-v0.5.16")}
     hosts = [
         HostResult(f"gpu{k}:/site", "verify", "pristine", 0, series=n, digest=d)
         for k, (n, d) in enumerate(digests.items())
     ]
     result = OpResult("verify", PER_HOST, "", hosts)
     lines = [ln for ln in render_text(result).splitlines() if ln.startswith("proven: ")]
-    assert [ln.split(": ", 2)[1] for ln in lines] == ["sglang-v0.5.12", "sglang-v0.5.17"]
+    assert [ln.split(": ", 2)[1] for ln in lines] == ["sglang-v0.5.12", "sglang-v0.5.16"]
     assert lines[0].startswith("proven: sglang-v0.5.12: run on a GPU: sglang 0.5.12 on NVIDIA H200")
-    assert lines[1].startswith("proven: sglang-v0.5.17: the static proof (")
+    assert lines[1].startswith("proven: sglang-v0.5.16: the static proof (")
     doc = json.loads(render_json(result))
     assert {n: p["how"] for n, p in doc["proven"].items()} == {
         "sglang-v0.5.12": "gpu",
-        "sglang-v0.5.17": "static",
+        "sglang-v0.5.16": "static",
     }
