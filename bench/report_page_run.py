@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from report_pages_h200 import small  # noqa: E402
+
 from support.browser import open_page  # noqa: E402
 
 

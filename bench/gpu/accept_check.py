@@ -128,7 +128,11 @@ def replay(cycles: list[dict], requests: int, output_len: int, overlap: bool) ->
         if got is None or len(got[0]) != len(running) or attrs.get("batch_size") != len(running):
             mismatches += 1
             if first_mismatch is None:
-                first_mismatch = {"cycle": c["cycle"], "recorded": attrs.get("batch_size"), "replayed": len(running)}
+                first_mismatch = {
+                    "cycle": c["cycle"],
+                    "recorded": attrs.get("batch_size"),
+                    "replayed": len(running),
+                }
             if got is None:
                 continue
         for r, acc in zip(running, got[0]):

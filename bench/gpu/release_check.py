@@ -33,7 +33,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from accept_check import compare, lead_cycles, records_histogram, replay, run_folder, timing_dirs  # noqa: E402
+from accept_check import (  # noqa: E402
+    compare,
+    lead_cycles,
+    records_histogram,
+    replay,
+    run_folder,
+    timing_dirs,
+)
 
 from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind  # noqa: E402
 from patchkit.report.load import load_timing_dir  # noqa: E402
@@ -131,7 +138,9 @@ def check(run: Path, meta: Path | None) -> dict:
             out["acceptance"]["replayed"] = rep
             out["acceptance"]["replayed_difference"] = compare(rep["histogram"], theirs)
             checks["acceptance_equals_sglang"] = (
-                bool(theirs) and rep["batch_size_mismatches"] == 0 and not any(out["acceptance"]["replayed_difference"])
+                bool(theirs)
+                and rep["batch_size_mismatches"] == 0
+                and not any(out["acceptance"]["replayed_difference"])
             )
     return out
 
@@ -141,7 +150,9 @@ def overlap_scheduled(run: Path) -> bool | None:
     logs = sorted(run_folder(run).rglob("server.log"))
     if not logs:
         return None
-    m = re.search(r"disable_overlap_schedule=(True|False)", logs[0].read_text(encoding="utf-8", errors="replace"))
+    m = re.search(
+        r"disable_overlap_schedule=(True|False)", logs[0].read_text(encoding="utf-8", errors="replace")
+    )
     return None if m is None else m.group(1) == "False"
 
 

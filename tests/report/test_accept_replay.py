@@ -39,7 +39,14 @@ def test_overlap_a_finished_request_runs_once_more_and_is_not_counted():
 def test_overlap_a_prefill_in_between_takes_the_finished_request_out():
     ac = _accept_check()
     # B finishes at decode 1; the next batch is C's prefill, so B is gone by decode 2
-    cycles = [_prefill(0, 2), _decode(1, [2, 3]), _prefill(2, 1), _decode(3, [3, 2]), _decode(4, [1, 2]), _decode(5, [4])]
+    cycles = [
+        _prefill(0, 2),
+        _decode(1, [2, 3]),
+        _prefill(2, 1),
+        _decode(3, [3, 2]),
+        _decode(4, [1, 2]),
+        _decode(5, [4]),
+    ]
     rep = ac.replay(cycles, requests=3, output_len=4, overlap=True)
     assert rep["batch_size_mismatches"] == 0
     assert rep["extra_steps"] == 2  # A at decode 4, C at decode 5
@@ -65,7 +72,10 @@ def test_a_wrong_model_of_the_scheduler_shows_as_batch_size_mismatches():
 def test_requests_before_the_benchmark_finish_at_their_prefill():
     ac = _accept_check()
     # one /health generation (0.5.17: one token) before the benchmark's single request
-    health_step = {"cycle": 1, "attrs": {"kind": "decode", "batch_size": 1, "tokens": 4}}  # a number at batch 1
+    health_step = {
+        "cycle": 1,
+        "attrs": {"kind": "decode", "batch_size": 1, "tokens": 4},
+    }  # a number at batch 1
     cycles = [_prefill(0, 1), health_step, _prefill(2, 1), _decode(3, [3]), _decode(4, [2])]
     rep = ac.replay(cycles, requests=1, output_len=4, overlap=True)
     assert rep["batch_size_mismatches"] == 0

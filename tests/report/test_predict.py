@@ -147,7 +147,10 @@ def test_a_batch_of_one_keeps_its_acceptance():
     # a plain number in a bigger batch is a sum: nothing per request
     assert request_accepts({"tokens": 9, "batch_size": 3}) is None
     assert request_accepts({"tokens": True, "batch_size": 1}) is None
-    cycles = [{"cycle": i, "attrs": {"kind": "decode", "batch_size": 1, "tokens": t}} for i, t in enumerate([4, 1, 3])]
+    cycles = [
+        {"cycle": i, "attrs": {"kind": "decode", "batch_size": 1, "tokens": t}}
+        for i, t in enumerate([4, 1, 3])
+    ]
     acc = acceptance(cycles, {"num_steps": 3})
     assert acc["histogram"] == [1, 0, 1, 1]
     assert abs(acc["mean_accept_length"]["pooled"] - (4 + 1 + 3) / 3) < 1e-9

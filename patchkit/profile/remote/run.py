@@ -72,7 +72,12 @@ from patchkit.profile.progress import ProgressLine
 from patchkit.profile.remote.config import RemoteConfig
 from patchkit.profile.remote.host import RemoteHost, last_lines
 from patchkit.profile.remote.server_args import drop_speculative
-from patchkit.profile.remote.worker_log import NEEDLES as WORKER_NEEDLES, no_cycles_message, timed_files, worker_of
+from patchkit.profile.remote.worker_log import (
+    NEEDLES as WORKER_NEEDLES,
+    no_cycles_message,
+    timed_files,
+    worker_of,
+)
 from patchkit.profile.site import ProfileError, _sigint_deferred, sigterm_interrupts
 from patchkit.report.window import WINDOW_FILE
 
@@ -492,7 +497,9 @@ class RemoteRun:
                     "kept": self.cfg.keep_remote_dir,
                     "jobs": h.jobs,
                     "server_command": self.server_command,
-                    "worker": worker_of(self.worker_lines.get(h.index, ""), timed_files(self.cfg.series)).describe(),
+                    "worker": worker_of(
+                        self.worker_lines.get(h.index, ""), timed_files(self.cfg.series)
+                    ).describe(),
                 }
                 for h in self.hosts
             ],
