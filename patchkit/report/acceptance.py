@@ -86,7 +86,7 @@ def request_accepts(attrs: dict) -> tuple[list[int], list[int] | None] | None:
     per_req = attrs.get("accepted_per_req")
     if isinstance(per_req, list) and all(isinstance(v, int) for v in per_req):
         return list(per_req), None
-    if _one_request(per_req, attrs):
+    if isinstance(per_req, int) and _one_request(per_req, attrs):
         return [per_req], None
     acc = attrs.get("accepted")
     if isinstance(acc, list) and all(isinstance(v, int) for v in acc):
@@ -94,7 +94,7 @@ def request_accepts(attrs: dict) -> tuple[list[int], list[int] | None] | None:
     tok = attrs.get("tokens")
     if isinstance(tok, list) and all(isinstance(v, int) for v in tok):
         return [max(0, v - 1) for v in tok], None
-    if _one_request(tok, attrs):
+    if isinstance(tok, int) and _one_request(tok, attrs):
         # the runtime writes a one-element tensor as its number: one request's committed tokens
         return [max(0, tok - 1)], None
     drafted = attrs.get("drafted")
