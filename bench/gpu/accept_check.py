@@ -9,16 +9,19 @@ verify steps by number of correct drafts, bonus token not counted).
 
 patchkit's side is every decode cycle in the lead rank's timing files: each cycle's per-request
 accepted draft tokens (``tokens`` - 1 for EAGLEWorkerV2, ``accepted_per_req`` for EAGLEWorker),
-counted by value. Every cycle must be timed for the two to be comparable (the harness runs these
-servers with ``--sample 1`` and the benchmark as their only load: no warm-up pass, or a warm-up
-that ``--meta`` counted too). Exit 0 when the two histograms are equal, 1 when they differ
-(both printed, with the difference per bin), 2 when either side is missing.
+counted by value, after ``replay`` has named each entry's request (SGLang drops the step a
+finished request runs under overlap scheduling). Every cycle must be timed for the two to be
+comparable (the harness runs these servers with ``--sample 1`` and the benchmark as their only
+load: no warm-up pass, or a warm-up that ``--meta`` counted too). Exit 0 when the replayed
+histogram equals SGLang's and the replay reproduced every batch size, 1 when not (both printed,
+with the difference per bin), 2 when either side is missing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -46,48 +49,60 @@ def timing_dirs(run: Path) -> list[Path]:
     return sorted({p.parent for p in run.rglob(FILE_GLOB)})
 
 
-def records_histogram(run: Path) -> dict:
-    """Acceptance histogram over every decode cycle of the lead rank (rank 0) of ``run``."""
-    hist: list[int] = []
-    cycles = with_acc = untimed = 0
-    num_steps: set[int] = set()
+def lead_procs(run: Path) -> list:
+    """The lead rank's (rank 0) processes of ``run``, each with its cycles and phases."""
+    procs = []
     for folder in timing_dirs(run):
-        for proc in load_timing_dir(folder):
-            if proc.rank != 0:
-                continue
-            for c in proc.cycles:
-                attrs = c.get("attrs") or {}
-                if cycle_kind(c) not in (KIND_PRIMARY, NO_KIND):
-                    continue
-                cycles += 1
-                if isinstance(attrs.get("num_steps"), int):
-                    num_steps.add(attrs["num_steps"])
-                got = request_accepts(attrs)
-                if got is None:
-                    untimed += 1
-                    continue
-                with_acc += 1
-                for a in got[0]:
-                    if a >= len(hist):
-                        hist += [0] * (a + 1 - len(hist))
-                    hist[a] += 1
+        procs += [p for p in load_timing_dir(folder) if p.rank == 0]
+    return procs
+
+
+def lead_cycles(procs: list) -> list[dict]:
+    """Every cycle of ``procs``, in the order each process ran them."""
+    return [c for proc in procs for c in sorted(proc.cycles, key=lambda c: c["cycle"])]
+
+
+def overlap_scheduled(run: Path) -> bool | None:
+    """Whether the run's server scheduled with overlap (SGLang logs its server_args at start)."""
+    logs = sorted(run_folder(run).rglob("server.log"))
+    if not logs:
+        return None
+    text = logs[0].read_text(encoding="utf-8", errors="replace")
+    m = re.search(r"disable_overlap_schedule=(True|False)", text)
+    return None if m is None else m.group(1) == "False"
+
+
+def _count(hist: list[int], k: int) -> None:
+    if k >= len(hist):
+        hist += [0] * (k + 1 - len(hist))
+    hist[k] += 1
+
+
+def records_histogram(cycles: list[dict]) -> dict:
+    """Acceptance histogram over every decode cycle of ``cycles`` (every recorded request step)."""
+    hist: list[int] = []
+    decode = with_acc = 0
+    num_steps: set[int] = set()
+    for c in cycles:
+        if cycle_kind(c) not in (KIND_PRIMARY, NO_KIND):
+            continue
+        attrs = c.get("attrs") or {}
+        decode += 1
+        if isinstance(attrs.get("num_steps"), int):
+            num_steps.add(attrs["num_steps"])
+        got = request_accepts(attrs)
+        if got is None:
+            continue
+        with_acc += 1
+        for a in got[0]:
+            _count(hist, a)
     return {
-        "decode_cycles": cycles,
+        "decode_cycles": decode,
         "cycles_with_acceptance": with_acc,
-        "cycles_without": untimed,
+        "cycles_without": decode - with_acc,
         "histogram": hist,
         "num_steps_seen": sorted(num_steps),
     }
-
-
-def lead_cycles(run: Path) -> list[dict]:
-    """Every cycle of the lead rank's processes, in the order each process ran them."""
-    cycles: list[dict] = []
-    for folder in timing_dirs(run):
-        for proc in load_timing_dir(folder):
-            if proc.rank == 0:
-                cycles += sorted(proc.cycles, key=lambda c: c["cycle"])
-    return cycles
 
 
 def replay(cycles: list[dict], requests: int, output_len: int, overlap: bool) -> dict:
@@ -139,14 +154,12 @@ def replay(cycles: list[dict], requests: int, output_len: int, overlap: bool) ->
             if r["done"] is not None:
                 extra += 1  # a finished request's step: recorded, dropped by SGLang
                 continue
-            if r["target"] > 1:
-                hist += [0] * (acc + 1 - len(hist)) if acc >= len(hist) else []
-                hist[acc] += 1
+            _count(hist, acc)
             r["out"] += acc + 1
             if r["out"] >= r["target"]:
                 r["done"] = n
-        keep_one_more = overlap
-        running = [r for r in running if r["done"] is None or (keep_one_more and r["done"] == n)]
+        # with overlap, a request finished in this cycle runs once more in the next decode
+        running = [r for r in running if r["done"] is None or (overlap and r["done"] == n)]
     return {
         "histogram": hist,
         "extra_steps": extra,
@@ -163,6 +176,49 @@ def compare(ours: list[int], theirs: list[int]) -> list[int]:
     return [x - y for x, y in zip(a, b)]
 
 
+def against_sglang(run: Path, cycles: list[dict], meta: dict) -> dict:
+    """The records' acceptance against SGLang's summed histogram (``meta``: warmup.py --meta's
+    file), raw and replayed. ``equal``: the replay reproduced every batch size and its
+    histogram equals SGLang's in every bin."""
+    theirs = [int(n) for n in meta.get("spec_correct_drafts_histogram") or []]
+    ours = records_histogram(cycles)["histogram"]
+    requests = int(meta.get("requests") or 0)
+    overlap = overlap_scheduled(run)
+    out: dict = {
+        "patchkit": ours,
+        "sglang": theirs,
+        "difference": compare(ours, theirs),
+        "overlap": overlap,
+        "requests": requests,
+        "equal": False,
+    }
+    if requests and meta.get("completion_tokens"):
+        # every request of warmup.py --meta asks for the same output length (ignore_eos)
+        rep = replay(cycles, requests, int(meta["completion_tokens"]) // requests, overlap is not False)
+        diff = compare(rep["histogram"], theirs)
+        out.update(replayed=rep, replayed_difference=diff)
+        out["equal"] = bool(theirs) and rep["batch_size_mismatches"] == 0 and not any(diff)
+        out["pooled_accept_length"] = {"patchkit": _pooled(rep["histogram"]), "sglang": _pooled(theirs)}
+    return out
+
+
+def _pooled(hist: list[int]) -> float | None:
+    """Tokens per request step: 1 + accepted drafts per step."""
+    steps = sum(hist)
+    return 1 + sum(k * n for k, n in enumerate(hist)) / steps if steps else None
+
+
+def describe(a: dict) -> str:
+    """One line of what against_sglang found."""
+    rep = a.get("replayed") or {}
+    return (
+        f"every recorded request step {a['patchkit']}; replayed (overlap {a.get('overlap')}) "
+        f"{rep.get('histogram')} with {rep.get('extra_steps')} steps of finished requests and "
+        f"{rep.get('batch_size_mismatches')} batch-size mismatches; SGLang {a['sglang']}; "
+        f"difference {a.get('replayed_difference')}"
+    )
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path)
@@ -173,45 +229,18 @@ def main(argv=None) -> int:
         print(f"accept_check: {args.meta}: no SGLang counts (warmup.py --meta)")
         return 2
     meta = json.loads(args.meta.read_text(encoding="utf-8"))
-    theirs = [int(n) for n in meta.get("spec_correct_drafts_histogram") or []]
     try:
-        ours = records_histogram(args.run)
+        cycles = lead_cycles(lead_procs(args.run))
     except Exception as exc:  # a run without timing files: said, exit 2
         print(f"accept_check: {args.run}: {exc}")
         return 2
-    diff = compare(ours["histogram"], theirs)
-    equal = not any(diff) and bool(theirs)
-    steps_ours, steps_theirs = sum(ours["histogram"]), sum(theirs)
-    acc_ours = sum(k * n for k, n in enumerate(ours["histogram"]))
-    acc_theirs = sum(k * n for k, n in enumerate(theirs))
-    result = {
-        "run": str(args.run),
-        "equal": equal,
-        "patchkit": ours,
-        "sglang": {
-            "histogram": theirs,
-            "requests": meta.get("requests"),
-            "requests_without_histogram": meta.get("requests_without_histogram"),
-            "spec_verify_ct": meta.get("spec_verify_ct"),
-            "completion_tokens": meta.get("completion_tokens"),
-        },
-        "difference": diff,
-        "pooled_accept_length": {
-            "patchkit": 1 + acc_ours / steps_ours if steps_ours else None,
-            "sglang": 1 + acc_theirs / steps_theirs if steps_theirs else None,
-        },
-    }
-    print(
-        f"accept_check: {'EQUAL' if equal else 'DIFFERENT'}: patchkit {ours['histogram']} "
-        f"({steps_ours} request steps in {ours['cycles_with_acceptance']} of "
-        f"{ours['decode_cycles']} decode cycles) vs SGLang {theirs} ({steps_theirs} verify steps, "
-        f"{meta.get('requests')} requests); difference {diff}"
-    )
+    result = {"run": str(args.run), **against_sglang(args.run, cycles, meta)}
+    print(f"accept_check: {'EQUAL' if result['equal'] else 'DIFFERENT'}: {describe(result)}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    if not theirs or not steps_ours:
+    if not result["sglang"] or not result["patchkit"]:
         return 2
-    return 0 if equal else 1
+    return 0 if result["equal"] else 1
 
 
 if __name__ == "__main__":

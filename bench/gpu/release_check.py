@@ -33,26 +33,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from accept_check import (  # noqa: E402
-    compare,
-    lead_cycles,
-    records_histogram,
-    replay,
-    run_folder,
-    timing_dirs,
-)
+from accept_check import against_sglang, describe, lead_cycles, lead_procs, run_folder  # noqa: E402
 
 from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind  # noqa: E402
-from patchkit.report.load import load_timing_dir  # noqa: E402
 
 DECODE_LINE = re.compile(r"Decode batch[ ,\[]")
-
-
-def lead_procs(run: Path):
-    procs = []
-    for folder in timing_dirs(run):
-        procs += [p for p in load_timing_dir(folder) if p.rank == 0]
-    return procs
 
 
 def decode_lines(run: Path) -> int | None:
@@ -116,44 +101,10 @@ def check(run: Path, meta: Path | None) -> dict:
     if procs and procs[0].mode == "events":
         checks["device_times"] = with_dev >= 0.95 * len(timed) and with_dev > 0
     if meta is not None and meta.is_file():
-        theirs = [
-            int(n)
-            for n in json.loads(meta.read_text(encoding="utf-8")).get("spec_correct_drafts_histogram") or []
-        ]
-        ours = records_histogram(run)
-        out["acceptance"] = {
-            "patchkit": ours["histogram"],
-            "sglang": theirs,
-            "difference": compare(ours["histogram"], theirs),
-        }
         meta_doc = json.loads(meta.read_text(encoding="utf-8"))
-        requests = int(meta_doc.get("requests") or 0)
-        overlap = overlap_scheduled(run)
-        out["acceptance"]["overlap"] = overlap
-        out["acceptance"]["requests"] = requests
-        if requests and meta_doc.get("completion_tokens"):
-            # every request of warmup.py --meta asks for the same output length (ignore_eos)
-            output_len = int(meta_doc["completion_tokens"]) // requests
-            rep = replay(lead_cycles(run), requests, output_len, overlap is not False)
-            out["acceptance"]["replayed"] = rep
-            out["acceptance"]["replayed_difference"] = compare(rep["histogram"], theirs)
-            checks["acceptance_equals_sglang"] = (
-                bool(theirs)
-                and rep["batch_size_mismatches"] == 0
-                and not any(out["acceptance"]["replayed_difference"])
-            )
+        out["acceptance"] = against_sglang(run, lead_cycles(procs), meta_doc)
+        checks["acceptance_equals_sglang"] = out["acceptance"]["equal"]
     return out
-
-
-def overlap_scheduled(run: Path) -> bool | None:
-    """Whether the run's server scheduled with overlap (SGLang logs its server_args at start)."""
-    logs = sorted(run_folder(run).rglob("server.log"))
-    if not logs:
-        return None
-    m = re.search(
-        r"disable_overlap_schedule=(True|False)", logs[0].read_text(encoding="utf-8", errors="replace")
-    )
-    return None if m is None else m.group(1) == "False"
 
 
 def main(argv=None) -> int:
@@ -176,14 +127,7 @@ def main(argv=None) -> int:
         f"{out['bad_nesting_examples']}"
     )
     if "acceptance" in out:
-        a = out["acceptance"]
-        rep = a.get("replayed") or {}
-        print(
-            f"release_check: acceptance: every recorded request step {a['patchkit']}; replayed (overlap "
-            f"{a.get('overlap')}) {rep.get('histogram')} with {rep.get('extra_steps')} steps of finished "
-            f"requests and {rep.get('batch_size_mismatches')} batch-size mismatches; SGLang {a['sglang']}; "
-            f"difference {a.get('replayed_difference')}"
-        )
+        print(f"release_check: acceptance: {describe(out['acceptance'])}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     return 0 if all(v is not False for v in out["checks"].values()) else 1
