@@ -590,6 +590,13 @@ def test_a_release_without_the_v1_worker_names_v2_though_its_log_is_silent():
     assert worker_of(silent, both).describe() == "unknown"
     said = worker_of("Spec v1 is used for eagle because x.\n", both)
     assert said.worker == "v1"
+    # the message for a run that recorded nothing says the same
+    from patchkit.profile.remote.worker_log import no_cycles_message
+
+    spec = "python -m sglang.launch_server --speculative-algorithm EAGLE"
+    msg = no_cycles_message("no cycle", [("node0 log", silent)], REPO / "patches" / "sglang-v0.5.17", spec)
+    assert "spec v2 (EAGLEWorkerV2, eagle_worker_v2.py)" in msg
+    assert "Series sglang-v0.5.17 times it (eagle_worker_v2.py)" in msg
 
 
 def test_no_cycle_message_for_each_case(tmp_path):

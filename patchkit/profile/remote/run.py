@@ -56,6 +56,7 @@ Commands run under ``sh -c`` in the run directory, so they may use those variabl
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import sys
@@ -410,7 +411,16 @@ class RemoteRun:
     @property
     def worker(self) -> str:
         """The worker the head node's server log names, e.g. "spec v2 (EAGLEWorkerV2, ...)"."""
-        return worker_of(self.worker_lines.get(0, ""), timed_files(self.cfg.series)).describe()
+        return self.worker_on(0)
+
+    def worker_on(self, index: int) -> str:
+        """The worker host ``index``'s server log names, else the one its series implies."""
+        return worker_of(self.worker_lines.get(index, ""), self.series_files).describe()
+
+    @functools.cached_property
+    def series_files(self) -> list[str]:
+        """The files the series patches (its pin.toml), read once."""
+        return timed_files(self.cfg.series)
 
     def no_cycles(self, found: str) -> str:
         """Which worker ran (the servers' logs say, on the targets still), and what to do."""
@@ -497,9 +507,7 @@ class RemoteRun:
                     "kept": self.cfg.keep_remote_dir,
                     "jobs": h.jobs,
                     "server_command": self.server_command,
-                    "worker": worker_of(
-                        self.worker_lines.get(h.index, ""), timed_files(self.cfg.series)
-                    ).describe(),
+                    "worker": self.worker_on(h.index),
                 }
                 for h in self.hosts
             ],

@@ -83,7 +83,7 @@ def no_cycles_message(found: str, logs: list[tuple[str, str]], series_dir, serve
     server logs, ``[(where, text)]``), whether the series times it, what to do."""
     series = Path(series_dir).name
     files = timed_files(series_dir)
-    guesses = [(where, which_worker(text)) for where, text in logs]
+    guesses = [(where, worker_of(text, files)) for where, text in logs]
     known = [(where, g) for where, g in guesses if g.known]
     head = f"the server ran, but {found}. "
     if "--speculative-algorithm" not in server_command and not known:
