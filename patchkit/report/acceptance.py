@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable
+from typing import TypeGuard
 
 # the server flags that fix the draft shape, as SGLang's launch_server spells them
 SPEC_FLAGS = {
@@ -86,7 +87,7 @@ def request_accepts(attrs: dict) -> tuple[list[int], list[int] | None] | None:
     per_req = attrs.get("accepted_per_req")
     if isinstance(per_req, list) and all(isinstance(v, int) for v in per_req):
         return list(per_req), None
-    if isinstance(per_req, int) and _one_request(per_req, attrs):
+    if _one_request(per_req, attrs):
         return [per_req], None
     acc = attrs.get("accepted")
     if isinstance(acc, list) and all(isinstance(v, int) for v in acc):
@@ -94,7 +95,7 @@ def request_accepts(attrs: dict) -> tuple[list[int], list[int] | None] | None:
     tok = attrs.get("tokens")
     if isinstance(tok, list) and all(isinstance(v, int) for v in tok):
         return [max(0, v - 1) for v in tok], None
-    if isinstance(tok, int) and _one_request(tok, attrs):
+    if _one_request(tok, attrs):
         # the runtime writes a one-element tensor as its number: one request's committed tokens
         return [max(0, tok - 1)], None
     drafted = attrs.get("drafted")
@@ -103,7 +104,7 @@ def request_accepts(attrs: dict) -> tuple[list[int], list[int] | None] | None:
     return None
 
 
-def _one_request(value, attrs: dict) -> bool:
+def _one_request(value: object, attrs: dict) -> TypeGuard[int]:
     """A per-request count written as a plain number: an int in a cycle of batch size 1."""
     return isinstance(value, int) and not isinstance(value, bool) and attrs.get("batch_size") == 1
 
