@@ -165,26 +165,21 @@ stage_models8b() {
   grep -E '^(CHECK|WROTE) ' "$LOG" | tail -n 2 > "$WORK/models8b_check.txt"
 }
 
+# a server without patchkit (the tree as it is, no PATCHKIT_* env): bare_start LOG COMMAND...
+# starts it in its own process group and waits for /health (BARE_PID); bare_stop ends the group
+# (TERM: a background job of a non-interactive shell ignores INT)
+bare_start() {
+  local slog=$1; shift
+  setsid "$@" >"$slog" 2>&1 </dev/null &
+  BARE_PID=$!
+  python3 "$ROOT/bench/gpu/wait_health.py" "$PORT" "$BARE_PID" "${BARE_WAIT:-300}" 2>&1 | tee -a "$LOG"
+}
+bare_stop() { kill -TERM -- -"$BARE_PID" 2>/dev/null; sleep 5; kill -KILL -- -"$BARE_PID" 2>/dev/null; }
 stage_explore() {  # a plain v2 server + bench_serving, no patchkit involved: checks the stack
   local slog=$WORK/explore.server.log
-  setsid $SERVER $SPEC >"$slog" 2>&1 </dev/null &
-  local pid=$!
-  python3 - "$PORT" "$pid" <<'PY' 2>&1 | tee -a "$LOG"
-import os, sys, time, urllib.request
-port, pid, t0 = sys.argv[1], int(sys.argv[2]), time.time()
-while time.time() - t0 < 300:
-    try:
-        os.kill(pid, 0)
-        if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).status == 200:
-            print(f"explore: healthy after {time.time() - t0:.0f}s"); break
-    except ProcessLookupError:
-        print("explore: server exited"); break
-    except Exception:
-        pass
-    time.sleep(1)
-PY
+  bare_start "$slog" $SERVER $SPEC
   run timeout 120 $BENCH
-  kill -INT -- -$pid 2>/dev/null; sleep 5; kill -KILL -- -$pid 2>/dev/null
+  bare_stop
   grep -E "Spec v1|Spec v2|Capture cuda graph end|accept len" "$slog" | tail -n 5 | cut -c1-240 | tee -a "$LOG"
   say "explore: decode batch lines: $(grep -c 'Decode batch' "$slog")"
 }
@@ -435,19 +430,17 @@ stage_reltrace() { trace_one "${REL}_trace" "" --sample "${TRACE_SAMPLE:-4}"; }
 stage_relbare() {  # the control for a server that failed patched: the same server unpatched (no
   # patchkit at all: pristine tree, no PATCHKIT_* env), the same /generate load; did it survive?
   # BARE_NAME (noov) names it, BARE_ARGS its flags after $SERVER (default: overlap off, $SPEC)
-  local name=${REL}_bare_${BARE_NAME:-noov} slog pid rc
+  local name=${REL}_bare_${BARE_NAME:-noov} slog rc
   if [ "$(left)" -lt 120 ]; then say "relbare: skipped, only $(left)s left"; return 1; fi
   (cd "$ROOT" && python3 -m invoke patch.status --series "$SERIES" --target "$SITE" 2>&1 | tail -n 3 | tee -a "$LOG")
   mkdir -p "$WORK/$name"; slog=$WORK/$name/server.log
-  setsid $SERVER ${BARE_ARGS:---disable-overlap-schedule $SPEC} --skip-server-warmup >"$slog" 2>&1 </dev/null &
-  pid=$!
-  python3 "$ROOT/bench/gpu/wait_health.py" "$PORT" "$pid" 240 2>&1 | tee -a "$LOG"
+  BARE_WAIT=240 bare_start "$slog" $SERVER ${BARE_ARGS:---disable-overlap-schedule $SPEC} --skip-server-warmup
   run timeout 120 python3 "$ROOT/bench/gpu/warmup.py" --port $PORT --prompts ${REL_PROMPTS:-128} --concurrency 32 \
       --input-len 128 --output-len ${REL_OUT_LEN:-256} --meta "$WORK/$name/meta.json"
   rc=$?
-  if kill -0 "$pid" 2>/dev/null; then say "relbare $name: the unpatched server is alive after the load"
+  if kill -0 "$BARE_PID" 2>/dev/null; then say "relbare $name: the unpatched server is alive after the load"
   else say "relbare $name: the unpatched server DIED during the load"; rc=1; fi
-  kill -INT -- -$pid 2>/dev/null; sleep 4; kill -KILL -- -$pid 2>/dev/null
+  bare_stop
   grep -E "Scheduler hit an exception|Assertion|Error" "$slog" | sort | uniq -c | sort -rn | head -n 5 | cut -c1-240 | tee -a "$LOG"
   say "relbare $name: decode batch lines $(grep -c 'Decode batch' "$slog")"
   return $rc
