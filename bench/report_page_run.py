@@ -2,11 +2,11 @@
 
     .venv/bin/python bench/report_page_run.py RUN_FOLDER OUT_FOLDER
 
-RUN_FOLDER is a profile.remote run as the GPU harness brought it back (its timing/ and
-summary.json; run `invoke profile.predict RUN_FOLDER` first to have the prediction on the page).
-The page is written anew from the run's files by `invoke profile.report`, copied to
-OUT_FOLDER/run/report.html, opened in headless Chromium (tests/support/browser.py: nothing fetched,
-no console error) and photographed: OUT_FOLDER/run.png and its first screen, run-top.png.
+RUN_FOLDER is a profile.remote run as the GPU harness brought it back, with the report.html
+profile.remote wrote there (`invoke profile.predict RUN_FOLDER` rewrites it with the prediction
+on it). The page is copied to OUT_FOLDER/run/report.html, opened in headless Chromium
+(tests/support/browser.py: nothing fetched, no console error) and photographed: OUT_FOLDER/run.png
+and its first screen, run-top.png (report_pages_h200.small).
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ def main(argv: list[str]) -> int:
     run, out = Path(argv[0]).resolve(), Path(argv[1]).resolve()
     page = run / "report.html"
     if not page.is_file():
-        print(f"report_page_run: {page}: no page (run invoke profile.report on the run first)")
+        print(
+            f"report_page_run: {page}: no page (profile.remote writes it; invoke profile.report RUN redraws it)"
+        )
         return 2
     (out / "run").mkdir(parents=True, exist_ok=True)
     kept = out / "run" / "report.html"
