@@ -1341,6 +1341,30 @@ _TABLE: tuple[Option, ...] = (
         commented=False,
     ),
     Option(
+        "min_effect",
+        key="profile.remote.min_effect",
+        default=5.0,
+        check=lambda v, option, where="": number(v, option, where, low=0.1, high=100.0),
+        help="with --matrix and --budget/--until: PCT, the smallest tok/s difference worth deciding "
+        "(default 5): the sequential test's horizon is the rounds that decide it at --power",
+        fronts=("profile.remote",),
+        doc="--min-effect PCT: the smallest tok/s difference worth deciding\n"
+        "(default 5): sets the sequential test's horizon (rounds)",
+        commented=False,
+    ),
+    Option(
+        "power",
+        key="profile.remote.power",
+        default=0.9,
+        check=lambda v, option, where="": number(v, option, where, low=0.5, high=0.999),
+        help="with --matrix and --budget/--until: the chance of deciding a --min-effect difference "
+        "that the horizon is planned for (default 0.9)",
+        fronts=("profile.remote",),
+        doc="--power P: the chance of deciding a min_effect difference the\n"
+        "horizon is planned for (default 0.9)",
+        commented=False,
+    ),
+    Option(
         "sweep_seed",
         key="profile.remote.sweep_seed",
         check=whole_in(0, (1 << 63) - 1),

@@ -105,7 +105,9 @@ import math
 import random
 from dataclasses import asdict, dataclass, field
 
-from patchkit.profile.spending import t_levels
+from statistics import NormalDist
+
+from patchkit.profile.spending import nominal_levels, t_levels, z_design
 from patchkit.profile.verdict import t_ppf, t_sf
 
 ALPHA = 0.05
@@ -121,13 +123,28 @@ METHOD = (
     "each point against the leader at alpha/(K-1) (Bonferroni); a point whose interval lies "
     "below 1 is dropped; decided when one point is left"
 )
-SPENDING = "obf"  # the bounded sweep's spending function (patchkit.profile.spending)
+SPENDING = "obf"  # the bounded t test's spending function (patchkit.profile.spending)
+KNOWN_SPENDING = "pocock"  # the z test's (a spread known from the cache): its looks from round 1 are informative
 ANYTIME, BOUNDED = "anytime", "group-sequential"
+MIN_EFFECT = 0.05  # the smallest difference worth deciding (profile.remote --min-effect)
+PLAN_POWER = 0.9  # the power the horizon is planned for (profile.remote --power)
+KNOWN_DF = 8  # a remembered spread with this many df or more is taken as known (the z test)
+T_PLAN_PATHS = 4000  # simulated sweeps behind t_power (seeded: the same answer every time)
+_N = NormalDist()
 
 
-def bounded_method(horizon: int, spending: str = SPENDING) -> str:
+def bounded_method(horizon: int, spending: str = SPENDING, sigma: float | None = None) -> str:
     """The bounded sweep's method in words (Decision.method)."""
     name = {"obf": "O'Brien-Fleming", "pocock": "Pocock"}.get(spending, spending)
+    if sigma is not None:
+        return (
+            "group-sequential z test (Lan & DeMets 1983 alpha spending, "
+            f"{name} type, over a horizon of {horizon} rounds; looks from round 1; the spread between "
+            f"starts taken as known, {sigma * 100:.2f} % of log tok/s; boundaries by recursive numerical "
+            "integration) on the difference of mean log tok/s, rounds and GPUs/hosts as blocks, each point "
+            "against the leader at alpha/(K-1) (Bonferroni; half of it a side); a point whose bound lies "
+            "below 1 is dropped; decided when one point is left"
+        )
     return (
         "group-sequential t test (Lan & DeMets 1983 alpha spending, "
         f"{name} type, over a horizon of {horizon} rounds; looks from round 2; Jennison & Turnbull's "
@@ -428,10 +445,17 @@ class Race:
 
     ``labels``: every point of the sweep (K, fixed: the Bonferroni split is over K - 1).
     ``horizon``: the rounds that can happen (``--repeat``, or what ``--budget`` allows), for
-    the bounded test; None for the anytime-valid one (``--until decided`` without a bound)."""
+    the bounded test; None for the anytime-valid one (``--until decided`` without a bound).
+    ``sigma``: the spread between starts (sd of log tok/s) taken as known (the spread cache):
+    the bounded test is then a z test, looks from round 1, at exact levels."""
 
     def __init__(
-        self, labels, alpha: float = ALPHA, horizon: int | None = None, spending: str = SPENDING
+        self,
+        labels,
+        alpha: float = ALPHA,
+        horizon: int | None = None,
+        spending: str | None = None,
+        sigma: float | None = None,
     ) -> None:
         self.labels = [str(p) for p in labels]
         self.alpha = alpha
@@ -445,7 +469,10 @@ class Race:
         if horizon is not None and horizon < 1:
             raise ValueError(f"horizon must be at least 1 round, not {horizon}")
         self.horizon = horizon
-        self.spending = spending
+        if sigma is not None and not (math.isfinite(sigma) and sigma > 0.0):
+            raise ValueError(f"a known spread must be a positive number, not {sigma}")
+        self.sigma = sigma if horizon is not None else None
+        self.spending = spending or (KNOWN_SPENDING if self.sigma is not None else SPENDING)
         self.level: float | None = None  # the last look's one-sided nominal level (bounded)
         self.looks: list[tuple[int, int]] = []  # (round, df) of each look taken
         self.final = False
@@ -489,6 +516,12 @@ class Race:
         """This round's one-sided nominal level (None: no look: round 1, past the horizon, or
         no degree of freedom yet). A look taken is remembered: the next one's level depends on it."""
         assert self.horizon is not None
+        if self.sigma is not None:
+            if self.rounds > self.horizon:
+                return None
+            self.looks.append((self.rounds, df))
+            times = tuple(r / self.horizon for r, _ in self.looks)
+            return nominal_levels(times, self.alpha_pair / 2.0, self.spending, final)[-1]
         if self.rounds < 2 or self.rounds > self.horizon or df < 1:
             return None
         self.looks.append((self.rounds, df))
@@ -500,13 +533,13 @@ class Race:
         """The leader (highest effect among the live points) and every other point's
         (estimate, standard error) of its log ratio to the leader, and the residual df."""
         fit = round_fit(self.obs)
-        if fit is None or fit.df < 1:
+        if fit is None or (fit.df < 1 and self.sigma is None):
             return None, {}, 0
         live = [p for p in self.live if p in fit.effects]
         if not live:
             return None, {}, fit.df
         leader = max(live, key=lambda p: fit.effects[p])
-        sigma2 = fit.ss / fit.df
+        sigma2 = self.sigma**2 if self.sigma is not None else fit.ss / fit.df
         out = {}
         for p in fit.effects:
             if p != leader:
@@ -529,25 +562,32 @@ class Race:
             if p == leader or p not in contrasts:
                 continue
             est, se = contrasts[p]
-            shown = est < 0.0 if se == 0.0 else t_sf(-est / se, df) < level
+            shown = est < 0.0 if se == 0.0 else self._p_below(est / se, df) < level
             if shown:
                 self.live.remove(p)
                 self.dropped_round[p] = self.rounds
-                upper = est + _t_quantile(level, df) * se
+                upper = est + self._quantile(level, df) * se
                 self.dropped[p] = (
                     f"worse than {leader}: ratio <= {math.exp(upper):.3f} (one-sided, nominal level "
                     f"{level:.2g} at round {self.rounds} of {self.horizon}: {self.spending} spending of "
                     f"{self.alpha_pair / 2:g} a side), round {self.rounds}"
                 )
 
+    def _p_below(self, z: float, df: int) -> float:
+        """One-sided p of a contrast ``z`` standard errors below 0 (z test, else t with df)."""
+        return _N.cdf(z) if self.sigma is not None else t_sf(-z, df)
+
+    def _quantile(self, level: float, df: int) -> float:
+        return _N.inv_cdf(1.0 - level) if self.sigma is not None else _t_quantile(level, df)
+
     def _bounded_intervals(self) -> tuple[str | None, dict[str, tuple[float, float]]]:
         leader, contrasts, df = self._contrasts()
         out = {}
         for p, (est, se) in contrasts.items():
-            if self.level is None or self.level <= 0.0 or df < 1:
+            if self.level is None or self.level <= 0.0 or (df < 1 and self.sigma is None):
                 out[p] = (-math.inf, math.inf)
             else:
-                q = _t_quantile(self.level, df)
+                q = self._quantile(self.level, df)
                 out[p] = (est - q * se, est + q * se)
         return leader, out
 
@@ -576,11 +616,11 @@ class Race:
             intervals=ratio,
             estimates={p: math.exp(v) for p, v in pe.items()},
             plan={},
-            method=bounded_method(self.horizon or 0, self.spending) if bounded else METHOD,
+            method=bounded_method(self.horizon or 0, self.spending, self.sigma) if bounded else METHOD,
             alpha=self.alpha,
             leader=leader,
             rounds=self.rounds,
-            spread=math.sqrt(ss / df) if df >= 2 else None,
+            spread=math.sqrt(ss / df) if df >= 2 else self.sigma,
             dropped_round=dict(self.dropped_round),
             design=BOUNDED if bounded else ANYTIME,
             horizon=self.horizon,
@@ -614,10 +654,11 @@ def _replay(
     alpha: float,
     horizon: int | None = None,
     final_round: int | None = None,
-    spending: str = SPENDING,
+    spending: str | None = None,
+    sigma: float | None = None,
 ) -> Race:
     rows = _checked(runs, blocks)
-    state = Race(list(rows), alpha, horizon, spending)
+    state = Race(list(rows), alpha, horizon, spending, sigma)
     for r in range(max((len(v) for v in rows.values()), default=0)):
         state.rounds += 1
         for p, v in rows.items():
@@ -633,9 +674,10 @@ def race(
     alpha: float = ALPHA,
     horizon: int | None = None,
     final_round: int | None = None,
+    sigma: float | None = None,
 ) -> Decision:
     """The decision without the plan (the racing replayed round by round); see the module doc."""
-    return _replay(runs, blocks, alpha, horizon, final_round).decision()
+    return _replay(runs, blocks, alpha, horizon, final_round, sigma=sigma).decision()
 
 
 def decide_sequential(
@@ -646,6 +688,7 @@ def decide_sequential(
     prior_spread: float | None = None,
     horizon: int | None = None,
     final_round: int | None = None,
+    sigma: float | None = None,
 ) -> Decision:
     """The verdict over ``{label: [tok/s per round]}`` (None = a failed run), valid under
     optional stopping; ``blocks`` (same shape) names the GPU or host of each run.
@@ -654,8 +697,9 @@ def decide_sequential(
     runs). ``prior_spread`` (sd of log tok/s remembered from an earlier sweep) only plans the
     first rounds, before the sweep has measured two degrees of freedom of its own.
     ``horizon`` (the rounds that can happen) makes it the bounded test; ``final_round``: the
-    round after which no other came (it spends the level that is left)."""
-    state = _replay(runs, blocks, alpha, horizon, final_round)
+    round after which no other came (it spends the level that is left). ``sigma``: the spread
+    taken as known (the bounded test becomes a z test; see Race)."""
+    state = _replay(runs, blocks, alpha, horizon, final_round, sigma=sigma)
     decision = state.decision()
     if decision.status == "decided" or decision.leader is None:
         return decision
@@ -665,6 +709,15 @@ def decide_sequential(
     leader = decision.leader
     plan: dict[str, dict] = {}
     worst: int | None = 0
+    if horizon is not None:
+        # the bounded test's plan is its horizon: the rounds left to it (planned for the
+        # smallest difference worth deciding, plan_horizon), not the anytime sequence's count
+        left = max(0, horizon - decision.rounds)
+        decision.plan = {
+            p: {"more_runs": left, "for_difference": difference, "spread": spread, "test": decision.design}
+            for p in decision.contenders
+        }
+        return decision
     for p in decision.contenders:
         if p == leader:
             continue
@@ -801,6 +854,86 @@ def plan_runs(
         )
     effect = math.log1p(difference) / spread
     return _plan_cached(round(math.log1p(difference) / spread, 4) if effect else 0.0, alpha_pair, power)
+
+
+# ---- the horizon ---------------------------------------------------------------------------
+
+
+def t_power(horizon: int, effect: float, alpha: float, points: int = 2, paths: int = T_PLAN_PATHS) -> float:
+    """The bounded t test's power over ``horizon`` rounds for a true difference of ``effect``
+    (the difference over the spread of one round's paired difference), the spread unknown:
+    the test that decides simulated (looks from round 2 at :func:`t_levels`' levels, the
+    residual df of ``points`` points with rounds as blocks), on seeded paths."""
+    if horizon < 2:
+        return 0.0
+    rounds = tuple(range(2, horizon + 1))
+    dfs = tuple((points - 1) * (k - 1) for k in rounds)
+    levels = t_levels(rounds, horizon, dfs, alpha, SPENDING)
+    crit = [_t_quantile(lv, df) if lv > 0.0 else math.inf for lv, df in zip(levels, dfs)]
+    rng = random.Random(_SEED)
+    hit = 0
+    for _ in range(paths):
+        mean = m2 = extra = 0.0
+        for i, k in enumerate(range(1, horizon + 1)):
+            x = effect + rng.gauss(0.0, 1.0)
+            d = x - mean
+            mean += d / k
+            m2 += d * (x - mean)
+            if k < 2:
+                continue
+            j = i - 1
+            more = dfs[j] - (k - 1) - (dfs[j - 1] - (k - 2) if j else 0)
+            if more > 0:
+                extra += 2.0 * rng.gammavariate(more / 2.0, 1.0)
+            sd = math.sqrt((m2 + extra) / dfs[j])
+            if sd > 0 and mean * math.sqrt(k) / sd >= crit[j]:
+                hit += 1
+                break
+    return hit / paths
+
+
+def plan_horizon(
+    spread: float,
+    min_effect: float = MIN_EFFECT,
+    alpha: float = ALPHA,
+    power: float = PLAN_POWER,
+    points: int = 2,
+    cap: int = 20,
+    known: bool = True,
+) -> dict:
+    """The horizon the bounded test is built for: the fewest rounds at which a true difference of
+    ``min_effect`` (a tok/s ratio of 1 + min_effect) is decided with probability ``power`` at
+    ``spread`` (sd of log tok/s between starts), each point against the leader at alpha/(K-1),
+    half a side; at most ``cap`` rounds (the budget or --repeat). ``known``: the spread is taken
+    as known (z test, exact power by recursive integration), else measured (t test, simulated).
+
+    Returns {horizon, power (at that horizon), expected_rounds (z only), capped, why}."""
+    if not (spread > 0.0 and math.isfinite(spread)):
+        raise ValueError(f"spread must be a positive number, not {spread}")
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be in (0, 1), not {power}")
+    if min_effect <= 0.0:
+        raise ValueError(f"min_effect must be > 0, not {min_effect}")
+    side = alpha / max(1, points - 1) / 2.0
+    effect = math.log1p(min_effect) / (spread * math.sqrt(2.0))
+    best: dict = {}
+    for h in range(1 if known else 2, max(cap, 1 if known else 2) + 1):
+        if known:
+            d = z_design(h, effect, side, KNOWN_SPENDING)
+            best = {"horizon": h, "power": d["power"], "expected_rounds": d["expected_rounds"]}
+        else:
+            best = {"horizon": h, "power": t_power(h, effect, side, points), "expected_rounds": None}
+        if best["power"] >= power:
+            break
+    capped = best["power"] < power
+    test = "z test, the spread known" if known else "t test, the spread measured"
+    best["capped"] = capped
+    best["why"] = (
+        f"{best['horizon']} round(s): a {min_effect * 100:g} % difference at {spread * 100:.1f} % between "
+        f"starts is decided with {best['power'] * 100:.0f} % power ({test}, alpha {alpha:g} over "
+        f"{points} points)" + (f"; the cap ({cap} rounds) allows no more" if capped else "")
+    )
+    return best
 
 
 # ---- blocks ------------------------------------------------------------------------------------

@@ -71,30 +71,39 @@ def _pdf(x: float) -> float:
 
 
 def _crossing(
-    prev: tuple[list[float], list[float], list[float]] | None, t: float, dt: float, c: float
+    prev: tuple[list[float], list[float], list[float]] | None,
+    t: float,
+    dt: float,
+    c: float,
+    drift: float = 0.0,
 ) -> float:
     """P(no earlier crossing, Z at ``t`` >= c); ``prev``: the earlier look's grid (nodes of the
-    score S = Z sqrt(t), Simpson weights, sub-density of S on the continuation region)."""
+    score S = Z sqrt(t), Simpson weights, sub-density of S on the continuation region).
+    ``drift``: the score's mean at information time 1 (S(t) = drift t + Brownian motion)."""
     b = c * math.sqrt(t)
     if prev is None:
-        return 1.0 - _N.cdf(c)
+        return 1.0 - _N.cdf((b - drift * t) / math.sqrt(t))
     nodes, weights, dens = prev
     sd = math.sqrt(dt)
-    return sum(w * g * (1.0 - _N.cdf((b - u) / sd)) for u, w, g in zip(nodes, weights, dens))
+    move = drift * dt
+    return sum(w * g * (1.0 - _N.cdf((b - u - move) / sd)) for u, w, g in zip(nodes, weights, dens))
 
 
-def _density(prev, t: float, dt: float, c: float) -> tuple[list[float], list[float], list[float]]:
+def _density(
+    prev, t: float, dt: float, c: float, drift: float = 0.0
+) -> tuple[list[float], list[float], list[float]]:
     """The sub-density of the score at ``t`` on its continuation region S < c sqrt(t)."""
     b = c * math.sqrt(t)
-    lo = -_TAIL * math.sqrt(t)
+    lo = drift * t - _TAIL * math.sqrt(t)
     nodes, weights = _simpson(lo, max(b, lo + 1e-9), _GRID)
     if prev is None:
         sd = math.sqrt(t)
-        return nodes, weights, [_pdf(s / sd) / sd for s in nodes]
+        return nodes, weights, [_pdf((s - drift * t) / sd) / sd for s in nodes]
     pn, pw, pg = prev
     sd = math.sqrt(dt)
+    move = drift * dt
     mass = [w * g for w, g in zip(pw, pg)]
-    dens = [sum(m * _pdf((s - u) / sd) for u, m in zip(pn, mass)) / sd for s in nodes]
+    dens = [sum(m * _pdf((s - u - move) / sd) for u, m in zip(pn, mass)) / sd for s in nodes]
     return nodes, weights, dens
 
 
@@ -220,3 +229,37 @@ def t_levels(
 def look_times(rounds: int, horizon: int, first: int = 2) -> tuple[float, ...]:
     """Information times of the looks after rounds ``first .. rounds`` of ``horizon``."""
     return tuple(k / horizon for k in range(first, min(rounds, horizon) + 1))
+
+
+def crossing_probabilities(times: tuple[float, ...], bounds: tuple[float, ...], drift: float) -> tuple:
+    """P(the first crossing of the upper boundary is at look k), per look: the score
+    S(t) = drift t + W(t) looked at at ``times`` against ``bounds`` (z scale, as
+    :func:`boundaries` gives them). With ``drift`` 0 these are the levels spent; with the
+    drift of a true difference, the test's power spread over its looks (the same recursive
+    integration, Jennison & Turnbull 2000, ch. 19)."""
+    out = []
+    prev = None
+    before = 0.0
+    for t, c in zip(times, bounds):
+        dt = t - before
+        out.append(0.0 if math.isinf(c) else _crossing(prev, t, dt, c, drift))
+        prev = _density(prev, t, dt, min(c, 12.0), drift)
+        before = t
+    return tuple(out)
+
+
+def z_design(
+    horizon: int, effect: float, alpha: float, spending: str = "pocock", first: int = 1
+) -> dict:
+    """The z test of a known spread over ``horizon`` rounds (looks after rounds ``first`` ..
+    ``horizon``): its boundaries, and, for a true difference of ``effect`` standard errors of
+    one round's contrast (the difference over the spread of one round's paired difference),
+    its power and the expected rounds. ``alpha``: one side's level. Computed, not sampled."""
+    times = look_times(horizon, horizon, first)
+    bounds = boundaries(times, alpha, spending)
+    drift = effect * math.sqrt(horizon)
+    cross = crossing_probabilities(times, bounds, drift)
+    power = sum(cross)
+    rounds = list(range(first, horizon + 1))
+    expected = sum(k * p for k, p in zip(rounds, cross)) + horizon * (1.0 - power)
+    return {"horizon": horizon, "bounds": bounds, "power": power, "expected_rounds": expected}

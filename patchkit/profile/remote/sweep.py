@@ -718,6 +718,11 @@ class _Rounds:
         )
         self.final_round: int | None = None
         self.estimator: dict[str, Any] = {}  # which tok/s the last decision was on (decide)
+        # the sequential design: min_effect, power, the spread the horizon was planned at and
+        # whether the test takes it as known (known_spread), the horizon and why (plan_design)
+        self.design: dict[str, Any] = {}
+        # --baseline in a sequential sweep: no speculation is a point of the race (label BASELINE)
+        self.race_baseline = bool(cfg.baseline and cfg.sequential)
 
     # ---- what a round costs -------------------------------------------------------------------
 
@@ -761,6 +766,11 @@ class _Rounds:
                 queues[None] = queues.get(None, 0.0) + doc["wall_s"]
         return max(0.0, last["wall_s"] - max(queues.values(), default=0.0))
 
+    def _baseline_runs(self) -> bool:
+        """Whether the baseline runs in the next round: always with --baseline, unless the
+        race dropped it."""
+        return bool(self.cfg.baseline) and BASELINE not in self.dropped
+
     def _where(self, rnd: int, entries: list[int]) -> dict[int, int]:
         return assign(entries, rnd, len(self.blocks), self.seed)
 
@@ -770,8 +780,10 @@ class _Rounds:
         cfg = self.cfg
         # --budget (budget_minutes): the sweep's time limit, in wall-clock minutes
         time_limit_s = cfg.budget_minutes * 60 if cfg.budget_minutes is not None else None
+        if cfg.sequential and self.horizon is None:
+            self.plan_design(0, time_limit_s, list(self.live))
         for rnd in range(cfg.rounds):
-            entries: list = list(self.live) + ([BASELINE] if cfg.baseline else [])
+            entries: list = list(self.live) + ([BASELINE] if self._baseline_runs() else [])
             if not self.live:
                 # the decision always keeps its leader: only failing points leave none
                 measured = any(r["ok"] for row in self.rows for r in row["runs"])
@@ -797,9 +809,9 @@ class _Rounds:
             self.rounds.append(record)  # an interrupted round is kept as far as it went
             self._round(rnd, ordered, record)
             out_of_time = False
+            if cfg.sequential and self.horizon is None:
+                self.plan_design(rnd + 1, time_limit_s, entries)
             if cfg.sequential and time_limit_s is not None:
-                if rnd == 0 and self.horizon is None:
-                    self.horizon = self._rounds_in_time_limit(time_limit_s, entries)
                 out_of_time = self._next_round_misses(rnd + 1, entries, time_limit_s)
             judged = cfg.sequential or len(self.blocks) > 1  # by the bounded or anytime test
             final = judged and self.horizon is not None and (rnd + 1 >= self.horizon or out_of_time)
@@ -821,14 +833,63 @@ class _Rounds:
                 return
         self.stopped = "max rounds"
 
-    def _rounds_in_time_limit(self, time_limit_s: float, entries: list) -> int:
-        """The rounds the time limit allows, fixed after round 1 from its measured cost (every point
-        live; fewer points later only end the sweep earlier than its horizon, never later)."""
-        est = self.round_estimate_s(1, entries)
+    def plan_design(self, done: int, time_limit_s: float | None, entries: list) -> None:
+        """The sequential test's horizon, from the plan: the rounds that decide a --min-effect
+        difference at --power, at the spread remembered for this command (taken as known: a z
+        test, planned before round 1) or, without one, at the spread measured by round 2 (a t
+        test); at most --repeat rounds and what the budget allows. Called before round 1 and
+        after each round until it is set; ``design`` says what was chosen and why."""
+        from patchkit.profile.sequential import KNOWN_DF, plan_horizon
+
+        cfg = self.cfg
+        min_effect, power = cfg.min_effect / 100.0, cfg.power
+        cap = cfg.rounds
+        if time_limit_s is not None and done >= 1:
+            cap = min(cap, self._rounds_in_time_limit(time_limit_s, entries, done))
+        prior = self.prior or {}
+        points = len(self.points) + (1 if cfg.baseline and self.race_baseline else 0)
+        known = prior.get("spread") if (prior.get("df") or 0) >= KNOWN_DF and prior.get("spread") else None
+        spread, source = known, "remembered for this command (taken as known)"
+        if known is None and done < 2 and cap > done:
+            return  # the spread is measured by round 2
+        if known is None and cap <= max(done, 1):
+            spread, source = None, ""
+        elif known is None:
+            from patchkit.profile.remote.spread import measured_spread
+
+            measured = measured_spread(self.samples()[0])
+            spread = (measured or {}).get("spread")
+            source = f"measured by round {done} ({(measured or {}).get('df', 0)} df)"
+        if not spread:
+            self.horizon = cap
+            why = f"{cap} round(s): no spread to plan with; the rounds --repeat and the budget allow"
+            if cap <= max(done, 1):
+                why = f"{cap} round(s): the budget allows no more"
+            self.design = {"min_effect": min_effect, "power": power, "spread": None, "known_spread": None}
+        else:
+            plan = plan_horizon(spread, min_effect, DEFAULT_ALPHA, power, max(2, points), cap, known is not None)
+            self.horizon = plan["horizon"]
+            why = plan["why"] + f"; spread {source}"
+            self.design = {
+                "min_effect": min_effect,
+                "power": power,
+                "spread": spread,
+                "spread_source": source,
+                "known_spread": known,
+                "planned_power": plan["power"],
+                "expected_rounds": plan["expected_rounds"],
+            }
+        self.design.update(horizon=self.horizon, why=why, planned_after_round=done, cap=cap)
+        self.bracket.log(f"horizon: {why}")
+
+    def _rounds_in_time_limit(self, time_limit_s: float, entries: list, done: int = 1) -> int:
+        """The rounds the time limit allows, ``done`` rounds done, from the measured cost of a
+        round with every point live (fewer points later only end the sweep earlier)."""
+        est = self.round_estimate_s(done, entries)
         spent = time.monotonic() - self.start
         if est is None or est <= 0.0:
             return self.cfg.rounds
-        return max(1, min(self.cfg.rounds, 1 + math.floor(max(0.0, time_limit_s - spent) / est)))
+        return max(done, min(self.cfg.rounds, done + math.floor(max(0.0, time_limit_s - spent) / est)))
 
     def _next_round_misses(self, rnd: int, entries: list, time_limit_s: float) -> bool:
         """Whether the round after this one would not fit the time limit (the points live now)."""
@@ -955,6 +1016,9 @@ class _Rounds:
                 continue
             runs[row["label"]] = [r["tokens_per_s"] if r["ok"] else None for r in row["runs"]]
             blocks[row["label"]] = [r.get("block") for r in row["runs"]]
+        if self.race_baseline and self.base_runs:
+            runs[BASELINE] = [None if d.get("error") else d.get("tokens_per_s") for d in self.base_runs]
+            blocks[BASELINE] = [None] * len(self.base_runs)
         return runs, (blocks if len(self.blocks) > 1 else None)
 
     def decide(self):
@@ -969,8 +1033,16 @@ class _Rounds:
         runs, blocks = self.samples()
         prior = self.prior["spread"] if self.prior else None
         choice = choose_estimator(self.rows, DEFAULT_ALPHA) if self.cfg.sequential else None
+        if BASELINE in runs:
+            choice = None  # the baseline serves the reverted tree: no cycles of its own to adjust
         alpha = DEFAULT_ALPHA if choice is None else choice["alpha"]
-        self.estimator = {"decided_by": "raw", "alpha": alpha, "why": "no prefill cycle to adjust"}
+        self.estimator = {
+            "decided_by": "raw",
+            "alpha": alpha,
+            "why": "the baseline is in the race and has no cycles to adjust"
+            if BASELINE in runs
+            else "no prefill cycle to adjust",
+        }
         if choice is not None:
             self.estimator = {k: choice[k] for k in ("decided_by", "alpha", "why")}
             if choice["decided_by"] == "adjusted":
@@ -983,6 +1055,7 @@ class _Rounds:
             prior_spread=prior,
             horizon=self.horizon,
             final_round=self.final_round,
+            sigma=self.design.get("known_spread"),
         )
 
     def decide_now(self, record: dict, rnd: int) -> None:
@@ -1253,7 +1326,14 @@ def _decide_runs(values: dict, alpha: float, state: _Rounds, sequential: bool) -
         from patchkit.profile.sequential import decide_sequential
 
         final = state.final_round if state.stopped == "budget" else None
-        d = decide_sequential(runs, blocks=blocks, alpha=alpha, horizon=state.horizon, final_round=final)
+        d = decide_sequential(
+            runs,
+            blocks=blocks,
+            alpha=alpha,
+            horizon=state.horizon,
+            final_round=final,
+            sigma=state.design.get("known_spread"),
+        )
         return {
             "best": d.best,
             "status": d.status,
