@@ -1,0 +1,167 @@
+"""The sweep's decision on simulated servers: the sweep's own round loop (``_Rounds.run`` of
+patchkit/profile/remote/sweep.py, its horizon planning, racing, drops and stop) with only the
+server start replaced by a draw of tok/s. No GPU needed; seeded, so a command prints the same
+table every time.
+
+    PYTHONPATH=. nice python bench/decision_sim.py [--sweeps 400] [--quick]
+
+A start's log tok/s is the point's level + the round's shift N(0, round sd) + N(0, spread).
+Differences are stated in tok/s (5 % apart: a ratio of 1.05). The spreads are the variance
+components measured between starts on the GPU: 2 % (a quiet H100 server), and the H200's
+(2.5 % after the prefill adjustment with a 2 % round effect, bench/results/s3_h200.md).
+
+Each cell: the share of sweeps that name the truly best point (or, identical points, any
+point), the mean starts in all, and the fixed design at the same cost: the Welch verdict
+(patchkit.profile.verdict.decide_fixed) with N starts a point, N the two whole numbers around
+the sweep's mean starts a point, interpolated. "known": the spread cache holds the spread
+(the z test); "measured": no cache (the t test, its horizon planned at round 2).
+Writes bench/results/decision_sim.txt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from patchkit.profile.remote import sweep as sweep_mod  # noqa: E402
+from patchkit.profile.verdict import decide_fixed  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+class _Bracket:
+    applied = True
+    notes: list = []
+
+    def log(self, _line: str) -> None:
+        pass
+
+    def verify_and_apply(self) -> None:
+        pass
+
+    def revert_series(self) -> list:
+        return []
+
+
+def one_sweep(rng, logs, spread, *, round_sd=0.0, known=True, min_effect=5.0, power=0.9, rounds=20, baseline=None):
+    """One sweep through _Rounds.run: (best or None, starts in all, rounds)."""
+    points = [
+        {"label": f"p{i}", "params": {}, "server_command": "s", "env": {}} for i in range(len(logs))
+    ]
+    cfg = SimpleNamespace(
+        sweep_seed=1, repeat=None, sequential=True, rounds=rounds, baseline=baseline is not None,
+        budget_minutes=None, min_effect=min_effect, power=power, until="decided",
+    )
+    rows = [sweep_mod._row(i, p) for i, p in enumerate(points)]
+    for row in rows:
+        row["reports_base"] = row["report"]
+    block = SimpleNamespace(name=None, transports=None, describe=lambda: "")
+    state = sweep_mod._Rounds(cfg, points, rows, [block], Path("/nonexistent"), None, 0.0, _Bracket())
+    if known:
+        state.prior = {"spread": spread * math.sqrt(1.0 + (round_sd / spread) ** 2), "df": 40, "runs": 50}
+    shifts: dict[int, float] = {}
+    level = {p["label"]: x for p, x in zip(points, logs)}
+
+    def draw(rep: int, mu: float) -> float:
+        shift = shifts.setdefault(rep, rng.gauss(0.0, round_sd))
+        return math.exp(mu + shift + rng.gauss(0.0, spread))
+
+    def run_point(cfg, point, row, rep, *args, **kwargs):
+        run = {"ok": True, "tokens_per_s": draw(rep, level[point["label"]]), "rep": rep + 1, "block": None,
+               "error": None, "wall_s": 1.0, "report": "x"}
+        row["runs"].append(run)
+        return run
+
+    def run_baseline(self, rnd):
+        doc = {"tokens_per_s": draw(rnd, baseline), "error": None, "report": f"b{rnd}", "wall_s": 1.0}
+        self.base_runs.append(doc)
+        return doc
+
+    saved = sweep_mod._run_point, sweep_mod._Rounds._baseline
+    sweep_mod._run_point, sweep_mod._Rounds._baseline = run_point, run_baseline
+    try:
+        state.run()
+    finally:
+        sweep_mod._run_point, sweep_mod._Rounds._baseline = saved
+    best = state.decision.best if state.decision is not None and state.decision.status == "decided" else None
+    return best, len(state.order), len(state.rounds)
+
+
+def fixed_power(rng, logs, spread, n, sweeps, round_sd=0.0, truth="p0"):
+    """The fixed design: n starts a point (rounds of every point), the Welch verdict at alpha."""
+    hits = 0
+    for _ in range(sweeps):
+        samples = {f"p{i}": [] for i in range(len(logs))}
+        for _r in range(n):
+            shift = rng.gauss(0.0, round_sd)
+            for i, x in enumerate(logs):
+                samples[f"p{i}"].append(math.exp(x + shift + rng.gauss(0.0, spread)))
+        v = decide_fixed(samples)
+        hits += bool(v["significant"] and (v["best"] == truth if truth else True))
+    return hits / sweeps
+
+
+def cell(name, logs, spread, sweeps, seed, truth="p0", **kw):
+    rng = random.Random(seed)
+    got = [one_sweep(rng, logs, spread, **kw) for _ in range(sweeps)]
+    right = sum((b == truth) if truth else (b is not None) for b, _s, _r in got) / sweeps
+    starts = sum(s for _b, s, _r in got) / sweeps
+    out = {"case": name, "right": right, "starts": starts, "points": len(logs)}
+    if truth:
+        per = starts / len(logs)
+        lo, hi = max(2, math.floor(per)), max(2, math.ceil(per))
+        frng = random.Random(seed + 1)
+        p_lo = fixed_power(frng, logs, spread, lo, sweeps, kw.get("round_sd", 0.0), truth)
+        p_hi = p_lo if hi == lo else fixed_power(frng, logs, spread, hi, sweeps, kw.get("round_sd", 0.0), truth)
+        w = 0.0 if hi == lo else (per - lo) / (hi - lo)
+        out["fixed"] = (1 - w) * p_lo + w * p_hi
+        out["fixed_n"] = f"{lo}..{hi}" if hi != lo else str(lo)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sweeps", type=int, default=400)
+    ap.add_argument("--quick", action="store_true", help="100 sweeps a cell")
+    args = ap.parse_args(argv)
+    n = 100 if args.quick else args.sweeps
+    d5, d10 = math.log(1.05), math.log(1.10)
+    cells = [
+        ("5 % apart, 2 % spread, known", [d5, 0.0], 0.02, {"known": True}),
+        ("5 % apart, 2 % spread, measured", [d5, 0.0], 0.02, {"known": False}),
+        ("5 % apart, 3 % spread, known", [d5, 0.0], 0.03, {"known": True}),
+        ("10 % apart, 3 % spread, measured", [d10, 0.0], 0.03, {"known": False}),
+        ("5 % apart, H200 (2.5 % + 2 % round), known", [d5, 0.0], 0.025, {"known": True, "round_sd": 0.02}),
+        ("5 % apart, H200 (2.5 % + 2 % round), measured", [d5, 0.0], 0.025, {"known": False, "round_sd": 0.02}),
+        ("best 5 % over the baseline, 2 % spread, known", [d5], 0.02, {"known": True, "baseline": 0.0}),
+    ]
+    null = []
+    for k in (2, 3, 5):
+        for rsd, known in ((0.0, True), (0.02, True), (0.02, False)):
+            null.append((f"identical, k={k}, round sd {rsd:g}, {'known' if known else 'measured'}",
+                         [0.0] * k, 0.02, {"known": known, "round_sd": rsd}))
+    lines = [f"decision_sim: {n} sweeps a cell (bench/decision_sim.py)", ""]
+    lines.append(f"{'case':52} {'right':>6} {'starts':>7} {'fixed N same cost':>18}")
+    for i, (name, logs, spread, kw) in enumerate(cells):
+        r = cell(name, logs, spread, n, 100 + i, **kw)
+        lines.append(f"{name:52} {r['right']:6.1%} {r['starts']:7.2f} {r['fixed']:10.1%} (N {r['fixed_n']})")
+        print(lines[-1], flush=True)
+    lines += ["", f"{'identical points':52} {'named':>6} {'starts':>7}"]
+    for i, (name, logs, spread, kw) in enumerate(null):
+        r = cell(name, logs, spread, n, 300 + i, truth=None, **kw)
+        lines.append(f"{name:52} {r['right']:6.1%} {r['starts']:7.2f}")
+        print(lines[-1], flush=True)
+    if not args.quick:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "decision_sim.txt").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
