@@ -50,7 +50,7 @@ from patchkit.report.benchsim import (
     cycle_costs,
     simulate,
 )
-from patchkit.report.stats import t_ppf
+from patchkit.report.stats import percentile_sorted, t_ppf
 from patchkit.settings import PREDICT_BOOTSTRAP
 
 SCHEMA = "patchkit.predict/1"
@@ -353,11 +353,12 @@ def _bootstrap_draws(model: _Model, blocks: list[_Agg], resamples: int, seed: in
 
 
 def _interval(values: list[float]) -> list[float] | None:
-    """The 2.5 % and 97.5 % quantiles of the bootstrap's draws; None with fewer than 20."""
+    """The 2.5 % and 97.5 % percentiles of the bootstrap's draws (patchkit.report.stats's
+    percentile, interpolated); None with fewer than 20."""
     if len(values) < 20:
         return None
     v = sorted(values)
-    return [v[int(0.025 * (len(v) - 1))], v[int(0.975 * (len(v) - 1))]]
+    return [percentile_sorted(v, 2.5), percentile_sorted(v, 97.5)]
 
 
 def _replay(

@@ -479,6 +479,20 @@ def test_a_known_spread_between_starts_widens_every_point_but_the_profiled_one()
     assert with_start_spread(pooled, 0.03, "given")["points"][1]["ratio_ci95"] == [0.89, 0.91]
 
 
+def test_the_bootstrap_interval_is_the_projects_interpolated_percentile():
+    """predict's bootstrap interval uses the one percentile of the project (numpy's linear
+    definition, patchkit.report.stats), not the draw at a floored index."""
+    import numpy
+
+    from patchkit.report.predict import _interval
+
+    rng = random.Random(4)
+    for n in (20, 40, 199, 400):
+        draws = [rng.lognormvariate(0.0, 0.05) for _ in range(n)]
+        assert _interval(draws) == pytest.approx(list(numpy.percentile(draws, [2.5, 97.5])), rel=1e-12)
+    assert _interval([1.0] * 19) is None
+
+
 def test_adaptive_num_steps_is_named_in_the_spec_and_refused_by_predict(tmp_path):
     """A server that picks num-steps at run time (--speculative-adaptive): the records say no
     cycle's num-steps, so the what-if model refuses (exit 2, saying why) and the acceptance
