@@ -48,7 +48,9 @@ def _figure(pred: dict) -> str:
     ax.plot(xs, [p[key] for p in points], "-", color=PALETTE[0], linewidth=1, alpha=0.6)
     for p in points:
         ci = p.get(ci_key)
-        err = [[p[key] - ci[0]], [ci[1] - p[key]]] if ci else None
+        # a pooled point's centre is the median over starts, its interval the mean's: a centre
+        # on (or, by rounding, a hair outside) an end draws no bar on that side
+        err = [[max(0.0, p[key] - ci[0])], [max(0.0, ci[1] - p[key])]] if ci else None
         bars = ax.errorbar(
             [p["num_steps"]], [p[key]], yerr=err, fmt="o", color=PALETTE[0], capsize=4, markersize=6
         )
