@@ -24,7 +24,7 @@ from patchkit.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_TERMINATED, Pat
 
 # the --json document of every patch.* task (docs/tasks.md: "JSON output"); error_json is the one an
 # operation prints when it ended before it had a result
-RESULT_SCHEMA = "patchkit.result/1"
+RESULT_SCHEMA = "patchkit.result/2"
 
 
 def error_json(op: str, exit_code: int, message: str) -> str:

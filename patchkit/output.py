@@ -36,7 +36,10 @@ def _proven_json(result: OpResult) -> dict:
     """``proven``: how each series of the result is proven (patches/proofs.toml)."""
     from patchkit import proofs
 
-    return {name: proofs.proof_of(name, digest).to_json() for name, digest in _series_of(result).items()}
+    return {
+        name: {**proofs.proof_of(name, digest).to_json(), "text": proofs.describe(name, digest)}
+        for name, digest in _series_of(result).items()
+    }
 
 
 def _proven_lines(result: OpResult) -> list[str]:

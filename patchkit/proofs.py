@@ -23,6 +23,12 @@ from patchkit.upstream import version_key
 
 PROOFS_FILE = "proofs.toml"
 STATIC_CHECKER = "patchkit.author.phaseproof"
+# patch.verify's words where no GPU run is recorded (docs/series.md#proven says what the static proof checks)
+STATIC_ONLY = (
+    "static proof only (no GPU run recorded): the release's patched source was checked "
+    "(every timed phase that begins also ends), not run"
+)
+NOTHING = "nothing (no GPU run and no static proof recorded for this series)"
 
 # What a GPU row may say it checked (proofs.toml's header says the same, line by line).
 CHECKS = {
@@ -48,9 +54,17 @@ class GpuRun:
     results: tuple[str, ...]
 
     def describe(self) -> str:
+        """docs/series.md's "on a GPU" cell."""
         return (
             f"sglang {self.release} on {self.card}, {self.dates} ({', '.join(self.checks)}; "
             f"{', '.join(self.results)})"
+        )
+
+    def said(self) -> str:
+        """patch.verify's words for it: the card, the release, the days, then what was checked."""
+        return (
+            f"ran on a GPU ({self.card}): sglang {self.release}, {self.dates} (checked there: "
+            f"{', '.join(self.checks)}; figures in {', '.join(self.results)})"
         )
 
     def to_json(self) -> dict:
@@ -69,13 +83,13 @@ class SeriesProof:
         return "gpu" if self.gpu else "static" if self.static is not None else "none"
 
     def describe(self) -> str:
-        static = f"the static proof ({STATIC_CHECKER} {self.static})" if self.static is not None else ""
+        """In plain words, what was proven where (patch.verify's "proven:" line)."""
         if self.gpu:
-            runs = "; ".join(run.describe() for run in self.gpu)
-            return f"run on a GPU: {runs}" + (f"; and {static}" if static else "")
-        if static:
-            return f"{static} only; not run on a GPU"
-        return "nothing recorded"
+            runs = "; ".join(run.said() for run in self.gpu)
+            return runs + ("; and the static proof" if self.static is not None else "")
+        if self.static is not None:
+            return STATIC_ONLY
+        return NOTHING
 
     def to_json(self) -> dict:
         return {
@@ -155,7 +169,7 @@ def describe(name: str, digest: str) -> str:
     """How the series ``name`` (with content ``digest``) is proven, in words."""
     proof = proof_of(name, digest)
     if proof.how == "none" and name in read_proofs():
-        return f"nothing recorded (not the shipped {name}: its content differs)"
+        return f"nothing (not the shipped {name}: its content differs, so that series' proofs do not apply)"
     return proof.describe()
 
 

@@ -51,6 +51,9 @@ class HunkRef:
     patch: str
     header: str
     lines: list[tuple[int, bytes]]  # (original line number, expected text)
+    number: int = 0  # its place in its patch file: hunk 1, 2, ... counted from the file's top
+    order: int = 0  # its place in the series (patch order, then hunk order)
+    start: int = 0  # where its header puts the first of `lines` (in the text the patches before it leave)
 
 
 @dataclass
@@ -128,7 +131,8 @@ class FilePlan:
 
 def plan_series(series: Series) -> list[FilePlan]:
     plans: dict[str, FilePlan] = {}
-    for fd in series.file_diffs:
+    counted: dict[str, int] = {}  # patch name -> hunks of it counted so far (earlier files of it)
+    for order, fd in enumerate(series.file_diffs):
         plan = plans.get(fd.path)
         if plan is None:
             plan = _start_plan(fd, series.pin.files.get(fd.path))
@@ -137,7 +141,9 @@ def plan_series(series: Series) -> list[FilePlan]:
             raise InvalidInput(f"{fd.where()}: {fd.path} was deleted by an earlier patch")
         elif fd.kind == "create":
             raise InvalidInput(f"{fd.where()}: creates {fd.path}, which an earlier patch touched")
-        _apply_file_diff(plan, fd)
+        first = counted.get(fd.patch_name, 0)
+        counted[fd.patch_name] = first + len(fd.hunks)
+        _apply_file_diff(plan, fd, first, order)
     for plan in plans.values():
         _finish(plan)
     return list(plans.values())
@@ -156,10 +162,13 @@ def _start_plan(fd: FileDiff, pinned: PinnedFile | None) -> FilePlan:
     return plan
 
 
-def _apply_file_diff(plan: FilePlan, fd: FileDiff) -> None:
+def _apply_file_diff(plan: FilePlan, fd: FileDiff, first: int = 0, order: int = 0) -> None:
+    """``first``: the hunks of this patch file before this file's; ``order``: the file diff's
+    place in the series (both only name hunks in reports)."""
     # Bottom-up, so that the positions of earlier hunks stay valid.
-    for hunk in reversed(fd.hunks):
-        _apply_hunk(plan, fd, hunk)
+    for i in reversed(range(len(fd.hunks))):
+        hunk = fd.hunks[i]
+        _apply_hunk(plan, fd, hunk, HunkRef(fd.patch_name, hunk.header, [], first + i + 1, order))
     if fd.kind == "delete":
         if any(not is_phantom(it) for it in plan.final):
             raise InvalidInput(f"{fd.where()}: deletes {fd.path} but its hunks do not remove every line")
@@ -169,7 +178,7 @@ def _apply_file_diff(plan: FilePlan, fd: FileDiff) -> None:
         plan.final = []
 
 
-def _apply_hunk(plan: FilePlan, fd: FileDiff, hunk: Hunk) -> None:
+def _apply_hunk(plan: FilePlan, fd: FileDiff, hunk: Hunk, ref: HunkRef) -> None:
     state = plan.final
     begin = hunk.src_begin - 1  # 0-based index of the first source line
     source = hunk.source
@@ -178,11 +187,12 @@ def _apply_hunk(plan: FilePlan, fd: FileDiff, hunk: Hunk) -> None:
             f"{fd.where(hunk)}: reaches past the end of {fd.path} "
             f"({_real_len(state)} lines at this point of the series)"
         )
-    ref = HunkRef(fd.patch_name, hunk.header, [])
     for offset, line in enumerate(source):
         item = state[begin + offset]
         if isinstance(item, int):
             item = state[begin + offset] = Item(item, None)
+        if not ref.lines:
+            ref.start = begin + offset + 1
         _match_source_line(plan, fd, hunk, line, item, ref)
     # Build the replacement: context lines keep their identity, added lines are new items.
     replacement: list[Item] = []

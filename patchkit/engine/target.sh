@@ -717,7 +717,7 @@ pk_manifest_state() {  # classify every manifest file: sets pk_mst_<i> = origina
     _i=$((_i + 1))
   done
   pk_batch "$PK_SHA" pk_mh
-  _i=1; PK_MODIFIED=0
+  _i=1; PK_MODIFIED=0; PK_MSTATED=1
   while [ "$_i" -le "$PK_MN" ]; do
     pk_get pk_mp "$_i"; _p=$_v; pk_get pk_mkind "$_i"; _kind=$_v
     pk_get pk_mpre "$_i"; _pre=$_v; pk_get pk_mpost "$_i"; _post=$_v
@@ -987,6 +987,13 @@ pk_checked_files() {  # check and verify: every file checked, with-hunks (1/0); 
   pk_layout "$PK_WANT_LAYOUT"; pk_pin_checks
   pk_manifest_read
   if pk_applied_already; then pk_out "already applied"; exit 0; fi
+  if [ "$PK_M" = 1 ]; then
+    # patchkit state: each file in the manifest's words (as status says them); unless every file
+    # is its original again (an interrupted operation's leftovers), nothing to compare with the pin
+    [ "${PK_MSTATED:-0}" = 1 ] || pk_manifest_state
+    _i=1
+    while [ "$_i" -le "$PK_MN" ]; do pk_get pk_mst "$_i"; [ "$_v" = original ] || exit 1; _i=$((_i + 1)); done
+  fi
   pk_check_files "$1"
   [ "$PK_DRIFT" = 0 ] && [ "$PK_REFUSE" = 0 ] || exit 1
 }

@@ -108,7 +108,8 @@ from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
 
 from patchkit.profile.spending import nominal_levels, t_levels, z_design
-from patchkit.profile.verdict import t_ppf, t_sf
+from patchkit.profile.verdict import t_sf
+from patchkit.report.stats import t_isf
 
 ALPHA = 0.05
 RHO = 0.1  # precision of the Gaussian mixture over the standardised effect theta / sigma
@@ -644,8 +645,10 @@ def _exp(x: float) -> float:
 
 @functools.lru_cache(maxsize=4096)
 def _t_quantile(level: float, df: int) -> float:
-    """The upper ``level`` quantile of Student's t with ``df`` degrees of freedom."""
-    return t_ppf(1.0 - level, df) if level > 1e-12 else math.inf
+    """The upper ``level`` quantile of Student's t with ``df`` degrees of freedom: finite for
+    every level above 0 (t_isf keeps a tiny level's digits), infinite at 0 (a look that spends
+    nothing cannot cross)."""
+    return t_isf(level, df) if level > 0.0 else math.inf
 
 
 def _replay(

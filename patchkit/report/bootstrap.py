@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from patchkit.report.stats import percentile_sorted
+
 RESAMPLES = 1000
 SEED = 29  # any fixed value makes a report reproducible
 LEVEL = 95.0
@@ -61,20 +63,12 @@ def resample_indices(n: int, b: int, seed: int = SEED) -> list[int]:
     return [_unit(_splitmix((key + base + i) & _MASK), n) for i in range(n)]
 
 
-def _percentile_sorted(ordered: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile of sorted values (numpy's default method)."""
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
 def _interval(shares: list[float], level: float) -> tuple[float, float] | None:
     if not shares:
         return None
     ordered = sorted(shares)
     tail = (100.0 - level) / 2
-    return (_percentile_sorted(ordered, tail), _percentile_sorted(ordered, 100.0 - tail))
+    return (percentile_sorted(ordered, tail), percentile_sorted(ordered, 100.0 - tail))
 
 
 def _sums_python(rows: Sequence[Sequence[float]], resamples: int, seed: int):

@@ -1,5 +1,6 @@
-"""report.html's prediction: tokens/s predicted per num-steps with 95 % intervals, against what
-was measured (the profiled point; with ``--pool`` every pooled run), and the assumptions.
+"""report.html's prediction: tokens/s predicted per num-steps with 95 % intervals (named by what
+they cover: this run's cycles, or start-to-start variation too), against what was measured (the
+profiled point; with ``--pool`` every pooled run), and the assumptions.
 
 From predict.json (``profile.predict``) when there is one; else summary.json's headline (the
 what-if's ratios without intervals), which says how to get the rest.
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from patchkit.report.bootstrap import DASH
 from patchkit.report.html_page import S, esc, figure, fmt, interval, num, page, section, table
+from patchkit.report.predict import interval_coverage
 from patchkit.report.svgfig import PALETTE, SvgFigure
 
 
@@ -48,7 +50,9 @@ def _figure(pred: dict) -> str:
     ax.plot(xs, [p[key] for p in points], "-", color=PALETTE[0], linewidth=1, alpha=0.6)
     for p in points:
         ci = p.get(ci_key)
-        err = [[p[key] - ci[0]], [ci[1] - p[key]]] if ci else None
+        # a pooled point's centre is the median over starts, its interval the mean's: a centre
+        # on (or, by rounding, a hair outside) an end draws no bar on that side
+        err = [[max(0.0, p[key] - ci[0])], [max(0.0, ci[1] - p[key])]] if ci else None
         bars = ax.errorbar(
             [p["num_steps"]], [p[key]], yerr=err, fmt="o", color=PALETTE[0], capsize=4, markersize=6
         )
@@ -84,7 +88,10 @@ def _figure(pred: dict) -> str:
                 dot = ax.plot([prof["num_steps"] + 0.12], [v], ".", color="#d62728", markersize=6)[0]
                 fig.tip(dot, f"pooled run {i + 1}: measured {v:,.1f} tok/s at num-steps {prof['num_steps']}")
         ax.plot([], [], ".", color="#d62728", label="each pooled run, measured")
-    ax.errorbar([], [], yerr=[], fmt="o", color=PALETTE[0], capsize=4, label="predicted, 95 % interval")
+    scope = _scope(interval_coverage(pred))
+    ax.errorbar(
+        [], [], yerr=[], fmt="o", color=PALETTE[0], capsize=4, label=f"predicted, 95 % interval ({scope})"
+    )
     ax.set_xticks(xs)
     ax.set_xlabel("num-steps (topk 1)")
     ax.set_ylabel(label)
@@ -92,6 +99,11 @@ def _figure(pred: dict) -> str:
         ax.spines[side].set_visible(False)
     ax.legend(fontsize=8, frameon=False, loc="lower right")
     return figure(fig.svg())
+
+
+def _scope(coverage: dict) -> str:
+    """The short name of what an interval covers, for a column head or a legend."""
+    return "start-to-start variation included" if coverage["start_to_start"] else "this run's cycles only"
 
 
 def _full(pred: dict, notes: list[str]) -> str:
@@ -115,20 +127,22 @@ def _full(pred: dict, notes: list[str]) -> str:
         )
     pooled = pred.get("pooled")
     source = f"{len(pooled['runs'])} runs (medians of their predictions)" if pooled else "this run"
+    coverage = interval_coverage(pred)
+    covers, scope = coverage["covers"], _scope(coverage)
     lead = (
         f'<p class="lead">Predicted from {esc(source)} at num-steps {esc(prof["num_steps"])}: num-steps '
         f'<span class="big">{num(best["num_steps"], "d", key=("predict", "best", "num_steps"), tag="span")}</span> best, '
         f"{num(best['ratio_to_profiled'], '.3f', 'x', key=('predict', 'best', 'ratio_to_profiled'), tag='span')} the profiled point. "
-        f"The intervals say how well this run fixes the model's inputs, not how far two server starts differ.</p>"
+        f"95 % intervals: {esc(covers)}.</p>"
     )
     head = [
         "num-steps",
         "accept len",
         "decode tok/s",
         "x profiled",
-        "95 % interval",
+        f"95 % interval ({scope})",
         "tok/s",
-        "tok/s 95 %",
+        f"tok/s 95 % ({scope})",
         "measured tok/s",
     ]
     assumptions = "".join(f"<li>{esc(a)}</li>" for a in pred.get("assumptions") or [])

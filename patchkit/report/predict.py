@@ -50,7 +50,7 @@ from patchkit.report.benchsim import (
     cycle_costs,
     simulate,
 )
-from patchkit.report.stats import t_ppf
+from patchkit.report.stats import percentile_sorted, t_ppf
 from patchkit.settings import PREDICT_BOOTSTRAP
 
 SCHEMA = "patchkit.predict/1"
@@ -353,11 +353,12 @@ def _bootstrap_draws(model: _Model, blocks: list[_Agg], resamples: int, seed: in
 
 
 def _interval(values: list[float]) -> list[float] | None:
-    """The 2.5 % and 97.5 % quantiles of the bootstrap's draws; None with fewer than 20."""
+    """The 2.5 % and 97.5 % percentiles of the bootstrap's draws (patchkit.report.stats's
+    percentile, interpolated); None with fewer than 20."""
     if len(values) < 20:
         return None
     v = sorted(values)
-    return [v[int(0.025 * (len(v) - 1))], v[int(0.975 * (len(v) - 1))]]
+    return [percentile_sorted(v, 2.5), percentile_sorted(v, 97.5)]
 
 
 def _replay(
@@ -542,8 +543,9 @@ def with_start_spread(pred: dict, spread: float | None, source: str) -> dict:
     """Widen every point's ratio_ci95 and tokens_per_s_ci95 (but the profiled one's) by the
     spread between server starts (sd of log tok/s, from --spread or the spread cache): a start
     at another num-steps and the profiled start each bring their own luck, 2 spread^2 of
-    variance on the log scale. ``intervals`` in predict.json says what the intervals hold. A
-    pooled prediction is left alone: its interval already rests on the spread of its starts."""
+    variance on the log scale. ``intervals`` in predict.json says what the intervals hold
+    (:func:`interval_coverage`). A pooled prediction is left alone: its interval already rests
+    on the spread of its starts."""
     pred["intervals"] = {
         "cycles": "bootstrap over blocks of consecutive cycles",
         "benchmark": "one pass of the load at each side (the replay's seed-to-seed spread)"
@@ -551,25 +553,54 @@ def with_start_spread(pred: dict, spread: float | None, source: str) -> dict:
         else None,
         "starts": None,
     }
-    if not spread or pred.get("pooled"):
-        return pred
-    extra = 2 * spread * spread * _Z95**2
-    for point in pred["points"]:
-        if point.get("profiled"):
-            continue
-        for key, centre in (
-            ("ratio_ci95", point.get("ratio_to_profiled")),
-            ("tokens_per_s_ci95", point.get("tokens_per_s")),
-        ):
-            ci = point.get(key)
-            if ci and centre and ci[0] > 0:
-                lo, hi = math.log(ci[0] / centre), math.log(ci[1] / centre)
-                point[key] = [
-                    centre * math.exp(-math.sqrt(lo * lo + extra)),
-                    centre * math.exp(math.sqrt(hi * hi + extra)),
-                ]
-    pred["intervals"]["starts"] = {"spread": spread, "source": source}
+    pooled = pred.get("pooled")
+    if pooled:
+        pred["intervals"]["starts"] = {"runs": len(pooled["runs"]), "source": "the pooled starts' own spread"}
+    elif spread:
+        extra = 2 * spread * spread * _Z95**2
+        for point in pred["points"]:
+            if point.get("profiled"):
+                continue
+            for key, centre in (
+                ("ratio_ci95", point.get("ratio_to_profiled")),
+                ("tokens_per_s_ci95", point.get("tokens_per_s")),
+            ):
+                ci = point.get(key)
+                if ci and centre and ci[0] > 0:
+                    lo, hi = math.log(ci[0] / centre), math.log(ci[1] / centre)
+                    point[key] = [
+                        centre * math.exp(-math.sqrt(lo * lo + extra)),
+                        centre * math.exp(math.sqrt(hi * hi + extra)),
+                    ]
+        pred["intervals"]["starts"] = {"spread": spread, "source": source}
+    pred["intervals"].update(interval_coverage(pred))
     return pred
+
+
+def interval_coverage(pred: dict) -> dict:
+    """What a prediction's 95 % intervals cover, as predict.json's ``intervals`` names it:
+    ``start_to_start`` (whether the variation between server starts is in them) and ``covers``
+    (the words the table, the page and the JSON print beside "95 % interval"). Without a known
+    spread (``--spread``, the spread cache) or pooled starts the interval holds only what one
+    run fixes, not another start's luck."""
+    intervals = pred.get("intervals") or {}
+    starts = intervals.get("starts")
+    load = " and one pass of the benchmark's load a side" if pred.get("simulation") else ""
+    if pred.get("pooled"):
+        runs = len(pred["pooled"]["runs"])
+        words = f"the mean over {runs} pooled starts: start-to-start variation included, from the starts' own spread"
+        return {"start_to_start": True, "covers": words}
+    if starts and starts.get("spread"):
+        words = (
+            f"within this run's cycles{load}, and start-to-start variation included "
+            f"(spread {starts['spread'] * 100:.2g} % between starts, {starts['source']})"
+        )
+        return {"start_to_start": True, "covers": words}
+    words = (
+        f"within this run's cycles{load}; start-to-start variation not included: "
+        "give --spread or pool starts (--pool)"
+    )
+    return {"start_to_start": False, "covers": words}
 
 
 def replay_miss(simulation: dict | None) -> dict | None:
@@ -738,6 +769,7 @@ def render(pred: dict) -> str:
             f"{tps:>9}" + ("  (profiled)" if p["profiled"] else "")
         )
     lines.extend(_column_notes(pred))
+    lines.append(f"95 % interval ({interval_coverage(pred)['covers']})")
     lines.extend(_replay_lines(pred))
     if pooled:
         lines.extend(_pooled_lines(pred))

@@ -54,8 +54,9 @@ def folder_digest(folder: Path) -> dict[str, str]:
 
 
 def refusal(series: Path, tree: Path) -> tuple[int, str]:
-    """(exit code, text) of patch.verify; a marked hunk that overlaps lines another patch names
-    makes the series invalid (exit 2) rather than drifted (exit 1): both refuse."""
+    """(exit code, text) of patch.verify: a marked hunk does not fit the new release's pinned
+    text, so the series is inconsistent (exit 2), found on the target or, where the hunk
+    overlaps lines another patch names, while the series is read."""
     try:
         verdict = ops.verify(str(series), [str(tree)])
     except PatchkitError as exc:
@@ -202,7 +203,7 @@ def test_rebase_onto_0510_relocates_what_it_can_and_marks_the_rest(series_copy, 
     assert rb.MARKER not in (out / "0003-draft.patch").read_text()
     tree = sglang_checkout("0.5.10", tmp_path / "t510")[0]
     code, text = refusal(out, tree)
-    assert code == 1 and "patchkit rebase" in text
+    assert code == 2 and "patchkit rebase" in text, text
 
 
 def test_rebase_onto_0510_with_the_merge_needs_no_person(series_copy, tmp_path):
@@ -491,4 +492,4 @@ def test_a_marked_hunk_between_close_neighbours_keeps_the_patch_well_formed(tmp_
         written = parse_patch("0001.patch", (out / "0001.patch").read_bytes())  # well-formed
         assert [len(h.source) for h in written.files[0].hunks][1] == 1  # marker line only
         code, text = refusal(out, tmp_path / name / "new")
-        assert code == 1 and "patchkit rebase" in text, name
+        assert code == 2 and "patchkit rebase" in text, name

@@ -82,7 +82,7 @@ def test_interrupts_and_json(exc, code, said, capsys):
     out, err = capsys.readouterr()
     assert err == said
     doc = json.loads(out)
-    assert doc["schema"] == "patchkit.result/1" and doc["exit_code"] == code
+    assert doc["schema"] == "patchkit.result/2" and doc["exit_code"] == code
     assert doc["error"] == said.split(": ", 1)[1].strip() and doc["op"] == "apply"
 
 

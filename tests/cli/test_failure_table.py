@@ -249,6 +249,35 @@ def _limit(tmp, tree, series):
     return Made(_run("patch.apply", "--series", series, "--target", tree, "--limit", "gpu", expect=2))
 
 
+def _inconsistent(tmp, tree, series):
+    """0001 inserts two lines, 0002 counts on three: a series that does not fit its pinned text;
+    and a pin whose line count contradicts its sha256."""
+    head = b"diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n"
+    first = head + b"@@ -4,3 +4,5 @@\n line 4\n line 5\n+one\n+two\n line 6\n"
+    second = (
+        head
+        + b"@@ -13,3 +13,4 @@\n line 10\n line 11\n+three\n line 12\n"
+        + b"@@ -19,3 +20,4 @@\n line 16\n line 17\n+four\n line 18\n"
+    )
+    broken = make_series(tmp / "broken", {"pkg/m.py": ORIG}, [("0001.patch", first), ("0002.patch", second)])
+    pin = small_series(tmp / "pin")
+    (pin / "pin.toml").write_text((pin / "pin.toml").read_text().replace("lines = 20", "lines = 21"))
+    return Made(
+        _run("patch.apply", "--series", str(broken), "--target", tree, expect=2)
+        + _run("patch.verify", "--series", str(broken), "--target", tree, expect=2)
+        + _run("patch.apply", "--series", str(pin), "--target", tree, expect=2)
+    )
+
+
+def _edited_verify(tmp, tree, series):
+    _run("patch.apply", "--series", series, "--target", tree, expect=0)
+    (Path(tree) / "pkg" / "m.py").write_bytes(b"edited by hand\n")
+    return Made(
+        _run("patch.verify", "--series", series, "--target", tree, expect=1)
+        + _run("patch.check", "--series", series, "--target", tree, expect=1)
+    )
+
+
 def _drift(tmp, tree, series):
     moved = small_target(tmp / "moved")
     (moved / "pkg" / "m.py").write_bytes(b"top\n" + ORIG)
@@ -349,6 +378,8 @@ MAKE: dict[str, Callable[..., Made]] = {
     "one target twice in a fleet": _twice,
     "a bad inventory": _bad_inventory,
     "`--limit`/`--root` without `--inventory`": _limit,
+    "a series that does not fit its own pinned text (apply, verify: the target's file has the "
+    "pinned sha256 and `wc -l`, and a hunk still does not match)": _inconsistent,
     "drift": _drift,
     "a wrapper that failed (no such container, pod not found, any `--exec` prefix)": _wrapper,
     "a prefix that could not start the shell": _prefix,
@@ -357,6 +388,7 @@ MAKE: dict[str, Callable[..., Made]] = {
     "locked": _locked,
     "a file edited after apply (apply)": _edited_after_apply,
     "the same (revert)": _edited_revert,
+    "the same (check, verify)": _edited_verify,
     "read-only tree (verify)": _read_only_verify,
     "read-only tree (apply)": _read_only_apply,
     "a fleet host failed": _fleet,

@@ -56,7 +56,7 @@ def test_installed_layout_verify_and_check_show_target_paths(sglang_059_installe
         assert WHEEL_WORKER in paths, paths
         assert not any(p.startswith("python/") for p in paths), paths
         text = render_text(res)
-        assert f"{WHEEL_WORKER}: ok" in text and "python/sglang" not in text, text
+        assert f"{WHEEL_WORKER}: pristine" in text and "python/sglang" not in text, text
 
 
 def test_installed_layout_version_is_checked(sglang_059_installed):

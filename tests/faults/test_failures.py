@@ -99,7 +99,7 @@ def test_json_is_always_one_document(tree, series, tmp_path, case):
     assert proc.returncode == expect, proc.stderr
     doc = json_doc(proc.stdout)
     assert set(doc) == JSON_KEYS
-    assert doc["schema"] == "patchkit.result/1" and doc["exit_code"] == expect
+    assert doc["schema"] == "patchkit.result/2" and doc["exit_code"] == expect
     assert (doc["error"] is None) == (expect == 0)
     if expect:
         assert doc["error"] and "\n" not in doc["error"]

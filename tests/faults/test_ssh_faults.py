@@ -125,8 +125,8 @@ class Rig:
         else:
             assert host.state == "partial", (label, host)
         for f in host.files:  # per file, status agrees with the bytes
-            if f.state in ("original", "applied") and f.path in states:
-                assert {"original": "original", "applied": "patched"}[f.state] == states[f.path], (
+            if f.state in ("pristine", "applied") and f.path in states:
+                assert {"pristine": "original", "applied": "patched"}[f.state] == states[f.path], (
                     label,
                     f,
                     states,

@@ -391,7 +391,7 @@ def test_permission_denied_over_ssh(sshd, reference):
             res = ops.verify(str(SERIES_059), [t])  # reading is allowed, writing is not:
             assert res.exit_code == 1, res.to_json()  # verify fails where apply would
             assert any("apply would fail" in m for m in res.hosts[0].messages), res.to_json()
-            assert res.hosts[0].files and all(f.state == "ok" for f in res.hosts[0].files)
+            assert res.hosts[0].files and all(f.state == "pristine" for f in res.hosts[0].files)
             res = ops.apply(str(SERIES_059), [t])
             assert res.exit_code == 1, res.to_json()
             message = " ".join(res.hosts[0].messages)

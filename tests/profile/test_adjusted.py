@@ -6,13 +6,14 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
+from scipy import stats
 
 from patchkit.profile.remote.adjusted import (
     PREFILL_ALPHA,
     adjusted_tokens_per_s,
     adjusted_verdict,
-    f_sf,
     pooled_period_s,
     prefill_test,
     time_parts,
@@ -69,10 +70,7 @@ def test_a_start_splits_into_decode_prefill_and_rest_and_the_adjustment_is_arith
     assert time_parts({"time_split": None}) is None
 
 
-def test_the_prefill_test_is_the_f_test_of_the_point_effects(scipy):
-    np = pytest.importorskip("numpy")
-    from scipy import stats
-
+def test_the_prefill_test_is_the_f_test_of_the_point_effects():
     rng = random.Random(3)
     rows = sweep_rows(rng, {"a": 8.0, "b": 8.0, "c": 8.0}, 4, period_of={"c": 0.03})
     got = prefill_test(rows)
@@ -94,8 +92,7 @@ def test_the_prefill_test_is_the_f_test_of_the_point_effects(scipy):
 
     f = ((rss(rounds) - rss(full)) / 2) / (rss(full) / 6)
     assert got["f"] == pytest.approx(f, rel=1e-9)
-    assert got["p"] == pytest.approx(stats.f.sf(f, 2, 6), rel=1e-7)
-    assert f_sf(2.5, 3, 11) == pytest.approx(stats.f.sf(2.5, 3, 11), rel=1e-9)
+    assert got["p"] == pytest.approx(stats.f.sf(f, 2, 6), rel=1e-7)  # F itself: tests/report/test_stats.py
 
 
 def test_the_adjusted_verdict_decides_where_the_prefill_cost_drowns_a_5_percent_difference():
@@ -145,11 +142,6 @@ def test_the_spread_by_part_names_the_part_that_carries_it():
     got = spread_by_part(splits)
     assert got["carried_by"] == "prefill" and got["rest"] == pytest.approx(0.0, abs=1e-9)
     assert got["prefill"] > 5 * got["decode"]
-
-
-@pytest.fixture
-def scipy():
-    return pytest.importorskip("scipy")
 
 
 def _rounds_over(rows, until="decided"):

@@ -239,6 +239,20 @@ def scipy():
     return pytest.importorskip("scipy")
 
 
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 10, 30, 100, 1000])
+def test_a_looks_t_quantile_is_finite_and_scipys_down_to_tiny_levels(df):
+    """The bounded test's early looks spend levels of 1e-13 and below: the repeated interval's
+    quantile there is the t quantile itself (not infinity); only a look that spends nothing
+    has none."""
+    from scipy import stats
+
+    from patchkit.profile.sequential import _t_quantile
+
+    for level in (0.025, 1e-3, 1e-6, 1e-11, 1e-12, 1e-13, 1e-14, 1e-15, 1e-40):
+        assert _t_quantile(level, df) == pytest.approx(stats.t.isf(level, df), rel=1e-9), level
+    assert _t_quantile(0.0, df) == math.inf
+
+
 @pytest.mark.parametrize(("n", "m"), [(1.5, 5), (4.0, 15), (0.75, 3), (10.0, 39)])
 def test_the_mixture_is_a_likelihood_ratio_with_mean_one(scipy, n, m):
     from scipy import integrate, stats

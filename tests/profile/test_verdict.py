@@ -1,5 +1,5 @@
-"""patchkit.profile.verdict: the t distribution, intervals and the sweep verdict, checked
-against published t quantiles and on simulated throughputs (seeded, bounded loops): identical
+"""patchkit.profile.verdict: intervals, Welch's t and the sweep verdict, checked against
+scipy.stats and on simulated throughputs (seeded, bounded loops): identical
 points are called different at most at the documented rate, 0.1% apart is indistinguishable,
 30% apart is significant at the default repetitions."""
 
@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 
 import pytest
+from scipy import stats as scipy_stats
 
 from patchkit.profile.verdict import (
     DEFAULT_ALPHA,
@@ -24,6 +26,7 @@ from patchkit.profile.verdict import (
     rotation,
     t_ppf,
     t_sf,
+    welch,
 )
 
 TRIALS = 2000
@@ -31,22 +34,46 @@ TRIALS = 2000
 SLACK = 3 * math.sqrt(DEFAULT_ALPHA * (1 - DEFAULT_ALPHA) / TRIALS)
 
 
-@pytest.mark.parametrize(
-    "df, q975, q95",
-    [
-        (1, 12.7062, 6.3138),
-        (2, 4.3027, 2.9200),
-        (3, 3.1824, 2.3534),
-        (4, 2.7764, 2.1318),
-        (8, 2.3060, 1.8595),
-        (30, 2.0423, 1.6973),
-    ],
-)
-def test_t_quantiles_match_the_published_table(df, q975, q95):
-    assert t_ppf(0.975, df) == pytest.approx(q975, abs=2e-4)
-    assert t_ppf(0.95, df) == pytest.approx(q95, abs=2e-4)
-    assert t_sf(q975, df) == pytest.approx(0.025, abs=1e-5)
-    assert t_ppf(0.025, df) == pytest.approx(-q975, abs=2e-4)
+def test_the_verdicts_t_is_the_projects_one_home():
+    """verdict's t routines are patchkit.report.stats's, tested against scipy.stats there
+    (tests/report/test_stats.py); here the interval they build is scipy's t interval."""
+    from patchkit.report import stats as home
+
+    assert (betainc, t_ppf, t_sf) == (home.betainc, home.t_ppf, home.t_sf)
+    rng = random.Random(11)
+    for n in (2, 3, 5, 8, 30):
+        values = [100.0 * math.exp(rng.gauss(0.0, 0.03)) for _ in range(n)]
+        logs = [math.log(v) for v in values]
+        lo, hi = scipy_stats.t.interval(0.95, n - 1, loc=statistics.fmean(logs), scale=scipy_stats.sem(logs))
+        assert interval(values) == pytest.approx([math.exp(lo), math.exp(hi)], rel=1e-12)
+
+
+@pytest.mark.parametrize("sizes", [(2, 2), (2, 3), (3, 5), (5, 5), (2, 9), (7, 4), (12, 30)])
+def test_welch_is_scipys_ttest_ind_with_unequal_variances(sizes):
+    """Statistic, Welch-Satterthwaite df and the one-sided p of "a is faster", on seeded log-normal
+    samples of unequal sizes and spreads (n = 2 included), against
+    scipy.stats.ttest_ind(equal_var=False, alternative="greater") on the logs."""
+    rng = random.Random(sum(sizes) * 31 + sizes[0])
+    for _ in range(20):
+        a = [100.0 * math.exp(rng.gauss(0.01, rng.choice((0.005, 0.02, 0.05)))) for _ in range(sizes[0])]
+        b = [100.0 * math.exp(rng.gauss(0.0, rng.choice((0.005, 0.02, 0.05)))) for _ in range(sizes[1])]
+        ref = scipy_stats.ttest_ind(
+            [math.log(v) for v in a], [math.log(v) for v in b], equal_var=False, alternative="greater"
+        )
+        got = welch(a, b)
+        assert got["t"] == pytest.approx(ref.statistic, rel=1e-10)
+        assert got["df"] == pytest.approx(ref.df, rel=1e-10)
+        assert p_greater(a, b) == pytest.approx(ref.pvalue, rel=1e-9)
+        assert p_greater(b, a) == pytest.approx(1.0 - ref.pvalue, rel=1e-9)
+
+
+def test_welch_with_one_side_constant_has_the_other_sides_df():
+    a, b = [1.0, 1.0, 1.0], [0.99, 1.015, 1.002, 0.987]  # log 1 = 0: a's variance is exactly 0
+    ref = scipy_stats.ttest_ind(
+        [math.log(v) for v in a], [math.log(v) for v in b], equal_var=False, alternative="greater"
+    )
+    assert welch(a, b)["df"] == pytest.approx(ref.df) == 3.0
+    assert p_greater(a, b) == pytest.approx(ref.pvalue, rel=1e-9)
 
 
 def test_incomplete_beta_edges_and_symmetry():
@@ -226,7 +253,7 @@ def test_a_phase_3x_in_every_start_is_called_different_from_two_starts_a_point()
         )
 
 
-def test_the_phase_intervals_are_scipys_t_tests(scipy_stats):
+def test_the_phase_intervals_are_scipys_t_tests():
     # two points: pooled within points is Student's two-sample t; blocked by round is the paired t
     a = [{"verify": v} for v in (10.2, 10.5, 9.9, 10.4, 10.3)]
     b = [{"verify": v} for v in (10.0, 10.1, 9.8, 10.0, 10.2)]
@@ -246,8 +273,3 @@ def test_the_phase_intervals_are_scipys_t_tests(scipy_stats):
         "pooled over points",
         6,
     )
-
-
-@pytest.fixture
-def scipy_stats():
-    return pytest.importorskip("scipy.stats")

@@ -474,9 +474,74 @@ def test_a_known_spread_between_starts_widens_every_point_but_the_profiled_one()
         math.sqrt(math.log(0.91 / 0.9) ** 2 + 2 * 0.03**2 * 1.959963984540054**2)
     )
     assert got["points"][0]["ratio_ci95"] == [1.0, 1.0] and got["intervals"]["starts"]["spread"] == 0.03
-    assert with_start_spread(pred(), None, "none")["points"][1]["ratio_ci95"] == [0.89, 0.91]
-    pooled = pred() | {"pooled": {"runs": ["a", "b"]}}
-    assert with_start_spread(pooled, 0.03, "given")["points"][1]["ratio_ci95"] == [0.89, 0.91]
+    assert got["intervals"]["start_to_start"] is True
+    assert (
+        "start-to-start variation included (spread 3 % between starts, given)" in got["intervals"]["covers"]
+    )
+    alone = with_start_spread(pred(), None, "none")
+    assert alone["points"][1]["ratio_ci95"] == [0.89, 0.91]
+    assert alone["intervals"]["start_to_start"] is False
+    assert alone["intervals"]["covers"] == (
+        "within this run's cycles and one pass of the benchmark's load a side; start-to-start "
+        "variation not included: give --spread or pool starts (--pool)"
+    )
+    pooled = with_start_spread(pred() | {"pooled": {"runs": ["a", "b"]}}, 0.03, "given")
+    assert pooled["points"][1]["ratio_ci95"] == [0.89, 0.91]
+    assert (
+        pooled["intervals"]["start_to_start"] is True
+        and "the mean over 2 pooled starts" in (pooled["intervals"]["covers"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "covers", "included"),
+    [
+        (
+            [],
+            "within this run's cycles; start-to-start variation not included: give --spread or pool starts",
+            False,
+        ),
+        (["--spread", "2"], "start-to-start variation included (spread 2 % between starts, given)", True),
+        (["--pool", "b"], "the mean over 2 pooled starts: start-to-start variation included", True),
+    ],
+)
+def test_the_interval_is_named_by_what_it_covers_in_the_table_json_and_page(
+    tmp_path, extra, covers, included
+):
+    """Without a known spread between starts the "95 % interval" holds only what one run fixes
+    (at 2 % between starts it misses another start's tok/s far more than 5 % of the time): the
+    table, predict.json and the page say so, and say it covers the starts where it does."""
+    from html import unescape
+
+    rates = [0.9, 0.7, 0.5]
+    run = write_run(tmp_path / "a", 3, rates, cycles=300, seed=1)
+    write_run(tmp_path / "b", 3, rates, cycles=300, seed=2)
+    extra = [str(tmp_path / "b") if arg == "b" else arg for arg in extra]
+    proc = invoke("profile.predict", str(run), "--bootstrap", "40", *extra)
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("95 % interval ("))
+    assert covers in line
+    doc = json.loads((run / "predict.json").read_text())
+    assert doc["intervals"]["start_to_start"] is included and covers in doc["intervals"]["covers"]
+    assert line == f"95 % interval ({doc['intervals']['covers']})"
+    page = unescape((run / "report.html").read_text())
+    assert f"95 % intervals: {doc['intervals']['covers']}." in page
+    scope = "start-to-start variation included" if included else "this run's cycles only"
+    assert f"95 % interval ({scope})" in page and f"tok/s 95 % ({scope})" in page
+
+
+def test_the_bootstrap_interval_is_the_projects_interpolated_percentile():
+    """predict's bootstrap interval uses the one percentile of the project (numpy's linear
+    definition, patchkit.report.stats), not the draw at a floored index."""
+    import numpy
+
+    from patchkit.report.predict import _interval
+
+    rng = random.Random(4)
+    for n in (20, 40, 199, 400):
+        draws = [rng.lognormvariate(0.0, 0.05) for _ in range(n)]
+        assert _interval(draws) == pytest.approx(list(numpy.percentile(draws, [2.5, 97.5])), rel=1e-12)
+    assert _interval([1.0] * 19) is None
 
 
 def test_adaptive_num_steps_is_named_in_the_spec_and_refused_by_predict(tmp_path):

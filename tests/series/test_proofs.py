@@ -53,7 +53,7 @@ def test_a_gpu_proof_is_one_line_added_to_the_table(tmp_path):
     edited.write_text(text.replace("\ngpu = [\n", "\ngpu = [\n" + line, 1))
     proof = proofs.read_proofs(edited)["sglang-v0.5.16"]
     assert proof.how == "gpu" and proof.static == phaseproof.CHECKER_VERSION
-    assert proof.describe().startswith("run on a GPU: sglang 0.5.16 on NVIDIA H100 80GB HBM3, 2026-12-06 (")
+    assert proof.describe().startswith("ran on a GPU (NVIDIA H100 80GB HBM3): sglang 0.5.16, 2026-12-06 (")
     assert proofs.read_proofs(TABLE)["sglang-v0.5.16"].how == "static"
 
 
@@ -86,20 +86,24 @@ def verify_result(series: str, digest: str) -> OpResult:
     return OpResult("verify", series, digest, [])
 
 
-def test_patch_verify_says_how_the_series_is_proven():
+def test_patch_verify_says_in_plain_words_what_was_proven_where():
     static = read_series(str(PATCHES / "sglang-v0.5.16")).digest
     lines = render_text(verify_result("sglang-v0.5.16", static)).splitlines()
     assert lines[1] == (
-        f"proven: the static proof (patchkit.author.phaseproof {phaseproof.CHECKER_VERSION}) only; "
-        "not run on a GPU"
+        "proven: static proof only (no GPU run recorded): the release's patched source was checked "
+        "(every timed phase that begins also ends), not run"
     )
     gpu = read_series(str(PATCHES / "sglang-v0.5.12")).digest
     line = render_text(verify_result("sglang-v0.5.12", gpu)).splitlines()[1]
     assert line.startswith(
-        "proven: run on a GPU: sglang 0.5.12 on NVIDIA H200, 2026-12-01..2026-12-05 (records, "
+        "proven: ran on a GPU (NVIDIA H200): sglang 0.5.12, 2026-12-01..2026-12-05 (checked there: records, "
     )
-    assert line.endswith(f"; and the static proof (patchkit.author.phaseproof {phaseproof.CHECKER_VERSION})")
+    assert line.endswith(
+        "; figures in bench/results/sglang_gpu.md, bench/results/sglang_gpu_timer_cost.md); and the static proof"
+    )
+    assert "phaseproof" not in line and "nothing recorded" not in line
     doc = json.loads(render_json(verify_result("sglang-v0.5.12", gpu)))
+    assert doc["proven"]["sglang-v0.5.12"]["text"] == line.removeprefix("proven: ")
     assert doc["proven"]["sglang-v0.5.12"]["how"] == "gpu"
     assert doc["proven"]["sglang-v0.5.12"]["gpu"][0]["card"] == "NVIDIA H200"
     assert doc["proven"]["sglang-v0.5.12"]["static"] == {
@@ -110,12 +114,15 @@ def test_patch_verify_says_how_the_series_is_proven():
 
 def test_a_series_named_like_a_shipped_one_with_other_bytes_carries_no_proof():
     line = render_text(verify_result("sglang-v0.5.12", "0" * 64)).splitlines()[1]
-    assert line == "proven: nothing recorded (not the shipped sglang-v0.5.12: its content differs)"
+    said = (
+        "nothing (not the shipped sglang-v0.5.12: its content differs, so that series' proofs do not apply)"
+    )
+    assert line == f"proven: {said}"
     doc = json.loads(render_json(verify_result("sglang-v0.5.12", "0" * 64)))
-    assert doc["proven"] == {"sglang-v0.5.12": {"how": "none", "gpu": [], "static": None}}
+    assert doc["proven"] == {"sglang-v0.5.12": {"how": "none", "gpu": [], "static": None, "text": said}}
     transformers = read_series(str(PATCHES / "transformers-v5.17.0")).digest
     assert render_text(verify_result("transformers-v5.17.0", transformers)).splitlines()[1] == (
-        "proven: nothing recorded"
+        "proven: nothing (no GPU run and no static proof recorded for this series)"
     )
 
 
@@ -153,8 +160,8 @@ def test_a_mixed_fleet_gets_a_proven_line_per_series():
     result = OpResult("verify", PER_HOST, "", hosts)
     lines = [ln for ln in render_text(result).splitlines() if ln.startswith("proven: ")]
     assert [ln.split(": ", 2)[1] for ln in lines] == ["sglang-v0.5.12", "sglang-v0.5.16"]
-    assert lines[0].startswith("proven: sglang-v0.5.12: run on a GPU: sglang 0.5.12 on NVIDIA H200")
-    assert lines[1].startswith("proven: sglang-v0.5.16: the static proof (")
+    assert lines[0].startswith("proven: sglang-v0.5.12: ran on a GPU (NVIDIA H200): sglang 0.5.12, ")
+    assert lines[1].startswith("proven: sglang-v0.5.16: static proof only (no GPU run recorded)")
     doc = json.loads(render_json(result))
     assert {n: p["how"] for n, p in doc["proven"].items()} == {
         "sglang-v0.5.12": "gpu",

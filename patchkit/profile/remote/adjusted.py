@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from patchkit.report.stats import betainc
+from patchkit.report.stats import f_sf
 
 PREFILL_ALPHA = 0.10  # the prefill period's test by point: lenient, so a doubt keeps the raw verdict
 
@@ -79,13 +79,6 @@ def adjusted_tokens_per_s(run: dict, period_s: float) -> float | None:
     whole = run.get("duration_s") or (parts["decode_s"] + parts["prefill_s"])
     new = whole - parts["prefill_s"] + parts["prefill_cycles"] * period_s
     return tps * whole / new if new > 0 else None
-
-
-def f_sf(f: float, d1: float, d2: float) -> float:
-    """P(F > f) for Fisher's F with (d1, d2) degrees of freedom."""
-    if f <= 0:
-        return 1.0
-    return betainc(d2 / 2.0, d1 / 2.0, d2 / (d2 + d1 * f))
 
 
 def prefill_test(rows: list[dict]) -> dict | None:

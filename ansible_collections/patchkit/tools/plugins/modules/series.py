@@ -90,12 +90,13 @@ EXAMPLES = r"""
 
 RETURN = r"""
 state:
-  description: The host's state after the task (pristine, staged, applied, drifted, modified, ...).
+  description: The host's state after the task (pristine, applied, partial, modified, drifted;
+    staged; or what stopped it, e.g. locked).
   returned: always
   type: str
 files:
-  description: Each file of the series with its state (ok, pristine, staged, applied, restored,
-    drifted, missing, modified, ...) and a detail for problems.
+  description: Each file of the series with its state (pristine, applied, modified, drifted;
+    staged, bad-result, restored, removed) and a detail for problems.
   returned: always
   type: list
   elements: dict
