@@ -29,15 +29,17 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchkit.profile.remote import sweep as sweep_mod  # noqa: E402
-from patchkit.profile.verdict import decide_fixed  # noqa: E402
+from patchkit.profile.remote import sweep as sweep_mod
+from patchkit.profile.verdict import decide_fixed
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 class _Bracket:
     applied = True
-    notes: list = []
+
+    def __init__(self) -> None:
+        self.notes: list = []
 
     def log(self, _line: str) -> None:
         pass
@@ -49,14 +51,21 @@ class _Bracket:
         return []
 
 
-def one_sweep(rng, logs, spread, *, round_sd=0.0, known=True, min_effect=5.0, power=0.9, rounds=20, baseline=None):
+def one_sweep(
+    rng, logs, spread, *, round_sd=0.0, known=True, min_effect=5.0, power=0.9, rounds=20, baseline=None
+):
     """One sweep through _Rounds.run: (best or None, starts in all, rounds)."""
-    points = [
-        {"label": f"p{i}", "params": {}, "server_command": "s", "env": {}} for i in range(len(logs))
-    ]
+    points = [{"label": f"p{i}", "params": {}, "server_command": "s", "env": {}} for i in range(len(logs))]
     cfg = SimpleNamespace(
-        sweep_seed=1, repeat=None, sequential=True, rounds=rounds, baseline=baseline is not None,
-        budget_minutes=None, min_effect=min_effect, power=power, until="decided",
+        sweep_seed=1,
+        repeat=None,
+        sequential=True,
+        rounds=rounds,
+        baseline=baseline is not None,
+        budget_minutes=None,
+        min_effect=min_effect,
+        power=power,
+        until="decided",
     )
     rows = [sweep_mod._row(i, p) for i, p in enumerate(points)]
     for row in rows:
@@ -73,8 +82,15 @@ def one_sweep(rng, logs, spread, *, round_sd=0.0, known=True, min_effect=5.0, po
         return math.exp(mu + shift + rng.gauss(0.0, spread))
 
     def run_point(cfg, point, row, rep, *args, **kwargs):
-        run = {"ok": True, "tokens_per_s": draw(rep, level[point["label"]]), "rep": rep + 1, "block": None,
-               "error": None, "wall_s": 1.0, "report": "x"}
+        run = {
+            "ok": True,
+            "tokens_per_s": draw(rep, level[point["label"]]),
+            "rep": rep + 1,
+            "block": None,
+            "error": None,
+            "wall_s": 1.0,
+            "report": "x",
+        }
         row["runs"].append(run)
         return run
 
@@ -118,7 +134,9 @@ def cell(name, logs, spread, sweeps, seed, truth="p0", **kw):
         lo, hi = max(2, math.floor(per)), max(2, math.ceil(per))
         frng = random.Random(seed + 1)
         p_lo = fixed_power(frng, logs, spread, lo, sweeps, kw.get("round_sd", 0.0), truth)
-        p_hi = p_lo if hi == lo else fixed_power(frng, logs, spread, hi, sweeps, kw.get("round_sd", 0.0), truth)
+        p_hi = (
+            p_lo if hi == lo else fixed_power(frng, logs, spread, hi, sweeps, kw.get("round_sd", 0.0), truth)
+        )
         w = 0.0 if hi == lo else (per - lo) / (hi - lo)
         out["fixed"] = (1 - w) * p_lo + w * p_hi
         out["fixed_n"] = f"{lo}..{hi}" if hi != lo else str(lo)
@@ -138,14 +156,25 @@ def main(argv=None) -> int:
         ("5 % apart, 3 % spread, known", [d5, 0.0], 0.03, {"known": True}),
         ("10 % apart, 3 % spread, measured", [d10, 0.0], 0.03, {"known": False}),
         ("5 % apart, H200 (2.5 % + 2 % round), known", [d5, 0.0], 0.025, {"known": True, "round_sd": 0.02}),
-        ("5 % apart, H200 (2.5 % + 2 % round), measured", [d5, 0.0], 0.025, {"known": False, "round_sd": 0.02}),
+        (
+            "5 % apart, H200 (2.5 % + 2 % round), measured",
+            [d5, 0.0],
+            0.025,
+            {"known": False, "round_sd": 0.02},
+        ),
         ("best 5 % over the baseline, 2 % spread, known", [d5], 0.02, {"known": True, "baseline": 0.0}),
     ]
     null = []
     for k in (2, 3, 5):
         for rsd, known in ((0.0, True), (0.02, True), (0.02, False)):
-            null.append((f"identical, k={k}, round sd {rsd:g}, {'known' if known else 'measured'}",
-                         [0.0] * k, 0.02, {"known": known, "round_sd": rsd}))
+            null.append(
+                (
+                    f"identical, k={k}, round sd {rsd:g}, {'known' if known else 'measured'}",
+                    [0.0] * k,
+                    0.02,
+                    {"known": known, "round_sd": rsd},
+                )
+            )
     lines = [f"decision_sim: {n} sweeps a cell (bench/decision_sim.py)", ""]
     lines.append(f"{'case':52} {'right':>6} {'starts':>7} {'fixed N same cost':>18}")
     for i, (name, logs, spread, kw) in enumerate(cells):

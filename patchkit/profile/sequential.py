@@ -104,7 +104,6 @@ import functools
 import math
 import random
 from dataclasses import asdict, dataclass, field
-
 from statistics import NormalDist
 
 from patchkit.profile.spending import nominal_levels, t_levels, z_design
@@ -125,7 +124,9 @@ METHOD = (
     "below 1 is dropped; decided when one point is left"
 )
 SPENDING = "obf"  # the bounded t test's spending function (patchkit.profile.spending)
-KNOWN_SPENDING = "pocock"  # the z test's (a spread known from the cache): its looks from round 1 are informative
+KNOWN_SPENDING = (
+    "pocock"  # the z test's (a spread known from the cache): its looks from round 1 are informative
+)
 ANYTIME, BOUNDED = "anytime", "group-sequential"
 MIN_EFFECT = 0.05  # the smallest difference worth deciding (profile.remote --min-effect)
 PLAN_POWER = 0.9  # the power the horizon is planned for (profile.remote --power)
@@ -895,6 +896,11 @@ def t_power(horizon: int, effect: float, alpha: float, points: int = 2, paths: i
     return hit / paths
 
 
+@functools.lru_cache(maxsize=4096)
+def _t_power_cached(horizon: int, effect: float, alpha: float, points: int) -> float:
+    return t_power(horizon, effect, alpha, points)
+
+
 def plan_horizon(
     spread: float,
     min_effect: float = MIN_EFFECT,
@@ -925,7 +931,12 @@ def plan_horizon(
             d = z_design(h, effect, side, KNOWN_SPENDING)
             best = {"horizon": h, "power": d["power"], "expected_rounds": d["expected_rounds"]}
         else:
-            best = {"horizon": h, "power": t_power(h, effect, side, points), "expected_rounds": None}
+            # cached on the effect rounded to 0.02 (a spread measured with few df varies more)
+            best = {
+                "horizon": h,
+                "power": _t_power_cached(h, round(effect, 2), side, points),
+                "expected_rounds": None,
+            }
         if best["power"] >= power:
             break
     capped = best["power"] < power

@@ -248,9 +248,7 @@ def crossing_probabilities(times: tuple[float, ...], bounds: tuple[float, ...], 
     return tuple(out)
 
 
-def z_design(
-    horizon: int, effect: float, alpha: float, spending: str = "pocock", first: int = 1
-) -> dict:
+def z_design(horizon: int, effect: float, alpha: float, spending: str = "pocock", first: int = 1) -> dict:
     """The z test of a known spread over ``horizon`` rounds (looks after rounds ``first`` ..
     ``horizon``): its boundaries, and, for a true difference of ``effect`` standard errors of
     one round's contrast (the difference over the spread of one round's paired difference),

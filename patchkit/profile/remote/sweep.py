@@ -867,7 +867,9 @@ class _Rounds:
                 why = f"{cap} round(s): the budget allows no more"
             self.design = {"min_effect": min_effect, "power": power, "spread": None, "known_spread": None}
         else:
-            plan = plan_horizon(spread, min_effect, DEFAULT_ALPHA, power, max(2, points), cap, known is not None)
+            plan = plan_horizon(
+                spread, min_effect, DEFAULT_ALPHA, power, max(2, points), cap, known is not None
+            )
             self.horizon = plan["horizon"]
             why = plan["why"] + f"; spread {source}"
             self.design = {
