@@ -29,7 +29,14 @@ from patchkit.profile.remote.run import RemoteRun
 from patchkit.profile.remote.server_args import expand_server_matrix
 from patchkit.profile.remote.sweep import _Rounds, _row, rep_dir, run_remote_sweep
 from support.cli import invoke_with_config, module
-from support.remote_run import assert_cleaned, only_run_dir, settings, tree  # noqa: F401
+from support.remote_run import (  # noqa: F401
+    agent,
+    assert_cleaned,
+    group_members,
+    only_run_dir,
+    settings,
+    tree,
+)
 from support.remote_sweep import controller, quiet, set_rate, started_alive, sweep_doc
 
 RACE = dict(matrix="tok-s=1000,1500,1510", baseline=True, until="decided", repeat=4)
@@ -217,3 +224,28 @@ def test_resume_refuses_no_state_another_design_and_a_finished_sweep(tmp_path):
     )
     assert proc.returncode == 2, proc.stderr
     assert "that sweep finished (stopped: -, 0 round(s), 0 run(s)); nothing to resume" in proc.stderr
+
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+@pytest.mark.skipif(not BOOT_ID.exists(), reason="the boot id is Linux's")
+def test_the_agent_leaves_a_job_of_an_earlier_boot_alone(tmp_path):
+    """What a cut run left is stopped by its remote folder's records; a job recorded in another
+    boot of the machine is not signalled (its process group id may be another process's now),
+    and a folder already removed is nothing to stop or remove."""
+    run = tmp_path / "run"
+    run.mkdir()
+    started = agent("start", str(run), "server", str(tmp_path), "{}", "exec sleep 60")
+    assert started.returncode == 0, started.stderr
+    pgid = json.loads(started.stdout)["pgid"]
+    assert (run / "server.boot").read_text() == BOOT_ID.read_text()
+    (run / "server.boot").write_text("another-boot\n")
+    answer = json.loads(agent("stop", str(run), "1", "TERM").stdout)
+    assert answer["jobs"][0]["sent"] == [] and group_members(pgid)
+    (run / "server.boot").write_text(BOOT_ID.read_text())
+    answer = json.loads(agent("stop", str(run), "1", "TERM").stdout)
+    assert answer["jobs"][0]["sent"] == ["TERM"] and not group_members(pgid)
+    gone = str(tmp_path / "removed")
+    assert json.loads(agent("stop", gone, "1", "TERM").stdout) == {"jobs": [], "missing": True}
+    assert json.loads(agent("cleanup", gone).stdout) == {"removed": None}
