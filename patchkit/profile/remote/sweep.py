@@ -78,6 +78,11 @@ label as ``block``, and all of the above holds for them (rounds, dropping, the b
 decision paired by block, block effects, a failing block recorded). The series is applied and
 reverted on every target once for the whole sweep, as always; ``cost.server_starts`` counts
 one start per run then.
+
+Resume. The rounds' state goes to ``sweep-state.json`` at the start of every round and whenever a
+run starts or finishes (_Rounds.on_change); ``resume`` (``--resume DIR``) reads it back and the
+sweep goes on in DIR: the round cut short continues where it stopped, a run cut mid-server runs
+again (patchkit.profile.remote.resume).
 """
 
 from __future__ import annotations
