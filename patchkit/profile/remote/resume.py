@@ -177,6 +177,15 @@ def read_state(folder: str | Path) -> dict:
     return doc
 
 
+def load(folder: str | Path | None, cfg: RemoteConfig, points: list[dict]) -> dict | None:
+    """The snapshot a sweep resumes from (None: a new sweep), read and checked against the command."""
+    if folder is None:
+        return None
+    doc = read_state(folder)
+    check_design(cfg, points, doc, folder)
+    return doc
+
+
 def _short(value: Any, width: int = 90) -> str:
     text = json.dumps(value)
     return text if len(text) <= width else text[: width - 3] + "..."

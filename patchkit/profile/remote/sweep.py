@@ -1119,10 +1119,7 @@ def run_remote_sweep(
         require("report", "profile.remote", instead="or give --no-chart")
     assert isinstance(cfg.matrix, dict), "RemoteConfig parsed --matrix (callers check it is given)"
     points = expand_server_matrix(cfg.matrix, cfg.server_command, cfg.env)
-    saved = None
-    if resume is not None:
-        saved = resuming.read_state(resume)
-        resuming.check_design(cfg, points, saved, resume)
+    saved = resuming.load(resume, cfg, points)  # refused (exit 2) before a target is touched
     transports = transports or cfg.open_targets()  # patchkit.transport.resolve_targets
     cache = cache_path(cfg.spread_cache) if cfg.sequential else None
     cache_at = cache_key(cfg.targets, cfg.server_command, cfg.matrix)
@@ -1136,13 +1133,8 @@ def run_remote_sweep(
     bracket = RemoteRun(cfg, run_dir, progress, transports)  # verify, apply ... revert
     state = _Rounds(cfg, points, rows, blocks, run_dir, progress, start, bracket)
     per_run = 1 if cfg.hosts_as_blocks else len(transports)  # servers a run starts
-    cut: list[dict] = []
-    if saved is not None:
-        cut = resuming.restore(state, saved)
-        start = state.start
-    else:
-        state.prior = read_spread(cache, cache_at)
-    state.on_change = resuming.writer(cfg, points, run_dir)
+    cut = _begin(state, saved, cache, cache_at)
+    start = state.start
     with sigterm_interrupts():
         try:
             try:
@@ -1183,16 +1175,30 @@ def run_remote_sweep(
                     resuming.mark_finished(run_dir)
     print(table, file=out)
     print(f"sweep: {run_dir}/ ({', '.join(files.values())}, points/*/)", file=out)
-    outcome = RemoteSweepOutcome(
-        run_dir, rows, baseline, best, table, time.monotonic() - start, files, verdict
-    )
+    _refuse_failed(rows, baseline, run_dir)
+    return RemoteSweepOutcome(run_dir, rows, baseline, best, table, time.monotonic() - start, files, verdict)
+
+
+def _refuse_failed(rows: list[dict], baseline: dict | None, run_dir: Path) -> None:
+    """ProfileError, after the sweep's files are written, when every point or the baseline failed."""
     if not any(r["ok"] for r in rows):
         raise ProfileError(all_failed_message(rows, run_dir))
     if baseline and baseline["error"]:
         raise ProfileError(
             f"the baseline run failed: {baseline['error']} (the sweep's report is in {run_dir}/)"
         )
-    return outcome
+
+
+def _begin(state: _Rounds, saved: dict | None, cache, cache_at) -> list[dict]:
+    """A new sweep's prior from the spread cache, or a resumed sweep's rounds read back (the runs
+    cut mid-server, discarded, returned); from here on every change is in the snapshot."""
+    cut: list[dict] = []
+    if saved is not None:
+        cut = resuming.restore(state, saved)
+    else:
+        state.prior = read_spread(cache, cache_at)
+    state.on_change = resuming.writer(state.cfg, state.points, state.run_dir)
+    return cut
 
 
 def _announce(cfg: RemoteConfig, state: _Rounds, cache) -> None:
