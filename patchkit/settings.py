@@ -1486,6 +1486,14 @@ _TABLE: tuple[Option, ...] = (
         check=positive_int,
         fronts=("profile.remote",),
     ),
+    Option(
+        "resume",
+        help="with --matrix: continue the sweep in this folder (its sweep-state.json) after its process, "
+        "connection or machine died, with the same settings: the runs done are kept, a run cut "
+        "mid-server runs again, the targets are checked pristine first",
+        check=existing_dir,
+        fronts=("profile.remote", _REMOTE_MAIN),
+    ),
     Option("config", help=".json, .toml or .yaml file", fronts=(_REMOTE_MAIN,)),
     Option(
         "section",

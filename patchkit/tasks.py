@@ -660,6 +660,7 @@ def _profile_remote(c, **params):
                 continue  # (profile.remote.targets or --target), patchkit.inventory is not read
             settings[key] = _cfg(c, fallback)
     rows = offered("profile.remote")
+    resume = resolve(rows["resume"], params["resume"])  # a sweep's folder (checked before anything)
     given: dict = {}
     for name, row in rows.items():  # each option given goes through its row (the message names it)
         if row.key is None or name == "env" or not given_value(row, params[name]):
@@ -706,7 +707,12 @@ def _profile_remote(c, **params):
         finally:
             for t in targets:
                 t.close()
-    (run_remote_sweep if cfg.matrix else run_remote)(cfg)
+    if resume is not None and not cfg.matrix:
+        raise InvalidInput("profile.remote --resume is for a sweep: give the sweep's --matrix too")
+    if cfg.matrix:
+        run_remote_sweep(cfg, resume=resume)
+    else:
+        run_remote(cfg)
 
 
 profile_remote = task(

@@ -8,8 +8,11 @@ its $WORK folder: the release runs (``<release>_<name>/<stamp>/``) and checks/<r
 (bench/gpu/release_check.py's verdicts). For every run it reads the check, the run's
 summary.json (tokens/s, cycles, the paired overhead where the run had A/B blocks) and the server
 command (remote.json), and writes:
-- ``releases`` in the JSON file: one row per run (release, name, worker flags, checks, figures);
-- a "Releases past 0.5.12" section in the Markdown file, replaced whole on every write.
+- ``releases`` in the JSON file: one row per run (release, name, worker flags, checks, figures,
+  card, date); a run of the same release and name replaces its row, the others stay;
+- a "Releases past 0.5.12" section in the Markdown file, replaced whole on every write: with
+  --json, one row for every row of the JSON file (so adding one release keeps the others),
+  each release with its own card and date.
 """
 
 from __future__ import annotations
@@ -89,10 +92,22 @@ def rows_from(work: Path) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict], card: str, date: str) -> str:
+def _where(rows: list[dict]) -> str:
+    """'0.5.17, 0.5.13 on CARD, DATE; 0.5.14 on CARD, DATE': each release's card and date."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        releases = groups.setdefault((r.get("card") or "the GPU", r.get("date") or ""), [])
+        if r["release"] not in releases:
+            releases.append(r["release"])
+    return "; ".join(
+        f"{', '.join(rels)} on {card}{f', {date}' if date else ''}" for (card, date), rels in groups.items()
+    )
+
+
+def markdown(rows: list[dict]) -> str:
     lines = [SECTION, ""]
     lines.append(
-        f"On {card}, {date}; `bash bench/gpu/build_carry.sh RELEASE`, then `FAILFAST=1 bash "
+        f"{_where(rows)}. `bash bench/gpu/build_carry.sh RELEASE`, then `FAILFAST=1 bash "
         "bench/gpu/run_h200.sh setup models relacc relnoov relab reltree relpredict relpack` "
         "(carry `.carry-site .carry-fi .carry-lib`); `--series auto` chose each release's series; "
         "each server checked by `bench/gpu/release_check.py` (records = SGLang's decode lines, "
@@ -150,17 +165,15 @@ def main(argv=None) -> int:
                 with tarfile.open(src) as tar:
                     tar.extractall(work, filter="data")
             rows += rows_from(work)
-    text = markdown(rows, args.card, args.date)
-    print(text)
+    rows = [{**r, "card": args.card, "date": args.date} for r in rows]
     if args.json:
         doc = json.loads(args.json.read_text()) if args.json.is_file() else {}
-        kept = [
-            r
-            for r in doc.get("releases", [])
-            if (r["release"], r["name"]) not in {(x["release"], x["name"]) for x in rows}
-        ]
-        doc["releases"] = kept + [{**r, "card": args.card, "date": args.date} for r in rows]
+        new = {(x["release"], x["name"]) for x in rows}
+        rows = [r for r in doc.get("releases", []) if (r["release"], r["name"]) not in new] + rows
+        doc["releases"] = rows
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
+    text = markdown(rows)
+    print(text)
     if args.md:
         old = args.md.read_text() if args.md.is_file() else ""
         head = old.split(SECTION)[0].rstrip("\n")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,13 +14,7 @@ from patchkit.errors import InvalidInput
 from patchkit.profile.remote import RemoteConfig
 from patchkit.profile.remote.blocks import make_blocks
 from patchkit.profile.remote.config import parse_cpus
-from support.remote_run import REPO, settings, tree  # noqa: F401
-
-AGENT = str(REPO / "patchkit/profile/remote/agent.py")
-
-
-def agent(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, AGENT, *args], capture_output=True, text=True)
+from support.remote_run import agent, settings, tree  # noqa: F401
 
 
 def run_job(tmp_path: Path, env: dict, name: str = "run") -> str:

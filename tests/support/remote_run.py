@@ -1,5 +1,5 @@
 """profile.remote runs in tests: the stand-in server and benchmark commands
-(support/standin_server.py), the settings of a run against them, and the checks after one
+(support/standin_server.py), the job-control agent run locally, the settings of a run against them, and the checks after one
 (the tree reverted, no server left, no remote run folder). Fixtures, imported by name into the
 test modules that use them: ``tree``, an installed sglang 0.5.9 tree (its wheel: mark the test
 ``wheels``), and ``target``, that tree behind the loopback sshd (``alias:path``)."""
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +21,14 @@ from support.upstream import SERIES_059, sglang_installed
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).resolve().parent / "standin_server.py"
 PY, ST = shlex.quote(sys.executable), shlex.quote(str(STANDIN))
+
+
+AGENT = str(REPO / "patchkit/profile/remote/agent.py")
+
+
+def agent(*args: str) -> subprocess.CompletedProcess:
+    """The job-control agent (patchkit/profile/remote/agent.py) run here, as a target runs it."""
+    return subprocess.run([sys.executable, AGENT, *args], capture_output=True, text=True)
 
 
 def alive(pid: int) -> bool:

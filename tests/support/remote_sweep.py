@@ -1,6 +1,7 @@
 """profile.remote sweeps in tests (--matrix, --repeat, --blocks): what a real sh makes of a
 server command, the stand-in commands of a point with a set throughput, or of a block per
-local target on a port of its own, and what a sweep left (sweep.json, servers still alive)."""
+local target on a port of its own, a sweep's controller run as a process of its own (to be killed
+mid-sweep and resumed), and what a sweep left (sweep.json, servers still alive)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from support.cli import popen_module
 from support.remote_run import PY, SPEC, ST, alive, bench_cmd, server_cmd
 from support.upstream import sglang_installed
 
@@ -22,13 +24,14 @@ def argv_of(command: str, env: dict | None = None) -> list[str]:
     return out.stdout.split("\0")[:-1]
 
 
-def set_rate(tmp_path: Path, rate: float, noise: float = 0.02) -> dict:
+def set_rate(tmp_path: Path, rate: float, noise: float = 0.02, server_extra: str = "") -> dict:
     """The commands of a point served at ``rate`` tok/s (every start appends itself to
     ``tmp_path/order``), its benchmark reporting it times exp(N(0, noise)) seeded from a counter file,
-    one request a pass: settings over support.remote_run.settings."""
+    one request a pass: settings over support.remote_run.settings. ``server_extra``: more of the
+    stand-in server's options."""
     return dict(
         server_command=server_cmd(
-            tmp_path / "server.pids", f"--tok-s {rate:g} --order-file {tmp_path / 'order'}"
+            tmp_path / "server.pids", f"--tok-s {rate:g} --order-file {tmp_path / 'order'} {server_extra}"
         ),
         bench_command=bench_cmd(f"--noise {noise:g} --seed-file {tmp_path / 'seed'}").replace(
             "--requests 4", "--requests 1"
@@ -76,3 +79,19 @@ def two_trees(tmp_path: Path) -> tuple[Path, Path]:
 def alive_port_pids(tmp_path: Path, port: int) -> list[int]:
     """The stand-in servers of host_commands' block on ``port`` still running."""
     return [int(p) for p in (tmp_path / f"server.pids.port{port}").read_text().split() if alive(int(p))]
+
+
+def controller(config: Path, pid_file: Path, *more: str, timeout: float = 300) -> tuple[int, str, str]:
+    """``python -m patchkit.profile.remote --config CONFIG MORE...`` in the config's folder as a
+    process of its own, its pid in ``pid_file`` (for a stand-in server's --kill-pid-file) until
+    it ends: (exit status, -N for a signal N; stdout; stderr)."""
+    with popen_module("patchkit.profile.remote", "--config", str(config), *more, cwd=config.parent) as proc:
+        pid_file.write_text(f"{proc.pid}\n")
+        out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def started_alive(order_file: Path) -> list[int]:
+    """The stand-in servers that set_rate's order file lists and that still run."""
+    pids = [int(line.split()[1]) for line in order_file.read_text().splitlines() if line.strip()]
+    return [p for p in pids if alive(p)]

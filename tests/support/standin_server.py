@@ -8,6 +8,7 @@
                                    [--tok-s R] [--order-file F] [--gpu-factor ID=F ...]
                                    [--fail-on-gpu ID] [--verify-scale F]
                                    [--root-factor ROOT=F ...] [--fail-on-root ROOT]
+                                   [--kill-at N,M,... --kill-pid-file F [--kill-signal SIG]]
     python standin_server.py bench --port P [--also-port P2] [--requests N] [--cycles C] [--fail]
                                    [--delay S] [--started-file F] [--noise CV --seed-file F]
 
@@ -44,6 +45,10 @@ and the benchmark then reports R x exp(N(0, CV)) as its output token throughput 
 its own wall-clock rate (--noise CV, default 0). The noise is seeded: --seed-file F holds a
 counter that every benchmark run increments and seeds with, so a test's numbers are the same
 on every run. --order-file F: the server appends "R PID" to F when it starts (the run order).
+--kill-at N,M --kill-pid-file F: the start that writes the N-th (M-th, ...) line of the order
+file sends --kill-signal (default KILL) to the process whose pid F holds -- a sweep's controller
+dying while this server starts, before its benchmark (the seeded numbers stay in step) -- and
+then serves on, as a server orphaned by its controller would.
 
 GPUs (profile.remote --gpus): the server logs CUDA_VISIBLE_DEVICES with its other env lines;
 --gpu-factor ID=F (repeatable) multiplies the answered --tok-s by F when CUDA_VISIBLE_DEVICES
@@ -181,6 +186,11 @@ def serve(args, passed: list[str]) -> None:
     if args.order_file:
         with open(args.order_file, "a") as fh:
             fh.write(f"{args.tok_s:g} {os.getpid()}\n")
+        with open(args.order_file) as fh:
+            start = sum(1 for _ in fh)
+        if args.kill_at and start in {int(n) for n in args.kill_at.split(",")}:
+            with open(args.kill_pid_file) as fh:
+                os.kill(int(fh.read()), getattr(signal, "SIG" + args.kill_signal))
     if args.speculative_num_steps < 1:
         print("ValueError: speculative_num_steps must be at least 1", flush=True)
         sys.exit(1)
@@ -358,6 +368,9 @@ def main(argv=None) -> None:
     s.add_argument("--log-noise-kb", type=int, default=0)
     s.add_argument("--tok-s", type=float, default=0.0)
     s.add_argument("--order-file", default=None)
+    s.add_argument("--kill-at", default=None)
+    s.add_argument("--kill-pid-file", default=None)
+    s.add_argument("--kill-signal", default="KILL")
     s.add_argument("--gpu-factor", action="append", default=[])
     s.add_argument("--fail-on-gpu", default=None)
     s.add_argument("--root-factor", action="append", default=[])

@@ -9,6 +9,7 @@ Rooms, each importing only those listed before it:
   host         RemoteHost: one target's agent calls, log tails, fetches
   worker_log   which speculative worker the server's log names
   run          run_remote: one run (and its --baseline)
+  resume       the sweep's state (sweep-state.json), written as it runs, read back by --resume
   sweep        run_remote_sweep: --matrix, one server start per point
   __main__     ``python -m patchkit.profile.remote``: picks run or sweep
 """

@@ -18,6 +18,10 @@ PID 1 does not reap), writes the job's exit status to NAME.exit, and NAME.done w
 left. It also writes the job's wall-clock start and end (``time.time_ns()`` on this host, just
 before the fork and just after the job is reaped) to NAME.start_ns and NAME.end_ns: the
 measured window of a benchmark (``window``), on the clock the timing headers pair with theirs.
+On Linux it writes the machine's boot id to NAME.boot: a job of an earlier boot (the machine
+rebooted since; a resumed sweep stopping what a cut run left) is not signalled, its process
+group id possibly another process's now. ``stop`` and ``cleanup`` of a folder already removed
+do nothing.
 Signals go to the job's process group, never to the monitor, so a stop sequence
 (INT, then TERM, then KILL) reaches every process the job started. Python programs handle INT
 as KeyboardInterrupt and run their atexit hooks (the timing runtime writes its last records
@@ -194,6 +198,10 @@ def _monitor(directory, name, command, cwd, env, to_launcher):
     read_fd, write_fd = os.pipe()  # close-on-exec: EOF once the job has exec'd
     with open(job_path(directory, name, "start_ns"), "w") as fh:
         fh.write("%d\n" % time.time_ns())
+    booted = boot_id()
+    if booted:
+        with open(job_path(directory, name, "boot"), "w") as fh:
+            fh.write(booted + "\n")
     job = os.fork()
     if job == 0:
         os.close(read_fd)
@@ -267,9 +275,18 @@ def probe(url, timeout):
         return "%s: %s" % (type(exc).__name__, reason)
 
 
+def boot_id():
+    """This boot of the machine (Linux), else None: a job recorded in an earlier boot is gone, and
+    its process group id may belong to another process now."""
+    return read_text("/proc/sys/kernel/random/boot_id")
+
+
 def job_state(directory, name):
     pgid_text = read_text(job_path(directory, name, "pgid"))
     pgid = int(pgid_text) if pgid_text and pgid_text.isdigit() else None
+    booted = read_text(job_path(directory, name, "boot"))
+    if pgid is not None and booted and booted != boot_id():
+        pgid = None  # started before the machine rebooted: nothing of it runs, nothing to signal
     code = read_text(job_path(directory, name, "exit"))
     return {
         "name": name,
@@ -319,6 +336,9 @@ def cmd_stop(directory, grace, signals, *names):
     for sig in signals:
         if sig not in ALLOWED_SIGNALS:
             fail("unknown stop signal %r" % sig)
+    if not os.path.isdir(directory):  # removed already (a resumed sweep's cut run, cleaned up)
+        answer({"jobs": [], "missing": True})
+        return
     if not names:
         names = tuple(sorted(f[: -len(".pgid")] for f in os.listdir(directory) if f.endswith(".pgid")))
     answer({"jobs": [stop_job(directory, n, float(grace), signals) for n in names]})
@@ -413,6 +433,9 @@ def cmd_grep(path, max_lines, *needles):
 
 
 def cmd_cleanup(directory):
+    if not os.path.exists(directory):
+        answer({"removed": None})
+        return
     if not os.path.exists(os.path.join(directory, MARKER)):
         fail("%s has no %s marker; not removing it" % (directory, MARKER))
     import shutil

@@ -12,7 +12,9 @@
 The flow, one live progress line throughout:
   1. patch.verify on every target (each must be pristine: a state found applied is not ours to
      revert), then patch.apply (a fleet applies all or nothing);
-  2. a fresh run directory on every target (mktemp under ``remote_dir``);
+  2. a fresh run directory on every target (mktemp under ``remote_dir``), named in remote.json at
+     once (and again when each server has started): a sweep resumed after its process died
+     stops what a run it cut left there (patchkit.profile.remote.resume);
   3. the server command started detached on every target (agent.py: its own session and
      process group, pgid recorded on the target), with the timing runtime's environment;
   4. ``/health`` polled through the SSH connection until it answers 200, bounded by
@@ -238,7 +240,9 @@ class RemoteRun:
         for host in self.hosts:
             self.progress.update(f"starting the server on {host.where}")
             host.make_run_dir()
+            self.record()  # where this run's jobs are, for a sweep resumed after its process died
             job = host.start("server", self.server_command, self.server_env(host))
+            self.record()
             self.log(
                 f"server started on {host.where} (process group {job['pgid']}, run directory {host.run_dir})"
             )

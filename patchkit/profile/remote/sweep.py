@@ -78,6 +78,11 @@ label as ``block``, and all of the above holds for them (rounds, dropping, the b
 decision paired by block, block effects, a failing block recorded). The series is applied and
 reverted on every target once for the whole sweep, as always; ``cost.server_starts`` counts
 one start per run then.
+
+Resume. The rounds' state goes to ``sweep-state.json`` at the start of every round and whenever a
+run starts or finishes (_Rounds.on_change); ``resume`` (``--resume DIR``) reads it back and the
+sweep goes on in DIR: the round cut short continues where it stopped, a run cut mid-server runs
+again (patchkit.profile.remote.resume).
 """
 
 from __future__ import annotations
@@ -89,7 +94,9 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,6 +105,7 @@ from patchkit.errors import PatchkitError
 from patchkit.profile.local_run import new_run_dir
 from patchkit.profile.local_sweep import _fmt, format_table, point_dir_name
 from patchkit.profile.progress import ProgressLine
+from patchkit.profile.remote import resume as resuming
 from patchkit.profile.remote.adjusted import adjusted_verdict, time_parts
 from patchkit.profile.remote.blocks import Block, assign, make_blocks
 from patchkit.profile.remote.config import RemoteConfig
@@ -723,6 +731,16 @@ class _Rounds:
         self.design: dict[str, Any] = {}
         # --baseline in a sequential sweep: no speculation is a point of the race (label BASELINE)
         self.race_baseline = bool(cfg.baseline and cfg.sequential)
+        # a resumed sweep (patchkit.profile.remote.resume): the round to start at, the round cut
+        # short ({"record", "began_s"}: continued, not run again), the runs started and not
+        # finished ({label, round, report, block}), and the snapshot written after every start,
+        # every finished run and at the start of every round (on_change)
+        self.first_round = 0
+        self.partial: dict | None = None
+        self.in_flight: list[dict] = []
+        self.on_change: Callable[[_Rounds], None] | None = None
+        self.round_began = start
+        self.changes = threading.Lock()  # the GPUs' threads start and finish runs at once
 
     # ---- what a round costs -------------------------------------------------------------------
 
@@ -738,7 +756,10 @@ class _Rounds:
         return statistics.fmean(own) if own else None
 
     def round_estimate_s(self, rnd: int, entries: list) -> float | None:
-        """The next round's wall time: per block, the sum of its runs' estimates; the longest."""
+        """The next round's wall time: per block, the sum of its runs' estimates; the longest.
+        None for a round cut short and continued: it was admitted before the cut."""
+        if self.partial is not None and self.partial["record"]["round"] == rnd + 1:
+            return None
         where = self._where(rnd, [e for e in entries if e != BASELINE])
         per_block: dict[int, float] = {}
         for entry in entries:
@@ -781,8 +802,8 @@ class _Rounds:
         # --budget (budget_minutes): the sweep's time limit, in wall-clock minutes
         time_limit_s = cfg.budget_minutes * 60 if cfg.budget_minutes is not None else None
         if cfg.sequential and self.horizon is None:
-            self.plan_design(0, time_limit_s, list(self.live))
-        for rnd in range(cfg.rounds):
+            self.plan_design(self.first_round, time_limit_s, list(self.live))
+        for rnd in range(self.first_round, cfg.rounds):
             entries: list = list(self.live) + ([BASELINE] if self._baseline_runs() else [])
             if not self.live:
                 # the decision always keeps its leader: only failing points leave none
@@ -902,12 +923,16 @@ class _Rounds:
     def _round(self, rnd: int, ordered: list, record: dict) -> None:
         cfg = self.cfg
         total = f"/{cfg.rounds}" if not cfg.sequential else f", at most {cfg.rounds}"
-        began = time.monotonic()
+        self.round_began = time.monotonic()
         if len(self.blocks) > 1:
             record["blocks"] = {}
+        done = self._continue(record)
+        self._changed()
         if len(self.blocks) == 1:
             for entry in ordered:
                 label = BASELINE if entry == BASELINE else self.points[entry]["label"]
+                if label in done:
+                    continue
                 self.runs_started += 1
                 self.order.append({"rep": rnd + 1, "label": label})
                 if cfg.sequential:
@@ -919,22 +944,75 @@ class _Rounds:
                     self.bracket.log(
                         f"run {self.runs_started}/{runs} (repetition {rnd + 1}/{cfg.rounds}): {label}"
                     )
-                if entry == BASELINE:
-                    run = self._baseline(rnd)
-                    record["points"].append(label)
-                    record["tokens_per_s"][label] = run["tokens_per_s"]
-                    if run["error"]:
-                        record["errors"][label] = run["error"]
-                    continue
-                if not self.bracket.applied:
-                    self.bracket.verify_and_apply()
-                self._point(rnd, entry, self.blocks[0], record)
+                with self._running(label, rnd):
+                    self._run_entry(rnd, entry, label, record)
         else:
             if not self.bracket.applied:
                 self.bracket.verify_and_apply()
-            self._parallel(rnd, ordered, record, total)
+            self._parallel(rnd, ordered, record, total, done)
         record["minutes"] = (time.monotonic() - self.start) / 60
-        record["wall_s"] = time.monotonic() - began
+        record["wall_s"] = time.monotonic() - self.round_began
+
+    def _run_entry(self, rnd: int, entry, label: str, record: dict) -> None:
+        """One run of a round on the one block: the baseline (on the reverted tree) or a point."""
+        if entry == BASELINE:
+            run = self._baseline(rnd)
+            record["points"].append(label)
+            record["tokens_per_s"][label] = run["tokens_per_s"]
+            if run["error"]:
+                record["errors"][label] = run["error"]
+            return
+        if not self.bracket.applied:
+            self.bracket.verify_and_apply()
+        self._point(rnd, entry, self.blocks[0], record)
+
+    # ---- what a resumed sweep continues, and the snapshot (patchkit.profile.remote.resume) ------
+
+    def _continue(self, record: dict) -> set[str]:
+        """A round cut short and now continued: its record as far as it went, the time it began
+        (on the sweep's clock), and the labels it ran, which are not run again."""
+        if self.partial is None or self.partial["record"]["round"] != record["round"]:
+            return set()
+        saved, self.partial = self.partial, None
+        for key in ("points", "tokens_per_s", "errors", "blocks"):
+            if key in saved["record"]:
+                record[key] = saved["record"][key]
+        self.round_began = self.start + saved["began_s"]
+        return set(record["points"])
+
+    @contextmanager
+    def _running(self, label: str, rnd: int, block: Block | None = None) -> Iterator[None]:
+        """A run started and not finished, in the snapshot while it runs; one cut short (an
+        exception, or the process gone) stays in it: a resumed sweep discards it and runs it again."""
+        base = (
+            BASELINE
+            if label == BASELINE
+            else next(r["reports_base"] for r in self.rows if r["label"] == label)
+        )
+        entry = {
+            "label": label,
+            "round": rnd + 1,
+            "report": rep_dir(base, rnd),
+            "block": block.index if block else None,
+        }
+        with self.changes:
+            self.in_flight.append(entry)
+        self._changed()
+        yield
+        with self.changes:
+            self.in_flight.remove(entry)
+        self._changed()
+
+    def _changed(self) -> None:
+        """The snapshot (on_change); one that cannot be written is said once, and the sweep goes on."""
+        if self.on_change is None:
+            return
+        with self.changes:
+            try:
+                self.on_change(self)
+            except OSError as exc:
+                self.on_change = None
+                self.bracket.log(f"the sweep's state cannot be written ({exc}): this sweep cannot be resumed")
 
     def _point(self, rnd: int, entry: int, block: Block, record: dict, progress=None) -> None:
         point, row = self.points[entry], self.rows[entry]
@@ -970,7 +1048,7 @@ class _Rounds:
         self.base_runs.append(doc)
         return doc
 
-    def _parallel(self, rnd: int, ordered: list, record: dict, total: str) -> None:
+    def _parallel(self, rnd: int, ordered: list, record: dict, total: str, done: set[str]) -> None:
         """Every GPU runs its share of the round at the same time, each in the round's order."""
         where = self._where(rnd, ordered)
         queues: dict[int, list[int]] = {b: [] for b in range(len(self.blocks))}
@@ -986,10 +1064,13 @@ class _Rounds:
                 if self.cancel.is_set():
                     return
                 label = self.points[entry]["label"]
+                if label in done:
+                    continue
                 self.runs_started += 1
                 self.order.append({"rep": rnd + 1, "label": label, "block": block.name})
                 progress.close(final=f"round {rnd + 1}{total}: {label} on {block.describe()}")
-                self._point(rnd, entry, block, record, progress)
+                with self._running(label, rnd, block):
+                    self._point(rnd, entry, block, record, progress)
 
         pool = ThreadPoolExecutor(max_workers=len(self.blocks), thread_name_prefix="patchkit-gpu")
         futures = [pool.submit(work, b, q) for b, q in queues.items() if q]
@@ -1093,10 +1174,17 @@ class _Rounds:
 
 
 def run_remote_sweep(
-    cfg: RemoteConfig, *, stream=None, progress: ProgressLine | None = None, transports=None
+    cfg: RemoteConfig,
+    *,
+    stream=None,
+    progress: ProgressLine | None = None,
+    transports=None,
+    resume: str | Path | None = None,
 ) -> RemoteSweepOutcome:
     """The sweep (module docstring). Raises ProfileError when every point failed or the revert
-    failed; KeyboardInterrupt (Terminated for SIGTERM) after the revert when interrupted."""
+    failed; KeyboardInterrupt (Terminated for SIGTERM) after the revert when interrupted.
+    ``resume``: the folder of a sweep cut short, continued there (patchkit.profile.remote.resume;
+    InvalidInput before anything is touched where it cannot be)."""
     out = stream or sys.stdout
     start = time.monotonic()
     if cfg.chart:  # phases.png and sweep.png: said before a target is touched
@@ -1105,10 +1193,11 @@ def run_remote_sweep(
         require("report", "profile.remote", instead="or give --no-chart")
     assert isinstance(cfg.matrix, dict), "RemoteConfig parsed --matrix (callers check it is given)"
     points = expand_server_matrix(cfg.matrix, cfg.server_command, cfg.env)
+    saved = resuming.load(resume, cfg, points)  # refused (exit 2) before a target is touched
     transports = transports or cfg.open_targets()  # patchkit.transport.resolve_targets
     cache = cache_path(cfg.spread_cache) if cfg.sequential else None
     cache_at = cache_key(cfg.targets, cfg.server_command, cfg.matrix)
-    run_dir = new_run_dir(cfg.out)
+    run_dir = Path(resume) if resume is not None else new_run_dir(cfg.out)
     progress = progress or ProgressLine(prefix="profile")
     rows = [_row(i, p) for i, p in enumerate(points)]
     for row in rows:
@@ -1117,12 +1206,17 @@ def run_remote_sweep(
     failure, interrupted = None, False
     bracket = RemoteRun(cfg, run_dir, progress, transports)  # verify, apply ... revert
     state = _Rounds(cfg, points, rows, blocks, run_dir, progress, start, bracket)
-    state.prior = read_spread(cache, cache_at)
+    per_run = 1 if cfg.hosts_as_blocks else len(transports)  # servers a run starts
+    cut = _begin(state, saved, cache, cache_at)
+    start = state.start
     with sigterm_interrupts():
         try:
             try:
                 _announce(cfg, state, cache)
-                state.run()
+                if saved is not None:
+                    resuming.prepare_targets(state, cut, per_run)
+                if state.stopped is None:  # a resumed sweep whose rounds had ended: concluded only
+                    state.run()
             finally:
                 with _sigint_deferred():
                     problems = bracket.cleanup()
@@ -1145,23 +1239,40 @@ def run_remote_sweep(
                 for row in rows:
                     if not row["runs"]:
                         row["error"] = f"not run (the sweep stopped: {failure})"
+            with _sigint_deferred():
+                state._changed()  # the rounds as they ended, before _conclude folds the rows
             if failure is None or ran:
-                per_run = 1 if cfg.hosts_as_blocks else len(transports)  # servers a run starts
                 table, files, verdict, baseline, best = _conclude(
                     cfg, state, rows, run_dir, start, per_run, interrupted, cache, cache_at
                 )
+                if not interrupted:
+                    resuming.mark_finished(run_dir)
     print(table, file=out)
     print(f"sweep: {run_dir}/ ({', '.join(files.values())}, points/*/)", file=out)
-    outcome = RemoteSweepOutcome(
-        run_dir, rows, baseline, best, table, time.monotonic() - start, files, verdict
-    )
+    _refuse_failed(rows, baseline, run_dir)
+    return RemoteSweepOutcome(run_dir, rows, baseline, best, table, time.monotonic() - start, files, verdict)
+
+
+def _refuse_failed(rows: list[dict], baseline: dict | None, run_dir: Path) -> None:
+    """ProfileError, after the sweep's files are written, when every point or the baseline failed."""
     if not any(r["ok"] for r in rows):
         raise ProfileError(all_failed_message(rows, run_dir))
     if baseline and baseline["error"]:
         raise ProfileError(
             f"the baseline run failed: {baseline['error']} (the sweep's report is in {run_dir}/)"
         )
-    return outcome
+
+
+def _begin(state: _Rounds, saved: dict | None, cache, cache_at) -> list[dict]:
+    """A new sweep's prior from the spread cache, or a resumed sweep's rounds read back (the runs
+    cut mid-server, discarded, returned); from here on every change is in the snapshot."""
+    cut: list[dict] = []
+    if saved is not None:
+        cut = resuming.restore(state, saved)
+    else:
+        state.prior = read_spread(cache, cache_at)
+    state.on_change = resuming.writer(state.cfg, state.points, state.run_dir)
+    return cut
 
 
 def _announce(cfg: RemoteConfig, state: _Rounds, cache) -> None:
