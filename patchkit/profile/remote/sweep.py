@@ -326,11 +326,18 @@ def render_sweep(
     lines += extra_lines(extra or {}, verdict)
     lines += _failure_lines(rows, baseline)
     basis = next((r["basis"] for r in rows if r["basis"]), "host")
+    stopped = (verdict or {}).get("sequential")
     lines.append(
         f"tok/s: median of the repetitions, 95% CI of the geometric mean (t on log "
         f"tok/s); ratio: medians, 95% Welch interval; phase shares: % of the decode "
         f"cycle ({basis} time) in the median repetition; tok/s and accept length: "
         "the benchmark's output"
+        + (
+            "; the table's 95% CIs are fixed-N intervals on a sequential sweep's runs (it stopped or "
+            "dropped by their values): descriptive only, the verdict's intervals are the valid ones"
+            if stopped
+            else ""
+        )
     )
     return "\n".join(lines) + "\n"
 
@@ -402,10 +409,12 @@ def _verdict_lines(best: dict | None, best_mark, verdict: dict | None) -> list[s
         cost = verdict.get("cost") or {}
         if cost:
             what = f"{cost['rounds']} round(s)" if "rounds" in cost else f"{cost['repeat']} repetition(s)"
+            per = cost.get("starts_per_point") or {}
+            each = f"; per point: {', '.join(f'{k} {v}' for k, v in per.items())}" if per else ""
             lines.append(
-                f"verdict cost: {cost['server_starts']} server start(s) "
+                f"verdict cost: {cost['server_starts']} server start(s) in all "
                 f"({cost['runs']} run(s) x {cost['targets']} target(s), "
-                f"{what}), {cost['minutes']:.1f} min"
+                f"{what}{each}), {cost['minutes']:.1f} min"
             )
     return lines
 
@@ -434,17 +443,38 @@ def describe_sequential(verdict: dict) -> str:
         test = f"group-sequential, alpha spent over a horizon of {verdict['horizon']} round(s)"
     else:
         test = "anytime-valid confidence sequences"
+    level = f", one-sided level {verdict['level']:.2g} at this look" if verdict.get("level") else ""
     if verdict.get("significant") and verdict.get("best") is not None:
         line = (
             f"verdict: best {verdict['best']} -- decided{after} ({test}, "
-            f"alpha {verdict['alpha']:g}; the method in sweep.json decision.method)"
+            f"alpha {verdict['alpha']:g}{level}; the method in sweep.json decision.method)"
         )
         if verdict.get("estimates_note"):
             line += f"\nestimates: {verdict['estimates_note']}"
-        return line
-    names = ", ".join(verdict.get("indistinguishable") or []) or "-"
-    note = f"; {verdict['note']}" if verdict.get("note") else ""
-    return f"verdict: undecided{after} ({test}); contenders: {names}{note}"
+    else:
+        names = ", ".join(verdict.get("indistinguishable") or []) or "-"
+        note = f"; {verdict['note']}" if verdict.get("note") else ""
+        line = f"verdict: undecided{after} ({test}, alpha {verdict.get('alpha', 0.05):g}); contenders: {names}{note}"
+    against = verdict.get("against_baseline")
+    if against:
+        line += "\n" + _baseline_line(against)
+    return line
+
+
+def _baseline_line(against: dict) -> str:
+    """The race's answer on no speculation, one line."""
+    if against["status"] == "baseline fastest":
+        return "against no speculation: the baseline is the fastest -- no point beats it"
+    ratio, iv = against.get("ratio"), against.get("interval") or [None, None]
+    span = (
+        f" (interval {iv[0]:.3f}..{iv[1]:.3f}x at the verdict's level)"
+        if iv[0] is not None and iv[1] is not None
+        else (f" (at least {iv[0]:.3f}x at the verdict's level)" if iv[0] else "")
+    )
+    if against["status"] == "beats baseline":
+        return f"against no speculation: {against['point']} beats it, {ratio:.3f}x the baseline's tok/s{span}"
+    shown = f"{ratio:.3f}x" if ratio else "-"
+    return f"against no speculation: undecided (leader {against.get('point') or '-'} at {shown}{span})"
 
 
 def _pct(x: float) -> str:
@@ -454,6 +484,8 @@ def _pct(x: float) -> str:
 def extra_lines(extra: dict, verdict: dict | None) -> list[str]:
     """Rounds, drops, the plan, block effects and the per-phase companion, a few lines each."""
     lines = []
+    if (extra.get("design") or {}).get("why"):
+        lines.append(f"horizon: {extra['design']['why']}")
     if extra.get("stopped") and extra.get("rounds") is not None and (verdict or {}).get("sequential"):
         budget = extra.get("budget_minutes")
         lines.append(
@@ -1324,6 +1356,13 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
         extra["decision"] = decision.to_dict() if decision is not None else None
     else:
         verdict = _verdict(rows, cfg, len(state.order), targets, elapsed)
+    # starts are the unit of a decision's cost: in all (server_starts) and per point
+    per_point = {r["label"]: len(r["runs"]) * targets for r in rows}
+    if state.base_runs:
+        per_point[BASELINE] = len(state.base_runs) * targets
+    verdict["cost"]["starts_per_point"] = per_point
+    if state.design:
+        extra["design"] = dict(state.design)
     best = _finish(rows, baseline, verdict["top"])
     runs, blocks_of = state.samples()
     effects = None
@@ -1520,13 +1559,52 @@ def _verdict_of(decision, rows, cfg, runs: int, targets: int, elapsed_s: float, 
             level=decision.level,
             early_stop=decision.early_stop,
             estimates_note=decision.estimates_note,
+            alpha=decision.alpha,
         )
+        against = _against_baseline(decision)
+        if against is not None:
+            doc["against_baseline"] = against
     doc["cost"] = _cost(cfg, runs, targets, elapsed_s, rounds)
     return doc
 
 
+def _against_baseline(decision) -> dict | None:
+    """With the baseline in the race: whether the best beats no speculation, by how much (the
+    ratio best / baseline: its estimate and the decision's interval, inverted), or whether no
+    speculation is the fastest; None without the baseline among the decision's points."""
+    est = decision.estimates or {}
+    if BASELINE not in est:
+        return None
+    leader = decision.best or decision.leader
+    if leader == BASELINE:
+        status = "baseline fastest" if decision.best == BASELINE else "undecided"
+        return {"status": status, "point": None, "ratio": None, "interval": None}
+    lo, hi = decision.intervals.get(BASELINE) or [0.0, math.inf]  # baseline / leader
+    interval = [1.0 / hi if hi and math.isfinite(hi) else 0.0, 1.0 / lo if lo else math.inf]
+    return {
+        "status": "beats baseline" if BASELINE in decision.dropped else "undecided",
+        "point": leader,
+        "ratio": est[leader] / est[BASELINE] if est.get(BASELINE) else None,
+        "interval": [interval[0], interval[1] if math.isfinite(interval[1]) else None],
+    }
+
+
 def _verdict(rows: list[dict], cfg: RemoteConfig, runs: int, targets: int, elapsed_s: float) -> dict:
-    verdict = decide_fixed({r["label"]: [v for v in r["repeats"] if v is not None] for r in rows if r["ok"]})
+    """The fixed sweep's one verdict: decide_fixed over the tok/s that decides (the adjusted
+    tok/s where adjusted.choose_estimator says so, else the raw), at the level it is judged at
+    (alpha / 2 wherever an adjustment exists): the headline and sweep.json's ``verdict`` are the
+    verdict that ``adjusted.decided_by`` names, never a second one at another level."""
+    from patchkit.profile.remote.adjusted import choose_estimator
+
+    samples = {r["label"]: [v for v in r["repeats"] if v is not None] for r in rows if r["ok"]}
+    choice = choose_estimator(rows, DEFAULT_ALPHA)
+    alpha = DEFAULT_ALPHA if choice is None else choice["alpha"]
+    if choice is not None and choice["decided_by"] == "adjusted":
+        samples = {
+            label: [v for v in choice["tokens_per_s"].get(label) or [] if v is not None] for label in samples
+        }
+    verdict = decide_fixed(samples, alpha=alpha)
+    verdict["decided_by"] = "raw" if choice is None else choice["decided_by"]
     verdict["cost"] = _cost(cfg, runs, targets, elapsed_s)
     return verdict
 
