@@ -426,8 +426,8 @@ def _ci_summary(found: dict, entries: list[dict], top_ci: list | None) -> dict:
     too_wide = widest is not None and widest["half_width"] > CI_TARGET_POINTS
     return {
         "method": (
-            f"percentile bootstrap over {bootstrap.BLOCKS} blocks of consecutive timed cycles "
-            "(whole cycles, in their order)"
+            f"percentile bootstrap over {bootstrap.UNIT} ({bootstrap.BLOCKS} blocks in their order, "
+            "each cycle with every rank's records)"
         ),
         "blocks": min(bootstrap.BLOCKS, n),
         "level": bootstrap.LEVEL,

@@ -1,14 +1,14 @@
 """The terminal table: one line per phase (nested by indentation), then summary lines.
 
 Each share is followed by its 95 % interval (low and high in brackets, joined by an en dash;
-percent of the cycle: a bootstrap over timed cycles, see patchkit.report.summarize), and a note
-under the table says when there are too few timed cycles to read every share to within 2
-points."""
+percent of the cycle: a bootstrap over blocks of consecutive timed cycles, see
+patchkit.report.summarize), and a note under the table says when there are too few timed
+cycles to read every share to within 2 points."""
 
 from __future__ import annotations
 
 from patchkit.report.acceptance import acceptance_lines, prediction_lines
-from patchkit.report.bootstrap import BLOCKS, DASH, LEVEL, RESAMPLES, SEED
+from patchkit.report.bootstrap import BLOCKS, DASH, LEVEL, RESAMPLES, SEED, UNIT
 from patchkit.report.counts import counts_line
 from patchkit.report.kinds import NO_KIND
 from patchkit.report.summarize import P99_MIN_N, Summary
@@ -436,8 +436,8 @@ def _legend_lines(summary: Summary) -> list[str]:
         f"share = mean phase / mean cycle (the share uses the mean; p50 is the "
         f"median); count = calls timed (cycle row: every cycle); p99 only over "
         f">= {P99_MIN_N} cycles",
-        f"[low{DASH}high] = the share's {LEVEL:.0f}% interval: a bootstrap over blocks of "
-        f"consecutive timed cycles ({BLOCKS} blocks resampled, {RESAMPLES} times, seed {SEED})",
+        f"[low{DASH}high] = the share's {LEVEL:.0f}% interval: a bootstrap over {UNIT} "
+        f"({BLOCKS} blocks resampled, {RESAMPLES} times, seed {SEED})",
         _window_line(summary),
     ]
     counted = counts_line(summary.cycle_counts)
