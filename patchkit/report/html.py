@@ -5,11 +5,11 @@ matplotlib, patchkit.report.svgfig, a tooltip on every mark).
     write_run_page(out_dir, summary_dict, selection)      # build_report does this
     write_run_page_from_folder(run_dir)                   # again, with predict.json (profile.predict)
 
-Sections: the run (series, release, GPU, commands, sampling, warm-up window, tokens/s, the
-timer's cost), the decode cycle (a stacked bar of the top-level phases with their 95 %
-intervals, for all decode cycles and per batch size: here), the timeline (html_timeline),
-acceptance (html_accept), the prediction (html_predict), the trace to save, and table.txt
-itself. Every number that summary.json holds is printed from it (html_page's data-k).
+Sections: the run (the summary's warnings first; series, release, GPU, commands, sampling,
+warm-up window, tokens/s, the timer's cost), the decode cycle (a stacked bar of the top-level
+phases with their 95 % intervals, for all decode cycles and per batch size: here), the
+timeline (html_timeline), acceptance (html_accept), the prediction (html_predict), the trace to
+save, and table.txt itself. Every number that summary.json holds is printed from it (html_page's data-k).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def render_run_page(
         selection.full,
     )
     sections = [
-        ("run", "the run", "The run", _header(s)),
+        ("run", "the run", "The run", _warnings(s) + _header(s)),
         ("cycle", "decode cycle", "Where a decode cycle's time goes", _cycle(s, selection)),
         ("timeline", "timeline", "Cycles over the run", timeline_section(s, selection)),
     ]
@@ -216,6 +216,11 @@ def _timer_cost(s: dict) -> str:
         "not measured in this run (PATCHKIT_TIMER_AB=N pairs timed and untimed cycles in one process); "
         "what it costs on the H200 is in bench/RESULTS.md"
     )
+
+
+def _warnings(s: dict) -> str:
+    """summary.json's warnings (stalls, the timer's cost, a drift), as table.txt prints them."""
+    return "".join(f'<p class="warning">{esc(w.get("text"))}</p>' for w in s.get("warnings") or [])
 
 
 def _header(s: dict) -> str:

@@ -21,6 +21,8 @@ from patchkit.report.drift import (
     segment_levels,
     split_statistic,
 )
+from support.report_page import read_page
+from support.requires import requires
 from support.timing_files import FakeRuntime
 
 SEEDS = 300  # per noise model: a false-alarm rate of ALPHA shows as about 3 of them
@@ -267,3 +269,17 @@ def test_too_few_cycles_are_not_tested(tmp_path):
         "drift: not tested (rank 0, 12 steady cycles, fewer than 20)"
         in (tmp_path / "out/table.txt").read_text()
     )
+
+
+@requires("matplotlib", reason="the report extra")
+def test_the_page_warns_and_shades_the_drift(tmp_path):
+    slow = {i: 3.1 for i in range(5, 23)}
+    build_report(decode_run(tmp_path / "timing", slow), tmp_path / "out")
+    data = json.loads((tmp_path / "out" / "summary.json").read_text())
+    html = (tmp_path / "out" / "report.html").read_text()
+    page = read_page(html)
+    (warning,) = [w for w in data["warnings"] if w["what"] == "drift"]
+    run_section = html.split('<section id="run">')[1].split("</section>")[0]
+    assert warning["text"].replace("'", "&#x27;") in run_section
+    assert any(t.startswith("drift: cycles 5\u201322 (18 cycles), median ") for t in page.tooltips)
+    assert "Cycle time drifted: cycles 5\u201322 ran " in html
