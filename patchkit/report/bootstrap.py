@@ -30,6 +30,10 @@ SEED = 29  # any fixed value makes a report reproducible
 LEVEL = 95.0
 MIN_UNITS = 2  # below this a resample can only repeat the one unit: no interval
 BLOCKS = 20  # blocks of consecutive cycles a share's bootstrap resamples (consecutive_blocks)
+# what a share's bootstrap resamples, in the words table.txt, report.html and summary.json's
+# share_ci.method all use ("a bootstrap over " + UNIT): consecutive_blocks' blocks (a block of
+# one cycle where a run has BLOCKS cycles or fewer), each cycle whole with every rank's records
+UNIT = "blocks of consecutive timed cycles"
 DASH = "\u2013"  # en dash, between the two ends of an interval as printed
 
 _MASK = (1 << 64) - 1

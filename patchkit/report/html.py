@@ -5,11 +5,11 @@ matplotlib, patchkit.report.svgfig, a tooltip on every mark).
     write_run_page(out_dir, summary_dict, selection)      # build_report does this
     write_run_page_from_folder(run_dir)                   # again, with predict.json (profile.predict)
 
-Sections: the run (series, release, GPU, commands, sampling, warm-up window, tokens/s, the
-timer's cost), the decode cycle (a stacked bar of the top-level phases with their 95 %
-intervals, for all decode cycles and per batch size: here), the timeline (html_timeline),
-acceptance (html_accept), the prediction (html_predict), the trace to save, and table.txt
-itself. Every number that summary.json holds is printed from it (html_page's data-k).
+Sections: the run (the summary's warnings first; series, release, GPU, commands, sampling,
+warm-up window, tokens/s, the timer's cost), the decode cycle (a stacked bar of the top-level
+phases with their 95 % intervals, for all decode cycles and per batch size: here), the
+timeline (html_timeline), acceptance (html_accept), the prediction (html_predict), the trace to
+save, and table.txt itself. Every number that summary.json holds is printed from it (html_page's data-k).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from patchkit.report.bootstrap import DASH
+from patchkit.report.bootstrap import DASH, UNIT
 from patchkit.report.html_accept import acceptance_section
 from patchkit.report.html_page import (
     PAGE_FILE,
@@ -101,7 +101,7 @@ def render_run_page(
         selection.full,
     )
     sections = [
-        ("run", "the run", "The run", _header(s)),
+        ("run", "the run", "The run", _warnings(s) + _header(s)),
         ("cycle", "decode cycle", "Where a decode cycle's time goes", _cycle(s, selection)),
         ("timeline", "timeline", "Cycles over the run", timeline_section(s, selection)),
     ]
@@ -218,6 +218,11 @@ def _timer_cost(s: dict) -> str:
     )
 
 
+def _warnings(s: dict) -> str:
+    """summary.json's warnings (stalls, the timer's cost, a drift), as table.txt prints them."""
+    return "".join(f'<p class="warning">{esc(w.get("text"))}</p>' for w in s.get("warnings") or [])
+
+
 def _header(s: dict) -> str:
     meta = s.get("meta") or {}
     cmd = lambda key: f"<code>{esc(meta[key])}</code>" if meta.get(key) else ""  # noqa: E731
@@ -255,7 +260,8 @@ def _top_phases(s: dict) -> list[dict]:
 
 def _per_batch(s: dict, selection, names: list[str]) -> list[tuple[str, list[tuple[float, list[float]]]]]:
     """The lead rank's steady timed decode cycles as (cycle ms, [ms of each top-level phase]),
-    per batch size; more than MAX_BATCH_BARS sizes go in as many ranges of consecutive sizes."""
+    per batch size, in cycle order (the bootstrap's blocks are consecutive cycles); more than
+    MAX_BATCH_BARS sizes go in as many ranges of consecutive sizes."""
     if not selection.procs:
         return []
     lead_i = min(range(len(selection.procs)), key=lambda i: selection.procs[i].rank)
@@ -268,20 +274,26 @@ def _per_batch(s: dict, selection, names: list[str]) -> list[tuple[str, list[tup
             slot = parts.setdefault(r["cycle"], {})
             slot[r["name"]] = slot.get(r["name"], 0.0) + r[field] / 1e6
     groups: dict[int, list] = {}
-    for c in proc.cycles:
+    for c in sorted(proc.cycles, key=lambda c: c["cycle"]):
         if cycle_kind(c) != kind or c["cycle"] in stalls or c.get("timed") is False or c.get("ab") == "off":
             continue
         size = (c.get("attrs") or {}).get("batch_size", c.get("batch_size"))
         if not isinstance(size, int) or c.get(field) is None:
             continue
         p = parts.get(c["cycle"], {})
-        groups.setdefault(size, []).append((c[field] / 1e6, [p.get(n, 0.0) for n in names]))
+        groups.setdefault(size, []).append((c["cycle"], c[field] / 1e6, [p.get(n, 0.0) for n in names]))
     sizes = sorted(groups)
     if len(sizes) <= MAX_BATCH_BARS:
-        return [(f"batch size {b}", groups[b]) for b in sizes]
-    step = len(sizes) / MAX_BATCH_BARS
-    ranges = [sizes[round(i * step) : round((i + 1) * step)] for i in range(MAX_BATCH_BARS)]
-    return [(f"batch sizes {r[0]}{DASH}{r[-1]}", [row for b in r for row in groups[b]]) for r in ranges if r]
+        ranges = [[b] for b in sizes]
+    else:
+        step = len(sizes) / MAX_BATCH_BARS
+        ranges = [sizes[round(i * step) : round((i + 1) * step)] for i in range(MAX_BATCH_BARS)]
+    out = []
+    for r in [r for r in ranges if r]:
+        label = f"batch size {r[0]}" if len(sizes) <= MAX_BATCH_BARS else f"batch sizes {r[0]}{DASH}{r[-1]}"
+        rows = sorted((row for b in r for row in groups[b]), key=lambda row: row[0])
+        out.append((label, [(ms, phase_ms) for _, ms, phase_ms in rows]))
+    return out
 
 
 def _cycle(s: dict, selection) -> str:
@@ -304,7 +316,7 @@ def _cycle(s: dict, selection) -> str:
             if len(bars) > 1
             else ""
         )
-        + ". Brackets: the share's 95 % interval (a bootstrap over whole cycles).</p>"
+        + f". Brackets: the share's 95 % interval (a bootstrap over {UNIT}).</p>"
     )
     return (
         lead
@@ -319,7 +331,7 @@ def _cycle(s: dict, selection) -> str:
 def _cycle_bars(s: dict, selection, top: list[dict], kind, basis: str, ms_key: str) -> list[tuple]:
     """The figure's bars: every decode cycle, then the lead rank's per batch size (where it
     saw more than one): label, ms per phase, cycle ms, shares, their intervals, cycles."""
-    from patchkit.report.bootstrap import ratio_intervals
+    from patchkit.report.bootstrap import consecutive_blocks, ratio_intervals
 
     names = [p["name"] for p in top]
     share_key = "share_of_cycle"
@@ -340,7 +352,7 @@ def _cycle_bars(s: dict, selection, top: list[dict], kind, basis: str, ms_key: s
         n = len(group)
         total = sum(r[0] for r in group) / n
         means = [sum(r[1][i] for r in group) / n for i in range(len(names))]
-        units = [[*parts, t] for t, parts in group]
+        units = consecutive_blocks([[*parts, t] for t, parts in group])  # as the first bar's
         cis = ratio_intervals(units, [(i, len(names)) for i in range(len(names))])
         shares = [100.0 * m / total if total else None for m in means]
         bars.append((label, means, total, shares, cis, n))

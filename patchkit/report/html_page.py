@@ -59,6 +59,8 @@ svg.fig { width: 100%; height: auto; max-width: 100%; }
 .verdict { font-size: 17px; font-weight: 600; padding: 8px 12px; background: var(--band);
   border-left: 4px solid var(--accent); margin: 8px 0; }
 .bad { color: #b02a2a; }
+p.warning { color: #b02a2a; font-weight: 600; margin: 6px 0; padding: 6px 10px; border-left: 4px solid #b02a2a;
+  background: #fbf0f0; }
 a.download { display: inline-block; padding: 6px 12px; border: 1px solid var(--accent); border-radius: 4px;
   color: var(--accent); text-decoration: none; font-weight: 600; }
 details > summary { cursor: pointer; color: var(--accent); }

@@ -1,10 +1,13 @@
 """report.html's timeline: every cycle the lead rank recorded, over the run, warm-up included;
-the warm-up pass and the measured window shaded, stalls circled, prefill cycles apart. Beyond
+the warm-up pass and the measured window shaded, stalls circled, a drift (patchkit.report.drift)
+shaded red, prefill cycles apart. Beyond
 TIMELINE_POINTS decode cycles each bin's median and range are drawn instead of every cycle, so
 the figure stays the same size on a long run."""
 
 from __future__ import annotations
 
+from patchkit.report.bootstrap import DASH
+from patchkit.report.drift import drift_finding
 from patchkit.report.html_page import esc, figure, fmt
 from patchkit.report.kinds import KIND_PRIMARY, NO_KIND, cycle_kind, decode_kind_of
 from patchkit.report.svgfig import PALETTE, SvgFigure, plain_log_ticks
@@ -35,6 +38,9 @@ def timeline_section(s: dict, selection) -> str:
     for lo, hi, colour, text in _window_spans(s, lead, t_first):
         band = ax.axvspan(lo, hi, color=colour, alpha=0.16, linewidth=0, label=text)
         fig.tip(band, f"{text}: {lo:.2f} s to {hi:.2f} s")
+    for i, (lo, hi, text) in enumerate(_drift_spans(s, lead.rank, cycles, t_first)):
+        band = ax.axvspan(lo, hi, color="#d62728", alpha=0.12, linewidth=0, label=None if i else "drift")
+        fig.tip(band, text)
     xs, ys = series["main"]
     if len(xs) > TIMELINE_POINTS:
         _binned_line(ax, fig, xs, ys, label)
@@ -63,9 +69,42 @@ def timeline_section(s: dict, selection) -> str:
     note = (
         f'<p class="lead">Every cycle the lead rank (rank {lead.rank}) recorded, {len(cycles):,} in all, '
         f"warm-up included; median {esc(label)} cycle in the measured window {fmt(median, '.3f')} ms. Stalls "
-        "(over 4x the median of their kind and 10 ms above it) are circled and left out of the shares.</p>"
+        "(over 4x the median of their kind and 10 ms above it) are circled and left out of the shares."
+        + _drift_note(s.get("drift"))
+        + "</p>"
     )
     return note + figure(fig.svg())
+
+
+def _drift_note(drift: dict | None) -> str:
+    finding = drift_finding(drift)
+    if finding is not None:
+        return f' <span class="bad">Cycle time drifted: {esc(finding)} (shaded red).</span>'
+    if drift and drift.get("tested"):
+        return f" No drift in cycle time across the window ({drift['cycles']:,} steady {esc(drift['kind'])} cycles tested)."
+    return ""
+
+
+def _drift_spans(s: dict, lead_rank: int, cycles: list[dict], t_first: int) -> list[tuple[float, float, str]]:
+    """The drifted segments of summary.json's ``drift`` on the timeline's axis: (from, to, tooltip)."""
+    drift = s.get("drift") or {}
+    if drift.get("rank") != lead_rank:
+        return []
+    by_number = {c["cycle"]: c for c in cycles}
+    spans = []
+    for seg in drift.get("segments") or []:
+        first, last = by_number.get(seg["first_cycle"]), by_number.get(seg["last_cycle"])
+        if first is None or last is None:
+            continue
+        spans.append(
+            (
+                (first["t0"] - t_first) / 1e9,
+                (last["t0"] + last["host_ns"] - t_first) / 1e9,
+                f"drift: cycles {seg['first_cycle']}{DASH}{seg['last_cycle']} ({seg['cycles']:,} cycles), "
+                f"median {seg['median_ms']:.3f} ms, {seg['ratio_to_rest']:.2f}\u00d7 the rest's {seg['rest_median_ms']:.3f} ms",
+            )
+        )
+    return spans
 
 
 def _timeline_series(

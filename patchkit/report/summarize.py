@@ -28,6 +28,10 @@ beside it). A per-cycle p99 is given only over at least P99_MIN_N cycles (else n
 Where the timed cycles were drawn at varying probabilities (a budget, PATCHKIT_TIMER_BUDGET)
 each weighs 1/p in the sums and means (patchkit.report.measured.cycle_weights).
 
+A change in the level of cycle time across the window (another load on the machine) is
+`drift` (patchkit.report.drift): the shares stay what they are, over every steady cycle, and
+the drift is a warning beside them.
+
 Every share has its 95 % interval (`share_ci95`, `host_share_ci95`, `top_level_share_ci95`:
 [low, high] in percent of the cycle, like the share): a percentile bootstrap over the
 steady-state cycles in blocks of consecutive cycles (patchkit.report.bootstrap), each resample's share
@@ -70,7 +74,14 @@ UNITS = {
     "*_s": "seconds",
     "count, cycles, *_cycles": "cycles",
     "cycle_counts": "cycles, each key a set of them (patchkit.report.counts.COUNT_WORDS; docs/runtime.md)",
-    "warnings": "value_pct and threshold_pct: % of the kind's cycle time (stalls) or of the cycle period (timer_cost)",
+    "warnings": (
+        "value_pct and threshold_pct: % of the kind's cycle time (stalls) or of the cycle period "
+        "(timer_cost); ratio and threshold_ratio (drift): as ratio_to_rest"
+    ),
+    "ratio_to_rest, min_ratio": (
+        "x: a drifted segment's median cycle time over the rest's (at the same batch size where the "
+        "cycles carry one); first_cycle, last_cycle, change_points: cycle numbers as recorded"
+    ),
 }
 
 
@@ -156,6 +167,9 @@ class Summary:
     cycle_counts: dict | None = None
     # what makes the numbers untrustworthy, with what to do (patchkit.report.trust), or []
     warnings: list = field(default_factory=list)
+    # a change in the level of the lead rank's decode cycle time across the window
+    # (patchkit.report.drift.find_drift): {detected, tested, shape, segments, method, ...}
+    drift: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -426,8 +440,8 @@ def _ci_summary(found: dict, entries: list[dict], top_ci: list | None) -> dict:
     too_wide = widest is not None and widest["half_width"] > CI_TARGET_POINTS
     return {
         "method": (
-            f"percentile bootstrap over {bootstrap.BLOCKS} blocks of consecutive timed cycles "
-            "(whole cycles, in their order)"
+            f"percentile bootstrap over {bootstrap.UNIT} ({bootstrap.BLOCKS} blocks in their order, "
+            "each cycle with every rank's records)"
         ),
         "blocks": min(bootstrap.BLOCKS, n),
         "level": bootstrap.LEVEL,
@@ -691,6 +705,7 @@ def summarize(
     rule's constants (patchkit.report.stalls). `selection`: the result of select() when the
     caller made it already (the other arguments but meta are then unused)."""
     from patchkit.report import measured
+    from patchkit.report.drift import find_drift
     from patchkit.report.overhead import paired_overhead
     from patchkit.report.skew import rank_skew
 
@@ -750,6 +765,7 @@ def summarize(
         stalls=stalls,
         sampling=measured.sampling(procs),
         acceptance=accept,
+        drift=find_drift(procs, stall_sets, basis, kinds),
     )
 
 

@@ -1,15 +1,16 @@
 """The terminal table: one line per phase (nested by indentation), then summary lines.
 
 Each share is followed by its 95 % interval (low and high in brackets, joined by an en dash;
-percent of the cycle: a bootstrap over timed cycles, see patchkit.report.summarize), and a note
-under the table says when there are too few timed cycles to read every share to within 2
-points."""
+percent of the cycle: a bootstrap over blocks of consecutive timed cycles, see
+patchkit.report.summarize), and a note under the table says when there are too few timed
+cycles to read every share to within 2 points."""
 
 from __future__ import annotations
 
 from patchkit.report.acceptance import acceptance_lines, prediction_lines
-from patchkit.report.bootstrap import BLOCKS, DASH, LEVEL, RESAMPLES, SEED
+from patchkit.report.bootstrap import BLOCKS, DASH, LEVEL, RESAMPLES, SEED, UNIT
 from patchkit.report.counts import counts_line
+from patchkit.report.drift import drift_line
 from patchkit.report.kinds import NO_KIND
 from patchkit.report.summarize import P99_MIN_N, Summary
 
@@ -398,6 +399,13 @@ def render_table(summary: Summary) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _drift_lines(summary: Summary, kind: str | None) -> list[str]:
+    """The drift line, under the section of the kind it tested (patchkit.report.drift)."""
+    drift = summary.drift or {}
+    line = drift_line(drift) if kind is not None and drift.get("kind") == kind else None
+    return [line] if line else []
+
+
 def _sections(summary: Summary) -> list[tuple[str | None, list[tuple], list[str]]]:
     """The grid's sections: one per kind of cycle where there are several (its title, rows
     and notes), else one untitled."""
@@ -409,6 +417,7 @@ def _sections(summary: Summary) -> list[tuple[str | None, list[tuple], list[str]
                 f"{kind} ({part['cycles']} cycles; shares of {kind} cycle time)",
                 _rows(f"{kind} cycle", part["cycle"], part["phases"]),
                 [stall_line(kind, stalls.get(kind))]
+                + _drift_lines(summary, kind)
                 + [n for n in [ci_note(part.get("share_ci"), f" {kind}")] if n],
             )
             for kind, part in kinds.items()
@@ -420,6 +429,7 @@ def _sections(summary: Summary) -> list[tuple[str | None, list[tuple], list[str]
             None,
             _rows(label, summary.cycle, summary.phases),
             ([stall_line(kind, stalls.get(kind))] if kind else [])
+            + _drift_lines(summary, kind)
             + [n for n in [ci_note(summary.share_ci)] if n],
         )
     ]
@@ -436,8 +446,8 @@ def _legend_lines(summary: Summary) -> list[str]:
         f"share = mean phase / mean cycle (the share uses the mean; p50 is the "
         f"median); count = calls timed (cycle row: every cycle); p99 only over "
         f">= {P99_MIN_N} cycles",
-        f"[low{DASH}high] = the share's {LEVEL:.0f}% interval: a bootstrap over blocks of "
-        f"consecutive timed cycles ({BLOCKS} blocks resampled, {RESAMPLES} times, seed {SEED})",
+        f"[low{DASH}high] = the share's {LEVEL:.0f}% interval: a bootstrap over {UNIT} "
+        f"({BLOCKS} blocks resampled, {RESAMPLES} times, seed {SEED})",
         _window_line(summary),
     ]
     counted = counts_line(summary.cycle_counts)

@@ -1,5 +1,6 @@
 """Warnings when a run's numbers cannot be taken at face value: stalls that took a large part of
-the cycle time, or a timer that cost more than a small part of the period.
+the cycle time, a timer that cost more than a small part of the period, or cycle time that
+drifted across the window (patchkit.report.drift: its own test and threshold).
 
 The shares and phase statistics leave stalls out, but a run's tokens/s, its speedup and the
 what-if's tokens/s pay for them; and every timed cycle pays for the timer. A warning names what
@@ -21,6 +22,7 @@ passed its threshold, by how much, and what to do. The thresholds (why these: do
 
 from __future__ import annotations
 
+from patchkit.report.drift import drift_finding
 from patchkit.report.kinds import NO_KIND
 
 STALL_WARN_PCT = 5.0
@@ -78,8 +80,29 @@ def _timer_warning(sampling: dict | None, overhead: dict | None) -> dict | None:
     }
 
 
+def _drift_warning(drift: dict | None) -> dict | None:
+    finding = drift_finding(drift)
+    if finding is None or drift is None:
+        return None
+    ratios = [s["ratio_to_rest"] for s in drift["segments"]]
+    ratio = max(ratios, key=lambda r: max(r, 1 / r))
+    return {
+        "what": "drift",
+        "kind": drift.get("kind"),
+        "ratio": ratio,
+        "threshold_ratio": drift.get("min_ratio"),
+        "text": (
+            f"warning: cycle time drifted: {finding} (another load on the machine?); shares in "
+            "this window are less certain. Do: rerun on an idle machine (uptime, top), "
+            "pin the server's CPUs (profile.remote --cpus)"
+        ),
+    }
+
+
 def trust_warnings(summary) -> list[dict]:
-    """summary.json's ``warnings``: [{what, kind?, value_pct, threshold_pct, text}]."""
+    """summary.json's ``warnings``: [{what, kind?, value_pct, threshold_pct, text}] (a drift:
+    ratio and threshold_ratio in place of the percentages)."""
     out = [w for kind, st in (summary.stalls or {}).items() if (w := _stall_warning(kind, st or {}))]
     timer = _timer_warning(summary.sampling, summary.overhead)
-    return out + ([timer] if timer else [])
+    drift = _drift_warning(summary.drift)
+    return out + [w for w in (timer, drift) if w]

@@ -128,7 +128,8 @@ def test_outputs_written(report):
         "prediction",  # the what-if headline (None here: no acceptance)
         "time_split",  # the window's time in decode and prefill cycles
         "cycle_counts",  # every cycle count, named by what it counts
-        "warnings",  # stalls or the timer's cost past their thresholds
+        "warnings",  # stalls, the timer's cost or a drift past their thresholds
+        "drift",  # a change in the level of cycle time across the window (patchkit.report.drift)
     } == set(data)
     assert data["window"] is None and data["warmup_cycles"] == 0
     # the runtime's default, a 1 % budget: 12 cycles per rank, before its first decision, all timed

@@ -14,6 +14,7 @@ import pytest
 from patchkit.report import bootstrap, build_report, render_table
 from patchkit.report.bootstrap import DASH, ratio_intervals, resample_indices
 from patchkit.report.summarize import CI_TARGET_POINTS
+from support.requires import requires
 
 # a cycle: draft ~ U(0.5, 1.5) ms, verify ~ U(1, 5) ms, glue 0.2 ms; verify's share of the
 # cycle is E[verify] / E[cycle] = 3 / (1 + 3 + 0.2)
@@ -421,3 +422,18 @@ def test_the_charts_intervals_are_the_summarys_under_a_budget(tmp_path):
     assert [list(ci) for ci in intervals[:2]] == [top[n]["share_ci95"] for n in names]
     lo, hi = data["top_level_share_ci95"]
     assert list(intervals[2]) == [max(100.0 - hi, 0.0), max(100.0 - lo, 0.0)]
+
+
+@requires("matplotlib", reason="report.html: the report extra")
+def test_table_page_and_summary_name_the_bootstrap_alike(tmp_path):
+    """One wording for what the share bootstrap resamples (bootstrap.UNIT), in table.txt, in
+    report.html's own words (not table.txt inside it) and in summary.json's share_ci.method."""
+    out = tmp_path / "out"
+    build_report(_write(tmp_path / "timing", 100), out)
+    table = (out / "table.txt").read_text()
+    page = (out / "report.html").read_text().split('<section id="table">')[0]
+    method = json.loads((out / "summary.json").read_text())["share_ci"]["method"]
+    assert bootstrap.UNIT == "blocks of consecutive timed cycles"
+    for text in (table, page, method):
+        assert f"bootstrap over {bootstrap.UNIT}" in text
+        assert "whole cycles" not in text
