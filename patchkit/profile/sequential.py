@@ -138,21 +138,22 @@ _N = NormalDist()
 def bounded_method(horizon: int, spending: str = SPENDING, sigma: float | None = None) -> str:
     """The bounded sweep's method in words (Decision.method)."""
     name = {"obf": "O'Brien-Fleming", "pocock": "Pocock"}.get(spending, spending)
+    tail = (
+        "on the difference of mean log tok/s, rounds and GPUs/hosts as blocks, each point against the "
+        "leader at alpha/(K-1) (Bonferroni; half of it a side); a point whose bound lies below 1 is "
+        "dropped; decided when one point is left"
+    )
     if sigma is not None:
         return (
-            "group-sequential z test (Lan & DeMets 1983 alpha spending, "
-            f"{name} type, over a horizon of {horizon} rounds; looks from round 1; the spread between "
-            f"starts taken as known, {sigma * 100:.2f} % of log tok/s; boundaries by recursive numerical "
-            "integration) on the difference of mean log tok/s, rounds and GPUs/hosts as blocks, each point "
-            "against the leader at alpha/(K-1) (Bonferroni; half of it a side); a point whose bound lies "
-            "below 1 is dropped; decided when one point is left"
+            f"group-sequential z test (Lan & DeMets 1983 alpha spending, {name} type, over a horizon of "
+            f"{horizon} rounds; looks from round 1; the spread between starts taken as known, "
+            f"{sigma * 100:.2f} % of log tok/s; boundaries by recursive numerical integration) " + tail
         )
     return (
-        "group-sequential t test (Lan & DeMets 1983 alpha spending, "
-        f"{name} type, over a horizon of {horizon} rounds; looks from round 2; Jennison & Turnbull's "
-        "significance-level approach for the unknown spread) on the difference of mean log tok/s, "
-        "rounds and GPUs/hosts as blocks, each point against the leader at alpha/(K-1) (Bonferroni; "
-        "half of it a side); a point whose bound lies below 1 is dropped; decided when one point is left"
+        f"group-sequential t test (Lan & DeMets 1983 alpha spending, {name} type, over a horizon of "
+        f"{horizon} rounds; looks from round 2; levels calibrated on the null t process, the exact z "
+        f"level where that spends less than one path; Jennison & Turnbull's significance-level approach "
+        "for the unknown spread) " + tail
     )
 
 
@@ -475,6 +476,7 @@ class Race:
             raise ValueError(f"a known spread must be a positive number, not {sigma}")
         self.sigma = sigma if horizon is not None else None
         self.spending = spending or (KNOWN_SPENDING if self.sigma is not None else SPENDING)
+        self.side = self.alpha_pair / 2.0  # the bounded test's level on each side
         self.level: float | None = None  # the last look's one-sided nominal level (bounded)
         self.looks: list[tuple[int, int]] = []  # (round, df) of each look taken
         self.final = False
@@ -498,9 +500,12 @@ class Race:
         if self.horizon is not None:
             self._drop_bounded(final)
             return
+        self._drop_anytime(self.alpha_pair)
+
+    def _drop_anytime(self, alpha_pair: float) -> None:
         if len(self.labels) < 2 or len(self.live) < 2:
             return
-        leader, _pe, intervals, _ = _evaluate(self.cells, self.live, self.alpha_pair)
+        leader, _pe, intervals, _ = _evaluate(self.cells, self.live, alpha_pair)
         if leader is None:
             return
         for p in list(self.live):
@@ -509,7 +514,7 @@ class Race:
                 self.dropped_round[p] = self.rounds
                 self.dropped[p] = (
                     f"worse than {leader}: ratio <= {math.exp(intervals[p][1]):.3f} at "
-                    f"{100 * (1 - self.alpha_pair):g} % (anytime-valid, alpha/(K-1)), round {self.rounds}"
+                    f"{100 * (1 - alpha_pair):g} % (anytime-valid, alpha/(K-1)), round {self.rounds}"
                 )
 
     # ---- the bounded test ---------------------------------------------------------------------
@@ -523,13 +528,13 @@ class Race:
                 return None
             self.looks.append((self.rounds, df))
             times = tuple(r / self.horizon for r, _ in self.looks)
-            return nominal_levels(times, self.alpha_pair / 2.0, self.spending, final)[-1]
+            return nominal_levels(times, self.side, self.spending, final)[-1]
         if self.rounds < 2 or self.rounds > self.horizon or df < 1:
             return None
         self.looks.append((self.rounds, df))
         rounds = tuple(r for r, _ in self.looks)
         dfs = tuple(d for _, d in self.looks)
-        return t_levels(rounds, self.horizon, dfs, self.alpha_pair / 2.0, self.spending, final)[-1]
+        return t_levels(rounds, self.horizon, dfs, self.side, self.spending, final)[-1]
 
     def _contrasts(self) -> tuple[str | None, dict[str, tuple[float, float]], int]:
         """The leader (highest effect among the live points) and every other point's
@@ -572,7 +577,7 @@ class Race:
                 self.dropped[p] = (
                     f"worse than {leader}: ratio <= {math.exp(upper):.3f} (one-sided, nominal level "
                     f"{level:.2g} at round {self.rounds} of {self.horizon}: {self.spending} spending of "
-                    f"{self.alpha_pair / 2:g} a side), round {self.rounds}"
+                    f"{self.side:g} a side), round {self.rounds}"
                 )
 
     def _p_below(self, z: float, df: int) -> float:

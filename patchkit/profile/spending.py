@@ -215,7 +215,10 @@ def t_levels(
         goal = alpha if final and i == len(rounds) - 1 else spent(k / horizon, alpha, spending)
         new = math.floor(2.0 * goal * n + 1e-9) - crossed
         if new <= 0:
-            out.append(0.0)
+            # less than one path's worth of level: the exact z boundary's nominal level
+            # (recursive integration), never 0, so that every look can stop
+            times = tuple(r / horizon for r in rounds[: i + 1])
+            out.append(nominal_levels(times, alpha, spending, final and i == len(rounds) - 1)[-1])
             continue
         stats.sort(reverse=True)
         q = 0.5 * (stats[new - 1][0] + stats[new][0]) if new < len(stats) else 0.0

@@ -148,6 +148,7 @@ class RemoteSweepOutcome:
 
 
 BASELINE = "baseline"
+ADJUSTED_KEY = " | adjusted"  # the spread cache's key suffix for the adjusted tok/s' spread
 PLAN_DIFFERENCE = 0.05  # the difference a plan of more runs is for
 MEASURED_KEYS = (
     "ok",
@@ -763,6 +764,7 @@ class _Rounds:
         self.design: dict[str, Any] = {}
         # --baseline in a sequential sweep: no speculation is a point of the race (label BASELINE)
         self.race_baseline = bool(cfg.baseline and cfg.sequential)
+        self.prior_adjusted: dict | None = None  # the cache's entry for the adjusted tok/s
         # a resumed sweep (patchkit.profile.remote.resume): the round to start at, the round cut
         # short ({"record", "began_s"}: continued, not run again), the runs started and not
         # finished ({label, round, report, block}), and the snapshot written after every start,
@@ -890,8 +892,9 @@ class _Rounds:
         """The sequential test's horizon, from the plan: the rounds that decide a --min-effect
         difference at --power, at the spread remembered for this command (taken as known: a z
         test, planned before round 1) or, without one, at the spread measured by round 2 (a t
-        test); at most --repeat rounds and what the budget allows. Called before round 1 and
-        after each round until it is set; ``design`` says what was chosen and why."""
+        test, on the tok/s that decides and at its level); at most --repeat rounds and what the
+        budget allows. Called before round 1 and after each round until it is set; ``design``
+        says what was chosen and why."""
         from patchkit.profile.sequential import KNOWN_DF, plan_horizon
 
         cfg = self.cfg
@@ -900,42 +903,59 @@ class _Rounds:
         if time_limit_s is not None and done >= 1:
             cap = min(cap, self._rounds_in_time_limit(time_limit_s, entries, done))
         prior = self.prior or {}
-        points = len(self.points) + (1 if cfg.baseline and self.race_baseline else 0)
-        known = prior.get("spread") if (prior.get("df") or 0) >= KNOWN_DF and prior.get("spread") else None
-        spread, source = known, "remembered for this command (taken as known)"
+        points = len(self.points) + (1 if self.race_baseline else 0)
+        known = _known(prior, KNOWN_DF)
+        known_adjusted = None if self.race_baseline else _known(self.prior_adjusted or {}, KNOWN_DF)
+        if known_adjusted is not None:
+            known = known or known_adjusted
         if known is None and done < 2 and cap > done:
             return  # the spread is measured by round 2
-        if known is None and cap <= max(done, 1):
-            spread, source = None, ""
-        elif known is None:
-            from patchkit.profile.remote.spread import measured_spread
-
-            measured = measured_spread(self.samples()[0])
-            spread = (measured or {}).get("spread")
-            source = f"measured by round {done} ({(measured or {}).get('df', 0)} df)"
+        spread, source, alpha = known, "remembered for this command (taken as known)", DEFAULT_ALPHA
+        if known_adjusted is not None:
+            spread, alpha = known_adjusted, DEFAULT_ALPHA / 2.0
+            source = "of the adjusted tok/s, remembered for this command (taken as known)"
+        if known is None:
+            spread, source, alpha = (None, "", alpha) if cap <= max(done, 1) else self._planning_spread(done)
+        self.design = {
+            "min_effect": min_effect,
+            "power": power,
+            "spread": spread,
+            "known_spread": _known(prior, KNOWN_DF),
+            "known_adjusted_spread": known_adjusted,
+        }
         if not spread:
             self.horizon = cap
             why = f"{cap} round(s): no spread to plan with; the rounds --repeat and the budget allow"
             if cap <= max(done, 1):
                 why = f"{cap} round(s): the budget allows no more"
-            self.design = {"min_effect": min_effect, "power": power, "spread": None, "known_spread": None}
         else:
-            plan = plan_horizon(
-                spread, min_effect, DEFAULT_ALPHA, power, max(2, points), cap, known is not None
-            )
+            plan = plan_horizon(spread, min_effect, alpha, power, max(2, points), cap, known is not None)
             self.horizon = plan["horizon"]
             why = plan["why"] + f"; spread {source}"
-            self.design = {
-                "min_effect": min_effect,
-                "power": power,
-                "spread": spread,
-                "spread_source": source,
-                "known_spread": known,
-                "planned_power": plan["power"],
-                "expected_rounds": plan["expected_rounds"],
-            }
-        self.design.update(horizon=self.horizon, why=why, planned_after_round=done, cap=cap)
+            if known_adjusted is not None and self.horizon < min(2, cap):
+                # the adjusted tok/s decide from round 2 on (the prefill test needs two rounds)
+                self.horizon = 2
+                why += "; 2 rounds: the adjusted tok/s can decide from round 2 on"
+            self.design.update(
+                spread_source=source, planned_power=plan["power"], expected_rounds=plan["expected_rounds"]
+            )
+        self.design.update(horizon=self.horizon, why=why, planned_after_round=done, cap=cap, alpha=alpha)
         self.bracket.log(f"horizon: {why}")
+
+    def _planning_spread(self, done: int) -> tuple[float | None, str, float]:
+        """(spread, where it came from, level): the spread measured so far on the tok/s that
+        decides (the adjusted tok/s where adjusted.choose_estimator says so) and its level."""
+        from patchkit.profile.remote.adjusted import choose_estimator
+
+        runs, alpha, what = self.samples()[0], DEFAULT_ALPHA, ""
+        choice = None if self.race_baseline else choose_estimator(self.rows, DEFAULT_ALPHA)
+        if choice is not None:
+            alpha = choice["alpha"]
+            if choice["decided_by"] == "adjusted":
+                runs, what = {k: choice["tokens_per_s"][k] for k in runs}, " (adjusted tok/s)"
+        measured = measured_spread(runs)
+        spread = (measured or {}).get("spread")
+        return spread, f"measured by round {done}{what} ({(measured or {}).get('df', 0)} df)", alpha
 
     def _rounds_in_time_limit(self, time_limit_s: float, entries: list, done: int = 1) -> int:
         """The rounds the time limit allows, ``done`` rounds done, from the measured cost of a
@@ -1170,8 +1190,14 @@ class _Rounds:
             prior_spread=prior,
             horizon=self.horizon,
             final_round=self.final_round,
-            sigma=self.design.get("known_spread"),
+            sigma=self.known_sigma(self.estimator["decided_by"]),
         )
+
+    def known_sigma(self, estimator: str) -> float | None:
+        """The spread the z test takes as known for the tok/s that decide (raw or adjusted),
+        where the cache held one; None: the t test."""
+        key = "known_adjusted_spread" if estimator == "adjusted" else "known_spread"
+        return self.design.get(key)
 
     def decide_now(self, record: dict, rnd: int) -> None:
         """After a round: points that failed every run (twice or more) leave the sweep and the
@@ -1303,6 +1329,7 @@ def _begin(state: _Rounds, saved: dict | None, cache, cache_at) -> list[dict]:
         cut = resuming.restore(state, saved)
     else:
         state.prior = read_spread(cache, cache_at)
+        state.prior_adjusted = read_spread(cache, cache_at + ADJUSTED_KEY)
     state.on_change = resuming.writer(state.cfg, state.points, state.run_dir)
     return cut
 
@@ -1452,13 +1479,28 @@ def _spread_doc(cfg, state: _Rounds, measured, cache, cache_at, interrupted: boo
     spread: dict[str, Any] = {"measured": measured}
     if cfg.sequential:
         spread.update(cache=str(cache) if cache else None, key=cache_at, prior=state.prior)
+        adjusted = _adjusted_spread(state)
+        if adjusted is not None:
+            spread["adjusted"] = adjusted
         if cache is not None and measured and not interrupted:
             try:
                 spread["written"] = update_spread(cache, cache_at, measured)
+                if adjusted is not None:
+                    spread["written_adjusted"] = update_spread(cache, cache_at + ADJUSTED_KEY, adjusted)
             except OSError as exc:
                 spread["written"] = None
                 state.bracket.notes.append(f"spread cache {cache} not written: {exc.strerror}")
     return spread
+
+
+def _adjusted_spread(state: _Rounds) -> dict | None:
+    """The spread between starts of the adjusted tok/s, where they are the ones that decide."""
+    from patchkit.profile.remote.adjusted import choose_estimator
+
+    choice = choose_estimator(state.rows, DEFAULT_ALPHA)
+    if choice is None or choice["decided_by"] != "adjusted":
+        return None
+    return measured_spread({k: v for k, v in choice["tokens_per_s"].items() if k != BASELINE})
 
 
 def _with_rest(run: dict) -> dict | None:
@@ -1484,7 +1526,7 @@ def _decide_runs(values: dict, alpha: float, state: _Rounds, sequential: bool) -
             alpha=alpha,
             horizon=state.horizon,
             final_round=final,
-            sigma=state.design.get("known_spread"),
+            sigma=state.known_sigma("raw" if runs == state.samples()[0] else "adjusted"),
         )
         return {
             "best": d.best,
@@ -1566,6 +1608,12 @@ def _verdict_of(decision, rows, cfg, runs: int, targets: int, elapsed_s: float, 
             doc["against_baseline"] = against
     doc["cost"] = _cost(cfg, runs, targets, elapsed_s, rounds)
     return doc
+
+
+def _known(entry: dict, min_df: int) -> float | None:
+    """A cache entry's spread where it rests on ``min_df`` degrees of freedom or more."""
+    spread = entry.get("spread")
+    return spread if spread and (entry.get("df") or 0) >= min_df else None
 
 
 def _against_baseline(decision) -> dict | None:
