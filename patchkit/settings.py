@@ -1337,7 +1337,7 @@ _TABLE: tuple[Option, ...] = (
         check=file_or_off,
         doc="the spread between starts remembered per target and command\n"
         f"(null: $PATCHKIT_SPREAD_CACHE, else {SPREAD_CACHE};\n"
-        "off: none); plans the first rounds, never data",
+        "off: none); a sweep takes it as known (its z test and horizon)",
         commented=False,
     ),
     Option(

@@ -57,7 +57,13 @@ The method, and why
   named point), so a sweep of identical points names a best with probability at most alpha,
   however long it runs and whenever it stops.
 
-* **A bounded sweep** (``horizon``: ``--repeat`` or the rounds ``--budget`` allows) does not need
+* **A known spread** (``sigma``: the spread cache's, taken as known): the bounded test below
+  becomes a z test on the same fit, looking from round 1, its levels the exact boundaries of
+  :func:`patchkit.profile.spending.boundaries` (Pocock-type spending). :func:`plan_horizon`
+  gives a sweep its horizon: the fewest rounds that decide ``min_effect`` at ``power`` (the z
+  test's power computed, the t test's simulated).
+
+* **A bounded sweep** (``horizon``: the plan's, capped by ``--repeat`` and ``--budget``) does not need
   a sequence valid for ever: it spends alpha over the rounds that can happen
   (group-sequential, Lan & DeMets 1983, O'Brien-Fleming-type spending;
   :mod:`patchkit.profile.spending`). Its model is the least-squares fit of log tok/s = point +

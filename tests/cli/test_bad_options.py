@@ -141,6 +141,8 @@ REMOTE_OPTIONS = {
     "from_prediction": [("{tmp}/no-run", 2, "profile.predict RUN first"), ("", 2, "--from-prediction")],
     "top": [("0", 2, "--top"), ("x", 2, "--top")],
     "budget": [("0", 2, "--budget"), ("-3", 2, "--budget"), ("soon", 2, "--budget"), ("", 2, "--budget")],
+    "min_effect": [("0", 2, "--min-effect"), ("101", 2, "--min-effect"), ("five", 2, "--min-effect")],
+    "power": [("0.3", 2, "--power"), ("1", 2, "--power"), ("high", 2, "--power")],
     "until": [("forever", 2, "--until"), ("", 2, "--until")],
     "gpus": [("0,0", 2, "--gpus"), ("a;b", 2, "--gpus"), ("", 2, "--gpus"), ("0,,1", 2, "--gpus")],
     "blocks": [("gpus", 2, "--blocks"), ("", 2, "--blocks"), ("Hosts ", 2, "--blocks")],

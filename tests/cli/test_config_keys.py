@@ -303,6 +303,8 @@ def _remote_values(tmp_path: Path) -> dict:
         "cpus": ("0-3", ["0-3"], {}),
         "spread_cache": ("off", "off", {}),
         "sweep_seed": (5, 5, {}),
+        "min_effect": (3, 3.0, sweep),
+        "power": (0.8, 0.8, sweep),
         "series": (other, other, {}),
         "layout": ("installed", "installed", {}),
         "ssh_config": (str(ssh_config), str(ssh_config), {}),
@@ -324,7 +326,7 @@ def _remote_call(tmp_path, monkeypatch, block: dict):
 
     got = {}
     monkeypatch.setattr(remote, "run_remote", lambda cfg: got.update(cfg=cfg))
-    monkeypatch.setattr(sweep, "run_remote_sweep", lambda cfg: got.update(cfg=cfg))
+    monkeypatch.setattr(sweep, "run_remote_sweep", lambda cfg, **kw: got.update(cfg=cfg))
     monkeypatch.chdir(REPO)
     base = {
         "targets": [str(tmp_path)],

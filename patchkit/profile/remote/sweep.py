@@ -33,12 +33,12 @@ interrupted sweep still writes sweep.json/md/txt with the runs done (``interrupt
 Rounds. A repetition is a *round*: every live point once, in rotated order (the
 rotation above over the live points). With ``budget_minutes`` (``--budget``) or ``until``
 (``--until decided``) the sweep is *sequential*: after each round
-patchkit.profile.sequential.decide_sequential judges the runs so far -- with ``--repeat`` or
-``--budget`` a bounded test that spends alpha over the rounds that can happen (``horizon``:
-``repeat``, or the rounds the budget allows, fixed after round 1 from its cost; a round after
-which the budget fits no other is the last look and spends the rest), with ``--until decided``
-alone an anytime-valid confidence sequence; either way stopping as soon as it is decided keeps
-its error rate; a point it
+patchkit.profile.sequential.decide_sequential judges the runs so far -- a bounded test that
+spends alpha over a horizon of rounds set by the plan (_Rounds.plan_design: the rounds that
+decide ``min_effect`` at ``power``, at the spread the cache remembers -- a z test -- or the
+spread measured by round 2 -- a t test; ``repeat`` and the budget cap it; a round after which
+the budget fits no other is the last look and spends the rest); stopping as soon as it is
+decided keeps its error rate; a point it
 drops (shown slower than the leader) is not run again, nor is a point whose every run failed,
 twice or more (it leaves the decision too); the sweep stops when decided, or before a round
 that would not fit the budget (the estimate: the measured wall time of each point's runs,
