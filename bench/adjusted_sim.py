@@ -6,9 +6,12 @@ raw one, on sweeps simulated from variance components of the kind measured on th
 A start of a point moves 8,192 tokens in decode cycles (8 s at the slowest point, times
 exp(N(0, decode sd))), 100 prefill cycles at a period of 20 ms times exp(N(0, prefill sd)) --
 the start-to-start host cost of the eager prefill -- and 0.3 s of the client; every run of a
-round shares exp(N(0, 1 %)) (a round effect). Components: decode 1.5 %, prefill 35 % (the raw
-tok/s then varies ~7 % between starts, the adjusted ~2 %: bench/results/s3_h200.md and the H200
-runs measured 8.5 % -> 2.6 % for num-steps 5 on the 8B pair). A bounded sweep (horizon H,
+round shares exp(N(0, 1 %)) (a round effect). Components: decode 1.5 %, prefill 35 %. What this
+generator gives between starts: the raw tok/s ~7 %, the adjusted ~1.1 % (the decode's 1.5 % on
+its ~78 % of a start's time) -- narrower than the H200's measured 8.5 % -> 2.6 % for num-steps 5
+on the 8B pair (bench/results/s3_h200.md), so its figures are optimistic for that pair; its
+"5 % apart" is 5 % in decode time, about 3.8 % in tok/s. bench/decision_sim.py states its
+differences in tok/s and draws the H200's components as measured. A bounded sweep (horizon H,
 patchkit.profile.sequential) runs on the raw tok/s, dropping and stopping as profile.remote
 does; at its end the adjusted verdict (patchkit.profile.remote.adjusted) replays the same rounds
 on the adjusted tok/s and decides where the prefill period does not differ by point.
