@@ -11,10 +11,12 @@ components measured between starts on the GPU: 2 % (a quiet H100 server), and th
 (2.5 % after the prefill adjustment with a 2 % round effect, bench/results/s3_h200.md).
 
 Each cell: the share of sweeps that name the truly best point (or, identical points, any
-point), the mean starts in all, and the fixed design at the same cost: the Welch verdict
-(patchkit.profile.verdict.decide_fixed) with N starts a point, N the two whole numbers around
-the sweep's mean starts a point, interpolated. "known": the spread cache holds the spread
-(the z test); "measured": no cache (the t test, its horizon planned at round 2).
+point), the mean starts in all, and two fixed designs at the same cost (N starts a point, N the
+two whole numbers around the sweep's mean starts a point, interpolated): the Welch verdict
+(patchkit.profile.verdict.decide_fixed, the spread unknown) and, where the sweep knew the spread,
+the z test with that same spread (computed). "known": the spread cache holds the spread (the z
+test); "measured": no cache (the t test, its horizon planned at round 2). The stand-in: each
+start's prefill period drawn 30 % around 20 ms (tests/support/sweep_sim.py).
 Writes bench/results/decision_sim.txt.
 """
 
@@ -25,6 +27,7 @@ import math
 import random
 import sys
 from pathlib import Path
+from statistics import NormalDist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -57,6 +60,15 @@ def fixed_power(rng, logs, spread, n, sweeps, round_sd=0.0, truth="p0"):
     return hits / sweeps
 
 
+def fixed_z(logs, spread, n, alpha=0.05):
+    """The fixed z test's power with the spread known: n starts a point, the best against the
+    next, two-sided at alpha / (K - 1) (the sweep's Bonferroni); computed."""
+    ranked = sorted(logs, reverse=True)
+    gap = ranked[0] - ranked[1]
+    crit = NormalDist().inv_cdf(1.0 - alpha / max(1, len(logs) - 1) / 2.0)
+    return NormalDist().cdf(gap / (spread * math.sqrt(2.0 / n)) - crit)
+
+
 def cell(name, logs, spread, sweeps, seed, truth="p0", **kw):
     rng = random.Random(seed)
     got = [one_sweep(rng, logs, spread, **kw) for _ in range(sweeps)]
@@ -76,6 +88,12 @@ def cell(name, logs, spread, sweeps, seed, truth="p0", **kw):
         w = 0.0 if hi == lo else (per - lo) / (hi - lo)
         out["fixed"] = (1 - w) * p_lo + w * p_hi
         out["fixed_n"] = f"{lo}..{hi}" if hi != lo else str(lo)
+        if kw.get("known"):  # the fixed z test with the same known spread, at the same cost
+            z = [
+                fixed_z(logs, spread * math.sqrt(1.0 + (kw.get("round_sd", 0.0) / spread) ** 2), m)
+                for m in (lo, hi)
+            ]
+            out["fixed_z"] = (1 - w) * z[0] + w * z[1]
     return out
 
 
@@ -118,10 +136,13 @@ def main(argv=None) -> int:
                 )
             )
     lines = [f"decision_sim: {n} sweeps a cell (bench/decision_sim.py)", ""]
-    lines.append(f"{'case':52} {'right':>6} {'starts':>7} {'fixed N same cost':>18}")
+    lines.append(f"{'case':52} {'right':>6} {'starts':>7} {'Welch, same cost':>18} {'fixed z':>8}")
     for i, (name, logs, spread, kw) in enumerate(cells):
         r = cell(name, logs, spread, n, 100 + i, **kw)
-        lines.append(f"{name:52} {r['right']:6.1%} {r['starts']:7.2f} {r['fixed']:10.1%} (N {r['fixed_n']})")
+        fz = f"{r['fixed_z']:8.1%}" if "fixed_z" in r else f"{'-':>8}"
+        lines.append(
+            f"{name:52} {r['right']:6.1%} {r['starts']:7.2f} {r['fixed']:10.1%} (N {r['fixed_n']}) {fz}"
+        )
         print(lines[-1], flush=True)
     lines += ["", f"{'identical points':52} {'named':>6} {'starts':>7}"]
     for i, (name, logs, spread, kw) in enumerate(null):
