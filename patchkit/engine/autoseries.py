@@ -52,6 +52,12 @@ def candidates(root: Path = SHIPPED) -> list[Candidate]:
     return out
 
 
+def release(pin: Pin) -> str:
+    """What a series is pinned to, as every auto line names it: the pin's own package name and
+    version (``transformers 5.17.0``, ``sglang 0.5.9``)."""
+    return f"{pin.name} {pin.version}" if pin.version else pin.name
+
+
 def _spellings(path: str, prefix: str | None) -> list[str]:
     if prefix and path.startswith(prefix):
         return [path, path[len(prefix) :]]
@@ -196,13 +202,22 @@ def choose(seen: Seen, cands: list[Candidate]) -> Candidate:
         )
     if not seen.versions and not seen.hashes:
         raise Refused(_not_an_install(seen, cands))
-    ranked = sorted(cands, key=lambda c: (_version_distance(c, seen.versions), len(_differences(c, seen))))
+    # closest: the nearest version, then the series whose files are there (a file with other
+    # bytes is nearer than one missing: a transformers tree is not "closest" to an sglang pin)
+    ranked = sorted(
+        cands,
+        key=lambda c: (
+            _version_distance(c, seen.versions),
+            sum(d.endswith(" is missing") for d in _differences(c, seen)),
+            len(_differences(c, seen)),
+        ),
+    )
     best = ranked[0]
     what = "; ".join(_differences(best, seen))
     found = f"installed version {', '.join(seen.versions)}" if seen.versions else "no dist-info"
     raise Refused(
         f"{seen.label}: --series auto: no shipped series is pinned to this text ({found}); "
-        f"closest: {best.directory.name} (sglang {best.pin.version}): {what}"
+        f"closest: {best.directory.name} ({release(best.pin)}): {what}"
     )
 
 
@@ -246,7 +261,7 @@ def resolve_per_host(
     dirs = [str(c.directory) for _, c in chosen]
     if len(set(dirs)) == 1:
         return dirs, _said(chosen)
-    per = ", ".join(f"{seen.label}: {c.directory.name} (sglang {c.pin.version})" for seen, c in chosen)
+    per = ", ".join(f"{seen.label}: {c.directory.name} ({release(c.pin)})" for seen, c in chosen)
     return dirs, f"--series auto: a series per host: {per}"
 
 
@@ -269,8 +284,8 @@ def _said(chosen: list[tuple[Seen, Candidate]]) -> str:
     files = ", ".join(Path(f).name for f in c.pin.files)
     if any(s.manifest for s in seen_all):
         return (
-            f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): "
+            f"--series auto: chose {c.directory.name} ({release(c.pin)}): "
             "the series patchkit applied to the target"
         )
     verb = "matches" if len(c.pin.files) == 1 else "match"
-    return f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): {files} {verb} its pin exactly"
+    return f"--series auto: chose {c.directory.name} ({release(c.pin)}): {files} {verb} its pin exactly"
