@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.engine.series import Pin, parse_pin
-from patchkit.errors import InvalidInput, Refused
+from patchkit.errors import InvalidInput, PatchkitError, Refused
 from patchkit.locations import series_root
 from patchkit.transport import expand_targets, parse_target
 
@@ -235,6 +235,16 @@ def _not_an_install(seen: Seen, cands: list[Candidate]) -> str:
         f"series pin (such as {example}); --target names the folder that holds the package: a "
         "site-packages folder, or a source checkout's root"
     )
+
+
+def pinned_to(spec, root: Path = SHIPPED, timeout: float | None = None, **target_options) -> str | None:
+    """The name of the shipped series pinned to exactly what ``spec`` holds, or None where none
+    is or the target cannot be read: the question a hint asks, never a refusal of its own."""
+    cands = candidates(root)
+    try:
+        return choose(read_target(spec, cands, timeout, **target_options), cands).directory.name
+    except PatchkitError:
+        return None
 
 
 def _choose_each(

@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("patchkit.transport",),  # one method: run a program on a host root
     ("patchkit.engine",),  # series, plans, the target program, answers
     ("patchkit.proofs",),  # how each shipped series is proven (patches/proofs.toml)
+    ("patchkit.catalog",),  # the shipped series listed: upstream, releases, proof (patch.series)
     ("patchkit.settings",),  # the patch.* settings and their defaults
     ("patchkit.ops",),  # the fleet: engine programs over transports
     ("patchkit.report",),  # timing files -> summary, table, chart
