@@ -19,7 +19,9 @@ unexport PYTHONDONTWRITEBYTECODE
 PATCHKIT_TEST_TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo "$${TMPDIR:-/tmp}")
 PYTEST := TMPDIR=$(PATCHKIT_TEST_TMPDIR) $(BIN)/python -m pytest
 
-setup: system-deps $(STAMP)
+STARTUP_HOOK := $(VENV)/.startup-hook
+
+setup: system-deps $(STAMP) $(STARTUP_HOOK)
 
 system-deps:
 	@missing=""; \
@@ -40,6 +42,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,report,profile,inventory,ansible,lint]'
 	@echo "installed; next time this step is skipped until pyproject.toml changes"
 	@touch $(STAMP)
+
+# Ctrl-C while invoke or patchkit starts, before invoke has imported itself: one line and exit
+# 130, not a traceback (patchkit/startup.py): the venv's site-packages gets patchkit-startup.pth.
+$(STARTUP_HOOK): patchkit/startup.py $(STAMP)
+	@$(BIN)/python -m patchkit.startup install
+	@touch $@
 
 # The whole suite in two passes: everything but tests/profile spread over the cores by
 # pytest-xdist (a test file per worker: its module fixtures built once; every sshd on a port of

@@ -31,7 +31,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "patchkit"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("patchkit", "patchkit.errors"),  # the package root names nothing of its own
+    # the package root names nothing of its own; Ctrl-C while a program starts (site runs it)
+    ("patchkit", "patchkit.errors", "patchkit.startup"),
     (
         "patchkit.paths",
         "patchkit.locations",  # pure path rules; where series and caches are;
