@@ -31,7 +31,7 @@ from __future__ import annotations
 # as little as possible before the handler is in place: os and sys are loaded at start already,
 # and _signal is the C module under signal (signal.py imports enum, functools, collections: the
 # longest part of this module's import, at the instant it matters most)
-import _signal as signal
+import _signal as signal  # type: ignore[import-not-found]  # no stub: signal.py re-exports it
 import os
 import sys
 
