@@ -19,7 +19,9 @@ unexport PYTHONDONTWRITEBYTECODE
 PATCHKIT_TEST_TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo "$${TMPDIR:-/tmp}")
 PYTEST := TMPDIR=$(PATCHKIT_TEST_TMPDIR) $(BIN)/python -m pytest
 
-setup: system-deps $(STAMP)
+STARTUP_HOOK := $(VENV)/.startup-hook
+
+setup: system-deps $(STAMP) $(STARTUP_HOOK)
 
 system-deps:
 	@missing=""; \
@@ -41,16 +43,28 @@ $(STAMP): pyproject.toml
 	@echo "installed; next time this step is skipped until pyproject.toml changes"
 	@touch $(STAMP)
 
+# Ctrl-C while invoke or patchkit starts, before invoke has imported itself: one line and exit
+# 130, not a traceback (patchkit/startup.py): the venv's site-packages gets patchkit-startup.pth.
+$(STARTUP_HOOK): patchkit/startup.py $(STAMP)
+	@$(BIN)/python -m patchkit.startup install
+	@touch $@
+
 # The whole suite in two passes: everything but tests/profile spread over the cores by
 # pytest-xdist (a test file per worker: its module fixtures built once; every sshd on a port of
 # its own), then tests/profile one test at a time: its sweeps time stand-in servers and decide
 # between them, and a second worker on the same cores adds noise those verdicts were not built
 # for (under xdist on this 2-core machine one listed another phase first). Both passes always
-# run; the target fails when either does.
+# run; the target fails when either does. Each pass is announced with its usual duration on a
+# 2-core machine (bench/RESULTS.md#ci: about 4 minutes each, 10 with `make lint` in CI), and the
+# last line sums both passes' counts (.ci/test_total.py reads each pass's junit XML).
 test: setup
-	@status=0; \
-	$(PYTEST) -q -n auto --dist loadfile --ignore=tests/profile || status=1; \
-	$(PYTEST) -q tests/profile || status=1; \
+	@status=0; results=$$(mktemp -d "$(PATCHKIT_TEST_TMPDIR)/patchkit-test.XXXXXX"); \
+	echo "make test, pass 1 of 2: every test but tests/profile, spread over the cores by pytest-xdist (usually about 4 minutes on 2 cores)"; \
+	$(PYTEST) -q -n auto --dist loadfile --ignore=tests/profile --junitxml="$$results/pass1.xml" || status=1; \
+	echo "make test, pass 2 of 2: tests/profile, one test at a time (usually about 4 minutes on 2 cores)"; \
+	$(PYTEST) -q tests/profile --junitxml="$$results/pass2.xml" || status=1; \
+	$(BIN)/python .ci/test_total.py "$$results/pass1.xml" "$$results/pass2.xml"; \
+	rm -rf "$$results"; \
 	exit $$status
 
 # The fast subset: no sshd, no wheels, nothing slow (markers in pyproject.toml, carried by the

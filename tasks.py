@@ -9,8 +9,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from patchkit import tasks as _tasks
-from patchkit.tasks import ns  # noqa: F401
+# Ctrl-C from here on, while the tasks load: one line and exit 130 (patchkit.startup), where the
+# venv's patchkit-startup.pth did not already take SIGINT over before invoke imported itself
+from patchkit import startup
+
+startup.install_if_program()
+
+from patchkit import tasks as _tasks  # noqa: E402
+from patchkit.tasks import ns  # noqa: E402, F401
 
 
 def __getattr__(name):

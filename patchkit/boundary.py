@@ -20,6 +20,7 @@ import json
 import sys
 from contextlib import contextmanager
 
+from patchkit import startup
 from patchkit.errors import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_TERMINATED, PatchkitError, Terminated
 
 # the --json document of every patch.* task (docs/tasks.md: "JSON output"); error_json is the one an
@@ -66,14 +67,20 @@ def exit_boundary(prog: str = "patchkit", *, interrupted: str = "", json_op: str
     """Map what the body raises to a message and ``SystemExit(code)`` (module docstring).
 
     ``interrupted``: what was cleaned up, said after "interrupted;" / "terminated (SIGTERM);".
-    ``json_op``: with --json, also print the error document for this operation on stdout."""
+    ``json_op``: with --json, also print the error document for this operation on stdout.
+    In a program whose start-up handler holds SIGINT (patchkit.startup), the outermost boundary
+    gives Python's own back for its body, and the start-up one takes over again once it is left."""
+    code = 0
     try:
+        startup.task_began()  # inside the try: an interrupt right after it is this body's
         yield
     except BaseException as exc:
         if isinstance(exc, SystemExit):
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
             raise
         failure = failure_of(exc, interrupted)
         if failure is None:
+            code = 1
             raise
         code, message = failure
         message = one_line(message)
@@ -82,6 +89,8 @@ def exit_boundary(prog: str = "patchkit", *, interrupted: str = "", json_op: str
             sys.stdout.flush()
         print(f"{prog}: {message}", file=sys.stderr)
         raise SystemExit(code) from None
+    finally:
+        startup.task_ended(code)
 
 
 def main_boundary(prog: str, *, interrupted: str = ""):

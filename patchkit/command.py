@@ -13,12 +13,18 @@ parse errors such as an unknown option (exit 2: patchkit.boundary.program_class)
 
 from __future__ import annotations
 
-import os
-import sys
+# the program's first own import: Ctrl-C from here on, while invoke and the tasks load, is one
+# line and exit 130 (patchkit.startup; the venv's patchkit-startup.pth may have done it already)
+from patchkit import startup
 
-from invoke import Config
+startup.install_if_program()
 
-from patchkit.boundary import exit_boundary, program_class
+import os  # noqa: E402
+import sys  # noqa: E402
+
+from invoke import Config  # noqa: E402
+
+from patchkit.boundary import exit_boundary, program_class  # noqa: E402
 
 # the project-level file names tried in the current directory, first found wins (json/yaml only:
 # a patchkit.py or invoke.py there is somebody's code, not configuration)

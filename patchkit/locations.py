@@ -59,7 +59,29 @@ def work_base() -> Path:
     return root / ".work" if root is not None else cache_base() / "work"
 
 
-def series_path(value: str, cwd: str | None = None) -> str:
+AUTO = "auto"  # --series auto: the shipped series pinned to exactly the target's files
+
+
+def series_arg(
+    value: str, task: str, *, cwd: str | None = None, auto: bool = False, option: str = "--series"
+) -> str:
+    """A series as every task takes it (``--series``, and patch.diff's ``--from``/``--to``): a
+    shipped series' name or a folder (series_path), or ``auto`` where the task has targets to
+    read (``auto``: returned as is, the caller picks per target). A task with no target refuses
+    ``auto`` as invalid input, saying what to give instead."""
+    from patchkit.errors import InvalidInput
+
+    if value == AUTO:
+        if auto:
+            return AUTO
+        raise InvalidInput(
+            f"{option} auto: {task} has no target to read, and auto picks the shipped series pinned "
+            "to a target's files; name a shipped series (patch.series lists them) or a series folder"
+        )
+    return series_path(value, cwd, option)
+
+
+def series_path(value: str, cwd: str | None = None, option: str = "--series") -> str:
     """A ``--series`` value as a folder: a path (relative to ``cwd``) or a shipped series' name.
 
     A folder that exists wins; a bare name (no ``/``) that is not a folder there names a shipped
@@ -79,7 +101,7 @@ def series_path(value: str, cwd: str | None = None) -> str:
 
     close = difflib.get_close_matches(value, shipped_names(), n=3, cutoff=0.6)
     raise InvalidInput(
-        f"--series {value}: no such folder in {cwd or os.getcwd()} and no shipped "
+        f"{option} {value}: no such folder in {cwd or os.getcwd()} and no shipped "
         "series of that name"
         + (
             f" (close: {', '.join(close)})"

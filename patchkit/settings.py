@@ -963,7 +963,8 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "series",
         key="profile.series",
-        help=f"series folder, or 'auto' (chosen from --site's files); default: patches/{EMBEDDED_SERIES}",
+        help=f"series folder, a shipped series' name, or 'auto' (chosen from --site's files); default: "
+        f"patches/{EMBEDDED_SERIES}",
         check=folder_path,
         fronts=_RUN_SWEEP,
         doc=f"series folder or auto (null: patches/{EMBEDDED_SERIES})",
@@ -1374,7 +1375,7 @@ _TABLE: tuple[Option, ...] = (
     Option(
         "series",
         key="profile.remote.series",
-        help="series folder or 'auto' (chosen from the targets' files); "
+        help="series folder, a shipped series' name, or 'auto' (chosen from the targets' files); "
         "default: profile.remote.series, else patchkit.series",
         fronts=("profile.remote",),
         doc="null: patchkit.series (above); the same for the next four",
@@ -1551,7 +1552,8 @@ _TABLE: tuple[Option, ...] = (
         "series",
         key="series",
         default=SAME,
-        help="series folder (default: patchkit.series in invoke.yaml / patchkit.yaml)",
+        help="series folder or a shipped series' name (default: patchkit.series in invoke.yaml / "
+        "patchkit.yaml)",
         check=text,
         fronts=(*_AUTHOR, "patch.gen-runtime"),
     ),
@@ -1624,8 +1626,8 @@ _TABLE: tuple[Option, ...] = (
         "series",
         key="series",
         default=SAME,
-        help="the series to carry over (never written); default: patchkit.series in invoke.yaml "
-        "(patchkit.yaml when installed)",
+        help="the series to carry over (never written): a folder or a shipped series' name; default: "
+        "patchkit.series in invoke.yaml (patchkit.yaml when installed)",
         fronts=("patch.rebase",),
     ),
     Option(
@@ -1681,11 +1683,18 @@ _TABLE: tuple[Option, ...] = (
         "form), read in one connection and pinned to exactly that text; needs --out",
         fronts=("patch.rebase",),
     ),
-    Option("from_", help="the older series folder", fronts=("patch.diff",)),
-    Option("to", help="the newer series folder", fronts=("patch.diff",)),
+    Option(
+        "json",
+        default=False,
+        help="print the list as JSON (stable keys: schema patchkit.series/1) instead of a table",
+        fronts=("patch.series",),
+    ),
+    Option("from_", help="the older series: a folder or a shipped series' name", fronts=("patch.diff",)),
+    Option("to", help="the newer series: a folder or a shipped series' name", fronts=("patch.diff",)),
     Option(
         "series",
-        help="take name, version, commit and paths from this series' pin.toml",
+        help="take name, version, commit and paths from this series' pin.toml (a series folder or a "
+        "shipped series' name)",
         fronts=("upstream.fetch",),
     ),
     Option("name", help="distribution name (e.g. sglang)", fronts=("upstream.fetch",)),
@@ -1712,7 +1721,11 @@ _TABLE: tuple[Option, ...] = (
         help="accept a wheel whose sha256 is not in patchkit's table (recorded for next time)",
         fronts=("upstream.fetch",),
     ),
-    Option("series", help="series folder whose pin.toml is written", fronts=("upstream.pin",)),
+    Option(
+        "series",
+        help="series folder (or a shipped series' name) whose pin.toml is written",
+        fronts=("upstream.pin",),
+    ),
     Option("tree", help="pristine tree to hash", check=existing_dir, fronts=("upstream.pin",)),
     Option(
         "path", help="pinned file (repeat; default: the files the series modifies)", fronts=("upstream.pin",)

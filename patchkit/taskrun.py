@@ -34,6 +34,7 @@ def run_patch_task(c, op: str, given: dict) -> None:
             if settings.show_script:
                 show_script(series_dir, targets, opts)
             result = getattr(ops, op)(series_dir, targets, opts)
+            suggest_series(result, series_dir, targets, opts)
         finally:
             for t in targets:  # inventory hosts come as Transports; ops leaves them open
                 if not isinstance(t, str):
@@ -54,15 +55,15 @@ def run_patch_task(c, op: str, given: dict) -> None:
 def series_and_targets(settings, opts) -> tuple:
     """(series, targets): --target / --inventory, else patchkit.targets / .inventory; k8s:
     targets become their pods. The series is a folder (a path or a shipped series' name,
-    patchkit.locations.series_path), or with ``auto`` the one pinned to the targets' files: a
+    patchkit.locations.series_arg), or with ``auto`` the one pinned to the targets' files: a
     ``PerHostSeries`` when the hosts of a fleet need different ones."""
     from patchkit.errors import InvalidInput
-    from patchkit.locations import series_path
+    from patchkit.locations import series_arg
     from patchkit.transport import resolve_targets
 
     if not settings.series:
         raise InvalidInput(f"no --series given and no patchkit.series in {settings.config_where}")
-    series = settings.series if settings.series == "auto" else series_path(settings.series, opts.cwd)
+    series = series_arg(settings.series, "the patch task", cwd=opts.cwd, auto=True)
     if not settings.targets and not settings.inventory:
         raise InvalidInput(
             "no --target or --inventory given and no patchkit.targets or patchkit.inventory "
@@ -96,6 +97,44 @@ def series_and_targets(settings, opts) -> tuple:
         raise
 
 
+def suggest_series(result, series_dir, targets, opts) -> None:
+    """A host holding none of the given series' pinned files (its layout ``none``: a transformers
+    tree given the default sglang series) has its message end in the way out: ``--series auto``,
+    naming the shipped series pinned to exactly that host's files where one is (a second read
+    of that host, only on this failure)."""
+    from patchkit.engine import autoseries
+
+    if not isinstance(series_dir, str) or not any(h.layout == "none" for h in result.hosts):
+        return  # --series auto chose per host: each host's series matched it
+    specs = targets if len(targets) == len(result.hosts) else [None] * len(result.hosts)
+    for spec, host in zip(specs, result.hosts):
+        if host.layout != "none":
+            continue
+        found = None if spec is None else autoseries.pinned_to(spec, **_read_options(opts))
+        hint = (
+            f"the shipped {found} is pinned to exactly these files: pass --series auto (or --series {found})"
+            if found
+            else "--series auto picks the shipped series pinned to a target's files (patch.series lists them)"
+        )
+        at = next((i for i, m in enumerate(host.messages) if "none of the pinned files" in m), None)
+        if at is None:
+            host.messages.append(hint)
+        else:
+            host.messages[at] += f"; {hint}"
+
+
+def _read_options(opts) -> dict:
+    """What reading a target for --series auto takes: the operation's own target options, and
+    its --timeout (a host that never answers fails as soon as the operation would)."""
+    return dict(
+        cwd=opts.cwd,
+        container=opts.container,
+        exec_prefix=opts.exec_prefix,
+        timeout=opts.timeout,
+        **opts.transport_options,
+    )
+
+
 def auto_series(targets, opts=None, per_host: bool = False):
     """--series auto: the shipped series pinned to the targets' text (patchkit.engine.autoseries).
 
@@ -103,16 +142,7 @@ def auto_series(targets, opts=None, per_host: bool = False):
     ``PerHostSeries``; otherwise such a fleet is refused."""
     from patchkit.engine import autoseries
 
-    kw = {}
-    if opts is not None:
-        # the read of each target is bound by the operation's --timeout, as the operation is
-        kw = dict(
-            cwd=opts.cwd,
-            container=opts.container,
-            exec_prefix=opts.exec_prefix,
-            timeout=opts.timeout,
-            **opts.transport_options,
-        )
+    kw = {} if opts is None else _read_options(opts)
     if per_host:
         from patchkit.ops import PerHostSeries
 

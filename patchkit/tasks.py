@@ -16,7 +16,7 @@ from invoke import Collection
 
 from patchkit.boundary import task as bounded_task
 from patchkit.errors import InvalidInput
-from patchkit.locations import series_path
+from patchkit.locations import series_arg
 from patchkit.settings import (
     PATCHKIT_DEFAULTS,
     REMOTE_FALLBACKS,
@@ -123,9 +123,13 @@ def _folder(front: str, option: str, value) -> str:
     return path
 
 
-def _series(c, series):
-    """--series, else patchkit.series (its row: an empty one refused); as an absolute path."""
-    return _abspath(resolve(offered("patch.edit")["series"], series, c.config))
+def _series(c, series, task: str):
+    """--series, else patchkit.series (its row: an empty one refused): a shipped series' name or a
+    folder, as an absolute path (patchkit.locations.series_arg; ``auto`` refused: no target)."""
+    given = resolve(offered("patch.edit")["series"], series, c.config)
+    if not given:
+        raise InvalidInput(f"{task} needs --series NAME_OR_DIR (or patchkit.series in invoke.yaml)")
+    return series_arg(given, task)
 
 
 def _pristine(series, pristine):
@@ -145,7 +149,7 @@ def edit(c, dest, series=None, upto=None, pristine=None, layout="checkout"):
 
     from patchkit.author import authoring
 
-    series = _series(c, series)
+    series = _series(c, series, "patch.edit")
     dest = checked("patch.edit", "dest", dest)
     checked("patch.edit", "layout", layout)
     out = authoring.prepare_edit_tree(
@@ -161,7 +165,7 @@ def new(c, name, edited, series=None, pristine=None, header=None, new_file=None)
 
     from patchkit.author import authoring
 
-    series = _series(c, series)
+    series = _series(c, series, "patch.new")
     new_file = checked("patch.new", "new_file", new_file)
     out = authoring.new_patch(
         Path(series),
@@ -181,7 +185,7 @@ def refresh(c, edited, series=None, pristine=None, patch=None):
 
     from patchkit.author import authoring
 
-    series = _series(c, series)
+    series = _series(c, series, "patch.refresh")
     path, changed = authoring.refresh(
         Path(series),
         Path(_folder("patch.refresh", "edited", edited)),
@@ -206,7 +210,11 @@ def gen_runtime(c, series=None, check=False, all_=False):
 
     if all_ and series:
         raise InvalidInput("patch.gen-runtime: --all or --series, not both")
-    folders = [series_root() / n for n in shipped_names()] if all_ else [Path(_series(c, series))]
+    folders = (
+        [series_root() / n for n in shipped_names()]
+        if all_
+        else [Path(_series(c, series, "patch.gen-runtime"))]
+    )
     differs = False
     for folder in folders:
         for name, changed in authoring.regenerate_runtime_patches(folder, write=not check):
@@ -244,7 +252,7 @@ def export(c, series=None, out=None, all_=False):
         given = resolve(offered("patch.export")["series"], series, c.config)
         if not given:
             raise InvalidInput("patch.export needs --series DIR_OR_NAME (or --all)")
-        folders = [Path(series_path(given))]
+        folders = [Path(series_arg(given, "patch.export"))]
     for folder in folders:
         dest, count = authoring.export_series(folder, out_root)
         print(f"wrote {dest} ({count} files)")
@@ -307,7 +315,7 @@ def upstream_fetch(
         name,
         version,
         list(path or []) or None,
-        series_dir=Path(_abspath(series)) if series else None,
+        series_dir=Path(series_arg(series, "upstream.fetch")) if series else None,
         clone=Path(_abspath(upstream)) if upstream else None,
         rev=rev,
         layout=layout,
@@ -330,8 +338,9 @@ def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=Non
     from patchkit import upstream as up
 
     package_prefix = checked("upstream.pin", "package_prefix", package_prefix)
+    series = series_arg(series, "upstream.pin")
     pin = up.pin_series(
-        Path(_abspath(series)),
+        Path(series),
         Path(_folder("upstream.pin", "tree", tree)),
         list(path or []) or None,
         name=name,
@@ -339,12 +348,22 @@ def upstream_pin(c, series, tree, path=None, name=None, version=None, commit=Non
         commit=commit,
         package_prefix=package_prefix,
     )
-    print(f"wrote {Path(_abspath(series)) / 'pin.toml'} ({len(pin.files)} files)")
+    print(f"wrote {Path(series) / 'pin.toml'} ({len(pin.files)} files)")
+
+
+@task(name="series", auto_shortflags=False, help=task_help("patch.series"))
+def list_series(c, json=False):
+    """List the shipped series: each one's upstream, releases and how it is proven."""
+    from patchkit.catalog import render_json, render_text, shipped_series
+
+    rows = shipped_series()
+    sys.stdout.write(render_json(rows) if json else render_text(rows))
 
 
 patch = Collection(
     "patch", check, verify, apply, revert, status, unlock, edit, new, refresh, gen_runtime, export, gen_config
 )
+patch.add_task(list_series, "series")
 profile = Collection("profile")
 upstream = Collection("upstream")
 upstream.add_task(upstream_fetch, "fetch")
@@ -382,11 +401,13 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
         # patchkit.profile.series (documented in invoke.yaml) feeds run_default's series_dir
         name = key.split("_")[0]
         value = _profile(c, name, value)
+        if value and key == "series_dir":
+            value = series_arg(value, "profile.run", auto=True)
         if value == "auto" and key == "series_dir":
             if kw.get("site"):  # the embedded default's own series otherwise (site not built yet)
                 kw[key] = _auto_series([kw["site"]])
         elif value:
-            kw[key] = series_path(value) if key == "series_dir" else _abspath(value)
+            kw[key] = value if key == "series_dir" else _abspath(value)
     return output_dir(_profile(c, "out", out), "out"), kw
 
 
@@ -550,7 +571,7 @@ def patch_rebase(
     if onto_target and (not out or upstream):
         raise InvalidInput("patch.rebase --onto-target needs --out DIR (and takes no --upstream)")
     path = lambda p: os.path.abspath(os.path.expanduser(p)) if p else None  # noqa: E731
-    series = os.path.abspath(os.path.expanduser(series))  # given: checked above
+    series = series_arg(series, "patch.rebase")  # given: checked above
     new_source = None
     if onto_target:
         new_source = _target_source(series, onto_target, opts)
@@ -625,7 +646,8 @@ def patch_diff(c, from_=None, to=None):
 
     if not from_ or not to:
         raise InvalidInput("patch.diff needs --from DIR and --to DIR")
-    sys.stdout.write(series_diff(os.path.abspath(from_), os.path.abspath(to)))
+    older = series_arg(from_, "patch.diff", option="--from")
+    sys.stdout.write(series_diff(older, series_arg(to, "patch.diff", option="--to")))
 
 
 patch.add_task(patch_rebase, "rebase")
@@ -694,8 +716,8 @@ def _profile_remote(c, **params):
         require("report", "profile.remote", instead="or give --no-chart")
     if out is not None:
         settings["out"] = output_dir(out, "out")
-    if settings.get("series") and settings["series"] != "auto":
-        settings["series"] = series_path(str(settings["series"]))
+    if settings.get("series"):
+        settings["series"] = series_arg(str(settings["series"]), "profile.remote", auto=True)
     auto = settings.get("series") == "auto" and (settings.get("targets") or settings.get("inventory"))
     if auto:
         settings.pop("series")  # chosen below, from the targets (every other setting checked first)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.engine.series import Pin, parse_pin
-from patchkit.errors import InvalidInput, Refused
+from patchkit.errors import InvalidInput, PatchkitError, Refused
 from patchkit.locations import series_root
 from patchkit.transport import expand_targets, parse_target
 
@@ -50,6 +50,12 @@ def candidates(root: Path = SHIPPED) -> list[Candidate]:
     if not out:
         raise InvalidInput(f"--series auto: no shipped series under {root}")
     return out
+
+
+def release(pin: Pin) -> str:
+    """What a series is pinned to, as every auto line names it: the pin's own package name and
+    version (``transformers 5.17.0``, ``sglang 0.5.9``)."""
+    return f"{pin.name} {pin.version}" if pin.version else pin.name
 
 
 def _spellings(path: str, prefix: str | None) -> list[str]:
@@ -196,13 +202,22 @@ def choose(seen: Seen, cands: list[Candidate]) -> Candidate:
         )
     if not seen.versions and not seen.hashes:
         raise Refused(_not_an_install(seen, cands))
-    ranked = sorted(cands, key=lambda c: (_version_distance(c, seen.versions), len(_differences(c, seen))))
+    # closest: the nearest version, then the series whose files are there (a file with other
+    # bytes is nearer than one missing: a transformers tree is not "closest" to an sglang pin)
+    ranked = sorted(
+        cands,
+        key=lambda c: (
+            _version_distance(c, seen.versions),
+            sum(d.endswith(" is missing") for d in _differences(c, seen)),
+            len(_differences(c, seen)),
+        ),
+    )
     best = ranked[0]
     what = "; ".join(_differences(best, seen))
     found = f"installed version {', '.join(seen.versions)}" if seen.versions else "no dist-info"
     raise Refused(
         f"{seen.label}: --series auto: no shipped series is pinned to this text ({found}); "
-        f"closest: {best.directory.name} (sglang {best.pin.version}): {what}"
+        f"closest: {best.directory.name} ({release(best.pin)}): {what}"
     )
 
 
@@ -220,6 +235,16 @@ def _not_an_install(seen: Seen, cands: list[Candidate]) -> str:
         f"series pin (such as {example}); --target names the folder that holds the package: a "
         "site-packages folder, or a source checkout's root"
     )
+
+
+def pinned_to(spec, root: Path = SHIPPED, timeout: float | None = None, **target_options) -> str | None:
+    """The name of the shipped series pinned to exactly what ``spec`` holds, or None where none
+    is or the target cannot be read: the question a hint asks, never a refusal of its own."""
+    cands = candidates(root)
+    try:
+        return choose(read_target(spec, cands, timeout, **target_options), cands).directory.name
+    except PatchkitError:
+        return None
 
 
 def _choose_each(
@@ -246,7 +271,7 @@ def resolve_per_host(
     dirs = [str(c.directory) for _, c in chosen]
     if len(set(dirs)) == 1:
         return dirs, _said(chosen)
-    per = ", ".join(f"{seen.label}: {c.directory.name} (sglang {c.pin.version})" for seen, c in chosen)
+    per = ", ".join(f"{seen.label}: {c.directory.name} ({release(c.pin)})" for seen, c in chosen)
     return dirs, f"--series auto: a series per host: {per}"
 
 
@@ -269,8 +294,8 @@ def _said(chosen: list[tuple[Seen, Candidate]]) -> str:
     files = ", ".join(Path(f).name for f in c.pin.files)
     if any(s.manifest for s in seen_all):
         return (
-            f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): "
+            f"--series auto: chose {c.directory.name} ({release(c.pin)}): "
             "the series patchkit applied to the target"
         )
     verb = "matches" if len(c.pin.files) == 1 else "match"
-    return f"--series auto: chose {c.directory.name} (sglang {c.pin.version}): {files} {verb} its pin exactly"
+    return f"--series auto: chose {c.directory.name} ({release(c.pin)}): {files} {verb} its pin exactly"

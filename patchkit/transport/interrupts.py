@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -117,7 +118,8 @@ def deferred() -> Iterator[None]:
 
 
 class _Swallow:
-    """A signal handler that restores ``previous`` (a second signal acts as usual)."""
+    """A signal handler that says the operation had ended and restores ``previous`` (a second
+    signal acts as usual)."""
 
     def __init__(self, previous: dict) -> None:
         self.previous = previous
@@ -125,6 +127,10 @@ class _Swallow:
     def __call__(self, sig, frame) -> None:
         for s, handler in self.previous.items():
             signal.signal(s, handler)
+        with contextlib.suppress(Exception):  # never a second failure on the way out
+            print(
+                "patchkit: interrupted after the targets had answered; nothing was cut short", file=sys.stderr
+            )
 
 
 def _swallow_once(previous: dict) -> _Swallow:

@@ -353,6 +353,20 @@ def _read_only_apply(tmp, tree, series):
     )
 
 
+def _none_pinned(tmp, tree, series):
+    other = tmp / "other"
+    write_tree(other, {"lib/other.py": b"x = 1\n"})
+    return Made(
+        _run("patch.apply", "--series", series, "--target", str(other), expect=1),
+        {"R": str(other)},
+        {
+            "none of the pinned files exists under R (checked: …); the shipped transformers-v5.17.0 is "
+            "pinned to exactly these files: pass --series auto (or --series transformers-v5.17.0)": "needs "
+            "the pinned transformers wheel (tests/cli/test_series_list.py, marked wheels)"
+        },
+    )
+
+
 def _fleet(tmp, tree, series):
     drifted = small_target(tmp / "drifted")
     (drifted / "pkg" / "m.py").write_bytes(b"top\n" + ORIG)
@@ -392,6 +406,7 @@ MAKE: dict[str, Callable[..., Made]] = {
     "read-only tree (verify)": _read_only_verify,
     "read-only tree (apply)": _read_only_apply,
     "a fleet host failed": _fleet,
+    "none of the series' pinned files on the target (the default sglang series on a transformers tree)": _none_pinned,
 }
 UNTRIGGERED = {
     "other malformed patches": "prose: the rows above and docs/formats.md (tests/engine/test_diffparse*.py)",

@@ -21,6 +21,7 @@ FRONTS = {
     "patch.gen-config": tasks.gen_config,
     "patch.rebase": tasks.patch_rebase,
     "patch.diff": tasks.patch_diff,
+    "patch.series": tasks.list_series,
     "upstream.fetch": tasks.upstream_fetch,
     "upstream.pin": tasks.upstream_pin,
     "profile.report": tasks.profile_report,

@@ -31,7 +31,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "patchkit"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("patchkit", "patchkit.errors"),  # the package root names nothing of its own
+    # the package root names nothing of its own; Ctrl-C while a program starts (site runs it)
+    ("patchkit", "patchkit.errors", "patchkit.startup"),
     (
         "patchkit.paths",
         "patchkit.locations",  # pure path rules; where series and caches are;
@@ -43,6 +44,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("patchkit.transport",),  # one method: run a program on a host root
     ("patchkit.engine",),  # series, plans, the target program, answers
     ("patchkit.proofs",),  # how each shipped series is proven (patches/proofs.toml)
+    ("patchkit.catalog",),  # the shipped series listed: upstream, releases, proof (patch.series)
     ("patchkit.settings",),  # the patch.* settings and their defaults
     ("patchkit.ops",),  # the fleet: engine programs over transports
     ("patchkit.report",),  # timing files -> summary, table, chart

@@ -173,7 +173,7 @@ class ActionModule(ActionBase):
             chosen = autoseries.choose(seen, cands)
             return (
                 str(chosen.directory),
-                f"series auto: chose {chosen.directory.name} (sglang {chosen.pin.version})",
+                f"series auto: chose {chosen.directory.name} ({autoseries.release(chosen.pin)})",
             )
         expanded = os.path.expanduser(series)
         places = (
