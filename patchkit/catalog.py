@@ -63,12 +63,12 @@ def shipped_series() -> list[Shipped]:
 def proven_cell(proof: SeriesProof) -> str:
     """The table's short word for a proof (the whole record: ``--json``'s ``proven_text``, and
     patch.verify's ``proven:`` line): the GPU runs' releases, cards and dates, else the static
-    proof, else nothing recorded."""
+    proof, else that none is recorded."""
     static = "static proof" if proof.static is not None else ""
     if proof.gpu:
         runs = "; ".join(f"{run.release} ({run.card}, {run.dates})" for run in proof.gpu)
         return f"ran on a GPU: {runs}" + (f"; {static}" if static else "")
-    return f"{static} only" if static else "nothing recorded"
+    return f"{static} only" if static else "no proof recorded (no GPU run, no static proof)"
 
 
 def render_text(rows: list[Shipped]) -> str:

@@ -197,7 +197,7 @@ def markdown_table() -> str:
         how = {
             "gpu": "GPU" + (f" and {static}" if proof.static is not None else ""),
             "static": f"{static} only",
-            "none": "nothing recorded",
+            "none": "no proof recorded",
         }[proof.how]
         runs = "; ".join(run.describe() for run in proof.gpu) or "—"
         rows.append(f"| `{name}` | {releases} | {how} | {runs} |")
