@@ -225,20 +225,6 @@ def _configured(config, key: str) -> tuple[Any, str]:
     )
 
 
-def key_where(config, dotted: str) -> str:
-    """``patchkit.<dotted> in FILE``: the highest config file that sets the key (a nested one such
-    as ``profile.warmup`` too), for the message of a bad value; without a file that sets it
-    (the environment), ``patchkit.<dotted>``."""
-    found = ""
-    for layer_where, layer in config_layers(config):
-        node: Any = layer
-        for part in dotted.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is not None:
-            found = f" in {layer_where}"
-    return f"patchkit.{dotted}{found}"
-
-
 # -- value checks, shared by every task ------------------------------------------------------------
 
 

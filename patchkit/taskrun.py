@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from patchkit.boundary import exit_boundary
+from patchkit.locations import AUTO
 
 
 def run_patch_task(c, op: str, given: dict) -> None:
@@ -78,7 +79,7 @@ def series_and_targets(settings, opts) -> tuple:
         inventory=settings.inventory,
         limit=settings.limit,
         root=settings.root,
-        open_all=series == "auto",
+        open_all=series == AUTO,
         cwd=opts.cwd,
         container=opts.container,
         exec_prefix=opts.exec_prefix,
@@ -86,7 +87,7 @@ def series_and_targets(settings, opts) -> tuple:
     )
     if not targets:
         raise InvalidInput(f"no targets: the inventory {settings.inventory} has none")
-    if series != "auto":
+    if series != AUTO:
         return series, targets
     try:
         return auto_series(targets, opts, per_host=True), targets

@@ -16,7 +16,7 @@ from invoke import Collection
 
 from patchkit.boundary import task as bounded_task
 from patchkit.errors import InvalidInput
-from patchkit.locations import series_arg
+from patchkit.locations import AUTO, series_arg
 from patchkit.settings import (
     PATCHKIT_DEFAULTS,
     REMOTE_FALLBACKS,
@@ -403,7 +403,7 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
         value = _profile(c, name, value)
         if value and key == "series_dir":
             value = series_arg(value, "profile.run", auto=True)
-        if value == "auto" and key == "series_dir":
+        if value == AUTO and key == "series_dir":
             if kw.get("site"):  # the embedded default's own series otherwise (site not built yet)
                 kw[key] = _auto_series([kw["site"]])
         elif value:
@@ -412,14 +412,6 @@ def _profile_kwargs(c, out, size, site, series, timer, device, seed, timeout, wh
 
 
 PROFILE_TASK = dict(prog="profile", interrupted="the tree was reverted")
-
-
-def _sample_arg(task, value):
-    """--sample N (PATCHKIT_TIMER_SAMPLE), through its row's check; the message names the task."""
-    try:
-        return checked("profile.run", "sample", value)
-    except InvalidInput as exc:
-        raise InvalidInput(f"{task} {exc.message}") from None
 
 
 def _warmup(c, warmup) -> bool:
@@ -718,7 +710,7 @@ def _profile_remote(c, **params):
         settings["out"] = output_dir(out, "out")
     if settings.get("series"):
         settings["series"] = series_arg(str(settings["series"]), "profile.remote", auto=True)
-    auto = settings.get("series") == "auto" and (settings.get("targets") or settings.get("inventory"))
+    auto = settings.get("series") == AUTO and (settings.get("targets") or settings.get("inventory"))
     if auto:
         settings.pop("series")  # chosen below, from the targets (every other setting checked first)
     cfg = RemoteConfig.from_mapping(settings, cwd=os.getcwd(), extra_env=list(env or []))

@@ -833,14 +833,6 @@ def _spots(target: Target, function: str, anchor: Anchor) -> tuple[list[tuple[in
     return spots, "; ".join(reasons) or "no anchor"
 
 
-def _locate(target: Target, function: str, anchor: Anchor) -> tuple[tuple[int, str] | None, str]:
-    """(line, indentation) and how it was found, or (None, why not)."""
-    spots, why = _spots(target, function, anchor)
-    if spots:
-        return spots[0][:2], spots[0][2]
-    return None, why
-
-
 def place(
     anchors: list[Anchor],
     targets: dict[str, Target],

@@ -24,7 +24,6 @@ from patchkit.locations import series_root
 from patchkit.transport import expand_targets, parse_target
 
 SHIPPED = series_root()
-AUTO = "auto"
 
 
 @dataclass

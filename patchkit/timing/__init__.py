@@ -8,7 +8,6 @@ This package does not import the runtime itself (importing it registers an atexi
 from pathlib import Path
 
 RUNTIME_PATH = Path(__file__).with_name("phase_timer.py")
-RUNTIME_MODULE = "phase_timer"
 
 
 def runtime_source() -> str:

@@ -56,10 +56,6 @@ class K8sSelection:
     root: str
 
 
-def is_k8s(spec) -> bool:
-    return isinstance(spec, str) and spec.startswith(PREFIX)
-
-
 def parse_k8s(spec: str) -> K8sSelection:
     """`k8s:NAMESPACE/SELECTOR:ROOT`, every part checked (InvalidInput, exit 2)."""
     from patchkit.transport.remote import check_root

@@ -330,22 +330,26 @@ def test_one_positive_number_rule(monkeypatch):
 
 def test_one_whole_number_rule():
     """Counts (--jobs, --seed, profile.sweep's repeat, --sample) share settings.whole_number."""
-    from patchkit import tasks
     from patchkit.errors import InvalidInput
     from patchkit.profile.local_sweep import run_sweep
-    from patchkit.settings import positive_int, whole_number
+    from patchkit.settings import checked, positive_int, whole_number
 
     for bad in (0, "0", -3, "x", "", "1.5", "2.0", 2.5, True, None):
         assert whole_number(bad) is None, bad
         with pytest.raises(InvalidInput, match="a whole number, 1 or more"):
             positive_int(bad, "jobs")
         with pytest.raises(InvalidInput, match=r"--sample .*: a whole number >= 1"):
-            tasks._sample_arg("profile.run", "" if bad is None else bad)
+            checked("profile.run", "sample", "" if bad is None else bad)
         if bad is not None:  # None: the default
             with pytest.raises(InvalidInput, match="--repeat must be a whole number of at least 1"):
                 run_sweep("unused", repeat=bad, workload=object())
     for good, number in ((1, 1), (" 7 ", 7), ("12", 12)):
-        assert whole_number(good) == number == positive_int(good, "jobs") == tasks._sample_arg("x", good)
+        assert (
+            whole_number(good)
+            == number
+            == positive_int(good, "jobs")
+            == checked("profile.run", "sample", good)
+        )
     assert whole_number(0, 0) == 0 == positive_int("0", "seed", minimum=0)
 
 
