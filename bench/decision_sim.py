@@ -75,11 +75,11 @@ def cell(name, logs, spread, sweeps, seed, truth="p0", **kw):
     right = sum((b == truth) if truth else (b is not None) for b, _s, _r in got) / sweeps
     starts = sum(s for _b, s, _r in got) / sweeps
     out = {"case": name, "right": right, "starts": starts, "points": len(logs)}
-    if truth:
+    if truth and kw.get("prefill_sd") is None:  # the fixed designs draw plain lognormal starts
+        if kw.get("baseline") is not None:  # the baseline raced: a second point of the fixed design
+            logs = [*logs, kw["baseline"]]
         per = starts / len(logs)
         lo, hi = max(2, math.floor(per)), max(2, math.ceil(per))
-        if len(logs) < 2:  # the baseline raced: the fixed design has it as a second point
-            logs = [*logs, kw.get("baseline") or 0.0]
         frng = random.Random(seed + 1)
         p_lo = fixed_power(frng, logs, spread, lo, sweeps, kw.get("round_sd", 0.0), truth)
         p_hi = (
@@ -140,9 +140,8 @@ def main(argv=None) -> int:
     for i, (name, logs, spread, kw) in enumerate(cells):
         r = cell(name, logs, spread, n, 100 + i, **kw)
         fz = f"{r['fixed_z']:8.1%}" if "fixed_z" in r else f"{'-':>8}"
-        lines.append(
-            f"{name:52} {r['right']:6.1%} {r['starts']:7.2f} {r['fixed']:10.1%} (N {r['fixed_n']}) {fz}"
-        )
+        welch = f"{r['fixed']:10.1%} (N {r['fixed_n']})" if "fixed" in r else f"{'-':>18}"
+        lines.append(f"{name:52} {r['right']:6.1%} {r['starts']:7.2f} {welch} {fz}")
         print(lines[-1], flush=True)
     lines += ["", f"{'identical points':52} {'named':>6} {'starts':>7}"]
     for i, (name, logs, spread, kw) in enumerate(null):

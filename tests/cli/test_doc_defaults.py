@@ -42,6 +42,13 @@ STATEMENTS = [
     ),
     ("docs/targets.md", r"`patchkit\.ssh_persist`, default (\d+) s", default("ssh_persist")),
     ("docs/targets.md", r"\(`--jobs`, default (\d+)\)", default("jobs")),
+    (
+        "docs/profiling.md",
+        r"\*\*`--min-effect PCT`\*\* \(default (\d+)",
+        default("profile.remote.min_effect"),
+    ),
+    ("docs/profiling.md", r"\*\*`--power P`\*\* \(default (\d+(?:\.\d+)?)", default("profile.remote.power")),
+    ("README.md", r"decide `--min-effect` \(default (\d+)", default("profile.remote.min_effect")),
 ]
 
 
