@@ -498,10 +498,6 @@ def git_tree(
 
 # ----------------------------------------------------------------------------- pin.toml
 
-# One pin model for the engine and authoring (patchkit/pin.py), by the names the authoring code uses.
-PinFile = PinnedFile
-PinData = Pin
-
 
 def pin_from_tree(
     tree: Path,
@@ -512,7 +508,7 @@ def pin_from_tree(
     package_prefix: str | None = None,
     *,
     pin_path: Path | None = None,
-) -> PinData:
+) -> Pin:
     """Hash ``paths`` (checkout paths as in the patches) in ``tree`` into a pin.
 
     With ``pin_path`` the pin is written there; an existing pin is updated: its file entries
@@ -522,21 +518,21 @@ def pin_from_tree(
     """
     if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", commit):
         raise InvalidInput(f"pin: commit must be 40 lowercase hex digits, not {commit!r}")
-    existing: list[PinFile] = []
+    existing: list[PinnedFile] = []
     if pin_path is not None and Path(pin_path).is_file():
         existing = list(read_pin(Path(pin_path)).files.values())
     if paths is None:
         if not existing:
             raise InvalidInput("pin: no paths given and no existing pin.toml to re-pin")
         paths = [entry.path for entry in existing]
-    fresh: dict[str, PinFile] = {}
+    fresh: dict[str, PinnedFile] = {}
     for path in paths:
         path = _safe_relpath(path, "pin")
         data = locate_in_tree(Path(tree), path, package_prefix).read_bytes()
-        fresh[path] = PinFile(path, sha256_bytes(data), count_lines(data))
+        fresh[path] = PinnedFile(path, sha256_bytes(data), count_lines(data))
     files = [fresh.pop(e.path) if e.path in fresh else e for e in existing]
     files += list(fresh.values())
-    pin = PinData(name, version, commit, package_prefix, {f.path: f for f in files})
+    pin = Pin(name, version, commit, package_prefix, {f.path: f for f in files})
     if pin_path is not None:
         write_pin(pin_path, pin)
     return pin
@@ -545,8 +541,8 @@ def pin_from_tree(
 __all__ = [
     "KNOWN_WHEELS",
     "FetchedWheel",
-    "PinData",
-    "PinFile",
+    "Pin",
+    "PinnedFile",
     "UntrustedWheel",
     "UpstreamError",
     "WheelHashMismatch",
@@ -637,7 +633,7 @@ def pin_series(
     version: str | None = None,
     commit: str | None = None,
     package_prefix: str | None = None,
-) -> PinData:
+) -> Pin:
     """``upstream.pin``: write or update ``<series>/pin.toml`` from a pristine tree.
 
     Name and package_prefix default to the existing pin. Its version and commit are kept

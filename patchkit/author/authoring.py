@@ -37,7 +37,7 @@ from patchkit.engine.difftext import emit_line, hunk_range, new_file_patch, spli
 from patchkit.engine.runtime_patch import RUNTIME_FILE_NAME
 from patchkit.errors import InvalidInput, Refused
 from patchkit.locations import PACKAGE
-from patchkit.upstream import PinData, installed_path, locate_in_tree, read_pin, sha256_bytes
+from patchkit.upstream import Pin, installed_path, locate_in_tree, read_pin, sha256_bytes
 
 DEFAULT_CONTEXT = 3
 
@@ -216,7 +216,7 @@ def read_series_names(series_dir: Path) -> list[str]:
     return names
 
 
-def load_pristine(series_dir: Path, pristine_tree: Path) -> tuple[dict[str, str], PinData]:
+def load_pristine(series_dir: Path, pristine_tree: Path) -> tuple[dict[str, str], Pin]:
     """The pinned files read from ``pristine_tree`` (either layout), checked against the pin."""
     pin = read_pin(Path(series_dir) / "pin.toml")
     files: dict[str, str] = {}

@@ -495,7 +495,7 @@ def default_out_dir(series_dir: Path, name: str, version: str | None, commit: st
     return series_dir.parent / f"{base}-{suffix}"
 
 
-def _new_pin(series: Series, new: Source) -> tuple[upstream.PinData, list[str], bool]:
+def _new_pin(series: Series, new: Source) -> tuple[upstream.Pin, list[str], bool]:
     """(new pin, what changed, same release?)."""
     pin = series.pin
     files, changes = [], []
@@ -503,11 +503,11 @@ def _new_pin(series: Series, new: Source) -> tuple[upstream.PinData, list[str], 
     for path, entry in pin.files.items():
         data = new.files.get(path)
         if data is None:
-            files.append(upstream.PinFile(path, entry.sha256, entry.lines))
+            files.append(upstream.PinnedFile(path, entry.sha256, entry.lines))
             changes.append(f"{path}: not in {new.label}; the old entry is kept (verify refuses)")
             same_files = False
             continue
-        fresh = upstream.PinFile(path, upstream.sha256_bytes(data), upstream.count_lines(data))
+        fresh = upstream.PinnedFile(path, upstream.sha256_bytes(data), upstream.count_lines(data))
         files.append(fresh)
         if fresh.sha256 != entry.sha256:
             same_files = False
@@ -529,7 +529,7 @@ def _new_pin(series: Series, new: Source) -> tuple[upstream.PinData, list[str], 
             f"{(pin.commit or 'none')[:12]} -> {(commit or 'none')[:12]}",
         )
     return (
-        upstream.PinData(pin.name, version, commit, pin.package_prefix, {f.path: f for f in files}),
+        upstream.Pin(pin.name, version, commit, pin.package_prefix, {f.path: f for f in files}),
         changes,
         same_release,
     )
@@ -643,7 +643,7 @@ def _new_source(
 
 
 def _context(
-    pin: upstream.PinData,
+    pin: upstream.Pin,
     new: Source,
     old: Source | None,
     context_trim: bool,
@@ -668,7 +668,7 @@ def _context(
     )
 
 
-def _out_dir(out_dir: Path | str | None, series_dir: Path, new_pin: upstream.PinData, resume: bool) -> Path:
+def _out_dir(out_dir: Path | str | None, series_dir: Path, new_pin: upstream.Pin, resume: bool) -> Path:
     """``--out``, else beside the old series (default_out_dir); with ``resume`` it must exist."""
     out = (
         Path(out_dir).resolve()
@@ -744,7 +744,7 @@ def _write_series(
     out: Path,
     outcomes: list[PatchOutcome],
     outputs: dict[str, bytes],
-    new_pin: upstream.PinData | None,
+    new_pin: upstream.Pin | None,
     report: str,
     resume: bool,
 ) -> None:

@@ -315,13 +315,13 @@ def _write(release, out_dir: Path, refs, kept, pristine, result) -> None:
     authoring.copy_patch(PATCHES / refs[0].series, out_dir, RUNTIME_PATCH)
     touched = sorted({p.path for p in result.placements})
     sharing = [r.version for r in rel.RELEASES if r.series == release.series and r is not release]
-    pin = upstream.PinData(
+    pin = upstream.Pin(
         "sglang",
         release.version,
         None,
         "python/",
         {
-            p: upstream.PinFile(
+            p: upstream.PinnedFile(
                 p, upstream.sha256_bytes(pristine[p].encode()), upstream.count_lines(pristine[p].encode())
             )
             for p in touched
@@ -572,7 +572,7 @@ def _write_appended(
     out_dir: Path,
     base_names: list[str],
     kept: list[tuple[str, str]],
-    pin: upstream.PinData,
+    pin: upstream.Pin,
     pristine: dict[str, str],
     result: timerplace.Result,
 ) -> None:
@@ -600,7 +600,7 @@ def _write_appended(
     pin.files.update(
         (
             p,
-            upstream.PinFile(
+            upstream.PinnedFile(
                 p, upstream.sha256_bytes(pristine[p].encode()), upstream.count_lines(pristine[p].encode())
             ),
         )
@@ -610,7 +610,7 @@ def _write_appended(
 
 
 def _check_appended(
-    release: rel.Release, sdir: Path, out_dir: Path, base_names: list[str], pin: upstream.PinData
+    release: rel.Release, sdir: Path, out_dir: Path, base_names: list[str], pin: upstream.Pin
 ) -> None:
     """The hand-made part byte for byte, then the whole stack applies onto the release's files."""
     for name in base_names:

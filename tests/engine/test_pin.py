@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from patchkit import upstream
 from patchkit.engine.series import load_series
 from patchkit.errors import InvalidInput
 from patchkit.pin import Pin, PinnedFile, format_pin, parse_pin, read_pin, write_pin
-from patchkit.upstream import PinData, PinFile
 
 REPO = Path(__file__).resolve().parents[2]
 SHA = "ab" * 32
@@ -26,7 +26,7 @@ def test_every_shipped_pin_round_trips_byte_for_byte():
 
 def test_engine_and_authoring_see_the_same_model():
     series = load_series(str(REPO / "patches" / "sglang-v0.5.9"))
-    assert type(series.pin) is Pin and PinData is Pin and PinFile is PinnedFile
+    assert type(series.pin) is Pin and upstream.Pin is Pin and upstream.PinnedFile is PinnedFile
     assert series.pin == read_pin(REPO / "patches" / "sglang-v0.5.9" / "pin.toml")
 
 
