@@ -1,6 +1,6 @@
 """The series users get, compared byte for byte with what a base commit gives them.
 
-Issue 30 asks that the redesign leave every series a user gets as it was. A user gets a series
+A refactoring must leave every series a user gets as it was. A user gets a series
 folder as `patch.export` writes it (the same bytes the wheel ships and the engine reads); before
 the runtime was stored once (commit c07b709, the default base), the folder in the checkout was
 that folder. For every series of the base this prints whether each file of the exported folder

@@ -17,7 +17,7 @@ the figure (the least disturbed by other load on a shared machine), the median i
   host/N, events*/N  PATCHKIT_TIMER_SAMPLE=N: about one cycle in N timed, the others
                recorded with host times and attrs only (N = 4, 8, 16)
 The same cycle is also run through the runtime of an earlier commit (--baseline, default
-the runtime before issue 19's cheaper calls and sampling) for host and events*.
+the runtime before its cheaper calls and sampling) for host and events*.
 
 With --paired every mode is also run through the baseline's runtime ("MODE (before)"), in
 the same interleaved rounds, and each round's now/before ratio of ns per cycle is reported
@@ -42,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "patchkit" / "timing" / "phase_timer.py"
-BASELINE_REV = "2961b29"  # the runtime before issue 19 (no sampling, no in-cycle fast path)
+BASELINE_REV = "2961b29"  # the runtime before sampling and the in-cycle fast path
 CALLS_PER_CYCLE = 22
 # this thread's CPU time: on a shared machine the time other processes hold the CPU does
 # not count (preemption still disturbs caches; the fastest round is kept as well)
