@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -59,11 +61,15 @@ def test_mutated_patches_fail_cleanly(tmp_path_factory, edits):
     except InvalidInput as e:
         assert str(e) and "Traceback" not in str(e)
         return
-    # Accepted: applying either refuses with the target untouched, or applies and reverts exactly.
+    # Accepted: applying either refuses with the target untouched (exit 1), finds the series does
+    # not fit its own pinned text (the target holds it: exit 2, "inconsistent"), or applies and
+    # reverts exactly.
     root = work / "t"
     write_tree(root, {"m.py": ORIG})
     res = ops.apply(str(series), [str(root)])
-    assert res.exit_code in (0, 1), res.to_json()
+    assert res.exit_code in (0, 1, 2), res.to_json()
+    if res.exit_code == 2:
+        assert "this series is inconsistent" in json.dumps(res.to_json()), res.to_json()
     if res.exit_code:
         assert read_tree(root, ["m.py", "new.py"]) == {"m.py": ORIG, "new.py": None}
     else:
