@@ -139,7 +139,8 @@ def hook_data(series: Series, root: str, layout: str = "auto") -> tuple[dict, di
         module_path = strip_prefix(plan.path, series.pin.package_prefix)
         if plan.kind == "create":
             created[module_path] = _created_text(plan)
-            files.append({"kind": "create", "path": plan.path, "module_path": module_path})
+            path = target_path(series, plan.path, root, layout)
+            files.append({"kind": "create", "path": path, "module_path": module_path})
         elif plan.kind == "delete":
             raise InvalidInput(f"{plan.path}: import mode cannot delete a file (the series deletes it)")
         else:
@@ -200,11 +201,12 @@ def write_hook(
     series = load_series(series_dir)
     doc, created = hook_data(series, root, layout)
     patched_texts(series_dir, root, layout)  # every file checked and patched before anything is written
-    root_abs = os.path.realpath(root)
+    root_abs = Path(os.path.realpath(root))
     if dest is None:
         dest = tempfile.mkdtemp(prefix="patchkit-import-")
     dest = Path(dest).absolute()
-    if os.path.realpath(dest) == root_abs or root_abs in Path(os.path.realpath(dest)).parents:
+    real = Path(os.path.realpath(dest))
+    if real == root_abs or root_abs in real.parents:
         raise InvalidInput(f"--mode import: the hook folder {dest} lies inside the target {root}")
     if dest.exists() and any(dest.iterdir()):
         raise InvalidInput(f"--mode import: {dest} is not empty")

@@ -174,6 +174,9 @@ def prepare(hook_dir: str) -> PatchedFinder:
     for entry in data["files"]:
         name, package = module_name(entry["module_path"])
         if entry["kind"] == "create":
+            present = os.path.join(data["root"], entry["path"])
+            if os.path.lexists(present):
+                raise ImportRefused(f"{present}: the series creates it, but it exists (applied with sed?)")
             filename = os.path.join(hook_dir, "created", entry["module_path"])
             with open(filename, "rb") as fh:
                 source = fh.read()
