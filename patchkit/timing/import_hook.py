@@ -20,8 +20,9 @@ from another file than the one checked raises ``ImportRefused`` (not an ImportEr
 ``except ImportError`` fallback runs the unpatched code).
 
 The loader compiles the patched text under the original filename, registers that text with
-``linecache`` (tracebacks and ``inspect.getsource`` show the patched lines) and caches no
-bytecode (``cached`` is None; nothing is written).
+``linecache`` (tracebacks and ``inspect.getsource`` show the patched lines; ``install`` sets a
+``sys.excepthook`` that prints through the traceback module, where Python's own would read the
+file on disk) and caches no bytecode (``cached`` is None; nothing is written).
 """
 
 from __future__ import annotations
@@ -196,6 +197,14 @@ def prepare(hook_dir: str) -> PatchedFinder:
     return PatchedFinder(modules, created)
 
 
+def print_exception(kind, value, tb) -> None:
+    """sys.excepthook: Python's own reads source lines from the file on disk, not from
+    linecache; this one (the traceback module's) shows the patched lines."""
+    import traceback
+
+    traceback.print_exception(kind, value, tb, file=sys.stderr)
+
+
 def install(hook_dir: str) -> PatchedFinder:
     """Check and patch the series of ``hook_dir`` and put its finder first on sys.meta_path;
     on any refusal, end the process (REFUSED_EXIT) with one line on stderr."""
@@ -206,6 +215,8 @@ def install(hook_dir: str) -> PatchedFinder:
         sys.stderr.flush()
         os._exit(REFUSED_EXIT)  # site.py would print a sitecustomize error and go on unpatched
     sys.meta_path.insert(0, finder)
+    if sys.excepthook is sys.__excepthook__:
+        sys.excepthook = print_exception
     if os.environ.get("PATCHKIT_IMPORT_QUIET") != "1":
         sys.stderr.write(f"{PREFIX}: {len(finder.modules)} modules patched in memory ({hook_dir})\n")
     return finder

@@ -9,7 +9,6 @@ untouched by the in-memory pass (hashed before and after).
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -20,19 +19,12 @@ from patchkit.engine.importmode import patched_texts
 from patchkit.engine.series import load_series
 from patchkit.errors import Refused
 from patchkit.paths import strip_prefix
+from support.importmode import tree_hashes
 from support.upstream import REPO, sglang_checkout, sglang_installed
 
 pytestmark = [pytest.mark.wheels]
 
 SERIES = REPO / "patches"
-
-
-def tree_hashes(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
 
 
 def assert_same_as_sed(series_dir: Path, tree: Path, layout: str) -> None:

@@ -12,7 +12,6 @@ package raises ImportRefused at its import.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -26,37 +25,8 @@ from patchkit.engine.importmode import hook_data, import_env, write_hook
 from patchkit.engine.series import load_series
 from patchkit.errors import Refused
 from patchkit.timing.import_hook import HOOK_FILE, REFUSED_EXIT
-from support.engine import git_diff, make_series, write_tree
-
-MOD = b"def f(x):\n    y = x + 1\n    return y\n\n\ndef g():\n    return 'g'\n"
-PATCHED = (
-    b"def f(x):\n    y = x + 1\n    _pt.mark('f')\n    raise ValueError(y)\n\n\ndef g():\n    return 'g'\n"
-)
-TIMER = b"MARKS = []\n\n\ndef mark(name):\n    MARKS.append(name)\n"
-
-
-def _series(tmp_path: Path, mod_after: bytes = PATCHED, name="demo-series") -> Path:
-    before = {"demopkg/mod.py": MOD, "demopkg/phase_timer.py": None}
-    after = {
-        "demopkg/mod.py": b"from demopkg import phase_timer as _pt\n" + mod_after,
-        "demopkg/phase_timer.py": TIMER,
-    }
-    diff = git_diff(before, after, tmp_path / name)
-    return make_series(tmp_path / name, {"demopkg/mod.py": MOD}, [("0001-timer.patch", diff)])
-
-
-def _tree(tmp_path: Path) -> Path:
-    root = tmp_path / "site"
-    write_tree(root, {"demopkg/__init__.py": b"", "demopkg/mod.py": MOD})
-    return root
-
-
-def _hashes(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in root.rglob("*")
-        if p.is_file()
-    }
+from support.engine import git_diff, make_series
+from support.importmode import MOD, TIMER, demo_series as _series, demo_tree as _tree, tree_hashes as _hashes
 
 
 def _read_only(root: Path) -> None:
