@@ -112,7 +112,7 @@ def _result_steps(plan: FilePlan) -> list[list]:
 
 
 def _expected(plan: FilePlan) -> list[list]:
-    hunk_of = {}
+    hunk_of: dict[int, str] = {}
     for ref in plan.hunk_refs:
         for n, _ in ref.lines:
             hunk_of.setdefault(n, f"{ref.patch} hunk {ref.number} ({ref.header.strip()})")
@@ -134,7 +134,8 @@ def target_path(series: Series, path: str, root: str, layout: str) -> str:
 
 def hook_data(series: Series, root: str, layout: str = "auto") -> tuple[dict, dict[str, bytes]]:
     """(hook.json's document, {module path: bytes} of the files the series creates)."""
-    files, created = [], {}
+    files: list[dict] = []
+    created: dict[str, bytes] = {}
     for plan in plan_series(series):
         module_path = strip_prefix(plan.path, series.pin.package_prefix)
         if plan.kind == "create":

@@ -79,7 +79,7 @@ def apply_file_plan(data: bytes, plan: dict, where: str) -> bytes:
         found = original(n)
         if found != want:
             raise ImportRefused(f"{where}: {hunk}: line {n}: expected {want!r}, found {found!r}")
-    out = []
+    out: list[bytes] = []
     for step in plan["result"]:
         if step[0] == "keep":  # original lines first..last
             out.extend(original(n) for n in range(step[1], step[2] + 1))
