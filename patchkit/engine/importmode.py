@@ -185,6 +185,10 @@ def patched_texts(series_dir: str, root: str, layout: str = "auto") -> dict[str,
             raise Refused(f"{full}: cannot be read ({exc.strerror})") from None
         try:
             out[entry["path"]] = import_hook.apply_file_plan(data, entry, full)
+        except import_hook.HunkMismatch as exc:
+            raise InvalidInput(
+                f"this series is inconsistent: {exc} (the file has the pinned sha256)"
+            ) from None
         except import_hook.ImportRefused as exc:
             raise Refused(str(exc)) from None
     return out

@@ -46,6 +46,11 @@ class ImportRefused(RuntimeError):
     """The series cannot be applied in memory; the message says which file and why."""
 
 
+class HunkMismatch(ImportRefused):
+    """The file is the pinned text, yet a hunk's line is not there: the series does not fit its
+    own pin (a broken series, not a drifted target)."""
+
+
 def _line_bytes(text: str) -> bytes:
     return text.encode("latin-1")  # hook.json spells bytes as latin-1 text (one char per byte)
 
@@ -78,7 +83,7 @@ def apply_file_plan(data: bytes, plan: dict, where: str) -> bytes:
         want = _line_bytes(text) + (b"\n" if eol else b"")
         found = original(n)
         if found != want:
-            raise ImportRefused(f"{where}: {hunk}: line {n}: expected {want!r}, found {found!r}")
+            raise HunkMismatch(f"{where}: {hunk}: line {n}: expected {want!r}, found {found!r}")
     out: list[bytes] = []
     for step in plan["result"]:
         if step[0] == "keep":  # original lines first..last
