@@ -162,3 +162,20 @@ def test_hook_folder_inside_the_target_is_invalid(tmp_path, tree):
     with pytest.raises(InvalidInput, match="inside the target"):
         write_hook(str(_series(tmp_path)), str(tree), tree / "hook")
     assert not (tree / "hook").exists()
+
+
+def test_the_shadowed_sitecustomize_still_runs(tmp_path, tree):
+    hook = write_hook(str(_series(tmp_path)), str(tree), tmp_path / "hook")
+    other = tmp_path / "other-site"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import sys\nsys.stderr.write('their sitecustomize ran\\n')\n")
+    env = import_env(hook)
+    env["PYTHONPATH"] += os.pathsep.join(["", str(other), str(tree)])
+    proc = subprocess.run(
+        [sys.executable, "-c", "import demopkg.mod as m; print(m.g())"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and proc.stdout == "g\n", proc.stderr
+    assert "their sitecustomize ran" in proc.stderr and "modules patched in memory" in proc.stderr
