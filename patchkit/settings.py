@@ -720,6 +720,7 @@ TREE_LAYOUTS = ("checkout", "installed")  # patch.edit's and upstream.fetch's --
 PREDICT_BOOTSTRAP = 400  # profile.predict --bootstrap: resamples (patchkit.report.predict.BOOTSTRAP)
 PROFILE_SIZES = ("default", "cpu", "gpu", "ci")  # profile.run --size (patchkit.profile.workload's SIZES)
 DEVICES = ("auto", "cpu", "cuda")
+APPLY_MODES = ("sed", "import")  # patch.apply / profile.run --mode (patchkit.engine.importmode)
 PATCH_TASKS = ("patch.check", "patch.verify", "patch.apply", "patch.revert", "patch.status", "patch.unlock")
 
 _TABLE: tuple[Option, ...] = (
@@ -868,6 +869,22 @@ _TABLE: tuple[Option, ...] = (
         "show_script",
         default=False,
         help="print the exact shell program (sed scripts included) sent to each target",
+        fronts=("patch.apply",),
+    ),
+    Option(
+        "mode",
+        default="sed",
+        help="sed: write the patched files on the target (revert restores them); import: write "
+        "nothing in the target, only a hook folder the server gets first on its PYTHONPATH, which "
+        "applies the series in memory as Python imports the pinned modules (read-only images)",
+        check=one_of(*APPLY_MODES),
+        fronts=("patch.apply", "profile.run"),
+    ),
+    Option(
+        "hook_dir",
+        help="--mode import: the folder to write the hook into (new or empty; default: a fresh "
+        "temporary folder); never inside the target",
+        check=folder_path,
         fronts=("patch.apply",),
     ),
     Option(

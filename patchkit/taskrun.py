@@ -3,6 +3,7 @@ table or JSON document (above ops and output; the exit-code boundary itself is p
 
 from __future__ import annotations
 
+import os
 import sys
 
 from patchkit.boundary import exit_boundary
@@ -31,6 +32,9 @@ def run_patch_task(c, op: str, given: dict) -> None:
         settings = PatchSettings.from_invoke(c, op, given)
         opts = options_from(settings)
         series_dir, targets = series_and_targets(settings, opts)
+        if op == "apply" and settings.mode == "import":
+            run_import_apply(settings, series_dir, targets)
+            return
         try:
             if settings.show_script:
                 show_script(series_dir, targets, opts)
@@ -51,6 +55,46 @@ def run_patch_task(c, op: str, given: dict) -> None:
             print(f"patchkit: interrupted after the targets had answered; {said}", file=sys.stderr)
     if result.exit_code:
         raise SystemExit(result.exit_code)
+
+
+def run_import_apply(settings, series_dir, targets) -> None:
+    """patch.apply --mode import: check the one local target (read only) and write the hook
+    folder (patchkit.engine.importmode); print the PYTHONPATH to give the server. --dry-run:
+    the check only, no folder."""
+    import json
+
+    from patchkit.engine.importmode import import_env, patched_texts, write_hook
+    from patchkit.errors import InvalidInput
+
+    for t in targets:
+        if not isinstance(t, str):
+            t.close()
+    if len(targets) != 1 or not isinstance(targets[0], str) or "://" in targets[0]:
+        raise InvalidInput("--mode import: one local directory target (the server's own host)")
+    if not isinstance(series_dir, (str, os.PathLike)):
+        raise InvalidInput("--mode import: one series for the one target")
+    root = os.path.join(settings.cwd, targets[0])
+    if settings.show_script:
+        raise InvalidInput("--mode import runs no shell program on the target: no --show-script")
+    if settings.dry_run:
+        files = patched_texts(str(series_dir), root, settings.layout)
+        doc = {"mode": "import", "dry_run": True, "target": root, "patched_in_memory": sorted(files)}
+        text = f"import mode (dry run): {root}: {len(files)} files match the pin and patch in memory; nothing written"
+    else:
+        hook_dir = os.path.join(settings.cwd, settings.hook_dir) if settings.hook_dir else None
+        hook = write_hook(str(series_dir), root, hook_dir, settings.layout)
+        env = import_env(hook, {})
+        doc = {**hook.as_dict(), "env": env}
+        text = "\n".join(
+            [
+                f"import mode: {hook.series} checked against {root} ({len(hook.files)} files); "
+                "nothing written in the target",
+                f"hook: {hook.path} (delete it, or start without it, to undo)",
+                "give the server:",
+                *(f"  {k}={v}" for k, v in env.items()),
+            ]
+        )
+    print(json.dumps(doc, indent=2, sort_keys=True) if settings.json else text)
 
 
 def series_and_targets(settings, opts) -> tuple:

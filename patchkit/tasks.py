@@ -446,6 +446,7 @@ def profile_run(
     confidence=None,
     sample=None,
     warmup=True,
+    mode=None,
 ):
     """Profile the embedded default: apply, run assisted generation, revert, report."""
     from patchkit.extras import require
@@ -462,7 +463,7 @@ def profile_run(
         kw["num_assistant_tokens"] = checked("profile.run", "num_assistant_tokens", num_assistant_tokens)
     if confidence is not None:
         kw["assistant_confidence_threshold"] = checked("profile.run", "confidence", confidence)
-    run_default(out, timer_sample=sample, warmup=warmup, **kw)
+    run_default(out, timer_sample=sample, warmup=warmup, mode=_profile(c, "mode", mode), **kw)
 
 
 @task(

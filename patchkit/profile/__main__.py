@@ -30,11 +30,14 @@ COMMON: dict[str, dict[str, Any]] = {
     "warmup": {"action": argparse.BooleanOptionalAction},
 }
 OWN: dict[str, dict[str, dict[str, Any]]] = {
-    "run": {"num_assistant_tokens": {"type": int}, "confidence": {"type": float}},
+    "run": {"num_assistant_tokens": {"type": int}, "confidence": {"type": float}, "mode": {}},
     "sweep": {"matrix": {}, "repeat": {"type": int}},
 }
 # checked after parsing (argparse took the types, not the ranges), as the invoke tasks check them
-CHECKED = {"run": ("timeout", "seed", "num_assistant_tokens", "confidence"), "sweep": ("timeout", "seed")}
+CHECKED = {
+    "run": ("timeout", "seed", "num_assistant_tokens", "confidence", "mode"),
+    "sweep": ("timeout", "seed"),
+}
 
 
 def _paths(args) -> dict:
@@ -86,6 +89,7 @@ def main(argv=None) -> int:
             args.out,
             num_assistant_tokens=args.num_assistant_tokens,
             assistant_confidence_threshold=args.confidence,
+            mode=args.mode,
             **common,
         )
     else:

@@ -22,7 +22,7 @@ from pathlib import Path
 from patchkit.errors import InvalidInput
 from patchkit.profile.progress import ProgressLine
 from patchkit.profile.session import run_workload
-from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, patched
+from patchkit.profile.site import DEFAULT_SERIES, DEFAULT_SITE, ensure_site, imported, patched
 from patchkit.settings import PROFILE_DEFAULTS, checked
 
 
@@ -184,6 +184,7 @@ def run_default(
     workload=None,
     timer_sample: int | None = None,
     warmup: bool = PROFILE_DEFAULTS["warmup"],
+    mode: str = PROFILE_DEFAULTS["mode"],
 ) -> ProfileOutcome:
     """The default profile run. ``timer_mode`` None: events on CUDA, host time otherwise.
     ``timer_sample`` N times about one cycle in N (PATCHKIT_TIMER_SAMPLE; None: the
@@ -193,6 +194,9 @@ def run_default(
 
     ``workload`` replaces patchkit.profile.session.run_workload (same signature); the
     bracket around it -- apply before, revert and the pristine check after -- stays.
+    ``mode`` import: nothing is written in the site; the workload gets the hook folder
+    (``<run>/import-hook``, patchkit.engine.importmode) first on its PYTHONPATH, and the
+    bracket is that folder's writing (``hook=`` is passed to the workload).
     """
     check_args(size, timer_mode, num_assistant_tokens, device)
     if workload is None:  # the real workload imports torch & co. in this interpreter
@@ -200,6 +204,7 @@ def run_default(
 
         require("profile", "profile.run")
     timer_sample = checked("profile.run", "sample", timer_sample)
+    mode = checked("profile.run", "mode", mode)
     out, log = progress_log(stream)
     start = time.monotonic()
     series_dir, site = Path(series_dir), Path(site)
@@ -215,9 +220,15 @@ def run_default(
     spec = {"size": size, "seed": seed, "device": device, "points": [point], "warmup": bool(warmup)}
     if timer_sample is not None:
         spec["timer_sample"] = timer_sample
-    with patched(series_dir, site, log=log):
+    bracket = (
+        imported(series_dir, site, run_dir, log=log)
+        if mode == "import"
+        else patched(series_dir, site, log=log)
+    )
+    with bracket as done:
+        hook = {"hook": done} if mode == "import" else {}
         result = (workload or run_workload)(
-            site, spec, run_dir, timer_mode=timer_mode, timeout=timeout, progress=ProgressLine()
+            site, spec, run_dir, timer_mode=timer_mode, timeout=timeout, progress=ProgressLine(), **hook
         )
     from patchkit.report import build_report, render_table  # after the revert: tree is pristine
 

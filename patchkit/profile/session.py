@@ -52,6 +52,15 @@ def _log_tail(path: Path, lines: int = 12) -> str:
     return "\n".join(text[-lines:])
 
 
+def _env(site: Path, timer_mode: str | None, hook) -> dict:
+    env = workload_env(site, timer_mode)
+    if hook is None:
+        return env
+    from patchkit.engine.importmode import import_env
+
+    return import_env(hook, env)
+
+
 def run_workload(
     site: Path,
     spec: dict,
@@ -61,8 +70,11 @@ def run_workload(
     timeout: float | None = None,
     progress: ProgressLine | None = None,
     python: str | None = None,
+    hook=None,
 ) -> dict:
-    """Run the workload once for ``spec`` (see workload.py); returns its result document."""
+    """Run the workload once for ``spec`` (see workload.py); returns its result document.
+    ``hook``: import mode's hook folder (patchkit.engine.importmode.HookFolder), first on the
+    workload's PYTHONPATH."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_path, result_path = run_dir / "workload-spec.json", run_dir / "workload.json"
@@ -86,7 +98,7 @@ def run_workload(
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
-            env=workload_env(site, timer_mode),
+            env=_env(site, timer_mode, hook),
             cwd=str(run_dir),
         )
         thread = threading.Thread(target=_reader, args=(proc.stdout, events), daemon=True)

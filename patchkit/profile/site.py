@@ -199,6 +199,23 @@ def patched(series_dir: Path, site: Path, *, log=print):
         log(f"profile: reverted {site}; patch.status: pristine")
 
 
+@contextmanager
+def imported(series_dir: Path, site: Path, run_dir: Path, *, log=print):
+    """The import mode's bracket: the hook folder written in ``run_dir`` (the site read,
+    never written), yielded; nothing to revert after."""
+    from patchkit.engine.importmode import write_hook
+
+    try:
+        hook = write_hook(str(series_dir), str(site), Path(run_dir) / "import-hook", layout="installed")
+    except PatchkitError as exc:
+        raise ProfileError(f"{site}: {exc.message}", exc.exit_code) from None
+    log(
+        f"profile: import mode, {Path(series_dir).name} patched in memory from {hook.path}; nothing written in {site}"
+    )
+    yield hook
+    log(f"profile: import mode, nothing to revert in {site}")
+
+
 def workload_env(site: Path, timer_mode: str | None) -> dict:
     """Environment for the workload: the patched tree first on the path, the timer mode."""
     env = dict(os.environ)
@@ -222,6 +239,7 @@ __all__ = [
     "PatchkitError",
     "ProfileError",
     "ensure_site",
+    "imported",
     "patched",
     "site_state",
     "workload_env",

@@ -118,6 +118,7 @@ RUN_OPTIONS = dict(
     num_assistant_tokens=[("many", 2, "--num-assistant-tokens"), ("0", 2, "--num-assistant-tokens")],
     confidence=[("high", 2, "--confidence"), ("2", 2, "--confidence")],
     sample=[("0", 2, "--sample"), ("x", 2, "--sample"), ("1.5", 2, "--sample")],
+    mode=[("memory", 2, "--mode")],
 )
 REPEAT_BAD = [("0", 2, "--repeat"), ("x", 2, "--repeat"), ("-2", 2, "--repeat")]
 SWEEP_OPTIONS = dict(
@@ -240,6 +241,11 @@ AUTHOR_BASE = {
 
 TABLE = {
     **{t: TARGET_OPTIONS for t in TARGET_TASKS},
+    "patch.apply": dict(
+        TARGET_OPTIONS,
+        mode=[("memory", 2, "--mode"), ("", 2, "--mode")],
+        hook_dir=[("{tmp}/afile", 2, "--hook-dir")],
+    ),
     "profile.run": RUN_OPTIONS,
     "profile.sweep": SWEEP_OPTIONS,
     "profile.remote": REMOTE_OPTIONS,
