@@ -40,7 +40,8 @@ def _records(run_dir: Path) -> tuple[dict, dict]:
 @pytest.fixture
 def read_only_site(site, tmp_path):  # noqa: F811
     copy = tmp_path / "ro-site"
-    shutil.copytree(site, copy, symlinks=True)
+    # without the compiled files earlier runs left in the shared site: none may appear after
+    shutil.copytree(site, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     subprocess.run(["chmod", "-R", "a-w", str(copy)], check=True)
     yield copy
     subprocess.run(["chmod", "-R", "u+w", str(copy)], check=True)
