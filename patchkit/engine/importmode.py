@@ -173,18 +173,18 @@ def patched_texts(series_dir: str, root: str, layout: str = "auto") -> dict[str,
     """{target-relative path: the bytes import mode runs} for every file the series modifies;
     reads the target, writes nothing; Refused when a file is not its pinned text."""
     doc, _ = hook_data(load_series(series_dir), root, layout)
+    return _patch_all(doc)
+
+
+def _patch_all(doc: dict) -> dict[str, bytes]:
+    """What the hook will do with hook.json's ``doc``, done here first: every modified file read,
+    checked and patched (the hook's own routine), its failure in the contract's terms."""
     out = {}
     for entry in doc["files"]:
         if entry["kind"] != "modify":
             continue
-        full = os.path.join(doc["root"], entry["path"])
         try:
-            with open(full, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            raise Refused(f"{full}: cannot be read ({exc.strerror})") from None
-        try:
-            out[entry["path"]] = import_hook.apply_file_plan(data, entry, full)
+            out[entry["path"]] = import_hook.read_patched(doc["root"], entry)[1]
         except import_hook.HunkMismatch as exc:
             raise InvalidInput(
                 f"this series is inconsistent: {exc} (the file has the pinned sha256)"
@@ -205,7 +205,7 @@ def write_hook(
         )
     series = load_series(series_dir)
     doc, created = hook_data(series, root, layout)
-    patched_texts(series_dir, root, layout)  # every file checked and patched before anything is written
+    _patch_all(doc)  # every file checked and patched before anything is written
     root_abs = Path(os.path.realpath(root))
     if dest is None:
         dest = tempfile.mkdtemp(prefix="patchkit-import-")

@@ -506,12 +506,9 @@ class Race:
         if self.horizon is not None:
             self._drop_bounded(final)
             return
-        self._drop_anytime(self.alpha_pair)
-
-    def _drop_anytime(self, alpha_pair: float) -> None:
         if len(self.labels) < 2 or len(self.live) < 2:
             return
-        leader, _pe, intervals, _ = _evaluate(self.cells, self.live, alpha_pair)
+        leader, _pe, intervals, _ = _evaluate(self.cells, self.live, self.alpha_pair)
         if leader is None:
             return
         for p in list(self.live):
@@ -520,7 +517,7 @@ class Race:
                 self.dropped_round[p] = self.rounds
                 self.dropped[p] = (
                     f"worse than {leader}: ratio <= {math.exp(intervals[p][1]):.3f} at "
-                    f"{100 * (1 - alpha_pair):g} % (anytime-valid, alpha/(K-1)), round {self.rounds}"
+                    f"{100 * (1 - self.alpha_pair):g} % (anytime-valid, alpha/(K-1)), round {self.rounds}"
                 )
 
     # ---- the bounded test ---------------------------------------------------------------------
@@ -884,7 +881,7 @@ def t_power(horizon: int, effect: float, alpha: float, points: int = 2, paths: i
     rounds = tuple(range(2, horizon + 1))
     dfs = tuple((points - 1) * (k - 1) for k in rounds)
     levels = t_levels(rounds, horizon, dfs, alpha, SPENDING)
-    crit = [_t_quantile(lv, df) if lv > 0.0 else math.inf for lv, df in zip(levels, dfs)]
+    crit = [_t_quantile(lv, df) for lv, df in zip(levels, dfs)]
     rng = random.Random(_SEED)
     hit = 0
     for _ in range(paths):

@@ -97,6 +97,17 @@ def apply_file_plan(data: bytes, plan: dict, where: str) -> bytes:
     return b"".join(out)
 
 
+def read_patched(root: str, entry: dict) -> tuple[str, bytes]:
+    """(the file's path, its patched bytes) for one modified file of hook.json below ``root``."""
+    filename = os.path.join(root, entry["path"])
+    try:
+        with open(filename, "rb") as fh:
+            original = fh.read()
+    except OSError as exc:
+        raise ImportRefused(f"{filename}: cannot be read ({exc.strerror})") from None
+    return filename, apply_file_plan(original, entry, filename)
+
+
 class PatchedLoader(importlib.abc.Loader):
     """Runs a module from text held in memory, compiled under ``filename``; caches nothing."""
 
@@ -188,13 +199,7 @@ def prepare(hook_dir: str) -> PatchedFinder:
                 source = fh.read()
             created.add(name)
         else:
-            filename = os.path.join(data["root"], entry["path"])
-            try:
-                with open(filename, "rb") as fh:
-                    original = fh.read()
-            except OSError as exc:
-                raise ImportRefused(f"{filename}: cannot be read ({exc.strerror})") from None
-            source = apply_file_plan(original, entry, filename)
+            filename, source = read_patched(data["root"], entry)
         modules[name] = (filename, source, package)
     early = sorted(n for n in modules if n in sys.modules)
     if early:

@@ -12,11 +12,9 @@ from support.cli import invoke
 from support.importmode import MOD, demo_series, demo_tree, tree_hashes as _hashes
 
 
-def test_apply_import_mode_writes_only_the_hook(tmp_path):
-    series, tree = demo_series(tmp_path), demo_tree(tmp_path)
-    before = _hashes(tree)
-    hook = tmp_path / "hook"
-    proc = invoke(
+def _apply_import(series, tree, hook):
+    """patch.apply --mode import of ``series`` on ``tree``, the hook folder at ``hook``."""
+    return invoke(
         "patch.apply",
         "--series",
         str(series),
@@ -27,6 +25,13 @@ def test_apply_import_mode_writes_only_the_hook(tmp_path):
         "--hook-dir",
         str(hook),
     )
+
+
+def test_apply_import_mode_writes_only_the_hook(tmp_path):
+    series, tree = demo_series(tmp_path), demo_tree(tmp_path)
+    before = _hashes(tree)
+    hook = tmp_path / "hook"
+    proc = _apply_import(series, tree, hook)
     assert proc.returncode == 0, proc.stderr
     assert "nothing written in the target" in proc.stdout
     assert f"PYTHONPATH={hook}" in proc.stdout
@@ -60,17 +65,7 @@ def test_apply_import_mode_refuses_a_drifted_target(tmp_path):
     (tree / "demopkg" / "mod.py").write_bytes(MOD.replace(b"x + 1", b"x + 2"))
     before = _hashes(tree)
     hook = tmp_path / "hook"
-    proc = invoke(
-        "patch.apply",
-        "--series",
-        str(series),
-        "--target",
-        str(tree),
-        "--mode",
-        "import",
-        "--hook-dir",
-        str(hook),
-    )
+    proc = _apply_import(series, tree, hook)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "mod.py: not the pinned text" in proc.stderr
     assert not hook.exists() and _hashes(tree) == before

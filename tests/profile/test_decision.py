@@ -10,6 +10,7 @@ import random
 
 import pytest
 
+from patchkit.profile.remote.adjusted import choose_estimator
 from patchkit.profile.remote.sweep import BASELINE, _adjusted_spread, _baseline_line, describe_sequential
 from patchkit.profile.sequential import Race, plan_horizon
 from patchkit.profile.spending import boundaries, crossing_probabilities, t_levels, z_design
@@ -103,7 +104,7 @@ def test_the_stand_in_with_a_prefill_nuisance_decides_within_the_budgets_six_sta
     assert not any(named_best(s) == "p1" for s in first)
     assert all("adjusted" in (s.design.get("why") or "") or s.design["spread"] for s in first)
     # what those sweeps leave in the cache: the adjusted tok/s' spread, pooled over them
-    parts = [_adjusted_spread(s) for s in first]
+    parts = [_adjusted_spread(choose_estimator(s.rows, 0.05)) for s in first]
     parts = [p for p in parts if p]
     pooled = math.sqrt(sum(p["spread"] ** 2 * p["df"] for p in parts) / sum(p["df"] for p in parts))
     assert 0.003 < pooled < 0.02 and sum(p["df"] for p in parts) >= 8

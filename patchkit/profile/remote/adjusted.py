@@ -145,12 +145,13 @@ def choose_estimator(rows: list[dict], alpha: float) -> dict[str, Any] | None:
     return doc
 
 
-def adjusted_verdict(rows: list[dict], decide_runs, alpha: float) -> dict[str, Any] | None:
+def adjusted_verdict(rows: list[dict], decide_runs, alpha: float, decide_raw=None) -> dict[str, Any] | None:
     """sweep.json ``adjusted``: the pooled period, each run's adjusted tok/s, the prefill test,
     and the final verdict: ``decided_by`` "adjusted" where the prefill period does not differ by
     point (p >= PREFILL_ALPHA), else "raw", with ``why``; ``best`` is that verdict's.
 
-    ``decide_runs(runs by label, alpha)`` is the sweep's own test (bounded, anytime or fixed N)
+    ``decide_runs(runs by label, alpha)`` is the sweep's own test (bounded, anytime or fixed N);
+    ``decide_raw`` the same for the raw tok/s where it differs (a spread known per estimator)
     over the same rounds. Both candidates are judged at alpha / 2 (``verdict`` and
     ``raw_verdict``): the prefill test is not independent of the raw verdict -- a raw difference
     that prefill luck made is just what makes the periods look different by point -- so
@@ -166,7 +167,7 @@ def adjusted_verdict(rows: list[dict], decide_runs, alpha: float) -> dict[str, A
         if row["runs"]
     }
     doc["verdict"] = decide_runs(doc["tokens_per_s"], alpha / 2.0)
-    doc["raw_verdict"] = decide_runs(raw, alpha / 2.0)
+    doc["raw_verdict"] = (decide_raw or decide_runs)(raw, alpha / 2.0)
     chosen = doc["verdict"] if doc["decided_by"] == "adjusted" else doc["raw_verdict"]
     doc["best"] = (chosen or {}).get("best")
     return doc

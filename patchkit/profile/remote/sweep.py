@@ -904,23 +904,29 @@ class _Rounds:
             cap = min(cap, self._rounds_in_time_limit(time_limit_s, entries, done))
         prior = self.prior or {}
         points = len(self.points) + (1 if self.race_baseline else 0)
-        known = _known(prior, KNOWN_DF)
+        known_raw = _known(prior, KNOWN_DF)
         known_adjusted = None if self.race_baseline else _known(self.prior_adjusted or {}, KNOWN_DF)
+        remembered = "remembered for this command (taken as known)"
         if known_adjusted is not None:
-            known = known or known_adjusted
-        if known is None and done < 2 and cap > done:
+            spread, source, alpha = (
+                known_adjusted,
+                f"of the adjusted tok/s, {remembered}",
+                DEFAULT_ALPHA / 2.0,
+            )
+        elif known_raw is not None:
+            spread, source, alpha = known_raw, remembered, DEFAULT_ALPHA
+        elif done < 2 and cap > done:
             return  # the spread is measured by round 2
-        spread, source, alpha = known, "remembered for this command (taken as known)", DEFAULT_ALPHA
-        if known_adjusted is not None:
-            spread, alpha = known_adjusted, DEFAULT_ALPHA / 2.0
-            source = "of the adjusted tok/s, remembered for this command (taken as known)"
-        if known is None:
-            spread, source, alpha = (None, "", alpha) if cap <= max(done, 1) else self._planning_spread(done)
+        elif cap <= max(done, 1):
+            spread, source, alpha = None, "", DEFAULT_ALPHA
+        else:
+            spread, source, alpha = self._planning_spread(done)
+        known = known_raw is not None or known_adjusted is not None
         self.design = {
             "min_effect": min_effect,
             "power": power,
             "spread": spread,
-            "known_spread": _known(prior, KNOWN_DF),
+            "known_spread": known_raw,
             "known_adjusted_spread": known_adjusted,
         }
         if not spread:
@@ -929,7 +935,7 @@ class _Rounds:
             if cap <= max(done, 1):
                 why = f"{cap} round(s): the budget allows no more"
         else:
-            plan = plan_horizon(spread, min_effect, alpha, power, max(2, points), cap, known is not None)
+            plan = plan_horizon(spread, min_effect, alpha, power, max(2, points), cap, known)
             self.horizon = plan["horizon"]
             why = plan["why"] + f"; spread {source}"
             if known_adjusted is not None and self.horizon < min(2, cap):
@@ -1404,11 +1410,15 @@ def _conclude(cfg, state: _Rounds, rows, run_dir, start, targets, interrupted, c
     extra["spread_by_part"] = spread_by_part(
         {r["label"]: [_with_rest(x) for x in r["runs"] if x["ok"]] for r in rows}
     )
+    sequential = decision is not None
     extra["adjusted"] = adjusted_verdict(
-        rows, lambda runs, alpha: _decide_runs(runs, alpha, state, decision is not None), DEFAULT_ALPHA
+        rows,
+        lambda runs, alpha: _decide_runs(runs, alpha, state, sequential, "adjusted"),
+        DEFAULT_ALPHA,
+        lambda runs, alpha: _decide_runs(runs, alpha, state, sequential, "raw"),
     )
     extra["starts"] = _starts(rows, (extra["adjusted"] or {}).get("tokens_per_s") or {})
-    extra["spread"] = _spread_doc(cfg, state, measured, cache, cache_at, interrupted)
+    extra["spread"] = _spread_doc(cfg, state, measured, extra["adjusted"], cache, cache_at, interrupted)
     with _sigint_deferred():
         table, files = _write(
             run_dir,
@@ -1473,13 +1483,15 @@ def _starts(rows: list[dict], adjusted: dict) -> list[dict]:
     ]
 
 
-def _spread_doc(cfg, state: _Rounds, measured, cache, cache_at, interrupted: bool) -> dict[str, Any]:
+def _spread_doc(
+    cfg, state: _Rounds, measured, adjusted_doc: dict | None, cache, cache_at, interrupted: bool
+) -> dict[str, Any]:
     """sweep.json ``spread``: the spread measured, and for a sequential sweep the cache's entry
     read (planning only) and the one written."""
     spread: dict[str, Any] = {"measured": measured}
     if cfg.sequential:
         spread.update(cache=str(cache) if cache else None, key=cache_at, prior=state.prior)
-        adjusted = _adjusted_spread(state)
+        adjusted = _adjusted_spread(adjusted_doc)
         if adjusted is not None:
             spread["adjusted"] = adjusted
         if cache is not None and measured and not interrupted:
@@ -1493,14 +1505,12 @@ def _spread_doc(cfg, state: _Rounds, measured, cache, cache_at, interrupted: boo
     return spread
 
 
-def _adjusted_spread(state: _Rounds) -> dict | None:
-    """The spread between starts of the adjusted tok/s, where they are the ones that decide."""
-    from patchkit.profile.remote.adjusted import choose_estimator
-
-    choice = choose_estimator(state.rows, DEFAULT_ALPHA)
-    if choice is None or choice["decided_by"] != "adjusted":
+def _adjusted_spread(adjusted_doc: dict | None) -> dict | None:
+    """The spread between starts of the adjusted tok/s (sweep.json ``adjusted``: its per-run
+    tok/s), where they are the ones that decide."""
+    if adjusted_doc is None or adjusted_doc["decided_by"] != "adjusted":
         return None
-    return measured_spread({k: v for k, v in choice["tokens_per_s"].items() if k != BASELINE})
+    return measured_spread(adjusted_doc["tokens_per_s"])
 
 
 def _with_rest(run: dict) -> dict | None:
@@ -1511,7 +1521,7 @@ def _with_rest(run: dict) -> dict | None:
     return {**split, "rest": {"total_s": parts["rest_s"]}}
 
 
-def _decide_runs(values: dict, alpha: float, state: _Rounds, sequential: bool) -> dict:
+def _decide_runs(values: dict, alpha: float, state: _Rounds, sequential: bool, estimator: str) -> dict:
     """The sweep's own test over other tok/s per run (the same points, rounds, blocks and
     horizon; a last look spends the rest only where the budget, not the test, ended the sweep)."""
     runs, blocks = state.samples()
@@ -1526,7 +1536,7 @@ def _decide_runs(values: dict, alpha: float, state: _Rounds, sequential: bool) -
             alpha=alpha,
             horizon=state.horizon,
             final_round=final,
-            sigma=state.known_sigma("raw" if runs == state.samples()[0] else "adjusted"),
+            sigma=state.known_sigma(estimator),
         )
         return {
             "best": d.best,
